@@ -1,0 +1,50 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Latchkey: a passkey (WebAuthn) relying-party server.
+// Layers, bottom-up: C system libraries → one thin Swift wrapper each (CBOR, Crypto, PostgreSQL,
+// HTTP) → pure protocol core (WebAuthn, DeviceKeys, Tokens, WellKnown) → server → `latchkey`.
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+// Wrapper targets keep their C module internal: a C type leaking into a public API fails to compile.
+let wrapper: [SwiftSetting] = strict + [.enableUpcomingFeature("InternalImportsByDefault")]
+let optimized: [SwiftSetting] = [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
+
+let package = Package(
+    name: "Latchkey",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "latchkey", targets: ["latchkey"]),
+        .library(name: "WebAuthn", targets: ["WebAuthn"]),
+    ],
+    targets: [
+        // C libraries from Debian's -dev packages.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+
+        // One thin Swift layer per C library.
+        .target(name: "CBOR", dependencies: ["CCBOR"], swiftSettings: wrapper),
+        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: wrapper),
+        .target(name: "PostgreSQL", dependencies: ["CLibPQ"], swiftSettings: wrapper),
+        .target(name: "HTTP", dependencies: ["CMicroHTTPD"], swiftSettings: wrapper),
+
+        // Pure Swift.
+        .target(name: "JSON", swiftSettings: strict),
+        .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
+
+        .executableTarget(name: "latchkey", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
+
+        .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
+        .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: strict),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
+        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"],
+                    resources: [.copy("Fixtures")], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,64 @@
+internal import COpenSSL
+
+/// Hash functions used by WebAuthn and the attestation formats. `EVP_MD`s are fetched once.
+public enum HashFunction: Sendable, Hashable {
+    case sha1, sha256, sha384, sha512
+
+    public var outputLength: Int {
+        switch self { case .sha1: 20; case .sha256: 32; case .sha384: 48; case .sha512: 64 }
+    }
+
+    var md: OpaquePointer { FetchedDigests.shared.md(self) }
+
+    public func hash(_ data: [UInt8]) -> [UInt8] { data.withUnsafeBufferPointer { hash($0) } }
+
+    public func hash(_ data: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: outputLength)
+        var length: UInt32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { o in
+            EVP_Digest(data.baseAddress, data.count, o.baseAddress, &length, md, nil)
+        }
+        precondition(ok == 1 && Int(length) == outputLength, "EVP_Digest failed")
+        return out
+    }
+}
+
+public enum Digest {
+    public static func sha256(_ data: [UInt8]) -> [UInt8] { HashFunction.sha256.hash(data) }
+    public static func sha256<S: Sequence>(_ data: S) -> [UInt8] where S.Element == UInt8 { HashFunction.sha256.hash(Array(data)) }
+}
+
+/// `EVP_MD_fetch` is expensive and takes a global lock; do it once per process.
+final class FetchedDigests: @unchecked Sendable {
+    static let shared = FetchedDigests()
+    let sha1: OpaquePointer, sha256: OpaquePointer, sha384: OpaquePointer, sha512: OpaquePointer
+
+    private init() {
+        sha1 = EVP_MD_fetch(nil, "SHA1", nil)!
+        sha256 = EVP_MD_fetch(nil, "SHA256", nil)!
+        sha384 = EVP_MD_fetch(nil, "SHA384", nil)!
+        sha512 = EVP_MD_fetch(nil, "SHA512", nil)!
+    }
+
+    func md(_ f: HashFunction) -> OpaquePointer {
+        switch f { case .sha1: sha1; case .sha256: sha256; case .sha384: sha384; case .sha512: sha512 }
+    }
+}
+
+/// Bytes from the operating system's CSPRNG (OpenSSL's DRBG seeded from getrandom).
+public enum SecureRandom {
+    public static func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        precondition(ok == 1, "RAND_bytes failed")
+        return out
+    }
+}
+
+/// Comparison whose duration does not depend on where the inputs differ.
+public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var diff: UInt8 = 0
+    for i in 0..<a.count { diff |= a[i] ^ b[i] }
+    return diff == 0
+}

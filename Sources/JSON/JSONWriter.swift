@@ -1,0 +1,112 @@
+extension JSONValue {
+    /// Compact JSON text, members in stored order.
+    public func serialized() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(into: &out, canonical: false)
+        return out
+    }
+
+    public var text: String { String(decoding: serialized(), as: UTF8.self) }
+
+    /// RFC 8785 (JCS) canonical form: members sorted by their UTF-16 code units, ECMAScript number
+    /// formatting, the minimal escaping of RFC 8785 §3.2.2.2, no whitespace.
+    public func canonicalized() -> [UInt8] {
+        var out: [UInt8] = []
+        write(into: &out, canonical: true)
+        return out
+    }
+
+    func write(into out: inout [UInt8], canonical: Bool) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let d): out.append(contentsOf: JSONValue.ecmaScriptString(d).utf8)
+        case .string(let s): JSONValue.writeString(s, into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (i, e) in elements.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                e.write(into: &out, canonical: canonical)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(var members):
+            if canonical { members.sort { $0.key.utf16.lexicographicallyPrecedes($1.key.utf16) } }
+            out.append(UInt8(ascii: "{"))
+            for (i, m) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(m.key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                m.value.write(into: &out, canonical: canonical)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        for byte in s.utf8 {
+            switch byte {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+            case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0x00..<0x20:
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// ECMAScript Number::toString (ECMA-262 §7.1.12.1), as RFC 8785 §3.2.2.3 requires.
+    public static func ecmaScriptString(_ value: Double) -> String {
+        if value == 0 { return "0" }  // also -0
+        if value.isNaN || value.isInfinite { return "null" }
+        if value < 0 { return "-" + ecmaScriptString(-value) }
+        // Shortest round-trip digits from Swift's description, then ECMAScript's layout.
+        let (digits, exponent) = shortestDigits(value)  // value = 0.d1d2… × 10^exponent
+        let k = digits.count
+        let n = exponent
+        if k <= n && n <= 21 {
+            return digits + String(repeating: "0", count: n - k)
+        }
+        if 0 < n && n <= 21 {
+            let i = digits.index(digits.startIndex, offsetBy: n)
+            return String(digits[..<i]) + "." + String(digits[i...])
+        }
+        if -6 < n && n <= 0 {
+            return "0." + String(repeating: "0", count: -n) + digits
+        }
+        let e = n - 1
+        let sign = e < 0 ? "-" : "+"
+        let mantissa = k == 1 ? digits : String(digits.first!) + "." + String(digits.dropFirst())
+        return mantissa + "e" + sign + String(abs(e))
+    }
+
+    /// Decimal digits (no leading/trailing zeros) and exponent n such that value = 0.digits × 10^n.
+    static func shortestDigits(_ value: Double) -> (String, Int) {
+        let text = "\(value)"  // Swift prints the shortest round-tripping representation
+        var mantissa = text
+        var exp = 0
+        if let eIndex = text.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+            mantissa = String(text[..<eIndex])
+            exp = Int(text[text.index(after: eIndex)...])!
+        }
+        var intPart = mantissa
+        var fracPart = ""
+        if let dot = mantissa.firstIndex(of: ".") {
+            intPart = String(mantissa[..<dot])
+            fracPart = String(mantissa[mantissa.index(after: dot)...])
+        }
+        var digits = intPart + fracPart
+        var n = intPart.count + exp
+        while digits.hasPrefix("0") { digits.removeFirst(); n -= 1 }
+        while digits.hasSuffix("0") { digits.removeLast() }
+        return (digits, n)
+    }
+}
