@@ -1,0 +1,94 @@
+import Crypto
+import JSON
+
+/// What the relying party stored about the credential being used.
+public struct StoredCredential: Sendable {
+    public let publicKey: COSEKey
+    public let signCount: UInt32
+    public let backupEligible: Bool?
+
+    public init(publicKey: COSEKey, signCount: UInt32, backupEligible: Bool? = nil) {
+        self.publicKey = publicKey
+        self.signCount = signCount
+        self.backupEligible = backupEligible
+    }
+}
+
+/// An assertion that passed WebAuthn L3 §7.2.
+public struct VerifiedAuthentication: Sendable {
+    public let credentialId: [UInt8]
+    public let newSignCount: UInt32
+    public let userVerified: Bool
+    public let backupEligible: Bool
+    public let backedUp: Bool
+    /// BE differs from what was stored: recorded as a signal, never a refusal (SPEC).
+    public let backupEligibilityChanged: Bool
+    /// The counter went backwards under `signCountPolicy == .flag`: possible clone, still allowed.
+    public let cloneWarning: Bool
+    public let userHandle: [UInt8]?
+    public let origin: String
+}
+
+public struct ParsedAuthentication: Sendable {
+    public let response: AuthenticationResponse
+    public let clientData: CollectedClientData
+    public let authenticatorData: AuthenticatorData
+
+    public init(_ response: AuthenticationResponse) throws(WebAuthnError) {
+        self.response = response
+        clientData = try CollectedClientData(raw: response.clientDataJSON)
+        authenticatorData = try AuthenticatorData(response.authenticatorData)
+    }
+
+    public init(bytes: [UInt8]) throws(WebAuthnError) { try self.init(AuthenticationResponse(bytes: bytes)) }
+}
+
+public enum AuthenticationVerifier {
+    /// WebAuthn L3 §7.2 "Verifying an Authentication Assertion", steps 11-22 (steps 5-7, the
+    /// credential lookup and user handle, belong to the caller that found `stored`).
+    public static func verify(_ parsed: ParsedAuthentication, expectedChallenge: [UInt8], stored: StoredCredential,
+                              policy: VerificationPolicy, trace: VerificationTrace? = nil) throws(WebAuthnError) -> VerifiedAuthentication {
+        let c = parsed.clientData
+        let a = parsed.authenticatorData
+        trace.decoded("clientData", clientDataJSON(c))
+        trace.decoded("authenticatorData", authenticatorDataJSON(a))
+
+        try CeremonyChecks.clientData(c, type: .get, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
+        // FIDO AppID extension: the client reports `appid: true` when it signed for the AppID.
+        var appIdHash: [UInt8]? = nil
+        if let appId = policy.appId, parsed.response.clientExtensionResults["appid"]?.boolValue == true {
+            appIdHash = Digest.sha256(Array(appId.utf8))
+        }
+        try CeremonyChecks.authenticatorData(a, policy: policy, trace: trace, alternateRpIdHash: appIdHash)
+
+        // Step 20: signature over authenticatorData || SHA-256(clientDataJSON) with the stored key.
+        try trace.require("credential.algorithmAllowed", stored.publicKey.algorithm.signatureAlgorithm != nil,
+                          WebAuthnError(.algorithmUnsupported, "credential algorithm is not supported"))
+        let signed = a.raw + c.hash
+        try trace.require("signature", stored.publicKey.verify(signature: parsed.response.signature, over: signed),
+                          WebAuthnError(.signatureInvalid, "signature does not verify"))
+
+        // Step 21: the signature counter. Compare only when either side is non-zero.
+        var cloneWarning = false
+        if a.signCount != 0 || stored.signCount != 0 {
+            if a.signCount <= stored.signCount {
+                if policy.signCountPolicy == .reject {
+                    try trace.require("signCount", false, WebAuthnError(.signCountRegression,
+                        "sign count \(a.signCount) is not greater than the stored \(stored.signCount)"))
+                }
+                cloneWarning = true
+                trace?.record("signCount", true, "regressed: flagged as a possible clone")
+            } else {
+                trace.pass("signCount")
+            }
+        } else {
+            trace.pass("signCount", "zero (counter not used)")
+        }
+        let beChanged = stored.backupEligible.map { $0 != a.backupEligible } ?? false
+        if beChanged { trace?.record("backupEligibility", true, "changed since registration (recorded, not refused)") }
+        return VerifiedAuthentication(
+            credentialId: parsed.response.rawId, newSignCount: a.signCount, userVerified: a.userVerified,
+            backupEligible: a.backupEligible, backedUp: a.backedUp, backupEligibilityChanged: beChanged,
+            cloneWarning: cloneWarning, userHandle: parsed.response.userHandle, origin: c.origin)
+    }
+}

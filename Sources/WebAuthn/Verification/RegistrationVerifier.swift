@@ -1,0 +1,188 @@
+import CBOR
+import Crypto
+import JSON
+
+/// A registration that passed every check of WebAuthn L3 §7.1: safe to store.
+public struct VerifiedRegistration: Sendable {
+    public let credentialId: [UInt8]
+    /// COSE_Key bytes as the authenticator sent them; stored and parsed again at each login.
+    public let publicKeyBytes: [UInt8]
+    public let algorithm: COSEAlgorithm
+    public let signCount: UInt32
+    public let userVerified: Bool
+    public let backupEligible: Bool
+    public let backedUp: Bool
+    public let aaguid: [UInt8]
+    public let format: String
+    public let attestationType: AttestationType
+    public let trustPath: [Certificate]
+    public let transports: [String]
+    public let origin: String
+}
+
+/// A registration response parsed into its parts but not yet verified.
+public struct ParsedRegistration: Sendable {
+    public let response: RegistrationResponse
+    public let clientData: CollectedClientData
+    public let attestationObject: AttestationObject
+
+    public init(_ response: RegistrationResponse) throws(WebAuthnError) {
+        self.response = response
+        clientData = try CollectedClientData(raw: response.clientDataJSON)
+        attestationObject = try AttestationObject(bytes: response.attestationObject)
+    }
+
+    public init(bytes: [UInt8]) throws(WebAuthnError) { try self.init(RegistrationResponse(bytes: bytes)) }
+}
+
+public enum RegistrationVerifier {
+    /// WebAuthn L3 §7.1 "Registering a New Credential", steps 5-25 (step 26, "not yet registered",
+    /// is the storage layer's).
+    public static func verify(_ parsed: ParsedRegistration, expectedChallenge: [UInt8], policy: VerificationPolicy,
+                              trace: VerificationTrace? = nil) throws(WebAuthnError) -> VerifiedRegistration {
+        let c = parsed.clientData
+        let authData = parsed.attestationObject.authenticatorData
+        trace.decoded("clientData", clientDataJSON(c))
+        trace.decoded("authenticatorData", authenticatorDataJSON(authData))
+        trace.decoded("attestation", ["fmt": .string(parsed.attestationObject.format)])
+
+        try CeremonyChecks.clientData(c, type: .create, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
+        try CeremonyChecks.authenticatorData(authData, policy: policy, trace: trace)
+
+        // Attested credential data must be present (AT flag) in a registration.
+        guard let credential = authData.attestedCredentialData else {
+            try trace.require("authData.attestedCredentialData", false, .invalid("authenticatorData has no attested credential data"))
+            fatalError("unreachable")
+        }
+        trace.pass("authData.attestedCredentialData")
+        // Credential id in authData must be the one the client reports (rawId).
+        try trace.require("credential.rawIdMatches", credential.credentialId == parsed.response.rawId,
+                          .invalid("rawId does not match the credential id in authenticatorData"))
+        // Step 19: the key's algorithm is one the options offered.
+        try trace.require("credential.algorithmOffered", policy.allowedAlgorithms.contains(credential.publicKey.algorithm),
+                          WebAuthnError(.algorithmUnsupported, "\(credential.publicKey.algorithm.name) was not offered"))
+
+        // Steps 21-22: the attestation statement format and its verification procedure.
+        let format = parsed.attestationObject.format
+        guard let verifier = AttestationFormats.named(format) else {
+            try trace.require("attestation.format", false, .attestation("attestation format \"\(format)\" is not supported"))
+            fatalError("unreachable")
+        }
+        trace.pass("attestation.format", format)
+        let now = policy.clock()
+        let input = AttestationInput(format: format, statement: parsed.attestationObject.statement,
+                                     authenticatorData: authData, credential: credential, clientDataHash: c.hash,
+                                     policy: policy, now: now)
+        let result = try verifier.verify(input, trace: trace)
+        trace.pass("attestation.statement", result.type.rawValue)
+
+        // Steps 23-24: trust anchors, when configured, must anchor the trust path at `now`.
+        if !policy.trustAnchors.isEmpty, let leaf = result.trustPath.first {
+            do {
+                try CertificatePath.validate(leaf: leaf, intermediates: Array(result.trustPath.dropFirst()),
+                                             anchors: policy.trustAnchors, at: now)
+                trace.pass("attestation.trustPath")
+            } catch {
+                try trace.require("attestation.trustPath", false, .attestation(error.reason))
+            }
+        }
+        trace.decoded("credential", [
+            "id": .string(Base64URL.encode(credential.credentialId)),
+            "aaguid": .string(formatUUID(credential.aaguid)),
+            "alg": .number(Double(credential.publicKey.algorithm.rawValue)),
+            "publicKey": .string(Base64URL.encode(credential.publicKeyBytes)),
+            "attestationType": .string(result.type.rawValue),
+            "trustPathLength": .number(Double(result.trustPath.count)),
+        ])
+        return VerifiedRegistration(
+            credentialId: credential.credentialId, publicKeyBytes: credential.publicKeyBytes,
+            algorithm: credential.publicKey.algorithm, signCount: authData.signCount,
+            userVerified: authData.userVerified, backupEligible: authData.backupEligible, backedUp: authData.backedUp,
+            aaguid: credential.aaguid, format: format, attestationType: result.type, trustPath: result.trustPath,
+            transports: parsed.response.transports, origin: c.origin)
+    }
+}
+
+/// Checks §7.1 and §7.2 share, in SPEC's order: challenge → type → origin → rpIdHash → UP → UV.
+enum CeremonyChecks {
+    static func clientData(_ c: CollectedClientData, type: CollectedClientData.CeremonyType, expectedChallenge: [UInt8],
+                           policy: VerificationPolicy, trace: VerificationTrace?) throws(WebAuthnError) {
+        // §7.1 step 8 / §7.2 step 12.
+        try trace.require("clientData.challenge", constantTimeEquals(c.challenge, expectedChallenge),
+                          WebAuthnError(.challengeInvalid, "challenge does not match"))
+        // §7.1 step 7 / §7.2 step 11.
+        try trace.require("clientData.type", c.type == type.rawValue,
+                          .invalid("clientData.type is \"\(c.type)\", expected \"\(type.rawValue)\""))
+        // §7.1 step 9 / §7.2 step 13: exact origin allowlist.
+        try trace.require("clientData.origin", policy.origins.allows(c.origin),
+                          WebAuthnError(.originNotAllowed, "origin is not allowed"))
+        // §7.1 step 10 / §7.2 step 14: cross-origin iframes only where the RP embeds itself.
+        if c.crossOrigin || c.topOrigin != nil {
+            let allowed: Bool
+            switch policy.crossOrigin {
+            case .deny: allowed = false
+            case .allow(let tops):
+                if let top = c.topOrigin, let tops { allowed = tops.contains(top) } else { allowed = true }
+            }
+            try trace.require("clientData.crossOrigin", allowed, WebAuthnError(.originNotAllowed, "cross-origin ceremony is not allowed"))
+        } else {
+            trace.pass("clientData.crossOrigin")
+        }
+    }
+
+    static func authenticatorData(_ a: AuthenticatorData, policy: VerificationPolicy, trace: VerificationTrace?,
+                                  alternateRpIdHash: [UInt8]? = nil) throws(WebAuthnError) {
+        // §7.1 step 13 / §7.2 step 15 (an AppID hash only when the client says it used the appid extension).
+        let rpIdOK = constantTimeEquals(a.rpIdHash, policy.rpIdHash) || alternateRpIdHash.map { constantTimeEquals(a.rpIdHash, $0) } == true
+        try trace.require("authData.rpIdHash", rpIdOK, WebAuthnError(.rpIdMismatch, "rpIdHash is not SHA-256 of the rpId"))
+        // §7.1 step 14 / §7.2 step 16.
+        try trace.require("authData.userPresent", a.userPresent, WebAuthnError(.userPresenceRequired, "user presence flag is not set"))
+        // §7.1 step 15 / §7.2 step 17.
+        if policy.userVerification == .required {
+            try trace.require("authData.userVerified", a.userVerified,
+                              WebAuthnError(.userVerificationRequired, "user verification flag is not set"))
+        }
+        // §7.1 step 16 / §7.2 step 18: BS may only be set when BE is.
+        try trace.require("authData.backupFlags", a.backupEligible || !a.backedUp,
+                          .invalid("backup state set on a credential that is not backup eligible"))
+    }
+}
+
+func formatUUID(_ bytes: [UInt8]) -> String {
+    let hex = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+    guard hex.count == 32 else { return hex }
+    let h = Array(hex)
+    return String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-" + String(h[16..<20]) + "-" + String(h[20...])
+}
+
+func clientDataJSON(_ c: CollectedClientData) -> JSONValue {
+    var members: [(key: String, value: JSONValue)] = [
+        ("type", .string(c.type)), ("challenge", .string(Base64URL.encode(c.challenge))),
+        ("origin", .string(c.origin)), ("crossOrigin", .bool(c.crossOrigin)),
+    ]
+    if let top = c.topOrigin { members.append(("topOrigin", .string(top))) }
+    if let tb = c.tokenBindingStatus { members.append(("tokenBinding", .string(tb))) }
+    members.append(("hash", .string(Base64URL.encode(c.hash))))
+    return .object(members)
+}
+
+func authenticatorDataJSON(_ a: AuthenticatorData) -> JSONValue {
+    var members: [(key: String, value: JSONValue)] = [
+        ("rpIdHash", .string(Base64URL.encode(a.rpIdHash))),
+        ("flags", .object([
+            ("up", .bool(a.userPresent)), ("uv", .bool(a.userVerified)), ("be", .bool(a.backupEligible)),
+            ("bs", .bool(a.backedUp)), ("at", .bool(a.flags.contains(.attestedCredentialData))),
+            ("ed", .bool(a.flags.contains(.extensionData))),
+        ])),
+        ("signCount", .number(Double(a.signCount))),
+    ]
+    if let cred = a.attestedCredentialData {
+        members.append(("aaguid", .string(formatUUID(cred.aaguid))))
+        members.append(("credentialId", .string(Base64URL.encode(cred.credentialId))))
+        members.append(("credentialPublicKey", .object([
+            ("alg", .number(Double(cred.publicKey.algorithm.rawValue))), ("algName", .string(cred.publicKey.algorithm.name)),
+        ])))
+    }
+    if a.extensions != nil { members.append(("extensions", .bool(true))) }
+    return .object(members)
+}
