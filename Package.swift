@@ -45,6 +45,6 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"],
-                    resources: [.copy("Fixtures")], swiftSettings: strict),
+                    exclude: ["Fixtures"], swiftSettings: strict),
     ]
 )

@@ -32,7 +32,7 @@ public struct Certificate: Sendable {
         var inBlock = false
         var body = ""
         for line in pem.split(whereSeparator: \.isNewline) {
-            let l = String(line.filter { $0 != " " && $0 != "\t" && $0 != "\r" })
+            let l = String(line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
             if l == "-----BEGIN CERTIFICATE-----" { inBlock = true; body = ""; continue }
             if l == "-----END CERTIFICATE-----" {
                 guard let der = Base64.decodeStandard(body) else { throw CryptoError(.invalidCertificate, "bad PEM base64") }

@@ -37,8 +37,9 @@ public struct CollectedClientData: Sendable {
             topOrigin = s
         }
         var tokenBindingStatus: String? = nil
-        if let tb = json["tokenBinding"], !tb.isNull {
-            // Token binding (L2 §5.8.1): when present, status must be one of the defined values.
+        if let tb = json["tokenBinding"], case .object = tb {
+            // Token binding (L2 §5.8.1): when present as an object, status must be one of the
+            // defined values. Some old clients sent a bare string ("unused"), which means nothing.
             guard let status = tb["status"]?.stringValue, ["present", "supported"].contains(status) else {
                 throw .invalid("clientDataJSON.tokenBinding.status is not a TokenBindingStatus")
             }

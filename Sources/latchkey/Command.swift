@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum ExitCode {
+    static let success: Int32 = 0
+    static let failure: Int32 = 1
+    static let usage: Int32 = 64
+}
+
+protocol Command {
+    static var name: String { get }
+    static var summary: String { get }
+    static var help: String { get }
+    static func run(_ arguments: [String]) -> Int32
+}
+
+func usage(_ commands: [any Command.Type]) -> String {
+    var text = "usage: latchkey <command> [options]\n\ncommands:\n"
+    for c in commands { text += "  " + c.name.padding(12) + c.summary + "\n" }
+    text += "\n'latchkey <command> --help' describes a command."
+    return text
+}
+
+func printError(_ text: String) {
+    let bytes = Array((text + "\n").utf8)
+    _ = bytes.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count) }
+}
+
+extension String {
+    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
+}
+
+struct UsageError: Error { let message: String }
+
+/// `--kebab-case` options in the swift-argument-parser manner, without the dependency.
+struct ParsedArguments {
+    var values: [String: [String]] = [:]
+    var flags: Set<String> = []
+    var positionals: [String] = []
+
+    /// `valued`: options that take a value (`--x v` or `--x=v`); `flags`: options that do not.
+    init(_ arguments: [String], valued: Set<String>, flags allowedFlags: Set<String>) throws(UsageError) {
+        var i = 0
+        while i < arguments.count {
+            let arg = arguments[i]
+            if arg.hasPrefix("--") {
+                var name = String(arg.dropFirst(2))
+                var inline: String? = nil
+                if let eq = name.firstIndex(of: "=") {
+                    inline = String(name[name.index(after: eq)...])
+                    name = String(name[..<eq])
+                }
+                if valued.contains(name) {
+                    let value: String
+                    if let inline { value = inline } else {
+                        i += 1
+                        guard i < arguments.count else { throw UsageError(message: "--\(name) needs a value") }
+                        value = arguments[i]
+                    }
+                    values[name, default: []].append(value)
+                } else if allowedFlags.contains(name), inline == nil {
+                    flags.insert(name)
+                } else {
+                    throw UsageError(message: "unknown option --\(name)")
+                }
+            } else if arg == "-h" {
+                flags.insert("help")
+            } else {
+                positionals.append(arg)
+            }
+            i += 1
+        }
+    }
+
+    func value(_ name: String) -> String? { values[name]?.last }
+    func all(_ name: String) -> [String] { values[name] ?? [] }
+    func has(_ flag: String) -> Bool { flags.contains(flag) }
+}
+
+func readAllStandardInput(limit: Int = 1 << 22) -> [UInt8]? {
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(0, &buffer, buffer.count)
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { return out }
+        out.append(contentsOf: buffer[0..<n])
+        if out.count > limit { return nil }
+    }
+}
+
+func readFile(_ path: String, limit: Int = 1 << 22) -> [UInt8]? {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &buffer, buffer.count)
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { return out }
+        out.append(contentsOf: buffer[0..<n])
+        if out.count > limit { return nil }
+    }
+}

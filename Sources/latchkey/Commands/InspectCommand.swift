@@ -1,0 +1,83 @@
+import Crypto
+import JSON
+import WebAuthn
+
+/// `latchkey inspect registration|authentication`: explains why a credential passes or fails.
+enum InspectCommand: Command {
+    static let name = "inspect"
+    static let summary = "verify a credential JSON from stdin and show every field and check"
+    static let help = """
+        usage: latchkey inspect registration|authentication --rp-id R --origin O [--origin O …] --challenge C [options] < credential.json
+
+        Reads a RegistrationResponseJSON or AuthenticationResponseJSON on stdin, verifies it as
+        WebAuthn Level 3 §7.1/§7.2 describe, and prints every decoded field and every check as JSON.
+        Exit status: 0 verified, 1 not verified, 64 bad usage.
+
+        options:
+          --rp-id R                     relying-party id (required)
+          --origin O                    an allowed origin; repeatable (required)
+          --challenge C                 the challenge the options carried, base64url (required)
+          --public-key K                authentication: the stored COSE public key, base64url (required)
+          --sign-count N                authentication: the stored signature counter (default 0)
+          --at TIME                     verify as if now were TIME (ISO 8601, e.g. 2021-09-03T21:07:20Z)
+          --trust-anchor FILE           PEM file of attestation roots; repeatable
+          --require-user-verification   refuse when the UV flag is clear
+          --alg N                       a COSE algorithm the options offered; repeatable
+          --allow-cross-origin          accept crossOrigin ceremonies (optionally only under --top-origin)
+          --top-origin O                an allowed top origin for cross-origin ceremonies; repeatable
+          --app-id URL                  FIDO AppID accepted when the client reports the appid extension
+          -h, --help                    show this help
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        do throws(UsageError) {
+            let args = try ParsedArguments(arguments,
+                valued: ["rp-id", "origin", "challenge", "public-key", "sign-count", "at", "trust-anchor", "alg", "top-origin", "app-id"],
+                flags: ["require-user-verification", "allow-cross-origin", "help"])
+            if args.has("help") { print(help); return ExitCode.success }
+            guard args.positionals.count == 1, let ceremony = Inspection.Ceremony(rawValue: args.positionals[0]) else {
+                throw UsageError(message: "say 'registration' or 'authentication'")
+            }
+            guard let rpId = args.value("rp-id"), !rpId.isEmpty else { throw UsageError(message: "--rp-id is required") }
+            let origins = args.all("origin")
+            guard !origins.isEmpty else { throw UsageError(message: "--origin is required") }
+            guard let challengeText = args.value("challenge") else { throw UsageError(message: "--challenge is required") }
+            guard let challenge = Base64URL.decode(challengeText) else { throw UsageError(message: "--challenge is not base64url") }
+            var options = Inspection.Options(ceremony: ceremony, rpId: rpId, origins: origins, challenge: challenge)
+            if ceremony == .authentication {
+                guard let keyText = args.value("public-key") else { throw UsageError(message: "--public-key is required for authentication") }
+                guard let key = Base64URL.decode(keyText) else { throw UsageError(message: "--public-key is not base64url") }
+                options.publicKey = key
+            }
+            if let count = args.value("sign-count") {
+                guard let n = UInt32(count) else { throw UsageError(message: "--sign-count must be 0…4294967295") }
+                options.signCount = n
+            }
+            if let at = args.value("at") {
+                guard let t = Inspection.parseISO8601(at) else { throw UsageError(message: "--at is not an ISO 8601 time") }
+                options.at = t
+            }
+            for path in args.all("trust-anchor") {
+                guard let bytes = readFile(path) else { throw UsageError(message: "cannot read \(path)") }
+                do { options.trustAnchors += try Certificate.parsePEM(String(decoding: bytes, as: UTF8.self)) } catch {
+                    throw UsageError(message: "\(path): \(error.reason)")
+                }
+            }
+            for alg in args.all("alg") {
+                guard let n = Int(alg) else { throw UsageError(message: "--alg takes a COSE algorithm number such as -7") }
+                options.algorithms.append(COSEAlgorithm(n))
+            }
+            options.requireUserVerification = args.has("require-user-verification")
+            options.allowCrossOrigin = args.has("allow-cross-origin")
+            options.topOrigins = args.all("top-origin")
+            options.appId = args.value("app-id")
+            guard let input = readAllStandardInput() else { throw UsageError(message: "cannot read standard input") }
+            let report = Inspection.run(input, options: options)
+            print(report.json.text)
+            return report.verified ? ExitCode.success : ExitCode.failure
+        } catch {
+            printError("latchkey inspect: \(error.message)\n\n\(help)")
+            return ExitCode.usage
+        }
+    }
+}
