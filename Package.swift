@@ -37,14 +37,18 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
-        .executableTarget(name: "latchkey", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
+        // A software authenticator: fixtures for tests, load for `latchkey bench`.
+        .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
+
+        .executableTarget(name: "latchkey", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
+                          swiftSettings: strict),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
-        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"],
+        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
                     exclude: ["Fixtures"], swiftSettings: strict),
     ]
 )

@@ -90,4 +90,24 @@ static inline EVP_PKEY *shim_pkey_generate(const char *type, unsigned int rsa_bi
     EVP_PKEY_CTX_free(ctx);
     return pkey;
 }
+
+// Benchmark baseline: the same work as one assertion check (import the key from its raw
+// components, then EVP_DigestVerify), in plain C with no Swift in between, so `latchkey bench`
+// can report Latchkey's rate as a ratio of what OpenSSL alone achieves in the same run.
+static inline int shim_baseline_verify(int kind, const char *group, const unsigned char *a, size_t alen,
+                                       const unsigned char *b, size_t blen, const EVP_MD *md,
+                                       const unsigned char *sig, size_t siglen,
+                                       const unsigned char *msg, size_t msglen) {
+    EVP_PKEY *pkey = NULL;
+    if (kind == 0) pkey = shim_pkey_from_ec_point(group, a, alen);          /* EC: a = 04||x||y */
+    else if (kind == 1) pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, a, alen);
+    else pkey = shim_pkey_from_rsa(a, alen, b, blen);                     /* RSA: a = n, b = e */
+    if (pkey == NULL) return -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int rc = -1;
+    if (ctx && EVP_DigestVerifyInit(ctx, NULL, md, NULL, pkey) == 1) rc = EVP_DigestVerify(ctx, sig, siglen, msg, msglen);
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(pkey);
+    return rc;
+}
 #endif

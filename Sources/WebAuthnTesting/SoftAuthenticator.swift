@@ -1,0 +1,180 @@
+import CBOR
+import Crypto
+import JSON
+import WebAuthn
+
+/// A software authenticator that makes real registrations and assertions, for tests and for the
+/// load benchmark. Every field a test might want to break is a plain property of a builder:
+/// start from a valid ceremony, change one thing, expect one error code.
+public final class SoftAuthenticator: @unchecked Sendable {
+    public let algorithm: COSEAlgorithm
+    public let privateKey: PrivateKey
+    public let credentialId: [UInt8]
+    public let aaguid: [UInt8]
+    public var signCount: UInt32
+    /// Authenticator data flags to set besides UP/UV (e.g. backup eligibility of a synced passkey).
+    public var backupEligible = false
+    public var backedUp = false
+
+    public init(algorithm: COSEAlgorithm = .es256, signCount: UInt32 = 0, credentialId: [UInt8]? = nil,
+                aaguid: [UInt8] = [UInt8](repeating: 0, count: 16)) {
+        self.algorithm = algorithm
+        switch algorithm {
+        case .edDSA, .ed25519: privateKey = .generateEd25519()
+        case .rs256, .ps256, .rs384, .rs512, .ps384, .ps512: privateKey = .generateRSA(bits: 2048)
+        case .es384: privateKey = .generateEC(.p384)
+        case .es512: privateKey = .generateEC(.p521)
+        default: privateKey = .generateEC(.p256)
+        }
+        self.credentialId = credentialId ?? SecureRandom.bytes(32)
+        self.aaguid = aaguid
+        self.signCount = signCount
+    }
+
+    public var publicKeyCOSE: [UInt8] { COSEKey.encode(privateKey.publicKey, algorithm: algorithm)! }
+
+    func sign(_ message: [UInt8]) -> [UInt8] {
+        try! privateKey.sign(message, algorithm: algorithm.signatureAlgorithm!)
+    }
+
+    public func registration(challenge: [UInt8], rpId: String, origin: String) -> RegistrationBuilder {
+        RegistrationBuilder(authenticator: self, challenge: challenge, rpId: rpId, origin: origin)
+    }
+
+    public func assertion(challenge: [UInt8], rpId: String, origin: String) -> AssertionBuilder {
+        AssertionBuilder(authenticator: self, challenge: challenge, rpId: rpId, origin: origin)
+    }
+}
+
+/// The client data and flag fields shared by both builders.
+public struct ClientDataFields: Sendable {
+    public var type: String
+    public var challenge: [UInt8]
+    public var origin: String
+    public var crossOrigin: Bool? = false
+    public var topOrigin: String? = nil
+
+    public var json: [UInt8] {
+        var members: [(key: String, value: JSONValue)] = [
+            ("type", .string(type)), ("challenge", .string(Base64URL.encode(challenge))), ("origin", .string(origin)),
+        ]
+        if let crossOrigin { members.append(("crossOrigin", .bool(crossOrigin))) }
+        if let topOrigin { members.append(("topOrigin", .string(topOrigin))) }
+        return JSONValue.object(members).serialized()
+    }
+}
+
+public enum RegistrationFormat: Sendable { case none, packedSelf }
+
+public struct RegistrationBuilder: @unchecked Sendable {
+    public let authenticator: SoftAuthenticator
+    public var clientData: ClientDataFields
+    public var rpId: String
+    public var userPresent = true
+    public var userVerified = true
+    public var format: RegistrationFormat = .none
+    public var transports = ["internal", "hybrid"]
+    /// Replace the credential id the response reports (rawId) without touching authenticatorData.
+    public var reportedCredentialId: [UInt8]? = nil
+    public var corruptAttestationSignature = false
+
+    init(authenticator: SoftAuthenticator, challenge: [UInt8], rpId: String, origin: String) {
+        self.authenticator = authenticator
+        self.clientData = ClientDataFields(type: "webauthn.create", challenge: challenge, origin: origin)
+        self.rpId = rpId
+    }
+
+    public var authenticatorData: [UInt8] {
+        let a = authenticator
+        var flags: UInt8 = 0x40  // AT
+        if userPresent { flags |= 0x01 }
+        if userVerified { flags |= 0x04 }
+        if a.backupEligible { flags |= 0x08 }
+        if a.backedUp { flags |= 0x10 }
+        var out = Digest.sha256(Array(rpId.utf8)) + [flags] + bigEndian(a.signCount)
+        out += a.aaguid + [UInt8(a.credentialId.count >> 8), UInt8(a.credentialId.count & 0xFF)] + a.credentialId
+        out += a.publicKeyCOSE
+        return out
+    }
+
+    public func json() -> JSONValue {
+        let clientDataJSON = clientData.json
+        let authData = authenticatorData
+        var statement: [CBORPair] = []
+        if format == .packedSelf {
+            var sig = authenticator.sign(authData + Digest.sha256(clientDataJSON))
+            if corruptAttestationSignature { sig[sig.count / 2] ^= 0x01 }
+            statement = [CBORPair(.text("alg"), .int(authenticator.algorithm.rawValue)), CBORPair(.text("sig"), .bytes(sig))]
+        }
+        let attestationObject = CBOREncoder.encode(.map([
+            CBORPair(.text("fmt"), .text(format == .none ? "none" : "packed")),
+            CBORPair(.text("attStmt"), .map(statement)),
+            CBORPair(.text("authData"), .bytes(authData)),
+        ]))
+        let id = Base64URL.encode(reportedCredentialId ?? authenticator.credentialId)
+        return .object([
+            ("id", .string(id)), ("rawId", .string(id)), ("type", "public-key"),
+            ("response", .object([
+                ("clientDataJSON", .string(Base64URL.encode(clientDataJSON))),
+                ("attestationObject", .string(Base64URL.encode(attestationObject))),
+                ("transports", .array(transports.map { .string($0) })),
+                ("publicKeyAlgorithm", .number(Double(authenticator.algorithm.rawValue))),
+            ])),
+            ("authenticatorAttachment", "platform"), ("clientExtensionResults", .object([])),
+        ])
+    }
+
+    public func bytes() -> [UInt8] { json().serialized() }
+}
+
+public struct AssertionBuilder: @unchecked Sendable {
+    public let authenticator: SoftAuthenticator
+    public var clientData: ClientDataFields
+    public var rpId: String
+    public var userPresent = true
+    public var userVerified = true
+    public var userHandle: [UInt8]? = nil
+    /// Sign count to report; nil: the authenticator's counter, incremented (0 stays 0, like synced passkeys).
+    public var signCount: UInt32? = nil
+    public var corruptSignature = false
+
+    init(authenticator: SoftAuthenticator, challenge: [UInt8], rpId: String, origin: String) {
+        self.authenticator = authenticator
+        self.clientData = ClientDataFields(type: "webauthn.get", challenge: challenge, origin: origin)
+        self.rpId = rpId
+    }
+
+    /// Builds the assertion; advances the authenticator's counter when it is in use.
+    public func json() -> JSONValue {
+        let a = authenticator
+        let count: UInt32
+        if let signCount { count = signCount } else {
+            if a.signCount > 0 { a.signCount += 1 }
+            count = a.signCount
+        }
+        var flags: UInt8 = 0
+        if userPresent { flags |= 0x01 }
+        if userVerified { flags |= 0x04 }
+        if a.backupEligible { flags |= 0x08 }
+        if a.backedUp { flags |= 0x10 }
+        let authData = Digest.sha256(Array(rpId.utf8)) + [flags] + bigEndian(count)
+        let clientDataJSON = clientData.json
+        var signature = a.sign(authData + Digest.sha256(clientDataJSON))
+        if corruptSignature { signature[signature.count - 2] ^= 0x01 }
+        let id = Base64URL.encode(a.credentialId)
+        var response: [(key: String, value: JSONValue)] = [
+            ("clientDataJSON", .string(Base64URL.encode(clientDataJSON))),
+            ("authenticatorData", .string(Base64URL.encode(authData))),
+            ("signature", .string(Base64URL.encode(signature))),
+        ]
+        if let userHandle { response.append(("userHandle", .string(Base64URL.encode(userHandle)))) }
+        return .object([
+            ("id", .string(id)), ("rawId", .string(id)), ("type", "public-key"), ("response", .object(response)),
+            ("authenticatorAttachment", "platform"), ("clientExtensionResults", .object([])),
+        ])
+    }
+
+    public func bytes() -> [UInt8] { json().serialized() }
+}
+
+func bigEndian(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
