@@ -1,0 +1,302 @@
+import CMicroHTTPD
+import Glibc
+import Synchronization
+
+/// An HTTP/1.1 server on libmicrohttpd. This file is the only Swift code that calls libmicrohttpd.
+///
+/// Requests are read fully (up to `maxBodyBytes`) and handed to the `Responder` on one of
+/// libmicrohttpd's worker threads. A body that is declared or turns out to be larger gets
+/// 413 `payload_too_large` without being buffered, and the connection is closed.
+public final class HTTPServer: Sendable {
+    public struct Configuration: Sendable {
+        /// Numeric IPv4 or IPv6 address; "" binds every IPv4 address.
+        public var host: String
+        /// 0 picks an ephemeral port; read it back from `HTTPServer.port`.
+        public var port: Int
+        /// Worker threads, each with its own epoll loop (1 = a single internal polling thread).
+        public var threadPoolSize: Int
+        /// Idle connections are closed after this many seconds (0 = never).
+        public var connectionTimeoutSeconds: Int
+        /// Maximum simultaneous connections (spread over the worker threads).
+        public var connectionLimit: Int
+        /// Largest request body handed to the responder.
+        public var maxBodyBytes: Int
+        /// SO_REUSEPORT, so several processes can listen on the same port.
+        public var reusePort: Bool
+
+        public init(host: String = "127.0.0.1", port: Int = 8080, threadPoolSize: Int = HTTPServer.processorCount,
+                    connectionTimeoutSeconds: Int = 30, connectionLimit: Int = 1000, maxBodyBytes: Int = 65536,
+                    reusePort: Bool = false) {
+            self.host = host
+            self.port = port
+            self.threadPoolSize = threadPoolSize
+            self.connectionTimeoutSeconds = connectionTimeoutSeconds
+            self.connectionLimit = connectionLimit
+            self.maxBodyBytes = maxBodyBytes
+            self.reusePort = reusePort
+        }
+    }
+
+    /// Online processors, the default thread-pool size.
+    public static var processorCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+
+    public let configuration: Configuration
+    /// The port actually bound (differs from `configuration.port` when that was 0).
+    public let port: Int
+
+    private let core: ServerCore
+    private let daemon: Mutex<DaemonHandle?>
+
+    /// Binds and starts serving immediately.
+    public init(configuration: Configuration, responder: some Responder) throws(HTTPError) {
+        guard (0...65535).contains(configuration.port) else {
+            throw HTTPError(.invalidAddress, "port \(configuration.port) is out of range")
+        }
+        let core = ServerCore(responder: responder, maxBodyBytes: max(0, configuration.maxBodyBytes))
+        let context = Unmanaged.passUnretained(core).toOpaque()
+        var error: Int32 = 0
+        let started: OpaquePointer? = configuration.host.withCString { host in
+            var config = latchkey_mhd_config()
+            config.host = host
+            config.port = UInt16(configuration.port)
+            config.thread_pool_size = UInt32(clamping: configuration.threadPoolSize)
+            config.connection_timeout_seconds = UInt32(clamping: configuration.connectionTimeoutSeconds)
+            config.connection_limit = UInt32(clamping: configuration.connectionLimit)
+            config.reuse_port = configuration.reusePort ? 1 : 0
+            return latchkey_mhd_start(&config, accessHandler, context, requestCompleted, context, &error)
+        }
+        guard let started else {
+            if error == Int32(LATCHKEY_MHD_BAD_HOST) {
+                throw HTTPError(.invalidAddress, "host must be a numeric IP address: \(configuration.host)")
+            }
+            throw HTTPError(.startFailed, "libmicrohttpd could not listen on \(configuration.host):\(configuration.port)")
+        }
+        let bound = Int(latchkey_mhd_bound_port(started))
+        self.configuration = configuration
+        self.port = bound != 0 ? bound : configuration.port
+        self.core = core
+        self.daemon = Mutex(DaemonHandle(pointer: started))
+    }
+
+    /// Connections open right now (0 once stopped); for metrics and tests.
+    public var openConnections: Int {
+        daemon.withLock { handle in handle.map { Int(latchkey_mhd_connection_count($0.pointer)) } ?? 0 }
+    }
+
+    /// Request contexts not yet freed by libmicrohttpd's completion callback; 0 once stopped.
+    var pendingRequestContexts: Int { core.liveExchanges.load(ordering: .relaxed) }
+
+    /// Stops accepting, closes every connection and joins the worker threads. Idempotent.
+    public func stop() {
+        let handle = daemon.withLock { state -> DaemonHandle? in
+            defer { state = nil }
+            return state
+        }
+        if let handle { MHD_stop_daemon(handle.pointer) }
+    }
+
+    deinit {
+        // Stored properties (`core`, whose unretained pointer libmicrohttpd holds) are released
+        // only after this body, i.e. after the daemon has stopped.
+        stop()
+    }
+}
+
+/// The daemon pointer; only ever used under the server's mutex or after taking it out.
+private struct DaemonHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// What the C callbacks reach through their `cls` pointer.
+private final class ServerCore: Sendable {
+    let responder: any Responder
+    let maxBodyBytes: Int
+    /// Per-request contexts allocated and not yet freed (a leak check for tests).
+    let liveExchanges = Atomic<Int>(0)
+
+    init(responder: any Responder, maxBodyBytes: Int) {
+        self.responder = responder
+        self.maxBodyBytes = maxBodyBytes
+    }
+}
+
+/// Per-request state kept in libmicrohttpd's `con_cls` between access-handler calls; retained on
+/// the first call, released in `requestCompleted`. Only touched by the connection's thread.
+private final class Exchange {
+    var headers: [(String, String)] = []
+    var body: [UInt8] = []
+    /// Upload bytes seen so far, kept or not.
+    var received = 0
+    /// The body outgrew the limit: the rest is read and dropped, then 413 is sent.
+    var overflowed = false
+    var responded = false
+}
+
+/// How much of an oversized streamed (chunked) body is read and dropped so that the client can
+/// still get its 413; past this the connection is simply closed. Only a declared Content-Length
+/// lets the server refuse before reading, because libmicrohttpd 0.9.75 accepts a response only
+/// before the body or after all of it.
+private let overflowDiscardBytes = 1 << 20
+
+private func payloadTooLarge(_ limit: Int) -> Response {
+    Response.problem(status: 413, code: "payload_too_large",
+                     detail: "The request body exceeds the limit of \(limit) bytes.")
+}
+
+private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+    guard let cls, let connection, let url, let method, let uploadDataSize, let conCls else { return .NO }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+
+    guard let state = conCls.pointee else {
+        // First call: headers only. Never respond here to a normal request — in 0.9.75 a response
+        // queued on the first call forces `Connection: close` — except to refuse a declared
+        // oversized body, where closing instead of reading it is what we want.
+        let exchange = Exchange()
+        conCls.pointee = Unmanaged.passRetained(exchange).toOpaque()
+        core.liveExchanges.add(1, ordering: .relaxed)
+        exchange.headers = values(of: connection, kind: .HEADER_KIND, decodeQuery: false)
+        switch framing(of: exchange.headers) {
+        case .ambiguous:
+            // Several different Content-Lengths, or one next to Transfer-Encoding: the body's end
+            // is ambiguous (RFC 9112 §6.3), a request-smuggling vector. Refuse and close.
+            exchange.responded = true
+            return queue(.problem(status: 400, code: "invalid_request",
+                                  detail: "Ambiguous message framing (Content-Length / Transfer-Encoding).",
+                                  headers: [("Connection", "close")]), on: connection)
+        case .length(let length) where length > UInt64(core.maxBodyBytes):
+            exchange.responded = true
+            return queue(payloadTooLarge(core.maxBodyBytes), on: connection)
+        case .length(let length):
+            exchange.body.reserveCapacity(Int(length))
+        case .none:
+            break
+        }
+        return .YES
+    }
+
+    let exchange = Unmanaged<Exchange>.fromOpaque(state).takeUnretainedValue()
+    let chunk = uploadDataSize.pointee
+    if chunk > 0 {
+        uploadDataSize.pointee = 0
+        exchange.received = exchange.received &+ chunk
+        if exchange.responded || exchange.overflowed {
+            return exchange.received > core.maxBodyBytes + overflowDiscardBytes ? .NO : .YES
+        }
+        guard let uploadData, chunk <= core.maxBodyBytes - exchange.body.count else {
+            exchange.overflowed = true
+            exchange.body = []
+            return .YES
+        }
+        uploadData.withMemoryRebound(to: UInt8.self, capacity: chunk) { bytes in
+            exchange.body.append(contentsOf: UnsafeBufferPointer(start: bytes, count: chunk))
+        }
+        return .YES
+    }
+    if exchange.responded { return .YES }
+    exchange.responded = true
+    if exchange.overflowed { return queue(payloadTooLarge(core.maxBodyBytes), on: connection) }
+
+    let request = Request(method: String(cString: method), rawPath: String(cString: url),
+                          query: values(of: connection, kind: .GET_ARGUMENT_KIND, decodeQuery: true),
+                          headers: exchange.headers, body: exchange.body, remoteAddress: clientAddress(connection))
+    exchange.body = []
+    return queue(core.responder.respond(to: request), on: connection)
+}
+
+private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in
+    guard let cls, let conCls, let state = conCls.pointee else { return }
+    Unmanaged<Exchange>.fromOpaque(state).release()
+    conCls.pointee = nil
+    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().liveExchanges.subtract(1, ordering: .relaxed)
+}
+
+private enum Framing {
+    case none
+    case length(UInt64)
+    case ambiguous
+}
+
+private func framing(of headers: [(String, String)]) -> Framing {
+    var length: UInt64?
+    var chunked = false
+    for (name, value) in headers {
+        if asciiCaseInsensitiveEquals(name, "Content-Length") {
+            // libmicrohttpd has already rejected a malformed value; one that overflows is huge.
+            let parsed = UInt64(trimmingWhitespace(value[...])) ?? UInt64.max
+            if let length, length != parsed { return .ambiguous }
+            length = parsed
+        } else if asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
+            chunked = true
+        }
+    }
+    if chunked { return length == nil ? .none : .ambiguous }
+    return length.map(Framing.length) ?? .none
+}
+
+private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
+    let created = response.body.withUnsafeBytes { bytes in
+        MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                        .RESPMEM_MUST_COPY)
+    }
+    guard let created else { return .NO }
+    defer { MHD_destroy_response(created) }
+    for (name, value) in response.headers where isSendable(name: name, value: value) {
+        _ = MHD_add_response_header(created, name, value)
+    }
+    // 1xx would leave libmicrohttpd waiting for a final response: treat it as a responder bug.
+    let status = (200...599).contains(response.status) ? UInt32(response.status) : 500
+    return MHD_queue_response(connection, status, created)
+}
+
+/// libmicrohttpd computes the framing headers itself; header text with CR, LF or NUL is refused
+/// (response splitting).
+private func isSendable(name: String, value: String) -> Bool {
+    if name.isEmpty || asciiCaseInsensitiveEquals(name, "Content-Length")
+        || asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
+        return false
+    }
+    let forbidden: (UInt8) -> Bool = { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
+    return !name.utf8.contains(where: { forbidden($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: " ") })
+        && !value.utf8.contains(where: forbidden)
+}
+
+private final class ValueCollector {
+    var pairs: [(String, String)] = []
+    let decodeQuery: Bool
+    init(decodeQuery: Bool) { self.decodeQuery = decodeQuery }
+}
+
+private func values(of connection: OpaquePointer, kind: MHD_ValueKind, decodeQuery: Bool) -> [(String, String)] {
+    let collector = ValueCollector(decodeQuery: decodeQuery)
+    withExtendedLifetime(collector) {
+        _ = MHD_get_connection_values_n(connection, kind, { cls, _, key, keySize, value, valueSize in
+            guard let cls, let key else { return .YES }
+            let collector = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()
+            let name = string(key, keySize)
+            let text = value.map { string($0, valueSize) } ?? ""
+            if collector.decodeQuery {
+                // The unescape callback leaves arguments raw; decode them here, `+` as space.
+                collector.pairs.append((PercentDecoding.decode(name[...], plusAsSpace: true),
+                                        PercentDecoding.decode(text[...], plusAsSpace: true)))
+            } else {
+                collector.pairs.append((name, text))
+            }
+            return .YES
+        }, Unmanaged.passUnretained(collector).toOpaque())
+    }
+    return collector.pairs
+}
+
+private func string(_ pointer: UnsafePointer<CChar>, _ count: Int) -> String {
+    pointer.withMemoryRebound(to: UInt8.self, capacity: count) {
+        String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
+    }
+}
+
+private func clientAddress(_ connection: OpaquePointer) -> String? {
+    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer -> String? in
+        guard let base = buffer.baseAddress,
+              latchkey_mhd_client_address(connection, base, buffer.count) == 0 else { return nil }
+        return String(cString: base)
+    }
+}

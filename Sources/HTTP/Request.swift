@@ -1,0 +1,68 @@
+/// An HTTP request as handed to a `Responder`: fully read, body bounded by the server's limit.
+public struct Request: Sendable {
+    /// Uppercase method, e.g. "GET".
+    public var method: String
+    /// The path, percent-decoded, without the query.
+    public var path: String
+    /// The path exactly as sent (still percent-encoded); the router splits this one, so that an
+    /// encoded "/" (`%2F`) stays inside its segment.
+    public var rawPath: String
+    /// Decoded query pairs in the order sent; a name without "=" has the value "".
+    public var query: [(String, String)]
+    /// Header fields in the order received, names as sent.
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+    /// The peer's numeric IP address, when known.
+    public var remoteAddress: String?
+
+    /// Builds a request from a request target such as `/v1/passkeys/abc?x=1` (as on the wire).
+    public init(method: String, target: String, headers: [(String, String)] = [], body: [UInt8] = [],
+                remoteAddress: String? = nil) {
+        let rawPath: Substring
+        let query: [(String, String)]
+        if let mark = target.firstIndex(of: "?") {
+            rawPath = target[..<mark]
+            query = PercentDecoding.queryPairs(target[target.index(after: mark)...])
+        } else {
+            rawPath = target[...]
+            query = []
+        }
+        self.init(method: method, rawPath: String(rawPath), query: query, headers: headers, body: body,
+                  remoteAddress: remoteAddress)
+    }
+
+    init(method: String, rawPath: String, query: [(String, String)], headers: [(String, String)],
+         body: [UInt8], remoteAddress: String?) {
+        self.method = asciiUppercased(method)
+        self.rawPath = rawPath
+        self.path = PercentDecoding.decode(rawPath[...], plusAsSpace: false)
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.remoteAddress = remoteAddress
+    }
+
+    /// The first header field with this name, compared case-insensitively.
+    public func header(_ name: String) -> String? {
+        headers.first { asciiCaseInsensitiveEquals($0.0, name) }?.1
+    }
+
+    /// The first query value with this name (names compare exactly).
+    public func queryValue(_ name: String) -> String? {
+        query.first { $0.0 == name }?.1
+    }
+
+    /// The Content-Type's media type, lowercased and without parameters ("application/json").
+    public var mediaType: String? {
+        guard let contentType = header("Content-Type") else { return nil }
+        let type = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let trimmed = trimmingWhitespace(type)
+        return trimmed.isEmpty ? nil : asciiLowercased(trimmed)
+    }
+}
+
+func asciiUppercased(_ text: String) -> String {
+    guard text.utf8.contains(where: { $0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z") }) else { return text }
+    return String(decoding: text.utf8.map { $0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z") ? $0 & ~0x20 : $0 },
+                  as: UTF8.self)
+}

@@ -1,0 +1,176 @@
+/// Values captured by `{name}` segments of a route pattern, percent-decoded.
+public struct PathParameters: Sendable {
+    public private(set) var pairs: [(String, String)]
+
+    public init(_ pairs: [(String, String)] = []) {
+        self.pairs = pairs
+    }
+
+    public subscript(_ name: String) -> String? {
+        pairs.first { $0.0 == name }?.1
+    }
+}
+
+/// Which request bodies a route takes. Checked for POST, PUT and PATCH requests with a non-empty
+/// body; anything else gets 415 with code `invalid_request`.
+public struct AcceptedBody: Sendable, Hashable {
+    private enum Value: Hashable, Sendable { case json, jsonOrForm, any }
+    private let value: Value
+    private init(_ value: Value) { self.value = value }
+
+    /// `application/json` (parameters such as `charset` allowed). The default.
+    public static let json = AcceptedBody(.json)
+    /// `application/json` or `application/x-www-form-urlencoded` (OAuth's `/v1/token`).
+    public static let jsonOrForm = AcceptedBody(.jsonOrForm)
+    /// No media-type check.
+    public static let any = AcceptedBody(.any)
+
+    func allows(_ mediaType: String?) -> Bool {
+        switch value {
+        case .any: true
+        case .json: mediaType == "application/json"
+        case .jsonOrForm: mediaType == "application/json" || mediaType == "application/x-www-form-urlencoded"
+        }
+    }
+}
+
+/// Routes requests by method and path pattern (`/v1/passkeys/{id}`).
+///
+/// - No pattern matches the path → 404 `not_found`.
+/// - A pattern matches but not for this method → 405 `invalid_request` with an `Allow` header.
+/// - When several patterns match, the most specific wins: a literal segment beats a `{parameter}`
+///   at the first position where they differ (`/v1/device-keys/challenges` beats `/v1/device-keys/{id}`).
+/// - `HEAD` is served by the `GET` route when no `HEAD` route exists.
+public struct Router: Responder {
+    public typealias Handler = @Sendable (Request, PathParameters) -> Response
+
+    private struct Route: Sendable {
+        let method: String
+        let pattern: String
+        let segments: [Segment]
+        let accepts: AcceptedBody
+        let handler: Handler
+    }
+
+    private enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+    }
+
+    private var routes: [Route] = []
+
+    public init() {}
+
+    /// Registers `handler` for `method` (any case) on `pattern`. A pattern starts with "/"; a
+    /// segment written `{name}` captures one non-empty path segment. Registering a malformed
+    /// pattern is a programming error and traps.
+    public mutating func add(_ method: String, _ pattern: String, accepting accepts: AcceptedBody = .json,
+                             handler: @escaping Handler) {
+        precondition(pattern.hasPrefix("/"), "route pattern must start with /: \(pattern)")
+        let segments = pattern.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map { part -> Segment in
+            if part.hasPrefix("{") && part.hasSuffix("}") && part.count > 2 {
+                return .parameter(String(part.dropFirst().dropLast()))
+            }
+            precondition(!part.contains("{") && !part.contains("}"), "malformed route segment '\(part)' in \(pattern)")
+            return .literal(String(part))
+        }
+        let route = Route(method: asciiUppercased(method), pattern: pattern,
+                          segments: segments, accepts: accepts, handler: handler)
+        precondition(!routes.contains { $0.method == route.method && $0.segments == route.segments },
+                     "duplicate route \(route.method) \(pattern)")
+        routes.append(route)
+    }
+
+    public mutating func get(_ pattern: String, handler: @escaping Handler) {
+        add("GET", pattern, accepting: .any, handler: handler)
+    }
+
+    public mutating func post(_ pattern: String, accepting accepts: AcceptedBody = .json, handler: @escaping Handler) {
+        add("POST", pattern, accepting: accepts, handler: handler)
+    }
+
+    public mutating func put(_ pattern: String, accepting accepts: AcceptedBody = .json, handler: @escaping Handler) {
+        add("PUT", pattern, accepting: accepts, handler: handler)
+    }
+
+    public mutating func patch(_ pattern: String, accepting accepts: AcceptedBody = .json, handler: @escaping Handler) {
+        add("PATCH", pattern, accepting: accepts, handler: handler)
+    }
+
+    public mutating func delete(_ pattern: String, handler: @escaping Handler) {
+        add("DELETE", pattern, accepting: .any, handler: handler)
+    }
+
+    public func respond(to request: Request) -> Response {
+        let rawSegments = request.rawPath.hasPrefix("/")
+            ? request.rawPath.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+            : []
+        var best: (route: Route, parameters: [(String, String)])?
+        var getFallback: (route: Route, parameters: [(String, String)])?
+        var allowed: [String] = []
+        var decoded: [String?] = Array(repeating: nil, count: rawSegments.count)
+
+        for route in routes {
+            guard let parameters = match(route.segments, rawSegments, &decoded) else { continue }
+            if !allowed.contains(route.method) { allowed.append(route.method) }
+            if route.method == request.method {
+                if best == nil || moreSpecific(route.segments, than: best!.route.segments) {
+                    best = (route, parameters)
+                }
+            } else if request.method == "HEAD" && route.method == "GET" {
+                if getFallback == nil || moreSpecific(route.segments, than: getFallback!.route.segments) {
+                    getFallback = (route, parameters)
+                }
+            }
+        }
+
+        guard let (route, parameters) = best ?? getFallback else {
+            if allowed.isEmpty {
+                return .problem(status: 404, code: "not_found", detail: "No resource at this path.")
+            }
+            if allowed.contains("GET") && !allowed.contains("HEAD") { allowed.append("HEAD") }
+            let allow = allowed.joined(separator: ", ")
+            return .problem(status: 405, code: "invalid_request",
+                            detail: "Method \(request.method) is not allowed here; allowed: \(allow).",
+                            headers: [("Allow", allow)])
+        }
+
+        if !request.body.isEmpty, ["POST", "PUT", "PATCH"].contains(request.method),
+           !route.accepts.allows(request.mediaType) {
+            return .problem(status: 415, code: "invalid_request",
+                            detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here.")
+        }
+        return route.handler(request, PathParameters(parameters))
+    }
+
+    private func match(_ pattern: [Segment], _ raw: [Substring], _ decoded: inout [String?]) -> [(String, String)]? {
+        guard pattern.count == raw.count else { return nil }
+        var parameters: [(String, String)] = []
+        for (index, segment) in pattern.enumerated() {
+            switch segment {
+            case .literal(let literal):
+                // Literal segments compare against the decoded form, so "/a%62c" reaches "/abc".
+                if raw[index] != literal {
+                    if decoded[index] == nil { decoded[index] = PercentDecoding.decode(raw[index], plusAsSpace: false) }
+                    if decoded[index] != literal { return nil }
+                }
+            case .parameter(let name):
+                if raw[index].isEmpty { return nil }
+                if decoded[index] == nil { decoded[index] = PercentDecoding.decode(raw[index], plusAsSpace: false) }
+                parameters.append((name, decoded[index]!))
+            }
+        }
+        return parameters
+    }
+
+    private func moreSpecific(_ lhs: [Segment], than rhs: [Segment]) -> Bool {
+        for (left, right) in zip(lhs, rhs) {
+            switch (left, right) {
+            case (.literal, .parameter): return true
+            case (.parameter, .literal): return false
+            default: continue
+            }
+        }
+        return false
+    }
+}

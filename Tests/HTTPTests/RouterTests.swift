@@ -1,0 +1,166 @@
+import HTTP
+import Testing
+
+/// Decodes our problem bodies just enough to check members (the HTTP module has no JSON dependency).
+func member(_ name: String, in body: [UInt8]) -> String? {
+    let text = String(decoding: body, as: UTF8.self)
+    guard let start = text.firstRange(of: "\"\(name)\":") else { return nil }
+    var rest = text[start.upperBound...]
+    if rest.hasPrefix("\"") {
+        rest = rest.dropFirst()
+        var value = ""
+        var escaped = false
+        for character in rest {
+            if escaped { value.append(character); escaped = false; continue }
+            if character == "\\" { escaped = true; continue }
+            if character == "\"" { return value }
+            value.append(character)
+        }
+        return nil
+    }
+    return String(rest.prefix { $0 != "," && $0 != "}" })
+}
+
+private func echoRouter() -> Router {
+    var router = Router()
+    router.get("/v1/passkeys") { _, _ in .json(bytes: Array("list".utf8)) }
+    router.patch("/v1/passkeys/{id}") { _, parameters in .json(bytes: Array("patch \(parameters["id"]!)".utf8)) }
+    router.delete("/v1/passkeys/{id}") { _, parameters in .text("delete \(parameters["id"]!)") }
+    router.post("/v1/device-keys/challenges") { _, _ in .text("challenge") }
+    router.delete("/v1/device-keys/{id}") { _, parameters in .text("revoke \(parameters["id"]!)") }
+    router.get("/admin/v1/users/{user}/keys/{key}") { _, parameters in
+        .text("\(parameters["user"]!)|\(parameters["key"]!)")
+    }
+    router.post("/v1/token", accepting: .jsonOrForm) { request, _ in .text("token \(request.body.count)") }
+    router.post("/upload", accepting: .any) { request, _ in .text("got \(request.body.count)") }
+    return router
+}
+
+@Suite struct RouterTests {
+    let router = echoRouter()
+
+    @Test func capturesAndDecodesParameters() {
+        let response = router.respond(to: Request(method: "DELETE", target: "/v1/passkeys/abc%2Fdef%20g"))
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == "delete abc/def g")
+    }
+
+    @Test func capturesSeveralParameters() {
+        let response = router.respond(to: Request(method: "GET", target: "/admin/v1/users/u1/keys/k%3A2?x=1"))
+        #expect(String(decoding: response.body, as: UTF8.self) == "u1|k:2")
+    }
+
+    @Test func literalSegmentBeatsParameter() {
+        let post = router.respond(to: Request(method: "POST", target: "/v1/device-keys/challenges",
+                                              headers: [("Content-Type", "application/json")], body: Array("{}".utf8)))
+        #expect(String(decoding: post.body, as: UTF8.self) == "challenge")
+        let delete = router.respond(to: Request(method: "DELETE", target: "/v1/device-keys/challenges"))
+        #expect(String(decoding: delete.body, as: UTF8.self) == "revoke challenges")
+    }
+
+    @Test(arguments: ["/nope", "/v1/passkeys/", "/v1/passkeys/a/b", "/", "", "v1/passkeys", "/v1/passkeys/a%2Fb/c"])
+    func unknownPathIs404(path: String) {
+        let response = router.respond(to: Request(method: "GET", target: path))
+        #expect(response.status == 404)
+        #expect(response.header("content-type") == "application/problem+json")
+        #expect(member("code", in: response.body) == "not_found")
+        #expect(member("type", in: response.body) == "https://latchkey.dev/problems/not_found")
+        #expect(member("status", in: response.body) == "404")
+    }
+
+    @Test func wrongMethodIs405WithAllow() {
+        let response = router.respond(to: Request(method: "PUT", target: "/v1/passkeys/abc"))
+        #expect(response.status == 405)
+        #expect(response.header("Allow") == "PATCH, DELETE")
+        #expect(member("code", in: response.body) == "invalid_request")
+        #expect(member("status", in: response.body) == "405")
+
+        let list = router.respond(to: Request(method: "POST", target: "/v1/passkeys"))
+        #expect(list.status == 405)
+        #expect(list.header("allow") == "GET, HEAD")
+    }
+
+    @Test func headFallsBackToGet() {
+        #expect(router.respond(to: Request(method: "head", target: "/v1/passkeys")).status == 200)
+    }
+
+    @Test(arguments: ["text/plain", "application/x-www-form-urlencoded", "application/jsonx", nil])
+    func nonJSONBodyIs415(contentType: String?) {
+        let headers = contentType.map { [("Content-Type", $0)] } ?? []
+        let response = router.respond(to: Request(method: "PATCH", target: "/v1/passkeys/abc",
+                                                  headers: headers, body: Array("{}".utf8)))
+        #expect(response.status == 415)
+        #expect(member("code", in: response.body) == "invalid_request")
+    }
+
+    @Test(arguments: ["application/json", "application/json; charset=utf-8", "Application/JSON ;charset=UTF-8"])
+    func jsonWithParametersIsAccepted(contentType: String) {
+        let response = router.respond(to: Request(method: "PATCH", target: "/v1/passkeys/abc",
+                                                  headers: [("content-type", contentType)], body: Array("{}".utf8)))
+        #expect(response.status == 200)
+    }
+
+    @Test func emptyBodyNeedsNoContentType() {
+        #expect(router.respond(to: Request(method: "PATCH", target: "/v1/passkeys/abc")).status == 200)
+    }
+
+    @Test(arguments: ["application/json", "application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-8"])
+    func tokenRouteAcceptsForm(contentType: String) {
+        let response = router.respond(to: Request(method: "POST", target: "/v1/token",
+                                                  headers: [("Content-Type", contentType)],
+                                                  body: Array("grant_type=refresh_token".utf8)))
+        #expect(response.status == 200)
+        let rejected = router.respond(to: Request(method: "POST", target: "/v1/token",
+                                                  headers: [("Content-Type", "text/plain")], body: [1]))
+        #expect(rejected.status == 415)
+    }
+
+    @Test func anyRouteSkipsTheCheck() {
+        let response = router.respond(to: Request(method: "POST", target: "/upload",
+                                                  headers: [("Content-Type", "image/png")], body: [1, 2, 3]))
+        #expect(String(decoding: response.body, as: UTF8.self) == "got 3")
+    }
+}
+
+@Suite struct RequestResponseTests {
+    @Test func requestParsesTarget() {
+        let request = Request(method: "get", target: "/a%20b/c?x=1&y=two+words&z=%26&flag&x=2",
+                              headers: [("X-Thing", "v"), ("x-thing", "w")])
+        #expect(request.method == "GET")
+        #expect(request.path == "/a b/c")
+        #expect(request.rawPath == "/a%20b/c")
+        #expect(request.queryValue("x") == "1")
+        #expect(request.queryValue("y") == "two words")
+        #expect(request.queryValue("z") == "&")
+        #expect(request.queryValue("flag") == "")
+        #expect(request.query.map(\.0) == ["x", "y", "z", "flag", "x"])
+        #expect(request.header("X-THING") == "v")
+        #expect(request.header("missing") == nil)
+    }
+
+    @Test func malformedEscapesAreKept() {
+        #expect(Request(method: "GET", target: "/%zz/%4").path == "/%zz/%4")
+    }
+
+    @Test func problemIsRFC9457WithCode() {
+        let response = Response.problem(status: 429, code: "rate_limited", title: "Slow down",
+                                        detail: "Say \"hi\"\n\u{01}", headers: [("Retry-After", "3")])
+        #expect(response.status == 429)
+        #expect(response.header("Content-Type") == "application/problem+json")
+        #expect(response.header("Retry-After") == "3")
+        let text = String(decoding: response.body, as: UTF8.self)
+        #expect(text == #"{"type":"https://latchkey.dev/problems/rate_limited","title":"Slow down","status":429,"detail":"Say \"hi\"\n\u0001","code":"rate_limited"}"#)
+    }
+
+    @Test func problemTitleDefaultsToReasonPhrase() {
+        let response = Response.problem(status: 413, code: "payload_too_large", detail: "big")
+        #expect(member("title", in: response.body) == "Content Too Large")
+    }
+
+    @Test func jsonHelperSetsContentType() {
+        let response = Response.json(status: 201, bytes: Array("{}".utf8))
+        #expect(response.status == 201)
+        #expect(response.header("content-type") == "application/json")
+        #expect(response.body == Array("{}".utf8))
+    }
+}
