@@ -37,6 +37,8 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
+        .target(name: "Tokens", dependencies: ["Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
+
         // A software authenticator: fixtures for tests, load for `latchkey bench`.
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
@@ -47,6 +49,7 @@ let package = Package(
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
+        .testTarget(name: "TokensTests", dependencies: ["Tokens", "Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
                     exclude: ["Fixtures"], swiftSettings: strict),

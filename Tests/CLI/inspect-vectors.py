@@ -8,7 +8,9 @@ import json, os, subprocess, sys, tempfile
 binary = sys.argv[1]
 here = os.path.dirname(os.path.abspath(__file__))
 vectors = os.path.join(here, '..', 'WebAuthnTests', 'Fixtures', 'vectors')
-passed = failed = 0
+# Same list as VectorTests.knownDisagreements, with the same reason.
+KNOWN = {'sw-safetynet-revoked-intermediate': 'needs an online CRL check; same certificates as py-safetynet-2021, which must pass'}
+passed = failed = known = 0
 with tempfile.TemporaryDirectory() as tmp:
     for name in ['registration.json', 'mpl-registration.json', 'authentication.json', 'mpl-authentication.json']:
         ceremony = 'authentication' if 'authentication' in name else 'registration'
@@ -49,10 +51,14 @@ with tempfile.TemporaryDirectory() as tmp:
                 else:
                     ok = outcome in (v['expect'], v.get('expectIfStrict'))
                 why = f"got {outcome} ({code}: {report.get('error', {}).get('reason')}), expected {v['expect']}"
-            if ok:
+            if not ok and v['id'] in KNOWN:
+                known += 1
+                print(f"KNOWN {v['id']}: {why} ({KNOWN[v['id']]})")
+            elif ok:
                 passed += 1
             else:
                 failed += 1
                 print(f"FAIL {v['id']}: {why}")
+print(f'known disagreements: {known}')
 print(f'inspect-vectors: {passed} passed, {failed} failed')
 sys.exit(1 if failed else 0)

@@ -1,0 +1,77 @@
+import Crypto
+import Testing
+
+@Suite struct CryptoTests {
+    @Test func sha256KnownAnswer() {
+        // FIPS 180-2 "abc".
+        #expect(Digest.sha256(Array("abc".utf8)).map { String(format: $0) }.joined()
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    @Test(arguments: [SignatureAlgorithm.ecdsa(.sha256), .ed25519, .rsaPKCS1(.sha256), .rsaPSS(.sha256)])
+    func signVerifyRoundTrip(_ alg: SignatureAlgorithm) throws {
+        let key: PrivateKey
+        switch alg {
+        case .ecdsa: key = .generateEC(.p256)
+        case .ed25519: key = .generateEd25519()
+        default: key = .generateRSA(bits: 2048)
+        }
+        let message = Array("latchkey".utf8)
+        var sig = try key.sign(message, algorithm: alg)
+        #expect(key.publicKey.verify(signature: sig, message: message, algorithm: alg))
+        sig[sig.count / 2] ^= 0x80
+        #expect(!key.publicKey.verify(signature: sig, message: message, algorithm: alg))
+        #expect(!key.publicKey.verify(signature: [], message: message, algorithm: alg))
+    }
+
+    @Test func algorithmMustFitKey() throws {
+        let ec = PrivateKey.generateEC(.p256)
+        let sig = try ec.sign([1], algorithm: .ecdsa(.sha256))
+        #expect(!ec.publicKey.verify(signature: sig, message: [1], algorithm: .rsaPKCS1(.sha256)))
+    }
+
+    @Test func pointMustBeOnCurve() throws {
+        let key = PrivateKey.generateEC(.p256).publicKey
+        var point = try #require(key.x963Point)
+        #expect(try PublicKey.ec(curve: .p256, x963: point).isSameKey(as: key))
+        point[64] ^= 1
+        #expect(throws: CryptoError.self) { try PublicKey.ec(curve: .p256, x963: point) }
+        #expect(throws: CryptoError.self) { try PublicKey.ec(curve: .p256, x: [1], y: [2]) }
+    }
+
+    @Test func spkiRoundTripRefusesTrailingBytes() throws {
+        let key = PrivateKey.generateEC(.p256).publicKey
+        #expect(try PublicKey(spkiDER: key.spkiDER).isSameKey(as: key))
+        #expect(throws: CryptoError.self) { try PublicKey(spkiDER: key.spkiDER + [0]) }
+        #expect(throws: CryptoError.self) { try PublicKey(spkiDER: [0x30, 0x03, 0x02, 0x01]) }
+    }
+
+    @Test func ecdsaSignatureConversions() throws {
+        let key = PrivateKey.generateEC(.p256)
+        let der = try key.sign([7], algorithm: .ecdsa(.sha256))
+        let raw = try ECDSASignature.rawFromDER(der, coordinateLength: 32)
+        #expect(raw.count == 64)
+        #expect(try ECDSASignature.derFromRaw(raw) == der)
+    }
+
+    @Test func derReaderBoundsChecked() throws {
+        #expect(throws: CryptoError.self) { try DERNode.parse([0x30, 0x05, 0x02]) }
+        #expect(throws: CryptoError.self) { try DERNode.parse([0x30, 0x80, 0x00, 0x00]) }
+        #expect(throws: CryptoError.self) { try DERNode.parse([0x02, 0x01, 0x00, 0x00]) }
+        #expect(try DERNode.parse([0x06, 0x03, 0x55, 0x04, 0x03]).oidString == "2.5.4.3")
+        // High tag number form: [709] as used by Android key descriptions.
+        let node = try? DERNode.parse([0xBF, 0x85, 0x45, 0x02, 0x05, 0x00])
+        #expect(node?.tagNumber == 709)
+    }
+
+    @Test func base64Standard() {
+        #expect(Base64.encodeStandard(Array("foob".utf8)) == "Zm9vYg==")
+        #expect(Base64.decodeStandard("Zm9vYg==") == Array("foob".utf8))
+        #expect(Base64.decodeStandard("Zm9v-g==") == nil)
+    }
+}
+
+func String(format byte: UInt8) -> String {
+    let s = String(byte, radix: 16)
+    return s.count == 1 ? "0" + s : s
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what Latchkey needs to build, test and run on Debian 12, only when missing:
+# the C libraries it links (OpenSSL 3, libcbor, libpq, libmicrohttpd), pkg-config, PostgreSQL,
+# and python3 (the CLI vector check). The Swift 6 toolchain must already be installed
+# (/opt/swift on this project's machines); it is not in Debian's archive.
+set -euo pipefail
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+
+packages=(libssl-dev libcbor-dev libpq-dev libmicrohttpd-dev pkg-config postgresql python3 ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing: ${missing[*]}"
+  SUDO=()
+  [[ $EUID -eq 0 ]] || SUDO=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+if ! command -v swift >/dev/null 2>&1; then
+  for d in /opt/swift/usr/bin /usr/share/swift/usr/bin; do
+    [[ -x "$d/swift" ]] && { echo "export PATH=$d:\$PATH"; exit 0; }
+  done
+  log "error: no Swift 6 toolchain found (expected swift on PATH or /opt/swift/usr/bin)"
+  exit 1
+fi

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what is missing, starts the private development PostgreSQL (kept under data/postgres
+# between runs; DATABASE_URL overrides it), builds Latchkey and serves the demo on
+# http://localhost:8080 with rpId `localhost` in development mode.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+eval "$(bash deploy/install-deps.sh)"
+if [[ -z "${DATABASE_URL:-}" ]]; then
+  export DATABASE_URL="$(bash deploy/dev-postgres.sh | tail -n 1)"
+fi
+swift build -c release --product latchkey
+export LATCHKEY_DEV="${LATCHKEY_DEV:-1}"
+export LATCHKEY_RP_ID="${LATCHKEY_RP_ID:-localhost}"
+export LATCHKEY_LISTEN="${LATCHKEY_LISTEN:-127.0.0.1:8080}"
+exec "$(swift build -c release --show-bin-path)/latchkey" serve

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what is missing, starts a private PostgreSQL for the tests, builds, and runs every test:
+# the swift-testing suites (unit, vectors, PostgreSQL and HTTP integration) and the CLI vector check
+# that feeds every shared vector to the real `latchkey inspect` binary.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+eval "$(bash deploy/install-deps.sh)"
+
+# A throwaway cluster for tests: its own folder and port, durability off for speed.
+export LATCHKEY_DATA_DIR="${LATCHKEY_TEST_DATA_DIR:-$REPO/data/test-postgres}"
+export LATCHKEY_PG_PORT="${LATCHKEY_TEST_PG_PORT:-54330}"
+export LATCHKEY_PG_FAST=1
+url="$(bash deploy/dev-postgres.sh | tail -n 1)"
+export DATABASE_URL="${url%/*}/latchkey_test"
+echo "test database: $DATABASE_URL"
+
+mkdir -p data
+swift build --build-tests
+set +e
+swift test --skip-build 2>&1 | tee data/swift-test.log
+status=${PIPESTATUS[0]}
+set -e
+
+swift build --product latchkey
+python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
+exit $status
