@@ -37,12 +37,16 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
+        .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], swiftSettings: strict),
+        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "Storage", "PostgreSQL", "HTTP", "Tokens", "Crypto", "JSON"],
+                swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
 
         // A software authenticator: fixtures for tests, load for `latchkey bench`.
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
-        .executableTarget(name: "latchkey", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
+        .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
+                                                        "HTTP", "CBOR", "Crypto", "JSON"],
                           swiftSettings: strict),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),

@@ -3,7 +3,9 @@ import Glibc
 #endif
 
 // `latchkey <verb> …`: one type per verb; exit 0 success, 1 failure, 64 bad usage (sysexits EX_USAGE).
-let commands: [any Command.Type] = [InspectCommand.self, BenchCommand.self]
+let commands: [any Command.Type] = [
+    ServeCommand.self, MigrateCommand.self, OriginsCommand.self, APKKeyHashCommand.self, InspectCommand.self, BenchCommand.self,
+]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let verb = arguments.first, !["-h", "--help", "help"].contains(verb) else {

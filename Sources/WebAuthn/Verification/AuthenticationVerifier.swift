@@ -44,6 +44,18 @@ public struct ParsedAuthentication: Sendable {
 }
 
 public enum AuthenticationVerifier {
+    /// The checks that need no stored credential (§7.2 steps 11-17), so a server can run them in
+    /// SPEC's order before it looks the credential up.
+    public static func checkCeremony(_ parsed: ParsedAuthentication, expectedChallenge: [UInt8], policy: VerificationPolicy,
+                                     trace: VerificationTrace? = nil) throws(WebAuthnError) {
+        try CeremonyChecks.clientData(parsed.clientData, type: .get, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
+        var appIdHash: [UInt8]? = nil
+        if let appId = policy.appId, parsed.response.clientExtensionResults["appid"]?.boolValue == true {
+            appIdHash = Digest.sha256(Array(appId.utf8))
+        }
+        try CeremonyChecks.authenticatorData(parsed.authenticatorData, policy: policy, trace: trace, alternateRpIdHash: appIdHash)
+    }
+
     /// WebAuthn L3 §7.2 "Verifying an Authentication Assertion", steps 11-22 (steps 5-7, the
     /// credential lookup and user handle, belong to the caller that found `stored`).
     public static func verify(_ parsed: ParsedAuthentication, expectedChallenge: [UInt8], stored: StoredCredential,
@@ -53,13 +65,8 @@ public enum AuthenticationVerifier {
         trace.decoded("clientData", clientDataJSON(c))
         trace.decoded("authenticatorData", authenticatorDataJSON(a))
 
-        try CeremonyChecks.clientData(c, type: .get, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
         // FIDO AppID extension: the client reports `appid: true` when it signed for the AppID.
-        var appIdHash: [UInt8]? = nil
-        if let appId = policy.appId, parsed.response.clientExtensionResults["appid"]?.boolValue == true {
-            appIdHash = Digest.sha256(Array(appId.utf8))
-        }
-        try CeremonyChecks.authenticatorData(a, policy: policy, trace: trace, alternateRpIdHash: appIdHash)
+        try checkCeremony(parsed, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
 
         // Step 20: signature over authenticatorData || SHA-256(clientDataJSON) with the stored key.
         try trace.require("credential.algorithmAllowed", stored.publicKey.algorithm.signatureAlgorithm != nil,

@@ -1,0 +1,118 @@
+import WebAuthn
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Server settings from the environment (SPEC "Configuration").
+public struct Configuration: Sendable {
+    public var rpId = "localhost"
+    public var rpName = "Latchkey"
+    public var origins: [String] = []
+    public var listenHost = "127.0.0.1"
+    public var listenPort = 8080
+    public var adminKeyHash: [UInt8]? = nil
+    public var databaseURL = ""
+    public var userVerification: VerificationPolicy.UserVerification = .preferred
+    public var challengeTTL = 300
+    public var maxBody = 65536
+    public var stepUpTTL = 120
+    public var wellKnownDirectory = "wellknown"
+    public var developmentMode = false
+    public var signCountPolicy: VerificationPolicy.SignCountPolicy = .reject
+    /// `attestation` conveyance asked for in creation options.
+    public var attestation = "none"
+    /// Origins whose pages may embed the ceremony in a cross-origin iframe (topOrigin allowlist).
+    public var embeddingOrigins: [String] = []
+    public var accessTokenTTL = 300
+    public var refreshTokenTTL = 30 * 24 * 3600
+    public var issuer = "http://localhost:8080"
+    public var threads = 4
+    public var workers = 1
+
+    public init() {}
+
+    public struct Invalid: Error, CustomStringConvertible { public let description: String }
+
+    public static func fromEnvironment(_ env: [String: String] = Configuration.processEnvironment()) throws(Invalid) -> Configuration {
+        var c = Configuration()
+        c.developmentMode = env["LATCHKEY_DEV"] == "1"
+        if let v = env["LATCHKEY_RP_ID"], !v.isEmpty { c.rpId = v }
+        if let v = env["LATCHKEY_RP_NAME"], !v.isEmpty { c.rpName = v }
+        if let v = env["LATCHKEY_LISTEN"], !v.isEmpty {
+            guard let colon = v.lastIndex(of: ":"), let port = Int(v[v.index(after: colon)...]), (0...65535).contains(port) else {
+                throw Invalid(description: "LATCHKEY_LISTEN must be host:port")
+            }
+            var host = String(v[..<colon])
+            if host == "localhost" { host = "127.0.0.1" }
+            c.listenHost = host.isEmpty ? "0.0.0.0" : host
+            c.listenPort = port
+        }
+        c.issuer = env["LATCHKEY_ISSUER"] ?? (c.developmentMode ? "http://localhost:\(c.listenPort)" : "https://\(c.rpId)")
+        if let v = env["LATCHKEY_ORIGINS"] {
+            c.origins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
+        } else if c.developmentMode {
+            c.origins = ["http://localhost:\(c.listenPort)"]
+        }
+        if let v = env["LATCHKEY_EMBEDDING_ORIGINS"] {
+            c.embeddingOrigins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
+        }
+        if let v = env["LATCHKEY_ADMIN_KEY"], !v.isEmpty { c.adminKeyHash = AdminKey.hash(v) }
+        c.databaseURL = env["DATABASE_URL"] ?? ""
+        if let v = env["LATCHKEY_USER_VERIFICATION"] {
+            guard let uv = VerificationPolicy.UserVerification(rawValue: v) else {
+                throw Invalid(description: "LATCHKEY_USER_VERIFICATION must be required, preferred or discouraged")
+            }
+            c.userVerification = uv
+        }
+        func int(_ name: String, _ range: ClosedRange<Int>) throws(Invalid) -> Int? {
+            guard let v = env[name] else { return nil }
+            guard let n = Int(v), range.contains(n) else { throw Invalid(description: "\(name) must be a number in \(range)") }
+            return n
+        }
+        if let n = try int("LATCHKEY_CHALLENGE_TTL", 10...86400) { c.challengeTTL = n }
+        if let n = try int("LATCHKEY_MAX_BODY", 1024...(16 << 20)) { c.maxBody = n }
+        if let n = try int("LATCHKEY_STEP_UP_TTL", 10...86400) { c.stepUpTTL = n }
+        c.stepUpTTL = min(c.stepUpTTL, c.challengeTTL)
+        if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
+        if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
+        if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }
+        if let v = env["LATCHKEY_SIGN_COUNT_POLICY"] {
+            guard let p = VerificationPolicy.SignCountPolicy(rawValue: v) else {
+                throw Invalid(description: "LATCHKEY_SIGN_COUNT_POLICY must be reject or flag")
+            }
+            c.signCountPolicy = p
+        }
+        if let v = env["LATCHKEY_ATTESTATION"] {
+            guard ["none", "indirect", "direct", "enterprise"].contains(v) else {
+                throw Invalid(description: "LATCHKEY_ATTESTATION must be none, indirect, direct or enterprise")
+            }
+            c.attestation = v
+        }
+        for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
+        return c
+    }
+
+    public static func processEnvironment() -> [String: String] {
+        var out: [String: String] = [:]
+        var p = environ
+        while let entry = p.pointee {
+            let s = String(cString: entry)
+            if let eq = s.firstIndex(of: "=") { out[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+            p += 1
+        }
+        return out
+    }
+}
+
+extension Result where Failure == OriginRules.Rejection {
+    func mapError() throws(Configuration.Invalid) -> Success {
+        switch self {
+        case .success(let s): return s
+        case .failure(let e): throw Configuration.Invalid(description: "LATCHKEY_ORIGINS: \(e.reason)")
+        }
+    }
+}
+
+extension String {
+    var trimmed: String { String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+}

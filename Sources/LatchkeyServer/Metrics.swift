@@ -1,0 +1,66 @@
+import Synchronization
+
+/// Prometheus text-format metrics (exposition format 0.0.4): requests by route and status with a
+/// latency histogram, ceremony outcomes by code, and connection-pool usage.
+public final class Metrics: Sendable {
+    static let buckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+
+    struct Histogram {
+        var counts = [UInt64](repeating: 0, count: Metrics.buckets.count)
+        var sum = 0.0
+        var count: UInt64 = 0
+    }
+
+    struct State {
+        var requests: [String: UInt64] = [:]            // "route|method|status"
+        var latency: [String: Histogram] = [:]          // route
+        var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
+    }
+
+    private let state = Mutex(State())
+    public init() {}
+
+    public func observeRequest(route: String, method: String, status: Int, seconds: Double) {
+        state.withLock { s in
+            s.requests["\(route)|\(method)|\(status)", default: 0] += 1
+            var h = s.latency[route] ?? Histogram()
+            for (i, bound) in Metrics.buckets.enumerated() where seconds <= bound { h.counts[i] += 1 }
+            h.sum += seconds
+            h.count += 1
+            s.latency[route] = h
+        }
+    }
+
+    /// `outcome` is "ok" or an error code.
+    public func observeCeremony(_ ceremony: String, outcome: String) {
+        state.withLock { $0.ceremonies["\(ceremony)|\(outcome)", default: 0] += 1 }
+    }
+
+    public func render(pool: (open: Int, inUse: Int, waiting: Int)) -> String {
+        let s = state.withLock { $0 }
+        var out = "# HELP latchkey_http_requests_total HTTP requests by route, method and status.\n# TYPE latchkey_http_requests_total counter\n"
+        for (key, n) in s.requests.sorted(by: { $0.key < $1.key }) {
+            let p = key.split(separator: "|", omittingEmptySubsequences: false)
+            out += "latchkey_http_requests_total{route=\"\(p[0])\",method=\"\(p[1])\",status=\"\(p[2])\"} \(n)\n"
+        }
+        out += "# HELP latchkey_http_request_duration_seconds Request latency by route.\n# TYPE latchkey_http_request_duration_seconds histogram\n"
+        for (route, h) in s.latency.sorted(by: { $0.key < $1.key }) {
+            for (i, bound) in Metrics.buckets.enumerated() {
+                out += "latchkey_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(h.counts[i])\n"
+            }
+            out += "latchkey_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(h.count)\n"
+            out += "latchkey_http_request_duration_seconds_sum{route=\"\(route)\"} \(h.sum)\n"
+            out += "latchkey_http_request_duration_seconds_count{route=\"\(route)\"} \(h.count)\n"
+        }
+        out += "# HELP latchkey_ceremonies_total Ceremony outcomes: ok or the error code.\n# TYPE latchkey_ceremonies_total counter\n"
+        for (key, n) in s.ceremonies.sorted(by: { $0.key < $1.key }) {
+            let p = key.split(separator: "|")
+            out += "latchkey_ceremonies_total{ceremony=\"\(p[0])\",outcome=\"\(p[1])\"} \(n)\n"
+        }
+        out += "# HELP latchkey_db_pool_connections Database pool connections by state.\n# TYPE latchkey_db_pool_connections gauge\n"
+        out += "latchkey_db_pool_connections{state=\"open\"} \(pool.open)\n"
+        out += "latchkey_db_pool_connections{state=\"in_use\"} \(pool.inUse)\n"
+        out += "latchkey_db_pool_waiting \(pool.waiting)\n"
+        return out
+    }
+}

@@ -1,0 +1,62 @@
+import Crypto
+import WebAuthn
+
+/// What may enter the origin allowlist (SPEC "Rules that must hold": Origin).
+public enum OriginRules {
+    public struct Rejection: Error, Sendable { public let reason: String }
+
+    /// A normalised origin, or why it is refused: `https://host[:port]`, `android:apk-key-hash:<43 base64url>`,
+    /// and `http://localhost[:port]` only in development mode.
+    public static func validate(_ origin: String, developmentMode: Bool) -> Result<String, Rejection> {
+        if origin.hasPrefix("android:apk-key-hash:") {
+            let hash = String(origin.dropFirst("android:apk-key-hash:".count))
+            guard let bytes = Base64URL.decode(hash), bytes.count == 32, Base64URL.encode(bytes) == hash else {
+                return .failure(Rejection(reason: "android origins carry the base64url SHA-256 of the signing certificate"))
+            }
+            return .success(origin)
+        }
+        let lower = origin.lowercased()
+        let isHTTPS = lower.hasPrefix("https://")
+        let isLocalHTTP = lower.hasPrefix("http://localhost") || lower.hasPrefix("http://127.0.0.1")
+        guard isHTTPS || (isLocalHTTP && developmentMode) else {
+            return .failure(Rejection(reason: developmentMode ? "origins are https://host[:port] or http://localhost[:port]"
+                                                             : "origins are https://host[:port] (http://localhost needs LATCHKEY_DEV=1)"))
+        }
+        let rest = lower.dropFirst(isHTTPS ? 8 : 7)
+        guard !rest.isEmpty, !rest.contains("/"), !rest.contains("?"), !rest.contains("#"), !rest.contains("@"),
+              rest.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":" || $0 == "[" || $0 == "]" }) else {
+            return .failure(Rejection(reason: "an origin is scheme://host[:port] with no path"))
+        }
+        if isLocalHTTP {
+            let host = rest.split(separator: ":").first.map(String.init) ?? ""
+            guard host == "localhost" || host == "127.0.0.1" else { return .failure(Rejection(reason: "only http://localhost is allowed")) }
+        }
+        if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
+            guard let port = Int(rest[rest.index(after: colon)...]), (1...65535).contains(port) else {
+                return .failure(Rejection(reason: "bad port"))
+            }
+        }
+        return .success(lower)
+    }
+
+    /// `AB:CD:…` (keytool SHA-256 fingerprint, 32 bytes) → `android:apk-key-hash:<base64url>`.
+    public static func androidOrigin(fromFingerprint fingerprint: String) -> Result<String, Rejection> {
+        let hex = fingerprint.filter { $0 != ":" && !$0.isWhitespace }
+        guard hex.count == 64 else { return .failure(Rejection(reason: "a SHA-256 fingerprint has 32 bytes (64 hex digits)")) }
+        var bytes: [UInt8] = []
+        var i = hex.startIndex
+        while i < hex.endIndex {
+            let j = hex.index(i, offsetBy: 2)
+            guard let b = UInt8(hex[i..<j], radix: 16) else { return .failure(Rejection(reason: "not hexadecimal")) }
+            bytes.append(b)
+            i = j
+        }
+        return .success("android:apk-key-hash:" + Base64URL.encode(bytes))
+    }
+}
+
+/// The admin bearer key is compared in constant time against its stored SHA-256.
+public enum AdminKey {
+    public static func hash(_ key: String) -> [UInt8] { Digest.sha256(Array(key.utf8)) }
+    public static func matches(_ presented: String, hash: [UInt8]) -> Bool { constantTimeEquals(Digest.sha256(Array(presented.utf8)), hash) }
+}

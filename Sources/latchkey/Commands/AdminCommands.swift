@@ -1,0 +1,107 @@
+import JSON
+import LatchkeyServer
+import PostgreSQL
+import Storage
+
+/// `latchkey migrate`: apply pending migrations (safe to run from several instances at once).
+enum MigrateCommand: Command {
+    static let name = "migrate"
+    static let summary = "apply database migrations (DATABASE_URL)"
+    static let help = "usage: latchkey migrate\n\nApplies pending migrations under an advisory lock; prints the versions applied."
+
+    static func run(_ arguments: [String]) -> Int32 {
+        if arguments.contains("-h") || arguments.contains("--help") { print(help); return ExitCode.success }
+        guard let url = Configuration.processEnvironment()["DATABASE_URL"], !url.isEmpty else {
+            printError("latchkey migrate: DATABASE_URL is not set"); return ExitCode.usage
+        }
+        do {
+            let pool = PostgresPool(url: url, maxConnections: 1)
+            let applied = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
+            print(applied.isEmpty ? "up to date" : "applied: " + applied.map(String.init).joined(separator: ", "))
+            pool.shutdown()
+            return ExitCode.success
+        } catch {
+            printError("latchkey migrate: \(error)")
+            return ExitCode.failure
+        }
+    }
+}
+
+/// `latchkey origins list|add|remove`: the origin allowlist, straight in PostgreSQL.
+enum OriginsCommand: Command {
+    static let name = "origins"
+    static let summary = "list, add or remove allowed origins (DATABASE_URL)"
+    static let help = """
+        usage: latchkey origins list
+               latchkey origins add <origin> | --android-fingerprint <AB:CD:…>
+               latchkey origins remove <origin>
+
+        Origins are https://host[:port], android:apk-key-hash:<base64url SHA-256>, or (with
+        LATCHKEY_DEV=1) http://localhost[:port]. A keytool SHA-256 fingerprint is converted.
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        do throws(UsageError) {
+            let args = try ParsedArguments(arguments, valued: ["android-fingerprint"], flags: ["help"])
+            if args.has("help") { print(help); return ExitCode.success }
+            guard let verb = args.positionals.first else { throw UsageError(message: "say list, add or remove") }
+            let env = Configuration.processEnvironment()
+            guard let url = env["DATABASE_URL"], !url.isEmpty else { throw UsageError(message: "DATABASE_URL is not set") }
+            let pool = PostgresPool(url: url, maxConnections: 1)
+            defer { pool.shutdown() }
+            let store = Store(pool: pool)
+            do {
+                _ = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
+                switch verb {
+                case "list":
+                    for o in try store.origins() { print("\(o.origin)\t\(o.source)") }
+                case "add":
+                    var candidate = args.positionals.dropFirst().first
+                    if let fp = args.value("android-fingerprint") {
+                        switch OriginRules.androidOrigin(fromFingerprint: fp) {
+                        case .success(let o): candidate = o
+                        case .failure(let e): throw UsageError(message: e.reason)
+                        }
+                    }
+                    guard let c = candidate else { throw UsageError(message: "add needs an origin or --android-fingerprint") }
+                    switch OriginRules.validate(c, developmentMode: env["LATCHKEY_DEV"] == "1") {
+                    case .success(let origin):
+                        print(try store.addOrigin(origin, source: "admin", actor: "cli") ? "added \(origin)" : "already present: \(origin)")
+                    case .failure(let e): throw UsageError(message: e.reason)
+                    }
+                case "remove":
+                    guard let origin = args.positionals.dropFirst().first else { throw UsageError(message: "remove needs an origin") }
+                    guard try store.removeOrigin(origin, actor: "cli") else { printError("not present: \(origin)"); return ExitCode.failure }
+                    print("removed \(origin)")
+                default: throw UsageError(message: "unknown verb \(verb)")
+                }
+                return ExitCode.success
+            } catch let e as UsageError {
+                throw e
+            } catch {
+                printError("latchkey origins: \(error)")
+                return ExitCode.failure
+            }
+        } catch {
+            printError("latchkey origins: \(error.message)\n\n\(help)")
+            return ExitCode.usage
+        }
+    }
+}
+
+/// `latchkey apk-key-hash <fingerprint>`: keytool SHA-256 fingerprint → Android origin.
+enum APKKeyHashCommand: Command {
+    static let name = "apk-key-hash"
+    static let summary = "turn a keytool SHA-256 fingerprint into an android:apk-key-hash origin"
+    static let help = "usage: latchkey apk-key-hash <AB:CD:…:EF>"
+
+    static func run(_ arguments: [String]) -> Int32 {
+        guard arguments.count == 1, arguments[0] != "-h", arguments[0] != "--help" else {
+            print(help); return arguments.count == 1 ? ExitCode.success : ExitCode.usage
+        }
+        switch OriginRules.androidOrigin(fromFingerprint: arguments[0]) {
+        case .success(let origin): print(origin); return ExitCode.success
+        case .failure(let e): printError("latchkey apk-key-hash: \(e.reason)"); return ExitCode.usage
+        }
+    }
+}

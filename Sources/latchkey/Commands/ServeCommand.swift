@@ -1,0 +1,99 @@
+import HTTP
+import LatchkeyServer
+import PostgreSQL
+import Storage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `latchkey serve`: migrate (under an advisory lock), then serve until SIGINT/SIGTERM.
+enum ServeCommand: Command {
+    static let name = "serve"
+    static let summary = "run the HTTP server (configuration from LATCHKEY_* and DATABASE_URL)"
+    static let help = """
+        usage: latchkey serve
+
+        Reads its configuration from the environment (see README): DATABASE_URL, LATCHKEY_RP_ID,
+        LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_DEV, …
+        LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
+        processes sharing the listening port (SO_REUSEPORT).
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        if arguments.contains("-h") || arguments.contains("--help") { print(help); return ExitCode.success }
+        guard arguments.isEmpty else { printError(help); return ExitCode.usage }
+        let configuration: Configuration
+        do { configuration = try Configuration.fromEnvironment() } catch {
+            printError("latchkey serve: \(error.description)"); return ExitCode.usage
+        }
+        guard !configuration.databaseURL.isEmpty else {
+            printError("latchkey serve: DATABASE_URL is not set (deploy/run.sh starts a private PostgreSQL and sets it)")
+            return ExitCode.usage
+        }
+        let isChild = Configuration.processEnvironment()["LATCHKEY_WORKER_CHILD"] == "1"
+        // Block the signals we wait for before any thread starts, so they all inherit the mask.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let pool = PostgresPool(url: configuration.databaseURL, maxConnections: configuration.threads + 2)
+        let services: Services
+        do { services = try Services(configuration: configuration, pool: pool) } catch {
+            printError("latchkey serve: cannot prepare the database: \(error)")
+            return ExitCode.failure
+        }
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(configuration: .init(
+                host: configuration.listenHost, port: configuration.listenPort, threadPoolSize: configuration.threads,
+                connectionTimeoutSeconds: 30, connectionLimit: 4096, maxBodyBytes: configuration.maxBody,
+                reusePort: configuration.workers > 1), responder: Application(services: services))
+        } catch {
+            printError("latchkey serve: cannot listen on \(configuration.listenHost):\(configuration.listenPort): \(error)")
+            return ExitCode.failure
+        }
+        var children: [pid_t] = []
+        if !isChild, configuration.workers > 1 {
+            for _ in 1..<configuration.workers { if let pid = spawnSelf(["serve"], extraEnvironment: ["LATCHKEY_WORKER_CHILD=1"]) { children.append(pid) } }
+        }
+        if !isChild {
+            printError("latchkey: serving rpId \(configuration.rpId) on http://\(configuration.listenHost):\(server.port) "
+                       + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
+        }
+        // Expired challenges are useless; sweep them now and then (any instance may).
+        let sweeper = Thread { while true { sleep(60); try? services.store.purgeExpiredChallenges() } }
+        sweeper.start()
+
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        for pid in children { kill(pid, SIGTERM) }
+        server.stop()
+        for pid in children { var status: Int32 = 0; waitpid(pid, &status, 0) }
+        pool.shutdown()
+        return ExitCode.success
+    }
+}
+
+/// A detached thread (POSIX) for background chores.
+final class Thread: @unchecked Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    func start() { _ = spawnThread(body) }
+}
+
+/// Starts this executable again with `arguments`; returns its pid.
+func spawnSelf(_ arguments: [String], extraEnvironment: [String] = []) -> pid_t? {
+    let argv = ["/proc/self/exe"] + arguments
+    var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+    var envp: [UnsafeMutablePointer<CChar>?] = []
+    var p = environ
+    while let e = p.pointee { envp.append(strdup(e)); p += 1 }
+    envp += extraEnvironment.map { strdup($0) }
+    envp.append(nil)
+    defer { for c in cargs { free(c) }; for e in envp { free(e) } }
+    var pid: pid_t = 0
+    return posix_spawn(&pid, "/proc/self/exe", nil, nil, &cargs, &envp) == 0 ? pid : nil
+}
