@@ -1,7 +1,11 @@
 /// Versioned schema. Each migration runs once, in a transaction, under an advisory lock, and is
 /// recorded in `schema_migrations` (see PostgreSQL.Migrator). Never edit a shipped migration: add one.
 public enum LatchkeyMigrations {
-    public static let all: [(version: Int, name: String, sql: String)] = [
+    /// Versions 1…: core (this file); 2: associated apps (Migrations+Apps.swift); 3: device keys
+    /// and step-up (Migrations+DeviceKeys.swift).
+    public static var all: [(version: Int, name: String, sql: String)] { core + apps + deviceKeys }
+
+    static let core: [(version: Int, name: String, sql: String)] = [
         (1, "core tables", """
         CREATE TABLE users (
             id            text PRIMARY KEY,                -- random, base64url; never PII

@@ -1,0 +1,68 @@
+import HTTP
+import JSON
+
+extension RouteTable {
+    /// Passkey ceremonies and passkey management (SPEC "HTTP contract").
+    mutating func addPasskeyRoutes(_ s: Services) {
+        add("POST", "/v1/passkeys/registration/options") { req, _ in
+            let requester: PasskeyService.Requester
+            switch try s.authenticate(req, allowTicket: true) {
+            case .some(let userId): requester = .user(userId)
+            case .none:
+                let body = try jsonBody(req)
+                guard let username = body["username"]?.stringValue else { throw ServiceError.invalid("username is required") }
+                let displayName = body["displayName"]?.stringValue ?? username
+                try validateName(username, "username")
+                try validateName(displayName, "displayName")
+                requester = .newAccount(username: username, displayName: displayName)
+            }
+            return .json(bytes: try s.passkeys.registrationOptions(for: requester).serialized())
+        }
+        add("POST", "/v1/passkeys/registration/verify") { req, _ in
+            .json(status: 201, bytes: try s.passkeys.verifyRegistration(req.body).serialized())
+        }
+        add("POST", "/v1/passkeys/authentication/options") { req, _ in
+            let body = req.body.isEmpty ? JSONValue.object([]) : try jsonBody(req)
+            var username: String? = nil
+            if let u = body["username"], !u.isNull {
+                guard let name = u.stringValue else { throw ServiceError.invalid("username must be a string") }
+                try validateName(name, "username")
+                username = name
+            }
+            return .json(bytes: try s.passkeys.authenticationOptions(username: username).serialized())
+        }
+        add("POST", "/v1/passkeys/authentication/verify") { req, _ in
+            .json(bytes: try s.passkeys.verifyAuthentication(req.body).serialized())
+        }
+        add("GET", "/v1/passkeys", accepting: .any) { req, _ in
+            .json(bytes: try s.passkeys.listPasskeys(userId: try s.requireUser(req)).serialized())
+        }
+        add("PATCH", "/v1/passkeys/{id}") { req, params in
+            let userId = try s.requireUser(req)
+            guard let name = try jsonBody(req)["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
+            try validateName(name, "name")
+            return .json(bytes: try s.passkeys.renamePasskey(userId: userId, id: params["id"] ?? "", name: name).serialized())
+        }
+        add("DELETE", "/v1/passkeys/{id}", accepting: .any) { req, params in
+            try s.passkeys.revokePasskey(userId: try s.requireUser(req), id: params["id"] ?? "")
+            return .empty(status: 204)
+        }
+    }
+
+    /// OAuth refresh (RFC 6749 §6) and logout.
+    mutating func addTokenRoutes(_ s: Services) {
+        add("POST", "/v1/token", accepting: .jsonOrForm) { req, _ in
+            let fields = try formOrJSON(req)
+            guard fields["grant_type"] == "refresh_token" else { throw ServiceError.invalid("grant_type must be refresh_token") }
+            guard let token = fields["refresh_token"], !token.isEmpty else { throw ServiceError.invalid("refresh_token is required") }
+            return .json(bytes: try s.refresh(token).json.serialized(), headers: [("Cache-Control", "no-store")])
+        }
+        add("POST", "/v1/logout", accepting: .any) { req, _ in
+            try s.logout(req)
+            return .empty(status: 204)
+        }
+        add("GET", "/.well-known/jwks.json", accepting: .any) { _, _ in
+            .json(bytes: s.tokens.jwks.serialized(), headers: [("Cache-Control", "public, max-age=300")])
+        }
+    }
+}
