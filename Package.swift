@@ -37,8 +37,11 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
+        .target(name: "WellKnown", dependencies: ["JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
+        .target(name: "DeviceKeys", dependencies: ["Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], swiftSettings: strict),
-        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "Storage", "PostgreSQL", "HTTP", "Tokens", "Crypto", "JSON"],
+        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "PostgreSQL", "HTTP", "Tokens",
+                                                       "Crypto", "JSON"],
                 swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
 
@@ -54,6 +57,12 @@ let package = Package(
         .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
+        .testTarget(name: "WellKnownTests", dependencies: ["WellKnown", "JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
+        .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
+        // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
+        .testTarget(name: "ServerTests", dependencies: ["LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
+                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "WellKnown"],
+                    swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
                     exclude: ["Fixtures"], swiftSettings: strict),

@@ -1,0 +1,1 @@
+// Hardware-bound device keys and action-bound challenges

@@ -1,0 +1,1 @@
+// Associated apps and well-known files: see WellKnownFiles.swift
