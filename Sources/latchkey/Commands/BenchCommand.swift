@@ -14,7 +14,7 @@ enum BenchCommand: Command {
     static let summary = "measure verification and login throughput against baselines in the same run"
     static let help = """
         usage: latchkey bench verify [--seconds S]
-               latchkey bench login --url U [--concurrency C] [--duration S] [--pid P]
+               latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D]
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
                  JSON parsed, COSE key parsed and imported on every call, as a server must), beside the
@@ -25,7 +25,8 @@ enum BenchCommand: Command {
     static func run(_ arguments: [String]) -> Int32 {
         guard let sub = arguments.first else { printError(help); return ExitCode.usage }
         do throws(UsageError) {
-            let args = try ParsedArguments(Array(arguments.dropFirst()), valued: ["seconds", "worker", "url", "concurrency", "duration", "pid"],
+            let args = try ParsedArguments(Array(arguments.dropFirst()),
+                                           valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url"],
                                            flags: ["help"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
@@ -38,6 +39,8 @@ enum BenchCommand: Command {
                     return ExitCode.success
                 }
                 return VerifyBenchmark.run(seconds: seconds)
+            case "login":
+                return LoginBenchmark.run(try LoginBenchmark.parse(args))
             case "-h", "--help": print(help); return ExitCode.success
             default: throw UsageError(message: "unknown benchmark '\(sub)'")
             }

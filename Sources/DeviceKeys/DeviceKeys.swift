@@ -1,1 +1,0 @@
-// Hardware-bound device keys and action-bound challenges

@@ -1,0 +1,221 @@
+import Crypto
+import HTTP
+import JSON
+import LatchkeyServer
+import Synchronization
+import WebAuthn
+import WebAuthnTesting
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `latchkey bench login`: complete passkey logins (options + verify, two HTTP requests each)
+/// against a running server, beside a pgbench run of exactly the SQL one login costs.
+enum LoginBenchmark {
+    struct Options {
+        var host = "127.0.0.1"
+        var port = 8080
+        var origin = "http://localhost:8080"
+        var concurrency = 32
+        var duration = 10.0
+        var pid: Int32? = nil
+        var databaseURL: String? = nil
+        var credentials = 64
+    }
+
+    static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
+        var o = Options()
+        guard let url = args.value("url") else { throw UsageError(message: "--url is required, e.g. --url http://127.0.0.1:8080") }
+        guard url.hasPrefix("http://") else { throw UsageError(message: "--url must be http://host:port (the benchmark speaks plain HTTP)") }
+        let rest = url.dropFirst(7).split(separator: "/").first.map(String.init) ?? ""
+        let hostPort = rest.split(separator: ":")
+        o.host = hostPort.first.map(String.init) ?? "127.0.0.1"
+        if o.host == "localhost" { o.host = "127.0.0.1" }
+        if hostPort.count > 1 { guard let p = Int(hostPort[1]) else { throw UsageError(message: "bad port in --url") }; o.port = p }
+        o.origin = args.value("origin") ?? "http://" + rest
+        if let c = args.value("concurrency") { guard let n = Int(c), n >= 1, n <= 1024 else { throw UsageError(message: "--concurrency 1…1024") }; o.concurrency = n }
+        if let d = args.value("duration") { guard let n = Double(d), n > 0, n <= 3600 else { throw UsageError(message: "--duration seconds") }; o.duration = n }
+        if let p = args.value("pid") { guard let n = Int32(p) else { throw UsageError(message: "--pid takes a process id") }; o.pid = n }
+        o.databaseURL = args.value("database-url") ?? Configuration.processEnvironment()["DATABASE_URL"]
+        return o
+    }
+
+    struct Enrolled: @unchecked Sendable {
+        let authenticator: SoftAuthenticator
+        let rpId: String
+    }
+
+    static func run(_ o: Options) -> Int32 {
+        print("latchkey bench login: \(o.host):\(o.port), origin \(o.origin), concurrency \(o.concurrency), \(o.duration) s")
+        // 1. Enrol soft authenticators (ES256, none attestation) through the real API.
+        var enrolled: [Enrolled] = []
+        let client = HTTPClient(host: o.host, port: o.port)
+        let runId = Base64URL.encode(SecureRandom.bytes(6))
+        for i in 0..<o.credentials {
+            let name = "bench-\(runId)-\(i)"
+            guard let options = post(client, "/v1/passkeys/registration/options", #"{"username":"\#(name)","displayName":"Bench \#(i)"}"#),
+                  options.status == 200, let json = try? JSONParser.parse(options.body),
+                  let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode), let rpId = json["rp"]?["id"]?.stringValue else {
+                printError("enrolment options failed; is the server running at \(o.host):\(o.port)?"); return ExitCode.failure
+            }
+            let authenticator = SoftAuthenticator(algorithm: .es256)
+            let body = authenticator.registration(challenge: challenge, rpId: rpId, origin: o.origin).bytes()
+            guard let verify = post(client, "/v1/passkeys/registration/verify", body), verify.status == 201 else {
+                printError("enrolment verify failed: \(post(client, "/", []).map { String($0.status) } ?? "no answer") — is \(o.origin) allowlisted (LATCHKEY_ORIGINS)?")
+                return ExitCode.failure
+            }
+            enrolled.append(Enrolled(authenticator: authenticator, rpId: rpId))
+        }
+        client.close()
+        print("enrolled \(enrolled.count) passkeys")
+
+        // 2. Logins from `concurrency` threads, each with its own keep-alive connection.
+        let credentials = enrolled
+        let latencies = Mutex<[Double]>([])
+        let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
+        let deadline = monotonicSeconds() + o.duration
+        let origin = o.origin
+        let threads = (0..<o.concurrency).map { t in
+            spawnThread {
+                let c = HTTPClient(host: o.host, port: o.port)
+                var mine: [Double] = []
+                var ok = 0, errors = 0
+                var i = t
+                while monotonicSeconds() < deadline {
+                    let e = credentials[i % credentials.count]
+                    i += o.concurrency
+                    let start = monotonicSeconds()
+                    guard let options = post(c, "/v1/passkeys/authentication/options", "{}"), options.status == 200,
+                          let challenge = (try? JSONParser.parse(options.body))?["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
+                        errors += 1; continue
+                    }
+                    let body = e.authenticator.assertion(challenge: challenge, rpId: e.rpId, origin: origin).bytes()
+                    guard let verify = post(c, "/v1/passkeys/authentication/verify", body), verify.status == 200 else { errors += 1; continue }
+                    ok += 1
+                    mine.append(monotonicSeconds() - start)
+                }
+                c.close()
+                latencies.withLock { $0 += mine }
+                counts.withLock { $0.ok += ok; $0.errors += errors }
+            }
+        }
+        for t in threads { pthread_join(t, nil) }
+        let (ok, errors) = counts.withLock { $0 }
+        let sorted = latencies.withLock { $0 }.sorted()
+        func pct(_ p: Double) -> String {
+            guard !sorted.isEmpty else { return "-" }
+            let v = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000
+            return "\((v * 10).rounded() / 10) ms"
+        }
+        let rate = Double(ok) / o.duration
+        print("logins \(ok)  \(Int(rate))/s  p50 \(pct(0.50))  p95 \(pct(0.95))  p99 \(pct(0.99))  errors \(errors)")
+        if let pid = o.pid { print("server peak RSS \(peakRSS(pid: pid).map { "\($0 / 1024) MB" } ?? "unknown") (VmHWM of pid \(pid))") }
+
+        // 3. Baseline: pgbench running the same SQL per login, same concurrency, same database.
+        if let url = o.databaseURL, !url.isEmpty {
+            let ids = enrolled.map { Base64URL.encode(Array($0.authenticator.credentialId)) }
+            if let tps = PgbenchBaseline.run(databaseURL: url, credentialIds: ids, rpId: enrolled.first?.rpId ?? "localhost",
+                                             concurrency: o.concurrency, seconds: o.duration) {
+                print("pgbench baseline (same SQL per login) \(Int(tps))/s  ratio=\(VerifyBenchmark.format(rate / tps))")
+            }
+        } else {
+            print("pgbench baseline skipped: give --database-url or DATABASE_URL")
+        }
+        return errors == 0 ? ExitCode.success : ExitCode.failure
+    }
+
+    static func post(_ client: HTTPClient, _ path: String, _ body: String) -> ClientResponse? {
+        post(client, path, Array(body.utf8))
+    }
+
+    static func post(_ client: HTTPClient, _ path: String, _ body: [UInt8]) -> ClientResponse? {
+        try? client.send(method: "POST", path: path, headers: [("Content-Type", "application/json")], body: body)
+    }
+
+    /// Peak resident set size in KiB (VmHWM), Linux only.
+    static func peakRSS(pid: Int32) -> Int? {
+        guard let bytes = readFile("/proc/\(pid)/status") else { return nil }
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            return Int(line.split(separator: " ").dropFirst().first ?? "")
+        }
+        return nil
+    }
+}
+
+/// pgbench with the statements one login costs the server: the options' challenge INSERT; then the
+/// verify's challenge DELETE … RETURNING, the credential+user SELECT, and the login CTE (counter,
+/// refresh family and token, audit line). Prepared statements, like the server's.
+enum PgbenchBaseline {
+    static func script(credentialHex: String, rpId: String) -> String {
+        """
+        \\set r random(1, 2000000000)
+        INSERT INTO challenges (hash, purpose, user_id, rp_id, policy, expires_at) VALUES (sha256((:client_id || '-' || :r || '-' || clock_timestamp())::bytea), 'authentication', NULL, '\(rpId)', '{"uv": "preferred"}'::jsonb, now() + make_interval(secs => 300)) RETURNING encode(hash, 'hex') AS h \\gset
+        DELETE FROM challenges WHERE hash = decode(:h, 'hex') RETURNING purpose, user_id, rp_id, policy::text AS policy, expires_at <= now() AS expired;
+        SELECT c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, u.user_handle, u.username, u.display_name FROM credentials c JOIN users u ON u.id = c.user_id WHERE c.id = decode('\(credentialHex)', 'hex') AND c.revoked_at IS NULL;
+        WITH cred AS (UPDATE credentials SET sign_count = GREATEST(sign_count, 0), backed_up = false, flagged = flagged OR false, last_used_at = now() WHERE id = decode('\(credentialHex)', 'hex') RETURNING id, user_id), fam AS (INSERT INTO refresh_families (id, user_id) SELECT md5(random()::text || clock_timestamp()::text), user_id FROM cred RETURNING id, user_id), tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at) SELECT sha256((random()::text || clock_timestamp()::text)::bytea), fam.id, now() + make_interval(secs => 2592000) FROM fam RETURNING hash) INSERT INTO audit_log (actor, action, subject, detail) SELECT fam.user_id, 'passkey.login', fam.user_id, '{"bench": true}'::jsonb FROM fam, tok RETURNING id;
+
+        """
+    }
+
+    static func run(databaseURL: String, credentialIds: [String], rpId: String, concurrency: Int, seconds: Double) -> Double? {
+        guard let pgbench = ["/usr/bin/pgbench"] .first(where: { access($0, X_OK) == 0 }) ?? findPgbench() else {
+            printError("pgbench baseline skipped: pgbench not found (Debian: postgresql-client)")
+            return nil
+        }
+        let dir = "/tmp/latchkey-bench-\(getpid())"
+        mkdir(dir, 0o700)
+        var args = [pgbench, "-n", "-M", "prepared", "-c", "\(concurrency)", "-j", "2", "-T", "\(max(1, Int(seconds)))"]
+        for (i, id) in credentialIds.prefix(32).enumerated() {
+            let hex = (Base64URL.decode(id) ?? []).map { b -> String in let s = String(b, radix: 16); return s.count == 1 ? "0" + s : s }.joined()
+            let path = "\(dir)/login-\(i).sql"
+            let text = Array(script(credentialHex: hex, rpId: rpId).utf8)
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            _ = text.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            args += ["-f", "\(path)@1"]
+        }
+        args.append(databaseURL)
+        guard let output = runProcess(args) else { return nil }
+        for line in output.split(separator: "\n") where line.hasPrefix("tps = ") {
+            return Double(line.dropFirst(6).split(separator: " ").first ?? "")
+        }
+        printError("pgbench failed:\n" + output)
+        return nil
+    }
+
+    static func findPgbench() -> String? {
+        guard let d = opendir("/usr/lib/postgresql") else { return nil }
+        defer { closedir(d) }
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            let path = "/usr/lib/postgresql/\(name)/bin/pgbench"
+            if access(path, X_OK) == 0 { return path }
+        }
+        return nil
+    }
+}
+
+/// Runs a program, returns its standard output and error together.
+func runProcess(_ argv: [String]) -> String? {
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else { return nil }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
+    posix_spawn_file_actions_addclose(&actions, fds[0])
+    var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, argv[0], &actions, nil, &cargs, environ)
+    for c in cargs { free(c) }
+    posix_spawn_file_actions_destroy(&actions)
+    close(fds[1])
+    guard rc == 0 else { close(fds[0]); return nil }
+    var output: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true { let n = read(fds[0], &buffer, buffer.count); if n <= 0 { break }; output += buffer[0..<n] }
+    close(fds[0])
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return String(decoding: output, as: UTF8.self)
+}
