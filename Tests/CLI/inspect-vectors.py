@@ -59,6 +59,39 @@ with tempfile.TemporaryDirectory() as tmp:
             else:
                 failed += 1
                 print(f"FAIL {v['id']}: {why}")
+# Bad bytes anywhere: truncated, flipped, oversized and deeply nested inputs must give exit 1 with
+# an error code in the JSON report, never a crash (exit >= 2 or a signal) or a hang.
+import random
+rng = random.Random(0x1A7C4E11)
+reg = json.load(open(os.path.join(vectors, 'registration.json')))[0]
+base = json.dumps(reg['response']).encode()
+cases = [b'', b'{', b'[' * 100000, b'{"a":' * 5000, base[:len(base) // 2], base + b'x', b'\xff\xfe' * 100, b'A' * 5_000_000]
+for _ in range(60):
+    b = bytearray(base)
+    for _ in range(rng.randint(1, 8)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    cases.append(bytes(b))
+resp = reg['response']['response']
+for field in ('attestationObject', 'clientDataJSON'):
+    for cut in (1, 10, 40):
+        mutated = json.loads(json.dumps(reg['response']))
+        mutated['response'][field] = resp[field][:-cut]
+        cases.append(json.dumps(mutated).encode())
+for body in cases:
+    r = subprocess.run([binary, 'inspect', 'registration', '--rp-id', reg['rpId'], '--origin', reg['expectedOrigin'],
+                        '--challenge', reg['expectedChallenge']], input=body, capture_output=True, timeout=60)
+    ok = r.returncode in (0, 1)
+    if ok and r.returncode == 1:
+        try:
+            ok = bool(json.loads(r.stdout).get('error', {}).get('code'))
+        except ValueError:
+            ok = False
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f'FAIL malformed input ({len(body)} bytes): exit {r.returncode} {r.stderr[:200]!r}')
+
 print(f'known disagreements: {known}')
 print(f'inspect-vectors: {passed} passed, {failed} failed')
 sys.exit(1 if failed else 0)

@@ -71,7 +71,16 @@ enum InspectCommand: Command {
             options.allowCrossOrigin = args.has("allow-cross-origin")
             options.topOrigins = args.all("top-origin")
             options.appId = args.value("app-id")
-            guard let input = readAllStandardInput() else { throw UsageError(message: "cannot read standard input") }
+            // A credential JSON is a few KiB; refuse anything past 1 MiB as bad input, not bad usage.
+            guard let input = readAllStandardInput(limit: 1 << 20) else {
+                let refusal: JSONValue = .object([
+                    ("ceremony", .string(ceremony.rawValue)), ("verified", false), ("decoded", .object([])),
+                    ("checks", [.object([("check", "parse"), ("passed", false), ("detail", "input is larger than 1 MiB")])]),
+                    ("error", .object([("code", "invalid_request"), ("reason", "input is larger than 1 MiB")])),
+                ])
+                print(refusal.text)
+                return ExitCode.failure
+            }
             let report = Inspection.run(input, options: options)
             print(report.json.text)
             return report.verified ? ExitCode.success : ExitCode.failure
