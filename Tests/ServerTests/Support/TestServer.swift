@@ -1,0 +1,286 @@
+import Foundation
+import HTTP
+import JSON
+import LatchkeyServer
+import PostgreSQL
+import Synchronization
+import WebAuthn
+import WebAuthnTesting
+
+/// The database the server tests use: `DATABASE_URL` when set (deploy/test.sh sets it), otherwise a
+/// private throwaway cluster started by `deploy/dev-postgres.sh` (its `latchkey_test` database).
+enum TestDatabase {
+    static func url() throws -> String { try resolved.get() }
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    private static let resolved: Result<String, TestSetupError> = {
+        if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty { return .success(url) }
+        let script = repositoryRoot.appendingPathComponent("deploy/dev-postgres.sh").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [script]
+        var environment = ProcessInfo.processInfo.environment
+        environment["LATCHKEY_DATA_DIR"] = environment["LATCHKEY_DATA_DIR"] ?? "/tmp/lk-test-pg"
+        environment["LATCHKEY_PG_PORT"] = environment["LATCHKEY_PG_PORT"] ?? "54330"
+        environment["LATCHKEY_PG_FAST"] = environment["LATCHKEY_PG_FAST"] ?? "1"
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        do { try process.run() } catch { return .failure(TestSetupError("could not run \(script): \(error)")) }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0,
+              let last = String(decoding: data, as: UTF8.self).split(separator: "\n").last else {
+            return .failure(TestSetupError("\(script) failed (status \(process.terminationStatus))"))
+        }
+        var url = String(last)
+        if let slash = url.lastIndex(of: "/") { url = String(url[..<slash]) + "/latchkey_test" }
+        return .success(url)
+    }()
+}
+
+struct TestSetupError: Error, CustomStringConvertible {
+    let message: String
+    init(_ message: String) { self.message = message }
+    var description: String { message }
+}
+
+/// A short random suffix so that every suite has its own rpId, origin and usernames.
+func uniqueSuffix() -> String { String(UInt64.random(in: 0...UInt64.max), radix: 36) }
+
+/// One Latchkey server in this process: Configuration + Services + HTTPServer on 127.0.0.1, port 0,
+/// with its own rpId (and so its own origin `https://<rpId>`), backed by the test database.
+final class TestServer: Sendable {
+    let rpId: String
+    let origin: String
+    let adminKey: String
+    let configuration: Configuration
+    let services: Services
+    let http: HTTPServer
+    var port: Int { http.port }
+
+    init(name: String, configure: (inout Configuration) -> Void = { _ in }) throws {
+        rpId = "\(name)-\(uniqueSuffix()).latchkey.test"
+        origin = "https://\(rpId)"
+        adminKey = "admin-\(uniqueSuffix())-\(uniqueSuffix())"
+        var c = Configuration()
+        c.rpId = rpId
+        c.origins = [origin]
+        c.issuer = origin
+        c.databaseURL = try TestDatabase.url()
+        c.adminKeyHash = AdminKey.hash(adminKey)
+        configure(&c)
+        configuration = c
+        let pool = PostgresPool(url: c.databaseURL, maxConnections: 6)
+        services = try Services(configuration: c, pool: pool, log: RequestLog(enabled: false))
+        http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
+                                                   connectionLimit: 256, maxBodyBytes: c.maxBody),
+                              responder: Application(services: services))
+    }
+
+    var endpoint: Endpoint { Endpoint(port: port, rpId: rpId, origin: origin, adminKey: adminKey) }
+    func client() -> Client { Client(endpoint) }
+
+    /// A fresh username for this server's tests.
+    func username(_ prefix: String = "user") -> String { "\(prefix)-\(uniqueSuffix())" }
+}
+
+/// Where a server listens and what it expects from clients.
+struct Endpoint: Sendable {
+    var host = "127.0.0.1"
+    let port: Int
+    let rpId: String
+    let origin: String
+    let adminKey: String?
+}
+
+/// A response, with its body parsed as JSON when it is JSON.
+struct Reply: CustomStringConvertible {
+    let status: Int
+    let headers: [(String, String)]
+    let body: [UInt8]
+
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+    var json: JSONValue? { try? JSONParser.parse(body) }
+    var text: String { String(decoding: body, as: UTF8.self) }
+    /// The problem document's `code`.
+    var code: String? { json?["code"]?.stringValue }
+    var contentType: String? { header("Content-Type") }
+    var isProblem: Bool { contentType?.hasPrefix("application/problem+json") == true }
+    var description: String { "\(status) \(text.prefix(400))" }
+}
+
+/// A signed-in (or just registered) account as the server described it.
+struct Session {
+    let reply: JSONValue
+    var user: JSONValue { reply["user"] ?? .null }
+    var passkey: JSONValue { reply["passkey"] ?? .null }
+    var userId: String { user["id"]?.stringValue ?? "" }
+    var accessToken: String { reply["tokens"]?["access_token"]?.stringValue ?? "" }
+    var refreshToken: String { reply["tokens"]?["refresh_token"]?.stringValue ?? "" }
+    var bearer: String { "Bearer \(accessToken)" }
+}
+
+/// Speaks Latchkey's HTTP contract over one keep-alive connection (one client per thread).
+final class Client {
+    let endpoint: Endpoint
+    let http: HTTPClient
+
+    init(_ endpoint: Endpoint) {
+        self.endpoint = endpoint
+        http = HTTPClient(host: endpoint.host, port: endpoint.port, timeoutSeconds: 30)
+    }
+
+    @discardableResult
+    func send(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = "application/json",
+              authorization: String? = nil, headers extra: [(String, String)] = []) throws -> Reply {
+        var headers = extra
+        if !body.isEmpty, let contentType { headers.append(("Content-Type", contentType)) }
+        if let authorization { headers.append(("Authorization", authorization)) }
+        let r = try http.send(method: method, path: path, headers: headers, body: body)
+        return Reply(status: r.status, headers: r.headers, body: r.body)
+    }
+
+    @discardableResult
+    func post(_ path: String, _ json: JSONValue, authorization: String? = nil) throws -> Reply {
+        try send("POST", path, body: json.serialized(), authorization: authorization)
+    }
+
+    @discardableResult
+    func get(_ path: String, authorization: String? = nil) throws -> Reply { try send("GET", path, authorization: authorization) }
+
+    // MARK: Ceremonies
+
+    func registrationOptions(username: String, displayName: String? = nil) throws -> Reply {
+        try post("/v1/passkeys/registration/options",
+                 .object([("username", .string(username)), ("displayName", .string(displayName ?? "Name of \(username)"))]))
+    }
+
+    func authenticationOptions(username: String? = nil) throws -> Reply {
+        try post("/v1/passkeys/authentication/options", username.map { .object([("username", .string($0))]) } ?? .object([]))
+    }
+
+    /// Runs registration with `authenticator`: options (new account, or with `authorization`),
+    /// then the builder (after `change`) posted to verify. Returns the options and the verify reply.
+    @discardableResult
+    func register(_ authenticator: SoftAuthenticator, username: String? = nil, authorization: String? = nil,
+                  format: RegistrationFormat = .none, change: (inout RegistrationBuilder) -> Void = { _ in }) throws
+        -> (options: JSONValue, reply: Reply) {
+        let optionsReply = authorization != nil
+            ? try post("/v1/passkeys/registration/options", .object([]), authorization: authorization)
+            : try registrationOptions(username: username ?? "user-\(uniqueSuffix())")
+        guard optionsReply.status == 200, let options = optionsReply.json else {
+            throw TestSetupError("registration options failed: \(optionsReply)")
+        }
+        let challenge = try challengeBytes(options)
+        var builder = authenticator.registration(challenge: challenge, rpId: endpoint.rpId, origin: endpoint.origin)
+        builder.format = format
+        change(&builder)
+        return (options, try send("POST", "/v1/passkeys/registration/verify", body: builder.bytes()))
+    }
+
+    /// Registers a new account and expects 201.
+    func signUp(_ authenticator: SoftAuthenticator, username: String, format: RegistrationFormat = .none) throws -> Session {
+        let (_, reply) = try register(authenticator, username: username, format: format)
+        guard reply.status == 201, let json = reply.json else { throw TestSetupError("registration failed: \(reply)") }
+        return Session(reply: json)
+    }
+
+    /// Authentication options (discoverable when `username` is nil), then an assertion (after `change`).
+    @discardableResult
+    func login(_ authenticator: SoftAuthenticator, username: String? = nil,
+               change: (inout AssertionBuilder) -> Void = { _ in }) throws -> (options: JSONValue, reply: Reply) {
+        let optionsReply = try authenticationOptions(username: username)
+        guard optionsReply.status == 200, let options = optionsReply.json else {
+            throw TestSetupError("authentication options failed: \(optionsReply)")
+        }
+        var builder = try assertion(authenticator, options: options)
+        change(&builder)
+        return (options, try send("POST", "/v1/passkeys/authentication/verify", body: builder.bytes()))
+    }
+
+    func assertion(_ authenticator: SoftAuthenticator, options: JSONValue) throws -> AssertionBuilder {
+        authenticator.assertion(challenge: try challengeBytes(options), rpId: endpoint.rpId, origin: endpoint.origin)
+    }
+
+    func signIn(_ authenticator: SoftAuthenticator, username: String? = nil) throws -> Session {
+        let (_, reply) = try login(authenticator, username: username)
+        guard reply.status == 200, let json = reply.json else { throw TestSetupError("login failed: \(reply)") }
+        return Session(reply: json)
+    }
+
+    // MARK: Admin
+
+    func enrolmentTicket(externalId: String, username: String) throws -> Reply {
+        try post("/admin/v1/users/\(externalId)/enrolment-tickets",
+                 .object([("username", .string(username)), ("displayName", .string("Ticket \(username)"))]),
+                 authorization: "Bearer \(endpoint.adminKey ?? "")")
+    }
+}
+
+func challengeBytes(_ options: JSONValue) throws -> [UInt8] {
+    guard let text = options["challenge"]?.stringValue, let bytes = Base64URL.decode(text) else {
+        throw TestSetupError("options carry no challenge: \(options.text)")
+    }
+    return bytes
+}
+
+/// Runs `body(i)` on `count` real threads that start together (a barrier), and waits for all.
+func onThreads<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int, _ start: @Sendable () -> Void) -> T) -> [T] {
+    let results = Mutex<[Int: T]>([:])
+    let ready = Mutex(0)
+    let gate = NSCondition()
+    let group = DispatchGroup()
+    for i in 0..<count {
+        group.enter()
+        let thread = Thread {
+            // `start` blocks until every thread has called it, so the work after it overlaps.
+            let start: @Sendable () -> Void = {
+                gate.lock()
+                let n = ready.withLock { $0 += 1; return $0 }
+                if n == count { gate.broadcast() } else { while ready.withLock({ $0 }) < count { gate.wait() } }
+                gate.unlock()
+            }
+            let r = body(i, start)
+            results.withLock { $0[i] = r }
+            group.leave()
+        }
+        thread.start()
+    }
+    group.wait()
+    return results.withLock { d in (0..<count).compactMap { d[$0] } }
+}
+
+/// A SplitMix64 generator: the same seed gives the same mutations on every run.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension JSONValue {
+    /// A copy with member `key` of this object set (replaced in place, or appended) or removed (nil).
+    func setting(_ key: String, _ value: JSONValue?) -> JSONValue {
+        guard case .object(var members) = self else { return self }
+        if let i = members.firstIndex(where: { $0.key == key }) {
+            if let value { members[i].value = value } else { members.remove(at: i) }
+        } else if let value {
+            members.append((key, value))
+        }
+        return .object(members)
+    }
+
+    /// `setting` on the nested object `response`.
+    func settingResponse(_ key: String, _ value: JSONValue?) -> JSONValue {
+        setting("response", (self["response"] ?? .object([])).setting(key, value))
+    }
+}
