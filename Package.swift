@@ -49,7 +49,7 @@ let package = Package(
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
-                                                        "HTTP", "CBOR", "Crypto", "JSON"],
+                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown"],
                           swiftSettings: strict),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),

@@ -20,6 +20,7 @@ public struct Application: Responder {
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)
         routes.addAdminRoutes(services)
+        routes.addAppRoutes(services)
         routes.addOperationsRoutes(services)
         router = routes.router
     }

@@ -1,5 +1,6 @@
 import Crypto
 import WebAuthn
+import WellKnown
 
 /// What may enter the origin allowlist (SPEC "Rules that must hold": Origin).
 public enum OriginRules {
@@ -39,19 +40,14 @@ public enum OriginRules {
         return .success(lower)
     }
 
-    /// `AB:CD:…` (keytool SHA-256 fingerprint, 32 bytes) → `android:apk-key-hash:<base64url>`.
+    /// A SHA-256 signing-certificate fingerprint (keytool `AB:CD:…` in any case, plain hex, or the
+    /// base64url hash) → `android:apk-key-hash:<base64url>`; anything else names the expected form.
     public static func androidOrigin(fromFingerprint fingerprint: String) -> Result<String, Rejection> {
-        let hex = fingerprint.filter { $0 != ":" && !$0.isWhitespace }
-        guard hex.count == 64 else { return .failure(Rejection(reason: "a SHA-256 fingerprint has 32 bytes (64 hex digits)")) }
-        var bytes: [UInt8] = []
-        var i = hex.startIndex
-        while i < hex.endIndex {
-            let j = hex.index(i, offsetBy: 2)
-            guard let b = UInt8(hex[i..<j], radix: 16) else { return .failure(Rejection(reason: "not hexadecimal")) }
-            bytes.append(b)
-            i = j
+        do {
+            return .success(try SigningCertificateFingerprint(parsing: fingerprint).origin)
+        } catch {
+            return .failure(Rejection(reason: error.reason))
         }
-        return .success("android:apk-key-hash:" + Base64URL.encode(bytes))
     }
 }
 

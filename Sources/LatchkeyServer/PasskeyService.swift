@@ -357,22 +357,25 @@ final class CredentialKeyCache: Sendable {
     func forget(_ id: [UInt8]) { entries.withLock { _ = $0.removeValue(forKey: id) } }
 }
 
-/// The origin allowlist from PostgreSQL, re-read at most every two seconds so that an admin change
-/// through any instance applies everywhere almost at once.
+/// The origin allowlist from PostgreSQL. Invalidated at once by this instance's own changes and by
+/// NOTIFY from any other (AppService's ConfigWatcher), and re-read at least every second anyway, so
+/// an admin change applies on every instance within one second even without the change feed.
 public final class OriginCache: Sendable {
     let store: Store
-    private let cached = Mutex<(policy: OriginPolicy, at: Double)>((OriginPolicy([String]()), -1000))
+    /// `generation` moves on every invalidation: a read that raced one is not cached.
+    private let cached = Mutex<(policy: OriginPolicy, at: Double, generation: Int)>((OriginPolicy([String]()), -1000, 0))
+    static let maxAge = 1.0
     public init(store: Store) { self.store = store }
 
     public func policy() -> OriginPolicy {
-        let (policy, at) = cached.withLock { $0 }
+        let (policy, at, generation) = cached.withLock { $0 }
         let now = monotonicNow()
-        if now - at < 2 { return policy }
+        if now - at < Self.maxAge { return policy }
         guard let rows = try? store.origins() else { return policy }
         let fresh = OriginPolicy(rows.map(\.origin))
-        cached.withLock { $0 = (fresh, now) }
+        cached.withLock { if $0.generation == generation { $0 = (fresh, now, generation) } }
         return fresh
     }
 
-    public func invalidate() { cached.withLock { $0.at = -1000 } }
+    public func invalidate() { cached.withLock { $0.at = -1000; $0.generation += 1 } }
 }

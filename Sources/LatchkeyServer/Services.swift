@@ -15,6 +15,7 @@ public final class Services: Sendable {
     public let tokens: TokenService
     public let origins: OriginCache
     public let passkeys: PasskeyService
+    public let apps: AppService
     let log: RequestLog
 
     /// Migrates (under an advisory lock), seeds configured origins, and loads signing keys.
@@ -27,6 +28,7 @@ public final class Services: Sendable {
         try tokens.prepareKeys()
         origins = OriginCache(store: store)
         passkeys = try PasskeyService(store: store, configuration: configuration, tokens: tokens, origins: origins, metrics: metrics)
+        apps = AppService(store: store, configuration: configuration, origins: origins)
         self.log = log
     }
 
@@ -100,9 +102,12 @@ public final class Services: Sendable {
     // MARK: Well-known
 
     func wellKnown(_ name: String) throws(ServiceError) -> Response {
+        // A file kept in LATCHKEY_WELLKNOWN_DIR wins; otherwise the one built from the declared apps.
         let path = configuration.wellKnownDirectory + "/" + name
-        guard let data = FileManager.default.contents(atPath: path) else { throw ServiceError.notFound(name) }
-        return .json(bytes: [UInt8](data), headers: [("Cache-Control", "public, max-age=300")])
+        var bytes = FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+        if bytes == nil { bytes = try apps.builtFile(name) }
+        guard let bytes else { throw ServiceError.notFound(name) }
+        return .json(bytes: bytes, headers: [("Cache-Control", "public, max-age=300")])
     }
 
     // MARK: Admin

@@ -1,0 +1,97 @@
+import CLibPQ
+import Glibc
+import Synchronization
+
+/// A NOTIFY received on a channel this listener LISTENs to.
+public struct PostgresNotification: Sendable, Hashable {
+    public let channel: String
+    public let payload: String
+    /// Backend pid of the session that sent it.
+    public let senderPID: Int32
+}
+
+/// One dedicated libpq connection that LISTENs and waits for NOTIFY (PostgreSQL docs, "Asynchronous
+/// Notification": `PQsocket` + `poll`, then `PQconsumeInput` and `PQnotifies`). Separate from the
+/// pool on purpose: a pooled connection is reused by other work and would miss or swallow
+/// notifications. Meant to be driven by one thread; calls are serialised by a lock anyway.
+public final class PostgresListener: Sendable {
+    private struct State: ~Copyable {
+        let handle: OpaquePointer  // PGconn *
+        init(handle: OpaquePointer) { self.handle = handle }
+        deinit { PQfinish(handle) }
+    }
+
+    private let state: Mutex<State>
+    public let channels: [String]
+
+    /// Connects and LISTENs on every channel (lower-case letters, digits and `_` only).
+    public init(url: String, channels: [String]) throws {
+        for channel in channels where channel.isEmpty || !channel.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }) {
+            throw PostgresError(.invalidArgument, "channel names are [a-z0-9_]+")
+        }
+        state = Mutex(State(handle: try Self.connect(url)))
+        self.channels = channels
+        try state.withLock { s in
+            for channel in channels {
+                guard let result = PQexec(s.handle, "LISTEN \"\(channel)\"") else {
+                    throw PostgresError(.connection, "LISTEN failed")
+                }
+                defer { PQclear(result) }
+                guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+                    throw PostgresError(.query, "LISTEN \(channel) failed: " + (PQerrorMessage(s.handle).map { String(cString: $0) } ?? "?"))
+                }
+            }
+        }
+    }
+
+    private static func connect(_ url: String) throws -> OpaquePointer {
+        var pairs = [("dbname", url)]
+        if !url.contains("connect_timeout") { pairs.append(("connect_timeout", "10")) }
+        let keys: [UnsafeMutablePointer<CChar>?] = pairs.map { strdup($0.0) }
+        let values: [UnsafeMutablePointer<CChar>?] = pairs.map { strdup($0.1) }
+        defer { (keys + values).forEach { free($0) } }
+        let k: [UnsafePointer<CChar>?] = keys.map { UnsafePointer($0) } + [nil]
+        let v: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
+        let handle = PQconnectdbParams(k, v, 1)
+        guard let handle else { throw PostgresError(.connection, "out of memory creating a connection") }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = PQerrorMessage(handle).map { String(cString: $0) } ?? "unknown libpq error"
+            PQfinish(handle)
+            throw PostgresError(.connection, "could not connect: \(message)")
+        }
+        return handle
+    }
+
+    /// Waits up to `timeout` seconds and returns what arrived (possibly nothing). Throws
+    /// `.connection` once the connection is gone: the caller reconnects, and must assume it
+    /// missed notifications in between.
+    public func wait(timeout: Double) throws -> [PostgresNotification] {
+        try state.withLock { s throws -> [PostgresNotification] in
+            var out = try Self.drain(s.handle)
+            guard out.isEmpty else { return out }
+            let fd = PQsocket(s.handle)
+            guard fd >= 0 else { throw PostgresError(.connection, "the listening connection has no socket") }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, Int32(max(0, min(timeout, 3600)) * 1000))
+            if ready < 0 && errno != EINTR { throw PostgresError(.connection, "poll failed (errno \(errno))") }
+            if ready > 0 { out = try Self.drain(s.handle) }
+            return out
+        }
+    }
+
+    public var isConnected: Bool { state.withLock { PQstatus($0.handle) == CONNECTION_OK } }
+
+    private static func drain(_ handle: OpaquePointer) throws -> [PostgresNotification] {
+        guard PQconsumeInput(handle) == 1, PQstatus(handle) == CONNECTION_OK else {
+            throw PostgresError(.connection, "the listening connection was lost")
+        }
+        var out: [PostgresNotification] = []
+        while let n = PQnotifies(handle) {
+            out.append(PostgresNotification(channel: String(cString: n.pointee.relname),
+                                            payload: n.pointee.extra.map { String(cString: $0) } ?? "",
+                                            senderPID: n.pointee.be_pid))
+            PQfreemem(n)
+        }
+        return out
+    }
+}

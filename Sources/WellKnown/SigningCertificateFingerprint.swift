@@ -1,0 +1,82 @@
+import WebAuthn
+
+/// SHA-256 of an Android app's signing certificate (upload key, Play app-signing key, …): the one
+/// value behind both the `assetlinks.json` entry and the `android:apk-key-hash:` origin that
+/// Credential Manager reports (seed 002; SPEC "Rules that must hold": Origin).
+public struct SigningCertificateFingerprint: Sendable, Hashable, Comparable {
+    public let bytes: [UInt8]
+
+    public static let expectedForm = "a SHA-256 signing-certificate fingerprint: 32 bytes as keytool prints them (AB:CD:…:EF), "
+        + "64 hex digits, or the 43-character base64url hash"
+    static let originPrefix = "android:apk-key-hash:"
+
+    public init(bytes: [UInt8]) throws(WellKnownError) {
+        guard bytes.count == 32 else { throw WellKnownError(.fingerprint, "expected \(Self.expectedForm); got \(bytes.count) bytes") }
+        self.bytes = bytes
+    }
+
+    /// Accepts what admins paste: keytool's `AB:CD:…` (any case), plain hex, the base64url hash, or
+    /// a whole `android:apk-key-hash:` origin. Anything else is refused naming the expected form.
+    public init(parsing input: String) throws(WellKnownError) {
+        var text = Substring(input.filter { !$0.isWhitespace })
+        if text.hasPrefix(Self.originPrefix) { text = text.dropFirst(Self.originPrefix.count) }
+        if text.contains(":") {
+            let pairs = text.split(separator: ":", omittingEmptySubsequences: false)
+            guard pairs.count == 32, pairs.allSatisfy({ $0.count == 2 }), let bytes = Self.hex(pairs.joined()) else {
+                throw WellKnownError(.fingerprint, "'\(input.prefix(120))' is not \(Self.expectedForm)")
+            }
+            try self.init(bytes: bytes)
+        } else if text.count == 64, let bytes = Self.hex(String(text)) {
+            try self.init(bytes: bytes)
+        } else if text.count == 43, let bytes = Base64URL.decode(String(text)), bytes.count == 32, Base64URL.encode(bytes) == text {
+            try self.init(bytes: bytes)
+        } else {
+            throw WellKnownError(.fingerprint, "'\(input.prefix(120))' is not \(Self.expectedForm)")
+        }
+    }
+
+    /// The origin form, or nil when `origin` is not a well-formed Android origin.
+    public init?(origin: String) {
+        guard origin.hasPrefix(Self.originPrefix) else { return nil }
+        let hash = String(origin.dropFirst(Self.originPrefix.count))
+        guard hash.count == 43, let bytes = Base64URL.decode(hash), bytes.count == 32, Base64URL.encode(bytes) == hash else { return nil }
+        self.bytes = bytes
+    }
+
+    /// `AB:CD:…:EF`, the form `assetlinks.json` uses (`sha256_cert_fingerprints`).
+    public var keytool: String {
+        bytes.map { b in
+            let s = String(b, radix: 16, uppercase: true)
+            return s.count == 1 ? "0" + s : s
+        }.joined(separator: ":")
+    }
+
+    public var base64url: String { Base64URL.encode(bytes) }
+    /// The origin Credential Manager reports for an app signed with this certificate.
+    public var origin: String { Self.originPrefix + base64url }
+
+    public static func < (a: Self, b: Self) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
+
+    static func hex(_ s: String) -> [UInt8]? {
+        let digits = Array(s.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var i = 0
+        while i < digits.count {
+            guard let h = nibble(digits[i]), let l = nibble(digits[i + 1]) else { return nil }
+            out.append(h << 4 | l)
+            i += 2
+        }
+        return out
+    }
+
+    static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// Associated apps and well-known files: see WellKnownFiles.swift

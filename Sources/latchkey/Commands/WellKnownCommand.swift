@@ -1,0 +1,132 @@
+import Foundation
+import JSON
+import LatchkeyServer
+import PostgreSQL
+import Storage
+import WellKnown
+
+/// `latchkey wellknown check|build`: prove in CI (files in a folder) and against a live deployment
+/// (its URLs) that the association files are well-formed, served the way the platforms require,
+/// and agree with the origin allowlist; and write the files built from the declared apps.
+enum WellKnownCommand: Command {
+    static let name = "wellknown"
+    static let summary = "check or build apple-app-site-association, assetlinks.json, webauthn"
+    static let help = """
+        usage: latchkey wellknown check (--dir D | --url U) --rp-id R [--origins O[,O…]]… [--database]
+               latchkey wellknown build --out D [--rp-id R]
+
+        check   --dir D    the files apple-app-site-association, assetlinks.json, webauthn in D
+                --url U    a live deployment: fetches U/.well-known/<file> without following
+                           redirects; https required (http only for localhost)
+                --rp-id R  the relying-party id the files must serve (the exact host)
+                --origins  the origin allowlist to compare with (repeatable, comma-separated);
+                --database read it from DATABASE_URL instead; with neither, that comparison is skipped
+                Prints one line per problem with its fix. Exit 0 clean, 1 problems, 64 bad usage.
+        build   writes the three files for rpId R (default LATCHKEY_RP_ID, else localhost) built from
+                the apps and origins in DATABASE_URL into folder D.
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        let args: ParsedArguments
+        do {
+            args = try ParsedArguments(arguments, valued: ["dir", "url", "rp-id", "origins", "out"], flags: ["help", "database"])
+        } catch {
+            printError("latchkey wellknown: \(error.message)\n\n\(help)"); return ExitCode.usage
+        }
+        if args.has("help") { print(help); return ExitCode.success }
+        switch args.positionals.first {
+        case "check": return check(args)
+        case "build": return build(args)
+        default: printError("latchkey wellknown: say check or build\n\n\(help)"); return ExitCode.usage
+        }
+    }
+
+    // MARK: check
+
+    static func check(_ args: ParsedArguments) -> Int32 {
+        guard let rpId = args.value("rp-id"), !rpId.isEmpty else { printError("latchkey wellknown check: --rp-id is required\n\n\(help)"); return ExitCode.usage }
+        let dir = args.value("dir"), url = args.value("url")
+        guard (dir == nil) != (url == nil) else { printError("latchkey wellknown check: give exactly one of --dir or --url\n\n\(help)"); return ExitCode.usage }
+
+        var origins: [String]? = nil
+        let listed = args.all("origins").flatMap { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
+        if !listed.isEmpty { origins = listed }
+        if args.has("database") {
+            guard let db = Configuration.processEnvironment()["DATABASE_URL"], !db.isEmpty else {
+                printError("latchkey wellknown check: --database needs DATABASE_URL"); return ExitCode.usage
+            }
+            let pool = PostgresPool(url: db, maxConnections: 1)
+            defer { pool.shutdown() }
+            do { origins = (origins ?? []) + (try Store(pool: pool).origins().map(\.origin)) } catch {
+                printError("latchkey wellknown check: cannot read the allowlist: \(error)"); return ExitCode.failure
+            }
+        }
+
+        var documents: [WellKnownDocument] = []
+        if let dir {
+            var isDir: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+                printError("latchkey wellknown check: \(dir) is not a folder"); return ExitCode.usage
+            }
+            for name in AssociationFiles.names {
+                documents.append(WellKnownDocument(name: name, body: readFile(dir + "/" + name)))
+            }
+        } else if let url {
+            let lower = url.lowercased()
+            guard lower.hasPrefix("https://") || lower.hasPrefix("http://") else {
+                printError("latchkey wellknown check: --url must be https://host (http://localhost for a dev server)"); return ExitCode.usage
+            }
+            var base = url
+            while base.hasSuffix("/") { base.removeLast() }
+            for name in AssociationFiles.names {
+                let target = base + "/.well-known/" + name
+                do {
+                    let a = try HTTPFetcher().send("GET", target)
+                    documents.append(WellKnownDocument(
+                        name: name, body: a.status == 404 ? nil : a.body,
+                        served: .init(url: target, status: a.status, contentType: a.header("Content-Type"), location: a.header("Location"))))
+                } catch {
+                    print("\(name): cannot fetch \(target) (\(error)) — fix: make the deployment reachable over https at that URL")
+                    return ExitCode.failure
+                }
+            }
+        }
+
+        let problems = AssociationChecker(rpId: rpId, origins: origins).check(documents)
+        for p in problems { print(p.description) }
+        if origins == nil { printError("note: allowlist not compared (pass --origins or --database)") }
+        if problems.isEmpty {
+            print("ok: \(dir ?? url!) serves valid association files for rpId \(rpId)")
+            return ExitCode.success
+        }
+        return ExitCode.failure
+    }
+
+    // MARK: build
+
+    static func build(_ args: ParsedArguments) -> Int32 {
+        guard let out = args.value("out") else { printError("latchkey wellknown build: --out D is required\n\n\(help)"); return ExitCode.usage }
+        let env = Configuration.processEnvironment()
+        guard let url = env["DATABASE_URL"], !url.isEmpty else { printError("latchkey wellknown build: DATABASE_URL is not set"); return ExitCode.usage }
+        let rpId = args.value("rp-id") ?? env["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
+        let pool = PostgresPool(url: url, maxConnections: 1)
+        defer { pool.shutdown() }
+        do {
+            _ = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
+            let store = Store(pool: pool)
+            let apps = try store.apps(rpId: rpId).compactMap(AppService.app)
+            let origins = try store.origins().map(\.origin)
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            for file in AssociationFiles.build(apps: apps, origins: origins, rpId: rpId) {
+                guard FileManager.default.createFile(atPath: out + "/" + file.name, contents: Data(file.bytes)) else {
+                    printError("latchkey wellknown build: cannot write \(out)/\(file.name)"); return ExitCode.failure
+                }
+                print("wrote \(out)/\(file.name)")
+            }
+            return ExitCode.success
+        } catch {
+            printError("latchkey wellknown build: \(error)")
+            return ExitCode.failure
+        }
+    }
+}

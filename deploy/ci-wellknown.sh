@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Sample CI job for the association files (issue: native-app association):
+#   1. declares this deployment's apps (the one source of truth) in a fresh database,
+#   2. builds the files from them and fails if the committed wellknown/ differs (drift),
+#   3. checks wellknown/ against the allowlist in the database,
+#   4. starts a server that builds its files from the database and checks its live URLs.
+# WELLKNOWN_UPDATE=1 rewrites wellknown/ from the declarations instead of failing on drift.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+eval "$(bash deploy/install-deps.sh)"
+
+# The PostgreSQL server of DATABASE_URL when set, else the private test cluster.
+if [[ -n "${DATABASE_URL:-}" ]]; then
+  url="$DATABASE_URL"
+else
+  export LATCHKEY_DATA_DIR="${LATCHKEY_TEST_DATA_DIR:-$REPO/data/test-postgres}"
+  export LATCHKEY_PG_PORT="${LATCHKEY_TEST_PG_PORT:-54330}"
+  export LATCHKEY_PG_FAST=1
+  url="$(bash deploy/dev-postgres.sh | tail -n 1)"
+fi
+psql -q "${url%/*}/postgres" -c "DROP DATABASE IF EXISTS latchkey_wellknown_ci" -c "CREATE DATABASE latchkey_wellknown_ci"
+export DATABASE_URL="${url%/*}/latchkey_wellknown_ci"
+export LATCHKEY_RP_ID=localhost LATCHKEY_DEV=1
+
+# LATCHKEY_BIN: an already built binary (skips the build).
+if [[ -z "${LATCHKEY_BIN:-}" ]]; then
+  swift build --product latchkey
+  LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey"
+fi
+bin="$LATCHKEY_BIN"
+work="$(mktemp -d)"
+trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# 1. The declarations (example values: replace with your Team ID, bundle id, package and keys).
+"$bin" apps add ios --team-id ABCDE12345 --bundle-id com.example.latchkey
+"$bin" apps add android --package com.example.latchkey \
+    --fingerprint 14:6D:E9:83:C5:73:06:50:D8:EE:B9:95:2F:34:FC:64:16:A0:83:42:E6:1D:BE:A8:8A:04:96:B2:3F:CF:44:E5
+
+# 2. Built files vs the committed ones.
+"$bin" wellknown build --out "$work/built" --rp-id localhost
+if [[ "${WELLKNOWN_UPDATE:-0}" == "1" ]]; then
+  mkdir -p wellknown && cp "$work/built/"* wellknown/
+fi
+diff -r wellknown "$work/built" || { echo "wellknown/ drifted from the declared apps (WELLKNOWN_UPDATE=1 rewrites it)"; exit 1; }
+
+# 3. The committed files against the allowlist.
+"$bin" wellknown check --dir wellknown --rp-id localhost --database
+
+# 4. A live server (files built from the database) checked over HTTP.
+port=18080
+LATCHKEY_LISTEN="127.0.0.1:$port" LATCHKEY_WELLKNOWN_DIR="$work/none" "$bin" serve >"$work/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+"$bin" wellknown check --url "http://localhost:$port" --rp-id localhost --database
+echo "wellknown: ok"
