@@ -6,7 +6,7 @@
 set -euo pipefail
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
-packages=(libssl-dev libcbor-dev libpq-dev libmicrohttpd-dev pkg-config postgresql python3 ca-certificates)
+packages=(libssl-dev libcbor-dev libpq-dev libmicrohttpd-dev pkg-config postgresql python3 ca-certificates libcurl4)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -83,7 +83,7 @@ struct CredentialEnvelope {
         guard let type = json["type"]?.stringValue else { throw .invalid("type is missing") }
         guard type == "public-key" else { throw .invalid("type is not \"public-key\"") }
         guard let id = json["id"]?.stringValue, !id.isEmpty else { throw .invalid("id is missing") }
-        let rawIdText = json["rawId"]?.stringValue ?? id
+        guard let rawIdText = json["rawId"]?.stringValue else { throw .invalid("rawId is missing") }
         guard let rawId = Base64URL.decode(rawIdText), !rawId.isEmpty else { throw .invalid("rawId is not base64url") }
         // id is base64url(rawId) (§5.1.8); compare bytes so padding differences do not matter.
         guard Base64URL.decode(id) == rawId else { throw .invalid("id does not match rawId") }
