@@ -175,10 +175,7 @@ struct CeremonyFailureTests {
         let options = try #require(try client.authenticationOptions().json)
         let body = try client.assertion(authenticator, options: options).json().setting("rawId", nil)
         let reply = try client.send("POST", "/v1/passkeys/authentication/verify", body: body.serialized())
-        // CredentialEnvelope (Sources/WebAuthn/Model/CredentialResponse.swift) falls back to `id` when rawId is absent.
-        withKnownIssue("rawId is treated as optional; W3C RegistrationResponseJSON/AuthenticationResponseJSON require it") {
-            expectProblem(reply, 400, "invalid_request")
-        }
+        expectProblem(reply, 400, "invalid_request")
     }
 
     // MARK: Options
