@@ -1,0 +1,102 @@
+/// One numbered schema change.
+public struct Migration: Sendable, Hashable {
+    public let version: Int
+    public let name: String
+    public let sql: String
+
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+    }
+}
+
+/// Applies numbered migrations in order, each in its own transaction, recording them in a table
+/// (`schema_migrations` by default). The whole run holds a session `pg_advisory_lock`, so several
+/// instances starting at once do not race: the second waits, then finds them applied.
+///
+/// Migration SQL runs through the simple query protocol inside the transaction, so it may hold
+/// several statements, but nothing that refuses a transaction block (`CREATE INDEX CONCURRENTLY`).
+public struct Migrator: Sendable {
+    public let migrations: [Migration]
+    public let table: String
+    /// The `pg_advisory_lock` key; derived from the table name.
+    public let lockKey: Int64
+
+    public init(_ migrations: [Migration], table: String = "schema_migrations") throws {
+        guard !table.isEmpty, table.utf8.count <= 63,
+              table.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) }),
+              !(0x30...0x39).contains(table.utf8.first!)
+        else { throw PostgresError(.invalidArgument, "migration table name must be a lower-case identifier") }
+        var seen = Set<Int>()
+        for m in migrations {
+            guard m.version > 0 else {
+                throw PostgresError(.invalidArgument, "migration versions must be positive (got \(m.version))")
+            }
+            guard seen.insert(m.version).inserted else {
+                throw PostgresError(.invalidArgument, "migration version \(m.version) appears twice")
+            }
+        }
+        self.migrations = migrations.sorted { $0.version < $1.version }
+        self.table = table
+        // "Latchkey" in ASCII, mixed with a stable (FNV-1a) hash of the table name.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in table.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        self.lockKey = Int64(bitPattern: 0x4C61_7463_686B_6579 ^ (hash & 0x00FF_FFFF_FFFF_FFFF))
+    }
+
+    /// Convenience for `[(version, name, sql)]` lists.
+    public init(_ migrations: [(version: Int, name: String, sql: String)], table: String = "schema_migrations") throws {
+        try self.init(migrations.map { Migration(version: $0.version, name: $0.name, sql: $0.sql) }, table: table)
+    }
+
+    /// Applies what is missing on `connection` and returns the versions applied by this call
+    /// (empty when the schema was current). Throws the failing migration's error; migrations
+    /// before it stay applied, it and later ones do not.
+    @discardableResult
+    public func migrate(on connection: PostgresConnection) throws -> [Int] {
+        guard !connection.isInTransaction else {
+            throw PostgresError(.invalidArgument, "migrate must not run inside a transaction")
+        }
+        try connection.execute("SELECT pg_advisory_lock(\(lockKey))")
+        defer { _ = try? connection.execute("SELECT pg_advisory_unlock(\(lockKey))") }
+
+        try connection.executeScript("""
+            CREATE TABLE IF NOT EXISTS \(table) (
+                version bigint PRIMARY KEY,
+                name text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """)
+        let done = Set(try appliedVersions(on: connection))
+        var applied: [Int] = []
+        for migration in migrations where !done.contains(migration.version) {
+            do {
+                try connection.transaction { conn in
+                    try conn.executeScript(migration.sql)
+                    try conn.execute(SQL(unsafeRaw: "INSERT INTO \(table) (version, name) VALUES ($1, $2)",
+                                         binds: [.int(migration.version), .text(migration.name)]))
+                }
+            } catch let error as PostgresError {
+                throw PostgresError(error.code, "migration \(migration.version) (\(migration.name)) failed: \(error.reason)",
+                                    sqlState: error.sqlState, column: error.column, constraint: error.constraint)
+            }
+            applied.append(migration.version)
+        }
+        return applied
+    }
+
+    /// Takes a connection from `pool` for the whole run (the advisory lock is per session).
+    @discardableResult
+    public func migrate(using pool: PostgresPool) throws -> [Int] {
+        try pool.withConnection { try migrate(on: $0) }
+    }
+
+    /// Versions recorded in the migrations table, ascending (empty if the table does not exist).
+    public func appliedVersions(on connection: PostgresConnection) throws -> [Int] {
+        let exists = try connection.query("SELECT to_regclass(\(table)) IS NOT NULL AS present")
+        guard try exists.first?.bool("present") == true else { return [] }
+        return try connection.query(SQL(unsafeRaw: "SELECT version FROM \(table) ORDER BY version"))
+            .map { try $0.int("version") }
+    }
+}

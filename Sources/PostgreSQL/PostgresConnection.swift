@@ -1,0 +1,337 @@
+import CLibPQ
+import Glibc
+import Synchronization
+
+/// One libpq connection (`PGconn`), closed by `deinit`.
+///
+/// Sendable: every libpq call is made under an internal lock, so handing the connection to another
+/// thread is safe. It still runs one statement at a time; a pool gives each thread its own.
+///
+/// Statements with parameters are prepared once per connection (cached by SQL text and parameter
+/// types) and executed with `PQexecPrepared` afterwards, so hot-path queries are parsed once.
+public final class PostgresConnection: Sendable {
+    private struct State: ~Copyable {
+        let handle: OpaquePointer  // PGconn *
+        /// Set by the notice receiver when the server sends FATAL (it is closing the connection).
+        let fatalFlag: UnsafeMutablePointer<Int32>
+        var statements: [StatementKey: String] = [:]
+        var nextStatement = 0
+        /// Nesting depth of `transaction { }` (savepoints beyond 1).
+        var transactionDepth = 0
+
+        init(handle: OpaquePointer) {
+            self.handle = handle
+            fatalFlag = .allocate(capacity: 1)
+            fatalFlag.initialize(to: 0)
+            lk_install_notice_receiver(handle, fatalFlag)
+        }
+
+        deinit {
+            PQfinish(handle)
+            fatalFlag.deallocate()
+        }
+    }
+
+    private struct StatementKey: Hashable {
+        let text: String
+        let types: [UInt32]
+    }
+
+    /// Prepared statements kept per connection before new ones run unprepared.
+    static let statementCacheLimit = 500
+
+    private let state: Mutex<State>
+
+    /// Connects with a libpq connection string or URL
+    /// (`postgresql://user[:password]@host:port/db?sslmode=…`). Adds `connect_timeout=10` unless
+    /// the URL sets one. Each session runs with `TimeZone=UTC`, `DateStyle=ISO`, UTF-8.
+    public init(url: String) throws {
+        var keys = ["dbname"]
+        var values = [url]
+        if !url.contains("connect_timeout") {
+            keys.append("connect_timeout")
+            values.append("10")
+        }
+        let handle = withCStringArray(keys) { k in
+            withCStringArray(values) { v in PQconnectdbParams(k, v, 1) }
+        }
+        guard let handle else {
+            throw PostgresError(.connection, "out of memory creating a connection")
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.message(handle)
+            PQfinish(handle)
+            throw PostgresError(.connection, "could not connect: \(message)")
+        }
+        state = Mutex(State(handle: handle))
+        _ = try executeScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'")
+    }
+
+    /// Convenience for `init(url:)`.
+    public static func connect(_ url: String) throws -> PostgresConnection {
+        try PostgresConnection(url: url)
+    }
+
+    // MARK: - Status
+
+    /// False once libpq has seen the connection break (`CONNECTION_BAD`). The socket closes when
+    /// the last reference goes away.
+    public var isConnected: Bool {
+        state.withLock { PQstatus($0.handle) == CONNECTION_OK }
+    }
+
+    /// True while inside `transaction { }`.
+    public var isInTransaction: Bool { state.withLock { $0.transactionDepth > 0 } }
+
+    /// The server process id serving this connection (`pg_backend_pid()`).
+    public var backendPID: Int32 { state.withLock { PQbackendPID($0.handle) } }
+
+    /// Number of statements prepared on this connection.
+    public var preparedStatementCount: Int { state.withLock { $0.statements.count } }
+
+    /// For a pool: whether the session is inside a transaction block it did not close.
+    func needsRollback() -> Bool {
+        state.withLock { PQtransactionStatus($0.handle) != PQTRANS_IDLE }
+    }
+
+    /// For a pool: an idle connection's cheap liveness probe (reads pending input, no round trip).
+    func probeIdle() -> Bool {
+        state.withLock { lk_idle_connection_alive($0.handle, $0.fatalFlag) == 1 }
+    }
+
+    // MARK: - Statements
+
+    /// Runs a statement and returns its rows.
+    @discardableResult
+    public func query(_ sql: SQL) throws -> [Row] {
+        try run(sql).rows
+    }
+
+    /// Runs a statement and returns the number of rows it inserted, updated or deleted.
+    @discardableResult
+    public func execute(_ sql: SQL) throws -> Int {
+        try run(sql).affected
+    }
+
+    /// Runs several `;`-separated statements without parameters (migrations, schema setup) via the
+    /// simple query protocol. Returns the rows affected by the last statement.
+    @discardableResult
+    public func executeScript(_ text: String) throws -> Int {
+        try state.withLock { state in
+            guard let result = PQexec(state.handle, text) else {
+                throw Self.failure(state.handle, nil)
+            }
+            defer { PQclear(result) }
+            try Self.check(result, state.handle)
+            return Self.affectedRows(result)
+        }
+    }
+
+    // MARK: - Transactions
+
+    public enum IsolationLevel: String, Sendable {
+        case readCommitted = "READ COMMITTED"
+        case repeatableRead = "REPEATABLE READ"
+        case serializable = "SERIALIZABLE"
+    }
+
+    /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws (the error is
+    /// rethrown). Nested calls use savepoints. A COMMIT that the server turns into a ROLLBACK
+    /// (because a statement failed and the error was swallowed) throws `.query` with SQLSTATE 25P02.
+    @discardableResult
+    public func transaction<T>(
+        isolation: IsolationLevel? = nil, _ body: (PostgresConnection) throws -> T
+    ) throws -> T {
+        let depth = state.withLock { state -> Int in
+            state.transactionDepth += 1
+            return state.transactionDepth
+        }
+        defer { state.withLock { $0.transactionDepth -= 1 } }
+        let savepoint = "lk_savepoint_\(depth)"
+        if depth == 1 {
+            try executeScript(isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN")
+        } else {
+            try executeScript("SAVEPOINT \(savepoint)")
+        }
+        let value: T
+        do {
+            value = try body(self)
+        } catch {
+            // Best effort: if the connection is gone the server has rolled back already.
+            _ = try? executeScript(depth == 1 ? "ROLLBACK" : "ROLLBACK TO SAVEPOINT \(savepoint); RELEASE SAVEPOINT \(savepoint)")
+            throw error
+        }
+        if depth == 1 {
+            let status = try state.withLock { state -> String in
+                    guard let result = PQexec(state.handle, "COMMIT") else { throw Self.failure(state.handle, nil) }
+                defer { PQclear(result) }
+                try Self.check(result, state.handle)
+                return String(cString: PQcmdStatus(result))
+            }
+            if status == "ROLLBACK" {
+                throw PostgresError(.query, "transaction was rolled back: a statement inside it failed", sqlState: "25P02")
+            }
+        } else {
+            try executeScript("RELEASE SAVEPOINT \(savepoint)")
+        }
+        return value
+    }
+
+    // MARK: - Internals
+
+    private func run(_ sql: SQL) throws -> (rows: [Row], affected: Int) {
+        if let bad = sql.binds.firstIndex(where: \.containsNUL) {
+            throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
+        }
+        return try state.withLock { state in
+            do {
+                return try Self.runPrepared(sql, &state)
+            } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
+                // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
+                // plan must not change result type" (after a schema change): prepare again, once.
+                let key = StatementKey(text: sql.text, types: sql.binds.map(\.typeOID))
+                guard let name = state.statements.removeValue(forKey: key) else { throw error }
+                if error.sqlState == "26000" { state.statements.removeAll() }
+                // Inside a transaction the failure aborted it: report the original error.
+                guard PQtransactionStatus(state.handle) == PQTRANS_IDLE else { throw error }
+                if error.sqlState == "0A000", let r = PQexec(state.handle, "DEALLOCATE \(name)") { PQclear(r) }
+                return try Self.runPrepared(sql, &state)
+            }
+        }
+    }
+
+    private static func runPrepared(_ sql: SQL, _ state: inout State) throws -> (rows: [Row], affected: Int) {
+        let handle = state.handle
+        let types = sql.binds.map(\.typeOID)
+        let key = StatementKey(text: sql.text, types: types)
+        var name = state.statements[key]
+        if name == nil, state.statements.count < statementCacheLimit {
+            let newName = "lk_\(state.nextStatement)"
+            guard let prepared = types.withUnsafeBufferPointer({ t in
+                PQprepare(handle, newName, sql.text, Int32(types.count), t.baseAddress)
+            }) else { throw failure(handle, nil) }
+            defer { PQclear(prepared) }
+            try check(prepared, handle)
+            state.nextStatement += 1
+            state.statements[key] = newName
+            name = newName
+        }
+        let encoded = sql.binds.map(\.wireBytes)
+        let lengths = encoded.map { Int32($0?.count ?? 0) }
+        let formats = sql.binds.map(\.format)
+        let result = withPointers(encoded) { values in
+            if let name {
+                PQexecPrepared(handle, name, Int32(encoded.count), values, lengths, formats, 0)
+            } else {
+                PQexecParams(handle, sql.text, Int32(encoded.count), types, values, lengths, formats, 0)
+            }
+        }
+        guard let result else { throw failure(handle, nil) }
+        defer { PQclear(result) }
+        try check(result, handle)
+        return (materialize(result), affectedRows(result))
+    }
+
+    private static func check(_ result: OpaquePointer, _ handle: OpaquePointer) throws {
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
+            return
+        default:
+            throw failure(handle, result)
+        }
+    }
+
+    /// A failed result: a server error (`.query` with SQLSTATE) unless the connection broke,
+    /// which is `.connection` (with SQLSTATE when the server said why, e.g. 57P01).
+    private static func failure(_ handle: OpaquePointer, _ result: OpaquePointer?) -> PostgresError {
+        let sqlState = result.flatMap { lk_result_sqlstate($0) }.map { String(cString: $0) }
+        var message = result.flatMap { lk_result_primary_message($0) }.map { String(cString: $0) } ?? Self.message(handle)
+        if let detail = result.flatMap({ lk_result_detail($0) }).map({ String(cString: $0) }) {
+            message += " (\(detail))"
+        }
+        let constraint = result.flatMap { lk_result_constraint($0) }.map { String(cString: $0) }
+        let lost = PQstatus(handle) != CONNECTION_OK || sqlState?.hasPrefix("57P") == true || sqlState?.hasPrefix("08") == true
+        return PostgresError(lost ? .connection : .query, message, sqlState: sqlState, constraint: constraint)
+    }
+
+    private static func message(_ handle: OpaquePointer) -> String {
+        guard let text = PQerrorMessage(handle) else { return "unknown libpq error" }
+        return String(cString: text).trimmingTrailingNewlines()
+    }
+
+    private static func affectedRows(_ result: OpaquePointer) -> Int {
+        guard let text = PQcmdTuples(result) else { return 0 }
+        return Int(String(cString: text)) ?? 0
+    }
+
+    private static func materialize(_ result: OpaquePointer) -> [Row] {
+        let rowCount = Int(PQntuples(result))
+        let columnCount = Int(PQnfields(result))
+        guard columnCount > 0 else { return [] }
+        var columns: [String] = []
+        var types: [UInt32] = []
+        for c in 0..<columnCount {
+            columns.append(PQfname(result, Int32(c)).map { String(cString: $0) } ?? "?column?")
+            types.append(UInt32(PQftype(result, Int32(c))))
+        }
+        var cells: [(start: Int, length: Int)] = []
+        cells.reserveCapacity(rowCount * columnCount)
+        var bytes: [UInt8] = []
+        for r in 0..<rowCount {
+            for c in 0..<columnCount {
+                if PQgetisnull(result, Int32(r), Int32(c)) == 1 {
+                    cells.append((bytes.count, -1))
+                    continue
+                }
+                let length = Int(PQgetlength(result, Int32(r), Int32(c)))
+                let start = bytes.count
+                if length > 0, let value = PQgetvalue(result, Int32(r), Int32(c)) {
+                    value.withMemoryRebound(to: UInt8.self, capacity: length) {
+                        bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+                    }
+                }
+                cells.append((start, length))
+            }
+        }
+        let storage = ResultStorage(columns: columns, columnTypes: types, rowCount: rowCount, cells: cells, bytes: bytes)
+        return (0..<rowCount).map { Row(storage: storage, row: $0) }
+    }
+}
+
+extension String {
+    fileprivate func trimmingTrailingNewlines() -> String {
+        var s = Substring(self)
+        while let last = s.last, last.isNewline || last == " " { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// Calls `body` with a C array of NUL-terminated strings.
+private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    var pointers: [UnsafePointer<CChar>?] = strings.map { UnsafePointer(strdup($0)) }
+    pointers.append(nil)
+    defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// Calls `body` with a C array of pointers to the given byte arrays (NULL for nil).
+private func withPointers<R>(_ arrays: [[UInt8]?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+    // Copy into one buffer so every pointer stays valid for the whole call.
+    let total = arrays.reduce(0) { $0 + ($1?.count ?? 0) }
+    let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(total, 1))
+    defer { buffer.deallocate() }
+    var pointers: [UnsafePointer<CChar>?] = []
+    pointers.reserveCapacity(arrays.count)
+    var offset = 0
+    for array in arrays {
+        guard let array else { pointers.append(nil); continue }
+        array.withUnsafeBytes { raw in
+            if raw.count > 0 {
+                UnsafeMutableRawPointer(buffer + offset).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
+            }
+        }
+        pointers.append(UnsafePointer(buffer + offset))
+        offset += array.count
+    }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+}
