@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, starts a private PostgreSQL for the tests, builds, and runs every test:
 # the swift-testing suites (unit, vectors, PostgreSQL and HTTP integration) and the CLI vector check
-# that feeds every shared vector to the real `latchkey inspect` binary.
+# that feeds every shared vector to the real `latchkey inspect` binary, and the browser suite
+# (Tests/Browser/run.sh: the web app in headless Chromium with a virtual authenticator).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -24,4 +25,9 @@ set -e
 
 swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
+
+# The web app at `/` in real headless Chromium with a WebAuthn virtual authenticator: installs
+# chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
+  bash Tests/Browser/run.sh || status=1
 exit $status

@@ -17,6 +17,10 @@ public struct Configuration: Sendable {
     public var maxBody = 65536
     public var stepUpTTL = 120
     public var wellKnownDirectory = "wellknown"
+    /// The web app served at `/` (`LATCHKEY_WEB_DIR`).
+    public var webDirectory = "web"
+    /// AAGUID → provider names (`LATCHKEY_AAGUIDS`; default `<webDirectory>/aaguids.json`).
+    public var aaguidFile = "web/aaguids.json"
     public var developmentMode = false
     public var signCountPolicy: VerificationPolicy.SignCountPolicy = .reject
     /// `attestation` conveyance asked for in creation options.
@@ -76,6 +80,8 @@ public struct Configuration: Sendable {
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
         if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
         if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }
+        if let v = env["LATCHKEY_WEB_DIR"], !v.isEmpty { c.webDirectory = v }
+        c.aaguidFile = env["LATCHKEY_AAGUIDS"].flatMap { $0.isEmpty ? nil : $0 } ?? c.webDirectory + "/aaguids.json"
         if let v = env["LATCHKEY_SIGN_COUNT_POLICY"] {
             guard let p = VerificationPolicy.SignCountPolicy(rawValue: v) else {
                 throw Invalid(description: "LATCHKEY_SIGN_COUNT_POLICY must be reject or flag")

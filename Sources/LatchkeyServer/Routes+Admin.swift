@@ -30,7 +30,7 @@ extension RouteTable {
         }
     }
 
-    /// Health, readiness, metrics, the association files and the demo page.
+    /// Health, readiness, metrics and the association files (the web app: Routes+Web.swift).
     mutating func addOperationsRoutes(_ s: Services) {
         for name in ["apple-app-site-association", "assetlinks.json", "webauthn"] {
             add("GET", "/.well-known/\(name)", accepting: .any) { _, _ in try s.wellKnown(name) }
@@ -44,6 +44,5 @@ extension RouteTable {
             let st = s.store.pool.stats
             return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting)), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
-        add("GET", "/", accepting: .any) { _, _ in .text(DemoPage.html, contentType: "text/html; charset=utf-8") }
     }
 }

@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""The web app at `/`, in real headless Chromium with a WebAuthn virtual authenticator.
+
+Run through Tests/Browser/run.sh (it installs Chromium, Selenium, starts PostgreSQL and the server).
+Environment: LATCHKEY_URL (http://localhost:PORT), LATCHKEY_SCREENSHOTS (folder for PNGs).
+
+The tests are one story, in order, sharing one browser and one authenticator: sign up (keyboard
+only), sign out, a cancelled sign-in, a taken username, sign in with the button and with autofill
+(conditional mediation), token refresh after a 401, rename (keyboard only), the "already on this
+device" message, step-up approval of a 200 EUR transfer, revoke (keyboard only), and a revoked
+passkey failing to sign in. Synchronisation is on DOM state only (WebDriverWait conditions on
+data-* attributes the app sets), never sleeps.
+
+Chromium's virtual authenticator answers an autofill (conditional) request at once with its
+credential, as if the person picked it. So where a test needs the app signed *out* with the
+credential still present, it first turns user verification off: the pending autofill request
+then ends without a choice, the app shows the welcome screen, and verification is turned back on.
+
+Prints one line per test and closes with 'N passed, N failed, N skipped'; exit 1 on any failure.
+"""
+import json
+import os
+import secrets
+import sys
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
+from selenium.webdriver.support.ui import WebDriverWait
+
+BASE = os.environ.get('LATCHKEY_URL', 'http://localhost:8080').rstrip('/')
+SHOTS = os.environ.get('LATCHKEY_SCREENSHOTS', os.path.join('data', 'screenshots'))
+WAIT = 20  # seconds: an upper bound for a condition, not a delay
+
+USERNAME = f'ada-{secrets.token_hex(3)}'
+DISPLAY_NAME = 'Ada Lovelace'
+
+
+class Skip(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Plumbing
+
+def http(method, path, body=None, headers=None):
+    """(status, headers, body bytes) of one request to the server, without the browser."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(BASE + path, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header('Content-Type', 'application/json')
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def wait_for_server(seconds=90):
+    """Bounded readiness poll of /readyz while the server starts (not a DOM synchronisation)."""
+    deadline = time.monotonic() + seconds
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            status, _, _ = http('GET', '/readyz')
+            if status == 200:
+                return
+            last = f'HTTP {status}'
+        except OSError as e:
+            last = str(e)
+        pid = os.environ.get('LATCHKEY_SERVER_PID')
+        if pid and not os.path.exists(f'/proc/{pid}'):
+            raise RuntimeError('the server exited; see data/browser/server.log')
+        time.sleep(0.25)
+    raise RuntimeError(f'server not ready after {seconds}s: {last}')
+
+
+def make_driver():
+    options = Options()
+    options.binary_location = os.environ.get('CHROMIUM', '/usr/bin/chromium')
+    for arg in ['--headless=new', '--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu',
+                '--window-size=1280,1100', '--force-device-scale-factor=1', '--lang=en-GB',
+                '--no-first-run', '--disable-extensions', '--password-store=basic']:
+        options.add_argument(arg)
+    options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+    service = Service(os.environ.get('CHROMEDRIVER', '/usr/bin/chromedriver'))
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+class Browser:
+    def __init__(self):
+        self.d = make_driver()
+        self.d.get(BASE + '/')
+        va = VirtualAuthenticatorOptions()
+        va.protocol = VirtualAuthenticatorOptions.Protocol.CTAP2
+        va.transport = VirtualAuthenticatorOptions.Transport.INTERNAL
+        va.has_resident_key = True
+        va.has_user_verification = True
+        va.is_user_verified = True
+        va.is_user_consenting = True
+        self.d.add_virtual_authenticator(va)
+
+    # --- waiting on DOM state
+    def until(self, condition, what):
+        try:
+            return WebDriverWait(self.d, WAIT).until(lambda d: condition())
+        except TimeoutException:
+            raise AssertionError(f'timed out waiting for {what}; {self.state()}') from None
+
+    def body(self, attr):
+        return self.d.find_element(By.TAG_NAME, 'body').get_attribute(f'data-{attr}')
+
+    def state(self):
+        try:
+            banner = self.d.find_element(By.ID, 'banner')
+            return (f"view={self.body('view')} conditional={self.body('conditional')} "
+                    f"banner={'hidden' if not banner.is_displayed() else repr(banner.text)} "
+                    f"code={banner.get_attribute('data-code')!r}")
+        except Exception as e:  # noqa: BLE001 - diagnostics only
+            return f'(state unavailable: {e})'
+
+    def wait_view(self, name):
+        self.until(lambda: self.body('view') == name, f'view {name}')
+
+    def wait_autofill_idle(self):
+        self.until(lambda: self.body('conditional') in ('idle', 'unavailable'), 'the autofill request to end')
+
+    def wait_banner(self, code):
+        self.until(lambda: self.el('banner').is_displayed() and self.el('banner').get_attribute('data-code') == code,
+                   f'a message with code {code}')
+        return self.el('banner-text').text
+
+    def wait_passkeys(self, count):
+        self.until(lambda: self.el('passkeys').get_attribute('data-count') == str(count), f'{count} passkeys listed')
+        return self.d.find_elements(By.CSS_SELECTOR, '#passkeys > li')
+
+    def load(self):
+        self.d.get(BASE + '/')
+        self.until(lambda: self.body('ready') == 'true', 'the app to start')
+
+    # --- elements and keys
+    def el(self, element_id):
+        return self.d.find_element(By.ID, element_id)
+
+    def focused(self):
+        return self.d.switch_to.active_element
+
+    def keys(self, *keys):
+        self.focused().send_keys(*keys)
+
+    def tab_to(self, element, limit=60, backwards=False):
+        """Presses Tab (or Shift+Tab) until `element` has focus: proves it is reachable by keyboard."""
+        for _ in range(limit):
+            if self.focused() == element:
+                return
+            self.keys((Keys.SHIFT + Keys.TAB) if backwards else Keys.TAB)
+        raise AssertionError(f'{element.get_attribute("id") or element.text!r} not reachable with Tab')
+
+    def shot(self, name):
+        os.makedirs(SHOTS, exist_ok=True)
+        self.d.save_screenshot(os.path.join(SHOTS, f'{name}.png'))
+
+    # --- authenticator
+    def user_verified(self, value):
+        self.d.set_user_verified(value)
+
+    def sign_out_keeping_credential(self):
+        """Signs out while the authenticator cannot answer autofill (see the module docstring)."""
+        self.user_verified(False)
+        signout = self.el('signout')
+        self.until(lambda: signout.is_displayed() and signout.is_enabled(), 'the sign-out button')
+        signout.click()
+        self.wait_view('welcome')
+        self.wait_autofill_idle()
+        self.user_verified(True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The story
+
+def test_static_files_are_served_safely(b):
+    status, headers, body = http('GET', '/')
+    assert status == 200 and headers['Content-Type'].startswith('text/html'), (status, headers['Content-Type'])
+    assert b'autocomplete="username webauthn"' in body
+    assert "script-src 'self'" in headers['Content-Security-Policy']
+    assert headers['Cache-Control'] == 'no-cache' and headers['ETag']
+    status, _, _ = http('GET', '/', headers={'If-None-Match': headers['ETag']})
+    assert status == 304, status
+    for path, kind in [('/app.js', 'text/javascript'), ('/app.css', 'text/css')]:
+        status, headers, _ = http('GET', path)
+        assert status == 200 and headers['Content-Type'].startswith(kind), (path, status, headers['Content-Type'])
+    for path in ['/index.html', '/aaguids.json', '/../Package.swift', '/app.js/..', '/%2e%2e/Package.swift', '/web/app.js']:
+        status, _, _ = http('GET', path)
+        assert status == 404, (path, status)
+
+
+def test_sign_up_with_keyboard_only(b):
+    b.load()
+    b.wait_view('welcome')
+    b.wait_autofill_idle()
+    b.shot('01-welcome')
+    b.tab_to(b.el('signup-username'))
+    b.keys(USERNAME)
+    b.keys(Keys.TAB)
+    assert b.focused() == b.el('signup-display')
+    b.keys(DISPLAY_NAME, Keys.ENTER)
+    b.wait_view('account')
+    assert b.body('signin-method') == 'signup'
+    assert b.focused() == b.el('account-title'), 'focus moves to the page heading'
+    items = b.wait_passkeys(1)
+    provider = items[0].find_element(By.CSS_SELECTOR, '.pk-provider').text
+    # Chromium's virtual authenticator has an AAGUID no provider list knows.
+    assert provider == 'Passkey', provider
+    assert 'Created just now' in items[0].text and 'Never used' in items[0].text, items[0].text
+    assert USERNAME in b.el('who').text
+    b.shot('02-signed-up')
+
+
+def test_sign_out(b):
+    b.sign_out_keeping_credential()
+    assert b.focused() == b.el('welcome-title')
+    assert not b.el('session').is_displayed()
+    assert b.d.execute_script("return sessionStorage.getItem('latchkey.session')") is None
+    b.shot('03-signed-out')
+
+
+def test_cancelled_sign_in_says_so(b):
+    b.user_verified(False)  # the authenticator refuses: what the page sees when the person cancels
+    b.el('signin-button').click()
+    text = b.wait_banner('cancelled')
+    assert 'cancelled' in text, text
+    b.shot('04-sign-in-cancelled')
+    b.wait_autofill_idle()  # the autofill request offered again after the failure has ended
+    b.user_verified(True)
+    b.el('banner-close').click()
+
+
+def test_taken_username_says_so(b):
+    b.user_verified(False)
+    assert b.el('signup-username').get_attribute('value') == '', 'the forms are cleared on sign-out'
+    b.el('signup-username').send_keys(USERNAME)
+    b.el('signup-button').click()
+    text = b.wait_banner('conflict')
+    assert 'taken' in text, text
+    assert b.body('view') == 'welcome'
+    b.el('signup-username').clear()
+    b.el('banner-close').click()
+    b.wait_autofill_idle()
+    b.user_verified(True)
+
+
+def test_sign_in_with_the_button(b):
+    # Tabbing through the username field offers autofill again; keep the authenticator from
+    # answering that until focus is on the button.
+    b.user_verified(False)
+    b.tab_to(b.el('signin-button'))
+    b.wait_autofill_idle()
+    b.user_verified(True)
+    b.keys(Keys.ENTER)
+    b.wait_view('account')
+    assert b.body('signin-method') == 'button'
+    items = b.wait_passkeys(1)
+    assert 'Last used just now' in items[0].text, items[0].text
+
+
+def test_sign_in_with_autofill(b):
+    b.sign_out_keeping_credential()
+    b.load()  # a fresh page starts the conditional request at once; the authenticator answers it
+    b.wait_view('account')
+    assert b.body('signin-method') == 'autofill', b.body('signin-method')
+    assert 'autofill' in b.el('account-lede').text
+    b.wait_passkeys(1)
+
+
+def test_expired_access_token_is_refreshed(b):
+    before = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))
+    before['tokens']['access_token'] = 'expired.' + before['tokens']['access_token'][8:]
+    b.d.execute_script("sessionStorage.setItem('latchkey.session', arguments[0])", json.dumps(before))
+    b.load()
+    b.wait_view('account')
+    b.wait_passkeys(1)
+    after = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))
+    assert after['tokens']['refresh_token'] != before['tokens']['refresh_token'], 'the refresh token rotated'
+    assert after['tokens']['access_token'] != before['tokens']['access_token']
+
+
+def test_rename_with_keyboard_only(b):
+    item = b.wait_passkeys(1)[0]
+    rename = item.find_element(By.CSS_SELECTOR, '.pk-rename-start')
+    b.tab_to(rename)
+    b.keys(Keys.ENTER)
+    field = item.find_element(By.CSS_SELECTOR, '.pk-rename input')
+    b.until(lambda: b.focused() == field, 'focus in the name field')
+    b.keys(Keys.CONTROL, 'a')
+    b.keys('Work laptop')
+    b.shot('05-rename')
+    b.keys(Keys.ENTER)
+    b.until(lambda: b.d.find_element(By.CSS_SELECTOR, '#passkeys .pk-name').text == 'Work laptop', 'the new name')
+    again = b.d.find_element(By.CSS_SELECTOR, '#passkeys .pk-rename-start')
+    b.until(lambda: b.focused() == again, 'focus back on Rename')
+    # Escape cancels without saving.
+    b.keys(Keys.ENTER)
+    b.keys(Keys.CONTROL, 'a')
+    b.keys('Not saved', Keys.ESCAPE)
+    b.until(lambda: b.focused() == again, 'focus back on Rename after Escape')
+    assert b.d.find_element(By.CSS_SELECTOR, '#passkeys .pk-name').text == 'Work laptop'
+    status, _, body = http('GET', '/v1/passkeys', headers={'Authorization': 'Bearer ' + json.loads(
+        b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']})
+    assert status == 200 and json.loads(body)['passkeys'][0]['name'] == 'Work laptop', body
+
+
+def test_adding_a_passkey_this_device_already_has_says_so(b):
+    b.el('add-passkey').click()
+    text = b.wait_banner('invalid_state')
+    assert 'already has a passkey' in text, text
+    b.el('banner-close').click()
+
+
+def test_step_up_approves_the_transfer(b):
+    status, _, _ = http('POST', '/v1/step-up/challenges', body={})
+    if status == 404:
+        raise Skip('the server has no /v1/step-up routes yet (404)')
+    b.el('approve-transfer').click()
+    result = b.el('transfer-result')
+    try:
+        b.until(lambda: result.get_attribute('data-state') == 'approved', 'the approved transfer')
+    finally:
+        b.shot('06-step-up')
+    assert '200.00 EUR' in result.text and 'Receipt' in result.text, result.text
+
+
+def test_revoke_with_keyboard_only(b):
+    item = b.wait_passkeys(1)[0]
+    revoke = item.find_element(By.CSS_SELECTOR, '.pk-revoke-start')
+    b.tab_to(revoke)
+    b.keys(Keys.ENTER)
+    keep = item.find_element(By.CSS_SELECTOR, '.pk-confirm-no')
+    b.until(lambda: b.focused() == keep, 'focus on "Keep it" (the safe choice)')
+    confirm = item.find_element(By.CSS_SELECTOR, '.pk-confirm-yes')
+    b.tab_to(confirm, backwards=True)
+    b.shot('07-revoke-confirm')
+    b.keys(Keys.ENTER)
+    b.wait_passkeys(0)
+    assert b.el('passkeys-empty').is_displayed()
+    b.until(lambda: b.focused() == b.el('passkeys-title'), 'focus on the passkeys heading')
+
+
+def test_revoked_passkey_cannot_sign_in(b):
+    b.sign_out_keeping_credential()
+    b.el('signin-button').click()
+    text = b.wait_banner('credential_unknown')
+    assert 'revoked' in text, text
+    assert b.body('view') == 'welcome'
+    b.shot('08-revoked-passkey-refused')
+
+
+TESTS = [
+    test_static_files_are_served_safely,
+    test_sign_up_with_keyboard_only,
+    test_sign_out,
+    test_cancelled_sign_in_says_so,
+    test_taken_username_says_so,
+    test_sign_in_with_the_button,
+    test_sign_in_with_autofill,
+    test_expired_access_token_is_refreshed,
+    test_rename_with_keyboard_only,
+    test_adding_a_passkey_this_device_already_has_says_so,
+    test_step_up_approves_the_transfer,
+    test_revoke_with_keyboard_only,
+    test_revoked_passkey_cannot_sign_in,
+]
+
+
+def main():
+    wait_for_server()
+    browser = Browser()
+    passed = failed = skipped = 0
+    try:
+        for test in TESTS:
+            name = test.__name__
+            started = time.monotonic()
+            try:
+                test(browser)
+            except Skip as s:
+                skipped += 1
+                print(f'SKIP {name}: {s}', flush=True)
+                continue
+            except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
+                failed += 1
+                print(f'FAIL {name}: {type(e).__name__}: {e}', flush=True)
+                traceback.print_exc()
+                try:
+                    browser.shot(f'failed-{name}')
+                    for entry in browser.d.get_log('browser')[-10:]:
+                        print(f'    console: {entry.get("level")} {entry.get("message")}', flush=True)
+                except Exception:  # noqa: BLE001
+                    pass
+                continue
+            passed += 1
+            print(f'PASS {name} ({time.monotonic() - started:.1f}s)', flush=True)
+    finally:
+        browser.d.quit()
+    print(f'screenshots: {os.path.abspath(SHOTS)}')
+    print(f'{passed} passed, {failed} failed, {skipped} skipped')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

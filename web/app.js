@@ -1,0 +1,659 @@
+// Latchkey web app: passkey sign-up, sign-in (button and autofill), passkey management and a
+// step-up approval, against Latchkey's /v1 API (SPEC.md). No build step, no dependencies.
+//
+// Tokens live in sessionStorage (this tab only, gone when it closes); an access token that
+// expires is renewed once through /v1/token, with one refresh in flight at a time because refresh
+// tokens rotate and a reused one revokes the whole session.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const SESSION_KEY = 'latchkey.session';
+
+const app = {
+  session: null,        // { user, tokens }
+  conditional: null,    // { controller, settled } while an autofill request is pending
+  conditionalGeneration: 0,
+  refreshing: null,     // the one refresh in flight
+};
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+/** What each SPEC error code means to the person in front of the screen. */
+const CODE_MESSAGES = {
+  invalid_request: 'The request was not accepted. Please reload the page and try again.',
+  challenge_invalid: 'That attempt expired or was already used. Please try again.',
+  origin_not_allowed: 'This web address is not allowed to use passkeys here. Ask the site owner to allow it.',
+  rp_id_mismatch: 'That passkey was made for a different website.',
+  user_presence_required: 'Your device did not confirm you were there. Try again and approve the prompt.',
+  user_verification_required: 'This needs your screen lock, fingerprint or face. Try again and verify it is you.',
+  signature_invalid: 'The passkey’s signature could not be verified. Please try again.',
+  attestation_invalid: 'Your authenticator could not prove what it is, so it was not accepted.',
+  algorithm_unsupported: 'Your authenticator uses a key type this site does not support.',
+  credential_unknown: 'That passkey is not registered here — it may have been revoked. Use another passkey or create an account.',
+  credential_exists: 'This authenticator already holds a passkey for your account.',
+  sign_count_regression: 'This passkey looks like it may have been copied, so it was blocked and flagged. Please contact support.',
+  action_mismatch: 'The approval did not match the payment shown. Nothing was sent.',
+  key_revoked: 'That key has been revoked.',
+  unauthorized: 'Your session has ended. Please sign in again.',
+  forbidden: 'You are not allowed to do that.',
+  not_found: 'That was not found. It may already have been removed.',
+  conflict: 'That conflicts with something that already exists.',
+  payload_too_large: 'The request was too large.',
+  rate_limited: 'Too many attempts. Please wait a moment and try again.',
+  invalid_grant: 'Your session has expired. Please sign in again.',
+  internal_error: 'Something went wrong on our side. Please try again in a moment.',
+  network: 'Cannot reach the server. Check your connection and try again.',
+};
+
+/** Messages that depend on what the person was doing. */
+const CONTEXT_MESSAGES = {
+  'signup:conflict': 'That username is taken. Choose another one, or sign in if it is yours.',
+  'signup:credential_exists': 'This passkey is already registered. Sign in with it instead.',
+  'add:credential_exists': 'This passkey is already on your account.',
+  'stepup:not_found': 'Payment approval is not available on this server yet.',
+  'stepup:conflict': 'This approval was already used. Start a new one.',
+  'stepup:challenge_invalid': 'The approval expired or was already used. Nothing was sent — please approve again.',
+};
+
+const CEREMONY_WORDS = {
+  signup: { cancelled: 'Passkey creation was cancelled, so no account was created.', what: 'creating your passkey' },
+  add: { cancelled: 'Adding a passkey was cancelled. Nothing changed.', what: 'adding a passkey' },
+  signin: { cancelled: 'Sign-in was cancelled. Press “Sign in with a passkey” to try again.', what: 'signing in' },
+  stepup: { cancelled: 'Approval was cancelled. The transfer was not sent.', what: 'approving the transfer' },
+};
+
+class ApiError extends Error {
+  constructor(problem, status, retryAfter) {
+    super(problem.detail || problem.title || `HTTP ${status}`);
+    this.name = 'ApiError';
+    this.code = problem.code || (status >= 500 ? 'internal_error' : 'invalid_request');
+    this.status = status;
+    this.detail = problem.detail || '';
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** One sentence for any failure of `context` ('signup', 'signin', 'add', 'stepup', …). */
+function describe(error, context, ceremony) {
+  if (error instanceof ApiError) {
+    let text = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code]
+      || `The server refused the request (${error.code}).`;
+    if (error.code === 'rate_limited' && error.retryAfter) text = `Too many attempts. Please wait ${error.retryAfter} seconds and try again.`;
+    return { text, code: error.code };
+  }
+  const words = CEREMONY_WORDS[context] || CEREMONY_WORDS.signin;
+  switch (error && error.name) {
+    case 'NotAllowedError':
+      // The browser reports cancel and timeout the same way; the clock tells them apart.
+      if (ceremony && ceremony.timeout && Date.now() - ceremony.started >= ceremony.timeout - 2000) {
+        return { text: `The passkey prompt timed out while ${words.what}. Please try again.`, code: 'timeout' };
+      }
+      return { text: words.cancelled, code: 'cancelled' };
+    case 'InvalidStateError':
+      return { text: context === 'signup' || context === 'add'
+        ? 'This device already has a passkey for this account. Use it to sign in, or choose another device.'
+        : 'Your authenticator is busy. Please try again.', code: 'invalid_state' };
+    case 'SecurityError':
+      return { text: 'This page’s address cannot use passkeys for this site. Open it from its usual address.', code: 'security' };
+    case 'NotSupportedError':
+      return { text: 'Your device does not support the kind of passkey this site needs.', code: 'not_supported' };
+    case 'TypeError':
+      return { text: 'The passkey request was malformed. Please reload the page and try again.', code: 'type_error' };
+    default:
+      return { text: `Something went wrong while ${words.what}. Please try again.`, code: 'unknown' };
+  }
+}
+
+function showError(error, context, ceremony) {
+  const { text, code } = describe(error, context, ceremony);
+  showBanner(text, 'error', code);
+  if (!(error instanceof ApiError) && error && error.name !== 'NotAllowedError') console.warn(error);
+}
+
+function showBanner(text, kind = 'error', code = '') {
+  const banner = $('banner');
+  banner.hidden = false;
+  banner.dataset.kind = kind;
+  banner.dataset.code = code;
+  $('banner-text').textContent = text;
+}
+
+function clearBanner() {
+  const banner = $('banner');
+  banner.hidden = true;
+  banner.dataset.code = '';
+  $('banner-text').textContent = '';
+}
+
+/** Polite screen-reader announcement for things that went well. */
+function announce(text) {
+  $('status').textContent = '';
+  requestAnimationFrame(() => { $('status').textContent = text; });
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+async function api(method, path, { body, auth = false, token = null, retry = true } = {}) {
+  const headers = { Accept: 'application/json, application/problem+json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const bearer = token || (auth && app.session ? app.session.tokens.access_token : null);
+  if (bearer) headers.Authorization = `Bearer ${bearer}`;
+  let response;
+  try {
+    response = await fetch(path, {
+      method, headers, cache: 'no-store', credentials: 'same-origin',
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError({ code: 'network', detail: String(e) }, 0);
+  }
+  if (response.status === 401 && auth && !token && retry && app.session) {
+    if (await refreshTokens()) return api(method, path, { body, auth, retry: false });
+  }
+  if (response.status === 204) return null;
+  let json = null;
+  try { json = await response.json(); } catch { json = null; }
+  if (!response.ok) throw new ApiError(json || {}, response.status, response.headers.get('Retry-After'));
+  return json;
+}
+
+/** Rotates the refresh token once, however many calls hit 401 together. */
+function refreshTokens() {
+  if (!app.refreshing) {
+    app.refreshing = (async () => {
+      const refreshToken = app.session && app.session.tokens.refresh_token;
+      if (!refreshToken) return false;
+      try {
+        const tokens = await api('POST', '/v1/token', { body: { grant_type: 'refresh_token', refresh_token: refreshToken } });
+        app.session.tokens = tokens;
+        saveSession();
+        return true;
+      } catch (e) {
+        endSession();
+        showWelcome();
+        showBanner(e instanceof ApiError && e.code !== 'network'
+          ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network, 'error', e.code || 'invalid_grant');
+        return false;
+      } finally {
+        app.refreshing = null;
+      }
+    })();
+  }
+  return app.refreshing;
+}
+
+function saveSession() {
+  try { sessionStorage.setItem(SESSION_KEY, JSON.stringify(app.session)); } catch { /* private mode: memory only */ }
+}
+
+function loadSession() {
+  try {
+    const s = JSON.parse(sessionStorage.getItem(SESSION_KEY) || 'null');
+    if (s && s.user && s.tokens && s.tokens.access_token) return s;
+  } catch { /* ignore */ }
+  return null;
+}
+
+function endSession() {
+  app.session = null;
+  try { sessionStorage.removeItem(SESSION_KEY); } catch { /* ignore */ }
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebAuthn JSON helpers: the browser's own when present (WebAuthn L3), a small fallback otherwise.
+
+const b64url = {
+  decode(s) {
+    const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((s.length + 3) % 4));
+    return Uint8Array.from(b, (c) => c.charCodeAt(0)).buffer;
+  },
+  encode(buf) {
+    let s = '';
+    for (const byte of new Uint8Array(buf)) s += String.fromCharCode(byte);
+    return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  },
+};
+
+function creationOptions(json) {
+  if (PublicKeyCredential.parseCreationOptionsFromJSON) return PublicKeyCredential.parseCreationOptionsFromJSON(json);
+  return {
+    ...json,
+    challenge: b64url.decode(json.challenge),
+    user: { ...json.user, id: b64url.decode(json.user.id) },
+    excludeCredentials: (json.excludeCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })),
+  };
+}
+
+function requestOptions(json) {
+  if (PublicKeyCredential.parseRequestOptionsFromJSON) return PublicKeyCredential.parseRequestOptionsFromJSON(json);
+  return {
+    ...json,
+    challenge: b64url.decode(json.challenge),
+    allowCredentials: (json.allowCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })),
+  };
+}
+
+function credentialJSON(credential) {
+  if (typeof credential.toJSON === 'function') return credential.toJSON();
+  const r = credential.response;
+  const response = { clientDataJSON: b64url.encode(r.clientDataJSON) };
+  if (r.attestationObject) {
+    response.attestationObject = b64url.encode(r.attestationObject);
+    response.transports = r.getTransports ? r.getTransports() : [];
+  } else {
+    response.authenticatorData = b64url.encode(r.authenticatorData);
+    response.signature = b64url.encode(r.signature);
+    if (r.userHandle) response.userHandle = b64url.encode(r.userHandle);
+  }
+  return {
+    id: credential.id, rawId: b64url.encode(credential.rawId), type: credential.type,
+    authenticatorAttachment: credential.authenticatorAttachment || undefined,
+    clientExtensionResults: credential.getClientExtensionResults(), response,
+  };
+}
+
+/** Runs one modal ceremony; records start and timeout so a NotAllowedError can be told apart. */
+async function ceremony(kind, publicKey, record) {
+  await stopConditional();
+  record.started = Date.now();
+  record.timeout = publicKey.timeout || 0;
+  return kind === 'create'
+    ? navigator.credentials.create({ publicKey })
+    : navigator.credentials.get({ publicKey });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autofill (conditional mediation): a pending request that the browser completes when the person
+// picks a passkey in the username field's suggestions.
+
+async function startConditional() {
+  const generation = ++app.conditionalGeneration;
+  const mark = (state) => { if (generation === app.conditionalGeneration) document.body.dataset.conditional = state; };
+  mark('starting');
+  await stopConditional();
+  const PKC = window.PublicKeyCredential;
+  if (!PKC || !PKC.isConditionalMediationAvailable || !(await PKC.isConditionalMediationAvailable())) {
+    mark('unavailable');
+    return;
+  }
+  if (app.session || generation !== app.conditionalGeneration) { mark('idle'); return; }
+  const controller = new AbortController();
+  let settle;
+  const entry = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
+  app.conditional = entry;
+  mark('pending');
+  try {
+    const options = await api('POST', '/v1/passkeys/authentication/options', { body: {} });
+    if (controller.signal.aborted) return;
+    const credential = await navigator.credentials.get({
+      mediation: 'conditional', publicKey: requestOptions(options), signal: controller.signal,
+    });
+    if (app.conditional !== entry) return;
+    app.conditional = null;
+    await finishSignIn(credential, 'autofill');
+  } catch (e) {
+    const superseded = controller.signal.aborted || app.conditional !== entry;
+    if (app.conditional === entry) app.conditional = null;
+    if (superseded || (e && e.name === 'AbortError')) return;
+    if (e && e.name === 'NotAllowedError') {
+      // Ended without a choice (no passkey here, or dismissed): quietly offered again the next
+      // time the username field gets focus, never in a loop.
+    } else {
+      showError(e, 'signin');
+    }
+  } finally {
+    if (app.conditional === entry) app.conditional = null;
+    mark('idle');
+    settle();
+  }
+}
+
+/** Aborts a pending autofill request and waits until the browser has let go of it, so the next
+ *  ceremony is not refused as "a request is already pending". */
+async function stopConditional() {
+  const entry = app.conditional;
+  if (!entry) return;
+  app.conditional = null;
+  entry.controller.abort();
+  await entry.settled;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sign up, sign in, sign out
+
+async function signUp(event) {
+  event.preventDefault();
+  clearBanner();
+  const username = $('signup-username').value.trim();
+  const displayName = $('signup-display').value.trim() || username;
+  const fieldError = $('signup-username-error');
+  if (!username) {
+    fieldError.textContent = 'Choose a username.';
+    fieldError.hidden = false;
+    $('signup-username').setAttribute('aria-invalid', 'true');
+    $('signup-username').focus();
+    return;
+  }
+  fieldError.hidden = true;
+  $('signup-username').removeAttribute('aria-invalid');
+  const record = {};
+  await busy($('signup-button'), 'Waiting for your passkey…', async () => {
+    try {
+      const options = await api('POST', '/v1/passkeys/registration/options', { body: { username, displayName } });
+      const credential = await ceremony('create', creationOptions(options), record);
+      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      startSession(result, 'signup');
+    } catch (e) {
+      showError(e, 'signup', record);
+      if (e instanceof ApiError && e.code === 'conflict') $('signup-username').focus();
+      if (!app.session) startConditional();
+    }
+  });
+}
+
+async function signInWithButton(event) {
+  event.preventDefault();
+  clearBanner();
+  const username = $('signin-username').value.trim();
+  const record = {};
+  await busy($('signin-button'), 'Waiting for your passkey…', async () => {
+    try {
+      const options = await api('POST', '/v1/passkeys/authentication/options', { body: username ? { username } : {} });
+      const credential = await ceremony('get', requestOptions(options), record);
+      await finishSignIn(credential, 'button');
+    } catch (e) {
+      showError(e, 'signin', record);
+      if (!app.session) startConditional();
+    }
+  });
+}
+
+async function finishSignIn(credential, method) {
+  const result = await api('POST', '/v1/passkeys/authentication/verify', { body: credentialJSON(credential) });
+  startSession(result, method);
+}
+
+function startSession(result, method) {
+  app.session = { user: result.user, tokens: result.tokens };
+  saveSession();
+  document.body.dataset.signinMethod = method;
+  clearBanner();
+  showAccount(method);
+}
+
+async function signOut() {
+  const session = app.session;
+  clearBanner();
+  if (session) {
+    try { await api('POST', '/v1/logout', { auth: true, retry: false }); } catch { /* signed out locally anyway */ }
+  }
+  endSession();
+  showWelcome();
+  announce('You are signed out.');
+  startConditional();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+function setView(name) {
+  document.body.dataset.view = name;
+  $('view-welcome').hidden = name !== 'welcome';
+  $('view-account').hidden = name !== 'account';
+  $('session').hidden = name !== 'account';
+}
+
+function showWelcome() {
+  $('signin-form').reset();
+  $('signup-form').reset();
+  $('signup-username-error').hidden = true;
+  setView('welcome');
+  delete document.body.dataset.signinMethod;
+  $('passkeys').replaceChildren();
+  $('transfer-result').hidden = true;
+  $('welcome-title').focus();
+}
+
+async function showAccount(method) {
+  const user = app.session.user;
+  setView('account');
+  $('who').textContent = user.displayName && user.displayName !== user.username
+    ? `${user.displayName} (${user.username})` : user.username;
+  $('account-title').textContent = `Welcome, ${user.displayName || user.username}`;
+  $('account-lede').textContent = {
+    signup: 'Your account is ready. Your passkey is saved on your device.',
+    autofill: 'You signed in with a passkey from autofill.',
+    button: 'You signed in with a passkey.',
+    restored: 'You are signed in with a passkey.',
+  }[method] || 'You are signed in with a passkey.';
+  $('transfer-result').hidden = true;
+  $('account-title').focus();
+  announce(`Signed in as ${user.username}.`);
+  await loadPasskeys();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Passkeys: list, rename, revoke, add
+
+const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
+
+function when(iso) {
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  const seconds = (t - Date.now()) / 1000;
+  const abs = Math.abs(seconds);
+  if (abs < 60) return 'just now';
+  if (abs < 3600) return relative.format(Math.round(seconds / 60), 'minute');
+  if (abs < 86400) return relative.format(Math.round(seconds / 3600), 'hour');
+  return dateFormat.format(new Date(t));
+}
+
+async function loadPasskeys(focusId) {
+  let list;
+  try {
+    list = (await api('GET', '/v1/passkeys', { auth: true })).passkeys || [];
+  } catch (e) {
+    if (app.session) showError(e, 'list');
+    return;
+  }
+  const ul = $('passkeys');
+  ul.replaceChildren(...list.map(renderPasskey));
+  ul.dataset.count = String(list.length);
+  $('passkeys-empty').hidden = list.length > 0;
+  if (focusId) {
+    const item = [...ul.children].find((li) => li.dataset.id === focusId);
+    if (item) item.querySelector('.pk-rename-start').focus();
+  }
+}
+
+function renderPasskey(pk) {
+  const li = $('passkey-template').content.firstElementChild.cloneNode(true);
+  li.dataset.id = pk.id;
+  const name = li.querySelector('.pk-name');
+  name.textContent = pk.name;
+  name.id = `pk-name-${pk.id}`;
+  li.setAttribute('aria-labelledby', name.id);
+  li.querySelector('.pk-provider').textContent = pk.provider || 'Passkey';
+  const badges = li.querySelector('.pk-badges');
+  const badge = (text, kind) => {
+    const span = document.createElement('span');
+    span.className = `badge badge-${kind}`;
+    span.textContent = text;
+    badges.append(span);
+  };
+  if (pk.backedUp) badge('Synced', 'ok');
+  else if (pk.backupEligible) badge('Can sync', 'muted');
+  else badge('This device only', 'muted');
+  if (pk.flagged) badge('Flagged: possible copy', 'warn');
+  const created = li.querySelector('.pk-created');
+  created.textContent = `Created ${when(pk.createdAt)}`;
+  created.title = dateFormat.format(new Date(pk.createdAt));
+  const used = li.querySelector('.pk-used');
+  used.textContent = pk.lastUsedAt ? `Last used ${when(pk.lastUsedAt)}` : 'Never used to sign in';
+  if (pk.lastUsedAt) used.title = dateFormat.format(new Date(pk.lastUsedAt));
+
+  const renameStart = li.querySelector('.pk-rename-start');
+  const revokeStart = li.querySelector('.pk-revoke-start');
+  renameStart.setAttribute('aria-label', `Rename ${pk.name}`);
+  revokeStart.setAttribute('aria-label', `Revoke ${pk.name}`);
+  const form = li.querySelector('.pk-rename');
+  const input = form.querySelector('input');
+  const inputId = `pk-rename-${pk.id}`;
+  input.id = inputId;
+  form.querySelector('label').htmlFor = inputId;
+  const confirm = li.querySelector('.pk-confirm');
+
+  const closeRename = () => { form.hidden = true; li.classList.remove('editing'); renameStart.focus(); };
+  renameStart.addEventListener('click', () => {
+    confirm.hidden = true;
+    form.hidden = false;
+    li.classList.add('editing');
+    input.value = pk.name;
+    input.focus();
+    input.select();
+  });
+  form.querySelector('.pk-rename-cancel').addEventListener('click', closeRename);
+  form.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); closeRename(); } });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const newName = input.value.trim();
+    if (!newName) { input.focus(); return; }
+    clearBanner();
+    try {
+      await api('PATCH', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, body: { name: newName } });
+      announce(`Renamed to ${newName}.`);
+      await loadPasskeys(pk.id);
+    } catch (err) {
+      showError(err, 'rename');
+      input.focus();
+    }
+  });
+
+  revokeStart.addEventListener('click', () => {
+    form.hidden = true;
+    confirm.hidden = false;
+    confirm.querySelector('.pk-confirm-no').focus();
+  });
+  confirm.querySelector('.pk-confirm-no').addEventListener('click', () => { confirm.hidden = true; revokeStart.focus(); });
+  confirm.addEventListener('keydown', (e) => { if (e.key === 'Escape') { confirm.hidden = true; revokeStart.focus(); } });
+  confirm.querySelector('.pk-confirm-yes').addEventListener('click', async () => {
+    clearBanner();
+    try {
+      await api('DELETE', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true });
+      announce(`${pk.name} was revoked.`);
+      await loadPasskeys();
+      $('passkeys-title').focus();
+    } catch (err) {
+      showError(err, 'revoke');
+    }
+  });
+  return li;
+}
+
+async function addPasskey() {
+  clearBanner();
+  const record = {};
+  await busy($('add-passkey'), 'Waiting…', async () => {
+    try {
+      const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: {} });
+      const credential = await ceremony('create', creationOptions(options), record);
+      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      announce('Passkey added.');
+      await loadPasskeys(result.passkey && result.passkey.id);
+    } catch (e) {
+      showError(e, 'add', record);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step-up: approve exactly this transfer with a passkey
+
+const TRANSFER = {
+  type: 'transfer',
+  amount: '200.00',
+  currency: 'EUR',
+  creditorName: 'Jana Novák',
+  creditorIban: 'DE89370400440532013000',
+  reference: 'Invoice 2024-117',
+};
+
+async function approveTransfer() {
+  clearBanner();
+  const result = $('transfer-result');
+  result.hidden = true;
+  result.dataset.state = '';
+  const record = {};
+  await busy($('approve-transfer'), 'Waiting for your passkey…', async () => {
+    try {
+      const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action: TRANSFER } });
+      const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
+      const approval = await api('POST', '/v1/step-up/verify', {
+        auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
+      });
+      // What the bank's backend does next: spend the one-time step-up token on this exact action.
+      await api('POST', '/v1/step-up/consume', { token: approval.access_token, body: { actionHash: approval.actionHash } });
+      result.replaceChildren();
+      const title = document.createElement('strong');
+      title.textContent = 'Transfer approved and sent.';
+      const detail = document.createElement('span');
+      detail.textContent = ` 200.00 EUR to Jana Novák. Receipt ${approval.receiptId || '—'}.`;
+      result.append(title, detail);
+      result.dataset.state = 'approved';
+      result.hidden = false;
+      result.focus();
+    } catch (e) {
+      showError(e, 'stepup', record);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plumbing
+
+/** Disables `button` and shows `label` while `work` runs; restores both afterwards. */
+async function busy(button, label, work) {
+  if (button.disabled) return;
+  const original = button.innerHTML;
+  button.disabled = true;
+  button.setAttribute('aria-busy', 'true');
+  button.textContent = label;
+  try {
+    await work();
+  } finally {
+    button.innerHTML = original;
+    button.disabled = false;
+    button.removeAttribute('aria-busy');
+  }
+}
+
+function init() {
+  $('signup-form').addEventListener('submit', signUp);
+  $('signin-form').addEventListener('submit', signInWithButton);
+  $('signout').addEventListener('click', signOut);
+  $('add-passkey').addEventListener('click', addPasskey);
+  $('approve-transfer').addEventListener('click', approveTransfer);
+  $('banner-close').addEventListener('click', () => { clearBanner(); $('main').focus(); });
+  $('signin-username').addEventListener('focus', () => {
+    if (!app.session && document.body.dataset.conditional === 'idle') startConditional();
+  });
+
+  if (!window.PublicKeyCredential || !navigator.credentials) {
+    $('unsupported').hidden = false;
+    setView('unsupported');
+    return;
+  }
+  app.session = loadSession();
+  if (app.session) {
+    showAccount('restored');
+  } else {
+    setView('welcome');
+    startConditional();
+  }
+  document.body.dataset.ready = 'true';
+}
+
+document.addEventListener('DOMContentLoaded', init);
