@@ -22,6 +22,7 @@ public struct Application: Responder {
         routes.addAdminRoutes(services)
         routes.addAppRoutes(services)
         routes.addOperationsRoutes(services)
+        routes.addStepUpRoutes(services)
         routes.addWebRoutes(services)
         router = routes.router
     }

@@ -15,6 +15,7 @@ public final class Services: Sendable {
     public let tokens: TokenService
     public let origins: OriginCache
     public let passkeys: PasskeyService
+    public let stepUp: StepUpService
     public let apps: AppService
     let log: RequestLog
 
@@ -28,6 +29,7 @@ public final class Services: Sendable {
         try tokens.prepareKeys()
         origins = OriginCache(store: store)
         passkeys = try PasskeyService(store: store, configuration: configuration, tokens: tokens, origins: origins, metrics: metrics)
+        stepUp = StepUpService(store: store, configuration: configuration, tokens: tokens, passkeys: passkeys)
         apps = AppService(store: store, configuration: configuration, origins: origins)
         self.log = log
     }

@@ -41,6 +41,7 @@ enum BenchCommand: Command {
                 return VerifyBenchmark.run(seconds: seconds)
             case "login":
                 return LoginBenchmark.run(try LoginBenchmark.parse(args))
+            case "step-up": return StepUpBenchmark.run(try StepUpBenchmark.parse(args))
             case "-h", "--help": print(help); return ExitCode.success
             default: throw UsageError(message: "unknown benchmark '\(sub)'")
             }

@@ -1,0 +1,174 @@
+import Crypto
+import HTTP
+import JSON
+import Synchronization
+import WebAuthn
+import WebAuthnTesting
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `latchkey bench step-up`: device-key step-up approvals against a running server over HTTP
+/// with PostgreSQL. One approval = `POST /v1/step-up/challenges` + an OpenSSL P-256 signature (the
+/// phone's part) + `POST /v1/step-up/verify`; the figure is verified approvals per second, with
+/// the latency of the verify request and of the whole round, beside the in-process cost of the
+/// signature check alone.
+enum StepUpBenchmark {
+    static let help = """
+        usage: latchkey bench step-up --url U [--origin O] [--concurrency C] [--duration S]
+
+        step-up  device-key step-up verifications per second over HTTP with PostgreSQL: each thread has its
+                 own account (passkey sign-up) and device key (enrolled with proof of possession), then
+                 loops challenge → sign (OpenSSL, P-256, DER) → verify. Prints approvals/s, p50/p99 of the
+                 verify request and of the full round, and the single-thread in-process rate of SPKI import
+                 + ECDSA-SHA256 verify for comparison. --origin must be allowlisted (LATCHKEY_ORIGINS); run the
+                 server with LATCHKEY_RATE_LIMIT=0, or the per-client limit is what gets measured (429s).
+        """
+
+    struct Options {
+        var host = "127.0.0.1"
+        var port = 8080
+        var origin = "http://localhost:8080"
+        var concurrency = 8
+        var duration = 10.0
+    }
+
+    static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
+        var o = Options()
+        guard let url = args.value("url") else { throw UsageError(message: "--url is required, e.g. --url http://127.0.0.1:8080") }
+        guard url.hasPrefix("http://") else { throw UsageError(message: "--url must be http://host:port (the benchmark speaks plain HTTP)") }
+        let rest = url.dropFirst(7).split(separator: "/").first.map(String.init) ?? ""
+        let hostPort = rest.split(separator: ":")
+        o.host = hostPort.first.map(String.init) ?? "127.0.0.1"
+        if o.host == "localhost" { o.host = "127.0.0.1" }
+        if hostPort.count > 1 { guard let p = Int(hostPort[1]) else { throw UsageError(message: "bad port in --url") }; o.port = p }
+        o.origin = args.value("origin") ?? "http://" + rest
+        if let c = args.value("concurrency") {
+            guard let n = Int(c), n >= 1, n <= 256 else { throw UsageError(message: "--concurrency 1…256") }
+            o.concurrency = n
+        }
+        if let d = args.value("duration") {
+            guard let n = Double(d), n > 0, n <= 3600 else { throw UsageError(message: "--duration seconds") }
+            o.duration = n
+        }
+        return o
+    }
+
+    /// One benchmark thread's account and device key.
+    struct Phone: @unchecked Sendable {
+        let bearer: String
+        let keyId: String
+        let key: PrivateKey
+    }
+
+    static func run(_ o: Options) -> Int32 {
+        print("latchkey bench step-up: \(o.host):\(o.port), origin \(o.origin), concurrency \(o.concurrency), \(o.duration) s")
+        var phones: [Phone] = []
+        let client = HTTPClient(host: o.host, port: o.port)
+        let runId = Base64URL.encode(SecureRandom.bytes(6))
+        for i in 0..<o.concurrency {
+            switch enrol(client, name: "stepup-bench-\(runId)-\(i)", origin: o.origin) {
+            case .success(let p): phones.append(p)
+            case .failure(let e): printError("setup failed: \(e.message)"); return ExitCode.failure
+            }
+        }
+        client.close()
+        print("enrolled \(phones.count) accounts with a device key each")
+
+        let action = #"{"type":"transfer","amount":"200.00","currency":"EUR","to":"DE89370400440532013000"}"#
+        let verifyLatencies = Mutex<[Double]>([])
+        let roundLatencies = Mutex<[Double]>([])
+        let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
+        let deadline = monotonicSeconds() + o.duration
+        let start = monotonicSeconds()
+        let threads = phones.map { phone in
+            spawnThread {
+                let c = HTTPClient(host: o.host, port: o.port)
+                let auth = [("Authorization", phone.bearer), ("Content-Type", "application/json")]
+                let challengeBody = Array(#"{"keyId":"\#(phone.keyId)","action":\#(action)}"#.utf8)
+                var mineVerify: [Double] = [], mineRound: [Double] = []
+                var ok = 0, errors = 0
+                while monotonicSeconds() < deadline {
+                    let t0 = monotonicSeconds()
+                    guard let r = try? c.send(method: "POST", path: "/v1/step-up/challenges", headers: auth, body: challengeBody),
+                          r.status == 201, let json = try? JSONParser.parse(r.body), let id = json["challengeId"]?.stringValue,
+                          let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode),
+                          let signature = try? phone.key.sign(challenge, algorithm: .ecdsa(.sha256)) else { errors += 1; continue }
+                    let body = Array(#"{"challengeId":"\#(id)","signature":"\#(Base64URL.encode(signature))"}"#.utf8)
+                    let t1 = monotonicSeconds()
+                    let v = try? c.send(method: "POST", path: "/v1/step-up/verify", headers: auth, body: body)
+                    let t2 = monotonicSeconds()
+                    if v?.status == 200 { ok += 1; mineVerify.append(t2 - t1); mineRound.append(t2 - t0) } else { errors += 1 }
+                }
+                verifyLatencies.withLock { $0 += mineVerify }
+                roundLatencies.withLock { $0 += mineRound }
+                counts.withLock { $0.ok += ok; $0.errors += errors }
+            }
+        }
+        for t in threads { pthread_join(t, nil) }
+        let elapsed = monotonicSeconds() - start
+        let (ok, errors) = counts.withLock { $0 }
+        let v = verifyLatencies.withLock { $0.sorted() }, r = roundLatencies.withLock { $0.sorted() }
+        func ms(_ sorted: [Double], _ q: Double) -> String {
+            guard !sorted.isEmpty else { return "-" }
+            let x = sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] * 1000
+            return "\((x * 100).rounded() / 100) ms"
+        }
+        print("step-up verifications: \(ok) in \(format1(elapsed)) s = \(Int(Double(ok) / elapsed))/s (errors \(errors))")
+        if errors > ok { printError("most requests failed: is the server rate-limiting (LATCHKEY_RATE_LIMIT=0 turns it off)?") }
+        print("verify request   p50 \(ms(v, 0.50))  p99 \(ms(v, 0.99))")
+        print("challenge+verify p50 \(ms(r, 0.50))  p99 \(ms(r, 0.99))")
+
+        // The signature check alone, in process: SPKI import + ECDSA-SHA256 verify (what verify
+        // costs besides HTTP, JSON and the two PostgreSQL round trips).
+        let key = PrivateKey.generateEC(.p256)
+        let spki = key.publicKey.spkiDER
+        let message = SecureRandom.bytes(138)
+        let sig = (try? key.sign(message, algorithm: .ecdsa(.sha256))) ?? []
+        let n = countLoop(seconds: 1) {
+            guard let k = try? PublicKey(spkiDER: spki) else { return false }
+            return k.verify(signature: sig, message: message, algorithm: .ecdsa(.sha256))
+        }
+        print("in-process P-256 key import + verify, 1 thread: \(n)/s")
+        return errors > 0 && ok == 0 ? ExitCode.failure : ExitCode.success
+    }
+
+    static func format1(_ x: Double) -> String { "\((x * 10).rounded() / 10)" }
+
+    struct SetupError: Error { let message: String }
+
+    /// A new account (passkey sign-up through the real API) with one enrolled device key.
+    static func enrol(_ c: HTTPClient, name: String, origin: String) -> Result<Phone, SetupError> {
+        func post(_ path: String, _ body: [UInt8], bearer: String? = nil) -> (Int, JSONValue?) {
+            var headers = [("Content-Type", "application/json")]
+            if let bearer { headers.append(("Authorization", bearer)) }
+            guard let r = try? c.send(method: "POST", path: path, headers: headers, body: body) else { return (0, nil) }
+            return (r.status, try? JSONParser.parse(r.body))
+        }
+        let (s1, options) = post("/v1/passkeys/registration/options", Array(#"{"username":"\#(name)","displayName":"\#(name)"}"#.utf8))
+        guard s1 == 200, let options, let challenge = options["challenge"]?.stringValue.flatMap(Base64URL.decode),
+              let rpId = options["rp"]?["id"]?.stringValue else {
+            return .failure(SetupError(message: "registration options: HTTP \(s1); is the server running?"))
+        }
+        let authenticator = SoftAuthenticator(algorithm: .es256)
+        let (s2, session) = post("/v1/passkeys/registration/verify", authenticator.registration(challenge: challenge, rpId: rpId, origin: origin).bytes())
+        guard s2 == 201, let token = session?["tokens"]?["access_token"]?.stringValue else {
+            return .failure(SetupError(message: "registration verify: HTTP \(s2); is \(origin) allowlisted (LATCHKEY_ORIGINS)?"))
+        }
+        let bearer = "Bearer \(token)"
+        let (s3, enrolment) = post("/v1/device-keys/challenges", [], bearer: bearer)
+        guard s3 == 201, let id = enrolment?["challengeId"]?.stringValue,
+              let bytes = enrolment?["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
+            return .failure(SetupError(message: "device-key challenge: HTTP \(s3)"))
+        }
+        let key = PrivateKey.generateEC(.p256)
+        guard let signature = try? key.sign(bytes, algorithm: .ecdsa(.sha256)), let point = key.publicKey.x963Point else {
+            return .failure(SetupError(message: "signing failed"))
+        }
+        let body = JSONValue.object([("deviceId", .string("bench-\(name)")), ("publicKey", .string(Base64URL.encode(point))),
+                                     ("platform", "ios"), ("challengeId", .string(id)), ("signature", .string(Base64URL.encode(signature)))])
+        let (s4, device) = post("/v1/device-keys", body.serialized(), bearer: bearer)
+        guard s4 == 201, let keyId = device?["id"]?.stringValue else { return .failure(SetupError(message: "device-key enrolment: HTTP \(s4)")) }
+        return .success(Phone(bearer: bearer, keyId: keyId, key: key))
+    }
+}
