@@ -11,10 +11,14 @@ public struct Application: Responder {
     let router: Router
     let metrics: Metrics
     let log: RequestLog
+    let limiter: RateLimiter
+    let trustProxy: Bool
 
     public init(services: Services) {
         metrics = services.metrics
         log = services.log
+        limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit)
+        trustProxy = services.configuration.trustProxy
         var routes = RouteTable()
         // Each area registers its own routes (one file each: Routes+<Area>.swift).
         routes.addPasskeyRoutes(services)
@@ -29,7 +33,12 @@ public struct Application: Responder {
 
     public func respond(to request: Request) -> Response {
         let start = monotonicNow()
-        var response = router.respond(to: request)
+        var response: Response
+        if request.method == "POST", request.path.hasPrefix("/v1/"), let wait = limiter.admit(clientAddress(request)) {
+            response = ServiceError("rate_limited", "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
+        } else {
+            response = router.respond(to: request)
+        }
         var route = "unmatched"
         if let i = response.headers.firstIndex(where: { $0.0 == RequestLog.routeHeader }) {
             route = response.headers[i].1
@@ -43,6 +52,20 @@ public struct Application: Responder {
         log.write(request: request, route: route, status: response.status, seconds: seconds, response: response)
         return response
     }
+}
+
+extension Application {
+    func clientAddress(_ request: Request) -> String {
+        if trustProxy, let forwarded = request.header("X-Forwarded-For"),
+           let last = forwarded.split(separator: ",").last?.trimmingSpaces, !last.isEmpty {
+            return last
+        }
+        return request.remoteAddress ?? "unknown"
+    }
+}
+
+extension Substring {
+    var trimmingSpaces: String { String(drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }
 }
 
 func jsonBody(_ request: Request) throws(ServiceError) -> JSONValue {

@@ -30,6 +30,10 @@ public struct Configuration: Sendable {
     public var accessTokenTTL = 300
     public var refreshTokenTTL = 30 * 24 * 3600
     public var issuer = "http://localhost:8080"
+    /// Requests per second per client address on ceremony and token endpoints (0: off).
+    public var rateLimit = 0
+    /// Behind a reverse proxy: take the client address from the last X-Forwarded-For hop.
+    public var trustProxy = false
     public var threads = 4
     public var workers = 1
 
@@ -77,6 +81,9 @@ public struct Configuration: Sendable {
         if let n = try int("LATCHKEY_MAX_BODY", 1024...(16 << 20)) { c.maxBody = n }
         if let n = try int("LATCHKEY_STEP_UP_TTL", 10...86400) { c.stepUpTTL = n }
         c.stepUpTTL = min(c.stepUpTTL, c.challengeTTL)
+        // On by default in production; off in development mode, where benchmarks and demos run from one address.
+        c.rateLimit = try int("LATCHKEY_RATE_LIMIT", 0...100_000) ?? (c.developmentMode ? 0 : 50)
+        c.trustProxy = env["LATCHKEY_TRUST_PROXY"] == "1"
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
         if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
         if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }
