@@ -26,6 +26,9 @@ set -e
 swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
 
+# The committed association files against the declared apps, and a live server's well-known URLs.
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash deploy/ci-wellknown.sh || status=1
+
 # The web app at `/` in real headless Chromium with a WebAuthn virtual authenticator: installs
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
