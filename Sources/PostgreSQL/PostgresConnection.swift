@@ -77,7 +77,7 @@ public final class PostgresConnection: Sendable {
     /// False once libpq has seen the connection break (`CONNECTION_BAD`). The socket closes when
     /// the last reference goes away.
     public var isConnected: Bool {
-        state.withLock { PQstatus($0.handle) == CONNECTION_OK }
+        state.withLock { PQstatus($0.handle) == CONNECTION_OK && $0.fatalFlag.pointee == 0 }
     }
 
     /// True while inside `transaction { }`.
@@ -118,12 +118,14 @@ public final class PostgresConnection: Sendable {
     @discardableResult
     public func executeScript(_ text: String) throws -> Int {
         try state.withLock { state in
-            guard let result = PQexec(state.handle, text) else {
-                throw Self.failure(state.handle, nil)
+            try Self.markingLoss(&state) { state in
+                guard let result = PQexec(state.handle, text) else {
+                    throw Self.failure(state.handle, nil)
+                }
+                defer { PQclear(result) }
+                try Self.check(result, state.handle)
+                return Self.affectedRows(result)
             }
-            defer { PQclear(result) }
-            try Self.check(result, state.handle)
-            return Self.affectedRows(result)
         }
     }
 
@@ -184,19 +186,34 @@ public final class PostgresConnection: Sendable {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
         return try state.withLock { state in
-            do {
-                return try Self.runPrepared(sql, &state)
-            } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
-                // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
-                // plan must not change result type" (after a schema change): prepare again, once.
-                let key = StatementKey(text: sql.text, types: sql.binds.map(\.typeOID))
-                guard let name = state.statements.removeValue(forKey: key) else { throw error }
-                if error.sqlState == "26000" { state.statements.removeAll() }
-                // Inside a transaction the failure aborted it: report the original error.
-                guard PQtransactionStatus(state.handle) == PQTRANS_IDLE else { throw error }
-                if error.sqlState == "0A000", let r = PQexec(state.handle, "DEALLOCATE \(name)") { PQclear(r) }
-                return try Self.runPrepared(sql, &state)
-            }
+            try Self.markingLoss(&state) { state in try Self.runCaching(sql, &state) }
+        }
+    }
+
+    /// A connection error (lost socket, or the server's 57P/08 "closing this session") marks the
+    /// connection broken for good, so a pool never reuses it.
+    private static func markingLoss<T>(_ state: inout State, _ body: (inout State) throws -> T) throws -> T {
+        do {
+            return try body(&state)
+        } catch let error as PostgresError where error.code == .connection {
+            state.fatalFlag.pointee = 1
+            throw error
+        }
+    }
+
+    private static func runCaching(_ sql: SQL, _ state: inout State) throws -> (rows: [Row], affected: Int) {
+        do {
+            return try runPrepared(sql, &state)
+        } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
+            // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
+            // plan must not change result type" (after a schema change): prepare again, once.
+            let key = StatementKey(text: sql.text, types: sql.binds.map(\.typeOID))
+            guard let name = state.statements.removeValue(forKey: key) else { throw error }
+            if error.sqlState == "26000" { state.statements.removeAll() }
+            // Inside a transaction the failure aborted it: report the original error.
+            guard PQtransactionStatus(state.handle) == PQTRANS_IDLE else { throw error }
+            if error.sqlState == "0A000", let r = PQexec(state.handle, "DEALLOCATE \(name)") { PQclear(r) }
+            return try runPrepared(sql, &state)
         }
     }
 

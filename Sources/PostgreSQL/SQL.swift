@@ -56,6 +56,12 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
             text += "$\(binds.count)"
         }
 
+        /// A bind parameter that is NULL when the value is nil.
+        public mutating func appendInterpolation<Value: PostgresBindable>(_ value: Value?) {
+            binds.append(value?.postgresValue ?? .null)
+            text += "$\(binds.count)"
+        }
+
         /// Spliced verbatim into the statement text. Never pass client input.
         public mutating func appendInterpolation(unsafeRaw raw: String) { text += raw }
     }

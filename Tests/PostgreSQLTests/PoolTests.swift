@@ -129,6 +129,26 @@ struct PoolTests {
         #expect(!conn.isConnected)
     }
 
+    /// Restarts the cluster, so it is opt-in and must run alone, against a private cluster:
+    /// `LATCHKEY_PG_RESTART_TEST=1 LATCHKEY_DATA_DIR=/tmp/x LATCHKEY_PG_PORT=54339 swift test
+    /// --filter serverRestart` (no DATABASE_URL). Other tests running meanwhile would fail.
+    @Test("after a server restart the pool replaces every connection",
+          .enabled(if: ProcessInfo.processInfo.environment["LATCHKEY_PG_RESTART_TEST"] == "1"
+                       && ProcessInfo.processInfo.environment["DATABASE_URL"] == nil))
+    func serverRestart() throws {
+        let pool = PostgresPool(url: try TestDatabase.url(), maxConnections: 2)
+        try pool.withConnection { a in try pool.withConnection { b in
+            _ = try a.query("SELECT 1 AS one"); _ = try b.query("SELECT 1 AS one")
+        } }
+        #expect(runCapturingStdout(["/bin/bash", TestDatabase.script, "--stop"]).status == 0)
+        #expect(runCapturingStdout(["/bin/bash", TestDatabase.script]).status == 0)
+        let counts = try pool.withConnection { a in try pool.withConnection { b in
+            [try a.query("SELECT 1 AS one").count, try b.query("SELECT 1 AS one").count]
+        } }
+        #expect(counts == [1, 1])
+        #expect(pool.stats.discarded == 2)
+    }
+
     @Test("shutdown refuses new work")
     func shutdown() throws {
         let pool = PostgresPool(url: try TestDatabase.url(), maxConnections: 2)

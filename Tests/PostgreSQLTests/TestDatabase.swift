@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 @testable import PostgreSQL
 
@@ -7,28 +8,19 @@ import Synchronization
 enum TestDatabase {
     static func url() throws -> String { try resolved.get() }
 
+    static let script = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("deploy/dev-postgres.sh").path
+
     private static let resolved: Result<String, TestSetupError> = {
         if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {
             return .success(url)
         }
-        let script = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("deploy/dev-postgres.sh").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        do { try process.run() } catch {
-            return .failure(TestSetupError(message: "could not run \(script): \(error)"))
-        }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0,
-              let last = String(decoding: data, as: UTF8.self).split(separator: "\n").last
-        else {
-            return .failure(TestSetupError(message: "\(script) failed (status \(process.terminationStatus))"))
+        // posix_spawn + waitpid rather than Foundation.Process, whose waitUntilExit can miss the
+        // child's exit when the script leaves a daemon (the postmaster) running.
+        let (status, stdout) = runCapturingStdout(["/bin/bash", script])
+        guard status == 0, let last = stdout.split(separator: "\n").last else {
+            return .failure(TestSetupError(message: "\(script) failed (status \(status))"))
         }
         var url = String(last)
         if url.hasSuffix("/latchkey") { url += "_test" }
@@ -68,4 +60,34 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) -
     }
     group.wait()
     return errors.withLock { $0 }
+}
+
+/// Runs `arguments` (stderr inherited) and returns its exit status and stdout.
+func runCapturingStdout(_ arguments: [String]) -> (status: Int32, stdout: String) {
+    var fds: [Int32] = [0, 0]
+    guard pipe(&fds) == 0 else { return (-1, "") }
+    // Close-on-exec so the script's daemon (the postmaster) cannot inherit either end.
+    _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+    _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
+    close(fds[1])
+    guard spawned == 0 else { close(fds[0]); return (-1, "") }
+    var output: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = read(fds[0], &buffer, buffer.count)
+        if n > 0 { output += buffer[0..<n] } else if n < 0, errno == EINTR { continue } else { break }
+    }
+    close(fds[0])
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+    let exitCode = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
+    return (exitCode, String(decoding: output, as: UTF8.self))
 }
