@@ -13,28 +13,19 @@ import Glibc
 /// against a running server, beside a pgbench run of exactly the SQL one login costs.
 enum LoginBenchmark {
     struct Options {
-        var host = "127.0.0.1"
-        var port = 8080
-        var origin = "http://localhost:8080"
-        var concurrency = 32
-        var duration = 10.0
+        var target: BenchTarget
         var pid: Int32? = nil
         var databaseURL: String? = nil
         var credentials = 64
+        var host: String { target.host }
+        var port: Int { target.port }
+        var origin: String { target.origin }
+        var concurrency: Int { target.concurrency }
+        var duration: Double { target.duration }
     }
 
     static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
-        var o = Options()
-        guard let url = args.value("url") else { throw UsageError(message: "--url is required, e.g. --url http://127.0.0.1:8080") }
-        guard url.hasPrefix("http://") else { throw UsageError(message: "--url must be http://host:port (the benchmark speaks plain HTTP)") }
-        let rest = url.dropFirst(7).split(separator: "/").first.map(String.init) ?? ""
-        let hostPort = rest.split(separator: ":")
-        o.host = hostPort.first.map(String.init) ?? "127.0.0.1"
-        if o.host == "localhost" { o.host = "127.0.0.1" }
-        if hostPort.count > 1 { guard let p = Int(hostPort[1]) else { throw UsageError(message: "bad port in --url") }; o.port = p }
-        o.origin = args.value("origin") ?? "http://" + rest
-        if let c = args.value("concurrency") { guard let n = Int(c), n >= 1, n <= 1024 else { throw UsageError(message: "--concurrency 1…1024") }; o.concurrency = n }
-        if let d = args.value("duration") { guard let n = Double(d), n > 0, n <= 3600 else { throw UsageError(message: "--duration seconds") }; o.duration = n }
+        var o = Options(target: try BenchTarget(args, defaultConcurrency: 32))
         if let p = args.value("pid") { guard let n = Int32(p) else { throw UsageError(message: "--pid takes a process id") }; o.pid = n }
         o.databaseURL = args.value("database-url") ?? Configuration.processEnvironment()["DATABASE_URL"]
         return o

@@ -25,33 +25,8 @@ enum StepUpBenchmark {
                  server with LATCHKEY_RATE_LIMIT=0, or the per-client limit is what gets measured (429s).
         """
 
-    struct Options {
-        var host = "127.0.0.1"
-        var port = 8080
-        var origin = "http://localhost:8080"
-        var concurrency = 8
-        var duration = 10.0
-    }
-
-    static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
-        var o = Options()
-        guard let url = args.value("url") else { throw UsageError(message: "--url is required, e.g. --url http://127.0.0.1:8080") }
-        guard url.hasPrefix("http://") else { throw UsageError(message: "--url must be http://host:port (the benchmark speaks plain HTTP)") }
-        let rest = url.dropFirst(7).split(separator: "/").first.map(String.init) ?? ""
-        let hostPort = rest.split(separator: ":")
-        o.host = hostPort.first.map(String.init) ?? "127.0.0.1"
-        if o.host == "localhost" { o.host = "127.0.0.1" }
-        if hostPort.count > 1 { guard let p = Int(hostPort[1]) else { throw UsageError(message: "bad port in --url") }; o.port = p }
-        o.origin = args.value("origin") ?? "http://" + rest
-        if let c = args.value("concurrency") {
-            guard let n = Int(c), n >= 1, n <= 256 else { throw UsageError(message: "--concurrency 1…256") }
-            o.concurrency = n
-        }
-        if let d = args.value("duration") {
-            guard let n = Double(d), n > 0, n <= 3600 else { throw UsageError(message: "--duration seconds") }
-            o.duration = n
-        }
-        return o
+    static func parse(_ args: ParsedArguments) throws(UsageError) -> BenchTarget {
+        try BenchTarget(args, defaultConcurrency: 8)
     }
 
     /// One benchmark thread's account and device key.
@@ -61,7 +36,7 @@ enum StepUpBenchmark {
         let key: PrivateKey
     }
 
-    static func run(_ o: Options) -> Int32 {
+    static func run(_ o: BenchTarget) -> Int32 {
         print("latchkey bench step-up: \(o.host):\(o.port), origin \(o.origin), concurrency \(o.concurrency), \(o.duration) s")
         var phones: [Phone] = []
         let client = HTTPClient(host: o.host, port: o.port)

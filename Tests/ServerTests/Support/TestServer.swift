@@ -254,18 +254,6 @@ func onThreads<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int, _ st
     return results.withLock { d in (0..<count).compactMap { d[$0] } }
 }
 
-/// A SplitMix64 generator: the same seed gives the same mutations on every run.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 extension JSONValue {
     /// A copy with member `key` of this object set (replaced in place, or appended) or removed (nil).
