@@ -26,8 +26,8 @@ struct MutationTests {
         let response = body["response"] ?? .object([])
         let keep = ceremony == .registration ? ["clientDataJSON", "attestationObject"] : ["clientDataJSON", "authenticatorData", "signature"]
         let trimmed = JSONValue.object(keep.compactMap { k in response[k].map { (k, $0) } })
-        // rawId is left out: the server reads it as optional (falling back to id), so a mutation of it could be benign.
-        return .object([("id", body["id"] ?? .null), ("type", "public-key"), ("response", trimmed)])
+        // id and rawId must agree, so changing either one alone is refused too.
+        return .object([("id", body["id"] ?? .null), ("rawId", body["rawId"] ?? .null), ("type", "public-key"), ("response", trimmed)])
     }
 
     @Test("500 seeded mutations → only 4xx problem+json, and the server still answers")
