@@ -13,8 +13,10 @@ public struct Application: Responder {
     let log: RequestLog
     let limiter: RateLimiter
     let trustProxy: Bool
+    let origins: OriginCache
 
     public init(services: Services) {
+        origins = services.origins
         metrics = services.metrics
         log = services.log
         limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit)
@@ -34,7 +36,16 @@ public struct Application: Responder {
     public func respond(to request: Request) -> Response {
         let start = monotonicNow()
         var response: Response
-        if request.method == "POST", request.path.hasPrefix("/v1/"), let wait = limiter.admit(clientAddress(request)) {
+        let corsOrigin = allowedCORSOrigin(request)
+        if request.method == "OPTIONS", let origin = corsOrigin, request.header("Access-Control-Request-Method") != nil {
+            // CORS preflight from an allowlisted web origin (a page on another host of the site).
+            response = .empty(status: 204, headers: [
+                ("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE"),
+                ("Access-Control-Allow-Headers", "Authorization, Content-Type"), ("Access-Control-Max-Age", "600"),
+                (RequestLog.routeHeader, "preflight"),
+            ])
+            _ = origin
+        } else if request.method == "POST", request.path.hasPrefix("/v1/"), let wait = limiter.admit(clientAddress(request)) {
             response = ServiceError("rate_limited", "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
         } else {
             response = router.respond(to: request)
@@ -43,6 +54,10 @@ public struct Application: Responder {
         if let i = response.headers.firstIndex(where: { $0.0 == RequestLog.routeHeader }) {
             route = response.headers[i].1
             response.headers.remove(at: i)
+        }
+        if let origin = corsOrigin {
+            response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+                                 ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")]
         }
         if !response.headers.contains(where: { $0.0.lowercased() == "cache-control" }) {
             response.headers.append(("Cache-Control", "no-store"))
@@ -55,6 +70,15 @@ public struct Application: Responder {
 }
 
 extension Application {
+    /// The request's `Origin` when it is an allowlisted web origin and the path is part of the
+    /// public API (`/v1/…`, JWKS); admin routes never answer cross-origin.
+    func allowedCORSOrigin(_ request: Request) -> String? {
+        guard let origin = request.header("Origin"), origin.hasPrefix("https://") || origin.hasPrefix("http://"),
+              request.path.hasPrefix("/v1/") || request.path == "/.well-known/jwks.json",
+              origins.policy().allows(origin) else { return nil }
+        return origin
+    }
+
     func clientAddress(_ request: Request) -> String {
         if trustProxy, let forwarded = request.header("X-Forwarded-For"),
            let last = forwarded.split(separator: ",").last?.trimmingSpaces, !last.isEmpty {

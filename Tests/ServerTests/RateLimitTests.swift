@@ -28,3 +28,25 @@ import Testing
         #expect(try client.get("/healthz").status == 200)
     }
 }
+
+@Suite struct CORSTests {
+    @Test func allowlistedOriginsGetCORSHeadersAndPreflight() throws {
+        let server = try TestServer(name: "cors")
+        let client = server.client()
+        let preflight = try client.http.send(method: "OPTIONS", path: "/v1/passkeys/authentication/options",
+                                             headers: [("Origin", server.origin), ("Access-Control-Request-Method", "POST")])
+        #expect(preflight.status == 204)
+        #expect(preflight.header("Access-Control-Allow-Origin") == server.origin)
+        #expect(preflight.header("Access-Control-Allow-Headers")?.contains("Authorization") == true)
+        let options = try client.http.send(method: "POST", path: "/v1/passkeys/authentication/options",
+                                           headers: [("Origin", server.origin), ("Content-Type", "application/json")], body: Array("{}".utf8))
+        #expect(options.status == 200)
+        #expect(options.header("Access-Control-Allow-Origin") == server.origin)
+        // An origin that is not allowlisted gets no CORS headers; nor do admin routes.
+        let foreign = try client.http.send(method: "POST", path: "/v1/passkeys/authentication/options",
+                                           headers: [("Origin", "https://evil.example"), ("Content-Type", "application/json")], body: Array("{}".utf8))
+        #expect(foreign.header("Access-Control-Allow-Origin") == nil)
+        let admin = try client.http.send(method: "GET", path: "/admin/v1/origins", headers: [("Origin", server.origin)])
+        #expect(admin.header("Access-Control-Allow-Origin") == nil)
+    }
+}
