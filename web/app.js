@@ -175,6 +175,7 @@ function refreshTokens() {
         showWelcome();
         showBanner(e instanceof ApiError && e.code !== 'network'
           ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network, 'error', e.code || 'invalid_grant');
+        startConditional();
         return false;
       } finally {
         app.refreshing = null;
@@ -411,7 +412,7 @@ function showWelcome() {
   $('signup-username-error').hidden = true;
   setView('welcome');
   delete document.body.dataset.signinMethod;
-  $('passkeys').replaceChildren();
+  clearPasskeys();
   $('transfer-result').hidden = true;
   $('welcome-title').focus();
 }
@@ -429,6 +430,7 @@ async function showAccount(method) {
     restored: 'You are signed in with a passkey.',
   }[method] || 'You are signed in with a passkey.';
   $('transfer-result').hidden = true;
+  clearPasskeys();
   $('account-title').focus();
   announce(`Signed in as ${user.username}.`);
   await loadPasskeys();
@@ -449,6 +451,12 @@ function when(iso) {
   if (abs < 3600) return relative.format(Math.round(seconds / 60), 'minute');
   if (abs < 86400) return relative.format(Math.round(seconds / 3600), 'hour');
   return dateFormat.format(new Date(t));
+}
+
+function clearPasskeys() {
+  $('passkeys').replaceChildren();
+  delete $('passkeys').dataset.count;
+  $('passkeys-empty').hidden = true;
 }
 
 async function loadPasskeys(focusId) {

@@ -6,7 +6,7 @@ Environment: LATCHKEY_URL (http://localhost:PORT), LATCHKEY_SCREENSHOTS (folder 
 
 The tests are one story, in order, sharing one browser and one authenticator: sign up (keyboard
 only), sign out, a cancelled sign-in, a taken username, sign in with the button and with autofill
-(conditional mediation), token refresh after a 401, rename (keyboard only), the "already on this
+(conditional mediation), token refresh after a 401, an ended session, rename (keyboard only), the "already on this
 device" message, step-up approval of a 200 EUR transfer, revoke (keyboard only), and a revoked
 passkey failing to sign in. Synchronisation is on DOM state only (WebDriverWait conditions on
 data-* attributes the app sets), never sleeps.
@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -113,7 +113,9 @@ class Browser:
     # --- waiting on DOM state
     def until(self, condition, what):
         try:
-            return WebDriverWait(self.d, WAIT).until(lambda d: condition())
+            # A re-rendered list can replace an element between finding and reading it.
+            return WebDriverWait(self.d, WAIT, ignored_exceptions=(StaleElementReferenceException,)).until(
+                lambda d: condition())
         except TimeoutException:
             raise AssertionError(f'timed out waiting for {what}; {self.state()}') from None
 
@@ -294,6 +296,23 @@ def test_expired_access_token_is_refreshed(b):
     assert after['tokens']['access_token'] != before['tokens']['access_token']
 
 
+def test_ended_session_asks_to_sign_in_again(b):
+    session = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))
+    session['tokens']['access_token'] = 'expired'
+    session['tokens']['refresh_token'] = 'revoked'
+    b.d.execute_script("sessionStorage.setItem('latchkey.session', arguments[0])", json.dumps(session))
+    b.user_verified(False)  # keep the autofill request the app then starts from signing in again
+    b.load()
+    text = b.wait_banner('invalid_grant')
+    assert 'sign in again' in text, text
+    b.wait_view('welcome')
+    b.wait_autofill_idle()
+    b.user_verified(True)
+    b.el('signin-button').click()
+    b.wait_view('account')
+    b.wait_passkeys(1)
+
+
 def test_rename_with_keyboard_only(b):
     item = b.wait_passkeys(1)[0]
     rename = item.find_element(By.CSS_SELECTOR, '.pk-rename-start')
@@ -373,6 +392,7 @@ TESTS = [
     test_sign_in_with_the_button,
     test_sign_in_with_autofill,
     test_expired_access_token_is_refreshed,
+    test_ended_session_asks_to_sign_in_again,
     test_rename_with_keyboard_only,
     test_adding_a_passkey_this_device_already_has_says_so,
     test_step_up_approves_the_transfer,
