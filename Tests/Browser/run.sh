@@ -9,6 +9,7 @@
 # server's log to data/browser/server.log.
 #
 # Environment: LATCHKEY_BIN (a built latchkey binary; default: `swift build --product latchkey`),
+# LATCHKEY_BROWSER_DATABASE_URL (use this database; deploy/test.sh passes its cluster's), else
 # LATCHKEY_TEST_DATA_DIR / LATCHKEY_TEST_PG_PORT (the test cluster, as in deploy/test.sh).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -46,8 +47,15 @@ fi
 
 # --- 3. The test database ---------------------------------------------------------------------
 if [[ -z "${LATCHKEY_BROWSER_DATABASE_URL:-}" ]]; then
-  url="$(LATCHKEY_DATA_DIR="${LATCHKEY_TEST_DATA_DIR:-$REPO/data/test-postgres}" \
-         LATCHKEY_PG_PORT="${LATCHKEY_TEST_PG_PORT:-54330}" LATCHKEY_PG_FAST=1 \
+  data_dir="${LATCHKEY_TEST_DATA_DIR:-$REPO/data/test-postgres}"
+  # As deploy/test.sh: LATCHKEY_TEST_PG_PORT, else the first from 54330 that is free or already ours.
+  pg_port="${LATCHKEY_TEST_PG_PORT:-54330}"
+  if [[ -z "${LATCHKEY_TEST_PG_PORT:-}" ]]; then
+    while (exec 3<>"/dev/tcp/127.0.0.1/$pg_port") 2>/dev/null && [[ ! -S "$data_dir/socket/.s.PGSQL.$pg_port" ]]; do
+      pg_port=$((pg_port + 1))
+    done
+  fi
+  url="$(LATCHKEY_DATA_DIR="$data_dir" LATCHKEY_PG_PORT="$pg_port" LATCHKEY_PG_FAST=1 \
          bash deploy/dev-postgres.sh | tail -n 1)"
   # The cluster's `latchkey` database: the Swift suites use `latchkey_test`.
   LATCHKEY_BROWSER_DATABASE_URL="$url"
