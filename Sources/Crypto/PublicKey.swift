@@ -18,6 +18,12 @@ public struct PublicKey: Sendable {
         type = PublicKey.keyType(of: pointer)
     }
 
+    /// For keys built from components, whose type is known: skips the provider name lookups.
+    init(taking pointer: OpaquePointer, type: KeyType) {
+        handle = PKeyHandle(pointer)
+        self.type = type
+    }
+
     static func keyType(of pkey: OpaquePointer) -> KeyType {
         if EVP_PKEY_is_a(pkey, "EC") == 1 {
             var name = [CChar](repeating: 0, count: 64)
@@ -50,14 +56,14 @@ public struct PublicKey: Sendable {
         }
         let pkey = point.withUnsafeBufferPointer { shim_pkey_from_ec_point(curve.openSSLName, $0.baseAddress, $0.count) }
         guard let pkey else { throw CryptoError.openSSL(.invalidKey, "point is not on \(curve.rawValue)") }
-        return PublicKey(taking: pkey)
+        return PublicKey(taking: pkey, type: .ec(curve))
     }
 
     public static func ed25519(_ raw: [UInt8]) throws(CryptoError) -> PublicKey {
         guard raw.count == 32 else { throw CryptoError(.invalidKey, "Ed25519 public keys are 32 bytes") }
         let pkey = raw.withUnsafeBufferPointer { EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, $0.baseAddress, 32) }
         guard let pkey else { throw CryptoError.openSSL(.invalidKey, "invalid Ed25519 key") }
-        return PublicKey(taking: pkey)
+        return PublicKey(taking: pkey, type: .ed25519)
     }
 
     public static func rsa(modulus n: [UInt8], exponent e: [UInt8]) throws(CryptoError) -> PublicKey {
@@ -69,7 +75,7 @@ public struct PublicKey: Sendable {
             e.withUnsafeBufferPointer { eb in shim_pkey_from_rsa(nb.baseAddress, nb.count, eb.baseAddress, eb.count) }
         }
         guard let pkey else { throw CryptoError.openSSL(.invalidKey, "invalid RSA key") }
-        return PublicKey(taking: pkey)
+        return PublicKey(taking: pkey, type: .rsa(bits: Int(EVP_PKEY_get_bits(pkey))))
     }
 
     /// A key from DER SubjectPublicKeyInfo (Android's `PublicKey.getEncoded()`).

@@ -32,27 +32,49 @@ public enum Base64URL {
     }
 
     public static func decode(_ text: String) -> [UInt8]? {
-        var utf8 = Array(text.utf8)
+        var text = text
+        // Native Swift strings are contiguous UTF-8: decode in place, without copying the text.
+        return text.withUTF8 { decode(utf8: $0) }
+    }
+
+    public static func decode(utf8 input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var count = input.count
         var padding = 0
-        while utf8.last == UInt8(ascii: "=") { utf8.removeLast(); padding += 1 }
-        guard padding <= 2, utf8.count % 4 != 1 else { return nil }
-        if padding > 0, (utf8.count + padding) % 4 != 0 { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(utf8.count * 3 / 4)
-        var acc: UInt32 = 0
-        var bits = 0
-        for c in utf8 {
-            let v = reverse[Int(c)]
-            if v == 0xFF { return nil }
-            acc = acc << 6 | UInt32(v)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
+        while count > 0, input[count - 1] == UInt8(ascii: "=") { count -= 1; padding += 1 }
+        guard padding <= 2, count % 4 != 1 else { return nil }
+        if padding > 0, (count + padding) % 4 != 0 { return nil }
+        var ok = true
+        let output = reverse.withUnsafeBufferPointer { t in
+            [UInt8](unsafeUninitializedCapacity: count * 3 / 4) { out, written in
+                var o = 0
+                var i = 0
+                defer { written = o }
+                while i + 4 <= count {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
+                    guard (a | b | c | d) & 0xC0 == 0 else { ok = false; return }
+                    out[o] = a << 2 | b >> 4
+                    out[o + 1] = (b & 0x0F) << 4 | c >> 2
+                    out[o + 2] = (c & 0x03) << 6 | d
+                    o += 3
+                    i += 4
+                }
+                switch count - i {
+                case 2:
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])]
+                    // Non-zero leftover bits mean a non-canonical encoding of the last byte.
+                    guard (a | b) & 0xC0 == 0, b & 0x0F == 0 else { ok = false; return }
+                    out[o] = a << 2 | b >> 4
+                    o += 1
+                case 3:
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])]
+                    guard (a | b | c) & 0xC0 == 0, c & 0x03 == 0 else { ok = false; return }
+                    out[o] = a << 2 | b >> 4
+                    out[o + 1] = (b & 0x0F) << 4 | c >> 2
+                    o += 2
+                default: break
+                }
             }
         }
-        // Non-zero leftover bits mean a non-canonical encoding of the last byte.
-        if bits > 0, acc & ((1 << UInt32(bits)) - 1) != 0 { return nil }
-        return out
+        return ok ? output : nil
     }
 }

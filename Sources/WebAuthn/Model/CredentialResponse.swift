@@ -86,7 +86,7 @@ struct CredentialEnvelope {
         guard let rawIdText = json["rawId"]?.stringValue else { throw .invalid("rawId is missing") }
         guard let rawId = Base64URL.decode(rawIdText), !rawId.isEmpty else { throw .invalid("rawId is not base64url") }
         // id is base64url(rawId) (§5.1.8); compare bytes so padding differences do not matter.
-        guard Base64URL.decode(id) == rawId else { throw .invalid("id does not match rawId") }
+        guard id == rawIdText || Base64URL.decode(id) == rawId else { throw .invalid("id does not match rawId") }
         guard let response = json["response"], case .object = response else { throw .invalid("response is missing") }
         self.id = id
         self.rawId = rawId
