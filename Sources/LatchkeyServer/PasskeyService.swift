@@ -194,14 +194,18 @@ public final class PasskeyService: Sendable {
     func finishAuthentication(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
         let parsed: ParsedAuthentication
         do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
-        let challenge = try consume(parsed.clientData.challenge, purpose: "authentication")
+        // One round trip: use the challenge up and fetch the credential (SPEC: consumed first, so any
+        // later failure still uses it up; the credential is only looked at after the ceremony checks).
+        let (found, login) = try db { try store.consumeChallengeForLogin(hash: Digest.sha256(parsed.clientData.challenge),
+                                                                          credentialId: parsed.response.rawId) }
+        let challenge = try validate(found, purpose: "authentication")
         var policy = basePolicy()
         if let uv = (try? JSONParser.parse(challenge.policy))?["uv"]?.stringValue,
            let v = VerificationPolicy.UserVerification(rawValue: uv) { policy.userVerification = v }
         let expected = parsed.clientData.challenge
         // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
         do { try AuthenticationVerifier.checkCeremony(parsed, expectedChallenge: expected, policy: policy) } catch { throw ServiceError(error) }
-        guard let (credential, user) = try db({ try store.credentialForLogin(id: parsed.response.rawId) }) else {
+        guard let (credential, user) = login else {
             throw ServiceError("credential_unknown", "no such passkey")
         }
         // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
@@ -260,7 +264,12 @@ public final class PasskeyService: Sendable {
     /// Finds and uses up the challenge; unknown, expired, used or another ceremony's → challenge_invalid.
     func consume(_ challenge: [UInt8], purpose: String) throws(ServiceError) -> ChallengeRecord {
         guard challenge.count >= 16, challenge.count <= 64 else { throw ServiceError("challenge_invalid", "unknown challenge") }
-        guard let record = try db({ try store.consumeChallenge(hash: Digest.sha256(challenge)) }) else {
+        return try validate(try db { try store.consumeChallenge(hash: Digest.sha256(challenge)) }, purpose: purpose)
+    }
+
+    /// A consumed challenge row must exist, be live, and belong to this ceremony and rpId.
+    func validate(_ found: ChallengeRecord?, purpose: String) throws(ServiceError) -> ChallengeRecord {
+        guard let record = found else {
             throw ServiceError("challenge_invalid", "unknown or already used challenge")
         }
         guard !record.expired else { throw ServiceError("challenge_invalid", "challenge expired") }

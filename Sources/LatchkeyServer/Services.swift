@@ -20,9 +20,11 @@ public final class Services: Sendable {
     let log: RequestLog
 
     /// Migrates (under an advisory lock), seeds configured origins, and loads signing keys.
-    public init(configuration: Configuration, pool: PostgresPool, log: RequestLog = RequestLog(enabled: true)) throws {
+    /// `challengePool`: connections with asynchronous commit for challenge rows (see Store).
+    public init(configuration: Configuration, pool: PostgresPool, challengePool: PostgresPool? = nil,
+                log: RequestLog = RequestLog(enabled: true)) throws {
         self.configuration = configuration
-        store = Store(pool: pool)
+        store = Store(pool: pool, challengePool: challengePool)
         _ = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
         for origin in configuration.origins { _ = try store.addOrigin(origin, source: "config", actor: "latchkey") }
         tokens = TokenService(store: store, configuration: configuration)

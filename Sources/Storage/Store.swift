@@ -5,24 +5,67 @@ import PostgreSQL
 /// Every query Latchkey runs, in one place. Values are always bind parameters.
 public final class Store: Sendable {
     public let pool: PostgresPool
+    /// Connections with `synchronous_commit = off`, for challenge rows only. A challenge that a
+    /// crash forgets costs the client a retry; a consumed challenge that a crash brings back is
+    /// harmless, because a login's own (synchronous) commit comes later in the WAL and flushes the
+    /// consume with it. Everything else (credentials, tokens, audit) stays fully durable.
+    public let challengePool: PostgresPool
 
-    public init(pool: PostgresPool) { self.pool = pool }
+    public init(pool: PostgresPool, challengePool: PostgresPool? = nil) {
+        self.pool = pool
+        self.challengePool = challengePool ?? pool
+    }
+
+    /// `url` with `synchronous_commit=off` for every session (URI or key=value conninfo).
+    public static func asynchronousCommitURL(_ url: String) -> String {
+        if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
+            return url + (url.contains("?") ? "&" : "?") + "options=-c%20synchronous_commit%3Doff"
+        }
+        return url + " options='-c synchronous_commit=off'"
+    }
 
     // MARK: Challenges
 
     public func insertChallenge(hash: [UInt8], purpose: String, userId: String?, rpId: String, policy: String, ttlSeconds: Int) throws {
-        try pool.withConnection { c in
+        try challengePool.withConnection { c in
             _ = try c.execute("INSERT INTO challenges (hash, purpose, user_id, rp_id, policy, expires_at) VALUES (\(hash), \(purpose), \(userId), \(rpId), \(PostgresValue.text(policy))::jsonb, now() + make_interval(secs => \(ttlSeconds)))")
         }
     }
 
     /// Consumes a challenge atomically: of N concurrent callers exactly one gets the row.
     public func consumeChallenge(hash: [UInt8]) throws -> ChallengeRecord? {
-        try pool.withConnection { c in
+        try challengePool.withConnection { c in
             let rows = try c.query("DELETE FROM challenges WHERE hash = \(hash) RETURNING purpose, user_id, rp_id, policy::text AS policy, expires_at <= now() AS expired")
             guard let r = rows.first else { return nil }
             return ChallengeRecord(purpose: try r.string("purpose"), userId: try r.optionalString("user_id"), rpId: try r.string("rp_id"),
                                    policy: try r.string("policy"), expired: try r.bool("expired"))
+        }
+    }
+
+    /// A login's first round trip: consumes the challenge and fetches the credential with its owner
+    /// (nil when unknown or revoked) in one statement.
+    public func consumeChallengeForLogin(hash: [UInt8], credentialId: [UInt8]) throws -> (ChallengeRecord?, (CredentialRecord, UserRecord)?) {
+        try challengePool.withConnection { c in
+            let rows = try c.query("""
+                WITH ch AS (
+                    DELETE FROM challenges WHERE hash = \(hash)
+                    RETURNING purpose, user_id AS bound_user, rp_id, policy::text AS policy, expires_at <= now() AS expired
+                )
+                SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.policy, ch.expired,
+                       c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible,
+                       c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at,
+                       u.user_handle, u.username, u.display_name
+                FROM ch LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
+                        LEFT JOIN users u ON u.id = c.user_id
+                """)
+            guard let r = rows.first else { return (nil, nil) }
+            let challenge = ChallengeRecord(purpose: try r.string("purpose"), userId: try r.optionalString("bound_user"),
+                                            rpId: try r.string("rp_id"), policy: try r.string("policy"), expired: try r.bool("expired"))
+            guard try !r.isNull("id") else { return (challenge, nil) }
+            let cred = try Store.credential(r)
+            let user = UserRecord(id: cred.userId, userHandle: try r.bytes("user_handle"), username: try r.string("username"),
+                                  displayName: try r.string("display_name"))
+            return (challenge, (cred, user))
         }
     }
 

@@ -40,8 +40,10 @@ enum ServeCommand: Command {
         signal(SIGPIPE, SIG_IGN)
 
         let pool = PostgresPool(url: configuration.databaseURL, maxConnections: configuration.threads + 2)
+        let challengePool = PostgresPool(url: Store.asynchronousCommitURL(configuration.databaseURL),
+                                         maxConnections: configuration.threads + 2)
         let services: Services
-        do { services = try Services(configuration: configuration, pool: pool) } catch {
+        do { services = try Services(configuration: configuration, pool: pool, challengePool: challengePool) } catch {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
         }
@@ -73,6 +75,7 @@ enum ServeCommand: Command {
         server.stop()
         for pid in children { var status: Int32 = 0; waitpid(pid, &status, 0) }
         pool.shutdown()
+        challengePool.shutdown()
         return ExitCode.success
     }
 }
