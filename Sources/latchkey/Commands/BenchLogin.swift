@@ -52,7 +52,8 @@ enum LoginBenchmark {
             let authenticator = SoftAuthenticator(algorithm: .es256)
             let body = authenticator.registration(challenge: challenge, rpId: rpId, origin: o.origin).bytes()
             guard let verify = post(client, "/v1/passkeys/registration/verify", body), verify.status == 201 else {
-                printError("enrolment verify failed: \(post(client, "/", []).map { String($0.status) } ?? "no answer") — is \(o.origin) allowlisted (LATCHKEY_ORIGINS)?")
+                let answer = post(client, "/v1/passkeys/registration/verify", body).map { "\($0.status) \($0.text)" } ?? "no answer"
+                printError("enrolment verify failed: \(answer)\nis \(o.origin) allowlisted (LATCHKEY_ORIGINS), and is LATCHKEY_RATE_LIMIT=0?")
                 return ExitCode.failure
             }
             enrolled.append(Enrolled(authenticator: authenticator, rpId: rpId))
