@@ -30,8 +30,8 @@ extension JSONValue {
                 e.write(into: &out, canonical: canonical)
             }
             out.append(UInt8(ascii: "]"))
-        case .object(var members):
-            if canonical { members.sort { $0.key.utf16.lexicographicallyPrecedes($1.key.utf16) } }
+        case .object(let stored):
+            let members = canonical ? stored.sorted { $0.key.utf16.lexicographicallyPrecedes($1.key.utf16) } : stored
             out.append(UInt8(ascii: "{"))
             for (i, m) in members.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
@@ -45,20 +45,30 @@ extension JSONValue {
 
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        for byte in s.utf8 {
-            switch byte {
-            case 0x22: out.append(contentsOf: [0x5C, 0x22])
-            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-            case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
-            case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0x00..<0x20:
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-            default: out.append(byte)
+        var text = s
+        text.withUTF8 { bytes in
+            // Copy runs that need no escaping in one go; most strings are one such run.
+            var runStart = 0
+            for i in 0..<bytes.count {
+                let byte = bytes[i]
+                guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
+                runStart = i + 1
+                switch byte {
+                case 0x22: out.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+                case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+                case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    let digits = hex.utf8Start
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
         }
         out.append(UInt8(ascii: "\""))
     }
@@ -67,6 +77,8 @@ extension JSONValue {
     public static func ecmaScriptString(_ value: Double) -> String {
         if value == 0 { return "0" }  // also -0
         if value.isNaN || value.isInfinite { return "null" }
+        // Fast path: integers below 2^53 print as themselves (ECMAScript agrees up to 10^21).
+        if value.rounded(.towardZero) == value, abs(value) < 9_007_199_254_740_992 { return String(Int64(value)) }
         if value < 0 { return "-" + ecmaScriptString(-value) }
         // Shortest round-trip digits from Swift's description, then ECMAScript's layout.
         let (digits, exponent) = shortestDigits(value)  // value = 0.d1d2… × 10^exponent

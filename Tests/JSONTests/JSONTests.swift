@@ -45,3 +45,13 @@ import Testing
         #expect(text == #"{"a":{"z":true,"€":"x","😀":0},"b":1,"é":[]}"#)
     }
 }
+
+@Suite struct JSONWriterTests {
+    @Test func escapesOnlyWhatRFC8785Requires() throws {
+        let value = JSONValue.string("a\"b\\c\n\u{01}é/😀\t")
+        #expect(value.text == #""a\"b\\c\n\u0001é/😀\t""#)
+        #expect(try JSONParser.parse(value.text) == value)
+        #expect(JSONValue.string("").text == #""""#)
+        #expect(JSONValue.string("\u{1F}").text == #""\u001f""#)
+    }
+}
