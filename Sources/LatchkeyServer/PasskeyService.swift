@@ -204,7 +204,10 @@ public final class PasskeyService: Sendable {
            let v = VerificationPolicy.UserVerification(rawValue: uv) { policy.userVerification = v }
         let expected = parsed.clientData.challenge
         // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
-        do { try AuthenticationVerifier.checkCeremony(parsed, expectedChallenge: expected, policy: policy) } catch { throw ServiceError(error) }
+        let checked: CeremonyCheckedAuthentication
+        do { checked = try AuthenticationVerifier.checkCeremony(parsed, expectedChallenge: expected, policy: policy) } catch {
+            throw ServiceError(error)
+        }
         guard let (credential, user) = login else {
             throw ServiceError("credential_unknown", "no such passkey")
         }
@@ -220,7 +223,7 @@ public final class PasskeyService: Sendable {
                                       backupEligible: credential.backupEligible)
         let verified: VerifiedAuthentication
         do {
-            verified = try AuthenticationVerifier.verify(parsed, expectedChallenge: expected, stored: stored, policy: policy)
+            verified = try AuthenticationVerifier.verify(checked, stored: stored)
         } catch {
             if error.code == .signCountRegression {
                 // A possible clone: flag the credential so admins and the user can see it.

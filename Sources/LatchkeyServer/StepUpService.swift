@@ -282,7 +282,10 @@ public final class StepUpService: Sendable {
                        keyBinding: String) throws(ServiceError) -> (credentialId: [UInt8], spki: [UInt8]) {
         var policy = passkeys.basePolicy()
         policy.userVerification = .required
-        do { try AuthenticationVerifier.checkCeremony(parsed, expectedChallenge: challenge, policy: policy) } catch { throw ServiceError(error) }
+        let checked: CeremonyCheckedAuthentication
+        do { checked = try AuthenticationVerifier.checkCeremony(parsed, expectedChallenge: challenge, policy: policy) } catch {
+            throw ServiceError(error)
+        }
         guard let (credential, user) = try db({ try store.credentialForLogin(id: parsed.response.rawId) }), user.id == userId else {
             throw ServiceError("credential_unknown", "no such passkey on this account")
         }
@@ -297,7 +300,7 @@ public final class StepUpService: Sendable {
         do { key = try passkeys.keyCache.key(for: credential) } catch { throw ServiceError(error) }
         let stored = StoredCredential(publicKey: key, signCount: UInt32(clamping: credential.signCount), backupEligible: credential.backupEligible)
         let verified: VerifiedAuthentication
-        do { verified = try AuthenticationVerifier.verify(parsed, expectedChallenge: challenge, stored: stored, policy: policy) } catch {
+        do { verified = try AuthenticationVerifier.verify(checked, stored: stored) } catch {
             throw ServiceError(error)
         }
         try db { try store.recordPasskeyStepUp(credentialId: credential.id, signCount: Int64(verified.newSignCount)) }

@@ -43,30 +43,45 @@ public struct ParsedAuthentication: Sendable {
     public init(bytes: [UInt8]) throws(WebAuthnError) { try self.init(AuthenticationResponse(bytes: bytes)) }
 }
 
+/// An assertion whose ceremony checks passed (§7.2 steps 11-17: type, challenge, origin,
+/// rpIdHash, UP, UV, backup flags); only the credential-dependent steps remain.
+public struct CeremonyCheckedAuthentication: Sendable {
+    public let parsed: ParsedAuthentication
+    let policy: VerificationPolicy
+}
+
 public enum AuthenticationVerifier {
     /// The checks that need no stored credential (§7.2 steps 11-17), so a server can run them in
     /// SPEC's order before it looks the credential up.
     public static func checkCeremony(_ parsed: ParsedAuthentication, expectedChallenge: [UInt8], policy: VerificationPolicy,
-                                     trace: VerificationTrace? = nil) throws(WebAuthnError) {
+                                     trace: VerificationTrace? = nil) throws(WebAuthnError) -> CeremonyCheckedAuthentication {
         try CeremonyChecks.clientData(parsed.clientData, type: .get, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
+        // FIDO AppID extension: the client reports `appid: true` when it signed for the AppID.
         var appIdHash: [UInt8]? = nil
         if let appId = policy.appId, parsed.response.clientExtensionResults["appid"]?.boolValue == true {
             appIdHash = Digest.sha256(Array(appId.utf8))
         }
         try CeremonyChecks.authenticatorData(parsed.authenticatorData, policy: policy, trace: trace, alternateRpIdHash: appIdHash)
+        return CeremonyCheckedAuthentication(parsed: parsed, policy: policy)
     }
 
     /// WebAuthn L3 §7.2 "Verifying an Authentication Assertion", steps 11-22 (steps 5-7, the
     /// credential lookup and user handle, belong to the caller that found `stored`).
     public static func verify(_ parsed: ParsedAuthentication, expectedChallenge: [UInt8], stored: StoredCredential,
                               policy: VerificationPolicy, trace: VerificationTrace? = nil) throws(WebAuthnError) -> VerifiedAuthentication {
+        trace.decoded("clientData", clientDataJSON(parsed.clientData))
+        trace.decoded("authenticatorData", authenticatorDataJSON(parsed.authenticatorData))
+        let checked = try checkCeremony(parsed, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
+        return try verify(checked, stored: stored, trace: trace)
+    }
+
+    /// §7.2 steps 20-21 for an assertion whose ceremony checks already passed.
+    public static func verify(_ checked: CeremonyCheckedAuthentication, stored: StoredCredential,
+                              trace: VerificationTrace? = nil) throws(WebAuthnError) -> VerifiedAuthentication {
+        let parsed = checked.parsed
+        let policy = checked.policy
         let c = parsed.clientData
         let a = parsed.authenticatorData
-        trace.decoded("clientData", clientDataJSON(c))
-        trace.decoded("authenticatorData", authenticatorDataJSON(a))
-
-        // FIDO AppID extension: the client reports `appid: true` when it signed for the AppID.
-        try checkCeremony(parsed, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
 
         // Step 20: signature over authenticatorData || SHA-256(clientDataJSON) with the stored key.
         try trace.require("credential.algorithmAllowed", stored.publicKey.algorithm.signatureAlgorithm != nil,

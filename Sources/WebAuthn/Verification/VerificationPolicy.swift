@@ -13,7 +13,9 @@ public struct VerificationPolicy: Sendable {
 
     public enum SignCountPolicy: String, Sendable { case reject, flag }
 
-    public var rpId: String
+    public var rpId: String { didSet { rpIdHash = Digest.sha256(Array(rpId.utf8)) } }
+    /// SHA-256 of the rpId, computed once (§7.1 step 13, §7.2 step 15 compare against it).
+    public private(set) var rpIdHash: [UInt8]
     public var origins: OriginPolicy
     public var crossOrigin: CrossOrigin = .deny
     public var userVerification: UserVerification = .preferred
@@ -33,6 +35,7 @@ public struct VerificationPolicy: Sendable {
 
     public init(rpId: String, origins: OriginPolicy, clock: @escaping @Sendable () -> Int64 = VerificationPolicy.systemClock) {
         self.rpId = rpId
+        self.rpIdHash = Digest.sha256(Array(rpId.utf8))
         self.origins = origins
         self.clock = clock
     }
@@ -43,7 +46,6 @@ public struct VerificationPolicy: Sendable {
         return Int64(ts.tv_sec)
     }
 
-    var rpIdHash: [UInt8] { Digest.sha256(Array(rpId.utf8)) }
 }
 
 #if canImport(Glibc)
