@@ -101,7 +101,11 @@ public struct Router: Responder {
         add("DELETE", pattern, accepting: .any, handler: handler)
     }
 
-    public func respond(to request: Request) -> Response {
+    public func respond(to request: Request) -> Response { dispatch(request).response }
+
+    /// Answers `request` and names the route pattern that matched (nil for 404 and 405), so a
+    /// caller can label metrics and logs by route rather than by raw path.
+    public func dispatch(_ request: Request) -> (response: Response, pattern: String?) {
         let rawSegments = request.rawPath.hasPrefix("/")
             ? request.rawPath.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
             : []
@@ -126,21 +130,21 @@ public struct Router: Responder {
 
         guard let (route, parameters) = best ?? getFallback else {
             if allowed.isEmpty {
-                return .problem(status: 404, code: "not_found", detail: "No resource at this path.")
+                return (.problem(status: 404, code: "not_found", detail: "No resource at this path."), nil)
             }
             if allowed.contains("GET") && !allowed.contains("HEAD") { allowed.append("HEAD") }
             let allow = allowed.joined(separator: ", ")
-            return .problem(status: 405, code: "invalid_request",
-                            detail: "Method \(request.method) is not allowed here; allowed: \(allow).",
-                            headers: [("Allow", allow)])
+            return (.problem(status: 405, code: "invalid_request",
+                             detail: "Method \(request.method) is not allowed here; allowed: \(allow).",
+                             headers: [("Allow", allow)]), nil)
         }
 
         if !request.body.isEmpty, ["POST", "PUT", "PATCH"].contains(request.method),
            !route.accepts.allows(request.mediaType) {
-            return .problem(status: 415, code: "invalid_request",
-                            detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here.")
+            return (.problem(status: 415, code: "invalid_request",
+                             detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here."), route.pattern)
         }
-        return route.handler(request, PathParameters(parameters))
+        return (route.handler(request, PathParameters(parameters)), route.pattern)
     }
 
     private func match(_ pattern: [Segment], _ raw: [Substring], _ decoded: inout [String?]) -> [(String, String)]? {

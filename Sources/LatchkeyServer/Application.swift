@@ -36,35 +36,32 @@ public struct Application: Responder {
     public func respond(to request: Request) -> Response {
         let start = monotonicNow()
         var response: Response
+        var route = "unmatched"
         let corsOrigin = allowedCORSOrigin(request)
-        if request.method == "OPTIONS", let origin = corsOrigin, request.header("Access-Control-Request-Method") != nil {
+        if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
             // CORS preflight from an allowlisted web origin (a page on another host of the site).
             response = .empty(status: 204, headers: [
                 ("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE"),
                 ("Access-Control-Allow-Headers", "Authorization, Content-Type"), ("Access-Control-Max-Age", "600"),
-                (RequestLog.routeHeader, "preflight"),
             ])
-            _ = origin
+            route = "preflight"
         } else if request.method == "POST", request.path.hasPrefix("/v1/"), let wait = limiter.admit(clientAddress(request)) {
             response = ServiceError("rate_limited", "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
         } else {
-            response = router.respond(to: request)
-        }
-        var route = "unmatched"
-        if let i = response.headers.firstIndex(where: { $0.0 == RequestLog.routeHeader }) {
-            route = response.headers[i].1
-            response.headers.remove(at: i)
+            let (answer, pattern) = router.dispatch(request)
+            response = answer
+            if let pattern { route = pattern }
         }
         if let origin = corsOrigin {
             response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
                                  ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")]
         }
-        if !response.headers.contains(where: { $0.0.lowercased() == "cache-control" }) {
+        if response.header("Cache-Control") == nil {
             response.headers.append(("Cache-Control", "no-store"))
         }
         let seconds = monotonicNow() - start
         metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds)
-        log.write(request: request, route: route, status: response.status, seconds: seconds, response: response)
+        log.write(request: request, route: route, status: response.status, seconds: seconds)
         return response
     }
 }
@@ -81,15 +78,11 @@ extension Application {
 
     func clientAddress(_ request: Request) -> String {
         if trustProxy, let forwarded = request.header("X-Forwarded-For"),
-           let last = forwarded.split(separator: ",").last?.trimmingSpaces, !last.isEmpty {
+           let last = forwarded.split(separator: ",").last.map({ String($0).trimmed }), !last.isEmpty {
             return last
         }
         return request.remoteAddress ?? "unknown"
     }
-}
-
-extension Substring {
-    var trimmingSpaces: String { String(drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }
 }
 
 func jsonBody(_ request: Request) throws(ServiceError) -> JSONValue {

@@ -16,7 +16,6 @@ struct RouteTable {
             } catch {
                 response = ServiceError("internal_error", "unexpected failure").response
             }
-            response.headers.append((RequestLog.routeHeader, pattern))
             return response
         }
     }

@@ -182,11 +182,10 @@ public final class Services: Sendable {
 
 /// One JSON line per request on standard output: no bodies, no tokens, no credential data.
 public struct RequestLog: Sendable {
-    static let routeHeader = "X-Latchkey-Route"
     let enabled: Bool
     public init(enabled: Bool) { self.enabled = enabled }
 
-    func write(request: Request, route: String, status: Int, seconds: Double, response: Response) {
+    func write(request: Request, route: String, status: Int, seconds: Double) {
         guard enabled else { return }
         var line = JSONValue.object([
             ("time", .string(iso8601(Date()))), ("method", .string(request.method)), ("route", .string(route)),
