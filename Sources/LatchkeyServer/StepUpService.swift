@@ -390,12 +390,8 @@ public final class StepUpService: Sendable {
     // MARK: Shared
 
     /// Uses up this user's challenge of `purpose`; unknown, used, another user's, expired → challenge_invalid.
-    func consume(_ hash: [UInt8], purpose: String, userId: String) throws(ServiceError) -> ConsumedChallenge {
-        guard let record = try db({ try store.consumeChallenge(hash: hash, purpose: purpose, userId: userId) }) else {
-            throw ServiceError("challenge_invalid", "unknown or already used challenge")
-        }
-        guard !record.expired else { throw ServiceError("challenge_invalid", "challenge expired") }
-        return record
+    func consume(_ hash: [UInt8], purpose: String, userId: String) throws(ServiceError) -> ChallengeRecord {
+        try passkeys.validate(try db { try store.consumeChallenge(hash: hash, purpose: purpose, userId: userId) }, purpose: purpose)
     }
 
     static func challengeId(_ body: JSONValue) throws(ServiceError) -> [UInt8] {

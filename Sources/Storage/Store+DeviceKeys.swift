@@ -45,11 +45,6 @@ public struct StepUpReceiptRecord: Sendable {
     }
 }
 
-/// A challenge taken out of the table by its owner: what it was issued for.
-public struct ConsumedChallenge: Sendable {
-    public let policy: String
-    public let expired: Bool
-}
 
 public enum ConsumeOutcome: Sendable { case consumed(receiptId: String, action: String), alreadyUsed, unknown }
 
@@ -62,19 +57,6 @@ extension Store {
                         platform: try r.string("platform"), name: try r.string("name"), publicKey: try r.bytes("public_key"),
                         attested: try r.bool("attested"), createdAt: try r.date("created_at"),
                         lastUsedAt: try r.optionalDate("last_used_at"), revokedAt: try r.optionalDate("revoked_at"))
-    }
-
-    /// Takes a challenge of `purpose` that belongs to `userId`, atomically: of N concurrent callers
-    /// exactly one gets it. Another user's challenge is not touched (a stranger cannot burn it).
-    public func consumeChallenge(hash: [UInt8], purpose: String, userId: String) throws -> ConsumedChallenge? {
-        try pool.withConnection { c in
-            let rows = try c.query("""
-                DELETE FROM challenges WHERE hash = \(hash) AND purpose = \(purpose) AND user_id = \(userId)
-                RETURNING policy::text AS policy, expires_at <= now() AS expired
-                """)
-            guard let r = rows.first else { return nil }
-            return ConsumedChallenge(policy: try r.string("policy"), expired: try r.bool("expired"))
-        }
     }
 
     /// Stores a device key; a live key for the same (user, device) is revoked and points at the

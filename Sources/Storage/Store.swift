@@ -32,10 +32,16 @@ public final class Store: Sendable {
         }
     }
 
-    /// Consumes a challenge atomically: of N concurrent callers exactly one gets the row.
-    public func consumeChallenge(hash: [UInt8]) throws -> ChallengeRecord? {
+    /// Consumes a challenge atomically: of N concurrent callers exactly one gets the row. With
+    /// `purpose`/`userId`, only a challenge issued for that ceremony and user is touched (a stranger
+    /// cannot burn someone else's step-up challenge).
+    public func consumeChallenge(hash: [UInt8], purpose: String? = nil, userId: String? = nil) throws -> ChallengeRecord? {
         try challengePool.withConnection { c in
-            let rows = try c.query("DELETE FROM challenges WHERE hash = \(hash) RETURNING purpose, user_id, rp_id, policy::text AS policy, expires_at <= now() AS expired")
+            let rows = try c.query("""
+                DELETE FROM challenges
+                WHERE hash = \(hash) AND (\(purpose)::text IS NULL OR purpose = \(purpose)) AND (\(userId)::text IS NULL OR user_id = \(userId))
+                RETURNING purpose, user_id, rp_id, policy::text AS policy, expires_at <= now() AS expired
+                """)
             guard let r = rows.first else { return nil }
             return ChallengeRecord(purpose: try r.string("purpose"), userId: try r.optionalString("user_id"), rpId: try r.string("rp_id"),
                                    policy: try r.string("policy"), expired: try r.bool("expired"))
