@@ -242,9 +242,7 @@ public final class PasskeyService: Sendable {
                                   backedUp: verified.backedUp, flag: verified.cloneWarning, refreshHash: refreshHash, familyId: familyId,
                                   refreshTTL: configuration.refreshTokenTTL, auditDetail: JSONValue.object(detail).text)
         }
-        let access = try tokens.accessToken(userId: user.id, sessionId: familyId, authTime: Int64(Date().timeIntervalSince1970),
-                                            userVerified: verified.userVerified)
-        let issued = TokenService.Issued(accessToken: access, refreshToken: refresh, expiresIn: configuration.accessTokenTTL)
+        let issued = try tokens.issue(userId: user.id, familyId: familyId, refreshToken: refresh, userVerified: verified.userVerified)
         let updated = CredentialRecord(
             id: credential.id, userId: credential.userId, publicKey: credential.publicKey, alg: credential.alg,
             signCount: max(credential.signCount, Int64(verified.newSignCount)), aaguid: credential.aaguid,
@@ -286,9 +284,7 @@ public final class PasskeyService: Sendable {
         let (refresh, hash) = TokenService.newRefreshToken()
         let familyId = Base64URL.encode(SecureRandom.bytes(16))
         try db { try store.createRefreshFamily(userId: userId, familyId: familyId, hash: hash, ttlSeconds: configuration.refreshTokenTTL) }
-        let access = try tokens.accessToken(userId: userId, sessionId: familyId, authTime: Int64(Date().timeIntervalSince1970),
-                                            userVerified: userVerified)
-        return TokenService.Issued(accessToken: access, refreshToken: refresh, expiresIn: configuration.accessTokenTTL)
+        return try tokens.issue(userId: userId, familyId: familyId, refreshToken: refresh, userVerified: userVerified)
     }
 
     static func userJSON(_ u: UserRecord) -> JSONValue {

@@ -86,9 +86,7 @@ public final class Services: Sendable {
         let outcome = try db { try store.rotateRefreshToken(hash: OpaqueToken.hash(token), newHash: nextHash, ttlSeconds: configuration.refreshTokenTTL) }
         switch outcome {
         case .rotated(let userId, let familyId):
-            let access = try tokens.accessToken(userId: userId, sessionId: familyId, authTime: Int64(Date().timeIntervalSince1970),
-                                                userVerified: false)
-            return TokenService.Issued(accessToken: access, refreshToken: next, expiresIn: configuration.accessTokenTTL)
+            return try tokens.issue(userId: userId, familyId: familyId, refreshToken: next, userVerified: false)
         case .reused:
             throw ServiceError("invalid_grant", "refresh token reuse detected: the session is revoked")
         case .invalid:

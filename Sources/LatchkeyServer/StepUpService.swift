@@ -311,14 +311,12 @@ public final class StepUpService: Sendable {
     /// `amr`, `action_hash`, at most two minutes.
     func stepUpToken(userId: String, jti: String, authTime: Int64, acr: String, amr: [JSONValue], actionHash: [UInt8],
                      receiptId: String) throws(ServiceError) -> String {
-        guard let key = tokens.keySet().current else { throw ServiceError("internal_error", "no signing key") }
-        let claims: JSONValue = .object([
+        try tokens.sign(.object([
             ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
             ("iat", .number(Double(authTime))), ("exp", .number(Double(authTime + Int64(tokenTTL)))), ("jti", .string(jti)),
             ("auth_time", .number(Double(authTime))), ("acr", .string(acr)), ("amr", .array(amr)),
             ("action_hash", .string(Base64URL.encode(actionHash))), ("receipt_id", .string(receiptId)),
-        ])
-        return JWT.sign(claims: claims, key: key, type: Self.tokenType)
+        ]), type: Self.tokenType)
     }
 
     // MARK: Consume

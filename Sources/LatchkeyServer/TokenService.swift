@@ -55,53 +55,61 @@ public final class TokenService: Sendable {
 
     public struct Issued: Sendable {
         public let accessToken: String
-        public let refreshToken: String?
+        public let refreshToken: String
         public let expiresIn: Int
         public var json: JSONValue {
-            var m: [(key: String, value: JSONValue)] = [("access_token", .string(accessToken)), ("token_type", "Bearer"),
-                                                        ("expires_in", .number(Double(expiresIn)))]
-            if let refreshToken { m.append(("refresh_token", .string(refreshToken))) }
-            return .object(m)
+            .object([("access_token", .string(accessToken)), ("token_type", "Bearer"), ("expires_in", .number(Double(expiresIn))),
+                     ("refresh_token", .string(refreshToken))])
         }
     }
 
-    /// An RFC 9068 access token for `userId`, tied to refresh family `sessionId`.
-    public func accessToken(userId: String, sessionId: String, authTime: Int64, userVerified: Bool,
-                            extra: [(key: String, value: JSONValue)] = [], ttl: Int? = nil, type: String = "at+jwt") throws(ServiceError) -> String {
+    /// Signs `claims` with the current key as a compact JWS of `type`.
+    func sign(_ claims: JSONValue, type: String) throws(ServiceError) -> String {
         guard let key = keySet().current else { throw ServiceError("internal_error", "no signing key") }
+        return JWT.sign(claims: claims, key: key, type: type)
+    }
+
+    /// An RFC 9068 access token for `userId`, tied to refresh family `sessionId`.
+    public func accessToken(userId: String, sessionId: String, authTime: Int64, userVerified: Bool) throws(ServiceError) -> String {
         let now = Int64(Date().timeIntervalSince1970)
-        let lifetime = ttl ?? configuration.accessTokenTTL
-        var claims: [(key: String, value: JSONValue)] = [
+        return try sign(.object([
             ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
-            ("client_id", "latchkey"), ("iat", .number(Double(now))), ("exp", .number(Double(now + Int64(lifetime)))),
+            ("client_id", "latchkey"), ("iat", .number(Double(now))), ("exp", .number(Double(now + Int64(configuration.accessTokenTTL)))),
             ("jti", .string(Base64URL.encode(SecureRandom.bytes(16)))), ("auth_time", .number(Double(authTime))),
             ("sid", .string(sessionId)),
             ("acr", .string(userVerified ? "urn:latchkey:acr:passkey-uv" : "urn:latchkey:acr:passkey")),
             ("amr", .array(userVerified ? ["pop", "user", "mfa"] : ["pop"])),
-        ]
-        claims += extra
-        return JWT.sign(claims: .object(claims), key: key, type: type)
+        ]), type: "at+jwt")
     }
 
-    /// Verifies a bearer access token; returns its claims.
+    /// The token response for a session: a fresh access token beside the session's new refresh token.
+    func issue(userId: String, familyId: String, refreshToken: String, userVerified: Bool) throws(ServiceError) -> Issued {
+        let access = try accessToken(userId: userId, sessionId: familyId, authTime: Int64(Date().timeIntervalSince1970),
+                                     userVerified: userVerified)
+        return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: configuration.accessTokenTTL)
+    }
+
+    /// Verifies a bearer token of `type` (signature, time, issuer, audience); returns its claims.
     public func verify(_ token: String, type: String = "at+jwt") throws(ServiceError) -> JSONValue {
-        var set = keySet()
         let now = Int64(Date().timeIntervalSince1970)
         do {
-            let claims = try JWT.verify(token, keys: set.all, type: type, now: now)
-            guard claims["iss"]?.stringValue == configuration.issuer, claims["aud"]?.stringValue == configuration.rpId else {
-                throw ServiceError.unauthorized
-            }
-            return claims
+            return try checked(token, keys: keySet().all, type: type, now: now)
         } catch let e as TokenError where e.code == .unknownKey {
             // A key another instance just created: reload once.
             try? reloadKeys()
-            set = keySet()
-            guard let claims = try? JWT.verify(token, keys: set.all, type: type, now: now) else { throw ServiceError.unauthorized }
+            guard let claims = try? checked(token, keys: keySet().all, type: type, now: now) else { throw ServiceError.unauthorized }
             return claims
         } catch {
             throw ServiceError.unauthorized
         }
+    }
+
+    private func checked(_ token: String, keys: [String: PublicKey], type: String, now: Int64) throws -> JSONValue {
+        let claims = try JWT.verify(token, keys: keys, type: type, now: now)
+        guard claims["iss"]?.stringValue == configuration.issuer, claims["aud"]?.stringValue == configuration.rpId else {
+            throw ServiceError.unauthorized
+        }
+        return claims
     }
 
     /// A new refresh token (opaque, stored hashed) and its hash.
