@@ -9,6 +9,12 @@ public final class Metrics: Sendable {
         var counts = [UInt64](repeating: 0, count: Metrics.buckets.count)
         var sum = 0.0
         var count: UInt64 = 0
+
+        mutating func observe(_ seconds: Double) {
+            for (i, bound) in Metrics.buckets.enumerated() where seconds <= bound { counts[i] += 1 }
+            sum += seconds
+            count += 1
+        }
     }
 
     struct State {
@@ -23,11 +29,8 @@ public final class Metrics: Sendable {
     public func observeRequest(route: String, method: String, status: Int, seconds: Double) {
         state.withLock { s in
             s.requests["\(route)|\(method)|\(status)", default: 0] += 1
-            var h = s.latency[route] ?? Histogram()
-            for (i, bound) in Metrics.buckets.enumerated() where seconds <= bound { h.counts[i] += 1 }
-            h.sum += seconds
-            h.count += 1
-            s.latency[route] = h
+            // Mutated in place: copying the histogram out and back re-allocated its counts each time.
+            s.latency[route, default: Histogram()].observe(seconds)
         }
     }
 

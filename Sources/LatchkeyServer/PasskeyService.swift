@@ -15,6 +15,11 @@ public final class PasskeyService: Sendable {
     let origins: OriginCache
     let metrics: Metrics
     let decoySecret: [UInt8]
+    /// The deployment's verification policy, built once; each ceremony copies it and sets the
+    /// current allowlist (and the user verification its challenge recorded).
+    let policyTemplate: VerificationPolicy
+    /// What every authentication challenge row records (the deployment's UV requirement).
+    let authenticationChallengePolicy: String
     let keyCache = CredentialKeyCache()
 
     /// What the options offer (SPEC: −7, −8, −257 at least); verification refuses anything else.
@@ -27,6 +32,12 @@ public final class PasskeyService: Sendable {
         self.origins = origins
         self.metrics = metrics
         self.decoySecret = try store.secret(named: "decoy-credentials") { SecureRandom.bytes(32) }
+        var p = VerificationPolicy(rpId: configuration.rpId, origins: OriginPolicy([String]()))
+        p.userVerification = configuration.userVerification
+        p.signCountPolicy = configuration.signCountPolicy
+        if !configuration.embeddingOrigins.isEmpty { p.crossOrigin = .allow(topOrigins: Set(configuration.embeddingOrigins)) }
+        self.policyTemplate = p
+        self.authenticationChallengePolicy = JSONValue.object([("uv", .string(configuration.userVerification.rawValue))]).text
     }
 
     // MARK: Registration
@@ -164,10 +175,9 @@ public final class PasskeyService: Sendable {
                                   ("transports", .array(["internal", "hybrid"]))])]
             }
         }
-        let policy = JSONValue.object([("uv", .string(configuration.userVerification.rawValue))]).text
         try db {
             try store.insertChallenge(hash: Digest.sha256(challenge), purpose: "authentication", userId: userId,
-                                      rpId: configuration.rpId, policy: policy, ttlSeconds: configuration.challengeTTL)
+                                      rpId: configuration.rpId, policy: authenticationChallengePolicy, ttlSeconds: configuration.challengeTTL)
         }
         // PublicKeyCredentialRequestOptionsJSON (WebAuthn L3 §5.5), the bare object; always with rpId.
         return .object([
@@ -202,6 +212,7 @@ public final class PasskeyService: Sendable {
         var policy = basePolicy()
         if let uv = (try? JSONParser.parse(challenge.policy))?["uv"]?.stringValue,
            let v = VerificationPolicy.UserVerification(rawValue: uv) { policy.userVerification = v }
+        // The challenge was matched by its hash in the database above; the core compares it again.
         let expected = parsed.clientData.challenge
         // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
         let checked: CeremonyCheckedAuthentication
@@ -255,10 +266,8 @@ public final class PasskeyService: Sendable {
     // MARK: Shared
 
     func basePolicy() -> VerificationPolicy {
-        var p = VerificationPolicy(rpId: configuration.rpId, origins: origins.policy())
-        p.userVerification = configuration.userVerification
-        p.signCountPolicy = configuration.signCountPolicy
-        if !configuration.embeddingOrigins.isEmpty { p.crossOrigin = .allow(topOrigins: Set(configuration.embeddingOrigins)) }
+        var p = policyTemplate
+        p.origins = origins.policy()
         return p
     }
 
