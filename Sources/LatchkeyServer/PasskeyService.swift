@@ -224,24 +224,7 @@ public final class PasskeyService: Sendable {
         }
         // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
         if let bound = challenge.userId, bound != user.id { throw ServiceError("credential_unknown", "no such passkey") }
-        // §7.2 step 6: a user handle, when present, must be the credential owner's.
-        if let handle = parsed.response.userHandle, !constantTimeEquals(handle, user.userHandle) {
-            throw ServiceError("credential_unknown", "the user handle does not match the passkey")
-        }
-        let key: COSEKey
-        do { key = try keyCache.key(for: credential) } catch { throw ServiceError(error) }
-        let stored = StoredCredential(publicKey: key, signCount: UInt32(clamping: credential.signCount),
-                                      backupEligible: credential.backupEligible)
-        let verified: VerifiedAuthentication
-        do {
-            verified = try AuthenticationVerifier.verify(checked, stored: stored)
-        } catch {
-            if error.code == .signCountRegression {
-                // A possible clone: flag the credential so admins and the user can see it.
-                try? store.flagCredential(id: credential.id, userId: user.id, detail: #"{"reason":"sign_count_regression"}"#)
-            }
-            throw ServiceError(error)
-        }
+        let verified = try verifyAssertion(checked, credential: credential, user: user).verified
         let (refresh, refreshHash) = TokenService.newRefreshToken()
         let familyId = Base64URL.encode(SecureRandom.bytes(16))
         var detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credential.id))),
@@ -264,6 +247,28 @@ public final class PasskeyService: Sendable {
     }
 
     // MARK: Shared
+
+    /// §7.2 steps 6, 20 and 21 for a ceremony-checked assertion and the credential found for it:
+    /// the user handle, the signature with the (cached) stored key, and the signature counter.
+    /// A counter regression flags the credential as a possible clone.
+    func verifyAssertion(_ checked: CeremonyCheckedAuthentication, credential: CredentialRecord,
+                         user: UserRecord) throws(ServiceError) -> (verified: VerifiedAuthentication, key: COSEKey) {
+        if let handle = checked.parsed.response.userHandle, !constantTimeEquals(handle, user.userHandle) {
+            throw ServiceError("credential_unknown", "the user handle does not match the passkey")
+        }
+        let key: COSEKey
+        do { key = try keyCache.key(for: credential) } catch { throw ServiceError(error) }
+        let stored = StoredCredential(publicKey: key, signCount: UInt32(clamping: credential.signCount),
+                                      backupEligible: credential.backupEligible)
+        do {
+            return (try AuthenticationVerifier.verify(checked, stored: stored), key)
+        } catch {
+            if error.code == .signCountRegression {
+                try? store.flagCredential(id: credential.id, userId: user.id, detail: #"{"reason":"sign_count_regression"}"#)
+            }
+            throw ServiceError(error)
+        }
+    }
 
     func basePolicy() -> VerificationPolicy {
         var p = policyTemplate

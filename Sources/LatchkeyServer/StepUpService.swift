@@ -293,16 +293,7 @@ public final class StepUpService: Sendable {
               list.contains(.string(Base64URL.encode(credential.id))) else {
             throw ServiceError("credential_unknown", "this passkey was not offered for the step-up")
         }
-        if let handle = parsed.response.userHandle, !constantTimeEquals(handle, user.userHandle) {
-            throw ServiceError("credential_unknown", "the user handle does not match the passkey")
-        }
-        let key: COSEKey
-        do { key = try passkeys.keyCache.key(for: credential) } catch { throw ServiceError(error) }
-        let stored = StoredCredential(publicKey: key, signCount: UInt32(clamping: credential.signCount), backupEligible: credential.backupEligible)
-        let verified: VerifiedAuthentication
-        do { verified = try AuthenticationVerifier.verify(checked, stored: stored) } catch {
-            throw ServiceError(error)
-        }
+        let (verified, key) = try passkeys.verifyAssertion(checked, credential: credential, user: user)
         try db { try store.recordPasskeyStepUp(credentialId: credential.id, signCount: Int64(verified.newSignCount)) }
         return (credential.id, key.publicKey.spkiDER)
     }
