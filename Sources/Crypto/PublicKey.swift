@@ -134,7 +134,8 @@ public struct PublicKey: Sendable {
     public func isSameKey(as other: PublicKey) -> Bool { EVP_PKEY_eq(handle.pointer, other.handle.pointer) == 1 }
 
     /// Verifies `signature` over `message`. Returns false for a wrong signature, a malformed one,
-    /// or an algorithm that does not fit this key.
+    /// or an algorithm that does not fit this key. ECDSA fits only its own curve's hash
+    /// (RFC 9053 §2.1, RFC 7518 §3.4): SHA-256 ↔ P-256, SHA-384 ↔ P-384, SHA-512 ↔ P-521.
     public func verify(signature: [UInt8], message: [UInt8], algorithm: SignatureAlgorithm) -> Bool {
         message.withUnsafeBufferPointer { verify(signature: signature, message: $0, algorithm: algorithm) }
     }
@@ -143,7 +144,12 @@ public struct PublicKey: Sendable {
         let md: OpaquePointer?
         var pss = false
         switch (algorithm, type) {
-        case (.ecdsa(let h), .ec): md = h.md
+        case (.ecdsa(let h), .ec(let curve)):
+            // ES256 ↔ P-256, ES384 ↔ P-384, ES512 ↔ P-521: any other pairing is refused.
+            switch (h, curve) {
+            case (.sha256, .p256), (.sha384, .p384), (.sha512, .p521): md = h.md
+            default: return false
+            }
         case (.ed25519, .ed25519): md = nil
         case (.rsaPKCS1(let h), .rsa): md = h.md
         case (.rsaPSS(let h), .rsa): md = h.md; pss = true

@@ -22,7 +22,7 @@ public enum AndroidKeyAttestation: AttestationFormat {
         // Step 2: sig is a valid signature over authenticatorData || clientDataHash with the leaf's
         // public key and the algorithm in alg.
         try trace.require("attestation.android-key.signature",
-                          key(leafKey, fits: scheme) && leafKey.verify(signature: sig, message: input.signedData, algorithm: scheme),
+                          leafKey.verify(signature: sig, message: input.signedData, algorithm: scheme),
                           .attestation("android-key: signature does not verify with the attestation certificate"))
 
         // Step 3: the leaf's public key is the credential public key.

@@ -35,8 +35,7 @@ public enum AndroidSafetyNetAttestation: AttestationFormat {
         // came from the SafetyNet service, per the SafetyNet documentation: the JWS verifies with the
         // key of its x5c leaf …
         try trace.require("attestation.android-safetynet.signature",
-                          key(leafKey, fits: jws.algorithm)
-                              && leafKey.verify(signature: jws.signature, message: jws.signingInput, algorithm: jws.algorithm),
+                          leafKey.verify(signature: jws.signature, message: jws.signingInput, algorithm: jws.algorithm),
                           .attestation("android-safetynet: JWS signature does not verify with the attestation certificate"))
         // … the leaf is issued to the hostname attest.android.com …
         let commonNames = leaf.subject.filter { $0.oid == "2.5.4.3" }.map(\.value)

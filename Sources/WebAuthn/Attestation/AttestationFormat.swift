@@ -113,14 +113,3 @@ func attestationSignatureAlgorithm(_ alg: Int, format: String) throws(WebAuthnEr
     }
     return scheme
 }
-
-/// Whether `key` can make signatures of the kind `scheme` describes.
-func key(_ key: PublicKey, fits scheme: SignatureAlgorithm) -> Bool {
-    switch (scheme, key.type) {
-    case (.ecdsa(let h), .ec(let curve)):
-        // ES256 ↔ P-256, ES384 ↔ P-384, ES512 ↔ P-521.
-        return (h == .sha256 && curve == .p256) || (h == .sha384 && curve == .p384) || (h == .sha512 && curve == .p521)
-    case (.ed25519, .ed25519), (.rsaPKCS1, .rsa), (.rsaPSS, .rsa): return true
-    default: return false
-    }
-}

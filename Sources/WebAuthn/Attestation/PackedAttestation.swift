@@ -16,7 +16,7 @@ public enum PackedAttestation: AttestationFormat {
             let key: PublicKey
             do { key = try leaf.publicKey } catch { throw .attestation("packed: attestation certificate key is unsupported") }
             try trace.require("attestation.packed.signature",
-                              packedKey(key, fits: scheme) && key.verify(signature: sig, message: input.signedData, algorithm: scheme),
+                              key.verify(signature: sig, message: input.signedData, algorithm: scheme),
                               WebAuthnError(.attestationInvalid, "packed: signature does not verify with the attestation certificate"))
             try checkCertificateRequirements(leaf, trace: trace)
             try checkAAGUIDExtension(leaf, aaguid: input.credential.aaguid, format: identifier, trace: trace)
@@ -44,6 +44,4 @@ public enum PackedAttestation: AttestationFormat {
                           .attestation("packed: certificate subject lacks C, O, OU=Authenticator Attestation or CN"))
         try trace.require("attestation.packed.certNotCA", !cert.isCA, .attestation("packed: attestation certificate is a CA"))
     }
-
-    static func packedKey(_ k: PublicKey, fits scheme: SignatureAlgorithm) -> Bool { key(k, fits: scheme) }
 }

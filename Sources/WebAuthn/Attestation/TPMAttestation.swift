@@ -100,7 +100,7 @@ public enum TPMAttestation: AttestationFormat {
         let aikKey: PublicKey
         do { aikKey = try aikCert.publicKey } catch { throw .attestation("tpm: AIK certificate key is unsupported") }
         try trace.require("attestation.tpm.signature",
-                          key(aikKey, fits: scheme) && aikKey.verify(signature: sig, message: certInfoBytes, algorithm: scheme),
+                          aikKey.verify(signature: sig, message: certInfoBytes, algorithm: scheme),
                           .attestation("tpm: sig does not verify over certInfo with the AIK certificate"))
         // aikCert meets §8.3.1.
         try checkAIKCertificate(aikCert, trace: trace)
