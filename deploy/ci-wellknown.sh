@@ -14,10 +14,7 @@ eval "$(bash deploy/install-deps.sh)"
 if [[ -n "${DATABASE_URL:-}" ]]; then
   url="$DATABASE_URL"
 else
-  export LATCHKEY_DATA_DIR="${LATCHKEY_TEST_DATA_DIR:-$REPO/data/test-postgres}"
-  export LATCHKEY_PG_PORT="${LATCHKEY_TEST_PG_PORT:-54330}"
-  export LATCHKEY_PG_FAST=1
-  url="$(bash deploy/dev-postgres.sh | tail -n 1)"
+  url="$(bash deploy/dev-postgres.sh --test | tail -n 1)"
 fi
 psql -q "${url%/*}/postgres" -c "DROP DATABASE IF EXISTS latchkey_wellknown_ci" -c "CREATE DATABASE latchkey_wellknown_ci"
 export DATABASE_URL="${url%/*}/latchkey_wellknown_ci"
@@ -48,9 +45,19 @@ diff -r wellknown "$work/built" || { echo "wellknown/ drifted from the declared 
 "$bin" wellknown check --dir wellknown --rp-id localhost --database
 
 # 4. A live server (files built from the database) checked over HTTP.
-port=18080
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 LATCHKEY_LISTEN="127.0.0.1:$port" LATCHKEY_WELLKNOWN_DIR="$work/none" "$bin" serve >"$work/serve.log" 2>&1 &
 server=$!
-for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+up=0
+for _ in $(seq 50); do
+  curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && { up=1; break; }
+  kill -0 "$server" 2>/dev/null || break   # exited: no point waiting
+  sleep 0.2
+done
+if ((!up)); then
+  echo "wellknown: the server did not come up on 127.0.0.1:$port; its log:"
+  cat "$work/serve.log"
+  exit 1
+fi
 "$bin" wellknown check --url "http://localhost:$port" --rp-id localhost --database
 echo "wellknown: ok"

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Latchkey dev/test PostgreSQL: a private cluster with its own port and socket directory.
 #
-# Usage: deploy/dev-postgres.sh [--stop | --status | -h | --help]
+# Usage: deploy/dev-postgres.sh [--test] [--stop | --status | -h | --help]
 #   (no argument)  install what is missing (postgresql, libpq-dev), initialise the cluster on first
 #                  use, start it if it is not running, create databases `latchkey` and
 #                  `latchkey_test`, and print the DATABASE_URL as the last line of stdout.
+#   --test         the throwaway test cluster instead of the dev one: data folder <repo>/data/test-postgres
+#                  (LATCHKEY_TEST_DATA_DIR, else LATCHKEY_DATA_DIR), port LATCHKEY_TEST_PG_PORT, else
+#                  LATCHKEY_PG_PORT, else the first from 54330; always LATCHKEY_PG_FAST=1.
 #   --stop         stop the cluster (kept on disk; the next run starts it again).
 #   --status       exit 0 when the cluster is running, 3 when it is not.
 # Environment:
 #   LATCHKEY_DATA_DIR  data folder (default: <repo>/data/postgres); holds cluster/, socket/, postgres.log
-#   LATCHKEY_PG_PORT   TCP port on 127.0.0.1 (default: 54329)
+#   LATCHKEY_PG_PORT   TCP port on 127.0.0.1 (default: the first from 54329 that is free or already
+#                      this data folder's socket)
 #   LATCHKEY_PG_FAST=1 fsync=off, synchronous_commit=off, full_page_writes=off: throwaway test
 #                      clusters only (a crash can corrupt the cluster). Default keeps durability.
 # Auth is `trust` on the socket and on 127.0.0.1 only: a local development cluster, never a server.
@@ -20,18 +24,29 @@ log() { printf 'dev-postgres: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 REPO="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
-DATA_DIR="${LATCHKEY_DATA_DIR:-$REPO/data/postgres}"
-PORT="${LATCHKEY_PG_PORT:-54329}"
-FAST="${LATCHKEY_PG_FAST:-0}"
 ACTION=start
-case "${1:-}" in
-  "") ;;
-  --stop) ACTION=stop ;;
-  --status) ACTION=status ;;
-  -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) log "unknown argument: $1 (try --help)"; exit 64 ;;
-esac
-[[ "$PORT" =~ ^[0-9]+$ ]] || die "LATCHKEY_PG_PORT must be a number, got '$PORT'"
+TEST=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) TEST=1 ;;
+    --stop) ACTION=stop ;;
+    --status) ACTION=status ;;
+    -h|--help) sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) log "unknown argument: $arg (try --help)"; exit 64 ;;
+  esac
+done
+if ((TEST)); then
+  DATA_DIR="${LATCHKEY_TEST_DATA_DIR:-${LATCHKEY_DATA_DIR:-$REPO/data/test-postgres}}"
+  PORT="${LATCHKEY_TEST_PG_PORT:-${LATCHKEY_PG_PORT:-}}"
+  BASE_PORT=54330
+  FAST=1
+else
+  DATA_DIR="${LATCHKEY_DATA_DIR:-$REPO/data/postgres}"
+  PORT="${LATCHKEY_PG_PORT:-}"
+  BASE_PORT=54329
+  FAST="${LATCHKEY_PG_FAST:-0}"
+fi
+[[ -z "$PORT" || "$PORT" =~ ^[0-9]+$ ]] || die "the port (LATCHKEY_TEST_PG_PORT, LATCHKEY_PG_PORT) must be a number, got '$PORT'"
 
 mkdir -p "$DATA_DIR"
 DATA_DIR="$(cd "$DATA_DIR" && pwd)"
@@ -86,6 +101,14 @@ PGCTL=("$BINDIR/pg_ctl" -D "$PGDATA")
 # fd 9 is closed for pg_ctl start/restart, or the server would inherit the lock and hold it.
 exec 9>"$DATA_DIR/.lock"
 command -v flock >/dev/null && flock 9
+
+# No port given: the first from the base that nothing listens on, or that this cluster already has.
+if [[ -z "$PORT" ]]; then
+  PORT=$BASE_PORT
+  while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && [[ ! -S "$SOCKET_DIR/.s.PGSQL.$PORT" ]]; do
+    PORT=$((PORT + 1))
+  done
+fi
 
 is_running() { [[ -f "$PGDATA/PG_VERSION" ]] && as_pg "${PGCTL[@]}" status >/dev/null 2>&1; }
 

@@ -7,15 +7,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 eval "$(bash deploy/install-deps.sh)"
 if [[ -z "${DATABASE_URL:-}" ]]; then
-  # The private cluster's port: LATCHKEY_PG_PORT, else the first from 54329 that is free or already ours.
-  export LATCHKEY_DATA_DIR="${LATCHKEY_DATA_DIR:-$REPO/data/postgres}"
-  if [[ -z "${LATCHKEY_PG_PORT:-}" ]]; then
-    port=54329
-    while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && [[ ! -S "$LATCHKEY_DATA_DIR/socket/.s.PGSQL.$port" ]]; do
-      port=$((port + 1))
-    done
-    export LATCHKEY_PG_PORT="$port"
-  fi
+  # The private dev cluster (data/postgres; its port: LATCHKEY_PG_PORT, else the first free from 54329).
   url="$(bash deploy/dev-postgres.sh | tail -n 1)"   # fails the script (set -e, pipefail) if PostgreSQL cannot start
   export DATABASE_URL="$url"
 fi

@@ -8,18 +8,8 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 eval "$(bash deploy/install-deps.sh)"
 
-# A throwaway cluster for tests: its own folder and port, durability off for speed.
-export LATCHKEY_DATA_DIR="${LATCHKEY_TEST_DATA_DIR:-$REPO/data/test-postgres}"
-# Port: LATCHKEY_TEST_PG_PORT, else the first from 54330 that is free or already ours.
-port="${LATCHKEY_TEST_PG_PORT:-54330}"
-if [[ -z "${LATCHKEY_TEST_PG_PORT:-}" ]]; then
-  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && [[ ! -S "$LATCHKEY_DATA_DIR/socket/.s.PGSQL.$port" ]]; do
-    port=$((port + 1))
-  done
-fi
-export LATCHKEY_PG_PORT="$port"
-export LATCHKEY_PG_FAST=1
-url="$(bash deploy/dev-postgres.sh | tail -n 1)"
+# The throwaway test cluster (its own folder and port, durability off): dev-postgres.sh --test.
+url="$(bash deploy/dev-postgres.sh --test | tail -n 1)"
 export DATABASE_URL="${url%/*}/latchkey_test"
 echo "test database: $DATABASE_URL"
 

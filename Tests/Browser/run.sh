@@ -15,55 +15,27 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 log() { printf 'browser-tests: %s\n' "$*" >&2; }
-SUDO=()
-[[ $EUID -eq 0 ]] || SUDO=(sudo)
 
-# --- 1. Chromium and its driver (Debian's, matching versions) --------------------------------
-missing=()
-for p in chromium chromium-driver; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  log "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
-    || { "${SUDO[@]}" apt-get update -qq >&2 && "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }
-fi
+# --- 1. Packages: Chromium and its driver (Debian's, matching versions), python3-venv for Selenium
+eval "$(bash deploy/install-deps.sh chromium chromium-driver python3-venv)"
 
 # --- 2. Selenium in a private venv (Debian's python3 refuses pip installs system-wide) --------
 VENV="$REPO/data/browser-venv"
 if ! "$VENV/bin/python" -c 'import selenium' 2>/dev/null; then
   log "installing selenium into $VENV"
   rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" 2>/dev/null; then
-    export DEBIAN_FRONTEND=noninteractive
-    "${SUDO[@]}" apt-get install -y -qq --no-install-recommends python3-venv >&2 \
-      || { "${SUDO[@]}" apt-get update -qq >&2 && "${SUDO[@]}" apt-get install -y -qq --no-install-recommends python3-venv >&2; }
-    rm -rf "$VENV"
-    python3 -m venv "$VENV"
-  fi
+  python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check 'selenium>=4.11,<5' >&2
 fi
 
-# --- 3. The test database ---------------------------------------------------------------------
+# --- 3. The test database: LATCHKEY_BROWSER_DATABASE_URL, else the test cluster's `latchkey`
+# database (the Swift suites use `latchkey_test`).
 if [[ -z "${LATCHKEY_BROWSER_DATABASE_URL:-}" ]]; then
-  data_dir="${LATCHKEY_TEST_DATA_DIR:-$REPO/data/test-postgres}"
-  # As deploy/test.sh: LATCHKEY_TEST_PG_PORT, else the first from 54330 that is free or already ours.
-  pg_port="${LATCHKEY_TEST_PG_PORT:-54330}"
-  if [[ -z "${LATCHKEY_TEST_PG_PORT:-}" ]]; then
-    while (exec 3<>"/dev/tcp/127.0.0.1/$pg_port") 2>/dev/null && [[ ! -S "$data_dir/socket/.s.PGSQL.$pg_port" ]]; do
-      pg_port=$((pg_port + 1))
-    done
-  fi
-  url="$(LATCHKEY_DATA_DIR="$data_dir" LATCHKEY_PG_PORT="$pg_port" LATCHKEY_PG_FAST=1 \
-         bash deploy/dev-postgres.sh | tail -n 1)"
-  # The cluster's `latchkey` database: the Swift suites use `latchkey_test`.
-  LATCHKEY_BROWSER_DATABASE_URL="$url"
+  LATCHKEY_BROWSER_DATABASE_URL="$(bash deploy/dev-postgres.sh --test | tail -n 1)"
 fi
 
 # --- 4. The server, on a free loopback port ---------------------------------------------------
 if [[ -z "${LATCHKEY_BIN:-}" ]]; then
-  command -v swift >/dev/null || eval "$(bash deploy/install-deps.sh)"
   swift build --product latchkey >&2
   LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey"
 fi
