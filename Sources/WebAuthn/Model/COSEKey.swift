@@ -50,6 +50,8 @@ public struct COSEKey: Sendable {
     public enum KeyType: Int, Sendable { case okp = 1, ec2 = 2, rsa = 3 }
 
     public let algorithm: COSEAlgorithm
+    /// What `algorithm` asks of OpenSSL; every COSEKey has one (init refuses algorithms without).
+    public let signatureAlgorithm: SignatureAlgorithm
     public let keyType: KeyType
     public let publicKey: PublicKey
 
@@ -114,14 +116,14 @@ public struct COSEKey: Sendable {
             throw .invalid("COSE key is invalid")
         }
         self.algorithm = alg
+        self.signatureAlgorithm = scheme
         self.keyType = kty
         self.publicKey = key
     }
 
     /// Verifies a signature made with this credential (WebAuthn L3 §7.2 step 20).
     public func verify(signature: [UInt8], over message: [UInt8]) -> Bool {
-        guard let scheme = algorithm.signatureAlgorithm else { return false }
-        return publicKey.verify(signature: signature, message: message, algorithm: scheme)
+        publicKey.verify(signature: signature, message: message, algorithm: signatureAlgorithm)
     }
 
     /// COSE_Key bytes for an existing OpenSSL public key (used by the test authenticator).

@@ -83,9 +83,8 @@ public enum AuthenticationVerifier {
         let c = parsed.clientData
         let a = parsed.authenticatorData
 
-        // Step 20: signature over authenticatorData || SHA-256(clientDataJSON) with the stored key.
-        try trace.require("credential.algorithmAllowed", stored.publicKey.algorithm.signatureAlgorithm != nil,
-                          WebAuthnError(.algorithmUnsupported, "credential algorithm is not supported"))
+        // Step 20: signature over authenticatorData || SHA-256(clientDataJSON) with the stored key
+        // (a COSEKey only exists for an algorithm Latchkey verifies).
         let signed = a.raw + c.hash
         try trace.require("signature", stored.publicKey.verify(signature: parsed.response.signature, over: signed),
                           WebAuthnError(.signatureInvalid, "signature does not verify"))
