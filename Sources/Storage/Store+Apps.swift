@@ -83,10 +83,8 @@ extension Store {
                 let detail = JSONValue.object([("rpId", .string(app.rpId)), ("platform", .string(app.platform)),
                                                ("fingerprints", .array(app.fingerprints.map { .string($0) })),
                                                ("handleAllUrls", .bool(app.handleAllURLs))]).text
-                try t.execute("""
-                    INSERT INTO audit_log (actor, action, subject, detail)
-                    VALUES (\(actor), \(change == .created ? "app.added" : "app.updated"), \(app.platform + ":" + app.appId), \(PostgresValue.text(detail))::jsonb)
-                    """)
+                try Store.audit(t, actor: actor, action: change == .created ? "app.added" : "app.updated",
+                                subject: app.platform + ":" + app.appId, detail: detail)
                 try Store.syncAppOrigins(t, actor: actor)
                 return change
             }
@@ -99,10 +97,7 @@ extension Store {
                 let n = try t.execute("DELETE FROM apps WHERE rp_id = \(rpId) AND platform = \(platform) AND app_id = \(appId)")
                 guard n > 0 else { return false }
                 let detail = JSONValue.object([("rpId", .string(rpId)), ("platform", .string(platform))]).text
-                try t.execute("""
-                    INSERT INTO audit_log (actor, action, subject, detail)
-                    VALUES (\(actor), 'app.removed', \(platform + ":" + appId), \(PostgresValue.text(detail))::jsonb)
-                    """)
+                try Store.audit(t, actor: actor, action: "app.removed", subject: platform + ":" + appId, detail: detail)
                 try Store.syncAppOrigins(t, actor: actor)
                 return true
             }
@@ -129,7 +124,7 @@ extension Store {
             """))
         for (rows, action) in [(added, "origin.added"), (removed, "origin.removed")] {
             for r in rows {
-                try t.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(actor), \(action), \(try r.string("origin")), '{\"source\":\"app\"}'::jsonb)")
+                try Store.audit(t, actor: actor, action: action, subject: try r.string("origin"), detail: #"{"source":"app"}"#)
             }
         }
     }

@@ -76,7 +76,7 @@ extension Store {
                     """)[0]
                 let detail = JSONValue.object([("keyId", .string(id)), ("deviceId", .string(deviceId)), ("platform", .string(platform)),
                                                ("replaced", old.map { .string($0) } ?? .null), ("attested", .bool(attested))]).text
-                _ = try t.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(userId), 'device_key.enrolled', \(userId), \(PostgresValue.text(detail))::jsonb)")
+                try Store.audit(t, actor: userId, action: "device_key.enrolled", subject: userId, detail: detail)
                 return (try Store.deviceKey(row), old)
             }
         }
@@ -102,7 +102,7 @@ extension Store {
                 let n = try t.execute("UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL")
                 if n > 0 {
                     let detail = JSONValue.object([("keyId", .string(id))]).text
-                    _ = try t.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(userId), 'device_key.revoked', \(userId), \(PostgresValue.text(detail))::jsonb)")
+                    try Store.audit(t, actor: userId, action: "device_key.revoked", subject: userId, detail: detail)
                 }
                 return n > 0
             }
@@ -126,7 +126,7 @@ extension Store {
                             \(r.tokenExpiresAt))
                     """)
                 let detail = JSONValue.object([("receiptId", .string(r.id)), ("method", .string(r.method)), ("keyId", .string(r.keyId))]).text
-                _ = try t.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(r.userId), 'step_up.approved', \(r.userId), \(PostgresValue.text(detail))::jsonb)")
+                try Store.audit(t, actor: r.userId, action: "step_up.approved", subject: r.userId, detail: detail)
                 return true
             }
         }

@@ -57,10 +57,7 @@ public final class Store: Sendable {
                     DELETE FROM challenges WHERE hash = \(hash)
                     RETURNING purpose, user_id AS bound_user, rp_id, policy::text AS policy, expires_at <= now() AS expired
                 )
-                SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.policy, ch.expired,
-                       c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible,
-                       c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at,
-                       u.user_handle, u.username, u.display_name
+                SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.policy, ch.expired, \(unsafeRaw: Store.loginColumns)
                 FROM ch LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
                         LEFT JOIN users u ON u.id = c.user_id
                 """)
@@ -68,10 +65,7 @@ public final class Store: Sendable {
             let challenge = ChallengeRecord(purpose: try r.string("purpose"), userId: try r.optionalString("bound_user"),
                                             rpId: try r.string("rp_id"), policy: try r.string("policy"), expired: try r.bool("expired"))
             guard try !r.isNull("id") else { return (challenge, nil) }
-            let cred = try Store.credential(r)
-            let user = UserRecord(id: cred.userId, userHandle: try r.bytes("user_handle"), username: try r.string("username"),
-                                  displayName: try r.string("display_name"))
-            return (challenge, (cred, user))
+            return (challenge, try Store.login(r))
         }
     }
 
@@ -81,6 +75,8 @@ public final class Store: Sendable {
 
     // MARK: Users
 
+    static let userColumns = "id, user_handle, username, display_name"
+
     static func user(_ r: Row) throws -> UserRecord {
         UserRecord(id: try r.string("id"), userHandle: try r.bytes("user_handle"), username: try r.string("username"),
                    displayName: try r.string("display_name"))
@@ -88,20 +84,20 @@ public final class Store: Sendable {
 
     public func user(username: String) throws -> UserRecord? {
         try pool.withConnection { c in
-            try c.query("SELECT id, user_handle, username, display_name FROM users WHERE username = \(username)").first.map(Store.user)
+            try c.query("SELECT \(unsafeRaw: Store.userColumns) FROM users WHERE username = \(username)").first.map(Store.user)
         }
     }
 
     public func user(id: String) throws -> UserRecord? {
         try pool.withConnection { c in
-            try c.query("SELECT id, user_handle, username, display_name FROM users WHERE id = \(id)").first.map(Store.user)
+            try c.query("SELECT \(unsafeRaw: Store.userColumns) FROM users WHERE id = \(id)").first.map(Store.user)
         }
     }
 
     /// The user an app backend knows as `externalId`, created on first use.
     public func upsertExternalUser(externalId: String, candidate: UserRecord) throws -> (UserRecord, created: Bool) {
         try pool.withConnection { c in
-            if let existing = try c.query("SELECT id, user_handle, username, display_name FROM users WHERE external_id = \(externalId)").first {
+            if let existing = try c.query("SELECT \(unsafeRaw: Store.userColumns) FROM users WHERE external_id = \(externalId)").first {
                 return (try Store.user(existing), false)
             }
             let rows = try c.query("""
@@ -109,7 +105,7 @@ public final class Store: Sendable {
                 VALUES (\(candidate.id), \(candidate.userHandle), \(candidate.username), \(candidate.displayName), \(externalId))
                 ON CONFLICT (external_id) DO NOTHING RETURNING id
                 """)
-            if rows.isEmpty, let existing = try c.query("SELECT id, user_handle, username, display_name FROM users WHERE external_id = \(externalId)").first {
+            if rows.isEmpty, let existing = try c.query("SELECT \(unsafeRaw: Store.userColumns) FROM users WHERE external_id = \(externalId)").first {
                 return (try Store.user(existing), false)
             }
             return (candidate, true)
@@ -132,6 +128,20 @@ public final class Store: Sendable {
             lastUsedAt: try r.optionalDate("last_used_at"))
     }
 
+    /// A credential joined with its owner, as a login reads it (`credentials c JOIN users u`).
+    static let loginColumns = """
+        c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, \
+        c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, \
+        u.user_handle, u.username, u.display_name
+        """
+
+    static func login(_ r: Row) throws -> (CredentialRecord, UserRecord) {
+        let credential = try Store.credential(r)
+        let user = UserRecord(id: credential.userId, userHandle: try r.bytes("user_handle"), username: try r.string("username"),
+                              displayName: try r.string("display_name"))
+        return (credential, user)
+    }
+
     public func credentials(userId: String) throws -> [CredentialRecord] {
         try pool.withConnection { c in
             try c.query("SELECT \(unsafeRaw: Store.credentialColumns) FROM credentials WHERE user_id = \(userId) AND revoked_at IS NULL ORDER BY created_at")
@@ -143,17 +153,12 @@ public final class Store: Sendable {
     public func credentialForLogin(id: [UInt8]) throws -> (CredentialRecord, UserRecord)? {
         try pool.withConnection { c in
             let rows = try c.query("""
-                SELECT c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible,
-                       c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at,
-                       u.user_handle, u.username, u.display_name
+                SELECT \(unsafeRaw: Store.loginColumns)
                 FROM credentials c JOIN users u ON u.id = c.user_id
                 WHERE c.id = \(id) AND c.revoked_at IS NULL
                 """)
             guard let r = rows.first else { return nil }
-            let cred = try Store.credential(r)
-            let user = UserRecord(id: cred.userId, userHandle: try r.bytes("user_handle"), username: try r.string("username"),
-                                  displayName: try r.string("display_name"))
-            return (cred, user)
+            return try Store.login(r)
         }
     }
 
@@ -176,7 +181,7 @@ public final class Store: Sendable {
                                 \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
                                 \(credential.attestationFormat), \(credential.attestationType), \(credential.name))
                         """)
-                    _ = try t.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(audit.actor), 'passkey.registered', \(credential.userId), \(PostgresValue.text(audit.detail))::jsonb)")
+                    try Store.audit(t, actor: audit.actor, action: "passkey.registered", subject: credential.userId, detail: audit.detail)
                 }
             }
         } catch let e as PostgresError where e.isUniqueViolation {
@@ -232,7 +237,7 @@ public final class Store: Sendable {
             try c.transaction { t in
                 let n = try t.execute("UPDATE credentials SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL")
                 if n > 0 {
-                    _ = try t.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(actor), 'passkey.revoked', \(userId), '{}'::jsonb)")
+                    try Store.audit(t, actor: actor, action: "passkey.revoked", subject: userId)
                 }
                 return n > 0
             }
@@ -252,7 +257,7 @@ public final class Store: Sendable {
         try pool.withConnection { c in
             try c.transaction { t in
                 let n = try t.execute("INSERT INTO origins (origin, source) VALUES (\(origin), \(source)) ON CONFLICT (origin) DO NOTHING")
-                if n > 0 { _ = try t.execute("INSERT INTO audit_log (actor, action, subject) VALUES (\(actor), 'origin.added', \(origin))") }
+                if n > 0 { try Store.audit(t, actor: actor, action: "origin.added", subject: origin) }
                 return n > 0
             }
         }
@@ -262,7 +267,7 @@ public final class Store: Sendable {
         try pool.withConnection { c in
             try c.transaction { t in
                 let n = try t.execute("DELETE FROM origins WHERE origin = \(origin)")
-                if n > 0 { _ = try t.execute("INSERT INTO audit_log (actor, action, subject) VALUES (\(actor), 'origin.removed', \(origin))") }
+                if n > 0 { try Store.audit(t, actor: actor, action: "origin.removed", subject: origin) }
                 return n > 0
             }
         }
@@ -270,10 +275,9 @@ public final class Store: Sendable {
 
     // MARK: Audit
 
-    public func audit(actor: String, action: String, subject: String?, detail: String = "{}") throws {
-        try pool.withConnection { c in
-            _ = try c.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(actor), \(action), \(subject), \(PostgresValue.text(detail))::jsonb)")
-        }
+    /// Appends one line to the append-only audit log on `connection`, inside the caller's transaction.
+    static func audit(_ connection: PostgresConnection, actor: String, action: String, subject: String?, detail: String = "{}") throws {
+        _ = try connection.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (\(actor), \(action), \(subject), \(PostgresValue.text(detail))::jsonb)")
     }
 
     public func auditEntries(limit: Int, before: Int64?) throws -> [AuditEntry] {
@@ -312,7 +316,7 @@ public final class Store: Sendable {
                     """)
                 if let row = reused.first {
                     let userId = try row.string("user_id")
-                    _ = try t.execute("INSERT INTO audit_log (actor, action, subject) VALUES ('latchkey', 'refresh.reuse_detected', \(userId))")
+                    try Store.audit(t, actor: "latchkey", action: "refresh.reuse_detected", subject: userId)
                     return .reused
                 }
                 return .invalid
@@ -330,11 +334,6 @@ public final class Store: Sendable {
         }
     }
 
-    public func refreshFamilyActive(_ familyId: String) throws -> Bool {
-        try pool.withConnection { c in
-            try !c.query("SELECT 1 AS one FROM refresh_families WHERE id = \(familyId) AND revoked_at IS NULL").isEmpty
-        }
-    }
 
     // MARK: Signing keys and secrets
 
@@ -372,7 +371,7 @@ public final class Store: Sendable {
     public func createTicket(hash: [UInt8], userId: String, ttlSeconds: Int, actor: String) throws -> Date {
         try pool.withConnection { c in
             let rows = try c.query("INSERT INTO enrolment_tickets (hash, user_id, expires_at) VALUES (\(hash), \(userId), now() + make_interval(secs => \(ttlSeconds))) RETURNING expires_at")
-            _ = try c.execute("INSERT INTO audit_log (actor, action, subject) VALUES (\(actor), 'ticket.issued', \(userId))")
+            try Store.audit(c, actor: actor, action: "ticket.issued", subject: userId)
             return try rows[0].date("expires_at")
         }
     }
