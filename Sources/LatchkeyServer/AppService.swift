@@ -14,7 +14,7 @@ public final class AppService: Sendable {
     let store: Store
     let configuration: Configuration
     let origins: OriginCache
-    private let files = BuiltFiles()
+    private let files = RefreshingCache<[String: [UInt8]]>(maxAge: AppService.maxAge)
     private let watcher: ConfigWatcher?
 
     /// Built files are re-read at most this often without a notification (same bound as OriginCache).
@@ -160,23 +160,16 @@ public final class AppService: Sendable {
 
     /// The three files built from this rpId's apps and the allowlist (cached ≤ 1 s).
     public func builtFiles() throws(ServiceError) -> [String: [UInt8]] {
-        let (built, at, generation) = files.state.withLock { $0 }
-        let now = monotonicNow()
-        if now - at < Self.maxAge, !built.isEmpty { return built }
-        let rows = try db { try store.apps(rpId: configuration.rpId) }
-        let allowlist = try db { try store.origins() }.map(\.origin)
-        let apps = rows.compactMap(Self.app)
-        var fresh: [String: [UInt8]] = [:]
-        for f in AssociationFiles.build(apps: apps, origins: allowlist, rpId: configuration.rpId) { fresh[f.name] = f.bytes }
-        files.state.withLock { if $0.generation == generation { $0 = (fresh, now, generation) } }
-        return fresh
+        try files.get { () throws(ServiceError) -> [String: [UInt8]] in
+            let rows = try db { try store.apps(rpId: configuration.rpId) }
+            let allowlist = try db { try store.origins() }.map(\.origin)
+            var fresh: [String: [UInt8]] = [:]
+            for f in AssociationFiles.build(apps: rows.compactMap(Self.app), origins: allowlist, rpId: configuration.rpId) {
+                fresh[f.name] = f.bytes
+            }
+            return fresh
+        }
     }
-}
-
-/// The built files, with a generation so a read racing an invalidation is not cached.
-final class BuiltFiles: Sendable {
-    let state = Mutex<(built: [String: [UInt8]], at: Double, generation: Int)>(([:], -1000, 0))
-    func invalidate() { state.withLock { $0.at = -1000; $0.generation += 1 } }
 }
 
 /// Listens on `latchkey_config` on its own connection and calls `onChange` for every

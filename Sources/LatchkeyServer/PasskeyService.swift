@@ -384,20 +384,14 @@ final class CredentialKeyCache: Sendable {
 /// an admin change applies on every instance within one second even without the change feed.
 public final class OriginCache: Sendable {
     let store: Store
-    /// `generation` moves on every invalidation: a read that raced one is not cached.
-    private let cached = Mutex<(policy: OriginPolicy, at: Double, generation: Int)>((OriginPolicy([String]()), -1000, 0))
-    static let maxAge = 1.0
+    private let cache = RefreshingCache<OriginPolicy>(maxAge: 1)
     public init(store: Store) { self.store = store }
 
+    /// The allowlist (≤ 1 s old); the last one read when the database is unreachable.
     public func policy() -> OriginPolicy {
-        let (policy, at, generation) = cached.withLock { $0 }
-        let now = monotonicNow()
-        if now - at < Self.maxAge { return policy }
-        guard let rows = try? store.origins() else { return policy }
-        let fresh = OriginPolicy(rows.map(\.origin))
-        cached.withLock { if $0.generation == generation { $0 = (fresh, now, generation) } }
-        return fresh
+        (try? cache.get { () throws -> OriginPolicy in OriginPolicy(try store.origins().map(\.origin)) })
+            ?? cache.stale ?? OriginPolicy([String]())
     }
 
-    public func invalidate() { cached.withLock { $0.at = -1000; $0.generation += 1 } }
+    public func invalidate() { cache.invalidate() }
 }
