@@ -10,8 +10,7 @@ public enum OriginRules {
     /// and `http://localhost[:port]` only in development mode.
     public static func validate(_ origin: String, developmentMode: Bool) -> Result<String, Rejection> {
         if origin.hasPrefix("android:apk-key-hash:") {
-            let hash = String(origin.dropFirst("android:apk-key-hash:".count))
-            guard let bytes = Base64URL.decode(hash), bytes.count == 32, Base64URL.encode(bytes) == hash else {
+            guard SigningCertificateFingerprint(origin: origin) != nil else {
                 return .failure(Rejection(reason: "android origins carry the base64url SHA-256 of the signing certificate"))
             }
             return .success(origin)
