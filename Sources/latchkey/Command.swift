@@ -78,22 +78,8 @@ struct ParsedArguments {
     func has(_ flag: String) -> Bool { flags.contains(flag) }
 }
 
-func readAllStandardInput(limit: Int = 1 << 22) -> [UInt8]? {
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = read(0, &buffer, buffer.count)
-        if n < 0 { if errno == EINTR { continue }; return nil }
-        if n == 0 { return out }
-        out.append(contentsOf: buffer[0..<n])
-        if out.count > limit { return nil }
-    }
-}
-
-func readFile(_ path: String, limit: Int = 1 << 22) -> [UInt8]? {
-    let fd = open(path, O_RDONLY)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
+/// Reads `fd` to its end; nil on a read error or once more than `limit` bytes arrived.
+func readAll(fd: Int32, limit: Int = 1 << 22) -> [UInt8]? {
     var out: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
@@ -103,4 +89,13 @@ func readFile(_ path: String, limit: Int = 1 << 22) -> [UInt8]? {
         out.append(contentsOf: buffer[0..<n])
         if out.count > limit { return nil }
     }
+}
+
+func readAllStandardInput(limit: Int = 1 << 22) -> [UInt8]? { readAll(fd: 0, limit: limit) }
+
+func readFile(_ path: String, limit: Int = 1 << 22) -> [UInt8]? {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    return readAll(fd: fd, limit: limit)
 }

@@ -190,39 +190,13 @@ enum VerifyBenchmark {
     /// Starts `count` copies of this executable as `bench verify --worker es256` at once and
     /// returns what each counted.
     static func runWorkerProcesses(count: Int, seconds: Double) -> [Int] {
-        var children: [(pid_t, Int32)] = []
-        for _ in 0..<count {
-            var fds: [Int32] = [0, 0]
-            guard pipe(&fds) == 0 else { return [] }
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-            posix_spawn_file_actions_addclose(&actions, fds[0])
-            let argv = ["/proc/self/exe", "bench", "verify", "--worker", "es256", "--seconds", "\(seconds)"]
-            var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-            var pid: pid_t = 0
-            let rc = posix_spawn(&pid, "/proc/self/exe", &actions, nil, &cargs, environ)
-            for p in cargs { free(p) }
-            posix_spawn_file_actions_destroy(&actions)
-            close(fds[1])
-            if rc == 0 { children.append((pid, fds[0])) } else { close(fds[0]) }
+        let argv = ["/proc/self/exe", "bench", "verify", "--worker", "es256", "--seconds", "\(seconds)"]
+        // All started before any is read, so they run at the same time.
+        let children = (0..<count).compactMap { _ in spawn(argv, capture: .standardOutput) }
+        return children.map { child in
+            let text = String(decoding: child.finish() ?? [], as: UTF8.self).filter { $0.isNumber }
+            return Int(text) ?? 0
         }
-        var results: [Int] = []
-        for (pid, fd) in children {
-            var output: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 256)
-            while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n <= 0 { break }
-                output += buffer[0..<n]
-            }
-            close(fd)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            let text = String(decoding: output, as: UTF8.self).filter { $0.isNumber }
-            results.append(Int(text) ?? 0)
-        }
-        return results
     }
 }
 

@@ -194,25 +194,6 @@ enum PgbenchBaseline {
 
 /// Runs a program, returns its standard output and error together.
 func runProcess(_ argv: [String]) -> String? {
-    var fds: [Int32] = [0, 0]
-    guard pipe(&fds) == 0 else { return nil }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-    posix_spawn_file_actions_adddup2(&actions, fds[1], 2)
-    posix_spawn_file_actions_addclose(&actions, fds[0])
-    var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, argv[0], &actions, nil, &cargs, environ)
-    for c in cargs { free(c) }
-    posix_spawn_file_actions_destroy(&actions)
-    close(fds[1])
-    guard rc == 0 else { close(fds[0]); return nil }
-    var output: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true { let n = read(fds[0], &buffer, buffer.count); if n <= 0 { break }; output += buffer[0..<n] }
-    close(fds[0])
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    return String(decoding: output, as: UTF8.self)
+    guard let child = spawn(argv, capture: .standardOutputAndError) else { return nil }
+    return String(decoding: child.finish() ?? [], as: UTF8.self)
 }

@@ -66,8 +66,7 @@ enum ServeCommand: Command {
                        + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
-        let sweeper = Thread { while true { sleep(60); try? services.store.purgeExpiredChallenges() } }
-        sweeper.start()
+        _ = spawnThread { while true { sleep(60); try? services.store.purgeExpiredChallenges() } }
 
         var received: Int32 = 0
         sigwait(&signals, &received)
@@ -80,23 +79,7 @@ enum ServeCommand: Command {
     }
 }
 
-/// A detached thread (POSIX) for background chores.
-final class Thread: @unchecked Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    func start() { _ = spawnThread(body) }
-}
-
 /// Starts this executable again with `arguments`; returns its pid.
 func spawnSelf(_ arguments: [String], extraEnvironment: [String] = []) -> pid_t? {
-    let argv = ["/proc/self/exe"] + arguments
-    var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-    var envp: [UnsafeMutablePointer<CChar>?] = []
-    var p = environ
-    while let e = p.pointee { envp.append(strdup(e)); p += 1 }
-    envp += extraEnvironment.map { strdup($0) }
-    envp.append(nil)
-    defer { for c in cargs { free(c) }; for e in envp { free(e) } }
-    var pid: pid_t = 0
-    return posix_spawn(&pid, "/proc/self/exe", nil, nil, &cargs, &envp) == 0 ? pid : nil
+    spawn(["/proc/self/exe"] + arguments, extraEnvironment: extraEnvironment)?.pid
 }
