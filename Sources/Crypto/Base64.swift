@@ -58,3 +58,12 @@ public enum Base64 {
         return out
     }
 }
+
+/// PEM armour (RFC 7468): base64 in 64-character lines between BEGIN/END labels.
+public enum PEM {
+    public static func encode(_ der: [UInt8], label: String) -> String {
+        let b64 = Array(Base64.encodeStandard(der).utf8)
+        let lines = stride(from: 0, to: b64.count, by: 64).map { String(decoding: b64[$0..<min($0 + 64, b64.count)], as: UTF8.self) }
+        return "-----BEGIN \(label)-----\n" + lines.joined(separator: "\n") + "\n-----END \(label)-----\n"
+    }
+}

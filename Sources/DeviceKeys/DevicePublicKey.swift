@@ -67,17 +67,7 @@ public struct DevicePublicKey: Sendable {
     }
 
     /// PEM of the SPKI, for `openssl dgst -verify`.
-    public var pem: String {
-        let b64 = Base64.encodeStandard(spkiDER)
-        var lines: [String] = []
-        var i = b64.startIndex
-        while i < b64.endIndex {
-            let j = b64.index(i, offsetBy: 64, limitedBy: b64.endIndex) ?? b64.endIndex
-            lines.append(String(b64[i..<j]))
-            i = j
-        }
-        return "-----BEGIN PUBLIC KEY-----\n" + lines.joined(separator: "\n") + "\n-----END PUBLIC KEY-----\n"
-    }
+    public var pem: String { PEM.encode(spkiDER, label: "PUBLIC KEY") }
 
     /// A parsed DER signature by this key over `message` (SHA-256 inside, as
     /// `.ecdsaSignatureMessageX962SHA256` and `SHA256withECDSA` compute it).

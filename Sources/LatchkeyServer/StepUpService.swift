@@ -353,7 +353,7 @@ public final class StepUpService: Sendable {
                               ("nonce", .string(Base64URL.encode(c.nonce))), ("userHash", .string(Base64URL.encode(c.userHash))),
                               ("keyHash", .string(Base64URL.encode(c.keyHash))), ("actionHash", .string(Base64URL.encode(c.actionHash)))])
         }
-        let pem = (try? DevicePublicKey(bytes: r.publicKey))?.pem ?? Self.pem(r.publicKey)
+        let pem = PEM.encode(r.publicKey, label: "PUBLIC KEY")
         var out: [(key: String, value: JSONValue)] = [
             ("id", .string(r.id)), ("userId", .string(r.userId)), ("method", .string(r.method)), ("keyId", .string(r.keyId)),
             ("publicKey", .string(Base64URL.encode(r.publicKey))), ("publicKeyPEM", .string(pem)),
@@ -368,12 +368,6 @@ public final class StepUpService: Sendable {
         if let c = r.clientDataJSON { out.append(("clientDataJSON", .string(Base64URL.encode(c)))) }
         if let a = r.authenticatorData { out.append(("authenticatorData", .string(Base64URL.encode(a)))) }
         return .object(out)
-    }
-
-    static func pem(_ spki: [UInt8]) -> String {
-        let b64 = Array(Base64.encodeStandard(spki))
-        let lines = stride(from: 0, to: b64.count, by: 64).map { String(b64[$0..<min($0 + 64, b64.count)]) }
-        return "-----BEGIN PUBLIC KEY-----\n" + lines.joined(separator: "\n") + "\n-----END PUBLIC KEY-----\n"
     }
 
     // MARK: Shared
