@@ -237,12 +237,12 @@ public final class PasskeyService: Sendable {
                                   refreshTTL: configuration.refreshTokenTTL, auditDetail: JSONValue.object(detail).text)
         }
         let issued = try tokens.issue(userId: user.id, familyId: familyId, refreshToken: refresh, userVerified: verified.userVerified)
-        let updated = CredentialRecord(
-            id: credential.id, userId: credential.userId, publicKey: credential.publicKey, alg: credential.alg,
-            signCount: max(credential.signCount, Int64(verified.newSignCount)), aaguid: credential.aaguid,
-            transports: credential.transports, backupEligible: credential.backupEligible, backedUp: verified.backedUp,
-            attestationFormat: credential.attestationFormat, attestationType: credential.attestationType, name: credential.name,
-            flagged: credential.flagged || verified.cloneWarning, createdAt: credential.createdAt, lastUsedAt: Date())
+        // The passkey as this login left it (what recordLogin just wrote).
+        var updated = credential
+        updated.signCount = max(credential.signCount, Int64(verified.newSignCount))
+        updated.backedUp = verified.backedUp
+        updated.flagged = credential.flagged || verified.cloneWarning
+        updated.lastUsedAt = Date()
         return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(updated)), ("tokens", issued.json)])
     }
 

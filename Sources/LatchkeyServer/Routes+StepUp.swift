@@ -32,13 +32,10 @@ extension RouteTable {
         }
         add("GET", "/v1/step-up/receipts/{id}", accepting: .any) { req, params in
             // The owner (access token) or an auditor with the admin key.
-            var owner: String? = nil
-            if let presented = Services.credentials(req, scheme: "Bearer"), let hash = s.configuration.adminKeyHash,
-               AdminKey.matches(presented, hash: hash) {
-                owner = nil
-            } else {
-                owner = try s.requireUser(req)
-            }
+            let isAuditor = Services.credentials(req, scheme: "Bearer").map { presented in
+                s.configuration.adminKeyHash.map { AdminKey.matches(presented, hash: $0) } ?? false
+            } ?? false
+            let owner: String? = isAuditor ? nil : try s.requireUser(req)
             return .json(bytes: try s.stepUp.receipt(id: params["id"] ?? "", userId: owner).serialized())
         }
     }

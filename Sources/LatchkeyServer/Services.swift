@@ -48,18 +48,14 @@ public final class Services: Sendable {
     /// The signed-in user (Bearer access token) or, where allowed, the user an enrolment ticket
     /// vouches for; nil when the request carries no Authorization at all.
     func authenticate(_ request: Request, allowTicket: Bool) throws(ServiceError) -> String? {
-        guard let header = request.header("Authorization") else { return nil }
-        if let token = Services.credentials(request, scheme: "Bearer") {
-            guard let sub = try tokens.verify(token)["sub"]?.stringValue else { throw ServiceError.unauthorized }
-            return sub
-        }
+        guard request.header("Authorization") != nil else { return nil }
+        if Services.credentials(request, scheme: "Bearer") != nil { return try requireUser(request) }
         if allowTicket, let ticket = Services.credentials(request, scheme: "Ticket") {
             guard let userId = try db({ try store.consumeTicket(hash: OpaqueToken.hash(ticket)) }) else {
                 throw ServiceError("unauthorized", "the enrolment ticket is unknown, expired or used")
             }
             return userId
         }
-        _ = header
         throw ServiceError.unauthorized
     }
 

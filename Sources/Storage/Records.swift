@@ -15,17 +15,17 @@ public struct CredentialRecord: Sendable {
     public let userId: String
     public let publicKey: [UInt8]
     public let alg: Int
-    public let signCount: Int64
+    public var signCount: Int64
     public let aaguid: [UInt8]
     public let transports: [String]
     public let backupEligible: Bool
-    public let backedUp: Bool
+    public var backedUp: Bool
     public let attestationFormat: String
     public let attestationType: String
     public let name: String
-    public let flagged: Bool
+    public var flagged: Bool
     public let createdAt: Date
-    public let lastUsedAt: Date?
+    public var lastUsedAt: Date?
 
     public init(id: [UInt8], userId: String, publicKey: [UInt8], alg: Int, signCount: Int64, aaguid: [UInt8], transports: [String],
                 backupEligible: Bool, backedUp: Bool, attestationFormat: String, attestationType: String, name: String,

@@ -29,23 +29,21 @@ public struct SigningKey: Sendable {
 
     /// The public JWK (RFC 7517/7518) for the JWKS.
     public static func jwk(_ key: PublicKey, kid: String) -> JSONValue {
-        let point = key.x963Point ?? []
-        guard point.count == 65 else { return .object([]) }
-        return .object([
-            ("kty", "EC"), ("crv", "P-256"), ("x", .string(Base64URL.encode(Array(point[1...32])))),
-            ("y", .string(Base64URL.encode(Array(point[33...64])))), ("use", "sig"), ("alg", "ES256"), ("kid", .string(kid)),
-        ])
+        guard case .object(let members) = requiredMembers(key) else { return .object([]) }
+        return .object(members + [("use", "sig"), ("alg", "ES256"), ("kid", .string(kid))])
     }
 
     /// RFC 7638: SHA-256 over the canonical required members {crv, kty, x, y}.
     public static func thumbprint(_ key: PublicKey) -> String {
-        let point = key.x963Point ?? []
-        guard point.count == 65 else { return "" }
-        let required: JSONValue = .object([
-            ("crv", "P-256"), ("kty", "EC"), ("x", .string(Base64URL.encode(Array(point[1...32])))),
-            ("y", .string(Base64URL.encode(Array(point[33...64])))),
-        ])
+        guard let required = requiredMembers(key) else { return "" }
         return Base64URL.encode(Digest.sha256(required.canonicalized()))
+    }
+
+    /// The members RFC 7518 §6.2.1 requires of a P-256 public JWK.
+    static func requiredMembers(_ key: PublicKey) -> JSONValue? {
+        guard let point = key.x963Point, point.count == 65 else { return nil }
+        return .object([("crv", "P-256"), ("kty", "EC"), ("x", .string(Base64URL.encode(Array(point[1...32])))),
+                        ("y", .string(Base64URL.encode(Array(point[33...64]))))])
     }
 }
 
