@@ -31,15 +31,12 @@ public enum AndroidKeyAttestation: AttestationFormat {
 
         // Step 4: the key description extension, parsed in full before any of its fields is used.
         guard let ext = leaf.extension(keyDescriptionOID) else {
-            try trace.require("attestation.android-key.extension", false,
-                              .attestation("android-key: key description extension is missing"))
-            fatalError("unreachable")
+            try trace.fail("attestation.android-key.extension", .attestation("android-key: key description extension is missing"))
         }
         let description: KeyDescription
         do { description = try KeyDescription(der: ext.value) } catch {
-            try trace.require("attestation.android-key.keyDescription", false,
-                              .attestation("android-key: key description does not parse: \(error.reason)"))
-            fatalError("unreachable")
+            try trace.fail("attestation.android-key.keyDescription",
+                           .attestation("android-key: key description does not parse: \(error.reason)"))
         }
         trace.pass("attestation.android-key.keyDescription")
         trace.decoded("androidKey", description.json)

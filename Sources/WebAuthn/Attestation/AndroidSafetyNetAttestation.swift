@@ -22,8 +22,7 @@ public enum AndroidSafetyNetAttestation: AttestationFormat {
         let response = try input.bytes("response")
         let jws: SafetyNetJWS
         do { jws = try SafetyNetJWS(compact: response, maxLength: maxResponseLength) } catch {
-            try trace.require("attestation.android-safetynet.jws", false, error)
-            fatalError("unreachable")
+            try trace.fail("attestation.android-safetynet.jws", error)
         }
         trace.pass("attestation.android-safetynet.jws")
         trace.decoded("safetyNet", jws.json)

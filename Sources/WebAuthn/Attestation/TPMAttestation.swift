@@ -61,9 +61,11 @@ public enum TPMAttestation: AttestationFormat {
         let sig = try input.bytes("sig")
         let pubAreaBytes = try input.bytes("pubArea")
         let certInfoBytes = try input.bytes("certInfo")
-        let x5c = try input.certificates()
-        try trace.require("attestation.tpm.x5c", x5c != nil, .attestation("tpm: attStmt.x5c is missing (ECDAA is not supported)"))
-        guard let x5c, let aikCert = x5c.first else { throw .attestation("tpm: attStmt.x5c is missing") }
+        // certificates() returns nil or a non-empty array.
+        guard let x5c = try input.certificates(), let aikCert = x5c.first else {
+            try trace.fail("attestation.tpm.x5c", .attestation("tpm: attStmt.x5c is missing (ECDAA is not supported)"))
+        }
+        trace.pass("attestation.tpm.x5c")
 
         // Parse first: both TPM structures, every length checked, no trailing bytes.
         let pubArea = try TPMTPublic(bytes: pubAreaBytes)
@@ -88,12 +90,12 @@ public enum TPMAttestation: AttestationFormat {
                           .attestation("tpm: certInfo.extraData is not the hash of authenticatorData || clientDataHash"))
         // attested.name is the Name of pubArea: nameAlg || H_nameAlg(pubArea) (TPM 2.0 Part 1 §16).
         // qualifiedSigner, clockInfo and firmwareVersion are ignored, as §8.3.2 says.
-        let expectedName: [UInt8]? = TPMAlgorithm.hash(pubArea.nameAlg).map {
-            [UInt8(pubArea.nameAlg >> 8), UInt8(pubArea.nameAlg & 0xFF)] + $0.hash(pubArea.raw)
+        guard let nameHash = TPMAlgorithm.hash(pubArea.nameAlg) else {
+            try trace.fail("attestation.tpm.nameAlg", .attestation("tpm: pubArea.nameAlg is not SHA-1, SHA-256, SHA-384 or SHA-512"))
         }
-        try trace.require("attestation.tpm.nameAlg", expectedName != nil,
-                          .attestation("tpm: pubArea.nameAlg is not SHA-1, SHA-256, SHA-384 or SHA-512"))
-        try trace.require("attestation.tpm.attestedName", expectedName != nil && certInfo.certify?.name == expectedName,
+        trace.pass("attestation.tpm.nameAlg")
+        let expectedName = [UInt8(pubArea.nameAlg >> 8), UInt8(pubArea.nameAlg & 0xFF)] + nameHash.hash(pubArea.raw)
+        try trace.require("attestation.tpm.attestedName", certInfo.certify?.name == expectedName,
                           .attestation("tpm: certInfo.attested.name is not the Name of pubArea"))
 
         // Step 5 (x5c present): sig is a valid signature over certInfo with aikCert's key and "alg".
@@ -118,16 +120,15 @@ public enum TPMAttestation: AttestationFormat {
                           .attestation("tpm: AIK certificate subject is not empty"))
         // subjectAlternativeName as TCG EK Credential Profile §3.2.9 defines it. With an empty
         // subject it carries the identity, so it is critical (RFC 5280 §4.2.1.6).
-        let san = cert.extension(subjectAltNameOID)
-        try trace.require("attestation.tpm.aikSANPresent", san != nil,
-                          .attestation("tpm: AIK certificate has no subjectAlternativeName"))
-        guard let san else { throw .attestation("tpm: AIK certificate has no subjectAlternativeName") }
+        guard let san = cert.extension(subjectAltNameOID) else {
+            try trace.fail("attestation.tpm.aikSANPresent", .attestation("tpm: AIK certificate has no subjectAlternativeName"))
+        }
+        trace.pass("attestation.tpm.aikSANPresent")
         try trace.require("attestation.tpm.aikSANCritical", san.critical,
                           .attestation("tpm: AIK certificate subjectAlternativeName is not critical"))
         let device: TPMDeviceAttributes
         do { device = try TPMDeviceAttributes(subjectAlternativeName: san.value) } catch {
-            try trace.require("attestation.tpm.aikSAN", false, error)
-            throw error
+            try trace.fail("attestation.tpm.aikSAN", error)
         }
         trace.pass("attestation.tpm.aikSAN", device.manufacturer)
         // TPMManufacturer is a TCG-registered vendor (or a known test TPM's id).

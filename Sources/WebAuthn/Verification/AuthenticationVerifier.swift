@@ -94,7 +94,7 @@ public enum AuthenticationVerifier {
         if a.signCount != 0 || stored.signCount != 0 {
             if a.signCount <= stored.signCount {
                 if policy.signCountPolicy == .reject {
-                    try trace.require("signCount", false, WebAuthnError(.signCountRegression,
+                    try trace.fail("signCount", WebAuthnError(.signCountRegression,
                         "sign count \(a.signCount) is not greater than the stored \(stored.signCount)"))
                 }
                 cloneWarning = true

@@ -51,8 +51,7 @@ public enum RegistrationVerifier {
 
         // Attested credential data must be present (AT flag) in a registration.
         guard let credential = authData.attestedCredentialData else {
-            try trace.require("authData.attestedCredentialData", false, .invalid("authenticatorData has no attested credential data"))
-            fatalError("unreachable")
+            try trace.fail("authData.attestedCredentialData", .invalid("authenticatorData has no attested credential data"))
         }
         trace.pass("authData.attestedCredentialData")
         // Credential id in authData must be the one the client reports (rawId).
@@ -65,8 +64,7 @@ public enum RegistrationVerifier {
         // Steps 21-22: the attestation statement format and its verification procedure.
         let format = parsed.attestationObject.format
         guard let verifier = AttestationFormats.named(format) else {
-            try trace.require("attestation.format", false, .attestation("attestation format \"\(format)\" is not supported"))
-            fatalError("unreachable")
+            try trace.fail("attestation.format", .attestation("attestation format \"\(format)\" is not supported"))
         }
         trace.pass("attestation.format", format)
         let now = policy.clock()
@@ -83,7 +81,7 @@ public enum RegistrationVerifier {
                                              anchors: policy.trustAnchors, at: now)
                 trace.pass("attestation.trustPath")
             } catch {
-                try trace.require("attestation.trustPath", false, .attestation(error.reason))
+                try trace.fail("attestation.trustPath", .attestation(error.reason))
             }
         }
         trace.decoded("credential", [

@@ -34,6 +34,14 @@ extension Optional where Wrapped == VerificationTrace {
         if !condition { throw error() }
     }
 
+    /// Records the named check as failed and throws `error`: for checks whose failure is found
+    /// on a path (a failed parse, a missing value) rather than as a condition.
+    func fail(_ name: String, _ error: @autoclosure () -> WebAuthnError) throws(WebAuthnError) -> Never {
+        let error = error()
+        self?.record(name, false, error.reason)
+        throw error
+    }
+
     func pass(_ name: String, _ detail: String = "") { self?.record(name, true, detail) }
     func decoded(_ key: String, _ value: @autoclosure () -> JSONValue) { self?.decoded(key, value()) }
 }
