@@ -1,3 +1,6 @@
+import LatchkeyServer
+import PostgreSQL
+import Storage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -98,4 +101,24 @@ func readFile(_ path: String, limit: Int = 1 << 22) -> [UInt8]? {
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     return readAll(fd: fd, limit: limit)
+}
+
+/// Runs `body` on the database in DATABASE_URL through a one-connection pool, migrated first (under
+/// the advisory lock) unless `migrate` is false, and shuts the pool down afterwards. `applied` is
+/// what the migration applied. Without DATABASE_URL prints "<command>: <unset>" and returns 64
+/// (usage); when migrating fails prints "<command>: <error>" and returns 1.
+func withDatabase<E: Error>(_ command: String, unset: String = "DATABASE_URL is not set", migrate: Bool = true,
+                            _ body: (_ store: Store, _ applied: [Int]) throws(E) -> Int32) throws(E) -> Int32 {
+    guard let url = Configuration.processEnvironment()["DATABASE_URL"], !url.isEmpty else {
+        printError("\(command): \(unset)"); return ExitCode.usage
+    }
+    let pool = PostgresPool(url: url, maxConnections: 1)
+    defer { pool.shutdown() }
+    var applied: [Int] = []
+    if migrate {
+        do { applied = try Migrator(LatchkeyMigrations.all).migrate(using: pool) } catch {
+            printError("\(command): \(error)"); return ExitCode.failure
+        }
+    }
+    return try body(Store(pool: pool), applied)
 }

@@ -1,6 +1,5 @@
 import JSON
 import LatchkeyServer
-import PostgreSQL
 import Storage
 
 /// `latchkey migrate`: apply pending migrations (safe to run from several instances at once).
@@ -11,18 +10,9 @@ enum MigrateCommand: Command {
 
     static func run(_ arguments: [String]) -> Int32 {
         if arguments.contains("-h") || arguments.contains("--help") { print(help); return ExitCode.success }
-        guard let url = Configuration.processEnvironment()["DATABASE_URL"], !url.isEmpty else {
-            printError("latchkey migrate: DATABASE_URL is not set"); return ExitCode.usage
-        }
-        do {
-            let pool = PostgresPool(url: url, maxConnections: 1)
-            let applied = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
+        return withDatabase("latchkey migrate") { _, applied in
             print(applied.isEmpty ? "up to date" : "applied: " + applied.map(String.init).joined(separator: ", "))
-            pool.shutdown()
             return ExitCode.success
-        } catch {
-            printError("latchkey migrate: \(error)")
-            return ExitCode.failure
         }
     }
 }
@@ -46,41 +36,38 @@ enum OriginsCommand: Command {
             if args.has("help") { print(help); return ExitCode.success }
             guard let verb = args.positionals.first else { throw UsageError(message: "say list, add or remove") }
             let env = Configuration.processEnvironment()
-            guard let url = env["DATABASE_URL"], !url.isEmpty else { throw UsageError(message: "DATABASE_URL is not set") }
-            let pool = PostgresPool(url: url, maxConnections: 1)
-            defer { pool.shutdown() }
-            let store = Store(pool: pool)
-            do {
-                _ = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
-                switch verb {
-                case "list":
-                    for o in try store.origins() { print("\(o.origin)\t\(o.source)") }
-                case "add":
-                    var candidate = args.positionals.dropFirst().first
-                    if let fp = args.value("android-fingerprint") {
-                        switch OriginRules.androidOrigin(fromFingerprint: fp) {
-                        case .success(let o): candidate = o
+            return try withDatabase("latchkey origins", unset: "DATABASE_URL is not set\n\n\(help)") { (store, _) throws(UsageError) in
+                do {
+                    switch verb {
+                    case "list":
+                        for o in try store.origins() { print("\(o.origin)\t\(o.source)") }
+                    case "add":
+                        var candidate = args.positionals.dropFirst().first
+                        if let fp = args.value("android-fingerprint") {
+                            switch OriginRules.androidOrigin(fromFingerprint: fp) {
+                            case .success(let o): candidate = o
+                            case .failure(let e): throw UsageError(message: e.reason)
+                            }
+                        }
+                        guard let c = candidate else { throw UsageError(message: "add needs an origin or --android-fingerprint") }
+                        switch OriginRules.validate(c, developmentMode: env["LATCHKEY_DEV"] == "1") {
+                        case .success(let origin):
+                            print(try store.addOrigin(origin, source: "admin", actor: "cli") ? "added \(origin)" : "already present: \(origin)")
                         case .failure(let e): throw UsageError(message: e.reason)
                         }
+                    case "remove":
+                        guard let origin = args.positionals.dropFirst().first else { throw UsageError(message: "remove needs an origin") }
+                        guard try store.removeOrigin(origin, actor: "cli") else { printError("not present: \(origin)"); return ExitCode.failure }
+                        print("removed \(origin)")
+                    default: throw UsageError(message: "unknown verb \(verb)")
                     }
-                    guard let c = candidate else { throw UsageError(message: "add needs an origin or --android-fingerprint") }
-                    switch OriginRules.validate(c, developmentMode: env["LATCHKEY_DEV"] == "1") {
-                    case .success(let origin):
-                        print(try store.addOrigin(origin, source: "admin", actor: "cli") ? "added \(origin)" : "already present: \(origin)")
-                    case .failure(let e): throw UsageError(message: e.reason)
-                    }
-                case "remove":
-                    guard let origin = args.positionals.dropFirst().first else { throw UsageError(message: "remove needs an origin") }
-                    guard try store.removeOrigin(origin, actor: "cli") else { printError("not present: \(origin)"); return ExitCode.failure }
-                    print("removed \(origin)")
-                default: throw UsageError(message: "unknown verb \(verb)")
+                    return ExitCode.success
+                } catch let e as UsageError {
+                    throw e
+                } catch {
+                    printError("latchkey origins: \(error)")
+                    return ExitCode.failure
                 }
-                return ExitCode.success
-            } catch let e as UsageError {
-                throw e
-            } catch {
-                printError("latchkey origins: \(error)")
-                return ExitCode.failure
             }
         } catch {
             printError("latchkey origins: \(error.message)\n\n\(help)")

@@ -1,6 +1,5 @@
 import JSON
 import LatchkeyServer
-import PostgreSQL
 import Storage
 import WellKnown
 
@@ -69,21 +68,15 @@ enum AppsCommand: Command {
         if let server = args.value("server") {
             return viaServer(server, verb: verb, body: body, removeId: removeId, key: env["LATCHKEY_ADMIN_KEY"] ?? "")
         }
-        guard let url = env["DATABASE_URL"], !url.isEmpty else {
-            printError("latchkey apps: DATABASE_URL is not set (or use --server URL)"); return ExitCode.usage
-        }
         var configuration = Configuration()
         configuration.rpId = args.value("rp-id") ?? env["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
         configuration.developmentMode = env["LATCHKEY_DEV"] == "1"
-        let pool = PostgresPool(url: url, maxConnections: 1)
-        defer { pool.shutdown() }
-        let store = Store(pool: pool)
-        do {
-            _ = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
-        } catch {
-            printError("latchkey apps: \(error)"); return ExitCode.failure
+        return withDatabase("latchkey apps", unset: "DATABASE_URL is not set (or use --server URL)") { store, _ in
+            viaDatabase(verb, body: body, removeId: removeId, service: AppService(store: store, configuration: configuration, origins: OriginCache(store: store)))
         }
-        let service = AppService(store: store, configuration: configuration, origins: OriginCache(store: store))
+    }
+
+    static func viaDatabase(_ verb: String, body: JSONValue?, removeId: String?, service: AppService) -> Int32 {
         do throws(ServiceError) {
             switch verb {
             case "list":

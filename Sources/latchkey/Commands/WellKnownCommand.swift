@@ -1,7 +1,6 @@
 import Foundation
 import JSON
 import LatchkeyServer
-import PostgreSQL
 import Storage
 import WellKnown
 
@@ -52,14 +51,14 @@ enum WellKnownCommand: Command {
         let listed = args.all("origins").flatMap { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
         if !listed.isEmpty { origins = listed }
         if args.has("database") {
-            guard let db = Configuration.processEnvironment()["DATABASE_URL"], !db.isEmpty else {
-                printError("latchkey wellknown check: --database needs DATABASE_URL"); return ExitCode.usage
+            // Read only: the allowlist as it is, no migration.
+            let status = withDatabase("latchkey wellknown check", unset: "--database needs DATABASE_URL", migrate: false) { store, _ in
+                do { origins = (origins ?? []) + (try store.origins().map(\.origin)) } catch {
+                    printError("latchkey wellknown check: cannot read the allowlist: \(error)"); return ExitCode.failure
+                }
+                return ExitCode.success
             }
-            let pool = PostgresPool(url: db, maxConnections: 1)
-            defer { pool.shutdown() }
-            do { origins = (origins ?? []) + (try Store(pool: pool).origins().map(\.origin)) } catch {
-                printError("latchkey wellknown check: cannot read the allowlist: \(error)"); return ExitCode.failure
-            }
+            guard status == ExitCode.success else { return status }
         }
 
         var documents: [WellKnownDocument] = []
@@ -106,14 +105,14 @@ enum WellKnownCommand: Command {
 
     static func build(_ args: ParsedArguments) -> Int32 {
         guard let out = args.value("out") else { printError("latchkey wellknown build: --out D is required\n\n\(help)"); return ExitCode.usage }
-        let env = Configuration.processEnvironment()
-        guard let url = env["DATABASE_URL"], !url.isEmpty else { printError("latchkey wellknown build: DATABASE_URL is not set"); return ExitCode.usage }
-        let rpId = args.value("rp-id") ?? env["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
-        let pool = PostgresPool(url: url, maxConnections: 1)
-        defer { pool.shutdown() }
+        let rpId = args.value("rp-id") ?? Configuration.processEnvironment()["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
+        return withDatabase("latchkey wellknown build") { store, _ in
+            build(out: out, rpId: rpId, store: store)
+        }
+    }
+
+    static func build(out: String, rpId: String, store: Store) -> Int32 {
         do {
-            _ = try Migrator(LatchkeyMigrations.all).migrate(using: pool)
-            let store = Store(pool: pool)
             let apps = try store.apps(rpId: rpId).compactMap(AppService.app)
             let origins = try store.origins().map(\.origin)
             try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
