@@ -66,11 +66,7 @@ public enum AndroidKeyAttestation: AttestationFormat {
                           .attestation("android-key: key purpose does not include KM_PURPOSE_SIGN"))
 
         // The chain's own link (leaf by its issuer) holds even when no root is configured.
-        if x5c.count > 1 {
-            let issuerKey = try? x5c[1].publicKey
-            try trace.require("attestation.android-key.leafSignedByIssuer", issuerKey.map { leaf.isSigned(by: $0) } ?? false,
-                              .attestation("android-key: leaf certificate is not signed by the next certificate"))
-        }
+        try checkLeafSignedByIssuer(x5c, format: identifier, trace: trace)
 
         // Step 5: attestation type Basic, trust path x5c.
         return AttestationResult(type: .basic, trustPath: x5c)

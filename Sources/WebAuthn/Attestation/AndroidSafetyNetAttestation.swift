@@ -42,12 +42,7 @@ public enum AndroidSafetyNetAttestation: AttestationFormat {
                           .attestation("android-safetynet: attestation certificate is not issued to \(hostname)"))
         // … and its issuer (the next certificate) signed it. The rest of the path, to a trusted root
         // at `now`, is §7.1 step 23's.
-        if jws.certificates.count > 1 {
-            let issuerKey = try? jws.certificates[1].publicKey
-            try trace.require("attestation.android-safetynet.leafSignedByIssuer",
-                              issuerKey.map { leaf.isSigned(by: $0) } ?? false,
-                              .attestation("android-safetynet: leaf certificate is not signed by the next certificate"))
-        }
+        try checkLeafSignedByIssuer(jws.certificates, format: identifier, trace: trace)
 
         // Step 2: a valid SafetyNet response: the device passed the integrity checks the policy asks
         // for, and the attestation is fresh (timestampMs within the allowed skew of now, either side).

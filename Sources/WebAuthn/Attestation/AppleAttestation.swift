@@ -24,11 +24,8 @@ public enum AppleAttestation: AttestationFormat {
         do { certKey = try leaf.publicKey } catch { throw .attestation("apple: certificate key is unsupported") }
         try trace.require("attestation.apple.publicKey", certKey.isSameKey(as: input.credential.publicKey.publicKey),
                           .attestation("apple: credential key differs from the certificate key"))
-        // The chain's own signatures (leaf by its issuer) hold even when no root is configured.
-        if x5c.count > 1, let issuerKey = try? x5c[1].publicKey {
-            try trace.require("attestation.apple.leafSignedByIssuer", leaf.isSigned(by: issuerKey),
-                              .attestation("apple: leaf certificate is not signed by the next certificate"))
-        }
+        // The chain's own link (leaf by its issuer) holds even when no root is configured.
+        try checkLeafSignedByIssuer(x5c, format: identifier, trace: trace)
         return AttestationResult(type: .anonCA, trustPath: x5c)
     }
 }

@@ -105,6 +105,17 @@ func checkAAGUIDExtension(_ cert: Certificate, aaguid: [UInt8], format: String, 
                       .attestation("\(format): certificate AAGUID extension does not match authenticatorData"))
 }
 
+/// When x5c holds more than the leaf, the leaf must be signed by the next certificate: the chain's
+/// own link holds even when no trust anchor is configured (the rest of the path is §7.1 step 23's).
+/// Fails closed: a next certificate whose key cannot be read fails the check. Check name
+/// `attestation.<format>.leafSignedByIssuer`.
+func checkLeafSignedByIssuer(_ x5c: [Certificate], format: String, trace: VerificationTrace?) throws(WebAuthnError) {
+    guard x5c.count > 1 else { return }
+    let issuerKey = try? x5c[1].publicKey
+    try trace.require("attestation.\(format).leafSignedByIssuer", issuerKey.map { x5c[0].isSigned(by: $0) } ?? false,
+                      .attestation("\(format): leaf certificate is not signed by the next certificate"))
+}
+
 /// The COSE algorithm of an attestation signature; RS1 is allowed here only (SPEC: "RS1 only
 /// inside attestation statements that need it").
 func attestationSignatureAlgorithm(_ alg: Int, format: String) throws(WebAuthnError) -> SignatureAlgorithm {
