@@ -105,16 +105,26 @@ public struct Certificate: Sendable {
         var out: [Extension] = []
         for i in 0..<X509_get_ext_count(handle.pointer) {
             guard let ext = X509_get_ext(handle.pointer, i) else { continue }
-            let oid = Certificate.oidText(X509_EXTENSION_get_object(ext))
-            let data = X509_EXTENSION_get_data(ext)
-            let length = Int(ASN1_STRING_length(data))
-            let bytes = ASN1_STRING_get0_data(data).map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? []
-            out.append(Extension(oid: oid, critical: X509_EXTENSION_get_critical(ext) == 1, value: bytes))
+            out.append(Certificate.makeExtension(ext, oid: Certificate.oidText(X509_EXTENSION_get_object(ext))))
         }
         return out
     }
 
-    public func `extension`(_ oid: String) -> Extension? { extensions.first { $0.oid == oid } }
+    /// The first extension with this dotted OID; only that one's value is copied out.
+    public func `extension`(_ oid: String) -> Extension? {
+        for i in 0..<X509_get_ext_count(handle.pointer) {
+            guard let ext = X509_get_ext(handle.pointer, i) else { continue }
+            if Certificate.oidText(X509_EXTENSION_get_object(ext)) == oid { return Certificate.makeExtension(ext, oid: oid) }
+        }
+        return nil
+    }
+
+    private static func makeExtension(_ ext: OpaquePointer, oid: String) -> Extension {
+        let data = X509_EXTENSION_get_data(ext)
+        let length = Int(ASN1_STRING_length(data))
+        let bytes = ASN1_STRING_get0_data(data).map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? []
+        return Extension(oid: oid, critical: X509_EXTENSION_get_critical(ext) == 1, value: bytes)
+    }
 
     /// basicConstraints cA (RFC 5280 §4.2.1.9); false when the extension is absent.
     public var isCA: Bool {
