@@ -15,11 +15,13 @@ enum BenchCommand: Command {
     static let help = """
         usage: latchkey bench verify [--seconds S]
                latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D]
+               \(StepUpBenchmark.usage)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
                  JSON parsed, COSE key parsed and imported on every call, as a server must), beside the
                  raw OpenSSL rate for key import + EVP_DigestVerify on the same keys and messages; the
                  ES256 rate on two threads and in two processes; registrations per second (none, packed).
+        \(StepUpBenchmark.help)
         """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -56,6 +58,30 @@ func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// `x` rounded to `places` decimals.
+func rounded(_ x: Double, places: Int) -> Double {
+    var scale = 1.0
+    for _ in 0..<places { scale *= 10 }
+    return (x * scale).rounded() / scale
+}
+
+/// `x` rounded to `places` decimals and written with that many (1.5 → "1.50" for 2 places).
+func formatDecimal(_ x: Double, places: Int) -> String {
+    var s = "\(rounded(x, places: places))"
+    if let dot = s.firstIndex(of: ".") {
+        let digits = s.distance(from: dot, to: s.endIndex) - 1
+        if digits < places { s += String(repeating: "0", count: places - digits) }
+    }
+    return s
+}
+
+/// The `q` quantile of ascending latencies in seconds, as milliseconds rounded to `places`
+/// decimals ("20.9 ms"); "-" when there are none.
+func percentile(_ sorted: [Double], _ q: Double, places: Int) -> String {
+    guard !sorted.isEmpty else { return "-" }
+    return "\(rounded(sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] * 1000, places: places)) ms"
 }
 
 /// Runs `body` repeatedly for about `seconds`; returns how many calls completed.
@@ -149,7 +175,7 @@ enum VerifyBenchmark {
                 theirs += countLoop(seconds: seconds / Double(slices * 2)) { fixture.verifyWithOpenSSL() }
             }
             let oursRate = Double(ours) / (seconds / 2), theirsRate = Double(theirs) / (seconds / 2)
-            print("\(label.padding(6)) latchkey \(Int(oursRate))/s  openssl \(Int(theirsRate))/s  ratio=\(format(oursRate / theirsRate))")
+            print("\(label.padding(6)) latchkey \(Int(oursRate))/s  openssl \(Int(theirsRate))/s  ratio=\(formatDecimal(oursRate / theirsRate, places: 2))")
         }
 
         // Two threads in one process against two processes (OpenSSL 3.0 takes shared locks).
@@ -162,7 +188,7 @@ enum VerifyBenchmark {
         for t in threads { pthread_join(t, nil) }
         let twoThreads = Double(total.load(ordering: .relaxed)) / seconds
         let twoProcesses = runWorkerProcesses(count: 2, seconds: seconds).map { Double($0) / seconds }.reduce(0, +)
-        print("es256  1 thread \(Int(single))/s  2 threads \(Int(twoThreads))/s (x\(format(twoThreads / single)))  2 processes \(Int(twoProcesses))/s (x\(format(twoProcesses / single)))")
+        print("es256  1 thread \(Int(single))/s  2 threads \(Int(twoThreads))/s (x\(formatDecimal(twoThreads / single, places: 2)))  2 processes \(Int(twoProcesses))/s (x\(formatDecimal(twoProcesses / single, places: 2)))")
 
         // Registrations: none and packed self attestation, full §7.1 from the credential JSON.
         for (label, format) in [("none", RegistrationFormat.none), ("packed", .packedSelf)] {
@@ -178,13 +204,6 @@ enum VerifyBenchmark {
             print("register-\(label.padding(6)) latchkey \(Int(Double(n) / (seconds / 2)))/s")
         }
         return ExitCode.success
-    }
-
-    static func format(_ x: Double) -> String {
-        let r = (x * 100).rounded() / 100
-        var s = "\(r)"
-        if let dot = s.firstIndex(of: "."), s.distance(from: dot, to: s.endIndex) == 2 { s += "0" }
-        return s
     }
 
     /// Starts `count` copies of this executable as `bench verify --worker es256` at once and

@@ -17,11 +17,6 @@ enum LoginBenchmark {
         var pid: Int32? = nil
         var databaseURL: String? = nil
         var credentials = 64
-        var host: String { target.host }
-        var port: Int { target.port }
-        var origin: String { target.origin }
-        var concurrency: Int { target.concurrency }
-        var duration: Double { target.duration }
     }
 
     static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
@@ -31,34 +26,25 @@ enum LoginBenchmark {
         return o
     }
 
-    struct Enrolled: @unchecked Sendable {
-        let authenticator: SoftAuthenticator
-        let rpId: String
-    }
-
     static func run(_ o: Options) -> Int32 {
-        print("latchkey bench login: \(o.host):\(o.port), origin \(o.origin), concurrency \(o.concurrency), \(o.duration) s")
+        let target = o.target
+        print("latchkey bench login: \(target.host):\(target.port), origin \(target.origin), concurrency \(target.concurrency), \(target.duration) s")
         // 1. Enrol soft authenticators (ES256, none attestation) through the real API.
-        var enrolled: [Enrolled] = []
-        let client = HTTPClient(host: o.host, port: o.port)
+        var enrolled: [BenchAccount] = []
+        let client = HTTPClient(host: target.host, port: target.port)
         let runId = Base64URL.encode(SecureRandom.bytes(6))
         for i in 0..<o.credentials {
-            let name = "bench-\(runId)-\(i)"
-            guard let options = post(client, "/v1/passkeys/registration/options", #"{"username":"\#(name)","displayName":"Bench \#(i)"}"#),
-                  options.status == 200, let json = try? JSONParser.parse(options.body),
-                  let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode), let rpId = json["rp"]?["id"]?.stringValue else {
-                printError("enrolment options failed; is the server running at \(o.host):\(o.port)?"); return ExitCode.failure
-            }
-            let authenticator = SoftAuthenticator(algorithm: .es256)
-            let body = authenticator.registration(challenge: challenge, rpId: rpId, origin: o.origin).bytes()
-            let verify = post(client, "/v1/passkeys/registration/verify", body)
-            guard let verify, verify.status == 201 else {
+            switch BenchAccount.signUp(client, username: "bench-\(runId)-\(i)", displayName: "Bench \(i)", origin: target.origin) {
+            case .success(let account):
+                enrolled.append(account)
+            case .failure(.options):
+                printError("enrolment options failed; is the server running at \(target.host):\(target.port)?"); return ExitCode.failure
+            case .failure(.verify(let verify)):
                 // The first answer is the one that matters: the challenge is spent, so a resend would fail differently.
                 let answer = verify.map { "\($0.status) \($0.text)" } ?? "no answer"
-                printError("enrolment verify failed: \(answer)\nis \(o.origin) allowlisted (LATCHKEY_ORIGINS), and is LATCHKEY_RATE_LIMIT=0?")
+                printError("enrolment verify failed: \(answer)\nis \(target.origin) allowlisted (LATCHKEY_ORIGINS), and is LATCHKEY_RATE_LIMIT=0?")
                 return ExitCode.failure
             }
-            enrolled.append(Enrolled(authenticator: authenticator, rpId: rpId))
         }
         client.close()
         print("enrolled \(enrolled.count) passkeys")
@@ -67,24 +53,23 @@ enum LoginBenchmark {
         let credentials = enrolled
         let latencies = Mutex<[Double]>([])
         let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
-        let deadline = monotonicSeconds() + o.duration
-        let origin = o.origin
-        let threads = (0..<o.concurrency).map { t in
+        let deadline = monotonicSeconds() + target.duration
+        let threads = (0..<target.concurrency).map { t in
             spawnThread {
-                let c = HTTPClient(host: o.host, port: o.port)
+                let c = HTTPClient(host: target.host, port: target.port)
                 var mine: [Double] = []
                 var ok = 0, errors = 0
                 var i = t
                 while monotonicSeconds() < deadline {
                     let e = credentials[i % credentials.count]
-                    i += o.concurrency
+                    i += target.concurrency
                     let start = monotonicSeconds()
-                    guard let options = post(c, "/v1/passkeys/authentication/options", "{}"), options.status == 200,
+                    guard let options = c.postJSON("/v1/passkeys/authentication/options", Array("{}".utf8)), options.status == 200,
                           let challenge = (try? JSONParser.parse(options.body))?["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
                         errors += 1; continue
                     }
-                    let body = e.authenticator.assertion(challenge: challenge, rpId: e.rpId, origin: origin).bytes()
-                    guard let verify = post(c, "/v1/passkeys/authentication/verify", body), verify.status == 200 else { errors += 1; continue }
+                    let body = e.authenticator.assertion(challenge: challenge, rpId: e.rpId, origin: target.origin).bytes()
+                    guard let verify = c.postJSON("/v1/passkeys/authentication/verify", body), verify.status == 200 else { errors += 1; continue }
                     ok += 1
                     mine.append(monotonicSeconds() - start)
                 }
@@ -96,34 +81,21 @@ enum LoginBenchmark {
         for t in threads { pthread_join(t, nil) }
         let (ok, errors) = counts.withLock { $0 }
         let sorted = latencies.withLock { $0 }.sorted()
-        func pct(_ p: Double) -> String {
-            guard !sorted.isEmpty else { return "-" }
-            let v = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000
-            return "\((v * 10).rounded() / 10) ms"
-        }
-        let rate = Double(ok) / o.duration
-        print("logins \(ok)  \(Int(rate))/s  p50 \(pct(0.50))  p95 \(pct(0.95))  p99 \(pct(0.99))  errors \(errors)")
+        let rate = Double(ok) / target.duration
+        print("logins \(ok)  \(Int(rate))/s  p50 \(percentile(sorted, 0.50, places: 1))  p95 \(percentile(sorted, 0.95, places: 1))  "
+              + "p99 \(percentile(sorted, 0.99, places: 1))  errors \(errors)")
         if let pid = o.pid { print("server peak RSS \(peakRSS(pid: pid).map { "\($0 / 1024) MB" } ?? "unknown") (VmHWM of pid \(pid))") }
 
         // 3. Baseline: pgbench running the same SQL per login, same concurrency, same database.
         if let url = o.databaseURL, !url.isEmpty {
-            let ids = enrolled.map { Base64URL.encode(Array($0.authenticator.credentialId)) }
-            if let tps = PgbenchBaseline.run(databaseURL: url, credentialIds: ids, rpId: enrolled.first?.rpId ?? "localhost",
-                                             concurrency: o.concurrency, seconds: o.duration) {
-                print("pgbench baseline (same SQL per login) \(Int(tps))/s  ratio=\(VerifyBenchmark.format(rate / tps))")
+            if let tps = PgbenchBaseline.run(databaseURL: url, credentialIds: enrolled.map(\.authenticator.credentialId),
+                                             rpId: enrolled.first?.rpId ?? "localhost", concurrency: target.concurrency, seconds: target.duration) {
+                print("pgbench baseline (same SQL per login) \(Int(tps))/s  ratio=\(formatDecimal(rate / tps, places: 2))")
             }
         } else {
             print("pgbench baseline skipped: give --database-url or DATABASE_URL")
         }
         return errors == 0 ? ExitCode.success : ExitCode.failure
-    }
-
-    static func post(_ client: HTTPClient, _ path: String, _ body: String) -> ClientResponse? {
-        post(client, path, Array(body.utf8))
-    }
-
-    static func post(_ client: HTTPClient, _ path: String, _ body: [UInt8]) -> ClientResponse? {
-        try? client.send(method: "POST", path: path, headers: [("Content-Type", "application/json")], body: body)
     }
 
     /// Peak resident set size in KiB (VmHWM), Linux only.
@@ -154,7 +126,7 @@ enum PgbenchBaseline {
         """
     }
 
-    static func run(databaseURL: String, credentialIds: [String], rpId: String, concurrency: Int, seconds: Double) -> Double? {
+    static func run(databaseURL: String, credentialIds: [[UInt8]], rpId: String, concurrency: Int, seconds: Double) -> Double? {
         guard let pgbench = ["/usr/bin/pgbench"] .first(where: { access($0, X_OK) == 0 }) ?? findPgbench() else {
             printError("pgbench baseline skipped: pgbench not found (Debian: postgresql-client)")
             return nil
@@ -163,7 +135,7 @@ enum PgbenchBaseline {
         mkdir(dir, 0o700)
         var args = [pgbench, "-n", "-M", "prepared", "-c", "\(concurrency)", "-j", "2", "-T", "\(max(1, Int(seconds)))"]
         for (i, id) in credentialIds.prefix(32).enumerated() {
-            let hex = (Base64URL.decode(id) ?? []).map { b -> String in let s = String(b, radix: 16); return s.count == 1 ? "0" + s : s }.joined()
+            let hex = id.map { b -> String in let s = String(b, radix: 16); return s.count == 1 ? "0" + s : s }.joined()
             let path = "\(dir)/login-\(i).sql"
             let text = Array(script(credentialHex: hex, rpId: rpId).utf8)
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)

@@ -14,9 +14,8 @@ import Glibc
 /// the latency of the verify request and of the whole round, beside the in-process cost of the
 /// signature check alone.
 enum StepUpBenchmark {
+    static let usage = "latchkey bench step-up --url U [--origin O] [--concurrency C] [--duration S]"
     static let help = """
-        usage: latchkey bench step-up --url U [--origin O] [--concurrency C] [--duration S]
-
         step-up  device-key step-up verifications per second over HTTP with PostgreSQL: each thread has its
                  own account (passkey sign-up) and device key (enrolled with proof of possession), then
                  loops challenge → sign (OpenSSL, P-256, DER) → verify. Prints approvals/s, p50/p99 of the
@@ -84,15 +83,10 @@ enum StepUpBenchmark {
         let elapsed = monotonicSeconds() - start
         let (ok, errors) = counts.withLock { $0 }
         let v = verifyLatencies.withLock { $0.sorted() }, r = roundLatencies.withLock { $0.sorted() }
-        func ms(_ sorted: [Double], _ q: Double) -> String {
-            guard !sorted.isEmpty else { return "-" }
-            let x = sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] * 1000
-            return "\((x * 100).rounded() / 100) ms"
-        }
-        print("step-up verifications: \(ok) in \(format1(elapsed)) s = \(Int(Double(ok) / elapsed))/s (errors \(errors))")
+        print("step-up verifications: \(ok) in \(formatDecimal(elapsed, places: 1)) s = \(Int(Double(ok) / elapsed))/s (errors \(errors))")
         if errors > ok { printError("most requests failed: is the server rate-limiting (LATCHKEY_RATE_LIMIT=0 turns it off)?") }
-        print("verify request   p50 \(ms(v, 0.50))  p99 \(ms(v, 0.99))")
-        print("challenge+verify p50 \(ms(r, 0.50))  p99 \(ms(r, 0.99))")
+        print("verify request   p50 \(percentile(v, 0.50, places: 2))  p99 \(percentile(v, 0.99, places: 2))")
+        print("challenge+verify p50 \(percentile(r, 0.50, places: 2))  p99 \(percentile(r, 0.99, places: 2))")
 
         // The signature check alone, in process: SPKI import + ECDSA-SHA256 verify (what verify
         // costs besides HTTP, JSON and the two PostgreSQL round trips).
@@ -108,27 +102,24 @@ enum StepUpBenchmark {
         return errors > 0 && ok == 0 ? ExitCode.failure : ExitCode.success
     }
 
-    static func format1(_ x: Double) -> String { "\((x * 10).rounded() / 10)" }
-
     struct SetupError: Error { let message: String }
 
     /// A new account (passkey sign-up through the real API) with one enrolled device key.
     static func enrol(_ c: HTTPClient, name: String, origin: String) -> Result<Phone, SetupError> {
         func post(_ path: String, _ body: [UInt8], bearer: String? = nil) -> (Int, JSONValue?) {
-            var headers = [("Content-Type", "application/json")]
-            if let bearer { headers.append(("Authorization", bearer)) }
-            guard let r = try? c.send(method: "POST", path: path, headers: headers, body: body) else { return (0, nil) }
+            guard let r = c.postJSON(path, body, authorization: bearer) else { return (0, nil) }
             return (r.status, try? JSONParser.parse(r.body))
         }
-        let (s1, options) = post("/v1/passkeys/registration/options", Array(#"{"username":"\#(name)","displayName":"\#(name)"}"#.utf8))
-        guard s1 == 200, let options, let challenge = options["challenge"]?.stringValue.flatMap(Base64URL.decode),
-              let rpId = options["rp"]?["id"]?.stringValue else {
-            return .failure(SetupError(message: "registration options: HTTP \(s1); is the server running?"))
-        }
-        let authenticator = SoftAuthenticator(algorithm: .es256)
-        let (s2, session) = post("/v1/passkeys/registration/verify", authenticator.registration(challenge: challenge, rpId: rpId, origin: origin).bytes())
-        guard s2 == 201, let token = session?["tokens"]?["access_token"]?.stringValue else {
-            return .failure(SetupError(message: "registration verify: HTTP \(s2); is \(origin) allowlisted (LATCHKEY_ORIGINS)?"))
+        let token: String
+        switch BenchAccount.signUp(c, username: name, displayName: name, origin: origin) {
+        case .success(let account) where account.accessToken != nil:
+            token = account.accessToken!
+        case .success:
+            return .failure(SetupError(message: "registration verify: HTTP 201; is \(origin) allowlisted (LATCHKEY_ORIGINS)?"))
+        case .failure(.options(let r)):
+            return .failure(SetupError(message: "registration options: HTTP \(r?.status ?? 0); is the server running?"))
+        case .failure(.verify(let r)):
+            return .failure(SetupError(message: "registration verify: HTTP \(r?.status ?? 0); is \(origin) allowlisted (LATCHKEY_ORIGINS)?"))
         }
         let bearer = "Bearer \(token)"
         let (s3, enrolment) = post("/v1/device-keys/challenges", [], bearer: bearer)
