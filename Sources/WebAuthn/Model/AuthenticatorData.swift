@@ -70,15 +70,10 @@ public struct AuthenticatorData: Sendable {
         }
         if flags.contains(.extensionData) {
             guard offset < raw.count else { throw .invalid("ED flag set but no extensions follow") }
-            do {
-                let value = try CBORDecoder.decode(Array(raw[offset...]))
-                guard case .map = value else { throw WebAuthnError.invalid("extensions are not a CBOR map") }
-                extensions = value
-            } catch let e as CBORError {
-                throw .invalid("extensions: \(e.reason)")
-            } catch {
-                throw .invalid("extensions are not a CBOR map")
-            }
+            let value: CBORValue
+            do { value = try CBORDecoder.decode(Array(raw[offset...])) } catch { throw .invalid("extensions: \(error.reason)") }
+            guard case .map = value else { throw .invalid("extensions are not a CBOR map") }
+            extensions = value
             offset = raw.count
         } else {
             extensions = nil
