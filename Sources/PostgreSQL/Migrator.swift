@@ -68,7 +68,7 @@ public struct Migrator: Sendable {
                 applied_at timestamptz NOT NULL DEFAULT now()
             )
             """)
-        let done = Set(try appliedVersions(on: connection))
+        let done = Set(try versions(on: connection))  // the table exists now
         var applied: [Int] = []
         for migration in migrations where !done.contains(migration.version) {
             do {
@@ -96,7 +96,10 @@ public struct Migrator: Sendable {
     public func appliedVersions(on connection: PostgresConnection) throws -> [Int] {
         let exists = try connection.query("SELECT to_regclass(\(table)) IS NOT NULL AS present")
         guard try exists.first?.bool("present") == true else { return [] }
-        return try connection.query(SQL(unsafeRaw: "SELECT version FROM \(table) ORDER BY version"))
-            .map { try $0.int("version") }
+        return try versions(on: connection)
+    }
+
+    private func versions(on connection: PostgresConnection) throws -> [Int] {
+        try connection.query(SQL(unsafeRaw: "SELECT version FROM \(table) ORDER BY version")).map { try $0.int("version") }
     }
 }

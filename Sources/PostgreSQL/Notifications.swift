@@ -29,7 +29,7 @@ public final class PostgresListener: Sendable {
         for channel in channels where channel.isEmpty || !channel.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }) {
             throw PostgresError(.invalidArgument, "channel names are [a-z0-9_]+")
         }
-        state = Mutex(State(handle: try Self.connect(url)))
+        state = Mutex(State(handle: try PostgresConnection.openHandle(url: url)))
         self.channels = channels
         try state.withLock { s in
             for channel in channels {
@@ -42,24 +42,6 @@ public final class PostgresListener: Sendable {
                 }
             }
         }
-    }
-
-    private static func connect(_ url: String) throws -> OpaquePointer {
-        var pairs = [("dbname", url)]
-        if !url.contains("connect_timeout") { pairs.append(("connect_timeout", "10")) }
-        let keys: [UnsafeMutablePointer<CChar>?] = pairs.map { strdup($0.0) }
-        let values: [UnsafeMutablePointer<CChar>?] = pairs.map { strdup($0.1) }
-        defer { (keys + values).forEach { free($0) } }
-        let k: [UnsafePointer<CChar>?] = keys.map { UnsafePointer($0) } + [nil]
-        let v: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
-        let handle = PQconnectdbParams(k, v, 1)
-        guard let handle else { throw PostgresError(.connection, "out of memory creating a connection") }
-        guard PQstatus(handle) == CONNECTION_OK else {
-            let message = PQerrorMessage(handle).map { String(cString: $0) } ?? "unknown libpq error"
-            PQfinish(handle)
-            throw PostgresError(.connection, "could not connect: \(message)")
-        }
-        return handle
     }
 
     /// Waits up to `timeout` seconds and returns what arrived (possibly nothing). Throws

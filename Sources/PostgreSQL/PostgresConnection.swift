@@ -46,6 +46,18 @@ public final class PostgresConnection: Sendable {
     /// (`postgresql://user[:password]@host:port/db?sslmode=…`). Adds `connect_timeout=10` unless
     /// the URL sets one. Each session runs with `TimeZone=UTC`, `DateStyle=ISO`, UTF-8.
     public init(url: String) throws {
+        state = Mutex(State(handle: try Self.openHandle(url: url)))
+        _ = try executeScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'")
+    }
+
+    /// Convenience for `init(url:)`.
+    public static func connect(_ url: String) throws -> PostgresConnection {
+        try PostgresConnection(url: url)
+    }
+
+    /// A connected `PGconn` for `url` (`connect_timeout=10` added unless the URL sets one); the
+    /// caller owns it (`PQfinish`). Shared with `PostgresListener`.
+    static func openHandle(url: String) throws -> OpaquePointer {
         var keys = ["dbname"]
         var values = [url]
         if !url.contains("connect_timeout") {
@@ -63,13 +75,7 @@ public final class PostgresConnection: Sendable {
             PQfinish(handle)
             throw PostgresError(.connection, "could not connect: \(message)")
         }
-        state = Mutex(State(handle: handle))
-        _ = try executeScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'")
-    }
-
-    /// Convenience for `init(url:)`.
-    public static func connect(_ url: String) throws -> PostgresConnection {
-        try PostgresConnection(url: url)
+        return handle
     }
 
     // MARK: - Status

@@ -188,11 +188,10 @@ public final class PostgresPool: Sendable {
 
     private func release(_ connection: PostgresConnection, healthy: Bool) {
         var keep = healthy
-        if keep, connection.isInTransaction == false {
-            // Left inside a transaction by hand-written BEGIN? Roll it back before reuse.
-            if connection.needsRollback() {
-                keep = (try? connection.executeScript("ROLLBACK")) != nil && connection.isConnected
-            }
+        // Left inside a transaction by hand-written BEGIN? Roll it back before reuse. (`transaction { }`
+        // always closes its own before `withConnection`'s body returns.)
+        if keep, connection.needsRollback() {
+            keep = (try? connection.executeScript("ROLLBACK")) != nil && connection.isConnected
         }
         lock.withLock {
             state.inUse -= 1

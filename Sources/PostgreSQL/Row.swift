@@ -62,25 +62,25 @@ public struct Row: Sendable {
 
     /// Whether the column is SQL NULL (throws when there is no such column).
     public func isNull(_ column: String) throws -> Bool {
-        try cell(column).length < 0
+        try storage.cells[row * storage.columns.count + index(column)].length < 0
     }
 
     // MARK: - decoding
 
     private typealias Decoder<T> = (_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: String) throws -> T
 
-    private func cell(_ column: String) throws -> (start: Int, length: Int) {
+    private func index(_ column: String) throws -> Int {
         guard let index = storage.columnIndex[column] else {
             throw PostgresError(.decode, "no column named '\(column)' in the result", column: column)
         }
-        return storage.cells[row * storage.columns.count + index]
+        return index
     }
 
     private func optional<T>(_ column: String, _ decode: Decoder<T>) throws -> T? {
-        let c = try cell(column)
+        let index = try index(column)
+        let c = storage.cells[row * storage.columns.count + index]
         guard c.length >= 0 else { return nil }
-        let type = storage.columnTypes[storage.columnIndex[column]!]
-        return try decode(storage.bytes[c.start..<(c.start + c.length)], type, column)
+        return try decode(storage.bytes[c.start..<(c.start + c.length)], storage.columnTypes[index], column)
     }
 
     private func required<T>(_ column: String, _ decode: Decoder<T>) throws -> T {
