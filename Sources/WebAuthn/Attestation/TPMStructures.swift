@@ -116,13 +116,10 @@ struct TPMTPublic {
         case ecc(curveID: UInt16, x: [UInt8], y: [UInt8])
     }
 
-    let type: UInt16
+    /// Only what verification reads is kept: type, objectAttributes, authPolicy, the symmetric
+    /// definition and the signing scheme are read (and bounds-checked) but not stored; they count
+    /// through `raw`, over which the Name is computed.
     let nameAlg: UInt16
-    let objectAttributes: UInt32
-    let authPolicy: [UInt8]
-    /// TPMT_SYM_DEF_OBJECT.algorithm and the key's signing scheme (TPM_ALG_NULL when unrestricted).
-    let symmetric: UInt16
-    let scheme: UInt16
     let key: Key
     /// The exact bytes parsed: the TPM's Name is computed over them.
     let raw: [UInt8]
@@ -135,20 +132,20 @@ struct TPMTPublic {
     init(bytes: [UInt8]) throws(WebAuthnError) {
         var r = TPMReader(bytes, structure: "pubArea")
         raw = bytes
-        type = try r.u16("type")
+        let type = try r.u16("type")
         nameAlg = try r.u16("nameAlg")
-        objectAttributes = try r.u32("objectAttributes")
-        authPolicy = try r.sized("authPolicy", max: Self.maxDigest)
+        _ = try r.u32("objectAttributes")
+        _ = try r.sized("authPolicy", max: Self.maxDigest)
 
         // parameters: TPMU_PUBLIC_PARMS selected by `type`.
         // TPMT_SYM_DEF_OBJECT (§11.1.7): algorithm, then keyBits and mode unless it is TPM_ALG_NULL.
-        symmetric = try r.u16("parameters.symmetric.algorithm")
+        let symmetric = try r.u16("parameters.symmetric.algorithm")
         if symmetric != TPMAlgorithm.null {
             _ = try r.u16("parameters.symmetric.keyBits")
             _ = try r.u16("parameters.symmetric.mode")
         }
         // TPMT_RSA_SCHEME / TPMT_ECC_SCHEME (§11.2.4.2, §11.2.5.6): scheme, then its details.
-        scheme = try r.u16("parameters.scheme")
+        let scheme = try r.u16("parameters.scheme")
         try Self.skipSchemeDetails(scheme, type: type, reader: &r)
 
         switch type {
@@ -199,10 +196,9 @@ struct TPMTPublic {
 
 /// TPMS_ATTEST (TPM 2.0 Part 2 §10.12.12) as produced by TPM2_Certify (attStmt.certInfo).
 struct TPMSAttest {
-    /// TPMS_CERTIFY_INFO (§10.12.3).
+    /// TPMS_CERTIFY_INFO (§10.12.3); qualifiedName is read but not kept.
     struct CertifyInfo {
         let name: [UInt8]
-        let qualifiedName: [UInt8]
     }
 
     static let generatedValue: UInt32 = 0xFF54_4347  // TPM_GENERATED_VALUE, "\xffTCG"
@@ -211,16 +207,11 @@ struct TPMSAttest {
     // TPM2B_NAME ≤ sizeof(TPMU_NAME) = 2 + 64 (a TPMT_HA with SHA-512); TPM2B_DATA ≤ sizeof(TPMT_HA) = 66.
     static let maxName = 66, maxData = 66
 
+    /// qualifiedSigner, clockInfo and firmwareVersion are read (and bounds-checked) but not kept:
+    /// §8.3.2 ignores them.
     let magic: UInt32
     let type: UInt16
-    let qualifiedSigner: [UInt8]
     let extraData: [UInt8]
-    // TPMS_CLOCK_INFO (§10.11.1).
-    let clock: UInt64
-    let resetCount: UInt32
-    let restartCount: UInt32
-    let safe: UInt8
-    let firmwareVersion: UInt64
     /// The `attested` union when `type` is TPM_ST_ATTEST_CERTIFY; nil for any other type, whose
     /// layout this verifier does not read (the type check refuses those).
     let certify: CertifyInfo?
@@ -229,17 +220,18 @@ struct TPMSAttest {
         var r = TPMReader(bytes, structure: "certInfo")
         magic = try r.u32("magic")
         type = try r.u16("type")
-        qualifiedSigner = try r.sized("qualifiedSigner", max: Self.maxName)
+        _ = try r.sized("qualifiedSigner", max: Self.maxName)
         extraData = try r.sized("extraData", max: Self.maxData)
-        clock = try r.u64("clockInfo.clock")
-        resetCount = try r.u32("clockInfo.resetCount")
-        restartCount = try r.u32("clockInfo.restartCount")
-        safe = try r.u8("clockInfo.safe")
-        firmwareVersion = try r.u64("firmwareVersion")
+        // TPMS_CLOCK_INFO (§10.11.1): clock, resetCount, restartCount, safe.
+        _ = try r.u64("clockInfo.clock")
+        _ = try r.u32("clockInfo.resetCount")
+        _ = try r.u32("clockInfo.restartCount")
+        _ = try r.u8("clockInfo.safe")
+        _ = try r.u64("firmwareVersion")
         if type == Self.attestCertify {
             let name = try r.sized("attested.name", max: Self.maxName)
-            let qualifiedName = try r.sized("attested.qualifiedName", max: Self.maxName)
-            certify = CertifyInfo(name: name, qualifiedName: qualifiedName)
+            _ = try r.sized("attested.qualifiedName", max: Self.maxName)
+            certify = CertifyInfo(name: name)
             try r.requireEnd()
         } else {
             certify = nil
