@@ -29,19 +29,19 @@ public struct COSEAlgorithm: Hashable, Sendable, CustomStringConvertible {
 
     /// The OpenSSL scheme; nil for algorithms Latchkey does not verify (e.g. ML-DSA on OpenSSL 3.0).
     public var signatureAlgorithm: SignatureAlgorithm? {
-        switch rawValue {
-        case -7: .ecdsa(.sha256); case -35: .ecdsa(.sha384); case -36: .ecdsa(.sha512)
-        case -8, -19: .ed25519
-        case -257: .rsaPKCS1(.sha256); case -258: .rsaPKCS1(.sha384); case -259: .rsaPKCS1(.sha512)
-        case -37: .rsaPSS(.sha256); case -38: .rsaPSS(.sha384); case -39: .rsaPSS(.sha512)
-        case -65535: .rsaPKCS1(.sha1)
+        switch self {
+        case .es256: .ecdsa(.sha256); case .es384: .ecdsa(.sha384); case .es512: .ecdsa(.sha512)
+        case .edDSA, .ed25519: .ed25519
+        case .rs256: .rsaPKCS1(.sha256); case .rs384: .rsaPKCS1(.sha384); case .rs512: .rsaPKCS1(.sha512)
+        case .ps256: .rsaPSS(.sha256); case .ps384: .rsaPSS(.sha384); case .ps512: .rsaPSS(.sha512)
+        case .rs1: .rsaPKCS1(.sha1)
         default: nil
         }
     }
 
     /// The curve an ECDSA algorithm requires (RFC 9053 §2.1: ES256 with P-256, …).
     var requiredCurve: EllipticCurve? {
-        switch rawValue { case -7: .p256; case -35: .p384; case -36: .p521; default: nil }
+        switch self { case .es256: .p256; case .es384: .p384; case .es512: .p521; default: nil }
     }
 }
 
