@@ -164,8 +164,8 @@ public struct AssociationChecker: Sendable {
                 }
             }
             if assetLinksParsed {
-                for origin in origins.sorted() where SigningCertificateFingerprint(origin: origin) != nil && !listed.contains(origin) {
-                    let fp = SigningCertificateFingerprint(origin: origin)!
+                for origin in origins.sorted() where !listed.contains(origin) {
+                    guard let fp = SigningCertificateFingerprint(origin: origin) else { continue }
                     report(.originWithoutApp, AssociationFiles.assetLinks,
                            "allowlisted origin \(origin) (fingerprint \(fp.keytool)) has no app in assetlinks.json, so Android will not offer passkeys to it",
                            "add the app with that fingerprint to assetlinks.json (latchkey apps add android …), or remove the origin (latchkey origins remove \(origin))")

@@ -28,7 +28,7 @@ public struct SigningCertificateFingerprint: Sendable, Hashable, Comparable {
             try self.init(bytes: bytes)
         } else if text.count == 64, let bytes = Self.hex(String(text)) {
             try self.init(bytes: bytes)
-        } else if text.count == 43, let bytes = Base64URL.decode(String(text)), bytes.count == 32, Base64URL.encode(bytes) == text {
+        } else if let bytes = Self.hash(String(text)) {
             try self.init(bytes: bytes)
         } else {
             throw WellKnownError(.fingerprint, "'\(input.prefix(120))' is not \(Self.expectedForm)")
@@ -38,9 +38,14 @@ public struct SigningCertificateFingerprint: Sendable, Hashable, Comparable {
     /// The origin form, or nil when `origin` is not a well-formed Android origin.
     public init?(origin: String) {
         guard origin.hasPrefix(Self.originPrefix) else { return nil }
-        let hash = String(origin.dropFirst(Self.originPrefix.count))
-        guard hash.count == 43, let bytes = Base64URL.decode(hash), bytes.count == 32, Base64URL.encode(bytes) == hash else { return nil }
+        guard let bytes = Self.hash(String(origin.dropFirst(Self.originPrefix.count))) else { return nil }
         self.bytes = bytes
+    }
+
+    /// The 32 bytes of a 43-character base64url SHA-256 hash in its one canonical spelling, else nil.
+    static func hash(_ text: String) -> [UInt8]? {
+        guard text.count == 43, let bytes = Base64URL.decode(text), bytes.count == 32, Base64URL.encode(bytes) == text else { return nil }
+        return bytes
     }
 
     /// `AB:CD:…:EF`, the form `assetlinks.json` uses (`sha256_cert_fingerprints`).
