@@ -37,6 +37,18 @@ public final class SoftAuthenticator: @unchecked Sendable {
         try! privateKey.sign(message, algorithm: algorithm.signatureAlgorithm!)
     }
 
+    /// The 37-byte start of authenticator data (§6.1): SHA-256(rpId) || flags || signCount, with
+    /// this authenticator's backup flags; AT only when attested credential data follows.
+    func authenticatorDataHeader(rpId: String, userPresent: Bool, userVerified: Bool, attestedCredentialData: Bool,
+                                 signCount: UInt32) -> [UInt8] {
+        var flags: UInt8 = attestedCredentialData ? 0x40 : 0  // AT
+        if userPresent { flags |= 0x01 }
+        if userVerified { flags |= 0x04 }
+        if backupEligible { flags |= 0x08 }
+        if backedUp { flags |= 0x10 }
+        return Digest.sha256(Array(rpId.utf8)) + [flags] + bigEndian(signCount)
+    }
+
     public func registration(challenge: [UInt8], rpId: String, origin: String) -> RegistrationBuilder {
         RegistrationBuilder(authenticator: self, challenge: challenge, rpId: rpId, origin: origin)
     }
@@ -86,12 +98,8 @@ public struct RegistrationBuilder: @unchecked Sendable {
 
     public var authenticatorData: [UInt8] {
         let a = authenticator
-        var flags: UInt8 = 0x40  // AT
-        if userPresent { flags |= 0x01 }
-        if userVerified { flags |= 0x04 }
-        if a.backupEligible { flags |= 0x08 }
-        if a.backedUp { flags |= 0x10 }
-        var out = Digest.sha256(Array(rpId.utf8)) + [flags] + bigEndian(a.signCount)
+        var out = a.authenticatorDataHeader(rpId: rpId, userPresent: userPresent, userVerified: userVerified,
+                                            attestedCredentialData: true, signCount: a.signCount)
         out += a.aaguid + [UInt8(a.credentialId.count >> 8), UInt8(a.credentialId.count & 0xFF)] + a.credentialId
         out += a.publicKeyCOSE
         return out
@@ -152,12 +160,8 @@ public struct AssertionBuilder: @unchecked Sendable {
             if a.signCount > 0 { a.signCount += 1 }
             count = a.signCount
         }
-        var flags: UInt8 = 0
-        if userPresent { flags |= 0x01 }
-        if userVerified { flags |= 0x04 }
-        if a.backupEligible { flags |= 0x08 }
-        if a.backedUp { flags |= 0x10 }
-        let authData = Digest.sha256(Array(rpId.utf8)) + [flags] + bigEndian(count)
+        let authData = a.authenticatorDataHeader(rpId: rpId, userPresent: userPresent, userVerified: userVerified,
+                                                 attestedCredentialData: false, signCount: count)
         let clientDataJSON = clientData.json
         var signature = a.sign(authData + Digest.sha256(clientDataJSON))
         if corruptSignature { signature[signature.count - 2] ^= 0x01 }
