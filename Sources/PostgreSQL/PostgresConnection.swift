@@ -50,11 +50,6 @@ public final class PostgresConnection: Sendable {
         _ = try executeScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'")
     }
 
-    /// Convenience for `init(url:)`.
-    public static func connect(_ url: String) throws -> PostgresConnection {
-        try PostgresConnection(url: url)
-    }
-
     /// A connected `PGconn` for `url` (`connect_timeout=10` added unless the URL sets one); the
     /// caller owns it (`PQfinish`). Shared with `PostgresListener`.
     static func openHandle(url: String) throws -> OpaquePointer {

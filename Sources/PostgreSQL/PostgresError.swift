@@ -60,8 +60,6 @@ public struct PostgresError: Error, Hashable, CustomStringConvertible, Sendable 
 
     /// `23505`: a UNIQUE or PRIMARY KEY constraint rejected the row.
     public var isUniqueViolation: Bool { sqlState == "23505" }
-    /// `40001` serialization failure or `40P01` deadlock: the transaction may be retried.
-    public var isRetryableTransactionFailure: Bool { sqlState == "40001" || sqlState == "40P01" }
 
     public var description: String {
         var text = "PostgresError(\(code)): \(reason)"
@@ -79,10 +77,4 @@ public struct PostgresError: Error, Hashable, CustomStringConvertible, Sendable 
 /// Well-known SQLSTATE values callers test for.
 public enum SQLState {
     public static let uniqueViolation = "23505"
-    public static let foreignKeyViolation = "23503"
-    public static let notNullViolation = "23502"
-    public static let checkViolation = "23514"
-    public static let serializationFailure = "40001"
-    public static let deadlockDetected = "40P01"
-    public static let adminShutdown = "57P01"
 }

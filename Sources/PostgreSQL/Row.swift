@@ -53,12 +53,8 @@ public struct Row: Sendable {
 
     public func optionalString(_ column: String) throws -> String? { try optional(column, decodeString) }
     public func optionalInt(_ column: String) throws -> Int? { try optional(column, decodeInt) }
-    public func optionalInt64(_ column: String) throws -> Int64? { try optional(column, decodeInt64) }
-    public func optionalBool(_ column: String) throws -> Bool? { try optional(column, decodeBool) }
-    public func optionalDouble(_ column: String) throws -> Double? { try optional(column, decodeDouble) }
     public func optionalBytes(_ column: String) throws -> [UInt8]? { try optional(column, decodeBytes) }
     public func optionalDate(_ column: String) throws -> Date? { try optional(column, decodeDate) }
-    public func optionalJSON(_ column: String) throws -> String? { try optional(column, decodeString) }
 
     /// Whether the column is SQL NULL (throws when there is no such column).
     public func isNull(_ column: String) throws -> Bool {

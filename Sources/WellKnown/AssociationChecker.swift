@@ -73,8 +73,6 @@ public struct AssociationChecker: Sendable {
     public var rpId: String
     /// The allowlist to cross-check `assetlinks.json` and the AASA against; nil skips those checks.
     public var origins: [String]?
-    /// `localhost` may be checked over plain http (the dev server).
-    public var allowLocalHTTP = true
 
     public init(rpId: String, origins: [String]? = nil) {
         self.rpId = rpId.lowercased()
@@ -189,7 +187,8 @@ public struct AssociationChecker: Sendable {
         let afterScheme = lower.drop { $0 != "/" }.drop { $0 == "/" }
         let authority = afterScheme.prefix { $0 != "/" }
         guard let host = RelatedOrigins.host(of: "x://" + authority) else { return }
-        if scheme != "https" && !(allowLocalHTTP && scheme == "http" && (host == "localhost" || host == "127.0.0.1")) {
+        // `localhost` may be checked over plain http (the dev server).
+        if scheme != "https" && !(scheme == "http" && (host == "localhost" || host == "127.0.0.1")) {
             report(.notHTTPS, "\(authority)", "the files are fetched over \(scheme.isEmpty ? "an unknown scheme" : scheme); platforms only fetch https",
                    "serve https://\(authority)/.well-known/… with a publicly trusted certificate")
         }
