@@ -26,18 +26,11 @@ struct AndroidVector: CustomTestStringConvertible, Sendable {
         }
     }
 
-    /// "2021-09-03T21:07:20.057Z" → whole seconds since 1970 (fraction dropped).
-    static func epochSeconds(_ iso: String) -> Int64? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = iso.contains(".") ? [.withInternetDateTime, .withFractionalSeconds] : [.withInternetDateTime]
-        return formatter.date(from: iso).map { Int64($0.timeIntervalSince1970.rounded(.down)) }
-    }
-
     /// The RP configuration the vector describes (README "How to use a vector").
     var policy: VerificationPolicy {
         let origins: [String] = json["expectedOrigin"]?.arrayValue?.compactMap(\.stringValue)
             ?? json["expectedOrigin"]?.stringValue.map { [$0] } ?? []
-        let now = json["verifyAt"]?.stringValue.flatMap(Self.epochSeconds) ?? VerificationPolicy.systemClock()
+        let now = json["verifyAt"]?.stringValue.flatMap(Inspection.parseISO8601) ?? VerificationPolicy.systemClock()
         var p = VerificationPolicy(rpId: json["rpId"]?.stringValue ?? "", origins: OriginPolicy(origins), clock: { now })
         if let anchors = json["trustAnchors"]?.arrayValue {
             p.trustAnchors = anchors.compactMap(\.stringValue).flatMap { (try? Certificate.parsePEM($0)) ?? [] }

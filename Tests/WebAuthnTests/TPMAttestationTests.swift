@@ -24,7 +24,7 @@ struct TPMVector: Sendable, CustomTestStringConvertible {
         let origins = originValue?.stringValue.map { [$0] } ?? originValue?.arrayValue?.compactMap(\.stringValue) ?? []
         let clock: @Sendable () -> Int64
         if let at = json["verifyAt"]?.stringValue {
-            let instant = try #require(TPMVectors.epochSeconds(iso8601: at), "verifyAt \(at) does not parse")
+            let instant = try #require(Inspection.parseISO8601(at), "verifyAt \(at) does not parse")
             clock = { instant }
         } else {
             clock = VerificationPolicy.systemClock
@@ -77,30 +77,6 @@ enum TPMVectors {
     static func named(_ id: String) throws -> TPMVector {
         try #require(all.first { $0.id == id }, "vector \(id) is missing")
     }
-
-    /// "YYYY-MM-DDTHH:MM:SS[.fff]Z" → seconds since 1970 (proleptic Gregorian, UTC).
-    static func epochSeconds(iso8601 text: String) -> Int64? {
-        let digits = Array(text.utf8)
-        guard digits.count >= 20, digits.last == UInt8(ascii: "Z") else { return nil }
-        func number(_ range: Range<Int>) -> Int64? {
-            var v: Int64 = 0
-            for i in range {
-                guard digits[i] >= 0x30, digits[i] <= 0x39 else { return nil }
-                v = v * 10 + Int64(digits[i] - 0x30)
-            }
-            return v
-        }
-        guard let y = number(0..<4), let m = number(5..<7), let d = number(8..<10),
-              let hh = number(11..<13), let mm = number(14..<16), let ss = number(17..<19) else { return nil }
-        // Days from civil (Howard Hinnant's algorithm).
-        let yy = m <= 2 ? y - 1 : y
-        let era = (yy >= 0 ? yy : yy - 399) / 400
-        let yoe = yy - era * 400
-        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
-        return days * 86_400 + hh * 3_600 + mm * 60 + ss
-    }
 }
 
 // MARK: - Third-party vectors
@@ -121,8 +97,8 @@ struct TPMAttestationTests {
     }
 
     @Test func iso8601() {
-        #expect(TPMVectors.epochSeconds(iso8601: "1970-01-01T00:00:00Z") == 0)
-        #expect(TPMVectors.epochSeconds(iso8601: "2023-04-27T21:51:54Z") == 1_682_632_314)
+        #expect(Inspection.parseISO8601("1970-01-01T00:00:00Z") == 0)
+        #expect(Inspection.parseISO8601("2023-04-27T21:51:54Z") == 1_682_632_314)
     }
 
     @Test(arguments: TPMVectors.all)
