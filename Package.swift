@@ -37,13 +37,13 @@ let package = Package(
         .target(name: "JSON", swiftSettings: strict),
         .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
-        .target(name: "WellKnown", dependencies: ["JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
-        .target(name: "DeviceKeys", dependencies: ["Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
+        .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
+        .target(name: "DeviceKeys", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], swiftSettings: strict),
         .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "PostgreSQL", "HTTP", "Tokens",
                                                        "Crypto", "JSON"],
                 swiftSettings: strict),
-        .target(name: "Tokens", dependencies: ["Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
+        .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
 
         // A software authenticator: fixtures for tests, load for `latchkey bench`.
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),

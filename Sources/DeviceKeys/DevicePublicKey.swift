@@ -1,5 +1,4 @@
 import Crypto
-import WebAuthn
 
 /// A hardware-bound P-256 public key as a phone sends it, parsed and checked: on the curve,
 /// uncompressed, P-256 only. Two encodings are accepted (SPEC "Rules"):

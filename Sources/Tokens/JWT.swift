@@ -1,6 +1,5 @@
 import Crypto
 import JSON
-import WebAuthn
 
 /// Why a token was refused. Codes are stable; `reason` never contains the token.
 public struct TokenError: Error, Hashable, CustomStringConvertible, Sendable {

@@ -1,4 +1,4 @@
-import WebAuthn
+import Crypto
 
 /// SHA-256 of an Android app's signing certificate (upload key, Play app-signing key, …): the one
 /// value behind both the `assetlinks.json` entry and the `android:apk-key-hash:` origin that

@@ -1,3 +1,4 @@
+import Crypto
 import JSON
 
 /// `RegistrationResponseJSON` (WebAuthn L3 §5.1.8), parsed but not yet verified.

@@ -1,3 +1,4 @@
+import Crypto
 import HTTP
 import JSON
 import WebAuthn
