@@ -134,7 +134,7 @@ public final class PasskeyService: Sendable {
         } else {
             throw ServiceError("challenge_invalid", "the ceremony's account no longer exists")
         }
-        let aaguid = formatAAGUID(verified.aaguid)
+        let aaguid = formatUUID(verified.aaguid)
         let record = CredentialRecord(
             id: verified.credentialId, userId: user.id, publicKey: verified.publicKeyBytes, alg: verified.algorithm.rawValue,
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
@@ -306,7 +306,7 @@ public final class PasskeyService: Sendable {
     }
 
     static func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
-        let aaguid = formatAAGUID(c.aaguid)
+        let aaguid = formatUUID(c.aaguid)
         return .object([
             ("id", .string(Base64URL.encode(c.id))), ("name", .string(c.name)),
             ("provider", PasskeyProviders.name(aaguid: aaguid).map { .string($0) } ?? .null),
@@ -343,13 +343,6 @@ public final class PasskeyService: Sendable {
 /// Runs a storage call; a database failure is a 503, never a crash.
 func db<T>(_ body: () throws -> T) throws(ServiceError) -> T {
     do { return try body() } catch { throw ServiceError("internal_error", "storage unavailable") }
-}
-
-func formatAAGUID(_ bytes: [UInt8]) -> String {
-    let hex = bytes.map { b -> String in let s = String(b, radix: 16); return s.count == 1 ? "0" + s : s }.joined()
-    guard hex.count == 32 else { return hex }
-    let h = Array(hex)
-    return String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-" + String(h[16..<20]) + "-" + String(h[20...])
 }
 
 func iso8601(_ date: Date) -> String {

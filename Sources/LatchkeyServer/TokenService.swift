@@ -119,7 +119,8 @@ public final class TokenService: Sendable {
     }
 }
 
-func monotonicNow() -> Double {
+/// Seconds on the monotonic clock (cache ages, latencies; never wall-clock time).
+public func monotonicNow() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9

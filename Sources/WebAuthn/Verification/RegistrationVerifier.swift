@@ -146,11 +146,17 @@ enum CeremonyChecks {
     }
 }
 
-func formatUUID(_ bytes: [UInt8]) -> String {
-    let hex = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
-    guard hex.count == 32 else { return hex }
-    let h = Array(hex)
-    return String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-" + String(h[16..<20]) + "-" + String(h[20...])
+/// An AAGUID (or any 16 bytes) in the usual 8-4-4-4-12 lower-case form; other lengths as plain hex.
+public func formatUUID(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(36)
+    for (i, b) in bytes.enumerated() {
+        if bytes.count == 16, [4, 6, 8, 10].contains(i) { out.append(UInt8(ascii: "-")) }
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
 }
 
 func clientDataJSON(_ c: CollectedClientData) -> JSONValue {

@@ -1,5 +1,6 @@
 import Crypto
 import JSON
+import LatchkeyServer
 import Synchronization
 import WebAuthn
 import WebAuthnTesting
@@ -54,12 +55,6 @@ enum BenchCommand: Command {
     }
 }
 
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 /// `x` rounded to `places` decimals.
 func rounded(_ x: Double, places: Int) -> Double {
     var scale = 1.0
@@ -86,11 +81,11 @@ func percentile(_ sorted: [Double], _ q: Double, places: Int) -> String {
 
 /// Runs `body` repeatedly for about `seconds`; returns how many calls completed.
 func countLoop(seconds: Double, _ body: () -> Bool) -> Int {
-    let end = monotonicSeconds() + seconds
+    let end = monotonicNow() + seconds
     var count = 0
     while true {
         for _ in 0..<64 { precondition(body(), "benchmark verification failed"); count += 1 }
-        if monotonicSeconds() >= end { return count }
+        if monotonicNow() >= end { return count }
     }
 }
 

@@ -53,17 +53,17 @@ enum LoginBenchmark {
         let credentials = enrolled
         let latencies = Mutex<[Double]>([])
         let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
-        let deadline = monotonicSeconds() + target.duration
+        let deadline = monotonicNow() + target.duration
         let threads = (0..<target.concurrency).map { t in
             spawnThread {
                 let c = HTTPClient(host: target.host, port: target.port)
                 var mine: [Double] = []
                 var ok = 0, errors = 0
                 var i = t
-                while monotonicSeconds() < deadline {
+                while monotonicNow() < deadline {
                     let e = credentials[i % credentials.count]
                     i += target.concurrency
-                    let start = monotonicSeconds()
+                    let start = monotonicNow()
                     guard let options = c.postJSON("/v1/passkeys/authentication/options", Array("{}".utf8)), options.status == 200,
                           let challenge = (try? JSONParser.parse(options.body))?["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
                         errors += 1; continue
@@ -71,7 +71,7 @@ enum LoginBenchmark {
                     let body = e.authenticator.assertion(challenge: challenge, rpId: e.rpId, origin: target.origin).bytes()
                     guard let verify = c.postJSON("/v1/passkeys/authentication/verify", body), verify.status == 200 else { errors += 1; continue }
                     ok += 1
-                    mine.append(monotonicSeconds() - start)
+                    mine.append(monotonicNow() - start)
                 }
                 c.close()
                 latencies.withLock { $0 += mine }

@@ -1,6 +1,7 @@
 import Crypto
 import HTTP
 import JSON
+import LatchkeyServer
 import Synchronization
 import WebAuthn
 import WebAuthnTesting
@@ -53,8 +54,8 @@ enum StepUpBenchmark {
         let verifyLatencies = Mutex<[Double]>([])
         let roundLatencies = Mutex<[Double]>([])
         let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
-        let deadline = monotonicSeconds() + o.duration
-        let start = monotonicSeconds()
+        let deadline = monotonicNow() + o.duration
+        let start = monotonicNow()
         let threads = phones.map { phone in
             spawnThread {
                 let c = HTTPClient(host: o.host, port: o.port)
@@ -62,16 +63,16 @@ enum StepUpBenchmark {
                 let challengeBody = Array(#"{"keyId":"\#(phone.keyId)","action":\#(action)}"#.utf8)
                 var mineVerify: [Double] = [], mineRound: [Double] = []
                 var ok = 0, errors = 0
-                while monotonicSeconds() < deadline {
-                    let t0 = monotonicSeconds()
+                while monotonicNow() < deadline {
+                    let t0 = monotonicNow()
                     guard let r = try? c.send(method: "POST", path: "/v1/step-up/challenges", headers: auth, body: challengeBody),
                           r.status == 201, let json = try? JSONParser.parse(r.body), let id = json["challengeId"]?.stringValue,
                           let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode),
                           let signature = try? phone.key.sign(challenge, algorithm: .ecdsa(.sha256)) else { errors += 1; continue }
                     let body = Array(#"{"challengeId":"\#(id)","signature":"\#(Base64URL.encode(signature))"}"#.utf8)
-                    let t1 = monotonicSeconds()
+                    let t1 = monotonicNow()
                     let v = try? c.send(method: "POST", path: "/v1/step-up/verify", headers: auth, body: body)
-                    let t2 = monotonicSeconds()
+                    let t2 = monotonicNow()
                     if v?.status == 200 { ok += 1; mineVerify.append(t2 - t1); mineRound.append(t2 - t0) } else { errors += 1 }
                 }
                 verifyLatencies.withLock { $0 += mineVerify }
@@ -80,7 +81,7 @@ enum StepUpBenchmark {
             }
         }
         for t in threads { pthread_join(t, nil) }
-        let elapsed = monotonicSeconds() - start
+        let elapsed = monotonicNow() - start
         let (ok, errors) = counts.withLock { $0 }
         let v = verifyLatencies.withLock { $0.sorted() }, r = roundLatencies.withLock { $0.sorted() }
         print("step-up verifications: \(ok) in \(formatDecimal(elapsed, places: 1)) s = \(Int(Double(ok) / elapsed))/s (errors \(errors))")
