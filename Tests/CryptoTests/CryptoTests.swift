@@ -75,3 +75,15 @@ func String(format byte: UInt8) -> String {
     let s = String(byte, radix: 16)
     return s.count == 1 ? "0" + s : s
 }
+
+@Suite struct ECDSACurveRuleTests {
+    /// RFC 9053 §2.1: ES256 goes with P-256, ES384 with P-384, ES512 with P-521; PublicKey.verify
+    /// refuses a valid signature made with another hash than its curve's.
+    @Test func hashMustMatchCurve() throws {
+        let key = PrivateKey.generateEC(.p256)
+        let sig384 = try key.sign([9], algorithm: .ecdsa(.sha384))
+        #expect(!key.publicKey.verify(signature: sig384, message: [9], algorithm: .ecdsa(.sha384)))
+        let sig256 = try key.sign([9], algorithm: .ecdsa(.sha256))
+        #expect(key.publicKey.verify(signature: sig256, message: [9], algorithm: .ecdsa(.sha256)))
+    }
+}
