@@ -40,7 +40,7 @@ let package = Package(
         .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         .target(name: "DeviceKeys", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], swiftSettings: strict),
-        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "PostgreSQL", "HTTP", "Tokens",
+        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "HTTP", "Tokens",
                                                        "Crypto", "JSON"],
                 swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),

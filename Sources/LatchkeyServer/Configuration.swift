@@ -1,3 +1,4 @@
+import Storage
 import WebAuthn
 #if canImport(Glibc)
 import Glibc
@@ -12,6 +13,12 @@ public struct Configuration: Sendable {
     public var listenPort = 8080
     public var adminKeyHash: [UInt8]? = nil
     public var databaseURL = ""
+    /// `LATCHKEY_DB_POOLER=transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL,
+    /// so no session state is used on pooled connections.
+    public var databasePooler: PoolerMode = .none
+    /// `LATCHKEY_DB_LISTEN_URL`: a direct (unpooled) connection for the change feed's LISTEN;
+    /// behind a transaction pooler without it, instances poll (every cache expires within a second).
+    public var databaseListenURL: String? = nil
     public var userVerification: VerificationPolicy.UserVerification = .preferred
     public var challengeTTL = 300
     public var maxBody = 65536
@@ -24,7 +31,7 @@ public struct Configuration: Sendable {
     public var developmentMode = false
     public var signCountPolicy: VerificationPolicy.SignCountPolicy = .reject
     /// `attestation` conveyance asked for in creation options.
-    public var attestation = "none"
+    public var attestation: AttestationConveyance = .none
     /// Origins whose pages may embed the ceremony in a cross-origin iframe (topOrigin allowlist).
     public var embeddingOrigins: [String] = []
     public var accessTokenTTL = 300
@@ -66,6 +73,11 @@ public struct Configuration: Sendable {
         }
         if let v = env["LATCHKEY_ADMIN_KEY"], !v.isEmpty { c.adminKeyHash = AdminKey.hash(v) }
         c.databaseURL = env["DATABASE_URL"] ?? ""
+        if let v = env["LATCHKEY_DB_POOLER"], !v.isEmpty {
+            guard let mode = PoolerMode(rawValue: v) else { throw Invalid(description: "LATCHKEY_DB_POOLER must be transaction (or unset)") }
+            c.databasePooler = mode
+        }
+        if let v = env["LATCHKEY_DB_LISTEN_URL"], !v.isEmpty { c.databaseListenURL = v }
         if let v = env["LATCHKEY_USER_VERIFICATION"] {
             guard let uv = VerificationPolicy.UserVerification(rawValue: v) else {
                 throw Invalid(description: "LATCHKEY_USER_VERIFICATION must be required, preferred or discouraged")
@@ -96,10 +108,10 @@ public struct Configuration: Sendable {
             c.signCountPolicy = p
         }
         if let v = env["LATCHKEY_ATTESTATION"] {
-            guard ["none", "indirect", "direct", "enterprise"].contains(v) else {
+            guard let conveyance = AttestationConveyance(rawValue: v) else {
                 throw Invalid(description: "LATCHKEY_ATTESTATION must be none, indirect, direct or enterprise")
             }
-            c.attestation = v
+            c.attestation = conveyance
         }
         for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
         return c

@@ -158,7 +158,7 @@ struct AppsTests {
         let package = "com.example.prop\(uniqueSuffix())"
 
         // B hears changes through LISTEN/NOTIFY (its caches would also expire within a second without it).
-        #expect(Self.within(5) { b.services.apps.isListening })
+        #expect(Self.within(5) { b.services.isListening })
 
         // Before: refused on both (and B's cache is now warm).
         for c in [ca, cb] {

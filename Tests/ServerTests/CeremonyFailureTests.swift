@@ -303,6 +303,33 @@ struct SignCountFlagPolicyTests {
         let list = try client.get("/v1/passkeys", authorization: session.bearer)
         #expect(list.json?["passkeys"]?.arrayValue?.first?["flagged"]?.boolValue == true)
     }
+
+    /// Issue 9: the passkey assertion step exists once, so a step-up records a possible clone (and
+    /// the backup state) exactly as a login does. Before, the step-up copy only moved the counter.
+    @Test("a passkey step-up with a regressed counter is approved and flags the passkey")
+    func stepUpRegressionFlags() throws {
+        let server = try Self.fixture.get()
+        let client = server.client()
+        let authenticator = SoftAuthenticator(signCount: 40)
+        authenticator.backupEligible = true  // a synced passkey, not backed up yet
+        let session = try client.signUp(authenticator, username: server.username("flagstep"))
+        #expect(try client.signIn(authenticator).passkey["flagged"]?.boolValue == false)  // counter 41
+
+        let action: JSONValue = .object([("type", "transfer"), ("amount", "1.00")])
+        let challenge = try client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]),
+                                        authorization: session.bearer)
+        #expect(challenge.status == 201, "\(challenge)")
+        let c = try #require(challenge.json)
+        var assertion = try client.assertion(authenticator, options: try #require(c["publicKey"]))
+        assertion.signCount = 7
+        authenticator.backedUp = true  // BS may change at any use; the step-up records it like a login
+        let approved = try client.post("/v1/step-up/verify", .object([("challengeId", c["challengeId"]!), ("credential", assertion.json())]),
+                                       authorization: session.bearer)
+        #expect(approved.status == 200, "\(approved)")
+        let passkey = try #require(try client.get("/v1/passkeys", authorization: session.bearer).json?["passkeys"]?.arrayValue?.first)
+        #expect(passkey["flagged"]?.boolValue == true)
+        #expect(passkey["backedUp"]?.boolValue == true)
+    }
 }
 
 enum SecureRandomBytes {

@@ -324,7 +324,7 @@ struct StepUpTests {
         let keyId = try enrolled(a, phone)
         let c = try challenge(a, keyId: keyId)
         let hash = try #require(Base64URL.decode(c["challengeId"]!.stringValue!))
-        let n = try server.services.store.pool.execute("UPDATE challenges SET expires_at = now() - interval '1 second' WHERE hash = \(hash)")
+        let n = try server.database.pool.execute("UPDATE challenges SET expires_at = now() - interval '1 second' WHERE hash = \(hash)")
         #expect(n == 1)
         let r = try verify(a, c, signature: try phone.sign(c["challenge"]!.stringValue!))
         #expect(r.code == "challenge_invalid" && r.text.contains("expired"), "\(r)")

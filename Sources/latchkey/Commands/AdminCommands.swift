@@ -36,34 +36,38 @@ enum OriginsCommand: Command {
             if args.has("help") { print(help); return ExitCode.success }
             guard let verb = args.positionals.first else { throw UsageError(message: "say list, add or remove") }
             let env = Configuration.processEnvironment()
-            return try withDatabase("latchkey origins", unset: "DATABASE_URL is not set\n\n\(help)") { (store, _) throws(UsageError) in
-                do {
+            var configuration = Configuration()
+            configuration.developmentMode = env["LATCHKEY_DEV"] == "1"
+            return try withDatabase("latchkey origins", unset: "DATABASE_URL is not set\n\n\(help)") { (database, _) throws(UsageError) in
+                let admin = AdminService(database: database, configuration: configuration)
+                let target = args.positionals.dropFirst().first
+                switch verb {
+                case "list": break
+                case "add": if target == nil && args.value("android-fingerprint") == nil { throw UsageError(message: "add needs an origin or --android-fingerprint") }
+                case "remove": if target == nil { throw UsageError(message: "remove needs an origin") }
+                default: throw UsageError(message: "unknown verb \(verb)")
+                }
+                do throws(ServiceError) {
                     switch verb {
                     case "list":
-                        for o in try store.origins() { print("\(o.origin)\t\(o.source)") }
+                        for o in try admin.listOrigins()["origins"]?.arrayValue ?? [] {
+                            print("\(o["origin"]?.stringValue ?? "")\t\(o["source"]?.stringValue ?? "")")
+                        }
                     case "add":
-                        var candidate = args.positionals.dropFirst().first
-                        if let fp = args.value("android-fingerprint") {
-                            switch OriginRules.androidOrigin(fromFingerprint: fp) {
-                            case .success(let o): candidate = o
-                            case .failure(let e): throw UsageError(message: e.reason)
-                            }
+                        let body: JSONValue = args.value("android-fingerprint").map { .object([("androidFingerprint", .string($0))]) }
+                            ?? .object([("origin", .string(target ?? ""))])
+                        let (origin, added) = try admin.addOrigin(body, actor: "cli")
+                        print(added ? "added \(origin)" : "already present: \(origin)")
+                    default:
+                        let origin = target ?? ""
+                        do { try admin.removeOrigin(origin, actor: "cli") } catch where error.code == .notFound {
+                            printError("not present: \(origin)"); return ExitCode.failure
                         }
-                        guard let c = candidate else { throw UsageError(message: "add needs an origin or --android-fingerprint") }
-                        switch OriginRules.validate(c, developmentMode: env["LATCHKEY_DEV"] == "1") {
-                        case .success(let origin):
-                            print(try store.addOrigin(origin, source: "admin", actor: "cli") ? "added \(origin)" : "already present: \(origin)")
-                        case .failure(let e): throw UsageError(message: e.reason)
-                        }
-                    case "remove":
-                        guard let origin = args.positionals.dropFirst().first else { throw UsageError(message: "remove needs an origin") }
-                        guard try store.removeOrigin(origin, actor: "cli") else { printError("not present: \(origin)"); return ExitCode.failure }
                         print("removed \(origin)")
-                    default: throw UsageError(message: "unknown verb \(verb)")
                     }
                     return ExitCode.success
-                } catch let e as UsageError {
-                    throw e
+                } catch where error.code == .invalidRequest {
+                    throw UsageError(message: error.detail)
                 } catch {
                     printError("latchkey origins: \(error)")
                     return ExitCode.failure

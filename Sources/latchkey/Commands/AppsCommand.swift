@@ -71,27 +71,27 @@ enum AppsCommand: Command {
         var configuration = Configuration()
         configuration.rpId = args.value("rp-id") ?? env["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
         configuration.developmentMode = env["LATCHKEY_DEV"] == "1"
-        return withDatabase("latchkey apps", unset: "DATABASE_URL is not set (or use --server URL)") { store, _ in
-            viaDatabase(verb, body: body, removeId: removeId, service: AppService(store: store, configuration: configuration, origins: OriginCache(store: store)))
+        return withDatabase("latchkey apps", unset: "DATABASE_URL is not set (or use --server URL)") { database, _ in
+            viaDatabase(verb, body: body, removeId: removeId, service: AdminService(database: database, configuration: configuration))
         }
     }
 
-    static func viaDatabase(_ verb: String, body: JSONValue?, removeId: String?, service: AppService) -> Int32 {
+    static func viaDatabase(_ verb: String, body: JSONValue?, removeId: String?, service: AdminService) -> Int32 {
         do throws(ServiceError) {
             switch verb {
             case "list":
-                for app in try service.list()["apps"]?.arrayValue ?? [] { print(app.text) }
+                for app in try service.listApps()["apps"]?.arrayValue ?? [] { print(app.text) }
             case "add":
-                let (app, created) = try service.put(body!, actor: "cli")
+                let (app, created) = try service.putApp(body!, actor: "cli")
                 print((created ? "added " : "updated ") + app.text)
             default:
-                try service.remove(removeId!, actor: "cli")
+                try service.removeApp(removeId!, actor: "cli")
                 print("removed \(removeId!)")
             }
             return ExitCode.success
         } catch {
             printError("latchkey apps: \(error.detail)")
-            return error.code == "invalid_request" ? ExitCode.usage : ExitCode.failure
+            return error.code == .invalidRequest ? ExitCode.usage : ExitCode.failure
         }
     }
 

@@ -1,6 +1,5 @@
 import HTTP
 import LatchkeyServer
-import PostgreSQL
 import Storage
 #if canImport(Glibc)
 import Glibc
@@ -27,7 +26,7 @@ enum ServeCommand: Command {
             printError("latchkey serve: \(error.description)"); return ExitCode.usage
         }
         guard !configuration.databaseURL.isEmpty else {
-            printError("latchkey serve: DATABASE_URL is not set (deploy/run.sh starts a private PostgreSQL and sets it)")
+            printError("latchkey serve: DATABASE_URL is not set (scripts/run.sh starts a private PostgreSQL and sets it)")
             return ExitCode.usage
         }
         let isChild = Configuration.processEnvironment()["LATCHKEY_WORKER_CHILD"] == "1"
@@ -39,11 +38,11 @@ enum ServeCommand: Command {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
-        let pool = PostgresPool(url: configuration.databaseURL, maxConnections: configuration.threads + 2)
-        let challengePool = PostgresPool(url: Store.asynchronousCommitURL(configuration.databaseURL),
-                                         maxConnections: configuration.threads + 2)
-        let services: Services
-        do { services = try Services(configuration: configuration, pool: pool, challengePool: challengePool) } catch {
+        let database = Database(url: configuration.databaseURL, connections: configuration.threads + 2,
+                                pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL)
+        let services = Services(configuration: configuration, database: database)
+        // Start-up steps, in order: migrate, seed LATCHKEY_ORIGINS, signing keys, change feed.
+        do { try services.start() } catch {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
         }
@@ -66,15 +65,15 @@ enum ServeCommand: Command {
                        + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
-        _ = spawnThread { while true { sleep(60); try? services.store.purgeExpiredChallenges() } }
+        _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }
 
         var received: Int32 = 0
         sigwait(&signals, &received)
         for pid in children { kill(pid, SIGTERM) }
         server.stop()
         for pid in children { var status: Int32 = 0; waitpid(pid, &status, 0) }
-        pool.shutdown()
-        challengePool.shutdown()
+        services.stop()
+        database.shutdown()
         return ExitCode.success
     }
 }

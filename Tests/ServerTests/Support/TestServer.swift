@@ -4,6 +4,7 @@ import HTTP
 import JSON
 import LatchkeyServer
 import PostgreSQL
+import Storage
 import Synchronization
 import WebAuthn
 import WebAuthnTesting
@@ -60,6 +61,7 @@ final class TestServer: Sendable {
     let adminKey: String
     let configuration: Configuration
     let services: Services
+    let database: Database
     let http: HTTPServer
     var port: Int { http.port }
 
@@ -73,10 +75,15 @@ final class TestServer: Sendable {
         c.issuer = origin
         c.databaseURL = try TestDatabase.url()
         c.adminKeyHash = AdminKey.hash(adminKey)
+        // LATCHKEY_DB_POOLER=transaction: the suites run through PgBouncer in transaction pooling (scripts/test.sh).
+        if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
+            c.databasePooler = mode
+        }
         configure(&c)
         configuration = c
-        let pool = PostgresPool(url: c.databaseURL, maxConnections: 6)
-        services = try Services(configuration: c, pool: pool, log: RequestLog(enabled: false))
+        database = Database(url: c.databaseURL, connections: 6, pooler: c.databasePooler, listenURL: c.databaseListenURL)
+        services = Services(configuration: c, database: database, log: RequestLog(enabled: false))
+        try services.start()
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
                               responder: Application(services: services))

@@ -6,7 +6,7 @@ extension RouteTable {
     mutating func addPasskeyRoutes(_ s: Services) {
         add("POST", "/v1/passkeys/registration/options") { req, _ in
             let requester: PasskeyService.Requester
-            switch try s.authenticate(req, allowTicket: true) {
+            switch try s.sessions.userOrTicket(req) {
             case .some(let userId): requester = .user(userId)
             case .none:
                 let body = try jsonBody(req)
@@ -35,34 +35,17 @@ extension RouteTable {
             .json(bytes: try s.passkeys.verifyAuthentication(req.body).serialized())
         }
         add("GET", "/v1/passkeys", accepting: .any) { req, _ in
-            .json(bytes: try s.passkeys.listPasskeys(userId: try s.requireUser(req)).serialized())
+            .json(bytes: try s.passkeys.listPasskeys(userId: try s.sessions.requireUser(req)).serialized())
         }
         add("PATCH", "/v1/passkeys/{id}") { req, params in
-            let userId = try s.requireUser(req)
+            let userId = try s.sessions.requireUser(req)
             guard let name = try jsonBody(req)["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
             try validateName(name, "name")
             return .json(bytes: try s.passkeys.renamePasskey(userId: userId, id: params["id"] ?? "", name: name).serialized())
         }
         add("DELETE", "/v1/passkeys/{id}", accepting: .any) { req, params in
-            try s.passkeys.revokePasskey(userId: try s.requireUser(req), id: params["id"] ?? "")
+            try s.passkeys.revokePasskey(userId: try s.sessions.requireUser(req), id: params["id"] ?? "")
             return .empty(status: 204)
-        }
-    }
-
-    /// OAuth refresh (RFC 6749 §6) and logout.
-    mutating func addTokenRoutes(_ s: Services) {
-        add("POST", "/v1/token", accepting: .jsonOrForm) { req, _ in
-            let fields = try formOrJSON(req)
-            guard fields["grant_type"] == "refresh_token" else { throw ServiceError.invalid("grant_type must be refresh_token") }
-            guard let token = fields["refresh_token"], !token.isEmpty else { throw ServiceError.invalid("refresh_token is required") }
-            return .json(bytes: try s.refresh(token).json.serialized(), headers: [("Cache-Control", "no-store")])
-        }
-        add("POST", "/v1/logout", accepting: .any) { req, _ in
-            try s.logout(req)
-            return .empty(status: 204)
-        }
-        add("GET", "/.well-known/jwks.json", accepting: .any) { _, _ in
-            .json(bytes: s.tokens.jwks.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
     }
 }

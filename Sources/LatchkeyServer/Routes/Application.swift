@@ -1,7 +1,6 @@
 import Foundation
 import HTTP
 import JSON
-import PostgreSQL
 import Storage
 import WebAuthn
 
@@ -14,9 +13,11 @@ public struct Application: Responder {
     let limiter: RateLimiter
     let trustProxy: Bool
     let origins: OriginCache
+    let runtime: Runtime
 
     public init(services: Services) {
         origins = services.origins
+        runtime = services.runtime
         metrics = services.metrics
         log = services.log
         limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit)
@@ -46,7 +47,7 @@ public struct Application: Responder {
             ])
             route = "preflight"
         } else if request.method == "POST", request.path.hasPrefix("/v1/"), let wait = limiter.admit(clientAddress(request)) {
-            response = ServiceError("rate_limited", "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
+            response = ServiceError(.rateLimited, "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
         } else {
             let (answer, pattern) = router.dispatch(request)
             response = answer
@@ -61,7 +62,7 @@ public struct Application: Responder {
         }
         let seconds = monotonicNow() - start
         metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds)
-        log.write(request: request, route: route, status: response.status, seconds: seconds)
+        log.write(request: request, route: route, status: response.status, seconds: seconds, at: runtime.now())
         return response
     }
 }
@@ -85,53 +86,3 @@ extension Application {
     }
 }
 
-func jsonBody(_ request: Request) throws(ServiceError) -> JSONValue {
-    do {
-        let value = try JSONParser.parse(request.body)
-        guard case .object = value else { throw ServiceError.invalid("the body must be a JSON object") }
-        return value
-    } catch let e as JSONError {
-        throw ServiceError.invalid("malformed JSON: \(e.reason)")
-    } catch {
-        throw ServiceError.invalid("the body must be a JSON object")
-    }
-}
-
-/// OAuth token requests come form-encoded (RFC 6749 §4.1.3); JSON is accepted too.
-func formOrJSON(_ request: Request) throws(ServiceError) -> [String: String] {
-    if request.mediaType == "application/x-www-form-urlencoded" {
-        var out: [String: String] = [:]
-        for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = formDecode(String(kv[0])), value = kv.count > 1 ? formDecode(String(kv[1])) : ""
-            guard let key, let value else { throw ServiceError.invalid("malformed form body") }
-            out[key] = value
-        }
-        return out
-    }
-    var out: [String: String] = [:]
-    for member in try jsonBody(request).objectValue ?? [] {
-        if let s = member.value.stringValue { out[member.key] = s }
-    }
-    return out
-}
-
-func formDecode(_ s: String) -> String? {
-    var bytes: [UInt8] = []
-    var it = Array(s.utf8).makeIterator()
-    while let c = it.next() {
-        if c == UInt8(ascii: "+") { bytes.append(0x20) }
-        else if c == UInt8(ascii: "%") {
-            guard let h = it.next(), let l = it.next(), let v = UInt8(String(decoding: [h, l], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(v)
-        } else { bytes.append(c) }
-    }
-    return String(validating: bytes, as: UTF8.self)
-}
-
-/// Names shown to users: 1…64 characters, no control characters.
-func validateName(_ value: String, _ field: String) throws(ServiceError) {
-    guard !value.isEmpty, value.count <= 64, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-        throw ServiceError.invalid("\(field) must be 1 to 64 printable characters")
-    }
-}

@@ -7,17 +7,17 @@ extension RouteTable {
     /// one with the same id); `DELETE /admin/v1/apps/{ios:TEAMID.bundle.id | android:package}` → 204, 404 when absent.
     mutating func addAppRoutes(_ s: Services) {
         add("GET", "/admin/v1/apps", accepting: .any) { req, _ in
-            try s.requireAdmin(req)
-            return .json(bytes: try s.apps.list().serialized())
+            try s.admin.requireAdmin(req)
+            return .json(bytes: try s.admin.listApps().serialized())
         }
         add("POST", "/admin/v1/apps") { req, _ in
-            try s.requireAdmin(req)
-            let (app, created) = try s.apps.put(try jsonBody(req))
+            try s.admin.requireAdmin(req)
+            let (app, created) = try s.admin.putApp(try jsonBody(req))
             return .json(status: created ? 201 : 200, bytes: app.serialized())
         }
         add("DELETE", "/admin/v1/apps/{id}", accepting: .any) { req, params in
-            try s.requireAdmin(req)
-            try s.apps.remove(params["id"] ?? "")
+            try s.admin.requireAdmin(req)
+            try s.admin.removeApp(params["id"] ?? "")
             return .empty(status: 204)
         }
     }

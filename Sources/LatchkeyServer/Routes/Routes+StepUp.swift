@@ -5,37 +5,35 @@ extension RouteTable {
     /// Device keys and step-up (SPEC "Device keys", "Step-up"; issue 5).
     mutating func addStepUpRoutes(_ s: Services) {
         add("POST", "/v1/device-keys/challenges", accepting: .any) { req, _ in
-            .json(status: 201, bytes: try s.stepUp.enrolmentChallenge(userId: try s.requireUser(req)).serialized())
+            .json(status: 201, bytes: try s.stepUp.enrolmentChallenge(userId: try s.sessions.requireUser(req)).serialized())
         }
         add("POST", "/v1/device-keys") { req, _ in
-            let userId = try s.requireUser(req)
+            let userId = try s.sessions.requireUser(req)
             return .json(status: 201, bytes: try s.stepUp.enrol(userId: userId, body: try jsonBody(req)).serialized())
         }
         add("GET", "/v1/device-keys", accepting: .any) { req, _ in
-            .json(bytes: try s.stepUp.listDeviceKeys(userId: try s.requireUser(req)).serialized())
+            .json(bytes: try s.stepUp.listDeviceKeys(userId: try s.sessions.requireUser(req)).serialized())
         }
         add("DELETE", "/v1/device-keys/{id}", accepting: .any) { req, params in
-            try s.stepUp.revokeDeviceKey(userId: try s.requireUser(req), id: params["id"] ?? "")
+            try s.stepUp.revokeDeviceKey(userId: try s.sessions.requireUser(req), id: params["id"] ?? "")
             return .empty(status: 204)
         }
         add("POST", "/v1/step-up/challenges") { req, _ in
-            let userId = try s.requireUser(req)
+            let userId = try s.sessions.requireUser(req)
             return .json(status: 201, bytes: try s.stepUp.createChallenge(userId: userId, body: try jsonBody(req)).serialized())
         }
         add("POST", "/v1/step-up/verify") { req, _ in
-            let userId = try s.requireUser(req)
+            let userId = try s.sessions.requireUser(req)
             return .json(bytes: try s.stepUp.verify(userId: userId, body: try jsonBody(req)).serialized())
         }
         add("POST", "/v1/step-up/consume") { req, _ in
-            guard let token = Services.credentials(req, scheme: "Bearer") else { throw ServiceError.unauthorized }
+            guard let token = BearerCredentials.value(req, scheme: "Bearer") else { throw ServiceError.unauthorized }
             return .json(bytes: try s.stepUp.consume(token: token, body: try jsonBody(req)).serialized())
         }
         add("GET", "/v1/step-up/receipts/{id}", accepting: .any) { req, params in
             // The owner (access token) or an auditor with the admin key.
-            let isAuditor = Services.credentials(req, scheme: "Bearer").map { presented in
-                s.configuration.adminKeyHash.map { AdminKey.matches(presented, hash: $0) } ?? false
-            } ?? false
-            let owner: String? = isAuditor ? nil : try s.requireUser(req)
+            let isAuditor = BearerCredentials.value(req, scheme: "Bearer").map(s.admin.isAdminKey) ?? false
+            let owner: String? = isAuditor ? nil : try s.sessions.requireUser(req)
             return .json(bytes: try s.stepUp.receipt(id: params["id"] ?? "", userId: owner).serialized())
         }
     }

@@ -14,7 +14,7 @@ struct RouteTable {
             } catch let error as ServiceError {
                 response = error.response
             } catch {
-                response = ServiceError("internal_error", "unexpected failure").response
+                response = ServiceError(.internalError, "unexpected failure").response
             }
             return response
         }

@@ -1,0 +1,91 @@
+import Foundation
+import JSON
+import Storage
+import WellKnown
+
+/// Associated native apps: the admin's declaration (API body, or what the CLI assembled from flags)
+/// ↔ the typed `AssociatedApp` ↔ the stored `AppRecord` ↔ the API's JSON. The one declaration the
+/// origin allowlist and the three well-known files follow from.
+public enum AppDeclarations {
+    /// iOS: `{"platform":"ios","teamId","bundleId"}` or `{"platform":"ios","appId":"TEAMID.bundle.id"}`;
+    /// Android: `{"platform":"android","packageName","fingerprints":[…],"handleAllUrls"?}`.
+    public static func parse(_ body: JSONValue) throws(ServiceError) -> AssociatedApp {
+        do {
+            switch body["platform"]?.stringValue {
+            case "ios":
+                if let appId = body["appId"]?.stringValue { return .ios(try IOSApp(appID: appId)) }
+                guard let team = body["teamId"]?.stringValue, let bundle = body["bundleId"]?.stringValue else {
+                    throw ServiceError.invalid("an iOS app needs teamId and bundleId (or appId TEAMID.bundle.id)")
+                }
+                return .ios(try IOSApp(teamId: team, bundleId: bundle))
+            case "android":
+                guard let package = body["packageName"]?.stringValue else { throw ServiceError.invalid("an Android app needs packageName") }
+                guard let list = body["fingerprints"]?.arrayValue else {
+                    throw ServiceError.invalid("an Android app needs fingerprints: [\(SigningCertificateFingerprint.expectedForm)]")
+                }
+                var fps: [SigningCertificateFingerprint] = []
+                for value in list {
+                    guard let s = value.stringValue else { throw ServiceError.invalid("fingerprints are strings: \(SigningCertificateFingerprint.expectedForm)") }
+                    fps.append(try SigningCertificateFingerprint(parsing: s))
+                }
+                let handleAll = body["handleAllUrls"]?.boolValue ?? false
+                return .android(try AndroidApp(packageName: package, fingerprints: fps, handleAllURLs: handleAll))
+            default:
+                throw ServiceError.invalid("platform must be ios or android")
+            }
+        } catch let e as WellKnownError {
+            throw ServiceError.invalid(e.reason)
+        } catch let e as ServiceError {
+            throw e
+        } catch {
+            throw ServiceError.invalid("invalid app declaration")
+        }
+    }
+
+    public static func record(_ app: AssociatedApp, rpId: String) -> AppRecord {
+        switch app {
+        case .ios(let a): AppRecord(rpId: rpId, platform: "ios", appId: a.appID)
+        case .android(let a): AppRecord(rpId: rpId, platform: "android", appId: a.packageName,
+                                        fingerprints: a.fingerprints.map(\.base64url), handleAllURLs: a.handleAllURLs)
+        }
+    }
+
+    /// A stored row back into a typed app; rows that no longer validate are skipped (and reported
+    /// by the checker as missing entries) rather than served.
+    public static func app(_ r: AppRecord) -> AssociatedApp? {
+        switch r.platform {
+        case "ios": return (try? IOSApp(appID: r.appId)).map { .ios($0) }
+        case "android":
+            var fps: [SigningCertificateFingerprint] = []
+            for f in r.fingerprints { guard let fp = try? SigningCertificateFingerprint(parsing: f) else { return nil }; fps.append(fp) }
+            return (try? AndroidApp(packageName: r.appId, fingerprints: fps, handleAllURLs: r.handleAllURLs)).map { .android($0) }
+        default: return nil
+        }
+    }
+
+    public static func json(_ app: AssociatedApp, rpId: String, createdAt: Date? = nil) -> JSONValue {
+        var m: [(key: String, value: JSONValue)] = [("id", .string(app.identifier)), ("platform", .string(app.platform))]
+        switch app {
+        case .ios(let a):
+            m += [("appId", .string(a.appID)), ("teamId", .string(a.teamId)), ("bundleId", .string(a.bundleId))]
+        case .android(let a):
+            m += [("packageName", .string(a.packageName)),
+                  ("fingerprints", .array(a.fingerprints.map { .object([("sha256", .string($0.keytool)), ("origin", .string($0.origin))]) })),
+                  ("handleAllUrls", .bool(a.handleAllURLs))]
+        }
+        m.append(("origins", .array(app.origins(rpId: rpId).map { .string($0) })))
+        if let createdAt { m.append(("createdAt", .string(iso8601(createdAt)))) }
+        return .object(m)
+    }
+
+    /// `ios:TEAMID.bundle.id` / `android:package` → (platform, appId).
+    public static func parseIdentifier(_ id: String) -> (platform: String, appId: String)? {
+        guard let colon = id.firstIndex(of: ":") else { return nil }
+        let platform = String(id[..<colon]), appId = String(id[id.index(after: colon)...])
+        guard ["ios", "android"].contains(platform), !appId.isEmpty else { return nil }
+        return (platform, appId)
+    }
+
+    /// Every app of `rpId` that still validates.
+    public static func apps(_ rows: [AppRecord]) -> [AssociatedApp] { rows.compactMap(app) }
+}

@@ -1,0 +1,38 @@
+import JSON
+import Storage
+
+/// Every action name the audit log records, in one place (the names are part of the admin API's
+/// output, so they never change once shipped).
+enum AuditAction: String, Sendable {
+    case passkeyRegistered = "passkey.registered"
+    case passkeyLogin = "passkey.login"
+    case passkeyFlagged = "passkey.flagged"
+    case passkeyRevoked = "passkey.revoked"
+    case refreshReuseDetected = "refresh.reuse_detected"
+    case ticketIssued = "ticket.issued"
+    case originAdded = "origin.added"
+    case originRemoved = "origin.removed"
+    case appAdded = "app.added"
+    case appUpdated = "app.updated"
+    case appRemoved = "app.removed"
+    case deviceKeyEnrolled = "device_key.enrolled"
+    case deviceKeyRevoked = "device_key.revoked"
+    case stepUpApproved = "step_up.approved"
+}
+
+/// Who did it, when it was not the signed-in user.
+enum AuditActor {
+    static let server = "latchkey"
+    static let admin = "admin"
+}
+
+extension AuditRecord {
+    init(_ action: AuditAction, actor: String, subject: String?, detail: [(key: String, value: JSONValue)] = []) {
+        self.init(actor: actor, action: action.rawValue, subject: subject, detail: .object(detail))
+    }
+
+    /// An origin the app declarations added to, or removed from, the allowlist.
+    static func appOrigin(_ origin: String, added: Bool, actor: String) -> AuditRecord {
+        AuditRecord(added ? .originAdded : .originRemoved, actor: actor, subject: origin, detail: [("source", "app")])
+    }
+}

@@ -1,0 +1,49 @@
+import Crypto
+import JSON
+import Storage
+import WebAuthn
+
+/// The one place a passkey assertion is verified against its stored credential — for a login and
+/// for a passkey step-up alike — so both record the counter, the backup state and a possible clone
+/// the same way (WebAuthn L3 §7.2 steps 5, 6, 20–22).
+struct PasskeyAssertion: Sendable {
+    let accounts: AccountRepository
+    let keyCache: CredentialKeyCache
+
+    /// What a verified assertion found, and what storing its use changes.
+    struct Outcome: Sendable {
+        let verified: VerifiedAuthentication
+        let key: COSEKey
+        let use: CredentialUse
+        /// Audit detail every record of this use carries.
+        let auditDetail: [(key: String, value: JSONValue)]
+    }
+
+    /// Steps 5–6 (allowed credential, user handle) then the signature and counter with the cached
+    /// key. A counter regression refused under the `reject` policy still flags the credential.
+    func verify(_ checked: CeremonyCheckedAuthentication, ceremony: AuthenticationCeremony, state: AuthenticationState,
+                credential: CredentialRecord, user: UserRecord) throws(ServiceError) -> Outcome {
+        let key: COSEKey
+        do { key = try keyCache.key(for: credential) } catch { throw ServiceError(error) }
+        let stored = StoredCredential(publicKey: key, signCount: UInt32(clamping: credential.signCount),
+                                      backupEligible: credential.backupEligible)
+        let verified: VerifiedAuthentication
+        do {
+            verified = try ceremony.finish(checked, state: state, credential: stored, userHandle: user.userHandle)
+        } catch {
+            if error.code == .signCountRegression {
+                // §7.2 step 22: a possible clone. The refusal stands even if recording it fails.
+                try? accounts.flag(credentialId: credential.id, audit: AuditRecord(
+                    .passkeyFlagged, actor: AuditActor.server, subject: user.id, detail: [("reason", "sign_count_regression")]))
+            }
+            throw ServiceError(error)
+        }
+        var detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credential.id))),
+                                                         ("origin", .string(verified.origin))]
+        if verified.backupEligibilityChanged { detail.append(("backupEligibilityChanged", true)) }
+        if verified.cloneWarning { detail.append(("signCountRegression", true)) }
+        let use = CredentialUse(credentialId: credential.id, userId: user.id, signCount: Int64(verified.newSignCount),
+                                backedUp: verified.backedUp, cloneWarning: verified.cloneWarning)
+        return Outcome(verified: verified, key: key, use: use, auditDetail: detail)
+    }
+}

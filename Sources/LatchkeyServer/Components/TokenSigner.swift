@@ -1,0 +1,100 @@
+import Crypto
+import JSON
+import Storage
+import Synchronization
+import Tokens
+
+/// Signs and checks Latchkey's JWTs (access tokens, RFC 9068; step-up tokens) with ES256 keys that
+/// live in PostgreSQL, so every instance signs with, and accepts, the same keys. Shared by the
+/// session and step-up services; it knows nothing about sessions.
+public final class TokenSigner: Sendable {
+    let keyStore: KeyRepository
+    let configuration: Configuration
+    let runtime: Runtime
+    private let keys = Mutex<(current: SigningKey?, all: [String: PublicKey], loadedAt: Double)>((nil, [:], 0))
+
+    /// Key sets are re-read every minute so a rotation done by one instance reaches the others.
+    static let reloadInterval = 60.0
+
+    init(keys: KeyRepository, configuration: Configuration, runtime: Runtime) {
+        self.keyStore = keys
+        self.configuration = configuration
+        self.runtime = runtime
+    }
+
+    /// Start-up step: makes sure a signing key exists (rotating one older than 30 days), then loads the key set.
+    public func prepareKeys() throws(StorageError) {
+        let existing = try keyStore.signingKeys()
+        if existing.isEmpty || runtime.now().timeIntervalSince(existing[0].createdAt) > 30 * 24 * 3600 {
+            let key = SigningKey.generate()
+            try keyStore.insertSigningKey(kid: key.kid, pem: key.privateKey.pkcs8PEM)
+        }
+        try reloadKeys()
+    }
+
+    func reloadKeys() throws(StorageError) {
+        let rows = try keyStore.signingKeys()
+        var all: [String: PublicKey] = [:]
+        var current: SigningKey? = nil
+        for row in rows {
+            guard let pk = try? PrivateKey(pkcs8PEM: row.pem) else { continue }  // an unreadable key is skipped, not fatal
+            let key = SigningKey(pk)
+            all[key.kid] = key.publicKey
+            if current == nil { current = key }
+        }
+        let now = monotonicNow()
+        keys.withLock { $0 = (current, all, now) }
+    }
+
+    func keySet() -> (current: SigningKey?, all: [String: PublicKey]) {
+        let (current, all, loadedAt) = keys.withLock { $0 }
+        if monotonicNow() - loadedAt > Self.reloadInterval {
+            try? reloadKeys()  // the database being down keeps the last key set
+            let k = keys.withLock { $0 }
+            return (k.current, k.all)
+        }
+        return (current, all)
+    }
+
+    public var jwks: JSONValue {
+        .object([("keys", .array(keySet().all.sorted { $0.key < $1.key }.map { SigningKey.jwk($0.value, kid: $0.key) }))])
+    }
+
+    /// Signs `claims` with the current key as a compact JWS of `type`.
+    func sign(_ claims: JSONValue, type: String) throws(ServiceError) -> String {
+        guard let key = keySet().current else { throw ServiceError(.internalError, "no signing key") }
+        return JWT.sign(claims: claims, key: key, type: type)
+    }
+
+    /// Verifies a bearer token of `type` (signature, time, issuer, audience); returns its claims.
+    func verify(_ token: String, type: String) throws(ServiceError) -> JSONValue {
+        let now = runtime.unixTime
+        do {
+            return try checked(token, keys: keySet().all, type: type, now: now)
+        } catch let e as TokenError where e.code == .unknownKey {
+            // A key another instance just created: reload once.
+            try? reloadKeys()
+            guard let claims = try? checked(token, keys: keySet().all, type: type, now: now) else { throw ServiceError.unauthorized }
+            return claims
+        } catch {
+            throw ServiceError.unauthorized
+        }
+    }
+
+    private func checked(_ token: String, keys: [String: PublicKey], type: String, now: Int64) throws -> JSONValue {
+        let claims = try JWT.verify(token, keys: keys, type: type, now: now)
+        guard claims["iss"]?.stringValue == configuration.issuer, claims["aud"]?.stringValue == configuration.rpId else {
+            throw ServiceError.unauthorized
+        }
+        return claims
+    }
+}
+
+/// Opaque bearer secrets (refresh tokens, tickets): prefix + 32 random bytes, stored only as SHA-256.
+struct OpaqueSecret {
+    let token: String
+    var hash: [UInt8] { OpaqueToken.hash(token) }
+
+    init(prefix: String, runtime: Runtime) { token = prefix + Base64URL.encode(runtime.random(32)) }
+    static func hash(_ presented: String) -> [UInt8] { OpaqueToken.hash(presented) }
+}

@@ -1,0 +1,96 @@
+import DeviceKeys
+import HTTP
+import Storage
+import WebAuthn
+
+/// A refusal with one of SPEC's stable codes ("HTTP contract", Errors). The code is a closed,
+/// typed set and each code's HTTP status is written once, in `Code.status`.
+public struct ServiceError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable, CaseIterable {
+        case invalidRequest = "invalid_request"
+        case challengeInvalid = "challenge_invalid"
+        case originNotAllowed = "origin_not_allowed"
+        case rpIdMismatch = "rp_id_mismatch"
+        case userPresenceRequired = "user_presence_required"
+        case userVerificationRequired = "user_verification_required"
+        case signatureInvalid = "signature_invalid"
+        case attestationInvalid = "attestation_invalid"
+        case algorithmUnsupported = "algorithm_unsupported"
+        case credentialUnknown = "credential_unknown"
+        case credentialExists = "credential_exists"
+        case signCountRegression = "sign_count_regression"
+        case actionMismatch = "action_mismatch"
+        case keyRevoked = "key_revoked"
+        case unauthorized
+        case forbidden
+        case notFound = "not_found"
+        case conflict
+        case payloadTooLarge = "payload_too_large"
+        case unsupportedMediaType = "unsupported_media_type"
+        case rateLimited = "rate_limited"
+        case invalidGrant = "invalid_grant"
+        case stepUpRequired = "step_up_required"
+        case codeInvalid = "code_invalid"
+        case recoveryPending = "recovery_pending"
+        /// The database (or another dependency) failed: the only 5xx, never caused by input.
+        case internalError = "internal_error"
+
+        /// SPEC "Shapes and decisions": the HTTP status of each code, in one place.
+        public var status: Int {
+            switch self {
+            case .unauthorized: 401
+            case .forbidden, .stepUpRequired, .recoveryPending: 403
+            case .notFound: 404
+            case .conflict, .credentialExists: 409
+            case .payloadTooLarge: 413
+            case .unsupportedMediaType: 415
+            case .rateLimited: 429
+            case .internalError: 503
+            case .invalidRequest, .challengeInvalid, .originNotAllowed, .rpIdMismatch, .userPresenceRequired,
+                 .userVerificationRequired, .signatureInvalid, .attestationInvalid, .algorithmUnsupported, .credentialUnknown,
+                 .signCountRegression, .actionMismatch, .keyRevoked, .invalidGrant, .codeInvalid: 400
+            }
+        }
+    }
+
+    public let code: Code
+    public let detail: String
+    public var headers: [(String, String)] = []
+
+    public init(_ code: Code, _ detail: String, headers: [(String, String)] = []) {
+        self.code = code
+        self.detail = detail
+        self.headers = headers
+    }
+
+    public var description: String { "\(code.rawValue): \(detail)" }
+    public var status: Int { code.status }
+    public var response: Response { Response.problem(status: status, code: code.rawValue, detail: detail, headers: headers) }
+
+    static func invalid(_ detail: String) -> ServiceError { ServiceError(.invalidRequest, detail) }
+    static let unauthorized = ServiceError(.unauthorized, "missing or invalid credentials", headers: [("WWW-Authenticate", "Bearer")])
+    static func notFound(_ what: String) -> ServiceError { ServiceError(.notFound, "\(what) not found") }
+    static let storageUnavailable = ServiceError(.internalError, "storage unavailable")
+}
+
+extension ServiceError {
+    /// The core's codes are a subset of SPEC's list; one not known here would be a programming error,
+    /// reported as a refusal of the input rather than a crash.
+    public init(_ error: WebAuthnError) { self.init(Code(rawValue: error.code.rawValue) ?? .invalidRequest, error.reason) }
+    public init(_ error: DeviceKeyError) { self.init(Code(rawValue: error.code.rawValue) ?? .invalidRequest, error.reason) }
+
+    /// Storage failures: conflicts are the caller's to name (see `storage(_:conflict:)`); anything
+    /// else is the database being unavailable (503), never a crash.
+    init(_ error: StorageError) {
+        switch error {
+        case .conflict: self = ServiceError(.conflict, "the change conflicts with stored data")
+        case .notFound: self = ServiceError.notFound("record")
+        case .unavailable: self = .storageUnavailable
+        }
+    }
+}
+
+/// Runs a storage call; a database failure is a 503 `internal_error`, never a crash.
+func storage<T>(_ body: () throws(StorageError) -> T) throws(ServiceError) -> T {
+    do { return try body() } catch { throw ServiceError(error) }
+}

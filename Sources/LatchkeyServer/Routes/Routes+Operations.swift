@@ -1,0 +1,19 @@
+import HTTP
+
+extension RouteTable {
+    /// Health, readiness, metrics and the association files (the web app: Routes+Web.swift).
+    mutating func addOperationsRoutes(_ s: Services) {
+        for name in WellKnownService.names {
+            add("GET", "/.well-known/\(name)", accepting: .any) { _, _ in try s.wellKnown.response(for: name) }
+        }
+        add("GET", "/healthz", accepting: .any) { _, _ in .json(bytes: Array(#"{"status":"ok"}"#.utf8)) }
+        add("GET", "/readyz", accepting: .any) { _, _ in
+            guard s.database.ping() else { throw ServiceError(.internalError, "database unreachable") }
+            return .json(bytes: Array(#"{"status":"ready"}"#.utf8))
+        }
+        add("GET", "/metrics", accepting: .any) { _, _ in
+            let st = s.database.connectionStats
+            return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting)), contentType: "text/plain; version=0.0.4; charset=utf-8")
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import Crypto
+import JSON
+import Storage
+import WebAuthn
+
+/// Passkey ceremonies (SPEC "HTTP contract") and the user's passkey list. Stateless: each
+/// ceremony's state is the core's `RegistrationState` / `AuthenticationState`, kept in a challenge
+/// row in PostgreSQL, so any instance can finish what another began.
+public final class PasskeyService: Sendable {
+    let accounts: AccountRepository
+    let challenges: ChallengeRepository
+    let sessions: SessionService
+    let assertion: PasskeyAssertion
+    let origins: OriginCache
+    let metrics: Metrics
+    let configuration: Configuration
+    let runtime: Runtime
+    let decoySecret: DeploymentSecret
+    let registration: RegistrationCeremony
+    let authentication: AuthenticationCeremony
+    /// The deployment's verification policy, built once; each ceremony copies it with the current allowlist.
+    let policyTemplate: VerificationPolicy
+
+    /// What the options offer (SPEC: −7, −8, −257 at least); verification refuses anything else.
+    static let offeredAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256]
+
+    init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
+         origins: OriginCache, metrics: Metrics, decoySecret: DeploymentSecret, configuration: Configuration, runtime: Runtime) {
+        self.accounts = accounts
+        self.challenges = challenges
+        self.sessions = sessions
+        self.assertion = assertion
+        self.origins = origins
+        self.metrics = metrics
+        self.decoySecret = decoySecret
+        self.configuration = configuration
+        self.runtime = runtime
+        registration = RegistrationCeremony(
+            rp: RelyingParty(id: configuration.rpId, name: configuration.rpName), algorithms: Self.offeredAlgorithms,
+            userVerification: configuration.userVerification, attestation: configuration.attestation,
+            timeoutSeconds: configuration.challengeTTL, environment: runtime.ceremonies)
+        authentication = AuthenticationCeremony(rpId: configuration.rpId, userVerification: configuration.userVerification,
+                                                timeoutSeconds: configuration.challengeTTL, environment: runtime.ceremonies)
+        policyTemplate = Self.policy(configuration)
+    }
+
+    /// The deployment's §7.1/§7.2 policy without the allowlist (which changes at run time).
+    static func policy(_ configuration: Configuration) -> VerificationPolicy {
+        var p = VerificationPolicy(rpId: configuration.rpId, origins: OriginPolicy([String]()))
+        p.userVerification = configuration.userVerification
+        p.signCountPolicy = configuration.signCountPolicy
+        if !configuration.embeddingOrigins.isEmpty { p.crossOrigin = .allow(topOrigins: Set(configuration.embeddingOrigins)) }
+        return p
+    }
+
+    /// The policy for one ceremony: the template with the allowlist as it is now.
+    func currentPolicy() -> VerificationPolicy {
+        var p = policyTemplate
+        p.origins = origins.policy()
+        return p
+    }
+
+    // MARK: Registration
+
+    public enum Requester: Sendable {
+        case newAccount(username: String, displayName: String)
+        case user(String)  // signed in (Bearer) or vouched for (enrolment ticket)
+    }
+
+    func registrationOptions(for requester: Requester) throws(ServiceError) -> JSONValue {
+        let user: UserRecord
+        let isNew: Bool
+        switch requester {
+        case .newAccount(let username, let displayName):
+            if try storage({ () throws(StorageError) in try accounts.user(username: username) }) != nil {
+                throw ServiceError(.conflict, "that username is taken")
+            }
+            // Created only when the registration verifies: until then it exists only in the ceremony state.
+            user = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
+            isNew = true
+        case .user(let id):
+            guard let u = try storage({ () throws(StorageError) in try accounts.user(id: id) }) else { throw ServiceError.unauthorized }
+            user = u
+            isNew = false
+        }
+        let existing = isNew ? [] : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }
+        let (options, state) = registration.begin(
+            user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
+            isNewAccount: isNew, excludeCredentials: existing.map(Self.descriptor))
+        try storage { () throws(StorageError) in
+            try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
+                                  rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+        }
+        return options.json
+    }
+
+    static func descriptor(_ c: CredentialRecord) -> CredentialDescriptor { CredentialDescriptor(id: c.id, transports: c.transports) }
+
+    func verifyRegistration(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
+        try observed("registration") { () throws(ServiceError) in try finishRegistration(body) }
+    }
+
+    private func finishRegistration(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
+        let parsed: ParsedRegistration
+        do { parsed = try ParsedRegistration(bytes: body) } catch { throw ServiceError(error) }
+        // SPEC: the challenge is found and consumed first; any later failure still uses it up.
+        let challenge = parsed.clientData.challenge
+        guard challenge.count >= 16, challenge.count <= 64 else { throw ServiceError(.challengeInvalid, "unknown challenge") }
+        let stored = try Self.live(try storage { () throws(StorageError) in try challenges.consume(hash: Digest.sha256(challenge)) },
+                                   kind: .registration, rpId: configuration.rpId)
+        let state: RegistrationState
+        do { state = try RegistrationState(decoding: stored.state) } catch { throw ServiceError(error) }
+        let verified: VerifiedRegistration
+        do { verified = try registration.finish(parsed, state: state, policy: currentPolicy()) } catch { throw ServiceError(error) }
+
+        let user: UserRecord
+        var newUser: UserRecord? = nil
+        if state.isNewAccount, let id = state.account {
+            user = UserRecord(id: id, userHandle: state.user.id, username: state.user.name, displayName: state.user.displayName)
+            newUser = user
+        } else if let id = stored.userId, let u = try storage({ () throws(StorageError) in try accounts.user(id: id) }) {
+            user = u
+        } else {
+            throw ServiceError(.challengeInvalid, "the ceremony's account no longer exists")
+        }
+        let aaguid = formatUUID(verified.aaguid)
+        let record = CredentialRecord(
+            id: verified.credentialId, userId: user.id, publicKey: verified.publicKeyBytes, alg: verified.algorithm.rawValue,
+            signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
+            backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
+            attestationType: verified.attestationType.rawValue, name: PasskeyProviders.name(aaguid: aaguid) ?? "Passkey",
+            createdAt: runtime.now())
+        let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
+            ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
+            ("format", .string(verified.format)), ("origin", .string(verified.origin)),
+        ])
+        // The account (if new), the passkey, the session and the audit line: one transaction.
+        let session = sessions.prepare(userId: user.id)
+        do {
+            try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit)
+        } catch .conflict(.usernameTaken) {
+            throw ServiceError(.conflict, "that username is taken")
+        } catch .conflict(.credentialExists) {
+            throw ServiceError(.credentialExists, "this passkey is already registered")
+        } catch {
+            throw ServiceError(error)
+        }
+        let issued = try sessions.issue(session, userVerified: verified.userVerified)
+        return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(record)), ("tokens", issued.json)])
+    }
+
+    // MARK: Authentication
+
+    func authenticationOptions(username: String?) throws(ServiceError) -> JSONValue {
+        var allow: [CredentialDescriptor] = []
+        var account: String? = nil
+        if let username {
+            if let user = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
+                account = user.id
+                allow = try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(Self.descriptor)
+            }
+            if allow.isEmpty {
+                // No such account (or no passkey): a decoy list derived from the username and a
+                // deployment secret, stable across calls and instances, so the answer does not
+                // reveal whether the account exists.
+                let id = HMAC.sha256(key: try decoySecret.value(), data: Array("decoy:\(username)".utf8))
+                allow = [CredentialDescriptor(id: id, transports: ["internal", "hybrid"])]
+            }
+        }
+        let (options, state) = authentication.begin(allowCredentials: allow, account: account)
+        try storage { () throws(StorageError) in
+            try challenges.insert(hash: Digest.sha256(options.challenge), kind: .authentication, userId: account,
+                                  rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+        }
+        return options.json
+    }
+
+    func verifyAuthentication(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
+        try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body) }
+    }
+
+    private func finishAuthentication(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
+        let parsed: ParsedAuthentication
+        do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
+        // Round trip 1: use the challenge up and fetch the credential (SPEC: consumed first, so any
+        // later failure still uses it up; the credential is only looked at after the ceremony checks).
+        let (found, login) = try storage { () throws(StorageError) in
+            try challenges.consumeForLogin(hash: Digest.sha256(parsed.clientData.challenge), credentialId: parsed.response.rawId)
+        }
+        let stored = try Self.live(found, kind: .authentication, rpId: configuration.rpId)
+        let state: AuthenticationState
+        do { state = try AuthenticationState(decoding: stored.state) } catch { throw ServiceError(error) }
+        // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
+        let checked: CeremonyCheckedAuthentication
+        do { checked = try authentication.check(parsed, state: state, policy: currentPolicy()) } catch { throw ServiceError(error) }
+        guard let (credential, user) = login else { throw ServiceError(.credentialUnknown, "no such passkey") }
+        // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
+        if let bound = state.account, bound != user.id { throw ServiceError(.credentialUnknown, "no such passkey") }
+        let outcome = try assertion.verify(checked, ceremony: authentication, state: state, credential: credential, user: user)
+        // Round trip 2 (the one durable commit): the passkey's use, the new session and the audit line.
+        let issued = try sessions.start(userId: user.id, userVerified: outcome.verified.userVerified, recording: outcome.use,
+                                        audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id, detail: outcome.auditDetail)])
+        // The passkey as this login left it.
+        var updated = credential
+        updated.signCount = max(credential.signCount, outcome.use.signCount)
+        updated.backedUp = outcome.use.backedUp
+        updated.flagged = credential.flagged || outcome.use.cloneWarning
+        updated.lastUsedAt = runtime.now()
+        return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(updated)), ("tokens", issued.json)])
+    }
+
+    // MARK: Shared
+
+    /// Counts each ceremony's outcome ("ok" or the error code) in /metrics.
+    private func observed(_ ceremony: String, _ body: () throws(ServiceError) -> JSONValue) throws(ServiceError) -> JSONValue {
+        do {
+            let result = try body()
+            metrics.observeCeremony(ceremony, outcome: "ok")
+            return result
+        } catch {
+            metrics.observeCeremony(ceremony, outcome: error.code.rawValue)
+            throw error
+        }
+    }
+
+    /// A consumed challenge row must exist, be live, and belong to this ceremony and rpId.
+    static func live(_ found: StoredChallenge?, kind: CeremonyKind, rpId: String) throws(ServiceError) -> StoredChallenge {
+        guard let record = found else { throw ServiceError(.challengeInvalid, "unknown or already used challenge") }
+        guard !record.expired else { throw ServiceError(.challengeInvalid, "challenge expired") }
+        guard record.kind == kind, record.rpId == rpId else { throw ServiceError(.challengeInvalid, "challenge belongs to another ceremony") }
+        return record
+    }
+
+    static func userJSON(_ u: UserRecord) -> JSONValue {
+        .object([("id", .string(u.id)), ("username", .string(u.username)), ("displayName", .string(u.displayName))])
+    }
+
+    static func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
+        let aaguid = formatUUID(c.aaguid)
+        return .object([
+            ("id", .string(Base64URL.encode(c.id))), ("name", .string(c.name)),
+            ("provider", PasskeyProviders.name(aaguid: aaguid).map { .string($0) } ?? .null),
+            ("aaguid", .string(aaguid)), ("createdAt", .string(iso8601(c.createdAt))),
+            ("lastUsedAt", c.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
+            ("backupEligible", .bool(c.backupEligible)), ("backedUp", .bool(c.backedUp)),
+            ("transports", .array(c.transports.map { .string($0) })), ("flagged", .bool(c.flagged)),
+        ])
+    }
+
+    // MARK: The user's passkeys
+
+    func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
+        .object([("passkeys", .array(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(Self.passkeyJSON)))])
+    }
+
+    func renamePasskey(userId: String, id: String, name: String) throws(ServiceError) -> JSONValue {
+        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty else { throw ServiceError.notFound("passkey") }
+        guard let record = try storage({ () throws(StorageError) in
+            try accounts.rename(userId: userId, credentialId: credentialId, name: name)
+        }) else { throw ServiceError.notFound("passkey") }
+        return Self.passkeyJSON(record)
+    }
+
+    func revokePasskey(userId: String, id: String) throws(ServiceError) {
+        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty,
+              try storage({ () throws(StorageError) in
+                  try accounts.revoke(userId: userId, credentialId: credentialId,
+                                      audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId))
+              }) else { throw ServiceError.notFound("passkey") }
+        assertion.keyCache.forget(credentialId)
+    }
+}

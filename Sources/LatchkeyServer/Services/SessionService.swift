@@ -1,0 +1,141 @@
+import HTTP
+import JSON
+import Storage
+import Tokens
+
+/// Sessions (SPEC "Sessions"): a session is a refresh-token family; this service starts them,
+/// rotates and ends them, issues the access tokens that go with them, and says who a request's
+/// bearer token belongs to.
+public final class SessionService: Sendable {
+    let sessions: SessionRepository
+    let accounts: AccountRepository
+    let signer: TokenSigner
+    let configuration: Configuration
+    let runtime: Runtime
+
+    /// JWT `typ` of an access token (RFC 9068 §2.1).
+    static let accessTokenType = "at+jwt"
+
+    init(sessions: SessionRepository, accounts: AccountRepository, signer: TokenSigner, configuration: Configuration, runtime: Runtime) {
+        self.sessions = sessions
+        self.accounts = accounts
+        self.signer = signer
+        self.configuration = configuration
+        self.runtime = runtime
+    }
+
+    /// A session not stored yet: the row to store (with the ceremony that began it) and the refresh
+    /// token only the client will ever see.
+    struct Pending: Sendable {
+        let record: NewSession
+        let refreshToken: String
+    }
+
+    /// The tokens a client receives for a session (SPEC `tokens`).
+    struct Issued: Sendable {
+        let accessToken: String
+        let refreshToken: String
+        let expiresIn: Int
+        var json: JSONValue {
+            .object([("access_token", .string(accessToken)), ("token_type", "Bearer"), ("expires_in", .number(Double(expiresIn))),
+                     ("refresh_token", .string(refreshToken))])
+        }
+    }
+
+    /// A new session for `userId`, for a caller that stores it inside its own transaction (registration).
+    func prepare(userId: String) -> Pending {
+        let refresh = OpaqueSecret(prefix: "lkr_", runtime: runtime)
+        let record = NewSession(familyId: runtime.identifier(), userId: userId, refreshHash: refresh.hash,
+                                ttlSeconds: configuration.refreshTokenTTL)
+        return Pending(record: record, refreshToken: refresh.token)
+    }
+
+    /// Stores a new session — with the passkey use that began it, in the same round trip — and issues its tokens.
+    func start(userId: String, userVerified: Bool, recording use: CredentialUse?, audit: [AuditRecord]) throws(ServiceError) -> Issued {
+        let pending = prepare(userId: userId)
+        try storage { () throws(StorageError) in try sessions.start(pending.record, recording: use, audit: audit) }
+        return try issue(pending, userVerified: userVerified)
+    }
+
+    /// The token response for a stored session.
+    func issue(_ pending: Pending, userVerified: Bool) throws(ServiceError) -> Issued {
+        try issue(userId: pending.record.userId, familyId: pending.record.familyId, refreshToken: pending.refreshToken,
+                  userVerified: userVerified)
+    }
+
+    private func issue(userId: String, familyId: String, refreshToken: String, userVerified: Bool) throws(ServiceError) -> Issued {
+        let now = runtime.unixTime
+        let access = try signer.sign(.object([
+            ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
+            ("client_id", "latchkey"), ("iat", .number(Double(now))), ("exp", .number(Double(now + Int64(configuration.accessTokenTTL)))),
+            ("jti", .string(runtime.identifier())), ("auth_time", .number(Double(now))), ("sid", .string(familyId)),
+            ("acr", .string(userVerified ? "urn:latchkey:acr:passkey-uv" : "urn:latchkey:acr:passkey")),
+            ("amr", .array(userVerified ? ["pop", "user", "mfa"] : ["pop"])),
+        ]), type: Self.accessTokenType)
+        return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: configuration.accessTokenTTL)
+    }
+
+    // MARK: Refresh and logout
+
+    /// OAuth refresh (RFC 6749 §6) with rotation; a reused token revokes its whole family (RFC 9700 §4.14.2).
+    func refresh(_ token: String) throws(ServiceError) -> Issued {
+        let next = OpaqueSecret(prefix: "lkr_", runtime: runtime)
+        let outcome = try storage { () throws(StorageError) in
+            try sessions.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, ttlSeconds: configuration.refreshTokenTTL) { userId in
+                AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: userId)
+            }
+        }
+        switch outcome {
+        case .rotated(let userId, let familyId):
+            return try issue(userId: userId, familyId: familyId, refreshToken: next.token, userVerified: false)
+        case .reused:
+            throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
+        case .invalid:
+            throw ServiceError(.invalidGrant, "the refresh token is invalid, expired or revoked")
+        }
+    }
+
+    /// `POST /v1/logout`: ends the session the access token belongs to.
+    func logout(_ request: Request) throws(ServiceError) {
+        guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
+        let claims = try signer.verify(token, type: Self.accessTokenType)
+        guard let sub = claims["sub"]?.stringValue else { throw ServiceError.unauthorized }
+        try storage { () throws(StorageError) in try sessions.revoke(userId: sub, familyId: claims["sid"]?.stringValue) }
+    }
+
+    // MARK: Who is asking
+
+    /// The signed-in user of a Bearer access token.
+    func requireUser(_ request: Request) throws(ServiceError) -> String {
+        guard let token = BearerCredentials.value(request, scheme: "Bearer"),
+              let sub = try signer.verify(token, type: Self.accessTokenType)["sub"]?.stringValue else { throw ServiceError.unauthorized }
+        return sub
+    }
+
+    /// True when `token` is a valid access token (used to tell 403 from 401 on admin routes).
+    func isAccessToken(_ token: String) -> Bool { (try? signer.verify(token, type: Self.accessTokenType)) != nil }
+
+    /// The signed-in user (Bearer access token) or the user an enrolment ticket (`Authorization:
+    /// Ticket …`, single use) vouches for; nil when the request carries no Authorization at all.
+    func userOrTicket(_ request: Request) throws(ServiceError) -> String? {
+        guard request.header("Authorization") != nil else { return nil }
+        if BearerCredentials.value(request, scheme: "Bearer") != nil { return try requireUser(request) }
+        if let ticket = BearerCredentials.value(request, scheme: "Ticket") {
+            guard let userId = try storage({ () throws(StorageError) in try accounts.consumeTicket(hash: OpaqueSecret.hash(ticket)) }) else {
+                throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used")
+            }
+            return userId
+        }
+        throw ServiceError.unauthorized
+    }
+}
+
+/// `Authorization: <scheme> <value>` (RFC 9110 §11.6.2); the scheme is case-insensitive.
+enum BearerCredentials {
+    static func value(_ request: Request, scheme: String) -> String? {
+        guard let header = request.header("Authorization") else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == scheme.lowercased() else { return nil }
+        return String(parts[1]).trimmed
+    }
+}

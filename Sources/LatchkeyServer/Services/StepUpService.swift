@@ -1,0 +1,377 @@
+import Crypto
+import DeviceKeys
+import JSON
+import Storage
+import WebAuthn
+
+/// Hardware-bound device keys and action-bound step-up (SPEC "Device keys", "Step-up").
+/// A biometric prompt is only a local yes/no; what the server trusts is a signature by a
+/// registered key over a one-time challenge bound to the account, that key and the action.
+/// Stateless like the passkey ceremonies: the core's ceremony state lives in a challenge row.
+public final class StepUpService: Sendable {
+    let deviceKeys: DeviceKeyRepository
+    let accounts: AccountRepository
+    let challenges: ChallengeRepository
+    let signer: TokenSigner
+    let assertion: PasskeyAssertion
+    let origins: OriginCache
+    let configuration: Configuration
+    let runtime: Runtime
+    let enrolment: DeviceKeyEnrolmentCeremony
+    let stepUp: StepUpCeremony
+    /// The passkey method: a WebAuthn assertion with user verification required, whatever the deployment's default.
+    let passkeyCeremony: AuthenticationCeremony
+    let passkeyPolicy: VerificationPolicy
+
+    /// JWT `typ` of a step-up token: never accepted where an access token is expected, and back.
+    public static let tokenType = "step-up+jwt"
+    /// SPEC: a step-up token lives at most two minutes.
+    static let maxTokenTTL = 120
+
+    init(deviceKeys: DeviceKeyRepository, accounts: AccountRepository, challenges: ChallengeRepository, signer: TokenSigner,
+         assertion: PasskeyAssertion, origins: OriginCache, configuration: Configuration, runtime: Runtime) {
+        self.deviceKeys = deviceKeys
+        self.accounts = accounts
+        self.challenges = challenges
+        self.signer = signer
+        self.assertion = assertion
+        self.origins = origins
+        self.configuration = configuration
+        self.runtime = runtime
+        enrolment = DeviceKeyEnrolmentCeremony(ttlSeconds: configuration.challengeTTL, environment: runtime.deviceKeys)
+        stepUp = StepUpCeremony(ttlSeconds: configuration.stepUpTTL, environment: runtime.deviceKeys)
+        passkeyCeremony = AuthenticationCeremony(rpId: configuration.rpId, userVerification: .required,
+                                                 timeoutSeconds: configuration.stepUpTTL, environment: runtime.ceremonies)
+        var policy = PasskeyService.policy(configuration)
+        policy.userVerification = .required
+        passkeyPolicy = policy
+    }
+
+    var tokenTTL: Int { min(Self.maxTokenTTL, configuration.stepUpTTL) }
+
+    // MARK: Device keys
+
+    /// `POST /v1/device-keys/challenges`: the bytes the new key signs as proof of possession (and
+    /// an Android app passes to `setAttestationChallenge`).
+    func enrolmentChallenge(userId: String) throws(ServiceError) -> JSONValue {
+        let (options, state) = enrolment.begin(userId: userId)
+        try storage { () throws(StorageError) in
+            try challenges.insert(hash: options.challengeId, kind: .deviceKeyEnrolment, userId: userId, rpId: configuration.rpId,
+                                  state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+        }
+        return .object([("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
+                        ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt)))])
+    }
+
+    /// `POST /v1/device-keys`: parse everything, then use the challenge up, then check the proof.
+    func enrol(userId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+        let input = try EnrolmentInput(body)
+
+        // The challenge is used up from here on, whatever happens next.
+        let stored = try consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId)
+        let state: DeviceKeyEnrolmentState
+        do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
+        do { try enrolment.finish(signature: input.signature, key: input.key, state: state) } catch { throw ServiceError(error) }
+
+        var attestation: JSONValue? = nil
+        if !input.chain.isEmpty {
+            // The leaf must certify the very key being enrolled; the chain's links must hold.
+            guard let leafKey = try? input.chain[0].publicKey, leafKey.isSameKey(as: input.key.key) else {
+                throw ServiceError(.attestationInvalid, "the attestation leaf certifies another key")
+            }
+            for i in 0..<(input.chain.count - 1) {
+                guard let issuerKey = try? input.chain[i + 1].publicKey, input.chain[i].isSigned(by: issuerKey) else {
+                    throw ServiceError(.attestationInvalid, "attestation certificate \(i) is not signed by certificate \(i + 1)")
+                }
+            }
+            // Not yet checked: the Google hardware attestation roots and the KeyDescription
+            // (challenge, TEE/StrongBox, purpose SIGN, user auth with zero timeout). Until then the
+            // key is recorded as not attested, with the chain's shape noted.
+            attestation = .object([("certificates", .number(Double(input.chain.count))), ("verified", false),
+                                   ("reason", "hardware attestation roots and key description are not checked yet")])
+        }
+        let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
+                               name: input.name, publicKey: input.key.spkiDER, attested: false, attestation: attestation)
+        let (record, _) = try storage { () throws(StorageError) in
+            try deviceKeys.enrol(key) { replaced in
+                AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
+                    ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform)),
+                    ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
+                ])
+            }
+        }
+        return Self.deviceKeyJSON(record)
+    }
+
+    func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
+        .object([("deviceKeys", .array(try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)))])
+    }
+
+    func revokeDeviceKey(userId: String, id: String) throws(ServiceError) {
+        guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
+            try deviceKeys.revoke(userId: userId, id: id, audit: AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId,
+                                                                            detail: [("keyId", .string(id))]))
+        }) else { throw ServiceError.notFound("device key") }
+    }
+
+    static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
+        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform)), ("name", .string(k.name)),
+                 ("createdAt", .string(iso8601(k.createdAt))), ("lastUsedAt", k.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
+                 ("attested", .bool(k.attested))])
+    }
+
+    // MARK: Step-up challenges
+
+    /// `POST /v1/step-up/challenges` `{"keyId","action"}` or `{"method":"passkey","action"}`.
+    func createChallenge(userId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+        guard let actionValue = body["action"], !actionValue.isNull else { throw ServiceError.invalid("action is required") }
+        let action: StepUpAction
+        do { action = try StepUpAction(actionValue) } catch { throw ServiceError(error) }
+        let method: StepUpChallenge.Method
+        let keyBinding: [UInt8]
+        var keyId: String? = nil
+        var allow: [CredentialDescriptor] = []
+        if let k = body["keyId"], !k.isNull {
+            guard let id = k.stringValue, !id.isEmpty, id.utf8.count <= 64 else { throw ServiceError.invalid("keyId must be a string") }
+            let key = try liveKey(id: id, userId: userId)
+            method = .deviceKey
+            keyBinding = key.publicKey
+            keyId = id
+        } else if let m = body["method"], !m.isNull {
+            guard m.stringValue == "passkey" else { throw ServiceError.invalid("method must be \"passkey\" (or send keyId)") }
+            let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
+            guard !credentials.isEmpty else { throw ServiceError(.credentialUnknown, "the account has no passkey") }
+            method = .passkey
+            keyBinding = PasskeyBinding(credentialIds: credentials.map(\.id), rpId: configuration.rpId).bytes
+            allow = credentials.map(PasskeyService.descriptor)
+        } else {
+            throw ServiceError.invalid("keyId or \"method\":\"passkey\" is required")
+        }
+
+        let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, action: action)
+        try storage { () throws(StorageError) in
+            try challenges.insert(hash: options.challengeId, kind: .stepUp, userId: userId, rpId: configuration.rpId,
+                                  state: state.encoded(), ttlSeconds: configuration.stepUpTTL)
+        }
+        var out: [(key: String, value: JSONValue)] = [
+            ("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
+            ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt))), ("actionHash", .string(Base64URL.encode(options.actionHash))),
+        ]
+        if method == .passkey {
+            // PublicKeyCredentialRequestOptionsJSON, user verification required: the step-up is the biometric.
+            let (request, _) = passkeyCeremony.begin(allowCredentials: allow, account: userId, challenge: options.challenge,
+                                                     restrictToAllowed: true)
+            out.append(("publicKey", request.json))
+        }
+        return .object(out)
+    }
+
+    /// The caller's own live key; another user's key is 404, a revoked one `key_revoked`.
+    func liveKey(id: String, userId: String) throws(ServiceError) -> DeviceKeyRecord {
+        guard let key = try storage({ () throws(StorageError) in try deviceKeys.key(id: id) }), key.userId == userId else {
+            throw ServiceError.notFound("device key")
+        }
+        guard key.revokedAt == nil else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
+        return key
+    }
+
+    // MARK: Step-up verification
+
+    /// `POST /v1/step-up/verify`: `{"challengeId","signature"}` or `{"challengeId","credential"}`,
+    /// optionally with the `action` the client believes it approved (must be the bound one).
+    func verify(userId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+        // Parse: nothing is used up by a malformed request.
+        let input = try VerifyInput(body)
+
+        // The challenge: this user's, for step-up, unexpired. Used up from here on.
+        let stored = try consume(input.challengeId, kind: .stepUp, userId: userId)
+        let state: StepUpState
+        do { state = try StepUpState(decoding: stored.state) } catch { throw ServiceError(error) }
+        do { try stepUp.checkClaim(input.claimed, state: state) } catch { throw ServiceError(error) }
+
+        let now = runtime.now()
+        let jti = runtime.identifier()
+        let receiptId = runtime.identifier()
+        let tokenExpiresAt = now.addingTimeInterval(Double(tokenTTL))
+        let keyBinding = Base64URL.encode(state.keyBinding)
+        let receipt: StepUpReceiptRecord
+        let acr: String
+        let amr: [JSONValue]
+        var liveDeviceKeyId: String? = nil
+        var credentialUse: CredentialUse? = nil
+        var audit: [(key: String, value: JSONValue)] = [("receiptId", .string(receiptId))]
+        switch state.method {
+        case .deviceKey:
+            guard let signature = input.signature else { throw ServiceError.invalid("this challenge is for a device key: send signature") }
+            guard let keyId = state.keyId else { throw ServiceError(.challengeInvalid, "challenge has no key") }
+            let record = try liveKey(id: keyId, userId: userId)
+            let key: DevicePublicKey
+            do { key = try DevicePublicKey(bytes: record.publicKey) } catch { throw ServiceError(.internalError, "stored key unreadable") }
+            do { try stepUp.finish(signature: signature, key: key, state: state) } catch { throw ServiceError(error) }
+            liveDeviceKeyId = keyId
+            acr = "urn:latchkey:acr:step-up:device-key"
+            amr = ["hwk", "pop"]  // RFC 8176: proof of possession of a hardware-secured key
+            audit += [("method", "device-key"), ("keyId", .string(keyId))]
+            receipt = StepUpReceiptRecord(
+                id: receiptId, userId: userId, method: "device-key", keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
+                signedData: state.challenge, signature: signature.der, action: state.action, actionHash: state.actionHash,
+                keyBinding: keyBinding, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now)
+        case .passkey:
+            guard let parsed = input.assertion else { throw ServiceError.invalid("this challenge is for a passkey: send credential") }
+            let outcome = try verifyPasskey(parsed, state: state, userId: userId)
+            credentialUse = outcome.use
+            acr = "urn:latchkey:acr:step-up:passkey-uv"
+            amr = ["pop", "user", "mfa"]
+            let credentialId = Base64URL.encode(outcome.use.credentialId)
+            audit += [("method", "passkey"), ("keyId", .string(credentialId))]
+            audit += outcome.auditDetail.filter { $0.key != "credentialId" }
+            receipt = StepUpReceiptRecord(
+                id: receiptId, userId: userId, method: "passkey", keyId: credentialId, publicKey: outcome.key.publicKey.spkiDER,
+                challenge: state.challenge, signedData: parsed.authenticatorData.raw + parsed.clientData.hash,
+                signature: parsed.response.signature, action: state.action, actionHash: state.actionHash, keyBinding: keyBinding,
+                clientDataJSON: parsed.clientData.raw, authenticatorData: parsed.authenticatorData.raw, tokenJTI: jti,
+                tokenExpiresAt: tokenExpiresAt, createdAt: now)
+        }
+        // One transaction: the receipt, the passkey's use (counter, backup state, clone flag), the audit
+        // line. A device key revoked after the lookup above still wins: the receipt is stored only while it is live.
+        let approved = AuditRecord(.stepUpApproved, actor: userId, subject: userId, detail: audit)
+        guard try storage({ () throws(StorageError) in
+            try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, credentialUse: credentialUse, audit: [approved])
+        }) else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
+        let token = try stepUpToken(userId: userId, jti: jti, authTime: Int64(now.timeIntervalSince1970), acr: acr, amr: amr,
+                                    actionHash: state.actionHash, receiptId: receiptId)
+        return .object([("access_token", .string(token)), ("token_type", "Bearer"), ("expires_in", .number(Double(tokenTTL))),
+                        ("actionHash", .string(Base64URL.encode(state.actionHash))), ("receiptId", .string(receiptId))])
+    }
+
+    /// The passkey method: a WebAuthn assertion (L3 §7.2) over the step-up challenge bytes, with user
+    /// verification required, by one of the user's passkeys that the challenge was bound to.
+    func verifyPasskey(_ parsed: ParsedAuthentication, state: StepUpState, userId: String) throws(ServiceError) -> PasskeyAssertion.Outcome {
+        let binding = try PasskeyBinding(decoding: state.keyBinding)
+        let authentication = AuthenticationState(challenge: state.challenge, rpId: configuration.rpId, userVerification: .required,
+                                                 account: userId, allowedCredentials: binding.credentialIds)
+        var policy = passkeyPolicy
+        policy.origins = origins.policy()
+        let checked: CeremonyCheckedAuthentication
+        do { checked = try passkeyCeremony.check(parsed, state: authentication, policy: policy) } catch { throw ServiceError(error) }
+        guard let (credential, user) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: parsed.response.rawId) }),
+              user.id == userId else {
+            throw ServiceError(.credentialUnknown, "no such passkey on this account")
+        }
+        return try assertion.verify(checked, ceremony: passkeyCeremony, state: authentication, credential: credential, user: user)
+    }
+
+    /// An ES256 JWT (`typ` step-up+jwt) scoped to one action: `sub`, `jti`, `auth_time`, `acr`,
+    /// `amr`, `action_hash`, at most two minutes.
+    func stepUpToken(userId: String, jti: String, authTime: Int64, acr: String, amr: [JSONValue], actionHash: [UInt8],
+                     receiptId: String) throws(ServiceError) -> String {
+        try signer.sign(.object([
+            ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
+            ("iat", .number(Double(authTime))), ("exp", .number(Double(authTime + Int64(tokenTTL)))), ("jti", .string(jti)),
+            ("auth_time", .number(Double(authTime))), ("acr", .string(acr)), ("amr", .array(amr)),
+            ("action_hash", .string(Base64URL.encode(actionHash))), ("receipt_id", .string(receiptId)),
+        ]), type: Self.tokenType)
+    }
+
+    // MARK: Consume
+
+    /// `POST /v1/step-up/consume` with the step-up token as Bearer and `{"actionHash"}`: 200 the
+    /// first time for the action the token was issued for; `action_mismatch` for any other
+    /// action (the token stays unused); `conflict` once used.
+    func consume(token: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+        let claims = try signer.verify(token, type: Self.tokenType)
+        guard let sub = claims["sub"]?.stringValue, let jti = claims["jti"]?.stringValue,
+              let tokenHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode) else { throw ServiceError.unauthorized }
+        guard let text = body["actionHash"]?.stringValue else { throw ServiceError.invalid("actionHash is required") }
+        guard let presented = Base64URL.decode(text), presented.count == 32 else {
+            throw ServiceError.invalid("actionHash must be base64url of 32 bytes (SHA-256)")
+        }
+        guard constantTimeEquals(presented, tokenHash) else {
+            throw ServiceError(.actionMismatch, "this step-up token was issued for another action")
+        }
+        switch try storage({ () throws(StorageError) in try deviceKeys.consumeStepUpToken(jti: jti, userId: sub, actionHash: presented) }) {
+        case .consumed(let receiptId, let action):
+            return .object([("sub", .string(sub)), ("actionHash", .string(text)), ("action", Self.actionJSON(action)),
+                            ("receiptId", .string(receiptId)), ("acr", claims["acr"] ?? .null), ("amr", claims["amr"] ?? .null),
+                            ("auth_time", claims["auth_time"] ?? .null)])
+        case .alreadyUsed:
+            throw ServiceError(.conflict, "this step-up token was already used")
+        case .unknown:
+            throw ServiceError.unauthorized
+        }
+    }
+
+    /// A stored action (canonical JSON we wrote ourselves) as JSON; null if it ever failed to parse.
+    static func actionJSON(_ canonical: String) -> JSONValue { (try? JSONParser.parse(Array(canonical.utf8))) ?? .null }
+
+    // MARK: Receipts
+
+    /// `GET /v1/step-up/receipts/{id}`: everything needed to re-verify the approval offline.
+    func receipt(id: String, userId: String?) throws(ServiceError) -> JSONValue {
+        guard !id.isEmpty, id.utf8.count <= 64, let r = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: id) }) else {
+            throw ServiceError.notFound("receipt")
+        }
+        if let userId, r.userId != userId { throw ServiceError.notFound("receipt") }
+        var layout: JSONValue = .null
+        if let c = try? StepUpChallenge(parsing: r.challenge) {  // display only: the stored bytes are what was signed
+            layout = .object([("magic", "LKSTEPUP"), ("version", .number(Double(StepUpChallenge.version))),
+                              ("method", .string(c.method == .deviceKey ? "device-key" : "passkey")),
+                              ("nonce", .string(Base64URL.encode(c.nonce))), ("userHash", .string(Base64URL.encode(c.userHash))),
+                              ("keyHash", .string(Base64URL.encode(c.keyHash))), ("actionHash", .string(Base64URL.encode(c.actionHash)))])
+        }
+        let pem = PEM.encode(r.publicKey, label: "PUBLIC KEY")
+        var out: [(key: String, value: JSONValue)] = [
+            ("id", .string(r.id)), ("userId", .string(r.userId)), ("method", .string(r.method)), ("keyId", .string(r.keyId)),
+            ("publicKey", .string(Base64URL.encode(r.publicKey))), ("publicKeyPEM", .string(pem)),
+            ("challenge", .string(Base64URL.encode(r.challenge))), ("challengeFields", layout),
+            ("signedData", .string(Base64URL.encode(r.signedData))), ("signature", .string(Base64URL.encode(r.signature))),
+            ("signatureAlgorithm", "ECDSA-SHA256 (DER)"),
+            ("action", Self.actionJSON(r.action)), ("actionCanonical", .string(r.action)),
+            ("actionHash", .string(Base64URL.encode(r.actionHash))), ("keyBinding", .string(r.keyBinding)),
+            ("tokenId", .string(r.tokenJTI)), ("createdAt", .string(iso8601(r.createdAt))),
+            ("consumedAt", r.consumedAt.map { .string(iso8601($0)) } ?? .null),
+        ]
+        if let c = r.clientDataJSON { out.append(("clientDataJSON", .string(Base64URL.encode(c)))) }
+        if let a = r.authenticatorData { out.append(("authenticatorData", .string(Base64URL.encode(a)))) }
+        return .object(out)
+    }
+
+    // MARK: Shared
+
+    /// Uses up this user's challenge of `kind`; unknown, used, another user's, expired → challenge_invalid.
+    func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String) throws(ServiceError) -> StoredChallenge {
+        try PasskeyService.live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) },
+                                kind: kind, rpId: configuration.rpId)
+    }
+}
+
+/// What a passkey step-up challenge's key hash covers: the user's passkeys at issue time, as RFC 8785
+/// JSON `{"credentialIds":[…],"method":"passkey","rpId":…}` (ids sorted), kept in the receipt.
+struct PasskeyBinding: Sendable {
+    let credentialIds: [[UInt8]]
+    let rpId: String
+
+    init(credentialIds: [[UInt8]], rpId: String) {
+        self.credentialIds = credentialIds
+        self.rpId = rpId
+    }
+
+    var bytes: [UInt8] {
+        JSONValue.object([("credentialIds", .array(credentialIds.map { Base64URL.encode($0) }.sorted().map { .string($0) })),
+                          ("method", "passkey"), ("rpId", .string(rpId))]).canonicalized()
+    }
+
+    /// The binding as stored in the ceremony state; anything else is a ceremony state we did not write.
+    init(decoding bytes: [UInt8]) throws(ServiceError) {
+        let unreadable = ServiceError(.challengeInvalid, "the stored ceremony state is unreadable")
+        let value: JSONValue
+        do { value = try JSONParser.parse(bytes) } catch { throw unreadable }
+        guard let list = value["credentialIds"]?.arrayValue, let rpId = value["rpId"]?.stringValue else { throw unreadable }
+        var ids: [[UInt8]] = []
+        for item in list {
+            guard let text = item.stringValue, let id = Base64URL.decode(text) else { throw unreadable }
+            ids.append(id)
+        }
+        self.init(credentialIds: ids, rpId: rpId)
+    }
+}
