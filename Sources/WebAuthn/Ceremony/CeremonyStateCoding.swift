@@ -20,7 +20,7 @@ struct CeremonyStateCoding {
     /// The top-level object of a `ceremony` state of this version.
     init(_ bytes: [UInt8], ceremony: String) throws(WebAuthnError) {
         guard !bytes.isEmpty, bytes.count <= Self.maxLength else { throw Self.unreadable }
-        do { json = try JSONParser.parse(bytes, maxDepth: 4) } catch { throw Self.unreadable }
+        do { json = try JSONParser.parse(bytes, maxDepth: 2) } catch { throw Self.unreadable }
         guard json["ceremony"]?.stringValue == ceremony, json["v"]?.intValue == Self.version else { throw Self.unreadable }
     }
 
