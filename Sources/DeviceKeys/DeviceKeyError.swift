@@ -7,6 +7,7 @@ public struct DeviceKeyError: Error, Hashable, CustomStringConvertible, Sendable
         public var description: String { rawValue }
 
         public static let invalidRequest = Code("invalid_request")
+        public static let challengeInvalid = Code("challenge_invalid")
         public static let signatureInvalid = Code("signature_invalid")
         public static let actionMismatch = Code("action_mismatch")
         public static let attestationInvalid = Code("attestation_invalid")

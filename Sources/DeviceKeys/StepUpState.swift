@@ -1,0 +1,79 @@
+import Crypto
+import JSON
+
+/// What the server keeps between `StepUpCeremony.begin` and `finish`: the issued challenge and
+/// everything it binds, so a receipt can be written from the state alone.
+public struct StepUpState: Sendable, Equatable {
+    public let method: StepUpChallenge.Method
+    /// The exact `StepUpChallenge` bytes issued: what the device key (or passkey) signs.
+    public let challenge: [UInt8]
+    public let userId: String
+    /// The action's RFC 8785 canonical text, byte for byte as hashed.
+    public let action: String
+    /// SHA-256 of `action`.
+    public let actionHash: [UInt8]
+    /// A device key's SPKI DER; for passkeys the canonical JSON of the offered credential ids.
+    public let keyBinding: [UInt8]
+    /// The device key's id (device-key method).
+    public let keyId: String?
+
+    public init(method: StepUpChallenge.Method, challenge: [UInt8], userId: String, action: String, actionHash: [UInt8],
+                keyBinding: [UInt8], keyId: String?) {
+        self.method = method
+        self.challenge = challenge
+        self.userId = userId
+        self.action = action
+        self.actionHash = actionHash
+        self.keyBinding = keyBinding
+        self.keyId = keyId
+    }
+
+    static let ceremony = "step-up"
+
+    /// The one storage encoding (canonical JSON, see `DeviceKeyStateCoding`).
+    public func encoded() -> [UInt8] {
+        DeviceKeyStateCoding.encode(Self.ceremony, [
+            ("method", .string(Self.name(method))),
+            ("challenge", .string(Base64URL.encode(challenge))),
+            ("userId", .string(userId)),
+            ("action", .string(action)),
+            ("actionHash", .string(Base64URL.encode(actionHash))),
+            ("keyBinding", .string(Base64URL.encode(keyBinding))),
+            ("keyId", keyId.map { .string($0) } ?? .null),
+        ])
+    }
+
+    /// Exactly the bytes `encoded()` wrote, whose challenge was made for this method, user, key
+    /// binding and action; anything else is `challenge_invalid`.
+    public init(decoding bytes: [UInt8]) throws(DeviceKeyError) {
+        let state = try DeviceKeyStateCoding(bytes, ceremony: Self.ceremony)
+        let methodName = try state.string("method")
+        guard let method = Self.method(named: methodName) else { throw DeviceKeyStateCoding.unreadable }
+        self.init(method: method, challenge: try state.bytes("challenge"), userId: try state.string("userId"),
+                  action: try state.string("action"), actionHash: try state.bytes("actionHash"),
+                  keyBinding: try state.bytes("keyBinding"), keyId: try state.optionalString("keyId"))
+        let parsed: StepUpChallenge
+        do { parsed = try StepUpChallenge(parsing: challenge) } catch { throw DeviceKeyStateCoding.unreadable }
+        let actionBytes = Array(action.utf8)
+        try DeviceKeyStateCoding.require(
+            parsed.method == method && actionHash == Digest.sha256(actionBytes) && parsed.actionHash == actionHash
+                && parsed.userHash == Digest.sha256(Array(userId.utf8)) && parsed.keyHash == Digest.sha256(keyBinding))
+        try DeviceKeyStateCoding.require(bytes == encoded())
+    }
+
+    /// The method as SPEC and receipts spell it.
+    static func name(_ method: StepUpChallenge.Method) -> String {
+        switch method {
+        case .deviceKey: "device-key"
+        case .passkey: "passkey"
+        }
+    }
+
+    static func method(named name: String) -> StepUpChallenge.Method? {
+        switch name {
+        case "device-key": .deviceKey
+        case "passkey": .passkey
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,56 @@
+/// Registration (WebAuthn L3 §7.1) without state or I/O: `begin` returns the creation options and
+/// the state the server keeps; `finish` takes the parsed response and that state back.
+public struct RegistrationCeremony: Sendable {
+    public let rp: RelyingParty
+    /// `pubKeyCredParams`, in order of preference; verification refuses any other algorithm.
+    public let algorithms: [COSEAlgorithm]
+    public let userVerification: VerificationPolicy.UserVerification
+    public let attestation: AttestationConveyance
+    public let timeoutSeconds: Int
+    public let hints: [String]
+    public let environment: CeremonyEnvironment
+
+    public init(rp: RelyingParty, algorithms: [COSEAlgorithm], userVerification: VerificationPolicy.UserVerification,
+                attestation: AttestationConveyance, timeoutSeconds: Int, hints: [String] = [],
+                environment: CeremonyEnvironment = .system) {
+        self.rp = rp
+        self.algorithms = algorithms
+        self.userVerification = userVerification
+        self.attestation = attestation
+        self.timeoutSeconds = timeoutSeconds
+        self.hints = hints
+        self.environment = environment
+    }
+
+    /// Options for `user` with a fresh 32-byte challenge from `environment.random`, and the state
+    /// that `finish` checks against. `excludeCredentials`: the account's existing passkeys, so an
+    /// authenticator that already holds one says so instead of making a second.
+    public func begin(user: UserEntity, account: String?, isNewAccount: Bool,
+                      excludeCredentials: [CredentialDescriptor]) -> (options: CreationOptions, state: RegistrationState) {
+        let challenge = environment.challenge()
+        let options = CreationOptions(rp: rp, user: user, challenge: challenge, algorithms: algorithms,
+                                      timeoutMilliseconds: timeoutSeconds * 1000, excludeCredentials: excludeCredentials,
+                                      userVerification: userVerification, attestation: attestation, hints: hints)
+        let state = RegistrationState(challenge: challenge, rpId: rp.id, userVerification: userVerification,
+                                      algorithms: algorithms, user: user, account: account, isNewAccount: isNewAccount)
+        return (options, state)
+    }
+
+    /// §7.1 steps 5-25 (`RegistrationVerifier.verify`) against what the options set, taken from
+    /// `state`: the challenge (step 8), the RP ID (step 13), the user verification requirement
+    /// (step 15) and the offered algorithms (step 19). `policy` carries the rest: the origin
+    /// allowlist, the cross-origin rule, trust anchors and the clock. Step 26 (the credential is
+    /// not registered yet) is the storage layer's.
+    public func finish(_ parsed: ParsedRegistration, state: RegistrationState, policy: VerificationPolicy,
+                       trace: VerificationTrace? = nil) throws(WebAuthnError) -> VerifiedRegistration {
+        // A state made for another RP ID is another deployment's ceremony (§7.1 step 13 would
+        // compare against the wrong hash).
+        guard state.rpId == policy.rpId else {
+            throw WebAuthnError(.challengeInvalid, "the ceremony was begun for another relying party")
+        }
+        var policy = policy
+        policy.userVerification = state.userVerification
+        policy.allowedAlgorithms = state.algorithms
+        return try RegistrationVerifier.verify(parsed, expectedChallenge: state.challenge, policy: policy, trace: trace)
+    }
+}
