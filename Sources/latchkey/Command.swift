@@ -1,5 +1,4 @@
 import LatchkeyServer
-import PostgreSQL
 import Storage
 #if canImport(Glibc)
 import Glibc
@@ -103,22 +102,22 @@ func readFile(_ path: String, limit: Int = 1 << 22) -> [UInt8]? {
     return readAll(fd: fd, limit: limit)
 }
 
-/// Runs `body` on the database in DATABASE_URL through a one-connection pool, migrated first (under
-/// the advisory lock) unless `migrate` is false, and shuts the pool down afterwards. `applied` is
+/// Runs `body` on the database in DATABASE_URL through one-connection pools, migrated first (under
+/// the advisory lock) unless `migrate` is false, and shuts them down afterwards. `applied` is
 /// what the migration applied. Without DATABASE_URL prints "<command>: <unset>" and returns 64
 /// (usage); when migrating fails prints "<command>: <error>" and returns 1.
 func withDatabase<E: Error>(_ command: String, unset: String = "DATABASE_URL is not set", migrate: Bool = true,
-                            _ body: (_ store: Store, _ applied: [Int]) throws(E) -> Int32) throws(E) -> Int32 {
+                            _ body: (_ database: Database, _ applied: [Int]) throws(E) -> Int32) throws(E) -> Int32 {
     guard let url = Configuration.processEnvironment()["DATABASE_URL"], !url.isEmpty else {
         printError("\(command): \(unset)"); return ExitCode.usage
     }
-    let pool = PostgresPool(url: url, maxConnections: 1)
-    defer { pool.shutdown() }
+    let database = Database(url: url, connections: 1)
+    defer { database.shutdown() }
     var applied: [Int] = []
     if migrate {
-        do { applied = try Migrator(LatchkeyMigrations.all).migrate(using: pool) } catch {
+        do throws(StorageError) { applied = try database.migrate() } catch {
             printError("\(command): \(error)"); return ExitCode.failure
         }
     }
-    return try body(Store(pool: pool), applied)
+    return try body(database, applied)
 }

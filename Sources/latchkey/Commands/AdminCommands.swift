@@ -36,11 +36,11 @@ enum OriginsCommand: Command {
             if args.has("help") { print(help); return ExitCode.success }
             guard let verb = args.positionals.first else { throw UsageError(message: "say list, add or remove") }
             let env = Configuration.processEnvironment()
-            return try withDatabase("latchkey origins", unset: "DATABASE_URL is not set\n\n\(help)") { (store, _) throws(UsageError) in
+            return try withDatabase("latchkey origins", unset: "DATABASE_URL is not set\n\n\(help)") { (database, _) throws(UsageError) in
                 do {
                     switch verb {
                     case "list":
-                        for o in try store.origins() { print("\(o.origin)\t\(o.source)") }
+                        for o in try database.config.origins() { print("\(o.origin)\t\(o.source)") }
                     case "add":
                         var candidate = args.positionals.dropFirst().first
                         if let fp = args.value("android-fingerprint") {
@@ -52,12 +52,14 @@ enum OriginsCommand: Command {
                         guard let c = candidate else { throw UsageError(message: "add needs an origin or --android-fingerprint") }
                         switch OriginRules.validate(c, developmentMode: env["LATCHKEY_DEV"] == "1") {
                         case .success(let origin):
-                            print(try store.addOrigin(origin, source: "admin", actor: "cli") ? "added \(origin)" : "already present: \(origin)")
+                            let audit = AuditRecord(actor: "cli", action: "origin.added", subject: origin)
+                            print(try database.config.addOrigin(origin, source: "admin", audit: audit) ? "added \(origin)" : "already present: \(origin)")
                         case .failure(let e): throw UsageError(message: e.reason)
                         }
                     case "remove":
                         guard let origin = args.positionals.dropFirst().first else { throw UsageError(message: "remove needs an origin") }
-                        guard try store.removeOrigin(origin, actor: "cli") else { printError("not present: \(origin)"); return ExitCode.failure }
+                        let audit = AuditRecord(actor: "cli", action: "origin.removed", subject: origin)
+                        guard try database.config.removeOrigin(origin, audit: audit) else { printError("not present: \(origin)"); return ExitCode.failure }
                         print("removed \(origin)")
                     default: throw UsageError(message: "unknown verb \(verb)")
                     }

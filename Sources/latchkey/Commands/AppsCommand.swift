@@ -71,8 +71,9 @@ enum AppsCommand: Command {
         var configuration = Configuration()
         configuration.rpId = args.value("rp-id") ?? env["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
         configuration.developmentMode = env["LATCHKEY_DEV"] == "1"
-        return withDatabase("latchkey apps", unset: "DATABASE_URL is not set (or use --server URL)") { store, _ in
-            viaDatabase(verb, body: body, removeId: removeId, service: AppService(store: store, configuration: configuration, origins: OriginCache(store: store)))
+        return withDatabase("latchkey apps", unset: "DATABASE_URL is not set (or use --server URL)") { database, _ in
+            viaDatabase(verb, body: body, removeId: removeId,
+                        service: AppService(database: database, configuration: configuration, origins: OriginCache(config: database.config)))
         }
     }
 

@@ -1,6 +1,5 @@
 import HTTP
 import LatchkeyServer
-import PostgreSQL
 import Storage
 #if canImport(Glibc)
 import Glibc
@@ -39,11 +38,10 @@ enum ServeCommand: Command {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
-        let pool = PostgresPool(url: configuration.databaseURL, maxConnections: configuration.threads + 2)
-        let challengePool = PostgresPool(url: Store.asynchronousCommitURL(configuration.databaseURL),
-                                         maxConnections: configuration.threads + 2)
+        // TODO(pooler): pass `pooler:` and `listenURL:` once Configuration reads them.
+        let database = Database(url: configuration.databaseURL, connections: configuration.threads + 2)
         let services: Services
-        do { services = try Services(configuration: configuration, pool: pool, challengePool: challengePool) } catch {
+        do { services = try Services(configuration: configuration, database: database) } catch {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
         }
@@ -66,15 +64,14 @@ enum ServeCommand: Command {
                        + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
-        _ = spawnThread { while true { sleep(60); try? services.store.purgeExpiredChallenges() } }
+        _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }
 
         var received: Int32 = 0
         sigwait(&signals, &received)
         for pid in children { kill(pid, SIGTERM) }
         server.stop()
         for pid in children { var status: Int32 = 0; waitpid(pid, &status, 0) }
-        pool.shutdown()
-        challengePool.shutdown()
+        database.shutdown()
         return ExitCode.success
     }
 }

@@ -52,8 +52,8 @@ enum WellKnownCommand: Command {
         if !listed.isEmpty { origins = listed }
         if args.has("database") {
             // Read only: the allowlist as it is, no migration.
-            let status = withDatabase("latchkey wellknown check", unset: "--database needs DATABASE_URL", migrate: false) { store, _ in
-                do { origins = (origins ?? []) + (try store.origins().map(\.origin)) } catch {
+            let status = withDatabase("latchkey wellknown check", unset: "--database needs DATABASE_URL", migrate: false) { database, _ in
+                do { origins = (origins ?? []) + (try database.config.origins().map(\.origin)) } catch {
                     printError("latchkey wellknown check: cannot read the allowlist: \(error)"); return ExitCode.failure
                 }
                 return ExitCode.success
@@ -106,15 +106,15 @@ enum WellKnownCommand: Command {
     static func build(_ args: ParsedArguments) -> Int32 {
         guard let out = args.value("out") else { printError("latchkey wellknown build: --out D is required\n\n\(help)"); return ExitCode.usage }
         let rpId = args.value("rp-id") ?? Configuration.processEnvironment()["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
-        return withDatabase("latchkey wellknown build") { store, _ in
-            build(out: out, rpId: rpId, store: store)
+        return withDatabase("latchkey wellknown build") { database, _ in
+            build(out: out, rpId: rpId, config: database.config)
         }
     }
 
-    static func build(out: String, rpId: String, store: Store) -> Int32 {
+    static func build(out: String, rpId: String, config: ConfigRepository) -> Int32 {
         do {
-            let apps = try store.apps(rpId: rpId).compactMap(AppService.app)
-            let origins = try store.origins().map(\.origin)
+            let apps = try config.apps(rpId: rpId).compactMap(AppService.app)
+            let origins = try config.origins().map(\.origin)
             try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
             for file in AssociationFiles.build(apps: apps, origins: origins, rpId: rpId) {
                 guard FileManager.default.createFile(atPath: out + "/" + file.name, contents: Data(file.bytes)) else {
