@@ -39,7 +39,8 @@ let package = Package(
 
         .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         .target(name: "DeviceKeys", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], swiftSettings: strict),
+        // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
+        .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
         .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "HTTP", "Tokens",
                                                        "Crypto", "JSON"],
                 swiftSettings: strict),
@@ -64,6 +65,8 @@ let package = Package(
         .testTarget(name: "ServerTests", dependencies: ["LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
                                                        "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "WellKnown"],
                     swiftSettings: strict),
+        // Integration: the repositories on real PostgreSQL (DATABASE_URL, or the throwaway test cluster).
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "PostgreSQL", "JSON"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
                     exclude: ["Fixtures"], swiftSettings: strict),

@@ -1,4 +1,8 @@
 import Foundation
+import JSON
+
+// The rows repositories hand back. Inputs (AuditRecord, CredentialUse, NewSession, NewDeviceKey)
+// live beside the repository that takes them.
 
 public struct UserRecord: Sendable, Equatable {
     public let id: String
@@ -37,27 +41,87 @@ public struct CredentialRecord: Sendable {
     }
 }
 
-/// A challenge as stored: what it was issued for. `policy` is JSON text the issuing service wrote.
-public struct ChallengeRecord: Sendable {
-    public let purpose: String
-    public let userId: String?
-    public let rpId: String
-    public let policy: String
-    public let expired: Bool
-}
-
 public struct AuditEntry: Sendable {
     public let id: Int64
     public let at: Date
     public let actor: String
     public let action: String
     public let subject: String?
-    public let detail: String
+    public let detail: JSONValue
 }
 
-public enum RefreshOutcome: Sendable {
+public enum RefreshOutcome: Sendable, Equatable {
     case rotated(userId: String, familyId: String)
     /// A token that was already used: the whole family is now revoked (RFC 9700 §4.14.2).
     case reused
     case invalid
 }
+
+public struct DeviceKeyRecord: Sendable {
+    public let id: String
+    public let userId: String
+    public let deviceId: String
+    public let platform: String
+    public let name: String
+    public let publicKey: [UInt8]
+    public let attested: Bool
+    public let createdAt: Date
+    public let lastUsedAt: Date?
+    public let revokedAt: Date?
+}
+
+public struct StepUpReceiptRecord: Sendable {
+    public let id: String
+    public let userId: String
+    public let method: String
+    public let keyId: String
+    public let publicKey: [UInt8]
+    public let challenge: [UInt8]
+    public let signedData: [UInt8]
+    public let signature: [UInt8]
+    public let action: String
+    public let actionHash: [UInt8]
+    public let keyBinding: String
+    public let clientDataJSON: [UInt8]?
+    public let authenticatorData: [UInt8]?
+    public let tokenJTI: String
+    public let tokenExpiresAt: Date
+    public let createdAt: Date
+    public let consumedAt: Date?
+
+    public init(id: String, userId: String, method: String, keyId: String, publicKey: [UInt8], challenge: [UInt8],
+                signedData: [UInt8], signature: [UInt8], action: String, actionHash: [UInt8], keyBinding: String,
+                clientDataJSON: [UInt8]? = nil, authenticatorData: [UInt8]? = nil, tokenJTI: String, tokenExpiresAt: Date, createdAt: Date = Date(), consumedAt: Date? = nil) {
+        self.id = id; self.userId = userId; self.method = method; self.keyId = keyId; self.publicKey = publicKey
+        self.challenge = challenge; self.signedData = signedData; self.signature = signature; self.action = action
+        self.actionHash = actionHash; self.keyBinding = keyBinding; self.tokenJTI = tokenJTI
+        self.clientDataJSON = clientDataJSON; self.authenticatorData = authenticatorData
+        self.tokenExpiresAt = tokenExpiresAt; self.createdAt = createdAt; self.consumedAt = consumedAt
+    }
+}
+
+/// What redeeming a step-up token found.
+public enum ConsumeOutcome: Sendable, Equatable { case consumed(receiptId: String, action: String), alreadyUsed, unknown }
+
+/// An associated app as stored: validated by the WellKnown module before it gets here.
+public struct AppRecord: Sendable, Hashable {
+    public var rpId: String
+    public var platform: String       // ios | android
+    public var appId: String          // iOS: TEAMID.bundle.id; Android: package name
+    public var fingerprints: [String] // Android: base64url SHA-256 of each signing certificate
+    public var handleAllURLs: Bool
+    public var createdAt: Date?
+
+    public init(rpId: String, platform: String, appId: String, fingerprints: [String] = [], handleAllURLs: Bool = false,
+                createdAt: Date? = nil) {
+        self.rpId = rpId
+        self.platform = platform
+        self.appId = appId
+        self.fingerprints = fingerprints
+        self.handleAllURLs = handleAllURLs
+        self.createdAt = createdAt
+    }
+}
+
+/// What `ConfigRepository.putApp` did.
+public enum AppChange: Sendable, Equatable { case created, updated, unchanged }

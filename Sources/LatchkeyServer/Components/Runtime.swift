@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import DeviceKeys
 import WebAuthn
 
 /// Where the server's randomness and wall-clock time come from. Built once by `Wiring` and passed
@@ -23,10 +24,15 @@ public struct Runtime: Sendable {
     /// A random id: `bytes` random bytes, base64url.
     func identifier(bytes: Int = 16) -> String { Base64URL.encode(random(bytes)) }
 
-    /// The same sources for the protocol core.
+    /// The same sources for the protocol core's ceremonies.
     var ceremonies: CeremonyEnvironment {
         let now = self.now
         return CeremonyEnvironment(random: random, now: { Int64(now().timeIntervalSince1970) })
+    }
+
+    var deviceKeys: DeviceKeyEnvironment {
+        let now = self.now
+        return DeviceKeyEnvironment(random: random, now: { Int64(now().timeIntervalSince1970) })
     }
 }
 

@@ -1,0 +1,226 @@
+import Foundation
+import JSON
+import PostgreSQL
+
+/// What a verified assertion changes on its credential (login and passkey step-up alike).
+public struct CredentialUse: Sendable, Equatable {
+    public let credentialId: [UInt8]
+    public let userId: String
+    /// The authenticator's counter; the stored one only ever moves forward.
+    public let signCount: Int64
+    public let backedUp: Bool
+    /// Sets `flagged` (it is never cleared here): the counter went back and policy let the use through.
+    public let cloneWarning: Bool
+
+    public init(credentialId: [UInt8], userId: String, signCount: Int64, backedUp: Bool, cloneWarning: Bool) {
+        self.credentialId = credentialId
+        self.userId = userId
+        self.signCount = signCount
+        self.backedUp = backedUp
+        self.cloneWarning = cloneWarning
+    }
+}
+
+/// Users, their credentials (passkeys) and enrolment tickets.
+public final class AccountRepository: Sendable {
+    let pool: PostgresPool
+
+    init(pool: PostgresPool) { self.pool = pool }
+
+    // MARK: Users
+
+    public func user(username: String) throws(StorageError) -> UserRecord? {
+        try pool.run { c in
+            try c.query("SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE username = \(username)")
+                .first.map(AccountRepository.user)
+        }
+    }
+
+    public func user(id: String) throws(StorageError) -> UserRecord? {
+        try pool.run { c in
+            try c.query("SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE id = \(id)").first.map(AccountRepository.user)
+        }
+    }
+
+    /// The user an app backend knows as `externalId`, created from `candidate` on first use.
+    /// A candidate whose username is taken → `.conflict(.usernameTaken)`.
+    public func upsertExternalUser(externalId: String, candidate: UserRecord) throws(StorageError) -> (UserRecord, created: Bool) {
+        try pool.run { c in
+            let select: SQL = "SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE external_id = \(externalId)"
+            if let existing = try c.query(select).first { return (try AccountRepository.user(existing), false) }
+            let rows = try c.query("""
+                INSERT INTO users (id, user_handle, username, display_name, external_id)
+                VALUES (\(candidate.id), \(candidate.userHandle), \(candidate.username), \(candidate.displayName), \(externalId))
+                ON CONFLICT (external_id) DO NOTHING RETURNING id
+                """)
+            // Lost a race with another first use: theirs stands.
+            if rows.isEmpty, let existing = try c.query(select).first { return (try AccountRepository.user(existing), false) }
+            return (candidate, true)
+        }
+    }
+
+    // MARK: Credentials
+
+    /// The live credentials of a user, oldest first.
+    public func credentials(userId: String) throws(StorageError) -> [CredentialRecord] {
+        try pool.run { c in
+            try c.query("""
+                SELECT \(unsafeRaw: AccountRepository.credentialColumns) FROM credentials
+                WHERE user_id = \(userId) AND revoked_at IS NULL ORDER BY created_at
+                """).map(AccountRepository.credential)
+        }
+    }
+
+    /// The credential and its owner for a login; nil when unknown or revoked.
+    public func credentialForLogin(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? {
+        try pool.run { c in
+            try c.query("""
+                SELECT \(unsafeRaw: AccountRepository.loginColumns)
+                FROM credentials c JOIN users u ON u.id = c.user_id
+                WHERE c.id = \(id) AND c.revoked_at IS NULL
+                """).first.map(AccountRepository.login)
+        }
+    }
+
+    /// One transaction: the new user (for a new account), the credential, the session and the
+    /// audit line. Either all exist afterwards or none does: a taken username →
+    /// `.conflict(.usernameTaken)`, a known credential id → `.conflict(.credentialExists)`.
+    public func register(newUser: UserRecord?, credential: CredentialRecord, session: NewSession,
+                         audit: AuditRecord) throws(StorageError) {
+        try pool.runTransaction { t in
+            if let u = newUser {
+                try t.execute("""
+                    INSERT INTO users (id, user_handle, username, display_name)
+                    VALUES (\(u.id), \(u.userHandle), \(u.username), \(u.displayName))
+                    """)
+            }
+            let transports = JSONValue.array(credential.transports.map { .string($0) }).text
+            try t.execute("""
+                INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
+                                         attestation_format, attestation_type, name)
+                VALUES (\(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
+                        \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
+                        \(credential.attestationFormat), \(credential.attestationType), \(credential.name))
+                """)
+            try SessionRepository.start(session, recording: nil, audit: [audit], on: t)
+        }
+    }
+
+    /// Records a verified use on its credential, plus `audit`, in one statement; `.notFound` when
+    /// the credential does not exist (nothing is written then).
+    public func recordUse(_ use: CredentialUse, audit: [AuditRecord]) throws(StorageError) {
+        try pool.run { c in
+            let statement = SQL.with([("cred", AccountRepository.recording(use))] + AuditRepository.cte(audit, onlyIf: "cred"),
+                                     "SELECT id FROM cred")
+            guard !(try c.query(statement)).isEmpty else { throw StorageError.notFound }
+        }
+    }
+
+    /// The one statement that records a use on a credential: the counter only moves forward (a
+    /// concurrent use cannot lower it), `flagged` is sticky. Returns the credential's id, or no row.
+    /// Used alone or as a CTE by `recordUse`, `SessionRepository.start(recording:)` and
+    /// `DeviceKeyRepository.insertReceipt(credentialUse:)`.
+    static func recording(_ use: CredentialUse) -> SQL {
+        """
+        UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
+            flagged = flagged OR \(use.cloneWarning), last_used_at = now()
+        WHERE id = \(use.credentialId) RETURNING id
+        """
+    }
+
+    /// Marks a credential as a possible clone (sign count regression refused under a `reject`
+    /// policy), with its audit line, in one statement; `.notFound` when there is no such credential.
+    public func flag(credentialId: [UInt8], audit: AuditRecord) throws(StorageError) {
+        try pool.run { c in
+            let statement = SQL.with([("f", "UPDATE credentials SET flagged = true WHERE id = \(credentialId) RETURNING id"),
+                                      ("audit", AuditRepository.insert([audit], onlyIf: "f"))],
+                                     "SELECT id FROM f")
+            guard !(try c.query(statement)).isEmpty else { throw StorageError.notFound }
+        }
+    }
+
+    /// nil when the user has no such live credential.
+    public func rename(userId: String, credentialId: [UInt8], name: String) throws(StorageError) -> CredentialRecord? {
+        try pool.run { c in
+            try c.query("""
+                UPDATE credentials SET name = \(name) WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
+                RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
+                """).first.map(AccountRepository.credential)
+        }
+    }
+
+    /// False when the user has no such live credential (no audit line then).
+    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord) throws(StorageError) -> Bool {
+        try pool.runTransaction { t in
+            let n = try t.execute("""
+                UPDATE credentials SET revoked_at = now() WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
+                """)
+            if n > 0 { try AuditRepository.write([audit], on: t) }
+            return n > 0
+        }
+    }
+
+    // MARK: Enrolment tickets
+
+    /// Stores a single-use ticket with its audit line (one statement); returns when it expires.
+    public func createTicket(hash: [UInt8], userId: String, ttlSeconds: Int, audit: AuditRecord) throws(StorageError) -> Date {
+        try pool.run { c in
+            let statement = SQL.with([
+                ("ticket", """
+                    INSERT INTO enrolment_tickets (hash, user_id, expires_at)
+                    VALUES (\(hash), \(userId), now() + make_interval(secs => \(ttlSeconds))) RETURNING expires_at
+                    """),
+                ("audit", AuditRepository.insert([audit], onlyIf: "ticket")),
+            ], "SELECT expires_at FROM ticket")
+            return try c.query(statement)[0].date("expires_at")
+        }
+    }
+
+    /// Uses a ticket up; returns its user when it was valid (unused and unexpired).
+    public func consumeTicket(hash: [UInt8]) throws(StorageError) -> String? {
+        try pool.run { c in
+            try c.query("""
+                UPDATE enrolment_tickets SET used_at = now() WHERE hash = \(hash) AND used_at IS NULL AND expires_at > now()
+                RETURNING user_id
+                """).first.map { try $0.string("user_id") }
+        }
+    }
+
+    // MARK: Rows
+
+    static let userColumns = "id, user_handle, username, display_name"
+
+    static func user(_ r: Row) throws -> UserRecord {
+        UserRecord(id: try r.string("id"), userHandle: try r.bytes("user_handle"), username: try r.string("username"),
+                   displayName: try r.string("display_name"))
+    }
+
+    static let credentialColumns = """
+        id, user_id, public_key, alg, sign_count, aaguid, transports::text AS transports, backup_eligible, backed_up, \
+        attestation_format, attestation_type, name, flagged, created_at, last_used_at
+        """
+
+    static func credential(_ r: Row) throws -> CredentialRecord {
+        CredentialRecord(
+            id: try r.bytes("id"), userId: try r.string("user_id"), publicKey: try r.bytes("public_key"), alg: try r.int("alg"),
+            signCount: try r.int64("sign_count"), aaguid: try r.bytes("aaguid"), transports: try r.stringArray("transports"),
+            backupEligible: try r.bool("backup_eligible"), backedUp: try r.bool("backed_up"),
+            attestationFormat: try r.string("attestation_format"), attestationType: try r.string("attestation_type"),
+            name: try r.string("name"), flagged: try r.bool("flagged"), createdAt: try r.date("created_at"),
+            lastUsedAt: try r.optionalDate("last_used_at"))
+    }
+
+    /// A credential joined with its owner, as a login reads it (`credentials c JOIN users u`).
+    static let loginColumns = """
+        c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, \
+        c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, \
+        u.user_handle, u.username, u.display_name
+        """
+
+    static func login(_ r: Row) throws -> (CredentialRecord, UserRecord) {
+        let credential = try AccountRepository.credential(r)
+        let user = UserRecord(id: credential.userId, userHandle: try r.bytes("user_handle"), username: try r.string("username"),
+                              displayName: try r.string("display_name"))
+        return (credential, user)
+    }
+}

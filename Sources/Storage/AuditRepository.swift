@@ -1,0 +1,69 @@
+import JSON
+import PostgreSQL
+
+/// One line for the append-only audit log. The caller decides every field: storage writes it, in
+/// the same transaction (or statement) as the change it describes.
+public struct AuditRecord: Sendable, Equatable {
+    public var actor: String
+    public var action: String
+    public var subject: String?
+    public var detail: JSONValue
+
+    public init(actor: String, action: String, subject: String?, detail: JSONValue = .object([])) {
+        self.actor = actor
+        self.action = action
+        self.subject = subject
+        self.detail = detail
+    }
+}
+
+/// The audit log: written by every repository through `insert`, read here.
+public final class AuditRepository: Sendable {
+    let pool: PostgresPool
+
+    init(pool: PostgresPool) { self.pool = pool }
+
+    /// The one statement that writes audit lines: `INSERT INTO audit_log …` for `records` (not
+    /// empty). With `onlyIf`, the name of a CTE of the same statement, the lines are written only
+    /// when that CTE returned a row (the change they describe happened).
+    static func insert(_ records: [AuditRecord], onlyIf cte: String? = nil) -> SQL {
+        precondition(!records.isEmpty, "an audit insert needs at least one record")
+        let rows = SQL.joined(records.map { r in
+            "(\(r.actor)::text, \(r.action)::text, \(r.subject)::text, \(PostgresValue.text(r.detail.text))::jsonb)"
+        }, separator: ", ")
+        let condition: SQL = cte.map { "\nWHERE EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
+        return """
+            INSERT INTO audit_log (actor, action, subject, detail)
+            SELECT a.actor, a.action, a.subject, a.detail FROM (VALUES \(fragment: rows)) AS a (actor, action, subject, detail)\(fragment: condition)
+            RETURNING id
+            """
+    }
+
+    /// `insert(records)` as a CTE named `audit` for `SQL.with`, or nothing when there are none.
+    static func cte(_ records: [AuditRecord], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
+        records.isEmpty ? [] : [("audit", insert(records, onlyIf: cte))]
+    }
+
+    /// Writes `records` on `connection` (inside the caller's transaction); nothing when empty.
+    static func write(_ records: [AuditRecord], on connection: PostgresConnection) throws {
+        guard !records.isEmpty else { return }
+        try connection.query(insert(records))
+    }
+
+    public func append(_ record: AuditRecord) throws(StorageError) {
+        try pool.run { c in try AuditRepository.write([record], on: c) }
+    }
+
+    /// Newest first; `before` is the id to page from (exclusive).
+    public func entries(limit: Int, before: Int64?) throws(StorageError) -> [AuditEntry] {
+        try pool.run { c in
+            try c.query("""
+                SELECT id, at, actor, action, subject, detail::text AS detail FROM audit_log
+                WHERE id < \(before ?? Int64.max) ORDER BY id DESC LIMIT \(limit)
+                """).map { r in
+                AuditEntry(id: try r.int64("id"), at: try r.date("at"), actor: try r.string("actor"), action: try r.string("action"),
+                           subject: try r.optionalString("subject"), detail: try r.jsonValue("detail"))
+            }
+        }
+    }
+}

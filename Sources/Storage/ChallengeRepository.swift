@@ -1,0 +1,99 @@
+import PostgreSQL
+
+/// The ceremony a challenge row belongs to (column `purpose`).
+public enum CeremonyKind: String, Sendable, CaseIterable {
+    case registration
+    case authentication
+    case deviceKeyEnrolment = "device-key"
+    case stepUp = "step-up"
+}
+
+/// A challenge as consumed: what it was issued for, and the ceremony state stored with it.
+public struct StoredChallenge: Sendable, Equatable {
+    public let kind: CeremonyKind
+    public let userId: String?
+    public let rpId: String
+    /// The ceremony state exactly as inserted (the core's encoding; storage does not read it).
+    public let state: [UInt8]
+    public let expired: Bool
+
+    public init(kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8], expired: Bool) {
+        self.kind = kind
+        self.userId = userId
+        self.rpId = rpId
+        self.state = state
+        self.expired = expired
+    }
+}
+
+/// Challenges are stored by SHA-256 and consumed with one `DELETE … RETURNING`.
+public final class ChallengeRepository: Sendable {
+    /// The asynchronous-commit pool (see `Database.challengePool`).
+    let pool: PostgresPool
+    /// The durable pool, for housekeeping.
+    let maintenance: PostgresPool
+
+    init(pool: PostgresPool, maintenance: PostgresPool) {
+        self.pool = pool
+        self.maintenance = maintenance
+    }
+
+    public func insert(hash: [UInt8], kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8],
+                       ttlSeconds: Int) throws(StorageError) {
+        try pool.run { c in
+            try c.execute("""
+                INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at)
+                VALUES (\(hash), \(kind.rawValue), \(userId), \(rpId), \(state), now() + make_interval(secs => \(ttlSeconds)))
+                """)
+        }
+    }
+
+    /// Consumes a challenge atomically: of N concurrent callers exactly one gets the row. With
+    /// `kind`/`userId`, only a challenge issued for that ceremony and user is touched (a stranger
+    /// cannot burn someone else's step-up challenge).
+    public func consume(hash: [UInt8], kind: CeremonyKind? = nil, userId: String? = nil) throws(StorageError) -> StoredChallenge? {
+        try pool.run { c in
+            try c.query("""
+                DELETE FROM challenges
+                WHERE hash = \(hash) AND (\(kind?.rawValue)::text IS NULL OR purpose = \(kind?.rawValue))
+                  AND (\(userId)::text IS NULL OR user_id = \(userId))
+                RETURNING \(unsafeRaw: ChallengeRepository.columns)
+                """).first.map(ChallengeRepository.challenge)
+        }
+    }
+
+    /// A login's first round trip: consumes the challenge (whatever its kind: the caller checks)
+    /// and fetches the live credential with its owner (nil when unknown or revoked) in one statement.
+    public func consumeForLogin(hash: [UInt8], credentialId: [UInt8]) throws(StorageError)
+        -> (StoredChallenge?, (CredentialRecord, UserRecord)?) {
+        try pool.run { c in
+            let rows = try c.query("""
+                WITH ch AS (DELETE FROM challenges WHERE hash = \(hash) RETURNING \(unsafeRaw: ChallengeRepository.columns))
+                SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, \(unsafeRaw: AccountRepository.loginColumns)
+                FROM ch LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
+                        LEFT JOIN users u ON u.id = c.user_id
+                """)
+            guard let r = rows.first else { return (nil, nil) }
+            let challenge = try ChallengeRepository.challenge(r)
+            guard try !r.isNull("id") else { return (challenge, nil) }
+            return (challenge, try AccountRepository.login(r))
+        }
+    }
+
+    /// Drops challenges that expired over an hour ago (any instance may run this now and then).
+    public func purgeExpired() throws(StorageError) {
+        try maintenance.run { c in try c.execute("DELETE FROM challenges WHERE expires_at < now() - interval '1 hour'") }
+    }
+
+    /// `bound_user`, not `user_id`: a login joins credentials, whose `user_id` is the credential's owner.
+    static let columns = "purpose, user_id AS bound_user, rp_id, state, expires_at <= now() AS expired"
+
+    static func challenge(_ r: Row) throws -> StoredChallenge {
+        let purpose = try r.string("purpose")
+        guard let kind = CeremonyKind(rawValue: purpose) else {
+            throw ColumnDecodeError(column: "purpose", reason: "unknown ceremony \(purpose)")
+        }
+        return StoredChallenge(kind: kind, userId: try r.optionalString("bound_user"), rpId: try r.string("rp_id"),
+                               state: try r.bytes("state"), expired: try r.bool("expired"))
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import JSON
+import PostgreSQL
+import Synchronization
+
+/// The origin allowlist and the associated apps, plus their change feed: triggers (migration 2)
+/// NOTIFY channel `latchkey_config` at commit whenever either table changes.
+public final class ConfigRepository: Sendable {
+    let pool: PostgresPool
+    /// Where LISTEN connects; nil: no LISTEN (a transaction pooler without a direct URL).
+    let listenURL: String?
+
+    /// The NOTIFY channel the triggers raise.
+    static let channel = "latchkey_config"
+
+    init(pool: PostgresPool, listenURL: String?) {
+        self.pool = pool
+        self.listenURL = listenURL
+    }
+
+    // MARK: Origins
+
+    public func origins() throws(StorageError) -> [(origin: String, source: String)] {
+        try pool.run { c in
+            try c.query("SELECT origin, source FROM origins ORDER BY origin").map { (try $0.string("origin"), try $0.string("source")) }
+        }
+    }
+
+    /// True when the origin was added (with `audit`), false when it was already present (no audit then).
+    public func addOrigin(_ origin: String, source: String, audit: AuditRecord) throws(StorageError) -> Bool {
+        try pool.runTransaction { t in
+            let n = try t.execute("INSERT INTO origins (origin, source) VALUES (\(origin), \(source)) ON CONFLICT (origin) DO NOTHING")
+            if n > 0 { try AuditRepository.write([audit], on: t) }
+            return n > 0
+        }
+    }
+
+    /// True when the origin was removed (with `audit`), false when it was not there.
+    public func removeOrigin(_ origin: String, audit: AuditRecord) throws(StorageError) -> Bool {
+        try pool.runTransaction { t in
+            let n = try t.execute("DELETE FROM origins WHERE origin = \(origin)")
+            if n > 0 { try AuditRepository.write([audit], on: t) }
+            return n > 0
+        }
+    }
+
+    // MARK: Apps
+
+    /// The apps associated with one rpId (nil: every rpId), iOS first, then by id.
+    public func apps(rpId: String?) throws(StorageError) -> [AppRecord] {
+        try pool.run { c in
+            let rows: [Row]
+            if let rpId {
+                rows = try c.query("""
+                    SELECT rp_id, platform, app_id, fingerprints::text AS fingerprints, handle_all_urls, created_at
+                    FROM apps WHERE rp_id = \(rpId) ORDER BY platform DESC, app_id
+                    """)
+            } else {
+                rows = try c.query("""
+                    SELECT rp_id, platform, app_id, fingerprints::text AS fingerprints, handle_all_urls, created_at
+                    FROM apps ORDER BY rp_id, platform DESC, app_id
+                    """)
+            }
+            return try rows.map(ConfigRepository.app)
+        }
+    }
+
+    /// Creates or replaces an app, then brings the app-derived origins in line, in one transaction
+    /// (so the allowlist and the association files never disagree, even for a moment). Writes
+    /// `audit(change)` unless nothing changed, and `originAudit(origin, added)` per origin added or dropped.
+    public func putApp(_ app: AppRecord, audit: (AppChange) -> AuditRecord,
+                       originAudit: (String, Bool) -> AuditRecord) throws(StorageError) -> AppChange {
+        let fingerprints = JSONValue.array(app.fingerprints.map { .string($0) }).text
+        return try pool.runTransaction { t in
+            let existing = try t.query("""
+                SELECT fingerprints::text AS fingerprints, handle_all_urls FROM apps
+                WHERE rp_id = \(app.rpId) AND platform = \(app.platform) AND app_id = \(app.appId) FOR UPDATE
+                """).first
+            let change: AppChange
+            if let existing {
+                if try existing.stringArray("fingerprints") == app.fingerprints, try existing.bool("handle_all_urls") == app.handleAllURLs {
+                    return AppChange.unchanged
+                }
+                try t.execute("""
+                    UPDATE apps SET fingerprints = \(PostgresValue.text(fingerprints))::jsonb, handle_all_urls = \(app.handleAllURLs),
+                        updated_at = now()
+                    WHERE rp_id = \(app.rpId) AND platform = \(app.platform) AND app_id = \(app.appId)
+                    """)
+                change = .updated
+            } else {
+                try t.execute("""
+                    INSERT INTO apps (rp_id, platform, app_id, fingerprints, handle_all_urls)
+                    VALUES (\(app.rpId), \(app.platform), \(app.appId), \(PostgresValue.text(fingerprints))::jsonb, \(app.handleAllURLs))
+                    """)
+                change = .created
+            }
+            try AuditRepository.write([audit(change)], on: t)
+            try ConfigRepository.syncAppOrigins(t, originAudit: originAudit)
+            return change
+        }
+    }
+
+    /// False when there was no such app (nothing written). Otherwise `audit`, then the origins
+    /// synced as in `putApp`.
+    public func removeApp(rpId: String, platform: String, appId: String, audit: AuditRecord,
+                          originAudit: (String, Bool) -> AuditRecord) throws(StorageError) -> Bool {
+        try pool.runTransaction { t in
+            let n = try t.execute("DELETE FROM apps WHERE rp_id = \(rpId) AND platform = \(platform) AND app_id = \(appId)")
+            guard n > 0 else { return false }
+            try AuditRepository.write([audit], on: t)
+            try ConfigRepository.syncAppOrigins(t, originAudit: originAudit)
+            return true
+        }
+    }
+
+    /// Origins with source 'app' = exactly those the apps need: one `android:apk-key-hash:` per
+    /// Android fingerprint, `https://<rpId>` per rpId with an iOS app. An origin an admin added by
+    /// hand (source admin/config) is left alone. Each origin added or dropped is audited.
+    static func syncAppOrigins(_ t: PostgresConnection, originAudit: (String, Bool) -> AuditRecord) throws {
+        // Serialise concurrent syncs so two transactions cannot each miss the other's app.
+        try t.execute("SELECT pg_advisory_xact_lock(hashtext('latchkey.apps'))")
+        let needed = """
+            SELECT 'android:apk-key-hash:' || fp AS origin FROM apps, jsonb_array_elements_text(apps.fingerprints) AS fp
+            WHERE apps.platform = 'android'
+            UNION SELECT 'https://' || rp_id FROM apps WHERE platform = 'ios'
+            """
+        let added = try t.query(SQL(unsafeRaw: """
+            INSERT INTO origins (origin, source) SELECT origin, 'app' FROM (\(needed)) AS needed
+            ON CONFLICT (origin) DO NOTHING RETURNING origin
+            """))
+        let removed = try t.query(SQL(unsafeRaw: """
+            DELETE FROM origins WHERE source = 'app' AND origin NOT IN (\(needed)) RETURNING origin
+            """))
+        let records = try added.map { originAudit(try $0.string("origin"), true) }
+            + removed.map { originAudit(try $0.string("origin"), false) }
+        try AuditRepository.write(records, on: t)
+    }
+
+    static func app(_ r: Row) throws -> AppRecord {
+        AppRecord(rpId: try r.string("rp_id"), platform: try r.string("platform"), appId: try r.string("app_id"),
+                  fingerprints: try r.stringArray("fingerprints"), handleAllURLs: try r.bool("handle_all_urls"),
+                  createdAt: try r.date("created_at"))
+    }
+
+    // MARK: Change feed
+
+    /// Calls `onChange` on every NOTIFY `latchkey_config` and after every (re)connect (a gap may
+    /// have hidden changes), from a thread of its own, until `stop()`. LISTEN runs on its own
+    /// direct connection, never a pooled one (a pooled connection is reused by other work and would
+    /// miss or swallow notifications). Without a listen URL (transaction pooler, no `listenURL`)
+    /// nothing listens: `isListening` stays false, and callers' caches must expire on their own.
+    public func watch(onChange: @escaping @Sendable () -> Void) -> ConfigWatch {
+        ConfigWatch(url: listenURL, channel: ConfigRepository.channel, onChange: onChange)
+    }
+}
+
+/// A running `ConfigRepository.watch`.
+public final class ConfigWatch: Sendable {
+    private let stopped = Mutex(false)
+    private let listening = Mutex(false)
+
+    init(url: String?, channel: String, onChange: @escaping @Sendable () -> Void) {
+        guard let url else { return }
+        let thread = Thread { [self] in self.run(url: url, channel: channel, onChange: onChange) }
+        thread.name = "latchkey-config-watcher"
+        thread.start()
+    }
+
+    /// True while the LISTEN connection is up (changes arrive at once).
+    public var isListening: Bool { listening.withLock { $0 } }
+
+    /// Ends the watch within a quarter of a second; `onChange` is not called afterwards.
+    public func stop() { stopped.withLock { $0 = true } }
+
+    private func run(url: String, channel: String, onChange: @escaping @Sendable () -> Void) {
+        var backoff = 0.1
+        while !stopped.withLock({ $0 }) {
+            guard let listener = try? PostgresListener(url: url, channels: [channel]) else {
+                Thread.sleep(forTimeInterval: backoff)
+                backoff = min(backoff * 2, 2)
+                continue
+            }
+            backoff = 0.1
+            listening.withLock { $0 = true }
+            onChange()
+            while !stopped.withLock({ $0 }) {
+                do {
+                    if !(try listener.wait(timeout: 0.25)).isEmpty, !stopped.withLock({ $0 }) { onChange() }
+                } catch {
+                    break
+                }
+            }
+            listening.withLock { $0 = false }
+        }
+    }
+}

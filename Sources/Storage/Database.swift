@@ -1,0 +1,112 @@
+import PostgreSQL
+
+/// How the server reaches PostgreSQL.
+/// `.transaction`: PgBouncer (or alike) in transaction pooling mode in front — no named prepared
+/// statements, no session-level SET, no LISTEN on pooled connections, no asynchronous-commit pool.
+public enum PoolerMode: String, Sendable {
+    case none
+    case transaction
+}
+
+/// Latchkey's database: the pools, the schema, and one repository per concern. Every query
+/// Latchkey runs lives in a repository; values are always bind parameters.
+public final class Database: Sendable {
+    /// Public for tests (they import PostgreSQL); the server never touches it.
+    public let pool: PostgresPool
+    /// Connections with `synchronous_commit = off`, for challenge rows only. A challenge that a
+    /// crash forgets costs the client a retry; a consumed challenge that a crash brings back is
+    /// harmless, because a login's own (synchronous) commit comes later in the WAL and flushes the
+    /// consume with it. Everything else (credentials, tokens, audit) stays fully durable.
+    /// With `.transaction` pooling this is `pool` (a session option cannot cross a pooler).
+    let challengePool: PostgresPool
+    public let pooler: PoolerMode
+    /// `listenURL` as given: a connection past any pooler.
+    private let directURL: String?
+
+    public let challenges: ChallengeRepository
+    /// Users, credentials (passkeys), enrolment tickets.
+    public let accounts: AccountRepository
+    /// Refresh-token families and tokens.
+    public let sessions: SessionRepository
+    /// Device keys, step-up receipts.
+    public let deviceKeys: DeviceKeyRepository
+    /// Origins and apps, and their change feed.
+    public let config: ConfigRepository
+    public let audit: AuditRepository
+    /// Token signing keys, server secrets.
+    public let keys: KeyRepository
+
+    /// Builds the pools (connections are opened lazily, up to `connections` in each).
+    /// - Parameters:
+    ///   - pooler: `.transaction` when a transaction-pooling proxy sits in front of `url`.
+    ///   - listenURL: a direct connection (past any pooler) for LISTEN. Without it LISTEN uses `url`
+    ///     with `pooler == .none`, and does not happen at all with `.transaction`.
+    public init(url: String, connections: Int, pooler: PoolerMode = .none, listenURL: String? = nil) {
+        self.pooler = pooler
+        directURL = listenURL
+        pool = Database.makePool(url: url, connections: connections, pooler: pooler)
+        switch pooler {
+        case .none:
+            challengePool = Database.makePool(url: Database.asynchronousCommitURL(url), connections: connections, pooler: pooler)
+        case .transaction:
+            challengePool = pool
+        }
+        let listen = listenURL ?? (pooler == .none ? url : nil)
+        challenges = ChallengeRepository(pool: challengePool, maintenance: pool)
+        accounts = AccountRepository(pool: pool)
+        sessions = SessionRepository(pool: pool)
+        deviceKeys = DeviceKeyRepository(pool: pool)
+        config = ConfigRepository(pool: pool, listenURL: listen)
+        audit = AuditRepository(pool: pool)
+        keys = KeyRepository(pool: pool)
+    }
+
+    /// The one place a pool is made.
+    private static func makePool(url: String, connections: Int, pooler: PoolerMode) -> PostgresPool {
+        // TODO(pooler): pass `transactionPooling: pooler == .transaction` once PostgresPool takes it
+        // (unnamed statements, no session SET); until then `.transaction` only drops the
+        // asynchronous-commit pool and the default LISTEN.
+        PostgresPool(url: url, maxConnections: connections)
+    }
+
+    /// `url` with `synchronous_commit=off` for every session (URI or key=value conninfo).
+    static func asynchronousCommitURL(_ url: String) -> String {
+        if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
+            return url + (url.contains("?") ? "&" : "?") + "options=-c%20synchronous_commit%3Doff"
+        }
+        return url + " options='-c synchronous_commit=off'"
+    }
+
+    /// Applies the migrations still missing (LatchkeyMigrations) and returns their versions; safe
+    /// to call from several instances at once (the Migrator holds a session advisory lock). Behind a
+    /// transaction pooler that lock needs a real session: the direct `listenURL` when given.
+    @discardableResult
+    public func migrate() throws(StorageError) -> [Int] {
+        do {
+            let migrator = try Migrator(LatchkeyMigrations.migrations)
+            if pooler == .transaction, let directURL {
+                return try migrator.migrate(on: try PostgresConnection(url: directURL))
+            }
+            return try migrator.migrate(using: pool)
+        } catch {
+            throw StorageError(error)
+        }
+    }
+
+    /// True when a pooled connection answers `SELECT 1`.
+    public func ping() -> Bool {
+        (try? pool.withConnection { c in try c.query("SELECT 1 AS one").count == 1 }) ?? false
+    }
+
+    /// The durable pool's counters (the challenge pool, when separate, is not counted).
+    public var connectionStats: (open: Int, inUse: Int, waiting: Int) {
+        let stats = pool.stats
+        return (stats.open, stats.inUse, stats.waiting)
+    }
+
+    /// Closes idle connections; later calls fail with `.unavailable`.
+    public func shutdown() {
+        pool.shutdown()
+        if challengePool !== pool { challengePool.shutdown() }
+    }
+}

@@ -1,0 +1,40 @@
+import PostgreSQL
+
+/// Versioned schema: the numbered files in `Sources/Storage/Migrations/`, compiled into the binary
+/// by SwiftPM (`resources: [.embedInCode("Migrations")]`, which generates `PackageResources`), so
+/// no resource bundle is needed at run time. Each runs once, in a transaction, under an advisory
+/// lock, and is recorded in `schema_migrations` (see PostgreSQL.Migrator). Never edit a shipped
+/// migration: add the next number, and list it here (a test checks this list against the folder).
+public enum LatchkeyMigrations {
+    public struct File: Sendable {
+        public let version: Int
+        public let name: String
+        /// The file in `Sources/Storage/Migrations/`, `NNNN_words.sql` with NNNN = version.
+        public let file: String
+        public let sql: String
+    }
+
+    public static let all: [File] = [
+        File(version: 1, name: "core tables", file: "0001_core.sql", sql: PackageResources._001_core_sql),
+        // The apps table is the one source of truth: the origins they need are kept in `origins` with
+        // source 'app' by ConfigRepository.putApp / removeApp in the same transaction. Any change to
+        // either table notifies every instance on channel `latchkey_config` (delivered at commit).
+        File(version: 2, name: "associated apps and change notifications", file: "0002_apps.sql",
+             sql: PackageResources._002_apps_sql),
+        // Issue 5: hardware-bound device keys and step-up receipts.
+        File(version: 3, name: "device keys and step-up receipts", file: "0003_device_keys.sql",
+             sql: PackageResources._003_device_keys_sql),
+        // Issue 9: challenges carry the core's encoded ceremony state instead of a policy JSON.
+        File(version: 4, name: "ceremony state on challenges", file: "0004_ceremony_state.sql",
+             sql: PackageResources._004_ceremony_state_sql),
+    ]
+
+    /// `all` as PostgreSQL.Migrator takes them.
+    static var migrations: [Migration] { all.map { Migration(version: $0.version, name: $0.name, sql: $0.sql) } }
+}
+
+extension LatchkeyMigrations.File {
+    init(version: Int, name: String, file: String, sql bytes: [UInt8]) {
+        self.init(version: version, name: name, file: file, sql: String(decoding: bytes, as: UTF8.self))
+    }
+}

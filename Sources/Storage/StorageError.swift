@@ -1,0 +1,60 @@
+import PostgreSQL
+
+/// Every way a repository call can fail. Callers map these to HTTP in one table; `unavailable`'s
+/// text is for logs only (it is a PostgresError's description: server messages, never bind values).
+public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A unique constraint refused the write.
+    case conflict(Conflict)
+    /// A row the call needed does not exist (where a Bool or nil return does not already say so):
+    /// the credential a use or a flag is recorded on.
+    case notFound
+    /// The database could not be reached or failed.
+    case unavailable(String)
+
+    public enum Conflict: Sendable, Equatable {
+        case usernameTaken       // users_username_key
+        case credentialExists    // credentials_pkey
+        case other(String)       // the constraint's name
+    }
+
+    public var description: String {
+        switch self {
+        case .conflict(.usernameTaken): "conflict: username taken"
+        case .conflict(.credentialExists): "conflict: credential already registered"
+        case .conflict(.other(let constraint)): "conflict: \(constraint)"
+        case .notFound: "not found"
+        case .unavailable(let reason): "database unavailable: \(reason)"
+        }
+    }
+
+    /// The one mapping from whatever a query threw to a StorageError.
+    init(_ error: any Error) {
+        switch error {
+        case let error as StorageError:
+            self = error
+        case let error as PostgresError where error.isUniqueViolation:
+            switch error.constraint {
+            case "users_username_key": self = .conflict(.usernameTaken)
+            case "credentials_pkey": self = .conflict(.credentialExists)
+            default: self = .conflict(.other(error.constraint ?? "unknown"))
+            }
+        default:
+            self = .unavailable(String(describing: error))
+        }
+    }
+}
+
+extension PostgresPool {
+    /// `withConnection`, with every failure mapped to a StorageError. No retry: most statements
+    /// here write, and a write retried after a lost reply could run twice.
+    @discardableResult
+    func run<T>(_ body: (PostgresConnection) throws -> T) throws(StorageError) -> T {
+        do { return try withConnection(body) } catch { throw StorageError(error) }
+    }
+
+    /// `run` inside one transaction: COMMIT when `body` returns, ROLLBACK when it throws.
+    @discardableResult
+    func runTransaction<T>(_ body: (PostgresConnection) throws -> T) throws(StorageError) -> T {
+        do { return try withConnection { c in try c.transaction(body) } } catch { throw StorageError(error) }
+    }
+}
