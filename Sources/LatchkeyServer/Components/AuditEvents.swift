@@ -21,9 +21,9 @@ enum AuditAction: String, Sendable {
 }
 
 /// Who did it, when it was not the signed-in user.
-enum AuditActor {
-    static let server = "latchkey"
-    static let admin = "admin"
+public enum AuditActor {
+    public static let server = "latchkey"
+    public static let admin = "admin"
 }
 
 extension AuditRecord {

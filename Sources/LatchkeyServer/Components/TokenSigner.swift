@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import JSON
 import Storage
 import Synchronization

@@ -1,4 +1,5 @@
 import HTTP
+import Storage
 
 extension RouteTable {
     /// Health, readiness, metrics and the association files (the web app: Routes+Web.swift).

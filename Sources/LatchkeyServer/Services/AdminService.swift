@@ -2,6 +2,7 @@ import Crypto
 import HTTP
 import JSON
 import Storage
+import WellKnown
 
 /// The admin API's work (SPEC "/admin/v1"): the origin allowlist, the associated apps, enrolment
 /// tickets for app backends and the audit log. The CLI uses it too, with its own actor name.

@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import DeviceKeys
 import JSON
 import Storage

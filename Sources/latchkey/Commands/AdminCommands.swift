@@ -60,7 +60,8 @@ enum OriginsCommand: Command {
                         print(added ? "added \(origin)" : "already present: \(origin)")
                     default:
                         let origin = target ?? ""
-                        do { try admin.removeOrigin(origin, actor: "cli") } catch where error.code == .notFound {
+                        do throws(ServiceError) { try admin.removeOrigin(origin, actor: "cli") } catch {
+                            guard error.code == .notFound else { throw error }
                             printError("not present: \(origin)"); return ExitCode.failure
                         }
                         print("removed \(origin)")
