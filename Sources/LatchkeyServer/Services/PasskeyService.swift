@@ -41,16 +41,7 @@ public final class PasskeyService: Sendable {
             timeoutSeconds: configuration.challengeTTL, environment: runtime.ceremonies)
         authentication = AuthenticationCeremony(rpId: configuration.rpId, userVerification: configuration.userVerification,
                                                 timeoutSeconds: configuration.challengeTTL, environment: runtime.ceremonies)
-        policyTemplate = Self.policy(configuration)
-    }
-
-    /// The deployment's §7.1/§7.2 policy without the allowlist (which changes at run time).
-    static func policy(_ configuration: Configuration) -> VerificationPolicy {
-        var p = VerificationPolicy(rpId: configuration.rpId, origins: OriginPolicy([String]()))
-        p.userVerification = configuration.userVerification
-        p.signCountPolicy = configuration.signCountPolicy
-        if !configuration.embeddingOrigins.isEmpty { p.crossOrigin = .allow(topOrigins: Set(configuration.embeddingOrigins)) }
-        return p
+        policyTemplate = CeremonyRules.verificationPolicy(configuration)
     }
 
     /// The policy for one ceremony: the template with the allowlist as it is now.
@@ -86,15 +77,13 @@ public final class PasskeyService: Sendable {
         let existing = isNew ? [] : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }
         let (options, state) = registration.begin(
             user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
-            isNewAccount: isNew, excludeCredentials: existing.map(Self.descriptor))
+            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init))
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
         }
         return options.json
     }
-
-    static func descriptor(_ c: CredentialRecord) -> CredentialDescriptor { CredentialDescriptor(id: c.id, transports: c.transports) }
 
     func verifyRegistration(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
         try observed("registration") { () throws(ServiceError) in try finishRegistration(body) }
@@ -106,7 +95,7 @@ public final class PasskeyService: Sendable {
         // SPEC: the challenge is found and consumed first; any later failure still uses it up.
         let challenge = parsed.clientData.challenge
         guard challenge.count >= 16, challenge.count <= 64 else { throw ServiceError(.challengeInvalid, "unknown challenge") }
-        let stored = try Self.live(try storage { () throws(StorageError) in try challenges.consume(hash: Digest.sha256(challenge)) },
+        let stored = try CeremonyRules.live(try storage { () throws(StorageError) in try challenges.consume(hash: Digest.sha256(challenge)) },
                                    kind: .registration, rpId: configuration.rpId)
         let state: RegistrationState
         do { state = try RegistrationState(decoding: stored.state) } catch { throw ServiceError(error) }
@@ -157,7 +146,7 @@ public final class PasskeyService: Sendable {
         if let username {
             if let user = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
                 account = user.id
-                allow = try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(Self.descriptor)
+                allow = try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(CredentialDescriptor.init)
             }
             if allow.isEmpty {
                 // No such account (or no passkey): a decoy list derived from the username and a
@@ -187,7 +176,7 @@ public final class PasskeyService: Sendable {
         let (found, login) = try storage { () throws(StorageError) in
             try challenges.consumeForLogin(hash: Digest.sha256(parsed.clientData.challenge), credentialId: parsed.response.rawId)
         }
-        let stored = try Self.live(found, kind: .authentication, rpId: configuration.rpId)
+        let stored = try CeremonyRules.live(found, kind: .authentication, rpId: configuration.rpId)
         let state: AuthenticationState
         do { state = try AuthenticationState(decoding: stored.state) } catch { throw ServiceError(error) }
         // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
@@ -221,14 +210,6 @@ public final class PasskeyService: Sendable {
             metrics.observeCeremony(ceremony, outcome: error.code.rawValue)
             throw error
         }
-    }
-
-    /// A consumed challenge row must exist, be live, and belong to this ceremony and rpId.
-    static func live(_ found: StoredChallenge?, kind: CeremonyKind, rpId: String) throws(ServiceError) -> StoredChallenge {
-        guard let record = found else { throw ServiceError(.challengeInvalid, "unknown or already used challenge") }
-        guard !record.expired else { throw ServiceError(.challengeInvalid, "challenge expired") }
-        guard record.kind == kind, record.rpId == rpId else { throw ServiceError(.challengeInvalid, "challenge belongs to another ceremony") }
-        return record
     }
 
     static func userJSON(_ u: UserRecord) -> JSONValue {

@@ -43,7 +43,7 @@ public final class StepUpService: Sendable {
         stepUp = StepUpCeremony(ttlSeconds: configuration.stepUpTTL, environment: runtime.deviceKeys)
         passkeyCeremony = AuthenticationCeremony(rpId: configuration.rpId, userVerification: .required,
                                                  timeoutSeconds: configuration.stepUpTTL, environment: runtime.ceremonies)
-        var policy = PasskeyService.policy(configuration)
+        var policy = CeremonyRules.verificationPolicy(configuration)
         policy.userVerification = .required
         passkeyPolicy = policy
     }
@@ -144,7 +144,7 @@ public final class StepUpService: Sendable {
             guard !credentials.isEmpty else { throw ServiceError(.credentialUnknown, "the account has no passkey") }
             method = .passkey
             keyBinding = PasskeyBinding(credentialIds: credentials.map(\.id), rpId: configuration.rpId).bytes
-            allow = credentials.map(PasskeyService.descriptor)
+            allow = credentials.map(CredentialDescriptor.init)
         } else {
             throw ServiceError.invalid("keyId or \"method\":\"passkey\" is required")
         }
@@ -341,7 +341,7 @@ public final class StepUpService: Sendable {
 
     /// Uses up this user's challenge of `kind`; unknown, used, another user's, expired → challenge_invalid.
     func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String) throws(ServiceError) -> StoredChallenge {
-        try PasskeyService.live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) },
+        try CeremonyRules.live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) },
                                 kind: kind, rpId: configuration.rpId)
     }
 }

@@ -1,0 +1,29 @@
+import Storage
+import WebAuthn
+
+/// What every ceremony of this deployment shares, whichever service runs it.
+enum CeremonyRules {
+    /// The deployment's §7.1/§7.2 policy without the allowlist (which changes at run time; callers
+    /// copy this and set `origins` from the OriginCache per ceremony).
+    static func verificationPolicy(_ configuration: Configuration) -> VerificationPolicy {
+        var p = VerificationPolicy(rpId: configuration.rpId, origins: OriginPolicy([String]()))
+        p.userVerification = configuration.userVerification
+        p.signCountPolicy = configuration.signCountPolicy
+        if !configuration.embeddingOrigins.isEmpty { p.crossOrigin = .allow(topOrigins: Set(configuration.embeddingOrigins)) }
+        return p
+    }
+
+    /// A consumed challenge row must exist, be live, and belong to this ceremony and rpId;
+    /// unknown, used, expired or another ceremony's → challenge_invalid (SPEC "Shapes and decisions").
+    static func live(_ found: StoredChallenge?, kind: CeremonyKind, rpId: String) throws(ServiceError) -> StoredChallenge {
+        guard let record = found else { throw ServiceError(.challengeInvalid, "unknown or already used challenge") }
+        guard !record.expired else { throw ServiceError(.challengeInvalid, "challenge expired") }
+        guard record.kind == kind, record.rpId == rpId else { throw ServiceError(.challengeInvalid, "challenge belongs to another ceremony") }
+        return record
+    }
+}
+
+extension CredentialDescriptor {
+    /// A stored passkey as options list it (allowCredentials / excludeCredentials).
+    init(_ credential: CredentialRecord) { self.init(id: credential.id, transports: credential.transports) }
+}
