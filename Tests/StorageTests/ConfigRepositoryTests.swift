@@ -1,0 +1,75 @@
+import Foundation
+import JSON
+import PostgreSQL
+import Storage
+import Synchronization
+import Testing
+
+@Suite struct ConfigRepositoryTests {
+    static func originAudit(_ origin: String, added: Bool) -> AuditRecord {
+        AuditRecord(actor: "test", action: added ? "origin.added" : "origin.removed", subject: origin, detail: ["source": "app"])
+    }
+    static func appAudit(_ change: AppChange) -> AuditRecord { Fixture.audit(change == .created ? "app.added" : "app.updated") }
+
+    @Test func originsAddOnceRemoveOnce() throws {
+        let s = try TestDatabase.scratch()
+        let config = s.database.config
+        #expect(try config.addOrigin("https://a.example", source: "admin", audit: Fixture.audit("origin.added")))
+        #expect(try !config.addOrigin("https://a.example", source: "admin", audit: Fixture.audit("origin.added")))
+        #expect(try config.origins().map(\.origin) == ["https://a.example"])
+        #expect(try config.removeOrigin("https://a.example", audit: Fixture.audit("origin.removed")))
+        #expect(try !config.removeOrigin("https://a.example", audit: Fixture.audit("origin.removed")))
+        #expect(try s.auditActions() == ["origin.added", "origin.removed"])
+    }
+
+    @Test func appsKeepTheirOriginsInLine() throws {
+        let s = try TestDatabase.scratch()
+        let config = s.database.config
+        var android = AppRecord(rpId: "example.com", platform: "android", appId: "com.example", fingerprints: ["fp1"])
+        #expect(try config.putApp(android, audit: Self.appAudit(_:), originAudit: Self.originAudit(_:added:)) == .created)
+        #expect(try config.putApp(android, audit: Self.appAudit(_:), originAudit: Self.originAudit(_:added:)) == .unchanged)
+        #expect(try config.origins().map(\.origin) == ["android:apk-key-hash:fp1"])
+        android.fingerprints = ["fp2"]
+        #expect(try config.putApp(android, audit: Self.appAudit(_:), originAudit: Self.originAudit(_:added:)) == .updated)
+        #expect(try config.origins().map { "\($0.origin) \($0.source)" } == ["android:apk-key-hash:fp2 app"])
+        #expect(try config.apps(rpId: "example.com").map(\.fingerprints) == [["fp2"]])
+        #expect(try config.apps(rpId: "other.example").isEmpty)
+        #expect(try config.removeApp(rpId: "example.com", platform: "android", appId: "com.example", audit: Fixture.audit("app.removed"),
+                                     originAudit: Self.originAudit(_:added:)))
+        #expect(try !config.removeApp(rpId: "example.com", platform: "android", appId: "com.example", audit: Fixture.audit("app.removed"),
+                                      originAudit: Self.originAudit(_:added:)))
+        #expect(try config.origins().isEmpty)
+        let entries = try s.database.audit.entries(limit: 100, before: nil).reversed().map { "\($0.action) \($0.subject ?? "")" }
+        #expect(Array(entries) == ["app.added ", "origin.added android:apk-key-hash:fp1", "app.updated ",
+                                   "origin.added android:apk-key-hash:fp2", "origin.removed android:apk-key-hash:fp1",
+                                   "app.removed ", "origin.removed android:apk-key-hash:fp2"])
+    }
+
+    @Test func watchSeesChangesFromAnyConnection() async throws {
+        let s = try TestDatabase.scratch()
+        let calls = Atomic(0)
+        let watch = s.database.config.watch { calls.add(1, ordering: .relaxed) }
+        try await waitUntil { watch.isListening && calls.load(ordering: .relaxed) >= 1 }  // one call on connect
+        let before = calls.load(ordering: .relaxed)
+        _ = try s.database.config.addOrigin("https://watched.example", source: "admin", audit: Fixture.audit("origin.added"))
+        try await waitUntil { calls.load(ordering: .relaxed) > before }
+        watch.stop()
+        try await waitUntil { !watch.isListening }  // its connection closed before the database is dropped
+    }
+
+    @Test func noListenBehindATransactionPoolerWithoutAListenURL() async throws {
+        let s = try TestDatabase.scratch(pooler: .transaction)
+        let watch = s.database.config.watch {}
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!watch.isListening)
+        watch.stop()
+    }
+
+    private func waitUntil(seconds: Double = 10, _ condition: () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !condition() {
+            guard Date() < deadline else { Issue.record("timed out"); return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
