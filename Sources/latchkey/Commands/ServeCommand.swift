@@ -38,7 +38,7 @@ enum ServeCommand: Command {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
-        // TODO(pooler): pass `pooler:` and `listenURL:` once Configuration reads them.
+        // Configuration reads no pooler mode or listen URL yet: a direct connection, LISTEN on the same URL.
         let database = Database(url: configuration.databaseURL, connections: configuration.threads + 2)
         let services: Services
         do { services = try Services(configuration: configuration, database: database) } catch {
