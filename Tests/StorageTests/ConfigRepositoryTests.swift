@@ -49,11 +49,12 @@ import Testing
         let s = try TestDatabase.scratch()
         let calls = Atomic(0)
         let watch = s.database.config.watch { calls.add(1, ordering: .relaxed) }
-        defer { watch.stop() }
         try await waitUntil { watch.isListening && calls.load(ordering: .relaxed) >= 1 }  // one call on connect
         let before = calls.load(ordering: .relaxed)
         _ = try s.database.config.addOrigin("https://watched.example", source: "admin", audit: Fixture.audit("origin.added"))
         try await waitUntil { calls.load(ordering: .relaxed) > before }
+        watch.stop()
+        try await waitUntil { !watch.isListening }  // its connection closed before the database is dropped
     }
 
     @Test func noListenBehindATransactionPoolerWithoutAListenURL() async throws {
