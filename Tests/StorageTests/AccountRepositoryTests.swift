@@ -1,0 +1,129 @@
+import Foundation
+import JSON
+import PostgreSQL
+import Storage
+import Testing
+
+@Suite struct AccountRepositoryTests {
+    @Test func registerStoresUserCredentialSessionAndAudit() throws {
+        let s = try TestDatabase.scratch()
+        let user = Fixture.user()
+        let credential = Fixture.credential(userId: user.id)
+        let session = Fixture.session(userId: user.id)
+        try s.database.accounts.register(newUser: user, credential: credential, session: session,
+                                         audit: Fixture.audit("passkey.registered", subject: user.id))
+        #expect(try s.database.accounts.user(username: user.username) == user)
+        #expect(try s.database.accounts.user(id: user.id) == user)
+        let stored = try #require(try s.database.accounts.credentials(userId: user.id).first)
+        #expect(stored.id == credential.id && stored.transports == ["internal", "hybrid"] && !stored.flagged)
+        #expect(try s.count("SELECT count(*) AS n FROM refresh_tokens WHERE family_id = \(session.familyId)") == 1)
+        #expect(try s.auditActions() == ["passkey.registered"])
+    }
+
+    @Test func usernameClashWritesNothing() throws {
+        let s = try TestDatabase.scratch()
+        let (taken, _) = try s.registered()
+        let clash = Fixture.user(username: taken.username)
+        let session = Fixture.session(userId: clash.id)
+        let credential = Fixture.credential(userId: clash.id)
+        #expect(throws: StorageError.conflict(.usernameTaken)) {
+            try s.database.accounts.register(newUser: clash, credential: credential, session: session,
+                                             audit: Fixture.audit("passkey.registered"))
+        }
+        try expectNothingWritten(s, user: clash, credential: credential, session: session)
+    }
+
+    @Test func duplicateCredentialWritesNothing() throws {
+        let s = try TestDatabase.scratch()
+        let (_, existing) = try s.registered()
+        let newcomer = Fixture.user()
+        let credential = Fixture.credential(userId: newcomer.id, id: existing.id)
+        let session = Fixture.session(userId: newcomer.id)
+        #expect(throws: StorageError.conflict(.credentialExists)) {
+            try s.database.accounts.register(newUser: newcomer, credential: credential, session: session,
+                                             audit: Fixture.audit("passkey.registered"))
+        }
+        try expectNothingWritten(s, user: newcomer, credential: credential, session: session)
+        #expect(try s.database.accounts.user(username: newcomer.username) == nil)
+    }
+
+    private func expectNothingWritten(_ s: Scratch, user: UserRecord, credential: CredentialRecord, session: NewSession) throws {
+        #expect(try s.database.accounts.user(id: user.id) == nil)
+        #expect(try s.database.accounts.credentials(userId: user.id).isEmpty)
+        #expect(try s.count("SELECT count(*) AS n FROM refresh_families WHERE id = \(session.familyId)") == 0)
+        #expect(try s.count("SELECT count(*) AS n FROM refresh_tokens WHERE hash = \(session.refreshHash)") == 0)
+        #expect(try s.auditActions() == ["passkey.registered"])  // the first registration's only
+    }
+
+    @Test func recordUseMovesTheCounterForwardOnly() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered(signCount: 10)
+        func use(_ count: Int64, clone: Bool = false) -> CredentialUse {
+            CredentialUse(credentialId: credential.id, userId: user.id, signCount: count, backedUp: true, cloneWarning: clone)
+        }
+        try s.database.accounts.recordUse(use(5), audit: [Fixture.audit("passkey.step_up")])
+        var stored = try #require(try s.database.accounts.credentialForLogin(id: credential.id)).0
+        #expect(stored.signCount == 10 && stored.backedUp && !stored.flagged && stored.lastUsedAt != nil)
+        try s.database.accounts.recordUse(use(12, clone: true), audit: [])
+        stored = try #require(try s.database.accounts.credentialForLogin(id: credential.id)).0
+        #expect(stored.signCount == 12 && stored.flagged)
+        try s.database.accounts.recordUse(use(13), audit: [])
+        #expect(try #require(try s.database.accounts.credentialForLogin(id: credential.id)).0.flagged, "flagged is sticky")
+        #expect(try s.auditActions() == ["passkey.registered", "passkey.step_up"])
+    }
+
+    @Test func recordUseOfAnUnknownCredentialIsNotFoundAndWritesNoAudit() throws {
+        let s = try TestDatabase.scratch()
+        let use = CredentialUse(credentialId: Fixture.bytes(16), userId: "nobody", signCount: 1, backedUp: false, cloneWarning: false)
+        #expect(throws: StorageError.notFound) { try s.database.accounts.recordUse(use, audit: [Fixture.audit("passkey.step_up")]) }
+        #expect(try s.auditActions().isEmpty)
+    }
+
+    @Test func flagRenameRevoke() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        try s.database.accounts.flag(credentialId: credential.id, audit: Fixture.audit("passkey.flagged", subject: user.id))
+        #expect(try s.database.accounts.credentials(userId: user.id)[0].flagged)
+        #expect(try s.database.accounts.rename(userId: user.id, credentialId: credential.id, name: "Laptop")?.name == "Laptop")
+        #expect(try s.database.accounts.rename(userId: "someone-else", credentialId: credential.id, name: "x") == nil)
+        #expect(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")))
+        #expect(try !s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")))
+        #expect(try s.database.accounts.credentialForLogin(id: credential.id) == nil)
+        #expect(try s.database.accounts.credentials(userId: user.id).isEmpty)
+        #expect(try s.auditActions() == ["passkey.registered", "passkey.flagged", "passkey.revoked"])
+        #expect(throws: StorageError.notFound) { try s.database.accounts.flag(credentialId: Fixture.bytes(16), audit: Fixture.audit("x")) }
+    }
+
+    @Test func ticketsAreSingleUse() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let hash = Fixture.bytes()
+        let expires = try s.database.accounts.createTicket(hash: hash, userId: user.id, ttlSeconds: 600, audit: Fixture.audit("ticket.issued"))
+        #expect(expires > Date() && expires < Date().addingTimeInterval(700))
+        #expect(try s.database.accounts.consumeTicket(hash: hash) == user.id)
+        #expect(try s.database.accounts.consumeTicket(hash: hash) == nil)
+        #expect(try s.auditActions() == ["passkey.registered", "ticket.issued"])
+    }
+
+    @Test func externalUsersAreCreatedOnceAndUsernameClashesConflict() throws {
+        let s = try TestDatabase.scratch()
+        let candidate = Fixture.user()
+        let (first, created) = try s.database.accounts.upsertExternalUser(externalId: "ext-1", candidate: candidate)
+        #expect(created && first == candidate)
+        let (again, createdAgain) = try s.database.accounts.upsertExternalUser(externalId: "ext-1", candidate: Fixture.user())
+        #expect(!createdAgain && again == candidate)
+        #expect(throws: StorageError.conflict(.usernameTaken)) {
+            try s.database.accounts.upsertExternalUser(externalId: "ext-2", candidate: Fixture.user(username: candidate.username))
+        }
+    }
+
+    @Test func otherUniqueViolationsNameTheirConstraint() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let sameHandle = UserRecord(id: Fixture.id(), userHandle: user.userHandle, username: TestDatabase.uniqueName("u"), displayName: "x")
+        #expect(throws: StorageError.conflict(.other("users_user_handle_key"))) {
+            try s.database.accounts.register(newUser: sameHandle, credential: Fixture.credential(userId: sameHandle.id),
+                                             session: Fixture.session(userId: sameHandle.id), audit: Fixture.audit("x"))
+        }
+    }
+}

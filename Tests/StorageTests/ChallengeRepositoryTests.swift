@@ -1,0 +1,84 @@
+import Foundation
+import PostgreSQL
+import Storage
+import Synchronization
+import Testing
+
+@Suite struct ChallengeRepositoryTests {
+    @Test(arguments: CeremonyKind.allCases)
+    func consumeReturnsWhatWasInserted(kind: CeremonyKind) throws {
+        let s = try TestDatabase.scratch()
+        let hash = Fixture.bytes()
+        let state: [UInt8] = [0, 1, 2, 0xFF, 0]  // any bytes, zeros included
+        try s.database.challenges.insert(hash: hash, kind: kind, userId: "u1", rpId: "example.com", state: state, ttlSeconds: 60)
+        let found = try s.database.challenges.consume(hash: hash)
+        #expect(found == StoredChallenge(kind: kind, userId: "u1", rpId: "example.com", state: state, expired: false))
+        #expect(try s.database.challenges.consume(hash: hash) == nil)
+    }
+
+    @Test func consumeIsSingleUseUnderConcurrency() throws {
+        let s = try TestDatabase.scratch()
+        let hash = Fixture.bytes()
+        try s.database.challenges.insert(hash: hash, kind: .authentication, userId: nil, rpId: "example.com", state: [1], ttlSeconds: 60)
+        let winners = Atomic(0)
+        let errors = onThreads(16) { _ in
+            if try s.database.challenges.consume(hash: hash) != nil { winners.add(1, ordering: .relaxed) }
+        }
+        #expect(errors.isEmpty)
+        #expect(winners.load(ordering: .relaxed) == 1)
+    }
+
+    @Test func aMismatchedKindOrUserLeavesTheChallengeAlone() throws {
+        let s = try TestDatabase.scratch()
+        let hash = Fixture.bytes()
+        try s.database.challenges.insert(hash: hash, kind: .stepUp, userId: "alice", rpId: "example.com", state: [7], ttlSeconds: 60)
+        #expect(try s.database.challenges.consume(hash: hash, kind: .stepUp, userId: "mallory") == nil)
+        #expect(try s.database.challenges.consume(hash: hash, kind: .deviceKeyEnrolment, userId: "alice") == nil)
+        #expect(try s.database.challenges.consume(hash: hash, kind: .stepUp, userId: "alice")?.state == [7])
+    }
+
+    @Test func anExpiredChallengeSaysSo() throws {
+        let s = try TestDatabase.scratch()
+        let hash = Fixture.bytes()
+        try s.database.challenges.insert(hash: hash, kind: .registration, userId: nil, rpId: "example.com", state: [], ttlSeconds: -1)
+        #expect(try s.database.challenges.consume(hash: hash)?.expired == true)
+    }
+
+    @Test func consumeForLoginReturnsTheChallengeAndTheCredential() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered(signCount: 3)
+        let hash = Fixture.bytes()
+        try s.database.challenges.insert(hash: hash, kind: .authentication, userId: nil, rpId: "example.com", state: [9, 9], ttlSeconds: 60)
+        let (challenge, login) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
+        #expect(challenge == StoredChallenge(kind: .authentication, userId: nil, rpId: "example.com", state: [9, 9], expired: false))
+        let (foundCredential, foundUser) = try #require(login)
+        #expect(foundUser == user)
+        #expect(foundCredential.id == credential.id && foundCredential.userId == user.id && foundCredential.signCount == 3)
+        // Used up: the second round finds neither.
+        let (again, noLogin) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
+        #expect(again == nil && noLogin == nil)
+    }
+
+    @Test func consumeForLoginWithAnUnknownOrRevokedCredential() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        _ = try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked"))
+        for credentialId in [Fixture.bytes(16), credential.id] {
+            let hash = Fixture.bytes()
+            try s.database.challenges.insert(hash: hash, kind: .authentication, userId: user.id, rpId: "example.com", state: [1], ttlSeconds: 60)
+            let (challenge, login) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credentialId)
+            #expect(challenge?.userId == user.id)
+            #expect(login == nil)
+        }
+    }
+
+    @Test func purgeDropsOnlyLongExpiredChallenges() throws {
+        let s = try TestDatabase.scratch()
+        let old = Fixture.bytes(), fresh = Fixture.bytes()
+        try s.database.challenges.insert(hash: old, kind: .registration, userId: nil, rpId: "example.com", state: [], ttlSeconds: -7200)
+        try s.database.challenges.insert(hash: fresh, kind: .registration, userId: nil, rpId: "example.com", state: [], ttlSeconds: -60)
+        try s.database.challenges.purgeExpired()
+        #expect(try s.database.challenges.consume(hash: old) == nil)
+        #expect(try s.database.challenges.consume(hash: fresh)?.expired == true)
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import PostgreSQL
+import Storage
+import Testing
+
+@Suite struct DatabaseTests {
+    @Test func pingAndStats() throws {
+        let s = try TestDatabase.scratch()
+        #expect(s.database.ping())
+        #expect(s.database.connectionStats.open >= 1 && s.database.connectionStats.inUse == 0)
+    }
+
+    @Test func anUnreachableDatabaseIsUnavailable() throws {
+        let database = Database(url: "postgresql://postgres@127.0.0.1:1/none?connect_timeout=2", connections: 1)
+        defer { database.shutdown() }
+        #expect(!database.ping())
+        #expect {
+            try database.accounts.user(id: "x")
+        } throws: { error in
+            guard case .unavailable = error as? StorageError else { return false }
+            return true
+        }
+    }
+
+    @Test func keysAndSecrets() throws {
+        let s = try TestDatabase.scratch()
+        for kid in ["k1", "k2", "k3"] {
+            try s.database.keys.insertSigningKey(kid: kid, pem: "pem-\(kid)")
+            usleep(2000)  // distinct created_at
+        }
+        #expect(try s.database.keys.signingKeys().map(\.kid) == ["k3", "k2"])
+        let first = try s.database.keys.secret(named: "pepper") { [1, 2, 3] }
+        #expect(first == [1, 2, 3])
+        #expect(try s.database.keys.secret(named: "pepper") { [9] } == [1, 2, 3])
+    }
+}

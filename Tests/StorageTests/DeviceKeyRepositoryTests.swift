@@ -1,0 +1,78 @@
+import Foundation
+import JSON
+import PostgreSQL
+import Storage
+import Testing
+
+@Suite struct DeviceKeyRepositoryTests {
+    @Test func reEnrolmentReplacesTheLiveKeyOfTheDevice() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let first = Fixture.deviceKey(userId: user.id)
+        let audit: (String?) -> AuditRecord = { replaced in
+            Fixture.audit("device_key.enrolled", subject: user.id, detail: ["replaced": replaced.map { .string($0) } ?? .null])
+        }
+        let (stored, replaced) = try s.database.deviceKeys.enrol(first, audit: audit)
+        #expect(stored.id == first.id && stored.revokedAt == nil && replaced == nil)
+        let second = NewDeviceKey(id: Fixture.id(), userId: user.id, deviceId: first.deviceId, platform: "ios", name: "iPhone",
+                                  publicKey: Fixture.bytes(91), attested: true, attestation: ["format": "apple-appattest"])
+        #expect(try s.database.deviceKeys.enrol(second, audit: audit).replaced == first.id)
+        #expect(try s.database.deviceKeys.list(userId: user.id).map(\.id) == [second.id])
+        #expect(try s.database.deviceKeys.key(id: first.id)?.revokedAt != nil)
+        let details = try s.database.audit.entries(limit: 2, before: nil).map { $0.detail["replaced"] }
+        #expect(details == [.string(first.id), .null])
+    }
+
+    @Test func insertReceiptRefusesARevokedDeviceKey() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let key = Fixture.deviceKey(userId: user.id)
+        _ = try s.database.deviceKeys.enrol(key) { _ in Fixture.audit("device_key.enrolled") }
+        #expect(try s.database.deviceKeys.revoke(userId: user.id, id: key.id, audit: Fixture.audit("device_key.revoked")))
+        #expect(try !s.database.deviceKeys.revoke(userId: user.id, id: key.id, audit: Fixture.audit("device_key.revoked")))
+        let receipt = Fixture.receipt(userId: user.id, keyId: key.id)
+        #expect(try !s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: key.id, credentialUse: nil,
+                                                         audit: [Fixture.audit("step_up.approved")]))
+        #expect(try s.database.deviceKeys.receipt(id: receipt.id) == nil)
+        #expect(try s.auditActions() == ["passkey.registered", "device_key.enrolled", "device_key.revoked"])
+    }
+
+    @Test func aLiveKeysReceiptIsStoredAndItsTokenRedeemedOnce() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let key = Fixture.deviceKey(userId: user.id)
+        _ = try s.database.deviceKeys.enrol(key) { _ in Fixture.audit("device_key.enrolled") }
+        let receipt = Fixture.receipt(userId: user.id, keyId: key.id)
+        #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: key.id, credentialUse: nil,
+                                                        audit: [Fixture.audit("step_up.approved")]))
+        let stored = try #require(try s.database.deviceKeys.receipt(id: receipt.id))
+        #expect(stored.signature == receipt.signature && stored.action == receipt.action && stored.consumedAt == nil)
+        #expect(try s.database.deviceKeys.key(id: key.id)?.lastUsedAt != nil)
+        #expect(try s.database.deviceKeys.consumeStepUpToken(jti: receipt.tokenJTI, userId: user.id, actionHash: [0])
+                == .alreadyUsed, "exists, but not for this action: not redeemed")
+        #expect(try s.database.deviceKeys.consumeStepUpToken(jti: receipt.tokenJTI, userId: user.id, actionHash: receipt.actionHash)
+                == .consumed(receiptId: receipt.id, action: receipt.action))
+        #expect(try s.database.deviceKeys.consumeStepUpToken(jti: receipt.tokenJTI, userId: user.id, actionHash: receipt.actionHash)
+                == .alreadyUsed)
+        #expect(try s.database.deviceKeys.consumeStepUpToken(jti: "unknown", userId: user.id, actionHash: receipt.actionHash) == .unknown)
+    }
+
+    @Test func aPasskeyReceiptRecordsTheCredentialUseInTheSameTransaction() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered(signCount: 5)
+        let use = CredentialUse(credentialId: credential.id, userId: user.id, signCount: 6, backedUp: false, cloneWarning: false)
+        let receipt = Fixture.receipt(userId: user.id, keyId: "cred", method: "passkey")
+        #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: nil, credentialUse: use,
+                                                        audit: [Fixture.audit("step_up.approved")]))
+        #expect(try s.database.accounts.credentialForLogin(id: credential.id)?.0.signCount == 6)
+
+        // An unknown credential: nothing at all is written.
+        let ghost = CredentialUse(credentialId: Fixture.bytes(16), userId: user.id, signCount: 1, backedUp: false, cloneWarning: false)
+        let other = Fixture.receipt(userId: user.id, keyId: "ghost", method: "passkey")
+        #expect(throws: StorageError.notFound) {
+            try s.database.deviceKeys.insertReceipt(other, liveDeviceKeyId: nil, credentialUse: ghost, audit: [Fixture.audit("step_up.approved")])
+        }
+        #expect(try s.database.deviceKeys.receipt(id: other.id) == nil)
+        #expect(try s.auditActions() == ["passkey.registered", "step_up.approved"])
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import JSON
+import PostgreSQL
+import Storage
+
+/// Builders: a valid value each, changed one field at a time by the tests.
+enum Fixture {
+    static func bytes(_ count: Int = 32) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255) } }
+    static func id() -> String { TestDatabase.uniqueName("id") }
+
+    static func user(username: String? = nil) -> UserRecord {
+        UserRecord(id: id(), userHandle: bytes(), username: username ?? TestDatabase.uniqueName("user"), displayName: "Test User")
+    }
+
+    static func credential(userId: String, id: [UInt8] = bytes(16), signCount: Int64 = 0) -> CredentialRecord {
+        CredentialRecord(id: id, userId: userId, publicKey: bytes(77), alg: -7, signCount: signCount, aaguid: bytes(16),
+                         transports: ["internal", "hybrid"], backupEligible: true, backedUp: false, attestationFormat: "none",
+                         attestationType: "none", name: "Passkey")
+    }
+
+    static func session(userId: String) -> NewSession {
+        NewSession(familyId: id(), userId: userId, refreshHash: bytes(), ttlSeconds: 3600)
+    }
+
+    static func audit(_ action: String, subject: String? = nil, detail: JSONValue = .object([])) -> AuditRecord {
+        AuditRecord(actor: "test", action: action, subject: subject, detail: detail)
+    }
+
+    static func deviceKey(userId: String, deviceId: String = "device-1") -> NewDeviceKey {
+        NewDeviceKey(id: id(), userId: userId, deviceId: deviceId, platform: "ios", name: "iPhone", publicKey: bytes(91),
+                     attested: false, attestation: nil)
+    }
+
+    static func receipt(userId: String, keyId: String, method: String = "device-key") -> StepUpReceiptRecord {
+        StepUpReceiptRecord(id: id(), userId: userId, method: method, keyId: keyId, publicKey: bytes(91), challenge: bytes(),
+                            signedData: bytes(), signature: bytes(70), action: #"{"op":"test"}"#, actionHash: bytes(),
+                            keyBinding: "kb", tokenJTI: id(), tokenExpiresAt: Date().addingTimeInterval(300))
+    }
+}
+
+extension Scratch {
+    /// A registered user with one credential (and a session), as after a first registration.
+    func registered(signCount: Int64 = 0) throws -> (UserRecord, CredentialRecord) {
+        let user = Fixture.user()
+        let credential = Fixture.credential(userId: user.id, signCount: signCount)
+        try database.accounts.register(newUser: user, credential: credential, session: Fixture.session(userId: user.id),
+                                       audit: Fixture.audit("passkey.registered", subject: user.id))
+        return (user, credential)
+    }
+
+    /// The audit actions written so far, oldest first.
+    func auditActions() throws -> [String] {
+        try database.audit.entries(limit: 1000, before: nil).reversed().map(\.action)
+    }
+}
