@@ -27,7 +27,7 @@ enum ServeCommand: Command {
             printError("latchkey serve: \(error.description)"); return ExitCode.usage
         }
         guard !configuration.databaseURL.isEmpty else {
-            printError("latchkey serve: DATABASE_URL is not set (deploy/run.sh starts a private PostgreSQL and sets it)")
+            printError("latchkey serve: DATABASE_URL is not set (scripts/run.sh starts a private PostgreSQL and sets it)")
             return ExitCode.usage
         }
         let isChild = Configuration.processEnvironment()["LATCHKEY_WORKER_CHILD"] == "1"

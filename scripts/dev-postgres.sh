@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Latchkey dev/test PostgreSQL: a private cluster with its own port and socket directory.
 #
-# Usage: deploy/dev-postgres.sh [--test] [--stop | --status | -h | --help]
+# Usage: scripts/dev-postgres.sh [--test] [--stop | --status | -h | --help]
 #   (no argument)  install what is missing (postgresql, libpq-dev), initialise the cluster on first
 #                  use, start it if it is not running, create databases `latchkey` and
 #                  `latchkey_test`, and print the DATABASE_URL as the last line of stdout.
@@ -139,7 +139,7 @@ fi
 as_pg mkdir -p "$SOCKET_DIR"
 
 # Settings are rewritten on every run; a change restarts a running cluster.
-conf="# written by deploy/dev-postgres.sh; edit the script or its environment instead
+conf="# written by scripts/dev-postgres.sh; edit the script or its environment instead
 listen_addresses = '127.0.0.1'
 port = $PORT
 unix_socket_directories = '$SOCKET_DIR'

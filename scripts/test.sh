@@ -6,10 +6,10 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-eval "$(bash deploy/install-deps.sh)"
+eval "$(bash scripts/install-deps.sh)"
 
 # The throwaway test cluster (its own folder and port, durability off): dev-postgres.sh --test.
-url="$(bash deploy/dev-postgres.sh --test | tail -n 1)"
+url="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 export DATABASE_URL="${url%/*}/latchkey_test"
 echo "test database: $DATABASE_URL"
 
@@ -24,7 +24,7 @@ swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
 
 # The committed association files against the declared apps, and a live server's well-known URLs.
-LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash deploy/ci-wellknown.sh || status=1
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || status=1
 
 # The web app at `/` in real headless Chromium with a WebAuthn virtual authenticator: installs
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
