@@ -103,12 +103,9 @@ exec 9>"$DATA_DIR/.lock"
 command -v flock >/dev/null && flock 9
 
 # No port given: the first from the base that nothing listens on, or that this cluster already has.
-if [[ -z "$PORT" ]]; then
-  PORT=$BASE_PORT
-  while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && [[ ! -S "$SOCKET_DIR/.s.PGSQL.$PORT" ]]; do
-    PORT=$((PORT + 1))
-  done
-fi
+# shellcheck source=ports.sh
+source "$REPO/scripts/ports.sh"
+[[ -n "$PORT" ]] || PORT="$(first_free_port "$BASE_PORT" "$SOCKET_DIR")"
 
 is_running() { [[ -f "$PGDATA/PG_VERSION" ]] && as_pg "${PGCTL[@]}" status >/dev/null 2>&1; }
 
