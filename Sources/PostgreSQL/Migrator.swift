@@ -123,6 +123,7 @@ public struct Migrator: Sendable {
     /// granted includes everything committed by the migrator that held it before (under REPEATABLE
     /// READ the snapshot would date from the lock statement itself, before the wait ended).
     /// A session that holds the session-level lock on the same key gets this one at once.
+    @discardableResult
     private func locked<T>(on connection: PostgresConnection, _ body: (PostgresConnection) throws -> T) throws -> T {
         try connection.transaction(isolation: .readCommitted) { conn in
             try conn.execute("SELECT pg_advisory_xact_lock(\(lockKey))")
