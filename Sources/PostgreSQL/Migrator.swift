@@ -12,15 +12,24 @@ public struct Migration: Sendable, Hashable {
 }
 
 /// Applies numbered migrations in order, each in its own transaction, recording them in a table
-/// (`schema_migrations` by default). The whole run holds a session `pg_advisory_lock`, so several
-/// instances starting at once do not race: the second waits, then finds them applied.
+/// (`schema_migrations` by default). Several instances starting at once do not race:
+///
+/// - Each migration's transaction takes `pg_advisory_xact_lock(lockKey)` and then checks, inside
+///   the transaction, whether its version is already recorded; if so it skips it. This is what
+///   makes a migration apply exactly once, and it holds through PgBouncer in transaction mode,
+///   where consecutive transactions may run on different server sessions.
+/// - On a connection without `transactionPooling` the whole run also holds the session-level
+///   `pg_advisory_lock` on the same key, so runs are serialised: the second instance waits, then
+///   finds everything applied. Through transaction pooling a session lock would stay behind on
+///   whichever server session took it, so there runs may interleave (each migration still
+///   applies once, in order).
 ///
 /// Migration SQL runs through the simple query protocol inside the transaction, so it may hold
 /// several statements, but nothing that refuses a transaction block (`CREATE INDEX CONCURRENTLY`).
 public struct Migrator: Sendable {
     public let migrations: [Migration]
     public let table: String
-    /// The `pg_advisory_lock` key; derived from the table name.
+    /// The advisory lock key (session and transaction level); derived from the table name.
     public let lockKey: Int64
 
     public init(_ migrations: [Migration], table: String = "schema_migrations") throws {
@@ -58,35 +67,45 @@ public struct Migrator: Sendable {
         guard !connection.isInTransaction else {
             throw PostgresError(.invalidArgument, "migrate must not run inside a transaction")
         }
-        try connection.execute("SELECT pg_advisory_lock(\(lockKey))")
-        defer { _ = try? connection.execute("SELECT pg_advisory_unlock(\(lockKey))") }
+        let sessionLock = !connection.transactionPooling
+        if sessionLock { try connection.execute("SELECT pg_advisory_lock(\(lockKey))") }
+        defer { if sessionLock { _ = try? connection.execute("SELECT pg_advisory_unlock(\(lockKey))") } }
 
-        try connection.executeScript("""
-            CREATE TABLE IF NOT EXISTS \(table) (
-                version bigint PRIMARY KEY,
-                name text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """)
+        // Under the lock: two first runs would otherwise race on creating the table.
+        try locked(on: connection) { conn in
+            try conn.executeScript("""
+                CREATE TABLE IF NOT EXISTS \(table) (
+                    version bigint PRIMARY KEY,
+                    name text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """)
+        }
         let done = Set(try versions(on: connection))  // the table exists now
         var applied: [Int] = []
         for migration in migrations where !done.contains(migration.version) {
             do {
-                try connection.transaction { conn in
+                let ran = try locked(on: connection) { conn -> Bool in
+                    // Another migrator may have applied it since `done` was read.
+                    let recorded = try conn.query(SQL(unsafeRaw: "SELECT 1 AS present FROM \(table) WHERE version = $1",
+                                                      binds: [.int(migration.version)]))
+                    guard recorded.isEmpty else { return false }
                     try conn.executeScript(migration.sql)
                     try conn.execute(SQL(unsafeRaw: "INSERT INTO \(table) (version, name) VALUES ($1, $2)",
                                          binds: [.int(migration.version), .text(migration.name)]))
+                    return true
                 }
+                if ran { applied.append(migration.version) }
             } catch let error as PostgresError {
                 throw PostgresError(error.code, "migration \(migration.version) (\(migration.name)) failed: \(error.reason)",
                                     sqlState: error.sqlState, column: error.column, constraint: error.constraint)
             }
-            applied.append(migration.version)
         }
         return applied
     }
 
-    /// Takes a connection from `pool` for the whole run (the advisory lock is per session).
+    /// Takes a connection from `pool` for the whole run (the session lock, when there is one, is
+    /// per session).
     @discardableResult
     public func migrate(using pool: PostgresPool) throws -> [Int] {
         try pool.withConnection { try migrate(on: $0) }
@@ -97,6 +116,19 @@ public struct Migrator: Sendable {
         let exists = try connection.query("SELECT to_regclass(\(table)) IS NOT NULL AS present")
         guard try exists.first?.bool("present") == true else { return [] }
         return try versions(on: connection)
+    }
+
+    /// `body` in a READ COMMITTED transaction holding `pg_advisory_xact_lock(lockKey)` until it
+    /// ends. READ COMMITTED takes a snapshot per statement, so what `body` reads after the lock was
+    /// granted includes everything committed by the migrator that held it before (under REPEATABLE
+    /// READ the snapshot would date from the lock statement itself, before the wait ended).
+    /// A session that holds the session-level lock on the same key gets this one at once.
+    @discardableResult
+    private func locked<T>(on connection: PostgresConnection, _ body: (PostgresConnection) throws -> T) throws -> T {
+        try connection.transaction(isolation: .readCommitted) { conn in
+            try conn.execute("SELECT pg_advisory_xact_lock(\(lockKey))")
+            return try body(conn)
+        }
     }
 
     private func versions(on connection: PostgresConnection) throws -> [Int] {

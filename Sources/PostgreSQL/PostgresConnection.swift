@@ -9,6 +9,13 @@ import Synchronization
 ///
 /// Statements with parameters are prepared once per connection (cached by SQL text and parameter
 /// types) and executed with `PQexecPrepared` afterwards, so hot-path queries are parsed once.
+///
+/// With `transactionPooling` (PgBouncer `pool_mode = transaction` in front of the server) the
+/// connection keeps no session state, because consecutive transactions may run on different server
+/// sessions: no named prepared statements (every statement with parameters goes through the
+/// unnamed statement of `PQexecParams`), no `SET` at connect. Decoding does not depend on the
+/// session's settings anyway: `client_encoding=UTF8` is a startup parameter (which PgBouncer tracks
+/// per client), and `timestamptz` text carries its own offset for any server `TimeZone`.
 public final class PostgresConnection: Sendable {
     private struct State: ~Copyable {
         let handle: OpaquePointer  // PGconn *
@@ -42,19 +49,39 @@ public final class PostgresConnection: Sendable {
 
     private let state: Mutex<State>
 
+    /// Whether this connection avoids session state (see the type's documentation).
+    public let transactionPooling: Bool
+
     /// Connects with a libpq connection string or URL
     /// (`postgresql://user[:password]@host:port/db?sslmode=…`). Adds `connect_timeout=10` unless
-    /// the URL sets one. Each session runs with `TimeZone=UTC`, `DateStyle=ISO`, UTF-8.
-    public init(url: String) throws {
+    /// the URL sets one; the client encoding is always UTF-8 (a startup parameter).
+    ///
+    /// - Parameter transactionPooling: `false` (a direct connection, or PgBouncer in session mode):
+    ///   the session runs with `TimeZone=UTC`, `DateStyle=ISO`, `IntervalStyle=iso_8601` and
+    ///   statements are prepared once. `true` (PgBouncer in transaction mode): nothing is `SET`
+    ///   and nothing is prepared by name; the server's `DateStyle` must be ISO (its default), which
+    ///   is checked here.
+    public init(url: String, transactionPooling: Bool = false) throws {
         state = Mutex(State(handle: try Self.openHandle(url: url)))
-        _ = try executeScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'")
+        self.transactionPooling = transactionPooling
+        if transactionPooling {
+            // Timestamps are decoded from ISO text; any other output style would be misread, so
+            // refuse at connect rather than at the first date column.
+            let dateStyle = state.withLock { PQparameterStatus($0.handle, "DateStyle").map { String(cString: $0) } }
+            if let dateStyle, !dateStyle.hasPrefix("ISO") {
+                throw PostgresError(.connection, "the server's DateStyle is '\(dateStyle)'; transaction pooling needs ISO output (ALTER DATABASE … SET DateStyle = 'ISO, YMD')")
+            }
+        } else {
+            _ = try executeScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'iso_8601'")
+        }
     }
 
-    /// A connected `PGconn` for `url` (`connect_timeout=10` added unless the URL sets one); the
-    /// caller owns it (`PQfinish`). Shared with `PostgresListener`.
+    /// A connected `PGconn` for `url` (`connect_timeout=10` added unless the URL sets one, and
+    /// `client_encoding=UTF8`); the caller owns it (`PQfinish`). Shared with `PostgresListener`.
     static func openHandle(url: String) throws -> OpaquePointer {
-        var keys = ["dbname"]
-        var values = [url]
+        // Keywords after the expanded `dbname` override what the URL says.
+        var keys = ["dbname", "client_encoding"]
+        var values = [url, "UTF8"]
         if !url.contains("connect_timeout") {
             keys.append("connect_timeout")
             values.append("10")
@@ -87,7 +114,7 @@ public final class PostgresConnection: Sendable {
     /// The server process id serving this connection (`pg_backend_pid()`).
     public var backendPID: Int32 { state.withLock { PQbackendPID($0.handle) } }
 
-    /// Number of statements prepared on this connection.
+    /// Number of statements prepared on this connection (always 0 with `transactionPooling`).
     public var preparedStatementCount: Int { state.withLock { $0.statements.count } }
 
     /// For a pool: whether the session is inside a transaction block it did not close.
@@ -186,8 +213,11 @@ public final class PostgresConnection: Sendable {
         if let bad = sql.binds.firstIndex(where: \.containsNUL) {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
+        let prepare = !transactionPooling
         return try state.withLock { state in
-            try Self.markingLoss(&state) { state in try Self.runCaching(sql, &state) }
+            try Self.markingLoss(&state) { state in
+                prepare ? try Self.runCaching(sql, &state) : try Self.runUnnamed(sql, state.handle)
+            }
         }
     }
 
@@ -234,15 +264,28 @@ public final class PostgresConnection: Sendable {
             state.statements[key] = newName
             name = newName
         }
+        guard let name else { return try runUnnamed(sql, handle) }
         let encoded = sql.binds.map(\.wireBytes)
         let lengths = encoded.map { Int32($0?.count ?? 0) }
         let formats = sql.binds.map(\.format)
         let result = withPointers(encoded) { values in
-            if let name {
-                PQexecPrepared(handle, name, Int32(encoded.count), values, lengths, formats, 0)
-            } else {
-                PQexecParams(handle, sql.text, Int32(encoded.count), types, values, lengths, formats, 0)
-            }
+            PQexecPrepared(handle, name, Int32(encoded.count), values, lengths, formats, 0)
+        }
+        guard let result else { throw failure(handle, nil) }
+        defer { PQclear(result) }
+        try check(result, handle)
+        return (materialize(result), affectedRows(result))
+    }
+
+    /// Parse, bind and execute through the unnamed statement (`PQexecParams`): one round trip, and
+    /// nothing is left on the server session afterwards.
+    private static func runUnnamed(_ sql: SQL, _ handle: OpaquePointer) throws -> (rows: [Row], affected: Int) {
+        let types = sql.binds.map(\.typeOID)
+        let encoded = sql.binds.map(\.wireBytes)
+        let lengths = encoded.map { Int32($0?.count ?? 0) }
+        let formats = sql.binds.map(\.format)
+        let result = withPointers(encoded) { values in
+            PQexecParams(handle, sql.text, Int32(encoded.count), types, values, lengths, formats, 0)
         }
         guard let result else { throw failure(handle, nil) }
         defer { PQclear(result) }

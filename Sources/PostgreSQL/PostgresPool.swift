@@ -43,6 +43,8 @@ public final class PostgresPool: Sendable {
 
     public let maxConnections: Int
     public let acquireTimeout: Duration
+    /// Whether every connection is opened with `transactionPooling` (PgBouncer in transaction mode).
+    public let transactionPooling: Bool
     private let url: String
     private let lock = ConditionLock()
     // Only touched with `lock` held.
@@ -53,15 +55,20 @@ public final class PostgresPool: Sendable {
     ///   - url: libpq URL, e.g. `postgresql://postgres@127.0.0.1:54329/latchkey`.
     ///   - maxConnections: the most connections ever open at once (≥ 1).
     ///   - acquireTimeout: how long `withConnection` waits for a free connection.
-    public convenience init(url: String, maxConnections: Int = 10, acquireTimeout: Duration = .seconds(10)) {
-        self.init(url: url, maxConnections: maxConnections, acquireTimeout: acquireTimeout, probeOnCheckout: true)
+    ///   - transactionPooling: `url` is PgBouncer in `pool_mode = transaction`: connections keep no
+    ///     session state (no named prepared statements, no `SET`; see `PostgresConnection`).
+    public convenience init(url: String, maxConnections: Int = 10, acquireTimeout: Duration = .seconds(10),
+                            transactionPooling: Bool = false) {
+        self.init(url: url, maxConnections: maxConnections, acquireTimeout: acquireTimeout, probeOnCheckout: true,
+                  transactionPooling: transactionPooling)
     }
 
-    init(url: String, maxConnections: Int, acquireTimeout: Duration, probeOnCheckout: Bool) {
+    init(url: String, maxConnections: Int, acquireTimeout: Duration, probeOnCheckout: Bool, transactionPooling: Bool = false) {
         self.url = url
         self.maxConnections = max(1, maxConnections)
         self.acquireTimeout = acquireTimeout
         self.probeOnCheckout = probeOnCheckout
+        self.transactionPooling = transactionPooling
     }
 
     public var stats: Stats {
@@ -171,7 +178,7 @@ public final class PostgresPool: Sendable {
                 continue
             case .open:
                 do {
-                    let connection = try PostgresConnection(url: url)
+                    let connection = try PostgresConnection(url: url, transactionPooling: transactionPooling)
                     lock.withLock { state.created += 1 }
                     return connection
                 } catch {

@@ -175,9 +175,12 @@ private func hexValue(_ c: UInt8) -> UInt8? {
     }
 }
 
-/// `timestamptz` text with `DateStyle=ISO` and `TimeZone=UTC` (set on every connection):
-/// `2024-05-06 07:08:09.123456+00`, optionally `+05:30`, ` BC`; `timestamp` without an offset is
-/// read as UTC; `date` is midnight UTC; `infinity` maps to `Date.distantFuture`.
+/// `timestamptz` text in `DateStyle=ISO`: `2024-05-06 07:08:09.123456+00`. The offset is the
+/// session's `TimeZone` at that instant and is applied, so any zone decodes to the same `Date`:
+/// `+01`, `+05:30`, `-08`, and local mean time's seconds (`+05:53:28`, Kolkata before 1942);
+/// ` BC` may follow. Connections without transaction pooling run in UTC, pooled ones in whatever
+/// the server says. `timestamp` without an offset is read as UTC; `date` is midnight UTC;
+/// `infinity` maps to `Date.distantFuture`.
 private func decodeDate(_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: String) throws -> Date {
     guard type == 1184 || type == 1114 || type == 1082 else { throw failure(column, type, "timestamp") }
     var text = Array(bytes)

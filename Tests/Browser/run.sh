@@ -3,21 +3,21 @@
 # (CTAP2, internal transport, resident keys, user verification), driven by Selenium.
 #
 # Installs what is missing (Debian's chromium and chromium-driver; Selenium from PyPI into a venv
-# under data/), starts the throwaway test PostgreSQL (same cluster as deploy/test.sh), builds and
+# under data/), starts the throwaway test PostgreSQL (same cluster as scripts/test.sh), builds and
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
 # stops the server. Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the
 # server's log to data/browser/server.log.
 #
 # Environment: LATCHKEY_BIN (a built latchkey binary; default: `swift build --product latchkey`),
-# LATCHKEY_BROWSER_DATABASE_URL (use this database; deploy/test.sh passes its cluster's), else
-# LATCHKEY_TEST_DATA_DIR / LATCHKEY_TEST_PG_PORT (the test cluster, as in deploy/test.sh).
+# LATCHKEY_BROWSER_DATABASE_URL (use this database; scripts/test.sh passes its cluster's), else
+# LATCHKEY_TEST_DATA_DIR / LATCHKEY_TEST_PG_PORT (the test cluster, as in scripts/test.sh).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 log() { printf 'browser-tests: %s\n' "$*" >&2; }
 
 # --- 1. Packages: Chromium and its driver (Debian's, matching versions), python3-venv for Selenium
-eval "$(bash deploy/install-deps.sh chromium chromium-driver python3-venv)"
+eval "$(bash scripts/install-deps.sh chromium chromium-driver python3-venv)"
 
 # --- 2. Selenium in a private venv (Debian's python3 refuses pip installs system-wide) --------
 VENV="$REPO/data/browser-venv"
@@ -31,7 +31,7 @@ fi
 # --- 3. The test database: LATCHKEY_BROWSER_DATABASE_URL, else the test cluster's `latchkey`
 # database (the Swift suites use `latchkey_test`).
 if [[ -z "${LATCHKEY_BROWSER_DATABASE_URL:-}" ]]; then
-  LATCHKEY_BROWSER_DATABASE_URL="$(bash deploy/dev-postgres.sh --test | tail -n 1)"
+  LATCHKEY_BROWSER_DATABASE_URL="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 fi
 
 # --- 4. The server, on a free loopback port ---------------------------------------------------

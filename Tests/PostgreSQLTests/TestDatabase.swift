@@ -4,13 +4,13 @@ import Synchronization
 @testable import PostgreSQL
 
 /// The database the integration tests use: `DATABASE_URL` when set, otherwise the dev cluster
-/// started by `deploy/dev-postgres.sh` (its `latchkey_test` database).
+/// started by `scripts/dev-postgres.sh` (its `latchkey_test` database).
 enum TestDatabase {
     static func url() throws -> String { try resolved.get() }
 
     static let script = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("deploy/dev-postgres.sh").path
+        .appendingPathComponent("scripts/dev-postgres.sh").path
 
     private static let resolved: Result<String, TestSetupError> = {
         if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {

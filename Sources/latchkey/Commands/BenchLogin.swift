@@ -2,6 +2,7 @@ import Crypto
 import HTTP
 import JSON
 import LatchkeyServer
+import PostgreSQL
 import Synchronization
 import WebAuthn
 import WebAuthnTesting
@@ -10,7 +11,8 @@ import Glibc
 #endif
 
 /// `latchkey bench login`: complete passkey logins (options + verify, two HTTP requests each)
-/// against a running server, beside a pgbench run of exactly the SQL one login costs.
+/// against a running server, beside a pgbench run of exactly the SQL one login costs and the
+/// pgbench rate of the cheapest durable write (the commit floor), at the same concurrency.
 enum LoginBenchmark {
     struct Options {
         var target: BenchTarget
@@ -87,10 +89,19 @@ enum LoginBenchmark {
         if let pid = o.pid { print("server peak RSS \(peakRSS(pid: pid).map { "\($0 / 1024) MB" } ?? "unknown") (VmHWM of pid \(pid))") }
 
         // 3. Baseline: pgbench running the same SQL per login, same concurrency, same database.
+        //    Then the commit floor: one-row INSERTs, each its own durable commit. A login needs one
+        //    durable commit, so no login rate can pass this on the same server and disk.
         if let url = o.databaseURL, !url.isEmpty {
-            if let tps = PgbenchBaseline.run(databaseURL: url, credentialIds: enrolled.map(\.authenticator.credentialId),
-                                             rpId: enrolled.first?.rpId ?? "localhost", concurrency: target.concurrency, seconds: target.duration) {
-                print("pgbench baseline (same SQL per login) \(Int(tps))/s  ratio=\(formatDecimal(rate / tps, places: 2))")
+            let baseline = PgbenchBaseline.run(databaseURL: url, credentialIds: enrolled.map(\.authenticator.credentialId),
+                                               rpId: enrolled.first?.rpId ?? "localhost", concurrency: target.concurrency, seconds: target.duration)
+            if let baseline {
+                print("pgbench baseline (same SQL per login) \(Int(baseline))/s  ratio=\(formatDecimal(rate / baseline, places: 2))")
+            }
+            if let floor = CommitFloor.run(databaseURL: url, concurrency: target.concurrency, seconds: target.duration) {
+                print("pgbench commit floor (one-row INSERT + COMMIT, synchronous_commit=\(floor.synchronousCommit)) \(Int(floor.tps))/s")
+                // No "ratio=" here: tooling reads the first one, above.
+                print("login rate / pgbench baseline \(baseline.map { formatDecimal(rate / $0, places: 2) } ?? "n/a"), "
+                      + "login rate / commit floor \(formatDecimal(rate / floor.tps, places: 2))")
             }
         } else {
             print("pgbench baseline skipped: give --database-url or DATABASE_URL")
@@ -127,17 +138,26 @@ enum PgbenchBaseline {
     }
 
     static func run(databaseURL: String, credentialIds: [[UInt8]], rpId: String, concurrency: Int, seconds: Double) -> Double? {
+        let scripts = credentialIds.prefix(32).map { id in
+            script(credentialHex: id.map { b -> String in let s = String(b, radix: 16); return s.count == 1 ? "0" + s : s }.joined(),
+                   rpId: rpId)
+        }
+        return tps(databaseURL: databaseURL, scripts: scripts, name: "login", concurrency: concurrency, seconds: seconds)
+    }
+
+    /// pgbench -n -M prepared at `concurrency` clients for `seconds`, the scripts picked with equal
+    /// weights; its tps, or nil (with the reason on stderr).
+    static func tps(databaseURL: String, scripts: [String], name: String, concurrency: Int, seconds: Double) -> Double? {
         guard let pgbench = ["/usr/bin/pgbench"] .first(where: { access($0, X_OK) == 0 }) ?? findPgbench() else {
-            printError("pgbench baseline skipped: pgbench not found (Debian: postgresql-client)")
+            printError("pgbench \(name) skipped: pgbench not found (Debian: postgresql-client)")
             return nil
         }
         let dir = "/tmp/latchkey-bench-\(getpid())"
         mkdir(dir, 0o700)
         var args = [pgbench, "-n", "-M", "prepared", "-c", "\(concurrency)", "-j", "2", "-T", "\(max(1, Int(seconds)))"]
-        for (i, id) in credentialIds.prefix(32).enumerated() {
-            let hex = id.map { b -> String in let s = String(b, radix: 16); return s.count == 1 ? "0" + s : s }.joined()
-            let path = "\(dir)/login-\(i).sql"
-            let text = Array(script(credentialHex: hex, rpId: rpId).utf8)
+        for (i, script) in scripts.enumerated() {
+            let path = "\(dir)/\(name)-\(i).sql"
+            let text = Array(script.utf8)
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             _ = text.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count) }
             close(fd)
@@ -148,7 +168,7 @@ enum PgbenchBaseline {
         for line in output.split(separator: "\n") where line.hasPrefix("tps = ") {
             return Double(line.dropFirst(6).split(separator: " ").first ?? "")
         }
-        printError("pgbench failed:\n" + output)
+        printError("pgbench \(name) failed:\n" + output)
         return nil
     }
 
@@ -161,6 +181,39 @@ enum PgbenchBaseline {
             if access(path, X_OK) == 0 { return path }
         }
         return nil
+    }
+}
+
+/// The commit floor: pgbench inserting one row per transaction (autocommit, so each INSERT is its
+/// own commit, durable when the database's `synchronous_commit` is on) into a scratch table that
+/// exists only for the run. It measures what the server, its WAL and its disk allow one durable
+/// commit per transaction at this concurrency: a login, which needs one, cannot go faster.
+enum CommitFloor {
+    static func run(databaseURL: String, concurrency: Int, seconds: Double) -> (tps: Double, synchronousCommit: String)? {
+        // A name chosen here (pid and random digits), never input.
+        let table = "latchkey_bench_commit_floor_\(getpid())_\(UInt32.random(in: 0...UInt32.max))"
+        let connection: PostgresConnection
+        do {
+            connection = try PostgresConnection(url: databaseURL)
+            try connection.executeScript("CREATE TABLE \(table) (client int NOT NULL, n int NOT NULL)")
+        } catch {
+            printError("pgbench commit floor skipped: could not create its scratch table: \(error)")
+            return nil
+        }
+        defer {
+            do { try connection.executeScript("DROP TABLE IF EXISTS \(table)") } catch {
+                printError("could not drop the scratch table \(table): \(error)")
+            }
+        }
+        let mode = (try? connection.query("SELECT current_setting('synchronous_commit') AS mode").first?.string("mode")) ?? "unknown"
+        let script = """
+            \\set r random(1, 2000000000)
+            INSERT INTO \(table) (client, n) VALUES (:client_id, :r);
+
+            """
+        guard let tps = PgbenchBaseline.tps(databaseURL: databaseURL, scripts: [script], name: "commit-floor",
+                                            concurrency: concurrency, seconds: seconds) else { return nil }
+        return (tps, mode)
     }
 }
 

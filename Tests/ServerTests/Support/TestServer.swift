@@ -9,8 +9,8 @@ import Synchronization
 import WebAuthn
 import WebAuthnTesting
 
-/// The database the server tests use: `DATABASE_URL` when set (deploy/test.sh sets it), otherwise a
-/// private throwaway cluster started by `deploy/dev-postgres.sh` (its `latchkey_test` database).
+/// The database the server tests use: `DATABASE_URL` when set (scripts/test.sh sets it), otherwise a
+/// private throwaway cluster started by `scripts/dev-postgres.sh` (its `latchkey_test` database).
 enum TestDatabase {
     static func url() throws -> String { try resolved.get() }
 
@@ -19,7 +19,7 @@ enum TestDatabase {
 
     private static let resolved: Result<String, TestSetupError> = {
         if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty { return .success(url) }
-        let script = repositoryRoot.appendingPathComponent("deploy/dev-postgres.sh").path
+        let script = repositoryRoot.appendingPathComponent("scripts/dev-postgres.sh").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [script]

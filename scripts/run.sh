@@ -5,10 +5,10 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-eval "$(bash deploy/install-deps.sh)"
+eval "$(bash scripts/install-deps.sh)"
 if [[ -z "${DATABASE_URL:-}" ]]; then
   # The private dev cluster (data/postgres; its port: LATCHKEY_PG_PORT, else the first free from 54329).
-  url="$(bash deploy/dev-postgres.sh | tail -n 1)"   # fails the script (set -e, pipefail) if PostgreSQL cannot start
+  url="$(bash scripts/dev-postgres.sh | tail -n 1)"   # fails the script (set -e, pipefail) if PostgreSQL cannot start
   export DATABASE_URL="$url"
 fi
 swift build -c release --product latchkey

@@ -4,7 +4,7 @@
 # and python3 (the CLI vector check). The Swift 6 toolchain must already be installed
 # (/opt/swift on this project's machines); it is not in Debian's archive.
 # Arguments: more Debian packages to install when missing (Tests/Browser/run.sh: chromium, …).
-# Prints `export PATH=…` when swift is not on PATH yet: callers run `eval "$(bash deploy/install-deps.sh)"`.
+# Prints `export PATH=…` when swift is not on PATH yet: callers run `eval "$(bash scripts/install-deps.sh)"`.
 set -euo pipefail
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 

@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
 # Installs what is missing, starts a private PostgreSQL for the tests, builds, and runs every test:
 # the swift-testing suites (unit, vectors, PostgreSQL and HTTP integration) and the CLI vector check
-# that feeds every shared vector to the real `latchkey inspect` binary, and the browser suite
+# that feeds every shared vector to the real `latchkey inspect` binary, the ceremony suites again
+# through PgBouncer in transaction pooling mode (scripts/pgbouncer.sh), and the browser suite
 # (Tests/Browser/run.sh: the web app in headless Chromium with a virtual authenticator).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-eval "$(bash deploy/install-deps.sh)"
+eval "$(bash scripts/install-deps.sh)"
 
 # The throwaway test cluster (its own folder and port, durability off): dev-postgres.sh --test.
-url="$(bash deploy/dev-postgres.sh --test | tail -n 1)"
+url="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 export DATABASE_URL="${url%/*}/latchkey_test"
 echo "test database: $DATABASE_URL"
+
+# PgBouncer (pool_mode = transaction) in front of the same cluster. The PostgreSQL layer's
+# transaction-pooling tests in the main suite go through it (LATCHKEY_PGBOUNCER_URL).
+bouncer="$(bash scripts/pgbouncer.sh | tail -n 1)"
+export LATCHKEY_PGBOUNCER_URL="${bouncer%/*}/latchkey_test"
+echo "test database through PgBouncer: $LATCHKEY_PGBOUNCER_URL"
 
 mkdir -p data
 swift build --build-tests
 set +e
 swift test --skip-build 2>&1 | tee data/swift-test.log
 status=${PIPESTATUS[0]}
+
+# The ceremony suites again, with the server talking to PostgreSQL only through PgBouncer in
+# transaction mode, as a deployment past one server's connection limit does.
+echo "ceremony suites through PgBouncer (transaction pooling): $LATCHKEY_PGBOUNCER_URL"
+DATABASE_URL="$LATCHKEY_PGBOUNCER_URL" LATCHKEY_DB_POOLER=transaction \
+  swift test --skip-build --filter "CeremonyTests|CeremonyFailureTests|StepUpTests" 2>&1 | tee data/swift-test-pgbouncer.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 set -e
 
 swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
 
 # The committed association files against the declared apps, and a live server's well-known URLs.
-LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash deploy/ci-wellknown.sh || status=1
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || status=1
 
 # The web app at `/` in real headless Chromium with a WebAuthn virtual authenticator: installs
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.

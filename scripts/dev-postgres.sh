@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Latchkey dev/test PostgreSQL: a private cluster with its own port and socket directory.
 #
-# Usage: deploy/dev-postgres.sh [--test] [--stop | --status | -h | --help]
+# Usage: scripts/dev-postgres.sh [--test] [--stop | --status | -h | --help]
 #   (no argument)  install what is missing (postgresql, libpq-dev), initialise the cluster on first
 #                  use, start it if it is not running, create databases `latchkey` and
 #                  `latchkey_test`, and print the DATABASE_URL as the last line of stdout.
@@ -103,12 +103,9 @@ exec 9>"$DATA_DIR/.lock"
 command -v flock >/dev/null && flock 9
 
 # No port given: the first from the base that nothing listens on, or that this cluster already has.
-if [[ -z "$PORT" ]]; then
-  PORT=$BASE_PORT
-  while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && [[ ! -S "$SOCKET_DIR/.s.PGSQL.$PORT" ]]; do
-    PORT=$((PORT + 1))
-  done
-fi
+# shellcheck source=ports.sh
+source "$REPO/scripts/ports.sh"
+[[ -n "$PORT" ]] || PORT="$(first_free_port "$BASE_PORT" "$SOCKET_DIR")"
 
 is_running() { [[ -f "$PGDATA/PG_VERSION" ]] && as_pg "${PGCTL[@]}" status >/dev/null 2>&1; }
 
@@ -139,7 +136,7 @@ fi
 as_pg mkdir -p "$SOCKET_DIR"
 
 # Settings are rewritten on every run; a change restarts a running cluster.
-conf="# written by deploy/dev-postgres.sh; edit the script or its environment instead
+conf="# written by scripts/dev-postgres.sh; edit the script or its environment instead
 listen_addresses = '127.0.0.1'
 port = $PORT
 unix_socket_directories = '$SOCKET_DIR'

@@ -8,13 +8,13 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-eval "$(bash deploy/install-deps.sh)"
+eval "$(bash scripts/install-deps.sh)"
 
 # The PostgreSQL server of DATABASE_URL when set, else the private test cluster.
 if [[ -n "${DATABASE_URL:-}" ]]; then
   url="$DATABASE_URL"
 else
-  url="$(bash deploy/dev-postgres.sh --test | tail -n 1)"
+  url="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 fi
 psql -q "${url%/*}/postgres" -c "DROP DATABASE IF EXISTS latchkey_wellknown_ci" -c "CREATE DATABASE latchkey_wellknown_ci"
 export DATABASE_URL="${url%/*}/latchkey_wellknown_ci"
