@@ -63,10 +63,8 @@ public final class Database: Sendable {
 
     /// The one place a pool is made.
     private static func makePool(url: String, connections: Int, pooler: PoolerMode) -> PostgresPool {
-        // TODO(pooler): pass `transactionPooling: pooler == .transaction` once PostgresPool takes it
-        // (unnamed statements, no session SET); until then `.transaction` only drops the
-        // asynchronous-commit pool and the default LISTEN.
-        PostgresPool(url: url, maxConnections: connections)
+        // Behind a transaction pooler: unnamed statements only, no session SET (PostgresConnection).
+        PostgresPool(url: url, maxConnections: connections, transactionPooling: pooler == .transaction)
     }
 
     /// `url` with `synchronous_commit=off` for every session (URI or key=value conninfo).
@@ -83,11 +81,9 @@ public final class Database: Sendable {
     @discardableResult
     public func migrate() throws(StorageError) -> [Int] {
         do {
-            let migrator = try Migrator(LatchkeyMigrations.migrations)
-            if pooler == .transaction, let directURL {
-                return try migrator.migrate(on: try PostgresConnection(url: directURL))
-            }
-            return try migrator.migrate(using: pool)
+            // The Migrator serialises with a transaction-scoped advisory lock, so this is safe through a
+            // transaction pooler and with many instances starting at once.
+            return try Migrator(LatchkeyMigrations.migrations).migrate(using: pool)
         } catch {
             throw StorageError(error)
         }
