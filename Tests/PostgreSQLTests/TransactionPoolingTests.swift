@@ -34,7 +34,13 @@ extension TestDatabase {
             }
         }
         // An identifier and a zone name chosen by this test, never input.
-        try admin.executeScript("ALTER DATABASE \(name) SET timezone = '\(zone)'")
+        // Two tests may set the same database's zone at once; the loser of that race (a unique
+        // violation in pg_db_role_setting) finds the value already set, so it tries once more.
+        do {
+            try admin.executeScript("ALTER DATABASE \(name) SET timezone = '\(zone)'")
+        } catch let error as PostgresError where error.sqlState == "23505" {
+            try admin.executeScript("ALTER DATABASE \(name) SET timezone = '\(zone)'")
+        }
         return name
     }
 }
