@@ -14,8 +14,10 @@ url="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 export DATABASE_URL="${url%/*}/latchkey_test"
 echo "test database: $DATABASE_URL"
 
-# PgBouncer (pool_mode = transaction) in front of the same cluster. The PostgreSQL layer's
-# transaction-pooling tests in the main suite go through it (LATCHKEY_PGBOUNCER_URL).
+# PgBouncer (pool_mode = transaction) in front of the same cluster, restarted so that no server
+# session (a stray session lock, a prepared statement) survives from an earlier run. The
+# PostgreSQL layer's transaction-pooling tests in the main suite go through it (LATCHKEY_PGBOUNCER_URL).
+bash scripts/pgbouncer.sh --stop
 bouncer="$(bash scripts/pgbouncer.sh | tail -n 1)"
 export LATCHKEY_PGBOUNCER_URL="${bouncer%/*}/latchkey_test"
 echo "test database through PgBouncer: $LATCHKEY_PGBOUNCER_URL"
@@ -27,9 +29,11 @@ swift test --skip-build 2>&1 | tee data/swift-test.log
 status=${PIPESTATUS[0]}
 
 # The ceremony suites again, with the server talking to PostgreSQL only through PgBouncer in
-# transaction mode, as a deployment past one server's connection limit does.
+# transaction mode, as a deployment past one server's connection limit does. Session state used
+# through it can block for good (a session advisory lock left on a pooled server session), so a
+# time limit turns a hang into a failure.
 echo "ceremony suites through PgBouncer (transaction pooling): $LATCHKEY_PGBOUNCER_URL"
-DATABASE_URL="$LATCHKEY_PGBOUNCER_URL" LATCHKEY_DB_POOLER=transaction \
+DATABASE_URL="$LATCHKEY_PGBOUNCER_URL" LATCHKEY_DB_POOLER=transaction timeout 900 \
   swift test --skip-build --filter "CeremonyTests|CeremonyFailureTests|StepUpTests" 2>&1 | tee data/swift-test-pgbouncer.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 set -e

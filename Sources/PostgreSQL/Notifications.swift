@@ -14,6 +14,10 @@ public struct PostgresNotification: Sendable, Hashable {
 /// Notification": `PQsocket` + `poll`, then `PQconsumeInput` and `PQnotifies`). Separate from the
 /// pool on purpose: a pooled connection is reused by other work and would miss or swallow
 /// notifications. Meant to be driven by one thread; calls are serialised by a lock anyway.
+///
+/// LISTEN is session state: through PgBouncer in transaction mode it lands on whichever server
+/// session ran it and notifications never reach this connection. Give the listener a URL straight
+/// to PostgreSQL (or PgBouncer in session mode), or poll instead.
 public final class PostgresListener: Sendable {
     private struct State: ~Copyable {
         let handle: OpaquePointer  // PGconn *
