@@ -23,6 +23,18 @@ public struct Configuration: Sendable {
     public var challengeTTL = 300
     public var maxBody = 65536
     public var stepUpTTL = 120
+    /// `LATCHKEY_STEP_UP_TOKEN_TTL`: a step-up token's whole lifetime, verification leeway included (≤ 120 s).
+    public var stepUpTokenTTL = 120
+    /// `LATCHKEY_DEVICE_KEY_ATTESTATION`: `optional` (verified when sent) or `required`.
+    public var deviceKeyAttestation: DeviceKeyAttestationRequirement = .optional
+    /// `LATCHKEY_ATTESTATION_ROOTS`: a folder of PEM files replacing the shipped attestation roots.
+    public var attestationRootsDirectory: String? = nil
+    /// `LATCHKEY_ATTESTATION_STATUS`: a status list in Google's attestation status shape (revoked serials).
+    public var attestationStatusFile: String? = nil
+    /// `LATCHKEY_APP_ATTEST_DEVELOPMENT=1`: accept App Attest's development environment.
+    public var appAttestDevelopment = false
+    /// `LATCHKEY_DEVICE_KEY_REQUIRE_VERIFIED_BOOT=1`: Android attestations must show a locked, verified boot.
+    public var requireVerifiedBoot = false
     public var wellKnownDirectory = "wellknown"
     /// The web app served at `/` (`LATCHKEY_WEB_DIR`).
     public var webDirectory = "web"
@@ -93,6 +105,17 @@ public struct Configuration: Sendable {
         if let n = try int("LATCHKEY_MAX_BODY", 1024...(16 << 20)) { c.maxBody = n }
         if let n = try int("LATCHKEY_STEP_UP_TTL", 10...86400) { c.stepUpTTL = n }
         c.stepUpTTL = min(c.stepUpTTL, c.challengeTTL)
+        if let n = try int("LATCHKEY_STEP_UP_TOKEN_TTL", 10...120) { c.stepUpTokenTTL = n }
+        if let v = env["LATCHKEY_DEVICE_KEY_ATTESTATION"], !v.isEmpty {
+            guard let r = DeviceKeyAttestationRequirement(rawValue: v) else {
+                throw Invalid(description: "LATCHKEY_DEVICE_KEY_ATTESTATION must be optional or required")
+            }
+            c.deviceKeyAttestation = r
+        }
+        if let v = env["LATCHKEY_ATTESTATION_ROOTS"], !v.isEmpty { c.attestationRootsDirectory = v }
+        if let v = env["LATCHKEY_ATTESTATION_STATUS"], !v.isEmpty { c.attestationStatusFile = v }
+        c.appAttestDevelopment = env["LATCHKEY_APP_ATTEST_DEVELOPMENT"] == "1"
+        c.requireVerifiedBoot = env["LATCHKEY_DEVICE_KEY_REQUIRE_VERIFIED_BOOT"] == "1"
         // On by default in production; off in development mode, where benchmarks and demos run from one address.
         c.rateLimit = try int("LATCHKEY_RATE_LIMIT", 0...100_000) ?? (c.developmentMode ? 0 : 50)
         c.trustProxy = env["LATCHKEY_TRUST_PROXY"] == "1"
@@ -128,6 +151,9 @@ public struct Configuration: Sendable {
         return out
     }
 }
+
+/// Whether a device key must prove it lives in hardware to be enrolled (SPEC "Trust chain": Policy).
+public enum DeviceKeyAttestationRequirement: String, Sendable { case optional, required }
 
 extension Result where Failure == OriginRules.Rejection {
     func mapError() throws(Configuration.Invalid) -> Success {

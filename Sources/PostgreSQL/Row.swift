@@ -53,6 +53,7 @@ public struct Row: Sendable {
 
     public func optionalString(_ column: String) throws -> String? { try optional(column, decodeString) }
     public func optionalInt(_ column: String) throws -> Int? { try optional(column, decodeInt) }
+    public func optionalInt64(_ column: String) throws -> Int64? { try optional(column, decodeInt64) }
     public func optionalBytes(_ column: String) throws -> [UInt8]? { try optional(column, decodeBytes) }
     public func optionalDate(_ column: String) throws -> Date? { try optional(column, decodeDate) }
 

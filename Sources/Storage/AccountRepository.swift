@@ -21,6 +21,9 @@ public struct CredentialUse: Sendable, Equatable {
     }
 }
 
+/// What an enrolment ticket lets its user enrol.
+public enum TicketPurpose: String, Sendable { case passkey, deviceKey = "device-key" }
+
 /// Users, their credentials (passkeys) and enrolment tickets.
 public final class AccountRepository: Sendable {
     let pool: PostgresPool
@@ -39,6 +42,14 @@ public final class AccountRepository: Sendable {
     public func user(id: String) throws(StorageError) -> UserRecord? {
         try pool.run { c in
             try c.query("SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE id = \(id)").first.map(AccountRepository.user)
+        }
+    }
+
+    /// The user an app backend knows as `externalId` (enrolment tickets), if any.
+    public func user(externalId: String) throws(StorageError) -> UserRecord? {
+        try pool.run { c in
+            try c.query("SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE external_id = \(externalId)")
+                .first.map(AccountRepository.user)
         }
     }
 
@@ -163,12 +174,13 @@ public final class AccountRepository: Sendable {
     // MARK: Enrolment tickets
 
     /// Stores a single-use ticket with its audit line (one statement); returns when it expires.
-    public func createTicket(hash: [UInt8], userId: String, ttlSeconds: Int, audit: AuditRecord) throws(StorageError) -> Date {
+    public func createTicket(hash: [UInt8], userId: String, purpose: TicketPurpose = .passkey, ttlSeconds: Int,
+                             audit: AuditRecord) throws(StorageError) -> Date {
         try pool.run { c in
             let statement = SQL.with([
                 ("ticket", """
-                    INSERT INTO enrolment_tickets (hash, user_id, expires_at)
-                    VALUES (\(hash), \(userId), now() + make_interval(secs => \(ttlSeconds))) RETURNING expires_at
+                    INSERT INTO enrolment_tickets (hash, user_id, purpose, expires_at)
+                    VALUES (\(hash), \(userId), \(purpose.rawValue), now() + make_interval(secs => \(ttlSeconds))) RETURNING expires_at
                     """),
                 ("audit", AuditRepository.insert([audit], onlyIf: "ticket")),
             ], "SELECT expires_at FROM ticket")
@@ -176,11 +188,13 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// Uses a ticket up; returns its user when it was valid (unused and unexpired).
+    /// Uses a passkey-enrolment ticket up; returns its user when it was valid (unused and unexpired).
+    /// Device-key tickets are used up only by `DeviceKeyRepository.enrol` (`EnrolmentGate.ticket`).
     public func consumeTicket(hash: [UInt8]) throws(StorageError) -> String? {
         try pool.run { c in
             try c.query("""
-                UPDATE enrolment_tickets SET used_at = now() WHERE hash = \(hash) AND used_at IS NULL AND expires_at > now()
+                UPDATE enrolment_tickets SET used_at = now()
+                WHERE hash = \(hash) AND purpose = 'passkey' AND used_at IS NULL AND expires_at > now()
                 RETURNING user_id
                 """).first.map { try $0.string("user_id") }
         }

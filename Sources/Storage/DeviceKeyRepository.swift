@@ -15,9 +15,21 @@ public struct NewDeviceKey: Sendable, Equatable {
     public let attested: Bool
     /// What the attestation check found, if there was one.
     public let attestation: JSONValue?
+    public let attestationFormat: String
+    public let securityLevel: String
+    public let app: String?
+    /// App Attest keys: the key id (SHA-256 of the public key) and the attestation's counter.
+    public let appAttestKeyId: [UInt8]?
+    public let appAttestCounter: Int64?
 
     public init(id: String, userId: String, deviceId: String, platform: String, name: String, publicKey: [UInt8],
-                attested: Bool, attestation: JSONValue?) {
+                attested: Bool, attestation: JSONValue?, attestationFormat: String = "none", securityLevel: String = "unknown",
+                app: String? = nil, appAttestKeyId: [UInt8]? = nil, appAttestCounter: Int64? = nil) {
+        self.attestationFormat = attestationFormat
+        self.securityLevel = securityLevel
+        self.app = app
+        self.appAttestKeyId = appAttestKeyId
+        self.appAttestCounter = appAttestCounter
         self.id = id
         self.userId = userId
         self.deviceId = deviceId
@@ -29,6 +41,15 @@ public struct NewDeviceKey: Sendable, Equatable {
     }
 }
 
+/// What lets an enrolment through (SPEC "Trust chain": gated enrolment), used up in the enrolment's
+/// own transaction so a refused enrolment burns nothing and a gate is never used twice.
+public enum EnrolmentGate: Sendable, Equatable {
+    /// A step-up token (by `jti`) of this user, for exactly this action hash, not consumed yet.
+    case stepUp(jti: String, actionHash: [UInt8])
+    /// A device-key ticket (by hash) issued for this user, unused and unexpired.
+    case ticket(hash: [UInt8])
+}
+
 /// Device keys and step-up receipts.
 public final class DeviceKeyRepository: Sendable {
     let pool: PostgresPool
@@ -38,17 +59,37 @@ public final class DeviceKeyRepository: Sendable {
     /// Stores a device key; a live key for the same (user, device) is revoked and points at the
     /// new one, in the same transaction (re-enrolment after a biometry change), with the audit
     /// line `audit(replacedKeyId)`.
-    public func enrol(_ key: NewDeviceKey, audit: (String?) -> AuditRecord) throws(StorageError) -> (DeviceKeyRecord, replaced: String?) {
+    /// Returns nil, writing nothing, when the gate is not (or no longer) valid.
+    public func enrol(_ key: NewDeviceKey, gate: EnrolmentGate,
+                      audit: (String?) -> AuditRecord) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
         try pool.runTransaction { t in
+            let opened: [Row]
+            switch gate {
+            case .stepUp(let jti, let actionHash):
+                opened = try t.query("""
+                    UPDATE step_up_receipts SET consumed_at = now()
+                    WHERE token_jti = \(jti) AND user_id = \(key.userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
+                    RETURNING id
+                    """)
+            case .ticket(let hash):
+                opened = try t.query("""
+                    UPDATE enrolment_tickets SET used_at = now()
+                    WHERE hash = \(hash) AND user_id = \(key.userId) AND purpose = 'device-key' AND used_at IS NULL AND expires_at > now()
+                    RETURNING user_id
+                    """)
+            }
+            guard !opened.isEmpty else { return nil }
             let old = try t.query("""
                 UPDATE device_keys SET revoked_at = now(), replaced_by = \(key.id)
                 WHERE user_id = \(key.userId) AND device_id = \(key.deviceId) AND revoked_at IS NULL RETURNING id
                 """).first.map { try $0.string("id") }
             let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
             let row = try t.query("""
-                INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, attestation)
+                INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, attestation,
+                                         attestation_format, security_level, app, app_attest_key_id, app_attest_counter)
                 VALUES (\(key.id), \(key.userId), \(key.deviceId), \(key.platform), \(key.name), \(key.publicKey), \(key.attested),
-                        \(attestation)::jsonb)
+                        \(attestation)::jsonb, \(key.attestationFormat), \(key.securityLevel), \(key.app), \(key.appAttestKeyId),
+                        \(key.appAttestCounter))
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
                 """)[0]
             try AuditRepository.write([audit(old)], on: t)
@@ -141,12 +182,17 @@ public final class DeviceKeyRepository: Sendable {
         }
     }
 
-    static let columns = "id, user_id, device_id, platform, name, public_key, attested, created_at, last_used_at, revoked_at"
+    static let columns = """
+        id, user_id, device_id, platform, name, public_key, attested, attestation_format, security_level, app, \
+        app_attest_counter, created_at, last_used_at, revoked_at
+        """
 
     static func deviceKey(_ r: Row) throws -> DeviceKeyRecord {
         DeviceKeyRecord(id: try r.string("id"), userId: try r.string("user_id"), deviceId: try r.string("device_id"),
                         platform: try r.string("platform"), name: try r.string("name"), publicKey: try r.bytes("public_key"),
-                        attested: try r.bool("attested"), createdAt: try r.date("created_at"),
+                        attested: try r.bool("attested"), attestationFormat: try r.string("attestation_format"),
+                        securityLevel: try r.string("security_level"), app: try r.optionalString("app"),
+                        appAttestCounter: try r.optionalInt64("app_attest_counter"), createdAt: try r.date("created_at"),
                         lastUsedAt: try r.optionalDate("last_used_at"), revokedAt: try r.optionalDate("revoked_at"))
     }
 }

@@ -27,6 +27,9 @@ public enum LatchkeyMigrations {
         // Issue 9: challenges carry the core's encoded ceremony state instead of a policy JSON.
         File(version: 4, name: "ceremony state on challenges", file: "0004_ceremony_state.sql",
              sql: PackageResources._004_ceremony_state_sql),
+        // Issue 10: device-key tickets and what a device key's attestation proved.
+        File(version: 6, name: "device-key trust chain", file: "0006_device_key_trust.sql",
+             sql: PackageResources._006_device_key_trust_sql),
     ]
 
     /// `all` as PostgreSQL.Migrator takes them.

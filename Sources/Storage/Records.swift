@@ -65,6 +65,14 @@ public struct DeviceKeyRecord: Sendable {
     public let name: String
     public let publicKey: [UInt8]
     public let attested: Bool
+    /// What the attestation proved (issue 10): `none` / `android-key` / `apple-appattest`.
+    public let attestationFormat: String
+    /// `strongbox` / `tee` / `secure-enclave` / `software` / `unknown`.
+    public let securityLevel: String
+    /// The declared app the attestation names.
+    public let app: String?
+    /// App Attest keys: the last assertion counter seen (nil: not an App Attest key).
+    public let appAttestCounter: Int64?
     public let createdAt: Date
     public let lastUsedAt: Date?
     public let revokedAt: Date?

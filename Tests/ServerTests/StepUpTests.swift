@@ -42,13 +42,29 @@ struct StepUpTests {
     struct Account {
         let client: Client
         let session: Session
+        var authenticator = SoftAuthenticator()
         var bearer: String { session.bearer }
     }
 
     func account(_ server: TestServer) throws -> Account {
         let client = server.client()
-        let session = try client.signUp(SoftAuthenticator(), username: server.username("stepup"))
-        return Account(client: client, session: session)
+        let authenticator = SoftAuthenticator()
+        let session = try client.signUp(authenticator, username: server.username("stepup"))
+        return Account(client: client, session: session, authenticator: authenticator)
+    }
+
+    /// SPEC "Trust chain": the gate a device-key enrolment needs — a user-verified passkey step-up
+    /// for `{"type":"latchkey.device-key.enrol","deviceId":…}` — as a `Latchkey-Step-Up` token.
+    func enrolmentApproval(_ a: Account, deviceId: String) throws -> String {
+        let action: JSONValue = .object([("type", "latchkey.device-key.enrol"), ("deviceId", .string(deviceId))])
+        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
+        #expect(c.status == 201, "\(c)")
+        let challenge = try #require(c.json)
+        let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
+        let approved = try a.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
+                                         authorization: a.bearer)
+        #expect(approved.status == 200, "\(approved)")
+        return try #require(approved.json?["access_token"]?.stringValue)
     }
 
     func enrolmentChallenge(_ a: Account) throws -> JSONValue {
@@ -65,7 +81,14 @@ struct StepUpTests {
             ("platform", .string(phone.platform)), ("name", "Test phone"), ("challengeId", c["challengeId"]!),
             ("signature", .string(try phone.sign(c["challenge"]!.stringValue!))),
         ])
-        return try a.client.post("/v1/device-keys", change(body), authorization: a.bearer)
+        let approval = try enrolmentApproval(a, deviceId: phone.deviceId)
+        return try a.client.post("/v1/device-keys", change(body), authorization: a.bearer, headers: [("Latchkey-Step-Up", approval)])
+    }
+
+    /// Posts an enrolment body with a fresh enrolment approval for its deviceId.
+    func gatedEnrol(_ a: Account, _ body: JSONValue) throws -> Reply {
+        let approval = try enrolmentApproval(a, deviceId: try #require(body["deviceId"]?.stringValue))
+        return try a.client.post("/v1/device-keys", body, authorization: a.bearer, headers: [("Latchkey-Step-Up", approval)])
     }
 
     func enrolled(_ a: Account, _ phone: Phone) throws -> String {
@@ -179,14 +202,14 @@ struct StepUpTests {
                                        ("platform", "ios"), ("challengeId", c["challengeId"]!),
                                        ("signature", .string(try phone.sign(c["challenge"]!.stringValue!)))])
         // B cannot use (or burn) A's challenge.
-        #expect(try b.client.post("/v1/device-keys", body, authorization: b.bearer).code == "challenge_invalid")
-        #expect(try a.client.post("/v1/device-keys", body, authorization: a.bearer).status == 201)
-        #expect(try a.client.post("/v1/device-keys", body, authorization: a.bearer).code == "challenge_invalid")
+        #expect(try gatedEnrol(b, body).code == "challenge_invalid")
+        #expect(try gatedEnrol(a, body).status == 201)
+        #expect(try gatedEnrol(a, body).code == "challenge_invalid")
         // An enrolment signature is not a step-up approval (and a step-up challenge id is not an enrolment one).
         let keyId = try #require(try a.client.get("/v1/device-keys", authorization: a.bearer).json?["deviceKeys"]?.arrayValue?.first?["id"]?.stringValue)
         let s = try challenge(a, keyId: keyId)
         let misuse = body.setting("challengeId", s["challengeId"]!).setting("signature", .string(try phone.sign(s["challenge"]!.stringValue!)))
-        #expect(try a.client.post("/v1/device-keys", misuse, authorization: a.bearer).code == "challenge_invalid")
+        #expect(try gatedEnrol(a, misuse).code == "challenge_invalid")
     }
 
     @Test("Re-enrolling a deviceId (biometry changed) replaces and revokes the old key")
@@ -236,7 +259,8 @@ struct StepUpTests {
         #expect(claims["sub"]?.stringValue == a.session.userId)
         #expect(claims["action_hash"] == c["actionHash"]!)
         #expect(claims["jti"]?.stringValue != nil && claims["auth_time"]?.intValue != nil && claims["acr"]?.stringValue != nil)
-        #expect(claims["amr"]?.arrayValue?.contains("hwk") == true)
+        // Issue 10: this key sent no attestation, so nothing proved it is in hardware: `swk`, never `hwk`.
+        #expect(claims["amr"]?.arrayValue == ["swk", "pop"] && claims["acr"]?.stringValue == "urn:latchkey:acr:device-key")
         let lifetime = (claims["exp"]?.intValue ?? 0) - (claims["iat"]?.intValue ?? 0)
         #expect(lifetime > 0 && lifetime <= 120)
 

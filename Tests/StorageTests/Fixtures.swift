@@ -2,6 +2,7 @@ import Foundation
 import JSON
 import PostgreSQL
 import Storage
+import Testing
 
 /// Builders: a valid value each, changed one field at a time by the tests.
 enum Fixture {
@@ -46,6 +47,19 @@ extension Scratch {
         try database.accounts.register(newUser: user, credential: credential, session: Fixture.session(userId: user.id),
                                        audit: Fixture.audit("passkey.registered", subject: user.id))
         return (user, credential)
+    }
+
+    /// A device-key ticket for `userId` as an enrolment gate (issue 10: every enrolment is gated).
+    func deviceKeyGate(userId: String) throws -> EnrolmentGate {
+        let hash = Fixture.bytes(32)
+        _ = try database.accounts.createTicket(hash: hash, userId: userId, purpose: .deviceKey, ttlSeconds: 600,
+                                               audit: Fixture.audit("device_key_ticket.issued", subject: userId))
+        return .ticket(hash: hash)
+    }
+
+    /// Enrols `key` through a fresh device-key ticket.
+    func enrol(_ key: NewDeviceKey, audit: (String?) -> AuditRecord) throws -> (DeviceKeyRecord, replaced: String?) {
+        try #require(try database.deviceKeys.enrol(key, gate: deviceKeyGate(userId: key.userId), audit: audit))
     }
 
     /// The audit actions written so far, oldest first.

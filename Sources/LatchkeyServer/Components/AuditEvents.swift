@@ -10,6 +10,7 @@ enum AuditAction: String, Sendable {
     case passkeyRevoked = "passkey.revoked"
     case refreshReuseDetected = "refresh.reuse_detected"
     case ticketIssued = "ticket.issued"
+    case deviceKeyTicketIssued = "device_key_ticket.issued"
     case originAdded = "origin.added"
     case originRemoved = "origin.removed"
     case appAdded = "app.added"

@@ -68,22 +68,25 @@ public final class TokenSigner: Sendable {
     }
 
     /// Verifies a bearer token of `type` (signature, time, issuer, audience); returns its claims.
-    func verify(_ token: String, type: String) throws(ServiceError) -> JSONValue {
+    /// `leewaySeconds`: clock skew allowed on `exp`/`nbf` (step-up tokens take none: their TTL is all of it).
+    func verify(_ token: String, type: String, leewaySeconds: Int64 = 30) throws(ServiceError) -> JSONValue {
         let now = runtime.unixTime
         do {
-            return try checked(token, keys: keySet().all, type: type, now: now)
+            return try checked(token, keys: keySet().all, type: type, now: now, leeway: leewaySeconds)
         } catch let e as TokenError where e.code == .unknownKey {
             // A key another instance just created: reload once.
             try? reloadKeys()
-            guard let claims = try? checked(token, keys: keySet().all, type: type, now: now) else { throw ServiceError.unauthorized }
+            guard let claims = try? checked(token, keys: keySet().all, type: type, now: now, leeway: leewaySeconds) else {
+                throw ServiceError.unauthorized
+            }
             return claims
         } catch {
             throw ServiceError.unauthorized
         }
     }
 
-    private func checked(_ token: String, keys: [String: PublicKey], type: String, now: Int64) throws -> JSONValue {
-        let claims = try JWT.verify(token, keys: keys, type: type, now: now)
+    private func checked(_ token: String, keys: [String: PublicKey], type: String, now: Int64, leeway: Int64) throws -> JSONValue {
+        let claims = try JWT.verify(token, keys: keys, type: type, now: now, leewaySeconds: leeway)
         guard claims["iss"]?.stringValue == configuration.issuer, claims["aud"]?.stringValue == configuration.rpId else {
             throw ServiceError.unauthorized
         }

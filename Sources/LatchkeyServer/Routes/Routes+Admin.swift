@@ -22,6 +22,10 @@ extension RouteTable {
             try s.admin.requireAdmin(req)
             return .json(status: 201, bytes: try s.admin.enrolmentTicket(externalId: params["externalId"] ?? "", body: try jsonBody(req)).serialized())
         }
+        add("POST", "/admin/v1/users/{externalId}/device-key-tickets", accepting: .any) { req, params in
+            try s.admin.requireAdmin(req)
+            return .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: params["externalId"] ?? "").serialized())
+        }
         add("GET", "/admin/v1/audit", accepting: .any) { req, _ in
             try s.admin.requireAdmin(req)
             return .json(bytes: try s.admin.auditLog(limit: req.queryValue("limit"), before: req.queryValue("before")).serialized())

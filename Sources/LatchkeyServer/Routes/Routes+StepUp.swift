@@ -9,7 +9,9 @@ extension RouteTable {
         }
         add("POST", "/v1/device-keys") { req, _ in
             let userId = try s.sessions.requireUser(req)
-            return .json(status: 201, bytes: try s.stepUp.enrol(userId: userId, body: try jsonBody(req)).serialized())
+            let gate = EnrolmentGateCredentials(stepUpToken: req.header("Latchkey-Step-Up").map(\.trimmed),
+                                                ticket: req.header("Latchkey-Ticket").map(\.trimmed))
+            return .json(status: 201, bytes: try s.stepUp.enrol(userId: userId, body: try jsonBody(req), gate: gate).serialized())
         }
         add("GET", "/v1/device-keys", accepting: .any) { req, _ in
             .json(bytes: try s.stepUp.listDeviceKeys(userId: try s.sessions.requireUser(req)).serialized())

@@ -182,6 +182,22 @@ public final class AdminService: Sendable {
         return .object([("ticket", .string(ticket.token)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
     }
 
+    /// `POST /admin/v1/users/{externalId}/device-key-tickets`: the app backend vouches that its user
+    /// (who must have enrolled before: the ticket is bound to that account) may enrol a device key,
+    /// e.g. after its own strong check when the user has no passkey on this phone. Single use, 10 minutes.
+    func deviceKeyTicket(externalId: String) throws(ServiceError) -> JSONValue {
+        guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
+        guard let user = try storage({ () throws(StorageError) in try accounts.user(externalId: externalId) }) else {
+            throw ServiceError.notFound("user")
+        }
+        let ticket = OpaqueSecret(prefix: "lkd_", runtime: runtime)
+        let expires = try storage { () throws(StorageError) in
+            try accounts.createTicket(hash: ticket.hash, userId: user.id, purpose: .deviceKey, ttlSeconds: Self.ticketTTL,
+                                      audit: AuditRecord(.deviceKeyTicketIssued, actor: AuditActor.admin, subject: user.id))
+        }
+        return .object([("ticket", .string(ticket.token)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
+    }
+
     // MARK: Audit
 
     func auditLog(limit: String?, before: String?) throws(ServiceError) -> JSONValue {

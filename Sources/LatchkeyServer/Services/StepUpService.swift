@@ -48,7 +48,8 @@ public final class StepUpService: Sendable {
         passkeyPolicy = policy
     }
 
-    var tokenTTL: Int { min(Self.maxTokenTTL, configuration.stepUpTTL) }
+    /// The step-up token's whole lifetime: it is checked with no leeway, so `exp - iat` is all of it.
+    var tokenTTL: Int { min(Self.maxTokenTTL, configuration.stepUpTokenTTL, configuration.stepUpTTL) }
 
     // MARK: Device keys
 
@@ -64,9 +65,11 @@ public final class StepUpService: Sendable {
                         ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt)))])
     }
 
-    /// `POST /v1/device-keys`: parse everything, then use the challenge up, then check the proof.
-    func enrol(userId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+    /// `POST /v1/device-keys`: parse everything and check the gate, then use the challenge up, then
+    /// check the proof; the gate is used up in the same transaction that stores the key.
+    func enrol(userId: String, body: JSONValue, gate presented: EnrolmentGateCredentials) throws(ServiceError) -> JSONValue {
         let input = try EnrolmentInput(body)
+        let gate = try enrolmentGate(presented, userId: userId, deviceId: input.deviceId)
 
         // The challenge is used up from here on, whatever happens next.
         let stored = try consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId)
@@ -93,16 +96,48 @@ public final class StepUpService: Sendable {
         }
         let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
                                name: input.name, publicKey: input.key.spkiDER, attested: false, attestation: attestation)
-        let (record, _) = try storage { () throws(StorageError) in
-            try deviceKeys.enrol(key) { replaced in
+        let enrolled = try storage { () throws(StorageError) in
+            try deviceKeys.enrol(key, gate: gate) { replaced in
                 AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
                     ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform)),
                     ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
+                    ("gate", .string(gate.auditName)),
                 ])
             }
         }
+        guard let (record, _) = enrolled else { throw Self.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
         return Self.deviceKeyJSON(record)
     }
+
+    /// SPEC "Trust chain": enrolling or replacing a device key needs, besides the access token, a
+    /// user-verified passkey step-up for exactly `{"type":"latchkey.device-key.enrol","deviceId":…}`
+    /// (header `Latchkey-Step-Up`) or a device-key ticket an app backend obtained (`Latchkey-Ticket`).
+    /// A stolen access or refresh token alone therefore cannot enrol the attacker's key.
+    func enrolmentGate(_ presented: EnrolmentGateCredentials, userId: String, deviceId: String) throws(ServiceError) -> EnrolmentGate {
+        if let token = presented.stepUpToken {
+            let action: StepUpAction
+            do { action = try StepUpAction.deviceKeyEnrolment(deviceId: deviceId) } catch { throw ServiceError(error) }
+            guard let claims = try? signer.verify(token, type: Self.tokenType, leewaySeconds: 0) else {
+                throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
+            }
+            guard claims["sub"]?.stringValue == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
+            guard let presentedHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode),
+                  constantTimeEquals(presentedHash, action.hash) else {
+                throw Self.stepUpRequired("the step-up approved another action (it must be {\"type\":\"latchkey.device-key.enrol\",\"deviceId\":\"\(deviceId)\"})")
+            }
+            // Only a user-verified passkey may vouch for a new device key: a device key (possibly the
+            // one being replaced, possibly stolen with the phone's storage) never can.
+            guard claims["acr"]?.stringValue == StepUpMethodClaims.passkeyVerified.acr else {
+                throw Self.stepUpRequired("device keys are enrolled behind a user-verified passkey step-up")
+            }
+            guard let jti = claims["jti"]?.stringValue else { throw Self.stepUpRequired("the step-up token has no id") }
+            return .stepUp(jti: jti, actionHash: action.hash)
+        }
+        if let ticket = presented.ticket { return .ticket(hash: OpaqueSecret.hash(ticket)) }
+        throw Self.stepUpRequired("send Latchkey-Step-Up (a passkey step-up for the enrolment) or Latchkey-Ticket")
+    }
+
+    static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
     func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
         .object([("deviceKeys", .array(try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)))])
@@ -118,7 +153,10 @@ public final class StepUpService: Sendable {
     static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
         .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform)), ("name", .string(k.name)),
                  ("createdAt", .string(iso8601(k.createdAt))), ("lastUsedAt", k.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
-                 ("attested", .bool(k.attested))])
+                 ("attested", .bool(k.attested)),
+                 // SPEC "Trust chain": the response tells the truth about what was proven.
+                 ("attestation", .object([("format", .string(k.attestationFormat)), ("securityLevel", .string(k.securityLevel)),
+                                          ("app", k.app.map { .string($0) } ?? .null)]))])
     }
 
     // MARK: Step-up challenges
@@ -210,8 +248,10 @@ public final class StepUpService: Sendable {
             do { key = try DevicePublicKey(bytes: record.publicKey) } catch { throw ServiceError(.internalError, "stored key unreadable") }
             do { try stepUp.finish(signature: signature, key: key, state: state) } catch { throw ServiceError(error) }
             liveDeviceKeyId = keyId
-            acr = "urn:latchkey:acr:step-up:device-key"
-            amr = ["hwk", "pop"]  // RFC 8176: proof of possession of a hardware-secured key
+            // SPEC "Trust chain": `hwk` only for a key whose attestation proved hardware; `swk` otherwise (RFC 8176).
+            let claimsForKey = record.attested ? StepUpMethodClaims.deviceKeyAttested : StepUpMethodClaims.deviceKey
+            acr = claimsForKey.acr
+            amr = claimsForKey.amr
             audit += [("method", "device-key"), ("keyId", .string(keyId))]
             receipt = StepUpReceiptRecord(
                 id: receiptId, userId: userId, method: "device-key", keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
@@ -221,8 +261,8 @@ public final class StepUpService: Sendable {
             guard let parsed = input.assertion else { throw ServiceError.invalid("this challenge is for a passkey: send credential") }
             let outcome = try verifyPasskey(parsed, state: state, userId: userId)
             credentialUse = outcome.use
-            acr = "urn:latchkey:acr:step-up:passkey-uv"
-            amr = ["pop", "user", "mfa"]
+            acr = StepUpMethodClaims.passkeyVerified.acr
+            amr = StepUpMethodClaims.passkeyVerified.amr
             let credentialId = Base64URL.encode(outcome.use.credentialId)
             audit += [("method", "passkey"), ("keyId", .string(credentialId))]
             audit += outcome.auditDetail.filter { $0.key != "credentialId" }
@@ -280,7 +320,7 @@ public final class StepUpService: Sendable {
     /// first time for the action the token was issued for; `action_mismatch` for any other
     /// action (the token stays unused); `conflict` once used.
     func consume(token: String, body: JSONValue) throws(ServiceError) -> JSONValue {
-        let claims = try signer.verify(token, type: Self.tokenType)
+        let claims = try signer.verify(token, type: Self.tokenType, leewaySeconds: 0)
         guard let sub = claims["sub"]?.stringValue, let jti = claims["jti"]?.stringValue,
               let tokenHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode) else { throw ServiceError.unauthorized }
         guard let text = body["actionHash"]?.stringValue else { throw ServiceError.invalid("actionHash is required") }
@@ -343,6 +383,30 @@ public final class StepUpService: Sendable {
     func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String) throws(ServiceError) -> StoredChallenge {
         try CeremonyRules.live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) },
                                 kind: kind, rpId: configuration.rpId)
+    }
+}
+
+/// `acr`/`amr` of a step-up token by how it was made (SPEC "Trust chain": the response tells the truth).
+struct StepUpMethodClaims {
+    let acr: String
+    let amr: [JSONValue]
+    static let deviceKeyAttested = StepUpMethodClaims(acr: "urn:latchkey:acr:device-key-attested", amr: ["hwk", "pop"])
+    static let deviceKey = StepUpMethodClaims(acr: "urn:latchkey:acr:device-key", amr: ["swk", "pop"])
+    static let passkeyVerified = StepUpMethodClaims(acr: "urn:latchkey:acr:passkey-uv", amr: ["pop", "user", "mfa"])
+}
+
+/// The enrolment gate as the request presented it (headers `Latchkey-Step-Up`, `Latchkey-Ticket`).
+struct EnrolmentGateCredentials {
+    let stepUpToken: String?
+    let ticket: String?
+}
+
+extension EnrolmentGate {
+    var auditName: String {
+        switch self {
+        case .stepUp: "step-up"
+        case .ticket: "ticket"
+        }
     }
 }
 

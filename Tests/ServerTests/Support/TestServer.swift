@@ -153,8 +153,8 @@ final class Client {
     }
 
     @discardableResult
-    func post(_ path: String, _ json: JSONValue, authorization: String? = nil) throws -> Reply {
-        try send("POST", path, body: json.serialized(), authorization: authorization)
+    func post(_ path: String, _ json: JSONValue, authorization: String? = nil, headers: [(String, String)] = []) throws -> Reply {
+        try send("POST", path, body: json.serialized(), authorization: authorization, headers: headers)
     }
 
     @discardableResult

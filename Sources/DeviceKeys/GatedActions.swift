@@ -1,0 +1,15 @@
+import JSON
+
+/// The actions Latchkey itself gates behind a step-up (SPEC "Trust chain"; STYLE §10: an action is
+/// data, built in one place, and the client builds the same JSON). Their `type`s start with
+/// `latchkey.` so no app action can ever be mistaken for one.
+extension StepUpAction {
+    /// `{"type":"latchkey.device-key.enrol","deviceId":…}`: enrolling (or replacing) the device key of `deviceId`.
+    public static func deviceKeyEnrolment(deviceId: String) throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.deviceKeyEnrolment)), ("deviceId", .string(deviceId))]))
+    }
+}
+
+public enum GatedActionType {
+    public static let deviceKeyEnrolment = "latchkey.device-key.enrol"
+}
