@@ -107,14 +107,16 @@ enum StepUpBenchmark {
 
     /// A new account (passkey sign-up through the real API) with one enrolled device key.
     static func enrol(_ c: HTTPClient, name: String, origin: String) -> Result<Phone, SetupError> {
-        func post(_ path: String, _ body: [UInt8], bearer: String? = nil) -> (Int, JSONValue?) {
-            guard let r = c.postJSON(path, body, authorization: bearer) else { return (0, nil) }
+        func post(_ path: String, _ body: [UInt8], bearer: String? = nil, headers: [(String, String)] = []) -> (Int, JSONValue?) {
+            guard let r = c.postJSON(path, body, authorization: bearer, headers: headers) else { return (0, nil) }
             return (r.status, try? JSONParser.parse(r.body))
         }
         let token: String
+        let account: BenchAccount
         switch BenchAccount.signUp(c, username: name, displayName: name, origin: origin) {
-        case .success(let account) where account.accessToken != nil:
-            token = account.accessToken!
+        case .success(let a) where a.accessToken != nil:
+            token = a.accessToken!
+            account = a
         case .success:
             return .failure(SetupError(message: "registration verify: HTTP 201; is \(origin) allowlisted (LATCHKEY_ORIGINS)?"))
         case .failure(.options(let r)):
@@ -123,6 +125,21 @@ enum StepUpBenchmark {
             return .failure(SetupError(message: "registration verify: HTTP \(r?.status ?? 0); is \(origin) allowlisted (LATCHKEY_ORIGINS)?"))
         }
         let bearer = "Bearer \(token)"
+        // SPEC "Trust chain": the enrolment is gated by a user-verified passkey step-up for exactly it.
+        let deviceId = "bench-\(name)"
+        let action = JSONValue.object([("type", "latchkey.device-key.enrol"), ("deviceId", .string(deviceId))])
+        let (s1, approvalChallenge) = post("/v1/step-up/challenges", JSONValue.object([("method", "passkey"), ("action", action)]).serialized(),
+                                           bearer: bearer)
+        guard s1 == 201, let approvalId = approvalChallenge?["challengeId"], let publicKey = approvalChallenge?["publicKey"],
+              let approvalBytes = publicKey["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
+            return .failure(SetupError(message: "enrolment step-up challenge: HTTP \(s1)"))
+        }
+        let assertion = account.authenticator.assertion(challenge: approvalBytes, rpId: account.rpId, origin: origin).json()
+        let (s2, approval) = post("/v1/step-up/verify", JSONValue.object([("challengeId", approvalId), ("credential", assertion)]).serialized(),
+                                  bearer: bearer)
+        guard s2 == 200, let stepUpToken = approval?["access_token"]?.stringValue else {
+            return .failure(SetupError(message: "enrolment step-up: HTTP \(s2)"))
+        }
         let (s3, enrolment) = post("/v1/device-keys/challenges", [], bearer: bearer)
         guard s3 == 201, let id = enrolment?["challengeId"]?.stringValue,
               let bytes = enrolment?["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
@@ -132,9 +149,9 @@ enum StepUpBenchmark {
         guard let signature = try? key.sign(bytes, algorithm: .ecdsa(.sha256)), let point = key.publicKey.x963Point else {
             return .failure(SetupError(message: "signing failed"))
         }
-        let body = JSONValue.object([("deviceId", .string("bench-\(name)")), ("publicKey", .string(Base64URL.encode(point))),
+        let body = JSONValue.object([("deviceId", .string(deviceId)), ("publicKey", .string(Base64URL.encode(point))),
                                      ("platform", "ios"), ("challengeId", .string(id)), ("signature", .string(Base64URL.encode(signature)))])
-        let (s4, device) = post("/v1/device-keys", body.serialized(), bearer: bearer)
+        let (s4, device) = post("/v1/device-keys", body.serialized(), bearer: bearer, headers: [("Latchkey-Step-Up", stepUpToken)])
         guard s4 == 201, let keyId = device?["id"]?.stringValue else { return .failure(SetupError(message: "device-key enrolment: HTTP \(s4)")) }
         return .success(Phone(bearer: bearer, keyId: keyId, key: key))
     }

@@ -39,8 +39,8 @@ struct BenchTarget {
 
 extension HTTPClient {
     /// A POST with a JSON body (and `Authorization` when given); nil when no answer came.
-    func postJSON(_ path: String, _ body: [UInt8], authorization: String? = nil) -> ClientResponse? {
-        var headers = [("Content-Type", "application/json")]
+    func postJSON(_ path: String, _ body: [UInt8], authorization: String? = nil, headers extra: [(String, String)] = []) -> ClientResponse? {
+        var headers = [("Content-Type", "application/json")] + extra
         if let authorization { headers.append(("Authorization", authorization)) }
         return try? send(method: "POST", path: path, headers: headers, body: body)
     }
