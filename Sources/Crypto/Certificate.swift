@@ -56,6 +56,45 @@ public struct Certificate: Sendable {
         }
     }
 
+    /// The serialNumber INTEGER's magnitude, big-endian without leading zeros (RFC 5280 §4.1.2.2:
+    /// positive, at most 20 octets; nothing here relies on that).
+    public var serialNumber: [UInt8] {
+        guard let serial = X509_get0_serialNumber(handle.pointer) else { return [] }
+        let length = Int(ASN1_STRING_length(serial))
+        let bytes = ASN1_STRING_get0_data(serial).map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? []
+        return Array(bytes.drop(while: { $0 == 0 }))
+    }
+
+    /// Lower-case hex of the serial without leading zeros ("0" for zero): the key Google's
+    /// attestation status list uses (Java `BigInteger.toString(16)`). A negative serial is prefixed "-".
+    public var serialNumberHex: String {
+        let digits = "0123456789abcdef".map { $0 }
+        var text = ""
+        for b in serialNumber { text.append(digits[Int(b >> 4)]); text.append(digits[Int(b & 0x0F)]) }
+        let trimmed = String(text.drop(while: { $0 == "0" }))
+        let negative = X509_get0_serialNumber(handle.pointer).map { ASN1_STRING_type($0) == V_ASN1_NEG_INTEGER } ?? false
+        return (negative ? "-" : "") + (trimmed.isEmpty ? "0" : trimmed)
+    }
+
+    /// The SubjectPublicKeyInfo DER exactly as the certificate carries it, also for key types
+    /// OpenSSL cannot load (`publicKey` throws for those).
+    public var subjectPublicKeyInfoDER: [UInt8] {
+        guard let spki = X509_get_X509_PUBKEY(handle.pointer) else { return [] }
+        let length = i2d_X509_PUBKEY(spki, nil)
+        guard length > 0 else { CryptoError.clearQueue(); return [] }
+        var out = [UInt8](repeating: 0, count: Int(length))
+        let written = out.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var cursor: UnsafeMutablePointer<UInt8>? = buffer.baseAddress
+            return i2d_X509_PUBKEY(spki, &cursor)
+        }
+        return written == length ? out : []
+    }
+
+    /// Whether this certificate's issuer name equals `issuer`'s subject name (RFC 5280 §6.1.3 (a)(4)).
+    public func issuerNameMatches(subjectOf issuer: Certificate) -> Bool {
+        X509_NAME_cmp(X509_get_issuer_name(handle.pointer), X509_get_subject_name(issuer.handle.pointer)) == 0
+    }
+
     public var notBefore: Int64 { Certificate.epoch(X509_get0_notBefore(handle.pointer)) }
     public var notAfter: Int64 { Certificate.epoch(X509_get0_notAfter(handle.pointer)) }
 
