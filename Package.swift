@@ -38,7 +38,8 @@ let package = Package(
         .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
-        .target(name: "DeviceKeys", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
+        // The trust anchors in DeviceKeys/Roots (PEM) are compiled in, like Storage's migrations.
+        .target(name: "DeviceKeys", dependencies: ["CBOR", "Crypto", "JSON"], resources: [.embedInCode("Roots")], swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
         .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "HTTP", "Tokens",
@@ -59,8 +60,8 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "WellKnownTests", dependencies: ["WellKnown", "JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
-        .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "JSON", "Crypto", "WebAuthn", "WebAuthnTesting"],
-                    swiftSettings: strict),
+        .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "CBOR", "JSON", "Crypto", "WebAuthn", "WebAuthnTesting"],
+                    exclude: ["Fixtures"], swiftSettings: strict),
         // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
         .testTarget(name: "ServerTests", dependencies: ["LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
                                                        "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "WellKnown"],
