@@ -39,7 +39,7 @@ let package = Package(
 
         .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         // The shipped attestation roots are the PEM files in DeviceKeys/Roots, compiled in like Storage's migrations.
-        .target(name: "DeviceKeys", dependencies: ["Crypto", "JSON"], exclude: ["Roots/README.md"], resources: [.embedInCode("Roots")],
+        .target(name: "DeviceKeys", dependencies: ["CBOR", "Crypto", "JSON"], exclude: ["Roots/README.md"], resources: [.embedInCode("Roots")],
                 swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "WellKnownTests", dependencies: ["WellKnown", "JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
-        .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "JSON", "Crypto", "WebAuthn", "WebAuthnTesting"],
+        .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "CBOR", "JSON", "Crypto", "WebAuthn", "WebAuthnTesting"],
                     exclude: ["Fixtures"], swiftSettings: strict),
         // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
         .testTarget(name: "ServerTests", dependencies: ["LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
