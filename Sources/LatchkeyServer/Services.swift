@@ -24,6 +24,7 @@ public final class Services: Sendable {
     public let stepUp: StepUpService
     public let wellKnown: WellKnownService
     public let admin: AdminService
+    let attestationTrust: AttestationTrust
     private let changeFeed = Mutex<ConfigWatch?>(nil)
 
     public init(configuration: Configuration, database: Database, runtime: Runtime = .system, log: RequestLog = RequestLog(enabled: true)) {
@@ -40,8 +41,10 @@ public final class Services: Sendable {
                                   origins: origins, metrics: metrics,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
                                   configuration: configuration, runtime: runtime)
+        attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
-                               signer: signer, assertion: assertion, origins: origins, configuration: configuration, runtime: runtime)
+                               signer: signer, assertion: assertion, origins: origins, trust: attestationTrust,
+                               configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
                              wellKnown: wellKnown, sessions: sessions, configuration: configuration, runtime: runtime)
@@ -58,7 +61,10 @@ public final class Services: Sendable {
     /// 3. A token signing key exists and is loaded.
     public func prepareSigningKeys() throws(StorageError) { try signer.prepareKeys() }
 
-    /// 4. Other instances' allowlist and app changes reach this one at once (NOTIFY on a direct
+    /// 4. The device-key attestation roots and revocation status list are read.
+    public func loadAttestationTrust() throws { try attestationTrust.load() }
+
+    /// 5. Other instances' allowlist and app changes reach this one at once (NOTIFY on a direct
     ///    connection; behind a transaction pooler without a direct URL, the one-second cache expiry).
     public func startChangeFeed() {
         let watch = database.config.watch { [origins, wellKnown] in
@@ -68,11 +74,12 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop(); $0 = watch }
     }
 
-    /// All four, in order.
+    /// All of them, in order.
     public func start() throws {
         _ = try migrate()
         try seedOrigins()
         try prepareSigningKeys()
+        try loadAttestationTrust()
         startChangeFeed()
     }
 

@@ -127,11 +127,19 @@ public final class DeviceKeyRepository: Sendable {
     /// key is live (a revocation landing between the key lookup and this insert still wins) —
     /// false otherwise, nothing written. With `credentialUse`, the passkey's use is recorded in the
     /// same transaction (`.notFound`, nothing written, when the credential does not exist).
-    public func insertReceipt(_ r: StepUpReceiptRecord, liveDeviceKeyId: String?, credentialUse: CredentialUse?,
-                              audit: [AuditRecord]) throws(StorageError) -> Bool {
+    /// With `appAttestCounter` (an App Attest key's assertion), the key's counter is compared and
+    /// stored in the same statement: only a counter above the stored one is accepted, so two
+    /// assertions with one counter can never both pass (returns false for the loser, as for a revoked key).
+    public func insertReceipt(_ r: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64? = nil,
+                              credentialUse: CredentialUse?, audit: [AuditRecord]) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             if let liveDeviceKeyId {
-                let live = try t.query("UPDATE device_keys SET last_used_at = now() WHERE id = \(liveDeviceKeyId) AND revoked_at IS NULL RETURNING id")
+                let live = try t.query("""
+                    UPDATE device_keys SET last_used_at = now(), app_attest_counter = COALESCE(\(appAttestCounter)::bigint, app_attest_counter)
+                    WHERE id = \(liveDeviceKeyId) AND revoked_at IS NULL
+                      AND (\(appAttestCounter)::bigint IS NULL OR app_attest_counter IS NULL OR app_attest_counter < \(appAttestCounter)::bigint)
+                    RETURNING id
+                    """)
                 guard !live.isEmpty else { return false }
             }
             if let credentialUse {

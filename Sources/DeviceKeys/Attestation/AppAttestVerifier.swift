@@ -38,9 +38,16 @@ public enum AppAttestVerifier {
     /// over SHA-256(authenticatorData ‖ clientDataHash) (nonce), counter > previousCounter. Returns the new counter.
     public static func verifyAssertion(_ assertion: [UInt8], publicKey: DevicePublicKey, clientDataHash: [UInt8],
                                        appId: String, previousCounter: UInt32) throws(DeviceKeyError) -> UInt32 {
-        let parsed = try AppAttestAssertion(bytes: assertion)
-        return try VerifiedAppAttestAssertion(parsed, publicKey: publicKey, clientDataHash: clientDataHash, appId: appId,
-                                              previousCounter: previousCounter).counter
+        try verifiedAssertion(assertion, publicKey: publicKey, clientDataHash: clientDataHash, appId: appId,
+                              previousCounter: previousCounter).counter
+    }
+
+    /// `verifyAssertion` with what a receipt keeps: the exact bytes signed and the signature, so the
+    /// approval can be re-verified offline like any device-key step-up.
+    public static func verifiedAssertion(_ assertion: [UInt8], publicKey: DevicePublicKey, clientDataHash: [UInt8],
+                                         appId: String, previousCounter: UInt32) throws(DeviceKeyError) -> VerifiedAppAttestAssertion {
+        try VerifiedAppAttestAssertion(try AppAttestAssertion(bytes: assertion), publicKey: publicKey, clientDataHash: clientDataHash,
+                                       appId: appId, previousCounter: previousCounter)
     }
 
     /// Records each check in the trace (when there is one) and throws on the first that fails.
@@ -165,8 +172,14 @@ struct VerifiedAppAttestation: Sendable {
 }
 
 /// An assertion that passed "Verify the assertion" steps 1–5.
-struct VerifiedAppAttestAssertion: Sendable {
-    let counter: UInt32
+public struct VerifiedAppAttestAssertion: Sendable {
+    public let counter: UInt32
+    /// The authenticator data as the device sent it.
+    public let authenticatorData: [UInt8]
+    /// SHA-256(authenticatorData ‖ clientDataHash): the message the ECDSA-SHA256 signature covers.
+    public let signedData: [UInt8]
+    /// DER ECDSA.
+    public let signature: [UInt8]
 
     init(_ assertion: AppAttestAssertion, publicKey: DevicePublicKey, clientDataHash: [UInt8], appId: String,
          previousCounter: UInt32) throws(DeviceKeyError) {
@@ -187,5 +200,8 @@ struct VerifiedAppAttestAssertion: Sendable {
             throw fail("step 5: counter \(authData.counter) is not greater than the stored \(previousCounter)")
         }
         counter = authData.counter
+        authenticatorData = authData.raw
+        signedData = nonce
+        signature = assertion.signature.der
     }
 }

@@ -8,11 +8,16 @@ struct EnrolmentInput {
     let deviceId: String
     let platform: String
     let name: String
-    let key: DevicePublicKey
-    let signature: DERSignature
+    /// The key as sent; an App Attest enrolment may leave it out (the attestation carries it).
+    let key: DevicePublicKey?
+    /// Proof of possession over the enrolment challenge; App Attest keys cannot make plain
+    /// signatures, so their attestation (its nonce binds the challenge) proves possession instead.
+    let signature: DERSignature?
     let challengeId: [UInt8]
-    /// Attestation certificates, leaf first (may be empty).
+    /// Android Key Attestation certificates, leaf first (may be empty).
     let chain: [Certificate]
+    /// Apple App Attest: `{"keyId","attestationObject"}`.
+    let appAttest: (keyId: [UInt8], attestationObject: [UInt8])?
 
     init(_ body: JSONValue) throws(ServiceError) {
         deviceId = try RequestFields.string(body, "deviceId", max: 128)
@@ -25,10 +30,29 @@ struct EnrolmentInput {
             name = s
         }
         self.name = name
-        let keyBytes = try RequestFields.bytes(body, "publicKey")
-        do { key = try DevicePublicKey(bytes: keyBytes) } catch { throw ServiceError(error) }
-        let signatureBytes = try RequestFields.bytes(body, "signature")
-        do { signature = try DERSignature(bytes: signatureBytes) } catch { throw ServiceError(error) }
+        if let a = body["appAttest"], !a.isNull {
+            guard platform == "ios" else { throw ServiceError.invalid("appAttest is for iOS keys (platform \"ios\")") }
+            let keyId = try RequestFields.bytes(a, "keyId")
+            let object = try RequestFields.bytes(a, "attestationObject")
+            guard keyId.count == 32, !object.isEmpty, object.count <= 16384 else {
+                throw ServiceError.invalid("appAttest is {\"keyId\": base64url of 32 bytes, \"attestationObject\": base64url CBOR}")
+            }
+            appAttest = (keyId, object)
+        } else {
+            appAttest = nil
+        }
+        if appAttest == nil || (body["publicKey"].map { !$0.isNull } ?? false) {
+            let keyBytes = try RequestFields.bytes(body, "publicKey")
+            do { key = try DevicePublicKey(bytes: keyBytes) } catch { throw ServiceError(error) }
+        } else {
+            key = nil
+        }
+        if appAttest == nil || (body["signature"].map { !$0.isNull } ?? false) {
+            let signatureBytes = try RequestFields.bytes(body, "signature")
+            do { signature = try DERSignature(bytes: signatureBytes) } catch { throw ServiceError(error) }
+        } else {
+            signature = nil
+        }
         challengeId = try RequestFields.challengeId(body)
         var chain: [Certificate] = []
         if let a = body["attestation"], !a.isNull {
@@ -41,6 +65,8 @@ struct EnrolmentInput {
                 }
                 chain.append(cert)
             }
+            guard platform == "android" else { throw ServiceError.invalid("attestation (a certificate chain) is for Android keys") }
+            guard appAttest == nil else { throw ServiceError.invalid("send attestation or appAttest, not both") }
         }
         self.chain = chain
     }
@@ -50,6 +76,8 @@ struct EnrolmentInput {
 struct VerifyInput {
     let challengeId: [UInt8]
     let signature: DERSignature?
+    /// An App Attest key's approval: base64url CBOR `{signature, authenticatorData}`.
+    let appAttestAssertion: [UInt8]?
     let assertion: ParsedAuthentication?
     /// The action the client believes it approved, when it says.
     let claimed: StepUpAction?
@@ -60,11 +88,19 @@ struct VerifyInput {
             let bytes = try RequestFields.bytes(body, "signature")
             do { signature = try DERSignature(bytes: bytes) } catch { throw ServiceError(error) }
             assertion = nil
+            appAttestAssertion = nil
+        } else if let a = body["assertion"], !a.isNull {
+            let bytes = try RequestFields.bytes(body, "assertion")
+            guard !bytes.isEmpty, bytes.count <= 1024 else { throw ServiceError.invalid("assertion is base64url CBOR of at most 1024 bytes") }
+            appAttestAssertion = bytes
+            signature = nil
+            assertion = nil
         } else if let c = body["credential"], !c.isNull {
             do { assertion = try ParsedAuthentication(AuthenticationResponse(json: c)) } catch { throw ServiceError(error) }
             signature = nil
+            appAttestAssertion = nil
         } else {
-            throw ServiceError.invalid("signature (device key) or credential (passkey) is required")
+            throw ServiceError.invalid("signature (device key), assertion (App Attest key) or credential (passkey) is required")
         }
         if let a = body["action"], !a.isNull {
             do { claimed = try StepUpAction(a) } catch { throw ServiceError(error) }

@@ -23,6 +23,7 @@ public final class StepUpService: Sendable {
     /// The passkey method: a WebAuthn assertion with user verification required, whatever the deployment's default.
     let passkeyCeremony: AuthenticationCeremony
     let passkeyPolicy: VerificationPolicy
+    let trust: AttestationTrust
 
     /// JWT `typ` of a step-up token: never accepted where an access token is expected, and back.
     public static let tokenType = "step-up+jwt"
@@ -30,7 +31,8 @@ public final class StepUpService: Sendable {
     static let maxTokenTTL = 120
 
     init(deviceKeys: DeviceKeyRepository, accounts: AccountRepository, challenges: ChallengeRepository, signer: TokenSigner,
-         assertion: PasskeyAssertion, origins: OriginCache, configuration: Configuration, runtime: Runtime) {
+         assertion: PasskeyAssertion, origins: OriginCache, trust: AttestationTrust, configuration: Configuration, runtime: Runtime) {
+        self.trust = trust
         self.deviceKeys = deviceKeys
         self.accounts = accounts
         self.challenges = challenges
@@ -75,27 +77,14 @@ public final class StepUpService: Sendable {
         let stored = try consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId)
         let state: DeviceKeyEnrolmentState
         do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
-        do { try enrolment.finish(signature: input.signature, key: input.key, state: state) } catch { throw ServiceError(error) }
-
-        var attestation: JSONValue? = nil
-        if !input.chain.isEmpty {
-            // The leaf must certify the very key being enrolled; the chain's links must hold.
-            guard let leafKey = try? input.chain[0].publicKey, leafKey.isSameKey(as: input.key.key) else {
-                throw ServiceError(.attestationInvalid, "the attestation leaf certifies another key")
-            }
-            for i in 0..<(input.chain.count - 1) {
-                guard let issuerKey = try? input.chain[i + 1].publicKey, input.chain[i].isSigned(by: issuerKey) else {
-                    throw ServiceError(.attestationInvalid, "attestation certificate \(i) is not signed by certificate \(i + 1)")
-                }
-            }
-            // Not yet checked: the Google hardware attestation roots and the KeyDescription
-            // (challenge, TEE/StrongBox, purpose SIGN, user auth with zero timeout). Until then the
-            // key is recorded as not attested, with the chain's shape noted.
-            attestation = .object([("certificates", .number(Double(input.chain.count))), ("verified", false),
-                                   ("reason", "hardware attestation roots and key description are not checked yet")])
-        }
+        let proven = try verifyEnrolment(input, state: state)
         let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
-                               name: input.name, publicKey: input.key.spkiDER, attested: false, attestation: attestation)
+                               name: input.name, publicKey: proven.key.spkiDER, attested: proven.attested != nil,
+                               attestation: proven.attested?.decoded,
+                               attestationFormat: (proven.attested?.format ?? .none).rawValue,
+                               securityLevel: (proven.attested?.securityLevel ?? .unknown).rawValue, app: proven.attested?.app,
+                               appAttestKeyId: proven.attested?.appAttestKeyId,
+                               appAttestCounter: proven.attested?.counter.map { Int64($0) })
         let enrolled = try storage { () throws(StorageError) in
             try deviceKeys.enrol(key, gate: gate) { replaced in
                 AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
@@ -107,6 +96,47 @@ public final class StepUpService: Sendable {
         }
         guard let (record, _) = enrolled else { throw Self.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
         return Self.deviceKeyJSON(record)
+    }
+
+    /// Proof of possession, and of hardware when the body carries an attestation (SPEC "Trust chain":
+    /// Attested keys, Policy). A bad attestation is refused whatever the policy; under `required`
+    /// so is none.
+    func verifyEnrolment(_ input: EnrolmentInput, state: DeviceKeyEnrolmentState) throws(ServiceError)
+        -> (key: DevicePublicKey, attested: AttestedDeviceKey?) {
+        var attested: AttestedDeviceKey? = nil
+        let key: DevicePublicKey
+        if let appAttest = input.appAttest {
+            // Apple App Attest: the credential certificate's nonce binds SHA-256(challenge bytes).
+            let policy = try trust.policy()
+            do {
+                attested = try AppAttestVerifier.verifyAttestation(keyId: appAttest.keyId, attestationObject: appAttest.attestationObject,
+                                                                   clientDataHash: Digest.sha256(state.challenge), policy: policy)
+            } catch { throw ServiceError(error) }
+            key = attested!.publicKey
+            if let sent = input.key, sent.spkiDER != key.spkiDER {
+                throw ServiceError(.attestationInvalid, "publicKey is not the key the App Attest object attests")
+            }
+        } else {
+            guard let sent = input.key else { throw ServiceError.invalid("publicKey is required") }
+            key = sent
+        }
+        if let signature = input.signature {
+            do { try enrolment.finish(signature: signature, key: key, state: state) } catch { throw ServiceError(error) }
+        } else if input.appAttest == nil {
+            throw ServiceError.invalid("signature is required")
+        }
+        if !input.chain.isEmpty {
+            // Android Key Attestation: challenge, key, purpose, curve, security level, app, root, revocation.
+            let policy = try trust.policy()
+            do {
+                attested = try AndroidKeyAttestationVerifier.verify(chain: input.chain, publicKey: key, challenge: state.challenge,
+                                                                    policy: policy)
+            } catch { throw ServiceError(error) }
+        }
+        if attested == nil, configuration.deviceKeyAttestation == .required {
+            throw ServiceError(.attestationInvalid, "this deployment enrols only attested device keys (LATCHKEY_DEVICE_KEY_ATTESTATION=required)")
+        }
+        return (key, attested)
     }
 
     /// SPEC "Trust chain": enrolling or replacing a device key needs, besides the access token, a
@@ -237,16 +267,39 @@ public final class StepUpService: Sendable {
         let acr: String
         let amr: [JSONValue]
         var liveDeviceKeyId: String? = nil
+        var appAttestCounter: Int64? = nil
         var credentialUse: CredentialUse? = nil
         var audit: [(key: String, value: JSONValue)] = [("receiptId", .string(receiptId))]
         switch state.method {
         case .deviceKey:
-            guard let signature = input.signature else { throw ServiceError.invalid("this challenge is for a device key: send signature") }
             guard let keyId = state.keyId else { throw ServiceError(.challengeInvalid, "challenge has no key") }
             let record = try liveKey(id: keyId, userId: userId)
             let key: DevicePublicKey
             do { key = try DevicePublicKey(bytes: record.publicKey) } catch { throw ServiceError(.internalError, "stored key unreadable") }
-            do { try stepUp.finish(signature: signature, key: key, state: state) } catch { throw ServiceError(error) }
+            let signedData: [UInt8], signature: [UInt8]
+            var authenticatorData: [UInt8]? = nil
+            if record.attestationFormat == AttestationFormatName.appleAppAttest.rawValue {
+                // An App Attest key signs only App Attest assertions (SPEC "Trust chain"): clientDataHash =
+                // SHA-256(challenge bytes), counter strictly increasing, stored by compare-and-set below.
+                guard let bytes = input.appAttestAssertion else {
+                    throw ServiceError.invalid("this device key is an App Attest key: send assertion")
+                }
+                guard let app = record.app else { throw ServiceError(.internalError, "App Attest key without its app") }
+                let verified: VerifiedAppAttestAssertion
+                do {
+                    verified = try AppAttestVerifier.verifiedAssertion(bytes, publicKey: key, clientDataHash: Digest.sha256(state.challenge),
+                                                                       appId: app, previousCounter: UInt32(clamping: record.appAttestCounter ?? 0))
+                } catch { throw ServiceError(.signatureInvalid, error.reason) }
+                appAttestCounter = Int64(verified.counter)
+                signedData = verified.signedData
+                signature = verified.signature
+                authenticatorData = verified.authenticatorData
+            } else {
+                guard let plain = input.signature else { throw ServiceError.invalid("this challenge is for a device key: send signature") }
+                do { try stepUp.finish(signature: plain, key: key, state: state) } catch { throw ServiceError(error) }
+                signedData = state.challenge
+                signature = plain.der
+            }
             liveDeviceKeyId = keyId
             // SPEC "Trust chain": `hwk` only for a key whose attestation proved hardware; `swk` otherwise (RFC 8176).
             let claimsForKey = record.attested ? StepUpMethodClaims.deviceKeyAttested : StepUpMethodClaims.deviceKey
@@ -255,8 +308,8 @@ public final class StepUpService: Sendable {
             audit += [("method", "device-key"), ("keyId", .string(keyId))]
             receipt = StepUpReceiptRecord(
                 id: receiptId, userId: userId, method: "device-key", keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
-                signedData: state.challenge, signature: signature.der, action: state.action, actionHash: state.actionHash,
-                keyBinding: keyBinding, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now)
+                signedData: signedData, signature: signature, action: state.action, actionHash: state.actionHash,
+                keyBinding: keyBinding, authenticatorData: authenticatorData, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now)
         case .passkey:
             guard let parsed = input.assertion else { throw ServiceError.invalid("this challenge is for a passkey: send credential") }
             let outcome = try verifyPasskey(parsed, state: state, userId: userId)
@@ -277,8 +330,15 @@ public final class StepUpService: Sendable {
         // line. A device key revoked after the lookup above still wins: the receipt is stored only while it is live.
         let approved = AuditRecord(.stepUpApproved, actor: userId, subject: userId, detail: audit)
         guard try storage({ () throws(StorageError) in
-            try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, credentialUse: credentialUse, audit: [approved])
-        }) else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
+            try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
+                                         credentialUse: credentialUse, audit: [approved])
+        }) else {
+            if appAttestCounter != nil, let keyId = liveDeviceKeyId,
+               try storage({ () throws(StorageError) in try deviceKeys.key(id: keyId) })?.revokedAt == nil {
+                throw ServiceError(.signatureInvalid, "App Attest counter already used by another approval")
+            }
+            throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
+        }
         let token = try stepUpToken(userId: userId, jti: jti, authTime: Int64(now.timeIntervalSince1970), acr: acr, amr: amr,
                                     actionHash: state.actionHash, receiptId: receiptId)
         return .object([("access_token", .string(token)), ("token_type", "Bearer"), ("expires_in", .number(Double(tokenTTL))),
