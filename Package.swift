@@ -48,6 +48,8 @@ let package = Package(
                 swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
 
+        // App Attest objects and assertions under a test root: fixtures for DeviceKeys and server tests.
+        .target(name: "DeviceKeysTesting", dependencies: ["DeviceKeys", "CBOR", "Crypto"], swiftSettings: strict),
         // A software authenticator: fixtures for tests, load for `latchkey bench`.
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
@@ -61,11 +63,12 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: strict),
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "WellKnownTests", dependencies: ["WellKnown", "JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
-        .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "CBOR", "JSON", "Crypto", "WebAuthn", "WebAuthnTesting"],
+        .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "DeviceKeysTesting", "CBOR", "JSON", "Crypto", "WebAuthn",
+                                                        "WebAuthnTesting"],
                     exclude: ["Fixtures"], swiftSettings: strict),
         // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
         .testTarget(name: "ServerTests", dependencies: ["LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
-                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "WellKnown"],
+                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "WellKnown"],
                     swiftSettings: strict),
         // Integration: the repositories on real PostgreSQL (DATABASE_URL, or the throwaway test cluster).
         .testTarget(name: "StorageTests", dependencies: ["Storage", "PostgreSQL", "JSON"], swiftSettings: strict),

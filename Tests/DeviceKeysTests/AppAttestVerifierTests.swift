@@ -1,6 +1,7 @@
 import CBOR
 import Crypto
 import DeviceKeys
+import DeviceKeysTesting
 import JSON
 import Testing
 

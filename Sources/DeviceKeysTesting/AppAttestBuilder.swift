@@ -5,34 +5,36 @@ import DeviceKeys
 /// Builds App Attest objects the way Apple's service does, under a test root: a P-256 root and
 /// intermediate (made once), a credCert for `credentialKey` carrying the nonce extension, and authData
 /// with the attested credential. Start from a valid object, change one field, expect one refusal.
-struct AppAttestBuilder {
-    static let productionAAGUID: [UInt8] = Array("appattest".utf8) + [UInt8](repeating: 0, count: 7)
-    static let developmentAAGUID: [UInt8] = Array("appattestdevelop".utf8)
-    /// 2030-01-01T00:00:00Z, inside every test certificate's validity (2020 → 2039).
-    static let now: Int64 = 1_893_456_000
+public struct AppAttestBuilder {
+    public init() {}
 
-    static let rootKey = PrivateKey.generateEC(.p256)
-    static let root = TestCertificate.make(subject: "Test App Attestation Root CA", issuer: "Test App Attestation Root CA",
+    public static let productionAAGUID: [UInt8] = Array("appattest".utf8) + [UInt8](repeating: 0, count: 7)
+    public static let developmentAAGUID: [UInt8] = Array("appattestdevelop".utf8)
+    /// 2030-01-01T00:00:00Z, inside every test certificate's validity (2020 → 2039).
+    public static let now: Int64 = 1_893_456_000
+
+    public static let rootKey = PrivateKey.generateEC(.p256)
+    public static let root = TestCertificate.make(subject: "Test App Attestation Root CA", issuer: "Test App Attestation Root CA",
                                            key: rootKey.publicKey, signer: rootKey, isCA: true)
-    static let intermediateKey = PrivateKey.generateEC(.p256)
-    static let intermediate = TestCertificate.make(subject: "Test App Attestation CA 1", issuer: "Test App Attestation Root CA",
+    public static let intermediateKey = PrivateKey.generateEC(.p256)
+    public static let intermediate = TestCertificate.make(subject: "Test App Attestation CA 1", issuer: "Test App Attestation Root CA",
                                                    key: intermediateKey.publicKey, signer: rootKey, isCA: true)
 
-    enum Nonce { case correct, missing, extensionValue([UInt8]) }
+    public enum Nonce { case correct, missing, extensionValue([UInt8]) }
 
-    var appId = "ABCDE12345.com.example.latchkey"
-    var aaguid = productionAAGUID
-    var counter: UInt32 = 0
-    var credentialKey = PrivateKey.generateEC(.p256)
-    var credentialId: [UInt8]? = nil            // default: keyId
-    var coseKeyX963: [UInt8]? = nil             // default: credentialKey's point
-    var clientDataHash = Digest.sha256(Array("enrolment challenge".utf8))
-    var nonce = Nonce.correct
-    var receipt: [UInt8] = Array("receipt bytes (not verified)".utf8)
+    public var appId = "ABCDE12345.com.example.latchkey"
+    public var aaguid = productionAAGUID
+    public var counter: UInt32 = 0
+    public var credentialKey = PrivateKey.generateEC(.p256)
+    public var credentialId: [UInt8]? = nil            // default: keyId
+    public var coseKeyX963: [UInt8]? = nil             // default: credentialKey's point
+    public var clientDataHash = Digest.sha256(Array("enrolment challenge".utf8))
+    public var nonce = Nonce.correct
+    public var receipt: [UInt8] = Array("receipt bytes (not verified)".utf8)
 
-    var keyId: [UInt8] { Digest.sha256(credentialKey.publicKey.x963Point ?? []) }
+    public var keyId: [UInt8] { Digest.sha256(credentialKey.publicKey.x963Point ?? []) }
 
-    var authData: [UInt8] {
+    public var authData: [UInt8] {
         let point = coseKeyX963 ?? credentialKey.publicKey.x963Point ?? []
         let half = (point.count - 1) / 2
         let cose = CBOREncoder.encode(.map([
@@ -44,7 +46,7 @@ struct AppAttestBuilder {
             + aaguid + [UInt8(id.count >> 8), UInt8(id.count & 0xFF)] + id + cose
     }
 
-    func object(authData override: [UInt8]? = nil) -> [UInt8] {
+    public func object(authData override: [UInt8]? = nil) -> [UInt8] {
         let authData = override ?? self.authData
         var extensions: [[UInt8]] = []
         switch nonce {
@@ -67,20 +69,20 @@ struct AppAttestBuilder {
         ]))
     }
 
-    func policy(development: Bool = false) throws -> DeviceKeyAttestationPolicy {
+    public func policy(development: Bool = false) throws -> DeviceKeyAttestationPolicy {
         var p = DeviceKeyAttestationPolicy(trustAnchors: [try Certificate(der: Self.root)], now: Self.now)
         p.iosApps = [appId]
         p.appAttestDevelopment = development
         return p
     }
 
-    func verify(development: Bool = false, object: [UInt8]? = nil) throws -> AttestedDeviceKey {
+    public func verify(development: Bool = false, object: [UInt8]? = nil) throws -> AttestedDeviceKey {
         try AppAttestVerifier.verifyAttestation(keyId: keyId, attestationObject: object ?? self.object(), clientDataHash: clientDataHash,
                                                 policy: try policy(development: development))
     }
 
     /// An assertion by `credentialKey`: `{signature, authenticatorData}` signed over SHA-256(authenticatorData ‖ clientDataHash).
-    func assertion(counter: UInt32, clientDataHash: [UInt8], authenticatorData override: [UInt8]? = nil,
+    public func assertion(counter: UInt32, clientDataHash: [UInt8], authenticatorData override: [UInt8]? = nil,
                    signature transform: ([UInt8]) -> [UInt8] = { $0 }) throws -> [UInt8] {
         let authData = override ?? (Digest.sha256(Array(appId.utf8)) + [0x40] + withUnsafeBytes(of: counter.bigEndian, Array.init))
         let signature = try credentialKey.sign(Digest.sha256(authData + clientDataHash), algorithm: .ecdsa(.sha256))
@@ -90,24 +92,24 @@ struct AppAttestBuilder {
 }
 
 /// A minimal X.509 v3 DER writer for test chains (RFC 5280 §4.1), signed ECDSA-SHA256.
-enum TestCertificate {
-    static let nonceOID: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x63, 0x64, 0x08, 0x02]   // 1.2.840.113635.100.8.2
-    static let ecdsaWithSHA256: [UInt8] = [0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02]
-    static let commonName: [UInt8] = [0x55, 0x04, 0x03]
-    static let basicConstraints: [UInt8] = [0x55, 0x1D, 0x13]
+public enum TestCertificate {
+    public static let nonceOID: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x63, 0x64, 0x08, 0x02]   // 1.2.840.113635.100.8.2
+    public static let ecdsaWithSHA256: [UInt8] = [0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02]
+    public static let commonName: [UInt8] = [0x55, 0x04, 0x03]
+    public static let basicConstraints: [UInt8] = [0x55, 0x1D, 0x13]
 
-    static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+    public static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
         let n = content.count
         let length: [UInt8] = n < 0x80 ? [UInt8(n)] : n < 0x100 ? [0x81, UInt8(n)] : [0x82, UInt8(n >> 8), UInt8(n & 0xFF)]
         return [tag] + length + content
     }
-    static func seq(_ parts: [UInt8]...) -> [UInt8] { tlv(0x30, parts.flatMap { $0 }) }
-    static func name(_ cn: String) -> [UInt8] { seq(tlv(0x31, seq(tlv(0x06, commonName), tlv(0x0C, Array(cn.utf8))))) }
-    static func extensionField(oid: [UInt8], critical: Bool = false, value: [UInt8]) -> [UInt8] {
+    public static func seq(_ parts: [UInt8]...) -> [UInt8] { tlv(0x30, parts.flatMap { $0 }) }
+    public static func name(_ cn: String) -> [UInt8] { seq(tlv(0x31, seq(tlv(0x06, commonName), tlv(0x0C, Array(cn.utf8))))) }
+    public static func extensionField(oid: [UInt8], critical: Bool = false, value: [UInt8]) -> [UInt8] {
         seq(tlv(0x06, oid), critical ? tlv(0x01, [0xFF]) : [], tlv(0x04, value))
     }
 
-    static func make(subject: String, issuer: String, key: PublicKey, signer: PrivateKey, isCA: Bool,
+    public static func make(subject: String, issuer: String, key: PublicKey, signer: PrivateKey, isCA: Bool,
                      extensions: [[UInt8]] = [], serial: UInt8 = 1) -> [UInt8] {
         let algorithm = seq(tlv(0x06, ecdsaWithSHA256))
         var all = extensions
