@@ -49,7 +49,7 @@ struct AttestationBuilder {
     init(_ vector: AndroidVector) {
         self.vector = vector
         leaf = vector.chain[0]
-        description = try! vector.certificates[0].extension(AndroidKeyDescription.oid)!.value
+        description = vector.certificates[0].extension(AndroidKeyDescription.oid)!.value
     }
 
     var tbs: [DERNode] { try! (try! DERNode.parse(leaf)).children[0].children }
@@ -181,6 +181,12 @@ struct AndroidAttestationBuilderTests {
             p = v.policy()
             p.statusList = try! AttestationStatusList(json: Array(#"{"entries":{"\#(certs[index].serialNumberHex)":{"status":"REVOKED","reason":"KEY_COMPROMISE"}}}"#.utf8))
             #expect(failed(p) == ["chain.revocation"], "revoked certificate \(index)")
+        }
+        // The chain's copy of the root is trusted by key only while it is a genuine self-signed certificate.
+        var tampered = v.chain[certs.count - 1]
+        tampered[tampered.count - 1] ^= 0x01
+        if let copy = try? Certificate(der: tampered) {
+            #expect(failed(v.policy(), chain: Array(certs.dropLast()) + [copy]).contains("chain.anchor"))
         }
         // Cut, reordered and padded chains.
         #expect(failed(v.policy(), chain: [certs[0]]) == ["chain.anchor"])
