@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
-                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown"],
+                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys"],
                           swiftSettings: strict),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),

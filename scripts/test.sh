@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, starts a private PostgreSQL for the tests, builds, and runs every test:
-# the swift-testing suites (unit, vectors, PostgreSQL and HTTP integration) and the CLI vector check
-# that feeds every shared vector to the real `latchkey inspect` binary, the ceremony suites again
+# the swift-testing suites (unit, vectors, PostgreSQL and HTTP integration) and the CLI vector checks
+# that feed every shared vector (WebAuthn and device-key) to the real `latchkey inspect` binary, the ceremony suites again
 # through PgBouncer in transaction pooling mode (scripts/pgbouncer.sh), and the browser suite
 # (Tests/Browser/run.sh: the web app in headless Chromium with a virtual authenticator).
 set -euo pipefail
@@ -40,6 +40,8 @@ set -e
 
 swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
+# Every device-key vector (Android Key Attestation chains, App Attest objects) through `inspect device-key`.
+python3 Tests/CLI/inspect-device-keys.py "$(swift build --show-bin-path)/latchkey" || status=1
 
 # The committed association files against the declared apps, and a live server's well-known URLs.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || status=1

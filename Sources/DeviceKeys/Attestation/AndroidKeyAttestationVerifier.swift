@@ -125,7 +125,8 @@ public enum AndroidKeyAttestationVerifier {
     /// RFC 5280 §6.1 reduced to what an attestation chain needs, with the anchor found by key:
     /// walking up from the leaf, certificate i is trusted when its SubjectPublicKeyInfo and subject are
     /// those of a trust anchor valid at `now` (so the chain's own copy of a re-certified root — Google's RSA
-    /// roots 1–4 are one key — may have expired), or when its signature verifies under such an anchor's key.
+    /// roots 1–4 are one key — may have expired; the copy must still be validly self-signed), or when its
+    /// signature verifies under such an anchor's key.
     /// Every certificate below that point must be valid at `now`, name and be signed by the next, and every
     /// issuer must be a CA (basicConstraints cA, keyCertSign when keyUsage is present, pathLenConstraint kept).
     /// Returns the index of the anchored certificate, nil when the chain does not anchor.
@@ -142,7 +143,14 @@ public enum AndroidKeyAttestationVerifier {
             // Trusted by key: the same key and subject as an anchor that is itself valid now.
             let sameKey = anchors.filter { $0.spki == spki && $0.subject == names(cert.subject) }
             if i > 0, !sameKey.isEmpty {
-                if let live = sameKey.first(where: { valid($0.cert) }) {
+                // The copy must itself be a genuine certificate of that key (self-signed, untampered):
+                // it may differ from the anchor in validity and serial, not be any bytes around the key.
+                if let key = try? cert.publicKey, cert.isSigned(by: key) {} else {
+                    badLinks.append("certificate \(i) carries a trust anchor's key but is not validly self-signed")
+                    anchorDetail = "certificate \(i) carries a trust anchor's key but is not validly self-signed"
+                    break
+                }
+                if let live = sameKey.first(where: { valid($0.cert) && $0.cert.der == cert.der }) ?? sameKey.first(where: { valid($0.cert) }) {
                     anchorIndex = i
                     anchorDetail = "certificate \(i) is the trust anchor \(describeName(live.cert.subject)) (serial \(live.cert.serialNumberHex)) by key"
                 } else {

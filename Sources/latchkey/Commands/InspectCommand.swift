@@ -2,12 +2,14 @@ import Crypto
 import JSON
 import WebAuthn
 
-/// `latchkey inspect registration|authentication`: explains why a credential passes or fails.
+/// `latchkey inspect registration|authentication|device-key`: explains why a credential (or a device
+/// key's attestation, `InspectDeviceKeyCommand`) passes or fails.
 enum InspectCommand: Command {
     static let name = "inspect"
-    static let summary = "verify a credential JSON from stdin and show every field and check"
+    static let summary = "verify a credential or device-key attestation JSON from stdin and show every field and check"
     static let help = """
         usage: latchkey inspect registration|authentication --rp-id R --origin O [--origin O …] --challenge C [options] < credential.json
+               latchkey inspect device-key --challenge C [--app A …] [options] < enrolment.json   (see 'inspect device-key --help')
 
         Reads a RegistrationResponseJSON or AuthenticationResponseJSON on stdin, verifies it as
         WebAuthn Level 3 §7.1/§7.2 describe, and prints every decoded field and every check as JSON.
@@ -30,13 +32,14 @@ enum InspectCommand: Command {
         """
 
     static func run(_ arguments: [String]) -> Int32 {
+        if arguments.first == "device-key" { return InspectDeviceKeyCommand.run(Array(arguments.dropFirst())) }
         do throws(UsageError) {
             let args = try ParsedArguments(arguments,
                 valued: ["rp-id", "origin", "challenge", "public-key", "sign-count", "at", "trust-anchor", "alg", "top-origin", "app-id"],
                 flags: ["require-user-verification", "allow-cross-origin", "help"])
             if args.has("help") { print(help); return ExitCode.success }
             guard args.positionals.count == 1, let ceremony = Inspection.Ceremony(rawValue: args.positionals[0]) else {
-                throw UsageError(message: "say 'registration' or 'authentication'")
+                throw UsageError(message: "say 'registration', 'authentication' or 'device-key'")
             }
             guard let rpId = args.value("rp-id"), !rpId.isEmpty else { throw UsageError(message: "--rp-id is required") }
             let origins = args.all("origin")
