@@ -8,7 +8,8 @@ import Testing
     @Test func startRecordingAUseMovesTheCounterForwardOnlyAndWritesTheAudit() throws {
         let s = try TestDatabase.scratch()
         let (user, credential) = try s.registered(signCount: 10)
-        let lower = CredentialUse(credentialId: credential.id, userId: user.id, signCount: 4, backedUp: true, cloneWarning: true)
+        let lower = CredentialUse(credentialId: credential.id, userId: user.id, signCount: 4, backedUp: true, cloneWarning: true,
+                                  onRegression: .flag)
         let session = Fixture.session(userId: user.id)
         try s.database.sessions.start(session, recording: lower,
                                       audit: [Fixture.audit("passkey.clone_warning", subject: user.id), Fixture.audit("passkey.login", subject: user.id)])
@@ -45,7 +46,7 @@ import Testing
         let onReuse: (String) -> AuditRecord = { AuditRecord(actor: "latchkey", action: "refresh.reuse_detected", subject: $0) }
 
         #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: second, ttlSeconds: 60, onReuse: onReuse)
-                == .rotated(userId: user.id, familyId: session.familyId))
+                == .rotated(userId: user.id, familyId: session.familyId, authTime: session.authTime))
         // The first token again: stolen or replayed. The whole family goes.
         #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .reused)
         #expect(try s.database.sessions.rotate(hash: second, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .invalid)
@@ -58,7 +59,7 @@ import Testing
     @Test func anUnknownOrExpiredTokenIsInvalid() throws {
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
-        let expired = NewSession(familyId: Fixture.id(), userId: user.id, refreshHash: Fixture.bytes(), ttlSeconds: -1)
+        let expired = Fixture.session(userId: user.id, ttlSeconds: -1)
         try s.database.sessions.start(expired)
         for hash in [Fixture.bytes(), expired.refreshHash] {
             #expect(try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") } == .invalid)
@@ -76,7 +77,7 @@ import Testing
             try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") }
         }
         #expect(try rotate(a.refreshHash) == .invalid)
-        #expect(try rotate(b.refreshHash) == .rotated(userId: user.id, familyId: b.familyId))
+        #expect(try rotate(b.refreshHash) == .rotated(userId: user.id, familyId: b.familyId, authTime: b.authTime))
         try s.database.sessions.revoke(userId: user.id, familyId: nil)
         #expect(try s.count("SELECT count(*) AS n FROM refresh_families WHERE user_id = \(user.id) AND revoked_at IS NULL") == 0)
     }

@@ -236,9 +236,17 @@ public final class StepUpService: Sendable {
         // One transaction: the receipt, the passkey's use (counter, backup state, clone flag), the audit
         // line. A device key revoked after the lookup above still wins: the receipt is stored only while it is live.
         let approved = AuditRecord(.stepUpApproved, actor: userId, subject: userId, detail: audit)
-        guard try storage({ () throws(StorageError) in
-            try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, credentialUse: credentialUse, audit: [approved])
-        }) else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
+        // The passkey's counter is compared and stored there: a concurrent step-up carrying the same
+        // counter that got there first makes this one sign_count_regression (no receipt).
+        let receiptStored: Bool
+        do throws(StorageError) {
+            receiptStored = try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, credentialUse: credentialUse, audit: [approved])
+        } catch .conflict(.signCountRegression) where credentialUse != nil {
+            throw assertion.refuseRegression(credentialUse!)
+        } catch {
+            throw ServiceError(error)
+        }
+        guard receiptStored else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
         let token = try stepUpToken(userId: userId, jti: jti, authTime: Int64(now.timeIntervalSince1970), acr: acr, amr: amr,
                                     actionHash: state.actionHash, receiptId: receiptId)
         return .object([("access_token", .string(token)), ("token_type", "Bearer"), ("expires_in", .number(Double(tokenTTL))),
