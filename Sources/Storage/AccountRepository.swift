@@ -40,6 +40,10 @@ public struct CredentialUse: Sendable, Equatable {
 public struct RecordedUse: Sendable, Equatable {
     public let signCount: Int64
     public let flagged: Bool
+    public init(signCount: Int64, flagged: Bool) {
+        self.signCount = signCount
+        self.flagged = flagged
+    }
 }
 
 /// Users, their credentials (passkeys) and enrolment tickets.
