@@ -129,11 +129,11 @@ public final class SessionRepository: Sendable {
             let reused = try t.query("""
                 UPDATE refresh_families SET revoked_at = now()
                 WHERE id = (SELECT family_id FROM refresh_tokens WHERE hash = \(hash) AND used_at IS NOT NULL) AND revoked_at IS NULL
-                RETURNING user_id
+                RETURNING id, user_id
                 """)
             if let row = reused.first {
                 try AuditRepository.write([onReuse(try row.string("user_id"))], on: t)
-                return .reused
+                return .reused(familyId: try row.string("id"))
             }
             return .invalid
         }

@@ -49,7 +49,7 @@ import Testing
         #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: second, ttlSeconds: 60, onReuse: onReuse)
                 == .rotated(userId: user.id, familyId: session.familyId, authTime: session.authTime))
         // The first token again: stolen or replayed. The whole family goes.
-        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .reused)
+        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .reused(familyId: session.familyId))
         #expect(try s.database.sessions.rotate(hash: second, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .invalid)
         #expect(try s.count("SELECT count(*) AS n FROM refresh_families WHERE id = \(session.familyId) AND revoked_at IS NOT NULL") == 1)
         let reuse = try #require(try s.database.audit.entries(limit: 1, before: nil).first)

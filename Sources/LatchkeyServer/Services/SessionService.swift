@@ -103,7 +103,8 @@ public final class SessionService: Sendable {
         switch outcome {
         case .rotated(let userId, let familyId, let authTime):
             return try issue(userId: userId, familyId: familyId, authTime: authTime, refreshToken: next.token, userVerified: false)
-        case .reused:
+        case .reused(let familyId):
+            revoked.insert([familyId])
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
         case .invalid:
             throw ServiceError(.invalidGrant, "the refresh token is invalid, expired or revoked")
