@@ -537,6 +537,7 @@ function renderPasskey(pk) {
       await api('PATCH', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, body: { name: newName } });
       announce(`Renamed to ${newName}.`);
       await loadPasskeys(pk.id);
+      await loadSessions();  // they name the passkey that began each
     } catch (err) {
       showError(err, 'rename');
       input.focus();
@@ -604,7 +605,7 @@ function renderSession(s) {
   li.setAttribute('aria-labelledby', name.id);
   const how = { passkey: 'Passkey', ticket: 'Enrolment ticket', email: 'Email code', recovery: 'Account recovery' }[s.method] || s.method;
   const pk = passkeyName(s.credentialId);
-  li.querySelector('.s-how').textContent = pk ? `${how}: ${pk}` : how;
+  li.querySelector('.s-how').textContent = pk ? `${how} “${pk}”` : how;
   if (s.current) {
     const badge = document.createElement('span');
     badge.className = 'badge badge-ok';
