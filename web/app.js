@@ -413,6 +413,8 @@ function showWelcome() {
   setView('welcome');
   delete document.body.dataset.signinMethod;
   clearPasskeys();
+  clearSessions();
+  app.currentCredential = null;
   $('transfer-result').hidden = true;
   $('welcome-title').focus();
 }
@@ -434,6 +436,7 @@ async function showAccount(method) {
   $('account-title').focus();
   announce(`Signed in as ${user.username}.`);
   await loadPasskeys();
+  await loadSessions();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -534,6 +537,7 @@ function renderPasskey(pk) {
       await api('PATCH', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, body: { name: newName } });
       announce(`Renamed to ${newName}.`);
       await loadPasskeys(pk.id);
+      await loadSessions();  // they name the passkey that began each
     } catch (err) {
       showError(err, 'rename');
       input.focus();
@@ -551,14 +555,100 @@ function renderPasskey(pk) {
     clearBanner();
     try {
       await api('DELETE', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true });
+      if (app.currentCredential === pk.id) { sessionEndedWithPasskey(); return; }
       announce(`${pk.name} was revoked.`);
       await loadPasskeys();
+      await loadSessions();
       $('passkeys-title').focus();
     } catch (err) {
       showError(err, 'revoke');
     }
   });
   return li;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions: where the user is signed in; "this device" is the session of the current token.
+
+function clearSessions() {
+  $('sessions').replaceChildren();
+  delete $('sessions').dataset.count;
+}
+
+async function loadSessions() {
+  let list;
+  try {
+    list = (await api('GET', '/v1/sessions', { auth: true })).sessions || [];
+  } catch (e) {
+    if (app.session) showError(e, 'list');
+    return;
+  }
+  if (!app.session) return;
+  app.currentCredential = (list.find((s) => s.current) || {}).credentialId || null;
+  const ul = $('sessions');
+  ul.replaceChildren(...list.map(renderSession));
+  ul.dataset.count = String(list.length);
+}
+
+function passkeyName(credentialId) {
+  const item = credentialId && [...$('passkeys').children].find((li) => li.dataset.id === credentialId);
+  return item ? item.querySelector('.pk-name').textContent : null;
+}
+
+function renderSession(s) {
+  const li = $('session-template').content.firstElementChild.cloneNode(true);
+  li.dataset.id = s.id;
+  li.dataset.current = String(Boolean(s.current));
+  const name = li.querySelector('.s-name');
+  name.id = `s-name-${s.id}`;
+  name.textContent = s.current ? 'This device' : 'Another sign-in';
+  li.setAttribute('aria-labelledby', name.id);
+  const how = { passkey: 'Passkey', ticket: 'Enrolment ticket', email: 'Email code', recovery: 'Account recovery' }[s.method] || s.method;
+  const pk = passkeyName(s.credentialId);
+  li.querySelector('.s-how').textContent = pk ? `${how} “${pk}”` : how;
+  if (s.current) {
+    const badge = document.createElement('span');
+    badge.className = 'badge badge-ok';
+    badge.textContent = 'This device';
+    li.querySelector('.s-badges').append(badge);
+  }
+  const auth = li.querySelector('.s-auth');
+  auth.textContent = `Signed in ${when(s.authTime)}`;
+  auth.title = dateFormat.format(new Date(s.authTime));
+  const used = li.querySelector('.s-used');
+  used.textContent = `Last active ${when(s.lastUsedAt)}`;
+  used.title = dateFormat.format(new Date(s.lastUsedAt));
+  const end = li.querySelector('.s-end');
+  end.setAttribute('aria-label', s.current ? 'End this session (sign out here)' : `End the session signed in ${when(s.authTime)}`);
+  end.addEventListener('click', async () => {
+    clearBanner();
+    try {
+      await api('DELETE', `/v1/sessions/${encodeURIComponent(s.id)}`, { auth: true, retry: false });
+    } catch (err) {
+      showError(err, 'revoke');
+      return;
+    }
+    if (s.current) {
+      endSession();
+      showWelcome();
+      announce('This session ended. You are signed out.');
+      startConditional();
+      return;
+    }
+    announce('That session was ended.');
+    await loadSessions();
+    $('sessions-title').focus();
+  });
+  return li;
+}
+
+/** Revoking the passkey this session began with ends the session too (SPEC "Sessions"). */
+function sessionEndedWithPasskey() {
+  endSession();
+  showWelcome();
+  showBanner('You revoked the passkey you signed in with, so this session ended. Sign in with another passkey.', 'info',
+    'session_ended');
+  startConditional();
 }
 
 async function addPasskey() {

@@ -26,6 +26,9 @@ public final class Services: Sendable {
     public let admin: AdminService
     let attestationTrust: AttestationTrust
     private let changeFeed = Mutex<ConfigWatch?>(nil)
+    /// Sessions revoked recently (their access tokens are refused before they expire), fed by
+    /// `startRevocationFeed`.
+    let revokedSessions: RevokedSessions
 
     public init(configuration: Configuration, database: Database, runtime: Runtime = .system, log: RequestLog = RequestLog(enabled: true)) {
         self.configuration = configuration
@@ -34,9 +37,11 @@ public final class Services: Sendable {
         self.log = log
         signer = TokenSigner(keys: database.keys, configuration: configuration, runtime: runtime)
         origins = OriginCache(config: database.config)
+        revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
-                                  configuration: configuration, runtime: runtime)
-        let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache())
+                                  configuration: configuration, runtime: runtime, revoked: revokedSessions)
+        let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(),
+                                         onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
@@ -74,6 +79,11 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop(); $0 = watch }
     }
 
+    /// 6. Sessions revoked anywhere are refused here within a second: the last access-token TTL's
+    ///    revocations loaded now, then NOTIFY `latchkey_sessions` (on a direct connection) and a
+    ///    poll every half second (which alone suffices behind a transaction pooler).
+    public func startRevocationFeed() throws(StorageError) { try revokedSessions.start(database.sessions) }
+
     /// All of them, in order.
     public func start() throws {
         _ = try migrate()
@@ -81,14 +91,24 @@ public final class Services: Sendable {
         try prepareSigningKeys()
         try loadAttestationTrust()
         startChangeFeed()
+        try startRevocationFeed()
     }
 
     /// True while the change feed is connected.
     public var isListening: Bool { changeFeed.withLock { $0?.isListening ?? false } }
 
-    public func stop() { changeFeed.withLock { $0?.stop(); $0 = nil } }
+    /// True while the revocation feed's LISTEN is connected (else the poll alone carries it).
+    public var isListeningForRevocations: Bool { revokedSessions.isListening }
 
-    deinit { changeFeed.withLock { $0?.stop() } }
+    public func stop() {
+        changeFeed.withLock { $0?.stop(); $0 = nil }
+        revokedSessions.stop()
+    }
+
+    deinit {
+        changeFeed.withLock { $0?.stop() }
+        revokedSessions.stop()
+    }
 }
 
 /// One JSON line per request on standard output: no bodies, no tokens, no credential data.

@@ -4,6 +4,16 @@ import PostgreSQL
 
 /// What a verified assertion changes on its credential (login and passkey step-up alike).
 public struct CredentialUse: Sendable, Equatable {
+    /// What storing a use does when the stored counter is no longer below the new one (another use
+    /// with the same or a higher counter got there first, or the authenticator went back): the
+    /// deployment's `LATCHKEY_SIGN_COUNT_POLICY`.
+    public enum OnRegression: Sendable, Equatable {
+        /// Nothing is written; the call fails `.conflict(.signCountRegression)`.
+        case reject
+        /// The use is stored and the credential flagged as a possible clone.
+        case flag
+    }
+
     public let credentialId: [UInt8]
     public let userId: String
     /// The authenticator's counter; the stored one only ever moves forward.
@@ -11,13 +21,28 @@ public struct CredentialUse: Sendable, Equatable {
     public let backedUp: Bool
     /// Sets `flagged` (it is never cleared here): the counter went back and policy let the use through.
     public let cloneWarning: Bool
+    /// Decided by the compare-and-set in the one statement that stores the use, so two uses carrying
+    /// the same counter can never both pass under `.reject`.
+    public let onRegression: OnRegression
 
-    public init(credentialId: [UInt8], userId: String, signCount: Int64, backedUp: Bool, cloneWarning: Bool) {
+    public init(credentialId: [UInt8], userId: String, signCount: Int64, backedUp: Bool, cloneWarning: Bool,
+                onRegression: OnRegression = .reject) {
         self.credentialId = credentialId
         self.userId = userId
         self.signCount = signCount
         self.backedUp = backedUp
         self.cloneWarning = cloneWarning
+        self.onRegression = onRegression
+    }
+}
+
+/// The credential as a stored use left it.
+public struct RecordedUse: Sendable, Equatable {
+    public let signCount: Int64
+    public let flagged: Bool
+    public init(signCount: Int64, flagged: Bool) {
+        self.signCount = signCount
+        self.flagged = flagged
     }
 }
 
@@ -118,25 +143,51 @@ public final class AccountRepository: Sendable {
     }
 
     /// Records a verified use on its credential, plus `audit`, in one statement; `.notFound` when
-    /// the credential does not exist (nothing is written then).
-    public func recordUse(_ use: CredentialUse, audit: [AuditRecord]) throws(StorageError) {
+    /// the credential does not exist, `.conflict(.signCountRegression)` when the compare-and-set
+    /// refused it (nothing is written then).
+    @discardableResult
+    public func recordUse(_ use: CredentialUse, audit: [AuditRecord]) throws(StorageError) -> RecordedUse {
         try pool.run { c in
             let statement = SQL.with([("cred", AccountRepository.recording(use))] + AuditRepository.cte(audit, onlyIf: "cred"),
-                                     "SELECT id FROM cred")
-            guard !(try c.query(statement)).isEmpty else { throw StorageError.notFound }
+                                     AccountRepository.recordedOrWhy(use))
+            return try AccountRepository.recorded(try c.query(statement)[0])
         }
     }
 
-    /// The one statement that records a use on a credential: the counter only moves forward (a
-    /// concurrent use cannot lower it), `flagged` is sticky. Returns the credential's id, or no row.
-    /// Used alone or as a CTE by `recordUse`, `SessionRepository.start(recording:)` and
+    /// The one statement that records a use on a credential, as a compare-and-set: the row is
+    /// updated only while the stored counter is still below the new one, or both are 0 (synced
+    /// passkeys always report 0) — WebAuthn L3 §7.2 step 22 decided by PostgreSQL, so a concurrent
+    /// use that got there first makes this one fail (READ COMMITTED re-checks the condition on the
+    /// row version that won). Under `.flag` a failed compare stores the use anyway and sets
+    /// `flagged`. `flagged` is sticky; the counter never moves back. Returns the credential's
+    /// `id, sign_count, flagged`, or no row (unknown credential, or refused under `.reject`).
+    /// Used as a CTE named `cred` by `recordUse`, `SessionRepository.start(recording:)` and
     /// `DeviceKeyRepository.insertReceipt(credentialUse:)`.
     static func recording(_ use: CredentialUse) -> SQL {
+        let advances: SQL = "(\(use.signCount) > sign_count OR (\(use.signCount) = 0 AND sign_count = 0))"
+        let onlyIf: SQL = use.onRegression == .reject ? " AND \(fragment: advances)" : ""
+        return """
+            UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
+                flagged = flagged OR \(use.cloneWarning) OR NOT \(fragment: advances), last_used_at = now()
+            WHERE id = \(use.credentialId)\(fragment: onlyIf) RETURNING id, sign_count, flagged
+            """
+    }
+
+    /// The final SELECT of a statement whose CTE `cred` is `recording(use)`: the recorded row, or
+    /// why there is none — `known` reads the statement's snapshot, from before the update.
+    static func recordedOrWhy(_ use: CredentialUse) -> SQL {
         """
-        UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
-            flagged = flagged OR \(use.cloneWarning), last_used_at = now()
-        WHERE id = \(use.credentialId) RETURNING id
+        SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged,
+               EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) AS known
         """
+    }
+
+    /// `recordedOrWhy`'s row as a result: the use, `.notFound`, or `.conflict(.signCountRegression)`.
+    static func recorded(_ row: Row) throws -> RecordedUse {
+        if try row.isNull("sign_count") {
+            throw try row.bool("known") ? StorageError.conflict(.signCountRegression) : StorageError.notFound
+        }
+        return RecordedUse(signCount: try row.int64("sign_count"), flagged: try row.bool("flagged"))
     }
 
     /// Marks a credential as a possible clone (sign count regression refused under a `reject`
@@ -160,14 +211,21 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// False when the user has no such live credential (no audit line then).
-    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord) throws(StorageError) -> Bool {
+    /// Revokes the user's live credential and, in the same transaction, every live session it began
+    /// (SPEC "Sessions"), with `audit`. Returns the ids of those sessions, or nil when the user has
+    /// no such live credential (nothing written then).
+    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord) throws(StorageError) -> [String]? {
         try pool.runTransaction { t in
             let n = try t.execute("""
                 UPDATE credentials SET revoked_at = now() WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
                 """)
-            if n > 0 { try AuditRepository.write([audit], on: t) }
-            return n > 0
+            guard n > 0 else { return nil }
+            let ended = try t.query("""
+                UPDATE refresh_families SET revoked_at = now()
+                WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL RETURNING id
+                """).map { try $0.string("id") }
+            try AuditRepository.write([audit], on: t)
+            return ended
         }
     }
 

@@ -149,48 +149,8 @@ public final class ConfigRepository: Sendable {
     /// direct connection, never a pooled one (a pooled connection is reused by other work and would
     /// miss or swallow notifications). Without a listen URL (transaction pooler, no `listenURL`)
     /// nothing listens: `isListening` stays false, and callers' caches must expire on their own.
-    public func watch(onChange: @escaping @Sendable () -> Void) -> ConfigWatch {
-        ConfigWatch(url: listenURL, channel: ConfigRepository.channel, onChange: onChange)
-    }
-}
-
-/// A running `ConfigRepository.watch`.
-public final class ConfigWatch: Sendable {
-    private let stopped = Mutex(false)
-    private let listening = Mutex(false)
-
-    init(url: String?, channel: String, onChange: @escaping @Sendable () -> Void) {
-        guard let url else { return }
-        let thread = Thread { [self] in self.run(url: url, channel: channel, onChange: onChange) }
-        thread.name = "latchkey-config-watcher"
-        thread.start()
-    }
-
-    /// True while the LISTEN connection is up (changes arrive at once).
-    public var isListening: Bool { listening.withLock { $0 } }
-
-    /// Ends the watch within a quarter of a second; `onChange` is not called afterwards.
-    public func stop() { stopped.withLock { $0 = true } }
-
-    private func run(url: String, channel: String, onChange: @escaping @Sendable () -> Void) {
-        var backoff = 0.1
-        while !stopped.withLock({ $0 }) {
-            guard let listener = try? PostgresListener(url: url, channels: [channel]) else {
-                Thread.sleep(forTimeInterval: backoff)
-                backoff = min(backoff * 2, 2)
-                continue
-            }
-            backoff = 0.1
-            listening.withLock { $0 = true }
-            onChange()
-            while !stopped.withLock({ $0 }) {
-                do {
-                    if !(try listener.wait(timeout: 0.25)).isEmpty, !stopped.withLock({ $0 }) { onChange() }
-                } catch {
-                    break
-                }
-            }
-            listening.withLock { $0 = false }
-        }
+    public func watch(onChange: @escaping @Sendable () -> Void) -> NotificationWatch {
+        NotificationWatch(url: listenURL, channel: ConfigRepository.channel, threadName: "latchkey-config-watcher",
+                          onConnect: onChange, onNotifications: { _ in onChange() })
     }
 }

@@ -26,7 +26,7 @@ public final class Database: Sendable {
     public let challenges: ChallengeRepository
     /// Users, credentials (passkeys), enrolment tickets.
     public let accounts: AccountRepository
-    /// Refresh-token families and tokens.
+    /// Refresh-token families (sessions) and tokens, and their revocation feed.
     public let sessions: SessionRepository
     /// Device keys, step-up receipts.
     public let deviceKeys: DeviceKeyRepository
@@ -54,7 +54,7 @@ public final class Database: Sendable {
         let listen = listenURL ?? (pooler == .none ? url : nil)
         challenges = ChallengeRepository(pool: challengePool, maintenance: pool)
         accounts = AccountRepository(pool: pool)
-        sessions = SessionRepository(pool: pool)
+        sessions = SessionRepository(pool: pool, listenURL: listen)
         deviceKeys = DeviceKeyRepository(pool: pool)
         config = ConfigRepository(pool: pool, listenURL: listen)
         audit = AuditRepository(pool: pool)

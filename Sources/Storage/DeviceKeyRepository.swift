@@ -126,7 +126,9 @@ public final class DeviceKeyRepository: Sendable {
     /// Stores an approval with `audit`, in one transaction. With `liveDeviceKeyId`, only while that
     /// key is live (a revocation landing between the key lookup and this insert still wins) —
     /// false otherwise, nothing written. With `credentialUse`, the passkey's use is recorded in the
-    /// same transaction (`.notFound`, nothing written, when the credential does not exist).
+    /// same transaction as a compare-and-set on its counter (`AccountRepository.recording`):
+    /// `.notFound` when the credential does not exist, `.conflict(.signCountRegression)` when the
+    /// counter is refused under `.reject` — nothing written either way.
     /// With `appAttestCounter` (an App Attest key's assertion), the key's counter is compared and
     /// stored in the same statement: only a counter above the stored one is accepted, so two
     /// assertions with one counter can never both pass (returns false for the loser, as for a revoked key).
@@ -143,7 +145,9 @@ public final class DeviceKeyRepository: Sendable {
                 guard !live.isEmpty else { return false }
             }
             if let credentialUse {
-                guard !(try t.query(AccountRepository.recording(credentialUse))).isEmpty else { throw StorageError.notFound }
+                // The compare-and-set on the passkey's counter: refused → nothing written (rollback).
+                _ = try AccountRepository.recorded(try t.query(SQL.with([("cred", AccountRepository.recording(credentialUse))],
+                                                                       AccountRepository.recordedOrWhy(credentialUse)))[0])
             }
             try t.execute("""
                 INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action,

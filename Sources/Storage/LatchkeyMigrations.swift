@@ -27,6 +27,10 @@ public enum LatchkeyMigrations {
         // Issue 9: challenges carry the core's encoded ceremony state instead of a policy JSON.
         File(version: 4, name: "ceremony state on challenges", file: "0004_ceremony_state.sql",
              sql: PackageResources._004_ceremony_state_sql),
+        // Issue 10: sessions record how they began (method, passkey, auth_time); revoking one
+        // notifies every instance on channel `latchkey_sessions`.
+        File(version: 5, name: "sessions bound to how they began", file: "0005_sessions.sql",
+             sql: PackageResources._005_sessions_sql),
         // Issue 10: device-key tickets and what a device key's attestation proved.
         File(version: 6, name: "device-key trust chain", file: "0006_device_key_trust.sql",
              sql: PackageResources._006_device_key_trust_sql),

@@ -51,9 +51,10 @@ public struct AuditEntry: Sendable {
 }
 
 public enum RefreshOutcome: Sendable, Equatable {
-    case rotated(userId: String, familyId: String)
+    /// `authTime`: the session's, unchanged by the refresh.
+    case rotated(userId: String, familyId: String, authTime: Date)
     /// A token that was already used: the whole family is now revoked (RFC 9700 §4.14.2).
-    case reused
+    case reused(familyId: String)
     case invalid
 }
 

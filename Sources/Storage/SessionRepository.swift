@@ -1,54 +1,109 @@
+import Foundation
 import PostgreSQL
 
-/// A new session = a refresh-token family with its first token.
+/// How a session began (SPEC "Sessions"); stored in `refresh_families.method`.
+public enum SessionMethod: String, Sendable, Equatable {
+    /// A passkey ceremony (registration or login); the session records the credential id.
+    case passkey
+    case ticket
+    case email
+    case recovery
+}
+
+/// A new session = a refresh-token family with its first token, bound to how it began.
 public struct NewSession: Sendable, Equatable {
     public let familyId: String
     public let userId: String
     /// SHA-256 of the refresh token handed to the client.
     public let refreshHash: [UInt8]
     public let ttlSeconds: Int
+    public let method: SessionMethod
+    /// The passkey that began it (method `.passkey`): revoking that passkey revokes this session.
+    public let credentialId: [UInt8]?
+    /// When the authentication that began the session happened: every access token of the session
+    /// carries it as `auth_time`, and a refresh never moves it.
+    public let authTime: Date
 
-    public init(familyId: String, userId: String, refreshHash: [UInt8], ttlSeconds: Int) {
+    public init(familyId: String, userId: String, refreshHash: [UInt8], ttlSeconds: Int, method: SessionMethod,
+                credentialId: [UInt8]?, authTime: Date) {
         self.familyId = familyId
         self.userId = userId
         self.refreshHash = refreshHash
         self.ttlSeconds = ttlSeconds
+        self.method = method
+        self.credentialId = credentialId
+        self.authTime = authTime
     }
 }
 
-/// Refresh-token families (sessions) and their tokens, rotated with reuse detection.
+/// A live session as `GET /v1/sessions` lists it.
+public struct SessionRecord: Sendable, Equatable {
+    public let id: String
+    public let method: SessionMethod
+    public let credentialId: [UInt8]?
+    public let createdAt: Date
+    public let lastUsedAt: Date
+    public let authTime: Date
+}
+
+/// Refresh-token families (sessions) and their tokens, rotated with reuse detection; the feed of
+/// revocations (NOTIFY `latchkey_sessions`, migration 5, and the poll behind it).
 public final class SessionRepository: Sendable {
     let pool: PostgresPool
+    /// Where LISTEN connects; nil: no LISTEN (a transaction pooler without a direct URL).
+    let listenURL: String?
 
-    init(pool: PostgresPool) { self.pool = pool }
+    /// The NOTIFY channel migration 5's trigger raises, payload = the session id.
+    static let channel = "latchkey_sessions"
+
+    init(pool: PostgresPool, listenURL: String?) {
+        self.pool = pool
+        self.listenURL = listenURL
+    }
 
     /// The one way to create a session, in one statement (one durable commit). With `use`, the
-    /// credential's use is recorded in that same statement, and the session exists only if the
-    /// credential does (`.notFound` otherwise, nothing written): a login is `consumeForLogin`, then
-    /// this — two round trips.
-    public func start(_ session: NewSession, recording use: CredentialUse? = nil, audit: [AuditRecord] = []) throws(StorageError) {
+    /// credential's use is recorded in that same statement (a compare-and-set on its counter, see
+    /// `AccountRepository.recording`), and the session exists only if the use was stored: unknown
+    /// credential → `.notFound`, counter refused → `.conflict(.signCountRegression)`, nothing
+    /// written either way. A login is `consumeForLogin`, then this — two round trips. Returns the
+    /// credential as the use left it (nil without a use).
+    @discardableResult
+    public func start(_ session: NewSession, recording use: CredentialUse? = nil,
+                      audit: [AuditRecord] = []) throws(StorageError) -> RecordedUse? {
         try pool.run { c in try SessionRepository.start(session, recording: use, audit: audit, on: c) }
     }
 
     /// `start` on `connection` (also inside `AccountRepository.register`'s transaction).
-    static func start(_ session: NewSession, recording use: CredentialUse?, audit: [AuditRecord], on connection: PostgresConnection) throws {
+    @discardableResult
+    static func start(_ session: NewSession, recording use: CredentialUse?, audit: [AuditRecord],
+                      on connection: PostgresConnection) throws -> RecordedUse? {
         // The family's row source: the recorded credential when there is one, so a use and its
         // session are written together or not at all.
         let source: SQL = use == nil ? "" : " FROM cred"
         let ctes: [(name: String, sql: SQL)] =
             (use.map { [("cred", AccountRepository.recording($0))] } ?? [])
-            + [("fam", "INSERT INTO refresh_families (id, user_id) SELECT \(session.familyId), \(session.userId)\(fragment: source) RETURNING id"),
+            + [("fam", """
+                   INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at)
+                   SELECT \(session.familyId), \(session.userId), \(session.method.rawValue), \(session.credentialId),
+                          \(session.authTime), now()\(fragment: source)
+                   RETURNING id
+                   """),
                ("tok", """
                    INSERT INTO refresh_tokens (hash, family_id, expires_at)
                    SELECT \(session.refreshHash), fam.id, now() + make_interval(secs => \(session.ttlSeconds)) FROM fam RETURNING hash
                    """)]
             + AuditRepository.cte(audit, onlyIf: "tok")
-        guard !(try connection.query(SQL.with(ctes, "SELECT hash FROM tok"))).isEmpty else { throw StorageError.notFound }
+        guard let use else {
+            guard !(try connection.query(SQL.with(ctes, "SELECT hash FROM tok"))).isEmpty else { throw StorageError.notFound }
+            return nil
+        }
+        return try AccountRepository.recorded(try connection.query(SQL.with(ctes, AccountRepository.recordedOrWhy(use)))[0])
     }
 
-    /// Rotates a refresh token: the presented one is used up and `newHash` joins its family. A
-    /// token presented a second time revokes its whole family (RFC 9700 §4.14.2) and writes
-    /// `onReuse(userId)` in the same transaction.
+    /// Rotates a refresh token: the presented one is used up and `newHash` joins its family, which
+    /// must be live (a revoked session's tokens are `.invalid`). A token presented a second time
+    /// revokes its whole family (RFC 9700 §4.14.2) and writes `onReuse(userId)` in the same
+    /// transaction. The session's `auth_time` comes back unchanged; `last_used_at` moves.
     public func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int,
                        onReuse: (String) -> AuditRecord) throws(StorageError) -> RefreshOutcome {
         try pool.runTransaction { t in
@@ -59,33 +114,95 @@ public final class SessionRepository: Sendable {
                 """)
             if let row = used.first {
                 let family = try row.string("family_id")
+                // Locks the family row: a revocation committed meanwhile is seen here, and one that
+                // comes later waits for this refresh (the revoked-session set then covers its token).
+                let live = try t.query("""
+                    UPDATE refresh_families SET last_used_at = now() WHERE id = \(family) AND revoked_at IS NULL RETURNING auth_time
+                    """)
+                guard let session = live.first else { return RefreshOutcome.invalid }
                 try t.execute("""
                     INSERT INTO refresh_tokens (hash, family_id, expires_at)
                     VALUES (\(newHash), \(family), now() + make_interval(secs => \(ttlSeconds)))
                     """)
-                return .rotated(userId: try row.string("user_id"), familyId: family)
+                return .rotated(userId: try row.string("user_id"), familyId: family, authTime: try session.date("auth_time"))
             }
             let reused = try t.query("""
                 UPDATE refresh_families SET revoked_at = now()
                 WHERE id = (SELECT family_id FROM refresh_tokens WHERE hash = \(hash) AND used_at IS NOT NULL) AND revoked_at IS NULL
-                RETURNING user_id
+                RETURNING id, user_id
                 """)
             if let row = reused.first {
                 try AuditRepository.write([onReuse(try row.string("user_id"))], on: t)
-                return .reused
+                return .reused(familyId: try row.string("id"))
             }
             return .invalid
         }
     }
 
-    /// Revokes one family of the user (`familyId`), or all of them (nil).
-    public func revoke(userId: String, familyId: String?) throws(StorageError) {
+    /// The user's live sessions (not revoked, with a refresh token still usable), newest first.
+    public func list(userId: String) throws(StorageError) -> [SessionRecord] {
         try pool.run { c in
-            if let familyId {
-                try c.execute("UPDATE refresh_families SET revoked_at = now() WHERE id = \(familyId) AND user_id = \(userId) AND revoked_at IS NULL")
-            } else {
-                try c.execute("UPDATE refresh_families SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL")
+            try c.query("""
+                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time FROM refresh_families f
+                WHERE f.user_id = \(userId) AND f.revoked_at IS NULL
+                  AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
+                ORDER BY f.created_at DESC, f.id
+                """).map { r in
+                SessionRecord(id: try r.string("id"), method: SessionMethod(rawValue: try r.string("method")) ?? .passkey,
+                              credentialId: try r.optionalBytes("credential_id"), createdAt: try r.date("created_at"),
+                              lastUsedAt: try r.date("last_used_at"), authTime: try r.date("auth_time"))
             }
         }
+    }
+
+    /// Revokes one live session of the user (`familyId`), or all of them (nil); returns the ids
+    /// revoked (empty: none of the user's sessions matched).
+    @discardableResult
+    public func revoke(userId: String, familyId: String?) throws(StorageError) -> [String] {
+        try pool.run { c in
+            let rows: [Row]
+            if let familyId {
+                rows = try c.query("""
+                    UPDATE refresh_families SET revoked_at = now() WHERE id = \(familyId) AND user_id = \(userId) AND revoked_at IS NULL
+                    RETURNING id
+                    """)
+            } else {
+                rows = try c.query("UPDATE refresh_families SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id")
+            }
+            return try rows.map { try $0.string("id") }
+        }
+    }
+
+    // MARK: Revocation feed
+
+    /// The sessions revoked after `since` (nil: in the last `lookbackSeconds`), with the database's
+    /// clock at the time of the query, for the next call. One indexed query (`refresh_families_revoked`).
+    /// `revoked_at` is its transaction's start time, so a caller passes a `since` some seconds
+    /// before the last `at`, to catch revocations whose transaction was still open at that query.
+    public func revoked(since: Date?, lookbackSeconds: Int) throws(StorageError) -> (ids: [String], at: Date) {
+        try pool.run { c in
+            let rows: [Row]
+            if let since {
+                rows = try c.query("""
+                    SELECT now() AS at, f.id FROM (SELECT 1) AS one
+                    LEFT JOIN refresh_families f ON f.revoked_at > \(since)
+                    """)
+            } else {
+                rows = try c.query("""
+                    SELECT now() AS at, f.id FROM (SELECT 1) AS one
+                    LEFT JOIN refresh_families f ON f.revoked_at > now() - make_interval(secs => \(lookbackSeconds))
+                    """)
+            }
+            return (try rows.compactMap { try $0.optionalString("id") }, try rows[0].date("at"))
+        }
+    }
+
+    /// Calls `onRevoked(ids)` on every NOTIFY `latchkey_sessions` and `onConnect()` after every
+    /// (re)connect (a gap may have hidden revocations), from a thread of its own, until `stop()`.
+    /// Without a listen URL nothing listens (`isListening` stays false): callers poll `revoked(since:)`.
+    public func watchRevocations(onConnect: @escaping @Sendable () -> Void,
+                                 onRevoked: @escaping @Sendable ([String]) -> Void) -> NotificationWatch {
+        NotificationWatch(url: listenURL, channel: SessionRepository.channel, threadName: "latchkey-session-watcher",
+                          onConnect: onConnect, onNotifications: onRevoked)
     }
 }

@@ -3,7 +3,7 @@ import PostgreSQL
 /// Every way a repository call can fail. Callers map these to HTTP in one table; `unavailable`'s
 /// text is for logs only (it is a PostgresError's description: server messages, never bind values).
 public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A unique constraint refused the write.
+    /// A unique constraint (or a compare-and-set) refused the write.
     case conflict(Conflict)
     /// A row the call needed does not exist (where a Bool or nil return does not already say so):
     /// the credential a use or a flag is recorded on.
@@ -14,6 +14,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Conflict: Sendable, Equatable {
         case usernameTaken       // users_username_key
         case credentialExists    // credentials_pkey
+        /// A credential use's compare-and-set found the stored counter not below the new one.
+        case signCountRegression
         case other(String)       // the constraint's name
     }
 
@@ -21,6 +23,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .conflict(.usernameTaken): "conflict: username taken"
         case .conflict(.credentialExists): "conflict: credential already registered"
+        case .conflict(.signCountRegression): "conflict: sign count not above the stored one"
         case .conflict(.other(let constraint)): "conflict: \(constraint)"
         case .notFound: "not found"
         case .unavailable(let reason): "database unavailable: \(reason)"

@@ -7,7 +7,8 @@ Environment: LATCHKEY_URL (http://localhost:PORT), LATCHKEY_SCREENSHOTS (folder 
 The tests are one story, in order, sharing one browser and one authenticator: sign up (keyboard
 only), sign out, a cancelled sign-in, a taken username, sign in with the button and with autofill
 (conditional mediation), token refresh after a 401, an ended session, rename (keyboard only), the "already on this
-device" message, step-up approval of a 200 EUR transfer, revoke (keyboard only), and a revoked
+device" message, step-up approval of a 200 EUR transfer, the sessions list ("this device" marked,
+another ended, keyboard only), revoke (keyboard only: it ends this session too), and a revoked
 passkey failing to sign in. Synchronisation is on DOM state only (WebDriverWait conditions on
 data-* attributes the app sets), never sleeps.
 
@@ -358,7 +359,30 @@ def test_step_up_approves_the_transfer(b):
     assert '200.00 EUR' in result.text and 'Receipt' in result.text, result.text
 
 
+def test_sessions_mark_this_device_and_end_another_with_keyboard_only(b):
+    # The session from the autofill sign-in was abandoned (test_ended_session_...), so it is still live.
+    b.until(lambda: int(b.el('sessions').get_attribute('data-count') or 0) >= 2, 'two sessions listed')
+    items = b.d.find_elements(By.CSS_SELECTOR, '#sessions > li')
+    current = [li for li in items if li.get_attribute('data-current') == 'true']
+    assert len(current) == 1, [li.text for li in items]
+    assert 'This device' in current[0].text, current[0].text
+    others = [li for li in items if li.get_attribute('data-current') == 'false']
+    count = len(items)
+    ended = others[0].get_attribute('data-id')
+    end = others[0].find_element(By.CSS_SELECTOR, '.s-end')
+    b.tab_to(end)
+    b.shot('07-sessions')
+    b.keys(Keys.ENTER)
+    b.until(lambda: b.el('sessions').get_attribute('data-count') == str(count - 1), 'one session fewer')
+    b.until(lambda: b.focused() == b.el('sessions-title'), 'focus on the sessions heading')
+    token = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']
+    status, _, body = http('GET', '/v1/sessions', headers={'Authorization': 'Bearer ' + token})
+    assert status == 200 and ended not in [s['id'] for s in json.loads(body)['sessions']], body
+    assert b.body('view') == 'account'
+
+
 def test_revoke_with_keyboard_only(b):
+    token_before = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']
     item = b.wait_passkeys(1)[0]
     revoke = item.find_element(By.CSS_SELECTOR, '.pk-revoke-start')
     b.tab_to(revoke)
@@ -368,14 +392,21 @@ def test_revoke_with_keyboard_only(b):
     confirm = item.find_element(By.CSS_SELECTOR, '.pk-confirm-yes')
     b.tab_to(confirm, backwards=True)
     b.shot('07-revoke-confirm')
+    b.user_verified(False)  # the autofill request after the sign-out ends without a choice
     b.keys(Keys.ENTER)
-    b.wait_passkeys(0)
-    assert b.el('passkeys-empty').is_displayed()
-    b.until(lambda: b.focused() == b.el('passkeys-title'), 'focus on the passkeys heading')
+    # This session began with that passkey, so it ended with it (SPEC "Sessions").
+    text = b.wait_banner('session_ended')
+    assert 'session ended' in text, text
+    b.wait_view('welcome')
+    b.wait_autofill_idle()
+    b.user_verified(True)
+    status, _, _ = http('GET', '/v1/passkeys', headers={'Authorization': 'Bearer ' + token_before})
+    assert status == 401, 'the revoked passkey\'s session is refused'
 
 
 def test_revoked_passkey_cannot_sign_in(b):
-    b.sign_out_keeping_credential()
+    if b.body('view') != 'welcome':
+        b.sign_out_keeping_credential()
     b.el('signin-button').click()
     text = b.wait_banner('credential_unknown')
     assert 'revoked' in text, text
@@ -396,6 +427,7 @@ TESTS = [
     test_rename_with_keyboard_only,
     test_adding_a_passkey_this_device_already_has_says_so,
     test_step_up_approves_the_transfer,
+    test_sessions_mark_this_device_and_end_another_with_keyboard_only,
     test_revoke_with_keyboard_only,
     test_revoked_passkey_cannot_sign_in,
 ]

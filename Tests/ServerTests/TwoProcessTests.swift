@@ -73,9 +73,12 @@ struct TwoProcessTests {
         #expect(rotated.status == 200, "\(rotated)")
         let reuse = try onA.post("/v1/token", .object([("grant_type", "refresh_token"), ("refresh_token", .string(session.refreshToken))]))
         #expect(reuse.code == "invalid_grant")
+        // The reuse revoked the whole family: its access token is refused on both, at once on A.
+        #expect(try onA.get("/v1/passkeys", authorization: session.bearer).code == "unauthorized")
+        let current = Session(reply: try #require(try onA.login(authenticator).reply.json))
 
         // Revoked through A → refused by B at once.
-        let revoked = try onA.send("DELETE", "/v1/passkeys/\(Base64URL.encode(authenticator.credentialId))", authorization: session.bearer)
+        let revoked = try onA.send("DELETE", "/v1/passkeys/\(Base64URL.encode(authenticator.credentialId))", authorization: current.bearer)
         #expect(revoked.status == 204)
         let afterB = try #require(try onB.authenticationOptions().json)
         let refused = try onB.send("POST", "/v1/passkeys/authentication/verify", body: onB.assertion(authenticator, options: afterB).bytes())

@@ -55,16 +55,17 @@ import Testing
         #expect(try s.auditActions() == ["passkey.registered"])  // the first registration's only
     }
 
-    @Test func recordUseMovesTheCounterForwardOnly() throws {
+    @Test func recordUseMovesTheCounterForwardAndFlaggedIsSticky() throws {
         let s = try TestDatabase.scratch()
         let (user, credential) = try s.registered(signCount: 10)
         func use(_ count: Int64, clone: Bool = false) -> CredentialUse {
             CredentialUse(credentialId: credential.id, userId: user.id, signCount: count, backedUp: true, cloneWarning: clone)
         }
-        try s.database.accounts.recordUse(use(5), audit: [Fixture.audit("passkey.step_up")])
+        try s.database.accounts.recordUse(use(11), audit: [Fixture.audit("passkey.step_up")])
         var stored = try #require(try s.database.accounts.credentialForLogin(id: credential.id)).0
-        #expect(stored.signCount == 10 && stored.backedUp && !stored.flagged && stored.lastUsedAt != nil)
-        try s.database.accounts.recordUse(use(12, clone: true), audit: [])
+        #expect(stored.signCount == 11 && stored.backedUp && !stored.flagged && stored.lastUsedAt != nil)
+        let recorded = try s.database.accounts.recordUse(use(12, clone: true), audit: [])
+        #expect(recorded == RecordedUse(signCount: 12, flagged: true))
         stored = try #require(try s.database.accounts.credentialForLogin(id: credential.id)).0
         #expect(stored.signCount == 12 && stored.flagged)
         try s.database.accounts.recordUse(use(13), audit: [])
@@ -86,8 +87,8 @@ import Testing
         #expect(try s.database.accounts.credentials(userId: user.id)[0].flagged)
         #expect(try s.database.accounts.rename(userId: user.id, credentialId: credential.id, name: "Laptop")?.name == "Laptop")
         #expect(try s.database.accounts.rename(userId: "someone-else", credentialId: credential.id, name: "x") == nil)
-        #expect(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")))
-        #expect(try !s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")))
+        #expect(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")) != nil)
+        #expect(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")) == nil)
         #expect(try s.database.accounts.credentialForLogin(id: credential.id) == nil)
         #expect(try s.database.accounts.credentials(userId: user.id).isEmpty)
         #expect(try s.auditActions() == ["passkey.registered", "passkey.flagged", "passkey.revoked"])

@@ -19,8 +19,11 @@ enum Fixture {
                          attestationType: "none", name: "Passkey")
     }
 
-    static func session(userId: String) -> NewSession {
-        NewSession(familyId: id(), userId: userId, refreshHash: bytes(), ttlSeconds: 3600)
+    /// A session a passkey ceremony began (`credentialId`), or one begun another way (nil: a ticket).
+    static func session(userId: String, credentialId: [UInt8]? = nil, ttlSeconds: Int = 3600,
+                        authTime: Date = Date(timeIntervalSince1970: Double(Int(Date().timeIntervalSince1970) - 60))) -> NewSession {
+        NewSession(familyId: id(), userId: userId, refreshHash: bytes(), ttlSeconds: ttlSeconds,
+                   method: credentialId == nil ? .ticket : .passkey, credentialId: credentialId, authTime: authTime)
     }
 
     static func audit(_ action: String, subject: String? = nil, detail: JSONValue = .object([])) -> AuditRecord {
@@ -44,7 +47,7 @@ extension Scratch {
     func registered(signCount: Int64 = 0) throws -> (UserRecord, CredentialRecord) {
         let user = Fixture.user()
         let credential = Fixture.credential(userId: user.id, signCount: signCount)
-        try database.accounts.register(newUser: user, credential: credential, session: Fixture.session(userId: user.id),
+        try database.accounts.register(newUser: user, credential: credential, session: Fixture.session(userId: user.id, credentialId: credential.id),
                                        audit: Fixture.audit("passkey.registered", subject: user.id))
         return (user, credential)
     }

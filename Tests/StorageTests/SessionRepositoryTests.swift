@@ -2,13 +2,15 @@ import Foundation
 import JSON
 import PostgreSQL
 import Storage
+import Synchronization
 import Testing
 
 @Suite struct SessionRepositoryTests {
     @Test func startRecordingAUseMovesTheCounterForwardOnlyAndWritesTheAudit() throws {
         let s = try TestDatabase.scratch()
         let (user, credential) = try s.registered(signCount: 10)
-        let lower = CredentialUse(credentialId: credential.id, userId: user.id, signCount: 4, backedUp: true, cloneWarning: true)
+        let lower = CredentialUse(credentialId: credential.id, userId: user.id, signCount: 4, backedUp: true, cloneWarning: true,
+                                  onRegression: .flag)
         let session = Fixture.session(userId: user.id)
         try s.database.sessions.start(session, recording: lower,
                                       audit: [Fixture.audit("passkey.clone_warning", subject: user.id), Fixture.audit("passkey.login", subject: user.id)])
@@ -45,9 +47,9 @@ import Testing
         let onReuse: (String) -> AuditRecord = { AuditRecord(actor: "latchkey", action: "refresh.reuse_detected", subject: $0) }
 
         #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: second, ttlSeconds: 60, onReuse: onReuse)
-                == .rotated(userId: user.id, familyId: session.familyId))
+                == .rotated(userId: user.id, familyId: session.familyId, authTime: session.authTime))
         // The first token again: stolen or replayed. The whole family goes.
-        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .reused)
+        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .reused(familyId: session.familyId))
         #expect(try s.database.sessions.rotate(hash: second, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .invalid)
         #expect(try s.count("SELECT count(*) AS n FROM refresh_families WHERE id = \(session.familyId) AND revoked_at IS NOT NULL") == 1)
         let reuse = try #require(try s.database.audit.entries(limit: 1, before: nil).first)
@@ -58,7 +60,7 @@ import Testing
     @Test func anUnknownOrExpiredTokenIsInvalid() throws {
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
-        let expired = NewSession(familyId: Fixture.id(), userId: user.id, refreshHash: Fixture.bytes(), ttlSeconds: -1)
+        let expired = Fixture.session(userId: user.id, ttlSeconds: -1)
         try s.database.sessions.start(expired)
         for hash in [Fixture.bytes(), expired.refreshHash] {
             #expect(try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") } == .invalid)
@@ -76,8 +78,110 @@ import Testing
             try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") }
         }
         #expect(try rotate(a.refreshHash) == .invalid)
-        #expect(try rotate(b.refreshHash) == .rotated(userId: user.id, familyId: b.familyId))
+        #expect(try rotate(b.refreshHash) == .rotated(userId: user.id, familyId: b.familyId, authTime: b.authTime))
         try s.database.sessions.revoke(userId: user.id, familyId: nil)
         #expect(try s.count("SELECT count(*) AS n FROM refresh_families WHERE user_id = \(user.id) AND revoked_at IS NULL") == 0)
+    }
+}
+
+/// Issue 10 point 6: sessions bound to how they began, revoked with their passkey, and the feed
+/// (NOTIFY and poll) that carries revocations to every instance.
+@Suite struct SessionBindingTests {
+    @Test func aSessionRecordsHowItBeganAndARefreshNeverMovesItsAuthTime() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        let authTime = Date(timeIntervalSince1970: 1_700_000_000)
+        let session = Fixture.session(userId: user.id, credentialId: credential.id, authTime: authTime)
+        try s.database.sessions.start(session)
+        let listed = try #require(try s.database.sessions.list(userId: user.id).first { $0.id == session.familyId })
+        #expect(listed.method == .passkey && listed.credentialId == credential.id && listed.authTime == authTime)
+        var hash = session.refreshHash
+        for _ in 0..<3 {
+            let next = Fixture.bytes()
+            #expect(try s.database.sessions.rotate(hash: hash, newHash: next, ttlSeconds: 60) { _ in Fixture.audit("x") }
+                    == .rotated(userId: user.id, familyId: session.familyId, authTime: authTime))
+            hash = next
+        }
+        let after = try #require(try s.database.sessions.list(userId: user.id).first { $0.id == session.familyId })
+        #expect(after.authTime == authTime && after.lastUsedAt >= listed.lastUsedAt && after.createdAt == listed.createdAt)
+    }
+
+    @Test func listShowsOnlyLiveSessionsOfTheUser() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        let (other, _) = try s.registered()
+        let ticket = Fixture.session(userId: user.id)
+        let expired = Fixture.session(userId: user.id, credentialId: credential.id, ttlSeconds: -1)
+        let ended = Fixture.session(userId: user.id, credentialId: credential.id)
+        for session in [ticket, expired, ended] { try s.database.sessions.start(session) }
+        #expect(try s.database.sessions.revoke(userId: other.id, familyId: ended.familyId).isEmpty, "someone else's")
+        #expect(try s.database.sessions.revoke(userId: user.id, familyId: ended.familyId) == [ended.familyId])
+        #expect(try s.database.sessions.revoke(userId: user.id, familyId: ended.familyId).isEmpty, "already ended")
+        let listed = try s.database.sessions.list(userId: user.id)
+        #expect(listed.count == 2, "the registration's and the ticket's: \(listed.map(\.id))")
+        #expect(listed.contains { $0.id == ticket.familyId && $0.method == .ticket && $0.credentialId == nil })
+        #expect(!listed.contains { $0.id == expired.familyId || $0.id == ended.familyId })
+    }
+
+    @Test func revokingAPasskeyRevokesTheLiveSessionsItBeganAndNoOthers() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        let second = Fixture.credential(userId: user.id)
+        try s.database.accounts.register(newUser: nil, credential: second, session: Fixture.session(userId: user.id, credentialId: second.id),
+                                         audit: Fixture.audit("passkey.registered"))
+        let first = Fixture.session(userId: user.id, credentialId: credential.id)
+        let already = Fixture.session(userId: user.id, credentialId: credential.id)
+        let byTicket = Fixture.session(userId: user.id)
+        for session in [first, already, byTicket] { try s.database.sessions.start(session) }
+        try s.database.sessions.revoke(userId: user.id, familyId: already.familyId)
+
+        let ended = try #require(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id,
+                                                                audit: Fixture.audit("passkey.revoked")))
+        #expect(ended.count == 2 && ended.contains(first.familyId) && !ended.contains(already.familyId), "registration's + first: \(ended)")
+        #expect(try s.database.sessions.rotate(hash: first.refreshHash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") }
+                == .invalid)
+        let live = try s.database.sessions.list(userId: user.id)
+        #expect(Set(live.map(\.id)).contains(byTicket.familyId) && live.allSatisfy { $0.credentialId != credential.id })
+        #expect(live.count == 2, "the second passkey's and the ticket's")
+    }
+
+    @Test func thePollFindsRevocationsSinceAGivenTime() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let a = Fixture.session(userId: user.id), b = Fixture.session(userId: user.id)
+        try s.database.sessions.start(a)
+        try s.database.sessions.start(b)
+        let before = try s.database.sessions.revoked(since: nil, lookbackSeconds: 360)
+        #expect(before.ids.isEmpty)
+        try s.database.sessions.revoke(userId: user.id, familyId: a.familyId)
+        let recent = try s.database.sessions.revoked(since: before.at.addingTimeInterval(-1), lookbackSeconds: 360)
+        #expect(recent.ids == [a.familyId] && recent.at >= before.at)
+        #expect(try s.database.sessions.revoked(since: nil, lookbackSeconds: 360).ids == [a.familyId])
+        #expect(try s.database.sessions.revoked(since: recent.at.addingTimeInterval(1), lookbackSeconds: 360).ids.isEmpty)
+        // The query is served by the partial index on revoked_at.
+        let connection = try s.connect()
+        try connection.execute("SET enable_seqscan = off")
+        let plan = try connection.query("EXPLAIN SELECT id FROM refresh_families WHERE revoked_at > \(before.at)")
+            .map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+        #expect(plan.contains("refresh_families_revoked"), "\(plan)")
+    }
+
+    @Test func aRevocationNotifiesChannelLatchkeySessionsWithTheSessionId() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let session = Fixture.session(userId: user.id)
+        try s.database.sessions.start(session)
+        let received = Mutex<[String]>([])
+        let watch = s.database.sessions.watchRevocations(onConnect: {}, onRevoked: { ids in received.withLock { $0 += ids } })
+        defer { watch.stop() }
+        var waited = 0.0
+        while !watch.isListening && waited < 10 { Thread.sleep(forTimeInterval: 0.02); waited += 0.02 }
+        #expect(watch.isListening)
+        try s.database.sessions.revoke(userId: user.id, familyId: session.familyId)
+        try s.database.sessions.revoke(userId: user.id, familyId: session.familyId)  // already revoked: no second notification
+        waited = 0
+        while received.withLock({ $0.isEmpty }) && waited < 5 { Thread.sleep(forTimeInterval: 0.02); waited += 0.02 }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(received.withLock { $0 } == [session.familyId])
     }
 }

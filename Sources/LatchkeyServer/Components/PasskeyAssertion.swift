@@ -9,6 +9,8 @@ import WebAuthn
 struct PasskeyAssertion: Sendable {
     let accounts: AccountRepository
     let keyCache: CredentialKeyCache
+    /// LATCHKEY_SIGN_COUNT_POLICY as the storing statement's compare-and-set applies it.
+    let onRegression: CredentialUse.OnRegression
 
     /// What a verified assertion found, and what storing its use changes.
     struct Outcome: Sendable {
@@ -43,7 +45,27 @@ struct PasskeyAssertion: Sendable {
         if verified.backupEligibilityChanged { detail.append(("backupEligibilityChanged", true)) }
         if verified.cloneWarning { detail.append(("signCountRegression", true)) }
         let use = CredentialUse(credentialId: credential.id, userId: user.id, signCount: Int64(verified.newSignCount),
-                                backedUp: verified.backedUp, cloneWarning: verified.cloneWarning)
+                                backedUp: verified.backedUp, cloneWarning: verified.cloneWarning, onRegression: onRegression)
         return Outcome(verified: verified, key: key, use: use, auditDetail: detail)
+    }
+
+    /// The use's compare-and-set failed under `reject` (another assertion carrying the same counter
+    /// was stored first, or the counter went back meanwhile): nothing was stored; the refusal is
+    /// `sign_count_regression` and the credential is flagged as a possible clone (§7.2 step 22).
+    func refuseRegression(_ use: CredentialUse) -> ServiceError {
+        try? accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
+            .passkeyFlagged, actor: AuditActor.server, subject: use.userId,
+            detail: [("reason", "sign_count_regression"), ("credentialId", .string(Base64URL.encode(use.credentialId)))]))
+        return ServiceError(.signCountRegression, "sign count \(use.signCount) is not above the stored one: another use came first")
+    }
+}
+
+extension CredentialUse.OnRegression {
+    /// LATCHKEY_SIGN_COUNT_POLICY as Storage's compare-and-set applies it.
+    init(_ policy: VerificationPolicy.SignCountPolicy) {
+        switch policy {
+        case .reject: self = .reject
+        case .flag: self = .flag
+        }
     }
 }

@@ -83,6 +83,8 @@ extension ServiceError {
     /// else is the database being unavailable (503), never a crash.
     init(_ error: StorageError) {
         switch error {
+        case .conflict(.signCountRegression):
+            self = ServiceError(.signCountRegression, "the sign count is not above the stored one: another use with it came first")
         case .conflict: self = ServiceError(.conflict, "the change conflicts with stored data")
         case .notFound: self = ServiceError.notFound("record")
         case .unavailable: self = .storageUnavailable

@@ -26,6 +26,7 @@ public struct Application: Responder {
         // Each area registers its own routes (one file each: Routes+<Area>.swift).
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)
+        routes.addSessionRoutes(services)
         routes.addAdminRoutes(services)
         routes.addAppRoutes(services)
         routes.addOperationsRoutes(services)

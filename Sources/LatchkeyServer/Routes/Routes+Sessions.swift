@@ -18,4 +18,15 @@ extension RouteTable {
             .json(bytes: s.signer.jwks.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
     }
+
+    /// The signed-in user's sessions (SPEC "Sessions"): list them, end one.
+    mutating func addSessionRoutes(_ s: Services) {
+        add("GET", "/v1/sessions", accepting: .any) { req, _ in
+            .json(bytes: try s.sessions.list(try s.sessions.requireSession(req)).serialized())
+        }
+        add("DELETE", "/v1/sessions/{id}", accepting: .any) { req, params in
+            try s.sessions.end(try s.sessions.requireSession(req), sessionId: params["id"] ?? "")
+            return .empty(status: 204)
+        }
+    }
 }

@@ -124,7 +124,7 @@ public final class PasskeyService: Sendable {
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
         ])
         // The account (if new), the passkey, the session and the audit line: one transaction.
-        let session = sessions.prepare(userId: user.id)
+        let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId)
         do {
             try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit)
         } catch .conflict(.usernameTaken) {
@@ -187,13 +187,22 @@ public final class PasskeyService: Sendable {
         if let bound = state.account, bound != user.id { throw ServiceError(.credentialUnknown, "no such passkey") }
         let outcome = try assertion.verify(checked, ceremony: authentication, state: state, credential: credential, user: user)
         // Round trip 2 (the one durable commit): the passkey's use, the new session and the audit line.
-        let issued = try sessions.start(userId: user.id, userVerified: outcome.verified.userVerified, recording: outcome.use,
-                                        audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id, detail: outcome.auditDetail)])
+        // The counter is compared and stored in that one statement: a concurrent login carrying
+        // the same counter that got there first makes this one sign_count_regression.
+        let issued: SessionService.Issued
+        let recorded: RecordedUse?
+        do {
+            (issued, recorded) = try sessions.start(
+                userId: user.id, userVerified: outcome.verified.userVerified, recording: outcome.use,
+                audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id, detail: outcome.auditDetail)])
+        } catch where error.code == .signCountRegression {
+            throw assertion.refuseRegression(outcome.use)
+        }
         // The passkey as this login left it.
         var updated = credential
-        updated.signCount = max(credential.signCount, outcome.use.signCount)
+        updated.signCount = recorded?.signCount ?? max(credential.signCount, outcome.use.signCount)
         updated.backedUp = outcome.use.backedUp
-        updated.flagged = credential.flagged || outcome.use.cloneWarning
+        updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
         return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(updated)), ("tokens", issued.json)])
     }
@@ -242,12 +251,17 @@ public final class PasskeyService: Sendable {
         return Self.passkeyJSON(record)
     }
 
+    /// Revokes the passkey and, in the same transaction, the sessions it began: their refresh
+    /// tokens are invalid_grant at once and their access tokens refused here at once (and on every
+    /// other instance within a second, through RevokedSessions' feed).
     func revokePasskey(userId: String, id: String) throws(ServiceError) {
         guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty,
-              try storage({ () throws(StorageError) in
+              let ended = try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId,
-                                      audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId))
+                                      audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
+                                                         detail: [("credentialId", .string(Base64URL.encode(credentialId)))]))
               }) else { throw ServiceError.notFound("passkey") }
+        sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
     }
 }

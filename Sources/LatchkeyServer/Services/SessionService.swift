@@ -1,23 +1,29 @@
+import Crypto
+import Foundation
 import HTTP
 import JSON
 import Storage
 import Tokens
 
 /// Sessions (SPEC "Sessions"): a session is a refresh-token family; this service starts them,
-/// rotates and ends them, issues the access tokens that go with them, and says who a request's
-/// bearer token belongs to.
+/// rotates, lists and ends them, issues the access tokens that go with them, and says who a
+/// request's bearer token belongs to — refusing a revoked session's tokens before they expire
+/// (`RevokedSessions`, no database round trip).
 public final class SessionService: Sendable {
     let sessions: SessionRepository
     let accounts: AccountRepository
     let signer: TokenSigner
     let configuration: Configuration
     let runtime: Runtime
+    let revoked: RevokedSessions
 
     /// JWT `typ` of an access token (RFC 9068 §2.1).
     static let accessTokenType = "at+jwt"
 
-    init(sessions: SessionRepository, accounts: AccountRepository, signer: TokenSigner, configuration: Configuration, runtime: Runtime) {
+    init(sessions: SessionRepository, accounts: AccountRepository, signer: TokenSigner, configuration: Configuration, runtime: Runtime,
+         revoked: RevokedSessions) {
         self.sessions = sessions
+        self.revoked = revoked
         self.accounts = accounts
         self.signer = signer
         self.configuration = configuration
@@ -42,33 +48,42 @@ public final class SessionService: Sendable {
         }
     }
 
-    /// A new session for `userId`, for a caller that stores it inside its own transaction (registration).
-    func prepare(userId: String) -> Pending {
+    /// A new session for `userId` that `credentialId`'s passkey ceremony (registration or login)
+    /// began just now, for a caller that stores it inside its own transaction (registration).
+    func prepare(userId: String, credentialId: [UInt8]) -> Pending {
         let refresh = OpaqueSecret(prefix: "lkr_", runtime: runtime)
+        // Whole seconds: the token's `auth_time` (NumericDate) and the stored one are the same instant.
         let record = NewSession(familyId: runtime.identifier(), userId: userId, refreshHash: refresh.hash,
-                                ttlSeconds: configuration.refreshTokenTTL)
+                                ttlSeconds: configuration.refreshTokenTTL, method: .passkey, credentialId: credentialId,
+                                authTime: Date(timeIntervalSince1970: Double(runtime.unixTime)))
         return Pending(record: record, refreshToken: refresh.token)
     }
 
-    /// Stores a new session — with the passkey use that began it, in the same round trip — and issues its tokens.
-    func start(userId: String, userVerified: Bool, recording use: CredentialUse?, audit: [AuditRecord]) throws(ServiceError) -> Issued {
-        let pending = prepare(userId: userId)
-        try storage { () throws(StorageError) in try sessions.start(pending.record, recording: use, audit: audit) }
-        return try issue(pending, userVerified: userVerified)
+    /// Stores a new session — with the passkey use that began it, in the same round trip — and
+    /// issues its tokens; also returns the passkey as the use left it. A use whose counter the
+    /// compare-and-set refused is `sign_count_regression` (nothing stored).
+    func start(userId: String, userVerified: Bool, recording use: CredentialUse,
+               audit: [AuditRecord]) throws(ServiceError) -> (Issued, RecordedUse?) {
+        let pending = prepare(userId: userId, credentialId: use.credentialId)
+        let recorded = try storage { () throws(StorageError) in try sessions.start(pending.record, recording: use, audit: audit) }
+        return (try issue(pending, userVerified: userVerified), recorded)
     }
 
     /// The token response for a stored session.
     func issue(_ pending: Pending, userVerified: Bool) throws(ServiceError) -> Issued {
-        try issue(userId: pending.record.userId, familyId: pending.record.familyId, refreshToken: pending.refreshToken,
-                  userVerified: userVerified)
+        try issue(userId: pending.record.userId, familyId: pending.record.familyId, authTime: pending.record.authTime,
+                  refreshToken: pending.refreshToken, userVerified: userVerified)
     }
 
-    private func issue(userId: String, familyId: String, refreshToken: String, userVerified: Bool) throws(ServiceError) -> Issued {
+    /// `auth_time` is the session's (SPEC "Sessions"): the authentication that began it, never the refresh.
+    private func issue(userId: String, familyId: String, authTime: Date, refreshToken: String,
+                       userVerified: Bool) throws(ServiceError) -> Issued {
         let now = runtime.unixTime
         let access = try signer.sign(.object([
             ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
             ("client_id", "latchkey"), ("iat", .number(Double(now))), ("exp", .number(Double(now + Int64(configuration.accessTokenTTL)))),
-            ("jti", .string(runtime.identifier())), ("auth_time", .number(Double(now))), ("sid", .string(familyId)),
+            ("jti", .string(runtime.identifier())), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
+            ("sid", .string(familyId)),
             ("acr", .string(userVerified ? "urn:latchkey:acr:passkey-uv" : "urn:latchkey:acr:passkey")),
             ("amr", .array(userVerified ? ["pop", "user", "mfa"] : ["pop"])),
         ]), type: Self.accessTokenType)
@@ -86,9 +101,10 @@ public final class SessionService: Sendable {
             }
         }
         switch outcome {
-        case .rotated(let userId, let familyId):
-            return try issue(userId: userId, familyId: familyId, refreshToken: next.token, userVerified: false)
-        case .reused:
+        case .rotated(let userId, let familyId, let authTime):
+            return try issue(userId: userId, familyId: familyId, authTime: authTime, refreshToken: next.token, userVerified: false)
+        case .reused(let familyId):
+            revoked.insert([familyId])
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
         case .invalid:
             throw ServiceError(.invalidGrant, "the refresh token is invalid, expired or revoked")
@@ -97,20 +113,57 @@ public final class SessionService: Sendable {
 
     /// `POST /v1/logout`: ends the session the access token belongs to.
     func logout(_ request: Request) throws(ServiceError) {
-        guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
-        let claims = try signer.verify(token, type: Self.accessTokenType)
-        guard let sub = claims["sub"]?.stringValue else { throw ServiceError.unauthorized }
-        try storage { () throws(StorageError) in try sessions.revoke(userId: sub, familyId: claims["sid"]?.stringValue) }
+        let caller = try requireSession(request)
+        let ended = try storage { () throws(StorageError) in try sessions.revoke(userId: caller.userId, familyId: caller.sessionId) }
+        revoked.insert(ended)
     }
+
+    // MARK: The user's sessions
+
+    /// `GET /v1/sessions`: the caller's live sessions; `current` marks the one the token belongs to.
+    func list(_ caller: Caller) throws(ServiceError) -> JSONValue {
+        let records = try storage { () throws(StorageError) in try sessions.list(userId: caller.userId) }
+        return .object([("sessions", .array(records.filter { !revoked.contains($0.id) }.map { r in
+            .object([("id", .string(r.id)), ("method", .string(r.method.rawValue)),
+                     ("credentialId", r.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
+                     ("createdAt", .string(iso8601(r.createdAt))), ("lastUsedAt", .string(iso8601(r.lastUsedAt))),
+                     ("authTime", .string(iso8601(r.authTime))), ("current", .bool(r.id == caller.sessionId))])
+        }))])
+    }
+
+    /// `DELETE /v1/sessions/{id}`: ends one of the caller's live sessions; anyone else's, or an
+    /// unknown or ended one, is 404.
+    func end(_ caller: Caller, sessionId: String) throws(ServiceError) {
+        guard !sessionId.isEmpty, sessionId.utf8.count <= 64 else { throw ServiceError.notFound("session") }
+        let ended = try storage { () throws(StorageError) in try sessions.revoke(userId: caller.userId, familyId: sessionId) }
+        guard !ended.isEmpty else { throw ServiceError.notFound("session") }
+        revoked.insert(ended)
+    }
+
+    /// Sessions another service ended in its own transaction (a passkey's revocation): refused here at once.
+    func ended(_ sessionIds: [String]) { revoked.insert(sessionIds) }
 
     // MARK: Who is asking
 
-    /// The signed-in user of a Bearer access token.
-    func requireUser(_ request: Request) throws(ServiceError) -> String {
-        guard let token = BearerCredentials.value(request, scheme: "Bearer"),
-              let sub = try signer.verify(token, type: Self.accessTokenType)["sub"]?.stringValue else { throw ServiceError.unauthorized }
-        return sub
+    /// The bearer of a live session's access token.
+    struct Caller: Sendable {
+        let userId: String
+        let sessionId: String
     }
+
+    /// The signed-in user and session of a Bearer access token: valid signature and time, and a
+    /// session not revoked (checked in memory against `RevokedSessions`, no database round trip).
+    func requireSession(_ request: Request) throws(ServiceError) -> Caller {
+        guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
+        let claims = try signer.verify(token, type: Self.accessTokenType)
+        guard let sub = claims["sub"]?.stringValue, let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else {
+            throw ServiceError.unauthorized
+        }
+        return Caller(userId: sub, sessionId: sid)
+    }
+
+    /// The signed-in user of a Bearer access token (`requireSession`).
+    func requireUser(_ request: Request) throws(ServiceError) -> String { try requireSession(request).userId }
 
     /// True when `token` is a valid access token (used to tell 403 from 401 on admin routes).
     func isAccessToken(_ token: String) -> Bool { (try? signer.verify(token, type: Self.accessTokenType)) != nil }

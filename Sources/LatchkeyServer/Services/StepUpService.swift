@@ -329,10 +329,19 @@ public final class StepUpService: Sendable {
         // One transaction: the receipt, the passkey's use (counter, backup state, clone flag), the audit
         // line. A device key revoked after the lookup above still wins: the receipt is stored only while it is live.
         let approved = AuditRecord(.stepUpApproved, actor: userId, subject: userId, detail: audit)
-        guard try storage({ () throws(StorageError) in
-            try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
-                                         credentialUse: credentialUse, audit: [approved])
-        }) else {
+        // The passkey's counter is compared and stored there: a concurrent step-up carrying the same
+        // counter that got there first makes this one sign_count_regression (no receipt). An App Attest
+        // key's counter is compare-and-set the same way.
+        let receiptStored: Bool
+        do throws(StorageError) {
+            receiptStored = try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
+                                                         credentialUse: credentialUse, audit: [approved])
+        } catch .conflict(.signCountRegression) where credentialUse != nil {
+            throw assertion.refuseRegression(credentialUse!)
+        } catch {
+            throw ServiceError(error)
+        }
+        guard receiptStored else {
             if appAttestCounter != nil, let keyId = liveDeviceKeyId,
                try storage({ () throws(StorageError) in try deviceKeys.key(id: keyId) })?.revokedAt == nil {
                 throw ServiceError(.signatureInvalid, "App Attest counter already used by another approval")
