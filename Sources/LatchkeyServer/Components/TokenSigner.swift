@@ -13,9 +13,19 @@ public final class TokenSigner: Sendable {
     let configuration: Configuration
     let runtime: Runtime
     private let keys = Mutex<(current: SigningKey?, all: [String: PublicKey], loadedAt: Double)>((nil, [:], 0))
+    private let reloads = Atomic<Int>(0)
+
+    /// Key-set reads from the database so far (each parses every private key): for tests and metrics.
+    public var keyReloads: Int { reloads.load(ordering: .relaxed) }
+
+    /// The monotonic time of the last reload an unknown `kid` asked for (shared by every thread).
+    private let lastUnknownKidReload = Mutex<Double>(-.infinity)
 
     /// Key sets are re-read every minute so a rotation done by one instance reaches the others.
     static let reloadInterval = 60.0
+    /// At most one reload per this many seconds for tokens naming a `kid` this instance does not
+    /// know: a forged `kid` must not make every request read and parse every private key.
+    static let unknownKidReloadInterval = 1.0
 
     init(keys: KeyRepository, configuration: Configuration, runtime: Runtime) {
         self.keyStore = keys
@@ -34,6 +44,7 @@ public final class TokenSigner: Sendable {
     }
 
     func reloadKeys() throws(StorageError) {
+        reloads.add(1, ordering: .relaxed)
         let rows = try keyStore.signingKeys()
         var all: [String: PublicKey] = [:]
         var current: SigningKey? = nil
@@ -43,18 +54,21 @@ public final class TokenSigner: Sendable {
             all[key.kid] = key.publicKey
             if current == nil { current = key }
         }
-        let now = monotonicNow()
+        let now = runtime.uptime()
         keys.withLock { $0 = (current, all, now) }
     }
 
     func keySet() -> (current: SigningKey?, all: [String: PublicKey]) {
-        let (current, all, loadedAt) = keys.withLock { $0 }
-        if monotonicNow() - loadedAt > Self.reloadInterval {
-            try? reloadKeys()  // the database being down keeps the last key set
-            let k = keys.withLock { $0 }
-            return (k.current, k.all)
+        let now = runtime.uptime()
+        let (current, all, due) = keys.withLock { k in
+            guard now - k.loadedAt > Self.reloadInterval else { return (k.current, k.all, false) }
+            k.loadedAt = now  // this caller reloads; the other threads keep the current set meanwhile
+            return (k.current, k.all, true)
         }
-        return (current, all)
+        guard due else { return (current, all) }
+        try? reloadKeys()  // the database being down keeps the last key set
+        let k = keys.withLock { $0 }
+        return (k.current, k.all)
     }
 
     public var jwks: JSONValue {
@@ -74,7 +88,9 @@ public final class TokenSigner: Sendable {
         do {
             return try checked(token, keys: keySet().all, type: type, now: now, leeway: leewaySeconds)
         } catch let e as TokenError where e.code == .unknownKey {
-            // A key another instance just created: reload once.
+            // Perhaps a key another instance just created: reload, unless a reload ran within the last
+            // second (then the key set is that fresh already; a reload loads every new key at once).
+            guard claimUnknownKidReload() else { throw ServiceError.unauthorized }
             try? reloadKeys()
             guard let claims = try? checked(token, keys: keySet().all, type: type, now: now, leeway: leewaySeconds) else {
                 throw ServiceError.unauthorized
@@ -82,6 +98,16 @@ public final class TokenSigner: Sendable {
             return claims
         } catch {
             throw ServiceError.unauthorized
+        }
+    }
+
+    /// True for the one caller per `unknownKidReloadInterval` that may reload.
+    private func claimUnknownKidReload() -> Bool {
+        let now = runtime.uptime()
+        return lastUnknownKidReload.withLock { last in
+            guard now - last >= Self.unknownKidReloadInterval else { return false }
+            last = now
+            return true
         }
     }
 

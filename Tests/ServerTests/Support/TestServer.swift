@@ -65,7 +65,7 @@ final class TestServer: Sendable {
     let http: HTTPServer
     var port: Int { http.port }
 
-    init(name: String, configure: (inout Configuration) -> Void = { _ in }) throws {
+    init(name: String, runtime: Runtime = .system, configure: (inout Configuration) -> Void = { _ in }) throws {
         rpId = "\(name)-\(uniqueSuffix()).latchkey.test"
         origin = "https://\(rpId)"
         adminKey = "admin-\(uniqueSuffix())-\(uniqueSuffix())"
@@ -82,7 +82,7 @@ final class TestServer: Sendable {
         configure(&c)
         configuration = c
         database = Database(url: c.databaseURL, connections: 6, pooler: c.databasePooler, listenURL: c.databaseListenURL)
-        services = Services(configuration: c, database: database, log: RequestLog(enabled: false))
+        services = Services(configuration: c, database: database, runtime: runtime, log: RequestLog(enabled: false))
         try services.start()
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
