@@ -53,6 +53,10 @@ public struct Configuration: Sendable {
     public var rateLimit = 0
     /// Behind a reverse proxy: take the client address from the last X-Forwarded-For hop.
     public var trustProxy = false
+    /// `LATCHKEY_CONNECTIONS_PER_ADDRESS`: simultaneous connections one client address may hold
+    /// (0: no cap). Default 64; 0 in development mode and behind a trusted proxy (every connection
+    /// is the proxy's there: the proxy caps its clients).
+    public var connectionsPerAddress = 0
     public var threads = 4
     public var workers = 1
 
@@ -119,6 +123,8 @@ public struct Configuration: Sendable {
         // On by default in production; off in development mode, where benchmarks and demos run from one address.
         c.rateLimit = try int("LATCHKEY_RATE_LIMIT", 0...100_000) ?? (c.developmentMode ? 0 : 50)
         c.trustProxy = env["LATCHKEY_TRUST_PROXY"] == "1"
+        c.connectionsPerAddress = try int("LATCHKEY_CONNECTIONS_PER_ADDRESS", 0...100_000)
+            ?? (c.developmentMode || c.trustProxy ? 0 : 64)
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
         if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
         if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }

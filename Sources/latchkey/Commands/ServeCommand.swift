@@ -50,7 +50,8 @@ enum ServeCommand: Command {
         do {
             server = try HTTPServer(configuration: .init(
                 host: configuration.listenHost, port: configuration.listenPort, threadPoolSize: configuration.threads,
-                connectionTimeoutSeconds: 30, connectionLimit: 4096, maxBodyBytes: configuration.maxBody,
+                connectionTimeoutSeconds: 30, connectionLimit: 4096,
+                perAddressConnectionLimit: configuration.connectionsPerAddress, maxBodyBytes: configuration.maxBody,
                 reusePort: configuration.workers > 1), responder: Application(services: services))
         } catch {
             printError("latchkey serve: cannot listen on \(configuration.listenHost):\(configuration.listenPort): \(error)")
