@@ -57,6 +57,9 @@ public struct Configuration: Sendable {
     /// (0: no cap). Default 64; 0 in development mode and behind a trusted proxy (every connection
     /// is the proxy's there: the proxy caps its clients).
     public var connectionsPerAddress = 0
+    /// `LATCHKEY_KEY_ENCRYPTION_KEY`: seals signing keys at rest. Required outside development
+    /// mode; in development mode `latchkey serve` falls back to a generated one in a file (README).
+    public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 4
     public var workers = 1
 
@@ -142,8 +145,25 @@ public struct Configuration: Sendable {
             }
             c.attestation = conveyance
         }
+        if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
+            c.keyEncryptionKey = try KeyEncryptionKey.parse(v, name: "LATCHKEY_KEY_ENCRYPTION_KEY", readFile: readWholeFile)
+        }
         for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
         return c
+    }
+
+    /// A small file's bytes (a key file), nil when it cannot be read.
+    public static func readWholeFile(_ path: String) -> [UInt8]? {
+        guard let handle = fopen(path, "rb") else { return nil }
+        defer { fclose(handle) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while out.count <= 1 << 16 {
+            let n = fread(&buffer, 1, buffer.count, handle)
+            if n == 0 { break }
+            out += buffer[0..<n]
+        }
+        return ferror(handle) == 0 ? out : nil
     }
 
     public static func processEnvironment() -> [String: String] {

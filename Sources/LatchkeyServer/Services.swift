@@ -31,7 +31,8 @@ public final class Services: Sendable {
         self.database = database
         self.runtime = runtime
         self.log = log
-        signer = TokenSigner(keys: database.keys, configuration: configuration, runtime: runtime)
+        signer = TokenSigner(store: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
+                             configuration: configuration, runtime: runtime)
         origins = OriginCache(config: database.config)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime)
@@ -55,8 +56,9 @@ public final class Services: Sendable {
     /// 2. LATCHKEY_ORIGINS joins the allowlist.
     public func seedOrigins() throws(ServiceError) { try admin.seedConfiguredOrigins() }
 
-    /// 3. A token signing key exists and is loaded.
-    public func prepareSigningKeys() throws(StorageError) { try signer.prepareKeys() }
+    /// 3. The signing keys open under LATCHKEY_KEY_ENCRYPTION_KEY (plaintext ones from before are
+    ///    sealed; a missing or wrong KEK refuses), a signing key exists and is loaded.
+    public func prepareSigningKeys() throws(SigningKeyError) { try signer.prepareKeys() }
 
     /// 4. Other instances' allowlist and app changes reach this one at once (NOTIFY on a direct
     ///    connection; behind a transaction pooler without a direct URL, the one-second cache expiry).

@@ -4,6 +4,7 @@ import JSON
 @testable import LatchkeyServer
 import Synchronization
 import Testing
+import Tokens
 
 /// A clock a test moves by hand (monotonic seconds).
 final class ManualClock: Sendable {
@@ -49,5 +50,28 @@ func forgedToken(issuer: String, audience: String) -> String {
             #expect(try client.get("/v1/passkeys", authorization: "Bearer " + forgedToken(issuer: server.origin, audience: server.rpId)).status == 401)
         }
         #expect(signer.keyReloads - before <= 2)
+    }
+
+    /// The bound must not cost the case the reload exists for: a key another instance just created.
+    @Test("a token signed by a key another instance created after this one loaded is still accepted")
+    func keyFromAnotherInstanceIsStillLearned() throws {
+        let clock = ManualClock()
+        var runtime = Runtime.system
+        runtime.uptime = clock.uptime
+        // A database of its own: adding a key to the shared table would retire keys other suites use.
+        let scratch = try TestDatabase.Scratch()
+        let server = try TestServer(name: "newkid", runtime: runtime) { $0.databaseURL = scratch.url }
+        let signer = server.services.signer
+        // A forged kid uses this second's reload.
+        #expect(throws: (any Error).self) { try signer.verify(forgedToken(issuer: server.origin, audience: server.rpId), type: "at+jwt") }
+        // Another instance rotates: a new signing key in the database that this instance has not loaded.
+        let key = SigningKey.generate()
+        try signer.store.add(key)
+        let now = Date().timeIntervalSince1970.rounded()
+        let token = JWT.sign(claims: .object([("iss", .string(server.origin)), ("aud", .string(server.rpId)), ("sub", "x"),
+                                              ("iat", .number(now)), ("exp", .number(now + 300))]), key: key, type: "at+jwt")
+        #expect((try? signer.verify(token, type: "at+jwt")) == nil)  // within the same second: not yet
+        clock.advance(1.5)
+        #expect((try? signer.verify(token, type: "at+jwt")) != nil)  // the next second's reload learns it
     }
 }

@@ -9,10 +9,11 @@ import Tokens
 /// live in PostgreSQL, so every instance signs with, and accepts, the same keys. Shared by the
 /// session and step-up services; it knows nothing about sessions.
 public final class TokenSigner: Sendable {
-    let keyStore: KeyRepository
+    let store: SigningKeyStore
     let configuration: Configuration
     let runtime: Runtime
-    private let keys = Mutex<(current: SigningKey?, all: [String: PublicKey], loadedAt: Double)>((nil, [:], 0))
+    /// Newest first (the first signs); the map verifies.
+    private let keys = Mutex<(ordered: [SigningKey], all: [String: PublicKey], loadedAt: Double)>(([], [:], 0))
     private let reloads = Atomic<Int>(0)
 
     /// Key-set reads from the database so far (each parses every private key): for tests and metrics.
@@ -27,48 +28,64 @@ public final class TokenSigner: Sendable {
     /// know: a forged `kid` must not make every request read and parse every private key.
     static let unknownKidReloadInterval = 1.0
 
-    init(keys: KeyRepository, configuration: Configuration, runtime: Runtime) {
-        self.keyStore = keys
+    init(store: SigningKeyStore, configuration: Configuration, runtime: Runtime) {
+        self.store = store
         self.configuration = configuration
         self.runtime = runtime
     }
 
-    /// Start-up step: makes sure a signing key exists (rotating one older than 30 days), then loads the key set.
-    public func prepareKeys() throws(StorageError) {
-        let existing = try keyStore.signingKeys()
+    /// Start-up step: the keys open under the KEK (plaintext rows from before are sealed first;
+    /// without a KEK, or with a wrong one, this refuses), a signing key exists (rotating one older
+    /// than 30 days), then the key set is loaded.
+    public func prepareKeys() throws(SigningKeyError) {
+        try store.prepare()
+        let existing: [KeyRepository.StoredSigningKey]
+        do { existing = try store.keys.signingKeys() } catch { throw SigningKeyError.storage(error) }
         if existing.isEmpty || runtime.now().timeIntervalSince(existing[0].createdAt) > 30 * 24 * 3600 {
-            let key = SigningKey.generate()
-            try keyStore.insertSigningKey(kid: key.kid, pem: key.privateKey.pkcs8PEM)
+            try store.add(SigningKey.generate())
         }
         try reloadKeys()
     }
 
-    func reloadKeys() throws(StorageError) {
+    /// Adds a new signing key now (`latchkey keys rotate --signing-key`): it signs from the next
+    /// reload on; the previous key stays live, so tokens it signed keep verifying.
+    public func rotateSigningKey() throws(SigningKeyError) -> String {
+        let key = SigningKey.generate()
+        try store.add(key)
+        try reloadKeys()
+        return key.kid
+    }
+
+    func reloadKeys() throws(SigningKeyError) {
         reloads.add(1, ordering: .relaxed)
-        let rows = try keyStore.signingKeys()
-        var all: [String: PublicKey] = [:]
-        var current: SigningKey? = nil
-        for row in rows {
-            guard let pk = try? PrivateKey(pkcs8PEM: row.pem) else { continue }  // an unreadable key is skipped, not fatal
-            let key = SigningKey(pk)
-            all[key.kid] = key.publicKey
-            if current == nil { current = key }
+        let loaded = try store.load()
+        let previous = keys.withLock { Dictionary($0.ordered.map { ($0.kid, $0) }, uniquingKeysWith: { a, _ in a }) }
+        var ordered: [SigningKey] = []
+        for entry in loaded {
+            switch entry {
+            case .key(let key): ordered.append(key)
+            // Unreadable now but opened before (another instance re-encrypted under a new KEK while
+            // this one runs with the old): keep what is in memory until this instance restarts.
+            case .unreadable(let kid, _, _): if let known = previous[kid] { ordered.append(known) }
+            }
         }
+        var all: [String: PublicKey] = [:]
+        for key in ordered { all[key.kid] = key.publicKey }
         let now = runtime.uptime()
-        keys.withLock { $0 = (current, all, now) }
+        keys.withLock { $0 = (ordered, all, now) }
     }
 
     func keySet() -> (current: SigningKey?, all: [String: PublicKey]) {
         let now = runtime.uptime()
         let (current, all, due) = keys.withLock { k in
-            guard now - k.loadedAt > Self.reloadInterval else { return (k.current, k.all, false) }
+            guard now - k.loadedAt > Self.reloadInterval else { return (k.ordered.first, k.all, false) }
             k.loadedAt = now  // this caller reloads; the other threads keep the current set meanwhile
-            return (k.current, k.all, true)
+            return (k.ordered.first, k.all, true)
         }
         guard due else { return (current, all) }
         try? reloadKeys()  // the database being down keeps the last key set
         let k = keys.withLock { $0 }
-        return (k.current, k.all)
+        return (k.ordered.first, k.all)
     }
 
     public var jwks: JSONValue {
