@@ -53,6 +53,13 @@ public struct Configuration: Sendable {
     public var rateLimit = 0
     /// Behind a reverse proxy: take the client address from the last X-Forwarded-For hop.
     public var trustProxy = false
+    /// `LATCHKEY_CONNECTIONS_PER_ADDRESS`: simultaneous connections one client address may hold
+    /// (0: no cap). Default 64; 0 in development mode and behind a trusted proxy (every connection
+    /// is the proxy's there: the proxy caps its clients).
+    public var connectionsPerAddress = 0
+    /// `LATCHKEY_KEY_ENCRYPTION_KEY`: seals signing keys at rest. Required outside development
+    /// mode; in development mode `latchkey serve` falls back to a generated one in a file (README).
+    public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 4
     public var workers = 1
 
@@ -119,6 +126,8 @@ public struct Configuration: Sendable {
         // On by default in production; off in development mode, where benchmarks and demos run from one address.
         c.rateLimit = try int("LATCHKEY_RATE_LIMIT", 0...100_000) ?? (c.developmentMode ? 0 : 50)
         c.trustProxy = env["LATCHKEY_TRUST_PROXY"] == "1"
+        c.connectionsPerAddress = try int("LATCHKEY_CONNECTIONS_PER_ADDRESS", 0...100_000)
+            ?? (c.developmentMode || c.trustProxy ? 0 : 64)
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
         if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
         if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }
@@ -136,8 +145,25 @@ public struct Configuration: Sendable {
             }
             c.attestation = conveyance
         }
+        if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
+            c.keyEncryptionKey = try KeyEncryptionKey.parse(v, name: "LATCHKEY_KEY_ENCRYPTION_KEY", readFile: readWholeFile)
+        }
         for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
         return c
+    }
+
+    /// A small file's bytes (a key file), nil when it cannot be read.
+    public static func readWholeFile(_ path: String) -> [UInt8]? {
+        guard let handle = fopen(path, "rb") else { return nil }
+        defer { fclose(handle) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while out.count <= 1 << 16 {
+            let n = fread(&buffer, 1, buffer.count, handle)
+            if n == 0 { break }
+            out += buffer[0..<n]
+        }
+        return ferror(handle) == 0 ? out : nil
     }
 
     public static func processEnvironment() -> [String: String] {

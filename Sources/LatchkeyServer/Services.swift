@@ -35,7 +35,8 @@ public final class Services: Sendable {
         self.database = database
         self.runtime = runtime
         self.log = log
-        signer = TokenSigner(keys: database.keys, configuration: configuration, runtime: runtime)
+        signer = TokenSigner(store: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
+                             configuration: configuration, runtime: runtime)
         origins = OriginCache(config: database.config)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
@@ -63,8 +64,9 @@ public final class Services: Sendable {
     /// 2. LATCHKEY_ORIGINS joins the allowlist.
     public func seedOrigins() throws(ServiceError) { try admin.seedConfiguredOrigins() }
 
-    /// 3. A token signing key exists and is loaded.
-    public func prepareSigningKeys() throws(StorageError) { try signer.prepareKeys() }
+    /// 3. The signing keys open under LATCHKEY_KEY_ENCRYPTION_KEY (plaintext ones from before are
+    ///    sealed; a missing or wrong KEK refuses), a signing key exists and is loaded.
+    public func prepareSigningKeys() throws(SigningKeyError) { try signer.prepareKeys() }
 
     /// 4. The device-key attestation roots and revocation status list are read.
     public func loadAttestationTrust() throws { try attestationTrust.load() }

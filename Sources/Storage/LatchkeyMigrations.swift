@@ -34,6 +34,9 @@ public enum LatchkeyMigrations {
         // Issue 10: device-key tickets and what a device key's attestation proved.
         File(version: 6, name: "device-key trust chain", file: "0006_device_key_trust.sql",
              sql: PackageResources._006_device_key_trust_sql),
+        // Issue 13: signing keys sealed at rest (AES-256-GCM envelope); plaintext PEM only until sealed.
+        File(version: 7, name: "signing keys encrypted at rest", file: "0007_encrypted_keys.sql",
+             sql: PackageResources._007_encrypted_keys_sql),
     ]
 
     /// `all` as PostgreSQL.Migrator takes them.

@@ -47,7 +47,7 @@ public struct Application: Responder {
                 ("Access-Control-Allow-Headers", "Authorization, Content-Type"), ("Access-Control-Max-Age", "600"),
             ])
             route = "preflight"
-        } else if request.method == "POST", request.path.hasPrefix("/v1/"), let wait = limiter.admit(clientAddress(request)) {
+        } else if Self.isRateLimited(request), let wait = limiter.admit(clientAddress(request)) {
             response = ServiceError(.rateLimited, "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
         } else {
             let (answer, pattern) = router.dispatch(request)
@@ -76,6 +76,14 @@ extension Application {
               request.path.hasPrefix("/v1/") || request.path == "/.well-known/jwks.json",
               origins.policy().allows(origin) else { return nil }
         return origin
+    }
+
+    /// What the rate limiter counts: every method on the API (`/v1/…`: ceremonies, tokens, and the
+    /// reads that query PostgreSQL per request) and the admin API, and `/readyz` (a database ping).
+    /// Left out: `/healthz` and `/metrics` (no I/O), the well-known files and JWKS (served from
+    /// memory), the web app's static files.
+    static func isRateLimited(_ request: Request) -> Bool {
+        request.path.hasPrefix("/v1/") || request.path.hasPrefix("/admin/v1/") || request.path == "/readyz"
     }
 
     func clientAddress(_ request: Request) -> String {

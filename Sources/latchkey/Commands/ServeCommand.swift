@@ -13,7 +13,8 @@ enum ServeCommand: Command {
         usage: latchkey serve
 
         Reads its configuration from the environment (see README): DATABASE_URL, LATCHKEY_RP_ID,
-        LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_DEV, …
+        LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required
+        outside development mode), LATCHKEY_DEV, …
         LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
         processes sharing the listening port (SO_REUSEPORT).
         """
@@ -21,8 +22,12 @@ enum ServeCommand: Command {
     static func run(_ arguments: [String]) -> Int32 {
         if arguments.contains("-h") || arguments.contains("--help") { print(help); return ExitCode.success }
         guard arguments.isEmpty else { printError(help); return ExitCode.usage }
-        let configuration: Configuration
-        do { configuration = try Configuration.fromEnvironment() } catch {
+        var configuration: Configuration
+        do {
+            configuration = try Configuration.fromEnvironment()
+            try resolveDevelopmentKEK(&configuration, environment: Configuration.processEnvironment(),
+                                      announce: Configuration.processEnvironment()["LATCHKEY_WORKER_CHILD"] != "1")
+        } catch {
             printError("latchkey serve: \(error.description)"); return ExitCode.usage
         }
         guard !configuration.databaseURL.isEmpty else {
@@ -42,7 +47,10 @@ enum ServeCommand: Command {
                                 pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL)
         let services = Services(configuration: configuration, database: database)
         // Start-up steps, in order: migrate, seed LATCHKEY_ORIGINS, signing keys, change feed.
-        do { try services.start() } catch {
+        do { try services.start() } catch let error as SigningKeyError where error.code != .storage {
+            printError("latchkey serve: \(error.description)")  // no KEK, or the wrong one: refuse to start
+            return ExitCode.failure
+        } catch {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
         }
@@ -50,7 +58,8 @@ enum ServeCommand: Command {
         do {
             server = try HTTPServer(configuration: .init(
                 host: configuration.listenHost, port: configuration.listenPort, threadPoolSize: configuration.threads,
-                connectionTimeoutSeconds: 30, connectionLimit: 4096, maxBodyBytes: configuration.maxBody,
+                connectionTimeoutSeconds: 30, connectionLimit: 4096,
+                perAddressConnectionLimit: configuration.connectionsPerAddress, maxBodyBytes: configuration.maxBody,
                 reusePort: configuration.workers > 1), responder: Application(services: services))
         } catch {
             printError("latchkey serve: cannot listen on \(configuration.listenHost):\(configuration.listenPort): \(error)")

@@ -44,6 +44,41 @@ enum TestDatabase {
     }()
 }
 
+extension TestDatabase {
+    /// The key-encryption key every test server on the shared test database seals its signing keys
+    /// under (they share one `signing_keys` table, so they must agree).
+    static let keyEncryptionKeyText = "bGF0Y2hrZXktdGVzdC1rZWstMzItYnl0ZXMtLS0tLS0="
+    static let keyEncryptionKey = try! KeyEncryptionKey.parse(keyEncryptionKeyText, name: "test KEK", readFile: { _ in nil })
+
+    /// A database of its own on the test server (dropped on deinit), for tests that change every
+    /// signing key (re-encryption) or need a table nobody else writes.
+    final class Scratch: Sendable {
+        let name: String
+        let url: String
+        private let serverURL: String
+
+        init() throws {
+            let server = try TestDatabase.url()
+            let name = "lk_server_\(uniqueSuffix())"
+            try PostgresConnection(url: server).execute(SQL(unsafeRaw: "CREATE DATABASE \(name)"))
+            let query = server.firstIndex(of: "?").map { String(server[$0...]) } ?? ""
+            let base = String(server.dropLast(query.count))
+            guard let slash = base.lastIndex(of: "/") else { throw TestSetupError("DATABASE_URL must be a postgresql:// URL") }
+            serverURL = server
+            self.name = name
+            url = String(base[...slash]) + name + query
+        }
+
+        func connect() throws -> PostgresConnection { try PostgresConnection(url: url) }
+
+        deinit {
+            if let admin = try? PostgresConnection(url: serverURL) {
+                _ = try? admin.execute(SQL(unsafeRaw: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+            }
+        }
+    }
+}
+
 struct TestSetupError: Error, CustomStringConvertible {
     let message: String
     init(_ message: String) { self.message = message }
@@ -65,7 +100,7 @@ final class TestServer: Sendable {
     let http: HTTPServer
     var port: Int { http.port }
 
-    init(name: String, configure: (inout Configuration) -> Void = { _ in }) throws {
+    init(name: String, runtime: Runtime = .system, configure: (inout Configuration) -> Void = { _ in }) throws {
         rpId = "\(name)-\(uniqueSuffix()).latchkey.test"
         origin = "https://\(rpId)"
         adminKey = "admin-\(uniqueSuffix())-\(uniqueSuffix())"
@@ -75,6 +110,7 @@ final class TestServer: Sendable {
         c.issuer = origin
         c.databaseURL = try TestDatabase.url()
         c.adminKeyHash = AdminKey.hash(adminKey)
+        c.keyEncryptionKey = TestDatabase.keyEncryptionKey
         // LATCHKEY_DB_POOLER=transaction: the suites run through PgBouncer in transaction pooling (scripts/test.sh).
         if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
             c.databasePooler = mode
@@ -82,7 +118,7 @@ final class TestServer: Sendable {
         configure(&c)
         configuration = c
         database = Database(url: c.databaseURL, connections: 6, pooler: c.databasePooler, listenURL: c.databaseListenURL)
-        services = Services(configuration: c, database: database, log: RequestLog(enabled: false))
+        services = Services(configuration: c, database: database, runtime: runtime, log: RequestLog(enabled: false))
         try services.start()
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
