@@ -24,6 +24,8 @@ public final class Services: Sendable {
     public let stepUp: StepUpService
     public let wellKnown: WellKnownService
     public let admin: AdminService
+    /// Authenticator metadata (FIDO MDS3), per instance, in memory.
+    public let metadata: MetadataStore
     private let changeFeed = Mutex<ConfigWatch?>(nil)
 
     public init(configuration: Configuration, database: Database, runtime: Runtime = .system, log: RequestLog = RequestLog(enabled: true)) {
@@ -35,9 +37,10 @@ public final class Services: Sendable {
         origins = OriginCache(config: database.config)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime)
+        metadata = MetadataStore(configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache())
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
-                                  origins: origins, metrics: metrics,
+                                  origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
                                   configuration: configuration, runtime: runtime)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
@@ -68,20 +71,31 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop(); $0 = watch }
     }
 
-    /// All four, in order.
+    /// 5. Authenticator metadata: the BLOB is loaded (a bad one is reported and fails closed) and
+    ///    its files are watched; `SIGHUP` reloads at once (`metadata.reload()`).
+    public func loadMetadata() { metadata.startWatching() }
+
+    /// All five, in order.
     public func start() throws {
         _ = try migrate()
         try seedOrigins()
         try prepareSigningKeys()
         startChangeFeed()
+        loadMetadata()
     }
 
     /// True while the change feed is connected.
     public var isListening: Bool { changeFeed.withLock { $0?.isListening ?? false } }
 
-    public func stop() { changeFeed.withLock { $0?.stop(); $0 = nil } }
+    public func stop() {
+        changeFeed.withLock { $0?.stop(); $0 = nil }
+        metadata.stopWatching()
+    }
 
-    deinit { changeFeed.withLock { $0?.stop() } }
+    deinit {
+        changeFeed.withLock { $0?.stop() }
+        metadata.stopWatching()
+    }
 }
 
 /// One JSON line per request on standard output: no bodies, no tokens, no credential data.
