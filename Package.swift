@@ -26,12 +26,15 @@ let package = Package(
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // HTTPS downloads (`latchkey mds fetch`): libcurl over the same OpenSSL.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // One thin Swift layer per C library.
         .target(name: "CBOR", dependencies: ["CCBOR"], swiftSettings: wrapper),
         .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: wrapper),
         .target(name: "PostgreSQL", dependencies: ["CLibPQ"], swiftSettings: wrapper),
         .target(name: "HTTP", dependencies: ["CMicroHTTPD"], swiftSettings: wrapper),
+        .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: wrapper),
 
         // Pure Swift.
         .target(name: "JSON", swiftSettings: strict),
@@ -54,7 +57,7 @@ let package = Package(
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
-                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys"],
+                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Curl"],
                           swiftSettings: strict),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),

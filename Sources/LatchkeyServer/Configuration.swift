@@ -62,6 +62,21 @@ public struct Configuration: Sendable {
     public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 4
     public var workers = 1
+    /// `LATCHKEY_MDS_BLOB`: the FIDO MDS3 BLOB file; nil: metadata off.
+    public var mdsBlobPath: String? = nil
+    /// `LATCHKEY_MDS_ROOT`: PEM with the BLOB's signing root; nil: the shipped FIDO Alliance root.
+    public var mdsRootPath: String? = nil
+    /// `LATCHKEY_MDS_CRLS`: a folder of CRL files (DER or PEM) for the BLOB's and attestations' chains.
+    public var mdsCRLDirectory: String? = nil
+    /// `LATCHKEY_MDS_MAX_STALE`: seconds a BLOB's nextUpdate may be past.
+    public var mdsMaxStale = 2_592_000
+    /// `LATCHKEY_MDS_POLL`: seconds between checks of the BLOB file's modification time (0: only SIGHUP).
+    public var mdsPollSeconds = 5
+    /// `LATCHKEY_AUTHENTICATORS_ALLOW` / `_DENY`: AAGUIDs.
+    public var authenticatorsAllow: [[UInt8]]? = nil
+    public var authenticatorsDeny: [[UInt8]] = []
+    /// `LATCHKEY_REQUIRE_CERTIFIED`: `FIDO_CERTIFIED_L1` … `FIDO_CERTIFIED_L3plus`.
+    public var requireCertified: CertificationLevel? = nil
 
     public init() {}
 
@@ -147,6 +162,29 @@ public struct Configuration: Sendable {
         }
         if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
             c.keyEncryptionKey = try KeyEncryptionKey.parse(v, name: "LATCHKEY_KEY_ENCRYPTION_KEY", readFile: readWholeFile)
+        }
+        if let v = env["LATCHKEY_MDS_BLOB"], !v.isEmpty { c.mdsBlobPath = v }
+        if let v = env["LATCHKEY_MDS_ROOT"], !v.isEmpty { c.mdsRootPath = v }
+        if let v = env["LATCHKEY_MDS_CRLS"], !v.isEmpty { c.mdsCRLDirectory = v }
+        if let n = try int("LATCHKEY_MDS_MAX_STALE", 0...(10 * 365 * 86400)) { c.mdsMaxStale = n }
+        if let n = try int("LATCHKEY_MDS_POLL", 0...86400) { c.mdsPollSeconds = n }
+        func aaguids(_ name: String) throws(Invalid) -> [[UInt8]]? {
+            guard let v = env[name], !v.trimmed.isEmpty else { return nil }
+            var out: [[UInt8]] = []
+            for item in v.split(separator: ",").map({ String($0).trimmed }) where !item.isEmpty {
+                guard let bytes = parseUUID(item) else { throw Invalid(description: "\(name): \(item) is not an AAGUID (8-4-4-4-12 hex)") }
+                out.append(bytes)
+            }
+            return out
+        }
+        c.authenticatorsAllow = try aaguids("LATCHKEY_AUTHENTICATORS_ALLOW")
+        c.authenticatorsDeny = try aaguids("LATCHKEY_AUTHENTICATORS_DENY") ?? []
+        if let v = env["LATCHKEY_REQUIRE_CERTIFIED"], !v.isEmpty {
+            guard let level = CertificationLevel(rawValue: v), level != .none else {
+                throw Invalid(description: "LATCHKEY_REQUIRE_CERTIFIED must be FIDO_CERTIFIED_L1, _L1plus, _L2, _L2plus, _L3 or _L3plus")
+            }
+            guard c.mdsBlobPath != nil else { throw Invalid(description: "LATCHKEY_REQUIRE_CERTIFIED needs LATCHKEY_MDS_BLOB") }
+            c.requireCertified = level
         }
         for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
         return c

@@ -25,6 +25,8 @@ public final class Services: Sendable {
     public let wellKnown: WellKnownService
     public let admin: AdminService
     let attestationTrust: AttestationTrust
+    /// Authenticator metadata (FIDO MDS3), per instance, in memory.
+    public let metadata: MetadataStore
     private let changeFeed = Mutex<ConfigWatch?>(nil)
     /// Sessions revoked recently (their access tokens are refused before they expire), fed by
     /// `startRevocationFeed`.
@@ -41,10 +43,11 @@ public final class Services: Sendable {
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions)
+        metadata = MetadataStore(configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(),
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
-                                  origins: origins, metrics: metrics,
+                                  origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
                                   configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
@@ -86,6 +89,10 @@ public final class Services: Sendable {
     ///    poll every half second (which alone suffices behind a transaction pooler).
     public func startRevocationFeed() throws(StorageError) { try revokedSessions.start(database.sessions) }
 
+    /// 7. Authenticator metadata: the BLOB is loaded (a bad one is reported and fails closed) and
+    ///    its files are watched; `SIGHUP` reloads at once (`metadata.reload()`).
+    public func loadMetadata() { metadata.startWatching() }
+
     /// All of them, in order.
     public func start() throws {
         _ = try migrate()
@@ -94,6 +101,7 @@ public final class Services: Sendable {
         try loadAttestationTrust()
         startChangeFeed()
         try startRevocationFeed()
+        loadMetadata()
     }
 
     /// True while the change feed is connected.
@@ -105,11 +113,13 @@ public final class Services: Sendable {
     public func stop() {
         changeFeed.withLock { $0?.stop(); $0 = nil }
         revokedSessions.stop()
+        metadata.stopWatching()
     }
 
     deinit {
         changeFeed.withLock { $0?.stop() }
         revokedSessions.stop()
+        metadata.stopWatching()
     }
 }
 

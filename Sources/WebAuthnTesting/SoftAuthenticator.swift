@@ -76,7 +76,11 @@ public struct ClientDataFields: Sendable {
     }
 }
 
-public enum RegistrationFormat: Sendable { case none, packedSelf }
+public enum RegistrationFormat: Sendable {
+    case none, packedSelf
+    /// `packed` with x5c (WebAuthn L3 §8.2 full attestation): signed with the identity's key, its chain as x5c.
+    case packedFull(AttestationIdentity)
+}
 
 public struct RegistrationBuilder: @unchecked Sendable {
     public let authenticator: SoftAuthenticator
@@ -109,13 +113,29 @@ public struct RegistrationBuilder: @unchecked Sendable {
         let clientDataJSON = clientData.json
         let authData = authenticatorData
         var statement: [CBORPair] = []
-        if format == .packedSelf {
+        var fmt = "packed"
+        switch format {
+        case .none:
+            fmt = "none"
+        case .packedSelf:
             var sig = authenticator.sign(authData + Digest.sha256(clientDataJSON))
             if corruptAttestationSignature { sig[sig.count / 2] ^= 0x01 }
             statement = [CBORPair(.text("alg"), .int(authenticator.algorithm.rawValue)), CBORPair(.text("sig"), .bytes(sig))]
+        case .packedFull(let identity):
+            let alg: COSEAlgorithm = switch identity.key.type {
+            case .ec(.p384): .es384
+            case .ec(.p521): .es512
+            case .rsa: .rs256
+            case .ed25519: .edDSA
+            default: .es256
+            }
+            var sig = try! identity.key.sign(authData + Digest.sha256(clientDataJSON), algorithm: alg.signatureAlgorithm!)
+            if corruptAttestationSignature { sig[sig.count / 2] ^= 0x01 }
+            statement = [CBORPair(.text("alg"), .int(alg.rawValue)), CBORPair(.text("sig"), .bytes(sig)),
+                         CBORPair(.text("x5c"), .array(identity.chain.map { .bytes($0.der) }))]
         }
         let attestationObject = CBOREncoder.encode(.map([
-            CBORPair(.text("fmt"), .text(format == .none ? "none" : "packed")),
+            CBORPair(.text("fmt"), .text(fmt)),
             CBORPair(.text("attStmt"), .map(statement)),
             CBORPair(.text("authData"), .bytes(authData)),
         ]))

@@ -39,7 +39,7 @@ enum Fixture {
             let v = try Fixture.register(b)
             #expect(v.credentialId == auth.credentialId)
             #expect(v.algorithm == alg)
-            #expect(v.attestationType == (format == .none ? .none : .self))
+            if case .none = format { #expect(v.attestationType == .none) } else { #expect(v.attestationType == .self) }
             #expect(v.transports == ["internal", "hybrid"])
         }
     }

@@ -13,6 +13,7 @@ public final class PasskeyService: Sendable {
     let assertion: PasskeyAssertion
     let origins: OriginCache
     let metrics: Metrics
+    let metadata: MetadataStore
     let configuration: Configuration
     let runtime: Runtime
     let decoySecret: DeploymentSecret
@@ -25,13 +26,15 @@ public final class PasskeyService: Sendable {
     static let offeredAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256]
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
-         origins: OriginCache, metrics: Metrics, decoySecret: DeploymentSecret, configuration: Configuration, runtime: Runtime) {
+         origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, configuration: Configuration,
+         runtime: Runtime) {
         self.accounts = accounts
         self.challenges = challenges
         self.sessions = sessions
         self.assertion = assertion
         self.origins = origins
         self.metrics = metrics
+        self.metadata = metadata
         self.decoySecret = decoySecret
         self.configuration = configuration
         self.runtime = runtime
@@ -44,11 +47,18 @@ public final class PasskeyService: Sendable {
         policyTemplate = CeremonyRules.verificationPolicy(configuration)
     }
 
-    /// The policy for one ceremony: the template with the allowlist as it is now.
+    /// The policy for one ceremony: the template with the allowlist and the metadata as they are now.
     func currentPolicy() -> VerificationPolicy {
         var p = policyTemplate
         p.origins = origins.policy()
+        p.metadata = metadata.policy()
         return p
+    }
+
+    /// A passkey's provider name: the metadata statement's `description` when the BLOB in use has
+    /// one for its AAGUID, else the community AAGUID table's name.
+    func providerName(aaguid: [UInt8]) -> String? {
+        metadata.description(aaguid: aaguid) ?? PasskeyProviders.name(aaguid: formatUUID(aaguid))
     }
 
     // MARK: Registration
@@ -117,12 +127,12 @@ public final class PasskeyService: Sendable {
             id: verified.credentialId, userId: user.id, publicKey: verified.publicKeyBytes, alg: verified.algorithm.rawValue,
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
-            attestationType: verified.attestationType.rawValue, name: PasskeyProviders.name(aaguid: aaguid) ?? "Passkey",
+            attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid) ?? "Passkey",
             createdAt: runtime.now())
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
-        ])
+        ] + (verified.metadata.map { [("metadata", metadataMatchJSON($0))] } ?? []))
         // The account (if new), the passkey, the session and the audit line: one transaction.
         let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId)
         do {
@@ -135,7 +145,7 @@ public final class PasskeyService: Sendable {
             throw ServiceError(error)
         }
         let issued = try sessions.issue(session, userVerified: verified.userVerified)
-        return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(record)), ("tokens", issued.json)])
+        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(record)), ("tokens", issued.json)])
     }
 
     // MARK: Authentication
@@ -204,7 +214,7 @@ public final class PasskeyService: Sendable {
         updated.backedUp = outcome.use.backedUp
         updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
-        return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(updated)), ("tokens", issued.json)])
+        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(updated)), ("tokens", issued.json)])
     }
 
     // MARK: Shared
@@ -225,11 +235,11 @@ public final class PasskeyService: Sendable {
         .object([("id", .string(u.id)), ("username", .string(u.username)), ("displayName", .string(u.displayName))])
     }
 
-    static func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
+    func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
         let aaguid = formatUUID(c.aaguid)
         return .object([
             ("id", .string(Base64URL.encode(c.id))), ("name", .string(c.name)),
-            ("provider", PasskeyProviders.name(aaguid: aaguid).map { .string($0) } ?? .null),
+            ("provider", providerName(aaguid: c.aaguid).map { .string($0) } ?? .null),
             ("aaguid", .string(aaguid)), ("createdAt", .string(iso8601(c.createdAt))),
             ("lastUsedAt", c.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
             ("backupEligible", .bool(c.backupEligible)), ("backedUp", .bool(c.backedUp)),
@@ -240,7 +250,7 @@ public final class PasskeyService: Sendable {
     // MARK: The user's passkeys
 
     func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
-        .object([("passkeys", .array(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(Self.passkeyJSON)))])
+        .object([("passkeys", .array(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(passkeyJSON)))])
     }
 
     func renamePasskey(userId: String, id: String, name: String) throws(ServiceError) -> JSONValue {
@@ -248,7 +258,7 @@ public final class PasskeyService: Sendable {
         guard let record = try storage({ () throws(StorageError) in
             try accounts.rename(userId: userId, credentialId: credentialId, name: name)
         }) else { throw ServiceError.notFound("passkey") }
-        return Self.passkeyJSON(record)
+        return passkeyJSON(record)
     }
 
     /// Revokes the passkey and, in the same transaction, the sessions it began: their refresh

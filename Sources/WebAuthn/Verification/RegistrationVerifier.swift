@@ -18,6 +18,9 @@ public struct VerifiedRegistration: Sendable {
     public let trustPath: [Certificate]
     public let transports: [String]
     public let origin: String
+    /// The metadata statement that vouched for this registration; nil when metadata is off or
+    /// (self / none attestation) no entry matched.
+    public let metadata: MetadataMatch?
 }
 
 /// A registration response parsed into its parts but not yet verified.
@@ -84,6 +87,9 @@ public enum RegistrationVerifier {
                 try trace.fail("attestation.trustPath", .attestation(error.reason))
             }
         }
+        // SPEC "Metadata rules in detail": with metadata configured, its statement must vouch for the attestation.
+        let metadata = try MetadataTrust.apply(policy.metadata, format: format, result: result, credential: credential,
+                                               now: now, trace: trace)
         trace.decoded("credential", [
             "id": .string(Base64URL.encode(credential.credentialId)),
             "aaguid": .string(formatUUID(credential.aaguid)),
@@ -97,7 +103,7 @@ public enum RegistrationVerifier {
             algorithm: credential.publicKey.algorithm, signCount: authData.signCount,
             userVerified: authData.userVerified, backupEligible: authData.backupEligible, backedUp: authData.backedUp,
             aaguid: credential.aaguid, format: format, attestationType: result.type, trustPath: result.trustPath,
-            transports: parsed.response.transports, origin: c.origin)
+            transports: parsed.response.transports, origin: c.origin, metadata: metadata)
     }
 }
 

@@ -16,7 +16,8 @@ enum ServeCommand: Command {
         LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required
         outside development mode), LATCHKEY_DEV, …
         LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
-        processes sharing the listening port (SO_REUSEPORT).
+        processes sharing the listening port (SO_REUSEPORT). With LATCHKEY_MDS_BLOB set, SIGHUP
+        reloads the metadata BLOB (so does a change of the file, checked every LATCHKEY_MDS_POLL s).
         """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -40,6 +41,7 @@ enum ServeCommand: Command {
         sigemptyset(&signals)
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGHUP)  // reload the metadata BLOB
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
@@ -77,7 +79,13 @@ enum ServeCommand: Command {
         _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }
 
         var received: Int32 = 0
-        sigwait(&signals, &received)
+        while true {
+            sigwait(&signals, &received)
+            guard received == SIGHUP else { break }
+            // SIGHUP: reload LATCHKEY_MDS_BLOB now (a bad BLOB is reported and the good one stays), here and in the workers.
+            for pid in children { kill(pid, SIGHUP) }
+            if services.metadata.isConfigured { services.metadata.reload() }
+        }
         for pid in children { kill(pid, SIGTERM) }
         server.stop()
         for pid in children { var status: Int32 = 0; waitpid(pid, &status, 0) }
