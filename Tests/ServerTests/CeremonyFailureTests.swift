@@ -171,6 +171,17 @@ struct CeremonyFailureTests {
         #expect(try client.login(authenticator).reply.status == 200)
     }
 
+    @Test("a 64 KiB body of thousands of JSON members → 400 invalid_request, refused by the member cap (issue 13, defect 9)")
+    func thousandsOfMembers() throws {
+        let client = try server.client()
+        let members = (0..<6000).map { "\"k\($0)\":0" }.joined(separator: ",")
+        for path in ["/v1/passkeys/authentication/verify", "/v1/passkeys/registration/verify", "/v1/passkeys/authentication/options"] {
+            let reply = try client.send("POST", path, body: Array("{\(members)}".utf8))
+            expectProblem(reply, 400, "invalid_request")
+            #expect(reply.json?["detail"]?.stringValue?.contains("more than 1024 members") == true, "\(reply)")
+        }
+    }
+
     @Test("a sign count that goes backwards → sign_count_regression, and the passkey is flagged")
     func signCountRegression() throws {
         let client = try server.client()
