@@ -48,7 +48,8 @@ public struct Configuration: Sendable {
     public var embeddingOrigins: [String] = []
     public var accessTokenTTL = 300
     public var refreshTokenTTL = 30 * 24 * 3600
-    public var issuer = "http://localhost:8080"
+    /// `iss` of every token; see `issuer(explicit:rpId:developmentMode:configuredOrigins:)`.
+    public var issuer = "https://localhost"
     /// Requests per second per client address on ceremony and token endpoints (0: off).
     public var rateLimit = 0
     /// Behind a reverse proxy: take the client address from the last X-Forwarded-For hop.
@@ -74,12 +75,13 @@ public struct Configuration: Sendable {
             c.listenHost = host.isEmpty ? "0.0.0.0" : host
             c.listenPort = port
         }
-        c.issuer = env["LATCHKEY_ISSUER"] ?? (c.developmentMode ? "http://localhost:\(c.listenPort)" : "https://\(c.rpId)")
         if let v = env["LATCHKEY_ORIGINS"] {
             c.origins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         } else if c.developmentMode {
             c.origins = ["http://localhost:\(c.listenPort)"]
         }
+        c.issuer = Self.issuer(explicit: env["LATCHKEY_ISSUER"], rpId: c.rpId, developmentMode: c.developmentMode,
+                               configuredOrigins: env["LATCHKEY_ORIGINS"] == nil ? [] : c.origins)
         if let v = env["LATCHKEY_EMBEDDING_ORIGINS"] {
             c.embeddingOrigins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         }
@@ -138,6 +140,18 @@ public struct Configuration: Sendable {
         }
         for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
         return c
+    }
+
+    /// The token issuer (`iss`) is a property of the deployment, identical on every instance behind
+    /// one origin: `LATCHKEY_ISSUER`, else in dev mode the first web origin of `LATCHKEY_ORIGINS`,
+    /// else `https://<rpId>`. Never the listen port: instances on 8081 and 8082 behind one proxy
+    /// must accept each other's tokens (issue 13, defect 10).
+    static func issuer(explicit: String?, rpId: String, developmentMode: Bool, configuredOrigins: [String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if developmentMode, let web = configuredOrigins.first(where: { $0.hasPrefix("https://") || $0.hasPrefix("http://") }) {
+            return web
+        }
+        return "https://\(rpId)"
     }
 
     public static func processEnvironment() -> [String: String] {
