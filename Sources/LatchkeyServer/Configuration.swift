@@ -11,6 +11,9 @@ public struct Configuration: Sendable {
     public var origins: [String] = []
     public var listenHost = "127.0.0.1"
     public var listenPort = 8080
+    /// `LATCHKEY_ADMIN_LISTEN`: when set, `/admin/…` (the admin API and console) is served only on
+    /// this second listener, and is 404 on the public one. Unset: both on the public listener.
+    public var adminListen: ListenAddress? = nil
     public var adminKeyHash: [UInt8]? = nil
     public var databaseURL = ""
     /// `LATCHKEY_DB_POOLER=transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL,
@@ -67,13 +70,16 @@ public struct Configuration: Sendable {
         if let v = env["LATCHKEY_RP_ID"], !v.isEmpty { c.rpId = v }
         if let v = env["LATCHKEY_RP_NAME"], !v.isEmpty { c.rpName = v }
         if let v = env["LATCHKEY_LISTEN"], !v.isEmpty {
-            guard let colon = v.lastIndex(of: ":"), let port = Int(v[v.index(after: colon)...]), (0...65535).contains(port) else {
-                throw Invalid(description: "LATCHKEY_LISTEN must be host:port")
+            guard let address = ListenAddress(parsing: v) else { throw Invalid(description: "LATCHKEY_LISTEN must be host:port") }
+            c.listenHost = address.host
+            c.listenPort = address.port
+        }
+        if let v = env["LATCHKEY_ADMIN_LISTEN"], !v.isEmpty {
+            guard let address = ListenAddress(parsing: v) else { throw Invalid(description: "LATCHKEY_ADMIN_LISTEN must be host:port") }
+            guard address != ListenAddress(host: c.listenHost, port: c.listenPort) || address.port == 0 else {
+                throw Invalid(description: "LATCHKEY_ADMIN_LISTEN must differ from LATCHKEY_LISTEN")
             }
-            var host = String(v[..<colon])
-            if host == "localhost" { host = "127.0.0.1" }
-            c.listenHost = host.isEmpty ? "0.0.0.0" : host
-            c.listenPort = port
+            c.adminListen = address
         }
         if let v = env["LATCHKEY_ORIGINS"] {
             c.origins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
@@ -163,6 +169,27 @@ public struct Configuration: Sendable {
             p += 1
         }
         return out
+    }
+}
+
+/// A listener's `host:port` (`LATCHKEY_LISTEN`, `LATCHKEY_ADMIN_LISTEN`): an empty host is every
+/// address, `localhost` is 127.0.0.1.
+public struct ListenAddress: Sendable, Hashable {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    init?(parsing text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host == "localhost" { host = "127.0.0.1" }
+        self.init(host: host.isEmpty ? "0.0.0.0" : host, port: port)
     }
 }
 

@@ -26,6 +26,11 @@ extension RouteTable {
             try s.admin.requireAdmin(req)
             return .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: params["externalId"] ?? "").serialized())
         }
+        add("GET", "/admin/v1/step-up/receipts/{id}", accepting: .any) { req, params in
+            // An auditor's copy of any user's step-up receipt (the owner's is /v1/step-up/receipts/{id}).
+            try s.admin.requireAdmin(req)
+            return .json(bytes: try s.stepUp.receipt(id: params["id"] ?? "", userId: nil).serialized())
+        }
         add("GET", "/admin/v1/audit", accepting: .any) { req, _ in
             try s.admin.requireAdmin(req)
             return .json(bytes: try s.admin.auditLog(limit: req.queryValue("limit"), before: req.queryValue("before")).serialized())
