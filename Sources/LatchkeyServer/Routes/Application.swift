@@ -50,6 +50,9 @@ public struct Application: Responder {
         router = routes.router
     }
 
+    /// Every route of the table as (method, pattern), e.g. for a test that sweeps them all.
+    public var routes: [(method: String, pattern: String)] { router.patterns }
+
     /// This route table, answering only what `listener` serves.
     public func serving(_ listener: Listener) -> Application {
         var copy = self

@@ -234,17 +234,15 @@ public final class PasskeyService: Sendable {
         .object([("passkeys", .array(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(Self.passkeyJSON)))])
     }
 
-    func renamePasskey(userId: String, id: String, name: String) throws(ServiceError) -> JSONValue {
-        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty else { throw ServiceError.notFound("passkey") }
+    func renamePasskey(userId: String, credentialId: [UInt8], name: String) throws(ServiceError) -> JSONValue {
         guard let record = try storage({ () throws(StorageError) in
             try accounts.rename(userId: userId, credentialId: credentialId, name: name)
         }) else { throw ServiceError.notFound("passkey") }
         return Self.passkeyJSON(record)
     }
 
-    func revokePasskey(userId: String, id: String) throws(ServiceError) {
-        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty,
-              try storage({ () throws(StorageError) in
+    func revokePasskey(userId: String, credentialId: [UInt8]) throws(ServiceError) {
+        guard try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId,
                                       audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId))
               }) else { throw ServiceError.notFound("passkey") }
