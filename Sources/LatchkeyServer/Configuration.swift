@@ -11,6 +11,9 @@ public struct Configuration: Sendable {
     public var origins: [String] = []
     public var listenHost = "127.0.0.1"
     public var listenPort = 8080
+    /// `LATCHKEY_ADMIN_LISTEN`: when set, `/admin/…` (the admin API and console) is served only on
+    /// this second listener, and is 404 on the public one. Unset: both on the public listener.
+    public var adminListen: ListenAddress? = nil
     public var adminKeyHash: [UInt8]? = nil
     public var databaseURL = ""
     /// `LATCHKEY_DB_POOLER=transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL,
@@ -48,7 +51,8 @@ public struct Configuration: Sendable {
     public var embeddingOrigins: [String] = []
     public var accessTokenTTL = 300
     public var refreshTokenTTL = 30 * 24 * 3600
-    public var issuer = "http://localhost:8080"
+    /// `iss` of every token; see `issuer(explicit:rpId:developmentMode:configuredOrigins:)`.
+    public var issuer = "https://localhost"
     /// Requests per second per client address on ceremony and token endpoints (0: off).
     public var rateLimit = 0
     /// Behind a reverse proxy: take the client address from the last X-Forwarded-For hop.
@@ -88,20 +92,24 @@ public struct Configuration: Sendable {
         if let v = env["LATCHKEY_RP_ID"], !v.isEmpty { c.rpId = v }
         if let v = env["LATCHKEY_RP_NAME"], !v.isEmpty { c.rpName = v }
         if let v = env["LATCHKEY_LISTEN"], !v.isEmpty {
-            guard let colon = v.lastIndex(of: ":"), let port = Int(v[v.index(after: colon)...]), (0...65535).contains(port) else {
-                throw Invalid(description: "LATCHKEY_LISTEN must be host:port")
-            }
-            var host = String(v[..<colon])
-            if host == "localhost" { host = "127.0.0.1" }
-            c.listenHost = host.isEmpty ? "0.0.0.0" : host
-            c.listenPort = port
+            guard let address = ListenAddress(parsing: v) else { throw Invalid(description: "LATCHKEY_LISTEN must be host:port") }
+            c.listenHost = address.host
+            c.listenPort = address.port
         }
-        c.issuer = env["LATCHKEY_ISSUER"] ?? (c.developmentMode ? "http://localhost:\(c.listenPort)" : "https://\(c.rpId)")
+        if let v = env["LATCHKEY_ADMIN_LISTEN"], !v.isEmpty {
+            guard let address = ListenAddress(parsing: v) else { throw Invalid(description: "LATCHKEY_ADMIN_LISTEN must be host:port") }
+            guard address != ListenAddress(host: c.listenHost, port: c.listenPort) || address.port == 0 else {
+                throw Invalid(description: "LATCHKEY_ADMIN_LISTEN must differ from LATCHKEY_LISTEN")
+            }
+            c.adminListen = address
+        }
         if let v = env["LATCHKEY_ORIGINS"] {
             c.origins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         } else if c.developmentMode {
             c.origins = ["http://localhost:\(c.listenPort)"]
         }
+        c.issuer = Self.issuer(explicit: env["LATCHKEY_ISSUER"], rpId: c.rpId, developmentMode: c.developmentMode,
+                               configuredOrigins: env["LATCHKEY_ORIGINS"] == nil ? [] : c.origins)
         if let v = env["LATCHKEY_EMBEDDING_ORIGINS"] {
             c.embeddingOrigins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         }
@@ -204,6 +212,18 @@ public struct Configuration: Sendable {
         return ferror(handle) == 0 ? out : nil
     }
 
+    /// The token issuer (`iss`) is a property of the deployment, identical on every instance behind
+    /// one origin: `LATCHKEY_ISSUER`, else in dev mode the first web origin of `LATCHKEY_ORIGINS`,
+    /// else `https://<rpId>`. Never the listen port: instances on 8081 and 8082 behind one proxy
+    /// must accept each other's tokens (issue 13, defect 10).
+    static func issuer(explicit: String?, rpId: String, developmentMode: Bool, configuredOrigins: [String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if developmentMode, let web = configuredOrigins.first(where: { $0.hasPrefix("https://") || $0.hasPrefix("http://") }) {
+            return web
+        }
+        return "https://\(rpId)"
+    }
+
     public static func processEnvironment() -> [String: String] {
         var out: [String: String] = [:]
         var p = environ
@@ -213,6 +233,27 @@ public struct Configuration: Sendable {
             p += 1
         }
         return out
+    }
+}
+
+/// A listener's `host:port` (`LATCHKEY_LISTEN`, `LATCHKEY_ADMIN_LISTEN`): an empty host is every
+/// address, `localhost` is 127.0.0.1.
+public struct ListenAddress: Sendable, Hashable {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    init?(parsing text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host == "localhost" { host = "127.0.0.1" }
+        self.init(host: host.isEmpty ? "0.0.0.0" : host, port: port)
     }
 }
 

@@ -15,6 +15,9 @@ public final class SoftAuthenticator: @unchecked Sendable {
     /// Authenticator data flags to set besides UP/UV (e.g. backup eligibility of a synced passkey).
     public var backupEligible = false
     public var backedUp = false
+    /// The user handle this discoverable credential keeps (the creation options' `user.id`), returned
+    /// as `response.userHandle` by every assertion built from now on, as a passkey does; nil: none.
+    public var userHandle: [UInt8]? = nil
 
     public init(algorithm: COSEAlgorithm = .es256, signCount: UInt32 = 0, credentialId: [UInt8]? = nil,
                 aaguid: [UInt8] = [UInt8](repeating: 0, count: 16)) {
@@ -161,7 +164,7 @@ public struct AssertionBuilder: @unchecked Sendable {
     public var rpId: String
     public var userPresent = true
     public var userVerified = true
-    public var userHandle: [UInt8]? = nil
+    public var userHandle: [UInt8]?
     /// Sign count to report; nil: the authenticator's counter, incremented (0 stays 0, like synced passkeys).
     public var signCount: UInt32? = nil
     public var corruptSignature = false
@@ -170,6 +173,7 @@ public struct AssertionBuilder: @unchecked Sendable {
         self.authenticator = authenticator
         self.clientData = ClientDataFields(type: "webauthn.get", challenge: challenge, origin: origin)
         self.rpId = rpId
+        self.userHandle = authenticator.userHandle
     }
 
     /// Builds the assertion; advances the authenticator's counter when it is in use.

@@ -44,6 +44,7 @@ struct TwoProcessTests {
         let username = "two-\(uniqueSuffix())"
         let creation = try #require(try onA.registrationOptions(username: username).json)
         let registration = authenticator.registration(challenge: try challengeBytes(creation), rpId: rpId, origin: origin)
+        authenticator.userHandle = userHandle(creation)
         let registered = try onB.send("POST", "/v1/passkeys/registration/verify", body: registration.bytes())
         #expect(registered.status == 201, "\(registered)")
         let userId = try #require(registered.json?["user"]?["id"]?.stringValue)

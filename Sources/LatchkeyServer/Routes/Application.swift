@@ -6,8 +6,24 @@ import WebAuthn
 
 /// Every route of SPEC's HTTP contract → the service that answers it. Handlers parse, call one
 /// service method, and turn its result or `ServiceError` into a response; nothing else.
+///
+/// One route table; `serving(_:)` gives the responder of one listener. With `LATCHKEY_ADMIN_LISTEN`
+/// the public listener answers everything but `/admin/…` (404 there, as for any unknown path) and
+/// the admin listener only `/admin/…`, so the admin API and console sit behind that address's
+/// network restrictions alone.
 public struct Application: Responder {
+    /// Which paths a listener serves.
+    public enum Listener: Sendable {
+        /// Everything (no `LATCHKEY_ADMIN_LISTEN`).
+        case all
+        /// Everything but `/admin/…`.
+        case publicOnly
+        /// Only `/admin/…`.
+        case adminOnly
+    }
+
     let router: Router
+    private(set) var listener: Listener = .all
     let metrics: Metrics
     let log: RequestLog
     let limiter: RateLimiter
@@ -35,12 +51,39 @@ public struct Application: Responder {
         router = routes.router
     }
 
+    /// Every route of the table as (method, pattern), e.g. for a test that sweeps them all.
+    public var routes: [(method: String, pattern: String)] { router.patterns }
+
+    /// This route table, answering only what `listener` serves.
+    public func serving(_ listener: Listener) -> Application {
+        var copy = self
+        copy.listener = listener
+        return copy
+    }
+
+    /// `/admin` and everything under it (the decoded path: the router matches literal segments
+    /// decoded too, so `/%61dmin/…` is an admin path).
+    static func isAdminPath(_ request: Request) -> Bool {
+        request.path == "/admin" || request.path.hasPrefix("/admin/")
+    }
+
+    func serves(_ request: Request) -> Bool {
+        switch listener {
+        case .all: true
+        case .publicOnly: !Self.isAdminPath(request)
+        case .adminOnly: Self.isAdminPath(request)
+        }
+    }
+
     public func respond(to request: Request) -> Response {
         let start = monotonicNow()
         var response: Response
         var route = "unmatched"
-        let corsOrigin = allowedCORSOrigin(request)
-        if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
+        let corsOrigin = serves(request) ? allowedCORSOrigin(request) : nil
+        if !serves(request) {
+            // Not on this listener: the same answer as a path that does not exist.
+            response = .problem(status: 404, code: "not_found", detail: "No resource at this path.")
+        } else if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
             // CORS preflight from an allowlisted web origin (a page on another host of the site).
             response = .empty(status: 204, headers: [
                 ("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE"),

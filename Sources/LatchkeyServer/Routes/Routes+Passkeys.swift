@@ -41,10 +41,13 @@ extension RouteTable {
             let userId = try s.sessions.requireUser(req)
             guard let name = try jsonBody(req)["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
             try validateName(name, "name")
-            return .json(bytes: try s.passkeys.renamePasskey(userId: userId, id: params["id"] ?? "", name: name).serialized())
+            guard let id = Identifiers.credential(params["id"]) else { throw ServiceError.notFound("passkey") }
+            return .json(bytes: try s.passkeys.renamePasskey(userId: userId, credentialId: id, name: name).serialized())
         }
         add("DELETE", "/v1/passkeys/{id}", accepting: .any) { req, params in
-            try s.passkeys.revokePasskey(userId: try s.sessions.requireUser(req), id: params["id"] ?? "")
+            let userId = try s.sessions.requireUser(req)
+            guard let id = Identifiers.credential(params["id"]) else { throw ServiceError.notFound("passkey") }
+            try s.passkeys.revokePasskey(userId: userId, credentialId: id)
             return .empty(status: 204)
         }
     }

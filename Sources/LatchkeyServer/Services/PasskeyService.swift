@@ -253,8 +253,7 @@ public final class PasskeyService: Sendable {
         .object([("passkeys", .array(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(passkeyJSON)))])
     }
 
-    func renamePasskey(userId: String, id: String, name: String) throws(ServiceError) -> JSONValue {
-        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty else { throw ServiceError.notFound("passkey") }
+    func renamePasskey(userId: String, credentialId: [UInt8], name: String) throws(ServiceError) -> JSONValue {
         guard let record = try storage({ () throws(StorageError) in
             try accounts.rename(userId: userId, credentialId: credentialId, name: name)
         }) else { throw ServiceError.notFound("passkey") }
@@ -264,9 +263,8 @@ public final class PasskeyService: Sendable {
     /// Revokes the passkey and, in the same transaction, the sessions it began: their refresh
     /// tokens are invalid_grant at once and their access tokens refused here at once (and on every
     /// other instance within a second, through RevokedSessions' feed).
-    func revokePasskey(userId: String, id: String) throws(ServiceError) {
-        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty,
-              let ended = try storage({ () throws(StorageError) in
+    func revokePasskey(userId: String, credentialId: [UInt8]) throws(ServiceError) {
+        guard let ended = try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId,
                                       audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
                                                          detail: [("credentialId", .string(Base64URL.encode(credentialId)))]))

@@ -120,13 +120,15 @@ enum CeremonyChecks {
         // §7.1 step 9 / §7.2 step 13: exact origin allowlist.
         try trace.require("clientData.origin", policy.origins.allows(c.origin),
                           WebAuthnError(.originNotAllowed, "origin is not allowed"))
-        // §7.1 step 10 / §7.2 step 14: cross-origin iframes only where the RP embeds itself.
+        // §7.1 step 10 / §7.2 step 14: cross-origin iframes only where the RP embeds itself. With a
+        // top-origin allowlist (LATCHKEY_EMBEDDING_ORIGINS) the client must name the top origin and
+        // it must be listed: a cross-origin ceremony without topOrigin has nothing to allow.
         if c.crossOrigin || c.topOrigin != nil {
             let allowed: Bool
             switch policy.crossOrigin {
             case .deny: allowed = false
-            case .allow(let tops):
-                if let top = c.topOrigin, let tops { allowed = tops.contains(top) } else { allowed = true }
+            case .allow(topOrigins: nil): allowed = true  // inspect's --allow-cross-origin alone: any top origin
+            case .allow(topOrigins: let tops?): allowed = c.topOrigin.map(tops.contains) ?? false
             }
             try trace.require("clientData.crossOrigin", allowed, WebAuthnError(.originNotAllowed, "cross-origin ceremony is not allowed"))
         } else {

@@ -15,6 +15,8 @@ enum ServeCommand: Command {
         Reads its configuration from the environment (see README): DATABASE_URL, LATCHKEY_RP_ID,
         LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required
         outside development mode), LATCHKEY_DEV, …
+        LATCHKEY_ADMIN_LISTEN=host:port serves /admin/… (API and console) only on that second
+        listener; the public listener then answers 404 there.
         LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
         processes sharing the listening port (SO_REUSEPORT). With LATCHKEY_MDS_BLOB set, SIGHUP
         reloads the metadata BLOB (so does a change of the file, checked every LATCHKEY_MDS_POLL s).
@@ -56,16 +58,32 @@ enum ServeCommand: Command {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
         }
+        // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
+        let application = Application(services: services)
         let server: HTTPServer
+        var adminServer: HTTPServer? = nil
         do {
             server = try HTTPServer(configuration: .init(
                 host: configuration.listenHost, port: configuration.listenPort, threadPoolSize: configuration.threads,
                 connectionTimeoutSeconds: 30, connectionLimit: 4096,
                 perAddressConnectionLimit: configuration.connectionsPerAddress, maxBodyBytes: configuration.maxBody,
-                reusePort: configuration.workers > 1), responder: Application(services: services))
+                reusePort: configuration.workers > 1),
+                responder: application.serving(configuration.adminListen == nil ? .all : .publicOnly))
         } catch {
             printError("latchkey serve: cannot listen on \(configuration.listenHost):\(configuration.listenPort): \(error)")
             return ExitCode.failure
+        }
+        if let admin = configuration.adminListen {
+            do {
+                adminServer = try HTTPServer(configuration: .init(
+                    host: admin.host, port: admin.port, threadPoolSize: max(1, configuration.threads / 2),
+                    connectionTimeoutSeconds: 30, connectionLimit: 256, maxBodyBytes: configuration.maxBody,
+                    reusePort: configuration.workers > 1), responder: application.serving(.adminOnly))
+            } catch {
+                printError("latchkey serve: cannot listen on \(admin.host):\(admin.port) (LATCHKEY_ADMIN_LISTEN): \(error)")
+                server.stop()
+                return ExitCode.failure
+            }
         }
         var children: [pid_t] = []
         if !isChild, configuration.workers > 1 {
@@ -74,6 +92,9 @@ enum ServeCommand: Command {
         if !isChild {
             printError("latchkey: serving rpId \(configuration.rpId) on http://\(configuration.listenHost):\(server.port) "
                        + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
+            if let adminServer {
+                printError("latchkey: admin API and console at http://\(configuration.adminListen!.host):\(adminServer.port)/admin/ only")
+            }
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
         _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }
@@ -88,6 +109,7 @@ enum ServeCommand: Command {
         }
         for pid in children { kill(pid, SIGTERM) }
         server.stop()
+        adminServer?.stop()
         for pid in children { var status: Int32 = 0; waitpid(pid, &status, 0) }
         services.stop()
         database.shutdown()

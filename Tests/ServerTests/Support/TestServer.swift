@@ -221,6 +221,7 @@ final class Client {
         }
         let challenge = try challengeBytes(options)
         var builder = authenticator.registration(challenge: challenge, rpId: endpoint.rpId, origin: endpoint.origin)
+        authenticator.userHandle = userHandle(options)
         builder.format = format
         change(&builder)
         return (options, try send("POST", "/v1/passkeys/registration/verify", body: builder.bytes()))
@@ -264,6 +265,9 @@ final class Client {
                  authorization: "Bearer \(endpoint.adminKey ?? "")")
     }
 }
+
+/// The creation options' `user.id`: what a passkey stores and returns as `userHandle` (SoftAuthenticator.userHandle).
+func userHandle(_ options: JSONValue) -> [UInt8]? { options["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) }
 
 func challengeBytes(_ options: JSONValue) throws -> [UInt8] {
     guard let text = options["challenge"]?.stringValue, let bytes = Base64URL.decode(text) else {
