@@ -32,7 +32,7 @@ struct AdminListenerTests {
         let serve = try ServeProcess(binary: binary, environment: [
             "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_ADMIN_LISTEN": "127.0.0.1:0",
             "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": origin, "LATCHKEY_ADMIN_KEY": adminKey, "LATCHKEY_THREADS": "2",
-            "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
+            "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
         ])
         defer { serve.stop() }
         let publicPort = try serve.waitUntilServing()
