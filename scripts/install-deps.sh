@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Latchkey needs to build, test and run on Debian 12, only when missing:
-# the C libraries it links (OpenSSL 3, libcbor, libpq, libmicrohttpd), pkg-config, PostgreSQL,
+# the C libraries it links (OpenSSL 3, libcbor, libpq, libmicrohttpd, libcurl over OpenSSL), pkg-config, PostgreSQL,
 # and python3 (the CLI vector check). The Swift 6 toolchain must already be installed
 # (/opt/swift on this project's machines); it is not in Debian's archive.
 # Arguments: more Debian packages to install when missing (Tests/Browser/run.sh: chromium, …).
@@ -8,7 +8,7 @@
 set -euo pipefail
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
-packages=(libssl-dev libcbor-dev libpq-dev libmicrohttpd-dev pkg-config postgresql python3 ca-certificates libcurl4 "$@")
+packages=(libssl-dev libcbor-dev libpq-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config postgresql python3 ca-certificates libcurl4 "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
