@@ -10,6 +10,9 @@ import Synchronization
 ///     routes ─▶ PasskeyService ─┬─▶ PasskeyAssertion ─▶ accounts
 ///               StepUpService ──┘        SessionService ─▶ sessions, TokenSigner ─▶ keys
 ///               AdminService ─▶ config, audit, accounts   WellKnownService ─▶ config
+///               WebhookService ─▶ webhooks, outbox, SecretSealer; its OutboxWorker sends (channel `webhook`)
+///     every service that makes a reported change builds its OutboxEvents and hands them to the
+///     repository call that makes it (one transaction).
 public final class Services: Sendable {
     public let configuration: Configuration
     public let database: Database
@@ -24,6 +27,9 @@ public final class Services: Sendable {
     public let stepUp: StepUpService
     public let wellKnown: WellKnownService
     public let admin: AdminService
+    public let webhooks: WebhookService
+    /// Builds every outbox event (ids, give-up age); services hand them to their repository calls.
+    public let events: OutboxEvents
     let attestationTrust: AttestationTrust
     private let changeFeed = Mutex<ConfigWatch?>(nil)
     /// Sessions revoked recently (their access tokens are refused before they expire), fed by
@@ -38,21 +44,24 @@ public final class Services: Sendable {
         signer = TokenSigner(keys: database.keys, configuration: configuration, runtime: runtime)
         origins = OriginCache(config: database.config)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
+        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
-                                  configuration: configuration, runtime: runtime, revoked: revokedSessions)
-        let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(),
+                                  configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
+        let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
-                                  configuration: configuration, runtime: runtime)
+                                  events: events, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
-                               signer: signer, assertion: assertion, origins: origins, trust: attestationTrust,
+                               signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
                                configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
-                             wellKnown: wellKnown, sessions: sessions, configuration: configuration, runtime: runtime)
+                             wellKnown: wellKnown, sessions: sessions, events: events, configuration: configuration, runtime: runtime)
+        webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration),
+                                  metrics: metrics, configuration: configuration, runtime: runtime)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
@@ -84,6 +93,10 @@ public final class Services: Sendable {
     ///    poll every half second (which alone suffices behind a transaction pooler).
     public func startRevocationFeed() throws(StorageError) { try revokedSessions.start(database.sessions) }
 
+    /// 7. This instance's outbox senders (LATCHKEY_OUTBOX_SENDERS, 0: none): webhook deliveries
+    ///    claimed with SKIP LOCKED leases, sent, and recorded (see OutboxWorker).
+    public func startOutbox() { webhooks.start() }
+
     /// All of them, in order.
     public func start() throws {
         _ = try migrate()
@@ -92,6 +105,7 @@ public final class Services: Sendable {
         try loadAttestationTrust()
         startChangeFeed()
         try startRevocationFeed()
+        startOutbox()
     }
 
     /// True while the change feed is connected.
@@ -103,11 +117,13 @@ public final class Services: Sendable {
     public func stop() {
         changeFeed.withLock { $0?.stop(); $0 = nil }
         revokedSessions.stop()
+        webhooks.stop()
     }
 
     deinit {
         changeFeed.withLock { $0?.stop() }
         revokedSessions.stop()
+        webhooks.stop()
     }
 }
 

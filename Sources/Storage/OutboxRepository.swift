@@ -72,6 +72,12 @@ public struct OutboxDepth: Sendable, Equatable {
     public let pending: Int
     /// Seconds since the oldest pending delivery's event was written (0 when none).
     public let oldestPendingSeconds: Double
+
+    public init(channel: String, pending: Int, oldestPendingSeconds: Double) {
+        self.channel = channel
+        self.pending = pending
+        self.oldestPendingSeconds = oldestPendingSeconds
+    }
 }
 
 /// The outbox: events and their deliveries. Writers go through `ctes` / `write` (inside another
@@ -212,6 +218,17 @@ public final class OutboxRepository: Sendable {
                 WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
                   AND status = 'pending'
                 """) > 0
+        }
+    }
+
+    /// Hands a claim back untried (the worker had no room for it): due again at once, the attempt not counted.
+    public func release(_ d: ClaimedDelivery) throws(StorageError) {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE outbox_deliveries SET lease_id = NULL, leased_until = NULL, attempts = attempts - 1
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                  AND status = 'pending'
+                """)
         }
     }
 

@@ -44,8 +44,7 @@ extension RouteTable {
             return .json(bytes: try s.passkeys.renamePasskey(userId: userId, id: params["id"] ?? "", name: name).serialized())
         }
         add("DELETE", "/v1/passkeys/{id}", accepting: .any) { req, params in
-            try s.passkeys.revokePasskey(userId: try s.sessions.requireUser(req), id: params["id"] ?? "")
-            return .empty(status: 204)
+            .json(bytes: try s.passkeys.revokePasskey(userId: try s.sessions.requireUser(req), id: params["id"] ?? "").serialized())
         }
     }
 }

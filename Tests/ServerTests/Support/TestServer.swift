@@ -75,6 +75,10 @@ final class TestServer: Sendable {
         c.issuer = origin
         c.databaseURL = try TestDatabase.url()
         c.adminKeyHash = AdminKey.hash(adminKey)
+        // Every test server in this process shares one database, so they share one key-encryption key
+        // (SPEC: one deployment, one configuration); only webhook suites turn their senders on.
+        c.keyEncryptionKey = TestServer.keyEncryptionKey
+        c.outboxSenders = 0
         // LATCHKEY_DB_POOLER=transaction: the suites run through PgBouncer in transaction pooling (scripts/test.sh).
         if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
             c.databasePooler = mode
@@ -88,6 +92,10 @@ final class TestServer: Sendable {
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
                               responder: Application(services: services))
     }
+
+    /// The test deployment's LATCHKEY_KEY_ENCRYPTION_KEY (32 bytes; base64 `TestServer.keyEncryptionKeyBase64`).
+    static let keyEncryptionKey: [UInt8] = Array(0..<32)
+    static var keyEncryptionKeyBase64: String { Base64.encodeStandard(keyEncryptionKey) }
 
     var endpoint: Endpoint { Endpoint(port: port, rpId: rpId, origin: origin, adminKey: adminKey) }
     func client() -> Client { Client(endpoint) }
