@@ -26,8 +26,8 @@ let package = Package(
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        // Outgoing HTTPS (webhook deliveries): libcurl over OpenSSL, for certificate verification and
-        // timeouts we do not have to write ourselves.
+        // Outgoing HTTPS (webhook deliveries, `latchkey mds fetch`): libcurl over the same OpenSSL, for
+        // certificate verification and timeouts we do not have to write ourselves.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // One thin Swift layer per C library.
@@ -58,7 +58,7 @@ let package = Package(
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
-                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys"],
+                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Curl"],
                           swiftSettings: strict),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),

@@ -5,28 +5,33 @@ internal import CCBOR
 /// libcbor 0.8 accepts trailing bytes, duplicate map keys and indefinite lengths, and allocates
 /// whatever element count a header claims. WebAuthn data never needs any of that, and accepting it
 /// invites parser differentials, so a bounds pre-scan refuses those inputs before libcbor sees them
-/// (indefinite lengths, counts larger than the bytes left, nesting deeper than `maxDepth`), and the
-/// conversion from libcbor's tree refuses duplicate keys and invalid UTF-8.
+/// (indefinite lengths, counts larger than the bytes left, nesting deeper than `maxDepth`, maps of
+/// more than `maxMapEntries` entries), and the conversion from libcbor's tree refuses duplicate keys
+/// (found with a hash set: linear) and invalid UTF-8.
+///
+/// 256 entries per map: WebAuthn's maps (attestation object, statements, COSE keys, extensions)
+/// hold a handful, so a map of thousands is refused by its header before libcbor allocates it.
 public enum CBORDecoder {
     public static let defaultMaxDepth = 8
     public static let defaultMaxBytes = 1 << 20
+    public static let defaultMaxMapEntries = 256
 
     /// Decodes exactly one item that must span all of `bytes`.
-    public static func decode(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth,
-                              maxBytes: Int = defaultMaxBytes) throws(CBORError) -> CBORValue {
-        let (value, used) = try decodePrefix(bytes[...], maxDepth: maxDepth, maxBytes: maxBytes)
+    public static func decode(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth, maxBytes: Int = defaultMaxBytes,
+                              maxMapEntries: Int = defaultMaxMapEntries) throws(CBORError) -> CBORValue {
+        let (value, used) = try decodePrefix(bytes[...], maxDepth: maxDepth, maxBytes: maxBytes, maxMapEntries: maxMapEntries)
         guard used == bytes.count else { throw CBORError(.trailingBytes, "\(bytes.count - used) bytes after the item") }
         return value
     }
 
     /// Decodes the first item of `bytes` and returns it with the number of bytes it used
     /// (authenticator data holds a COSE key followed by more CBOR).
-    public static func decodePrefix(_ bytes: ArraySlice<UInt8>, maxDepth: Int = defaultMaxDepth,
-                                    maxBytes: Int = defaultMaxBytes) throws(CBORError) -> (CBORValue, Int) {
+    public static func decodePrefix(_ bytes: ArraySlice<UInt8>, maxDepth: Int = defaultMaxDepth, maxBytes: Int = defaultMaxBytes,
+                                    maxMapEntries: Int = defaultMaxMapEntries) throws(CBORError) -> (CBORValue, Int) {
         guard !bytes.isEmpty else { throw CBORError(.truncated, "no data") }
         guard bytes.count <= maxBytes else { throw CBORError(.tooLarge, "more than \(maxBytes) bytes") }
         let length = try bytes.withUnsafeBufferPointer { buffer throws(CBORError) in
-            var scanner = BoundsScanner(bytes: buffer, maxDepth: maxDepth)
+            var scanner = BoundsScanner(bytes: buffer, maxDepth: maxDepth, maxMapEntries: maxMapEntries)
             try scanner.skipItem(depth: 0)
             return scanner.index
         }
@@ -81,10 +86,12 @@ public enum CBORDecoder {
             guard count > 0, let handle = cbor_map_handle(item) else { return .map([]) }
             var out: [CBORPair] = []
             out.reserveCapacity(count)
+            var keys = Set<CBORValue>()
+            keys.reserveCapacity(count)
             for i in 0..<count {
                 guard let k = handle[i].key, let v = handle[i].value else { throw CBORError(.malformed, "missing map entry") }
                 let key = try convert(k, depth: depth + 1, maxDepth: maxDepth)
-                for existing in out where existing.key == key { throw CBORError(.duplicateMapKey, "duplicate map key") }
+                guard keys.insert(key).inserted else { throw CBORError(.duplicateMapKey, "duplicate map key") }
                 out.append(CBORPair(key, try convert(v, depth: depth + 1, maxDepth: maxDepth)))
             }
             return .map(out)
@@ -117,9 +124,14 @@ public enum CBORDecoder {
 struct BoundsScanner {
     let bytes: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
+    let maxMapEntries: Int
     var index = 0
 
-    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) { self.bytes = bytes; self.maxDepth = maxDepth }
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxMapEntries: Int = CBORDecoder.defaultMaxMapEntries) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+        self.maxMapEntries = maxMapEntries
+    }
 
     mutating func readArgument(_ info: UInt8) throws(CBORError) -> UInt64 {
         func take(_ n: Int, _ s: inout BoundsScanner) throws(CBORError) -> UInt64 {
@@ -156,6 +168,9 @@ struct BoundsScanner {
         case 4, 5:
             guard depth < maxDepth else { throw CBORError(.tooDeep, "nesting deeper than \(maxDepth)") }
             let count = try readArgument(info)
+            if major == 5, count > UInt64(maxMapEntries) {
+                throw CBORError(.tooLarge, "map of \(count) entries (more than \(maxMapEntries))")
+            }
             let items = major == 4 ? count : count.multipliedReportingOverflow(by: 2).partialValue
             guard count <= remaining(self), items <= remaining(self) else { throw CBORError(.truncated, "more elements claimed than bytes present") }
             for _ in 0..<items { try skipItem(depth: depth + 1) }

@@ -22,6 +22,8 @@ typedef struct latchkey_mhd_config {
     unsigned int thread_pool_size;
     unsigned int connection_timeout_seconds;
     unsigned int connection_limit;
+    /// Simultaneous connections from one client IP address (MHD_OPTION_PER_IP_CONNECTION_LIMIT).
+    unsigned int per_ip_connection_limit;
     size_t connection_memory_limit;
     int reuse_port;
 } latchkey_mhd_config;
@@ -90,6 +92,9 @@ static inline struct MHD_Daemon *latchkey_mhd_start(const latchkey_mhd_config *c
     }
     if (config->connection_limit > 0) {
         options[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, (intptr_t)config->connection_limit, NULL };
+    }
+    if (config->per_ip_connection_limit > 0) {
+        options[n++] = (struct MHD_OptionItem){ MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)config->per_ip_connection_limit, NULL };
     }
     if (config->connection_memory_limit > 0) {
         options[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)config->connection_memory_limit, NULL };

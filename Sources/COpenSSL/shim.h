@@ -26,6 +26,7 @@ static inline int shim_sk_X509_push(STACK_OF(X509) *s, X509 *x) { return sk_X509
 static inline void shim_sk_X509_free(STACK_OF(X509) *s) { sk_X509_free(s); }
 static inline void shim_sk_X509_pop_free(STACK_OF(X509) *s) { sk_X509_pop_free(s, X509_free); }
 static inline int shim_sk_X509_num(const STACK_OF(X509) *s) { return sk_X509_num(s); }
+static inline X509 *shim_sk_X509_value(const STACK_OF(X509) *s, int i) { return sk_X509_value(s, i); }
 static inline int shim_sk_X509_CRL_push(STACK_OF(X509_CRL) *s, X509_CRL *c) { return sk_X509_CRL_push(s, c); }
 static inline STACK_OF(X509_CRL) *shim_sk_X509_CRL_new_null(void) { return sk_X509_CRL_new_null(); }
 static inline void shim_sk_X509_CRL_free(STACK_OF(X509_CRL) *s) { sk_X509_CRL_free(s); }

@@ -26,6 +26,16 @@ public struct Certificate: Sendable {
         self.der = der
     }
 
+    /// Takes ownership of an `X509` (one reference) and records its DER.
+    init(taking x509: OpaquePointer) throws(CryptoError) {
+        handle = X509Handle(x509)
+        var out: UnsafeMutablePointer<UInt8>? = nil
+        let length = i2d_X509(x509, &out)
+        guard length > 0, let out else { throw CryptoError.openSSL(.invalidCertificate, "i2d_X509") }
+        defer { shim_OPENSSL_free(out) }
+        der = Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+
     /// Every certificate of a PEM text, in order.
     public static func parsePEM(_ pem: String) throws(CryptoError) -> [Certificate] {
         var out: [Certificate] = []
@@ -44,6 +54,22 @@ public struct Certificate: Sendable {
         }
         guard !out.isEmpty else { throw CryptoError(.invalidCertificate, "no PEM certificate found") }
         return out
+    }
+
+    /// The serial number in lower-case hex (for messages).
+    public var serialHex: String { serialNumber.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined() }
+
+    /// The subject's CN, else its whole subject, for messages.
+    public var commonName: String {
+        let s = subject
+        return s.first { $0.oid == "2.5.4.3" }?.value ?? s.map { "\($0.oid)=\($0.value)" }.joined(separator: ",")
+    }
+
+    /// Subject and issuer names are equal and the certificate's own key made its signature (a root).
+    public var isSelfIssued: Bool {
+        guard X509_NAME_cmp(X509_get_subject_name(handle.pointer), X509_get_issuer_name(handle.pointer)) == 0,
+              let key = try? publicKey else { return false }
+        return isSigned(by: key)
     }
 
     /// X.509 version number as written in certificates (3 for v3).
@@ -190,8 +216,11 @@ public struct Certificate: Sendable {
 /// Validates a certificate path to configured trust anchors at a given time (WebAuthn L3 §7.1
 /// step 23: trustworthiness of the attestation). Anchors may be roots or intermediates.
 public enum CertificatePath {
+    /// Validates `leaf` through `intermediates` to one of `anchors` at `time`, then applies `crls`
+    /// (`RevocationCheck`) to the chain OpenSSL built. Returns that chain, leaf first, anchor last.
+    @discardableResult
     public static func validate(leaf: Certificate, intermediates: [Certificate], anchors: [Certificate],
-                                at time: Int64) throws(CryptoError) {
+                                at time: Int64, crls: [CertificateRevocationList] = []) throws(CryptoError) -> [Certificate] {
         guard !anchors.isEmpty else { throw CryptoError(.chainInvalid, "no trust anchors configured") }
         guard let store = X509_STORE_new() else { throw CryptoError(.internalFailure, "X509_STORE_new") }
         defer { X509_STORE_free(store) }
@@ -218,5 +247,16 @@ public enum CertificatePath {
             CryptoError.clearQueue()
             throw CryptoError(.chainInvalid, "certificate path invalid: \(text)")
         }
+        // The chain as built (each certificate up-referenced by get1), wrapped so each is owned once.
+        var chain: [Certificate] = []
+        if let built = X509_STORE_CTX_get1_chain(ctx) {
+            defer { shim_sk_X509_free(built) }
+            for i in 0..<shim_sk_X509_num(built) {
+                guard let x = shim_sk_X509_value(built, i) else { continue }
+                chain.append(try Certificate(taking: x))
+            }
+        }
+        try RevocationCheck.check(chain: chain, crls: crls, at: time)
+        return chain
     }
 }

@@ -19,19 +19,23 @@ public final class HTTPServer: Sendable {
         public var connectionTimeoutSeconds: Int
         /// Maximum simultaneous connections (spread over the worker threads).
         public var connectionLimit: Int
+        /// Maximum simultaneous connections from one client address (0 = no per-address cap).
+        /// Behind a reverse proxy every connection comes from the proxy: leave it 0 there.
+        public var perAddressConnectionLimit: Int
         /// Largest request body handed to the responder.
         public var maxBodyBytes: Int
         /// SO_REUSEPORT, so several processes can listen on the same port.
         public var reusePort: Bool
 
         public init(host: String = "127.0.0.1", port: Int = 8080, threadPoolSize: Int = HTTPServer.processorCount,
-                    connectionTimeoutSeconds: Int = 30, connectionLimit: Int = 1000, maxBodyBytes: Int = 65536,
-                    reusePort: Bool = false) {
+                    connectionTimeoutSeconds: Int = 30, connectionLimit: Int = 1000, perAddressConnectionLimit: Int = 0,
+                    maxBodyBytes: Int = 65536, reusePort: Bool = false) {
             self.host = host
             self.port = port
             self.threadPoolSize = threadPoolSize
             self.connectionTimeoutSeconds = connectionTimeoutSeconds
             self.connectionLimit = connectionLimit
+            self.perAddressConnectionLimit = perAddressConnectionLimit
             self.maxBodyBytes = maxBodyBytes
             self.reusePort = reusePort
         }
@@ -62,6 +66,7 @@ public final class HTTPServer: Sendable {
             config.thread_pool_size = UInt32(clamping: configuration.threadPoolSize)
             config.connection_timeout_seconds = UInt32(clamping: configuration.connectionTimeoutSeconds)
             config.connection_limit = UInt32(clamping: configuration.connectionLimit)
+            config.per_ip_connection_limit = UInt32(clamping: max(0, configuration.perAddressConnectionLimit))
             config.reuse_port = configuration.reusePort ? 1 : 0
             return latchkey_mhd_start(&config, accessHandler, context, requestCompleted, context, &error)
         }

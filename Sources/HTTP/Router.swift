@@ -101,6 +101,9 @@ public struct Router: Responder {
         add("DELETE", pattern, accepting: .any, handler: handler)
     }
 
+    /// Every registered (method, pattern), in registration order: for tests that sweep all routes.
+    public var patterns: [(method: String, pattern: String)] { routes.map { ($0.method, $0.pattern) } }
+
     public func respond(to request: Request) -> Response { dispatch(request).response }
 
     /// Answers `request` and names the route pattern that matched (nil for 404 and 405), so a

@@ -8,14 +8,21 @@ public struct JSONError: Error, Hashable, CustomStringConvertible, Sendable {
 /// A strict RFC 8259 parser over UTF-8 bytes.
 ///
 /// Strict where leniency has caused parser-differential bugs in authentication code: duplicate
-/// object members, unpaired surrogates, control characters in strings, trailing bytes and nesting
-/// deeper than `maxDepth` are all refused.
+/// object members, unpaired surrogates, control characters in strings, trailing bytes, nesting
+/// deeper than `maxDepth` and objects of more than `maxMembers` members are all refused.
+///
+/// Duplicate members are found with a hash set (linear in the member count), and the member cap
+/// refuses a body of thousands of members at the first one over it, before anything else looks at
+/// it. 1024 members per object is far above any request Latchkey takes (a credential JSON has under
+/// ten per level); callers that parse their own, larger files pass a higher cap.
 public struct JSONParser {
     public static let defaultMaxDepth = 32
+    public static let defaultMaxMembers = 1024
 
-    public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
+    public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth,
+                             maxMembers: Int = defaultMaxMembers) throws(JSONError) -> JSONValue {
         try bytes.withUnsafeBufferPointer { buffer throws(JSONError) in
-            var parser = Cursor(bytes: buffer, maxDepth: maxDepth)
+            var parser = Cursor(bytes: buffer, maxDepth: maxDepth, maxMembers: maxMembers)
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
             parser.skipWhitespace()
@@ -24,18 +31,21 @@ public struct JSONParser {
         }
     }
 
-    public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
-        try parse(Array(text.utf8), maxDepth: maxDepth)
+    public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth,
+                             maxMembers: Int = defaultMaxMembers) throws(JSONError) -> JSONValue {
+        try parse(Array(text.utf8), maxDepth: maxDepth, maxMembers: maxMembers)
     }
 
     private struct Cursor {
         let bytes: UnsafeBufferPointer<UInt8>
         let maxDepth: Int
+        let maxMembers: Int
         var index = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+        init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxMembers: Int) {
             self.bytes = bytes
             self.maxDepth = maxDepth
+            self.maxMembers = maxMembers
         }
 
         func error(_ reason: String) -> JSONError { JSONError(reason: reason, offset: index) }
@@ -76,13 +86,15 @@ public struct JSONParser {
             guard depth <= maxDepth else { throw error("nesting too deep") }
             index += 1
             var members: [(key: String, value: JSONValue)] = []
+            var names = Set<String>()  // the same equality as `==` on member names, found in O(1)
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
             while true {
                 skipWhitespace()
+                guard members.count < maxMembers else { throw error("object has more than \(maxMembers) members") }
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected member name") }
                 let key = try parseString()
-                for member in members where member.key == key { throw error("duplicate member \"\(key)\"") }
+                guard names.insert(key).inserted else { throw error("duplicate member \"\(key)\"") }
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 index += 1

@@ -11,6 +11,9 @@ public struct Configuration: Sendable {
     public var origins: [String] = []
     public var listenHost = "127.0.0.1"
     public var listenPort = 8080
+    /// `LATCHKEY_ADMIN_LISTEN`: when set, `/admin/…` (the admin API and console) is served only on
+    /// this second listener, and is 404 on the public one. Unset: both on the public listener.
+    public var adminListen: ListenAddress? = nil
     public var adminKeyHash: [UInt8]? = nil
     public var databaseURL = ""
     /// `LATCHKEY_DB_POOLER=transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL,
@@ -48,20 +51,25 @@ public struct Configuration: Sendable {
     public var embeddingOrigins: [String] = []
     public var accessTokenTTL = 300
     public var refreshTokenTTL = 30 * 24 * 3600
-    public var issuer = "http://localhost:8080"
+    /// `iss` of every token; see `issuer(explicit:rpId:developmentMode:configuredOrigins:)`.
+    public var issuer = "https://localhost"
     /// Requests per second per client address on ceremony and token endpoints (0: off).
     public var rateLimit = 0
     /// Behind a reverse proxy: take the client address from the last X-Forwarded-For hop.
     public var trustProxy = false
+    /// `LATCHKEY_CONNECTIONS_PER_ADDRESS`: simultaneous connections one client address may hold
+    /// (0: no cap). Default 64; 0 in development mode and behind a trusted proxy (every connection
+    /// is the proxy's there: the proxy caps its clients).
+    public var connectionsPerAddress = 0
+    /// `LATCHKEY_KEY_ENCRYPTION_KEY`: seals signing keys at rest. Required outside development
+    /// mode; in development mode `latchkey serve` falls back to a generated one in a file (README).
+    public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 4
     public var workers = 1
     /// `LATCHKEY_WEBHOOK_MAX_AGE`: seconds after an event's creation its deliveries are retried.
     public var webhookMaxAge = 259_200
     /// `LATCHKEY_HINTS`: copied into every options body as `hints` (WebAuthn L3 §5.4 / §5.5).
     public var hints: [String] = []
-    /// `LATCHKEY_KEY_ENCRYPTION_KEY`: 32 bytes that seal secrets at rest (webhook secrets). nil: in dev
-    /// mode the documented development key (`SecretSealer`), otherwise nothing can be sealed.
-    public var keyEncryptionKey: [UInt8]? = nil
     /// `LATCHKEY_OUTBOX_SENDERS`: deliveries this instance sends at once (0: it sends none; others do).
     public var outboxSenders = 8
     /// `LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY`: deliveries one endpoint gets at once from this instance.
@@ -73,6 +81,21 @@ public struct Configuration: Sendable {
     public var outboxLease = 30.0
     /// Outgoing webhook timeout (SPEC: 10 s). The lease must stay well above it.
     public var webhookTimeout = 10
+    /// `LATCHKEY_MDS_BLOB`: the FIDO MDS3 BLOB file; nil: metadata off.
+    public var mdsBlobPath: String? = nil
+    /// `LATCHKEY_MDS_ROOT`: PEM with the BLOB's signing root; nil: the shipped FIDO Alliance root.
+    public var mdsRootPath: String? = nil
+    /// `LATCHKEY_MDS_CRLS`: a folder of CRL files (DER or PEM) for the BLOB's and attestations' chains.
+    public var mdsCRLDirectory: String? = nil
+    /// `LATCHKEY_MDS_MAX_STALE`: seconds a BLOB's nextUpdate may be past.
+    public var mdsMaxStale = 2_592_000
+    /// `LATCHKEY_MDS_POLL`: seconds between checks of the BLOB file's modification time (0: only SIGHUP).
+    public var mdsPollSeconds = 5
+    /// `LATCHKEY_AUTHENTICATORS_ALLOW` / `_DENY`: AAGUIDs.
+    public var authenticatorsAllow: [[UInt8]]? = nil
+    public var authenticatorsDeny: [[UInt8]] = []
+    /// `LATCHKEY_REQUIRE_CERTIFIED`: `FIDO_CERTIFIED_L1` … `FIDO_CERTIFIED_L3plus`.
+    public var requireCertified: CertificationLevel? = nil
 
     public init() {}
 
@@ -84,20 +107,24 @@ public struct Configuration: Sendable {
         if let v = env["LATCHKEY_RP_ID"], !v.isEmpty { c.rpId = v }
         if let v = env["LATCHKEY_RP_NAME"], !v.isEmpty { c.rpName = v }
         if let v = env["LATCHKEY_LISTEN"], !v.isEmpty {
-            guard let colon = v.lastIndex(of: ":"), let port = Int(v[v.index(after: colon)...]), (0...65535).contains(port) else {
-                throw Invalid(description: "LATCHKEY_LISTEN must be host:port")
-            }
-            var host = String(v[..<colon])
-            if host == "localhost" { host = "127.0.0.1" }
-            c.listenHost = host.isEmpty ? "0.0.0.0" : host
-            c.listenPort = port
+            guard let address = ListenAddress(parsing: v) else { throw Invalid(description: "LATCHKEY_LISTEN must be host:port") }
+            c.listenHost = address.host
+            c.listenPort = address.port
         }
-        c.issuer = env["LATCHKEY_ISSUER"] ?? (c.developmentMode ? "http://localhost:\(c.listenPort)" : "https://\(c.rpId)")
+        if let v = env["LATCHKEY_ADMIN_LISTEN"], !v.isEmpty {
+            guard let address = ListenAddress(parsing: v) else { throw Invalid(description: "LATCHKEY_ADMIN_LISTEN must be host:port") }
+            guard address != ListenAddress(host: c.listenHost, port: c.listenPort) || address.port == 0 else {
+                throw Invalid(description: "LATCHKEY_ADMIN_LISTEN must differ from LATCHKEY_LISTEN")
+            }
+            c.adminListen = address
+        }
         if let v = env["LATCHKEY_ORIGINS"] {
             c.origins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         } else if c.developmentMode {
             c.origins = ["http://localhost:\(c.listenPort)"]
         }
+        c.issuer = Self.issuer(explicit: env["LATCHKEY_ISSUER"], rpId: c.rpId, developmentMode: c.developmentMode,
+                               configuredOrigins: env["LATCHKEY_ORIGINS"] == nil ? [] : c.origins)
         if let v = env["LATCHKEY_EMBEDDING_ORIGINS"] {
             c.embeddingOrigins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         }
@@ -137,6 +164,8 @@ public struct Configuration: Sendable {
         // On by default in production; off in development mode, where benchmarks and demos run from one address.
         c.rateLimit = try int("LATCHKEY_RATE_LIMIT", 0...100_000) ?? (c.developmentMode ? 0 : 50)
         c.trustProxy = env["LATCHKEY_TRUST_PROXY"] == "1"
+        c.connectionsPerAddress = try int("LATCHKEY_CONNECTIONS_PER_ADDRESS", 0...100_000)
+            ?? (c.developmentMode || c.trustProxy ? 0 : 64)
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
         if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
         if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }
@@ -161,12 +190,6 @@ public struct Configuration: Sendable {
                 throw Invalid(description: "LATCHKEY_HINTS: \(hint) is not security-key, client-device or hybrid")
             }
         }
-        if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
-            guard let key = SecretSealer.parseKey(v) else {
-                throw Invalid(description: "LATCHKEY_KEY_ENCRYPTION_KEY must be base64 of 32 bytes, or @/path/to/a/file holding that")
-            }
-            c.keyEncryptionKey = key
-        }
         if let n = try int("LATCHKEY_OUTBOX_SENDERS", 0...256) { c.outboxSenders = n }
         if let n = try int("LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY", 1...64) { c.webhookEndpointConcurrency = n }
         if let v = env["LATCHKEY_WEBHOOK_RETRY_BASE"] {
@@ -179,8 +202,60 @@ public struct Configuration: Sendable {
             }
             c.outboxLease = d
         }
+        if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
+            c.keyEncryptionKey = try KeyEncryptionKey.parse(v, name: "LATCHKEY_KEY_ENCRYPTION_KEY", readFile: readWholeFile)
+        }
+        if let v = env["LATCHKEY_MDS_BLOB"], !v.isEmpty { c.mdsBlobPath = v }
+        if let v = env["LATCHKEY_MDS_ROOT"], !v.isEmpty { c.mdsRootPath = v }
+        if let v = env["LATCHKEY_MDS_CRLS"], !v.isEmpty { c.mdsCRLDirectory = v }
+        if let n = try int("LATCHKEY_MDS_MAX_STALE", 0...(10 * 365 * 86400)) { c.mdsMaxStale = n }
+        if let n = try int("LATCHKEY_MDS_POLL", 0...86400) { c.mdsPollSeconds = n }
+        func aaguids(_ name: String) throws(Invalid) -> [[UInt8]]? {
+            guard let v = env[name], !v.trimmed.isEmpty else { return nil }
+            var out: [[UInt8]] = []
+            for item in v.split(separator: ",").map({ String($0).trimmed }) where !item.isEmpty {
+                guard let bytes = parseUUID(item) else { throw Invalid(description: "\(name): \(item) is not an AAGUID (8-4-4-4-12 hex)") }
+                out.append(bytes)
+            }
+            return out
+        }
+        c.authenticatorsAllow = try aaguids("LATCHKEY_AUTHENTICATORS_ALLOW")
+        c.authenticatorsDeny = try aaguids("LATCHKEY_AUTHENTICATORS_DENY") ?? []
+        if let v = env["LATCHKEY_REQUIRE_CERTIFIED"], !v.isEmpty {
+            guard let level = CertificationLevel(rawValue: v), level != .none else {
+                throw Invalid(description: "LATCHKEY_REQUIRE_CERTIFIED must be FIDO_CERTIFIED_L1, _L1plus, _L2, _L2plus, _L3 or _L3plus")
+            }
+            guard c.mdsBlobPath != nil else { throw Invalid(description: "LATCHKEY_REQUIRE_CERTIFIED needs LATCHKEY_MDS_BLOB") }
+            c.requireCertified = level
+        }
         for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
         return c
+    }
+
+    /// A small file's bytes (a key file), nil when it cannot be read.
+    public static func readWholeFile(_ path: String) -> [UInt8]? {
+        guard let handle = fopen(path, "rb") else { return nil }
+        defer { fclose(handle) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while out.count <= 1 << 16 {
+            let n = fread(&buffer, 1, buffer.count, handle)
+            if n == 0 { break }
+            out += buffer[0..<n]
+        }
+        return ferror(handle) == 0 ? out : nil
+    }
+
+    /// The token issuer (`iss`) is a property of the deployment, identical on every instance behind
+    /// one origin: `LATCHKEY_ISSUER`, else in dev mode the first web origin of `LATCHKEY_ORIGINS`,
+    /// else `https://<rpId>`. Never the listen port: instances on 8081 and 8082 behind one proxy
+    /// must accept each other's tokens (issue 13, defect 10).
+    static func issuer(explicit: String?, rpId: String, developmentMode: Bool, configuredOrigins: [String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if developmentMode, let web = configuredOrigins.first(where: { $0.hasPrefix("https://") || $0.hasPrefix("http://") }) {
+            return web
+        }
+        return "https://\(rpId)"
     }
 
     public static func processEnvironment() -> [String: String] {
@@ -192,6 +267,27 @@ public struct Configuration: Sendable {
             p += 1
         }
         return out
+    }
+}
+
+/// A listener's `host:port` (`LATCHKEY_LISTEN`, `LATCHKEY_ADMIN_LISTEN`): an empty host is every
+/// address, `localhost` is 127.0.0.1.
+public struct ListenAddress: Sendable, Hashable {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    init?(parsing text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host == "localhost" { host = "127.0.0.1" }
+        self.init(host: host.isEmpty ? "0.0.0.0" : host, port: port)
     }
 }
 

@@ -31,6 +31,8 @@ public final class Services: Sendable {
     /// Builds every outbox event (ids, give-up age); services hand them to their repository calls.
     public let events: OutboxEvents
     let attestationTrust: AttestationTrust
+    /// Authenticator metadata (FIDO MDS3), per instance, in memory.
+    public let metadata: MetadataStore
     private let changeFeed = Mutex<ConfigWatch?>(nil)
     /// Sessions revoked recently (their access tokens are refused before they expire), fed by
     /// `startRevocationFeed`.
@@ -41,16 +43,18 @@ public final class Services: Sendable {
         self.database = database
         self.runtime = runtime
         self.log = log
-        signer = TokenSigner(keys: database.keys, configuration: configuration, runtime: runtime)
+        signer = TokenSigner(store: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
+                             configuration: configuration, runtime: runtime)
         origins = OriginCache(config: database.config)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
+        metadata = MetadataStore(configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
-                                  origins: origins, metrics: metrics,
+                                  origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
                                   events: events, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
@@ -60,7 +64,7 @@ public final class Services: Sendable {
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
                              wellKnown: wellKnown, sessions: sessions, events: events, configuration: configuration, runtime: runtime)
-        webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration),
+        webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
     }
 
@@ -72,8 +76,9 @@ public final class Services: Sendable {
     /// 2. LATCHKEY_ORIGINS joins the allowlist.
     public func seedOrigins() throws(ServiceError) { try admin.seedConfiguredOrigins() }
 
-    /// 3. A token signing key exists and is loaded.
-    public func prepareSigningKeys() throws(StorageError) { try signer.prepareKeys() }
+    /// 3. The signing keys open under LATCHKEY_KEY_ENCRYPTION_KEY (plaintext ones from before are
+    ///    sealed; a missing or wrong KEK refuses), a signing key exists and is loaded.
+    public func prepareSigningKeys() throws(SigningKeyError) { try signer.prepareKeys() }
 
     /// 4. The device-key attestation roots and revocation status list are read.
     public func loadAttestationTrust() throws { try attestationTrust.load() }
@@ -93,7 +98,11 @@ public final class Services: Sendable {
     ///    poll every half second (which alone suffices behind a transaction pooler).
     public func startRevocationFeed() throws(StorageError) { try revokedSessions.start(database.sessions) }
 
-    /// 7. This instance's outbox senders (LATCHKEY_OUTBOX_SENDERS, 0: none): webhook deliveries
+    /// 7. Authenticator metadata: the BLOB is loaded (a bad one is reported and fails closed) and
+    ///    its files are watched; `SIGHUP` reloads at once (`metadata.reload()`).
+    public func loadMetadata() { metadata.startWatching() }
+
+    /// 8. This instance's outbox senders (LATCHKEY_OUTBOX_SENDERS, 0: none): webhook deliveries
     ///    claimed with SKIP LOCKED leases, sent, and recorded (see OutboxWorker).
     public func startOutbox() { webhooks.start() }
 
@@ -105,6 +114,7 @@ public final class Services: Sendable {
         try loadAttestationTrust()
         startChangeFeed()
         try startRevocationFeed()
+        loadMetadata()
         startOutbox()
     }
 
@@ -118,12 +128,14 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop(); $0 = nil }
         revokedSessions.stop()
         webhooks.stop()
+        metadata.stopWatching()
     }
 
     deinit {
         changeFeed.withLock { $0?.stop() }
         revokedSessions.stop()
         webhooks.stop()
+        metadata.stopWatching()
     }
 }
 

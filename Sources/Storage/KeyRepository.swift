@@ -7,23 +7,66 @@ public final class KeyRepository: Sendable {
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    /// The keys not retired, newest first.
-    public func signingKeys() throws(StorageError) -> [(kid: String, pem: String, createdAt: Date)] {
+    /// A token signing key as stored: sealed by the server (an envelope this layer does not read),
+    /// or, for a row from before keys were encrypted, the plaintext PEM until it is sealed.
+    public struct StoredSigningKey: Sendable {
+        public let kid: String
+        public let sealed: [UInt8]?
+        public let legacyPEM: String?
+        public let createdAt: Date
+        public let retired: Bool
+    }
+
+    /// The keys not retired (or every key), newest first.
+    public func signingKeys(includingRetired: Bool = false) throws(StorageError) -> [StoredSigningKey] {
         try pool.run { c in
-            try c.query("SELECT kid, private_pem, created_at FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at DESC")
-                .map { (try $0.string("kid"), try $0.string("private_pem"), try $0.date("created_at")) }
+            try c.query("""
+                SELECT kid, sealed_key, private_pem, created_at, retired_at IS NOT NULL AS retired FROM signing_keys
+                WHERE retired_at IS NULL OR \(includingRetired) ORDER BY created_at DESC, kid
+                """).map {
+                StoredSigningKey(kid: try $0.string("kid"), sealed: try $0.optionalBytes("sealed_key"),
+                                 legacyPEM: try $0.optionalString("private_pem"), createdAt: try $0.date("created_at"),
+                                 retired: try $0.bool("retired"))
+            }
         }
     }
 
-    /// Stores a new key and retires all but the newest two, in one transaction.
-    public func insertSigningKey(kid: String, pem: String) throws(StorageError) {
+    /// Stores a new sealed key and retires all but the newest two, in one transaction.
+    public func insertSigningKey(kid: String, sealed: [UInt8]) throws(StorageError) {
         try pool.runTransaction { t in
-            try t.execute("INSERT INTO signing_keys (kid, private_pem) VALUES (\(kid), \(pem))")
+            try t.execute("INSERT INTO signing_keys (kid, sealed_key) VALUES (\(kid), \(sealed))")
             // Keep the newest two: the current key and the previous one, so tokens it signed still verify.
             try t.execute("""
                 UPDATE signing_keys SET retired_at = now() WHERE retired_at IS NULL AND kid NOT IN
                     (SELECT kid FROM signing_keys WHERE retired_at IS NULL ORDER BY created_at DESC LIMIT 2)
                 """)
+        }
+    }
+
+    /// Replaces a plaintext row's PEM by its sealed form; false when another instance sealed it first.
+    @discardableResult
+    public func sealLegacyKey(kid: String, sealed: [UInt8]) throws(StorageError) -> Bool {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE signing_keys SET sealed_key = \(sealed), private_pem = NULL WHERE kid = \(kid) AND private_pem IS NOT NULL
+                """) == 1
+        }
+    }
+
+    /// Rewrites every key's envelope (`changes`: kid, the envelope read, its replacement) in one
+    /// transaction, with the rows locked. False, and nothing written, when the table no longer
+    /// holds exactly the envelopes read (a key added or changed meanwhile: read again and retry).
+    public func reseal(_ changes: [(kid: String, from: [UInt8], to: [UInt8])]) throws(StorageError) -> Bool {
+        try pool.runTransaction { t in
+            let rows = try t.query("SELECT kid, sealed_key FROM signing_keys FOR UPDATE")
+            var current: [String: [UInt8]?] = [:]
+            for row in rows { current[try row.string("kid")] = try row.optionalBytes("sealed_key") }
+            guard current.count == changes.count,
+                  changes.allSatisfy({ current[$0.kid] == .some($0.from) }) else { return false }
+            for change in changes {
+                try t.execute("UPDATE signing_keys SET sealed_key = \(change.to) WHERE kid = \(change.kid)")
+            }
+            return true
         }
     }
 

@@ -18,6 +18,9 @@ public struct WebAuthnError: Error, Hashable, CustomStringConvertible, Sendable 
         public static let credentialUnknown = Code("credential_unknown")
         public static let credentialExists = Code("credential_exists")
         public static let signCountRegression = Code("sign_count_regression")
+        /// A metadata BLOB (FIDO MDS3) that cannot be trusted: never a ceremony's answer (a
+        /// registration the metadata refuses is `attestation_invalid`), but `latchkey mds check`'s.
+        public static let metadataInvalid = Code("metadata_invalid")
     }
 
     public let code: Code
@@ -34,4 +37,5 @@ public struct WebAuthnError: Error, Hashable, CustomStringConvertible, Sendable 
 
     static func invalid(_ reason: String) -> WebAuthnError { WebAuthnError(.invalidRequest, reason) }
     static func attestation(_ reason: String) -> WebAuthnError { WebAuthnError(.attestationInvalid, reason) }
+    static func metadata(_ reason: String) -> WebAuthnError { WebAuthnError(.metadataInvalid, reason) }
 }

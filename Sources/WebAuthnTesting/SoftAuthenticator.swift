@@ -15,6 +15,9 @@ public final class SoftAuthenticator: @unchecked Sendable {
     /// Authenticator data flags to set besides UP/UV (e.g. backup eligibility of a synced passkey).
     public var backupEligible = false
     public var backedUp = false
+    /// The user handle this discoverable credential keeps (the creation options' `user.id`), returned
+    /// as `response.userHandle` by every assertion built from now on, as a passkey does; nil: none.
+    public var userHandle: [UInt8]? = nil
 
     public init(algorithm: COSEAlgorithm = .es256, signCount: UInt32 = 0, credentialId: [UInt8]? = nil,
                 aaguid: [UInt8] = [UInt8](repeating: 0, count: 16)) {
@@ -76,7 +79,11 @@ public struct ClientDataFields: Sendable {
     }
 }
 
-public enum RegistrationFormat: Sendable { case none, packedSelf }
+public enum RegistrationFormat: Sendable {
+    case none, packedSelf
+    /// `packed` with x5c (WebAuthn L3 §8.2 full attestation): signed with the identity's key, its chain as x5c.
+    case packedFull(AttestationIdentity)
+}
 
 public struct RegistrationBuilder: @unchecked Sendable {
     public let authenticator: SoftAuthenticator
@@ -109,13 +116,29 @@ public struct RegistrationBuilder: @unchecked Sendable {
         let clientDataJSON = clientData.json
         let authData = authenticatorData
         var statement: [CBORPair] = []
-        if format == .packedSelf {
+        var fmt = "packed"
+        switch format {
+        case .none:
+            fmt = "none"
+        case .packedSelf:
             var sig = authenticator.sign(authData + Digest.sha256(clientDataJSON))
             if corruptAttestationSignature { sig[sig.count / 2] ^= 0x01 }
             statement = [CBORPair(.text("alg"), .int(authenticator.algorithm.rawValue)), CBORPair(.text("sig"), .bytes(sig))]
+        case .packedFull(let identity):
+            let alg: COSEAlgorithm = switch identity.key.type {
+            case .ec(.p384): .es384
+            case .ec(.p521): .es512
+            case .rsa: .rs256
+            case .ed25519: .edDSA
+            default: .es256
+            }
+            var sig = try! identity.key.sign(authData + Digest.sha256(clientDataJSON), algorithm: alg.signatureAlgorithm!)
+            if corruptAttestationSignature { sig[sig.count / 2] ^= 0x01 }
+            statement = [CBORPair(.text("alg"), .int(alg.rawValue)), CBORPair(.text("sig"), .bytes(sig)),
+                         CBORPair(.text("x5c"), .array(identity.chain.map { .bytes($0.der) }))]
         }
         let attestationObject = CBOREncoder.encode(.map([
-            CBORPair(.text("fmt"), .text(format == .none ? "none" : "packed")),
+            CBORPair(.text("fmt"), .text(fmt)),
             CBORPair(.text("attStmt"), .map(statement)),
             CBORPair(.text("authData"), .bytes(authData)),
         ]))
@@ -141,7 +164,7 @@ public struct AssertionBuilder: @unchecked Sendable {
     public var rpId: String
     public var userPresent = true
     public var userVerified = true
-    public var userHandle: [UInt8]? = nil
+    public var userHandle: [UInt8]?
     /// Sign count to report; nil: the authenticator's counter, incremented (0 stays 0, like synced passkeys).
     public var signCount: UInt32? = nil
     public var corruptSignature = false
@@ -150,6 +173,7 @@ public struct AssertionBuilder: @unchecked Sendable {
         self.authenticator = authenticator
         self.clientData = ClientDataFields(type: "webauthn.get", challenge: challenge, origin: origin)
         self.rpId = rpId
+        self.userHandle = authenticator.userHandle
     }
 
     /// Builds the assertion; advances the authenticator's counter when it is in use.

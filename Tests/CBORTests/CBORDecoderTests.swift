@@ -55,3 +55,36 @@ import Testing
         }
     }
 }
+
+/// Issue 13, defect 9: maps are bounded by entry count before libcbor sees them, and duplicate keys
+/// are found with a set. WebAuthn's maps (attestation objects, statements, COSE keys) have a handful.
+@Suite struct CBORMapLimitTests {
+    /// A map header for `count` entries, then `count` unsigned keys (or the first key again last) → 0.
+    static func map(entries count: Int, duplicateLast: Bool = false) -> [UInt8] {
+        let pairs = (0..<count).map { CBORPair(.unsigned(UInt64(duplicateLast && $0 == count - 1 ? 0 : $0)), .unsigned(0)) }
+        return CBOREncoder.encode(.map(pairs))
+    }
+
+    @Test func theCapIs256Entries() { #expect(CBORDecoder.defaultMaxMapEntries == 256) }
+
+    @Test func aMapOfExactlyTheCapDecodes() throws {
+        #expect(try CBORDecoder.decode(Self.map(entries: 256)).mapValue?.count == 256)
+    }
+
+    @Test func oneEntryMoreIsTooLarge() {
+        #expect(throws: CBORError(.tooLarge, "")) { try CBORDecoder.decode(Self.map(entries: 257)) }
+    }
+
+    @Test func aDuplicateAtTheEndOfAFullMapIsStillFound() {
+        #expect(throws: CBORError(.duplicateMapKey, "")) { try CBORDecoder.decode(Self.map(entries: 256, duplicateLast: true)) }
+    }
+
+    @Test func a64KiBMapOfThousandsOfEntriesIsRefusedByCount() {
+        let bytes = Self.map(entries: 16_000)
+        #expect(bytes.count > 60_000 && bytes.count <= 65_536)
+        #expect(throws: CBORError(.tooLarge, "")) { try CBORDecoder.decode(bytes) }
+        // Nested inside another map, too: {"att": <the big map>}.
+        let wrapped: [UInt8] = [0xA1, 0x63] + Array("att".utf8) + bytes
+        #expect(throws: CBORError(.tooLarge, "")) { try CBORDecoder.decode(wrapped) }
+    }
+}

@@ -250,6 +250,31 @@ private func startServer(maxBodyBytes: Int = 65536, connectionTimeoutSeconds: In
         #expect(successes.load(ordering: .relaxed) == clients * requestsEach)
     }
 
+    /// Issue 13 defect 8: one address may hold only `perAddressConnectionLimit` connections (slowloris
+    /// from one host no longer takes every slot); others, and the same address once it lets go, are served.
+    @Test func connectionsPerAddressAreCapped() throws {
+        let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
+                                                         perAddressConnectionLimit: 2),
+                                    responder: echoRouter())
+        defer { server.stop() }
+        // Two idle connections, as a slowloris client holds them.
+        let held = try (0..<2).map { _ in try connectedSocket(port: server.port) }
+        var waited = 0
+        while server.openConnections < 2, waited < 200 { usleep(10_000); waited += 1 }
+        #expect(server.openConnections == 2)
+        // A third from the same address is closed without an answer.
+        #expect(try rawExchange(port: server.port, Array("GET /echo/x HTTP/1.1\r\nHost: t\r\n\r\n".utf8)) == "")
+        // Once one is released, the address is served again.
+        close(held[0])
+        var answer = ""
+        for _ in 0..<200 where !answer.hasPrefix("HTTP/1.1 200") {
+            answer = try rawExchange(port: server.port, Array("GET /echo/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8))
+            if !answer.hasPrefix("HTTP/1.1 200") { usleep(10_000) }
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 200"))
+        close(held[1])
+    }
+
     @Test func stopIsIdempotentAndRefusesNewConnections() throws {
         let server = try startServer()
         let port = server.port
@@ -317,6 +342,21 @@ struct MalformedRequest: Sendable, CustomTestStringConvertible {
         .init(name: "truncated head", bytes: Array("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Le".utf8)),
         .init(name: "truncated body", bytes: Array("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\nabc".utf8)),
     ]
+}
+
+/// A TCP connection to 127.0.0.1:`port` that sends nothing (the caller closes it).
+func connectedSocket(port: Int) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    try #require(fd >= 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    try #require(connected == 0)
+    return fd
 }
 
 /// Sends raw bytes, half-closes, and returns everything the server sent until it closed.

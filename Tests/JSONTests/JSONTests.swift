@@ -55,3 +55,55 @@ import Testing
         #expect(JSONValue.string("\u{1F}").text == #""\u001f""#)
     }
 }
+
+/// Issue 13, defect 9: objects are bounded by member count and duplicates are found with a set, so a
+/// 64 KiB body with thousands of members is refused at member 1025, not after millions of comparisons.
+@Suite struct JSONObjectLimitTests {
+    static func object(members count: Int, duplicateLast: Bool = false) -> [UInt8] {
+        var keys = (0..<count).map { "k\($0)" }
+        if duplicateLast, count > 1 { keys[count - 1] = keys[0] }
+        return Array(("{" + keys.map { "\"\($0)\":0" }.joined(separator: ",") + "}").utf8)
+    }
+
+    @Test func theCapIs1024Members() {
+        #expect(JSONParser.defaultMaxMembers == 1024)
+    }
+
+    @Test func anObjectOfExactlyTheCapParses() throws {
+        let value = try JSONParser.parse(Self.object(members: JSONParser.defaultMaxMembers))
+        #expect(value.objectValue?.count == JSONParser.defaultMaxMembers)
+        #expect(value["k1023"] == 0)
+    }
+
+    @Test func oneMemberMoreIsRefused() {
+        #expect(throws: JSONError.self) { try JSONParser.parse(Self.object(members: JSONParser.defaultMaxMembers + 1)) }
+    }
+
+    @Test func aDuplicateAtTheEndOfAFullObjectIsStillFound() {
+        do {
+            _ = try JSONParser.parse(Self.object(members: JSONParser.defaultMaxMembers, duplicateLast: true))
+            Issue.record("a duplicate member was accepted")
+        } catch {
+            #expect(error.reason.contains("duplicate"))
+        }
+    }
+
+    @Test func a64KiBBodyOfThousandsOfMembersIsRefusedByCount() throws {
+        var body = Self.object(members: 6500)
+        #expect(body.count > 60_000 && body.count <= 65_536)
+        do {
+            _ = try JSONParser.parse(body)
+            Issue.record("an object of 6500 members was accepted")
+        } catch {
+            // Refused at the member over the cap: the offset is where member 1025 begins, long before the end.
+            #expect(error.reason.contains("more than 1024 members"), "\(error)")
+            let prefix = Self.object(members: JSONParser.defaultMaxMembers).dropLast()  // "{…,"k1023":0"
+            #expect(error.offset <= prefix.count + 2, "\(error)")
+        }
+        // Nested objects are each bounded too (a member cap is per object).
+        body = Array(#"{"a":"#.utf8) + Self.object(members: 2000) + Array("}".utf8)
+        #expect(throws: JSONError.self) { try JSONParser.parse(body) }
+        // A caller that parses its own files may allow more.
+        #expect(try JSONParser.parse(Self.object(members: 2000), maxMembers: 4096).objectValue?.count == 2000)
+    }
+}

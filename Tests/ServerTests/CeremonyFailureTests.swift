@@ -39,6 +39,7 @@ struct CeremonyFailureTests {
         let options = try #require(try client.registrationOptions(username: try server.username("replay")).json)
         let registration = authenticator.registration(challenge: try challengeBytes(options), rpId: try server.rpId,
                                                       origin: try server.origin).bytes()
+        authenticator.userHandle = userHandle(options)
         #expect(try client.send("POST", "/v1/passkeys/registration/verify", body: registration).status == 201)
         expectProblem(try client.send("POST", "/v1/passkeys/registration/verify", body: registration), 400, "challenge_invalid")
 
@@ -151,6 +152,34 @@ struct CeremonyFailureTests {
         let (_, _, otherUsername) = try account(client)
         let (_, reply) = try client.login(mine, username: otherUsername)
         expectProblem(reply, 400, "credential_unknown")
+    }
+
+    @Test("discoverable login whose assertion has no userHandle → invalid_request, no signal (WebAuthn L3 §7.2 step 6)")
+    func discoverableWithoutUserHandle() throws {
+        let client = try server.client()
+        let (authenticator, _, username) = try account(client)
+        for handle: [UInt8]? in [nil, []] {
+            let (_, reply) = try client.login(authenticator) { $0.userHandle = handle }
+            expectProblem(reply, 400, "invalid_request")
+            // Not credential_unknown: the passkey exists, so no signalUnknownCredential may tell the provider to drop it.
+            #expect(reply.json?["signal"] == nil, "\(reply)")
+        }
+        // Username-first: the user was identified before the ceremony, so the handle stays optional.
+        let (_, named) = try client.login(authenticator, username: username) { $0.userHandle = nil }
+        #expect(named.status == 200, "\(named)")
+        // And with the handle the passkey stored, discoverable login works.
+        #expect(try client.login(authenticator).reply.status == 200)
+    }
+
+    @Test("a 64 KiB body of thousands of JSON members → 400 invalid_request, refused by the member cap (issue 13, defect 9)")
+    func thousandsOfMembers() throws {
+        let client = try server.client()
+        let members = (0..<6000).map { "\"k\($0)\":0" }.joined(separator: ",")
+        for path in ["/v1/passkeys/authentication/verify", "/v1/passkeys/registration/verify", "/v1/passkeys/authentication/options"] {
+            let reply = try client.send("POST", path, body: Array("{\(members)}".utf8))
+            expectProblem(reply, 400, "invalid_request")
+            #expect(reply.json?["detail"]?.stringValue?.contains("more than 1024 members") == true, "\(reply)")
+        }
     }
 
     @Test("a sign count that goes backwards → sign_count_regression, and the passkey is flagged")

@@ -41,6 +41,7 @@ struct CeremonyTests {
         #expect(options["attestation"]?.stringValue == "none")
 
         var builder = authenticator.registration(challenge: try challengeBytes(options), rpId: server.rpId, origin: server.origin)
+        authenticator.userHandle = userHandle(options)
         builder.format = format
         let reply = try client.send("POST", "/v1/passkeys/registration/verify", body: builder.bytes())
         #expect(reply.status == 201, "\(reply)")

@@ -1,17 +1,65 @@
 import HTTP
 import JSON
-import LatchkeyServer
+@testable import LatchkeyServer
 import Testing
 
 @Suite struct RateLimitTests {
+    /// A limiter on a clock the test moves (no wall-clock timing in these tests).
+    static func limiter(rate: Int, capacity: Int = 100_000) -> (RateLimiter, ManualClock) {
+        let clock = ManualClock()
+        return (RateLimiter(ratePerSecond: rate, capacity: capacity, clock: clock.uptime), clock)
+    }
+
     @Test func bucketRefusesPastBurstAndNamesTheWait() {
-        let limiter = RateLimiter(ratePerSecond: 5)
-        var refused = 0
-        for _ in 0..<30 where limiter.admit("198.51.100.7") != nil { refused += 1 }
-        #expect(refused >= 20)  // burst of 10, then the rate (the loop is far faster than 5/s)
-        #expect(limiter.admit("198.51.100.7").map { $0 >= 1 } == true)
+        let (limiter, clock) = Self.limiter(rate: 5)
+        let admitted = (0..<30).filter { _ in limiter.admit("198.51.100.7") == nil }.count
+        #expect(admitted == 10)  // the burst (2 × rate) while the clock stands still
+        #expect(limiter.admit("198.51.100.7") == 1)
         #expect(limiter.admit("203.0.113.9") == nil)  // another client has its own bucket
+        clock.advance(1)
+        #expect((0..<30).filter { _ in limiter.admit("198.51.100.7") == nil }.count == 5)  // one second refills `rate`
         #expect(RateLimiter(ratePerSecond: 0).admit("x") == nil)
+    }
+
+    /// Issue 13 defect 8: an IPv6 client owns a whole /64; rotating through it must not buy new buckets.
+    @Test func ipv6ClientsAreKeyedByTheir64() {
+        let (limiter, _) = Self.limiter(rate: 5)
+        let admitted = (0..<30).filter { i in limiter.admit("2001:db8:1:2:\(String(i, radix: 16))::\(String(i + 1, radix: 16))") == nil }.count
+        #expect(admitted == 10)
+        #expect(limiter.admit("2001:DB8:1:2:ffff:ffff:ffff:ffff") != nil)  // the same /64, however written
+        #expect(limiter.admit("2001:db8:1:3::1") == nil)  // the neighbouring /64 is another client
+        // An IPv4-mapped address is the IPv4 client.
+        let (v4, _) = Self.limiter(rate: 1)
+        #expect(v4.admit("198.51.100.7") == nil)
+        #expect(v4.admit("::ffff:198.51.100.7") == nil)
+        #expect(v4.admit("198.51.100.7") != nil)
+        #expect(RateLimiter.clientKey("2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::/64")
+        #expect(RateLimiter.clientKey("203.0.113.9") == "203.0.113.9")
+    }
+
+    /// Issue 13 defect 8: spraying new addresses evicts the oldest buckets, never every bucket (which
+    /// gave a limited client a fresh one); the table stays within its capacity.
+    @Test func sprayingAddressesEvictsTheOldestNotEveryBucket() {
+        let (limiter, clock) = Self.limiter(rate: 1, capacity: 100)
+        while limiter.admit("198.51.100.7") == nil {}  // the burst used up
+        for i in 0..<500 {
+            clock.advance(0.0001)  // 500 steps: 0.05 s, far from a refill of the busy client's bucket
+            _ = limiter.admit("10.0.\(i / 256).\(i % 256)")
+            #expect(limiter.admit("198.51.100.7") != nil, "the busy client got a fresh bucket after \(i) new addresses")
+            #expect(limiter.count <= 100)
+        }
+    }
+
+    /// Issue 13 defect 8: GETs that touch the database are limited too, not only POST /v1/*.
+    @Test func databaseReadsAreLimitedToo() throws {
+        let server = try TestServer(name: "ratelimitget") { $0.rateLimit = 2 }
+        let client = server.client()
+        var statuses: [Int] = []
+        for _ in 0..<10 { statuses.append(try client.get("/v1/passkeys", authorization: "Bearer nope").status) }
+        #expect(statuses.contains(429))
+        var ready: [Int] = []
+        for _ in 0..<10 { ready.append(try client.get("/readyz").status) }
+        #expect(ready.contains(429))
     }
 
     @Test func limitedRequestsGet429ProblemWithRetryAfter() throws {

@@ -451,8 +451,13 @@ struct StepUpTests {
         let receipt = try #require(r.json)
         #expect(receipt["action"]?.canonicalized() == Self.transfer.canonicalized() && receipt["keyId"]?.stringValue == keyId && receipt["method"] == "device-key")
         #expect(receipt["actionCanonical"]?.stringValue == String(decoding: Self.transfer.canonicalized(), as: UTF8.self))
-        let admin = try a.client.get("/v1/step-up/receipts/\(id)", authorization: "Bearer \(server.adminKey)")
-        #expect(admin.status == 200)
+        // The admin key is not a credential on public routes (issue 13, defect 5): an auditor reads the
+        // receipt through the admin API, behind the admin listener.
+        let adminOnPublic = try a.client.get("/v1/step-up/receipts/\(id)", authorization: "Bearer \(server.adminKey)")
+        #expect(adminOnPublic.status == 401 && adminOnPublic.code == "unauthorized", "\(adminOnPublic)")
+        let audited = try a.client.get("/admin/v1/step-up/receipts/\(id)", authorization: "Bearer \(server.adminKey)")
+        #expect(audited.status == 200 && audited.json?["id"]?.stringValue == id, "\(audited)")
+        #expect(try a.client.get("/admin/v1/step-up/receipts/\(id)", authorization: a.bearer).code == "forbidden")
 
         // The README's commands, run as written (jq + openssl), on the receipt as served.
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-\(uniqueSuffix())")

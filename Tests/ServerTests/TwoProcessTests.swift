@@ -26,7 +26,7 @@ struct TwoProcessTests {
         let environment = [
             "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
             "LATCHKEY_ORIGINS": origin, "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "2",
-            "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
+            "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
         ]
         let a = try ServeProcess(binary: binary, environment: environment)
         defer { a.stop() }
@@ -44,6 +44,7 @@ struct TwoProcessTests {
         let username = "two-\(uniqueSuffix())"
         let creation = try #require(try onA.registrationOptions(username: username).json)
         let registration = authenticator.registration(challenge: try challengeBytes(creation), rpId: rpId, origin: origin)
+        authenticator.userHandle = userHandle(creation)
         let registered = try onB.send("POST", "/v1/passkeys/registration/verify", body: registration.bytes())
         #expect(registered.status == 201, "\(registered)")
         let userId = try #require(registered.json?["user"]?["id"]?.stringValue)

@@ -25,7 +25,7 @@ import Testing
     @Test func keysAndSecrets() throws {
         let s = try TestDatabase.scratch()
         for kid in ["k1", "k2", "k3"] {
-            try s.database.keys.insertSigningKey(kid: kid, pem: "pem-\(kid)")
+            try s.database.keys.insertSigningKey(kid: kid, sealed: Array("sealed-\(kid)".utf8))
             usleep(2000)  // distinct created_at
         }
         #expect(try s.database.keys.signingKeys().map(\.kid) == ["k3", "k2"])

@@ -76,9 +76,9 @@ import WebAuthnTesting
     /// begin → the software authenticator signs → the state goes through storage → check → finish.
     func run(ceremony: AuthenticationCeremony = CeremonyFixture.authentication(), allow: [CredentialDescriptor] = [],
              restrictToAllowed: Bool = false, authenticator: SoftAuthenticator = SoftAuthenticator(),
-             userHandle: [UInt8] = userHandle, stateRpId: String? = nil,
+             userHandle: [UInt8] = userHandle, stateRpId: String? = nil, account: String? = "acct-1",
              _ answer: (inout AssertionBuilder) -> Void = { _ in }) throws(WebAuthnError) -> VerifiedAuthentication {
-        let (options, state) = ceremony.begin(allowCredentials: allow, account: "acct-1", restrictToAllowed: restrictToAllowed)
+        let (options, state) = ceremony.begin(allowCredentials: allow, account: account, restrictToAllowed: restrictToAllowed)
         var builder = authenticator.assertion(challenge: options.challenge, rpId: options.rpId, origin: Fixture.origin)
         builder.userHandle = Self.userHandle
         answer(&builder)
@@ -129,6 +129,20 @@ import WebAuthnTesting
     func userHandleMismatch() {
         #expect(throws: WebAuthnError(.credentialUnknown, "")) { try run(userHandle: [UInt8](repeating: 0xBB, count: 16)) }
         #expect(throws: WebAuthnError(.credentialUnknown, "")) { try run { $0.userHandle = [UInt8](repeating: 0xAA, count: 15) } }
+    }
+
+    @Test("Discoverable (no account identified): an assertion without userHandle is invalid_request (§7.2 step 6)")
+    func discoverableNeedsUserHandle() throws {
+        #expect(throws: WebAuthnError(.invalidRequest, "")) { try run(account: nil) { $0.userHandle = nil } }
+        // An empty handle is parsed as none: refused the same way.
+        #expect(throws: WebAuthnError(.invalidRequest, "")) { try run(account: nil) { $0.userHandle = [] } }
+        // With the account's handle it verifies; another account's handle is still credential_unknown.
+        #expect(try run(account: nil).userHandle == Self.userHandle)
+        #expect(throws: WebAuthnError(.credentialUnknown, "")) {
+            try run(account: nil) { $0.userHandle = [UInt8](repeating: 0xBB, count: 16) }
+        }
+        // Username-first (the user was identified): the handle stays optional.
+        _ = try run { $0.userHandle = nil }
     }
 
     @Test("A credential outside allowedCredentials is credential_unknown (§7.2 step 5)")

@@ -39,7 +39,7 @@ enum Fixture {
             let v = try Fixture.register(b)
             #expect(v.credentialId == auth.credentialId)
             #expect(v.algorithm == alg)
-            #expect(v.attestationType == (format == .none ? .none : .self))
+            if case .none = format { #expect(v.attestationType == .none) } else { #expect(v.attestationType == .self) }
             #expect(v.transports == ["internal", "hybrid"])
         }
     }
@@ -70,6 +70,12 @@ enum Fixture {
         b.clientData.crossOrigin = true
         b.clientData.topOrigin = "https://shop.example"
         _ = try Fixture.register(b, policy: policy)
+    }
+    // §7.1 step 10 with LATCHKEY_EMBEDDING_ORIGINS set: a cross-origin ceremony must name its top
+    // origin, and that one must be allowlisted; without topOrigin there is nothing to allow.
+    @Test func crossOriginWithoutTopOriginRefusedUnderEmbeddingAllowlist() {
+        let policy = Fixture.policy { $0.crossOrigin = .allow(topOrigins: ["https://shop.example"]) }
+        expectCode(.originNotAllowed, policy: policy) { $0.clientData.crossOrigin = true; $0.clientData.topOrigin = nil }
     }
     @Test func wrongRpIdHash() { expectCode(.rpIdMismatch) { $0.rpId = "evil.example" } }
     @Test func userPresenceRequired() { expectCode(.userPresenceRequired) { $0.userPresent = false } }
@@ -118,6 +124,17 @@ enum Fixture {
     @Test func wrongType() { expectCode(.invalidRequest) { $0.clientData.type = "webauthn.create" } }
     @Test func wrongOrigin() { expectCode(.originNotAllowed) { $0.clientData.origin = "http://example.com" } }
     @Test func wrongRpIdHash() { expectCode(.rpIdMismatch) { $0.rpId = "example.org" } }
+    // §7.2 step 14, the same rule as registration's: crossOrigin without topOrigin is refused
+    // when only listed top origins may embed the ceremony; a listed one passes.
+    @Test func crossOriginWithoutTopOriginRefusedUnderEmbeddingAllowlist() throws {
+        let policy = Fixture.policy { $0.crossOrigin = .allow(topOrigins: ["https://shop.example"]) }
+        expectCode(.originNotAllowed, policy: policy) { $0.clientData.crossOrigin = true; $0.clientData.topOrigin = nil }
+        expectCode(.originNotAllowed, policy: policy) { $0.clientData.crossOrigin = true; $0.clientData.topOrigin = "https://evil.example" }
+        var b = builder()
+        b.clientData.crossOrigin = true
+        b.clientData.topOrigin = "https://shop.example"
+        _ = try Fixture.authenticate(b, policy: policy)
+    }
     @Test func userPresenceRequired() { expectCode(.userPresenceRequired) { $0.userPresent = false } }
     @Test func userVerificationRequired() {
         expectCode(.userVerificationRequired, policy: Fixture.policy { $0.userVerification = .required }) { $0.userVerified = false }

@@ -82,7 +82,10 @@ public enum AppDeclarations {
     public static func parseIdentifier(_ id: String) -> (platform: String, appId: String)? {
         guard let colon = id.firstIndex(of: ":") else { return nil }
         let platform = String(id[..<colon]), appId = String(id[id.index(after: colon)...])
-        guard ["ios", "android"].contains(platform), !appId.isEmpty else { return nil }
+        // TEAMID.bundle.id or a package name: ASCII letters, digits, ".", "_", "-" only.
+        guard ["ios", "android"].contains(platform), !appId.isEmpty, appId.utf8.count <= 255,
+              appId.utf8.allSatisfy({ b in (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b)
+                  || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-") }) else { return nil }
         return (platform, appId)
     }
 

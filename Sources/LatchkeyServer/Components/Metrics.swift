@@ -3,7 +3,18 @@ import Synchronization
 
 /// Prometheus text-format metrics (exposition format 0.0.4): requests by route and status with a
 /// latency histogram, ceremony outcomes by code, and connection-pool usage.
+///
+/// Every label value comes from a closed set, never from raw input, so no request can add series
+/// (memory, /metrics size) or text of its own to the exposition: `route` is a router pattern or
+/// "unmatched"/"preflight", `method` one of `knownMethods` or "other", `status` a status the server
+/// set, `outcome` "ok" or one of SPEC's codes.
 public final class Metrics: Sendable {
+    /// RFC 9110 §9.3 methods (and PATCH, RFC 5789); any other method is counted as "other".
+    static let knownMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"]
+
+    /// The `method` label for a request method (already upper-cased by `Request`).
+    static func methodLabel(_ method: String) -> String { knownMethods.contains(method) ? method : "other" }
+
     static let buckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
 
     struct Histogram {
@@ -29,6 +40,7 @@ public final class Metrics: Sendable {
     public init() {}
 
     public func observeRequest(route: String, method: String, status: Int, seconds: Double) {
+        let method = Self.methodLabel(method)
         state.withLock { s in
             s.requests["\(route)|\(method)|\(status)", default: 0] += 1
             // Mutated in place: copying the histogram out and back re-allocated its counts each time.

@@ -35,7 +35,8 @@ enum PasskeyProviders {
             warn("no AAGUID names at \(path); using the built-in table")
             return 0
         }
-        guard let root = try? JSONParser.parse([UInt8](data)), let members = root["aaguids"]?.objectValue else {
+        // The deployment's own file (one member per AAGUID) may outgrow a request body's member cap.
+        guard let root = try? JSONParser.parse([UInt8](data), maxMembers: 1 << 16), let members = root["aaguids"]?.objectValue else {
             warn("\(path) is not {\"aaguids\":{…}}; using the built-in table")
             return 0
         }

@@ -9,10 +9,14 @@ import WebAuthn
 public struct Runtime: Sendable {
     public var random: @Sendable (Int) -> [UInt8]
     public var now: @Sendable () -> Date
+    /// Seconds on a monotonic clock (cache ages, rate-limit windows); a test can freeze or step it.
+    public var uptime: @Sendable () -> Double
 
-    public init(random: @escaping @Sendable (Int) -> [UInt8], now: @escaping @Sendable () -> Date) {
+    public init(random: @escaping @Sendable (Int) -> [UInt8], now: @escaping @Sendable () -> Date,
+                uptime: @escaping @Sendable () -> Double = { monotonicNow() }) {
         self.random = random
         self.now = now
+        self.uptime = uptime
     }
 
     /// The OS CSPRNG and the system clock.

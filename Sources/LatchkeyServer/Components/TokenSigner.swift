@@ -9,52 +9,83 @@ import Tokens
 /// live in PostgreSQL, so every instance signs with, and accepts, the same keys. Shared by the
 /// session and step-up services; it knows nothing about sessions.
 public final class TokenSigner: Sendable {
-    let keyStore: KeyRepository
+    let store: SigningKeyStore
     let configuration: Configuration
     let runtime: Runtime
-    private let keys = Mutex<(current: SigningKey?, all: [String: PublicKey], loadedAt: Double)>((nil, [:], 0))
+    /// Newest first (the first signs); the map verifies.
+    private let keys = Mutex<(ordered: [SigningKey], all: [String: PublicKey], loadedAt: Double)>(([], [:], 0))
+    private let reloads = Atomic<Int>(0)
+
+    /// Key-set reads from the database so far (each parses every private key): for tests and metrics.
+    public var keyReloads: Int { reloads.load(ordering: .relaxed) }
+
+    /// The monotonic time of the last reload an unknown `kid` asked for (shared by every thread).
+    private let lastUnknownKidReload = Mutex<Double>(-.infinity)
 
     /// Key sets are re-read every minute so a rotation done by one instance reaches the others.
     static let reloadInterval = 60.0
+    /// At most one reload per this many seconds for tokens naming a `kid` this instance does not
+    /// know: a forged `kid` must not make every request read and parse every private key.
+    static let unknownKidReloadInterval = 1.0
 
-    init(keys: KeyRepository, configuration: Configuration, runtime: Runtime) {
-        self.keyStore = keys
+    init(store: SigningKeyStore, configuration: Configuration, runtime: Runtime) {
+        self.store = store
         self.configuration = configuration
         self.runtime = runtime
     }
 
-    /// Start-up step: makes sure a signing key exists (rotating one older than 30 days), then loads the key set.
-    public func prepareKeys() throws(StorageError) {
-        let existing = try keyStore.signingKeys()
+    /// Start-up step: the keys open under the KEK (plaintext rows from before are sealed first;
+    /// without a KEK, or with a wrong one, this refuses), a signing key exists (rotating one older
+    /// than 30 days), then the key set is loaded.
+    public func prepareKeys() throws(SigningKeyError) {
+        try store.prepare()
+        let existing: [KeyRepository.StoredSigningKey]
+        do { existing = try store.keys.signingKeys() } catch { throw SigningKeyError.storage(error) }
         if existing.isEmpty || runtime.now().timeIntervalSince(existing[0].createdAt) > 30 * 24 * 3600 {
-            let key = SigningKey.generate()
-            try keyStore.insertSigningKey(kid: key.kid, pem: key.privateKey.pkcs8PEM)
+            try store.add(SigningKey.generate())
         }
         try reloadKeys()
     }
 
-    func reloadKeys() throws(StorageError) {
-        let rows = try keyStore.signingKeys()
-        var all: [String: PublicKey] = [:]
-        var current: SigningKey? = nil
-        for row in rows {
-            guard let pk = try? PrivateKey(pkcs8PEM: row.pem) else { continue }  // an unreadable key is skipped, not fatal
-            let key = SigningKey(pk)
-            all[key.kid] = key.publicKey
-            if current == nil { current = key }
+    /// Adds a new signing key now (`latchkey keys rotate --signing-key`): it signs from the next
+    /// reload on; the previous key stays live, so tokens it signed keep verifying.
+    public func rotateSigningKey() throws(SigningKeyError) -> String {
+        let key = SigningKey.generate()
+        try store.add(key)
+        try reloadKeys()
+        return key.kid
+    }
+
+    func reloadKeys() throws(SigningKeyError) {
+        reloads.add(1, ordering: .relaxed)
+        let loaded = try store.load()
+        let previous = keys.withLock { Dictionary($0.ordered.map { ($0.kid, $0) }, uniquingKeysWith: { a, _ in a }) }
+        var ordered: [SigningKey] = []
+        for entry in loaded {
+            switch entry {
+            case .key(let key): ordered.append(key)
+            // Unreadable now but opened before (another instance re-encrypted under a new KEK while
+            // this one runs with the old): keep what is in memory until this instance restarts.
+            case .unreadable(let kid, _, _): if let known = previous[kid] { ordered.append(known) }
+            }
         }
-        let now = monotonicNow()
-        keys.withLock { $0 = (current, all, now) }
+        var all: [String: PublicKey] = [:]
+        for key in ordered { all[key.kid] = key.publicKey }
+        let now = runtime.uptime()
+        keys.withLock { $0 = (ordered, all, now) }
     }
 
     func keySet() -> (current: SigningKey?, all: [String: PublicKey]) {
-        let (current, all, loadedAt) = keys.withLock { $0 }
-        if monotonicNow() - loadedAt > Self.reloadInterval {
-            try? reloadKeys()  // the database being down keeps the last key set
-            let k = keys.withLock { $0 }
-            return (k.current, k.all)
+        let now = runtime.uptime()
+        let (current, all, due) = keys.withLock { k in
+            guard now - k.loadedAt > Self.reloadInterval else { return (k.ordered.first, k.all, false) }
+            k.loadedAt = now  // this caller reloads; the other threads keep the current set meanwhile
+            return (k.ordered.first, k.all, true)
         }
-        return (current, all)
+        guard due else { return (current, all) }
+        try? reloadKeys()  // the database being down keeps the last key set
+        let k = keys.withLock { $0 }
+        return (k.ordered.first, k.all)
     }
 
     public var jwks: JSONValue {
@@ -74,7 +105,9 @@ public final class TokenSigner: Sendable {
         do {
             return try checked(token, keys: keySet().all, type: type, now: now, leeway: leewaySeconds)
         } catch let e as TokenError where e.code == .unknownKey {
-            // A key another instance just created: reload once.
+            // Perhaps a key another instance just created: reload, unless a reload ran within the last
+            // second (then the key set is that fresh already; a reload loads every new key at once).
+            guard claimUnknownKidReload() else { throw ServiceError.unauthorized }
             try? reloadKeys()
             guard let claims = try? checked(token, keys: keySet().all, type: type, now: now, leeway: leewaySeconds) else {
                 throw ServiceError.unauthorized
@@ -82,6 +115,16 @@ public final class TokenSigner: Sendable {
             return claims
         } catch {
             throw ServiceError.unauthorized
+        }
+    }
+
+    /// True for the one caller per `unknownKidReloadInterval` that may reload.
+    private func claimUnknownKidReload() -> Bool {
+        let now = runtime.uptime()
+        return lastUnknownKidReload.withLock { last in
+            guard now - last >= Self.unknownKidReloadInterval else { return false }
+            last = now
+            return true
         }
     }
 

@@ -6,8 +6,24 @@ import WebAuthn
 
 /// Every route of SPEC's HTTP contract → the service that answers it. Handlers parse, call one
 /// service method, and turn its result or `ServiceError` into a response; nothing else.
+///
+/// One route table; `serving(_:)` gives the responder of one listener. With `LATCHKEY_ADMIN_LISTEN`
+/// the public listener answers everything but `/admin/…` (404 there, as for any unknown path) and
+/// the admin listener only `/admin/…`, so the admin API and console sit behind that address's
+/// network restrictions alone.
 public struct Application: Responder {
+    /// Which paths a listener serves.
+    public enum Listener: Sendable {
+        /// Everything (no `LATCHKEY_ADMIN_LISTEN`).
+        case all
+        /// Everything but `/admin/…`.
+        case publicOnly
+        /// Only `/admin/…`.
+        case adminOnly
+    }
+
     let router: Router
+    private(set) var listener: Listener = .all
     let metrics: Metrics
     let log: RequestLog
     let limiter: RateLimiter
@@ -35,19 +51,46 @@ public struct Application: Responder {
         router = routes.router
     }
 
+    /// Every route of the table as (method, pattern), e.g. for a test that sweeps them all.
+    public var routes: [(method: String, pattern: String)] { router.patterns }
+
+    /// This route table, answering only what `listener` serves.
+    public func serving(_ listener: Listener) -> Application {
+        var copy = self
+        copy.listener = listener
+        return copy
+    }
+
+    /// `/admin` and everything under it (the decoded path: the router matches literal segments
+    /// decoded too, so `/%61dmin/…` is an admin path).
+    static func isAdminPath(_ request: Request) -> Bool {
+        request.path == "/admin" || request.path.hasPrefix("/admin/")
+    }
+
+    func serves(_ request: Request) -> Bool {
+        switch listener {
+        case .all: true
+        case .publicOnly: !Self.isAdminPath(request)
+        case .adminOnly: Self.isAdminPath(request)
+        }
+    }
+
     public func respond(to request: Request) -> Response {
         let start = monotonicNow()
         var response: Response
         var route = "unmatched"
-        let corsOrigin = allowedCORSOrigin(request)
-        if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
+        let corsOrigin = serves(request) ? allowedCORSOrigin(request) : nil
+        if !serves(request) {
+            // Not on this listener: the same answer as a path that does not exist.
+            response = .problem(status: 404, code: "not_found", detail: "No resource at this path.")
+        } else if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
             // CORS preflight from an allowlisted web origin (a page on another host of the site).
             response = .empty(status: 204, headers: [
                 ("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE"),
                 ("Access-Control-Allow-Headers", "Authorization, Content-Type"), ("Access-Control-Max-Age", "600"),
             ])
             route = "preflight"
-        } else if request.method == "POST", request.path.hasPrefix("/v1/"), let wait = limiter.admit(clientAddress(request)) {
+        } else if Self.isRateLimited(request), let wait = limiter.admit(clientAddress(request)) {
             response = ServiceError(.rateLimited, "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
         } else {
             let (answer, pattern) = router.dispatch(request)
@@ -76,6 +119,14 @@ extension Application {
               request.path.hasPrefix("/v1/") || request.path == "/.well-known/jwks.json",
               origins.policy().allows(origin) else { return nil }
         return origin
+    }
+
+    /// What the rate limiter counts: every method on the API (`/v1/…`: ceremonies, tokens, and the
+    /// reads that query PostgreSQL per request) and the admin API, and `/readyz` (a database ping).
+    /// Left out: `/healthz` and `/metrics` (no I/O), the well-known files and JWKS (served from
+    /// memory), the web app's static files.
+    static func isRateLimited(_ request: Request) -> Bool {
+        request.path.hasPrefix("/v1/") || request.path.hasPrefix("/admin/v1/") || request.path == "/readyz"
     }
 
     func clientAddress(_ request: Request) -> String {

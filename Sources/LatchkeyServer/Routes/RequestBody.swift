@@ -46,10 +46,55 @@ func formDecode(_ s: String) -> String? {
     return String(validating: bytes, as: UTF8.self)
 }
 
-/// Names shown to users: 1…64 characters, no control characters.
+// MARK: The edge: what a string or an id from a client may be (issue 13, defect 1)
+//
+// SPEC: no input yields a 5xx. Every string and id a route hands to a service is checked here
+// first, so nothing PostgreSQL cannot hold (a NUL byte) or has no business holding (control
+// characters, bidi overrides, megabytes) gets further than the route.
+
+/// Text a client may put into a stored or looked-up string: no control characters (Cc: NUL,
+/// C0, DEL, C1), no line or paragraph separators, and no invisible format characters (Cf: bidi
+/// overrides, zero-width spaces, BOM) other than the joiners that emoji and some scripts need.
+func isPrintableText(_ value: String) -> Bool {
+    !value.unicodeScalars.contains { scalar in
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator, .surrogate: true
+        case .format: scalar.value != 0x200C && scalar.value != 0x200D  // ZWNJ, ZWJ
+        default: false
+        }
+    }
+}
+
+/// Names and usernames: 1…64 printable characters (at most 256 bytes of UTF-8), not only spaces.
 func validateName(_ value: String, _ field: String) throws(ServiceError) {
-    guard !value.isEmpty, value.count <= 64, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+    guard !value.isEmpty, value.count <= 64, value.utf8.count <= 256, isPrintableText(value),
+          value.contains(where: { !$0.isWhitespace }) else {
         throw ServiceError.invalid("\(field) must be 1 to 64 printable characters")
+    }
+}
+
+/// The ids Latchkey hands out and takes back in paths and bodies, by how they are made.
+enum Identifiers {
+    /// `Runtime.identifier()`: base64url (no padding) of 16 random bytes, 22 characters — device
+    /// keys, step-up receipts, sessions (refresh families), users. Anything else names nothing.
+    static func opaque(_ text: String?) -> String? {
+        guard let text, text.utf8.count == 22, let bytes = Base64URL.decode(text), bytes.count == 16,
+              Base64URL.encode(bytes) == text else { return nil }
+        return text
+    }
+
+    /// A passkey credential id: base64url (no padding) of 1…1023 bytes (WebAuthn L3 §5.1: at most 1023).
+    static func credential(_ text: String?) -> [UInt8]? {
+        guard let text, !text.isEmpty, text.utf8.count <= 1364, let bytes = Base64URL.decode(text),
+              (1...1023).contains(bytes.count), Base64URL.encode(bytes) == text else { return nil }
+        return bytes
+    }
+
+    /// A path segment that names a stored string (an origin, an app backend's user id): printable,
+    /// 1…`max` bytes; nil when it cannot name anything.
+    static func text(_ text: String?, max: Int) -> String? {
+        guard let text, !text.isEmpty, text.utf8.count <= max, isPrintableText(text) else { return nil }
+        return text
     }
 }
 
@@ -57,8 +102,7 @@ func validateName(_ value: String, _ field: String) throws(ServiceError) {
 enum RequestFields {
     static func string(_ body: JSONValue, _ member: String, max: Int) throws(ServiceError) -> String {
         guard let v = body[member], !v.isNull else { throw ServiceError.invalid("\(member) is required") }
-        guard let s = v.stringValue, !s.isEmpty, s.utf8.count <= max,
-              !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard let s = v.stringValue, !s.isEmpty, s.utf8.count <= max, isPrintableText(s) else {
             throw ServiceError.invalid("\(member) must be a string of 1 to \(max) bytes")
         }
         return s

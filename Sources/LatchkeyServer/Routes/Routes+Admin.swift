@@ -1,6 +1,14 @@
 import HTTP
 import JSON
 
+/// An app backend's own user id (`{externalId}`): 1…128 printable characters.
+func externalUserId(_ params: PathParameters) throws(ServiceError) -> String {
+    guard let id = Identifiers.text(params["externalId"], max: 512), id.count <= 128 else {
+        throw ServiceError.invalid("externalId must be 1 to 128 printable characters")
+    }
+    return id
+}
+
 extension RouteTable {
     /// `/admin/v1`: the admin key as bearer; every change audited.
     mutating func addAdminRoutes(_ s: Services) {
@@ -15,16 +23,25 @@ extension RouteTable {
         }
         add("DELETE", "/admin/v1/origins/{origin}", accepting: .any) { req, params in
             try s.admin.requireAdmin(req)
-            try s.admin.removeOrigin(params["origin"] ?? "")
+            // Only a valid origin was ever added; a segment that cannot be one names nothing.
+            guard let origin = Identifiers.text(params["origin"], max: 2048) else { throw ServiceError.notFound("origin") }
+            try s.admin.removeOrigin(origin)
             return .empty(status: 204)
         }
         add("POST", "/admin/v1/users/{externalId}/enrolment-tickets") { req, params in
             try s.admin.requireAdmin(req)
-            return .json(status: 201, bytes: try s.admin.enrolmentTicket(externalId: params["externalId"] ?? "", body: try jsonBody(req)).serialized())
+            let externalId = try externalUserId(params)
+            return .json(status: 201, bytes: try s.admin.enrolmentTicket(externalId: externalId, body: try jsonBody(req)).serialized())
         }
         add("POST", "/admin/v1/users/{externalId}/device-key-tickets", accepting: .any) { req, params in
             try s.admin.requireAdmin(req)
-            return .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: params["externalId"] ?? "").serialized())
+            return .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: try externalUserId(params)).serialized())
+        }
+        add("GET", "/admin/v1/step-up/receipts/{id}", accepting: .any) { req, params in
+            // An auditor's copy of any user's step-up receipt (the owner's is /v1/step-up/receipts/{id}).
+            try s.admin.requireAdmin(req)
+            guard let id = Identifiers.opaque(params["id"]) else { throw ServiceError.notFound("receipt") }
+            return .json(bytes: try s.stepUp.receipt(id: id, userId: nil).serialized())
         }
         add("GET", "/admin/v1/audit", accepting: .any) { req, _ in
             try s.admin.requireAdmin(req)

@@ -41,10 +41,14 @@ extension RouteTable {
             let userId = try s.sessions.requireUser(req)
             guard let name = try jsonBody(req)["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
             try validateName(name, "name")
-            return .json(bytes: try s.passkeys.renamePasskey(userId: userId, id: params["id"] ?? "", name: name).serialized())
+            guard let id = Identifiers.credential(params["id"]) else { throw ServiceError.notFound("passkey") }
+            return .json(bytes: try s.passkeys.renamePasskey(userId: userId, credentialId: id, name: name).serialized())
         }
         add("DELETE", "/v1/passkeys/{id}", accepting: .any) { req, params in
-            .json(bytes: try s.passkeys.revokePasskey(userId: try s.sessions.requireUser(req), id: params["id"] ?? "").serialized())
+            let userId = try s.sessions.requireUser(req)
+            guard let id = Identifiers.credential(params["id"]) else { throw ServiceError.notFound("passkey") }
+            // SPEC "Signal API": DELETE answers 200 with the credentials that remain.
+            return .json(bytes: try s.passkeys.revokePasskey(userId: userId, credentialId: id).serialized())
         }
     }
 }

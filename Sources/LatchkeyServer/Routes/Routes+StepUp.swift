@@ -17,7 +17,9 @@ extension RouteTable {
             .json(bytes: try s.stepUp.listDeviceKeys(userId: try s.sessions.requireUser(req)).serialized())
         }
         add("DELETE", "/v1/device-keys/{id}", accepting: .any) { req, params in
-            try s.stepUp.revokeDeviceKey(userId: try s.sessions.requireUser(req), id: params["id"] ?? "")
+            let userId = try s.sessions.requireUser(req)
+            guard let id = Identifiers.opaque(params["id"]) else { throw ServiceError.notFound("device key") }
+            try s.stepUp.revokeDeviceKey(userId: userId, id: id)
             return .empty(status: 204)
         }
         add("POST", "/v1/step-up/challenges") { req, _ in
@@ -33,10 +35,11 @@ extension RouteTable {
             return .json(bytes: try s.stepUp.consume(token: token, body: try jsonBody(req)).serialized())
         }
         add("GET", "/v1/step-up/receipts/{id}", accepting: .any) { req, params in
-            // The owner (access token) or an auditor with the admin key.
-            let isAuditor = BearerCredentials.value(req, scheme: "Bearer").map(s.admin.isAdminKey) ?? false
-            let owner: String? = isAuditor ? nil : try s.sessions.requireUser(req)
-            return .json(bytes: try s.stepUp.receipt(id: params["id"] ?? "", userId: owner).serialized())
+            // The owner only. The admin key is accepted on /admin/v1/* alone (issue 13, defect 5):
+            // auditors read receipts at /admin/v1/step-up/receipts/{id}, behind the admin listener.
+            let owner = try s.sessions.requireUser(req)
+            guard let id = Identifiers.opaque(params["id"]) else { throw ServiceError.notFound("receipt") }
+            return .json(bytes: try s.stepUp.receipt(id: id, userId: owner).serialized())
         }
     }
 }

@@ -54,7 +54,7 @@ public final class AdminService: Sendable {
         throw ServiceError.unauthorized
     }
 
-    func isAdminKey(_ presented: String) -> Bool {
+    private func isAdminKey(_ presented: String) -> Bool {
         configuration.adminKeyHash.map { AdminKey.matches(presented, hash: $0) } ?? false
     }
 

@@ -13,6 +13,7 @@ public final class PasskeyService: Sendable {
     let assertion: PasskeyAssertion
     let origins: OriginCache
     let metrics: Metrics
+    let metadata: MetadataStore
     let configuration: Configuration
     let runtime: Runtime
     let decoySecret: DeploymentSecret
@@ -26,8 +27,8 @@ public final class PasskeyService: Sendable {
     static let offeredAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256]
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
-         origins: OriginCache, metrics: Metrics, decoySecret: DeploymentSecret, events: OutboxEvents, configuration: Configuration,
-         runtime: Runtime) {
+         origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
+         configuration: Configuration, runtime: Runtime) {
         self.events = events
         self.accounts = accounts
         self.challenges = challenges
@@ -35,6 +36,7 @@ public final class PasskeyService: Sendable {
         self.assertion = assertion
         self.origins = origins
         self.metrics = metrics
+        self.metadata = metadata
         self.decoySecret = decoySecret
         self.configuration = configuration
         self.runtime = runtime
@@ -48,11 +50,18 @@ public final class PasskeyService: Sendable {
         policyTemplate = CeremonyRules.verificationPolicy(configuration)
     }
 
-    /// The policy for one ceremony: the template with the allowlist as it is now.
+    /// The policy for one ceremony: the template with the allowlist and the metadata as they are now.
     func currentPolicy() -> VerificationPolicy {
         var p = policyTemplate
         p.origins = origins.policy()
+        p.metadata = metadata.policy()
         return p
+    }
+
+    /// A passkey's provider name: the metadata statement's `description` when the BLOB in use has
+    /// one for its AAGUID, else the community AAGUID table's name.
+    func providerName(aaguid: [UInt8]) -> String? {
+        metadata.description(aaguid: aaguid) ?? PasskeyProviders.name(aaguid: formatUUID(aaguid))
     }
 
     // MARK: Registration
@@ -121,12 +130,12 @@ public final class PasskeyService: Sendable {
             id: verified.credentialId, userId: user.id, publicKey: verified.publicKeyBytes, alg: verified.algorithm.rawValue,
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
-            attestationType: verified.attestationType.rawValue, name: PasskeyProviders.name(aaguid: aaguid) ?? "Passkey",
+            attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid) ?? "Passkey",
             createdAt: runtime.now())
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
-        ])
+        ] + (verified.metadata.map { [("metadata", metadataMatchJSON($0))] } ?? []))
         // The account (if new), the passkey, the session, the audit line and the events: one transaction.
         let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId)
         let written = (newUser.map { [events.userCreated(userId: $0.id, username: $0.username)] } ?? [])
@@ -143,7 +152,7 @@ public final class PasskeyService: Sendable {
         let issued = try sessions.issue(session, userVerified: verified.userVerified)
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
-        return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(record)), ("tokens", issued.json),
+        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(record)), ("tokens", issued.json),
                         ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
     }
 
@@ -220,7 +229,7 @@ public final class PasskeyService: Sendable {
         updated.backedUp = outcome.use.backedUp
         updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
-        return .object([("user", Self.userJSON(user)), ("passkey", Self.passkeyJSON(updated)), ("tokens", issued.json),
+        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(updated)), ("tokens", issued.json),
                         ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
     }
 
@@ -242,11 +251,11 @@ public final class PasskeyService: Sendable {
         .object([("id", .string(u.id)), ("username", .string(u.username)), ("displayName", .string(u.displayName))])
     }
 
-    static func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
+    func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
         let aaguid = formatUUID(c.aaguid)
         return .object([
             ("id", .string(Base64URL.encode(c.id))), ("name", .string(c.name)),
-            ("provider", PasskeyProviders.name(aaguid: aaguid).map { .string($0) } ?? .null),
+            ("provider", providerName(aaguid: c.aaguid).map { .string($0) } ?? .null),
             ("aaguid", .string(aaguid)), ("createdAt", .string(iso8601(c.createdAt))),
             ("lastUsedAt", c.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
             ("backupEligible", .bool(c.backupEligible)), ("backedUp", .bool(c.backedUp)),
@@ -258,7 +267,7 @@ public final class PasskeyService: Sendable {
 
     func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
         let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
-        return .object([("passkeys", .array(credentials.map(Self.passkeyJSON))),
+        return .object([("passkeys", .array(credentials.map(passkeyJSON))),
                         ("signals", try signals(userId: userId, credentials: credentials))])
     }
 
@@ -273,14 +282,13 @@ public final class PasskeyService: Sendable {
     }
 
     /// The renamed passkey's JSON, plus `signals` (SPEC "Signal API": the new name reaches the provider).
-    func renamePasskey(userId: String, id: String, name: String) throws(ServiceError) -> JSONValue {
-        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty else { throw ServiceError.notFound("passkey") }
+    func renamePasskey(userId: String, credentialId: [UInt8], name: String) throws(ServiceError) -> JSONValue {
         guard let record = try storage({ () throws(StorageError) in
             try accounts.rename(userId: userId, credentialId: credentialId, name: name) { [events] renamed in
                 [events.passkey(.passkeyRenamed, renamed)]
             }
         }) else { throw ServiceError.notFound("passkey") }
-        guard case .object(let members) = Self.passkeyJSON(record) else { return Self.passkeyJSON(record) }
+        guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
         return .object(members + [("signals", try signals(userId: userId))])
     }
 
@@ -288,9 +296,8 @@ public final class PasskeyService: Sendable {
     /// tokens are invalid_grant at once and their access tokens refused here at once (and on every
     /// other instance within a second, through RevokedSessions' feed).
     /// Returns `{"signals":[…]}` with the credentials that remain (SPEC: DELETE answers 200 with it).
-    func revokePasskey(userId: String, id: String) throws(ServiceError) -> JSONValue {
-        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty,
-              let ended = try storage({ () throws(StorageError) in
+    func revokePasskey(userId: String, credentialId: [UInt8]) throws(ServiceError) -> JSONValue {
+        guard let ended = try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId,
                                       audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
                                                          detail: [("credentialId", .string(Base64URL.encode(credentialId)))])) {

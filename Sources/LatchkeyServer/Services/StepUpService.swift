@@ -209,7 +209,9 @@ public final class StepUpService: Sendable {
         var keyId: String? = nil
         var allow: [CredentialDescriptor] = []
         if let k = body["keyId"], !k.isNull {
-            guard let id = k.stringValue, !id.isEmpty, id.utf8.count <= 64 else { throw ServiceError.invalid("keyId must be a string") }
+            guard let id = Identifiers.opaque(k.stringValue) else {
+                throw ServiceError.invalid("keyId must be a device key id (base64url of 16 bytes)")
+            }
             let key = try liveKey(id: id, userId: userId)
             method = .deviceKey
             keyBinding = key.publicKey

@@ -69,7 +69,7 @@ public enum AndroidKeyAttestation: AttestationFormat {
         try checkLeafSignedByIssuer(x5c, format: identifier, trace: trace)
 
         // Step 5: attestation type Basic, trust path x5c.
-        return AttestationResult(type: .basic, trustPath: x5c)
+        return AttestationResult(type: .basic, trustPath: x5c, algorithm: COSEAlgorithm(alg))
     }
 }
 

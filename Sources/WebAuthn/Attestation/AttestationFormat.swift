@@ -27,10 +27,15 @@ public struct AttestationInput: Sendable {
 public struct AttestationResult: Sendable {
     public let type: AttestationType
     public let trustPath: [Certificate]
+    /// The algorithm the authenticator's attestation signature used (attStmt.alg, or the attestation
+    /// certificate's for fido-u2f); nil where the signature is not the authenticator's (SafetyNet:
+    /// Google's service signs) or is the credential's own (apple). Metadata checks it is listed.
+    public let algorithm: COSEAlgorithm?
 
-    public init(type: AttestationType, trustPath: [Certificate] = []) {
+    public init(type: AttestationType, trustPath: [Certificate] = [], algorithm: COSEAlgorithm? = nil) {
         self.type = type
         self.trustPath = trustPath
+        self.algorithm = algorithm
     }
 }
 

@@ -25,6 +25,6 @@ public enum FIDOU2FAttestation: AttestationFormat {
         try trace.require("attestation.fido-u2f.signature",
                           certKey.verify(signature: sig, message: data, algorithm: .ecdsa(.sha256)),
                           .attestation("fido-u2f: signature does not verify"))
-        return AttestationResult(type: .basic, trustPath: x5c)
+        return AttestationResult(type: .basic, trustPath: x5c, algorithm: .es256)
     }
 }

@@ -20,7 +20,7 @@ public enum PackedAttestation: AttestationFormat {
                               WebAuthnError(.attestationInvalid, "packed: signature does not verify with the attestation certificate"))
             try checkCertificateRequirements(leaf, trace: trace)
             try checkAAGUIDExtension(leaf, aaguid: input.credential.aaguid, format: identifier, trace: trace)
-            return AttestationResult(type: .basic, trustPath: x5c)
+            return AttestationResult(type: .basic, trustPath: x5c, algorithm: COSEAlgorithm(alg))
         }
 
         // Self attestation: alg must be the credential's own, and the credential key signs.
@@ -29,7 +29,7 @@ public enum PackedAttestation: AttestationFormat {
         try trace.require("attestation.packed.selfSignature",
                           input.credential.publicKey.verify(signature: sig, over: input.signedData),
                           .attestation("packed: self attestation signature does not verify"))
-        return AttestationResult(type: .self)
+        return AttestationResult(type: .self, algorithm: COSEAlgorithm(alg))
     }
 
     /// §8.2.1 packed attestation statement certificate requirements.

@@ -108,7 +108,7 @@ public enum TPMAttestation: AttestationFormat {
         try checkAIKCertificate(aikCert, trace: trace)
         // id-fido-gen-ce-aaguid, when present, equals authenticatorData's AAGUID.
         try checkAAGUIDExtension(aikCert, aaguid: input.credential.aaguid, format: identifier, trace: trace)
-        return AttestationResult(type: .attCA, trustPath: x5c)
+        return AttestationResult(type: .attCA, trustPath: x5c, algorithm: COSEAlgorithm(alg))
     }
 
     /// §8.3.1 TPM attestation statement certificate requirements.

@@ -64,8 +64,16 @@ public struct AuthenticationCeremony: Sendable {
             for id in allowed where constantTimeEquals(id, response.rawId) { listed = true }
             try trace.require("credential.allowed", listed, WebAuthnError(.credentialUnknown, "this passkey was not offered"))
         }
-        // Step 6: the credential's owner is the account identified; a user handle, when the
-        // authenticator returns one, must be that account's. (An empty handle is parsed as none.)
+        // Step 6: if the user was not identified before the ceremony (discoverable: the state names
+        // no account), response.userHandle must be present — it is what identifies the account, and
+        // it is then a required member, so its absence is invalid_request (SPEC), not
+        // credential_unknown (whose signalUnknownCredential would tell the provider to drop a passkey
+        // that exists). An empty handle is parsed as none.
+        if state.account == nil, response.userHandle == nil {
+            try trace.fail("credential.userHandle", .invalid("userHandle is required when no user was identified before the ceremony"))
+        }
+        // The credential's owner is the account identified; a user handle, when the authenticator
+        // returns one, must be that account's.
         if let handle = response.userHandle {
             try trace.require("credential.userHandle", constantTimeEquals(handle, userHandle),
                               WebAuthnError(.credentialUnknown, "the user handle does not match the passkey"))

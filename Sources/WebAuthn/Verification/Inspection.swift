@@ -22,6 +22,8 @@ public enum Inspection {
         public var topOrigins: [String] = []
         public var appId: String? = nil
         public var allowSubdomainOrigins = false
+        /// Authenticator metadata to apply (`--mds`); the report says which statement matched.
+        public var metadata: MetadataPolicy = .off
 
         public init(ceremony: Ceremony, rpId: String, origins: [String], challenge: [UInt8]) {
             self.ceremony = ceremony
@@ -53,6 +55,7 @@ public enum Inspection {
             policy.crossOrigin = .allow(topOrigins: options.topOrigins.isEmpty ? nil : Set(options.topOrigins))
         }
         policy.appId = options.appId
+        policy.metadata = options.metadata
 
         let trace = VerificationTrace()
         var result: [(key: String, value: JSONValue)] = []
@@ -75,6 +78,7 @@ public enum Inspection {
                     ("trustPathLength", .number(Double(verified.trustPath.count))),
                     ("transports", .array(verified.transports.map { .string($0) })),
                 ]
+                if let match = verified.metadata { result.append(("metadata", metadataMatchJSON(match))) }
             case .authentication:
                 let parsed = try ParsedAuthentication(bytes: input)
                 trace.record("parse", true)
@@ -153,4 +157,20 @@ extension Inspection {
         t.tm_hour = Int32(hour); t.tm_min = Int32(minute); t.tm_sec = Int32(second)
         return Int64(timegm(&t)) - Int64(offset)
     }
+}
+
+/// Which statement vouched for a registration, for `inspect` and the audit line.
+public func metadataMatchJSON(_ match: MetadataMatch) -> JSONValue {
+    let matchedBy: JSONValue
+    switch match.matchedBy {
+    case .aaguid(let a): matchedBy = .object([("aaguid", .string(formatUUID(a)))])
+    case .keyIdentifier(let id): matchedBy = .object([("attestationCertificateKeyIdentifier", .string(id))])
+    }
+    return .object([
+        ("description", match.description.map { .string($0) } ?? .null),
+        ("matchedBy", matchedBy),
+        ("latestStatus", match.latestStatus.map { .string($0.status.rawValue) } ?? .null),
+        ("certification", match.entry.certification.map { .string($0.rawValue) } ?? .null),
+        ("anchor", match.anchor.map { .string($0.commonName) } ?? .null),
+    ])
 }

@@ -18,6 +18,9 @@ public struct VerifiedRegistration: Sendable {
     public let trustPath: [Certificate]
     public let transports: [String]
     public let origin: String
+    /// The metadata statement that vouched for this registration; nil when metadata is off or
+    /// (self / none attestation) no entry matched.
+    public let metadata: MetadataMatch?
 }
 
 /// A registration response parsed into its parts but not yet verified.
@@ -84,6 +87,9 @@ public enum RegistrationVerifier {
                 try trace.fail("attestation.trustPath", .attestation(error.reason))
             }
         }
+        // SPEC "Metadata rules in detail": with metadata configured, its statement must vouch for the attestation.
+        let metadata = try MetadataTrust.apply(policy.metadata, format: format, result: result, credential: credential,
+                                               now: now, trace: trace)
         trace.decoded("credential", [
             "id": .string(Base64URL.encode(credential.credentialId)),
             "aaguid": .string(formatUUID(credential.aaguid)),
@@ -97,7 +103,7 @@ public enum RegistrationVerifier {
             algorithm: credential.publicKey.algorithm, signCount: authData.signCount,
             userVerified: authData.userVerified, backupEligible: authData.backupEligible, backedUp: authData.backedUp,
             aaguid: credential.aaguid, format: format, attestationType: result.type, trustPath: result.trustPath,
-            transports: parsed.response.transports, origin: c.origin)
+            transports: parsed.response.transports, origin: c.origin, metadata: metadata)
     }
 }
 
@@ -114,13 +120,15 @@ enum CeremonyChecks {
         // §7.1 step 9 / §7.2 step 13: exact origin allowlist.
         try trace.require("clientData.origin", policy.origins.allows(c.origin),
                           WebAuthnError(.originNotAllowed, "origin is not allowed"))
-        // §7.1 step 10 / §7.2 step 14: cross-origin iframes only where the RP embeds itself.
+        // §7.1 step 10 / §7.2 step 14: cross-origin iframes only where the RP embeds itself. With a
+        // top-origin allowlist (LATCHKEY_EMBEDDING_ORIGINS) the client must name the top origin and
+        // it must be listed: a cross-origin ceremony without topOrigin has nothing to allow.
         if c.crossOrigin || c.topOrigin != nil {
             let allowed: Bool
             switch policy.crossOrigin {
             case .deny: allowed = false
-            case .allow(let tops):
-                if let top = c.topOrigin, let tops { allowed = tops.contains(top) } else { allowed = true }
+            case .allow(topOrigins: nil): allowed = true  // inspect's --allow-cross-origin alone: any top origin
+            case .allow(topOrigins: let tops?): allowed = c.topOrigin.map(tops.contains) ?? false
             }
             try trace.require("clientData.crossOrigin", allowed, WebAuthnError(.originNotAllowed, "cross-origin ceremony is not allowed"))
         } else {

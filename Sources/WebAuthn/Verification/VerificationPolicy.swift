@@ -30,6 +30,9 @@ public struct VerificationPolicy: Sendable {
     public var requireCTSProfileMatch = true
     public var safetyNetMaxSkewSeconds: Int64 = 60
     public var signCountPolicy: SignCountPolicy = .reject
+    /// Authenticator metadata (FIDO MDS3) and the AAGUID / certification narrowing built on it;
+    /// `.off`: attestation is trusted only as far as `trustAnchors` says.
+    public var metadata: MetadataPolicy = .off
     /// Seconds since 1970; injected so verification is reproducible (attestation certificate validity, SafetyNet).
     public var clock: @Sendable () -> Int64
 

@@ -119,20 +119,23 @@ enum LoginBenchmark {
     }
 }
 
-/// pgbench with the statements one login costs the server: the options' challenge INSERT and the
-/// verify's consume-and-lookup (challenge DELETE … RETURNING joined with the credential and user),
-/// both with asynchronous commit as the server's challenge connections have; then the durable login
-/// CTE (counter, refresh family and token, audit line). Prepared statements, like the server's; the
-/// two SETs are the baseline's only extra round trips.
+/// pgbench with the statements one login costs the server (keep in step with Storage): the options'
+/// challenge INSERT (the core's encoded AuthenticationState, ~160 bytes) and the verify's consume-and-
+/// lookup (ChallengeRepository.consumeForLogin), both with asynchronous commit as the server's
+/// challenge connections have; then the one durable statement (SessionRepository.start(recording:)):
+/// the counter's compare-and-set, the refresh family bound to its passkey, its token, the audit line.
+/// Prepared statements, like the server's; the two SETs are the baseline's only extra round trips.
 enum PgbenchBaseline {
     static func script(credentialHex: String, rpId: String) -> String {
-        """
+        let state = String(repeating: "7b", count: 160)
+        let advances = "(0 > sign_count OR (0 = 0 AND sign_count = 0))"
+        return """
         \\set r random(1, 2000000000)
         SET synchronous_commit = off;
-        INSERT INTO challenges (hash, purpose, user_id, rp_id, policy, expires_at) VALUES (sha256((:client_id || '-' || :r || '-' || clock_timestamp())::bytea), 'authentication', NULL, '\(rpId)', '{"uv": "preferred"}'::jsonb, now() + make_interval(secs => 300)) RETURNING encode(hash, 'hex') AS h \\gset
-        WITH ch AS (DELETE FROM challenges WHERE hash = decode(:h, 'hex') RETURNING purpose, user_id AS bound_user, rp_id, policy::text AS policy, expires_at <= now() AS expired) SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.policy, ch.expired, c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, u.user_handle, u.username, u.display_name FROM ch LEFT JOIN credentials c ON c.id = decode('\(credentialHex)', 'hex') AND c.revoked_at IS NULL LEFT JOIN users u ON u.id = c.user_id;
+        INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at) VALUES (sha256((:client_id || '-' || :r || '-' || clock_timestamp())::bytea), 'authentication', NULL, '\(rpId)', decode('\(state)', 'hex'), now() + make_interval(secs => 300)) RETURNING encode(hash, 'hex') AS h \\gset
+        WITH ch AS (DELETE FROM challenges WHERE hash = decode(:h, 'hex') RETURNING purpose, user_id AS bound_user, rp_id, state, expires_at <= now() AS expired) SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, u.user_handle, u.username, u.display_name FROM ch LEFT JOIN credentials c ON c.id = decode('\(credentialHex)', 'hex') AND c.revoked_at IS NULL LEFT JOIN users u ON u.id = c.user_id;
         SET synchronous_commit = on;
-        WITH cred AS (UPDATE credentials SET sign_count = GREATEST(sign_count, 0), backed_up = false, flagged = flagged OR false, last_used_at = now() WHERE id = decode('\(credentialHex)', 'hex') RETURNING id, user_id), fam AS (INSERT INTO refresh_families (id, user_id) SELECT md5(random()::text || clock_timestamp()::text), user_id FROM cred RETURNING id, user_id), tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at) SELECT sha256((random()::text || clock_timestamp()::text)::bytea), fam.id, now() + make_interval(secs => 2592000) FROM fam RETURNING hash) INSERT INTO audit_log (actor, action, subject, detail) SELECT fam.user_id, 'passkey.login', fam.user_id, '{"bench": true}'::jsonb FROM fam, tok RETURNING id;
+        WITH cred AS (UPDATE credentials SET sign_count = GREATEST(sign_count, 0), backed_up = false, flagged = flagged OR false OR NOT \(advances), last_used_at = now() WHERE id = decode('\(credentialHex)', 'hex') AND \(advances) RETURNING id, user_id, sign_count, flagged), fam AS (INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at) SELECT md5(random()::text || clock_timestamp()::text), user_id, 'passkey', id, now(), now() FROM cred RETURNING id, user_id), tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at) SELECT sha256((random()::text || clock_timestamp()::text)::bytea), fam.id, now() + make_interval(secs => 2592000) FROM fam RETURNING hash), audit AS (INSERT INTO audit_log (actor, action, subject, detail) SELECT fam.user_id, 'passkey.login', fam.user_id, '{"bench": true}'::jsonb FROM fam, tok RETURNING id) SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged, EXISTS (SELECT 1 FROM credentials WHERE id = decode('\(credentialHex)', 'hex')) AS known;
 
         """
     }

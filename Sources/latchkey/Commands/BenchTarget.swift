@@ -70,6 +70,8 @@ struct BenchAccount: @unchecked Sendable {
             return .failure(.options(options))
         }
         let authenticator = SoftAuthenticator(algorithm: .es256)
+        // A passkey keeps the user handle and returns it in discoverable logins (WebAuthn L3 §7.2 step 6).
+        authenticator.userHandle = json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode)
         let body = authenticator.registration(challenge: challenge, rpId: rpId, origin: origin).bytes()
         let verify = client.postJSON("/v1/passkeys/registration/verify", body)
         guard let verify, verify.status == 201 else { return .failure(.verify(verify)) }

@@ -1,5 +1,6 @@
 import Crypto
 import JSON
+import LatchkeyServer
 import WebAuthn
 
 /// `latchkey inspect registration|authentication|device-key`: explains why a credential (or a device
@@ -28,6 +29,11 @@ enum InspectCommand: Command {
           --allow-cross-origin          accept crossOrigin ceremonies (optionally only under --top-origin)
           --top-origin O                an allowed top origin for cross-origin ceremonies; repeatable
           --app-id URL                  FIDO AppID accepted when the client reports the appid extension
+          --mds FILE                    registration: apply this FIDO MDS3 BLOB (verified now); the report
+                                        shows which statement matched and why a chain failed
+          --mds-root FILE               PEM root of the BLOB's signer (default: the shipped FIDO root)
+          --mds-crls DIR                CRL files for the BLOB's and the attestation's chains
+          --deny AAGUID                 with --mds: refuse this AAGUID; repeatable
           -h, --help                    show this help
         """
 
@@ -35,7 +41,8 @@ enum InspectCommand: Command {
         if arguments.first == "device-key" { return InspectDeviceKeyCommand.run(Array(arguments.dropFirst())) }
         do throws(UsageError) {
             let args = try ParsedArguments(arguments,
-                valued: ["rp-id", "origin", "challenge", "public-key", "sign-count", "at", "trust-anchor", "alg", "top-origin", "app-id"],
+                valued: ["rp-id", "origin", "challenge", "public-key", "sign-count", "at", "trust-anchor", "alg", "top-origin", "app-id",
+                         "mds", "mds-root", "mds-crls", "deny"],
                 flags: ["require-user-verification", "allow-cross-origin", "help"])
             if args.has("help") { print(help); return ExitCode.success }
             guard args.positionals.count == 1, let ceremony = Inspection.Ceremony(rawValue: args.positionals[0]) else {
@@ -74,6 +81,22 @@ enum InspectCommand: Command {
             options.allowCrossOrigin = args.has("allow-cross-origin")
             options.topOrigins = args.all("top-origin")
             options.appId = args.value("app-id")
+            if let mds = args.value("mds") {
+                guard ceremony == .registration else { throw UsageError(message: "--mds applies to registration") }
+                // The BLOB is today's data: verified at the real time; the credential at --at.
+                do {
+                    let (blob, crls) = try MetadataFiles.load(blobPath: mds, rootPath: args.value("mds-root"),
+                                                              crlDirectory: args.value("mds-crls"), maxStaleSeconds: 2_592_000,
+                                                              at: VerificationPolicy.systemClock())
+                    options.metadata = MetadataPolicy(source: .loaded(blob), crls: crls)
+                } catch { throw UsageError(message: "--mds: \(error.description)") }
+                for text in args.all("deny") {
+                    guard let aaguid = parseUUID(text) else { throw UsageError(message: "--deny takes an AAGUID") }
+                    options.metadata.deniedAAGUIDs.insert(aaguid)
+                }
+            } else if !args.all("deny").isEmpty || args.value("mds-root") != nil || args.value("mds-crls") != nil {
+                throw UsageError(message: "--deny, --mds-root and --mds-crls need --mds")
+            }
             // A credential JSON is a few KiB; refuse anything past 1 MiB as bad input, not bad usage.
             guard let input = readAllStandardInput(limit: 1 << 20) else {
                 let refusal: JSONValue = .object([

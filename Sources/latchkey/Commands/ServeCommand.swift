@@ -13,16 +13,24 @@ enum ServeCommand: Command {
         usage: latchkey serve
 
         Reads its configuration from the environment (see README): DATABASE_URL, LATCHKEY_RP_ID,
-        LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_DEV, …
+        LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required
+        outside development mode), LATCHKEY_DEV, …
+        LATCHKEY_ADMIN_LISTEN=host:port serves /admin/… (API and console) only on that second
+        listener; the public listener then answers 404 there.
         LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
-        processes sharing the listening port (SO_REUSEPORT).
+        processes sharing the listening port (SO_REUSEPORT). With LATCHKEY_MDS_BLOB set, SIGHUP
+        reloads the metadata BLOB (so does a change of the file, checked every LATCHKEY_MDS_POLL s).
         """
 
     static func run(_ arguments: [String]) -> Int32 {
         if arguments.contains("-h") || arguments.contains("--help") { print(help); return ExitCode.success }
         guard arguments.isEmpty else { printError(help); return ExitCode.usage }
-        let configuration: Configuration
-        do { configuration = try Configuration.fromEnvironment() } catch {
+        var configuration: Configuration
+        do {
+            configuration = try Configuration.fromEnvironment()
+            try resolveDevelopmentKEK(&configuration, environment: Configuration.processEnvironment(),
+                                      announce: Configuration.processEnvironment()["LATCHKEY_WORKER_CHILD"] != "1")
+        } catch {
             printError("latchkey serve: \(error.description)"); return ExitCode.usage
         }
         guard !configuration.databaseURL.isEmpty else {
@@ -35,6 +43,7 @@ enum ServeCommand: Command {
         sigemptyset(&signals)
         sigaddset(&signals, SIGINT)
         sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGHUP)  // reload the metadata BLOB
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
@@ -42,19 +51,39 @@ enum ServeCommand: Command {
                                 pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL)
         let services = Services(configuration: configuration, database: database)
         // Start-up steps, in order: migrate, seed LATCHKEY_ORIGINS, signing keys, change feed.
-        do { try services.start() } catch {
+        do { try services.start() } catch let error as SigningKeyError where error.code != .storage {
+            printError("latchkey serve: \(error.description)")  // no KEK, or the wrong one: refuse to start
+            return ExitCode.failure
+        } catch {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
         }
+        // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
+        let application = Application(services: services)
         let server: HTTPServer
+        var adminServer: HTTPServer? = nil
         do {
             server = try HTTPServer(configuration: .init(
                 host: configuration.listenHost, port: configuration.listenPort, threadPoolSize: configuration.threads,
-                connectionTimeoutSeconds: 30, connectionLimit: 4096, maxBodyBytes: configuration.maxBody,
-                reusePort: configuration.workers > 1), responder: Application(services: services))
+                connectionTimeoutSeconds: 30, connectionLimit: 4096,
+                perAddressConnectionLimit: configuration.connectionsPerAddress, maxBodyBytes: configuration.maxBody,
+                reusePort: configuration.workers > 1),
+                responder: application.serving(configuration.adminListen == nil ? .all : .publicOnly))
         } catch {
             printError("latchkey serve: cannot listen on \(configuration.listenHost):\(configuration.listenPort): \(error)")
             return ExitCode.failure
+        }
+        if let admin = configuration.adminListen {
+            do {
+                adminServer = try HTTPServer(configuration: .init(
+                    host: admin.host, port: admin.port, threadPoolSize: max(1, configuration.threads / 2),
+                    connectionTimeoutSeconds: 30, connectionLimit: 256, maxBodyBytes: configuration.maxBody,
+                    reusePort: configuration.workers > 1), responder: application.serving(.adminOnly))
+            } catch {
+                printError("latchkey serve: cannot listen on \(admin.host):\(admin.port) (LATCHKEY_ADMIN_LISTEN): \(error)")
+                server.stop()
+                return ExitCode.failure
+            }
         }
         var children: [pid_t] = []
         if !isChild, configuration.workers > 1 {
@@ -63,14 +92,24 @@ enum ServeCommand: Command {
         if !isChild {
             printError("latchkey: serving rpId \(configuration.rpId) on http://\(configuration.listenHost):\(server.port) "
                        + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
+            if let adminServer {
+                printError("latchkey: admin API and console at http://\(configuration.adminListen!.host):\(adminServer.port)/admin/ only")
+            }
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
         _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }
 
         var received: Int32 = 0
-        sigwait(&signals, &received)
+        while true {
+            sigwait(&signals, &received)
+            guard received == SIGHUP else { break }
+            // SIGHUP: reload LATCHKEY_MDS_BLOB now (a bad BLOB is reported and the good one stays), here and in the workers.
+            for pid in children { kill(pid, SIGHUP) }
+            if services.metadata.isConfigured { services.metadata.reload() }
+        }
         for pid in children { kill(pid, SIGTERM) }
         server.stop()
+        adminServer?.stop()
         for pid in children { var status: Int32 = 0; waitpid(pid, &status, 0) }
         services.stop()
         database.shutdown()

@@ -44,6 +44,41 @@ enum TestDatabase {
     }()
 }
 
+extension TestDatabase {
+    /// The key-encryption key every test server on the shared test database seals its signing keys
+    /// under (they share one `signing_keys` table, so they must agree).
+    static let keyEncryptionKeyText = "bGF0Y2hrZXktdGVzdC1rZWstMzItYnl0ZXMtLS0tLS0="
+    static let keyEncryptionKey = try! KeyEncryptionKey.parse(keyEncryptionKeyText, name: "test KEK", readFile: { _ in nil })
+
+    /// A database of its own on the test server (dropped on deinit), for tests that change every
+    /// signing key (re-encryption) or need a table nobody else writes.
+    final class Scratch: Sendable {
+        let name: String
+        let url: String
+        private let serverURL: String
+
+        init() throws {
+            let server = try TestDatabase.url()
+            let name = "lk_server_\(uniqueSuffix())"
+            try PostgresConnection(url: server).execute(SQL(unsafeRaw: "CREATE DATABASE \(name)"))
+            let query = server.firstIndex(of: "?").map { String(server[$0...]) } ?? ""
+            let base = String(server.dropLast(query.count))
+            guard let slash = base.lastIndex(of: "/") else { throw TestSetupError("DATABASE_URL must be a postgresql:// URL") }
+            serverURL = server
+            self.name = name
+            url = String(base[...slash]) + name + query
+        }
+
+        func connect() throws -> PostgresConnection { try PostgresConnection(url: url) }
+
+        deinit {
+            if let admin = try? PostgresConnection(url: serverURL) {
+                _ = try? admin.execute(SQL(unsafeRaw: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+            }
+        }
+    }
+}
+
 struct TestSetupError: Error, CustomStringConvertible {
     let message: String
     init(_ message: String) { self.message = message }
@@ -65,7 +100,7 @@ final class TestServer: Sendable {
     let http: HTTPServer
     var port: Int { http.port }
 
-    init(name: String, configure: (inout Configuration) -> Void = { _ in }) throws {
+    init(name: String, runtime: Runtime = .system, configure: (inout Configuration) -> Void = { _ in }) throws {
         rpId = "\(name)-\(uniqueSuffix()).latchkey.test"
         origin = "https://\(rpId)"
         adminKey = "admin-\(uniqueSuffix())-\(uniqueSuffix())"
@@ -77,7 +112,7 @@ final class TestServer: Sendable {
         c.adminKeyHash = AdminKey.hash(adminKey)
         // Every test server in this process shares one database, so they share one key-encryption key
         // (SPEC: one deployment, one configuration); only webhook suites turn their senders on.
-        c.keyEncryptionKey = TestServer.keyEncryptionKey
+        c.keyEncryptionKey = TestDatabase.keyEncryptionKey
         c.outboxSenders = 0
         // LATCHKEY_DB_POOLER=transaction: the suites run through PgBouncer in transaction pooling (scripts/test.sh).
         if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
@@ -86,16 +121,15 @@ final class TestServer: Sendable {
         configure(&c)
         configuration = c
         database = Database(url: c.databaseURL, connections: 6, pooler: c.databasePooler, listenURL: c.databaseListenURL)
-        services = Services(configuration: c, database: database, log: RequestLog(enabled: false))
+        services = Services(configuration: c, database: database, runtime: runtime, log: RequestLog(enabled: false))
         try services.start()
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
                               responder: Application(services: services))
     }
 
-    /// The test deployment's LATCHKEY_KEY_ENCRYPTION_KEY (32 bytes; base64 `TestServer.keyEncryptionKeyBase64`).
-    static let keyEncryptionKey: [UInt8] = Array(0..<32)
-    static var keyEncryptionKeyBase64: String { Base64.encodeStandard(keyEncryptionKey) }
+    /// The test deployment's LATCHKEY_KEY_ENCRYPTION_KEY as the environment gives it (processes spawned by tests).
+    static var keyEncryptionKeyBase64: String { TestDatabase.keyEncryptionKeyText }
 
     var endpoint: Endpoint { Endpoint(port: port, rpId: rpId, origin: origin, adminKey: adminKey) }
     func client() -> Client { Client(endpoint) }
@@ -193,6 +227,7 @@ final class Client {
         }
         let challenge = try challengeBytes(options)
         var builder = authenticator.registration(challenge: challenge, rpId: endpoint.rpId, origin: endpoint.origin)
+        authenticator.userHandle = userHandle(options)
         builder.format = format
         change(&builder)
         return (options, try send("POST", "/v1/passkeys/registration/verify", body: builder.bytes()))
@@ -236,6 +271,9 @@ final class Client {
                  authorization: "Bearer \(endpoint.adminKey ?? "")")
     }
 }
+
+/// The creation options' `user.id`: what a passkey stores and returns as `userHandle` (SoftAuthenticator.userHandle).
+func userHandle(_ options: JSONValue) -> [UInt8]? { options["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) }
 
 func challengeBytes(_ options: JSONValue) throws -> [UInt8] {
     guard let text = options["challenge"]?.stringValue, let bytes = Base64URL.decode(text) else {

@@ -1,0 +1,187 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+import LatchkeyServer
+import Synchronization
+import Testing
+import WebAuthnTesting
+
+/// Issue 13, defect 1 — SPEC: "No input a client can send yields a 5xx or a crash." Every route of
+/// the route table (read from it, so a new route is swept too) gets NUL bytes, control characters,
+/// overlong and malformed values in each path parameter, each body member and the query, with the
+/// credentials that get it past authentication; every answer must be a 2xx or a 4xx problem with
+/// one of SPEC's codes. Then the cases the review found, each with its exact code.
+@Suite("No input yields a 5xx")
+struct InputSweepTests {
+    static let fixture = Result { try TestServer(name: "sweep") }
+    var server: TestServer { get throws { try Self.fixture.get() } }
+
+    static let codes: Set<String> = Set(ServiceError.Code.allCases.map(\.rawValue)).subtracting(["internal_error"])
+
+    /// Path segments as sent (percent-encoded on the wire).
+    static let segments: [String] = [
+        "%00", "a%00b", "AAAAAAAAAAAAAAAAAAAA%00A", "%01", "%1F", "%7F", "%C2%85", "%E2%80%AE", "%FF", "%FF%FE", "%C0%80",
+        "%2F", "..", "%2E%2E", "%25", "A%20B", "%F0%9F%98%80", String(repeating: "A", count: 3000),
+        "AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAA=", "https%3A%2F%2Fa%00.example",
+        "ios:ABCDE12345.com.example%00", "android:com.example%00",
+    ]
+
+    /// Values for body members: strings a parser hands on as they are, and every other JSON type.
+    static let values: [JSONValue] = [
+        "\u{0}", "a\u{0}b", "AAAAAAAAAAAAAAAAAAAA\u{0}A", "\u{1}", "\u{1F}", "\u{7F}", "\u{85}", "x\u{202E}y", "\u{FEFF}", "",
+        .string(String(repeating: "A", count: 5000)), .string(String(repeating: "é", count: 2000)), "https://a\u{0}.example",
+        .number(1e300), .number(-1), .number(0.5), true, .null, [], .object([]), ["\u{0}"], .object([("\u{0}", "\u{0}")]),
+    ]
+
+    static let id16 = Base64URL.encode([UInt8](repeating: 7, count: 16))
+    static let b32 = Base64URL.encode([UInt8](repeating: 9, count: 32))
+    static let action: JSONValue = .object([("type", "payment"), ("amount", 1)])
+
+    /// Every member a route reads, with a plausible value, so that one bad member at a time gets as
+    /// far into the route as it can.
+    static func base(_ suffix: String) -> [(key: String, value: JSONValue)] {
+        [("username", .string("sweep-\(suffix)")), ("displayName", "Sweep"), ("name", "Sweep"), ("keyId", .string(id16)),
+         ("action", action), ("challengeId", .string(b32)), ("signature", .string(b32)), ("deviceId", "device-1"),
+         ("publicKey", .string(Base64URL.encode([0x04] + [UInt8](repeating: 1, count: 64)))), ("platform", "ios"),
+         ("actionHash", .string(b32)), ("grant_type", "refresh_token"), ("refresh_token", "lkr_x"),
+         ("origin", .string("https://sweep-\(suffix).latchkey.test")), ("teamId", "ABCDE12345"), ("bundleId", "com.example.sweep"),
+         ("handleAllUrls", false)]
+    }
+    static let others = ["method", "credential", "attestation", "androidFingerprint", "appId", "packageName", "fingerprints"]
+
+    struct Probe: Sendable {
+        let method: String
+        let target: String
+        let body: [UInt8]
+        let authorization: String?
+        let contentType: String
+    }
+
+    /// Every probe for one route.
+    static func probes(method: String, pattern: String, user: String, admin: String, suffix: String) -> [Probe] {
+        let auth = pattern.hasPrefix("/admin/") ? admin : user
+        let hasParameters = pattern.contains("{")
+        func target(_ segment: String?) -> String {
+            pattern.split(separator: "/", omittingEmptySubsequences: false).map { part in
+                part.hasPrefix("{") ? (segment ?? "AAAAAAAAAAAAAAAAAAAAAA") : String(part)
+            }.joined(separator: "/")
+        }
+        var out: [Probe] = []
+        let takesBody = ["POST", "PATCH", "PUT"].contains(method)
+        let good = JSONValue.object(base(suffix)).serialized()
+        // Path parameters, with a plausible body where the route takes one.
+        if hasParameters {
+            for segment in segments {
+                out.append(Probe(method: method, target: target(segment), body: takesBody ? good : [], authorization: auth,
+                                 contentType: "application/json"))
+            }
+        }
+        // Queries (the audit log reads limit and before; others must ignore them).
+        for query in ["limit=%00&before=%00", "limit=-1&before=99999999999999999999999", "limit=1e400", "%00=%00"] {
+            out.append(Probe(method: method, target: target(nil) + "?" + query, body: [], authorization: auth, contentType: "application/json"))
+        }
+        guard takesBody else { return out }
+        // Body members, one bad value at a time: in a body that has every other member, and alone
+        // beside a valid action (so the branch that member selects is the one taken).
+        let names = base(suffix).map(\.key) + others
+        for name in names {
+            for value in values {
+                let full = JSONValue.object(base(suffix)).setting(name, value).serialized()
+                out.append(Probe(method: method, target: target(nil), body: full, authorization: auth, contentType: "application/json"))
+                if case .string = value {
+                    let alone = JSONValue.object([(name, value), ("action", action)]).serialized()
+                    out.append(Probe(method: method, target: target(nil), body: alone, authorization: auth, contentType: "application/json"))
+                }
+            }
+            // The action's members too.
+            let nested = JSONValue.object(base(suffix)).setting("action", .object([("type", .string("\u{0}")), (name, .string("\u{0}"))])).serialized()
+            out.append(Probe(method: method, target: target(nil), body: nested, authorization: auth, contentType: "application/json"))
+        }
+        // Form bodies (OAuth's /v1/token), and member names that are themselves bad.
+        for form in ["grant_type=refresh_token&refresh_token=%00", "grant_type=%00", "%00=%00", "grant_type=refresh_token&refresh_token=%FF"] {
+            out.append(Probe(method: method, target: target(nil), body: Array(form.utf8), authorization: auth,
+                             contentType: "application/x-www-form-urlencoded"))
+        }
+        out.append(Probe(method: method, target: target(nil), body: Array(#"{"\u0000":"\u0000","a\u0001":1}"#.utf8),
+                         authorization: auth, contentType: "application/json"))
+        return out
+    }
+
+    @Test("every route, every parameter and member, NUL / control / overlong / wrong type → never a 5xx")
+    func sweep() throws {
+        let server = try server
+        let client = server.client()
+        let session = try client.signUp(SoftAuthenticator(), username: server.username("sweeper"))
+        let routes = Application(services: server.services).routes
+        #expect(routes.count >= 25, "\(routes.count) routes")
+        let suffix = uniqueSuffix()
+        let all = routes.flatMap { Self.probes(method: $0.method, pattern: $0.pattern, user: session.bearer,
+                                               admin: "Bearer \(server.adminKey)", suffix: suffix) }
+        let endpoint = server.endpoint
+        let failures = Mutex<[String]>([])
+        let threads = 4
+        _ = onThreads(threads) { t, start in
+            start()
+            let c = Client(endpoint)
+            for probe in all.enumerated().filter({ $0.offset % threads == t }).map(\.element) {
+                let what = "\(probe.method) \(probe.target.prefix(120)) \(String(decoding: probe.body.prefix(160), as: UTF8.self))"
+                do {
+                    let reply = try c.send(probe.method, probe.target, body: probe.body, contentType: probe.contentType,
+                                           authorization: probe.authorization)
+                    let fine = (200..<300).contains(reply.status) || reply.status == 304
+                        || ((400..<500).contains(reply.status) && reply.isProblem && reply.code.map(Self.codes.contains) == true)
+                    if !fine { failures.withLock { $0.append("\(what) → \(reply)") } }
+                } catch {
+                    failures.withLock { $0.append("\(what) → transport error \(error)") }
+                    c.http.close()
+                }
+            }
+            return 0
+        }
+        let found = failures.withLock { $0 }
+        #expect(found.isEmpty, "\(found.count) of \(all.count) probes: \(found.prefix(20).joined(separator: "\n"))")
+    }
+
+    // MARK: The review's cases, each with its code
+
+    func expect(_ reply: Reply, _ status: Int, _ code: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(reply.status == status && reply.code == code && reply.isProblem, "\(reply)", sourceLocation: sourceLocation)
+    }
+
+    @Test("ids in the path that cannot be ids → 404 not_found")
+    func malformedPathIds() throws {
+        let server = try server
+        let client = server.client()
+        let session = try client.signUp(SoftAuthenticator(), username: server.username("ids"))
+        for segment in ["%00", "a%00b", "%01", String(repeating: "A", count: 3000), "AAAAAAAAAAAAAAAAAAAAA", "%FF"] {
+            expect(try client.send("DELETE", "/v1/device-keys/\(segment)", authorization: session.bearer), 404, "not_found")
+            expect(try client.get("/v1/step-up/receipts/\(segment)", authorization: session.bearer), 404, "not_found")
+            expect(try client.send("DELETE", "/v1/passkeys/\(segment)", authorization: session.bearer), 404, "not_found")
+            expect(try client.send("PATCH", "/v1/passkeys/\(segment)", body: JSONValue.object([("name", "n")]).serialized(),
+                                   authorization: session.bearer), 404, "not_found")
+            let admin = "Bearer \(server.adminKey)"
+            expect(try client.send("DELETE", "/admin/v1/origins/\(segment)", authorization: admin), 404, "not_found")
+            expect(try client.get("/admin/v1/step-up/receipts/\(segment)", authorization: admin), 404, "not_found")
+        }
+    }
+
+    @Test("strings with NUL or control characters in bodies → 400 invalid_request")
+    func controlCharactersInBodies() throws {
+        let server = try server
+        let client = server.client()
+        let session = try client.signUp(SoftAuthenticator(), username: server.username("strings"))
+        for bad in ["\u{0}", "a\u{0}", "\u{1}", "\u{7F}"] {
+            expect(try client.post("/v1/step-up/challenges", .object([("keyId", .string(bad)), ("action", Self.action)]),
+                                   authorization: session.bearer), 400, "invalid_request")
+            expect(try client.registrationOptions(username: "u\(bad)"), 400, "invalid_request")
+            expect(try client.post("/v1/passkeys/authentication/options", .object([("username", .string("u\(bad)"))])),
+                   400, "invalid_request")
+            let admin = "Bearer \(server.adminKey)"
+            expect(try client.post("/admin/v1/users/ext\(bad == "\u{0}" ? "%00" : "%01")/enrolment-tickets",
+                                   .object([("username", "ticketed")]), authorization: admin), 400, "invalid_request")
+            expect(try client.post("/admin/v1/origins", .object([("origin", .string("https://a\(bad).example"))]), authorization: admin),
+                   400, "invalid_request")
+        }
+    }
+}
