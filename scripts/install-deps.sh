@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Latchkey needs to build, test and run on Debian 12, only when missing:
-# the C libraries it links (OpenSSL 3, libcbor, libpq, libmicrohttpd, libcurl for `mds fetch`), pkg-config, PostgreSQL,
+# the C libraries it links (OpenSSL 3, libcbor, libpq, libmicrohttpd, libcurl over OpenSSL for webhooks and `mds fetch`), pkg-config, PostgreSQL,
 # and python3 (the CLI vector check). The Swift 6 toolchain must already be installed
 # (/opt/swift on this project's machines); it is not in Debian's archive.
 # Arguments: more Debian packages to install when missing (Tests/Browser/run.sh: chromium, …).

@@ -155,8 +155,25 @@ async function api(method, path, { body, auth = false, token = null, retry = tru
   if (response.status === 204) return null;
   let json = null;
   try { json = await response.json(); } catch { json = null; }
+  if (json && Array.isArray(json.signals)) json.signals.forEach(passSignal);
+  if (json && !response.ok && json.signal) passSignal(json.signal);
   if (!response.ok) throw new ApiError(json || {}, response.status, response.headers.get('Retry-After'));
   return json;
+}
+
+/**
+ * WebAuthn's Signal API: hands the server's view of this account's passkeys to the browser's
+ * passkey provider (drop an unknown credential, keep only the accepted ones, show the current
+ * names). Only the three known methods, only where the browser has them, and never an error:
+ * a provider that refuses is not the user's problem.
+ */
+const SIGNAL_METHODS = ['signalUnknownCredential', 'signalAllAcceptedCredentials', 'signalCurrentUserDetails'];
+function passSignal(signal) {
+  try {
+    if (!signal || !SIGNAL_METHODS.includes(signal.method) || typeof signal.options !== 'object') return;
+    if (typeof PublicKeyCredential === 'undefined' || typeof PublicKeyCredential[signal.method] !== 'function') return;
+    Promise.resolve(PublicKeyCredential[signal.method](signal.options)).catch(() => {});
+  } catch (e) { /* feature missing or refused: nothing to do */ }
 }
 
 /** Rotates the refresh token once, however many calls hit 401 together. */

@@ -2,6 +2,16 @@
 #define LATCHKEY_CCURL_SHIM_H
 #include <curl/curl.h>
 
+// curl_easy_setopt and curl_easy_getinfo are C variadics, which Swift cannot call: one typed
+// wrapper per argument kind.
+static inline CURLcode latchkey_curl_setopt_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode latchkey_curl_setopt_string(CURL *h, CURLoption o, const char *v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode latchkey_curl_setopt_pointer(CURL *h, CURLoption o, void *v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode latchkey_curl_setopt_slist(CURL *h, CURLoption o, struct curl_slist *v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode latchkey_curl_setopt_offset(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
+typedef size_t (*latchkey_curl_write_fn)(char *data, size_t size, size_t count, void *context);
+static inline CURLcode latchkey_curl_setopt_write(CURL *h, latchkey_curl_write_fn f) { return curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, f); }
+static inline CURLcode latchkey_curl_response_code(CURL *h, long *code) { return curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code); }
 // curl_easy_setopt / curl_easy_getinfo are C variadics, which Swift cannot call: one typed
 // wrapper per argument type.
 static inline CURLcode shim_curl_setopt_string(CURL *c, CURLoption o, const char *v) { return curl_easy_setopt(c, o, v); }

@@ -66,6 +66,21 @@ public struct Configuration: Sendable {
     public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 4
     public var workers = 1
+    /// `LATCHKEY_WEBHOOK_MAX_AGE`: seconds after an event's creation its deliveries are retried.
+    public var webhookMaxAge = 259_200
+    /// `LATCHKEY_HINTS`: copied into every options body as `hints` (WebAuthn L3 §5.4 / §5.5).
+    public var hints: [String] = []
+    /// `LATCHKEY_OUTBOX_SENDERS`: deliveries this instance sends at once (0: it sends none; others do).
+    public var outboxSenders = 8
+    /// `LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY`: deliveries one endpoint gets at once from this instance.
+    public var webhookEndpointConcurrency = 2
+    /// `LATCHKEY_WEBHOOK_RETRY_BASE`: seconds before the first retry (before jitter); doubles per attempt.
+    public var webhookRetryBase = 5.0
+    /// `LATCHKEY_OUTBOX_LEASE`: seconds a claimed delivery stays this instance's (longer than a send
+    /// can take, so no two instances hold one delivery at once); a killed instance's claims come back after it.
+    public var outboxLease = 30.0
+    /// Outgoing webhook timeout (SPEC: 10 s). The lease must stay well above it.
+    public var webhookTimeout = 10
     /// `LATCHKEY_MDS_BLOB`: the FIDO MDS3 BLOB file; nil: metadata off.
     public var mdsBlobPath: String? = nil
     /// `LATCHKEY_MDS_ROOT`: PEM with the BLOB's signing root; nil: the shipped FIDO Alliance root.
@@ -167,6 +182,25 @@ public struct Configuration: Sendable {
                 throw Invalid(description: "LATCHKEY_ATTESTATION must be none, indirect, direct or enterprise")
             }
             c.attestation = conveyance
+        }
+        if let n = try int("LATCHKEY_WEBHOOK_MAX_AGE", 1...(30 * 86400)) { c.webhookMaxAge = n }
+        if let v = env["LATCHKEY_HINTS"], !v.isEmpty {
+            c.hints = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
+            for hint in c.hints where !["security-key", "client-device", "hybrid"].contains(hint) {
+                throw Invalid(description: "LATCHKEY_HINTS: \(hint) is not security-key, client-device or hybrid")
+            }
+        }
+        if let n = try int("LATCHKEY_OUTBOX_SENDERS", 0...256) { c.outboxSenders = n }
+        if let n = try int("LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY", 1...64) { c.webhookEndpointConcurrency = n }
+        if let v = env["LATCHKEY_WEBHOOK_RETRY_BASE"] {
+            guard let d = Double(v), d >= 0.05, d <= 3600 else { throw Invalid(description: "LATCHKEY_WEBHOOK_RETRY_BASE must be 0.05…3600 seconds") }
+            c.webhookRetryBase = d
+        }
+        if let v = env["LATCHKEY_OUTBOX_LEASE"] {
+            guard let d = Double(v), d >= Double(c.webhookTimeout) + 2, d <= 3600 else {
+                throw Invalid(description: "LATCHKEY_OUTBOX_LEASE must be \(c.webhookTimeout + 2)…3600 seconds (longer than a delivery's timeout)")
+            }
+            c.outboxLease = d
         }
         if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
             c.keyEncryptionKey = try KeyEncryptionKey.parse(v, name: "LATCHKEY_KEY_ENCRYPTION_KEY", readFile: readWholeFile)

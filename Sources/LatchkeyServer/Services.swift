@@ -10,6 +10,9 @@ import Synchronization
 ///     routes ─▶ PasskeyService ─┬─▶ PasskeyAssertion ─▶ accounts
 ///               StepUpService ──┘        SessionService ─▶ sessions, TokenSigner ─▶ keys
 ///               AdminService ─▶ config, audit, accounts   WellKnownService ─▶ config
+///               WebhookService ─▶ webhooks, outbox, SecretSealer; its OutboxWorker sends (channel `webhook`)
+///     every service that makes a reported change builds its OutboxEvents and hands them to the
+///     repository call that makes it (one transaction).
 public final class Services: Sendable {
     public let configuration: Configuration
     public let database: Database
@@ -24,6 +27,9 @@ public final class Services: Sendable {
     public let stepUp: StepUpService
     public let wellKnown: WellKnownService
     public let admin: AdminService
+    public let webhooks: WebhookService
+    /// Builds every outbox event (ids, give-up age); services hand them to their repository calls.
+    public let events: OutboxEvents
     let attestationTrust: AttestationTrust
     /// Authenticator metadata (FIDO MDS3), per instance, in memory.
     public let metadata: MetadataStore
@@ -41,22 +47,25 @@ public final class Services: Sendable {
                              configuration: configuration, runtime: runtime)
         origins = OriginCache(config: database.config)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
+        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
-                                  configuration: configuration, runtime: runtime, revoked: revokedSessions)
+                                  configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime)
-        let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(),
+        let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
-                                  configuration: configuration, runtime: runtime)
+                                  events: events, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
-                               signer: signer, assertion: assertion, origins: origins, trust: attestationTrust,
+                               signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
                                configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
-                             wellKnown: wellKnown, sessions: sessions, configuration: configuration, runtime: runtime)
+                             wellKnown: wellKnown, sessions: sessions, events: events, configuration: configuration, runtime: runtime)
+        webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
+                                  metrics: metrics, configuration: configuration, runtime: runtime)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
@@ -93,6 +102,10 @@ public final class Services: Sendable {
     ///    its files are watched; `SIGHUP` reloads at once (`metadata.reload()`).
     public func loadMetadata() { metadata.startWatching() }
 
+    /// 8. This instance's outbox senders (LATCHKEY_OUTBOX_SENDERS, 0: none): webhook deliveries
+    ///    claimed with SKIP LOCKED leases, sent, and recorded (see OutboxWorker).
+    public func startOutbox() { webhooks.start() }
+
     /// All of them, in order.
     public func start() throws {
         _ = try migrate()
@@ -102,6 +115,7 @@ public final class Services: Sendable {
         startChangeFeed()
         try startRevocationFeed()
         loadMetadata()
+        startOutbox()
     }
 
     /// True while the change feed is connected.
@@ -113,12 +127,14 @@ public final class Services: Sendable {
     public func stop() {
         changeFeed.withLock { $0?.stop(); $0 = nil }
         revokedSessions.stop()
+        webhooks.stop()
         metadata.stopWatching()
     }
 
     deinit {
         changeFeed.withLock { $0?.stop() }
         revokedSessions.stop()
+        webhooks.stop()
         metadata.stopWatching()
     }
 }

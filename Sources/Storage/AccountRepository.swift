@@ -80,8 +80,10 @@ public final class AccountRepository: Sendable {
 
     /// The user an app backend knows as `externalId`, created from `candidate` on first use.
     /// A candidate whose username is taken → `.conflict(.usernameTaken)`.
-    public func upsertExternalUser(externalId: String, candidate: UserRecord) throws(StorageError) -> (UserRecord, created: Bool) {
-        try pool.run { c in
+    /// `events` are written only when the user is created here (same transaction).
+    public func upsertExternalUser(externalId: String, candidate: UserRecord,
+                                   events: [OutboxEvent] = []) throws(StorageError) -> (UserRecord, created: Bool) {
+        try pool.runTransaction { c in
             let select: SQL = "SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE external_id = \(externalId)"
             if let existing = try c.query(select).first { return (try AccountRepository.user(existing), false) }
             let rows = try c.query("""
@@ -91,6 +93,7 @@ public final class AccountRepository: Sendable {
                 """)
             // Lost a race with another first use: theirs stands.
             if rows.isEmpty, let existing = try c.query(select).first { return (try AccountRepository.user(existing), false) }
+            try OutboxRepository.write(events, on: c)
             return (candidate, true)
         }
     }
@@ -118,11 +121,11 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// One transaction: the new user (for a new account), the credential, the session and the
-    /// audit line. Either all exist afterwards or none does: a taken username →
+    /// One transaction: the new user (for a new account), the credential, the session, the
+    /// audit line and the outbox `events`. Either all exist afterwards or none does: a taken username →
     /// `.conflict(.usernameTaken)`, a known credential id → `.conflict(.credentialExists)`.
     public func register(newUser: UserRecord?, credential: CredentialRecord, session: NewSession,
-                         audit: AuditRecord) throws(StorageError) {
+                         audit: AuditRecord, events: [OutboxEvent] = []) throws(StorageError) {
         try pool.runTransaction { t in
             if let u = newUser {
                 try t.execute("""
@@ -138,7 +141,7 @@ public final class AccountRepository: Sendable {
                         \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
                         \(credential.attestationFormat), \(credential.attestationType), \(credential.name))
                 """)
-            try SessionRepository.start(session, recording: nil, audit: [audit], on: t)
+            try SessionRepository.start(session, recording: nil, audit: [audit], events: events, on: t)
         }
     }
 
@@ -146,9 +149,10 @@ public final class AccountRepository: Sendable {
     /// the credential does not exist, `.conflict(.signCountRegression)` when the compare-and-set
     /// refused it (nothing is written then).
     @discardableResult
-    public func recordUse(_ use: CredentialUse, audit: [AuditRecord]) throws(StorageError) -> RecordedUse {
+    public func recordUse(_ use: CredentialUse, audit: [AuditRecord], events: [OutboxEvent] = []) throws(StorageError) -> RecordedUse {
         try pool.run { c in
-            let statement = SQL.with([("cred", AccountRepository.recording(use))] + AuditRepository.cte(audit, onlyIf: "cred"),
+            let statement = SQL.with([("cred", AccountRepository.recording(use))] + AuditRepository.cte(audit, onlyIf: "cred")
+                                     + OutboxRepository.ctes(events, onlyIf: "cred"),
                                      AccountRepository.recordedOrWhy(use))
             return try AccountRepository.recorded(try c.query(statement)[0])
         }
@@ -192,39 +196,45 @@ public final class AccountRepository: Sendable {
 
     /// Marks a credential as a possible clone (sign count regression refused under a `reject`
     /// policy), with its audit line, in one statement; `.notFound` when there is no such credential.
-    public func flag(credentialId: [UInt8], audit: AuditRecord) throws(StorageError) {
+    public func flag(credentialId: [UInt8], audit: AuditRecord, events: [OutboxEvent] = []) throws(StorageError) {
         try pool.run { c in
             let statement = SQL.with([("f", "UPDATE credentials SET flagged = true WHERE id = \(credentialId) RETURNING id"),
-                                      ("audit", AuditRepository.insert([audit], onlyIf: "f"))],
+                                      ("audit", AuditRepository.insert([audit], onlyIf: "f"))] + OutboxRepository.ctes(events, onlyIf: "f"),
                                      "SELECT id FROM f")
             guard !(try c.query(statement)).isEmpty else { throw StorageError.notFound }
         }
     }
 
-    /// nil when the user has no such live credential.
-    public func rename(userId: String, credentialId: [UInt8], name: String) throws(StorageError) -> CredentialRecord? {
-        try pool.run { c in
-            try c.query("""
+    /// nil when the user has no such live credential. `events(renamed)` are written in the same transaction.
+    public func rename(userId: String, credentialId: [UInt8], name: String,
+                       events: (CredentialRecord) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> CredentialRecord? {
+        try pool.runTransaction { t in
+            guard let record = try t.query("""
                 UPDATE credentials SET name = \(name) WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
                 RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
-                """).first.map(AccountRepository.credential)
+                """).first.map(AccountRepository.credential) else { return nil }
+            try OutboxRepository.write(events(record), on: t)
+            return record
         }
     }
 
     /// Revokes the user's live credential and, in the same transaction, every live session it began
     /// (SPEC "Sessions"), with `audit`. Returns the ids of those sessions, or nil when the user has
     /// no such live credential (nothing written then).
-    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord) throws(StorageError) -> [String]? {
+    /// `events(revoked credential, ended session ids)` are written in the same transaction.
+    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord,
+                       events: (CredentialRecord, [String]) -> [OutboxEvent] = { _, _ in [] }) throws(StorageError) -> [String]? {
         try pool.runTransaction { t in
-            let n = try t.execute("""
+            guard let revoked = try t.query("""
                 UPDATE credentials SET revoked_at = now() WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
-                """)
-            guard n > 0 else { return nil }
+                RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
+                """).first.map(AccountRepository.credential) else { return nil }
             let ended = try t.query("""
                 UPDATE refresh_families SET revoked_at = now()
                 WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL RETURNING id
                 """).map { try $0.string("id") }
             try AuditRepository.write([audit], on: t)
+            try OutboxRepository.write(events(revoked, ended), on: t)
             return ended
         }
     }

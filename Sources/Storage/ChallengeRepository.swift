@@ -63,20 +63,25 @@ public final class ChallengeRepository: Sendable {
     }
 
     /// A login's first round trip: consumes the challenge (whatever its kind: the caller checks)
-    /// and fetches the live credential with its owner (nil when unknown or revoked) in one statement.
+    /// and fetches the live credential with its owner (nil when unknown or revoked) in one statement,
+    /// with the ids of every live credential of that owner, oldest first (the Signal API's
+    /// `allAcceptedCredentialIds`; empty without a credential).
     public func consumeForLogin(hash: [UInt8], credentialId: [UInt8]) throws(StorageError)
-        -> (StoredChallenge?, (CredentialRecord, UserRecord)?) {
+        -> (StoredChallenge?, (CredentialRecord, UserRecord)?, accepted: [[UInt8]]) {
         try pool.run { c in
             let rows = try c.query("""
                 WITH ch AS (DELETE FROM challenges WHERE hash = \(hash) RETURNING \(unsafeRaw: ChallengeRepository.columns))
-                SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, \(unsafeRaw: AccountRepository.loginColumns)
+                SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, \(unsafeRaw: AccountRepository.loginColumns),
+                       (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a
+                        WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted
                 FROM ch LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
                         LEFT JOIN users u ON u.id = c.user_id
                 """)
-            guard let r = rows.first else { return (nil, nil) }
+            guard let r = rows.first else { return (nil, nil, []) }
             let challenge = try ChallengeRepository.challenge(r)
-            guard try !r.isNull("id") else { return (challenge, nil) }
-            return (challenge, try AccountRepository.login(r))
+            guard try !r.isNull("id") else { return (challenge, nil, []) }
+            let accepted = (try r.optionalString("accepted") ?? "").split(separator: ",").compactMap { hexBytes($0) }
+            return (challenge, try AccountRepository.login(r), accepted)
         }
     }
 
@@ -96,4 +101,26 @@ public final class ChallengeRepository: Sendable {
         return StoredChallenge(kind: kind, userId: try r.optionalString("bound_user"), rpId: try r.string("rp_id"),
                                state: try r.bytes("state"), expired: try r.bool("expired"))
     }
+}
+
+/// Bytes from lower-case hex (PostgreSQL's `encode(…, 'hex')`); nil when malformed.
+func hexBytes(_ text: Substring) -> [UInt8]? {
+    let digits = Array(text.utf8)
+    guard digits.count % 2 == 0 else { return nil }
+    func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+    var out: [UInt8] = []
+    out.reserveCapacity(digits.count / 2)
+    var i = 0
+    while i < digits.count {
+        guard let h = nibble(digits[i]), let l = nibble(digits[i + 1]) else { return nil }
+        out.append(h << 4 | l)
+        i += 2
+    }
+    return out
 }

@@ -35,6 +35,10 @@ public final class Database: Sendable {
     public let audit: AuditRepository
     /// Token signing keys, server secrets.
     public let keys: KeyRepository
+    /// Events written with the changes they report, and their deliveries (webhooks; mail next).
+    public let outbox: OutboxRepository
+    /// Webhook endpoints (their deliveries are outbox deliveries on channel `webhook`).
+    public let webhooks: WebhookRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -59,6 +63,8 @@ public final class Database: Sendable {
         config = ConfigRepository(pool: pool, listenURL: listen)
         audit = AuditRepository(pool: pool)
         keys = KeyRepository(pool: pool)
+        outbox = OutboxRepository(pool: pool)
+        webhooks = WebhookRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -59,8 +59,10 @@ public final class DeviceKeyRepository: Sendable {
     /// Stores a device key; a live key for the same (user, device) is revoked and points at the
     /// new one, in the same transaction (re-enrolment after a biometry change), with the audit
     /// line `audit(replacedKeyId)`.
-    /// Returns nil, writing nothing, when the gate is not (or no longer) valid.
+    /// Returns nil, writing nothing, when the gate is not (or no longer) valid. `events(new, replaced)`
+    /// are written in the same transaction.
     public func enrol(_ key: NewDeviceKey, gate: EnrolmentGate,
+                      events: (DeviceKeyRecord, DeviceKeyRecord?) -> [OutboxEvent] = { _, _ in [] },
                       audit: (String?) -> AuditRecord) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
         try pool.runTransaction { t in
             let opened: [Row]
@@ -81,8 +83,9 @@ public final class DeviceKeyRepository: Sendable {
             guard !opened.isEmpty else { return nil }
             let old = try t.query("""
                 UPDATE device_keys SET revoked_at = now(), replaced_by = \(key.id)
-                WHERE user_id = \(key.userId) AND device_id = \(key.deviceId) AND revoked_at IS NULL RETURNING id
-                """).first.map { try $0.string("id") }
+                WHERE user_id = \(key.userId) AND device_id = \(key.deviceId) AND revoked_at IS NULL
+                RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
+                """).first.map(DeviceKeyRepository.deviceKey)
             let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
             let row = try t.query("""
                 INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, attestation,
@@ -92,8 +95,10 @@ public final class DeviceKeyRepository: Sendable {
                         \(key.appAttestCounter))
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
                 """)[0]
-            try AuditRepository.write([audit(old)], on: t)
-            return (try DeviceKeyRepository.deviceKey(row), old)
+            try AuditRepository.write([audit(old?.id)], on: t)
+            let record = try DeviceKeyRepository.deviceKey(row)
+            try OutboxRepository.write(events(record, old), on: t)
+            return (record, old?.id)
         }
     }
 
@@ -114,12 +119,18 @@ public final class DeviceKeyRepository: Sendable {
         }
     }
 
-    /// False when the user has no such live key (no audit line then).
-    public func revoke(userId: String, id: String, audit: AuditRecord) throws(StorageError) -> Bool {
+    /// False when the user has no such live key (no audit line, no events then). `events(revoked)`
+    /// are written in the same transaction.
+    public func revoke(userId: String, id: String, audit: AuditRecord,
+                       events: (DeviceKeyRecord) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
-            let n = try t.execute("UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL")
-            if n > 0 { try AuditRepository.write([audit], on: t) }
-            return n > 0
+            guard let revoked = try t.query("""
+                UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL
+                RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
+                """).first.map(DeviceKeyRepository.deviceKey) else { return false }
+            try AuditRepository.write([audit], on: t)
+            try OutboxRepository.write(events(revoked), on: t)
+            return true
         }
     }
 
@@ -133,7 +144,7 @@ public final class DeviceKeyRepository: Sendable {
     /// stored in the same statement: only a counter above the stored one is accepted, so two
     /// assertions with one counter can never both pass (returns false for the loser, as for a revoked key).
     public func insertReceipt(_ r: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64? = nil,
-                              credentialUse: CredentialUse?, audit: [AuditRecord]) throws(StorageError) -> Bool {
+                              credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent] = []) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             if let liveDeviceKeyId {
                 let live = try t.query("""
@@ -157,6 +168,7 @@ public final class DeviceKeyRepository: Sendable {
                         \(r.tokenExpiresAt))
                 """)
             try AuditRepository.write(audit, on: t)
+            try OutboxRepository.write(events, on: t)
             return true
         }
     }

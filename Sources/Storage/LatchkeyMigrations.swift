@@ -37,6 +37,9 @@ public enum LatchkeyMigrations {
         // Issue 13: signing keys sealed at rest (AES-256-GCM envelope); plaintext PEM only until sealed.
         File(version: 7, name: "signing keys encrypted at rest", file: "0007_encrypted_keys.sql",
              sql: PackageResources._007_encrypted_keys_sql),
+        // Issue 12: the outbox (events written with the change they report, fanned out to webhook
+        // deliveries claimed with SKIP LOCKED and leases) and webhook endpoints.
+        File(version: 8, name: "outbox and webhooks", file: "0008_outbox.sql", sql: PackageResources._008_outbox_sql),
     ]
 
     /// `all` as PostgreSQL.Migrator takes them.

@@ -69,13 +69,13 @@ public final class SessionRepository: Sendable {
     /// credential as the use left it (nil without a use).
     @discardableResult
     public func start(_ session: NewSession, recording use: CredentialUse? = nil,
-                      audit: [AuditRecord] = []) throws(StorageError) -> RecordedUse? {
-        try pool.run { c in try SessionRepository.start(session, recording: use, audit: audit, on: c) }
+                      audit: [AuditRecord] = [], events: [OutboxEvent] = []) throws(StorageError) -> RecordedUse? {
+        try pool.run { c in try SessionRepository.start(session, recording: use, audit: audit, events: events, on: c) }
     }
 
     /// `start` on `connection` (also inside `AccountRepository.register`'s transaction).
     @discardableResult
-    static func start(_ session: NewSession, recording use: CredentialUse?, audit: [AuditRecord],
+    static func start(_ session: NewSession, recording use: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent] = [],
                       on connection: PostgresConnection) throws -> RecordedUse? {
         // The family's row source: the recorded credential when there is one, so a use and its
         // session are written together or not at all.
@@ -93,6 +93,7 @@ public final class SessionRepository: Sendable {
                    SELECT \(session.refreshHash), fam.id, now() + make_interval(secs => \(session.ttlSeconds)) FROM fam RETURNING hash
                    """)]
             + AuditRepository.cte(audit, onlyIf: "tok")
+            + OutboxRepository.ctes(events, onlyIf: "tok")
         guard let use else {
             guard !(try connection.query(SQL.with(ctes, "SELECT hash FROM tok"))).isEmpty else { throw StorageError.notFound }
             return nil
@@ -104,7 +105,9 @@ public final class SessionRepository: Sendable {
     /// must be live (a revoked session's tokens are `.invalid`). A token presented a second time
     /// revokes its whole family (RFC 9700 §4.14.2) and writes `onReuse(userId)` in the same
     /// transaction. The session's `auth_time` comes back unchanged; `last_used_at` moves.
+    /// `reuseEvents(userId, familyId)` are written with the reuse's revocation.
     public func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int,
+                       reuseEvents: (String, String) -> [OutboxEvent] = { _, _ in [] },
                        onReuse: (String) -> AuditRecord) throws(StorageError) -> RefreshOutcome {
         try pool.runTransaction { t in
             let used = try t.query("""
@@ -133,6 +136,7 @@ public final class SessionRepository: Sendable {
                 """)
             if let row = reused.first {
                 try AuditRepository.write([onReuse(try row.string("user_id"))], on: t)
+                try OutboxRepository.write(reuseEvents(try row.string("user_id"), try row.string("id")), on: t)
                 return .reused(familyId: try row.string("id"))
             }
             return .invalid
@@ -156,10 +160,10 @@ public final class SessionRepository: Sendable {
     }
 
     /// Revokes one live session of the user (`familyId`), or all of them (nil); returns the ids
-    /// revoked (empty: none of the user's sessions matched).
+    /// revoked (empty: none of the user's sessions matched), with `events(ids)` in the same transaction.
     @discardableResult
-    public func revoke(userId: String, familyId: String?) throws(StorageError) -> [String] {
-        try pool.run { c in
+    public func revoke(userId: String, familyId: String?, events: ([String]) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> [String] {
+        try pool.runTransaction { c in
             let rows: [Row]
             if let familyId {
                 rows = try c.query("""
@@ -169,7 +173,9 @@ public final class SessionRepository: Sendable {
             } else {
                 rows = try c.query("UPDATE refresh_families SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id")
             }
-            return try rows.map { try $0.string("id") }
+            let ids = try rows.map { try $0.string("id") }
+            if !ids.isEmpty { try OutboxRepository.write(events(ids), on: c) }
+            return ids
         }
     }
 

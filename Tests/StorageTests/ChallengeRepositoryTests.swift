@@ -49,13 +49,14 @@ import Testing
         let (user, credential) = try s.registered(signCount: 3)
         let hash = Fixture.bytes()
         try s.database.challenges.insert(hash: hash, kind: .authentication, userId: nil, rpId: "example.com", state: [9, 9], ttlSeconds: 60)
-        let (challenge, login) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
+        let (challenge, login, accepted) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
+        #expect(accepted == [credential.id], "the owner's live credentials, for the Signal API")
         #expect(challenge == StoredChallenge(kind: .authentication, userId: nil, rpId: "example.com", state: [9, 9], expired: false))
         let (foundCredential, foundUser) = try #require(login)
         #expect(foundUser == user)
         #expect(foundCredential.id == credential.id && foundCredential.userId == user.id && foundCredential.signCount == 3)
         // Used up: the second round finds neither.
-        let (again, noLogin) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
+        let (again, noLogin, _) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
         #expect(again == nil && noLogin == nil)
     }
 
@@ -66,7 +67,7 @@ import Testing
         for credentialId in [Fixture.bytes(16), credential.id] {
             let hash = Fixture.bytes()
             try s.database.challenges.insert(hash: hash, kind: .authentication, userId: user.id, rpId: "example.com", state: [1], ttlSeconds: 60)
-            let (challenge, login) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credentialId)
+            let (challenge, login, _) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credentialId)
             #expect(challenge?.userId == user.id)
             #expect(login == nil)
         }

@@ -19,6 +19,8 @@ enum AuditAction: String, Sendable {
     case deviceKeyEnrolled = "device_key.enrolled"
     case deviceKeyRevoked = "device_key.revoked"
     case stepUpApproved = "step_up.approved"
+    case webhookCreated = "webhook.created"
+    case webhookDeleted = "webhook.deleted"
 }
 
 /// Who did it, when it was not the signed-in user.

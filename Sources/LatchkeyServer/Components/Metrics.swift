@@ -1,3 +1,4 @@
+import Storage
 import Synchronization
 
 /// Prometheus text-format metrics (exposition format 0.0.4): requests by route and status with a
@@ -32,6 +33,7 @@ public final class Metrics: Sendable {
         var requests: [String: UInt64] = [:]            // "route|method|status"
         var latency: [String: Histogram] = [:]          // route
         var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
+        var deliveries: [String: UInt64] = [:]          // "type|outcome"
     }
 
     private let state = Mutex(State())
@@ -51,7 +53,15 @@ public final class Metrics: Sendable {
         state.withLock { $0.ceremonies["\(ceremony)|\(outcome)", default: 0] += 1 }
     }
 
-    public func render(pool: (open: Int, inUse: Int, waiting: Int)) -> String {
+    /// One webhook attempt's outcome: `delivered`, `retry` or `failed` (given up). `type` is an event
+    /// type; anything else is counted as `other`, so the label set stays bounded.
+    public func observeDelivery(type: String, outcome: String) {
+        let t = EventType(rawValue: type) != nil ? type : "other"
+        let o = ["delivered", "retry", "failed"].contains(outcome) ? outcome : "other"
+        state.withLock { $0.deliveries["\(t)|\(o)", default: 0] += 1 }
+    }
+
+    public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil) -> String {
         let s = state.withLock { $0 }
         var out = "# HELP latchkey_http_requests_total HTTP requests by route, method and status.\n# TYPE latchkey_http_requests_total counter\n"
         for (key, n) in s.requests.sorted(by: { $0.key < $1.key }) {
@@ -76,6 +86,26 @@ public final class Metrics: Sendable {
         out += "latchkey_db_pool_connections{state=\"open\"} \(pool.open)\n"
         out += "latchkey_db_pool_connections{state=\"in_use\"} \(pool.inUse)\n"
         out += "latchkey_db_pool_waiting \(pool.waiting)\n"
+        out += "# HELP latchkey_webhook_deliveries_total Webhook delivery attempts by event type and outcome (delivered, retry, failed = given up).\n"
+        out += "# TYPE latchkey_webhook_deliveries_total counter\n"
+        for (key, n) in s.deliveries.sorted(by: { $0.key < $1.key }) {
+            let p = key.split(separator: "|")
+            out += "latchkey_webhook_deliveries_total{type=\"\(p[0])\",outcome=\"\(p[1])\"} \(n)\n"
+        }
+        if let outbox {
+            // Every channel this deployment has, even when empty.
+            var byChannel = Dictionary(uniqueKeysWithValues: outbox.map { ($0.channel, $0) })
+            if byChannel[OutboxRepository.webhookChannel] == nil {
+                byChannel[OutboxRepository.webhookChannel] = OutboxDepth(channel: OutboxRepository.webhookChannel, pending: 0, oldestPendingSeconds: 0)
+            }
+            out += "# HELP latchkey_outbox_depth Outbox deliveries not yet delivered or given up, by channel.\n# TYPE latchkey_outbox_depth gauge\n"
+            for d in byChannel.values.sorted(by: { $0.channel < $1.channel }) { out += "latchkey_outbox_depth{channel=\"\(d.channel)\"} \(d.pending)\n" }
+            out += "# HELP latchkey_outbox_oldest_pending_seconds Age of the oldest pending delivery's event, by channel.\n"
+            out += "# TYPE latchkey_outbox_oldest_pending_seconds gauge\n"
+            for d in byChannel.values.sorted(by: { $0.channel < $1.channel }) {
+                out += "latchkey_outbox_oldest_pending_seconds{channel=\"\(d.channel)\"} \(d.oldestPendingSeconds)\n"
+            }
+        }
         return out
     }
 }

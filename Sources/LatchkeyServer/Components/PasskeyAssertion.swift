@@ -9,6 +9,7 @@ import WebAuthn
 struct PasskeyAssertion: Sendable {
     let accounts: AccountRepository
     let keyCache: CredentialKeyCache
+    let events: OutboxEvents
     /// LATCHKEY_SIGN_COUNT_POLICY as the storing statement's compare-and-set applies it.
     let onRegression: CredentialUse.OnRegression
 
@@ -19,6 +20,11 @@ struct PasskeyAssertion: Sendable {
         let use: CredentialUse
         /// Audit detail every record of this use carries.
         let auditDetail: [(key: String, value: JSONValue)]
+        /// The counter stored before this use (for `passkey.clone_suspected`).
+        let storedSignCount: Int64
+        /// What storing this use reports (SPEC "Events"): a suspected clone (let through by the `flag`
+        /// policy), a changed backup eligibility.
+        let events: [OutboxEvent]
     }
 
     /// Steps 5–6 (allowed credential, user handle) then the signature and counter with the cached
@@ -36,7 +42,9 @@ struct PasskeyAssertion: Sendable {
             if error.code == .signCountRegression {
                 // §7.2 step 22: a possible clone. The refusal stands even if recording it fails.
                 try? accounts.flag(credentialId: credential.id, audit: AuditRecord(
-                    .passkeyFlagged, actor: AuditActor.server, subject: user.id, detail: [("reason", "sign_count_regression")]))
+                    .passkeyFlagged, actor: AuditActor.server, subject: user.id, detail: [("reason", "sign_count_regression")]),
+                    events: [events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,
+                                                   receivedSignCount: Int64(checked.parsed.authenticatorData.signCount))])
             }
             throw ServiceError(error)
         }
@@ -46,16 +54,29 @@ struct PasskeyAssertion: Sendable {
         if verified.cloneWarning { detail.append(("signCountRegression", true)) }
         let use = CredentialUse(credentialId: credential.id, userId: user.id, signCount: Int64(verified.newSignCount),
                                 backedUp: verified.backedUp, cloneWarning: verified.cloneWarning, onRegression: onRegression)
-        return Outcome(verified: verified, key: key, use: use, auditDetail: detail)
+        var reported: [OutboxEvent] = []
+        if verified.cloneWarning {
+            reported.append(events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,
+                                                  receivedSignCount: Int64(verified.newSignCount)))
+        }
+        if verified.backupEligibilityChanged {
+            reported.append(events.backupEligibilityChanged(userId: user.id, credentialId: credential.id,
+                                                            backupEligible: verified.backupEligible))
+        }
+        return Outcome(verified: verified, key: key, use: use, auditDetail: detail, storedSignCount: credential.signCount,
+                       events: reported)
     }
 
     /// The use's compare-and-set failed under `reject` (another assertion carrying the same counter
     /// was stored first, or the counter went back meanwhile): nothing was stored; the refusal is
     /// `sign_count_regression` and the credential is flagged as a possible clone (§7.2 step 22).
-    func refuseRegression(_ use: CredentialUse) -> ServiceError {
+    func refuseRegression(_ outcome: Outcome) -> ServiceError {
+        let use = outcome.use
         try? accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
             .passkeyFlagged, actor: AuditActor.server, subject: use.userId,
-            detail: [("reason", "sign_count_regression"), ("credentialId", .string(Base64URL.encode(use.credentialId)))]))
+            detail: [("reason", "sign_count_regression"), ("credentialId", .string(Base64URL.encode(use.credentialId)))]),
+            events: [events.cloneSuspected(userId: use.userId, credentialId: use.credentialId, storedSignCount: outcome.storedSignCount,
+                                           receivedSignCount: use.signCount)])
         return ServiceError(.signCountRegression, "sign count \(use.signCount) is not above the stored one: another use came first")
     }
 }

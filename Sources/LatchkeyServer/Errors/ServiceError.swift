@@ -1,5 +1,6 @@
 import DeviceKeys
 import HTTP
+import JSON
 import Storage
 import WebAuthn
 
@@ -56,6 +57,8 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     public let detail: String
     public var headers: [(String, String)] = []
+    /// Members added to the problem document after SPEC's five (the Signal API's `signal`).
+    public var members: [(key: String, value: JSONValue)] = []
 
     public init(_ code: Code, _ detail: String, headers: [(String, String)] = []) {
         self.code = code
@@ -65,7 +68,14 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "\(code.rawValue): \(detail)" }
     public var status: Int { code.status }
-    public var response: Response { Response.problem(status: status, code: code.rawValue, detail: detail, headers: headers) }
+    public var response: Response {
+        guard !members.isEmpty else { return Response.problem(status: status, code: code.rawValue, detail: detail, headers: headers) }
+        let body = JSONValue.object([
+            ("type", .string(Problem.typeBase + code.rawValue)), ("title", .string(Response.reasonPhrase(for: status))),
+            ("status", .number(Double(status))), ("detail", .string(detail)), ("code", .string(code.rawValue)),
+        ] + members)
+        return Response(status: status, headers: [("Content-Type", Problem.mediaType)] + headers, body: body.serialized())
+    }
 
     static func invalid(_ detail: String) -> ServiceError { ServiceError(.invalidRequest, detail) }
     static let unauthorized = ServiceError(.unauthorized, "missing or invalid credentials", headers: [("WWW-Authenticate", "Bearer")])

@@ -47,5 +47,23 @@ extension RouteTable {
             try s.admin.requireAdmin(req)
             return .json(bytes: try s.admin.auditLog(limit: req.queryValue("limit"), before: req.queryValue("before")).serialized())
         }
+        // Webhooks (SPEC "Events"): endpoints and their deliveries.
+        add("POST", "/admin/v1/webhooks") { req, _ in
+            try s.admin.requireAdmin(req)
+            return .json(status: 201, bytes: try s.webhooks.create(try jsonBody(req)).serialized())
+        }
+        add("GET", "/admin/v1/webhooks", accepting: .any) { req, _ in
+            try s.admin.requireAdmin(req)
+            return .json(bytes: try s.webhooks.list().serialized())
+        }
+        add("DELETE", "/admin/v1/webhooks/{id}", accepting: .any) { req, params in
+            try s.admin.requireAdmin(req)
+            try s.webhooks.delete(id: params["id"] ?? "")
+            return .empty(status: 204)
+        }
+        add("GET", "/admin/v1/webhooks/{id}/deliveries", accepting: .any) { req, params in
+            try s.admin.requireAdmin(req)
+            return .json(bytes: try s.webhooks.deliveries(id: params["id"] ?? "", limit: req.queryValue("limit")).serialized())
+        }
     }
 }

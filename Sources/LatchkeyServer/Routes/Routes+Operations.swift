@@ -14,7 +14,9 @@ extension RouteTable {
         }
         add("GET", "/metrics", accepting: .any) { _, _ in
             let st = s.database.connectionStats
-            return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting)), contentType: "text/plain; version=0.0.4; charset=utf-8")
+            let outbox = try? s.database.outbox.depth()
+            return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting), outbox: outbox),
+                         contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
     }
 }

@@ -47,8 +47,8 @@ extension RouteTable {
         add("DELETE", "/v1/passkeys/{id}", accepting: .any) { req, params in
             let userId = try s.sessions.requireUser(req)
             guard let id = Identifiers.credential(params["id"]) else { throw ServiceError.notFound("passkey") }
-            try s.passkeys.revokePasskey(userId: userId, credentialId: id)
-            return .empty(status: 204)
+            // SPEC "Signal API": DELETE answers 200 with the credentials that remain.
+            return .json(bytes: try s.passkeys.revokePasskey(userId: userId, credentialId: id).serialized())
         }
     }
 }

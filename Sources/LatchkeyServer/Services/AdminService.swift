@@ -13,6 +13,7 @@ public final class AdminService: Sendable {
     let origins: OriginCache
     let wellKnown: WellKnownService
     let sessions: SessionService?
+    let events: OutboxEvents
     let configuration: Configuration
     let runtime: Runtime
 
@@ -20,7 +21,8 @@ public final class AdminService: Sendable {
     static let ticketTTL = 600
 
     init(config: ConfigRepository, accounts: AccountRepository, audit: AuditRepository, origins: OriginCache, wellKnown: WellKnownService,
-         sessions: SessionService?, configuration: Configuration, runtime: Runtime) {
+         sessions: SessionService?, events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
+        self.events = events
         self.config = config
         self.accounts = accounts
         self.audit = audit
@@ -36,7 +38,8 @@ public final class AdminService: Sendable {
         let origins = OriginCache(config: database.config)
         self.init(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
                   wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration),
-                  sessions: nil, configuration: configuration, runtime: .system)
+                  sessions: nil, events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
+                  configuration: configuration, runtime: .system)
     }
 
     // MARK: Who is asking
@@ -168,7 +171,8 @@ public final class AdminService: Sendable {
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
         let user: UserRecord
         do {
-            user = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate).0
+            user = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate,
+                                                   events: [events.userCreated(userId: candidate.id, username: candidate.username)]).0
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch {

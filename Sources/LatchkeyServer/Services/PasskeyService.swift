@@ -17,6 +17,7 @@ public final class PasskeyService: Sendable {
     let configuration: Configuration
     let runtime: Runtime
     let decoySecret: DeploymentSecret
+    let events: OutboxEvents
     let registration: RegistrationCeremony
     let authentication: AuthenticationCeremony
     /// The deployment's verification policy, built once; each ceremony copies it with the current allowlist.
@@ -26,8 +27,9 @@ public final class PasskeyService: Sendable {
     static let offeredAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256]
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
-         origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, configuration: Configuration,
-         runtime: Runtime) {
+         origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
+         configuration: Configuration, runtime: Runtime) {
+        self.events = events
         self.accounts = accounts
         self.challenges = challenges
         self.sessions = sessions
@@ -41,9 +43,10 @@ public final class PasskeyService: Sendable {
         registration = RegistrationCeremony(
             rp: RelyingParty(id: configuration.rpId, name: configuration.rpName), algorithms: Self.offeredAlgorithms,
             userVerification: configuration.userVerification, attestation: configuration.attestation,
-            timeoutSeconds: configuration.challengeTTL, environment: runtime.ceremonies)
+            timeoutSeconds: configuration.challengeTTL, hints: configuration.hints, environment: runtime.ceremonies)
         authentication = AuthenticationCeremony(rpId: configuration.rpId, userVerification: configuration.userVerification,
-                                                timeoutSeconds: configuration.challengeTTL, environment: runtime.ceremonies)
+                                                timeoutSeconds: configuration.challengeTTL, hints: configuration.hints,
+                                                environment: runtime.ceremonies)
         policyTemplate = CeremonyRules.verificationPolicy(configuration)
     }
 
@@ -133,10 +136,12 @@ public final class PasskeyService: Sendable {
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
         ] + (verified.metadata.map { [("metadata", metadataMatchJSON($0))] } ?? []))
-        // The account (if new), the passkey, the session and the audit line: one transaction.
+        // The account (if new), the passkey, the session, the audit line and the events: one transaction.
         let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId)
+        let written = (newUser.map { [events.userCreated(userId: $0.id, username: $0.username)] } ?? [])
+            + [events.passkey(.passkeyCreated, record)]
         do {
-            try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit)
+            try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written)
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch .conflict(.credentialExists) {
@@ -145,7 +150,10 @@ public final class PasskeyService: Sendable {
             throw ServiceError(error)
         }
         let issued = try sessions.issue(session, userVerified: verified.userVerified)
-        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(record)), ("tokens", issued.json)])
+        let accepted = newUser != nil ? [record.id]
+            : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
+        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(record)), ("tokens", issued.json),
+                        ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
     }
 
     // MARK: Authentication
@@ -183,7 +191,7 @@ public final class PasskeyService: Sendable {
         do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
         // Round trip 1: use the challenge up and fetch the credential (SPEC: consumed first, so any
         // later failure still uses it up; the credential is only looked at after the ceremony checks).
-        let (found, login) = try storage { () throws(StorageError) in
+        let (found, login, accepted) = try storage { () throws(StorageError) in
             try challenges.consumeForLogin(hash: Digest.sha256(parsed.clientData.challenge), credentialId: parsed.response.rawId)
         }
         let stored = try CeremonyRules.live(found, kind: .authentication, rpId: configuration.rpId)
@@ -192,7 +200,13 @@ public final class PasskeyService: Sendable {
         // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
         let checked: CeremonyCheckedAuthentication
         do { checked = try authentication.check(parsed, state: state, policy: currentPolicy()) } catch { throw ServiceError(error) }
-        guard let (credential, user) = login else { throw ServiceError(.credentialUnknown, "no such passkey") }
+        guard let (credential, user) = login else {
+            // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
+            // tells the client to have the passkey provider drop that credential.
+            var miss = ServiceError(.credentialUnknown, "no such passkey")
+            miss.members = [("signal", Signals.unknownCredential(rpId: configuration.rpId, credentialId: parsed.response.rawId))]
+            throw miss
+        }
         // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
         if let bound = state.account, bound != user.id { throw ServiceError(.credentialUnknown, "no such passkey") }
         let outcome = try assertion.verify(checked, ceremony: authentication, state: state, credential: credential, user: user)
@@ -204,9 +218,10 @@ public final class PasskeyService: Sendable {
         do {
             (issued, recorded) = try sessions.start(
                 userId: user.id, userVerified: outcome.verified.userVerified, recording: outcome.use,
-                audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id, detail: outcome.auditDetail)])
+                audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id, detail: outcome.auditDetail)],
+                events: outcome.events)
         } catch where error.code == .signCountRegression {
-            throw assertion.refuseRegression(outcome.use)
+            throw assertion.refuseRegression(outcome)
         }
         // The passkey as this login left it.
         var updated = credential
@@ -214,7 +229,8 @@ public final class PasskeyService: Sendable {
         updated.backedUp = outcome.use.backedUp
         updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
-        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(updated)), ("tokens", issued.json)])
+        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(updated)), ("tokens", issued.json),
+                        ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
     }
 
     // MARK: Shared
@@ -250,26 +266,47 @@ public final class PasskeyService: Sendable {
     // MARK: The user's passkeys
 
     func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
-        .object([("passkeys", .array(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(passkeyJSON)))])
+        let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
+        return .object([("passkeys", .array(credentials.map(passkeyJSON))),
+                        ("signals", try signals(userId: userId, credentials: credentials))])
     }
 
+    /// SPEC "Signal API": the account's accepted credentials and current names (nil when the account is gone).
+    func signals(userId: String, credentials: [CredentialRecord]? = nil) throws(ServiceError) -> JSONValue {
+        guard let user = try storage({ () throws(StorageError) in try accounts.user(id: userId) }) else { throw ServiceError.unauthorized }
+        let live: [CredentialRecord]
+        if let credentials { live = credentials } else {
+            live = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
+        }
+        return Signals.current(rpId: configuration.rpId, user: user, credentialIds: live.map(\.id))
+    }
+
+    /// The renamed passkey's JSON, plus `signals` (SPEC "Signal API": the new name reaches the provider).
     func renamePasskey(userId: String, credentialId: [UInt8], name: String) throws(ServiceError) -> JSONValue {
         guard let record = try storage({ () throws(StorageError) in
-            try accounts.rename(userId: userId, credentialId: credentialId, name: name)
+            try accounts.rename(userId: userId, credentialId: credentialId, name: name) { [events] renamed in
+                [events.passkey(.passkeyRenamed, renamed)]
+            }
         }) else { throw ServiceError.notFound("passkey") }
-        return passkeyJSON(record)
+        guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
+        return .object(members + [("signals", try signals(userId: userId))])
     }
 
     /// Revokes the passkey and, in the same transaction, the sessions it began: their refresh
     /// tokens are invalid_grant at once and their access tokens refused here at once (and on every
     /// other instance within a second, through RevokedSessions' feed).
-    func revokePasskey(userId: String, credentialId: [UInt8]) throws(ServiceError) {
+    /// Returns `{"signals":[…]}` with the credentials that remain (SPEC: DELETE answers 200 with it).
+    func revokePasskey(userId: String, credentialId: [UInt8]) throws(ServiceError) -> JSONValue {
         guard let ended = try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId,
                                       audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
-                                                         detail: [("credentialId", .string(Base64URL.encode(credentialId)))]))
+                                                         detail: [("credentialId", .string(Base64URL.encode(credentialId)))])) {
+                      [events] revoked, ended in
+                      [events.passkey(.passkeyRevoked, revoked)] + events.sessionsRevoked(userId: userId, ended, reason: .passkeyRevoked)
+                  }
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
+        return .object([("signals", try signals(userId: userId))])
     }
 }

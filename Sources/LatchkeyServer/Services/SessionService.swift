@@ -16,12 +16,14 @@ public final class SessionService: Sendable {
     let configuration: Configuration
     let runtime: Runtime
     let revoked: RevokedSessions
+    let events: OutboxEvents
 
     /// JWT `typ` of an access token (RFC 9068 §2.1).
     static let accessTokenType = "at+jwt"
 
     init(sessions: SessionRepository, accounts: AccountRepository, signer: TokenSigner, configuration: Configuration, runtime: Runtime,
-         revoked: RevokedSessions) {
+         revoked: RevokedSessions, events: OutboxEvents) {
+        self.events = events
         self.sessions = sessions
         self.revoked = revoked
         self.accounts = accounts
@@ -63,9 +65,11 @@ public final class SessionService: Sendable {
     /// issues its tokens; also returns the passkey as the use left it. A use whose counter the
     /// compare-and-set refused is `sign_count_regression` (nothing stored).
     func start(userId: String, userVerified: Bool, recording use: CredentialUse,
-               audit: [AuditRecord]) throws(ServiceError) -> (Issued, RecordedUse?) {
+               audit: [AuditRecord], events written: [OutboxEvent] = []) throws(ServiceError) -> (Issued, RecordedUse?) {
         let pending = prepare(userId: userId, credentialId: use.credentialId)
-        let recorded = try storage { () throws(StorageError) in try sessions.start(pending.record, recording: use, audit: audit) }
+        let recorded = try storage { () throws(StorageError) in
+            try sessions.start(pending.record, recording: use, audit: audit, events: written)
+        }
         return (try issue(pending, userVerified: userVerified), recorded)
     }
 
@@ -96,7 +100,10 @@ public final class SessionService: Sendable {
     func refresh(_ token: String) throws(ServiceError) -> Issued {
         let next = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         let outcome = try storage { () throws(StorageError) in
-            try sessions.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, ttlSeconds: configuration.refreshTokenTTL) { userId in
+            try sessions.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, ttlSeconds: configuration.refreshTokenTTL,
+                                reuseEvents: { [events] userId, familyId in
+                                    [events.sessionRevoked(userId: userId, sessionId: familyId, reason: .refreshTokenReuse)]
+                                }) { userId in
                 AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: userId)
             }
         }
@@ -114,7 +121,11 @@ public final class SessionService: Sendable {
     /// `POST /v1/logout`: ends the session the access token belongs to.
     func logout(_ request: Request) throws(ServiceError) {
         let caller = try requireSession(request)
-        let ended = try storage { () throws(StorageError) in try sessions.revoke(userId: caller.userId, familyId: caller.sessionId) }
+        let ended = try storage { () throws(StorageError) in
+            try sessions.revoke(userId: caller.userId, familyId: caller.sessionId) { [events] ids in
+                events.sessionsRevoked(userId: caller.userId, ids, reason: .logout)
+            }
+        }
         revoked.insert(ended)
     }
 
@@ -135,7 +146,11 @@ public final class SessionService: Sendable {
     /// unknown or ended one, is 404.
     func end(_ caller: Caller, sessionId: String) throws(ServiceError) {
         guard !sessionId.isEmpty, sessionId.utf8.count <= 64 else { throw ServiceError.notFound("session") }
-        let ended = try storage { () throws(StorageError) in try sessions.revoke(userId: caller.userId, familyId: sessionId) }
+        let ended = try storage { () throws(StorageError) in
+            try sessions.revoke(userId: caller.userId, familyId: sessionId) { [events] ids in
+                events.sessionsRevoked(userId: caller.userId, ids, reason: .ended)
+            }
+        }
         guard !ended.isEmpty else { throw ServiceError.notFound("session") }
         revoked.insert(ended)
     }

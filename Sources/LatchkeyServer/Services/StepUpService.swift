@@ -24,6 +24,7 @@ public final class StepUpService: Sendable {
     let passkeyCeremony: AuthenticationCeremony
     let passkeyPolicy: VerificationPolicy
     let trust: AttestationTrust
+    let events: OutboxEvents
 
     /// JWT `typ` of a step-up token: never accepted where an access token is expected, and back.
     public static let tokenType = "step-up+jwt"
@@ -31,8 +32,10 @@ public final class StepUpService: Sendable {
     static let maxTokenTTL = 120
 
     init(deviceKeys: DeviceKeyRepository, accounts: AccountRepository, challenges: ChallengeRepository, signer: TokenSigner,
-         assertion: PasskeyAssertion, origins: OriginCache, trust: AttestationTrust, configuration: Configuration, runtime: Runtime) {
+         assertion: PasskeyAssertion, origins: OriginCache, trust: AttestationTrust, events: OutboxEvents, configuration: Configuration,
+         runtime: Runtime) {
         self.trust = trust
+        self.events = events
         self.deviceKeys = deviceKeys
         self.accounts = accounts
         self.challenges = challenges
@@ -44,7 +47,8 @@ public final class StepUpService: Sendable {
         enrolment = DeviceKeyEnrolmentCeremony(ttlSeconds: configuration.challengeTTL, environment: runtime.deviceKeys)
         stepUp = StepUpCeremony(ttlSeconds: configuration.stepUpTTL, environment: runtime.deviceKeys)
         passkeyCeremony = AuthenticationCeremony(rpId: configuration.rpId, userVerification: .required,
-                                                 timeoutSeconds: configuration.stepUpTTL, environment: runtime.ceremonies)
+                                                 timeoutSeconds: configuration.stepUpTTL, hints: configuration.hints,
+                                                 environment: runtime.ceremonies)
         var policy = CeremonyRules.verificationPolicy(configuration)
         policy.userVerification = .required
         passkeyPolicy = policy
@@ -86,7 +90,9 @@ public final class StepUpService: Sendable {
                                appAttestKeyId: proven.attested?.appAttestKeyId,
                                appAttestCounter: proven.attested?.counter.map { Int64($0) })
         let enrolled = try storage { () throws(StorageError) in
-            try deviceKeys.enrol(key, gate: gate) { replaced in
+            try deviceKeys.enrol(key, gate: gate, events: { [events] enrolled, replaced in
+                [events.deviceKey(.deviceKeyEnrolled, enrolled)] + (replaced.map { [events.deviceKey(.deviceKeyRevoked, $0)] } ?? [])
+            }) { replaced in
                 AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
                     ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform)),
                     ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
@@ -176,7 +182,9 @@ public final class StepUpService: Sendable {
     func revokeDeviceKey(userId: String, id: String) throws(ServiceError) {
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
             try deviceKeys.revoke(userId: userId, id: id, audit: AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId,
-                                                                            detail: [("keyId", .string(id))]))
+                                                                            detail: [("keyId", .string(id))])) { [events] revoked in
+                [events.deviceKey(.deviceKeyRevoked, revoked)]
+            }
         }) else { throw ServiceError.notFound("device key") }
     }
 
@@ -271,6 +279,8 @@ public final class StepUpService: Sendable {
         var liveDeviceKeyId: String? = nil
         var appAttestCounter: Int64? = nil
         var credentialUse: CredentialUse? = nil
+        var passkeyOutcome: PasskeyAssertion.Outcome? = nil
+        var approvedBy = ""
         var audit: [(key: String, value: JSONValue)] = [("receiptId", .string(receiptId))]
         switch state.method {
         case .deviceKey:
@@ -308,6 +318,7 @@ public final class StepUpService: Sendable {
             acr = claimsForKey.acr
             amr = claimsForKey.amr
             audit += [("method", "device-key"), ("keyId", .string(keyId))]
+            approvedBy = keyId
             receipt = StepUpReceiptRecord(
                 id: receiptId, userId: userId, method: "device-key", keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
                 signedData: signedData, signature: signature, action: state.action, actionHash: state.actionHash,
@@ -316,9 +327,11 @@ public final class StepUpService: Sendable {
             guard let parsed = input.assertion else { throw ServiceError.invalid("this challenge is for a passkey: send credential") }
             let outcome = try verifyPasskey(parsed, state: state, userId: userId)
             credentialUse = outcome.use
+            passkeyOutcome = outcome
             acr = StepUpMethodClaims.passkeyVerified.acr
             amr = StepUpMethodClaims.passkeyVerified.amr
             let credentialId = Base64URL.encode(outcome.use.credentialId)
+            approvedBy = credentialId
             audit += [("method", "passkey"), ("keyId", .string(credentialId))]
             audit += outcome.auditDetail.filter { $0.key != "credentialId" }
             receipt = StepUpReceiptRecord(
@@ -336,10 +349,12 @@ public final class StepUpService: Sendable {
         // key's counter is compare-and-set the same way.
         let receiptStored: Bool
         do throws(StorageError) {
+            let reported = [events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
+                                                  receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
             receiptStored = try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
-                                                         credentialUse: credentialUse, audit: [approved])
-        } catch .conflict(.signCountRegression) where credentialUse != nil {
-            throw assertion.refuseRegression(credentialUse!)
+                                                         credentialUse: credentialUse, audit: [approved], events: reported)
+        } catch .conflict(.signCountRegression) where passkeyOutcome != nil {
+            throw assertion.refuseRegression(passkeyOutcome!)
         } catch {
             throw ServiceError(error)
         }

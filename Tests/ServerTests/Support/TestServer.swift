@@ -110,7 +110,10 @@ final class TestServer: Sendable {
         c.issuer = origin
         c.databaseURL = try TestDatabase.url()
         c.adminKeyHash = AdminKey.hash(adminKey)
+        // Every test server in this process shares one database, so they share one key-encryption key
+        // (SPEC: one deployment, one configuration); only webhook suites turn their senders on.
         c.keyEncryptionKey = TestDatabase.keyEncryptionKey
+        c.outboxSenders = 0
         // LATCHKEY_DB_POOLER=transaction: the suites run through PgBouncer in transaction pooling (scripts/test.sh).
         if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
             c.databasePooler = mode
@@ -124,6 +127,9 @@ final class TestServer: Sendable {
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
                               responder: Application(services: services))
     }
+
+    /// The test deployment's LATCHKEY_KEY_ENCRYPTION_KEY as the environment gives it (processes spawned by tests).
+    static var keyEncryptionKeyBase64: String { TestDatabase.keyEncryptionKeyText }
 
     var endpoint: Endpoint { Endpoint(port: port, rpId: rpId, origin: origin, adminKey: adminKey) }
     func client() -> Client { Client(endpoint) }

@@ -1,0 +1,112 @@
+import Crypto
+import JSON
+import Storage
+import WebAuthn
+
+/// Every event type SPEC "Events" lists; `data` carries exactly the members SPEC names for it and
+/// never codes, tokens, secrets or email addresses. Names never change once shipped.
+public enum EventType: String, Sendable, CaseIterable {
+    case userCreated = "user.created"
+    case passkeyCreated = "passkey.created"
+    case passkeyRenamed = "passkey.renamed"
+    case passkeyRevoked = "passkey.revoked"
+    case passkeyCloneSuspected = "passkey.clone_suspected"
+    case passkeyBackupEligibilityChanged = "passkey.backup_eligibility_changed"
+    case deviceKeyEnrolled = "device_key.enrolled"
+    case deviceKeyRevoked = "device_key.revoked"
+    case stepUpApproved = "step_up.approved"
+    case sessionRevoked = "session.revoked"
+    case emailVerified = "email.verified"
+    case recoveryStarted = "recovery.started"
+    case recoveryCompleted = "recovery.completed"
+    case recoveryCancelled = "recovery.cancelled"
+}
+
+/// Why a session ended (`session.revoked`'s `reason`).
+public enum SessionRevocationReason: String, Sendable {
+    /// `POST /v1/logout`.
+    case logout
+    /// `DELETE /v1/sessions/{id}` by the account itself.
+    case ended
+    /// The passkey that began it was revoked.
+    case passkeyRevoked = "passkey_revoked"
+    /// A used refresh token came back: the whole family is revoked (RFC 9700 §4.14.2).
+    case refreshTokenReuse = "refresh_token_reuse"
+    /// A completed recovery revoked the account's other sessions.
+    case recovery
+}
+
+/// Builds outbox events (one builder per type, so each type's `data` is written once). Services hand
+/// the result to the repository call that makes the change. The event id comes from the injected
+/// randomness; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
+public struct OutboxEvents: Sendable {
+    let runtime: Runtime
+    let maxAgeSeconds: Int
+
+    public init(runtime: Runtime, maxAgeSeconds: Int) {
+        self.runtime = runtime
+        self.maxAgeSeconds = maxAgeSeconds
+    }
+
+    /// An event of `type` about `userId`, fanned out to the subscribed webhooks (plus `fanOut`).
+    public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],
+                      also fanOut: [OutboxEvent.FanOut] = []) -> OutboxEvent {
+        OutboxEvent(id: "evt_" + runtime.identifier(), type: type.rawValue, accountId: userId,
+                    data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds)
+    }
+
+    public func userCreated(userId: String, username: String) -> OutboxEvent {
+        event(.userCreated, userId: userId, data: [("username", .string(username))])
+    }
+
+    /// `passkey.created` / `passkey.renamed` / `passkey.revoked`.
+    public func passkey(_ type: EventType, _ c: CredentialRecord) -> OutboxEvent {
+        precondition([.passkeyCreated, .passkeyRenamed, .passkeyRevoked].contains(type))
+        return event(type, userId: c.userId, data: [("credentialId", .string(Base64URL.encode(c.id))),
+                                                    ("aaguid", .string(formatUUID(c.aaguid))), ("name", .string(c.name))])
+    }
+
+    public func cloneSuspected(userId: String, credentialId: [UInt8], storedSignCount: Int64, receivedSignCount: Int64) -> OutboxEvent {
+        event(.passkeyCloneSuspected, userId: userId, data: [
+            ("credentialId", .string(Base64URL.encode(credentialId))), ("storedSignCount", .number(Double(storedSignCount))),
+            ("receivedSignCount", .number(Double(receivedSignCount))),
+        ])
+    }
+
+    public func backupEligibilityChanged(userId: String, credentialId: [UInt8], backupEligible: Bool) -> OutboxEvent {
+        event(.passkeyBackupEligibilityChanged, userId: userId,
+              data: [("credentialId", .string(Base64URL.encode(credentialId))), ("backupEligible", .bool(backupEligible))])
+    }
+
+    /// `device_key.enrolled` / `device_key.revoked`.
+    public func deviceKey(_ type: EventType, _ k: DeviceKeyRecord) -> OutboxEvent {
+        precondition([.deviceKeyEnrolled, .deviceKeyRevoked].contains(type))
+        return event(type, userId: k.userId, data: [("keyId", .string(k.id)), ("deviceId", .string(k.deviceId)),
+                                                    ("platform", .string(k.platform)), ("attested", .bool(k.attested))])
+    }
+
+    /// `method` `device-key` carries `keyId`, `passkey` carries `credentialId`.
+    public func stepUpApproved(userId: String, method: String, keyId: String, actionHash: [UInt8], receiptId: String) -> OutboxEvent {
+        event(.stepUpApproved, userId: userId, data: [
+            ("method", .string(method)), (method == "passkey" ? "credentialId" : "keyId", .string(keyId)),
+            ("actionHash", .string(Base64URL.encode(actionHash))), ("receiptId", .string(receiptId)),
+        ])
+    }
+
+    public func sessionRevoked(userId: String, sessionId: String, reason: SessionRevocationReason) -> OutboxEvent {
+        event(.sessionRevoked, userId: userId, data: [("sessionId", .string(sessionId)), ("reason", .string(reason.rawValue))])
+    }
+
+    public func sessionsRevoked(userId: String, _ ids: [String], reason: SessionRevocationReason) -> [OutboxEvent] {
+        ids.map { sessionRevoked(userId: userId, sessionId: $0, reason: reason) }
+    }
+
+    /// For the email and recovery work (the types exist now so subscriptions can name them).
+    public func emailVerified(userId: String) -> OutboxEvent { event(.emailVerified, userId: userId, data: []) }
+
+    /// `recovery.started` / `recovery.completed` / `recovery.cancelled`; `method` e.g. `email` or `recovery-code`.
+    public func recovery(_ type: EventType, userId: String, recoveryId: String, method: String) -> OutboxEvent {
+        precondition([.recoveryStarted, .recoveryCompleted, .recoveryCancelled].contains(type))
+        return event(type, userId: userId, data: [("recoveryId", .string(recoveryId)), ("method", .string(method))])
+    }
+}

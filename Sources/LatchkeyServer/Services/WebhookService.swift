@@ -1,0 +1,203 @@
+import Crypto
+import Curl
+import Foundation
+import JSON
+import Storage
+
+/// Webhooks (SPEC "Events: signed webhooks from an outbox"): the admin API for endpoints and their
+/// deliveries, and the sender — the `deliver` of this instance's `OutboxWorker` on channel `webhook`,
+/// which signs each attempt in the Standard Webhooks wire format and posts it over libcurl.
+public final class WebhookService: Sendable {
+    let webhooks: WebhookRepository
+    let outbox: OutboxRepository
+    let sealer: SecretSealer
+    let metrics: Metrics
+    let configuration: Configuration
+    let runtime: Runtime
+    let worker: OutboxWorker
+
+    /// The sealed secret's associated-data purpose (`SecretSealer`).
+    static let secretPurpose = "webhook-secret"
+
+    init(webhooks: WebhookRepository, outbox: OutboxRepository, sealer: SecretSealer, metrics: Metrics, configuration: Configuration,
+         runtime: Runtime) {
+        self.webhooks = webhooks
+        self.outbox = outbox
+        self.sealer = sealer
+        self.metrics = metrics
+        self.configuration = configuration
+        self.runtime = runtime
+        let policy = OutboxWorker.Policy(senders: configuration.outboxSenders, perTarget: configuration.webhookEndpointConcurrency,
+                                         leaseSeconds: configuration.outboxLease, retryBase: configuration.webhookRetryBase)
+        let sender = WebhookSender(webhooks: webhooks, sealer: sealer, configuration: configuration, runtime: runtime)
+        worker = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: outbox, policy: policy, runtime: runtime,
+                              deliver: { sender.deliver($0) },
+                              observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type, outcome: outcome) })
+    }
+
+    // MARK: Admin API
+
+    /// `POST /admin/v1/webhooks` `{"url","events"}` → `{"id","url","events","secret"}` (the secret shown once).
+    func create(_ body: JSONValue, actor: String = AuditActor.admin) throws(ServiceError) -> JSONValue {
+        guard let url = body["url"]?.stringValue else { throw ServiceError.invalid("url is required") }
+        try Self.validate(url: url, developmentMode: configuration.developmentMode)
+        guard let list = body["events"]?.arrayValue, !list.isEmpty else { throw ServiceError.invalid("events must be a non-empty list") }
+        var events: [String] = []
+        for item in list {
+            guard let name = item.stringValue, EventType(rawValue: name) != nil else {
+                throw ServiceError.invalid("events: \(item.stringValue.map { "\"\($0)\"" } ?? "a non-string") is not an event type")
+            }
+            if !events.contains(name) { events.append(name) }
+        }
+        guard sealer.isAvailable else { throw SecretSealer.unavailable }
+        let id = "wh_" + runtime.identifier()
+        let key = runtime.random(32)
+        let sealed = try sealer.seal(key, purpose: Self.secretPurpose, id: id)
+        let record = try storage { () throws(StorageError) in
+            try webhooks.create(NewWebhookEndpoint(id: id, url: url, events: events, sealedSecret: sealed),
+                                audit: AuditRecord(.webhookCreated, actor: actor, subject: id,
+                                                   detail: [("url", .string(url)), ("events", .array(events.map { .string($0) }))]))
+        }
+        return .object([("id", .string(record.id)), ("url", .string(record.url)), ("events", .array(record.events.map { .string($0) })),
+                        ("secret", .string(WebhookSignature.secret(key: key)))])
+    }
+
+    /// `GET /admin/v1/webhooks` (no secrets).
+    func list() throws(ServiceError) -> JSONValue {
+        .object([("webhooks", .array(try storage { () throws(StorageError) in try webhooks.list() }.map { w in
+            .object([("id", .string(w.id)), ("url", .string(w.url)), ("events", .array(w.events.map { .string($0) })),
+                     ("createdAt", .string(iso8601(w.createdAt)))])
+        }))])
+    }
+
+    /// `DELETE /admin/v1/webhooks/{id}`: its pending deliveries are cancelled in the same transaction.
+    func delete(id: String, actor: String = AuditActor.admin) throws(ServiceError) {
+        guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
+            try webhooks.delete(id: id, audit: AuditRecord(.webhookDeleted, actor: actor, subject: id))
+        }) else { throw ServiceError.notFound("webhook") }
+    }
+
+    /// `GET /admin/v1/webhooks/{id}/deliveries?limit=`, newest first.
+    func deliveries(id: String, limit: String?) throws(ServiceError) -> JSONValue {
+        guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in try webhooks.exists(id: id) }) else {
+            throw ServiceError.notFound("webhook")
+        }
+        let n = min(max(Int(limit ?? "50") ?? 50, 1), 1000)
+        let rows = try storage { () throws(StorageError) in try outbox.deliveries(channel: OutboxRepository.webhookChannel, target: id, limit: n) }
+        return .object([("deliveries", .array(rows.map { d in
+            .object([("eventId", .string(d.eventId)), ("type", .string(d.type)),
+                     // A cancelled delivery (its endpoint deleted) is never sent: SPEC's statuses call that failed.
+                     ("status", .string(d.status == .cancelled ? "failed" : d.status.rawValue)),
+                     ("attempts", .number(Double(d.attempts))),
+                     ("lastStatusCode", d.lastStatusCode.map { .number(Double($0)) } ?? .null),
+                     ("nextAttemptAt", d.nextAttemptAt.map { .string(iso8601($0)) } ?? .null)])
+        }))])
+    }
+
+    /// SPEC: `https://…`, or `http://` on loopback (127.0.0.0/8, [::1], localhost) in dev mode only.
+    static func validate(url: String, developmentMode: Bool) throws(ServiceError) {
+        guard url.utf8.count <= 2048, !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) else {
+            throw ServiceError.invalid("url must be a URL of at most 2048 characters without spaces")
+        }
+        guard let target = WebhookURL(url) else { throw ServiceError.invalid("url must be https://host[:port]/path") }
+        if target.scheme == "http" {
+            guard developmentMode, target.isLoopback else {
+                throw ServiceError.invalid("url must be https:// (http:// only to loopback in development mode)")
+            }
+        }
+    }
+
+    // MARK: Sending
+
+    /// Start-up step: this instance's senders (none with LATCHKEY_OUTBOX_SENDERS=0).
+    func start() { worker.start() }
+    func stop() { worker.stop() }
+    /// An event was just written here: the dispatcher looks now.
+    func poke() { worker.poke() }
+}
+
+/// One attempt of one delivery: sign, post, read the status. Stateless; runs on the worker's senders.
+struct WebhookSender: Sendable {
+    let webhooks: WebhookRepository
+    let sealer: SecretSealer
+    let configuration: Configuration
+    let runtime: Runtime
+
+    func deliver(_ d: ClaimedDelivery) -> OutboxWorker.Outcome {
+        let endpoint: WebhookEndpointRecord
+        do {
+            guard let found = try webhooks.endpoints(ids: [d.target]).first else {
+                return .giveUp(statusCode: nil, error: "the endpoint was deleted")
+            }
+            endpoint = found
+        } catch {
+            return .retry(statusCode: nil, error: "database unavailable")
+        }
+        let key: [UInt8]
+        do { key = try sealer.open(endpoint.sealedSecret, purpose: WebhookService.secretPurpose, id: endpoint.id) } catch {
+            return .retry(statusCode: nil, error: error.detail)
+        }
+        // The URL was checked when the endpoint was created; the rule is applied again to this instance's mode.
+        guard let target = WebhookURL(endpoint.url), target.scheme == "https" || (configuration.developmentMode && target.isLoopback) else {
+            return .retry(statusCode: nil, error: "http:// is only sent to loopback in development mode")
+        }
+        let body = Self.body(d)
+        let timestamp = runtime.unixTime
+        let headers = [("Content-Type", "application/json"), ("webhook-id", d.eventId), ("webhook-timestamp", String(timestamp)),
+                       ("webhook-signature", WebhookSignature.sign(id: d.eventId, timestamp: timestamp, body: body, key: key))]
+        var options = CurlOptions()
+        options.timeoutSeconds = configuration.webhookTimeout
+        options.protocols = configuration.developmentMode ? "http,https" : "https"
+        options.maxResponseBytes = 1024
+        options.userAgent = "Latchkey-Webhooks/1"
+        do {
+            let response = try Curl.post(endpoint.url, headers: headers, body: body, options: options)
+            if (200...299).contains(response.status) { return .delivered(statusCode: response.status) }
+            return .retry(statusCode: response.status, error: "HTTP \(response.status)")
+        } catch {
+            return .retry(statusCode: nil, error: error.description)
+        }
+    }
+
+    /// `{"type","timestamp","data"}`: the exact bytes that are signed and sent (the same on every retry).
+    static func body(_ d: ClaimedDelivery) -> [UInt8] {
+        JSONValue.object([("type", .string(d.type)), ("timestamp", .string(iso8601(d.createdAt))), ("data", d.data)]).serialized()
+    }
+}
+
+/// The parts of a webhook URL the rules look at.
+struct WebhookURL {
+    let scheme: String
+    let host: String
+
+    init?(_ url: String) {
+        guard let sep = url.range(of: "://") else { return nil }
+        scheme = url[..<sep.lowerBound].lowercased()
+        guard scheme == "https" || scheme == "http" else { return nil }
+        let rest = url[sep.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !authority.isEmpty, !authority.contains("@"), !url.contains("#") else { return nil }
+        var hostPart = String(authority)
+        if hostPart.hasPrefix("[") {
+            guard let close = hostPart.firstIndex(of: "]") else { return nil }
+            let after = hostPart[hostPart.index(after: close)...]
+            guard after.isEmpty || (after.hasPrefix(":") && Int(after.dropFirst()).map { (1...65535).contains($0) } == true) else { return nil }
+            hostPart = String(hostPart[...close])
+        } else if let colon = hostPart.lastIndex(of: ":") {
+            guard let port = Int(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+            hostPart = String(hostPart[..<colon])
+        }
+        guard !hostPart.isEmpty else { return nil }
+        host = hostPart.lowercased()
+    }
+
+    /// `localhost`, `[::1]`, or a dotted-quad IPv4 address in 127.0.0.0/8.
+    var isLoopback: Bool {
+        if host == "localhost" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts.allSatisfy({ p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isNumber) && Int(p)! <= 255 }) else {
+            return false
+        }
+        return parts[0] == "127"
+    }
+}

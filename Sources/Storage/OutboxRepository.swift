@@ -1,0 +1,300 @@
+import Foundation
+import JSON
+import PostgreSQL
+
+/// One event for the outbox (migration 8), built by the service that makes the change and handed to
+/// the repository method that makes it, like an `AuditRecord`: Storage writes it in the same
+/// transaction (or statement) as the change, and fans it out there and then.
+public struct OutboxEvent: Sendable, Equatable {
+    /// Where an event goes, decided when it is written.
+    public enum FanOut: Sendable, Equatable {
+        /// One delivery (channel `webhook`) per live webhook endpoint subscribed to the event's type
+        /// at write time. No endpoint subscribed and no other fan-out: the event is not stored at all.
+        case webhooks
+        /// One delivery on `channel` to `target`, whatever the subscriptions (mail: `channel` "mail",
+        /// `target` the mail's own id or address key — whatever its consumer needs to find it).
+        case direct(channel: String, target: String)
+    }
+
+    /// Unique, and what receivers see as the event's id (Standard Webhooks' `webhook-id`).
+    public let id: String
+    public let type: String
+    /// The account the event is about: deliveries to one target go out in write order per account.
+    public let accountId: String
+    public let data: JSONValue
+    public let fanOut: [FanOut]
+    /// Deliveries are retried until this many seconds after the event was written, then given up.
+    public let maxAgeSeconds: Int
+
+    public init(id: String, type: String, accountId: String, data: JSONValue, fanOut: [FanOut] = [.webhooks], maxAgeSeconds: Int) {
+        self.id = id
+        self.type = type
+        self.accountId = accountId
+        self.data = data
+        self.fanOut = fanOut
+        self.maxAgeSeconds = maxAgeSeconds
+    }
+}
+
+/// A delivery a worker claimed: the event, where it goes, and the lease that lets this worker (and
+/// no other) record its outcome.
+public struct ClaimedDelivery: Sendable {
+    public let eventId: String
+    public let type: String
+    public let accountId: String
+    public let data: JSONValue
+    public let createdAt: Date
+    public let channel: String
+    public let target: String
+    /// This attempt's number, from 1.
+    public let attempt: Int
+    public let leaseId: String
+    public let expiresAt: Date
+}
+
+/// A delivery as the admin API lists it.
+public struct DeliveryRecord: Sendable, Equatable {
+    public enum Status: String, Sendable { case pending, delivered, failed, cancelled }
+    public let eventId: String
+    public let type: String
+    public let status: Status
+    public let attempts: Int
+    public let lastStatusCode: Int?
+    public let lastError: String?
+    /// Only while pending.
+    public let nextAttemptAt: Date?
+    public let createdAt: Date
+}
+
+/// Pending deliveries on one channel, for /metrics.
+public struct OutboxDepth: Sendable, Equatable {
+    public let channel: String
+    public let pending: Int
+    /// Seconds since the oldest pending delivery's event was written (0 when none).
+    public let oldestPendingSeconds: Double
+
+    public init(channel: String, pending: Int, oldestPendingSeconds: Double) {
+        self.channel = channel
+        self.pending = pending
+        self.oldestPendingSeconds = oldestPendingSeconds
+    }
+}
+
+/// The outbox: events and their deliveries. Writers go through `ctes` / `write` (inside another
+/// repository's statement or transaction); consumers (webhooks, mail) through `claim` and the
+/// outcome calls. Storage decides no policy: the caller says how long a lease lasts and when to retry.
+public final class OutboxRepository: Sendable {
+    let pool: PostgresPool
+
+    init(pool: PostgresPool) { self.pool = pool }
+
+    public static let webhookChannel = "webhook"
+
+    // MARK: Writing (called by the other repositories)
+
+    /// Data-modifying CTEs that store `events` and their deliveries, for `SQL.with`; nothing when
+    /// `events` is empty. With `onlyIf` (a CTE of the same statement), only when that CTE returned a
+    /// row — the change they report happened.
+    static func ctes(_ events: [OutboxEvent], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
+        guard !events.isEmpty else { return [] }
+        let rows = SQL.joined(events.map { e in
+            let direct = e.fanOut.contains { if case .direct = $0 { true } else { false } }
+            return """
+                (\(e.id)::text, \(e.type)::text, \(e.accountId)::text, \(PostgresValue.text(e.data.text))::jsonb, \(e.maxAgeSeconds)::int, \
+                \(e.fanOut.contains(.webhooks))::bool, \(direct)::bool)
+                """
+        }, separator: ", ")
+        let condition: SQL = cte.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
+        var out: [(name: String, sql: SQL)] = [("outbox_ev", """
+            INSERT INTO outbox_events (id, type, account_id, data, expires_at)
+            SELECT v.id, v.type, v.account_id, v.data, now() + make_interval(secs => v.max_age)
+            FROM (VALUES \(fragment: rows)) AS v (id, type, account_id, data, max_age, webhooks, direct)
+            WHERE (v.direct OR (v.webhooks AND EXISTS (
+                SELECT 1 FROM webhook_endpoints w WHERE w.deleted_at IS NULL AND w.events ? v.type)))\(fragment: condition)
+            RETURNING id, type, seq, account_id, expires_at
+            """)]
+        let webhookIds = events.filter { $0.fanOut.contains(.webhooks) }.map { JSONValue.string($0.id) }
+        if !webhookIds.isEmpty {
+            out.append(("outbox_wh", """
+                INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, expires_at)
+                SELECT ev.id, \(webhookChannel)::text, w.id, ev.seq, ev.account_id, ev.expires_at
+                FROM outbox_ev ev JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.events ? ev.type
+                WHERE \(PostgresValue.text(JSONValue.array(webhookIds).text))::jsonb ? ev.id
+                RETURNING event_id
+                """))
+        }
+        let direct: [SQL] = events.flatMap { e in
+            e.fanOut.compactMap { f -> SQL? in
+                guard case .direct(let channel, let target) = f else { return nil }
+                return "(\(e.id)::text, \(channel)::text, \(target)::text)"
+            }
+        }
+        if !direct.isEmpty {
+            out.append(("outbox_dd", """
+                INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, expires_at)
+                SELECT ev.id, d.channel, d.target, ev.seq, ev.account_id, ev.expires_at
+                FROM outbox_ev ev JOIN (VALUES \(fragment: SQL.joined(direct, separator: ", "))) AS d (event_id, channel, target)
+                  ON d.event_id = ev.id
+                RETURNING event_id
+                """))
+        }
+        return out
+    }
+
+    /// Writes `events` on `connection` (inside the caller's transaction); nothing when empty.
+    static func write(_ events: [OutboxEvent], on connection: PostgresConnection) throws {
+        guard !events.isEmpty else { return }
+        try connection.query(SQL.with(ctes(events), "SELECT 1 AS one"))
+    }
+
+    /// Writes events on their own (a change with no row of its own to make, or a test).
+    public func append(_ events: [OutboxEvent]) throws(StorageError) {
+        try pool.runTransaction { t in try OutboxRepository.write(events, on: t) }
+    }
+
+    // MARK: Consuming
+
+    /// Claims up to `limit` due deliveries on `channel` for `leaseSeconds`: rows locked by another
+    /// claim right now are skipped (`FOR UPDATE SKIP LOCKED`), rows leased by a claim whose lease has
+    /// not run out are not due, so no two workers hold one delivery at once; a worker that dies
+    /// holding one gives it back when its lease ends. A delivery waits while an earlier pending
+    /// delivery (lower `seq`) for the same target and account exists: per target, an account's
+    /// events go out in write order. Targets in `excluding` (the caller's busy ones) are skipped.
+    public func claim(channel: String, limit: Int, leaseSeconds: Double, leaseId: String,
+                      excluding targets: [String] = []) throws(StorageError) -> [ClaimedDelivery] {
+        guard limit > 0 else { return [] }
+        let busy = PostgresValue.text(JSONValue.array(targets.map { .string($0) }).text)
+        return try pool.run { c in
+            try c.query("""
+                UPDATE outbox_deliveries d SET lease_id = \(leaseId), leased_until = now() + make_interval(secs => \(leaseSeconds)),
+                    attempts = d.attempts + 1
+                FROM (SELECT c.event_id, c.channel, c.target FROM outbox_deliveries c
+                      WHERE c.channel = \(channel) AND c.status = 'pending' AND c.next_attempt_at <= now()
+                        AND (c.leased_until IS NULL OR c.leased_until <= now())
+                        AND NOT (\(busy)::jsonb ? c.target)
+                        AND NOT EXISTS (SELECT 1 FROM outbox_deliveries p
+                                        WHERE p.channel = c.channel AND p.target = c.target AND p.account_id = c.account_id
+                                          AND p.status = 'pending' AND p.seq < c.seq)
+                      ORDER BY c.next_attempt_at, c.seq LIMIT \(limit)
+                      FOR UPDATE SKIP LOCKED) AS pick,
+                     outbox_events e
+                WHERE d.event_id = pick.event_id AND d.channel = pick.channel AND d.target = pick.target AND e.id = d.event_id
+                RETURNING d.event_id, e.type, e.account_id, e.data::text AS data, e.created_at, d.channel, d.target, d.attempts,
+                          d.expires_at, d.seq
+                """).sorted { (try? $0.int64("seq")) ?? 0 < (try? $1.int64("seq")) ?? 0 }.map { r in
+                ClaimedDelivery(eventId: try r.string("event_id"), type: try r.string("type"), accountId: try r.string("account_id"),
+                                data: try r.jsonValue("data"), createdAt: try r.date("created_at"), channel: try r.string("channel"),
+                                target: try r.string("target"), attempt: try r.int("attempts"), leaseId: leaseId,
+                                expiresAt: try r.date("expires_at"))
+            }
+        }
+    }
+
+    /// Records a success. False when the lease was no longer this claim's (it ran out and another
+    /// worker claimed the delivery, or the endpoint was deleted): nothing changes then.
+    @discardableResult
+    public func delivered(_ d: ClaimedDelivery, statusCode: Int?) throws(StorageError) -> Bool {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE outbox_deliveries SET status = 'delivered', last_status_code = \(statusCode), last_error = NULL,
+                    finished_at = now(), lease_id = NULL, leased_until = NULL
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                  AND status = 'pending'
+                """) > 0
+        }
+    }
+
+    /// Records a failed attempt: retried `retryInSeconds` from now, or given up (`failed`) when that
+    /// would fall on or after the delivery's `expires_at`. False when the lease was no longer this claim's.
+    @discardableResult
+    public func failed(_ d: ClaimedDelivery, statusCode: Int?, error: String?, retryInSeconds: Double) throws(StorageError) -> Bool {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE outbox_deliveries SET last_status_code = \(statusCode), last_error = \(error.map { String($0.prefix(500)) }),
+                    lease_id = NULL, leased_until = NULL,
+                    next_attempt_at = now() + make_interval(secs => \(retryInSeconds)),
+                    status = CASE WHEN now() + make_interval(secs => \(retryInSeconds)) >= expires_at THEN 'failed' ELSE 'pending' END,
+                    finished_at = CASE WHEN now() + make_interval(secs => \(retryInSeconds)) >= expires_at THEN now() END
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                  AND status = 'pending'
+                """) > 0
+        }
+    }
+
+    /// Hands a claim back untried (the worker had no room for it): due again at once, the attempt not counted.
+    public func release(_ d: ClaimedDelivery) throws(StorageError) {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE outbox_deliveries SET lease_id = NULL, leased_until = NULL, attempts = attempts - 1
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                  AND status = 'pending'
+                """)
+        }
+    }
+
+    /// Gives up pending deliveries whose time ran out without a claim (an endpoint nobody could reach
+    /// while no instance ran); returns how many.
+    @discardableResult
+    public func expire() throws(StorageError) -> Int {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE outbox_deliveries SET status = 'failed', finished_at = now(), last_error = COALESCE(last_error, 'expired')
+                WHERE status = 'pending' AND expires_at <= now() AND (leased_until IS NULL OR leased_until <= now())
+                """)
+        }
+    }
+
+    /// Deletes events written more than `olderThanSeconds` ago whose deliveries are all finished
+    /// (their deliveries go with them); returns how many events.
+    @discardableResult
+    public func purgeFinished(olderThanSeconds: Int) throws(StorageError) -> Int {
+        try pool.run { c in
+            try c.execute("""
+                DELETE FROM outbox_events e WHERE e.created_at < now() - make_interval(secs => \(olderThanSeconds))
+                  AND NOT EXISTS (SELECT 1 FROM outbox_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
+                """)
+        }
+    }
+
+    // MARK: Reading
+
+    /// Pending deliveries per channel and the age of the oldest one.
+    public func depth() throws(StorageError) -> [OutboxDepth] {
+        try pool.run { c in
+            try c.query("""
+                SELECT d.channel, count(*) AS pending,
+                       COALESCE(EXTRACT(EPOCH FROM now() - min(e.created_at)), 0)::float8 AS oldest
+                FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
+                WHERE d.status = 'pending' GROUP BY d.channel ORDER BY d.channel
+                """).map { r in
+                OutboxDepth(channel: try r.string("channel"), pending: try r.int("pending"), oldestPendingSeconds: try r.double("oldest"))
+            }
+        }
+    }
+
+    /// The deliveries to one target, newest first.
+    public func deliveries(channel: String, target: String, limit: Int) throws(StorageError) -> [DeliveryRecord] {
+        try pool.run { c in
+            try c.query("""
+                SELECT d.event_id, e.type, d.status, d.attempts, d.last_status_code, d.last_error, d.next_attempt_at, e.created_at
+                FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
+                WHERE d.channel = \(channel) AND d.target = \(target) ORDER BY d.seq DESC LIMIT \(limit)
+                """).map { r in
+                let status = DeliveryRecord.Status(rawValue: try r.string("status")) ?? .pending
+                return DeliveryRecord(eventId: try r.string("event_id"), type: try r.string("type"), status: status,
+                                      attempts: try r.int("attempts"), lastStatusCode: try r.optionalInt("last_status_code"),
+                                      lastError: try r.optionalString("last_error"),
+                                      nextAttemptAt: status == .pending ? try r.date("next_attempt_at") : nil,
+                                      createdAt: try r.date("created_at"))
+            }
+        }
+    }
+
+    /// Cancels the pending deliveries to one target (an endpoint being deleted), on `connection`.
+    static func cancelPending(channel: String, target: String, on connection: PostgresConnection) throws {
+        try connection.execute("""
+            UPDATE outbox_deliveries SET status = 'cancelled', finished_at = now(), lease_id = NULL, leased_until = NULL
+            WHERE channel = \(channel) AND target = \(target) AND status = 'pending'
+            """)
+    }
+}
