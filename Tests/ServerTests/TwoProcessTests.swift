@@ -136,6 +136,12 @@ final class ServeProcess: Sendable {
     }
 
     var isRunning: Bool { process.isRunning }
+
+    /// SIGKILL: no shutdown of any kind (the test of what survives a crash).
+    func kill9() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
     var output: String { stderr.text }
 
     /// Bounded polling until the process says where it listens (or exits).

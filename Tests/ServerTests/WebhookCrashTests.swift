@@ -1,0 +1,136 @@
+import Foundation
+import JSON
+import LatchkeyServer
+import PostgreSQL
+import Synchronization
+import Testing
+import WebAuthnTesting
+
+/// SPEC "Rules that must hold": every event reaches every subscribed webhook at least once, even
+/// across a `kill -9` of an instance or a PostgreSQL restart. Real `latchkey serve` processes on a
+/// database of their own (so no other test's senders take part), a real receiver in this process.
+@Suite("Webhooks across kill -9 and a PostgreSQL restart", .serialized)
+struct WebhookCrashTests {
+    /// A database of its own on the test server, dropped afterwards.
+    final class OwnDatabase {
+        let name = "lk_hooks_\(uniqueSuffix())"
+        let url: String
+        let server: String
+        init(server: String) throws {
+            self.server = server
+            try PostgresConnection(url: server).execute(SQL(unsafeRaw: "CREATE DATABASE \(name)"))
+            let slash = server.lastIndex(of: "/")!
+            url = String(server[...slash]) + name
+        }
+        deinit { _ = try? PostgresConnection(url: server).execute(SQL(unsafeRaw: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")) }
+    }
+
+    static func environment(databaseURL: String, rpId: String, adminKey: String) -> [String: String] {
+        ["DATABASE_URL": databaseURL, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": "https://\(rpId)",
+         "LATCHKEY_ADMIN_KEY": adminKey, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "1", "LATCHKEY_WORKERS": "1",
+         "LATCHKEY_KEY_ENCRYPTION_KEY": TestServer.keyEncryptionKeyBase64, "LATCHKEY_OUTBOX_LEASE": "12",
+         "LATCHKEY_WEBHOOK_RETRY_BASE": "0.2"]
+    }
+
+    @Test("kill -9 of the instance in the middle of a delivery: another instance sends it again with the same webhook-id")
+    func killMidDelivery() throws {
+        let binary = try #require(ServeProcess.findBinary(), "build the latchkey executable (swift build --build-tests)")
+        let database = try OwnDatabase(server: try TestDatabase.url())
+        let rpId = "crash-\(uniqueSuffix()).latchkey.test"
+        let adminKey = "admin-\(uniqueSuffix())"
+        let environment = Self.environment(databaseURL: database.url, rpId: rpId, adminKey: adminKey)
+        let gate = DispatchSemaphore(value: 0)
+        // The first attempt hangs in the receiver until the sender is dead; later ones succeed.
+        let receiver = try TestReceiver { attempt in
+            if attempt == 1 { _ = gate.wait(timeout: .now() + 30) }
+            return 200
+        }
+        defer { receiver.stop() }
+
+        let a = try ServeProcess(binary: binary, environment: environment)
+        defer { a.stop() }
+        let portA = try a.waitUntilServing()
+        let onA = Client(Endpoint(port: portA, rpId: rpId, origin: "https://\(rpId)", adminKey: adminKey))
+        let (hookId, _) = try onA.subscribe(receiver.url, ["user.created"])
+        let user = try onA.signUp(SoftAuthenticator(), username: "crash-\(uniqueSuffix())")
+        #expect(try waitFor { receiver.started >= 1 }, "A began the delivery")
+        a.kill9()
+        gate.signal()
+
+        let b = try ServeProcess(binary: binary, environment: environment)
+        defer { b.stop() }
+        let onB = Client(Endpoint(port: try b.waitUntilServing(), rpId: rpId, origin: "https://\(rpId)", adminKey: adminKey))
+        // A's lease (12 s) runs out; B claims the delivery and sends it.
+        let got = receiver.wait(seconds: 40) { d in d.filter { $0.data?["userId"]?.stringValue == user.userId }.count >= 2 }
+            .filter { $0.data?["userId"]?.stringValue == user.userId }
+        #expect(got.count == 2, "\(got.count) attempts arrived")
+        #expect(Set(got.map(\.id)).count == 1, "the same webhook-id after the crash")
+        #expect(try waitFor(seconds: 10) { try onB.deliveries(hookId).first?["status"] == "delivered" })
+        #expect(try onB.deliveries(hookId).first?["attempts"] == 2)
+    }
+
+    @Test("PostgreSQL restarts while a delivery is pending: nothing is lost, the event arrives afterwards")
+    func postgresRestart() throws {
+        let binary = try #require(ServeProcess.findBinary(), "build the latchkey executable (swift build --build-tests)")
+        let cluster = try PrivateCluster()
+        defer { cluster.stop() }
+        let rpId = "restart-\(uniqueSuffix()).latchkey.test"
+        let adminKey = "admin-\(uniqueSuffix())"
+        let up = Mutex(false)
+        let receiver = try TestReceiver { _ in up.withLock { $0 } ? 200 : 503 }
+        defer { receiver.stop() }
+        let a = try ServeProcess(binary: binary, environment: Self.environment(databaseURL: cluster.url, rpId: rpId, adminKey: adminKey))
+        defer { a.stop() }
+        let onA = Client(Endpoint(port: try a.waitUntilServing(), rpId: rpId, origin: "https://\(rpId)", adminKey: adminKey))
+        let (hookId, _) = try onA.subscribe(receiver.url, ["user.created"])
+        let user = try onA.signUp(SoftAuthenticator(), username: "restart-\(uniqueSuffix())")
+        #expect(try waitFor { receiver.started >= 1 }, "attempted before the restart (and refused)")
+
+        try cluster.restart()
+        up.withLock { $0 = true }
+        let got = receiver.wait(seconds: 40) { d in d.contains { $0.data?["userId"]?.stringValue == user.userId && $0.type == "user.created" } }
+        #expect(got.contains { $0.data?["userId"]?.stringValue == user.userId })
+        #expect(try waitFor(seconds: 15) { (try? onA.deliveries(hookId).first?["status"]) == "delivered" })
+    }
+}
+
+/// A durable PostgreSQL cluster of its own (scripts/dev-postgres.sh with its own folder and port),
+/// so restarting it touches no other test.
+final class PrivateCluster {
+    let directory = "/tmp/lk-restart-pg-\(uniqueSuffix())"
+    let port = Int.random(in: 55000...55900)
+    private(set) var url = ""
+
+    init() throws { url = try run([]) }
+
+    func restart() throws {
+        _ = try run(["--stop"])
+        Thread.sleep(forTimeInterval: 1)
+        url = try run([])
+    }
+
+    func stop() {
+        _ = try? run(["--stop"])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    @discardableResult
+    private func run(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [TestDatabase.repositoryRoot.appendingPathComponent("scripts/dev-postgres.sh").path] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["LATCHKEY_DATA_DIR"] = directory
+        environment["LATCHKEY_PG_PORT"] = String(port)
+        environment["LATCHKEY_PG_FAST"] = "0"
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw TestSetupError("dev-postgres.sh \(arguments) failed (\(process.terminationStatus))") }
+        return String(String(decoding: data, as: UTF8.self).split(separator: "\n").last ?? "")
+    }
+}
