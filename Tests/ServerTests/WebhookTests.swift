@@ -281,8 +281,12 @@ struct WebhookTests {
         let row = try server.database.pool.query("SELECT secret FROM webhook_endpoints WHERE id = \(id)")[0]
         let sealed = try row.bytes("secret")
         let key = try #require(WebhookSignature.key(fromSecret: secret))
-        #expect(sealed.count == 1 + 12 + 32 + 16 && !sealed.indices.dropLast(31).contains { Array(sealed[$0..<$0 + 32]) == key })
-        #expect(throws: CryptoError.self) { try AESGCM.open(Array(sealed.dropFirst()), key: [UInt8](repeating: 7, count: 32)) }
+        // The signing keys' envelope (KeyEncryption.swift): version, KEK id, nonce, ciphertext, tag.
+        #expect(sealed.count == 1 + 8 + 12 + 32 + 16 && !sealed.indices.dropLast(31).contains { Array(sealed[$0..<$0 + 32]) == key })
+        let otherKEK = try KeyEncryptionKey(bytes: [UInt8](repeating: 7, count: 32))
+        #expect(throws: SealedSecret.Failure.self) {
+            try SealedSecret.open(sealed, with: otherKEK, binding: .webhookSecret(id))
+        }
 
         // A pending delivery (port 9 refuses) is cancelled by the delete; nothing fans out to it afterwards.
         _ = try client.signUp(SoftAuthenticator(), username: server.username("cancel"))

@@ -63,6 +63,8 @@ public enum SealedSecret {
         let id: String
         /// A token signing key, by kid.
         public static func signingKey(_ kid: String) -> Binding { Binding(purpose: "signing_keys", id: kid) }
+        /// A webhook endpoint's signing secret, by endpoint id.
+        public static func webhookSecret(_ id: String) -> Binding { Binding(purpose: WebhookService.secretPurpose, id: id) }
     }
 
     public struct Failure: Error, CustomStringConvertible {

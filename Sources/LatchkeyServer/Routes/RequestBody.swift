@@ -83,6 +83,12 @@ enum Identifiers {
         return text
     }
 
+    /// A webhook endpoint id: `wh_` + an opaque id (WebhookService.create).
+    static func webhook(_ text: String?) -> String? {
+        guard let text, text.hasPrefix("wh_"), opaque(String(text.dropFirst(3))) != nil else { return nil }
+        return text
+    }
+
     /// A passkey credential id: base64url (no padding) of 1…1023 bytes (WebAuthn L3 §5.1: at most 1023).
     static func credential(_ text: String?) -> [UInt8]? {
         guard let text, !text.isEmpty, text.utf8.count <= 1364, let bytes = Base64URL.decode(text),
