@@ -132,6 +132,8 @@ final class ServeProcess: Sendable {
     }
 
     var isRunning: Bool { process.isRunning }
+    /// For signals other than stop()'s (FaultTests: SIGKILL mid-request).
+    var processIdentifier: Int32 { process.processIdentifier }
     var output: String { stderr.text }
 
     /// Bounded polling until the process says where it listens (or exits).
