@@ -44,13 +44,10 @@ if [[ "${LATCHKEY_FUZZ_SKIP_BUILD:-0}" != 1 || ! -x "$BIN" ]]; then
   fi
 fi
 
-# The normal build's replay mode lists targets; the fuzz build runs libFuzzer's main instead, so
-# the list comes from the sources: every FuzzTarget("name", …).
-targets() { grep -ho 'FuzzTarget("[a-z0-9-]*"' Tests/Fuzz/Harness/*.swift | sed 's/FuzzTarget("\(.*\)"/\1/'
-            grep -q 'AttestationFormats.all.map' Tests/Fuzz/Harness/Targets+Attestation.swift &&
-              grep -ho 'public static let identifier = "[a-z0-9-]*"' Sources/WebAuthn/Attestation/*.swift | sed 's/.*"\(.*\)"/att-\1/'; }
+# The targets, as the built harness names them.
 ALL=()
-while IFS= read -r t; do ALL+=("$t"); done < <(targets | sort -u)
+while IFS=$'\t' read -r t _; do ALL+=("$t"); done < <("$BIN" --list)
+((${#ALL[@]})) || { log "error: $BIN --list named no targets"; exit 1; }
 if [[ "$1" == --list ]]; then printf '%s\n' "${ALL[@]}"; exit 0; fi
 
 rm -rf data/fuzz/seeds

@@ -2,7 +2,8 @@
 //
 // Fuzzing (scripts/fuzz.sh): built alone with `-sanitize=fuzzer,address -DFUZZING`; main hands
 // its arguments (corpus folders, libFuzzer flags) to libFuzzer's driver, and LATCHKEY_FUZZ_TARGET
-// names the target (an environment variable, so that libFuzzer's child processes inherit it).
+// names the target (an environment variable, so that libFuzzer's child processes inherit it);
+// `--list` names the targets.
 //
 // Replay (the normal build, no sanitizer): `latchkey-fuzz TARGET FILE_OR_DIR…` runs each input once
 // through the target and prints how many ran; `latchkey-fuzz --list` names the targets.
@@ -21,6 +22,10 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     return 0
 }
 
+if CommandLine.arguments.dropFirst().first == "--list" {
+    for target in FuzzTargets.all { print("\(target.name)\t\(target.summary)") }
+    exit(0)
+}
 _ = FuzzTargets.selected  // an unknown LATCHKEY_FUZZ_TARGET stops before libFuzzer starts
 var driverArgc = CommandLine.argc
 var driverArgv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = UnsafeMutablePointer(mutating: CommandLine.unsafeArgv)
