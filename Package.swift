@@ -61,6 +61,15 @@ let package = Package(
                                                         "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Curl"],
                           swiftSettings: strict),
 
+        // libFuzzer harness, one executable for every fuzz target (LATCHKEY_FUZZ_TARGET picks one).
+        // scripts/fuzz.sh builds it alone with `-sanitize=fuzzer,address -DFUZZING` (its main hands
+        // argv to LLVMFuzzerRunDriver); the normal build compiles it as a replay tool
+        // (`latchkey-fuzz TARGET FILE…`), so an API change that breaks a target breaks `swift build`.
+        .systemLibrary(name: "CLibFuzzer", path: "Tests/Fuzz/CLibFuzzer"),
+        .executableTarget(name: "latchkey-fuzz", dependencies: ["CLibFuzzer", "LatchkeyServer", "WebAuthn", "DeviceKeys", "Tokens",
+                                                             "HTTP", "Storage", "CBOR", "Crypto", "JSON"],
+                          path: "Tests/Fuzz/Harness", swiftSettings: strict),
+
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
         .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: strict),

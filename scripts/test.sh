@@ -2,7 +2,8 @@
 # Installs what is missing, starts a private PostgreSQL for the tests, builds, and runs every test:
 # the swift-testing suites (unit, vectors, PostgreSQL and HTTP integration) and the CLI vector checks
 # that feed every shared vector (WebAuthn and device-key) to the real `latchkey inspect` binary, the ceremony suites again
-# through PgBouncer in transaction pooling mode (scripts/pgbouncer.sh), and the browser suite
+# through PgBouncer in transaction pooling mode (scripts/pgbouncer.sh), every fuzz target for a
+# short fixed time (scripts/fuzz.sh), the spin model (scripts/model-check.sh), and the browser suite
 # (Tests/Browser/run.sh: the web app in headless Chromium with a virtual authenticator).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +43,20 @@ swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
 # Every device-key vector (Android Key Attestation chains, App Attest objects) through `inspect device-key`.
 python3 Tests/CLI/inspect-device-keys.py "$(swift build --show-bin-path)/latchkey" || status=1
+
+# Fuzzing (README "Fuzzing, fault tests and the challenge model"): inputs a fuzzer once flagged
+# replay through the normal build's harness, then every libFuzzer target runs for
+# LATCHKEY_FUZZ_SECONDS (default 10; 20 targets, so about four minutes with the sanitizer build's
+# start-up) and fails on a crash, an ASan report, a leak, a timeout or a violated property.
+# data/fuzz/summary.txt keeps executions per second and corpus sizes per target.
+swift build --product latchkey-fuzz
+for dir in Tests/Fuzz/Regressions/*/; do
+  "$(swift build --show-bin-path)/latchkey-fuzz" "$(basename "$dir")" "$dir" || status=1
+done
+bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || status=1
+
+# The challenge lifecycle in Promela (Tests/Model/challenges.pml), exhaustively through spin.
+bash scripts/model-check.sh || status=1
 
 # The committed association files against the declared apps, and a live server's well-known URLs.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || status=1

@@ -142,6 +142,9 @@ final class ServeProcess: Sendable {
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
+
+    /// For signals other than stop()'s (FaultTests: SIGKILL mid-request).
+    var processIdentifier: Int32 { process.processIdentifier }
     var output: String { stderr.text }
 
     /// Bounded polling until the process says where it listens (or exits).
