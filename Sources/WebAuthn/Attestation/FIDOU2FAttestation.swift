@@ -20,10 +20,6 @@ public enum FIDOU2FAttestation: AttestationFormat {
         guard credentialKey.algorithm == .es256, let point = credentialKey.publicKey.x963Point, point.count == 65 else {
             throw .attestation("fido-u2f: credential key is not ES256 P-256")
         }
-        // A U2F authenticator has no AAGUID: the client fills authenticatorData's with zeros (CTAP2
-        // "Interoperating with CTAP1/U2F authenticators"), so any other value is not a U2F response.
-        try trace.require("attestation.fido-u2f.zeroAAGUID", input.credential.aaguid.allSatisfy { $0 == 0 },
-                          .attestation("fido-u2f: authenticatorData AAGUID is not zero"))
         // Step 5: verificationData = 0x00 || rpIdHash || clientDataHash || credentialId || publicKeyU2F.
         let data: [UInt8] = [0x00] + input.authenticatorData.rpIdHash + input.clientDataHash + input.credential.credentialId + point
         try trace.require("attestation.fido-u2f.signature",
