@@ -26,8 +26,15 @@ echo "test database through PgBouncer: $LATCHKEY_PGBOUNCER_URL"
 mkdir -p data
 swift build --build-tests
 set +e
+# The FIDO2 server conformance items (Tests/ServerTests/Conformance) record each outcome here; the
+# tally per item group is printed after the suites.
+export LATCHKEY_CONFORMANCE_REPORT="$REPO/data/conformance-results.jsonl"
+rm -f "$LATCHKEY_CONFORMANCE_REPORT"
 swift test --skip-build 2>&1 | tee data/swift-test.log
 status=${PIPESTATUS[0]}
+python3 scripts/conformance-tally.py "$LATCHKEY_CONFORMANCE_REPORT" | tee data/conformance-tally.txt
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+unset LATCHKEY_CONFORMANCE_REPORT
 
 # The ceremony suites again, with the server talking to PostgreSQL only through PgBouncer in
 # transaction mode, as a deployment past one server's connection limit does. Session state used

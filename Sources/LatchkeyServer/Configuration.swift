@@ -96,6 +96,10 @@ public struct Configuration: Sendable {
     public var authenticatorsDeny: [[UInt8]] = []
     /// `LATCHKEY_REQUIRE_CERTIFIED`: `FIDO_CERTIFIED_L1` … `FIDO_CERTIFIED_L3plus`.
     public var requireCertified: CertificationLevel? = nil
+    /// `LATCHKEY_CONFORMANCE=1`: the FIDO conformance test API (SPEC "Conformance profile"):
+    /// `/attestation/*` and `/assertion/*`. Refused outside development mode unless
+    /// `LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION=1`.
+    public var conformance = false
 
     public init() {}
 
@@ -227,6 +231,10 @@ public struct Configuration: Sendable {
             }
             guard c.mdsBlobPath != nil else { throw Invalid(description: "LATCHKEY_REQUIRE_CERTIFIED needs LATCHKEY_MDS_BLOB") }
             c.requireCertified = level
+        }
+        c.conformance = env["LATCHKEY_CONFORMANCE"] == "1"
+        if c.conformance, !c.developmentMode, env["LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION"] != "1" {
+            throw Invalid(description: "LATCHKEY_CONFORMANCE=1 needs LATCHKEY_DEV=1 (or LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION=1)")
         }
         for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
         return c

@@ -24,7 +24,7 @@ public final class SoftAuthenticator: @unchecked Sendable {
         self.algorithm = algorithm
         switch algorithm {
         case .edDSA, .ed25519: privateKey = .generateEd25519()
-        case .rs256, .ps256, .rs384, .rs512, .ps384, .ps512: privateKey = .generateRSA(bits: 2048)
+        case .rs256, .ps256, .rs384, .rs512, .ps384, .ps512, .rs1: privateKey = .generateRSA(bits: 2048)
         case .es384: privateKey = .generateEC(.p384)
         case .es512: privateKey = .generateEC(.p521)
         default: privateKey = .generateEC(.p256)
@@ -43,8 +43,9 @@ public final class SoftAuthenticator: @unchecked Sendable {
     /// The 37-byte start of authenticator data (§6.1): SHA-256(rpId) || flags || signCount, with
     /// this authenticator's backup flags; AT only when attested credential data follows.
     func authenticatorDataHeader(rpId: String, userPresent: Bool, userVerified: Bool, attestedCredentialData: Bool,
-                                 signCount: UInt32) -> [UInt8] {
+                                 signCount: UInt32, extensionData: Bool = false) -> [UInt8] {
         var flags: UInt8 = attestedCredentialData ? 0x40 : 0  // AT
+        if extensionData { flags |= 0x80 }  // ED
         if userPresent { flags |= 0x01 }
         if userVerified { flags |= 0x04 }
         if backupEligible { flags |= 0x08 }
@@ -83,6 +84,16 @@ public enum RegistrationFormat: Sendable {
     case none, packedSelf
     /// `packed` with x5c (WebAuthn L3 §8.2 full attestation): signed with the identity's key, its chain as x5c.
     case packedFull(AttestationIdentity)
+    /// Any other format, from its builder (`FIDOU2FAttestationBuilder`, `TPMAttestationBuilder`, …).
+    case statement(any AttestationStatementBuilder)
+}
+
+/// Builds one attestation format's `attStmt` for a registration (one builder per format, one file each).
+public protocol AttestationStatementBuilder: Sendable {
+    /// `fmt`.
+    var format: String { get }
+    /// The statement over `authenticatorData` and `clientDataHash` for `authenticator`'s credential.
+    func statement(authenticatorData: [UInt8], clientDataHash: [UInt8], authenticator: SoftAuthenticator) -> [CBORPair]
 }
 
 public struct RegistrationBuilder: @unchecked Sendable {
@@ -96,6 +107,22 @@ public struct RegistrationBuilder: @unchecked Sendable {
     /// Replace the credential id the response reports (rawId) without touching authenticatorData.
     public var reportedCredentialId: [UInt8]? = nil
     public var corruptAttestationSignature = false
+    /// clientDataJSON exactly as sent (and hashed), instead of `clientData`'s serialisation.
+    public var rawClientDataJSON: [UInt8]? = nil
+    /// Authenticator extension outputs (a CBOR map) after the attested credential data, with ED set.
+    public var extensionData: CBORValue? = nil
+    /// The AT flag and the attested credential data, separately (to send one without the other).
+    public var attestedCredentialFlag = true
+    public var includeAttestedCredentialData = true
+    /// Bytes appended to authenticatorData after everything else.
+    public var trailingAuthenticatorData: [UInt8] = []
+    /// `packed` full: sign with this key instead of the identity's (a signature the leaf cannot verify).
+    public var attestationSigningKey: PrivateKey? = nil
+    /// Changes to attStmt after it is signed, and to the attestation object's map after that.
+    public var editStatement: (@Sendable (inout [CBORPair]) -> Void)? = nil
+    public var editAttestationObject: (@Sendable (inout [CBORPair]) -> Void)? = nil
+    /// The attestation object's bytes exactly as sent.
+    public var rawAttestationObject: [UInt8]? = nil
 
     init(authenticator: SoftAuthenticator, challenge: [UInt8], rpId: String, origin: String) {
         self.authenticator = authenticator
@@ -106,14 +133,18 @@ public struct RegistrationBuilder: @unchecked Sendable {
     public var authenticatorData: [UInt8] {
         let a = authenticator
         var out = a.authenticatorDataHeader(rpId: rpId, userPresent: userPresent, userVerified: userVerified,
-                                            attestedCredentialData: true, signCount: a.signCount)
-        out += a.aaguid + [UInt8(a.credentialId.count >> 8), UInt8(a.credentialId.count & 0xFF)] + a.credentialId
-        out += a.publicKeyCOSE
-        return out
+                                            attestedCredentialData: attestedCredentialFlag, signCount: a.signCount,
+                                            extensionData: extensionData != nil)
+        if includeAttestedCredentialData {
+            out += a.aaguid + [UInt8(a.credentialId.count >> 8), UInt8(a.credentialId.count & 0xFF)] + a.credentialId
+            out += a.publicKeyCOSE
+        }
+        if let extensionData { out += CBOREncoder.encode(extensionData) }
+        return out + trailingAuthenticatorData
     }
 
     public func json() -> JSONValue {
-        let clientDataJSON = clientData.json
+        let clientDataJSON = rawClientDataJSON ?? clientData.json
         let authData = authenticatorData
         var statement: [CBORPair] = []
         var fmt = "packed"
@@ -132,16 +163,24 @@ public struct RegistrationBuilder: @unchecked Sendable {
             case .ed25519: .edDSA
             default: .es256
             }
-            var sig = try! identity.key.sign(authData + Digest.sha256(clientDataJSON), algorithm: alg.signatureAlgorithm!)
+            let key = attestationSigningKey ?? identity.key
+            var sig = try! key.sign(authData + Digest.sha256(clientDataJSON), algorithm: alg.signatureAlgorithm!)
             if corruptAttestationSignature { sig[sig.count / 2] ^= 0x01 }
             statement = [CBORPair(.text("alg"), .int(alg.rawValue)), CBORPair(.text("sig"), .bytes(sig)),
                          CBORPair(.text("x5c"), .array(identity.chain.map { .bytes($0.der) }))]
+        case .statement(let builder):
+            fmt = builder.format
+            statement = builder.statement(authenticatorData: authData, clientDataHash: Digest.sha256(clientDataJSON),
+                                          authenticator: authenticator)
         }
-        let attestationObject = CBOREncoder.encode(.map([
+        editStatement?(&statement)
+        var object = [
             CBORPair(.text("fmt"), .text(fmt)),
             CBORPair(.text("attStmt"), .map(statement)),
             CBORPair(.text("authData"), .bytes(authData)),
-        ]))
+        ]
+        editAttestationObject?(&object)
+        let attestationObject = rawAttestationObject ?? CBOREncoder.encode(.map(object))
         let id = Base64URL.encode(reportedCredentialId ?? authenticator.credentialId)
         return .object([
             ("id", .string(id)), ("rawId", .string(id)), ("type", "public-key"),
@@ -168,6 +207,14 @@ public struct AssertionBuilder: @unchecked Sendable {
     /// Sign count to report; nil: the authenticator's counter, incremented (0 stays 0, like synced passkeys).
     public var signCount: UInt32? = nil
     public var corruptSignature = false
+    /// clientDataJSON exactly as sent, instead of `clientData`'s serialisation.
+    public var rawClientDataJSON: [UInt8]? = nil
+    /// Sign over this clientDataJSON's hash instead of the one sent (a signature for other client data).
+    public var signedClientDataJSON: [UInt8]? = nil
+    /// Authenticator extension outputs (a CBOR map) after the 37-byte header, with ED set.
+    public var extensionData: CBORValue? = nil
+    /// Bytes appended to authenticatorData (and signed).
+    public var trailingAuthenticatorData: [UInt8] = []
 
     init(authenticator: SoftAuthenticator, challenge: [UInt8], rpId: String, origin: String) {
         self.authenticator = authenticator
@@ -184,10 +231,12 @@ public struct AssertionBuilder: @unchecked Sendable {
             if a.signCount > 0 { a.signCount += 1 }
             count = a.signCount
         }
-        let authData = a.authenticatorDataHeader(rpId: rpId, userPresent: userPresent, userVerified: userVerified,
-                                                 attestedCredentialData: false, signCount: count)
-        let clientDataJSON = clientData.json
-        var signature = a.sign(authData + Digest.sha256(clientDataJSON))
+        var authData = a.authenticatorDataHeader(rpId: rpId, userPresent: userPresent, userVerified: userVerified,
+                                                 attestedCredentialData: false, signCount: count, extensionData: extensionData != nil)
+        if let extensionData { authData += CBOREncoder.encode(extensionData) }
+        authData += trailingAuthenticatorData
+        let clientDataJSON = rawClientDataJSON ?? clientData.json
+        var signature = a.sign(authData + Digest.sha256(signedClientDataJSON ?? clientDataJSON))
         if corruptSignature { signature[signature.count - 2] ^= 0x01 }
         let id = Base64URL.encode(a.credentialId)
         var response: [(key: String, value: JSONValue)] = [

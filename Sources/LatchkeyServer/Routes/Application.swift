@@ -48,6 +48,7 @@ public struct Application: Responder {
         routes.addOperationsRoutes(services)
         routes.addStepUpRoutes(services)
         routes.addWebRoutes(services)
+        routes.addConformanceRoutes(services)
         router = routes.router
     }
 

@@ -25,6 +25,9 @@ public final class PasskeyService: Sendable {
 
     /// What the options offer (SPEC: −7, −8, −257 at least); verification refuses anything else.
     static let offeredAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256]
+    /// The conformance profile's options offer every algorithm Latchkey verifies, RS1 included (SPEC).
+    static let conformanceAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .ed25519, .es384, .es512, .ps256, .ps384, .ps512,
+                                                         .rs256, .rs384, .rs512, .rs1]
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
@@ -51,10 +54,13 @@ public final class PasskeyService: Sendable {
     }
 
     /// The policy for one ceremony: the template with the allowlist and the metadata as they are now.
-    func currentPolicy() -> VerificationPolicy {
+    /// `conformance`: a ceremony of the conformance profile's endpoints, where (only) an assertion's
+    /// UP flag may be clear.
+    func currentPolicy(conformance: Bool = false) -> VerificationPolicy {
         var p = policyTemplate
         p.origins = origins.policy()
         p.metadata = metadata.policy()
+        p.acceptAssertionsWithoutUserPresence = conformance && configuration.conformance
         return p
     }
 
@@ -69,9 +75,25 @@ public final class PasskeyService: Sendable {
     public enum Requester: Sendable {
         case newAccount(username: String, displayName: String)
         case user(String)  // signed in (Bearer) or vouched for (enrolment ticket)
+        /// The conformance profile: the account with this username, created on first use.
+        case named(username: String, displayName: String)
     }
 
-    func registrationOptions(for requester: Requester) throws(ServiceError) -> JSONValue {
+    /// What a conformance options request asks of one registration (SPEC "Conformance profile");
+    /// nil members keep the deployment's defaults.
+    struct RegistrationRequest: Sendable {
+        var userVerification: VerificationPolicy.UserVerification? = nil
+        var attestation: AttestationConveyance? = nil
+        var authenticatorAttachment: String? = nil
+        var extensions: JSONValue? = nil
+    }
+
+    /// A requested user verification never weakens a deployment that requires it.
+    func userVerification(_ asked: VerificationPolicy.UserVerification?) -> VerificationPolicy.UserVerification? {
+        configuration.userVerification == .required ? .required : asked
+    }
+
+    func registrationOptions(for requester: Requester, request: RegistrationRequest? = nil) throws(ServiceError) -> JSONValue {
         let user: UserRecord
         let isNew: Bool
         switch requester {
@@ -86,11 +108,25 @@ public final class PasskeyService: Sendable {
             guard let u = try storage({ () throws(StorageError) in try accounts.user(id: id) }) else { throw ServiceError.unauthorized }
             user = u
             isNew = false
+        case .named(let username, let displayName):
+            if let u = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
+                user = u
+                isNew = false
+            } else {
+                user = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
+                isNew = true
+            }
         }
         let existing = isNew ? [] : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }
+        var ceremonyRequest = RegistrationCeremony.Request()
+        if let request {
+            ceremonyRequest = RegistrationCeremony.Request(
+                algorithms: Self.conformanceAlgorithms, userVerification: userVerification(request.userVerification),
+                attestation: request.attestation, authenticatorAttachment: request.authenticatorAttachment, extensions: request.extensions)
+        }
         let (options, state) = registration.begin(
             user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
-            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init))
+            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init), request: ceremonyRequest)
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
@@ -158,7 +194,9 @@ public final class PasskeyService: Sendable {
 
     // MARK: Authentication
 
-    func authenticationOptions(username: String?) throws(ServiceError) -> JSONValue {
+    /// `userVerification` / `extensions`: the conformance profile's options request.
+    func authenticationOptions(username: String?, userVerification asked: VerificationPolicy.UserVerification? = nil,
+                               extensions: JSONValue? = nil) throws(ServiceError) -> JSONValue {
         var allow: [CredentialDescriptor] = []
         var account: String? = nil
         if let username {
@@ -174,7 +212,8 @@ public final class PasskeyService: Sendable {
                 allow = [CredentialDescriptor(id: id, transports: ["internal", "hybrid"])]
             }
         }
-        let (options, state) = authentication.begin(allowCredentials: allow, account: account)
+        let (options, state) = authentication.begin(allowCredentials: allow, account: account,
+                                                    userVerification: userVerification(asked), extensions: extensions)
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .authentication, userId: account,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
@@ -182,11 +221,12 @@ public final class PasskeyService: Sendable {
         return options.json
     }
 
-    func verifyAuthentication(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
-        try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body) }
+    /// `conformance`: the conformance profile's `/assertion/result` (an assertion's UP flag may be clear).
+    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false) throws(ServiceError) -> JSONValue {
+        try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body, conformance: conformance) }
     }
 
-    private func finishAuthentication(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
+    private func finishAuthentication(_ body: [UInt8], conformance: Bool) throws(ServiceError) -> JSONValue {
         let parsed: ParsedAuthentication
         do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
         // Round trip 1: use the challenge up and fetch the credential (SPEC: consumed first, so any
@@ -199,7 +239,9 @@ public final class PasskeyService: Sendable {
         do { state = try AuthenticationState(decoding: stored.state) } catch { throw ServiceError(error) }
         // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
         let checked: CeremonyCheckedAuthentication
-        do { checked = try authentication.check(parsed, state: state, policy: currentPolicy()) } catch { throw ServiceError(error) }
+        do { checked = try authentication.check(parsed, state: state, policy: currentPolicy(conformance: conformance)) } catch {
+            throw ServiceError(error)
+        }
         guard let (credential, user) = login else {
             // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
             // tells the client to have the passkey provider drop that credential.

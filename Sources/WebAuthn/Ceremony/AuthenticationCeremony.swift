@@ -1,4 +1,5 @@
 import Crypto
+import JSON
 
 /// Authentication (WebAuthn L3 §7.2) without state or I/O, in SPEC's order: `begin` returns the
 /// request options and the state; `check` runs the steps that need no stored credential; the
@@ -23,12 +24,18 @@ public struct AuthenticationCeremony: Sendable {
     /// challenge itself); else 32 fresh bytes from `environment.random`. `restrictToAllowed`: only
     /// the credentials in `allowCredentials` may answer (§7.2 step 5), as step-up requires; else any
     /// credential of the account (the list may be a decoy for an unknown username).
+    /// `userVerification` / `extensions`: this one ceremony's requirement and client extension inputs
+    /// instead of the defaults (the FIDO conformance profile's options request); the state keeps the
+    /// requirement the options state.
     public func begin(allowCredentials: [CredentialDescriptor], account: String?, challenge: [UInt8]? = nil,
-                      restrictToAllowed: Bool = false) -> (options: RequestOptions, state: AuthenticationState) {
+                      restrictToAllowed: Bool = false, userVerification: VerificationPolicy.UserVerification? = nil,
+                      extensions: JSONValue? = nil) -> (options: RequestOptions, state: AuthenticationState) {
         if let challenge { precondition(challenge.count >= 16, "a WebAuthn challenge is at least 16 bytes (§13.4.3)") }
         let challenge = challenge ?? environment.challenge()
+        let userVerification = userVerification ?? self.userVerification
         let options = RequestOptions(challenge: challenge, timeoutMilliseconds: timeoutSeconds * 1000, rpId: rpId,
-                                     allowCredentials: allowCredentials, userVerification: userVerification, hints: hints)
+                                     allowCredentials: allowCredentials, userVerification: userVerification, hints: hints,
+                                     extensions: extensions)
         let state = AuthenticationState(challenge: challenge, rpId: rpId, userVerification: userVerification, account: account,
                                         allowedCredentials: restrictToAllowed ? allowCredentials.map(\.id) : nil)
         return (options, state)

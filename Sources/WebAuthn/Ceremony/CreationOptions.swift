@@ -15,10 +15,17 @@ public struct CreationOptions: Sendable, Equatable {
     public let userVerification: VerificationPolicy.UserVerification
     public let attestation: AttestationConveyance
     public let hints: [String]
+    /// `authenticatorSelection.authenticatorAttachment`, when the request names one.
+    public let authenticatorAttachment: String?
+    /// Client extension inputs (§9): `credProps` always, plus whatever the caller adds.
+    public let extensions: JSONValue
+
+    public static let defaultExtensions: JSONValue = .object([("credProps", true)])
 
     public init(rp: RelyingParty, user: UserEntity, challenge: [UInt8], algorithms: [COSEAlgorithm], timeoutMilliseconds: Int,
                 excludeCredentials: [CredentialDescriptor], userVerification: VerificationPolicy.UserVerification,
-                attestation: AttestationConveyance, hints: [String]) {
+                attestation: AttestationConveyance, hints: [String], authenticatorAttachment: String? = nil,
+                extensions: JSONValue = CreationOptions.defaultExtensions) {
         self.rp = rp
         self.user = user
         self.challenge = challenge
@@ -28,6 +35,8 @@ public struct CreationOptions: Sendable, Equatable {
         self.userVerification = userVerification
         self.attestation = attestation
         self.hints = hints
+        self.authenticatorAttachment = authenticatorAttachment
+        self.extensions = extensions
     }
 
     /// The bare options object, members in the order of §5.4.
@@ -40,12 +49,12 @@ public struct CreationOptions: Sendable, Equatable {
             ("pubKeyCredParams", .array(algorithms.map { .object([("type", "public-key"), ("alg", .number(Double($0.rawValue)))]) })),
             ("timeout", .number(Double(timeoutMilliseconds))),
             ("excludeCredentials", .array(excludeCredentials.map(\.json))),
-            ("authenticatorSelection", .object([("residentKey", "required"), ("requireResidentKey", true),
-                                                ("userVerification", .string(userVerification.rawValue))])),
+            ("authenticatorSelection", .object((authenticatorAttachment.map { [("authenticatorAttachment", JSONValue.string($0))] } ?? [])
+                + [("residentKey", "required"), ("requireResidentKey", true), ("userVerification", .string(userVerification.rawValue))])),
             ("attestation", .string(attestation.rawValue)),
             ("hints", .array(hints.map { .string($0) })),
             // credProps: the client reports whether the credential is discoverable (§10.1.3).
-            ("extensions", .object([("credProps", true)])),
+            ("extensions", extensions),
         ])
     }
 }

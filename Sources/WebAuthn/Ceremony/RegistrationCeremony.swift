@@ -1,3 +1,5 @@
+import JSON
+
 /// Registration (WebAuthn L3 §7.1) without state or I/O: `begin` returns the creation options and
 /// the state the server keeps; `finish` takes the parsed response and that state back.
 public struct RegistrationCeremony: Sendable {
@@ -24,16 +26,45 @@ public struct RegistrationCeremony: Sendable {
 
     /// Options for `user` with a fresh 32-byte challenge from `environment.random`, and the state
     /// that `finish` checks against. `excludeCredentials`: the account's existing passkeys, so an
-    /// authenticator that already holds one says so instead of making a second.
-    public func begin(user: UserEntity, account: String?, isNewAccount: Bool,
-                      excludeCredentials: [CredentialDescriptor]) -> (options: CreationOptions, state: RegistrationState) {
+    /// authenticator that already holds one says so instead of making a second. `request`: what this
+    /// one ceremony asks for instead of the defaults (the FIDO conformance profile's options request);
+    /// the state keeps whatever the options say, so `finish` checks exactly that.
+    public func begin(user: UserEntity, account: String?, isNewAccount: Bool, excludeCredentials: [CredentialDescriptor],
+                      request: Request = Request()) -> (options: CreationOptions, state: RegistrationState) {
         let challenge = environment.challenge()
+        let algorithms = request.algorithms ?? algorithms
+        let userVerification = request.userVerification ?? userVerification
+        var extensions = CreationOptions.defaultExtensions
+        if case .object(let asked)? = request.extensions, case .object(var members) = extensions {
+            for member in asked where !members.contains(where: { $0.key == member.key }) { members.append(member) }
+            extensions = .object(members)
+        }
         let options = CreationOptions(rp: rp, user: user, challenge: challenge, algorithms: algorithms,
                                       timeoutMilliseconds: timeoutSeconds * 1000, excludeCredentials: excludeCredentials,
-                                      userVerification: userVerification, attestation: attestation, hints: hints)
+                                      userVerification: userVerification, attestation: request.attestation ?? attestation, hints: hints,
+                                      authenticatorAttachment: request.authenticatorAttachment, extensions: extensions)
         let state = RegistrationState(challenge: challenge, rpId: rp.id, userVerification: userVerification,
                                       algorithms: algorithms, user: user, account: account, isNewAccount: isNewAccount)
         return (options, state)
+    }
+
+    /// One ceremony's departures from the defaults; nil members keep them.
+    public struct Request: Sendable {
+        public var algorithms: [COSEAlgorithm]?
+        public var userVerification: VerificationPolicy.UserVerification?
+        public var attestation: AttestationConveyance?
+        public var authenticatorAttachment: String?
+        /// Client extension inputs to add (an object); `credProps` is always asked for.
+        public var extensions: JSONValue?
+
+        public init(algorithms: [COSEAlgorithm]? = nil, userVerification: VerificationPolicy.UserVerification? = nil,
+                    attestation: AttestationConveyance? = nil, authenticatorAttachment: String? = nil, extensions: JSONValue? = nil) {
+            self.algorithms = algorithms
+            self.userVerification = userVerification
+            self.attestation = attestation
+            self.authenticatorAttachment = authenticatorAttachment
+            self.extensions = extensions
+        }
     }
 
     /// §7.1 steps 5-25 (`RegistrationVerifier.verify`) against what the options set, taken from

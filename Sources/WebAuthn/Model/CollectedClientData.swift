@@ -37,9 +37,12 @@ public struct CollectedClientData: Sendable {
             topOrigin = s
         }
         var tokenBindingStatus: String? = nil
-        if let tb = json["tokenBinding"], case .object = tb {
-            // Token binding (L2 §5.8.1): when present as an object, status must be one of the
-            // defined values. Some old clients sent a bare string ("unused"), which means nothing.
+        if let tb = json["tokenBinding"], !tb.isNull, tb.stringValue != "unused" {
+            // Token binding (L2 §5.8.1): an object whose status is one of the defined values (SPEC
+            // "Metadata rules in detail"). The one exception is the bare string "unused" that old
+            // Edge and Chrome sent, meaning none (a real-device vector carries it); any other
+            // non-object is refused (FIDO conformance item Resp-2 F-15).
+            guard case .object = tb else { throw .invalid("clientDataJSON.tokenBinding is not an object") }
             guard let status = tb["status"]?.stringValue, ["present", "supported"].contains(status) else {
                 throw .invalid("clientDataJSON.tokenBinding.status is not a TokenBindingStatus")
             }

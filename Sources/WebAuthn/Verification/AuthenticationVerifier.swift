@@ -61,7 +61,8 @@ public enum AuthenticationVerifier {
         if let appId = policy.appId, parsed.response.clientExtensionResults["appid"]?.boolValue == true {
             appIdHash = Digest.sha256(Array(appId.utf8))
         }
-        try CeremonyChecks.authenticatorData(parsed.authenticatorData, policy: policy, trace: trace, alternateRpIdHash: appIdHash)
+        try CeremonyChecks.authenticatorData(parsed.authenticatorData, policy: policy, trace: trace, alternateRpIdHash: appIdHash,
+                                             userPresenceOptional: policy.acceptAssertionsWithoutUserPresence)
         return CeremonyCheckedAuthentication(parsed: parsed, policy: policy)
     }
 

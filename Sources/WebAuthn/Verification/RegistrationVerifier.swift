@@ -137,12 +137,16 @@ enum CeremonyChecks {
     }
 
     static func authenticatorData(_ a: AuthenticatorData, policy: VerificationPolicy, trace: VerificationTrace?,
-                                  alternateRpIdHash: [UInt8]? = nil) throws(WebAuthnError) {
+                                  alternateRpIdHash: [UInt8]? = nil, userPresenceOptional: Bool = false) throws(WebAuthnError) {
         // §7.1 step 13 / §7.2 step 15 (an AppID hash only when the client says it used the appid extension).
         let rpIdOK = constantTimeEquals(a.rpIdHash, policy.rpIdHash) || alternateRpIdHash.map { constantTimeEquals(a.rpIdHash, $0) } == true
         try trace.require("authData.rpIdHash", rpIdOK, WebAuthnError(.rpIdMismatch, "rpIdHash is not SHA-256 of the rpId"))
-        // §7.1 step 14 / §7.2 step 16.
-        try trace.require("authData.userPresent", a.userPresent, WebAuthnError(.userPresenceRequired, "user presence flag is not set"))
+        // §7.1 step 14 / §7.2 step 16 (for assertions, the conformance profile alone may waive it).
+        if userPresenceOptional && !a.userPresent {
+            trace?.record("authData.userPresent", true, "not set: accepted under the FIDO conformance profile")
+        } else {
+            try trace.require("authData.userPresent", a.userPresent, WebAuthnError(.userPresenceRequired, "user presence flag is not set"))
+        }
         // §7.1 step 15 / §7.2 step 17.
         if policy.userVerification == .required {
             try trace.require("authData.userVerified", a.userVerified,

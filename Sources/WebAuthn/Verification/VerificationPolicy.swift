@@ -30,6 +30,10 @@ public struct VerificationPolicy: Sendable {
     public var requireCTSProfileMatch = true
     public var safetyNetMaxSkewSeconds: Int64 = 60
     public var signCountPolicy: SignCountPolicy = .reject
+    /// The FIDO conformance profile's one relaxation of §7.2 step 16 (SPEC "Conformance profile"):
+    /// an assertion whose UP flag is clear is accepted, because the conformance tool sends such
+    /// assertions under every `userVerification`. Registrations still need UP. Off everywhere else.
+    public var acceptAssertionsWithoutUserPresence = false
     /// Authenticator metadata (FIDO MDS3) and the AAGUID / certification narrowing built on it;
     /// `.off`: attestation is trusted only as far as `trustAnchors` says.
     public var metadata: MetadataPolicy = .off
