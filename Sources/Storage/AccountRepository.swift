@@ -214,12 +214,15 @@ public final class AccountRepository: Sendable {
     /// Revokes the user's live credential and, in the same transaction, every live session it began
     /// (SPEC "Sessions"), with `audit`. Returns the ids of those sessions, or nil when the user has
     /// no such live credential (nothing written then).
-    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord) throws(StorageError) -> [String]? {
+    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
+    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord,
+                       redeeming: StepUpRedemption? = nil) throws(StorageError) -> [String]? {
         try pool.runTransaction { t in
             let n = try t.execute("""
                 UPDATE credentials SET revoked_at = now() WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
                 """)
             guard n > 0 else { return nil }
+            try StepUpRedemption.redeem(redeeming, on: t)
             let ended = try t.query("""
                 UPDATE refresh_families SET revoked_at = now()
                 WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL RETURNING id
@@ -232,9 +235,11 @@ public final class AccountRepository: Sendable {
     // MARK: Enrolment tickets
 
     /// Stores a single-use ticket with its audit line (one statement); returns when it expires.
+    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
     public func createTicket(hash: [UInt8], userId: String, purpose: TicketPurpose = .passkey, ttlSeconds: Int,
-                             audit: AuditRecord) throws(StorageError) -> Date {
-        try pool.run { c in
+                             audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Date {
+        try pool.runTransaction { c in
+            try StepUpRedemption.redeem(redeeming, on: c)
             let statement = SQL.with([
                 ("ticket", """
                     INSERT INTO enrolment_tickets (hash, user_id, purpose, expires_at)

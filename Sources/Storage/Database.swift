@@ -35,6 +35,7 @@ public final class Database: Sendable {
     public let audit: AuditRepository
     /// Token signing keys, server secrets.
     public let keys: KeyRepository
+    public let admins: AdminRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -59,6 +60,7 @@ public final class Database: Sendable {
         config = ConfigRepository(pool: pool, listenURL: listen)
         audit = AuditRepository(pool: pool)
         keys = KeyRepository(pool: pool)
+        admins = AdminRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -115,10 +115,14 @@ public final class DeviceKeyRepository: Sendable {
     }
 
     /// False when the user has no such live key (no audit line then).
-    public func revoke(userId: String, id: String, audit: AuditRecord) throws(StorageError) -> Bool {
+    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
+    public func revoke(userId: String, id: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let n = try t.execute("UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL")
-            if n > 0 { try AuditRepository.write([audit], on: t) }
+            if n > 0 {
+                try StepUpRedemption.redeem(redeeming, on: t)
+                try AuditRepository.write([audit], on: t)
+            }
             return n > 0
         }
     }
