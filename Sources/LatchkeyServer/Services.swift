@@ -55,8 +55,9 @@ public final class Services: Sendable {
                                signer: signer, assertion: assertion, origins: origins, trust: attestationTrust,
                                configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
-        admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
-                             wellKnown: wellKnown, sessions: sessions, configuration: configuration, runtime: runtime)
+        admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
+                             origins: origins, wellKnown: wellKnown, sessions: sessions, stepUp: stepUp, passkeys: passkeys,
+                             configuration: configuration, runtime: runtime)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)

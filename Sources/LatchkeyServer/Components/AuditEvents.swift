@@ -19,12 +19,16 @@ enum AuditAction: String, Sendable {
     case deviceKeyEnrolled = "device_key.enrolled"
     case deviceKeyRevoked = "device_key.revoked"
     case stepUpApproved = "step_up.approved"
+    case sessionRevoked = "session.revoked"
+    case adminAdded = "admin.added"
+    case adminRemoved = "admin.removed"
 }
 
 /// Who did it, when it was not the signed-in user.
 public enum AuditActor {
     public static let server = "latchkey"
-    public static let admin = "admin"
+    /// The admin key (automation); an admin user's changes carry that user's id instead.
+    public static let adminKey = "admin-key"
 }
 
 extension AuditRecord {

@@ -264,12 +264,14 @@ public final class PasskeyService: Sendable {
     /// Revokes the passkey and, in the same transaction, the sessions it began: their refresh
     /// tokens are invalid_grant at once and their access tokens refused here at once (and on every
     /// other instance within a second, through RevokedSessions' feed).
-    func revokePasskey(userId: String, id: String) throws(ServiceError) {
-        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty,
-              let ended = try storage({ () throws(StorageError) in
-                  try accounts.revoke(userId: userId, credentialId: credentialId,
-                                      audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
-                                                         detail: [("credentialId", .string(Base64URL.encode(credentialId)))]))
+    /// `by`: an admin revoking another user's passkey (audited as that admin, approval redeemed with it).
+    func revokePasskey(userId: String, id: String, by admin: AdminCaller? = nil) throws(ServiceError) {
+        guard let credentialId = Base64URL.decode(id), !credentialId.isEmpty else { throw ServiceError.notFound("passkey") }
+        let detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credentialId)))]
+        let audit = admin?.record(.passkeyRevoked, subject: userId, detail: detail)
+            ?? AuditRecord(.passkeyRevoked, actor: userId, subject: userId, detail: detail)
+        guard let ended = try storage({ () throws(StorageError) in
+                  try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption)
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
