@@ -69,7 +69,9 @@ public final class WellKnownService: Sendable {
             documents.append(WellKnownDocument(name: built.name, body: bytes))
             files.append(.object([("name", .string(built.name)), ("path", .string("/.well-known/" + built.name)),
                                   ("source", .string(kept == nil ? "built" : "directory")),
-                                  ("content", .string(String(decoding: bytes, as: UTF8.self)))]))
+                                  ("content", .string(String(decoding: bytes, as: UTF8.self))),
+                                  // What the declarations build, when a kept file overrides it.
+                                  ("built", kept == nil ? .null : .string(String(decoding: built.bytes, as: UTF8.self)))]))
         }
         let problems = AssociationChecker(rpId: configuration.rpId, origins: allowlist).check(documents)
         return .object([
