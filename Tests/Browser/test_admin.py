@@ -281,6 +281,16 @@ TESTS = [
 ]
 
 
+def cleanup():
+    """Takes this run's declarations back out of the shared browser database (best effort)."""
+    binary, database = os.environ.get('LATCHKEY_BIN'), os.environ.get('LATCHKEY_DATABASE_URL')
+    if not binary or not database:
+        return
+    env = dict(os.environ, DATABASE_URL=database, LATCHKEY_DEV='1', LATCHKEY_RP_ID='localhost')
+    for args in (['apps', 'remove', 'android:' + PACKAGE], ['origins', 'remove', APK_KEY_HASH], ['admins', 'remove', ADMIN]):
+        subprocess.run([binary, *args], env=env, capture_output=True, timeout=60)
+
+
 def main():
     wait_for_server()
     browser = Browser()
@@ -310,6 +320,7 @@ def main():
             print(f'PASS {name} ({time.monotonic() - started:.1f}s)', flush=True)
     finally:
         browser.d.quit()
+        cleanup()
     print(f'screenshots: {os.path.abspath(SHOTS)}')
     print(f'admin console: {passed} passed, {failed} failed, {skipped} skipped')
     return 1 if failed else 0
