@@ -12,4 +12,16 @@ extension StepUpAction {
 
 public enum GatedActionType {
     public static let deviceKeyEnrolment = "latchkey.device-key.enrol"
+    public static let adminChange = "latchkey.admin"
+}
+
+extension StepUpAction {
+    /// `{"type":"latchkey.admin","method":…,"path":…,"body":…}` (SPEC "Admin console"): one admin
+    /// change made with a user token — the HTTP method (upper case), the request path exactly as
+    /// sent (still percent-encoded, no query), and the request's JSON body or null. The step-up
+    /// approves exactly that request: another path, method or body is another action.
+    public static func adminChange(method: String, path: String, body: JSONValue?) throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.adminChange)), ("method", .string(method)), ("path", .string(path)),
+                                  ("body", body ?? .null)]))
+    }
 }

@@ -62,8 +62,9 @@ public final class Services: Sendable {
                                signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
                                configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
-        admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
-                             wellKnown: wellKnown, sessions: sessions, events: events, configuration: configuration, runtime: runtime)
+        admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
+                             origins: origins, wellKnown: wellKnown, sessions: sessions, stepUp: stepUp, passkeys: passkeys,
+                             events: events, configuration: configuration, runtime: runtime)
         webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
     }

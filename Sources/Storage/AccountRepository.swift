@@ -222,13 +222,15 @@ public final class AccountRepository: Sendable {
     /// (SPEC "Sessions"), with `audit`. Returns the ids of those sessions, or nil when the user has
     /// no such live credential (nothing written then).
     /// `events(revoked credential, ended session ids)` are written in the same transaction.
-    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord,
+    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
+    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord, redeeming: StepUpRedemption? = nil,
                        events: (CredentialRecord, [String]) -> [OutboxEvent] = { _, _ in [] }) throws(StorageError) -> [String]? {
         try pool.runTransaction { t in
             guard let revoked = try t.query("""
                 UPDATE credentials SET revoked_at = now() WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
                 RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
                 """).first.map(AccountRepository.credential) else { return nil }
+            try StepUpRedemption.redeem(redeeming, on: t)
             let ended = try t.query("""
                 UPDATE refresh_families SET revoked_at = now()
                 WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL RETURNING id
@@ -242,9 +244,11 @@ public final class AccountRepository: Sendable {
     // MARK: Enrolment tickets
 
     /// Stores a single-use ticket with its audit line (one statement); returns when it expires.
+    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
     public func createTicket(hash: [UInt8], userId: String, purpose: TicketPurpose = .passkey, ttlSeconds: Int,
-                             audit: AuditRecord) throws(StorageError) -> Date {
-        try pool.run { c in
+                             audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Date {
+        try pool.runTransaction { c in
+            try StepUpRedemption.redeem(redeeming, on: c)
             let statement = SQL.with([
                 ("ticket", """
                     INSERT INTO enrolment_tickets (hash, user_id, purpose, expires_at)

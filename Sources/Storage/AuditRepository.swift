@@ -54,15 +54,22 @@ public final class AuditRepository: Sendable {
         try pool.run { c in try AuditRepository.write([record], on: c) }
     }
 
-    /// Newest first; `before` is the id to page from (exclusive).
-    public func entries(limit: Int, before: Int64?) throws(StorageError) -> [AuditEntry] {
+    /// Newest first; `before` is the id to page from (exclusive). `user`: lines whose actor or
+    /// subject is that user id; `action`: that action, or with `actionPrefix` every action starting with it.
+    public func entries(limit: Int, before: Int64?, user: String? = nil, action: String? = nil,
+                        actionPrefix: Bool = false) throws(StorageError) -> [AuditEntry] {
         try pool.run { c in
-            try c.query("""
-                SELECT id, at, actor, action, subject, detail::text AS detail FROM audit_log
-                WHERE id < \(before ?? Int64.max) ORDER BY id DESC LIMIT \(limit)
+            let byUser: SQL = user.map { "AND (a.actor = \($0) OR a.subject = \($0))" } ?? ""
+            let byAction: SQL = action.map { actionPrefix ? "AND starts_with(a.action, \($0))" : "AND a.action = \($0)" } ?? ""
+            return try c.query("""
+                SELECT a.id, a.at, a.actor, a.action, a.subject, a.detail::text AS detail, u.username AS actor_username
+                FROM audit_log a LEFT JOIN users u ON u.id = a.actor
+                WHERE a.id < \(before ?? Int64.max) \(fragment: byUser) \(fragment: byAction)
+                ORDER BY a.id DESC LIMIT \(limit)
                 """).map { r in
                 AuditEntry(id: try r.int64("id"), at: try r.date("at"), actor: try r.string("actor"), action: try r.string("action"),
-                           subject: try r.optionalString("subject"), detail: try r.jsonValue("detail"))
+                           subject: try r.optionalString("subject"), detail: try r.jsonValue("detail"),
+                           actorUsername: try r.optionalString("actor_username"))
             }
         }
     }

@@ -27,19 +27,27 @@ public final class ConfigRepository: Sendable {
     }
 
     /// True when the origin was added (with `audit`), false when it was already present (no audit then).
-    public func addOrigin(_ origin: String, source: String, audit: AuditRecord) throws(StorageError) -> Bool {
+    /// With `redeeming`, the change happens only together with that step-up's redemption (same transaction).
+    public func addOrigin(_ origin: String, source: String, audit: AuditRecord,
+                          redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let n = try t.execute("INSERT INTO origins (origin, source) VALUES (\(origin), \(source)) ON CONFLICT (origin) DO NOTHING")
-            if n > 0 { try AuditRepository.write([audit], on: t) }
+            if n > 0 {
+                try StepUpRedemption.redeem(redeeming, on: t)
+                try AuditRepository.write([audit], on: t)
+            }
             return n > 0
         }
     }
 
     /// True when the origin was removed (with `audit`), false when it was not there.
-    public func removeOrigin(_ origin: String, audit: AuditRecord) throws(StorageError) -> Bool {
+    public func removeOrigin(_ origin: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let n = try t.execute("DELETE FROM origins WHERE origin = \(origin)")
-            if n > 0 { try AuditRepository.write([audit], on: t) }
+            if n > 0 {
+                try StepUpRedemption.redeem(redeeming, on: t)
+                try AuditRepository.write([audit], on: t)
+            }
             return n > 0
         }
     }
@@ -69,7 +77,7 @@ public final class ConfigRepository: Sendable {
     /// (so the allowlist and the association files never disagree, even for a moment). Writes
     /// `audit(change)` unless nothing changed, and `originAudit(origin, added)` per origin added or dropped.
     public func putApp(_ app: AppRecord, audit: (AppChange) -> AuditRecord,
-                       originAudit: (String, Bool) -> AuditRecord) throws(StorageError) -> AppChange {
+                       originAudit: (String, Bool) -> AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> AppChange {
         let fingerprints = JSONValue.array(app.fingerprints.map { .string($0) }).text
         return try pool.runTransaction { t in
             let existing = try t.query("""
@@ -94,6 +102,7 @@ public final class ConfigRepository: Sendable {
                     """)
                 change = .created
             }
+            try StepUpRedemption.redeem(redeeming, on: t)
             try AuditRepository.write([audit(change)], on: t)
             try ConfigRepository.syncAppOrigins(t, originAudit: originAudit)
             return change
@@ -103,10 +112,11 @@ public final class ConfigRepository: Sendable {
     /// False when there was no such app (nothing written). Otherwise `audit`, then the origins
     /// synced as in `putApp`.
     public func removeApp(rpId: String, platform: String, appId: String, audit: AuditRecord,
-                          originAudit: (String, Bool) -> AuditRecord) throws(StorageError) -> Bool {
+                          originAudit: (String, Bool) -> AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let n = try t.execute("DELETE FROM apps WHERE rp_id = \(rpId) AND platform = \(platform) AND app_id = \(appId)")
             guard n > 0 else { return false }
+            try StepUpRedemption.redeem(redeeming, on: t)
             try AuditRepository.write([audit], on: t)
             try ConfigRepository.syncAppOrigins(t, originAudit: originAudit)
             return true

@@ -39,6 +39,7 @@ public final class Database: Sendable {
     public let outbox: OutboxRepository
     /// Webhook endpoints (their deliveries are outbox deliveries on channel `webhook`).
     public let webhooks: WebhookRepository
+    public let admins: AdminRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -65,6 +66,7 @@ public final class Database: Sendable {
         keys = KeyRepository(pool: pool)
         outbox = OutboxRepository(pool: pool)
         webhooks = WebhookRepository(pool: pool)
+        admins = AdminRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -120,14 +120,16 @@ public final class DeviceKeyRepository: Sendable {
     }
 
     /// False when the user has no such live key (no audit line, no events then). `events(revoked)`
-    /// are written in the same transaction.
-    public func revoke(userId: String, id: String, audit: AuditRecord,
+    /// are written in the same transaction; with `redeeming` (an admin's approval), only together
+    /// with that step-up's redemption.
+    public func revoke(userId: String, id: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil,
                        events: (DeviceKeyRecord) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             guard let revoked = try t.query("""
                 UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
                 """).first.map(DeviceKeyRepository.deviceKey) else { return false }
+            try StepUpRedemption.redeem(redeeming, on: t)
             try AuditRepository.write([audit], on: t)
             try OutboxRepository.write(events(revoked), on: t)
             return true

@@ -48,6 +48,8 @@ public struct AuditEntry: Sendable {
     public let action: String
     public let subject: String?
     public let detail: JSONValue
+    /// The actor's username when the actor is a user (an admin's changes, a user's own logins).
+    public var actorUsername: String? = nil
 }
 
 public enum RefreshOutcome: Sendable, Equatable {

@@ -179,6 +179,20 @@ public final class SessionRepository: Sendable {
         }
     }
 
+    /// An admin ends one of a user's live sessions, with `audit` (and the admin's step-up, when
+    /// `redeeming`) in the same transaction; false when there is no such live session (nothing written).
+    public func revoke(userId: String, familyId: String, audit: AuditRecord, redeeming: StepUpRedemption?) throws(StorageError) -> Bool {
+        try pool.runTransaction { t in
+            let n = try t.execute("""
+                UPDATE refresh_families SET revoked_at = now() WHERE id = \(familyId) AND user_id = \(userId) AND revoked_at IS NULL
+                """)
+            guard n > 0 else { return false }
+            try StepUpRedemption.redeem(redeeming, on: t)
+            try AuditRepository.write([audit], on: t)
+            return true
+        }
+    }
+
     // MARK: Revocation feed
 
     /// The sessions revoked after `since` (nil: in the last `lookbackSeconds`), with the database's

@@ -16,6 +16,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case credentialExists    // credentials_pkey
         /// A credential use's compare-and-set found the stored counter not below the new one.
         case signCountRegression
+        /// The step-up token a change was to redeem was already used (or is not this user's, or
+        /// for another action): the change was rolled back.
+        case stepUpUsed
         case other(String)       // the constraint's name
     }
 
@@ -24,6 +27,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(.usernameTaken): "conflict: username taken"
         case .conflict(.credentialExists): "conflict: credential already registered"
         case .conflict(.signCountRegression): "conflict: sign count not above the stored one"
+        case .conflict(.stepUpUsed): "conflict: the step-up was already used"
         case .conflict(.other(let constraint)): "conflict: \(constraint)"
         case .notFound: "not found"
         case .unavailable(let reason): "database unavailable: \(reason)"

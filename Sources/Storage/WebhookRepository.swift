@@ -34,8 +34,11 @@ public final class WebhookRepository: Sendable {
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    public func create(_ endpoint: NewWebhookEndpoint, audit: AuditRecord) throws(StorageError) -> WebhookEndpointRecord {
-        try pool.run { c in
+    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
+    public func create(_ endpoint: NewWebhookEndpoint, audit: AuditRecord,
+                       redeeming: StepUpRedemption? = nil) throws(StorageError) -> WebhookEndpointRecord {
+        try pool.runTransaction { c in
+            try StepUpRedemption.redeem(redeeming, on: c)
             let events = JSONValue.array(endpoint.events.map { .string($0) }).text
             let statement = SQL.with([
                 ("w", """
@@ -78,11 +81,12 @@ public final class WebhookRepository: Sendable {
     /// Deletes a live endpoint and cancels its pending deliveries, with `audit`, in one transaction;
     /// false when there is no such live endpoint (nothing written). New events no longer fan out to it
     /// from the commit on, on every instance (the fan-out reads this table in the writer's transaction).
-    public func delete(id: String, audit: AuditRecord) throws(StorageError) -> Bool {
+    public func delete(id: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             guard try t.execute("UPDATE webhook_endpoints SET deleted_at = now() WHERE id = \(id) AND deleted_at IS NULL") > 0 else {
                 return false
             }
+            try StepUpRedemption.redeem(redeeming, on: t)
             try OutboxRepository.cancelPending(channel: OutboxRepository.webhookChannel, target: id, on: t)
             try AuditRepository.write([audit], on: t)
             return true

@@ -5,7 +5,7 @@
 # Installs what is missing (Debian's chromium and chromium-driver; Selenium from PyPI into a venv
 # under data/), starts the throwaway test PostgreSQL (same cluster as scripts/test.sh), builds and
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
-# stops the server. Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the
+# stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/. Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the
 # server's log to data/browser/server.log.
 #
 # Environment: LATCHKEY_BIN (a built latchkey binary; default: `swift build --product latchkey`),
@@ -43,8 +43,12 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 mkdir -p data/browser
 server_log="$REPO/data/browser/server.log"
 log "serving on http://localhost:$port (log: $server_log)"
+# No LATCHKEY_WELLKNOWN_DIR files: the association files are built from the declared apps, so the
+# admin console's preview shows what the declarations make.
+mkdir -p data/browser/wellknown-empty
 DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" LATCHKEY_DEV=1 LATCHKEY_RP_ID=localhost \
   LATCHKEY_LISTEN="127.0.0.1:$port" LATCHKEY_ORIGINS="http://localhost:$port" \
+  LATCHKEY_WELLKNOWN_DIR="$REPO/data/browser/wellknown-empty" \
   LATCHKEY_WEB_DIR="$REPO/web" "$LATCHKEY_BIN" serve >"$server_log" 2>&1 &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
@@ -55,5 +59,10 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   "$VENV/bin/python" Tests/Browser/test_web.py
 status=$?
+# The admin console at /admin/ (its own browser); `latchkey admins add` mints the enrolment link.
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_BIN="$LATCHKEY_BIN" \
+  LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
+  "$VENV/bin/python" Tests/Browser/test_admin.py || status=1
 set -e
 exit $status

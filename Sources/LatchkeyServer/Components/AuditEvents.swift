@@ -21,12 +21,16 @@ enum AuditAction: String, Sendable {
     case stepUpApproved = "step_up.approved"
     case webhookCreated = "webhook.created"
     case webhookDeleted = "webhook.deleted"
+    case sessionRevoked = "session.revoked"
+    case adminAdded = "admin.added"
+    case adminRemoved = "admin.removed"
 }
 
 /// Who did it, when it was not the signed-in user.
 public enum AuditActor {
     public static let server = "latchkey"
-    public static let admin = "admin"
+    /// The admin key (automation); an admin user's changes carry that user's id instead.
+    public static let adminKey = "admin-key"
 }
 
 extension AuditRecord {

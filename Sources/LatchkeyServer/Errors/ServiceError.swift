@@ -95,6 +95,8 @@ extension ServiceError {
         switch error {
         case .conflict(.signCountRegression):
             self = ServiceError(.signCountRegression, "the sign count is not above the stored one: another use with it came first")
+        case .conflict(.stepUpUsed):
+            self = ServiceError(.stepUpRequired, "the step-up was already used: approve this change again")
         case .conflict: self = ServiceError(.conflict, "the change conflicts with stored data")
         case .notFound: self = ServiceError.notFound("record")
         case .unavailable: self = .storageUnavailable

@@ -10,32 +10,39 @@ func externalUserId(_ params: PathParameters) throws(ServiceError) -> String {
 }
 
 extension RouteTable {
-    /// `/admin/v1`: the admin key as bearer; every change audited.
+    /// `/admin/v1`: the admin key, or an admin's user-verified access token (SPEC "Admin console").
+    /// Reads use `requireAdmin`; every change uses `requireAdminChange`, which with a user token
+    /// demands `Latchkey-Step-Up` for exactly that request. Every change is audited.
     mutating func addAdminRoutes(_ s: Services) {
+        add("GET", "/admin/v1/me", accepting: .any) { req, _ in
+            .json(bytes: try s.admin.me(try s.admin.requireAdmin(req)).serialized())
+        }
         add("GET", "/admin/v1/origins", accepting: .any) { req, _ in
-            try s.admin.requireAdmin(req)
+            _ = try s.admin.requireAdmin(req)
             return .json(bytes: try s.admin.listOrigins().serialized())
         }
         add("POST", "/admin/v1/origins") { req, _ in
-            try s.admin.requireAdmin(req)
-            let (origin, created) = try s.admin.addOrigin(try jsonBody(req))
+            let caller = try s.admin.requireAdminChange(req)
+            let (origin, created) = try s.admin.addOrigin(try jsonBody(req), by: caller)
             return .json(status: created ? 201 : 200, bytes: JSONValue.object([("origin", .string(origin))]).serialized())
         }
         add("DELETE", "/admin/v1/origins/{origin}", accepting: .any) { req, params in
-            try s.admin.requireAdmin(req)
+            let caller = try s.admin.requireAdminChange(req)
             // Only a valid origin was ever added; a segment that cannot be one names nothing.
             guard let origin = Identifiers.text(params["origin"], max: 2048) else { throw ServiceError.notFound("origin") }
-            try s.admin.removeOrigin(origin)
+            try s.admin.removeOrigin(origin, by: caller)
             return .empty(status: 204)
         }
         add("POST", "/admin/v1/users/{externalId}/enrolment-tickets") { req, params in
-            try s.admin.requireAdmin(req)
             let externalId = try externalUserId(params)
-            return .json(status: 201, bytes: try s.admin.enrolmentTicket(externalId: externalId, body: try jsonBody(req)).serialized())
+            let caller = try s.admin.requireAdminChange(req)
+            return .json(status: 201, bytes: try s.admin.enrolmentTicket(externalId: externalId, body: try jsonBody(req),
+                                                                        by: caller).serialized())
         }
         add("POST", "/admin/v1/users/{externalId}/device-key-tickets", accepting: .any) { req, params in
-            try s.admin.requireAdmin(req)
-            return .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: try externalUserId(params)).serialized())
+            let externalId = try externalUserId(params)
+            let caller = try s.admin.requireAdminChange(req)
+            return .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: externalId, by: caller).serialized())
         }
         add("GET", "/admin/v1/step-up/receipts/{id}", accepting: .any) { req, params in
             // An auditor's copy of any user's step-up receipt (the owner's is /v1/step-up/receipts/{id}).
@@ -44,22 +51,54 @@ extension RouteTable {
             return .json(bytes: try s.stepUp.receipt(id: id, userId: nil).serialized())
         }
         add("GET", "/admin/v1/audit", accepting: .any) { req, _ in
-            try s.admin.requireAdmin(req)
-            return .json(bytes: try s.admin.auditLog(limit: req.queryValue("limit"), before: req.queryValue("before")).serialized())
+            _ = try s.admin.requireAdmin(req)
+            return .json(bytes: try s.admin.auditLog(limit: req.queryValue("limit"), before: req.queryValue("before"),
+                                                     user: req.queryValue("user"), action: req.queryValue("action")).serialized())
+        }
+        addAdminUserRoutes(s)
+    }
+
+    /// The console's users page: find by username, one user's passkeys, device keys and sessions,
+    /// and revocations (changes: step-up with a user token). `{id}` here is Latchkey's user id
+    /// (the ticket routes above take the app backend's external id).
+    mutating func addAdminUserRoutes(_ s: Services) {
+        add("GET", "/admin/v1/users", accepting: .any) { req, _ in
+            _ = try s.admin.requireAdmin(req)
+            return .json(bytes: try s.admin.findUsers(username: req.queryValue("username")).serialized())
+        }
+        add("GET", "/admin/v1/users/{id}", accepting: .any) { req, params in
+            _ = try s.admin.requireAdmin(req)
+            return .json(bytes: try s.admin.user(id: params["id"] ?? "").serialized())
+        }
+        add("DELETE", "/admin/v1/users/{id}/passkeys/{credentialId}", accepting: .any) { req, params in
+            let caller = try s.admin.requireAdminChange(req)
+            try s.admin.revokePasskey(userId: params["id"] ?? "", credentialId: params["credentialId"] ?? "", by: caller)
+            return .empty(status: 204)
+        }
+        add("DELETE", "/admin/v1/users/{id}/device-keys/{keyId}", accepting: .any) { req, params in
+            let caller = try s.admin.requireAdminChange(req)
+            try s.admin.revokeDeviceKey(userId: params["id"] ?? "", keyId: params["keyId"] ?? "", by: caller)
+            return .empty(status: 204)
+        }
+        add("DELETE", "/admin/v1/users/{id}/sessions/{sessionId}", accepting: .any) { req, params in
+            let caller = try s.admin.requireAdminChange(req)
+            try s.admin.endSession(userId: params["id"] ?? "", sessionId: params["sessionId"] ?? "", by: caller)
+            return .empty(status: 204)
         }
         // Webhooks (SPEC "Events"): endpoints and their deliveries.
         add("POST", "/admin/v1/webhooks") { req, _ in
-            try s.admin.requireAdmin(req)
-            return .json(status: 201, bytes: try s.webhooks.create(try jsonBody(req)).serialized())
+            let caller = try s.admin.requireAdminChange(req)
+            return .json(status: 201, bytes: try s.webhooks.create(try jsonBody(req), by: caller).serialized())
         }
         add("GET", "/admin/v1/webhooks", accepting: .any) { req, _ in
             try s.admin.requireAdmin(req)
             return .json(bytes: try s.webhooks.list().serialized())
         }
         add("DELETE", "/admin/v1/webhooks/{id}", accepting: .any) { req, params in
-            try s.admin.requireAdmin(req)
             guard let id = Identifiers.webhook(params["id"]) else { throw ServiceError.notFound("webhook") }
-            try s.webhooks.delete(id: id)
+            // SPEC "Admin console": deleting a webhook weakens security, so a user token needs its step-up.
+            let caller = try s.admin.requireAdminChange(req)
+            try s.webhooks.delete(id: id, by: caller)
             return .empty(status: 204)
         }
         add("GET", "/admin/v1/webhooks/{id}/deliveries", accepting: .any) { req, params in

@@ -2,23 +2,32 @@ import HTTP
 import JSON
 
 extension RouteTable {
-    /// `/admin/v1/apps`: associated native apps (admin key as bearer; every change audited).
-    /// `GET` → `{"apps":[…]}`; `POST` a declaration → 201 the app (200 when it replaced or matched
-    /// one with the same id); `DELETE /admin/v1/apps/{ios:TEAMID.bundle.id | android:package}` → 204, 404 when absent.
+    /// `/admin/v1/apps`: associated native apps (admin key or admin user; every change audited, and
+    /// with a user token approved by step-up). `GET` → `{"apps":[…]}`; `POST` a declaration → 201 the
+    /// app (200 when it replaced or matched one with the same id); `DELETE /admin/v1/apps/{ios:TEAMID.bundle.id |
+    /// android:package}` → 204, 404 when absent. `POST /admin/v1/wellknown/preview` reads only.
     mutating func addAppRoutes(_ s: Services) {
         add("GET", "/admin/v1/apps", accepting: .any) { req, _ in
-            try s.admin.requireAdmin(req)
+            _ = try s.admin.requireAdmin(req)
             return .json(bytes: try s.admin.listApps().serialized())
         }
         add("POST", "/admin/v1/apps") { req, _ in
-            try s.admin.requireAdmin(req)
-            let (app, created) = try s.admin.putApp(try jsonBody(req))
+            let caller = try s.admin.requireAdminChange(req)
+            let (app, created) = try s.admin.putApp(try jsonBody(req), by: caller)
             return .json(status: created ? 201 : 200, bytes: app.serialized())
         }
         add("DELETE", "/admin/v1/apps/{id}", accepting: .any) { req, params in
-            try s.admin.requireAdmin(req)
-            try s.admin.removeApp(params["id"] ?? "")
+            let caller = try s.admin.requireAdminChange(req)
+            try s.admin.removeApp(params["id"] ?? "", by: caller)
             return .empty(status: 204)
+        }
+        // The console's live preview: what the three files and `wellknown check` would say with this
+        // declaration (or as things are, for `{}`).
+        add("POST", "/admin/v1/wellknown/preview") { req, _ in
+            _ = try s.admin.requireAdmin(req)
+            let body = try jsonBody(req)
+            let candidate = try body["app"].flatMap { $0.isNull ? nil : $0 }.map { v throws(ServiceError) in try AppDeclarations.parse(v) }
+            return .json(bytes: try s.wellKnown.preview(candidate: candidate).serialized())
         }
     }
 }

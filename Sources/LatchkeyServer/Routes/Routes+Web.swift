@@ -13,6 +13,11 @@ enum WebAssets {
         ("/", "index.html", "text/html; charset=utf-8"),
         ("/app.js", "app.js", "text/javascript; charset=utf-8"),
         ("/app.css", "app.css", "text/css; charset=utf-8"),
+        // The admin console (SPEC "Admin console"), under /admin/ so that a separate admin listener
+        // (LATCHKEY_ADMIN_LISTEN) that takes every /admin/ path takes the console with the API.
+        ("/admin/", "admin/index.html", "text/html; charset=utf-8"),
+        ("/admin/admin.js", "admin/admin.js", "text/javascript; charset=utf-8"),
+        ("/admin/admin.css", "admin/admin.css", "text/css; charset=utf-8"),
     ]
 
     /// Same-origin everything; no inline script or style, so the CSP needs no exceptions.
@@ -49,7 +54,7 @@ enum WebAssets {
 }
 
 extension RouteTable {
-    /// `GET /`, `/app.js`, `/app.css` from the web folder; also loads the AAGUID → provider-name
+    /// `GET /`, `/app.js`, `/app.css` and the console under `/admin/` from the web folder; also loads the AAGUID → provider-name
     /// table the passkey list shows (`LATCHKEY_AAGUIDS`, default `<web folder>/aaguids.json`).
     mutating func addWebRoutes(_ s: Services) {
         let directory = s.configuration.webDirectory
@@ -59,5 +64,6 @@ extension RouteTable {
                 try WebAssets.response(file: asset.file, contentType: asset.contentType, directory: directory, request: req)
             }
         }
+        add("GET", "/admin", accepting: .any) { _, _ in .empty(status: 308, headers: [("Location", "/admin/")]) }
     }
 }

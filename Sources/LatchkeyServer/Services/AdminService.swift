@@ -1,4 +1,6 @@
 import Crypto
+import DeviceKeys
+import Foundation
 import HTTP
 import JSON
 import Storage
@@ -12,16 +14,23 @@ public final class AdminService: Sendable {
     let audit: AuditRepository
     let origins: OriginCache
     let wellKnown: WellKnownService
+    let admins: AdminRepository
     let sessions: SessionService?
     let events: OutboxEvents
+    let stepUp: StepUpService?
+    let passkeys: PasskeyService?
     let configuration: Configuration
     let runtime: Runtime
 
     /// SPEC: enrolment tickets are single use and live 10 minutes.
     static let ticketTTL = 600
 
-    init(config: ConfigRepository, accounts: AccountRepository, audit: AuditRepository, origins: OriginCache, wellKnown: WellKnownService,
-         sessions: SessionService?, events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
+    init(config: ConfigRepository, accounts: AccountRepository, audit: AuditRepository, admins: AdminRepository, origins: OriginCache,
+         wellKnown: WellKnownService, sessions: SessionService?, stepUp: StepUpService?, passkeys: PasskeyService?,
+         events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
+        self.admins = admins
+        self.stepUp = stepUp
+        self.passkeys = passkeys
         self.events = events
         self.config = config
         self.accounts = accounts
@@ -36,33 +45,59 @@ public final class AdminService: Sendable {
     /// For the CLI: the admin work straight on a database, without a server.
     public convenience init(database: Database, configuration: Configuration) {
         let origins = OriginCache(config: database.config)
-        self.init(config: database.config, accounts: database.accounts, audit: database.audit, origins: origins,
+        self.init(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins, origins: origins,
                   wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration),
-                  sessions: nil, events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
+                  sessions: nil, stepUp: nil, passkeys: nil, events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
                   configuration: configuration, runtime: .system)
     }
 
     // MARK: Who is asking
 
-    /// Admin routes take the admin key as a bearer credential (compared in constant time against
-    /// its hash). A valid user token there is 403, anything else 401.
-    func requireAdmin(_ request: Request) throws(ServiceError) {
+    /// Read access to the admin API: the admin key (automation; compared in constant time against
+    /// its hash), or an admin's access token from a user-verified passkey ceremony. Another user's
+    /// token is 403 `forbidden`, anything else 401.
+    func requireAdmin(_ request: Request) throws(ServiceError) -> AdminCaller { try authorize(request, change: false) }
+
+    /// A change (SPEC "Admin console"): with the admin key as before; with an admin's token only
+    /// with `Latchkey-Step-Up` for exactly this request — `{"type":"latchkey.admin","method","path","body"}`
+    /// — else 403 `step_up_required`. The approval is redeemed by the change's own transaction.
+    func requireAdminChange(_ request: Request) throws(ServiceError) -> AdminCaller { try authorize(request, change: true) }
+
+    private func authorize(_ request: Request, change: Bool) throws(ServiceError) -> AdminCaller {
         guard let presented = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
-        if isAdminKey(presented) { return }
-        if sessions?.isAccessToken(presented) == true { throw ServiceError(.forbidden, "this token does not grant admin access") }
-        if configuration.adminKeyHash == nil { throw ServiceError(.forbidden, "the admin API is off (LATCHKEY_ADMIN_KEY is not set)") }
-        throw ServiceError.unauthorized
+        if isAdminKey(presented) { return .adminKey }
+        guard let sessions, let stepUp, sessions.isAccessToken(presented) else { throw ServiceError.unauthorized }
+        let caller = try sessions.requireSession(request)  // a revoked session is 401 here too
+        guard try storage({ () throws(StorageError) in try admins.isAdmin(userId: caller.userId) }) else {
+            throw ServiceError(.forbidden, "this account is not an admin")
+        }
+        guard caller.acr == StepUpMethodClaims.passkeyVerified.acr else {
+            throw ServiceError(.forbidden, "the admin API needs a sign-in with a user-verified passkey (a refreshed token is not one)")
+        }
+        guard change else { return AdminCaller(actor: caller.userId, approval: nil) }
+        let body: JSONValue? = request.body.isEmpty ? nil : try jsonBody(request)
+        let action: StepUpAction
+        do { action = try StepUpAction.adminChange(method: request.method, path: request.rawPath, body: body) } catch { throw ServiceError(error) }
+        let approval = try stepUp.adminApproval(request.header("Latchkey-Step-Up").map(\.trimmed), userId: caller.userId, action: action)
+        return AdminCaller(actor: caller.userId, approval: approval)
     }
 
     private func isAdminKey(_ presented: String) -> Bool {
         configuration.adminKeyHash.map { AdminKey.matches(presented, hash: $0) } ?? false
     }
 
+    /// `GET /admin/v1/me`: who the console is signed in as.
+    func me(_ caller: AdminCaller) throws(ServiceError) -> JSONValue {
+        guard caller.actor != AuditActor.adminKey else { return .object([("actor", .string(caller.actor)), ("user", .null)]) }
+        let summary = try storage { () throws(StorageError) in try admins.userSummary(id: caller.actor) }
+        return .object([("actor", .string(caller.actor)), ("user", summary.map(Self.userJSON) ?? .null)])
+    }
+
     // MARK: Origins
 
     /// Start-up step of `serve`: the origins in LATCHKEY_ORIGINS join the allowlist.
     public func seedConfiguredOrigins() throws(ServiceError) {
-        for origin in configuration.origins { _ = try addValidOrigin(origin, source: "config", actor: AuditActor.server) }
+        for origin in configuration.origins { _ = try addValidOrigin(origin, source: "config", by: .named(AuditActor.server)) }
     }
 
     public func listOrigins() throws(ServiceError) -> JSONValue {
@@ -72,7 +107,7 @@ public final class AdminService: Sendable {
     }
 
     /// `{"origin"}` or `{"androidFingerprint"}` → (the normalised origin, added now?).
-    public func addOrigin(_ body: JSONValue, actor: String = AuditActor.admin) throws(ServiceError) -> (String, Bool) {
+    public func addOrigin(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (String, Bool) {
         let candidate: String
         if let fingerprint = body["androidFingerprint"]?.stringValue {
             switch OriginRules.androidOrigin(fromFingerprint: fingerprint) {
@@ -89,20 +124,20 @@ public final class AdminService: Sendable {
         case .success(let o): origin = o
         case .failure(let e): throw ServiceError.invalid(e.reason)
         }
-        return (origin, try addValidOrigin(origin, source: "admin", actor: actor))
+        return (origin, try addValidOrigin(origin, source: "admin", by: caller))
     }
 
-    private func addValidOrigin(_ origin: String, source: String, actor: String) throws(ServiceError) -> Bool {
+    private func addValidOrigin(_ origin: String, source: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
         let created = try storage { () throws(StorageError) in
-            try config.addOrigin(origin, source: source, audit: AuditRecord(.originAdded, actor: actor, subject: origin))
+            try config.addOrigin(origin, source: source, audit: caller.record(.originAdded, subject: origin), redeeming: caller.redemption)
         }
         origins.invalidate()
         return created
     }
 
-    public func removeOrigin(_ origin: String, actor: String = AuditActor.admin) throws(ServiceError) {
+    public func removeOrigin(_ origin: String, by caller: AdminCaller) throws(ServiceError) {
         guard try storage({ () throws(StorageError) in
-            try config.removeOrigin(origin, audit: AuditRecord(.originRemoved, actor: actor, subject: origin))
+            try config.removeOrigin(origin, audit: caller.record(.originRemoved, subject: origin), redeeming: caller.redemption)
         }) else { throw ServiceError.notFound("origin") }
         origins.invalidate()
     }
@@ -117,7 +152,7 @@ public final class AdminService: Sendable {
     }
 
     /// Creates or replaces the app (same id) → (app JSON, created?). The allowlist follows in the same transaction.
-    public func putApp(_ body: JSONValue, actor: String = AuditActor.admin) throws(ServiceError) -> (JSONValue, Bool) {
+    public func putApp(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (JSONValue, Bool) {
         let app = try AppDeclarations.parse(body)
         if case .ios = app {
             // SPEC: iOS apps report https://<rpId>; that origin must be a valid allowlist entry.
@@ -128,26 +163,27 @@ public final class AdminService: Sendable {
         let record = AppDeclarations.record(app, rpId: configuration.rpId)
         let change = try storage { () throws(StorageError) in
             try config.putApp(record, audit: { change in
-                AuditRecord(change == .created ? .appAdded : .appUpdated, actor: actor, subject: record.platform + ":" + record.appId, detail: [
+                caller.record(change == .created ? .appAdded : .appUpdated, subject: record.platform + ":" + record.appId, detail: [
                     ("rpId", .string(record.rpId)), ("platform", .string(record.platform)),
                     ("fingerprints", .array(record.fingerprints.map { .string($0) })), ("handleAllUrls", .bool(record.handleAllURLs)),
                 ])
-            }, originAudit: { origin, added in AuditRecord.appOrigin(origin, added: added, actor: actor) })
+            }, originAudit: { origin, added in AuditRecord.appOrigin(origin, added: added, actor: caller.actor) }, redeeming: caller.redemption)
         }
         changed()
         return (AppDeclarations.json(app, rpId: configuration.rpId), change == .created)
     }
 
-    public func removeApp(_ id: String, actor: String = AuditActor.admin) throws(ServiceError) {
+    public func removeApp(_ id: String, by caller: AdminCaller) throws(ServiceError) {
         guard let (platform, appId) = AppDeclarations.parseIdentifier(id) else {
             throw ServiceError.invalid("app ids are ios:TEAMID.bundle.id or android:package.name")
         }
         let rpId = configuration.rpId
         guard try storage({ () throws(StorageError) in
             try config.removeApp(rpId: rpId, platform: platform, appId: appId,
-                                 audit: AuditRecord(.appRemoved, actor: actor, subject: platform + ":" + appId,
-                                                    detail: [("rpId", .string(rpId)), ("platform", .string(platform))]),
-                                 originAudit: { origin, added in AuditRecord.appOrigin(origin, added: added, actor: actor) })
+                                 audit: caller.record(.appRemoved, subject: platform + ":" + appId,
+                                                      detail: [("rpId", .string(rpId)), ("platform", .string(platform))]),
+                                 originAudit: { origin, added in AuditRecord.appOrigin(origin, added: added, actor: caller.actor) },
+                                 redeeming: caller.redemption)
         }) else { throw ServiceError.notFound("app") }
         changed()
     }
@@ -162,7 +198,7 @@ public final class AdminService: Sendable {
 
     /// `POST /admin/v1/users/{externalId}/enrolment-tickets`: the app backend's user (created on first
     /// use) may enrol a passkey with this single-use, 10-minute ticket.
-    func enrolmentTicket(externalId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+    func enrolmentTicket(externalId: String, body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
         guard let username = body["username"]?.stringValue else { throw ServiceError.invalid("username is required") }
         let displayName = body["displayName"]?.stringValue ?? username
@@ -178,18 +214,24 @@ public final class AdminService: Sendable {
         } catch {
             throw ServiceError(error)
         }
+        let (ticket, expires) = try passkeyTicket(userId: user.id, by: caller)
+        return .object([("ticket", .string(ticket)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
+    }
+
+    /// A single-use, 10-minute passkey-enrolment ticket for `userId` (`Authorization: Ticket …` on registration options).
+    func passkeyTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> (String, Date) {
         let ticket = OpaqueSecret(prefix: "lkt_", runtime: runtime)
         let expires = try storage { () throws(StorageError) in
-            try accounts.createTicket(hash: ticket.hash, userId: user.id, ttlSeconds: Self.ticketTTL,
-                                      audit: AuditRecord(.ticketIssued, actor: AuditActor.admin, subject: user.id))
+            try accounts.createTicket(hash: ticket.hash, userId: userId, ttlSeconds: Self.ticketTTL,
+                                      audit: caller.record(.ticketIssued, subject: userId), redeeming: caller.redemption)
         }
-        return .object([("ticket", .string(ticket.token)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
+        return (ticket.token, expires)
     }
 
     /// `POST /admin/v1/users/{externalId}/device-key-tickets`: the app backend vouches that its user
     /// (who must have enrolled before: the ticket is bound to that account) may enrol a device key,
     /// e.g. after its own strong check when the user has no passkey on this phone. Single use, 10 minutes.
-    func deviceKeyTicket(externalId: String) throws(ServiceError) -> JSONValue {
+    func deviceKeyTicket(externalId: String, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
         guard let user = try storage({ () throws(StorageError) in try accounts.user(externalId: externalId) }) else {
             throw ServiceError.notFound("user")
@@ -197,20 +239,132 @@ public final class AdminService: Sendable {
         let ticket = OpaqueSecret(prefix: "lkd_", runtime: runtime)
         let expires = try storage { () throws(StorageError) in
             try accounts.createTicket(hash: ticket.hash, userId: user.id, purpose: .deviceKey, ttlSeconds: Self.ticketTTL,
-                                      audit: AuditRecord(.deviceKeyTicketIssued, actor: AuditActor.admin, subject: user.id))
+                                      audit: caller.record(.deviceKeyTicketIssued, subject: user.id), redeeming: caller.redemption)
         }
         return .object([("ticket", .string(ticket.token)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
     }
 
     // MARK: Audit
 
-    func auditLog(limit: String?, before: String?) throws(ServiceError) -> JSONValue {
+    /// `GET /admin/v1/audit?limit=&before=&user=&action=`: newest first. `user` (a user id) keeps
+    /// the lines that user made or that are about them; `action` keeps one action (`origin.removed`),
+    /// or with a final `*` every action starting with the rest (`origin.*`).
+    func auditLog(limit: String?, before: String?, user: String? = nil, action: String? = nil) throws(ServiceError) -> JSONValue {
         let n = min(max(Int(limit ?? "100") ?? 100, 1), 1000)
         let cursor = before.flatMap { Int64($0) }
-        let entries = try storage { () throws(StorageError) in try audit.entries(limit: n, before: cursor) }
+        let user = user.flatMap { $0.isEmpty ? nil : $0 }
+        var action = action.flatMap { $0.isEmpty ? nil : $0 }
+        let prefix = action?.hasSuffix("*") ?? false
+        if prefix { action?.removeLast() }
+        guard (user?.utf8.count ?? 0) <= 128, (action?.utf8.count ?? 0) <= 128 else { throw ServiceError.invalid("filters are at most 128 characters") }
+        let entries = try storage { () throws(StorageError) in
+            try audit.entries(limit: n, before: cursor, user: user, action: action, actionPrefix: prefix)
+        }
         return .object([("entries", .array(entries.map { e in
             .object([("id", .number(Double(e.id))), ("at", .string(iso8601(e.at))), ("actor", .string(e.actor)),
+                     ("actorUsername", e.actorUsername.map { .string($0) } ?? .null),
                      ("action", .string(e.action)), ("subject", e.subject.map { .string($0) } ?? .null), ("detail", e.detail)])
         }))])
     }
+
+    // MARK: Users (the console's view)
+
+    static func userJSON(_ s: UserSummary) -> JSONValue {
+        .object([("id", .string(s.user.id)), ("username", .string(s.user.username)), ("displayName", .string(s.user.displayName)),
+                 ("externalId", s.externalId.map { .string($0) } ?? .null), ("createdAt", .string(iso8601(s.createdAt))),
+                 ("admin", .bool(s.isAdmin))])
+    }
+
+    /// `GET /admin/v1/users?username=`: users whose username starts with it, the exact match first (at most 20).
+    func findUsers(username: String?) throws(ServiceError) -> JSONValue {
+        guard let username, !username.isEmpty else { throw ServiceError.invalid("username is required") }
+        guard username.utf8.count <= 64 else { throw ServiceError.invalid("username is at most 64 characters") }
+        let found = try storage { () throws(StorageError) in try admins.findUsers(usernamePrefix: username, limit: 20) }
+        return .object([("users", .array(found.map(Self.userJSON)))])
+    }
+
+    /// `GET /admin/v1/users/{id}`: the user with their passkeys (SPEC's passkey shape, provider
+    /// names included), device keys (with what their attestation proved) and live sessions.
+    func user(id: String) throws(ServiceError) -> JSONValue {
+        guard !id.isEmpty, id.utf8.count <= 64,
+              let summary = try storage({ () throws(StorageError) in try admins.userSummary(id: id) }) else { throw ServiceError.notFound("user") }
+        guard let passkeys, let stepUp, let sessions else { throw ServiceError(.internalError, "not available here") }
+        return .object([
+            ("user", Self.userJSON(summary)),
+            ("passkeys", try passkeys.listPasskeys(userId: id)["passkeys"] ?? .array([])),
+            ("deviceKeys", try stepUp.listDeviceKeys(userId: id)["deviceKeys"] ?? .array([])),
+            ("sessions", .array(try sessions.sessionsJSON(userId: id))),
+        ])
+    }
+
+    func revokePasskey(userId: String, credentialId: String, by caller: AdminCaller) throws(ServiceError) {
+        guard let passkeys else { throw ServiceError(.internalError, "not available here") }
+        guard let id = Base64URL.decode(credentialId), !id.isEmpty else { throw ServiceError.notFound("passkey") }
+        _ = try passkeys.revokePasskey(userId: userId, credentialId: id, by: caller)
+    }
+
+    func revokeDeviceKey(userId: String, keyId: String, by caller: AdminCaller) throws(ServiceError) {
+        guard let stepUp else { throw ServiceError(.internalError, "not available here") }
+        try stepUp.revokeDeviceKey(userId: userId, id: keyId, by: caller)
+    }
+
+    func endSession(userId: String, sessionId: String, by caller: AdminCaller) throws(ServiceError) {
+        guard let sessions else { throw ServiceError(.internalError, "not available here") }
+        try sessions.end(userId: userId, sessionId: sessionId, by: caller)
+    }
+
+    // MARK: Admins (`latchkey admins`)
+
+    /// `latchkey admins add <username>`: the user (created when new) gets the admin role and a
+    /// single-use, 10-minute enrolment ticket for a passkey.
+    public func addAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> (user: UserRecord, granted: Bool, ticket: String, expiresAt: Date) {
+        try validateName(username, "username")
+        let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: username)
+        let (user, granted) = try storage { () throws(StorageError) in
+            try admins.grant(candidate: candidate, by: caller.actor) { user, granted in
+                caller.record(.adminAdded, subject: user.id, detail: [("username", .string(user.username)), ("granted", .bool(granted))])
+            }
+        }
+        let (ticket, expires) = try passkeyTicket(userId: user.id, by: caller)
+        return (user, granted, ticket, expires)
+    }
+
+    public func listAdmins() throws(ServiceError) -> [AdminRecord] {
+        try storage { () throws(StorageError) in try admins.admins() }
+    }
+
+    /// Takes the role away; the user and their passkeys stay. False when `username` is no admin.
+    public func removeAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
+        try storage { () throws(StorageError) in
+            try admins.revoke(username: username) { user in caller.record(.adminRemoved, subject: user.id, detail: [("username", .string(user.username))]) }
+        } != nil
+    }
+}
+
+/// Who makes an admin request: the admin key (`admin-key`), an admin user (their user id), or the
+/// CLI; with a user token's change, the step-up approval that change redeems. Every admin audit
+/// line is built here, so each names the actor and, when approved, the action hash and receipt.
+public struct AdminCaller: Sendable {
+    public let actor: String
+    let approval: AdminApproval?
+
+    public static func named(_ actor: String) -> AdminCaller { AdminCaller(actor: actor, approval: nil) }
+    static let adminKey = AdminCaller(actor: AuditActor.adminKey, approval: nil)
+
+    var redemption: StepUpRedemption? { approval?.redemption }
+
+    func record(_ action: AuditAction, subject: String?, detail: [(key: String, value: JSONValue)] = []) -> AuditRecord {
+        var detail = detail
+        if let approval {
+            detail += [("actionHash", .string(Base64URL.encode(approval.actionHash))), ("receiptId", .string(approval.receiptId))]
+        }
+        return AuditRecord(action, actor: actor, subject: subject, detail: detail)
+    }
+}
+
+/// A checked `Latchkey-Step-Up` for one admin change (StepUpService.adminApproval), not yet redeemed.
+struct AdminApproval: Sendable {
+    let redemption: StepUpRedemption
+    let receiptId: String
+    let actionHash: [UInt8]
 }

@@ -338,11 +338,13 @@ public final class PasskeyService: Sendable {
     /// tokens are invalid_grant at once and their access tokens refused here at once (and on every
     /// other instance within a second, through RevokedSessions' feed).
     /// Returns `{"signals":[…]}` with the credentials that remain (SPEC: DELETE answers 200 with it).
-    func revokePasskey(userId: String, credentialId: [UInt8]) throws(ServiceError) -> JSONValue {
+    /// `by`: an admin revoking another user's passkey (audited as that admin, approval redeemed with it).
+    func revokePasskey(userId: String, credentialId: [UInt8], by admin: AdminCaller? = nil) throws(ServiceError) -> JSONValue {
+        let detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credentialId)))]
+        let audit = admin?.record(.passkeyRevoked, subject: userId, detail: detail)
+            ?? AuditRecord(.passkeyRevoked, actor: userId, subject: userId, detail: detail)
         guard let ended = try storage({ () throws(StorageError) in
-                  try accounts.revoke(userId: userId, credentialId: credentialId,
-                                      audit: AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
-                                                         detail: [("credentialId", .string(Base64URL.encode(credentialId)))])) {
+                  try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption) {
                       [events] revoked, ended in
                       [events.passkey(.passkeyRevoked, revoked)] + events.sessionsRevoked(userId: userId, ended, reason: .passkeyRevoked)
                   }

@@ -155,6 +155,28 @@ public final class SessionService: Sendable {
         revoked.insert(ended)
     }
 
+    /// The admin console's view of a user's live sessions (no `current`: the admin is not that user).
+    func sessionsJSON(userId: String) throws(ServiceError) -> [JSONValue] {
+        let records = try storage { () throws(StorageError) in try sessions.list(userId: userId) }
+        return records.filter { !revoked.contains($0.id) }.map { r in
+            .object([("id", .string(r.id)), ("method", .string(r.method.rawValue)),
+                     ("credentialId", r.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
+                     ("createdAt", .string(iso8601(r.createdAt))), ("lastUsedAt", .string(iso8601(r.lastUsedAt))),
+                     ("authTime", .string(iso8601(r.authTime)))])
+        }
+    }
+
+    /// `DELETE /admin/v1/users/{id}/sessions/{sessionId}`: an admin ends a user's session (audited,
+    /// with the admin's approval redeemed in the same transaction); 404 when there is no such live session.
+    func end(userId: String, sessionId: String, by admin: AdminCaller) throws(ServiceError) {
+        guard !sessionId.isEmpty, sessionId.utf8.count <= 64 else { throw ServiceError.notFound("session") }
+        let audit = admin.record(.sessionRevoked, subject: userId, detail: [("sessionId", .string(sessionId)), ("reason", "admin")])
+        guard try storage({ () throws(StorageError) in
+            try sessions.revoke(userId: userId, familyId: sessionId, audit: audit, redeeming: admin.redemption)
+        }) else { throw ServiceError.notFound("session") }
+        revoked.insert([sessionId])
+    }
+
     /// Sessions another service ended in its own transaction (a passkey's revocation): refused here at once.
     func ended(_ sessionIds: [String]) { revoked.insert(sessionIds) }
 
@@ -164,6 +186,9 @@ public final class SessionService: Sendable {
     struct Caller: Sendable {
         let userId: String
         let sessionId: String
+        /// How the session began (`urn:latchkey:acr:passkey-uv` for a user-verified passkey ceremony;
+        /// a refreshed token says `urn:latchkey:acr:passkey`).
+        var acr: String? = nil
     }
 
     /// The signed-in user and session of a Bearer access token: valid signature and time, and a
@@ -174,7 +199,7 @@ public final class SessionService: Sendable {
         guard let sub = claims["sub"]?.stringValue, let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else {
             throw ServiceError.unauthorized
         }
-        return Caller(userId: sub, sessionId: sid)
+        return Caller(userId: sub, sessionId: sid, acr: claims["acr"]?.stringValue)
     }
 
     /// The signed-in user of a Bearer access token (`requireSession`).

@@ -175,14 +175,44 @@ public final class StepUpService: Sendable {
 
     static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
+    /// SPEC "Admin console": an admin change made with a user token needs `Latchkey-Step-Up` — a
+    /// user-verified passkey step-up by that admin for exactly `action` (`StepUpAction.adminChange`:
+    /// this method, path and body). Checked here; redeemed by the change's own transaction
+    /// (`StepUpRedemption`), so it is single use and a refused change leaves it unused.
+    func adminApproval(_ token: String?, userId: String, action: StepUpAction) throws(ServiceError) -> AdminApproval {
+        let wanted = String(decoding: action.canonical, as: UTF8.self)
+        guard let token, !token.isEmpty else {
+            throw Self.stepUpRequired("this change needs Latchkey-Step-Up: a passkey step-up for the action \(wanted)")
+        }
+        guard let claims = try? signer.verify(token, type: Self.tokenType, leewaySeconds: 0) else {
+            throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
+        }
+        guard claims["sub"]?.stringValue == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
+        guard let presentedHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode),
+              constantTimeEquals(presentedHash, action.hash) else {
+            throw Self.stepUpRequired("the step-up approved another change (this one is \(wanted))")
+        }
+        guard claims["acr"]?.stringValue == StepUpMethodClaims.passkeyVerified.acr else {
+            throw Self.stepUpRequired("admin changes are approved with a user-verified passkey step-up")
+        }
+        guard let jti = claims["jti"]?.stringValue, let receiptId = claims["receipt_id"]?.stringValue else {
+            throw Self.stepUpRequired("the step-up token has no id")
+        }
+        return AdminApproval(redemption: StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId,
+                             actionHash: action.hash)
+    }
+
     func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
         .object([("deviceKeys", .array(try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)))])
     }
 
-    func revokeDeviceKey(userId: String, id: String) throws(ServiceError) {
+    /// The user's own revocation, or an admin's (`by`: audited as that admin, approval redeemed with it).
+    func revokeDeviceKey(userId: String, id: String, by admin: AdminCaller? = nil) throws(ServiceError) {
+        let detail: [(key: String, value: JSONValue)] = [("keyId", .string(id))]
+        let audit = admin?.record(.deviceKeyRevoked, subject: userId, detail: detail)
+            ?? AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId, detail: detail)
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
-            try deviceKeys.revoke(userId: userId, id: id, audit: AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId,
-                                                                            detail: [("keyId", .string(id))])) { [events] revoked in
+            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption) { [events] revoked in
                 [events.deviceKey(.deviceKeyRevoked, revoked)]
             }
         }) else { throw ServiceError.notFound("device key") }

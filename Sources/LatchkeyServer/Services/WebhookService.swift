@@ -38,7 +38,7 @@ public final class WebhookService: Sendable {
     // MARK: Admin API
 
     /// `POST /admin/v1/webhooks` `{"url","events"}` → `{"id","url","events","secret"}` (the secret shown once).
-    func create(_ body: JSONValue, actor: String = AuditActor.admin) throws(ServiceError) -> JSONValue {
+    func create(_ body: JSONValue, by caller: AdminCaller = .adminKey) throws(ServiceError) -> JSONValue {
         guard let url = body["url"]?.stringValue else { throw ServiceError.invalid("url is required") }
         try Self.validate(url: url, developmentMode: configuration.developmentMode)
         guard let list = body["events"]?.arrayValue, !list.isEmpty else { throw ServiceError.invalid("events must be a non-empty list") }
@@ -55,8 +55,9 @@ public final class WebhookService: Sendable {
         let sealed = try sealer.seal(key, purpose: Self.secretPurpose, id: id)
         let record = try storage { () throws(StorageError) in
             try webhooks.create(NewWebhookEndpoint(id: id, url: url, events: events, sealedSecret: sealed),
-                                audit: AuditRecord(.webhookCreated, actor: actor, subject: id,
-                                                   detail: [("url", .string(url)), ("events", .array(events.map { .string($0) }))]))
+                                audit: caller.record(.webhookCreated, subject: id,
+                                                     detail: [("url", .string(url)), ("events", .array(events.map { .string($0) }))]),
+                                redeeming: caller.redemption)
         }
         return .object([("id", .string(record.id)), ("url", .string(record.url)), ("events", .array(record.events.map { .string($0) })),
                         ("secret", .string(WebhookSignature.secret(key: key)))])
@@ -71,9 +72,9 @@ public final class WebhookService: Sendable {
     }
 
     /// `DELETE /admin/v1/webhooks/{id}`: its pending deliveries are cancelled in the same transaction.
-    func delete(id: String, actor: String = AuditActor.admin) throws(ServiceError) {
+    func delete(id: String, by caller: AdminCaller = .adminKey) throws(ServiceError) {
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
-            try webhooks.delete(id: id, audit: AuditRecord(.webhookDeleted, actor: actor, subject: id))
+            try webhooks.delete(id: id, audit: caller.record(.webhookDeleted, subject: id), redeeming: caller.redemption)
         }) else { throw ServiceError.notFound("webhook") }
     }
 

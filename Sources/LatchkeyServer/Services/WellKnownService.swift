@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import JSON
 import Storage
 import WellKnown
 
@@ -43,5 +44,42 @@ public final class WellKnownService: Sendable {
             }
             return fresh
         }
+    }
+
+    /// `POST /admin/v1/wellknown/preview` `{"app": <declaration>?}`: the three files that would be
+    /// served — now, or once `app` is declared (replacing the app with its id) — with the allowlist
+    /// that would follow, and the problems `latchkey wellknown check` would report on them. Reads only.
+    func preview(candidate: AssociatedApp?) throws(ServiceError) -> JSONValue {
+        var apps = AppDeclarations.apps(try storage { () throws(StorageError) in try config.apps(rpId: configuration.rpId) })
+        if let candidate {
+            apps.removeAll { $0.identifier == candidate.identifier }
+            apps.append(candidate)
+        }
+        // The allowlist as ConfigRepository.syncAppOrigins would leave it: hand-added origins, plus what the apps need.
+        let rows = try storage { () throws(StorageError) in try config.origins() }
+        var allowlist = rows.filter { $0.source != "app" }.map(\.origin)
+        for origin in apps.flatMap({ $0.origins(rpId: configuration.rpId) }) where !allowlist.contains(origin) { allowlist.append(origin) }
+        allowlist.sort()
+        var documents: [WellKnownDocument] = []
+        var files: [JSONValue] = []
+        for built in AssociationFiles.build(apps: apps, origins: allowlist, rpId: configuration.rpId) {
+            // A file in LATCHKEY_WELLKNOWN_DIR is what is served, whatever the declarations say.
+            let kept = FileManager.default.contents(atPath: configuration.wellKnownDirectory + "/" + built.name).map { [UInt8]($0) }
+            let bytes = kept ?? built.bytes
+            documents.append(WellKnownDocument(name: built.name, body: bytes))
+            files.append(.object([("name", .string(built.name)), ("path", .string("/.well-known/" + built.name)),
+                                  ("source", .string(kept == nil ? "built" : "directory")),
+                                  ("content", .string(String(decoding: bytes, as: UTF8.self))),
+                                  // What the declarations build, when a kept file overrides it.
+                                  ("built", kept == nil ? .null : .string(String(decoding: built.bytes, as: UTF8.self)))]))
+        }
+        let problems = AssociationChecker(rpId: configuration.rpId, origins: allowlist).check(documents)
+        return .object([
+            ("rpId", .string(configuration.rpId)), ("origins", .array(allowlist.map { .string($0) })), ("files", .array(files)),
+            ("problems", .array(problems.map { p in
+                .object([("code", .string(p.code.rawValue)), ("file", .string(p.file)), ("message", .string(p.message)), ("fix", .string(p.fix))])
+            })),
+            ("ok", .bool(problems.isEmpty)),
+        ])
     }
 }

@@ -56,11 +56,11 @@ enum OriginsCommand: Command {
                     case "add":
                         let body: JSONValue = args.value("android-fingerprint").map { .object([("androidFingerprint", .string($0))]) }
                             ?? .object([("origin", .string(target ?? ""))])
-                        let (origin, added) = try admin.addOrigin(body, actor: "cli")
+                        let (origin, added) = try admin.addOrigin(body, by: .named("cli"))
                         print(added ? "added \(origin)" : "already present: \(origin)")
                     default:
                         let origin = target ?? ""
-                        do throws(ServiceError) { try admin.removeOrigin(origin, actor: "cli") } catch {
+                        do throws(ServiceError) { try admin.removeOrigin(origin, by: .named("cli")) } catch {
                             guard error.code == .notFound else { throw error }
                             printError("not present: \(origin)"); return ExitCode.failure
                         }

@@ -82,10 +82,10 @@ enum AppsCommand: Command {
             case "list":
                 for app in try service.listApps()["apps"]?.arrayValue ?? [] { print(app.text) }
             case "add":
-                let (app, created) = try service.putApp(body!, actor: "cli")
+                let (app, created) = try service.putApp(body!, by: .named("cli"))
                 print((created ? "added " : "updated ") + app.text)
             default:
-                try service.removeApp(removeId!, actor: "cli")
+                try service.removeApp(removeId!, by: .named("cli"))
                 print("removed \(removeId!)")
             }
             return ExitCode.success

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""The admin console at `/admin/`, in real headless Chromium with a WebAuthn virtual authenticator.
+
+Run through Tests/Browser/run.sh after test_web.py (same server; it passes LATCHKEY_BIN and
+LATCHKEY_DATABASE_URL so that `latchkey admins add` can mint the enrolment link).
+
+One story, in order, in one browser: a plain user (signed up in the user app) is refused by the
+console; the first admin enrols from the link `latchkey admins add` prints; adds an Android origin
+by keytool fingerprint (and sees the android:apk-key-hash: it becomes); types an Android app and
+sees the preview of the association files and checks update before adding it; adds a web origin and
+removes it — the passkey step-up prompt appears and the origin stays until it is approved; finds the
+plain user and revokes their passkey; reads the audit entry (admin, receipt); opens webhooks ("not
+available" while the server has no webhooks API). Every page is saved to data/screenshots/admin-*.png.
+Synchronisation is on DOM state (data-* attributes the console sets), never sleeps.
+"""
+import http.client
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import traceback
+from urllib.parse import quote, urlsplit
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
+
+from test_web import BASE, SHOTS, Browser, Skip, wait_for_server
+from test_web import http as request_json
+
+TAG = secrets.token_hex(3)
+PLAIN = f'plain-{TAG}'
+ADMIN = f'root-{TAG}'
+FINGERPRINT = '14:6D:E9:83:C5:73:06:50:D8:EE:B9:95:2F:34:FC:64:16:A0:83:42:E6:1D:BE:A8:8A:04:96:B2:3F:CF:44:E5'
+APK_KEY_HASH = 'android:apk-key-hash:FG3pg8VzBlDY7rmVLzT8ZBagg0LmHb6oigSWsj_PROU'
+PACKAGE = f'com.example.console{TAG}'
+SHOP = f'https://shop-{TAG}.example'
+
+
+def fresh_authenticator(b):
+    """A new, empty authenticator: the next person at this browser."""
+    try:
+        b.d.remove_virtual_authenticator()
+    except Exception:  # noqa: BLE001 - none yet
+        pass
+    va = VirtualAuthenticatorOptions()
+    va.protocol = VirtualAuthenticatorOptions.Protocol.CTAP2
+    va.transport = VirtualAuthenticatorOptions.Transport.INTERNAL
+    va.has_resident_key = True
+    va.has_user_verification = True
+    va.is_user_verified = True
+    va.is_user_consenting = True
+    b.d.add_virtual_authenticator(va)
+
+
+def load_console(b, query=''):
+    b.d.get(BASE + '/admin/' + query)
+    b.until(lambda: b.body('ready') == 'true', 'the console to start')
+
+
+def admin_token(b):
+    return b.d.execute_script("return sessionStorage.getItem('latchkey.admin')")
+
+
+def admin_get(b, path):
+    status, _, body = request_json('GET', path, headers={'Authorization': 'Bearer ' + admin_token(b)})
+    assert status == 200, (path, status, body)
+    return json.loads(body)
+
+
+def origins_now(b):
+    return [o['origin'] for o in admin_get(b, '/admin/v1/origins')['origins']]
+
+
+def open_page(b, page):
+    b.el(f'tab-{page}').click()
+    b.until(lambda: b.body('page') == page and b.body('loaded') == page, f'the {page} page')
+
+
+def wait_prompt(b):
+    b.until(lambda: b.body('stepup') == 'open' and b.el('stepup').is_displayed(), 'the step-up prompt')
+
+
+def approve(b, keyboard=False):
+    wait_prompt(b)
+    if keyboard:
+        b.until(lambda: b.focused() == b.el('stepup-approve'), 'focus on Approve')
+        b.keys(Keys.ENTER)
+    else:
+        b.el('stepup-approve').click()
+    b.until(lambda: b.body('stepup') == 'closed', 'the prompt to close')
+
+
+def listed(b, list_id, attr, value):
+    return any(li.get_attribute(f'data-{attr}') == value for li in b.d.find_elements(By.CSS_SELECTOR, f'#{list_id} > li'))
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_console_files_are_served_safely(b):
+    status, headers, body = request_json('GET', '/admin/')
+    assert status == 200 and headers['Content-Type'].startswith('text/html'), status
+    assert b'/admin/admin.js' in body
+    csp = headers['Content-Security-Policy']
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, csp
+    for path, kind in [('/admin/admin.js', 'text/javascript'), ('/admin/admin.css', 'text/css')]:
+        status, headers, _ = request_json('GET', path)
+        assert status == 200 and headers['Content-Type'].startswith(kind), (path, status)
+    for path in ['/admin/index.html', '/admin/../Package.swift', '/admin/%2e%2e/app.js', '/admin/app.js']:
+        status, _, _ = request_json('GET', path)
+        assert status == 404, (path, status)
+    connection = http.client.HTTPConnection(urlsplit(BASE).netloc, timeout=10)  # urllib would follow the redirect
+    connection.request('GET', '/admin')
+    r = connection.getresponse()
+    assert r.status == 308 and r.getheader('Location') == '/admin/', r.status
+    connection.close()
+
+
+def test_non_admin_is_refused(b):
+    fresh_authenticator(b)
+    b.load()  # the user app at /: sign up a plain account there
+    b.wait_view('welcome')
+    b.wait_autofill_idle()
+    b.el('signup-username').send_keys(PLAIN)
+    b.el('signup-display').send_keys('Plain User', Keys.ENTER)
+    b.wait_view('account')
+    user_token = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']
+    load_console(b)
+    b.until(lambda: b.body('view') == 'signin', 'the sign-in screen')
+    b.shot('admin-00-sign-in')
+    b.tab_to(b.el('signin'))
+    b.keys(Keys.ENTER)
+    b.until(lambda: b.body('view') == 'refused', 'the refusal')
+    assert 'not an admin' in b.el('refused-text').text, b.el('refused-text').text
+    assert b.el('tabs').is_displayed() is False
+    b.shot('admin-01-non-admin-refused')
+    status, _, body = request_json('GET', '/admin/v1/origins', headers={'Authorization': 'Bearer ' + user_token})
+    assert status == 403 and json.loads(body)['code'] == 'forbidden', (status, body)
+    b.el('refused-signout').click()
+    b.until(lambda: b.body('view') == 'signin', 'signed out')
+
+
+def test_first_admin_enrols_from_the_link(b):
+    binary = os.environ.get('LATCHKEY_BIN')
+    database = os.environ.get('LATCHKEY_DATABASE_URL')
+    if not binary or not database:
+        raise Skip('LATCHKEY_BIN and LATCHKEY_DATABASE_URL are needed to run latchkey admins add')
+    env = dict(os.environ, DATABASE_URL=database, LATCHKEY_DEV='1', LATCHKEY_RP_ID='localhost', LATCHKEY_ORIGINS=BASE)
+    out = subprocess.run([binary, 'admins', 'add', ADMIN], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    link = out.stdout.strip().splitlines()[-1]
+    assert link.startswith(BASE + '/admin/?ticket='), out.stdout
+    listed_admins = subprocess.run([binary, 'admins', 'list'], env=env, capture_output=True, text=True, timeout=60).stdout
+    assert ADMIN in listed_admins, listed_admins
+
+    fresh_authenticator(b)  # the admin's own device
+    b.d.get(link)
+    b.until(lambda: b.body('ready') == 'true' and b.el('enrol').is_displayed(), 'the enrolment screen')
+    b.shot('admin-02-enrolment-link')
+    b.tab_to(b.el('enrol'))
+    b.keys(Keys.ENTER)
+    b.until(lambda: b.body('view') == 'console' and b.body('loaded') == 'origins', 'the console')
+    assert b.body('enrolled') == 'true'
+    assert 'ticket' not in b.d.current_url, 'the spent ticket is dropped from the address'
+    assert ADMIN in b.el('who').text
+    b.shot('admin-03-origins')
+    ticket = link.split('ticket=')[1]
+    status, _, _ = request_json('POST', '/v1/passkeys/registration/options', body={}, headers={'Authorization': 'Ticket ' + ticket})
+    assert status == 401, f'the link is single use ({status})'
+
+
+def test_android_origin_by_fingerprint(b):
+    b.el('fp-input').send_keys(FINGERPRINT)
+    b.until(lambda: b.el('fp-origin').text == APK_KEY_HASH, 'the apk-key-hash the fingerprint becomes')
+    b.el('fp-add').click()
+    approve(b)
+    b.until(lambda: listed(b, 'origins', 'origin', APK_KEY_HASH), 'the Android origin listed')
+    assert APK_KEY_HASH in origins_now(b)
+
+
+def test_android_app_preview_updates(b):
+    open_page(b, 'apps')
+    b.until(lambda: b.el('preview').get_attribute('data-state') in ('ok', 'problems'), 'the current preview')
+    assert PACKAGE not in b.el('pv-assetlinks').text
+    b.el('android-package').send_keys(PACKAGE)
+    b.el('android-fps').send_keys(FINGERPRINT)
+    b.until(lambda: b.el('preview').get_attribute('data-for') == 'android:' + PACKAGE
+            and b.el('preview').get_attribute('data-state') in ('ok', 'problems'), 'the preview for the typed app')
+    assetlinks = b.el('pv-assetlinks').text
+    assert PACKAGE in assetlinks and FINGERPRINT in assetlinks, assetlinks
+    assert b.d.find_elements(By.CSS_SELECTOR, '#pv-problems > li'), 'the check result is shown'
+    b.shot('admin-04-apps-preview')
+    assert not any(a['id'] == 'android:' + PACKAGE for a in admin_get(b, '/admin/v1/apps')['apps']), 'a preview declares nothing'
+    b.el('android-add').click()
+    approve(b)
+    b.until(lambda: listed(b, 'apps', 'app', 'android:' + PACKAGE), 'the app listed')
+    b.until(lambda: b.el('preview').get_attribute('data-for') == '' and PACKAGE in b.el('pv-assetlinks').text,
+            'the served files now name the app')
+
+
+def test_remove_origin_lands_only_after_the_step_up(b):
+    open_page(b, 'origins')
+    b.el('origin-input').send_keys(SHOP, Keys.ENTER)
+    approve(b, keyboard=True)
+    b.until(lambda: listed(b, 'origins', 'origin', SHOP), 'the new origin listed')
+
+    def remove_button():
+        return b.d.find_element(By.CSS_SELECTOR, f'#origins > li[data-origin="{SHOP}"] .o-remove')
+
+    # Cancel (Escape): nothing changes.
+    remove_button().click()
+    wait_prompt(b)
+    assert SHOP in b.el('stepup-what').text, b.el('stepup-what').text
+    action = json.loads(b.el('stepup-action').text)
+    assert action == {'type': 'latchkey.admin', 'method': 'DELETE', 'path': '/admin/v1/origins/' + quote(SHOP, safe=''),
+                      'body': None}, action
+    b.keys(Keys.ESCAPE)
+    b.until(lambda: b.body('stepup') == 'closed', 'the prompt to close')
+    assert SHOP in origins_now(b), 'cancelled: the origin stays'
+
+    # The prompt appears; until it is approved the origin is still allowed.
+    b.tab_to(remove_button())
+    b.keys(Keys.ENTER)
+    wait_prompt(b)
+    assert SHOP in origins_now(b), 'not removed before the approval'
+    b.shot('admin-05-step-up-prompt')
+    approve(b)
+    b.until(lambda: not listed(b, 'origins', 'origin', SHOP), 'the origin gone from the list')
+    assert SHOP not in origins_now(b)
+
+
+def test_find_user_and_revoke_their_passkey(b):
+    open_page(b, 'users')
+    b.el('user-q').send_keys(PLAIN, Keys.ENTER)
+    b.until(lambda: b.el('user-results').get_attribute('data-count') == '1', 'one user found')
+    b.d.find_element(By.CSS_SELECTOR, '#user-results .u-open').click()
+    b.until(lambda: b.el('user-passkeys').get_attribute('data-count') == '1', "the user's passkey")
+    item = b.d.find_element(By.CSS_SELECTOR, '#user-passkeys > li')
+    assert 'Passkey' in item.text, item.text  # provider name (the virtual authenticator's AAGUID is unknown)
+    assert b.el('user-sessions').get_attribute('data-count') == '1'
+    b.shot('admin-06-user')
+    item.find_element(By.CSS_SELECTOR, '.pk-revoke').click()
+    approve(b)
+    b.until(lambda: b.el('user-passkeys').get_attribute('data-count') == '0', 'the passkey revoked')
+    assert b.el('user-sessions').get_attribute('data-count') == '0', 'its session ended with it'
+
+
+def test_audit_entry_names_the_admin_and_the_receipt(b):
+    open_page(b, 'audit')
+    b.el('audit-user').send_keys(PLAIN)
+    b.el('audit-action').send_keys('passkey.revoked', Keys.ENTER)
+    b.until(lambda: b.el('audit-rows').get_attribute('data-count') == '1', 'the revocation in the audit log')
+    row = b.d.find_element(By.CSS_SELECTOR, '#audit-rows > tr')
+    assert ADMIN in row.text and 'receipt' in row.text and 'passkey.revoked' in row.text, row.text
+    b.shot('admin-07-audit')
+
+
+def test_webhooks_page(b):
+    open_page(b, 'webhooks')
+    state = b.el('page-webhooks').get_attribute('data-state')
+    status, _, _ = request_json('GET', '/admin/v1/webhooks', headers={'Authorization': 'Bearer ' + admin_token(b)})
+    if status == 404:
+        assert state == 'unavailable' and b.el('webhooks-unavailable').is_displayed()
+    else:
+        assert state == 'available', state
+    b.shot('admin-08-webhooks')
+
+
+TESTS = [
+    test_console_files_are_served_safely,
+    test_non_admin_is_refused,
+    test_first_admin_enrols_from_the_link,
+    test_android_origin_by_fingerprint,
+    test_android_app_preview_updates,
+    test_remove_origin_lands_only_after_the_step_up,
+    test_find_user_and_revoke_their_passkey,
+    test_audit_entry_names_the_admin_and_the_receipt,
+    test_webhooks_page,
+]
+
+
+def cleanup():
+    """Takes this run's declarations back out of the shared browser database (best effort)."""
+    binary, database = os.environ.get('LATCHKEY_BIN'), os.environ.get('LATCHKEY_DATABASE_URL')
+    if not binary or not database:
+        return
+    env = dict(os.environ, DATABASE_URL=database, LATCHKEY_DEV='1', LATCHKEY_RP_ID='localhost')
+    for args in (['apps', 'remove', 'android:' + PACKAGE], ['origins', 'remove', APK_KEY_HASH], ['admins', 'remove', ADMIN]):
+        subprocess.run([binary, *args], env=env, capture_output=True, timeout=60)
+
+
+def main():
+    wait_for_server()
+    browser = Browser()
+    passed = failed = skipped = 0
+    try:
+        for test in TESTS:
+            name = test.__name__
+            started = time.monotonic()
+            try:
+                test(browser)
+            except Skip as s:
+                skipped += 1
+                print(f'SKIP {name}: {s}', flush=True)
+                continue
+            except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
+                failed += 1
+                print(f'FAIL {name}: {type(e).__name__}: {e}', flush=True)
+                traceback.print_exc()
+                try:
+                    browser.shot(f'failed-{name}')
+                    for entry in browser.d.get_log('browser')[-10:]:
+                        print(f'    console: {entry.get("level")} {entry.get("message")}', flush=True)
+                except Exception:  # noqa: BLE001
+                    pass
+                continue
+            passed += 1
+            print(f'PASS {name} ({time.monotonic() - started:.1f}s)', flush=True)
+    finally:
+        browser.d.quit()
+        cleanup()
+    print(f'screenshots: {os.path.abspath(SHOTS)}')
+    print(f'admin console: {passed} passed, {failed} failed, {skipped} skipped')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,287 @@
+import Crypto
+import Foundation
+import JSON
+import LatchkeyServer
+import Storage
+import Testing
+import WebAuthn
+import WebAuthnTesting
+
+/// SPEC "Admin console": admins are users with the admin role; the admin API takes the admin key
+/// (automation, unchanged) or an admin's access token from a user-verified passkey ceremony; with a
+/// user token every change needs `Latchkey-Step-Up` for exactly `{"type":"latchkey.admin","method",
+/// "path","body"}`, redeemed once, in the change's own transaction, and audited with the admin,
+/// the action hash and the receipt.
+@Suite("Admin console API")
+struct AdminConsoleTests {
+    /// A database of its own: the origin allowlist is one table for every rpId, and the origins these
+    /// tests add would otherwise count as related origins in other suites' well-known checks.
+    static let scratch = Result { try TestDatabase.Scratch() }
+    static let fixture = Result {
+        let database = try scratch.get()
+        return try TestServer(name: "console") {
+            $0.databaseURL = database.url
+            $0.stepUpTTL = 60
+            $0.wellKnownDirectory = "/nonexistent-\(uniqueSuffix())"  // the preview shows built files
+        }
+    }
+
+    struct Admin {
+        let client: Client
+        let userId: String
+        let accessToken: String
+        let refreshToken: String
+        let authenticator: SoftAuthenticator
+        var bearer: String { "Bearer \(accessToken)" }
+    }
+
+    /// `latchkey admins add`'s path: the role and a ticket, then the first passkey registered with the ticket.
+    func admin(_ server: TestServer) throws -> Admin {
+        let added = try server.services.admin.addAdmin(username: server.username("admin"), by: .named("cli"))
+        let client = server.client()
+        let authenticator = SoftAuthenticator()
+        let (_, reply) = try client.register(authenticator, authorization: "Ticket \(added.ticket)")
+        #expect(reply.status == 201, "\(reply)")
+        let json = try #require(reply.json)
+        return Admin(client: client, userId: added.user.id, accessToken: try #require(json["tokens"]?["access_token"]?.stringValue),
+                     refreshToken: try #require(json["tokens"]?["refresh_token"]?.stringValue), authenticator: authenticator)
+    }
+
+    static func action(_ method: String, _ path: String, _ body: JSONValue?) -> JSONValue {
+        .object([("type", "latchkey.admin"), ("method", .string(method)), ("path", .string(path)), ("body", body ?? .null)])
+    }
+
+    /// A user-verified passkey step-up by `a` for `action` → the `Latchkey-Step-Up` token.
+    func approval(_ a: Admin, _ action: JSONValue) throws -> String {
+        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
+        #expect(c.status == 201, "\(c)")
+        let challenge = try #require(c.json)
+        let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
+        let approved = try a.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
+                                         authorization: a.bearer)
+        #expect(approved.status == 200, "\(approved)")
+        return try #require(approved.json?["access_token"]?.stringValue)
+    }
+
+    func send(_ client: Client, _ method: String, _ path: String, _ body: JSONValue?, bearer: String, stepUp: String? = nil) throws -> Reply {
+        try client.send(method, path, body: body?.serialized() ?? [], authorization: bearer,
+                        headers: stepUp.map { [("Latchkey-Step-Up", $0)] } ?? [])
+    }
+
+    func origins(_ server: TestServer) throws -> [String] {
+        let r = try server.client().get("/admin/v1/origins", authorization: "Bearer \(server.adminKey)")
+        return (r.json?["origins"]?.arrayValue ?? []).compactMap { $0["origin"]?.stringValue }
+    }
+
+    static let fingerprint = "14:6D:E9:83:C5:73:06:50:D8:EE:B9:95:2F:34:FC:64:16:A0:83:42:E6:1D:BE:A8:8A:04:96:B2:3F:CF:44:E5"
+
+    /// Every change the admin API offers, as (method, path, body), against fresh targets.
+    func changes(_ server: TestServer, victim: Session) throws -> (list: [(String, String, JSONValue?)], kept: String, absent: String) {
+        let key = "Bearer \(server.adminKey)"
+        let c = server.client()
+        let origin = "https://gone-\(uniqueSuffix()).example"
+        #expect(try c.post("/admin/v1/origins", .object([("origin", .string(origin))]), authorization: key).status == 201)
+        let package = "com.example.gone\(uniqueSuffix())"
+        #expect(try c.post("/admin/v1/apps", .object([("platform", "android"), ("packageName", .string(package)),
+                                                       ("fingerprints", .array([.string(Self.fingerprint)]))]), authorization: key).status == 201)
+        let credentialId = try #require(victim.passkey["id"]?.stringValue)
+        let added = "https://new-\(uniqueSuffix()).example"
+        return ([
+            ("POST", "/admin/v1/origins", .object([("origin", .string(added))])),
+            ("POST", "/admin/v1/origins", .object([("androidFingerprint", .string(Self.fingerprint))])),
+            ("DELETE", "/admin/v1/origins/" + origin.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!, nil),
+            ("POST", "/admin/v1/apps", .object([("platform", "ios"), ("teamId", "ABCDE12345"), ("bundleId", "com.example.new")])),
+            ("DELETE", "/admin/v1/apps/android:\(package)", nil),
+            ("POST", "/admin/v1/users/ext-\(uniqueSuffix())/enrolment-tickets", .object([("username", .string(server.username("t")))])),
+            ("POST", "/admin/v1/users/ext-\(uniqueSuffix())/device-key-tickets", nil),
+            ("DELETE", "/admin/v1/users/\(victim.userId)/passkeys/\(credentialId)", nil),
+            ("DELETE", "/admin/v1/users/\(victim.userId)/device-keys/none", nil),
+            ("DELETE", "/admin/v1/users/\(victim.userId)/sessions/none", nil),
+        ], origin, added)
+    }
+
+    @Test("every admin change with a user token but no step-up is 403 step_up_required, and nothing changes")
+    func changesNeedStepUp() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        let victim = try server.client().signUp(SoftAuthenticator(), username: server.username("victim"))
+        let (list, kept, absent) = try changes(server, victim: victim)
+        for (method, path, body) in list {
+            let r = try send(a.client, method, path, body, bearer: a.bearer)
+            #expect(r.status == 403 && r.code == "step_up_required", "\(method) \(path): \(r)")
+            // An access token is no step-up token.
+            let t = try send(a.client, method, path, body, bearer: a.bearer, stepUp: a.accessToken)
+            #expect(t.status == 403 && t.code == "step_up_required", "\(method) \(path): \(t)")
+        }
+        #expect(try origins(server).contains(kept) && !origins(server).contains(absent))
+        // The victim's passkey is still live.
+        #expect(try server.client().get("/v1/passkeys", authorization: victim.bearer).status == 200)
+    }
+
+    @Test("a step-up for another change (path, body or method) is refused; the right one works once")
+    func stepUpBoundToTheChange() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        let key = "Bearer \(server.adminKey)"
+        let first = "https://one-\(uniqueSuffix()).example", second = "https://two-\(uniqueSuffix()).example"
+        for o in [first, second] { #expect(try a.client.post("/admin/v1/origins", .object([("origin", .string(o))]), authorization: key).status == 201) }
+        let path1 = "/admin/v1/origins/" + first.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let path2 = "/admin/v1/origins/" + second.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+
+        // Approved for the first origin, presented for the second: refused, and the second stays.
+        let forFirst = try approval(a, Self.action("DELETE", path1, nil))
+        let wrongPath = try send(a.client, "DELETE", path2, nil, bearer: a.bearer, stepUp: forFirst)
+        #expect(wrongPath.status == 403 && wrongPath.code == "step_up_required", "\(wrongPath)")
+        #expect(try origins(server).contains(second))
+        // Another method on the same path.
+        let wrongMethod = try approval(a, Self.action("GET", path1, nil))
+        #expect(try send(a.client, "DELETE", path1, nil, bearer: a.bearer, stepUp: wrongMethod).code == "step_up_required")
+        // Another body.
+        let third = "https://three-\(uniqueSuffix()).example"
+        let forOther = try approval(a, Self.action("POST", "/admin/v1/origins", .object([("origin", "https://evil.example")])))
+        let wrongBody = try send(a.client, "POST", "/admin/v1/origins", .object([("origin", .string(third))]), bearer: a.bearer, stepUp: forOther)
+        #expect(wrongBody.status == 403 && wrongBody.code == "step_up_required", "\(wrongBody)")
+        #expect(try !origins(server).contains(third) && !origins(server).contains("https://evil.example"))
+        // An app's step-up (not latchkey.admin) is refused too.
+        let transfer = try approval(a, StepUpTests.transfer)
+        #expect(try send(a.client, "DELETE", path1, nil, bearer: a.bearer, stepUp: transfer).code == "step_up_required")
+
+        // The right one: 204 once; the same approval again is used up (and the origin re-added stays).
+        let ok = try send(a.client, "DELETE", path1, nil, bearer: a.bearer, stepUp: forFirst)
+        #expect(ok.status == 204, "\(ok)")
+        #expect(try !origins(server).contains(first))
+        #expect(try a.client.post("/admin/v1/origins", .object([("origin", .string(first))]), authorization: key).status == 201)
+        let again = try send(a.client, "DELETE", path1, nil, bearer: a.bearer, stepUp: forFirst)
+        #expect(again.status == 403 && again.code == "step_up_required", "\(again)")
+        #expect(try origins(server).contains(first))
+
+        // A refused change (404) does not use the approval up.
+        let absent = "https://absent-\(uniqueSuffix()).example"
+        let absentPath = "/admin/v1/origins/" + absent.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let forAbsent = try approval(a, Self.action("DELETE", absentPath, nil))
+        #expect(try send(a.client, "DELETE", absentPath, nil, bearer: a.bearer, stepUp: forAbsent).status == 404)
+        #expect(try a.client.post("/admin/v1/origins", .object([("origin", .string(absent))]), authorization: key).status == 201)
+        #expect(try send(a.client, "DELETE", absentPath, nil, bearer: a.bearer, stepUp: forAbsent).status == 204)
+    }
+
+    @Test("another admin's step-up is refused")
+    func anotherAdminsStepUp() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server), b = try admin(server)
+        let body: JSONValue = .object([("origin", .string("https://b-\(uniqueSuffix()).example"))])
+        let bApproval = try approval(b, Self.action("POST", "/admin/v1/origins", body))
+        let r = try send(a.client, "POST", "/admin/v1/origins", body, bearer: a.bearer, stepUp: bApproval)
+        #expect(r.status == 403 && r.code == "step_up_required", "\(r)")
+        #expect(try send(b.client, "POST", "/admin/v1/origins", body, bearer: b.bearer, stepUp: bApproval).status == 201)
+    }
+
+    @Test("an approved change is audited with the admin's user id, the action hash and the receipt")
+    func auditNamesTheAdmin() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        let origin = "https://audited-\(uniqueSuffix()).example"
+        let body: JSONValue = .object([("origin", .string(origin))])
+        let token = try approval(a, Self.action("POST", "/admin/v1/origins", body))
+        #expect(try send(a.client, "POST", "/admin/v1/origins", body, bearer: a.bearer, stepUp: token).status == 201)
+        let claims = try StepUpTests.claims(token)
+        let audit = try a.client.get("/admin/v1/audit?action=origin.added&user=\(a.userId)", authorization: a.bearer)
+        #expect(audit.status == 200, "\(audit)")
+        let entry = try #require(audit.json?["entries"]?.arrayValue?.first { $0["subject"]?.stringValue == origin }, "\(audit)")
+        #expect(entry["actor"]?.stringValue == a.userId)
+        #expect(entry["actorUsername"]?.stringValue?.hasPrefix("admin-") == true)
+        #expect(entry["detail"]?["actionHash"]?.stringValue == claims["action_hash"]?.stringValue)
+        #expect(entry["detail"]?["receiptId"]?.stringValue == claims["receipt_id"]?.stringValue)
+        // The filters: another action, or another user, leave it out.
+        let other = try a.client.get("/admin/v1/audit?action=origin.removed&user=\(a.userId)", authorization: a.bearer)
+        #expect(other.json?["entries"]?.arrayValue?.contains { $0["subject"]?.stringValue == origin } == false)
+        let prefixed = try a.client.get("/admin/v1/audit?action=origin.*&user=\(a.userId)", authorization: a.bearer)
+        #expect(prefixed.json?["entries"]?.arrayValue?.contains { $0["subject"]?.stringValue == origin } == true)
+    }
+
+    @Test("the admin key keeps working for automation, audited as admin-key")
+    func adminKeyUnchanged() throws {
+        let server = try Self.fixture.get()
+        let c = server.client(), key = "Bearer \(server.adminKey)"
+        let origin = "https://auto-\(uniqueSuffix()).example"
+        #expect(try c.post("/admin/v1/origins", .object([("origin", .string(origin))]), authorization: key).status == 201)
+        #expect(try c.send("DELETE", "/admin/v1/origins/" + origin.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!,
+                           authorization: key).status == 204)
+        #expect(try c.enrolmentTicket(externalId: "auto-\(uniqueSuffix())", username: server.username("auto")).status == 201)
+        let audit = try c.get("/admin/v1/audit?action=origin.removed", authorization: key)
+        let entry = try #require(audit.json?["entries"]?.arrayValue?.first { $0["subject"]?.stringValue == origin })
+        #expect(entry["actor"]?.stringValue == "admin-key")
+        #expect(try c.get("/admin/v1/me", authorization: key).json?["actor"]?.stringValue == "admin-key")
+    }
+
+    @Test("a non-admin's token is 403 forbidden on reads and changes; no token or a bad one is 401")
+    func nonAdminForbidden() throws {
+        let server = try Self.fixture.get()
+        let c = server.client()
+        let user = try c.signUp(SoftAuthenticator(), username: server.username("plain"))
+        for (method, path) in [("GET", "/admin/v1/me"), ("GET", "/admin/v1/origins"), ("GET", "/admin/v1/users?username=a"),
+                               ("GET", "/admin/v1/audit"), ("DELETE", "/admin/v1/origins/x")] {
+            let r = try c.send(method, path, authorization: user.bearer)
+            #expect(r.status == 403 && r.code == "forbidden", "\(method) \(path): \(r)")
+        }
+        #expect(try c.post("/admin/v1/origins", .object([("origin", "https://x.example")]), authorization: user.bearer).code == "forbidden")
+        #expect(try c.get("/admin/v1/origins").status == 401)
+        #expect(try c.get("/admin/v1/origins", authorization: "Bearer nonsense").status == 401)
+    }
+
+    @Test("a refreshed token (not a user-verified ceremony) or a removed admin is 403 forbidden")
+    func onlyUserVerifiedAdmins() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        #expect(try a.client.get("/admin/v1/me", authorization: a.bearer).status == 200)
+        let refreshed = try a.client.send("POST", "/v1/token", body: Array("grant_type=refresh_token&refresh_token=\(a.refreshToken)".utf8),
+                                          contentType: "application/x-www-form-urlencoded")
+        let minted = try #require(refreshed.json?["access_token"]?.stringValue, "\(refreshed)")
+        #expect(try a.client.get("/admin/v1/me", authorization: "Bearer \(minted)").code == "forbidden")
+        let username = try #require(try a.client.get("/admin/v1/me", authorization: a.bearer).json?["user"]?["username"]?.stringValue)
+        #expect(try server.services.admin.removeAdmin(username: username, by: .named("cli")))
+        #expect(try a.client.get("/admin/v1/me", authorization: a.bearer).code == "forbidden")
+    }
+
+    @Test("find a user, see their passkeys and sessions, revoke a passkey with a step-up: their sessions end")
+    func usersPage() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        let name = server.username("found")
+        let victim = try server.client().signUp(SoftAuthenticator(), username: name)
+        let found = try a.client.get("/admin/v1/users?username=\(name)", authorization: a.bearer)
+        let summary = try #require(found.json?["users"]?.arrayValue?.first, "\(found)")
+        #expect(summary["id"]?.stringValue == victim.userId && summary["admin"]?.boolValue == false)
+        let detail = try a.client.get("/admin/v1/users/\(victim.userId)", authorization: a.bearer)
+        let passkeys = try #require(detail.json?["passkeys"]?.arrayValue, "\(detail)")
+        #expect(passkeys.count == 1 && passkeys[0]["provider"] != nil)
+        #expect(detail.json?["sessions"]?.arrayValue?.count == 1)
+        #expect(detail.json?["deviceKeys"]?.arrayValue?.isEmpty == true)
+        let credentialId = try #require(passkeys[0]["id"]?.stringValue)
+        let path = "/admin/v1/users/\(victim.userId)/passkeys/\(credentialId)"
+        let token = try approval(a, Self.action("DELETE", path, nil))
+        #expect(try send(a.client, "DELETE", path, nil, bearer: a.bearer, stepUp: token).status == 204)
+        #expect(try server.client().get("/v1/passkeys", authorization: victim.bearer).status == 401)
+        #expect(try a.client.get("/admin/v1/users/\(victim.userId)", authorization: a.bearer).json?["passkeys"]?.arrayValue?.isEmpty == true)
+        #expect(try a.client.get("/admin/v1/users/nobody", authorization: a.bearer).status == 404)
+    }
+
+    @Test("the well-known preview shows the files a declaration would serve and the checker's verdict, changing nothing")
+    func preview() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        let package = "com.example.preview\(uniqueSuffix())"
+        let app: JSONValue = .object([("platform", "android"), ("packageName", .string(package)), ("fingerprints", .array([.string(Self.fingerprint)]))])
+        let r = try a.client.post("/admin/v1/wellknown/preview", .object([("app", app)]), authorization: a.bearer)
+        #expect(r.status == 200, "\(r)")
+        let files = try #require(r.json?["files"]?.arrayValue)
+        let assetlinks = try #require(files.first { $0["name"]?.stringValue == "assetlinks.json" }?["content"]?.stringValue)
+        #expect(assetlinks.contains(package) && assetlinks.contains(Self.fingerprint))
+        #expect(r.json?["origins"]?.arrayValue?.contains("android:apk-key-hash:FG3pg8VzBlDY7rmVLzT8ZBagg0LmHb6oigSWsj_PROU") == true)
+        #expect(r.json?["problems"]?.arrayValue != nil)
+        let apps = try a.client.get("/admin/v1/apps", authorization: a.bearer)
+        #expect(apps.json?["apps"]?.arrayValue?.contains { $0["packageName"]?.stringValue == package } == false, "a preview declares nothing")
+        let bad = try a.client.post("/admin/v1/wellknown/preview", .object([("app", app.setting("fingerprints", .array(["AB:CD"])))]),
+                                    authorization: a.bearer)
+        #expect(bad.status == 400 && bad.code == "invalid_request", "\(bad)")
+    }
+}

@@ -1,0 +1,624 @@
+// Latchkey admin console (SPEC "Admin console"). Plain script, no build step, nothing fetched from
+// elsewhere. Signs the admin in with a discoverable passkey (user verification required); every
+// change the server answers with 403 step_up_required is shown to the admin, approved with a
+// passkey step-up bound to exactly that request ({"type":"latchkey.admin","method","path","body"}),
+// and only then sent again with Latchkey-Step-Up. The DOM carries data-* state for the tests.
+'use strict';
+
+const SESSION_KEY = 'latchkey.admin';
+const $ = (id) => document.getElementById(id);
+const app = { token: null, me: null, page: 'origins', candidate: null, previewTimer: 0, previewSeq: 0 };
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+function showBanner(text, code = '') {
+  $('banner-text').textContent = text;
+  $('banner').dataset.code = code;
+  $('banner').hidden = false;
+}
+function clearBanner() { $('banner').hidden = true; $('banner').dataset.code = ''; }
+function announce(text) { $('status').textContent = ''; setTimeout(() => { $('status').textContent = text; }, 30); }
+
+class Problem extends Error {
+  constructor(status, body) {
+    super((body && (body.detail || body.title)) || `HTTP ${status}`);
+    this.status = status;
+    this.code = (body && body.code) || '';
+    this.body = body;
+  }
+}
+
+function describe(error) {
+  if (error instanceof Problem) return error.message;
+  if (error && error.name === 'NotAllowedError') return 'The passkey prompt was cancelled or timed out.';
+  if (error && error.name === 'InvalidStateError') return 'This device already has a passkey for this account.';
+  return (error && error.message) || String(error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+async function request(method, path, { body, token = app.token, headers = {} } = {}) {
+  const h = { ...headers };
+  if (token) h.Authorization = `Bearer ${token}`;
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  const r = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  const text = await r.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  return { status: r.status, ok: r.ok, json };
+}
+
+/** A console API call: 401 signs out ("sign in again"), anything else not 2xx throws a Problem. */
+async function api(method, path, options = {}) {
+  const r = await request(method, path, options);
+  if (r.status === 401 && app.token) {
+    signOut();
+    showBanner('Your admin session ended. Sign in again with your passkey.', 'session_ended');
+    throw new Problem(401, r.json);
+  }
+  if (!r.ok) throw new Problem(r.status, r.json);
+  return r.json;
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebAuthn JSON helpers: the browser's own when present (WebAuthn L3), a small fallback otherwise.
+
+const b64url = {
+  decode(s) {
+    const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((s.length + 3) % 4));
+    return Uint8Array.from(b, (c) => c.charCodeAt(0)).buffer;
+  },
+  encode(buf) {
+    let s = '';
+    for (const byte of new Uint8Array(buf)) s += String.fromCharCode(byte);
+    return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  },
+};
+
+function creationOptions(json) {
+  if (PublicKeyCredential.parseCreationOptionsFromJSON) return PublicKeyCredential.parseCreationOptionsFromJSON(json);
+  return { ...json, challenge: b64url.decode(json.challenge), user: { ...json.user, id: b64url.decode(json.user.id) },
+    excludeCredentials: (json.excludeCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })) };
+}
+
+function requestOptions(json) {
+  if (PublicKeyCredential.parseRequestOptionsFromJSON) return PublicKeyCredential.parseRequestOptionsFromJSON(json);
+  return { ...json, challenge: b64url.decode(json.challenge),
+    allowCredentials: (json.allowCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })) };
+}
+
+function credentialJSON(credential) {
+  if (typeof credential.toJSON === 'function') return credential.toJSON();
+  const r = credential.response;
+  const response = { clientDataJSON: b64url.encode(r.clientDataJSON) };
+  if (r.attestationObject) {
+    response.attestationObject = b64url.encode(r.attestationObject);
+    response.transports = r.getTransports ? r.getTransports() : [];
+  } else {
+    response.authenticatorData = b64url.encode(r.authenticatorData);
+    response.signature = b64url.encode(r.signature);
+    if (r.userHandle) response.userHandle = b64url.encode(r.userHandle);
+  }
+  return { id: credential.id, rawId: b64url.encode(credential.rawId), type: credential.type,
+    clientExtensionResults: credential.getClientExtensionResults(), response };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signing in
+
+function saveToken(token) {
+  app.token = token;
+  try { sessionStorage.setItem(SESSION_KEY, token); } catch { /* private mode */ }
+}
+
+function signOut() {
+  const token = app.token;
+  app.token = null;
+  app.me = null;
+  try { sessionStorage.removeItem(SESSION_KEY); } catch { /* ignore */ }
+  if (token) request('POST', '/v1/logout', { token }).catch(() => {});
+  $('session').hidden = true;
+  $('tabs').hidden = true;
+  showSignIn();
+}
+
+function setView(name) {
+  document.body.dataset.view = name;
+  for (const v of ['signin', 'refused', 'console']) $(`view-${v}`).hidden = v !== name;
+}
+
+function ticketFromURL() { return new URLSearchParams(location.search).get('ticket'); }
+
+function showSignIn() {
+  setView('signin');
+  const ticket = ticketFromURL();
+  $('enrol-box').hidden = !ticket;
+  $('signin').hidden = !!ticket;
+  $('signin-lede').hidden = !!ticket;
+}
+
+/** Discoverable sign-in, user verification required: only such a session may use the admin API. */
+async function signIn() {
+  clearBanner();
+  const options = await api('POST', '/v1/passkeys/authentication/options', { body: {}, token: null });
+  options.userVerification = 'required';
+  const credential = await navigator.credentials.get({ publicKey: requestOptions(options) });
+  const result = await api('POST', '/v1/passkeys/authentication/verify', { body: credentialJSON(credential), token: null });
+  saveToken(result.tokens.access_token);
+  await enter();
+}
+
+/** The one-time link from `latchkey admins add`: the ticket vouches for the admin's first passkey. */
+async function enrol() {
+  clearBanner();
+  const ticket = ticketFromURL();
+  const r = await request('POST', '/v1/passkeys/registration/options', { body: {}, token: null, headers: { Authorization: `Ticket ${ticket}` } });
+  if (!r.ok) {
+    history.replaceState(null, '', '/admin/');
+    showSignIn();
+    throw new Problem(r.status, { detail: 'This enrolment link is used up or expired. Ask for a new one (latchkey admins add).', code: (r.json || {}).code });
+  }
+  r.json.authenticatorSelection = { ...(r.json.authenticatorSelection || {}), userVerification: 'required' };
+  const credential = await navigator.credentials.create({ publicKey: creationOptions(r.json) });
+  const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential), token: null });
+  history.replaceState(null, '', '/admin/');  // the ticket is spent: keep it out of history
+  saveToken(result.tokens.access_token);
+  document.body.dataset.enrolled = 'true';
+  await enter();
+}
+
+/** Who is this? An admin gets the console, anyone else the refusal. */
+async function enter() {
+  const r = await request('GET', '/admin/v1/me');
+  if (r.status === 403) {
+    $('refused-text').textContent = (r.json && r.json.detail) || 'This account has no access to the admin console.';
+    setView('refused');
+    $('refused-title').focus();
+    return;
+  }
+  if (!r.ok) { app.token = null; showSignIn(); throw new Problem(r.status, r.json); }
+  app.me = r.json;
+  $('who').textContent = r.json.user ? `Signed in as ${r.json.user.username}` : r.json.actor;
+  $('session').hidden = false;
+  $('tabs').hidden = false;
+  setView('console');
+  await showPage(app.page);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Changes: sent, and when the server asks for it, approved with an action-bound passkey step-up.
+
+function adminAction(method, path, body) {
+  return { type: 'latchkey.admin', method, path, body: body === undefined ? null : body };
+}
+
+/** Shows what will change and waits for Approve (true) or Cancel / Escape (false). */
+function confirmChange(summary, action) {
+  const dialog = $('stepup');
+  $('stepup-what').textContent = summary;
+  $('stepup-action').textContent = JSON.stringify(action, null, 2);
+  dialog.returnValue = '';
+  document.body.dataset.stepup = 'open';
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => {
+      document.body.dataset.stepup = 'closed';
+      resolve(dialog.returnValue === 'approve');
+    }, { once: true });
+    dialog.showModal();
+    $('stepup-approve').focus();
+  });
+}
+
+async function stepUp(action) {
+  const c = await api('POST', '/v1/step-up/challenges', { body: { method: 'passkey', action } });
+  const credential = await navigator.credentials.get({ publicKey: requestOptions(c.publicKey) });
+  const approved = await api('POST', '/v1/step-up/verify', { body: { challengeId: c.challengeId, credential: credentialJSON(credential) } });
+  return approved.access_token;
+}
+
+/** Sends one admin change; returns its JSON (or null), or false when the admin cancelled. */
+async function change(method, path, body, summary) {
+  const first = await request(method, path, { body });
+  if (first.status === 401) return api(method, path, { body });  // signs out with the message
+  if (first.ok) return first.json;
+  if (!(first.status === 403 && first.json && first.json.code === 'step_up_required')) throw new Problem(first.status, first.json);
+  const action = adminAction(method, path, body);
+  if (!(await confirmChange(summary, action))) {
+    announce('Cancelled: nothing changed.');
+    return false;
+  }
+  const token = await stepUp(action);
+  const json = await api(method, path, { body, headers: { 'Latchkey-Step-Up': token } });
+  document.body.dataset.lastApproved = `${method} ${path}`;
+  return json;
+}
+
+async function busy(button, work) {
+  button.disabled = true;
+  try { return await work(); } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || e.name || ''); } finally {
+    button.disabled = false;
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pages
+
+async function showPage(page) {
+  app.page = page;
+  document.body.dataset.page = page;
+  for (const tab of document.querySelectorAll('.tab')) {
+    if (tab.dataset.page === page) tab.setAttribute('aria-current', 'page'); else tab.removeAttribute('aria-current');
+  }
+  for (const p of ['origins', 'apps', 'users', 'audit', 'webhooks']) $(`page-${p}`).hidden = p !== page;
+  document.body.dataset.loaded = '';
+  try {
+    if (page === 'origins') await loadOrigins();
+    if (page === 'apps') { await loadApps(); await refreshPreview(); }
+    if (page === 'audit') await loadAudit();
+    if (page === 'webhooks') await loadWebhooks();
+  } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || ''); }
+  document.body.dataset.loaded = page;
+}
+
+function el(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'class') e.className = v; else if (k === 'dataset') Object.assign(e.dataset, v); else if (k in e) e[k] = v; else e.setAttribute(k, v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) e.append(c);
+  return e;
+}
+
+function fill(list, items, empty) {
+  list.replaceChildren(...(items.length ? items : [el('li', { class: 'empty' }, empty)]));
+  list.dataset.count = String(items.length);
+}
+
+function when(iso) {
+  if (!iso) return 'never';
+  const d = new Date(iso);
+  return d.toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+// --- Origins
+
+/** keytool's "AB:CD:…" SHA-256 → the android:apk-key-hash: origin (base64url of the 32 bytes). */
+function apkKeyHash(fingerprint) {
+  const hex = fingerprint.replace(/[\s:]/g, '');
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) return null;
+  const bytes = new Uint8Array(32);
+  for (let i = 0; i < 32; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return `android:apk-key-hash:${b64url.encode(bytes.buffer)}`;
+}
+
+function showFingerprintOrigin() {
+  const value = $('fp-input').value.trim();
+  const out = $('fp-origin');
+  const origin = value ? apkKeyHash(value) : null;
+  out.textContent = origin || (value ? 'not a SHA-256 fingerprint (32 bytes in hex, colons allowed)' : '—');
+  out.dataset.state = origin ? 'ok' : (value ? 'invalid' : 'empty');
+}
+
+const originPath = (o) => `/admin/v1/origins/${encodeURIComponent(o)}`;
+
+async function loadOrigins() {
+  const { origins } = await api('GET', '/admin/v1/origins');
+  fill($('origins'), origins.map((o) => el('li', { dataset: { origin: o.origin } },
+    el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, o.origin),
+      el('span', { class: 'item-meta' }, `source: ${o.source}`)),
+    el('button', { type: 'button', class: 'btn btn-small btn-remove o-remove', textContent: 'Remove',
+      'aria-label': `Remove ${o.origin}`, onclick: (ev) => removeOrigin(ev.currentTarget, o.origin) }))),
+  'No origins yet.');
+}
+
+async function addOrigin(event) {
+  event.preventDefault();
+  const origin = $('origin-input').value.trim();
+  if (!origin) { $('origin-input').focus(); return; }
+  await busy($('origin-add'), async () => {
+    const r = await change('POST', '/admin/v1/origins', { origin }, `Allow the origin ${origin}`);
+    if (r === false) return;
+    $('origin-input').value = '';
+    await loadOrigins();
+    announce(`Allowed ${r.origin}`);
+  });
+}
+
+async function addFingerprint(event) {
+  event.preventDefault();
+  const fingerprint = $('fp-input').value.trim();
+  if (!fingerprint) { $('fp-input').focus(); return; }
+  await busy($('fp-add'), async () => {
+    const r = await change('POST', '/admin/v1/origins', { androidFingerprint: fingerprint },
+      `Allow the Android app signed with ${apkKeyHash(fingerprint) || fingerprint}`);
+    if (r === false) return;
+    $('fp-input').value = '';
+    showFingerprintOrigin();
+    await loadOrigins();
+    announce(`Allowed ${r.origin}`);
+  });
+}
+
+async function removeOrigin(button, origin) {
+  await busy(button, async () => {
+    const r = await change('DELETE', originPath(origin), undefined, `Remove ${origin} from the allowed origins`);
+    if (r === false) { button.focus(); return; }
+    await loadOrigins();
+    $('origins-list-title').setAttribute('tabindex', '-1');
+    $('origins-list-title').focus();
+    announce(`Removed ${origin}`);
+  });
+}
+
+// --- Apps and the live preview
+
+async function loadApps() {
+  const { apps } = await api('GET', '/admin/v1/apps');
+  fill($('apps'), apps.map((a) => el('li', { dataset: { app: a.id } },
+    el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, a.id),
+      el('span', { class: 'item-meta' }, a.platform === 'android'
+        ? a.fingerprints.map((f) => f.origin).join(' · ') : `webcredentials ${a.appId}`)),
+    el('button', { type: 'button', class: 'btn btn-small btn-remove a-remove', textContent: 'Remove', 'aria-label': `Remove ${a.id}`,
+      onclick: (ev) => removeApp(ev.currentTarget, a.id) }))),
+  'No apps declared.');
+}
+
+function iosDeclaration() {
+  const teamId = $('ios-team').value.trim(), bundleId = $('ios-bundle').value.trim();
+  return teamId || bundleId ? { platform: 'ios', teamId, bundleId } : null;
+}
+
+function androidDeclaration() {
+  const packageName = $('android-package').value.trim();
+  const fingerprints = $('android-fps').value.split(/\n+/).map((s) => s.trim()).filter(Boolean);
+  return packageName || fingerprints.length ? { platform: 'android', packageName, fingerprints } : null;
+}
+
+function schedulePreview(candidate) {
+  app.candidate = candidate;
+  clearTimeout(app.previewTimer);
+  $('preview').dataset.state = 'loading';
+  app.previewTimer = setTimeout(refreshPreview, 250);
+}
+
+function pretty(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; }
+}
+
+/** POST /admin/v1/wellknown/preview: the files with the declaration being typed, and the checks. */
+async function refreshPreview() {
+  const seq = ++app.previewSeq;
+  const candidate = app.candidate;
+  const preview = $('preview');
+  preview.dataset.state = 'loading';
+  const r = await request('POST', '/admin/v1/wellknown/preview', { body: candidate ? { app: candidate } : {} });
+  if (seq !== app.previewSeq) return;  // a newer keystroke's preview is on its way
+  const problems = $('pv-problems');
+  if (!r.ok) {
+    preview.dataset.state = 'invalid';
+    problems.replaceChildren(el('li', { class: 'invalid' }, `Not a valid declaration yet: ${(r.json && r.json.detail) || r.status}`));
+    return;
+  }
+  const byName = Object.fromEntries(r.json.files.map((f) => [f.name, f]));
+  $('pv-aasa').textContent = pretty(byName['apple-app-site-association'].content);
+  $('pv-assetlinks').textContent = pretty(byName['assetlinks.json'].content);
+  $('pv-webauthn').textContent = pretty(byName.webauthn.content);
+  const kept = r.json.files.filter((f) => f.source === 'directory').map((f) => f.name);
+  $('preview-note').textContent = (candidate ? 'With the app you are typing, before it is added. ' : 'As served now. ')
+    + (kept.length ? `Served from LATCHKEY_WELLKNOWN_DIR (declarations do not change them): ${kept.join(', ')}.` : '');
+  problems.replaceChildren(...(r.json.problems.length
+    ? r.json.problems.map((p) => el('li', { dataset: { code: p.code } }, `${p.file}: ${p.message}`, el('span', { class: 'fix' }, `Fix: ${p.fix}`)))
+    : [el('li', { class: 'ok' }, `ok: valid association files for rpId ${r.json.rpId}`)]));
+  preview.dataset.state = r.json.ok ? 'ok' : 'problems';
+  preview.dataset.for = candidate ? `${candidate.platform}:${candidate.packageName || `${candidate.teamId}.${candidate.bundleId}`}` : '';
+}
+
+async function addApp(event, declaration, button, clear) {
+  event.preventDefault();
+  if (!declaration) return;
+  await busy(button, async () => {
+    const r = await change('POST', '/admin/v1/apps', declaration, `Declare the app ${declaration.platform}:${declaration.packageName || `${declaration.teamId}.${declaration.bundleId}`} (its origins join the allowlist)`);
+    if (r === false) return;
+    clear();
+    app.candidate = null;
+    await loadApps();
+    await refreshPreview();
+    announce(`Declared ${r.id}`);
+  });
+}
+
+async function removeApp(button, id) {
+  await busy(button, async () => {
+    const r = await change('DELETE', `/admin/v1/apps/${encodeURIComponent(id)}`, undefined, `Remove the app ${id} and the origins it brought`);
+    if (r === false) { button.focus(); return; }
+    await loadApps();
+    await refreshPreview();
+    announce(`Removed ${id}`);
+  });
+}
+
+// --- Users
+
+async function findUsers(event) {
+  event.preventDefault();
+  const q = $('user-q').value.trim();
+  if (!q) { $('user-q').focus(); return; }
+  await busy($('user-find'), async () => {
+    const { users } = await api('GET', `/admin/v1/users?username=${encodeURIComponent(q)}`);
+    fill($('user-results'), users.map((u) => el('li', { dataset: { user: u.id } },
+      el('span', { class: 'item-main' },
+        el('button', { type: 'button', class: 'linkish u-open', textContent: u.username, onclick: () => openUser(u.id) }),
+        el('span', { class: 'item-meta' }, `${u.displayName} · ${u.id}${u.externalId ? ` · external ${u.externalId}` : ''}`)),
+      u.admin ? el('span', { class: 'tag' }, 'admin') : null)),
+    `No username starts with “${q}”.`);
+  });
+}
+
+async function openUser(id, focus = true) {
+  try {
+    const d = await api('GET', `/admin/v1/users/${encodeURIComponent(id)}`);
+    app.user = d.user;
+    $('user-detail').hidden = false;
+    $('user-detail').dataset.user = d.user.id;
+    $('user-name').textContent = `${d.user.username}${d.user.admin ? ' (admin)' : ''}`;
+    $('user-meta').textContent = `${d.user.displayName} · user ${d.user.id} · since ${when(d.user.createdAt)}`;
+    const base = `/admin/v1/users/${encodeURIComponent(d.user.id)}`;
+    fill($('user-passkeys'), d.passkeys.map((p) => el('li', { dataset: { id: p.id } },
+      el('span', { class: 'item-main' },
+        el('span', { class: 'item-title' }, p.name, el('span', { class: 'tag' }, p.provider || 'Passkey'),
+          p.flagged ? el('span', { class: 'tag tag-warn' }, 'possible clone') : null),
+        el('span', { class: 'item-meta' }, `created ${when(p.createdAt)} · last used ${when(p.lastUsedAt)} · ${p.backedUp ? 'synced' : 'device-bound'}`)),
+      el('button', { type: 'button', class: 'btn btn-small btn-remove pk-revoke', textContent: 'Revoke', 'aria-label': `Revoke passkey ${p.name}`,
+        onclick: (ev) => revoke(ev.currentTarget, `${base}/passkeys/${encodeURIComponent(p.id)}`,
+          `Revoke ${d.user.username}'s passkey “${p.name}” (and the sessions it began)`) }))),
+    'No passkeys.');
+    fill($('user-devicekeys'), d.deviceKeys.map((k) => el('li', { dataset: { id: k.id } },
+      el('span', { class: 'item-main' },
+        el('span', { class: 'item-title' }, `${k.name} (${k.platform})`,
+          el('span', { class: k.attested ? 'tag tag-ok' : 'tag tag-warn' }, k.attested ? `attested: ${k.attestation.securityLevel}` : 'not attested')),
+        el('span', { class: 'item-meta' }, `device ${k.deviceId} · ${k.attestation.format}${k.attestation.app ? ` · app ${k.attestation.app}` : ''} · enrolled ${when(k.createdAt)}`)),
+      el('button', { type: 'button', class: 'btn btn-small btn-remove dk-revoke', textContent: 'Revoke', 'aria-label': `Revoke device key ${k.name}`,
+        onclick: (ev) => revoke(ev.currentTarget, `${base}/device-keys/${encodeURIComponent(k.id)}`, `Revoke ${d.user.username}'s device key “${k.name}”`) }))),
+    'No device keys.');
+    fill($('user-sessions'), d.sessions.map((s) => el('li', { dataset: { id: s.id } },
+      el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, `${s.method} session`),
+        el('span', { class: 'item-meta' }, `signed in ${when(s.authTime)} · last used ${when(s.lastUsedAt)}`)),
+      el('button', { type: 'button', class: 'btn btn-small btn-remove s-end', textContent: 'End', 'aria-label': 'End this session',
+        onclick: (ev) => revoke(ev.currentTarget, `${base}/sessions/${encodeURIComponent(s.id)}`, `End one of ${d.user.username}'s sessions`) }))),
+    'No live sessions.');
+    if (focus) $('user-name').focus();
+  } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || ''); }
+}
+
+async function revoke(button, path, summary) {
+  await busy(button, async () => {
+    const r = await change('DELETE', path, undefined, summary);
+    if (r === false) { button.focus(); return; }
+    await openUser(app.user.id);
+    announce('Done.');
+  });
+}
+
+// --- Audit log
+
+async function loadAudit(event) {
+  if (event) event.preventDefault();
+  const params = new URLSearchParams({ limit: '100' });
+  const who = $('audit-user').value.trim();
+  const action = $('audit-action').value.trim();
+  if (who) {
+    // A username is looked up; anything else is taken as a user id.
+    const { users } = await api('GET', `/admin/v1/users?username=${encodeURIComponent(who)}`).catch(() => ({ users: [] }));
+    const exact = users.find((u) => u.username === who);
+    params.set('user', exact ? exact.id : who);
+  }
+  if (action) params.set('action', action);
+  const { entries } = await api('GET', `/admin/v1/audit?${params}`);
+  const rows = entries.map((e) => el('tr', { dataset: { action: e.action, actor: e.actor } },
+    el('td', {}, when(e.at)),
+    el('td', {}, e.actorUsername ? `${e.actorUsername} (${e.actor})` : e.actor),
+    el('td', {}, el('code', {}, e.action)),
+    el('td', {}, e.subject || ''),
+    el('td', { class: 'approval' }, e.detail && e.detail.receiptId ? `receipt ${e.detail.receiptId} · action ${e.detail.actionHash}` : '')));
+  $('audit-rows').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5 }, 'No entries match.'))]));
+  $('audit-rows').dataset.count = String(rows.length);
+}
+
+// --- Webhooks (SPEC "Events"; the API may not be on this server yet)
+
+const EVENTS = ['user.created', 'passkey.created', 'passkey.renamed', 'passkey.revoked', 'passkey.clone_suspected',
+  'passkey.backup_eligibility_changed', 'device_key.enrolled', 'device_key.revoked', 'step_up.approved', 'session.revoked',
+  'email.verified', 'recovery.started', 'recovery.completed', 'recovery.cancelled'];
+
+async function loadWebhooks() {
+  const r = await request('GET', '/admin/v1/webhooks');
+  const unavailable = r.status === 404;
+  $('webhooks-unavailable').hidden = !unavailable;
+  $('webhooks-available').hidden = unavailable;
+  $('page-webhooks').dataset.state = unavailable ? 'unavailable' : 'available';
+  if (unavailable) return;
+  if (!r.ok) throw new Problem(r.status, r.json);
+  const box = $('webhook-events');
+  if (!box.querySelector('input')) {
+    for (const name of EVENTS) {
+      const id = `ev-${name.replace(/\W/g, '-')}`;
+      box.append(el('label', { for: id }, el('input', { type: 'checkbox', id, value: name }), ` ${name}`));
+    }
+  }
+  const hooks = r.json.webhooks || [];
+  fill($('webhooks'), hooks.map((h) => {
+    const deliveries = el('ul', { class: 'list deliveries' });
+    return el('li', { dataset: { id: h.id } },
+      el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, h.url),
+        el('span', { class: 'item-meta' }, h.events.join(', ')), deliveries),
+      el('span', {},
+        el('button', { type: 'button', class: 'btn btn-small btn-quiet', textContent: 'Deliveries',
+          onclick: () => loadDeliveries(h.id, deliveries) }),
+        el('button', { type: 'button', class: 'btn btn-small btn-remove w-remove', textContent: 'Delete', 'aria-label': `Delete webhook ${h.url}`,
+          onclick: (ev) => deleteWebhook(ev.currentTarget, h) })));
+  }), 'No endpoints.');
+}
+
+async function loadDeliveries(id, list) {
+  try {
+    const { deliveries } = await api('GET', `/admin/v1/webhooks/${encodeURIComponent(id)}/deliveries?limit=20`);
+    fill(list, deliveries.map((d) => el('li', {}, `${d.type} · ${d.status} · ${d.attempts} attempt(s)`
+      + `${d.lastStatusCode ? ` · last ${d.lastStatusCode}` : ''}${d.nextAttemptAt ? ` · next ${when(d.nextAttemptAt)}` : ''}`)), 'No deliveries yet.');
+  } catch (e) { showBanner(describe(e), e.code || ''); }
+}
+
+async function addWebhook(event) {
+  event.preventDefault();
+  const url = $('webhook-url').value.trim();
+  const events = [...$('webhook-events').querySelectorAll('input:checked')].map((i) => i.value);
+  await busy($('webhook-add'), async () => {
+    const r = await change('POST', '/admin/v1/webhooks', { url, events }, `Send ${events.join(', ')} events to ${url}`);
+    if (r === false) return;
+    $('webhook-secret').hidden = false;
+    $('webhook-secret').textContent = `Signing secret (shown once): ${r.secret}`;
+    await loadWebhooks();
+  });
+}
+
+async function deleteWebhook(button, hook) {
+  await busy(button, async () => {
+    const r = await change('DELETE', `/admin/v1/webhooks/${encodeURIComponent(hook.id)}`, undefined, `Delete the webhook to ${hook.url}`);
+    if (r === false) { button.focus(); return; }
+    await loadWebhooks();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function init() {
+  $('banner-close').addEventListener('click', clearBanner);
+  $('signin').addEventListener('click', (ev) => busy(ev.currentTarget, signIn));
+  $('enrol').addEventListener('click', (ev) => busy(ev.currentTarget, enrol));
+  $('signout').addEventListener('click', signOut);
+  $('refused-signout').addEventListener('click', signOut);
+  for (const tab of document.querySelectorAll('.tab')) {
+    tab.addEventListener('click', () => { clearBanner(); showPage(tab.dataset.page).then(() => $(`${tab.dataset.page}-title`).focus()); });
+  }
+  $('origin-form').addEventListener('submit', addOrigin);
+  $('fp-form').addEventListener('submit', addFingerprint);
+  $('fp-input').addEventListener('input', showFingerprintOrigin);
+  for (const id of ['ios-team', 'ios-bundle']) $(id).addEventListener('input', () => schedulePreview(iosDeclaration()));
+  for (const id of ['android-package', 'android-fps']) $(id).addEventListener('input', () => schedulePreview(androidDeclaration()));
+  $('ios-form').addEventListener('submit', (ev) => addApp(ev, iosDeclaration(), $('ios-add'), () => { $('ios-team').value = ''; $('ios-bundle').value = ''; }));
+  $('android-form').addEventListener('submit', (ev) => addApp(ev, androidDeclaration(), $('android-add'),
+    () => { $('android-package').value = ''; $('android-fps').value = ''; }));
+  $('user-form').addEventListener('submit', findUsers);
+  $('audit-form').addEventListener('submit', (ev) => loadAudit(ev).catch((e) => showBanner(describe(e), e.code || '')));
+  $('webhook-form').addEventListener('submit', addWebhook);
+
+  if (!window.PublicKeyCredential) showBanner('This browser does not support passkeys.', 'unsupported');
+  let saved = null;
+  try { saved = sessionStorage.getItem(SESSION_KEY); } catch { /* ignore */ }
+  const start = saved && !ticketFromURL() ? (app.token = saved, enter().catch(() => showSignIn())) : Promise.resolve(showSignIn());
+  start.finally(() => { document.body.dataset.ready = 'true'; });
+}
+
+init();
