@@ -90,7 +90,7 @@ struct FaultTests {
         let origin = "https://\(rpId)"
         let environment = [
             "DATABASE_URL": url, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": origin,
-            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "4", "LATCHKEY_DEV": "0",
+            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "4", "LATCHKEY_DEV": "0", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
             "LATCHKEY_WORKERS": "1", "LATCHKEY_RATE_LIMIT": "0",
         ]
         let database = try PostgresConnection(url: url)
@@ -250,7 +250,7 @@ struct FaultTests {
         let rpId = "idle-\(uniqueSuffix()).latchkey.test"
         let serve = try ServeProcess(binary: binary, environment: [
             "DATABASE_URL": url, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": "https://\(rpId)",
-            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
+            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
             "LATCHKEY_RATE_LIMIT": "0",
         ])
         defer { serve.stop() }
@@ -368,6 +368,7 @@ final class FaultServer: Sendable {
         c.origins = [origin]
         c.issuer = origin
         c.databaseURL = databaseURL
+        c.keyEncryptionKey = TestDatabase.keyEncryptionKey
         let database = Database(url: databaseURL, connections: threads + 2)
         services = Services(configuration: c, database: database, log: RequestLog(enabled: false))
         try services.start()

@@ -68,21 +68,30 @@ extension RouteTable {
         }
         add("GET", "/admin/v1/users/{id}", accepting: .any) { req, params in
             _ = try s.admin.requireAdmin(req)
-            return .json(bytes: try s.admin.user(id: params["id"] ?? "").serialized())
+            guard let id = Identifiers.opaque(params["id"]) else { throw ServiceError.notFound("user") }
+            return .json(bytes: try s.admin.user(id: id).serialized())
         }
         add("DELETE", "/admin/v1/users/{id}/passkeys/{credentialId}", accepting: .any) { req, params in
+            guard let userId = Identifiers.opaque(params["id"]), let credential = params["credentialId"],
+                  Identifiers.credential(credential) != nil else { throw ServiceError.notFound("passkey") }
             let caller = try s.admin.requireAdminChange(req)
-            try s.admin.revokePasskey(userId: params["id"] ?? "", credentialId: params["credentialId"] ?? "", by: caller)
+            try s.admin.revokePasskey(userId: userId, credentialId: credential, by: caller)
             return .empty(status: 204)
         }
         add("DELETE", "/admin/v1/users/{id}/device-keys/{keyId}", accepting: .any) { req, params in
+            guard let userId = Identifiers.opaque(params["id"]), let keyId = Identifiers.opaque(params["keyId"]) else {
+                throw ServiceError.notFound("device key")
+            }
             let caller = try s.admin.requireAdminChange(req)
-            try s.admin.revokeDeviceKey(userId: params["id"] ?? "", keyId: params["keyId"] ?? "", by: caller)
+            try s.admin.revokeDeviceKey(userId: userId, keyId: keyId, by: caller)
             return .empty(status: 204)
         }
         add("DELETE", "/admin/v1/users/{id}/sessions/{sessionId}", accepting: .any) { req, params in
+            guard let userId = Identifiers.opaque(params["id"]), let sessionId = Identifiers.opaque(params["sessionId"]) else {
+                throw ServiceError.notFound("session")
+            }
             let caller = try s.admin.requireAdminChange(req)
-            try s.admin.endSession(userId: params["id"] ?? "", sessionId: params["sessionId"] ?? "", by: caller)
+            try s.admin.endSession(userId: userId, sessionId: sessionId, by: caller)
             return .empty(status: 204)
         }
         // Webhooks (SPEC "Events"): endpoints and their deliveries.
