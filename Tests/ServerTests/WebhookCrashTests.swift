@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import JSON
 import LatchkeyServer
 import PostgreSQL
@@ -114,23 +115,36 @@ final class PrivateCluster {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// posix_spawn + waitpid, not Foundation.Process: its waitUntilExit can miss the exit of a script
+    /// that leaves a daemon (the postmaster) running; stdout goes to a file the daemon may keep open.
     @discardableResult
     private func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [TestDatabase.repositoryRoot.appendingPathComponent("scripts/dev-postgres.sh").path] + arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["LATCHKEY_DATA_DIR"] = directory
-        environment["LATCHKEY_PG_PORT"] = String(port)
-        environment["LATCHKEY_PG_FAST"] = "0"
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestSetupError("dev-postgres.sh \(arguments) failed (\(process.terminationStatus))") }
+        let script = TestDatabase.repositoryRoot.appendingPathComponent("scripts/dev-postgres.sh").path
+        let outputPath = directory + ".out"
+        defer { unlink(outputPath) }
+        let fd = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TestSetupError("cannot write \(outputPath)") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fd, 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv: [UnsafeMutablePointer<CChar>?] = (["/bin/bash", script] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var env = ProcessInfo.processInfo.environment
+        env["LATCHKEY_DATA_DIR"] = directory
+        env["LATCHKEY_PG_PORT"] = String(port)
+        env["LATCHKEY_PG_FAST"] = "0"
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, envp)
+        close(fd)
+        guard spawned == 0 else { throw TestSetupError("cannot run \(script)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        guard status == 0 else { throw TestSetupError("dev-postgres.sh \(arguments) failed (status \(status))") }
+        let data = FileManager.default.contents(atPath: outputPath) ?? Data()
         return String(String(decoding: data, as: UTF8.self).split(separator: "\n").last ?? "")
     }
 }

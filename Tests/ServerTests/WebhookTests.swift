@@ -69,7 +69,8 @@ struct WebhookTests {
         defer { client.unsubscribe(secondId) }
 
         // user.created, passkey.created; a rename; a device key enrolled (after a passkey step-up) and
-        // revoked; a device-key step-up; a logout; a second passkey revoked with its session.
+        // revoked; a device-key step-up; a second passkey revoked with the two sessions it began
+        // (its registration's and a login's); a logout.
         let steps = StepUpTests()
         let account = try steps.account(server)
         let userId = account.session.userId
@@ -117,8 +118,10 @@ struct WebhookTests {
         let reasons = got.filter { $0.type == "session.revoked" }.compactMap { $0.data?["reason"]?.stringValue }
         #expect(reasons.sorted() == ["logout", "passkey_revoked", "passkey_revoked"])
         let otherSession = try StepUpTests.claims(other.accessToken)["sid"]?.stringValue
-        #expect(got.filter { $0.type == "session.revoked" && $0.data?["reason"] == "passkey_revoked" }
-                    .contains { $0.data?["sessionId"]?.stringValue == otherSession })
+        #expect(got.contains { $0.type == "session.revoked" && $0.data?["reason"] == "passkey_revoked"
+                && $0.data?["sessionId"]?.stringValue == otherSession })
+        let mySession = try StepUpTests.claims(account.session.accessToken)["sid"]?.stringValue
+        #expect(got.contains { $0.data?["reason"] == "logout" && $0.data?["sessionId"]?.stringValue == mySession })
 
         // Every endpoint gets the same webhook-id for one event.
         let created = got.filter { $0.type == "passkey.created" }.map(\.id)
@@ -185,7 +188,7 @@ struct WebhookTests {
         #expect(try waitFor { try client.deliveries(hookId).first?["status"] == "delivered" })
     }
 
-    @Test("a registration that fails (bad signature, taken username) writes no event")
+    @Test("a registration that fails (an origin not allowed, a taken username) writes no event")
     func failedRegistrationNoEvent() throws {
         let server = try Self.fixture.get()
         let receiver = try TestReceiver()

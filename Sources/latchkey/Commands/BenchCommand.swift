@@ -16,6 +16,8 @@ enum BenchCommand: Command {
     static let help = """
         usage: latchkey bench verify [--seconds S]
                latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D]
+                                    [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
+                                    `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
                \(StepUpBenchmark.usage)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
@@ -29,7 +31,8 @@ enum BenchCommand: Command {
         guard let sub = arguments.first else { printError(help); return ExitCode.usage }
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
-                                           valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url"],
+                                           valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
+                                                   "admin-key"],
                                            flags: ["help"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {

@@ -19,12 +19,19 @@ enum LoginBenchmark {
         var pid: Int32? = nil
         var databaseURL: String? = nil
         var credentials = 64
+        /// `--webhook URL`: one endpoint subscribed to every passkey.* and session.* type for the run
+        /// (created and deleted through the admin API with `--admin-key` / LATCHKEY_ADMIN_KEY).
+        var webhook: String? = nil
+        var adminKey: String? = nil
     }
 
     static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
         var o = Options(target: try BenchTarget(args, defaultConcurrency: 32))
         if let p = args.value("pid") { guard let n = Int32(p) else { throw UsageError(message: "--pid takes a process id") }; o.pid = n }
         o.databaseURL = args.value("database-url") ?? Configuration.processEnvironment()["DATABASE_URL"]
+        o.webhook = args.value("webhook")
+        o.adminKey = args.value("admin-key") ?? Configuration.processEnvironment()["LATCHKEY_ADMIN_KEY"]
+        if o.webhook != nil, o.adminKey == nil { throw UsageError(message: "--webhook needs --admin-key (or LATCHKEY_ADMIN_KEY)") }
         return o
     }
 
@@ -34,6 +41,30 @@ enum LoginBenchmark {
         // 1. Enrol soft authenticators (ES256, none attestation) through the real API.
         var enrolled: [BenchAccount] = []
         let client = HTTPClient(host: target.host, port: target.port)
+        var webhookId: String? = nil
+        // `--webhook local`: a verifying receiver in this process on a loopback port (the server must run with LATCHKEY_DEV=1).
+        var localReceiver: (WebhookReceiverBox, HTTPServer)? = nil
+        if let url = o.webhook, let key = o.adminKey {
+            var url = url
+            let box = WebhookReceiverBox()
+            if url == "local" {
+                guard let server = try? HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, maxBodyBytes: 1 << 20),
+                                                   responder: box) else { printError("cannot start the local receiver"); return ExitCode.failure }
+                url = "http://127.0.0.1:\(server.port)/bench"
+                localReceiver = (box, server)
+            }
+            let types = EventType.allCases.map(\.rawValue).filter { $0.hasPrefix("passkey.") || $0.hasPrefix("session.") }
+            let body = JSONValue.object([("url", .string(url)), ("events", .array(types.map { .string($0) }))]).serialized()
+            guard let r = client.postJSON("/admin/v1/webhooks", body, authorization: "Bearer \(key)"), r.status == 201,
+                  let id = (try? JSONParser.parse(r.body))?["id"]?.stringValue else {
+                printError("could not create the webhook (admin key? LATCHKEY_DEV=1 for an http:// loopback URL?)"); return ExitCode.failure
+            }
+            webhookId = id
+            if let secret = (try? JSONParser.parse(r.body))?["secret"]?.stringValue, let k = WebhookSignature.key(fromSecret: secret) {
+                box.receiver.withLock { $0 = WebhookReceiver(key: k, status: 204, printing: false) }
+            }
+            print("webhook \(id) → \(url) subscribed to \(types.joined(separator: ","))")
+        }
         let runId = Base64URL.encode(SecureRandom.bytes(6))
         for i in 0..<o.credentials {
             switch BenchAccount.signUp(client, username: "bench-\(runId)-\(i)", displayName: "Bench \(i)", origin: target.origin) {
@@ -87,6 +118,14 @@ enum LoginBenchmark {
         print("logins \(ok)  \(Int(rate))/s  p50 \(percentile(sorted, 0.50, places: 1))  p95 \(percentile(sorted, 0.95, places: 1))  "
               + "p99 \(percentile(sorted, 0.99, places: 1))  errors \(errors)")
         if let pid = o.pid { print("server peak RSS \(peakRSS(pid: pid).map { "\($0 / 1024) MB" } ?? "unknown") (VmHWM of pid \(pid))") }
+        if let id = webhookId, let key = o.adminKey {
+            reportDrain(target: target, webhookId: id, adminKey: key)
+            if let (box, server) = localReceiver {
+                let counts = box.receiver.withLock { $0?.counts } ?? (verified: 0, refused: 0)
+                print("local receiver: \(counts.verified) verified deliveries, \(counts.refused) refused")
+                server.stop()
+            }
+        }
 
         // 3. Baseline: pgbench running the same SQL per login, same concurrency, same database.
         //    Then the commit floor: one-row INSERTs, each its own durable commit. A login needs one
@@ -107,6 +146,34 @@ enum LoginBenchmark {
             print("pgbench baseline skipped: give --database-url or DATABASE_URL")
         }
         return errors == 0 ? ExitCode.success : ExitCode.failure
+    }
+
+    /// After the load: how long until the outbox's webhook depth (from /metrics) is 0, and what the
+    /// endpoint's deliveries came to; then the endpoint is deleted.
+    static func reportDrain(target: BenchTarget, webhookId: String, adminKey: String) {
+        let c = HTTPClient(host: target.host, port: target.port)
+        defer { c.close() }
+        func depth() -> Int? {
+            guard let r = try? c.send(method: "GET", path: "/metrics", headers: [], body: []) else { return nil }
+            for line in r.text.split(separator: "\n") where line.hasPrefix("latchkey_outbox_depth{channel=\"webhook\"}") {
+                return Int(line.split(separator: " ").last ?? "")
+            }
+            return nil
+        }
+        let start = monotonicNow()
+        let atEnd = depth() ?? -1
+        var now = atEnd
+        while now != 0, monotonicNow() - start < 120 {
+            usleep(100_000)
+            now = depth() ?? -1
+        }
+        let auth = [("Authorization", "Bearer \(adminKey)")]
+        let listed = (try? c.send(method: "GET", path: "/admin/v1/webhooks/\(webhookId)/deliveries?limit=1000", headers: auth, body: []))
+            .flatMap { try? JSONParser.parse($0.body) }?["deliveries"]?.arrayValue ?? []
+        let delivered = listed.filter { $0["status"] == "delivered" }.count
+        print("outbox: \(atEnd) pending when the load stopped, \(now == 0 ? "drained" : "NOT drained (\(now) pending)") after "
+              + "\(formatDecimal(monotonicNow() - start, places: 1)) s; endpoint deliveries \(delivered) delivered of \(listed.count)")
+        _ = try? c.send(method: "DELETE", path: "/admin/v1/webhooks/\(webhookId)", headers: auth, body: [])
     }
 
     /// Peak resident set size in KiB (VmHWM), Linux only.
@@ -133,7 +200,7 @@ enum PgbenchBaseline {
         \\set r random(1, 2000000000)
         SET synchronous_commit = off;
         INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at) VALUES (sha256((:client_id || '-' || :r || '-' || clock_timestamp())::bytea), 'authentication', NULL, '\(rpId)', decode('\(state)', 'hex'), now() + make_interval(secs => 300)) RETURNING encode(hash, 'hex') AS h \\gset
-        WITH ch AS (DELETE FROM challenges WHERE hash = decode(:h, 'hex') RETURNING purpose, user_id AS bound_user, rp_id, state, expires_at <= now() AS expired) SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, u.user_handle, u.username, u.display_name FROM ch LEFT JOIN credentials c ON c.id = decode('\(credentialHex)', 'hex') AND c.revoked_at IS NULL LEFT JOIN users u ON u.id = c.user_id;
+        WITH ch AS (DELETE FROM challenges WHERE hash = decode(:h, 'hex') RETURNING purpose, user_id AS bound_user, rp_id, state, expires_at <= now() AS expired) SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, u.user_handle, u.username, u.display_name, (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted FROM ch LEFT JOIN credentials c ON c.id = decode('\(credentialHex)', 'hex') AND c.revoked_at IS NULL LEFT JOIN users u ON u.id = c.user_id;
         SET synchronous_commit = on;
         WITH cred AS (UPDATE credentials SET sign_count = GREATEST(sign_count, 0), backed_up = false, flagged = flagged OR false OR NOT \(advances), last_used_at = now() WHERE id = decode('\(credentialHex)', 'hex') AND \(advances) RETURNING id, user_id, sign_count, flagged), fam AS (INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at) SELECT md5(random()::text || clock_timestamp()::text), user_id, 'passkey', id, now(), now() FROM cred RETURNING id, user_id), tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at) SELECT sha256((random()::text || clock_timestamp()::text)::bytea), fam.id, now() + make_interval(secs => 2592000) FROM fam RETURNING hash), audit AS (INSERT INTO audit_log (actor, action, subject, detail) SELECT fam.user_id, 'passkey.login', fam.user_id, '{"bench": true}'::jsonb FROM fam, tok RETURNING id) SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged, EXISTS (SELECT 1 FROM credentials WHERE id = decode('\(credentialHex)', 'hex')) AS known;
 
@@ -224,4 +291,13 @@ enum CommitFloor {
 func runProcess(_ argv: [String]) -> String? {
     guard let child = spawn(argv, capture: .standardOutputAndError) else { return nil }
     return String(decoding: child.finish() ?? [], as: UTF8.self)
+}
+
+/// The local receiver, keyed once the endpoint's secret is known (it is created after the server starts).
+final class WebhookReceiverBox: Responder, Sendable {
+    let receiver = Mutex<WebhookReceiver?>(nil)
+    func respond(to request: Request) -> Response {
+        guard let r = receiver.withLock({ $0 }) else { return .empty(status: 503) }
+        return r.respond(to: request)
+    }
 }

@@ -60,13 +60,18 @@ enum WebhooksCommand: Command {
 final class WebhookReceiver: Responder {
     let key: [UInt8]
     let status: Int
-    /// One event line at a time on each stream.
-    private let output = Mutex(())
+    /// false: count only (bench login --webhook local).
+    let printing: Bool
+    /// One event line at a time on each stream; verified and refused deliveries.
+    private let output = Mutex((verified: 0, refused: 0))
 
-    init(key: [UInt8], status: Int) {
+    init(key: [UInt8], status: Int, printing: Bool = true) {
         self.key = key
         self.status = status
+        self.printing = printing
     }
+
+    var counts: (verified: Int, refused: Int) { output.withLock { $0 } }
 
     func respond(to request: Request) -> Response {
         guard request.method == "POST" else { return .text(status: 405, "POST only\n") }
@@ -75,6 +80,7 @@ final class WebhookReceiver: Responder {
             try WebhookSignature.verify(id: request.header("webhook-id"), timestamp: request.header("webhook-timestamp"),
                                         signature: request.header("webhook-signature"), body: request.body, key: key, now: now)
         } catch {
+            output.withLock { $0.refused += 1 }
             write(2, "refused: \(error.description) (webhook-id \(request.header("webhook-id") ?? "-"))\n")
             return .text(status: 400, "\(error.description)\n")
         }
@@ -82,6 +88,8 @@ final class WebhookReceiver: Responder {
             write(2, "refused: the body is not JSON\n")
             return .text(status: 400, "not JSON\n")
         }
+        output.withLock { $0.verified += 1 }
+        guard printing else { return .empty(status: status) }
         let line = JSONValue.object([("id", .string(request.header("webhook-id") ?? "")), ("type", event["type"] ?? .null),
                                      ("timestamp", event["timestamp"] ?? .null), ("data", event["data"] ?? .null)]).text
         write(1, line + "\n")
@@ -90,6 +98,7 @@ final class WebhookReceiver: Responder {
 
     private func write(_ fd: Int32, _ text: String) {
         output.withLock { _ in
+            guard printing || fd == 2 else { return }
             let bytes = Array(text.utf8)
             _ = bytes.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress, $0.count) }
         }
