@@ -72,25 +72,26 @@ extension RouteTable {
             return .json(bytes: try s.admin.user(id: id).serialized())
         }
         add("DELETE", "/admin/v1/users/{id}/passkeys/{credentialId}", accepting: .any) { req, params in
+            // The approval is checked first: with a user token, no change — not even a 404 — without it.
+            let caller = try s.admin.requireAdminChange(req)
             guard let userId = Identifiers.opaque(params["id"]), let credential = params["credentialId"],
                   Identifiers.credential(credential) != nil else { throw ServiceError.notFound("passkey") }
-            let caller = try s.admin.requireAdminChange(req)
             try s.admin.revokePasskey(userId: userId, credentialId: credential, by: caller)
             return .empty(status: 204)
         }
         add("DELETE", "/admin/v1/users/{id}/device-keys/{keyId}", accepting: .any) { req, params in
+            let caller = try s.admin.requireAdminChange(req)
             guard let userId = Identifiers.opaque(params["id"]), let keyId = Identifiers.opaque(params["keyId"]) else {
                 throw ServiceError.notFound("device key")
             }
-            let caller = try s.admin.requireAdminChange(req)
             try s.admin.revokeDeviceKey(userId: userId, keyId: keyId, by: caller)
             return .empty(status: 204)
         }
         add("DELETE", "/admin/v1/users/{id}/sessions/{sessionId}", accepting: .any) { req, params in
+            let caller = try s.admin.requireAdminChange(req)
             guard let userId = Identifiers.opaque(params["id"]), let sessionId = Identifiers.opaque(params["sessionId"]) else {
                 throw ServiceError.notFound("session")
             }
-            let caller = try s.admin.requireAdminChange(req)
             try s.admin.endSession(userId: userId, sessionId: sessionId, by: caller)
             return .empty(status: 204)
         }
