@@ -65,6 +65,11 @@ bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || status=1
 # The challenge lifecycle in Promela (Tests/Model/challenges.pml), exhaustively through spin.
 bash scripts/model-check.sh || status=1
 
+# Every server these scripts start on the test cluster seals its signing keys under one key-encryption
+# key (each dev-mode server would otherwise make its own key file where it runs, and the next one could
+# not open the keys the last one sealed).
+export LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktdGVzdC1rZWstMzItYnl0ZXMtLS0tLS0=}"
+
 # The committed association files against the declared apps, and a live server's well-known URLs.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || status=1
 
