@@ -12,17 +12,4 @@ static inline CURLcode latchkey_curl_setopt_offset(CURL *h, CURLoption o, curl_o
 typedef size_t (*latchkey_curl_write_fn)(char *data, size_t size, size_t count, void *context);
 static inline CURLcode latchkey_curl_setopt_write(CURL *h, latchkey_curl_write_fn f) { return curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, f); }
 static inline CURLcode latchkey_curl_response_code(CURL *h, long *code) { return curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code); }
-// curl_easy_setopt / curl_easy_getinfo are C variadics, which Swift cannot call: one typed
-// wrapper per argument type.
-static inline CURLcode shim_curl_setopt_string(CURL *c, CURLoption o, const char *v) { return curl_easy_setopt(c, o, v); }
-static inline CURLcode shim_curl_setopt_long(CURL *c, CURLoption o, long v) { return curl_easy_setopt(c, o, v); }
-static inline CURLcode shim_curl_setopt_pointer(CURL *c, CURLoption o, void *v) { return curl_easy_setopt(c, o, v); }
-static inline CURLcode shim_curl_setopt_write(CURL *c, size_t (*f)(char *, size_t, size_t, void *)) {
-    return curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, f);
-}
-static inline long shim_curl_response_code(CURL *c) {
-    long code = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    return code;
-}
 #endif

@@ -17,9 +17,12 @@ public struct CurlError: Error, Sendable, Hashable, CustomStringConvertible {
 public struct CurlResponse: Sendable {
     public let status: Int
     public let body: [UInt8]
+    /// The body was longer than `maxResponseBytes` (the rest was read and dropped).
+    public let truncated: Bool
 }
 
-/// How one transfer may go. Redirects are never followed; TLS peers and host names are always verified.
+/// How one transfer may go. TLS peers and host names are always verified; redirects are followed only
+/// when `maxRedirects` allows, and only to `protocols`.
 public struct CurlOptions: Sendable {
     /// The whole transfer (connect included) must finish within this.
     public var timeoutSeconds: Int = 10
@@ -28,6 +31,8 @@ public struct CurlOptions: Sendable {
     /// Bytes of the response body kept; the rest is read and dropped.
     public var maxResponseBytes: Int = 65536
     public var userAgent: String = "Latchkey"
+    /// Redirects followed (0: none — a webhook delivery never follows one).
+    public var maxRedirects: Int = 0
     public init() {}
 }
 
@@ -71,7 +76,11 @@ public enum Curl {
         func set(_ result: CURLcode) { if code == CURLE_OK { code = result } }
         set(latchkey_curl_setopt_string(handle, CURLOPT_URL, url))
         set(latchkey_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, options.protocols))
-        set(latchkey_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+        set(latchkey_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, options.maxRedirects > 0 ? 1 : 0))
+        if options.maxRedirects > 0 {
+            set(latchkey_curl_setopt_long(handle, CURLOPT_MAXREDIRS, options.maxRedirects))
+            set(latchkey_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, options.protocols))
+        }
         set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
         set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
         set(latchkey_curl_setopt_long(handle, CURLOPT_TIMEOUT, options.timeoutSeconds))
@@ -104,7 +113,7 @@ public enum Curl {
         guard latchkey_curl_response_code(handle, &status) == CURLE_OK, status > 0 else {
             throw CurlError(.other, "no HTTP status")
         }
-        return CurlResponse(status: status, body: sink.bytes)
+        return CurlResponse(status: status, body: sink.bytes, truncated: sink.truncated)
     }
 
     static func error(_ code: CURLcode) -> CurlError {
@@ -127,6 +136,7 @@ public enum Curl {
 private final class Sink: @unchecked Sendable {
     let limit: Int
     var bytes: [UInt8] = []
+    var truncated = false
     init(limit: Int) { self.limit = limit }
 }
 
@@ -135,6 +145,7 @@ private let writeBody: latchkey_curl_write_fn = { data, size, count, context in
     guard let context, let data else { return n }
     let sink = Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue()
     let room = max(0, sink.limit - sink.bytes.count)
+    if n > room { sink.truncated = true }
     if room > 0 {
         data.withMemoryRebound(to: UInt8.self, capacity: n) { p in
             sink.bytes.append(contentsOf: UnsafeBufferPointer(start: p, count: min(n, room)))
