@@ -52,6 +52,8 @@ let package = Package(
                 swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
 
+        // The PostgreSQL the integration test targets share (DATABASE_URL, else the throwaway test cluster).
+        .target(name: "PostgreSQLTesting", swiftSettings: strict),
         // App Attest objects and assertions under a test root: fixtures for DeviceKeys and server tests.
         .target(name: "DeviceKeysTesting", dependencies: ["DeviceKeys", "CBOR", "Crypto"], swiftSettings: strict),
         // A software authenticator: fixtures for tests, load for `latchkey bench`.
@@ -72,7 +74,7 @@ let package = Package(
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
-        .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQL"], swiftSettings: strict),
+        .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQLTesting", "PostgreSQL"], swiftSettings: strict),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "Curl"], swiftSettings: strict),
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "WellKnownTests", dependencies: ["WellKnown", "JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
@@ -80,11 +82,11 @@ let package = Package(
                                                         "WebAuthnTesting"],
                     exclude: ["Fixtures"], swiftSettings: strict),
         // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
-        .testTarget(name: "ServerTests", dependencies: ["LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
+        .testTarget(name: "ServerTests", dependencies: ["PostgreSQLTesting", "LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
                                                        "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "WellKnown"],
                     swiftSettings: strict),
         // Integration: the repositories on real PostgreSQL (DATABASE_URL, or the throwaway test cluster).
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "PostgreSQL", "JSON"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["PostgreSQLTesting", "Storage", "PostgreSQL", "JSON"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
                     exclude: ["Fixtures"], swiftSettings: strict),

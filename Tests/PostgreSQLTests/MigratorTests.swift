@@ -1,7 +1,8 @@
 import Foundation
+@testable import PostgreSQL
+import PostgreSQLTesting
 import Synchronization
 import Testing
-@testable import PostgreSQL
 
 @Suite("Migrator against a real server")
 struct MigratorTests {

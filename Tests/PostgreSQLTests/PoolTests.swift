@@ -1,7 +1,8 @@
 import Foundation
+@testable import PostgreSQL
+import PostgreSQLTesting
 import Synchronization
 import Testing
-@testable import PostgreSQL
 
 @Suite("PostgresPool against a real server")
 struct PoolTests {
@@ -140,8 +141,8 @@ struct PoolTests {
         try pool.withConnection { a in try pool.withConnection { b in
             _ = try a.query("SELECT 1 AS one"); _ = try b.query("SELECT 1 AS one")
         } }
-        #expect(runCapturingStdout(["/bin/bash", TestDatabase.script, "--stop"]).status == 0)
-        #expect(runCapturingStdout(["/bin/bash", TestDatabase.script]).status == 0)
+        #expect(runCapturingStdout(["/bin/bash", TestCluster.script, "--test", "--stop"]).status == 0)
+        #expect(runCapturingStdout(["/bin/bash", TestCluster.script, "--test"]).status == 0)
         let counts = try pool.withConnection { a in try pool.withConnection { b in
             [try a.query("SELECT 1 AS one").count, try b.query("SELECT 1 AS one").count]
         } }

@@ -1,7 +1,8 @@
 import Foundation
+@testable import PostgreSQL
+import PostgreSQLTesting
 import Synchronization
 import Testing
-@testable import PostgreSQL
 
 extension TestDatabase {
     /// Where the transaction-pooling tests connect: `LATCHKEY_PGBOUNCER_URL` when set

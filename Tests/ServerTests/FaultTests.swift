@@ -3,6 +3,7 @@ import HTTP
 import JSON
 import LatchkeyServer
 import PostgreSQL
+import PostgreSQLTesting
 import Storage
 import Synchronization
 import Testing

@@ -3,6 +3,7 @@ import Foundation
 import JSON
 @testable import LatchkeyServer
 import PostgreSQL
+import PostgreSQLTesting
 import Storage
 import Testing
 import Tokens

@@ -3,6 +3,7 @@ import Foundation
 import HTTP
 import JSON
 import LatchkeyServer
+import PostgreSQLTesting
 import Synchronization
 import Testing
 import WebAuthn

@@ -3,6 +3,7 @@ import Glibc
 import JSON
 import LatchkeyServer
 import PostgreSQL
+import PostgreSQLTesting
 import Synchronization
 import Testing
 import WebAuthnTesting

@@ -1,5 +1,6 @@
 import Foundation
 import PostgreSQL
+import PostgreSQLTesting
 import Storage
 import Synchronization
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import PostgreSQL
+import PostgreSQLTesting
 import Storage
 import Synchronization
 import Testing

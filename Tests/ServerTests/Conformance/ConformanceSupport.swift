@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import JSON
 import LatchkeyServer
+import PostgreSQLTesting
 import Synchronization
 import Testing
 import WebAuthn

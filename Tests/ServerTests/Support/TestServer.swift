@@ -4,44 +4,16 @@ import HTTP
 import JSON
 import LatchkeyServer
 import PostgreSQL
+import PostgreSQLTesting
 import Storage
 import Synchronization
 import WebAuthn
 import WebAuthnTesting
 
-/// The database the server tests use: `DATABASE_URL` when set (scripts/test.sh sets it), otherwise a
-/// private throwaway cluster started by `scripts/dev-postgres.sh` (its `latchkey_test` database).
+/// The database the server tests use (`TestCluster`: `DATABASE_URL`, else the throwaway test cluster).
 enum TestDatabase {
-    static func url() throws -> String { try resolved.get() }
-
-    static let repositoryRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    private static let resolved: Result<String, TestSetupError> = {
-        if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty { return .success(url) }
-        let script = repositoryRoot.appendingPathComponent("scripts/dev-postgres.sh").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script]
-        var environment = ProcessInfo.processInfo.environment
-        environment["LATCHKEY_DATA_DIR"] = environment["LATCHKEY_DATA_DIR"] ?? "/tmp/lk-test-pg"
-        environment["LATCHKEY_PG_PORT"] = environment["LATCHKEY_PG_PORT"] ?? "54330"
-        environment["LATCHKEY_PG_FAST"] = environment["LATCHKEY_PG_FAST"] ?? "1"
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        do { try process.run() } catch { return .failure(TestSetupError("could not run \(script): \(error)")) }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0,
-              let last = String(decoding: data, as: UTF8.self).split(separator: "\n").last else {
-            return .failure(TestSetupError("\(script) failed (status \(process.terminationStatus))"))
-        }
-        var url = String(last)
-        if let slash = url.lastIndex(of: "/") { url = String(url[..<slash]) + "/latchkey_test" }
-        return .success(url)
-    }()
+    static func url() throws -> String { try TestCluster.url() }
+    static let repositoryRoot = TestCluster.repositoryRoot
 }
 
 extension TestDatabase {
@@ -77,12 +49,6 @@ extension TestDatabase {
             }
         }
     }
-}
-
-struct TestSetupError: Error, CustomStringConvertible {
-    let message: String
-    init(_ message: String) { self.message = message }
-    var description: String { message }
 }
 
 /// A short random suffix so that every suite has its own rpId, origin and usernames.

@@ -2,6 +2,7 @@ import Foundation
 import HTTP
 import JSON
 import LatchkeyServer
+import PostgreSQLTesting
 import Synchronization
 
 /// A real HTTP receiver on loopback (HTTPServer, port 0) for webhook tests: records every request
