@@ -57,7 +57,7 @@ public struct Certificate: Sendable {
     }
 
     /// The serial number in lower-case hex (for messages).
-    public var serialHex: String { serialNumber.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined() }
+    public var serialHex: String { Hex.encode(serialNumber) }
 
     /// The subject's CN, else its whole subject, for messages.
     public var commonName: String {

@@ -22,11 +22,11 @@ public struct SigningCertificateFingerprint: Sendable, Hashable, Comparable {
         if text.hasPrefix(Self.originPrefix) { text = text.dropFirst(Self.originPrefix.count) }
         if text.contains(":") {
             let pairs = text.split(separator: ":", omittingEmptySubsequences: false)
-            guard pairs.count == 32, pairs.allSatisfy({ $0.count == 2 }), let bytes = Self.hex(pairs.joined()) else {
+            guard pairs.count == 32, pairs.allSatisfy({ $0.count == 2 }), let bytes = Hex.decode(pairs.joined()) else {
                 throw WellKnownError(.fingerprint, "'\(input.prefix(120))' is not \(Self.expectedForm)")
             }
             try self.init(bytes: bytes)
-        } else if text.count == 64, let bytes = Self.hex(String(text)) {
+        } else if text.count == 64, let bytes = Hex.decode(text) {
             try self.init(bytes: bytes)
         } else if let bytes = Self.hash(String(text)) {
             try self.init(bytes: bytes)
@@ -61,27 +61,4 @@ public struct SigningCertificateFingerprint: Sendable, Hashable, Comparable {
     public var origin: String { Self.originPrefix + base64url }
 
     public static func < (a: Self, b: Self) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
-
-    static func hex(_ s: String) -> [UInt8]? {
-        let digits = Array(s.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(digits.count / 2)
-        var i = 0
-        while i < digits.count {
-            guard let h = nibble(digits[i]), let l = nibble(digits[i + 1]) else { return nil }
-            out.append(h << 4 | l)
-            i += 2
-        }
-        return out
-    }
-
-    static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }

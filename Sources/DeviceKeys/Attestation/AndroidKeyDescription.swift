@@ -186,7 +186,7 @@ public struct AndroidKeyDescription: Sendable {
             func int(_ k: String, _ v: Int?) { if let v { m.append((k, .number(Double(v)))) } }
             func ints(_ k: String, _ v: [Int]?) { if let v { m.append((k, .array(v.map { .number(Double($0)) }))) } }
             func flag(_ k: String, _ v: Bool) { if v { m.append((k, true)) } }
-            func hex(_ k: String, _ v: [UInt8]?) { if let v { m.append((k, .string(AndroidKeyDescription.hex(v)))) } }
+            func hex(_ k: String, _ v: [UInt8]?) { if let v { m.append((k, .string(Hex.encode(v)))) } }
             ints("purpose", purposes); int("algorithm", algorithm); int("keySize", keySize)
             ints("digest", digests); ints("padding", paddings); int("ecCurve", ecCurve)
             int("rsaPublicExponent", rsaPublicExponent); ints("mgfDigest", mgfDigests)
@@ -240,11 +240,11 @@ public struct AndroidKeyDescription: Sendable {
         public var json: JSONValue {
             let names = ["Verified", "SelfSigned", "Unverified", "Failed"]
             var m: [(key: String, value: JSONValue)] = [
-                ("verifiedBootKey", .string(AndroidKeyDescription.hex(verifiedBootKey))),
+                ("verifiedBootKey", .string(Hex.encode(verifiedBootKey))),
                 ("deviceLocked", .bool(deviceLocked)),
                 ("verifiedBootState", .string(names[verifiedBootState.rawValue])),
             ]
-            if let verifiedBootHash { m.append(("verifiedBootHash", .string(AndroidKeyDescription.hex(verifiedBootHash)))) }
+            if let verifiedBootHash { m.append(("verifiedBootHash", .string(Hex.encode(verifiedBootHash)))) }
             return .object(m)
         }
     }
@@ -329,12 +329,6 @@ public struct AndroidKeyDescription: Sendable {
         return true
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        var s = ""
-        for b in bytes { s.append(digits[Int(b >> 4)]); s.append(digits[Int(b & 0x0F)]) }
-        return s
-    }
 
     /// `AB:CD:…`, the form `keytool` and the `--app` flag use.
     static func fingerprint(_ bytes: [UInt8]) -> String {
@@ -344,7 +338,7 @@ public struct AndroidKeyDescription: Sendable {
 
     /// Printable ASCII as text (attestation ids are ASCII); anything else as hex.
     static func text(_ bytes: [UInt8]) -> String {
-        bytes.allSatisfy({ (0x20...0x7E).contains($0) }) ? String(decoding: bytes, as: UTF8.self) : hex(bytes)
+        bytes.allSatisfy({ (0x20...0x7E).contains($0) }) ? String(decoding: bytes, as: UTF8.self) : Hex.encode(bytes)
     }
 
     // MARK: - Reporting
@@ -359,7 +353,7 @@ public struct AndroidKeyDescription: Sendable {
             ("keyMintVersion", .number(Double(keyMintVersion))),
             ("keyMintSecurityLevel", .string(keyMintSecurityLevel.description)),
             ("attestationChallenge", .string(Base64URL.encode(attestationChallenge))),
-            ("uniqueId", .string(Self.hex(uniqueId))),
+            ("uniqueId", .string(Hex.encode(uniqueId))),
             ("softwareEnforced", softwareEnforced.json),
             ("hardwareEnforced", hardwareEnforced.json),
         ])

@@ -39,7 +39,7 @@ public struct KeyEncryptionKey: Sendable, CustomStringConvertible {
         Base64.encodeStandard(random(AESGCM.keySize))
     }
 
-    public var idText: String { SealedSecret.hex(id) }
+    public var idText: String { Hex.encode(id) }
     /// Never the key itself.
     public var description: String { "key-encryption key \(idText)" }
 }
@@ -92,27 +92,24 @@ public enum SealedSecret {
         guard envelope.count >= overhead, envelope[0] == version else { throw Failure(code: .malformed, sealedUnder: nil) }
         let header = Array(envelope[0..<headerSize])
         let named = Array(header[1...])
-        guard named == kek.id else { throw Failure(code: .otherKey, sealedUnder: hex(named)) }
+        guard named == kek.id else { throw Failure(code: .otherKey, sealedUnder: Hex.encode(named)) }
         let nonceEnd = headerSize + AESGCM.nonceSize
         let sealed = AESGCM.Sealed(nonce: Array(envelope[headerSize..<nonceEnd]),
                                    ciphertext: Array(envelope[nonceEnd..<(envelope.count - AESGCM.tagSize)]),
                                    tag: Array(envelope[(envelope.count - AESGCM.tagSize)...]))
         do { return try AESGCM.open(sealed, key: kek.bytes, associatedData: associatedData(binding, header)) } catch {
-            throw Failure(code: .authenticationFailed, sealedUnder: hex(named))
+            throw Failure(code: .authenticationFailed, sealedUnder: Hex.encode(named))
         }
     }
 
     /// The KEK id an envelope names (hex), or nil when it is not an envelope.
     public static func keyID(of envelope: [UInt8]) -> String? {
         guard envelope.count >= overhead, envelope[0] == version else { return nil }
-        return hex(Array(envelope[1..<headerSize]))
+        return Hex.encode(envelope[1..<headerSize])
     }
 
     static func associatedData(_ binding: Binding, _ header: [UInt8]) -> [UInt8] {
         Array("latchkey sealed v1".utf8) + [0] + Array(binding.purpose.utf8) + [0] + Array(binding.id.utf8) + [0] + header
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { let s = String($0, radix: 16); return s.count == 1 ? "0" + s : s }.joined()
-    }
 }

@@ -260,15 +260,7 @@ public func parseUUID(_ text: String) -> [UInt8]? {
     let hex = text.filter { $0 != "-" }
     let groups = text.split(separator: "-", omittingEmptySubsequences: false).map(\.count)
     guard groups == [8, 4, 4, 4, 12], hex.count == 32 else { return nil }
-    var out: [UInt8] = []
-    var index = hex.startIndex
-    while index < hex.endIndex {
-        let next = hex.index(index, offsetBy: 2)
-        guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-        out.append(byte)
-        index = next
-    }
-    return out
+    return Hex.decode(hex)
 }
 
 /// `YYYY-MM-DD` → midnight UTC, seconds since 1970.
@@ -283,8 +275,5 @@ public func attestationKeyIdentifier(_ certificate: Certificate) -> String? {
     guard let spki = try? certificate.publicKey.spkiDER, let node = try? DERNode.parse(spki),
           let parts = try? node.children, parts.count == 2, parts[1].isUniversal(DERNode.bitString),
           parts[1].content.first == 0 else { return nil }
-    return HashFunction.sha1.hash(Array(parts[1].content.dropFirst())).map { b in
-        let s = String(b, radix: 16)
-        return s.count == 1 ? "0" + s : s
-    }.joined()
+    return Hex.encode(HashFunction.sha1.hash(Array(parts[1].content.dropFirst())))
 }

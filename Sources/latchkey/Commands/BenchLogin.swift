@@ -209,7 +209,7 @@ enum PgbenchBaseline {
 
     static func run(databaseURL: String, credentialIds: [[UInt8]], rpId: String, concurrency: Int, seconds: Double) -> Double? {
         let scripts = credentialIds.prefix(32).map { id in
-            script(credentialHex: id.map { b -> String in let s = String(b, radix: 16); return s.count == 1 ? "0" + s : s }.joined(),
+            script(credentialHex: Hex.encode(id),
                    rpId: rpId)
         }
         return tps(databaseURL: databaseURL, scripts: scripts, name: "login", concurrency: concurrency, seconds: seconds)

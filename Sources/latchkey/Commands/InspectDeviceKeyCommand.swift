@@ -2,6 +2,7 @@ import Crypto
 import DeviceKeys
 import JSON
 import WebAuthn
+import WellKnown
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -221,16 +222,11 @@ enum InspectDeviceKeyCommand {
                     guard let colon = rest.firstIndex(of: ":"), colon != rest.startIndex else {
                         throw UsageError(message: "--app \(app): say android:<package>:<SHA-256 fingerprint AB:CD:…>")
                     }
-                    let hex = rest[rest.index(after: colon)...].filter { $0 != ":" }
-                    var digest: [UInt8] = []
-                    var i = hex.startIndex
-                    while i < hex.endIndex, let j = hex.index(i, offsetBy: 2, limitedBy: hex.endIndex), let b = UInt8(hex[i..<j], radix: 16) {
-                        digest.append(b); i = j
-                    }
-                    guard i == hex.endIndex, digest.count == 32 else {
+                    // The same fingerprint forms `latchkey apps add --fingerprint` takes.
+                    guard let fingerprint = try? SigningCertificateFingerprint(parsing: String(rest[rest.index(after: colon)...])) else {
                         throw UsageError(message: "--app \(app): the fingerprint must be 32 hex bytes (SHA-256), AB:CD:…")
                     }
-                    androidApps.append(AndroidAppIdentity(packageName: String(rest[..<colon]), signatureDigests: [digest]))
+                    androidApps.append(AndroidAppIdentity(packageName: String(rest[..<colon]), signatureDigests: [fingerprint.bytes]))
                 } else if app.hasPrefix("ios:") {
                     let id = String(app.dropFirst("ios:".count))
                     guard let dot = id.firstIndex(of: "."), dot != id.startIndex, id.index(after: dot) != id.endIndex else {
