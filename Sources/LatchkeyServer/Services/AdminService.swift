@@ -66,8 +66,8 @@ public final class AdminService: Sendable {
     private func authorize(_ request: Request, change: Bool) throws(ServiceError) -> AdminCaller {
         guard let presented = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
         if isAdminKey(presented) { return .adminKey }
-        guard let sessions, let stepUp, sessions.isAccessToken(presented) else { throw ServiceError.unauthorized }
-        let caller = try sessions.requireSession(request)  // a revoked session is 401 here too
+        guard let sessions, let stepUp else { throw ServiceError.unauthorized }
+        let caller = try sessions.requireSession(request)  // verifies the token once; a revoked session is 401 too
         guard try storage({ () throws(StorageError) in try admins.isAdmin(userId: caller.userId) }) else {
             throw ServiceError(.forbidden, "this account is not an admin")
         }

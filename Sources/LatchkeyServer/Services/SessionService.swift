@@ -205,9 +205,6 @@ public final class SessionService: Sendable {
     /// The signed-in user of a Bearer access token (`requireSession`).
     func requireUser(_ request: Request) throws(ServiceError) -> String { try requireSession(request).userId }
 
-    /// True when `token` is a valid access token (used to tell 403 from 401 on admin routes).
-    func isAccessToken(_ token: String) -> Bool { (try? signer.verify(token, type: Self.accessTokenType)) != nil }
-
     /// The signed-in user (Bearer access token) or the user an enrolment ticket (`Authorization:
     /// Ticket …`, single use) vouches for; nil when the request carries no Authorization at all.
     func userOrTicket(_ request: Request) throws(ServiceError) -> String? {
