@@ -74,8 +74,9 @@ extension RouteTable {
         add("DELETE", "/admin/v1/users/{id}/passkeys/{credentialId}", accepting: .any) { req, params in
             // The approval is checked first: with a user token, no change — not even a 404 — without it.
             let caller = try s.admin.requireAdminChange(req)
-            guard let userId = Identifiers.opaque(params["id"]), let credential = params["credentialId"],
-                  Identifiers.credential(credential) != nil else { throw ServiceError.notFound("passkey") }
+            guard let userId = Identifiers.opaque(params["id"]), let credential = Identifiers.credential(params["credentialId"]) else {
+                throw ServiceError.notFound("passkey")
+            }
             try s.admin.revokePasskey(userId: userId, credentialId: credential, by: caller)
             return .empty(status: 204)
         }

@@ -297,10 +297,9 @@ public final class AdminService: Sendable {
         ])
     }
 
-    func revokePasskey(userId: String, credentialId: String, by caller: AdminCaller) throws(ServiceError) {
+    func revokePasskey(userId: String, credentialId: [UInt8], by caller: AdminCaller) throws(ServiceError) {
         guard let passkeys else { throw ServiceError(.internalError, "not available here") }
-        guard let id = Base64URL.decode(credentialId), !id.isEmpty else { throw ServiceError.notFound("passkey") }
-        _ = try passkeys.revokePasskey(userId: userId, credentialId: id, by: caller)
+        _ = try passkeys.revokePasskey(userId: userId, credentialId: credentialId, by: caller)
     }
 
     func revokeDeviceKey(userId: String, keyId: String, by caller: AdminCaller) throws(ServiceError) {
