@@ -63,11 +63,9 @@ public final class Metrics: Sendable {
 
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil) -> String {
         let s = state.withLock { $0 }
-        var out = "# HELP latchkey_http_requests_total HTTP requests by route, method and status.\n# TYPE latchkey_http_requests_total counter\n"
-        for (key, n) in s.requests.sorted(by: { $0.key < $1.key }) {
-            let p = key.split(separator: "|", omittingEmptySubsequences: false)
-            out += "latchkey_http_requests_total{route=\"\(p[0])\",method=\"\(p[1])\",status=\"\(p[2])\"} \(n)\n"
-        }
+        var out = ""
+        Self.counter(&out, "latchkey_http_requests_total", help: "HTTP requests by route, method and status.",
+                     labels: ["route", "method", "status"], s.requests)
         out += "# HELP latchkey_http_request_duration_seconds Request latency by route.\n# TYPE latchkey_http_request_duration_seconds histogram\n"
         for (route, h) in s.latency.sorted(by: { $0.key < $1.key }) {
             for (i, bound) in Metrics.buckets.enumerated() {
@@ -77,21 +75,15 @@ public final class Metrics: Sendable {
             out += "latchkey_http_request_duration_seconds_sum{route=\"\(route)\"} \(h.sum)\n"
             out += "latchkey_http_request_duration_seconds_count{route=\"\(route)\"} \(h.count)\n"
         }
-        out += "# HELP latchkey_ceremonies_total Ceremony outcomes: ok or the error code.\n# TYPE latchkey_ceremonies_total counter\n"
-        for (key, n) in s.ceremonies.sorted(by: { $0.key < $1.key }) {
-            let p = key.split(separator: "|")
-            out += "latchkey_ceremonies_total{ceremony=\"\(p[0])\",outcome=\"\(p[1])\"} \(n)\n"
-        }
+        Self.counter(&out, "latchkey_ceremonies_total", help: "Ceremony outcomes: ok or the error code.",
+                     labels: ["ceremony", "outcome"], s.ceremonies)
         out += "# HELP latchkey_db_pool_connections Database pool connections by state.\n# TYPE latchkey_db_pool_connections gauge\n"
         out += "latchkey_db_pool_connections{state=\"open\"} \(pool.open)\n"
         out += "latchkey_db_pool_connections{state=\"in_use\"} \(pool.inUse)\n"
         out += "latchkey_db_pool_waiting \(pool.waiting)\n"
-        out += "# HELP latchkey_webhook_deliveries_total Webhook delivery attempts by event type and outcome (delivered, retry, failed = given up).\n"
-        out += "# TYPE latchkey_webhook_deliveries_total counter\n"
-        for (key, n) in s.deliveries.sorted(by: { $0.key < $1.key }) {
-            let p = key.split(separator: "|")
-            out += "latchkey_webhook_deliveries_total{type=\"\(p[0])\",outcome=\"\(p[1])\"} \(n)\n"
-        }
+        Self.counter(&out, "latchkey_webhook_deliveries_total",
+                     help: "Webhook delivery attempts by event type and outcome (delivered, retry, failed = given up).",
+                     labels: ["type", "outcome"], s.deliveries)
         if let outbox {
             // Every channel this deployment has, even when empty.
             var byChannel = Dictionary(uniqueKeysWithValues: outbox.map { ($0.channel, $0) })
@@ -107,5 +99,16 @@ public final class Metrics: Sendable {
             }
         }
         return out
+    }
+
+    /// A counter family: its HELP and TYPE lines, then one sample per `a|b|…` key (label values in
+    /// `labels` order), sorted so the text is stable.
+    static func counter(_ out: inout String, _ name: String, help: String, labels: [String], _ values: [String: UInt64]) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+        for (key, n) in values.sorted(by: { $0.key < $1.key }) {
+            let parts = key.split(separator: "|", omittingEmptySubsequences: false)
+            let pairs = zip(labels, parts).map { "\($0.0)=\"\($0.1)\"" }.joined(separator: ",")
+            out += "\(name){\(pairs)} \(n)\n"
+        }
     }
 }
