@@ -19,15 +19,13 @@ import os
 import secrets
 import subprocess
 import sys
-import time
-import traceback
 from urllib.parse import quote, urlsplit
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
 
-from test_web import BASE, SHOTS, Browser, Skip, wait_for_server
+from test_web import BASE, Browser, Skip, run_suite
 from test_web import http as request_json
 
 TAG = secrets.token_hex(3)
@@ -292,37 +290,7 @@ def cleanup():
 
 
 def main():
-    wait_for_server()
-    browser = Browser()
-    passed = failed = skipped = 0
-    try:
-        for test in TESTS:
-            name = test.__name__
-            started = time.monotonic()
-            try:
-                test(browser)
-            except Skip as s:
-                skipped += 1
-                print(f'SKIP {name}: {s}', flush=True)
-                continue
-            except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
-                failed += 1
-                print(f'FAIL {name}: {type(e).__name__}: {e}', flush=True)
-                traceback.print_exc()
-                try:
-                    browser.shot(f'failed-{name}')
-                    for entry in browser.d.get_log('browser')[-10:]:
-                        print(f'    console: {entry.get("level")} {entry.get("message")}', flush=True)
-                except Exception:  # noqa: BLE001
-                    pass
-                continue
-            passed += 1
-            print(f'PASS {name} ({time.monotonic() - started:.1f}s)', flush=True)
-    finally:
-        browser.d.quit()
-        cleanup()
-    print(f'screenshots: {os.path.abspath(SHOTS)}')
-    print(f'admin console: {passed} passed, {failed} failed, {skipped} skipped')
+    failed = run_suite(TESTS, label='admin console: ', cleanup=cleanup)
     return 1 if failed else 0
 
 

@@ -443,12 +443,13 @@ TESTS = [
 ]
 
 
-def main():
+def run_suite(tests, label='', cleanup=None):
+    """Runs each test in one browser, reporting every failure and going on; returns the failure count."""
     wait_for_server()
     browser = Browser()
     passed = failed = skipped = 0
     try:
-        for test in TESTS:
+        for test in tests:
             name = test.__name__
             started = time.monotonic()
             try:
@@ -472,8 +473,15 @@ def main():
             print(f'PASS {name} ({time.monotonic() - started:.1f}s)', flush=True)
     finally:
         browser.d.quit()
+        if cleanup:
+            cleanup()
     print(f'screenshots: {os.path.abspath(SHOTS)}')
-    print(f'{passed} passed, {failed} failed, {skipped} skipped')
+    print(f'{label}{passed} passed, {failed} failed, {skipped} skipped')
+    return failed
+
+
+def main():
+    failed = run_suite(TESTS)
     return 1 if failed else 0
 
 
