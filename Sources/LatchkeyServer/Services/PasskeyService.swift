@@ -66,8 +66,9 @@ public final class PasskeyService: Sendable {
 
     /// A passkey's provider name: the metadata statement's `description` when the BLOB in use has
     /// one for its AAGUID, else the community AAGUID table's name.
-    func providerName(aaguid: [UInt8]) -> String? {
-        metadata.description(aaguid: aaguid) ?? PasskeyProviders.name(aaguid: formatUUID(aaguid))
+    /// `formatted`: `formatUUID(aaguid)` when the caller has it already.
+    func providerName(aaguid: [UInt8], formatted: String? = nil) -> String? {
+        metadata.description(aaguid: aaguid) ?? PasskeyProviders.name(aaguid: formatted ?? formatUUID(aaguid))
     }
 
     // MARK: Registration
@@ -166,7 +167,7 @@ public final class PasskeyService: Sendable {
             id: verified.credentialId, userId: user.id, publicKey: verified.publicKeyBytes, alg: verified.algorithm.rawValue,
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
-            attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid) ?? "Passkey",
+            attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid) ?? "Passkey",
             createdAt: runtime.now())
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
@@ -297,7 +298,7 @@ public final class PasskeyService: Sendable {
         let aaguid = formatUUID(c.aaguid)
         return .object([
             ("id", .string(Base64URL.encode(c.id))), ("name", .string(c.name)),
-            ("provider", providerName(aaguid: c.aaguid).map { .string($0) } ?? .null),
+            ("provider", providerName(aaguid: c.aaguid, formatted: aaguid).map { .string($0) } ?? .null),
             ("aaguid", .string(aaguid)), ("createdAt", .string(iso8601(c.createdAt))),
             ("lastUsedAt", c.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
             ("backupEligible", .bool(c.backupEligible)), ("backedUp", .bool(c.backedUp)),
