@@ -56,9 +56,6 @@ public struct Certificate: Sendable {
         return out
     }
 
-    /// The serial number in lower-case hex (for messages).
-    public var serialHex: String { Hex.encode(serialNumber) }
-
     /// The subject's CN, else its whole subject, for messages.
     public var commonName: String {
         let s = subject

@@ -130,7 +130,7 @@ public enum RevocationCheck {
                     throw CryptoError(.chainInvalid, "the CRL of \(issuer.commonName) is not current")
                 }
                 if crl.lists(certificate) {
-                    throw CryptoError(.chainInvalid, "certificate \(certificate.commonName) (serial \(certificate.serialHex)) is revoked")
+                    throw CryptoError(.chainInvalid, "certificate \(certificate.commonName) (serial \(certificate.serialNumberHex)) is revoked")
                 }
             }
         }
