@@ -241,7 +241,7 @@ public struct Configuration: Sendable {
     }
 
     /// A small file's bytes (a key file), nil when it cannot be read.
-    public static func readWholeFile(_ path: String) -> [UInt8]? {
+    static func readWholeFile(_ path: String) -> [UInt8]? {
         guard let handle = fopen(path, "rb") else { return nil }
         defer { fclose(handle) }
         var out: [UInt8] = []

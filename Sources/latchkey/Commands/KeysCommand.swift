@@ -40,11 +40,11 @@ enum KeysCommand: Command {
             do throws(Configuration.Invalid) {
                 if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
                     configuration.keyEncryptionKey = try KeyEncryptionKey.parse(v, name: "LATCHKEY_KEY_ENCRYPTION_KEY",
-                                                                              readFile: Configuration.readWholeFile)
+                                                                              readFile: { readFile($0) })
                 }
                 if let v = args.value("new-key") ?? env["LATCHKEY_NEW_KEY_ENCRYPTION_KEY"], !v.isEmpty {
                     newKEK = try KeyEncryptionKey.parse(v, name: args.value("new-key") != nil ? "--new-key" : "LATCHKEY_NEW_KEY_ENCRYPTION_KEY",
-                                                        readFile: Configuration.readWholeFile)
+                                                        readFile: { readFile($0) })
                 }
                 try resolveDevelopmentKEK(&configuration, environment: env, announce: false)
             } catch {
@@ -96,7 +96,7 @@ enum KeysCommand: Command {
 func resolveDevelopmentKEK(_ configuration: inout Configuration, environment: [String: String], announce: Bool) throws(Configuration.Invalid) {
     guard configuration.keyEncryptionKey == nil, configuration.developmentMode else { return }
     let path = environment["LATCHKEY_DEV_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "data/dev-key-encryption-key"
-    if Configuration.readWholeFile(path) == nil {
+    if readFile(path) == nil {
         if let slash = path.lastIndex(of: "/") { mkdir(String(path[..<slash]), 0o700) }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         if fd >= 0 {
@@ -107,6 +107,6 @@ func resolveDevelopmentKEK(_ configuration: inout Configuration, environment: [S
         }
     }
     configuration.keyEncryptionKey = try KeyEncryptionKey.parse("@" + path, name: "the development key file \(path)",
-                                                                readFile: Configuration.readWholeFile)
+                                                                readFile: { readFile($0) })
     if announce { printError("latchkey: development mode: signing keys are sealed under the key-encryption key in \(path)") }
 }
