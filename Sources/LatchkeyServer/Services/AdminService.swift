@@ -71,7 +71,7 @@ public final class AdminService: Sendable {
         guard try storage({ () throws(StorageError) in try admins.isAdmin(userId: caller.userId) }) else {
             throw ServiceError(.forbidden, "this account is not an admin")
         }
-        guard caller.acr == StepUpMethodClaims.passkeyVerified.acr else {
+        guard caller.acr == AuthenticationClaims.passkeyVerified.acr else {
             throw ServiceError(.forbidden, "the admin API needs a sign-in with a user-verified passkey (a refreshed token is not one)")
         }
         guard change else { return AdminCaller(actor: caller.userId, approval: nil) }

@@ -83,13 +83,12 @@ public final class SessionService: Sendable {
     private func issue(userId: String, familyId: String, authTime: Date, refreshToken: String,
                        userVerified: Bool) throws(ServiceError) -> Issued {
         let now = runtime.unixTime
+        let claims = userVerified ? AuthenticationClaims.passkeyVerified : AuthenticationClaims.passkey
         let access = try signer.sign(.object([
             ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
             ("client_id", "latchkey"), ("iat", .number(Double(now))), ("exp", .number(Double(now + Int64(configuration.accessTokenTTL)))),
             ("jti", .string(runtime.identifier())), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
-            ("sid", .string(familyId)),
-            ("acr", .string(userVerified ? "urn:latchkey:acr:passkey-uv" : "urn:latchkey:acr:passkey")),
-            ("amr", .array(userVerified ? ["pop", "user", "mfa"] : ["pop"])),
+            ("sid", .string(familyId)), ("acr", .string(claims.acr)), ("amr", .array(claims.amr)),
         ]), type: Self.accessTokenType)
         return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: configuration.accessTokenTTL)
     }

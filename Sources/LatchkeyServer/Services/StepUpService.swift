@@ -163,7 +163,7 @@ public final class StepUpService: Sendable {
             }
             // Only a user-verified passkey may vouch for a new device key: a device key (possibly the
             // one being replaced, possibly stolen with the phone's storage) never can.
-            guard claims["acr"]?.stringValue == StepUpMethodClaims.passkeyVerified.acr else {
+            guard claims["acr"]?.stringValue == AuthenticationClaims.passkeyVerified.acr else {
                 throw Self.stepUpRequired("device keys are enrolled behind a user-verified passkey step-up")
             }
             guard let jti = claims["jti"]?.stringValue else { throw Self.stepUpRequired("the step-up token has no id") }
@@ -192,7 +192,7 @@ public final class StepUpService: Sendable {
               constantTimeEquals(presentedHash, action.hash) else {
             throw Self.stepUpRequired("the step-up approved another change (this one is \(wanted))")
         }
-        guard claims["acr"]?.stringValue == StepUpMethodClaims.passkeyVerified.acr else {
+        guard claims["acr"]?.stringValue == AuthenticationClaims.passkeyVerified.acr else {
             throw Self.stepUpRequired("admin changes are approved with a user-verified passkey step-up")
         }
         guard let jti = claims["jti"]?.stringValue, let receiptId = claims["receipt_id"]?.stringValue else {
@@ -344,7 +344,7 @@ public final class StepUpService: Sendable {
             }
             liveDeviceKeyId = keyId
             // SPEC "Trust chain": `hwk` only for a key whose attestation proved hardware; `swk` otherwise (RFC 8176).
-            let claimsForKey = record.attested ? StepUpMethodClaims.deviceKeyAttested : StepUpMethodClaims.deviceKey
+            let claimsForKey = record.attested ? AuthenticationClaims.deviceKeyAttested : AuthenticationClaims.deviceKey
             acr = claimsForKey.acr
             amr = claimsForKey.amr
             audit += [("method", "device-key"), ("keyId", .string(keyId))]
@@ -358,8 +358,8 @@ public final class StepUpService: Sendable {
             let outcome = try verifyPasskey(parsed, state: state, userId: userId)
             credentialUse = outcome.use
             passkeyOutcome = outcome
-            acr = StepUpMethodClaims.passkeyVerified.acr
-            amr = StepUpMethodClaims.passkeyVerified.amr
+            acr = AuthenticationClaims.passkeyVerified.acr
+            amr = AuthenticationClaims.passkeyVerified.amr
             let credentialId = Base64URL.encode(outcome.use.credentialId)
             approvedBy = credentialId
             audit += [("method", "passkey"), ("keyId", .string(credentialId))]
@@ -500,15 +500,6 @@ public final class StepUpService: Sendable {
         try CeremonyRules.live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) },
                                 kind: kind, rpId: configuration.rpId)
     }
-}
-
-/// `acr`/`amr` of a step-up token by how it was made (SPEC "Trust chain": the response tells the truth).
-struct StepUpMethodClaims {
-    let acr: String
-    let amr: [JSONValue]
-    static let deviceKeyAttested = StepUpMethodClaims(acr: "urn:latchkey:acr:device-key-attested", amr: ["hwk", "pop"])
-    static let deviceKey = StepUpMethodClaims(acr: "urn:latchkey:acr:device-key", amr: ["swk", "pop"])
-    static let passkeyVerified = StepUpMethodClaims(acr: "urn:latchkey:acr:passkey-uv", amr: ["pop", "user", "mfa"])
 }
 
 /// The enrolment gate as the request presented it (headers `Latchkey-Step-Up`, `Latchkey-Ticket`).
