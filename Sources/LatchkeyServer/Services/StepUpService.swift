@@ -153,21 +153,10 @@ public final class StepUpService: Sendable {
         if let token = presented.stepUpToken {
             let action: StepUpAction
             do { action = try StepUpAction.deviceKeyEnrolment(deviceId: deviceId) } catch { throw ServiceError(error) }
-            guard let claims = try? signer.verify(token, type: Self.tokenType, leewaySeconds: 0) else {
-                throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
-            }
-            guard claims["sub"]?.stringValue == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
-            guard let presentedHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode),
-                  constantTimeEquals(presentedHash, action.hash) else {
-                throw Self.stepUpRequired("the step-up approved another action (it must be {\"type\":\"latchkey.device-key.enrol\",\"deviceId\":\"\(deviceId)\"})")
-            }
             // Only a user-verified passkey may vouch for a new device key: a device key (possibly the
             // one being replaced, possibly stolen with the phone's storage) never can.
-            guard claims["acr"]?.stringValue == AuthenticationClaims.passkeyVerified.acr else {
-                throw Self.stepUpRequired("device keys are enrolled behind a user-verified passkey step-up")
-            }
-            guard let jti = claims["jti"]?.stringValue else { throw Self.stepUpRequired("the step-up token has no id") }
-            return .stepUp(jti: jti, actionHash: action.hash)
+            let approved = try checkedStepUp(token, userId: userId, action: action, changes: "device-key enrolments")
+            return .stepUp(jti: approved.jti, actionHash: action.hash)
         }
         if let ticket = presented.ticket { return .ticket(hash: OpaqueSecret.hash(ticket)) }
         throw Self.stepUpRequired("send Latchkey-Step-Up (a passkey step-up for the enrolment) or Latchkey-Ticket")
@@ -175,29 +164,39 @@ public final class StepUpService: Sendable {
 
     static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
-    /// SPEC "Admin console": an admin change made with a user token needs `Latchkey-Step-Up` — a
-    /// user-verified passkey step-up by that admin for exactly `action` (`StepUpAction.adminChange`:
-    /// this method, path and body). Checked here; redeemed by the change's own transaction
-    /// (`StepUpRedemption`), so it is single use and a refused change leaves it unused.
-    func adminApproval(_ token: String?, userId: String, action: StepUpAction) throws(ServiceError) -> AdminApproval {
-        let wanted = String(decoding: action.canonical, as: UTF8.self)
-        guard let token, !token.isEmpty else {
-            throw Self.stepUpRequired("this change needs Latchkey-Step-Up: a passkey step-up for the action \(wanted)")
-        }
+    /// The one check behind every gated change (device-key enrolment, admin changes): a valid
+    /// step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
+    /// Anything else is 403 `step_up_required`. Redeeming it is the change's own transaction's job.
+    func checkedStepUp(_ token: String, userId: String, action: StepUpAction,
+                       changes: String) throws(ServiceError) -> (jti: String, receiptId: String) {
         guard let claims = try? signer.verify(token, type: Self.tokenType, leewaySeconds: 0) else {
             throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
         }
         guard claims["sub"]?.stringValue == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
         guard let presentedHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode),
               constantTimeEquals(presentedHash, action.hash) else {
-            throw Self.stepUpRequired("the step-up approved another change (this one is \(wanted))")
+            throw Self.stepUpRequired("the step-up approved another action (this one is \(Self.text(action)))")
         }
         guard claims["acr"]?.stringValue == AuthenticationClaims.passkeyVerified.acr else {
-            throw Self.stepUpRequired("admin changes are approved with a user-verified passkey step-up")
+            throw Self.stepUpRequired("\(changes) are approved with a user-verified passkey step-up")
         }
         guard let jti = claims["jti"]?.stringValue, let receiptId = claims["receipt_id"]?.stringValue else {
             throw Self.stepUpRequired("the step-up token has no id")
         }
+        return (jti, receiptId)
+    }
+
+    static func text(_ action: StepUpAction) -> String { String(decoding: action.canonical, as: UTF8.self) }
+
+    /// SPEC "Admin console": an admin change made with a user token needs `Latchkey-Step-Up` — a
+    /// user-verified passkey step-up by that admin for exactly `action` (`StepUpAction.adminChange`:
+    /// this method, path and body). Checked here; redeemed by the change's own transaction
+    /// (`StepUpRedemption`), so it is single use and a refused change leaves it unused.
+    func adminApproval(_ token: String?, userId: String, action: StepUpAction) throws(ServiceError) -> AdminApproval {
+        guard let token, !token.isEmpty else {
+            throw Self.stepUpRequired("this change needs Latchkey-Step-Up: a passkey step-up for the action \(Self.text(action))")
+        }
+        let (jti, receiptId) = try checkedStepUp(token, userId: userId, action: action, changes: "admin changes")
         return AdminApproval(redemption: StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId,
                              actionHash: action.hash)
     }
