@@ -39,6 +39,8 @@ public final class Database: Sendable {
     public let outbox: OutboxRepository
     /// Webhook endpoints (their deliveries are outbox deliveries on channel `webhook`).
     public let webhooks: WebhookRepository
+    /// Verified addresses, one-time codes, per-account limits, recovery codes, recoveries, mail (migration 9).
+    public let recovery: RecoveryRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -65,6 +67,7 @@ public final class Database: Sendable {
         keys = KeyRepository(pool: pool)
         outbox = OutboxRepository(pool: pool)
         webhooks = WebhookRepository(pool: pool)
+        recovery = RecoveryRepository(pool: pool)
     }
 
     /// The one place a pool is made.
