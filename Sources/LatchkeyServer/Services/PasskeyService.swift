@@ -18,6 +18,8 @@ public final class PasskeyService: Sendable {
     let runtime: Runtime
     let decoySecret: DeploymentSecret
     let events: OutboxEvents
+    /// Recoveries a registration with a recovery token completes (SPEC "Recovery").
+    let recoveries: RecoveryRepository
     let registration: RegistrationCeremony
     let authentication: AuthenticationCeremony
     /// The deployment's verification policy, built once; each ceremony copies it with the current allowlist.
@@ -28,8 +30,9 @@ public final class PasskeyService: Sendable {
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
-         configuration: Configuration, runtime: Runtime) {
+         recoveries: RecoveryRepository, configuration: Configuration, runtime: Runtime) {
         self.events = events
+        self.recoveries = recoveries
         self.accounts = accounts
         self.challenges = challenges
         self.sessions = sessions
@@ -69,9 +72,16 @@ public final class PasskeyService: Sendable {
     public enum Requester: Sendable {
         case newAccount(username: String, displayName: String)
         case user(String)  // signed in (Bearer) or vouched for (enrolment ticket)
+        /// A recovery token whose recovery is pending and due: the registration completes it.
+        case recovery(RecoveryRecord)
     }
 
-    func registrationOptions(for requester: Requester) throws(ServiceError) -> JSONValue {
+    /// The binding a recovery's registration carries in its ceremony state.
+    static let recoveryBinding = "recovery:"
+
+    /// `conditional`: options for conditional create (SPEC: `{"mediation":"conditional"}` with a session).
+    func registrationOptions(for requester: Requester, conditional: Bool = false) throws(ServiceError) -> JSONValue {
+        var binding: String? = nil
         let user: UserRecord
         let isNew: Bool
         switch requester {
@@ -86,11 +96,16 @@ public final class PasskeyService: Sendable {
             guard let u = try storage({ () throws(StorageError) in try accounts.user(id: id) }) else { throw ServiceError.unauthorized }
             user = u
             isNew = false
+        case .recovery(let r):
+            guard let u = try storage({ () throws(StorageError) in try accounts.user(id: r.userId) }) else { throw ServiceError.unauthorized }
+            user = u
+            isNew = false
+            binding = Self.recoveryBinding + r.id
         }
         let existing = isNew ? [] : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }
         let (options, state) = registration.begin(
             user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
-            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init))
+            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init), conditional: conditional, binding: binding)
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
@@ -136,12 +151,31 @@ public final class PasskeyService: Sendable {
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
         ] + (verified.metadata.map { [("metadata", metadataMatchJSON($0))] } ?? []))
+        // A registration with a recovery token completes the recovery in the same transaction:
+        // every other session, every device key (and, under LATCHKEY_RECOVERY_REVOKES=all, the old
+        // passkeys) revoked; the new session's method is `recovery`.
+        var completing: RecoveryCompletion? = nil
+        if let binding = state.binding, binding.hasPrefix(Self.recoveryBinding) {
+            let id = String(binding.dropFirst(Self.recoveryBinding.count))
+            guard let r = try storage({ () throws(StorageError) in try recoveries.recovery(id: id) }), r.userId == user.id else {
+                throw ServiceError(.unauthorized, "the recovery is no longer pending")
+            }
+            completing = RecoveryService.completion(r, events: events, revokePasskeys: configuration.recoveryRevokesPasskeys)
+        }
         // The account (if new), the passkey, the session, the audit line and the events: one transaction.
-        let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId)
+        let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId, method: completing == nil ? .passkey : .recovery)
         let written = (newUser.map { [events.userCreated(userId: $0.id, username: $0.username)] } ?? [])
             + [events.passkey(.passkeyCreated, record)]
         do {
-            try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written)
+            let revoked = try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written,
+                                                completing: completing)
+            if let revoked {
+                // Refused here at once; every other instance within a second (RevokedSessions' feed).
+                sessions.ended(revoked.sessions)
+                for id in revoked.passkeys { assertion.keyCache.forget(id) }
+            }
+        } catch .notFound where completing != nil {
+            throw ServiceError(.unauthorized, "the recovery was cancelled, completed or expired")
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch .conflict(.credentialExists) {

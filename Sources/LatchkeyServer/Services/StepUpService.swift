@@ -175,6 +175,28 @@ public final class StepUpService: Sendable {
 
     static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
+    /// A gated action other than enrolment (`latchkey.recovery-codes.create`): the
+    /// `Latchkey-Step-Up` token must be this user's, for exactly `action`, from a user-verified
+    /// passkey, and it is used up here (single use). Anything else → 403 `step_up_required`.
+    func consumeGated(_ token: String?, userId: String, action: StepUpAction) throws(ServiceError) {
+        guard let token else { throw Self.stepUpRequired("send Latchkey-Step-Up: a user-verified passkey step-up for \(String(decoding: action.canonical, as: UTF8.self))") }
+        guard let claims = try? signer.verify(token, type: Self.tokenType, leewaySeconds: 0) else {
+            throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
+        }
+        guard claims["sub"]?.stringValue == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
+        guard let presentedHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode), constantTimeEquals(presentedHash, action.hash) else {
+            throw Self.stepUpRequired("the step-up approved another action (it must be \(String(decoding: action.canonical, as: UTF8.self)))")
+        }
+        guard claims["acr"]?.stringValue == StepUpMethodClaims.passkeyVerified.acr else {
+            throw Self.stepUpRequired("this action needs a user-verified passkey step-up")
+        }
+        guard let jti = claims["jti"]?.stringValue else { throw Self.stepUpRequired("the step-up token has no id") }
+        switch try storage({ () throws(StorageError) in try deviceKeys.consumeStepUpToken(jti: jti, userId: userId, actionHash: action.hash) }) {
+        case .consumed: return
+        case .alreadyUsed, .unknown: throw Self.stepUpRequired("the step-up was already used")
+        }
+    }
+
     func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
         .object([("deviceKeys", .array(try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)))])
     }

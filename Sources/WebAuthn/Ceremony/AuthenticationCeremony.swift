@@ -45,6 +45,7 @@ public struct AuthenticationCeremony: Sendable {
         }
         var policy = policy
         policy.userVerification = state.userVerification
+        policy.requireUserPresence = true  // UP is only ever relaxed for a conditional create
         return try AuthenticationVerifier.checkCeremony(parsed, expectedChallenge: state.challenge, policy: policy, trace: trace)
     }
 

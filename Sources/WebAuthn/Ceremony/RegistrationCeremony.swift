@@ -25,14 +25,18 @@ public struct RegistrationCeremony: Sendable {
     /// Options for `user` with a fresh 32-byte challenge from `environment.random`, and the state
     /// that `finish` checks against. `excludeCredentials`: the account's existing passkeys, so an
     /// authenticator that already holds one says so instead of making a second.
+    /// `conditional`: options for conditional create (the one registration that may lack UP);
+    /// `binding`: the server's own context, returned in the state.
     public func begin(user: UserEntity, account: String?, isNewAccount: Bool,
-                      excludeCredentials: [CredentialDescriptor]) -> (options: CreationOptions, state: RegistrationState) {
+                      excludeCredentials: [CredentialDescriptor], conditional: Bool = false,
+                      binding: String? = nil) -> (options: CreationOptions, state: RegistrationState) {
         let challenge = environment.challenge()
         let options = CreationOptions(rp: rp, user: user, challenge: challenge, algorithms: algorithms,
                                       timeoutMilliseconds: timeoutSeconds * 1000, excludeCredentials: excludeCredentials,
                                       userVerification: userVerification, attestation: attestation, hints: hints)
         let state = RegistrationState(challenge: challenge, rpId: rp.id, userVerification: userVerification,
-                                      algorithms: algorithms, user: user, account: account, isNewAccount: isNewAccount)
+                                      algorithms: algorithms, user: user, account: account, isNewAccount: isNewAccount,
+                                      conditional: conditional, binding: binding)
         return (options, state)
     }
 
@@ -51,6 +55,9 @@ public struct RegistrationCeremony: Sendable {
         var policy = policy
         policy.userVerification = state.userVerification
         policy.allowedAlgorithms = state.algorithms
+        // WebAuthn L3 §7.1 step 14 is relaxed only for a conditional create (§5.1.3: the user was
+        // not asked); every other ceremony keeps UP required.
+        policy.requireUserPresence = !state.conditional
         return try RegistrationVerifier.verify(parsed, expectedChallenge: state.challenge, policy: policy, trace: trace)
     }
 }

@@ -142,7 +142,8 @@ enum CeremonyChecks {
         let rpIdOK = constantTimeEquals(a.rpIdHash, policy.rpIdHash) || alternateRpIdHash.map { constantTimeEquals(a.rpIdHash, $0) } == true
         try trace.require("authData.rpIdHash", rpIdOK, WebAuthnError(.rpIdMismatch, "rpIdHash is not SHA-256 of the rpId"))
         // §7.1 step 14 / §7.2 step 16.
-        try trace.require("authData.userPresent", a.userPresent, WebAuthnError(.userPresenceRequired, "user presence flag is not set"))
+        try trace.require("authData.userPresent", a.userPresent || !policy.requireUserPresence,
+                          WebAuthnError(.userPresenceRequired, "user presence flag is not set"))
         // §7.1 step 15 / §7.2 step 17.
         if policy.userVerification == .required {
             try trace.require("authData.userVerified", a.userVerified,

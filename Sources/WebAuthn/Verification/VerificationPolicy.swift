@@ -19,6 +19,9 @@ public struct VerificationPolicy: Sendable {
     public var origins: OriginPolicy
     public var crossOrigin: CrossOrigin = .deny
     public var userVerification: UserVerification = .preferred
+    /// §7.1 step 14 / §7.2 step 16. Only `RegistrationCeremony.finish` turns it off, for a
+    /// registration answering conditional-create options.
+    public var requireUserPresence = true
     /// The algorithms the options offered (`pubKeyCredParams`).
     public var allowedAlgorithms: [COSEAlgorithm] = COSEAlgorithm.credentialDefaults
     /// Attestation roots. Empty: attestation statements are verified but their chains need not
