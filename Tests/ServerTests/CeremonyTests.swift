@@ -291,7 +291,8 @@ struct CeremonyTests {
 
 func expectSessionShape(_ json: JSONValue, username: String, displayName: String, authenticator: SoftAuthenticator,
                         sourceLocation: SourceLocation = #_sourceLocation) throws {
-    #expect(json.objectValue?.map(\.key).sorted() == ["passkey", "tokens", "user"], sourceLocation: sourceLocation)
+    // SPEC "Signal API": registration and login answers also carry `signals`.
+    #expect(json.objectValue?.map(\.key).sorted() == ["passkey", "signals", "tokens", "user"], sourceLocation: sourceLocation)
     let user = try #require(json["user"], sourceLocation: sourceLocation)
     #expect(user.objectValue?.map(\.key).sorted() == ["displayName", "id", "username"], sourceLocation: sourceLocation)
     #expect(user["username"]?.stringValue == username, sourceLocation: sourceLocation)

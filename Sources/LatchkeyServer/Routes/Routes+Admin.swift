@@ -58,12 +58,15 @@ extension RouteTable {
         }
         add("DELETE", "/admin/v1/webhooks/{id}", accepting: .any) { req, params in
             try s.admin.requireAdmin(req)
-            try s.webhooks.delete(id: params["id"] ?? "")
+            // A NUL (or any unprintable byte) names no endpoint: 404, never a query that fails.
+            guard let id = Identifiers.text(params["id"], max: 64) else { throw ServiceError.notFound("webhook") }
+            try s.webhooks.delete(id: id)
             return .empty(status: 204)
         }
         add("GET", "/admin/v1/webhooks/{id}/deliveries", accepting: .any) { req, params in
             try s.admin.requireAdmin(req)
-            return .json(bytes: try s.webhooks.deliveries(id: params["id"] ?? "", limit: req.queryValue("limit")).serialized())
+            guard let id = Identifiers.text(params["id"], max: 64) else { throw ServiceError.notFound("webhook") }
+            return .json(bytes: try s.webhooks.deliveries(id: id, limit: req.queryValue("limit")).serialized())
         }
     }
 }
