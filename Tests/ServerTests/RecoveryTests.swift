@@ -170,6 +170,10 @@ struct RecoveryTests {
         let c = try claims(token)
         #expect(c["acr"]?.stringValue == "urn:latchkey:acr:email-otp")
         #expect(c["amr"]?.arrayValue == ["otp"])
+        // A refresh keeps saying how the session began.
+        let refreshed = try other.client().post("/v1/token", .object([("grant_type", "refresh_token"),
+                                                                       ("refresh_token", signedIn.json!["tokens"]!["refresh_token"]!)]))
+        #expect(try claims(try #require(refreshed.json?["access_token"]?.stringValue))["acr"]?.stringValue == "urn:latchkey:acr:email-otp")
         let sessions = try a.client.get("/v1/sessions", authorization: "Bearer \(token)")
         #expect(sessions.json?["sessions"]?.arrayValue?.first { $0["current"] == .bool(true) }?["method"]?.stringValue == "email")
         // SPEC: such a session can never enrol a device key on its own.
@@ -453,6 +457,67 @@ struct RecoveryTests {
         _ = try second.waitUntilServing()
         let code = try TestSMTP.code(to: email, timeoutSeconds: 60)
         #expect(code.count == 6)
+    }
+
+    @Test("kill -9 of the instance while it holds the mail's claim (its mail server hangs): the lease runs out and another instance sends it")
+    func killedWhileSending() throws {
+        guard let binary = ServeProcess.findBinary() else {
+            Issue.record("the latchkey executable was not found; build it with `swift build --build-tests`")
+            return
+        }
+        // A mail server that accepts the connection and never answers: the send hangs inside libcurl.
+        let hang = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(hang) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { p in
+            try p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                guard bind(hang, sa, length) == 0, listen(hang, 16) == 0, getsockname(hang, sa, &length) == 0 else {
+                    throw TestSetupError("could not listen")
+                }
+            }
+        }
+        let hangPort = Int(UInt16(bigEndian: address.sin_port))
+        let rpId = "recovery-lease-\(uniqueSuffix()).latchkey.test"
+        let origin = "https://\(rpId)"
+        let environment = [
+            "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
+            "LATCHKEY_ORIGINS": origin, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
+            "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText, "LATCHKEY_SMTP_URL": "smtp://127.0.0.1:\(hangPort)",
+            "LATCHKEY_SMTP_FROM": "latchkey@latchkey.test", "LATCHKEY_OUTBOX_SENDERS": "0", "LATCHKEY_MAIL_SENDERS": "1",
+            "LATCHKEY_OUTBOX_LEASE": "12",
+        ]
+        let first = try ServeProcess(binary: binary, environment: environment)
+        defer { first.stop() }
+        let port = try first.waitUntilServing()
+        let client = Client(Endpoint(port: port, rpId: rpId, origin: origin, adminKey: nil))
+        let session = try client.signUp(SoftAuthenticator(), username: "lease-\(uniqueSuffix())")
+        let email = TestSMTP.address("lease")
+        let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(email))]).serialized(),
+                                      authorization: session.bearer)
+        #expect(started.status == 202, "\(started)")
+        // Wait (bounded) until the first instance holds the delivery's lease, then kill it.
+        let db = try PostgresConnection(url: TestDatabase.url())
+        let deadline = Date().addingTimeInterval(20)
+        var claimed = false
+        while !claimed && Date() < deadline {
+            claimed = try !db.query("""
+                SELECT 1 AS one FROM outbox_deliveries WHERE channel = 'mail' AND account_id = \(session.userId) AND lease_id IS NOT NULL
+                """).isEmpty
+            if !claimed { usleep(50_000) }
+        }
+        #expect(claimed, "the first instance never claimed the mail")
+        first.killHard()
+        #expect(try TestSMTP.messages(to: email).isEmpty)
+        // The deployment's other instances (this process's mail senders) take it once the lease ends.
+        _ = try Self.pair.get()
+        let code = try TestSMTP.code(to: email, timeoutSeconds: 60)
+        #expect(code.count == 6)
+        let attempts = try db.query("SELECT attempts FROM outbox_deliveries WHERE channel = 'mail' AND account_id = \(session.userId)")
+        #expect(try attempts.first?.int("attempts") ?? 0 >= 2)
     }
 
     /// The member names of a JSON object, for "same answer shape" checks.

@@ -120,8 +120,9 @@ public final class SessionService: Sendable {
             }
         }
         switch outcome {
-        case .rotated(let userId, let familyId, let authTime):
-            return try issue(userId: userId, familyId: familyId, authTime: authTime, refreshToken: next.token, userVerified: false)
+        case .rotated(let userId, let familyId, let authTime, let method):
+            return try issue(userId: userId, familyId: familyId, authTime: authTime, refreshToken: next.token, userVerified: false,
+                             emailOTP: method == .email)
         case .reused(let familyId):
             revoked.insert([familyId])
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
