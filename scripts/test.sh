@@ -23,11 +23,14 @@ bouncer="$(bash scripts/pgbouncer.sh | tail -n 1)"
 export LATCHKEY_PGBOUNCER_URL="${bouncer%/*}/latchkey_test"
 echo "test database through PgBouncer: $LATCHKEY_PGBOUNCER_URL"
 
-# A real SMTP server (aiosmtpd, scripts/smtp.sh) that the mail tests send to and read codes from.
+# A real SMTP server (aiosmtpd, scripts/smtp.sh: STARTTLS offered, and an SMTPS listener, under a
+# throwaway CA) that the mail tests send to and read codes from.
 smtp="$(bash scripts/smtp.sh | tail -n 1)"
 export LATCHKEY_TEST_SMTP="$smtp"
 export LATCHKEY_TEST_SMTP_DIR="$(bash scripts/smtp.sh --dir)"
-echo "test SMTP server: $LATCHKEY_TEST_SMTP (mail in $LATCHKEY_TEST_SMTP_DIR)"
+export LATCHKEY_TEST_SMTP_CA="$(bash scripts/smtp.sh --ca)"
+export LATCHKEY_TEST_SMTPS="$(bash scripts/smtp.sh --smtps)"
+echo "test SMTP server: $LATCHKEY_TEST_SMTP (STARTTLS), $LATCHKEY_TEST_SMTPS (SMTPS), mail in $LATCHKEY_TEST_SMTP_DIR"
 
 mkdir -p data
 swift build --build-tests

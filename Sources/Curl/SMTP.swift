@@ -10,6 +10,8 @@ public struct SMTPSettings: Sendable {
     public var timeoutSeconds: Int = 20
     /// Off only for a local test server with a self-signed certificate (never in production).
     public var verifyPeer = true
+    /// A PEM bundle of the CAs to trust instead of the system's (a relay with a private CA).
+    public var caFile: String? = nil
 
     public init(url: String, user: String? = nil, password: String? = nil) {
         self.url = url
@@ -49,6 +51,7 @@ extension Curl {
         set(latchkey_curl_setopt_long(handle, CURLOPT_USE_SSL, Int(CURLUSESSL_TRY.rawValue)))
         set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, settings.verifyPeer ? 1 : 0))
         set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, settings.verifyPeer ? 2 : 0))
+        if let ca = settings.caFile { set(latchkey_curl_setopt_string(handle, CURLOPT_CAINFO, ca)) }
         set(latchkey_curl_setopt_long(handle, CURLOPT_TIMEOUT, settings.timeoutSeconds))
         set(latchkey_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, settings.timeoutSeconds))
         set(latchkey_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))

@@ -119,6 +119,9 @@ public struct Configuration: Sendable {
     public var smtpFrom = "latchkey@localhost"
     /// `LATCHKEY_SMTP_VERIFY=0`: accept any certificate (a local test server only; never in production).
     public var smtpVerifyPeer = true
+    /// `LATCHKEY_SMTP_CA`: a PEM file of the CAs the mail server's certificate must chain to
+    /// (instead of the system's), for a relay with a private CA.
+    public var smtpCAFile: String? = nil
     /// `LATCHKEY_MAIL_DIR`: where development mode without SMTP writes `.eml` files.
     public var mailDirectory = "data/mail"
     /// `LATCHKEY_MAIL_SENDERS`: mails this instance sends at once (unset: up to 2, none when
@@ -254,6 +257,7 @@ public struct Configuration: Sendable {
             c.smtpFrom = v
         }
         c.smtpVerifyPeer = env["LATCHKEY_SMTP_VERIFY"] != "0"
+        if let v = env["LATCHKEY_SMTP_CA"], !v.isEmpty { c.smtpCAFile = v }
         if let v = env["LATCHKEY_MAIL_DIR"], !v.isEmpty { c.mailDirectory = v }
         if let n = try int("LATCHKEY_MAIL_SENDERS", 0...64) { c.mailSenders = n }
         if let v = env["LATCHKEY_MAIL_RETRY_BASE"] {

@@ -43,13 +43,14 @@ fi
 # The real SMTP server the app's mail goes to (scripts/smtp.sh: aiosmtpd); the suite reads codes there.
 smtp="$(bash scripts/smtp.sh | tail -n 1)"
 smtp_dir="$(bash scripts/smtp.sh --dir)"
+smtp_ca="$(bash scripts/smtp.sh --ca)"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 mkdir -p data/browser
 server_log="$REPO/data/browser/server.log"
 log "serving on http://localhost:$port (log: $server_log)"
 DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" LATCHKEY_DEV=1 LATCHKEY_RP_ID=localhost \
   LATCHKEY_LISTEN="127.0.0.1:$port" LATCHKEY_ORIGINS="http://localhost:$port" \
-  LATCHKEY_WEB_DIR="$REPO/web" LATCHKEY_SMTP_URL="smtp://$smtp" LATCHKEY_SMTP_FROM="latchkey@localhost.test" \
+  LATCHKEY_WEB_DIR="$REPO/web" LATCHKEY_SMTP_URL="smtp://$smtp" LATCHKEY_SMTP_CA="$smtp_ca" LATCHKEY_SMTP_FROM="latchkey@localhost.test" \
   LATCHKEY_EMAIL_SIGN_IN=1 LATCHKEY_MAIL_RETRY_BASE=0.5 "$LATCHKEY_BIN" serve >"$server_log" 2>&1 &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT

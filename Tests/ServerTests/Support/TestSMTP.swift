@@ -9,16 +9,22 @@ enum TestSMTP {
         let host: String
         let port: Int
         let mailDirectory: String
+        /// The CA the servers' certificate chains to (STARTTLS and SMTPS).
+        let caFile: String
+        /// `host:port` of the SMTPS listener.
+        let smtps: String
+        /// STARTTLS is offered here, and libcurl takes it (each stored message says `X-Test-TLS: yes`).
         var url: String { "smtp://\(host):\(port)" }
+        var smtpsURL: String { "smtps://\(smtps)" }
     }
 
     static func server() throws -> Server { try resolved.get() }
 
     private static let resolved: Result<Server, TestSetupError> = {
         let env = ProcessInfo.processInfo.environment
-        if let address = env["LATCHKEY_TEST_SMTP"], let dir = env["LATCHKEY_TEST_SMTP_DIR"], let colon = address.lastIndex(of: ":"),
-           let port = Int(address[address.index(after: colon)...]) {
-            return .success(Server(host: String(address[..<colon]), port: port, mailDirectory: dir))
+        if let address = env["LATCHKEY_TEST_SMTP"], let dir = env["LATCHKEY_TEST_SMTP_DIR"], let ca = env["LATCHKEY_TEST_SMTP_CA"],
+           let smtps = env["LATCHKEY_TEST_SMTPS"], let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) {
+            return .success(Server(host: String(address[..<colon]), port: port, mailDirectory: dir, caFile: ca, smtps: smtps))
         }
         let script = TestDatabase.repositoryRoot.appendingPathComponent("scripts/smtp.sh").path
         func run(_ args: [String]) -> String? {
@@ -34,11 +40,11 @@ enum TestSMTP {
             guard p.terminationStatus == 0 else { return nil }
             return String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init)
         }
-        guard let address = run([]), let dir = run(["--dir"]), let colon = address.lastIndex(of: ":"),
-              let port = Int(address[address.index(after: colon)...]) else {
+        guard let address = run([]), let dir = run(["--dir"]), let ca = run(["--ca"]), let smtps = run(["--smtps"]),
+              let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) else {
             return .failure(TestSetupError("scripts/smtp.sh could not start the SMTP server"))
         }
-        return .success(Server(host: String(address[..<colon]), port: port, mailDirectory: dir))
+        return .success(Server(host: String(address[..<colon]), port: port, mailDirectory: dir, caFile: ca, smtps: smtps))
     }()
 
     /// A fresh address of this run (so each test reads only its own mail). Mixed case and spaces:
