@@ -8,8 +8,6 @@ public struct SMTPSettings: Sendable {
     public var password: String?
     /// The whole transaction (connect included) must finish within this.
     public var timeoutSeconds: Int = 20
-    /// Off only for a local test server with a self-signed certificate (never in production).
-    public var verifyPeer = true
     /// A PEM bundle of the CAs to trust instead of the system's (a relay with a private CA).
     public var caFile: String? = nil
 
@@ -49,8 +47,9 @@ extension Curl {
         set(latchkey_curl_setopt_string(handle, CURLOPT_URL, settings.url))
         set(latchkey_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "smtp,smtps"))
         set(latchkey_curl_setopt_long(handle, CURLOPT_USE_SSL, Int(CURLUSESSL_TRY.rawValue)))
-        set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, settings.verifyPeer ? 1 : 0))
-        set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, settings.verifyPeer ? 2 : 0))
+        // Always verified: a relay with a private CA is trusted through `caFile`, never by switching checks off.
+        set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
+        set(latchkey_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
         if let ca = settings.caFile { set(latchkey_curl_setopt_string(handle, CURLOPT_CAINFO, ca)) }
         set(latchkey_curl_setopt_long(handle, CURLOPT_TIMEOUT, settings.timeoutSeconds))
         set(latchkey_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, settings.timeoutSeconds))

@@ -117,8 +117,6 @@ public struct Configuration: Sendable {
     public var smtpUser: String? = nil
     public var smtpPassword: String? = nil
     public var smtpFrom = "latchkey@localhost"
-    /// `LATCHKEY_SMTP_VERIFY=0`: accept any certificate (a local test server only; never in production).
-    public var smtpVerifyPeer = true
     /// `LATCHKEY_SMTP_CA`: a PEM file of the CAs the mail server's certificate must chain to
     /// (instead of the system's), for a relay with a private CA.
     public var smtpCAFile: String? = nil
@@ -256,7 +254,6 @@ public struct Configuration: Sendable {
             guard EmailAddress(v) != nil else { throw Invalid(description: "LATCHKEY_SMTP_FROM must be an email address") }
             c.smtpFrom = v
         }
-        c.smtpVerifyPeer = env["LATCHKEY_SMTP_VERIFY"] != "0"
         if let v = env["LATCHKEY_SMTP_CA"], !v.isEmpty { c.smtpCAFile = v }
         if let v = env["LATCHKEY_MAIL_DIR"], !v.isEmpty { c.mailDirectory = v }
         if let n = try int("LATCHKEY_MAIL_SENDERS", 0...64) { c.mailSenders = n }

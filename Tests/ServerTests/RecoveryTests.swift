@@ -437,6 +437,41 @@ struct RecoveryTests {
         #expect(try TestSMTP.messages(to: rcpt).isEmpty)
     }
 
+    @Test("development mode without LATCHKEY_SMTP_URL writes each mail as an .eml file to LATCHKEY_MAIL_DIR; outside it the email endpoints are 404")
+    func developmentMailFiles() throws {
+        // A database of its own: no other instance (with SMTP) may send this deployment's mail.
+        let scratch = try TestDatabase.Scratch()
+        let folder = NSTemporaryDirectory() + "lk-mail-\(uniqueSuffix())"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let server = try TestServer(name: "recovery-dev") {
+            $0.databaseURL = scratch.url
+            $0.developmentMode = true
+            $0.mailDirectory = folder
+            $0.mailSenders = 1
+        }
+        let a = try account(server, verified: false)
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                        authorization: a.bearer)
+        #expect(started.status == 202, "\(started)")
+        let deadline = Date().addingTimeInterval(20)
+        var files: [String] = []
+        while files.isEmpty && Date() < deadline {
+            files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(".eml") }
+            if files.isEmpty { usleep(50_000) }
+        }
+        #expect(files.count == 1)
+        let text = TestSMTP.decodeQuotedPrintable(String(decoding: FileManager.default.contents(atPath: folder + "/" + (files.first ?? "")) ?? Data(),
+                                                         as: UTF8.self))
+        #expect(text.contains("To: <\(TestSMTP.normalised(a.email))>") && TestSMTP.extractCode(text)?.count == 6, "\(text.prefix(400))")
+        // Production mode without SMTP: the email endpoints do not exist.
+        let production = try TestServer(name: "recovery-nomail") { $0.emailSignIn = true }
+        let b = try account(production, verified: false)
+        #expect(try b.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(b.email))]).serialized(),
+                                  authorization: b.bearer).status == 404)
+        #expect(try b.client.post("/v1/email/challenges", .object([("email", .string(b.email))])).status == 404)
+        #expect(try b.client.post("/v1/recovery/challenges", .object([("username", "x")])).status == 404)
+    }
+
     @Test("a mail server that refuses the first attempts: the mail arrives later")
     func refusedThenDelivered() throws {
         let (server, _) = try Self.pair.get()

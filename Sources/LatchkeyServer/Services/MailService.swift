@@ -57,7 +57,6 @@ public final class MailService: Sendable {
         guard let queued else { return .delivered(statusCode: nil) }
         if let url = configuration.smtpURL {
             var settings = SMTPSettings(url: url, user: configuration.smtpUser, password: configuration.smtpPassword)
-            settings.verifyPeer = configuration.smtpVerifyPeer
             settings.caFile = configuration.smtpCAFile
             do {
                 let reply = try Curl.sendMail(settings, from: configuration.smtpFrom, to: [queued.recipient], message: queued.message)
