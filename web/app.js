@@ -761,6 +761,7 @@ async function loadMethods() {
 async function showRecover() {
   clearBanner();
   await stopConditional();
+  await stopConditionalCreate();
   $('recover-email-form').reset();
   $('recover-codes-form').reset();
   $('recover-code-step').hidden = true;
@@ -782,7 +783,8 @@ async function showEmailSignIn() {
   $('email-title').focus();
 }
 
-function backToWelcome() {
+async function backToWelcome() {
+  await stopConditionalCreate();
   clearBanner();
   showWelcome();
   startConditional();
@@ -848,11 +850,45 @@ function recoveryReady(result) {
     $('recover-ready-title').textContent = 'Save a new passkey';
     $('recover-ready-text').textContent = 'It is you. Save a new passkey now: your other sessions and device keys will be signed out.';
     $('recover-create').hidden = false;
+    conditionalRecoveryCreate();
   }
   $('recover-ready-title').focus();
 }
 
+/** Where the browser supports conditional create, the recovery's new passkey may also be saved
+ *  automatically (the browser's passkey upgrade); the button stays the way that always works. */
+async function conditionalRecoveryCreate() {
+  if (!(await conditionalCreateAvailable())) return;
+  const controller = new AbortController();
+  let settle;
+  recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
+  document.body.dataset.recoveryUpgrade = 'conditional';
+  try {
+    const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: { mediation: 'conditional' } });
+    const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
+    const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+    recovery.token = null;
+    startSession(result, 'recovery');
+  } catch { document.body.dataset.recoveryUpgrade = 'idle'; } finally {
+    recovery.upgrade = null;
+    settle();
+  }
+}
+
+async function conditionalCreateAvailable() {
+  const PKC = window.PublicKeyCredential;
+  try { return !!(PKC && PKC.getClientCapabilities && (await PKC.getClientCapabilities()).conditionalCreate); } catch { return false; }
+}
+
+/** Ends a background conditional create before a modal ceremony (one request at a time). */
+async function stopConditionalCreate() {
+  const pending = recovery.upgrade;
+  if (pending) { pending.controller.abort(); await pending.settled; }
+}
+
 async function recoverCreate() {
+  await stopConditionalCreate();
+  if (!recovery.token) return;  // the automatic upgrade got there first
   clearBanner();
   const record = {};
   await busy($('recover-create'), 'Waiting for your passkey…', async () => {
@@ -992,10 +1028,7 @@ async function createRecoveryCodes() {
 async function offerUpgrade() {
   $('upgrade-offer').hidden = false;
   document.body.dataset.upgrade = 'offered';
-  const PKC = window.PublicKeyCredential;
-  let conditional = false;
-  try { conditional = !!(PKC.getClientCapabilities && (await PKC.getClientCapabilities()).conditionalCreate); } catch { conditional = false; }
-  if (!conditional) return;
+  if (!(await conditionalCreateAvailable())) return;
   const controller = new AbortController();
   let settle;
   recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
@@ -1017,8 +1050,8 @@ async function offerUpgrade() {
 }
 
 async function upgradeCreate() {
-  const pending = recovery.upgrade;
-  if (pending) { pending.controller.abort(); await pending.settled; }
+  await stopConditionalCreate();
+  if (document.body.dataset.upgrade === 'saved') return;
   clearBanner();
   const record = {};
   await busy($('upgrade-create'), 'Waiting…', async () => {

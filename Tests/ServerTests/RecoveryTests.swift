@@ -409,6 +409,18 @@ struct RecoveryTests {
         #expect(anonymous.status == 200)
         let bad = try c.post("/v1/passkeys/registration/options", .object([("mediation", "sometimes")]), authorization: a.bearer)
         #expect(bad.code == "invalid_request")
+        // After recovery: the recovery's passkey may come from a conditional create too (UP = 0).
+        let codes = try createCodes(Account(client: c, session: a.session, authenticator: authenticator, username: a.username, email: a.email))
+        let token = try #require(try c.post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[0]))]))
+                                    .json?["recoveryToken"]?.stringValue)
+        let recoveryOptions = try #require(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]),
+                                                      authorization: "Bearer \(token)").json)
+        let lost = SoftAuthenticator()
+        var quiet = lost.registration(challenge: try challengeBytes(recoveryOptions), rpId: server.rpId, origin: server.origin)
+        lost.userHandle = userHandle(recoveryOptions)
+        quiet.userPresent = false
+        let recovered = try c.send("POST", "/v1/passkeys/registration/verify", body: quiet.bytes())
+        #expect(recovered.status == 201, "\(recovered)")
     }
 
     // MARK: Mail delivery
