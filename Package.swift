@@ -83,7 +83,7 @@ let package = Package(
                     exclude: ["Fixtures"], swiftSettings: strict),
         // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
         .testTarget(name: "ServerTests", dependencies: ["PostgreSQLTesting", "LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
-                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "WellKnown"],
+                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "WellKnown", "Curl"],
                     swiftSettings: strict),
         // Integration: the repositories on real PostgreSQL (DATABASE_URL, or the throwaway test cluster).
         .testTarget(name: "StorageTests", dependencies: ["PostgreSQLTesting", "Storage", "PostgreSQL", "JSON"], swiftSettings: strict),

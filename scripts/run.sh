@@ -15,4 +15,8 @@ swift build -c release --product latchkey
 export LATCHKEY_DEV="${LATCHKEY_DEV:-1}"
 export LATCHKEY_RP_ID="${LATCHKEY_RP_ID:-localhost}"
 export LATCHKEY_LISTEN="${LATCHKEY_LISTEN:-127.0.0.1:8080}"
+if [[ -z "${LATCHKEY_SMTP_URL:-}" && "$LATCHKEY_DEV" == "1" ]]; then
+  export LATCHKEY_MAIL_DIR="${LATCHKEY_MAIL_DIR:-$REPO/data/mail}"
+  echo "run: no LATCHKEY_SMTP_URL: mail (codes, recovery notices) is written as .eml files to $LATCHKEY_MAIL_DIR" >&2
+fi
 exec "$(swift build -c release --show-bin-path)/latchkey" serve

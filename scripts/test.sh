@@ -4,7 +4,8 @@
 # that feed every shared vector (WebAuthn and device-key) to the real `latchkey inspect` binary, the ceremony suites again
 # through PgBouncer in transaction pooling mode (scripts/pgbouncer.sh), every fuzz target for a
 # short fixed time (scripts/fuzz.sh), the spin model (scripts/model-check.sh), and the browser suite
-# (Tests/Browser/run.sh: the web app in headless Chromium with a virtual authenticator).
+# (Tests/Browser/run.sh: the web app in headless Chromium with a virtual authenticator). Mail goes to
+# a real SMTP server it starts (scripts/smtp.sh: aiosmtpd), where the tests read the codes.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -22,6 +23,15 @@ bash scripts/pgbouncer.sh --stop
 bouncer="$(bash scripts/pgbouncer.sh | tail -n 1)"
 export LATCHKEY_PGBOUNCER_URL="${bouncer%/*}/latchkey_test"
 echo "test database through PgBouncer: $LATCHKEY_PGBOUNCER_URL"
+
+# A real SMTP server (aiosmtpd, scripts/smtp.sh: STARTTLS offered, and an SMTPS listener, under a
+# throwaway CA) that the mail tests send to and read codes from.
+smtp="$(bash scripts/smtp.sh | tail -n 1)"
+export LATCHKEY_TEST_SMTP="$smtp"
+export LATCHKEY_TEST_SMTP_DIR="$(bash scripts/smtp.sh --dir)"
+export LATCHKEY_TEST_SMTP_CA="$(bash scripts/smtp.sh --ca)"
+export LATCHKEY_TEST_SMTPS="$(bash scripts/smtp.sh --smtps)"
+echo "test SMTP server: $LATCHKEY_TEST_SMTP (STARTTLS), $LATCHKEY_TEST_SMTPS (SMTPS), mail in $LATCHKEY_TEST_SMTP_DIR"
 
 mkdir -p data
 swift build --build-tests

@@ -43,6 +43,9 @@ const CODE_MESSAGES = {
   rate_limited: 'Too many attempts. Please wait a moment and try again.',
   invalid_grant: 'Your session has expired. Please sign in again.',
   internal_error: 'Something went wrong on our side. Please try again in a moment.',
+  code_invalid: 'That code is not right. Check the email and try again.',
+  recovery_pending: 'Your recovery is still in its waiting period. Come back when it ends.',
+  step_up_required: 'This needs a fresh approval with your passkey.',
   network: 'Cannot reach the server. Check your connection and try again.',
 };
 
@@ -54,6 +57,10 @@ const CONTEXT_MESSAGES = {
   'stepup:not_found': 'Payment approval is not available on this server yet.',
   'stepup:conflict': 'This approval was already used. Start a new one.',
   'stepup:challenge_invalid': 'The approval expired or was already used. Nothing was sent — please approve again.',
+  'code:challenge_invalid': 'That code expired, was already used, or was tried too often. Ask for a new one.',
+  'recovery:unauthorized': 'This recovery was cancelled, already used or has expired. Start again.',
+  'recovery:code_invalid': 'That recovery code is not right, or was already used.',
+  'email:conflict': 'Another account has already verified this address.',
 };
 
 const CEREMONY_WORDS = {
@@ -61,6 +68,9 @@ const CEREMONY_WORDS = {
   add: { cancelled: 'Adding a passkey was cancelled. Nothing changed.', what: 'adding a passkey' },
   signin: { cancelled: 'Sign-in was cancelled. Press “Sign in with a passkey” to try again.', what: 'signing in' },
   stepup: { cancelled: 'Approval was cancelled. The transfer was not sent.', what: 'approving the transfer' },
+  recovery: { cancelled: 'Creating the new passkey was cancelled. Your recovery is still valid: try again.', what: 'creating your new passkey' },
+  codes: { cancelled: 'Approval was cancelled. No recovery codes were made.', what: 'approving new recovery codes' },
+  upgrade: { cancelled: 'No passkey was saved. You can add one any time.', what: 'saving a passkey' },
 };
 
 class ApiError extends Error {
@@ -135,8 +145,8 @@ function announce(text) {
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
-async function api(method, path, { body, auth = false, token = null, retry = true } = {}) {
-  const headers = { Accept: 'application/json, application/problem+json' };
+async function api(method, path, { body, auth = false, token = null, retry = true, extraHeaders = {} } = {}) {
+  const headers = { Accept: 'application/json, application/problem+json', ...extraHeaders };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const bearer = token || (auth && app.session ? app.session.tokens.access_token : null);
   if (bearer) headers.Authorization = `Bearer ${bearer}`;
@@ -150,7 +160,7 @@ async function api(method, path, { body, auth = false, token = null, retry = tru
     throw new ApiError({ code: 'network', detail: String(e) }, 0);
   }
   if (response.status === 401 && auth && !token && retry && app.session) {
-    if (await refreshTokens()) return api(method, path, { body, auth, retry: false });
+    if (await refreshTokens()) return api(method, path, { body, auth, retry: false, extraHeaders });
   }
   if (response.status === 204) return null;
   let json = null;
@@ -420,6 +430,8 @@ function setView(name) {
   document.body.dataset.view = name;
   $('view-welcome').hidden = name !== 'welcome';
   $('view-account').hidden = name !== 'account';
+  $('view-recover').hidden = name !== 'recover';
+  $('view-email').hidden = name !== 'email';
   $('session').hidden = name !== 'account';
 }
 
@@ -446,14 +458,20 @@ async function showAccount(method) {
     signup: 'Your account is ready. Your passkey is saved on your device.',
     autofill: 'You signed in with a passkey from autofill.',
     button: 'You signed in with a passkey.',
-    restored: 'You are signed in with a passkey.',
+    restored: 'You are signed in.',
+    email: 'You signed in with an email code.',
+    recovery: 'You recovered your account with a new passkey. Every other session and device key was signed out.',
   }[method] || 'You are signed in with a passkey.';
   $('transfer-result').hidden = true;
   clearPasskeys();
   $('account-title').focus();
   announce(`Signed in as ${user.username}.`);
+  $('upgrade-offer').hidden = true;
+  $('codes-shown').hidden = true;
   await loadPasskeys();
   await loadSessions();
+  await loadRecoverySettings();
+  if (method === 'email') offerUpgrade();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -727,6 +745,329 @@ async function approveTransfer() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Recovery and fallback sign-in: "Lost your passkey?", email sign-in, the account's address and
+// recovery codes, the pending-recovery banner, and conditional create (automatic passkey upgrade).
+
+const recovery = { challengeId: null, token: null, result: null, upgrade: null };
+
+async function loadMethods() {
+  try {
+    const m = await api('GET', '/v1/sign-in/methods');
+    $('email-signin-start').hidden = !m.emailSignIn;
+    document.body.dataset.emailSignIn = m.emailSignIn ? 'on' : 'off';
+  } catch { $('email-signin-start').hidden = true; }
+}
+
+async function showRecover() {
+  clearBanner();
+  await stopConditional();
+  await stopConditionalCreate();
+  $('recover-email-form').reset();
+  $('recover-codes-form').reset();
+  $('recover-code-step').hidden = true;
+  $('recover-ready').hidden = true;
+  $('recover-methods').hidden = false;
+  recovery.challengeId = null;
+  recovery.result = null;
+  delete document.body.dataset.recovery;
+  setView('recover');
+  $('recover-title').focus();
+}
+
+async function showEmailSignIn() {
+  clearBanner();
+  await stopConditional();
+  $('email-form').reset();
+  $('email-code-step').hidden = true;
+  setView('email');
+  $('email-title').focus();
+}
+
+async function backToWelcome() {
+  await stopConditionalCreate();
+  clearBanner();
+  showWelcome();
+  startConditional();
+}
+
+async function recoverSendCode(event) {
+  event.preventDefault();
+  clearBanner();
+  const identifier = $('recover-identifier').value.trim();
+  if (!identifier) { $('recover-identifier').focus(); return; }
+  await busy($('recover-send'), 'Sending…', async () => {
+    try {
+      const body = identifier.includes('@') ? { email: identifier } : { username: identifier };
+      const c = await api('POST', '/v1/recovery/challenges', { body });
+      recovery.challengeId = c.challengeId;
+      $('recover-code-step').hidden = false;
+      document.body.dataset.recovery = 'code-sent';
+      $('recover-code').focus();
+    } catch (e) { showError(e, 'code'); }
+  });
+}
+
+async function recoverSubmitCode() {
+  clearBanner();
+  const code = $('recover-code').value.trim();
+  if (!code || !recovery.challengeId) { $('recover-code').focus(); return; }
+  await busy($('recover-code-submit'), 'Checking…', async () => {
+    try {
+      recoveryReady(await api('POST', '/v1/recovery/verify', { body: { challengeId: recovery.challengeId, code } }));
+    } catch (e) { showError(e, 'code'); $('recover-code').focus(); }
+  });
+}
+
+async function recoverWithCode(event) {
+  event.preventDefault();
+  clearBanner();
+  const username = $('recover-username').value.trim();
+  const recoveryCode = $('recover-recovery-code').value.trim();
+  if (!username) { $('recover-username').focus(); return; }
+  if (!recoveryCode) { $('recover-recovery-code').focus(); return; }
+  await busy($('recover-codes-submit'), 'Checking…', async () => {
+    try {
+      recoveryReady(await api('POST', '/v1/recovery/verify', { body: { username, recoveryCode } }));
+    } catch (e) { showError(e, 'recovery'); $('recover-recovery-code').focus(); }
+  });
+}
+
+/** A recovery token: pending until notBefore (the waiting period), then it saves one new passkey. */
+function recoveryReady(result) {
+  recovery.result = result;
+  recovery.token = result.recoveryToken;
+  $('recover-methods').hidden = true;
+  $('recover-ready').hidden = false;
+  const notBefore = Date.parse(result.notBefore);
+  if (notBefore > Date.now() + 1000) {
+    document.body.dataset.recovery = 'pending';
+    $('recover-ready-title').textContent = 'Recovery started: waiting period';
+    $('recover-ready-text').textContent = `For your safety, you can save a new passkey from ${dateFormat.format(new Date(notBefore))}. `
+      + 'We told your verified address; if this was not you, it can be cancelled from any signed-in session.';
+    $('recover-create').hidden = true;
+  } else {
+    document.body.dataset.recovery = 'ready';
+    $('recover-ready-title').textContent = 'Save a new passkey';
+    $('recover-ready-text').textContent = 'It is you. Save a new passkey now: your other sessions and device keys will be signed out.';
+    $('recover-create').hidden = false;
+    conditionalRecoveryCreate();
+  }
+  $('recover-ready-title').focus();
+}
+
+/** Where the browser supports conditional create, the recovery's new passkey may also be saved
+ *  automatically (the browser's passkey upgrade); the button stays the way that always works. */
+async function conditionalRecoveryCreate() {
+  if (!(await conditionalCreateAvailable())) return;
+  const controller = new AbortController();
+  let settle;
+  recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
+  document.body.dataset.recoveryUpgrade = 'conditional';
+  try {
+    const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: { mediation: 'conditional' } });
+    const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
+    const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+    recovery.token = null;
+    startSession(result, 'recovery');
+  } catch { document.body.dataset.recoveryUpgrade = 'idle'; } finally {
+    recovery.upgrade = null;
+    settle();
+  }
+}
+
+async function conditionalCreateAvailable() {
+  const PKC = window.PublicKeyCredential;
+  try { return !!(PKC && PKC.getClientCapabilities && (await PKC.getClientCapabilities()).conditionalCreate); } catch { return false; }
+}
+
+/** Ends a background conditional create before a modal ceremony (one request at a time). */
+async function stopConditionalCreate() {
+  const pending = recovery.upgrade;
+  if (pending) { pending.controller.abort(); await pending.settled; }
+}
+
+async function recoverCreate() {
+  await stopConditionalCreate();
+  if (!recovery.token) return;  // the automatic upgrade got there first
+  clearBanner();
+  const record = {};
+  await busy($('recover-create'), 'Waiting for your passkey…', async () => {
+    try {
+      const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: {} });
+      const credential = await ceremony('create', creationOptions(options), record);
+      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      recovery.token = null;
+      startSession(result, 'recovery');
+    } catch (e) { showError(e, 'recovery', record); }
+  });
+}
+
+async function emailSendCode(event) {
+  event.preventDefault();
+  clearBanner();
+  const email = $('email-address').value.trim();
+  if (!email) { $('email-address').focus(); return; }
+  await busy($('email-send'), 'Sending…', async () => {
+    try {
+      const c = await api('POST', '/v1/email/challenges', { body: { email } });
+      recovery.challengeId = c.challengeId;
+      $('email-code-step').hidden = false;
+      $('email-code').focus();
+    } catch (e) { showError(e, 'code'); }
+  });
+}
+
+async function emailSubmitCode() {
+  clearBanner();
+  const code = $('email-code').value.trim();
+  if (!code || !recovery.challengeId) { $('email-code').focus(); return; }
+  await busy($('email-code-submit'), 'Checking…', async () => {
+    try {
+      const result = await api('POST', '/v1/email/verify', { body: { challengeId: recovery.challengeId, code } });
+      startSession(result, 'email');
+    } catch (e) { showError(e, 'code'); $('email-code').focus(); }
+  });
+}
+
+async function loadRecoverySettings() {
+  let state;
+  // No refresh of its own (loadPasskeys just did any): a 401 here means the session ended meanwhile.
+  if (!app.session) return;
+  try { state = await api('GET', '/v1/account/recovery', { auth: true, retry: false }); } catch { return; }
+  $('email-current').textContent = state.email || 'none';
+  $('codes-left').textContent = String(state.recoveryCodesLeft);
+  const pending = (state.pendingRecoveries || [])[0];
+  const banner = $('recovery-pending');
+  banner.hidden = !pending;
+  banner.dataset.recoveryId = pending ? pending.recoveryId : '';
+  document.body.dataset.pendingRecovery = pending ? 'yes' : 'no';
+  if (pending) {
+    $('recovery-pending-text').textContent = `Someone started recovering this account (${pending.method === 'email' ? 'by email code' : 'with a recovery code'}). `
+      + `It can replace your passkeys from ${dateFormat.format(new Date(pending.notBefore))}. If it was not you, cancel it now.`;
+  }
+}
+
+async function cancelRecovery() {
+  clearBanner();
+  const id = $('recovery-pending').dataset.recoveryId;
+  if (!id) return;
+  await busy($('recovery-cancel'), 'Cancelling…', async () => {
+    try {
+      await api('DELETE', `/v1/recovery/${encodeURIComponent(id)}`, { auth: true });
+      announce('The recovery was cancelled.');
+      showBanner('The recovery was cancelled. Its code no longer works.', 'info', 'recovery_cancelled');
+      await loadRecoverySettings();
+      $('recovery-settings-title').focus();
+    } catch (e) { showError(e, 'revoke'); }
+  });
+}
+
+async function setEmail(event) {
+  event.preventDefault();
+  clearBanner();
+  const email = $('email-new').value.trim();
+  if (!email) { $('email-new').focus(); return; }
+  await busy($('email-set'), 'Sending…', async () => {
+    try {
+      const c = await api('PUT', '/v1/account/email', { auth: true, body: { email } });
+      recovery.challengeId = c.challengeId;
+      $('email-verify-step').hidden = false;
+      $('email-verify-code').focus();
+    } catch (e) { showError(e, 'email'); }
+  });
+}
+
+async function verifyEmail() {
+  clearBanner();
+  const code = $('email-verify-code').value.trim();
+  if (!code) { $('email-verify-code').focus(); return; }
+  await busy($('email-verify'), 'Checking…', async () => {
+    try {
+      const r = await api('POST', '/v1/account/email/verify', { auth: true, body: { challengeId: recovery.challengeId, code } });
+      $('email-set-form').reset();
+      $('email-verify-step').hidden = true;
+      announce(`${r.email} is verified.`);
+      await loadRecoverySettings();
+      document.body.dataset.emailVerified = 'yes';
+      $('recovery-settings-title').focus();
+    } catch (e) {
+      showError(e, e instanceof ApiError && e.code === 'conflict' ? 'email' : 'code');
+      $('email-verify-code').focus();
+    }
+  });
+}
+
+/** New recovery codes behind a passkey step-up for exactly this action (SPEC "Recovery codes"). */
+async function createRecoveryCodes() {
+  clearBanner();
+  const record = {};
+  await busy($('codes-create'), 'Waiting for your passkey…', async () => {
+    try {
+      const action = { type: 'latchkey.recovery-codes.create' };
+      const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action } });
+      const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
+      const approval = await api('POST', '/v1/step-up/verify', {
+        auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
+      });
+      const r = await api('POST', '/v1/recovery-codes', { auth: true, body: {}, extraHeaders: { 'Latchkey-Step-Up': approval.access_token } });
+      const list = $('codes-list');
+      list.replaceChildren(...r.codes.map((c) => { const li = document.createElement('li'); li.textContent = c; return li; }));
+      $('codes-shown').hidden = false;
+      $('codes-left').textContent = String(r.codes.length);
+      document.body.dataset.recoveryCodes = String(r.codes.length);
+      $('codes-shown').focus();
+    } catch (e) { showError(e, 'codes', record); }
+  });
+}
+
+/**
+ * After an email sign-in: offer a passkey. Where the browser supports conditional create (automatic
+ * passkey upgrade), a quiet request runs in the background (the server relaxes UP for exactly these
+ * options); the button always works with an ordinary, modal create.
+ */
+async function offerUpgrade() {
+  $('upgrade-offer').hidden = false;
+  document.body.dataset.upgrade = 'offered';
+  if (!(await conditionalCreateAvailable())) return;
+  const controller = new AbortController();
+  let settle;
+  recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
+  document.body.dataset.upgrade = 'conditional';
+  try {
+    const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: { mediation: 'conditional' } });
+    const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
+    const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+    $('upgrade-offer').hidden = true;
+    document.body.dataset.upgrade = 'saved';
+    announce('A passkey was saved for next time.');
+    await loadPasskeys(result.passkey && result.passkey.id);
+  } catch (e) {
+    if (document.body.dataset.upgrade === 'conditional') document.body.dataset.upgrade = 'offered';
+  } finally {
+    recovery.upgrade = null;
+    settle();
+  }
+}
+
+async function upgradeCreate() {
+  await stopConditionalCreate();
+  if (document.body.dataset.upgrade === 'saved') return;
+  clearBanner();
+  const record = {};
+  await busy($('upgrade-create'), 'Waiting…', async () => {
+    try {
+      const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: {} });
+      const credential = await ceremony('create', creationOptions(options), record);
+      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      $('upgrade-offer').hidden = true;
+      document.body.dataset.upgrade = 'saved';
+      announce('Passkey saved.');
+      await loadPasskeys(result.passkey && result.passkey.id);
+    } catch (e) { showError(e, 'upgrade', record); }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Plumbing
 
 /** Disables `button` and shows `label` while `work` runs; restores both afterwards. */
@@ -752,6 +1093,25 @@ function init() {
   $('add-passkey').addEventListener('click', addPasskey);
   $('approve-transfer').addEventListener('click', approveTransfer);
   $('banner-close').addEventListener('click', () => { clearBanner(); $('main').focus(); });
+  $('lost-passkey').addEventListener('click', showRecover);
+  $('email-signin-start').addEventListener('click', showEmailSignIn);
+  $('recover-back').addEventListener('click', backToWelcome);
+  $('email-back').addEventListener('click', backToWelcome);
+  $('recover-email-form').addEventListener('submit', recoverSendCode);
+  $('recover-code-submit').addEventListener('click', recoverSubmitCode);
+  $('recover-code').addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); recoverSubmitCode(); } });
+  $('recover-codes-form').addEventListener('submit', recoverWithCode);
+  $('recover-create').addEventListener('click', recoverCreate);
+  $('email-form').addEventListener('submit', emailSendCode);
+  $('email-code-submit').addEventListener('click', emailSubmitCode);
+  $('email-code').addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); emailSubmitCode(); } });
+  $('recovery-cancel').addEventListener('click', cancelRecovery);
+  $('email-set-form').addEventListener('submit', setEmail);
+  $('email-verify').addEventListener('click', verifyEmail);
+  $('email-verify-code').addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); verifyEmail(); } });
+  $('codes-create').addEventListener('click', createRecoveryCodes);
+  $('upgrade-create').addEventListener('click', upgradeCreate);
+  loadMethods();
   $('signin-username').addEventListener('focus', () => {
     if (!app.session && document.body.dataset.conditional === 'idle') startConditional();
   });

@@ -11,5 +11,10 @@ static inline CURLcode latchkey_curl_setopt_slist(CURL *h, CURLoption o, struct 
 static inline CURLcode latchkey_curl_setopt_offset(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
 typedef size_t (*latchkey_curl_write_fn)(char *data, size_t size, size_t count, void *context);
 static inline CURLcode latchkey_curl_setopt_write(CURL *h, latchkey_curl_write_fn f) { return curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, f); }
+// SMTP (Curl.sendMail): the message is read from a callback while uploading.
+typedef size_t (*latchkey_curl_read_fn)(char *buffer, size_t size, size_t count, void *context);
+static inline CURLcode latchkey_curl_setopt_read(CURL *h, latchkey_curl_read_fn f) { return curl_easy_setopt(h, CURLOPT_READFUNCTION, f); }
+static inline CURLcode latchkey_curl_setopt_offset_t(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
+static inline CURLcode latchkey_curl_smtp_reply(CURL *h, long *code) { return curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code); }
 static inline CURLcode latchkey_curl_response_code(CURL *h, long *code) { return curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code); }
 #endif

@@ -40,7 +40,7 @@ public struct CurlOptions: Sendable {
 /// Latchkey): one blocking request on one easy handle, safe to call from many threads at once.
 public enum Curl {
     /// `curl_global_init` before any handle, once, from whichever thread gets here first.
-    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     /// `POST url` with `headers` and `body`; the status whatever it is (redirects included, not followed),
     /// or why no status came back.

@@ -8,10 +8,16 @@ extension StepUpAction {
     public static func deviceKeyEnrolment(deviceId: String) throws(DeviceKeyError) -> StepUpAction {
         try StepUpAction(.object([("type", .string(GatedActionType.deviceKeyEnrolment)), ("deviceId", .string(deviceId))]))
     }
+
+    /// `{"type":"latchkey.recovery-codes.create"}`: a new set of recovery codes (SPEC "Recovery").
+    public static func recoveryCodesCreation() throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.recoveryCodesCreation))]))
+    }
 }
 
 public enum GatedActionType {
     public static let deviceKeyEnrolment = "latchkey.device-key.enrol"
+    public static let recoveryCodesCreation = "latchkey.recovery-codes.create"
     public static let adminChange = "latchkey.admin"
 }
 

@@ -1,3 +1,4 @@
+import Curl
 import Storage
 import WebAuthn
 #if canImport(Glibc)
@@ -100,6 +101,40 @@ public struct Configuration: Sendable {
     /// `/attestation/*` and `/assertion/*`. Refused outside development mode unless
     /// `LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION=1`.
     public var conformance = false
+
+    /// `LATCHKEY_EMAIL_SIGN_IN=1`: email one-time-code sign-in is on.
+    public var emailSignIn = false
+    /// `LATCHKEY_OTP_DIGITS`: digits of mailed codes (6–10).
+    public var otpDigits = 6
+    /// Seconds a mailed code lives (SPEC: 10 minutes).
+    public var otpTTL = 600
+    /// `LATCHKEY_RECOVERY_DELAY`: seconds between a recovery's start and its token working
+    /// (nil: 0 in development mode, else 86400; see `recoveryDelaySeconds`).
+    public var recoveryDelay: Int? = nil
+    public var recoveryDelaySeconds: Int { recoveryDelay ?? (developmentMode ? 0 : 86400) }
+    /// Seconds a recovery token works once its delay has passed.
+    public var recoveryTokenTTL = 86400
+    /// `LATCHKEY_RECOVERY_REVOKES=all`: completing a recovery also revokes the old passkeys.
+    public var recoveryRevokesPasskeys = false
+    /// `LATCHKEY_SMTP_URL` (`smtp://…` or `smtps://…`), `_USER`, `_PASSWORD`, `_FROM`.
+    public var smtpURL: String? = nil
+    public var smtpUser: String? = nil
+    public var smtpPassword: String? = nil
+    public var smtpFrom = "latchkey@localhost"
+    /// `LATCHKEY_SMTP_CA`: a PEM file of the CAs the mail server's certificate must chain to
+    /// (instead of the system's), for a relay with a private CA.
+    public var smtpCAFile: String? = nil
+    /// `LATCHKEY_MAIL_DIR`: where development mode without SMTP writes `.eml` files.
+    public var mailDirectory = "data/mail"
+    /// `LATCHKEY_MAIL_SENDERS`: mails this instance sends at once (unset: up to 2, none when
+    /// `LATCHKEY_OUTBOX_SENDERS` is 0).
+    public var mailSenders: Int? = nil
+    var effectiveMailSenders: Int { mailEnabled ? (mailSenders ?? min(outboxSenders, 2)) : 0 }
+    /// `LATCHKEY_MAIL_RETRY_BASE`: seconds before a mail's first retry (doubles per attempt, jittered).
+    public var mailRetryBase = 5.0
+    /// Mail can go out: SMTP configured, or development mode's `.eml` files. Otherwise the email
+    /// endpoints are off (404).
+    public var mailEnabled: Bool { smtpURL != nil || developmentMode }
 
     public init() {}
 
@@ -205,6 +240,30 @@ public struct Configuration: Sendable {
                 throw Invalid(description: "LATCHKEY_OUTBOX_LEASE must be \(c.webhookTimeout + 2)…3600 seconds (longer than a delivery's timeout)")
             }
             c.outboxLease = d
+        }
+        c.emailSignIn = env["LATCHKEY_EMAIL_SIGN_IN"] == "1"
+        if let n = try int("LATCHKEY_OTP_DIGITS", 6...10) { c.otpDigits = n }
+        if let n = try int("LATCHKEY_RECOVERY_DELAY", 0...(30 * 86400)) { c.recoveryDelay = n }
+        if let v = env["LATCHKEY_RECOVERY_REVOKES"], !v.isEmpty {
+            guard v == "sessions" || v == "all" else { throw Invalid(description: "LATCHKEY_RECOVERY_REVOKES must be sessions or all") }
+            c.recoveryRevokesPasskeys = v == "all"
+        }
+        if let v = env["LATCHKEY_SMTP_URL"], !v.isEmpty {
+            guard SMTPSettings.isValid(v) else { throw Invalid(description: "LATCHKEY_SMTP_URL must be smtp://host:port or smtps://host:port") }
+            c.smtpURL = v
+        }
+        if let v = env["LATCHKEY_SMTP_USER"], !v.isEmpty { c.smtpUser = v }
+        if let v = env["LATCHKEY_SMTP_PASSWORD"], !v.isEmpty { c.smtpPassword = v }
+        if let v = env["LATCHKEY_SMTP_FROM"], !v.isEmpty {
+            guard EmailAddress(v) != nil else { throw Invalid(description: "LATCHKEY_SMTP_FROM must be an email address") }
+            c.smtpFrom = v
+        }
+        if let v = env["LATCHKEY_SMTP_CA"], !v.isEmpty { c.smtpCAFile = v }
+        if let v = env["LATCHKEY_MAIL_DIR"], !v.isEmpty { c.mailDirectory = v }
+        if let n = try int("LATCHKEY_MAIL_SENDERS", 0...64) { c.mailSenders = n }
+        if let v = env["LATCHKEY_MAIL_RETRY_BASE"] {
+            guard let d = Double(v), d >= 0.05, d <= 3600 else { throw Invalid(description: "LATCHKEY_MAIL_RETRY_BASE must be 0.05…3600 seconds") }
+            c.mailRetryBase = d
         }
         if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {
             c.keyEncryptionKey = try KeyEncryptionKey.parse(v, name: "LATCHKEY_KEY_ENCRYPTION_KEY", readFile: readWholeFile)

@@ -11,6 +11,8 @@ import Synchronization
 ///               StepUpService ──┘        SessionService ─▶ sessions, TokenSigner ─▶ keys
 ///               AdminService ─▶ config, audit, accounts   WellKnownService ─▶ config
 ///               WebhookService ─▶ webhooks, outbox, SecretSealer; its OutboxWorker sends (channel `webhook`)
+///               RecoveryService ─▶ recovery (codes, limits, recoveries), SessionService, StepUpService, MailService
+///               MailService ─▶ recovery (mail rows), outbox; its OutboxWorker sends (channel `mail`: SMTP or .eml)
 ///     every service that makes a reported change builds its OutboxEvents and hands them to the
 ///     repository call that makes it (one transaction).
 public final class Services: Sendable {
@@ -28,6 +30,10 @@ public final class Services: Sendable {
     public let wellKnown: WellKnownService
     public let admin: AdminService
     public let webhooks: WebhookService
+    /// Mail through the outbox (channel `mail`): its OutboxWorker sends over SMTP or writes `.eml` files.
+    public let mail: MailService
+    /// Verified email, one-time codes, email sign-in, recovery codes and recoveries.
+    public let recovery: RecoveryService
     /// Builds every outbox event (ids, give-up age); services hand them to their repository calls.
     public let events: OutboxEvents
     let attestationTrust: AttestationTrust
@@ -56,7 +62,7 @@ public final class Services: Sendable {
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
-                                  events: events, configuration: configuration, runtime: runtime)
+                                  events: events, recoveries: database.recovery, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
                                signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
@@ -67,6 +73,11 @@ public final class Services: Sendable {
                              events: events, configuration: configuration, runtime: runtime)
         webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
+        mail = MailService(mail: database.recovery, outbox: database.outbox, events: events, metrics: metrics,
+                           configuration: configuration, runtime: runtime)
+        recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, stepUp: stepUp, mail: mail,
+                                   secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
+                                   events: events, configuration: configuration, runtime: runtime)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
@@ -105,7 +116,11 @@ public final class Services: Sendable {
 
     /// 8. This instance's outbox senders (LATCHKEY_OUTBOX_SENDERS, 0: none): webhook deliveries
     ///    claimed with SKIP LOCKED leases, sent, and recorded (see OutboxWorker).
-    public func startOutbox() { webhooks.start() }
+    ///    Mail goes out the same way (channel `mail`, its own worker).
+    public func startOutbox() {
+        webhooks.start()
+        mail.start()
+    }
 
     /// All of them, in order.
     public func start() throws {
@@ -129,6 +144,7 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop(); $0 = nil }
         revokedSessions.stop()
         webhooks.stop()
+        mail.stop()
         metadata.stopWatching()
     }
 
@@ -136,6 +152,7 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop() }
         revokedSessions.stop()
         webhooks.stop()
+        mail.stop()
         metadata.stopWatching()
     }
 }

@@ -124,9 +124,18 @@ public final class AccountRepository: Sendable {
     /// One transaction: the new user (for a new account), the credential, the session, the
     /// audit line and the outbox `events`. Either all exist afterwards or none does: a taken username →
     /// `.conflict(.usernameTaken)`, a known credential id → `.conflict(.credentialExists)`.
+    /// With `completing` (a registration made with a recovery token), the recovery is completed in
+    /// the same transaction — before the new session exists, so that session survives what it
+    /// revokes — and `.notFound` (nothing written) when the recovery is no longer pending and due.
+    @discardableResult
     public func register(newUser: UserRecord?, credential: CredentialRecord, session: NewSession,
-                         audit: AuditRecord, events: [OutboxEvent] = []) throws(StorageError) {
+                         audit: AuditRecord, events: [OutboxEvent] = [],
+                         completing: RecoveryCompletion? = nil) throws(StorageError) -> RecoveryRevocations? {
         try pool.runTransaction { t in
+            var revoked: RecoveryRevocations? = nil
+            if let completing {
+                revoked = try RecoveryRepository.complete(completing, userId: credential.userId, keeping: credential.id, on: t)
+            }
             if let u = newUser {
                 try t.execute("""
                     INSERT INTO users (id, user_handle, username, display_name)
@@ -142,6 +151,7 @@ public final class AccountRepository: Sendable {
                         \(credential.attestationFormat), \(credential.attestationType), \(credential.name))
                 """)
             try SessionRepository.start(session, recording: nil, audit: [audit], events: events, on: t)
+            return revoked
         }
     }
 

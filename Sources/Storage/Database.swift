@@ -40,6 +40,8 @@ public final class Database: Sendable {
     /// Webhook endpoints (their deliveries are outbox deliveries on channel `webhook`).
     public let webhooks: WebhookRepository
     public let admins: AdminRepository
+    /// Verified addresses, one-time codes, per-account limits, recovery codes, recoveries, mail (migration 9).
+    public let recovery: RecoveryRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -67,6 +69,7 @@ public final class Database: Sendable {
         outbox = OutboxRepository(pool: pool)
         webhooks = WebhookRepository(pool: pool)
         admins = AdminRepository(pool: pool)
+        recovery = RecoveryRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -40,6 +40,9 @@ public enum LatchkeyMigrations {
         // Issue 12: the outbox (events written with the change they report, fanned out to webhook
         // deliveries claimed with SKIP LOCKED and leases) and webhook endpoints.
         File(version: 8, name: "outbox and webhooks", file: "0008_outbox.sql", sql: PackageResources._008_outbox_sql),
+        // Issue 11: verified email, one-time codes, per-account limits, recovery codes, recoveries,
+        // and mail messages (sent through the outbox on channel `mail`).
+        File(version: 9, name: "recovery and fallback sign-in", file: "0009_recovery.sql", sql: PackageResources._009_recovery_sql),
         // Issue 14: admins are users with the admin role; indexes for the audit log's filters.
         File(version: 10, name: "admins and audit filters", file: "0010_admins.sql",
              sql: PackageResources._010_admins_sql),

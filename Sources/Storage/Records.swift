@@ -53,8 +53,9 @@ public struct AuditEntry: Sendable {
 }
 
 public enum RefreshOutcome: Sendable, Equatable {
-    /// `authTime`: the session's, unchanged by the refresh.
-    case rotated(userId: String, familyId: String, authTime: Date)
+    /// `authTime`: the session's, unchanged by the refresh; `method`: how it began (the access
+    /// token's `acr`/`amr` keep saying so after a refresh).
+    case rotated(userId: String, familyId: String, authTime: Date, method: SessionMethod = .passkey)
     /// A token that was already used: the whole family is now revoked (RFC 9700 §4.14.2).
     case reused(familyId: String)
     case invalid

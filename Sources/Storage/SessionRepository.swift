@@ -120,14 +120,15 @@ public final class SessionRepository: Sendable {
                 // Locks the family row: a revocation committed meanwhile is seen here, and one that
                 // comes later waits for this refresh (the revoked-session set then covers its token).
                 let live = try t.query("""
-                    UPDATE refresh_families SET last_used_at = now() WHERE id = \(family) AND revoked_at IS NULL RETURNING auth_time
+                    UPDATE refresh_families SET last_used_at = now() WHERE id = \(family) AND revoked_at IS NULL RETURNING auth_time, method
                     """)
                 guard let session = live.first else { return RefreshOutcome.invalid }
                 try t.execute("""
                     INSERT INTO refresh_tokens (hash, family_id, expires_at)
                     VALUES (\(newHash), \(family), now() + make_interval(secs => \(ttlSeconds)))
                     """)
-                return .rotated(userId: try row.string("user_id"), familyId: family, authTime: try session.date("auth_time"))
+                return .rotated(userId: try row.string("user_id"), familyId: family, authTime: try session.date("auth_time"),
+                                method: SessionMethod(rawValue: try session.string("method")) ?? .passkey)
             }
             let reused = try t.query("""
                 UPDATE refresh_families SET revoked_at = now()

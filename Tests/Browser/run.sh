@@ -6,7 +6,8 @@
 # under data/), starts the throwaway test PostgreSQL (same cluster as scripts/test.sh), builds and
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
 # stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/. Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the
-# server's log to data/browser/server.log.
+# server's log to data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
+# where the suite reads the codes.
 #
 # Environment: LATCHKEY_BIN (a built latchkey binary; default: `swift build --product latchkey`),
 # LATCHKEY_BROWSER_DATABASE_URL (use this database; scripts/test.sh passes its cluster's), else
@@ -39,6 +40,10 @@ if [[ -z "${LATCHKEY_BIN:-}" ]]; then
   swift build --product latchkey >&2
   LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey"
 fi
+# The real SMTP server the app's mail goes to (scripts/smtp.sh: aiosmtpd); the suite reads codes there.
+smtp="$(bash scripts/smtp.sh | tail -n 1)"
+smtp_dir="$(bash scripts/smtp.sh --dir)"
+smtp_ca="$(bash scripts/smtp.sh --ca)"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 mkdir -p data/browser
 server_log="$REPO/data/browser/server.log"
@@ -49,13 +54,14 @@ mkdir -p data/browser/wellknown-empty
 DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" LATCHKEY_DEV=1 LATCHKEY_RP_ID=localhost \
   LATCHKEY_LISTEN="127.0.0.1:$port" LATCHKEY_ORIGINS="http://localhost:$port" \
   LATCHKEY_WELLKNOWN_DIR="$REPO/data/browser/wellknown-empty" \
-  LATCHKEY_WEB_DIR="$REPO/web" "$LATCHKEY_BIN" serve >"$server_log" 2>&1 &
+  LATCHKEY_WEB_DIR="$REPO/web" LATCHKEY_SMTP_URL="smtp://$smtp" LATCHKEY_SMTP_CA="$smtp_ca" LATCHKEY_SMTP_FROM="latchkey@localhost.test" \
+  LATCHKEY_EMAIL_SIGN_IN=1 LATCHKEY_MAIL_RETRY_BASE=0.5 "$LATCHKEY_BIN" serve >"$server_log" 2>&1 &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
 
 # --- 5. The suite -----------------------------------------------------------------------------
 set +e
-LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" \
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_TEST_SMTP_DIR="$smtp_dir" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   "$VENV/bin/python" Tests/Browser/test_web.py
 status=$?

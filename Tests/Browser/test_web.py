@@ -424,6 +424,154 @@ def test_revoked_passkey_cannot_sign_in(b):
     b.shot('08-revoked-passkey-refused')
 
 
+# ---------------------------------------------------------------------------------------------
+# Recovery and fallback sign-in: codes come from the real SMTP server (scripts/smtp.sh), which
+# stores each accepted message under LATCHKEY_TEST_SMTP_DIR/<recipient>/.
+
+MAIL_DIR = os.environ.get('LATCHKEY_TEST_SMTP_DIR', os.path.join('data', 'smtp', 'mail'))
+EMAIL = f'ada-{secrets.token_hex(4)}@example.test'
+USERNAME2 = f'grace-{secrets.token_hex(3)}'
+RECOVERY = {}
+
+
+def mail_count(address):
+    folder = os.path.join(MAIL_DIR, address.lower())
+    return len([n for n in os.listdir(folder) if n.endswith('.eml')]) if os.path.isdir(folder) else 0
+
+
+def mailed_code(address, after):
+    """The code in the first message to `address` after `after` messages (bounded wait for the SMTP server)."""
+    import quopri
+    import re
+    folder = os.path.join(MAIL_DIR, address.lower())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        names = sorted(n for n in os.listdir(folder) if n.endswith('.eml')) if os.path.isdir(folder) else []
+        for name in names[after:]:
+            text = quopri.decodestring(open(os.path.join(folder, name), 'rb').read()).decode('utf-8', 'replace')
+            m = re.search(r'code is: (\d+)', text)
+            if m:
+                return m.group(1)
+        time.sleep(0.1)
+    raise AssertionError(f'no code mailed to {address}')
+
+
+def type_into(b, element_id, text):
+    el = b.el(element_id)
+    el.clear()
+    el.send_keys(text)
+
+
+def test_recovery_settings_email_and_codes(b):
+    if b.body('view') == 'account':
+        b.sign_out_keeping_credential()
+    b.wait_view('welcome')
+    b.el('signup-username').send_keys(USERNAME2)
+    b.el('signup-display').send_keys('Grace Hopper', Keys.ENTER)
+    b.wait_view('account')
+    b.wait_passkeys(1)
+    b.until(lambda: b.el('email-current').text == 'none', 'the recovery settings')
+    # Keyboard only: the address, the code from the real SMTP server, Enter.
+    b.tab_to(b.el('email-new'))
+    before = mail_count(EMAIL)
+    b.keys(EMAIL, Keys.ENTER)
+    b.until(lambda: b.el('email-verify-step').is_displayed(), 'the code field')
+    assert b.focused() == b.el('email-verify-code')
+    b.keys(mailed_code(EMAIL, before), Keys.ENTER)
+    b.until(lambda: b.el('email-current').text == EMAIL, 'the verified address')
+    b.shot('09-account-recovery-settings')
+    b.el('codes-create').click()
+    b.until(lambda: b.body('recovery-codes') == '10', 'ten recovery codes')
+    codes = [li.text for li in b.d.find_elements(By.CSS_SELECTOR, '#codes-list li')]
+    assert len(codes) == 10 and all(len(c) == 14 for c in codes), codes
+    RECOVERY['codes'] = codes
+    RECOVERY['token'] = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']
+    b.shot('10-recovery-codes')
+
+
+def test_pending_recovery_banner_cancel_with_keyboard(b):
+    status, _, body = http('POST', '/v1/recovery/verify', {'username': USERNAME2, 'recoveryCode': RECOVERY['codes'][0]})
+    assert status == 200, (status, body)
+    started = json.loads(body)
+    # The token works only on registration: anywhere else 403.
+    status, _, _ = http('GET', '/v1/passkeys', headers={'Authorization': 'Bearer ' + started['recoveryToken']})
+    assert status == 403, status
+    b.load()
+    b.wait_view('account')
+    b.until(lambda: b.el('recovery-pending').is_displayed(), 'the pending-recovery banner')
+    assert 'recovery code' in b.el('recovery-pending-text').text
+    b.shot('11-pending-recovery-banner')
+    b.tab_to(b.el('recovery-cancel'))
+    b.keys(Keys.ENTER)
+    b.until(lambda: not b.el('recovery-pending').is_displayed(), 'the banner to go')
+    b.wait_banner('recovery_cancelled')
+    status, _, _ = http('POST', '/v1/passkeys/registration/options', {},
+                        headers={'Authorization': 'Bearer ' + started['recoveryToken']})
+    assert status == 401, status
+    b.el('banner-close').click()
+
+
+def lose_every_passkey(b):
+    """Signs out and empties the authenticator: the person lost every passkey."""
+    if b.body('view') == 'account':
+        b.sign_out_keeping_credential()
+    b.d.remove_all_credentials()
+    b.load()
+    b.wait_view('welcome')
+
+
+def test_email_sign_in_offers_a_passkey(b):
+    lose_every_passkey(b)
+    start = b.el('email-signin-start')
+    b.until(lambda: start.is_displayed(), 'the email sign-in link')
+    b.tab_to(start)
+    b.keys(Keys.ENTER)
+    b.wait_view('email')
+    b.shot('12-email-sign-in')
+    before = mail_count(EMAIL)
+    b.tab_to(b.el('email-address'))
+    b.keys(' ' + EMAIL.replace('example.test', 'Example.TEST'), Keys.ENTER)  # normalised by the server
+    b.until(lambda: b.el('email-code-step').is_displayed(), 'the code field')
+    b.keys(mailed_code(EMAIL, before), Keys.ENTER)
+    b.wait_view('account')
+    assert b.body('signin-method') == 'email'
+    assert 'email code' in b.el('account-lede').text
+    b.until(lambda: b.body('upgrade') in ('offered', 'conditional', 'saved'), 'the passkey offer')
+    RECOVERY['email_session'] = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']
+    if b.body('upgrade') != 'saved':
+        b.shot('13-passkey-upgrade-offer')
+        b.el('upgrade-create').click()
+    b.until(lambda: b.body('upgrade') == 'saved', 'a passkey saved after the email sign-in')
+    b.wait_passkeys(2)
+    b.shot('14-passkey-saved-after-email')
+
+
+def test_lost_passkey_recovery_by_email(b):
+    lose_every_passkey(b)
+    b.tab_to(b.el('lost-passkey'))
+    b.keys(Keys.ENTER)
+    b.wait_view('recover')
+    b.shot('15-lost-your-passkey')
+    before = mail_count(EMAIL)
+    b.tab_to(b.el('recover-identifier'))
+    b.keys(USERNAME2, Keys.ENTER)
+    b.until(lambda: b.body('recovery') == 'code-sent', 'the code step')
+    b.shot('16-recovery-code-sent')
+    b.keys(mailed_code(EMAIL, before), Keys.ENTER)
+    b.until(lambda: b.body('recovery') == 'ready', 'the recovery token')
+    b.shot('17-recovery-ready')
+    b.el('recover-create').click()
+    b.wait_view('account')
+    assert b.body('signin-method') == 'recovery'
+    assert 'recovered' in b.el('account-lede').text
+    b.wait_passkeys(3)
+    # Completion revoked every other session: the email session's token is refused.
+    status, _, _ = http('GET', '/v1/passkeys', headers={'Authorization': 'Bearer ' + RECOVERY['email_session']})
+    assert status == 401, status
+    b.until(lambda: len(b.d.find_elements(By.CSS_SELECTOR, '#sessions > li')) == 1, 'one session left')
+    b.shot('18-recovered')
+
+
 TESTS = [
     test_static_files_are_served_safely,
     test_sign_up_with_keyboard_only,
@@ -440,6 +588,10 @@ TESTS = [
     test_sessions_mark_this_device_and_end_another_with_keyboard_only,
     test_revoke_with_keyboard_only,
     test_revoked_passkey_cannot_sign_in,
+    test_recovery_settings_email_and_codes,
+    test_pending_recovery_banner_cancel_with_keyboard,
+    test_email_sign_in_offers_a_passkey,
+    test_lost_passkey_recovery_by_email,
 ]
 
 

@@ -163,6 +163,13 @@ final class ServeProcess: Sendable {
         throw TestSetupError("latchkey serve did not report its port in \(Int(timeoutSeconds)) s: \(output)")
     }
 
+    /// `kill -9`: no shutdown of any kind (what it held comes back by lease expiry, nothing else).
+    func killHard() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
     /// SIGTERM, then SIGKILL if it has not exited after a bounded wait.
     func stop() {
         guard process.isRunning else { return }

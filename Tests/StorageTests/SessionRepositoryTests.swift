@@ -47,7 +47,7 @@ import Testing
         let onReuse: (String) -> AuditRecord = { AuditRecord(actor: "latchkey", action: "refresh.reuse_detected", subject: $0) }
 
         #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: second, ttlSeconds: 60, onReuse: onReuse)
-                == .rotated(userId: user.id, familyId: session.familyId, authTime: session.authTime))
+                == .rotated(userId: user.id, familyId: session.familyId, authTime: session.authTime, method: session.method))
         // The first token again: stolen or replayed. The whole family goes.
         #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .reused(familyId: session.familyId))
         #expect(try s.database.sessions.rotate(hash: second, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .invalid)
@@ -78,7 +78,7 @@ import Testing
             try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") }
         }
         #expect(try rotate(a.refreshHash) == .invalid)
-        #expect(try rotate(b.refreshHash) == .rotated(userId: user.id, familyId: b.familyId, authTime: b.authTime))
+        #expect(try rotate(b.refreshHash) == .rotated(userId: user.id, familyId: b.familyId, authTime: b.authTime, method: b.method))
         try s.database.sessions.revoke(userId: user.id, familyId: nil)
         #expect(try s.count("SELECT count(*) AS n FROM refresh_families WHERE user_id = \(user.id) AND revoked_at IS NULL") == 0)
     }

@@ -24,6 +24,18 @@ enum AuditAction: String, Sendable {
     case sessionRevoked = "session.revoked"
     case adminAdded = "admin.added"
     case adminRemoved = "admin.removed"
+    // Issue 11: every step of email verification, email sign-in and recovery.
+    case emailVerificationStarted = "email.verification_started"
+    case emailVerified = "email.verified"
+    case emailSignInStarted = "email.sign_in_started"
+    case emailSignIn = "email.sign_in"
+    case codeRejected = "otp.rejected"
+    case recoveryCodesCreated = "recovery_codes.created"
+    case recoveryCodeRejected = "recovery_code.rejected"
+    case recoveryChallengeStarted = "recovery.challenge_started"
+    case recoveryStarted = "recovery.started"
+    case recoveryCompleted = "recovery.completed"
+    case recoveryCancelled = "recovery.cancelled"
 }
 
 /// Who did it, when it was not the signed-in user.

@@ -6,8 +6,17 @@ extension RouteTable {
     mutating func addPasskeyRoutes(_ s: Services) {
         add("POST", "/v1/passkeys/registration/options") { req, _ in
             let requester: PasskeyService.Requester
+            var conditional = false
+            if let token = BearerCredentials.value(req, scheme: "Bearer"), RecoveryService.isRecoveryToken(token) {
+                // SPEC "Recovery": the one place a recovery token is accepted.
+                return .json(bytes: try s.passkeys.registrationOptions(for: .recovery(try s.recovery.authorizeRegistration(token: token)),
+                                                                       conditional: try Self.conditional(req)).serialized())
+            }
             switch try s.sessions.userOrTicket(req) {
-            case .some(let userId): requester = .user(userId)
+            case .some(let userId):
+                requester = .user(userId)
+                // Conditional create (automatic passkey upgrade) is for a signed-in user.
+                conditional = try Self.conditional(req)
             case .none:
                 let body = try jsonBody(req)
                 guard let username = body["username"]?.stringValue else { throw ServiceError.invalid("username is required") }
@@ -16,7 +25,7 @@ extension RouteTable {
                 try validateName(displayName, "displayName")
                 requester = .newAccount(username: username, displayName: displayName)
             }
-            return .json(bytes: try s.passkeys.registrationOptions(for: requester).serialized())
+            return .json(bytes: try s.passkeys.registrationOptions(for: requester, conditional: conditional).serialized())
         }
         add("POST", "/v1/passkeys/registration/verify") { req, _ in
             .json(status: 201, bytes: try s.passkeys.verifyRegistration(req.body).serialized())
@@ -50,5 +59,18 @@ extension RouteTable {
             // SPEC "Signal API": DELETE answers 200 with the credentials that remain.
             return .json(bytes: try s.passkeys.revokePasskey(userId: userId, credentialId: id).serialized())
         }
+    }
+}
+
+extension RouteTable {
+    /// `{"mediation":"conditional"}` in a registration options body (any other value is invalid).
+    static func conditional(_ req: Request) throws(ServiceError) -> Bool {
+        guard !req.body.isEmpty else { return false }
+        let body = try jsonBody(req)
+        guard let m = body["mediation"], !m.isNull else { return false }
+        guard let text = m.stringValue, ["conditional", "optional", "required"].contains(text) else {
+            throw ServiceError.invalid("mediation must be conditional (or absent)")
+        }
+        return text == "conditional"
     }
 }

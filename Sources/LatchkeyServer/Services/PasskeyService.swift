@@ -18,6 +18,8 @@ public final class PasskeyService: Sendable {
     let runtime: Runtime
     let decoySecret: DeploymentSecret
     let events: OutboxEvents
+    /// Recoveries a registration with a recovery token completes (SPEC "Recovery").
+    let recoveries: RecoveryRepository
     let registration: RegistrationCeremony
     let authentication: AuthenticationCeremony
     /// The deployment's verification policy, built once; each ceremony copies it with the current allowlist.
@@ -31,8 +33,9 @@ public final class PasskeyService: Sendable {
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
-         configuration: Configuration, runtime: Runtime) {
+         recoveries: RecoveryRepository, configuration: Configuration, runtime: Runtime) {
         self.events = events
+        self.recoveries = recoveries
         self.accounts = accounts
         self.challenges = challenges
         self.sessions = sessions
@@ -78,7 +81,12 @@ public final class PasskeyService: Sendable {
         case user(String)  // signed in (Bearer) or vouched for (enrolment ticket)
         /// The conformance profile: the account with this username, created on first use.
         case named(username: String, displayName: String)
+        /// A recovery token whose recovery is pending and due: the registration completes it.
+        case recovery(RecoveryRecord)
     }
+
+    /// The binding a recovery's registration carries in its ceremony state.
+    static let recoveryBinding = "recovery:"
 
     /// What a conformance options request asks of one registration (SPEC "Conformance profile");
     /// nil members keep the deployment's defaults.
@@ -94,7 +102,11 @@ public final class PasskeyService: Sendable {
         configuration.userVerification == .required ? .required : asked
     }
 
-    func registrationOptions(for requester: Requester, request: RegistrationRequest? = nil) throws(ServiceError) -> JSONValue {
+    /// `conditional`: options for conditional create (SPEC: `{"mediation":"conditional"}` with a session
+    /// or a recovery token); `request`: the conformance profile's options request.
+    func registrationOptions(for requester: Requester, conditional: Bool = false,
+                             request: RegistrationRequest? = nil) throws(ServiceError) -> JSONValue {
+        var binding: String? = nil
         let user: UserRecord
         let isNew: Bool
         switch requester {
@@ -117,6 +129,11 @@ public final class PasskeyService: Sendable {
                 user = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
                 isNew = true
             }
+        case .recovery(let r):
+            guard let u = try storage({ () throws(StorageError) in try accounts.user(id: r.userId) }) else { throw ServiceError.unauthorized }
+            user = u
+            isNew = false
+            binding = Self.recoveryBinding + r.id
         }
         let existing = isNew ? [] : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }
         var ceremonyRequest = RegistrationCeremony.Request()
@@ -127,7 +144,8 @@ public final class PasskeyService: Sendable {
         }
         let (options, state) = registration.begin(
             user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
-            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init), request: ceremonyRequest)
+            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init), request: ceremonyRequest,
+            conditional: conditional, binding: binding)
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
@@ -173,12 +191,31 @@ public final class PasskeyService: Sendable {
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
         ] + (verified.metadata.map { [("metadata", metadataMatchJSON($0))] } ?? []))
+        // A registration with a recovery token completes the recovery in the same transaction:
+        // every other session, every device key (and, under LATCHKEY_RECOVERY_REVOKES=all, the old
+        // passkeys) revoked; the new session's method is `recovery`.
+        var completing: RecoveryCompletion? = nil
+        if let binding = state.binding, binding.hasPrefix(Self.recoveryBinding) {
+            let id = String(binding.dropFirst(Self.recoveryBinding.count))
+            guard let r = try storage({ () throws(StorageError) in try recoveries.recovery(id: id) }), r.userId == user.id else {
+                throw ServiceError(.unauthorized, "the recovery is no longer pending")
+            }
+            completing = RecoveryService.completion(r, events: events, revokePasskeys: configuration.recoveryRevokesPasskeys)
+        }
         // The account (if new), the passkey, the session, the audit line and the events: one transaction.
-        let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId)
+        let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId, method: completing == nil ? .passkey : .recovery)
         let written = (newUser.map { [events.userCreated(userId: $0.id, username: $0.username)] } ?? [])
             + [events.passkey(.passkeyCreated, record)]
         do {
-            try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written)
+            let revoked = try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written,
+                                                completing: completing)
+            if let revoked {
+                // Refused here at once; every other instance within a second (RevokedSessions' feed).
+                sessions.ended(revoked.sessions)
+                for id in revoked.passkeys { assertion.keyCache.forget(id) }
+            }
+        } catch .notFound where completing != nil {
+            throw ServiceError(.unauthorized, "the recovery was cancelled, completed or expired")
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch .conflict(.credentialExists) {

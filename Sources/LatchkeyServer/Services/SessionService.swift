@@ -52,11 +52,12 @@ public final class SessionService: Sendable {
 
     /// A new session for `userId` that `credentialId`'s passkey ceremony (registration or login)
     /// began just now, for a caller that stores it inside its own transaction (registration).
-    func prepare(userId: String, credentialId: [UInt8]) -> Pending {
+    /// `method` `.recovery`: a passkey registered with a recovery token (SPEC "Recovery").
+    func prepare(userId: String, credentialId: [UInt8]?, method: SessionMethod = .passkey) -> Pending {
         let refresh = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         // Whole seconds: the token's `auth_time` (NumericDate) and the stored one are the same instant.
         let record = NewSession(familyId: runtime.identifier(), userId: userId, refreshHash: refresh.hash,
-                                ttlSeconds: configuration.refreshTokenTTL, method: .passkey, credentialId: credentialId,
+                                ttlSeconds: configuration.refreshTokenTTL, method: method, credentialId: credentialId,
                                 authTime: Date(timeIntervalSince1970: Double(runtime.unixTime)))
         return Pending(record: record, refreshToken: refresh.token)
     }
@@ -76,14 +77,22 @@ public final class SessionService: Sendable {
     /// The token response for a stored session.
     func issue(_ pending: Pending, userVerified: Bool) throws(ServiceError) -> Issued {
         try issue(userId: pending.record.userId, familyId: pending.record.familyId, authTime: pending.record.authTime,
-                  refreshToken: pending.refreshToken, userVerified: userVerified)
+                  refreshToken: pending.refreshToken,
+                  claims: pending.record.method == .email ? .emailOTP : userVerified ? .passkeyVerified : .passkey)
+    }
+
+    /// A session that a mailed one-time code began (SPEC "Email sign-in": `acr`
+    /// `urn:latchkey:acr:email-otp`, `amr` `["otp"]`), stored with its audit line.
+    func startEmailSession(userId: String, audit: [AuditRecord]) throws(ServiceError) -> Issued {
+        let pending = prepare(userId: userId, credentialId: nil, method: .email)
+        try storage { () throws(StorageError) in try sessions.start(pending.record, recording: nil, audit: audit) }
+        return try issue(pending, userVerified: false)
     }
 
     /// `auth_time` is the session's (SPEC "Sessions"): the authentication that began it, never the refresh.
     private func issue(userId: String, familyId: String, authTime: Date, refreshToken: String,
-                       userVerified: Bool) throws(ServiceError) -> Issued {
+                       claims: AuthenticationClaims) throws(ServiceError) -> Issued {
         let now = runtime.unixTime
-        let claims = userVerified ? AuthenticationClaims.passkeyVerified : AuthenticationClaims.passkey
         let access = try signer.sign(.object([
             ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
             ("client_id", "latchkey"), ("iat", .number(Double(now))), ("exp", .number(Double(now + Int64(configuration.accessTokenTTL)))),
@@ -107,8 +116,10 @@ public final class SessionService: Sendable {
             }
         }
         switch outcome {
-        case .rotated(let userId, let familyId, let authTime):
-            return try issue(userId: userId, familyId: familyId, authTime: authTime, refreshToken: next.token, userVerified: false)
+        case .rotated(let userId, let familyId, let authTime, let method):
+            // A refreshed email session stays an email one (never upgraded to a passkey acr).
+            return try issue(userId: userId, familyId: familyId, authTime: authTime, refreshToken: next.token,
+                             claims: method == .email ? .emailOTP : .passkey)
         case .reused(let familyId):
             revoked.insert([familyId])
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
@@ -194,6 +205,7 @@ public final class SessionService: Sendable {
     /// session not revoked (checked in memory against `RevokedSessions`, no database round trip).
     func requireSession(_ request: Request) throws(ServiceError) -> Caller {
         guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
+        if RecoveryService.isRecoveryToken(token) { throw RecoveryService.refusedHere }
         let claims = try signer.verify(token, type: Self.accessTokenType)
         guard let sub = claims["sub"]?.stringValue, let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else {
             throw ServiceError.unauthorized

@@ -164,7 +164,7 @@ public final class StepUpService: Sendable {
 
     static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
-    /// The one check behind every gated change (device-key enrolment, admin changes): a valid
+    /// The one check behind every gated change (device-key enrolment, admin changes, recovery codes): a valid
     /// step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
     /// Anything else is 403 `step_up_required`. Redeeming it is the change's own transaction's job.
     func checkedStepUp(_ token: String, userId: String, action: StepUpAction,
@@ -199,6 +199,18 @@ public final class StepUpService: Sendable {
         let (jti, receiptId) = try checkedStepUp(token, userId: userId, action: action, changes: "admin changes")
         return AdminApproval(redemption: StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId,
                              actionHash: action.hash)
+    }
+
+    /// SPEC "Recovery codes": a new set needs `Latchkey-Step-Up`, a user-verified passkey step-up
+    /// for `latchkey.recovery-codes.create`, redeemed by the transaction that replaces the codes.
+    func recoveryCodesApproval(_ token: String?, userId: String) throws(ServiceError) -> StepUpRedemption {
+        let action: StepUpAction
+        do { action = try StepUpAction.recoveryCodesCreation() } catch { throw ServiceError(error) }
+        guard let token, !token.isEmpty else {
+            throw Self.stepUpRequired("send Latchkey-Step-Up: a user-verified passkey step-up for \(Self.text(action))")
+        }
+        let (jti, _) = try checkedStepUp(token, userId: userId, action: action, changes: "new recovery codes")
+        return StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash)
     }
 
     func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {

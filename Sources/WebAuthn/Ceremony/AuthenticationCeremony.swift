@@ -52,6 +52,7 @@ public struct AuthenticationCeremony: Sendable {
         }
         var policy = policy
         policy.userVerification = state.userVerification
+        policy.acceptRegistrationWithoutUserPresence = false
         return try AuthenticationVerifier.checkCeremony(parsed, expectedChallenge: state.challenge, policy: policy, trace: trace)
     }
 

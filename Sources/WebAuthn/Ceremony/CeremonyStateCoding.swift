@@ -50,6 +50,15 @@ struct CeremonyStateCoding {
         return s
     }
 
+    /// Absent (a member written only when it says something), or a bool / a string.
+    func absentOrBool(_ key: String) throws(WebAuthnError) -> Bool? {
+        json[key] == nil ? nil : try bool(key)
+    }
+
+    func absentOrString(_ key: String) throws(WebAuthnError) -> String? {
+        json[key] == nil ? nil : try string(key)
+    }
+
     func bool(_ key: String) throws(WebAuthnError) -> Bool {
         guard let b = try member(key).boolValue else { throw Self.unreadable }
         return b

@@ -29,8 +29,11 @@ public struct RegistrationCeremony: Sendable {
     /// authenticator that already holds one says so instead of making a second. `request`: what this
     /// one ceremony asks for instead of the defaults (the FIDO conformance profile's options request);
     /// the state keeps whatever the options say, so `finish` checks exactly that.
+    /// `conditional`: options for conditional create (the one registration that may lack UP);
+    /// `binding`: the server's own context, returned in the state.
     public func begin(user: UserEntity, account: String?, isNewAccount: Bool, excludeCredentials: [CredentialDescriptor],
-                      request: Request = Request()) -> (options: CreationOptions, state: RegistrationState) {
+                      request: Request = Request(), conditional: Bool = false,
+                      binding: String? = nil) -> (options: CreationOptions, state: RegistrationState) {
         let challenge = environment.challenge()
         let algorithms = request.algorithms ?? algorithms
         let userVerification = request.userVerification ?? userVerification
@@ -44,7 +47,8 @@ public struct RegistrationCeremony: Sendable {
                                       userVerification: userVerification, attestation: request.attestation ?? attestation, hints: hints,
                                       authenticatorAttachment: request.authenticatorAttachment, extensions: extensions)
         let state = RegistrationState(challenge: challenge, rpId: rp.id, userVerification: userVerification,
-                                      algorithms: algorithms, user: user, account: account, isNewAccount: isNewAccount)
+                                      algorithms: algorithms, user: user, account: account, isNewAccount: isNewAccount,
+                                      conditional: conditional, binding: binding)
         return (options, state)
     }
 
@@ -82,6 +86,9 @@ public struct RegistrationCeremony: Sendable {
         var policy = policy
         policy.userVerification = state.userVerification
         policy.allowedAlgorithms = state.algorithms
+        // WebAuthn L3 §7.1 step 14 is relaxed only for a conditional create (§5.1.3: the user was
+        // not asked); every other ceremony keeps UP required.
+        policy.acceptRegistrationWithoutUserPresence = state.conditional
         return try RegistrationVerifier.verify(parsed, expectedChallenge: state.challenge, policy: policy, trace: trace)
     }
 }

@@ -17,9 +17,17 @@ public struct RegistrationState: Sendable, Equatable {
     public let account: String?
     /// The account is created only when the registration verifies.
     public let isNewAccount: Bool
+    /// The options were for `navigator.credentials.create({mediation: "conditional"})` (automatic
+    /// passkey upgrade): only such a registration may arrive without UP (§7.1 step 14 relaxed).
+    public let conditional: Bool
+    /// What else the server bound the ceremony to (opaque to the core; e.g. a recovery's id).
+    public let binding: String?
 
     public init(challenge: [UInt8], rpId: String, userVerification: VerificationPolicy.UserVerification,
-                algorithms: [COSEAlgorithm], user: UserEntity, account: String?, isNewAccount: Bool) {
+                algorithms: [COSEAlgorithm], user: UserEntity, account: String?, isNewAccount: Bool,
+                conditional: Bool = false, binding: String? = nil) {
+        self.conditional = conditional
+        self.binding = binding
         self.challenge = challenge
         self.rpId = rpId
         self.userVerification = userVerification
@@ -42,7 +50,7 @@ public struct RegistrationState: Sendable, Equatable {
                               ("displayName", .string(user.displayName))])),
             ("account", account.map { .string($0) } ?? .null),
             ("isNewAccount", .bool(isNewAccount)),
-        ])
+        ] + (conditional ? [("conditional", .bool(true))] : []) + (binding.map { [("binding", .string($0))] } ?? []))
     }
 
     /// Exactly the bytes `encoded()` wrote; anything else is `challenge_invalid`.
@@ -57,7 +65,8 @@ public struct RegistrationState: Sendable, Equatable {
         self.init(challenge: try state.challenge("challenge"), rpId: try state.string("rpId"),
                   userVerification: try state.userVerification("userVerification"), algorithms: algorithms,
                   user: UserEntity(id: try user.bytes("id"), name: try user.string("name"), displayName: try user.string("displayName")),
-                  account: try state.optionalString("account"), isNewAccount: try state.bool("isNewAccount"))
+                  account: try state.optionalString("account"), isNewAccount: try state.bool("isNewAccount"),
+                  conditional: try state.absentOrBool("conditional") ?? false, binding: try state.absentOrString("binding"))
         try CeremonyStateCoding.requireCanonical(bytes, encoded())
     }
 }

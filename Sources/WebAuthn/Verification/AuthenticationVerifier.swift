@@ -62,7 +62,8 @@ public enum AuthenticationVerifier {
             appIdHash = Digest.sha256(Array(appId.utf8))
         }
         try CeremonyChecks.authenticatorData(parsed.authenticatorData, policy: policy, trace: trace, alternateRpIdHash: appIdHash,
-                                             userPresenceOptional: policy.acceptAssertionsWithoutUserPresence)
+                                             userPresenceWaiver: policy.acceptAssertionsWithoutUserPresence
+                                                 ? "accepted under the FIDO conformance profile" : nil)
         return CeremonyCheckedAuthentication(parsed: parsed, policy: policy)
     }
 

@@ -50,7 +50,9 @@ public enum RegistrationVerifier {
         trace.decoded("attestation", ["fmt": .string(parsed.attestationObject.format)])
 
         try CeremonyChecks.clientData(c, type: .create, expectedChallenge: expectedChallenge, policy: policy, trace: trace)
-        try CeremonyChecks.authenticatorData(authData, policy: policy, trace: trace)
+        try CeremonyChecks.authenticatorData(authData, policy: policy, trace: trace,
+                                             userPresenceWaiver: policy.acceptRegistrationWithoutUserPresence
+                                                 ? "accepted for a conditional create (§5.1.3)" : nil)
 
         // Attested credential data must be present (AT flag) in a registration.
         guard let credential = authData.attestedCredentialData else {
@@ -137,13 +139,14 @@ enum CeremonyChecks {
     }
 
     static func authenticatorData(_ a: AuthenticatorData, policy: VerificationPolicy, trace: VerificationTrace?,
-                                  alternateRpIdHash: [UInt8]? = nil, userPresenceOptional: Bool = false) throws(WebAuthnError) {
+                                  alternateRpIdHash: [UInt8]? = nil, userPresenceWaiver: String? = nil) throws(WebAuthnError) {
         // §7.1 step 13 / §7.2 step 15 (an AppID hash only when the client says it used the appid extension).
         let rpIdOK = constantTimeEquals(a.rpIdHash, policy.rpIdHash) || alternateRpIdHash.map { constantTimeEquals(a.rpIdHash, $0) } == true
         try trace.require("authData.rpIdHash", rpIdOK, WebAuthnError(.rpIdMismatch, "rpIdHash is not SHA-256 of the rpId"))
-        // §7.1 step 14 / §7.2 step 16 (for assertions, the conformance profile alone may waive it).
-        if userPresenceOptional && !a.userPresent {
-            trace?.record("authData.userPresent", true, "not set: accepted under the FIDO conformance profile")
+        // §7.1 step 14 / §7.2 step 16; waived only for a conditional create (§5.1.3: the user was not
+        // asked) and, for assertions, under the FIDO conformance profile.
+        if let waiver = userPresenceWaiver, !a.userPresent {
+            trace?.record("authData.userPresent", true, "not set: " + waiver)
         } else {
             try trace.require("authData.userPresent", a.userPresent, WebAuthnError(.userPresenceRequired, "user presence flag is not set"))
         }

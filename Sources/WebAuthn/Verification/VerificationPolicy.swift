@@ -34,6 +34,9 @@ public struct VerificationPolicy: Sendable {
     /// an assertion whose UP flag is clear is accepted, because the conformance tool sends such
     /// assertions under every `userVerification`. Registrations still need UP. Off everywhere else.
     public var acceptAssertionsWithoutUserPresence = false
+    /// §7.1 step 14 relaxed for one registration: set only by `RegistrationCeremony.finish` when the
+    /// options were for conditional create (automatic passkey upgrade, §5.1.3).
+    public var acceptRegistrationWithoutUserPresence = false
     /// Authenticator metadata (FIDO MDS3) and the AAGUID / certification narrowing built on it;
     /// `.off`: attestation is trusted only as far as `trustAnchors` says.
     public var metadata: MetadataPolicy = .off

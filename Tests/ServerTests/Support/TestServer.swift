@@ -66,8 +66,9 @@ final class TestServer: Sendable {
     let http: HTTPServer
     var port: Int { http.port }
 
-    init(name: String, runtime: Runtime = .system, configure: (inout Configuration) -> Void = { _ in }) throws {
-        rpId = "\(name)-\(uniqueSuffix()).latchkey.test"
+    /// `rpIdOverride`: another instance of the same deployment (one rpId, one origin).
+    init(name: String, rpIdOverride: String? = nil, runtime: Runtime = .system, configure: (inout Configuration) -> Void = { _ in }) throws {
+        rpId = rpIdOverride ?? "\(name)-\(uniqueSuffix()).latchkey.test"
         origin = "https://\(rpId)"
         adminKey = "admin-\(uniqueSuffix())-\(uniqueSuffix())"
         var c = Configuration()

@@ -1,0 +1,83 @@
+import Curl
+import Foundation
+import JSON
+import Storage
+
+/// Mail (SPEC "Recovery and fallback sign-in", Mail): composes messages for the other services to
+/// write with their changes (`MailToSend`: the message row and an outbox event, channel `mail`), and
+/// sends them — the `deliver` of this instance's `OutboxWorker` on channel `mail`, beside the
+/// webhook one: over SMTP with libcurl (`LATCHKEY_SMTP_URL`), or in development mode without it as
+/// `.eml` files in `LATCHKEY_MAIL_DIR`. A mail server that is down delays mail (retries with backoff
+/// until the outbox's age limit) and loses none; an instance killed before sending leaves its claim
+/// to come back when the lease ends, and another instance sends it.
+public final class MailService: Sendable {
+    let mail: RecoveryRepository
+    let configuration: Configuration
+    let runtime: Runtime
+    let events: OutboxEvents
+    let worker: OutboxWorker
+
+    /// The outbox event type of a mail (never a webhook type: it fans out to its mail delivery only).
+    static let eventType = "mail.message"
+
+    init(mail: RecoveryRepository, outbox: OutboxRepository, events: OutboxEvents, metrics: Metrics, configuration: Configuration,
+         runtime: Runtime) {
+        self.mail = mail
+        self.configuration = configuration
+        self.runtime = runtime
+        self.events = events
+        let policy = OutboxWorker.Policy(senders: configuration.effectiveMailSenders, perTarget: 1,
+                                         leaseSeconds: configuration.outboxLease, retryBase: configuration.mailRetryBase)
+        let configuration = configuration
+        worker = OutboxWorker(channel: RecoveryRepository.mailChannel, outbox: outbox, policy: policy, runtime: runtime,
+                              deliver: { Self.deliver($0, mail: mail, configuration: configuration) },
+                              observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType, outcome: outcome) })
+    }
+
+    func start() { worker.start() }
+    func stop() { worker.stop() }
+
+    /// A message to `to` for `userId`, ready to hand to the repository call that makes the change.
+    func compose(to: EmailAddress, userId: String, subject: String, text: String) -> MailToSend {
+        let id = "mail_" + runtime.identifier()
+        let message = MailMessage(from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
+        let event = OutboxEvent(id: "evt_" + runtime.identifier(), type: Self.eventType, accountId: userId, data: .object([]),
+                                fanOut: [.direct(channel: RecoveryRepository.mailChannel, target: id)],
+                                maxAgeSeconds: configuration.webhookMaxAge)
+        return MailToSend(id: id, recipient: to.value, message: message.bytes, event: event)
+    }
+
+    /// Something was queued here: send now rather than at the next poll.
+    func poke() { worker.poke() }
+
+    static func deliver(_ d: ClaimedDelivery, mail: RecoveryRepository, configuration: Configuration) -> OutboxWorker.Outcome {
+        let queued: (recipient: String, message: [UInt8])?
+        do { queued = try mail.mail(id: d.target) } catch { return .retry(statusCode: nil, error: "database: \(error)") }
+        // Already sent (a retry after the outcome could not be recorded) or gone: nothing to do.
+        guard let queued else { return .delivered(statusCode: nil) }
+        if let url = configuration.smtpURL {
+            var settings = SMTPSettings(url: url, user: configuration.smtpUser, password: configuration.smtpPassword)
+            settings.caFile = configuration.smtpCAFile
+            do {
+                let reply = try Curl.sendMail(settings, from: configuration.smtpFrom, to: [queued.recipient], message: queued.message)
+                try? mail.sent(id: d.target)
+                return .delivered(statusCode: reply)
+            } catch {
+                return .retry(statusCode: nil, error: error.description)
+            }
+        }
+        // Development mode without SMTP: one .eml file per message.
+        let directory = configuration.mailDirectory
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let path = directory + "/" + d.target + ".eml"
+            guard FileManager.default.createFile(atPath: path, contents: Data(queued.message)) else {
+                return .retry(statusCode: nil, error: "could not write \(path)")
+            }
+            try? mail.sent(id: d.target)
+            return .delivered(statusCode: nil)
+        } catch {
+            return .retry(statusCode: nil, error: "could not write to \(directory)")
+        }
+    }
+}

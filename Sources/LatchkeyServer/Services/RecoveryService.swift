@@ -1,0 +1,370 @@
+import Crypto
+import DeviceKeys
+import Foundation
+import JSON
+import Storage
+
+/// Recovery and fallback sign-in (SPEC "Recovery and fallback sign-in"): the verified address,
+/// mailed one-time codes (verification, email sign-in, recovery), recovery codes, and recoveries —
+/// slower and stricter than the usual way in. Every limit is a row in PostgreSQL (all instances
+/// count together), keyed by what was submitted whether or not an account has it, so neither the
+/// answers nor a 429 tell whether an account exists. Addresses never reach logs, metrics, events
+/// or audit details.
+public final class RecoveryService: Sendable {
+    let store: RecoveryRepository
+    let accounts: AccountRepository
+    let sessions: SessionService
+    let stepUp: StepUpService
+    let mail: MailService
+    let codes: OneTimeCode
+    let recoveryCodes: RecoveryCodes
+    let events: OutboxEvents
+    let configuration: Configuration
+    let runtime: Runtime
+
+    /// SPEC "Limits per account".
+    static let challengesPerHour = 3
+    static let wrongRecoveryCodesPerDay = 10
+    /// Address changes an account may start per hour (each mails a code to a new address).
+    static let verificationsPerHour = 5
+
+    init(store: RecoveryRepository, accounts: AccountRepository, sessions: SessionService, stepUp: StepUpService, mail: MailService,
+         secret: DeploymentSecret, events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
+        self.store = store
+        self.accounts = accounts
+        self.sessions = sessions
+        self.stepUp = stepUp
+        self.mail = mail
+        self.events = events
+        self.configuration = configuration
+        self.runtime = runtime
+        codes = OneTimeCode(digits: configuration.otpDigits, runtime: runtime, secret: secret)
+        recoveryCodes = RecoveryCodes(runtime: runtime, secret: secret)
+    }
+
+    // MARK: Recovery tokens at the edge
+
+    static let tokenPrefix = "lkrec_"
+    static func isRecoveryToken(_ token: String) -> Bool { token.hasPrefix(tokenPrefix) }
+    /// SPEC: a recovery token anywhere but passkey registration → 403 `forbidden`.
+    static let refusedHere = ServiceError(.forbidden, "a recovery token can only register a passkey (POST /v1/passkeys/registration/options)")
+
+    /// The email endpoints exist only when mail can go out (SPEC: outside dev mode, 404 without SMTP).
+    func requireMail() throws(ServiceError) {
+        guard configuration.mailEnabled else { throw ServiceError.notFound("resource") }
+    }
+
+    // MARK: Verified email
+
+    /// `PUT /v1/account/email` `{"email"}` → 202 `{"challengeId","expiresAt"}`; the code goes to that address.
+    func startVerification(_ caller: SessionService.Caller, body: JSONValue) throws(ServiceError) -> JSONValue {
+        try requireMail()
+        let email = try Self.email(body)
+        try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
+        let code = codes.generate()
+        let id = "otp_" + runtime.identifier()
+        let message = mail.compose(to: email, userId: caller.userId, subject: "Your Latchkey verification code: \(code)", text: """
+            Your verification code is: \(code)
+
+            Enter it in Latchkey to confirm this address. It expires in \(configuration.otpTTL / 60) minutes and works once.
+            If you did not ask for it, ignore this message.
+            """)
+        let hash = try codes.hash(code, challengeId: id)
+        let expires = try storage { () throws(StorageError) in
+            try store.insert(NewCodeChallenge(id: id, purpose: .emailVerify, userId: caller.userId, email: email.value,
+                                              codeHash: hash, maxAttempts: OneTimeCode.maxAttempts,
+                                              ttlSeconds: configuration.otpTTL),
+                             mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)])
+        }
+        mail.poke()
+        return Self.challengeJSON(id: id, expiresAt: expires)
+    }
+
+    /// `POST /v1/account/email/verify` `{"challengeId","code"}` → 200 `{"email","verified":true}`.
+    func verifyEmail(_ caller: SessionService.Caller, body: JSONValue) throws(ServiceError) -> JSONValue {
+        try requireMail()
+        let attempt = try check(body, purpose: .emailVerify)
+        guard attempt.userId == caller.userId, let email = attempt.email else {
+            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
+        }
+        do {
+            try store.setVerifiedEmail(userId: caller.userId, email: email,
+                                       audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
+                                       events: [events.emailVerified(userId: caller.userId)])
+        } catch .conflict {
+            throw ServiceError(.conflict, "another account has verified this address")
+        } catch {
+            throw ServiceError(error)
+        }
+        return .object([("email", .string(email)), ("verified", true)])
+    }
+
+    /// `GET /v1/account/recovery`: what the settings page shows.
+    func accountState(_ caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
+        let (email, left, pending) = try storage { () throws(StorageError) in
+            (try store.email(userId: caller.userId), try store.unusedRecoveryCodes(userId: caller.userId),
+             try store.pending(userId: caller.userId))
+        }
+        return .object([
+            ("email", email.map { .string($0) } ?? .null), ("verified", .bool(email != nil)),
+            ("recoveryCodesLeft", .number(Double(left))),
+            ("pendingRecoveries", .array(pending.map { r in
+                .object([("recoveryId", .string(r.id)), ("method", .string(r.method)), ("notBefore", .string(iso8601(r.notBefore))),
+                         ("expiresAt", .string(iso8601(r.expiresAt)))])
+            })),
+        ])
+    }
+
+    /// `GET /v1/sign-in/methods`: which fallback ways in this deployment offers (the web app asks).
+    func methods() -> JSONValue {
+        .object([("passkey", true), ("emailSignIn", .bool(configuration.emailSignIn && configuration.mailEnabled)),
+                 ("emailRecovery", .bool(configuration.mailEnabled)), ("recoveryCodes", true)])
+    }
+
+    // MARK: Email sign-in
+
+    /// `POST /v1/email/challenges` `{"email"}` → 202 whether or not the address is anyone's.
+    func startEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
+        guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
+        try requireMail()
+        let email = try Self.email(body)
+        try limit("sign-in:" + email.value, per: 3600, max: Self.challengesPerHour)
+        let userId = try storage { () throws(StorageError) in try store.user(email: email.value) }
+        return try mailChallenge(purpose: .emailSignIn, userId: userId, to: email, subject: "Your Latchkey sign-in code",
+                                 intro: "Your sign-in code is", audit: .emailSignInStarted)
+    }
+
+    /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.
+    func verifyEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
+        guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
+        try requireMail()
+        let attempt = try check(body, purpose: .emailSignIn)
+        guard let userId = attempt.userId, let user = try storage({ () throws(StorageError) in try accounts.user(id: userId) }) else {
+            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
+        }
+        let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)])
+        return .object([("user", PasskeyService.userJSON(user)), ("tokens", issued.json)])
+    }
+
+    // MARK: Recovery codes
+
+    /// `POST /v1/recovery-codes` behind a user-verified passkey step-up → 201 `{"codes":[10]}`, shown once.
+    func createRecoveryCodes(_ caller: SessionService.Caller, stepUpToken: String?) throws(ServiceError) -> JSONValue {
+        let approval = try stepUp.recoveryCodesApproval(stepUpToken, userId: caller.userId)
+        let fresh = recoveryCodes.generate()
+        var hashes: [[UInt8]] = []
+        for c in fresh { hashes.append(try recoveryCodes.hash(c, userId: caller.userId)) }
+        try storage { () throws(StorageError) in
+            try store.replaceRecoveryCodes(userId: caller.userId, hashes: hashes,
+                                           audit: AuditRecord(.recoveryCodesCreated, actor: caller.userId, subject: caller.userId,
+                                                              detail: [("count", .number(Double(hashes.count)))]),
+                                           redeeming: approval)
+        }
+        return .object([("codes", .array(fresh.map { .string($0) }))])
+    }
+
+    // MARK: Recovery
+
+    /// `POST /v1/recovery/challenges` `{"username"}` or `{"email"}` → 202 always; the code goes
+    /// only to a verified address.
+    func startRecovery(body: JSONValue) throws(ServiceError) -> JSONValue {
+        try requireMail()
+        var userId: String? = nil
+        var to: EmailAddress? = nil
+        if let username = body["username"]?.stringValue {
+            try validateName(username, "username")
+            try limit("recovery:u:" + username, per: 3600, max: Self.challengesPerHour)
+            if let user = try storage({ () throws(StorageError) in try accounts.user(username: username) }),
+               let address = try storage({ () throws(StorageError) in try store.email(userId: user.id) }) {
+                userId = user.id
+                to = EmailAddress(address)
+            }
+        } else if body["email"] != nil {
+            let email = try Self.email(body)
+            try limit("recovery:e:" + email.value, per: 3600, max: Self.challengesPerHour)
+            userId = try storage { () throws(StorageError) in try store.user(email: email.value) }
+            to = email
+        } else {
+            throw ServiceError.invalid("username or email is required")
+        }
+        return try mailChallenge(purpose: .recovery, userId: to == nil ? nil : userId, to: to, subject: "Your Latchkey recovery code",
+                                 intro: "Someone (hopefully you) asked to recover your account. Your recovery code is",
+                                 audit: .recoveryChallengeStarted)
+    }
+
+    /// `POST /v1/recovery/verify` `{"challengeId","code"}` or `{"username","recoveryCode"}` → 200
+    /// `{"recoveryToken","expiresIn","notBefore","recoveryId"}`.
+    func verifyRecovery(body: JSONValue) throws(ServiceError) -> JSONValue {
+        if body["recoveryCode"] != nil || body["username"] != nil {
+            guard let username = body["username"]?.stringValue, let code = body["recoveryCode"]?.stringValue else {
+                throw ServiceError.invalid("username and recoveryCode are required")
+            }
+            try validateName(username, "username")
+            guard code.utf8.count <= 64 else { throw ServiceError.invalid("recoveryCode is too long") }
+            // Counted before comparing (atomically, every instance on one row), so concurrent guesses
+            // never exceed the limit; a right code gives its count back.
+            let key = Self.limitKey("recovery-code:" + username)
+            let (count, retry) = try storage { () throws(StorageError) in try store.bump(key: key, windowSeconds: 86400) }
+            guard count <= Self.wrongRecoveryCodesPerDay else {
+                throw ServiceError(.rateLimited, "too many wrong recovery codes; retry later", headers: [("Retry-After", String(retry))])
+            }
+            let user = try storage { () throws(StorageError) in try accounts.user(username: username) }
+            var used = false
+            if let user {
+                let hash = try recoveryCodes.hash(code, userId: user.id)
+                used = try storage { () throws(StorageError) in try store.useRecoveryCode(userId: user.id, hash: hash) }
+            }
+            guard let user, used else {
+                try? store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: user?.id))
+                throw ServiceError(.codeInvalid, "wrong or used recovery code")
+            }
+            try storage { () throws(StorageError) in try store.unbump(key: key) }
+            return try begin(userId: user.id, method: "recovery-code")
+        }
+        try requireMail()
+        let attempt = try check(body, purpose: .recovery)
+        guard let userId = attempt.userId else { throw ServiceError(.challengeInvalid, "unknown, expired or used challenge") }
+        return try begin(userId: userId, method: "email")
+    }
+
+    /// Issues the recovery token: not usable before now + LATCHKEY_RECOVERY_DELAY; the verified
+    /// address (if any) is told at once, with how to cancel.
+    private func begin(userId: String, method: String) throws(ServiceError) -> JSONValue {
+        let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
+        let id = "rec_" + runtime.identifier()
+        let delay = configuration.recoveryDelaySeconds
+        var notice: [MailToSend] = []
+        if let address = try storage({ () throws(StorageError) in try store.email(userId: userId) }), let to = EmailAddress(address) {
+            let when = delay == 0 ? "now" : "in \(delay / 3600 > 0 ? "\(delay / 3600) hours" : "\(delay) seconds")"
+            notice.append(mail.compose(to: to, userId: userId, subject: "Recovery of your Latchkey account started", text: """
+                A recovery of your Latchkey account was started (\(method == "email" ? "by an emailed code" : "with a recovery code")).
+                It can register a new passkey \(when); that will sign out every other session and remove your device keys.
+
+                If this was not you, sign in and cancel it (recovery \(id)) before then.
+                """))
+        }
+        let record = try storage { () throws(StorageError) in
+            try store.start(NewRecovery(id: id, userId: userId, method: method, tokenHash: token.hash, delaySeconds: delay,
+                                        ttlSeconds: configuration.recoveryTokenTTL),
+                            mail: notice,
+                            audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
+                                               detail: [("recoveryId", .string(id)), ("method", .string(method)),
+                                                        ("delaySeconds", .number(Double(delay)))]),
+                            events: [events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)])
+        }
+        mail.poke()
+        return .object([("recoveryToken", .string(token.token)),
+                        ("expiresIn", .number(Double(max(0, Int(record.expiresAt.timeIntervalSince(runtime.now())))))),
+                        ("notBefore", .string(iso8601(record.notBefore))), ("recoveryId", .string(id))])
+    }
+
+    /// `DELETE /v1/recovery/{id}` from any session of the account → 204; 404 otherwise.
+    func cancel(_ caller: SessionService.Caller, recoveryId: String) throws(ServiceError) {
+        guard !recoveryId.isEmpty, recoveryId.utf8.count <= 64 else { throw ServiceError.notFound("recovery") }
+        guard let r = try storage({ () throws(StorageError) in try store.recovery(id: recoveryId) }), r.userId == caller.userId,
+              try storage({ () throws(StorageError) in
+                  try store.cancel(id: recoveryId, userId: caller.userId,
+                                   audit: AuditRecord(.recoveryCancelled, actor: caller.userId, subject: caller.userId,
+                                                      detail: [("recoveryId", .string(recoveryId))]),
+                                   events: [events.recovery(.recoveryCancelled, userId: caller.userId, recoveryId: recoveryId, method: r.method)])
+              }) else { throw ServiceError.notFound("recovery") }
+    }
+
+    /// A recovery token on registration options: the recovery it starts must be pending and due.
+    /// Cancelled, completed, expired or unknown → 401; before `notBefore` → 403 `recovery_pending`.
+    func authorizeRegistration(token: String) throws(ServiceError) -> RecoveryRecord {
+        guard let (r, now) = try storage({ () throws(StorageError) in try store.recovery(tokenHash: OpaqueSecret.hash(token)) }),
+              r.status == .pending, r.expiresAt > now else {
+            throw ServiceError(.unauthorized, "the recovery token is unknown, cancelled, completed or expired",
+                               headers: [("WWW-Authenticate", "Bearer")])
+        }
+        guard r.notBefore <= now else {
+            throw ServiceError(.recoveryPending, "this recovery can register a passkey from \(iso8601(r.notBefore))")
+        }
+        return r
+    }
+
+    /// What completing `recovery` revokes, in the registration's transaction.
+    static func completion(_ recovery: RecoveryRecord, events: OutboxEvents, revokePasskeys: Bool) -> RecoveryCompletion {
+        let userId = recovery.userId, id = recovery.id, method = recovery.method
+        return RecoveryCompletion(
+            recoveryId: id, revokePasskeys: revokePasskeys,
+            audit: AuditRecord(.recoveryCompleted, actor: userId, subject: userId,
+                               detail: [("recoveryId", .string(id)), ("method", .string(method))]),
+            events: { sessionIds, keys, passkeys in
+                [events.recovery(.recoveryCompleted, userId: userId, recoveryId: id, method: method)]
+                    + events.sessionsRevoked(userId: userId, sessionIds, reason: .recovery)
+                    + keys.map { events.deviceKey(.deviceKeyRevoked, $0) }
+                    + passkeys.map { events.event(.passkeyRevoked, userId: userId, data: [("credentialId", .string(Base64URL.encode($0)))]) }
+            })
+    }
+
+    // MARK: Shared
+
+    /// A challenge for `purpose`: mailed to `to` when `userId` is someone's, else stored with a hash
+    /// no code matches — the same rows written, the same answer.
+    private func mailChallenge(purpose: NewCodeChallenge.Purpose, userId: String?, to: EmailAddress?, subject: String, intro: String,
+                               audit: AuditAction) throws(ServiceError) -> JSONValue {
+        let id = "otp_" + runtime.identifier()
+        let code = codes.generate()
+        var message: [MailToSend] = []
+        var hash = codes.unmatchable()
+        if let userId, let to {
+            hash = try codes.hash(code, challengeId: id)
+            message = [mail.compose(to: to, userId: userId, subject: "\(subject): \(code)", text: """
+                \(intro): \(code)
+
+                It expires in \(configuration.otpTTL / 60) minutes and works once. If you did not ask for it, ignore this message.
+                """)]
+        }
+        let expires = try storage { () throws(StorageError) in
+            try store.insert(NewCodeChallenge(id: id, purpose: purpose, userId: userId, email: nil, codeHash: hash,
+                                              maxAttempts: OneTimeCode.maxAttempts, ttlSeconds: configuration.otpTTL),
+                             mail: message, audit: [AuditRecord(audit, actor: AuditActor.server, subject: userId)])
+        }
+        if !message.isEmpty { mail.poke() }
+        return Self.challengeJSON(id: id, expiresAt: expires)
+    }
+
+    /// Counts one attempt and compares: wrong → `code_invalid`; unknown, used, expired or out of
+    /// attempts → `challenge_invalid`; right → the challenge, used up (single use even under
+    /// concurrent submissions).
+    private func check(_ body: JSONValue, purpose: NewCodeChallenge.Purpose) throws(ServiceError) -> CodeAttempt {
+        guard let id = body["challengeId"]?.stringValue, let code = body["code"]?.stringValue else {
+            throw ServiceError.invalid("challengeId and code are required")
+        }
+        guard id.utf8.count <= 64, code.utf8.count <= 32 else { throw ServiceError(.challengeInvalid, "unknown challenge") }
+        guard let attempt = try storage({ () throws(StorageError) in try store.attempt(id: id, purpose: purpose) }) else {
+            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
+        }
+        guard try codes.matches(code, challengeId: id, stored: attempt.codeHash) else {
+            try? store.appendAudit(AuditRecord(.codeRejected, actor: AuditActor.server, subject: attempt.userId,
+                                               detail: [("purpose", .string(purpose.rawValue))]))
+            throw ServiceError(.codeInvalid, "wrong code")
+        }
+        guard try storage({ () throws(StorageError) in try store.use(id: id) }) else {
+            throw ServiceError(.challengeInvalid, "the challenge was already used")
+        }
+        return attempt
+    }
+
+    /// Counts one use of a per-account limit; past `max` → 429 with Retry-After.
+    private func limit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) {
+        let (count, retry) = try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds) }
+        guard count <= max else {
+            throw ServiceError(.rateLimited, "too many requests for this account; retry later", headers: [("Retry-After", String(retry))])
+        }
+    }
+
+    static func limitKey(_ name: String) -> [UInt8] { Digest.sha256(Array(name.utf8)) }
+
+    static func email(_ body: JSONValue) throws(ServiceError) -> EmailAddress {
+        guard let raw = body["email"]?.stringValue else { throw ServiceError.invalid("email is required") }
+        guard let email = EmailAddress(raw) else { throw ServiceError.invalid("email is not a valid address") }
+        return email
+    }
+
+    static func challengeJSON(id: String, expiresAt: Date) -> JSONValue {
+        .object([("challengeId", .string(id)), ("expiresAt", .string(iso8601(expiresAt)))])
+    }
+}

@@ -1,0 +1,613 @@
+import Crypto
+import Curl
+import Foundation
+import JSON
+import LatchkeyServer
+import PostgreSQL
+import PostgreSQLTesting
+import Storage
+import Synchronization
+import Testing
+import WebAuthn
+import WebAuthnTesting
+
+/// SPEC "Recovery and fallback sign-in" over real HTTP, real PostgreSQL and a real SMTP server
+/// (aiosmtpd from scripts/smtp.sh): every code is read from what that server received.
+@Suite("Recovery and fallback sign-in", .serialized)
+struct RecoveryTests {
+    /// Two instances of one deployment (one rpId, one database), both sending mail.
+    static let pair = Result { () throws -> (TestServer, TestServer) in
+        let rpId = "recovery-\(uniqueSuffix()).latchkey.test"
+        let a = try TestServer(name: "recovery", rpIdOverride: rpId) { Self.mailSettings(&$0) }
+        let b = try TestServer(name: "recovery", rpIdOverride: rpId) { Self.mailSettings(&$0) }
+        return (a, b)
+    }
+
+    static func mailSettings(_ c: inout Configuration) {
+        c.smtpURL = (try? TestSMTP.server().url) ?? "smtp://127.0.0.1:1"
+        c.smtpCAFile = try? TestSMTP.server().caFile
+        c.smtpFrom = "latchkey@latchkey.test"
+        c.mailSenders = 2
+        c.mailRetryBase = 0.2
+        c.emailSignIn = true
+        c.recoveryDelay = 0
+    }
+
+    let stepUp = StepUpTests()
+
+    struct Account {
+        let client: Client
+        var session: Session
+        let authenticator: SoftAuthenticator
+        let username: String
+        let email: String
+        var bearer: String { session.bearer }
+        var stepUpAccount: StepUpTests.Account { StepUpTests.Account(client: client, session: session, authenticator: authenticator) }
+    }
+
+    /// A passkey account with a verified address (the code read from the SMTP server).
+    func account(_ server: TestServer, verified: Bool = true) throws -> Account {
+        let client = server.client()
+        let authenticator = SoftAuthenticator()
+        let username = server.username("rec")
+        let session = try client.signUp(authenticator, username: username)
+        let email = TestSMTP.address()
+        let a = Account(client: client, session: session, authenticator: authenticator, username: username, email: email)
+        if verified {
+            let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string("  " + email + " "))]).serialized(),
+                                          authorization: a.bearer)
+            #expect(started.status == 202, "\(started)")
+            let code = try TestSMTP.code(to: email)
+            let done = try client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
+                                       authorization: a.bearer)
+            #expect(done.status == 200, "\(done)")
+        }
+        return a
+    }
+
+    func claims(_ token: String) throws -> JSONValue { try StepUpTests.claims(token) }
+
+    // MARK: Verified email and one-time codes
+
+    @Test("verified email: 202 + a mailed code; wrong → code_invalid; right → 200 normalised; used → challenge_invalid; no address in events or audit")
+    func verifiedEmail() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server, verified: false)
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(" \(a.email) "))]).serialized(),
+                                        authorization: a.bearer)
+        #expect(started.status == 202, "\(started)")
+        let challenge = try #require(started.json)
+        #expect(challenge["challengeId"]?.stringValue != nil && challenge["expiresAt"]?.stringValue != nil)
+        let code = try TestSMTP.code(to: a.email)
+        #expect(code.count == 6)
+        let mail = try TestSMTP.messages(to: a.email).last ?? ""
+        #expect(mail.contains("Content-Type: text/plain; charset=utf-8") && mail.contains("Message-ID: <") && mail.contains("Date: "))
+        // smtp:// with STARTTLS offered: libcurl took it (the certificate checked against the test CA).
+        #expect(mail.contains("X-Test-TLS: yes"), "\(mail.prefix(300))")
+        let wrong = code == "000000" ? "111111" : "000000"
+        let bad = try a.client.post("/v1/account/email/verify", .object([("challengeId", challenge["challengeId"]!), ("code", .string(wrong))]),
+                                    authorization: a.bearer)
+        #expect(bad.status == 400 && bad.code == "code_invalid", "\(bad)")
+        let ok = try a.client.post("/v1/account/email/verify", .object([("challengeId", challenge["challengeId"]!), ("code", .string(code))]),
+                                   authorization: a.bearer)
+        #expect(ok.status == 200, "\(ok)")
+        #expect(ok.json?["email"]?.stringValue == TestSMTP.normalised(a.email))
+        #expect(ok.json?["verified"] == .bool(true))
+        let again = try a.client.post("/v1/account/email/verify", .object([("challengeId", challenge["challengeId"]!), ("code", .string(code))]),
+                                      authorization: a.bearer)
+        #expect(again.code == "challenge_invalid", "\(again)")
+        #expect(try a.client.get("/v1/account/recovery", authorization: a.bearer).json?["email"]?.stringValue == TestSMTP.normalised(a.email))
+        // SPEC: addresses never appear in events or audit lines; the code never in events.
+        let db = try PostgresConnection(url: TestDatabase.url())
+        let local = String(a.email.split(separator: "@")[0])
+        let leaks = try db.query("""
+            SELECT (SELECT count(*) FROM outbox_events WHERE data::text LIKE '%' || \(local) || '%' OR data::text LIKE '%' || \(code) || '%')
+                 + (SELECT count(*) FROM audit_log WHERE detail::text LIKE '%' || \(local) || '%') AS n
+            """)
+        #expect(try leaks[0].int64("n") == 0)
+        let verifiedEvents = try db.query("SELECT count(*) AS n FROM outbox_events WHERE type = 'email.verified' AND account_id = \(a.session.userId)")
+        _ = verifiedEvents  // written only when a webhook subscribes (outbox fan-out); the audit line is always there
+        let audit = try db.query("SELECT count(*) AS n FROM audit_log WHERE action = 'email.verified' AND subject = \(a.session.userId)")
+        #expect(try audit[0].int64("n") == 1)
+        // A malformed address is invalid_request.
+        #expect(try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", "not an address")]).serialized(),
+                                  authorization: a.bearer).code == "invalid_request")
+    }
+
+    @Test("5 wrong attempts, then the challenge is challenge_invalid even for the right code; 16 concurrent guesses count 5")
+    func attempts() throws {
+        let (server, other) = try Self.pair.get()
+        let a = try account(server, verified: false)
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                        authorization: a.bearer)
+        let id = try #require(started.json?["challengeId"])
+        let code = try TestSMTP.code(to: a.email)
+        let wrong = code == "999999" ? "888888" : "999999"
+        let bearer = a.bearer
+        let endpoints = [server.endpoint, other.endpoint]
+        let results = onThreads(16) { i, start -> String in
+            let c = Client(endpoints[i % 2])
+            start()
+            return (try? c.post("/v1/account/email/verify", .object([("challengeId", id), ("code", .string(wrong))]), authorization: bearer))?.code
+                ?? "error"
+        }
+        #expect(results.filter { $0 == "code_invalid" }.count == 5, "\(results)")
+        #expect(results.filter { $0 == "challenge_invalid" }.count == 11, "\(results)")
+        let right = try a.client.post("/v1/account/email/verify", .object([("challengeId", id), ("code", .string(code))]), authorization: a.bearer)
+        #expect(right.code == "challenge_invalid", "\(right)")
+    }
+
+    @Test("an expired code is challenge_invalid")
+    func expiry() throws {
+        let server = try TestServer(name: "recovery-expiry") { Self.mailSettings(&$0); $0.otpTTL = 1 }
+        let a = try account(server, verified: false)
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                        authorization: a.bearer)
+        let code = try TestSMTP.code(to: a.email)
+        Thread.sleep(forTimeInterval: 1.6)
+        let late = try a.client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
+                                     authorization: a.bearer)
+        #expect(late.code == "challenge_invalid", "\(late)")
+    }
+
+    // MARK: Email sign-in
+
+    @Test("email sign-in: same answer for known and unknown addresses; the code signs in with acr email-otp; such a session cannot enrol a device key")
+    func emailSignIn() throws {
+        let (server, other) = try Self.pair.get()
+        let a = try account(server)
+        let before = try TestSMTP.messages(to: a.email).count
+        // The address as typed differently (spaces, domain case): the same account.
+        let known = try a.client.post("/v1/email/challenges", .object([("email", .string(" " + a.email.replacingOccurrences(of: "Mail.Latchkey.TEST", with: "mail.latchkey.test")))]))
+        let unknown = try a.client.post("/v1/email/challenges", .object([("email", .string(TestSMTP.address("nobody")))]))
+        #expect(known.status == 202 && unknown.status == 202, "\(known) \(unknown)")
+        #expect(Self.shape(known.json) == Self.shape(unknown.json))
+        #expect(known.header("Content-Type") == unknown.header("Content-Type"))
+        // Wrong code on the unknown one: the same code_invalid as on a known one.
+        #expect(try a.client.post("/v1/email/verify", .object([("challengeId", unknown.json!["challengeId"]!), ("code", "123456")])).code == "code_invalid")
+        let exact = known
+        let code = try TestSMTP.code(to: a.email, after: before)
+        // Verify on the other instance.
+        let signedIn = try other.client().post("/v1/email/verify", .object([("challengeId", exact.json!["challengeId"]!), ("code", .string(code))]))
+        #expect(signedIn.status == 200, "\(signedIn)")
+        #expect(signedIn.json?["user"]?["id"]?.stringValue == a.session.userId)
+        let token = try #require(signedIn.json?["tokens"]?["access_token"]?.stringValue)
+        let c = try claims(token)
+        #expect(c["acr"]?.stringValue == "urn:latchkey:acr:email-otp")
+        #expect(c["amr"]?.arrayValue == ["otp"])
+        // A refresh keeps saying how the session began.
+        let refreshed = try other.client().post("/v1/token", .object([("grant_type", "refresh_token"),
+                                                                       ("refresh_token", signedIn.json!["tokens"]!["refresh_token"]!)]))
+        #expect(try claims(try #require(refreshed.json?["access_token"]?.stringValue))["acr"]?.stringValue == "urn:latchkey:acr:email-otp")
+        let sessions = try a.client.get("/v1/sessions", authorization: "Bearer \(token)")
+        #expect(sessions.json?["sessions"]?.arrayValue?.first { $0["current"] == .bool(true) }?["method"]?.stringValue == "email")
+        // SPEC: such a session can never enrol a device key on its own.
+        let emailAccount = StepUpTests.Account(client: a.client, session: Session(reply: signedIn.json!), authenticator: a.authenticator)
+        let phone = StepUpTests.Phone(platform: "android")
+        let body = try TrustChainTests().enrolmentBody(emailAccount, phone)
+        let alone = try a.client.post("/v1/device-keys", body, authorization: "Bearer \(token)")
+        #expect(alone.status == 403 && alone.code == "step_up_required", "\(alone)")
+        // Its access token is no step-up token either.
+        let asStepUp = try a.client.post("/v1/device-keys", try TrustChainTests().enrolmentBody(emailAccount, phone), authorization: "Bearer \(token)",
+                                         headers: [("Latchkey-Step-Up", token)])
+        #expect(asStepUp.code == "step_up_required", "\(asStepUp)")
+        // With the user's passkey step-up (allowed for an email session) it can.
+        let withPasskey = try stepUp.enrol(emailAccount, StepUpTests.Phone(platform: "ios"))
+        #expect(withPasskey.status == 201, "\(withPasskey)")
+    }
+
+    @Test("limits hold across instances: 16 concurrent challenges for one address on two instances → 3 accepted, 13 × 429; the same for an unknown address")
+    func limits() throws {
+        let (server, other) = try Self.pair.get()
+        let a = try account(server)
+        let endpoints = [server.endpoint, other.endpoint]
+        for (path, field, value) in [("/v1/email/challenges", "email", a.email), ("/v1/email/challenges", "email", TestSMTP.address("ghost")),
+                                     ("/v1/recovery/challenges", "username", a.username), ("/v1/recovery/challenges", "username", "ghost-\(uniqueSuffix())")] {
+            let results = onThreads(16) { i, start -> Reply? in
+                let c = Client(endpoints[i % 2])
+                start()
+                return try? c.post(path, .object([(field, .string(value))]))
+            }
+            #expect(results.filter { $0?.status == 202 }.count == 3, "\(path) \(results.map { $0?.status ?? 0 })")
+            let limited = results.filter { $0?.status == 429 }
+            #expect(limited.count == 13)
+            #expect(limited.allSatisfy { $0?.code == "rate_limited" && Int($0?.header("Retry-After") ?? "") ?? 0 > 0 })
+        }
+    }
+
+    // MARK: Recovery codes
+
+    @Test("recovery codes need a passkey step-up for latchkey.recovery-codes.create; 10 codes, each single use; a new set replaces the old")
+    func recoveryCodes() throws {
+        let (server, other) = try Self.pair.get()
+        let a = try account(server)
+        #expect(try a.client.post("/v1/recovery-codes", .object([]), authorization: a.bearer).code == "step_up_required")
+        let wrongAction = try TrustChainTests().stepUpToken(a.stepUpAccount, action: .object([("type", "latchkey.device-key.enrol"), ("deviceId", "x")]))
+        #expect(try a.client.post("/v1/recovery-codes", .object([]), authorization: a.bearer, headers: [("Latchkey-Step-Up", wrongAction)]).code
+                == "step_up_required")
+        let codes = try createCodes(a)
+        #expect(codes.count == 10 && Set(codes).count == 10)
+        let first = try other.client().post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[0]))]))
+        #expect(first.status == 200, "\(first)")
+        #expect(first.json?["recoveryToken"]?.stringValue?.hasPrefix("lkrec_") == true)
+        let reused = try other.client().post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[0]))]))
+        #expect(reused.code == "code_invalid", "\(reused)")
+        #expect(try a.client.get("/v1/account/recovery", authorization: a.bearer).json?["recoveryCodesLeft"]?.intValue == 9)
+        let newer = try createCodes(a)
+        let old = try a.client.post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[1]))]))
+        #expect(old.code == "code_invalid")
+        #expect(newer.count == 10)
+    }
+
+    func createCodes(_ a: Account) throws -> [String] {
+        let token = try TrustChainTests().stepUpToken(a.stepUpAccount, action: .object([("type", "latchkey.recovery-codes.create")]))
+        let r = try a.client.post("/v1/recovery-codes", .object([]), authorization: a.bearer, headers: [("Latchkey-Step-Up", token)])
+        #expect(r.status == 201, "\(r)")
+        // The step-up is used up.
+        #expect(try a.client.post("/v1/recovery-codes", .object([]), authorization: a.bearer, headers: [("Latchkey-Step-Up", token)]).code
+                == "step_up_required")
+        return try #require(r.json?["codes"]?.arrayValue).compactMap(\.stringValue)
+    }
+
+    @Test("10 wrong recovery codes a day, counted across instances under 16 concurrent guesses; then 429 even for a right code")
+    func wrongRecoveryCodes() throws {
+        let (server, other) = try Self.pair.get()
+        let a = try account(server)
+        let codes = try createCodes(a)
+        let endpoints = [server.endpoint, other.endpoint]
+        let username = a.username
+        let results = onThreads(16) { i, start -> String in
+            let c = Client(endpoints[i % 2])
+            start()
+            return (try? c.post("/v1/recovery/verify", .object([("username", .string(username)), ("recoveryCode", .string("aaaa-bbbb-cccc"))])))?.code
+                ?? "error"
+        }
+        #expect(results.filter { $0 == "code_invalid" }.count == 10, "\(results)")
+        #expect(results.filter { $0 == "rate_limited" }.count == 6, "\(results)")
+        let right = try a.client.post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[0]))]))
+        #expect(right.status == 429 && right.code == "rate_limited" && right.header("Retry-After") != nil, "\(right)")
+        // An unknown username is counted the same way (a 429 reveals nothing).
+        let ghost = "ghost-\(uniqueSuffix())"
+        var last: Reply? = nil
+        for _ in 0..<11 { last = try a.client.post("/v1/recovery/verify", .object([("username", .string(ghost)), ("recoveryCode", "aaaa-bbbb-cccc")])) }
+        #expect(last?.code == "rate_limited")
+    }
+
+    // MARK: Recovery
+
+    /// Recovery by emailed code → the recovery token.
+    func recoverByEmail(_ a: Account, on server: TestServer) throws -> JSONValue {
+        let before = try TestSMTP.messages(to: a.email).count
+        let started = try server.client().post("/v1/recovery/challenges", .object([("username", .string(a.username))]))
+        #expect(started.status == 202, "\(started)")
+        let code = try TestSMTP.code(to: a.email, after: before)
+        let verified = try server.client().post("/v1/recovery/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]))
+        #expect(verified.status == 200, "\(verified)")
+        return try #require(verified.json)
+    }
+
+    @Test("recovery by email: the token registers a passkey; completion revokes every other session and device key, on the other instance within a second")
+    func recoveryCompletes() throws {
+        let (server, other) = try Self.pair.get()
+        let a = try account(server)
+        let keyId = try stepUp.enrolled(a.stepUpAccount, StepUpTests.Phone(platform: "android"))
+        let second = try a.client.signIn(a.authenticator)
+        // Unknown usernames answer the same.
+        let ghost = try server.client().post("/v1/recovery/challenges", .object([("username", .string("ghost-\(uniqueSuffix())"))]))
+        #expect(ghost.status == 202 && Self.shape(ghost.json) == Self.shape(.object([("challengeId", "x"), ("expiresAt", "y")])))
+        let recovery = try recoverByEmail(a, on: server)
+        let token = try #require(recovery["recoveryToken"]?.stringValue)
+        #expect(recovery["recoveryId"]?.stringValue != nil && recovery["notBefore"]?.stringValue != nil && recovery["expiresIn"]?.intValue ?? 0 > 0)
+        // The "recovery started" notice reached the verified address.
+        let notice = try TestSMTP.waitForMessage(to: a.email, containing: "Subject: Recovery of your Latchkey account started")
+        #expect(notice?.contains(recovery["recoveryId"]?.stringValue ?? "?") == true)
+        // The token anywhere else: 403 forbidden.
+        let c = other.client()
+        for (method, path) in [("GET", "/v1/passkeys"), ("GET", "/v1/sessions"), ("POST", "/v1/device-keys/challenges"), ("POST", "/v1/logout"),
+                               ("GET", "/v1/account/recovery"), ("POST", "/v1/step-up/consume"), ("GET", "/admin/v1/audit")] {
+            let r = try c.send(method, path, body: method == "POST" ? Array("{}".utf8) : [], authorization: "Bearer \(token)")
+            #expect(r.status == 403 && r.code == "forbidden", "\(method) \(path): \(r)")
+        }
+        #expect(try c.post("/v1/device-keys", .object([]), authorization: a.bearer, headers: [("Latchkey-Step-Up", token)]).code == "forbidden")
+        // Register a new passkey with it (options on one instance, verify on the other).
+        let newAuthenticator = SoftAuthenticator()
+        let (_, registered) = try c.register(newAuthenticator, authorization: "Bearer \(token)")
+        #expect(registered.status == 201, "\(registered)")
+        let newSession = Session(reply: try #require(registered.json))
+        // Every other session is dead: at once on the instance that completed the recovery, and on the
+        // other one within a second (RevokedSessions' NOTIFY feed; polled, not timed).
+        for bearer in [a.bearer, second.bearer] {
+            #expect(try other.client().get("/v1/passkeys", authorization: bearer).code == "unauthorized")
+        }
+        let deadline = Date().addingTimeInterval(1)
+        var refused: [Bool] = []
+        repeat {
+            refused = try [a.bearer, second.bearer].map { try server.client().get("/v1/passkeys", authorization: $0).status == 401 }
+            if refused.allSatisfy({ $0 }) { break }
+            Thread.sleep(forTimeInterval: 0.02)
+        } while Date() < deadline
+        #expect(refused == [true, true], "the other instance still accepts a session the recovery revoked after a second")
+        let refresh = try server.client().post("/v1/token", .object([("grant_type", "refresh_token"), ("refresh_token", .string(a.session.refreshToken))]))
+        #expect(refresh.code == "invalid_grant")
+        let list = try server.client().get("/v1/sessions", authorization: newSession.bearer)
+        #expect(list.json?["sessions"]?.arrayValue?.map { $0["method"]?.stringValue } == ["recovery"], "\(list)")
+        // Every device key is revoked; the old passkey remains (LATCHKEY_RECOVERY_REVOKES=sessions).
+        #expect(try server.client().get("/v1/device-keys", authorization: newSession.bearer).json?["deviceKeys"]?.arrayValue?.isEmpty == true)
+        let challenge = try server.client().post("/v1/step-up/challenges", .object([("keyId", .string(keyId)), ("action", StepUpTests.transfer)]),
+                                                 authorization: newSession.bearer)
+        #expect(challenge.status >= 400, "\(challenge)")
+        #expect(try server.client().get("/v1/passkeys", authorization: newSession.bearer).json?["passkeys"]?.arrayValue?.count == 2)
+        // Twice → unauthorized.
+        let twice = try c.post("/v1/passkeys/registration/options", .object([]), authorization: "Bearer \(token)")
+        #expect(twice.status == 401 && twice.code == "unauthorized", "\(twice)")
+        // Audit: every step.
+        let db = try PostgresConnection(url: TestDatabase.url())
+        let actions = try db.query("SELECT action FROM audit_log WHERE subject = \(a.session.userId) ORDER BY id").map { try $0.string("action") }
+        for step in ["recovery.challenge_started", "recovery.started", "recovery.completed"] { #expect(actions.contains(step), "\(actions)") }
+    }
+
+    @Test("LATCHKEY_RECOVERY_REVOKES=all also revokes the old passkeys; a recovery code starts the recovery")
+    func revokesAll() throws {
+        let server = try TestServer(name: "recovery-all") { Self.mailSettings(&$0); $0.recoveryRevokesPasskeys = true }
+        let a = try account(server)
+        let codes = try createCodes(a)
+        let r = try server.client().post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[3].uppercased()))]))
+        #expect(r.status == 200, "\(r)")
+        let token = try #require(r.json?["recoveryToken"]?.stringValue)
+        let (_, registered) = try server.client().register(SoftAuthenticator(), authorization: "Bearer \(token)")
+        #expect(registered.status == 201, "\(registered)")
+        let newSession = Session(reply: try #require(registered.json))
+        #expect(try server.client().get("/v1/passkeys", authorization: newSession.bearer).json?["passkeys"]?.arrayValue?.count == 1)
+        #expect(try server.client().login(a.authenticator).reply.code == "credential_unknown")
+    }
+
+    @Test("before LATCHKEY_RECOVERY_DELAY → recovery_pending; any session can cancel it; after cancel → unauthorized; unknown id → 404")
+    func delayAndCancel() throws {
+        let rpId = "recovery-delay-\(uniqueSuffix()).latchkey.test"
+        let server = try TestServer(name: "recovery-delay", rpIdOverride: rpId) { Self.mailSettings(&$0); $0.recoveryDelay = 3600 }
+        let peer = try TestServer(name: "recovery-delay", rpIdOverride: rpId) { Self.mailSettings(&$0); $0.recoveryDelay = 3600 }
+        let a = try account(server)
+        let recovery = try recoverByEmail(a, on: server)
+        let token = try #require(recovery["recoveryToken"]?.stringValue)
+        let id = try #require(recovery["recoveryId"]?.stringValue)
+        let early = try peer.client().post("/v1/passkeys/registration/options", .object([]), authorization: "Bearer \(token)")
+        #expect(early.status == 403 && early.code == "recovery_pending", "\(early)")
+        // The banner: the account sees it pending.
+        let state = try a.client.get("/v1/account/recovery", authorization: a.bearer)
+        #expect(state.json?["pendingRecoveries"]?.arrayValue?.first?["recoveryId"]?.stringValue == id, "\(state)")
+        #expect(try a.client.send("DELETE", "/v1/recovery/rec_unknown", authorization: a.bearer).status == 404)
+        let other = try account(server)
+        #expect(try other.client.send("DELETE", "/v1/recovery/\(id)", authorization: other.bearer).status == 404)
+        #expect(try peer.client().send("DELETE", "/v1/recovery/\(id)", authorization: a.bearer).status == 204)
+        let cancelled = try server.client().post("/v1/passkeys/registration/options", .object([]), authorization: "Bearer \(token)")
+        #expect(cancelled.status == 401 && cancelled.code == "unauthorized", "\(cancelled)")
+        #expect(try a.client.send("DELETE", "/v1/recovery/\(id)", authorization: a.bearer).status == 404)
+    }
+
+    // MARK: Conditional create
+
+    @Test("conditional create: only a registration answering {mediation: conditional} options may have UP = 0")
+    func conditionalCreate() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server, verified: false)
+        let c = a.client
+        // Ordinary options: UP = 0 is user_presence_required.
+        let (_, plain) = try c.register(SoftAuthenticator(), authorization: a.bearer) { $0.userPresent = false }
+        #expect(plain.code == "user_presence_required", "\(plain)")
+        // Conditional options with a session.
+        let options = try #require(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]), authorization: a.bearer).json)
+        let authenticator = SoftAuthenticator()
+        var builder = authenticator.registration(challenge: try challengeBytes(options), rpId: server.rpId, origin: server.origin)
+        authenticator.userHandle = userHandle(options)
+        builder.userPresent = false
+        let upgraded = try c.send("POST", "/v1/passkeys/registration/verify", body: builder.bytes())
+        #expect(upgraded.status == 201, "\(upgraded)")
+        // An assertion with UP = 0 is still refused, even from that passkey.
+        let (_, login) = try c.login(authenticator) { $0.userPresent = false }
+        #expect(login.code == "user_presence_required")
+        // Conditional options without a session are a new-account registration: no conditional there.
+        let anonymous = try c.post("/v1/passkeys/registration/options", .object([("username", .string(server.username())), ("mediation", "conditional")]))
+        #expect(anonymous.status == 200)
+        let bad = try c.post("/v1/passkeys/registration/options", .object([("mediation", "sometimes")]), authorization: a.bearer)
+        #expect(bad.code == "invalid_request")
+        // After recovery: the recovery's passkey may come from a conditional create too (UP = 0).
+        let codes = try createCodes(Account(client: c, session: a.session, authenticator: authenticator, username: a.username, email: a.email))
+        let token = try #require(try c.post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[0]))]))
+                                    .json?["recoveryToken"]?.stringValue)
+        let recoveryOptions = try #require(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]),
+                                                      authorization: "Bearer \(token)").json)
+        let lost = SoftAuthenticator()
+        var quiet = lost.registration(challenge: try challengeBytes(recoveryOptions), rpId: server.rpId, origin: server.origin)
+        lost.userHandle = userHandle(recoveryOptions)
+        quiet.userPresent = false
+        let recovered = try c.send("POST", "/v1/passkeys/registration/verify", body: quiet.bytes())
+        #expect(recovered.status == 201, "\(recovered)")
+    }
+
+    // MARK: Mail delivery
+
+    @Test("smtps:// (TLS from the first byte) with the certificate checked; an untrusted certificate is retried, never sent in the clear")
+    func smtps() throws {
+        let smtp = try TestSMTP.server()
+        let server = try TestServer(name: "recovery-smtps") { Self.mailSettings(&$0); $0.smtpURL = smtp.smtpsURL }
+        let a = try account(server, verified: false)
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                        authorization: a.bearer)
+        #expect(started.status == 202)
+        _ = try TestSMTP.code(to: a.email)
+        #expect(try TestSMTP.messages(to: a.email).last?.contains("X-Test-TLS: yes") == true)
+        // Without the test CA the certificate is refused (libcurl verifies peer and host name): nothing
+        // is sent, the outbox worker records a `tls` failure and retries.
+        let rcpt = TestSMTP.normalised(TestSMTP.address("untrusted")).lowercased()
+        #expect(throws: CurlError.self) {
+            try Curl.sendMail(SMTPSettings(url: smtp.smtpsURL), from: "latchkey@latchkey.test", to: [rcpt], message: Array("Subject: x\r\n\r\nx\r\n".utf8))
+        }
+        do {
+            _ = try Curl.sendMail(SMTPSettings(url: smtp.smtpsURL), from: "latchkey@latchkey.test", to: [rcpt], message: Array("Subject: x\r\n\r\nx\r\n".utf8))
+        } catch {
+            #expect(error.code == .tls, "\(error)")
+        }
+        #expect(try TestSMTP.messages(to: rcpt).isEmpty)
+    }
+
+    @Test("development mode without LATCHKEY_SMTP_URL writes each mail as an .eml file to LATCHKEY_MAIL_DIR; outside it the email endpoints are 404")
+    func developmentMailFiles() throws {
+        // A database of its own: no other instance (with SMTP) may send this deployment's mail.
+        let scratch = try TestDatabase.Scratch()
+        let folder = NSTemporaryDirectory() + "lk-mail-\(uniqueSuffix())"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let server = try TestServer(name: "recovery-dev") {
+            $0.databaseURL = scratch.url
+            $0.developmentMode = true
+            $0.mailDirectory = folder
+            $0.mailSenders = 1
+        }
+        let a = try account(server, verified: false)
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                        authorization: a.bearer)
+        #expect(started.status == 202, "\(started)")
+        let deadline = Date().addingTimeInterval(20)
+        var files: [String] = []
+        while files.isEmpty && Date() < deadline {
+            files = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(".eml") }
+            if files.isEmpty { usleep(50_000) }
+        }
+        #expect(files.count == 1)
+        let text = TestSMTP.decodeQuotedPrintable(String(decoding: FileManager.default.contents(atPath: folder + "/" + (files.first ?? "")) ?? Data(),
+                                                         as: UTF8.self))
+        #expect(text.contains("To: <\(TestSMTP.normalised(a.email))>") && TestSMTP.extractCode(text)?.count == 6, "\(text.prefix(400))")
+        // Production mode without SMTP: the email endpoints do not exist.
+        let production = try TestServer(name: "recovery-nomail") { $0.emailSignIn = true }
+        let b = try account(production, verified: false)
+        #expect(try b.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(b.email))]).serialized(),
+                                  authorization: b.bearer).status == 404)
+        #expect(try b.client.post("/v1/email/challenges", .object([("email", .string(b.email))])).status == 404)
+        #expect(try b.client.post("/v1/recovery/challenges", .object([("username", "x")])).status == 404)
+    }
+
+    @Test("a mail server that refuses the first attempts: the mail arrives later")
+    func refusedThenDelivered() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server, verified: false)
+        try TestSMTP.refuse(a.email, times: 3)
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                        authorization: a.bearer)
+        #expect(started.status == 202)
+        let code = try TestSMTP.code(to: a.email, timeoutSeconds: 60)
+        #expect(code.count == 6)
+        let db = try PostgresConnection(url: TestDatabase.url())
+        let rows = try db.query("""
+            SELECT d.attempts, d.status FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
+            WHERE d.channel = 'mail' AND e.account_id = \(a.session.userId) ORDER BY d.seq DESC LIMIT 1
+            """)
+        let attempts = try rows.first?.int("attempts") ?? 0
+        #expect(attempts >= 4, "attempts \(attempts)")
+    }
+
+    @Test("kill -9 of the instance between the request and the mail: another instance sends it")
+    func killedBeforeSending() throws {
+        guard let binary = ServeProcess.findBinary() else {
+            Issue.record("the latchkey executable was not found; build it with `swift build --build-tests`")
+            return
+        }
+        let smtp = try TestSMTP.server()
+        let rpId = "recovery-kill-\(uniqueSuffix()).latchkey.test"
+        let origin = "https://\(rpId)"
+        var environment = [
+            "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
+            "LATCHKEY_ORIGINS": origin, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
+            "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText, "LATCHKEY_SMTP_URL": smtp.url,
+            "LATCHKEY_SMTP_FROM": "latchkey@latchkey.test", "LATCHKEY_EMAIL_SIGN_IN": "1", "LATCHKEY_MAIL_RETRY_BASE": "0.2",
+            "LATCHKEY_SMTP_CA": smtp.caFile,
+            "LATCHKEY_OUTBOX_LEASE": "12",
+        ]
+        // The instance that takes the request sends nothing itself (it only writes the outbox), and dies.
+        environment["LATCHKEY_OUTBOX_SENDERS"] = "0"
+        environment["LATCHKEY_MAIL_SENDERS"] = "0"
+        let first = try ServeProcess(binary: binary, environment: environment)
+        defer { first.stop() }
+        let port = try first.waitUntilServing()
+        let client = Client(Endpoint(port: port, rpId: rpId, origin: origin, adminKey: nil))
+        let session = try client.signUp(SoftAuthenticator(), username: "kill-\(uniqueSuffix())")
+        let email = TestSMTP.address("kill")
+        let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(email))]).serialized(),
+                                      authorization: session.bearer)
+        #expect(started.status == 202, "\(started)")
+        first.killHard()
+        #expect(try TestSMTP.messages(to: email).isEmpty)
+        // Another instance of the deployment, started afterwards, delivers it.
+        environment["LATCHKEY_MAIL_SENDERS"] = "2"
+        let second = try ServeProcess(binary: binary, environment: environment)
+        defer { second.stop() }
+        _ = try second.waitUntilServing()
+        let code = try TestSMTP.code(to: email, timeoutSeconds: 60)
+        #expect(code.count == 6)
+    }
+
+    @Test("kill -9 of the instance while it holds the mail's claim (its mail server hangs): the lease runs out and another instance sends it")
+    func killedWhileSending() throws {
+        guard let binary = ServeProcess.findBinary() else {
+            Issue.record("the latchkey executable was not found; build it with `swift build --build-tests`")
+            return
+        }
+        // A mail server that accepts the connection and never answers: the send hangs inside libcurl.
+        let hang = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(hang) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { p in
+            try p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                guard bind(hang, sa, length) == 0, listen(hang, 16) == 0, getsockname(hang, sa, &length) == 0 else {
+                    throw TestSetupError("could not listen")
+                }
+            }
+        }
+        let hangPort = Int(UInt16(bigEndian: address.sin_port))
+        let rpId = "recovery-lease-\(uniqueSuffix()).latchkey.test"
+        let origin = "https://\(rpId)"
+        let environment = [
+            "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
+            "LATCHKEY_ORIGINS": origin, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
+            "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText, "LATCHKEY_SMTP_URL": "smtp://127.0.0.1:\(hangPort)",
+            "LATCHKEY_SMTP_FROM": "latchkey@latchkey.test", "LATCHKEY_OUTBOX_SENDERS": "0", "LATCHKEY_MAIL_SENDERS": "1",
+            "LATCHKEY_OUTBOX_LEASE": "12",
+        ]
+        let first = try ServeProcess(binary: binary, environment: environment)
+        defer { first.stop() }
+        let port = try first.waitUntilServing()
+        let client = Client(Endpoint(port: port, rpId: rpId, origin: origin, adminKey: nil))
+        let session = try client.signUp(SoftAuthenticator(), username: "lease-\(uniqueSuffix())")
+        let email = TestSMTP.address("lease")
+        let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(email))]).serialized(),
+                                      authorization: session.bearer)
+        #expect(started.status == 202, "\(started)")
+        // Wait (bounded) until the first instance holds the delivery's lease, then kill it.
+        let db = try PostgresConnection(url: TestDatabase.url())
+        let deadline = Date().addingTimeInterval(20)
+        var claimed = false
+        while !claimed && Date() < deadline {
+            claimed = try !db.query("""
+                SELECT 1 AS one FROM outbox_deliveries WHERE channel = 'mail' AND account_id = \(session.userId) AND lease_id IS NOT NULL
+                """).isEmpty
+            if !claimed { usleep(50_000) }
+        }
+        #expect(claimed, "the first instance never claimed the mail")
+        first.killHard()
+        #expect(try TestSMTP.messages(to: email).isEmpty)
+        // The deployment's other instances (this process's mail senders) take it once the lease ends.
+        _ = try Self.pair.get()
+        let code = try TestSMTP.code(to: email, timeoutSeconds: 60)
+        #expect(code.count == 6)
+        let attempts = try db.query("SELECT attempts FROM outbox_deliveries WHERE channel = 'mail' AND account_id = \(session.userId)")
+        #expect(try attempts.first?.int("attempts") ?? 0 >= 2)
+    }
+
+    /// The member names of a JSON object, for "same answer shape" checks.
+    static func shape(_ json: JSONValue?) -> [String] {
+        guard case .object(let members)? = json else { return [] }
+        return members.map(\.key)
+    }
+}
