@@ -5,12 +5,13 @@
 # Installs what is missing (Debian's chromium and chromium-driver; Selenium from PyPI into a venv
 # under data/), starts the throwaway test PostgreSQL (same cluster as scripts/test.sh), builds and
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
-# stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/. Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the
-# server's log to data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
+# stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/.
+# Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the server's log to
+# data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
 # where the suite reads the codes.
 #
 # Environment: LATCHKEY_BIN (a built latchkey binary; default: `swift build --product latchkey`),
-# LATCHKEY_BROWSER_DATABASE_URL (use this database; scripts/test.sh passes its cluster's), else
+# LATCHKEY_BROWSER_DATABASE_URL (use this cluster, in a fresh database latchkey_browser; scripts/test.sh passes its own), else
 # LATCHKEY_TEST_DATA_DIR / LATCHKEY_TEST_PG_PORT (the test cluster, as in scripts/test.sh).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -34,6 +35,13 @@ fi
 if [[ -z "${LATCHKEY_BROWSER_DATABASE_URL:-}" ]]; then
   LATCHKEY_BROWSER_DATABASE_URL="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 fi
+# A fresh database of its own on that cluster each run: the suite's story starts from nothing, and
+# nothing an earlier run left (accounts, or signing keys sealed under another key-encryption key)
+# can decide its outcome.
+cluster="${LATCHKEY_BROWSER_DATABASE_URL%/*}"
+psql -v ON_ERROR_STOP=1 -q "$cluster/postgres" -c "DROP DATABASE IF EXISTS latchkey_browser WITH (FORCE)" \
+  -c "CREATE DATABASE latchkey_browser" >&2
+LATCHKEY_BROWSER_DATABASE_URL="$cluster/latchkey_browser"
 
 # --- 4. The server, on a free loopback port ---------------------------------------------------
 if [[ -z "${LATCHKEY_BIN:-}" ]]; then

@@ -29,7 +29,7 @@ struct WebhookCrashTests {
 
     static func environment(databaseURL: String, rpId: String, adminKey: String) -> [String: String] {
         ["DATABASE_URL": databaseURL, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": "https://\(rpId)",
-         "LATCHKEY_ADMIN_KEY": adminKey, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "1", "LATCHKEY_WORKERS": "1",
+         "LATCHKEY_ADMIN_KEY": adminKey, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "1", "LATCHKEY_WORKERS": "1", "LATCHKEY_MAIL_SENDERS": "0",
          "LATCHKEY_KEY_ENCRYPTION_KEY": TestServer.keyEncryptionKeyBase64, "LATCHKEY_OUTBOX_LEASE": "12",
          "LATCHKEY_WEBHOOK_RETRY_BASE": "0.2"]
     }

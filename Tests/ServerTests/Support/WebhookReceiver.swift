@@ -94,6 +94,9 @@ extension TestServer {
         try TestServer(name: name) { c in
             c.developmentMode = true
             c.outboxSenders = 4
+            // Every suite shares one database, so one outbox: a webhook suite's server must not claim
+            // the recovery suite's mail (dev mode would "send" it as an .eml file in data/mail).
+            c.mailSenders = 0
             c.webhookRetryBase = 0.2
             c.outboxLease = 12
             configure(&c)
