@@ -64,5 +64,54 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
 
         /// Spliced verbatim into the statement text. Never pass client input.
         public mutating func appendInterpolation(unsafeRaw raw: String) { text += raw }
+
+        /// Splices another statement: its binds follow this one's, and each `$N` in its text becomes
+        /// `$(M+N)` where M is the number of binds before it, so values still never reach the text.
+        /// One pass over the fragment's text, copying the runs between placeholders. Fragments are
+        /// code's own SQL: no dollar-quoted strings and no `$` followed by a digit inside literals.
+        public mutating func appendInterpolation(fragment: SQL) {
+            let offset = binds.count
+            binds.append(contentsOf: fragment.binds)
+            guard offset > 0, !fragment.binds.isEmpty else {
+                text += fragment.text
+                return
+            }
+            let source = fragment.text
+            let utf8 = source.utf8
+            var runStart = utf8.startIndex
+            var i = runStart
+            while i != utf8.endIndex {
+                guard utf8[i] == UInt8(ascii: "$") else {
+                    i = utf8.index(after: i)
+                    continue
+                }
+                var j = utf8.index(after: i)
+                var n = 0
+                while j != utf8.endIndex, (0x30...0x39).contains(utf8[j]) {
+                    n = n * 10 + Int(utf8[j] - 0x30)
+                    j = utf8.index(after: j)
+                }
+                if j != utf8.index(after: i) {
+                    precondition((1...fragment.binds.count).contains(n), "fragment placeholder $\(n) has no bind")
+                    text += source[runStart..<i]
+                    text += "$"
+                    text += String(offset + n)
+                    runStart = j
+                }
+                i = j
+            }
+            text += source[runStart...]
+        }
+    }
+
+    /// `parts` one after the other, with `separator` (plain SQL text) between them; linear in the
+    /// total length (each part is spliced once).
+    public static func joined(_ parts: [SQL], separator: String) -> SQL {
+        var result = StringInterpolation(literalCapacity: 0, interpolationCount: 0)
+        for (i, part) in parts.enumerated() {
+            if i > 0 { result.appendLiteral(separator) }
+            result.appendInterpolation(fragment: part)
+        }
+        return SQL(stringInterpolation: result)
     }
 }
