@@ -53,13 +53,15 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
         /// A bind parameter: appends `$N`.
         public mutating func appendInterpolation(_ value: some PostgresBindable) {
             binds.append(value.postgresValue)
-            text += "$\(binds.count)"
+            text += "$"
+            text += String(binds.count)
         }
 
         /// A bind parameter that is NULL when the value is nil.
         public mutating func appendInterpolation<Value: PostgresBindable>(_ value: Value?) {
             binds.append(value?.postgresValue ?? .null)
-            text += "$\(binds.count)"
+            text += "$"
+            text += String(binds.count)
         }
 
         /// Spliced verbatim into the statement text. Never pass client input.
@@ -67,40 +69,48 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
 
         /// Splices another statement: its binds follow this one's, and each `$N` in its text becomes
         /// `$(M+N)` where M is the number of binds before it, so values still never reach the text.
-        /// One pass over the fragment's text, copying the runs between placeholders. Fragments are
+        /// One pass over the fragment's UTF-8, copying the runs between placeholders. Fragments are
         /// code's own SQL: no dollar-quoted strings and no `$` followed by a digit inside literals.
         public mutating func appendInterpolation(fragment: SQL) {
             let offset = binds.count
+            let count = fragment.binds.count
             binds.append(contentsOf: fragment.binds)
-            guard offset > 0, !fragment.binds.isEmpty else {
+            guard offset > 0, count > 0 else {
                 text += fragment.text
                 return
             }
-            let source = fragment.text
-            let utf8 = source.utf8
-            var runStart = utf8.startIndex
-            var i = runStart
-            while i != utf8.endIndex {
-                guard utf8[i] == UInt8(ascii: "$") else {
-                    i = utf8.index(after: i)
-                    continue
+            var source = fragment.text
+            let spliced = source.withUTF8 { bytes -> String in
+                var out: [UInt8] = []
+                out.reserveCapacity(bytes.count + 2 * count)
+                var runStart = 0, i = 0
+                while i < bytes.count {
+                    guard bytes[i] == UInt8(ascii: "$"), i + 1 < bytes.count, Self.isDigit(bytes[i + 1]) else {
+                        i += 1
+                        continue
+                    }
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...i]))  // up to and with the `$`
+                    var n = 0
+                    i += 1
+                    while i < bytes.count, Self.isDigit(bytes[i]) {
+                        n = n * 10 + Int(bytes[i] &- 0x30)
+                        i += 1
+                    }
+                    precondition(n >= 1 && n <= count, "fragment placeholder $\(n) has no bind")
+                    Self.appendDecimal(offset + n, to: &out)
+                    runStart = i
                 }
-                var j = utf8.index(after: i)
-                var n = 0
-                while j != utf8.endIndex, (0x30...0x39).contains(utf8[j]) {
-                    n = n * 10 + Int(utf8[j] - 0x30)
-                    j = utf8.index(after: j)
-                }
-                if j != utf8.index(after: i) {
-                    precondition((1...fragment.binds.count).contains(n), "fragment placeholder $\(n) has no bind")
-                    text += source[runStart..<i]
-                    text += "$"
-                    text += String(offset + n)
-                    runStart = j
-                }
-                i = j
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
+                return String(decoding: out, as: UTF8.self)
             }
-            text += source[runStart...]
+            text += spliced
+        }
+
+        private static func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
+
+        private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
+            if value >= 10 { appendDecimal(value / 10, to: &out) }
+            out.append(UInt8(truncatingIfNeeded: 0x30 + value % 10))
         }
     }
 
