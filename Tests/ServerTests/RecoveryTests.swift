@@ -504,6 +504,26 @@ struct RecoveryTests {
         #expect(attempts >= 4, "attempts \(attempts)")
     }
 
+    /// A `latchkey serve` process of deployment `rpId` (not development mode) mailing through `smtpURL`.
+    static func instanceEnvironment(rpId: String, smtpURL: String) throws -> [String: String] {
+        ["DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
+         "LATCHKEY_ORIGINS": "https://\(rpId)", "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
+         "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText, "LATCHKEY_SMTP_URL": smtpURL,
+         "LATCHKEY_SMTP_FROM": "latchkey@latchkey.test", "LATCHKEY_OUTBOX_LEASE": "12"]
+    }
+
+    /// A new passkey account on `instance` that asks to verify a fresh address (a mail is queued).
+    static func signUpAndAddEmail(on instance: ServeProcess, rpId: String, prefix: String) throws -> (Session, String) {
+        let port = try instance.waitUntilServing()
+        let client = Client(Endpoint(port: port, rpId: rpId, origin: "https://\(rpId)", adminKey: nil))
+        let session = try client.signUp(SoftAuthenticator(), username: "\(prefix)-\(uniqueSuffix())")
+        let email = TestSMTP.address(prefix)
+        let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(email))]).serialized(),
+                                      authorization: session.bearer)
+        #expect(started.status == 202, "\(started)")
+        return (session, email)
+    }
+
     @Test("kill -9 of the instance between the request and the mail: another instance sends it")
     func killedBeforeSending() throws {
         guard let binary = ServeProcess.findBinary() else {
@@ -512,27 +532,16 @@ struct RecoveryTests {
         }
         let smtp = try TestSMTP.server()
         let rpId = "recovery-kill-\(uniqueSuffix()).latchkey.test"
-        let origin = "https://\(rpId)"
-        var environment = [
-            "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
-            "LATCHKEY_ORIGINS": origin, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
-            "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText, "LATCHKEY_SMTP_URL": smtp.url,
-            "LATCHKEY_SMTP_FROM": "latchkey@latchkey.test", "LATCHKEY_EMAIL_SIGN_IN": "1", "LATCHKEY_MAIL_RETRY_BASE": "0.2",
-            "LATCHKEY_SMTP_CA": smtp.caFile,
-            "LATCHKEY_OUTBOX_LEASE": "12",
-        ]
+        var environment = try Self.instanceEnvironment(rpId: rpId, smtpURL: smtp.url)
+        environment["LATCHKEY_EMAIL_SIGN_IN"] = "1"
+        environment["LATCHKEY_MAIL_RETRY_BASE"] = "0.2"
+        environment["LATCHKEY_SMTP_CA"] = smtp.caFile
         // The instance that takes the request sends nothing itself (it only writes the outbox), and dies.
         environment["LATCHKEY_OUTBOX_SENDERS"] = "0"
         environment["LATCHKEY_MAIL_SENDERS"] = "0"
         let first = try ServeProcess(binary: binary, environment: environment)
         defer { first.stop() }
-        let port = try first.waitUntilServing()
-        let client = Client(Endpoint(port: port, rpId: rpId, origin: origin, adminKey: nil))
-        let session = try client.signUp(SoftAuthenticator(), username: "kill-\(uniqueSuffix())")
-        let email = TestSMTP.address("kill")
-        let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(email))]).serialized(),
-                                      authorization: session.bearer)
-        #expect(started.status == 202, "\(started)")
+        let (session, email) = try Self.signUpAndAddEmail(on: first, rpId: rpId, prefix: "kill")
         first.killHard()
         #expect(try TestSMTP.messages(to: email).isEmpty)
         // Another instance of the deployment, started afterwards, delivers it.
@@ -567,23 +576,12 @@ struct RecoveryTests {
         }
         let hangPort = Int(UInt16(bigEndian: address.sin_port))
         let rpId = "recovery-lease-\(uniqueSuffix()).latchkey.test"
-        let origin = "https://\(rpId)"
-        let environment = [
-            "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
-            "LATCHKEY_ORIGINS": origin, "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1",
-            "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText, "LATCHKEY_SMTP_URL": "smtp://127.0.0.1:\(hangPort)",
-            "LATCHKEY_SMTP_FROM": "latchkey@latchkey.test", "LATCHKEY_OUTBOX_SENDERS": "0", "LATCHKEY_MAIL_SENDERS": "1",
-            "LATCHKEY_OUTBOX_LEASE": "12",
-        ]
+        var environment = try Self.instanceEnvironment(rpId: rpId, smtpURL: "smtp://127.0.0.1:\(hangPort)")
+        environment["LATCHKEY_OUTBOX_SENDERS"] = "0"
+        environment["LATCHKEY_MAIL_SENDERS"] = "1"
         let first = try ServeProcess(binary: binary, environment: environment)
         defer { first.stop() }
-        let port = try first.waitUntilServing()
-        let client = Client(Endpoint(port: port, rpId: rpId, origin: origin, adminKey: nil))
-        let session = try client.signUp(SoftAuthenticator(), username: "lease-\(uniqueSuffix())")
-        let email = TestSMTP.address("lease")
-        let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(email))]).serialized(),
-                                      authorization: session.bearer)
-        #expect(started.status == 202, "\(started)")
+        let (session, email) = try Self.signUpAndAddEmail(on: first, rpId: rpId, prefix: "lease")
         // Wait (bounded) until the first instance holds the delivery's lease, then kill it.
         let db = try PostgresConnection(url: TestDatabase.url())
         let deadline = Date().addingTimeInterval(20)
