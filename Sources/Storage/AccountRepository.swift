@@ -19,18 +19,22 @@ public struct CredentialUse: Sendable, Equatable {
     /// The authenticator's counter; the stored one only ever moves forward.
     public let signCount: Int64
     public let backedUp: Bool
+    /// The BE flag this assertion carried, stored so that a change is reported once, not on every
+    /// later login (nil: keep the stored one).
+    public let backupEligible: Bool?
     /// Sets `flagged` (it is never cleared here): the counter went back and policy let the use through.
     public let cloneWarning: Bool
     /// Decided by the compare-and-set in the one statement that stores the use, so two uses carrying
     /// the same counter can never both pass under `.reject`.
     public let onRegression: OnRegression
 
-    public init(credentialId: [UInt8], userId: String, signCount: Int64, backedUp: Bool, cloneWarning: Bool,
-                onRegression: OnRegression = .reject) {
+    public init(credentialId: [UInt8], userId: String, signCount: Int64, backedUp: Bool, backupEligible: Bool? = nil,
+                cloneWarning: Bool, onRegression: OnRegression = .reject) {
         self.credentialId = credentialId
         self.userId = userId
         self.signCount = signCount
         self.backedUp = backedUp
+        self.backupEligible = backupEligible
         self.cloneWarning = cloneWarning
         self.onRegression = onRegression
     }
@@ -182,6 +186,7 @@ public final class AccountRepository: Sendable {
         let onlyIf: SQL = use.onRegression == .reject ? " AND \(fragment: advances)" : ""
         return """
             UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
+                backup_eligible = COALESCE(\(use.backupEligible), backup_eligible),
                 flagged = flagged OR \(use.cloneWarning) OR NOT \(fragment: advances), last_used_at = now()
             WHERE id = \(use.credentialId)\(fragment: onlyIf) RETURNING id, sign_count, flagged
             """

@@ -22,7 +22,7 @@ public struct CredentialRecord: Sendable {
     public var signCount: Int64
     public let aaguid: [UInt8]
     public let transports: [String]
-    public let backupEligible: Bool
+    public var backupEligible: Bool
     public var backedUp: Bool
     public let attestationFormat: String
     public let attestationType: String

@@ -231,6 +231,26 @@ struct WebhookTests {
         #expect(clone.data?["credentialId"]?.stringValue == Base64URL.encode(authenticator.credentialId))
     }
 
+    @Test("a changed backup eligibility is reported once (passkey.backup_eligibility_changed), not on every later login")
+    func backupEligibilityChangeReportedOnce() throws {
+        let server = try TestServer.sending(name: "be-change")
+        let receiver = try TestReceiver()
+        defer { receiver.stop() }
+        let client = server.client()
+        let hookId = try client.subscribe(receiver.url, ["passkey.backup_eligibility_changed"]).id
+        defer { client.unsubscribe(hookId) }
+        let authenticator = SoftAuthenticator()  // registered with BE clear
+        let user = try client.signUp(authenticator, username: server.username("be"))
+        authenticator.backupEligible = true
+        for _ in 0..<3 { #expect(try client.login(authenticator).reply.status == 200) }
+        let got = receiver.wait { d in d.contains { $0.data?["userId"]?.stringValue == user.userId } }
+        Thread.sleep(forTimeInterval: 0.5)  // time for any repeat to arrive too
+        let mine = receiver.deliveries.filter { $0.data?["userId"]?.stringValue == user.userId }
+        #expect(mine.count == 1, "\(mine.count) reports for one change (\(got.count) seen first)")
+        #expect(mine.first?.data?["backupEligible"] == true)
+        #expect(try client.get("/v1/passkeys", authorization: user.bearer).json?["passkeys"]?.arrayValue?.first?["backupEligible"] == true)
+    }
+
     @Test("two instances on one database never send one delivery at the same time, and every delivery arrives")
     func twoInstancesNeverOverlap() throws {
         let a = try TestServer.sending(name: "overlap-a")

@@ -53,7 +53,8 @@ struct PasskeyAssertion: Sendable {
         if verified.backupEligibilityChanged { detail.append(("backupEligibilityChanged", true)) }
         if verified.cloneWarning { detail.append(("signCountRegression", true)) }
         let use = CredentialUse(credentialId: credential.id, userId: user.id, signCount: Int64(verified.newSignCount),
-                                backedUp: verified.backedUp, cloneWarning: verified.cloneWarning, onRegression: onRegression)
+                                backedUp: verified.backedUp, backupEligible: verified.backupEligible,
+                                cloneWarning: verified.cloneWarning, onRegression: onRegression)
         var reported: [OutboxEvent] = []
         if verified.cloneWarning {
             reported.append(events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,

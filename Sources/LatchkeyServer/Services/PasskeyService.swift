@@ -307,6 +307,7 @@ public final class PasskeyService: Sendable {
         var updated = credential
         updated.signCount = recorded?.signCount ?? max(credential.signCount, outcome.use.signCount)
         updated.backedUp = outcome.use.backedUp
+        updated.backupEligible = outcome.verified.backupEligible
         updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
         return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(updated)), ("tokens", issued.json),
