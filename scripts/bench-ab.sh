@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Before/after login benchmark of two or more release binaries in one sitting, alternating them
+# round by round (so drift on the machine hits every binary alike), on the durable dev cluster.
+#
+#   bash scripts/bench-ab.sh [--rounds N] [--duration S] [--concurrency C] [--instructions] NAME=BINARY NAME=BINARY…
+#
+# Each binary serves its own database (bench_ab_<NAME>) with LATCHKEY_DEV=1; the *same* client
+# (`latchkey bench login` of the first binary) drives every server, because on a small machine the
+# client's own CPU use moves the rate. Per round and binary it prints logins/s and the server's CPU
+# time per login (utime+stime from /proc, far steadier than the rate), then the medians.
+# --instructions also runs each server once under valgrind's callgrind (instrumentation switched on
+# only for the timed run) and prints instructions per login: the figure that does not drift.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+rounds=5 duration=8 concurrency=16 instructions=0
+names=() bins=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --duration) duration="$2"; shift 2 ;;
+    --concurrency) concurrency="$2"; shift 2 ;;
+    --instructions) instructions=1; shift ;;
+    *=*) names+=("${1%%=*}"); bins+=("${1#*=}"); shift ;;
+    *) echo "usage: $0 [--rounds N] [--duration S] [--concurrency C] [--instructions] NAME=BINARY…" >&2; exit 2 ;;
+  esac
+done
+[[ ${#names[@]} -ge 1 ]] || { echo "name at least one NAME=BINARY" >&2; exit 2; }
+client="${bins[0]}"
+cluster="$(bash "$REPO/scripts/dev-postgres.sh" | tail -n 1)"
+cluster="${cluster%/*}"
+export LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktYmVuY2gta2VrLTMyLWJ5dGVzLS0tLS0=}"
+for name in "${names[@]}"; do
+  psql -q "$cluster/postgres" -c "CREATE DATABASE bench_ab_$name" 2>/dev/null || true
+done
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+serve() {  # serve NAME BINARY PORT [WRAPPER…] → pid
+  local name=$1 bin=$2 port=$3; shift 3
+  DATABASE_URL="$cluster/bench_ab_$name" LATCHKEY_DEV=1 LATCHKEY_LISTEN="127.0.0.1:$port" \
+    LATCHKEY_ORIGINS="http://localhost:$port" LATCHKEY_THREADS=4 LATCHKEY_RATE_LIMIT=0 \
+    "$@" "$bin" serve >"/tmp/bench-ab-$name.log" 2>&1 &
+  echo $!
+}
+wait_ready() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return 0; sleep 0.2; done; return 1; }
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+tck="$(getconf CLK_TCK)"
+for round in $(seq 1 "$rounds"); do
+  for i in "${!names[@]}"; do
+    name=${names[$i]} port="$(free_port)"
+    pid="$(serve "$name" "${bins[$i]}" "$port")"
+    wait_ready "$port"
+    before="$(cpu_ticks "$pid")"
+    out="$("$client" bench login --url "http://127.0.0.1:$port" --origin "http://localhost:$port" \
+      --concurrency "$concurrency" --duration "$duration" 2>&1)"
+    after="$(cpu_ticks "$pid")"
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    logins="$(awk '/^logins /{print $2}' <<<"$out")"; rate="$(awk '/^logins /{print $3}' <<<"$out")"
+    us=$(( (after - before) * 1000000 / tck / (logins > 0 ? logins : 1) ))
+    echo "round $round  $name  ${rate:-?}  server CPU ${us} µs/login"
+    echo "$name ${rate%/s} $us" >>"$results"
+  done
+done
+python3 - "$results" <<'EOF'
+import sys, statistics, collections
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, rate, us = line.split()
+    rows[name].append((float(rate), float(us)))
+first = None
+for name, values in rows.items():
+    rate = statistics.median(r for r, _ in values); us = statistics.median(u for _, u in values)
+    spread = (max(r for r, _ in values) - min(r for r, _ in values)) / rate if rate else 0
+    first = first or (rate, us)
+    print(f"median {name}: {rate:.0f} logins/s (round-to-round spread {spread:.0%}), {us:.0f} µs server CPU/login; "
+          f"ratio to {list(rows)[0]}: rate {rate / first[0]:.2f}, CPU {us / first[1]:.2f}")
+EOF
+if [[ $instructions == 1 ]]; then
+  command -v valgrind >/dev/null || { echo "--instructions needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+  for i in "${!names[@]}"; do
+    name=${names[$i]} port="$(free_port)" out_file="$(mktemp -u /tmp/bench-ab-callgrind.XXXXXX)"
+    pid="$(serve "$name" "${bins[$i]}" "$port" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out_file")"
+    wait_ready "$port"
+    callgrind_control -i on "$pid" >/dev/null 2>&1
+    out="$("$client" bench login --url "http://127.0.0.1:$port" --origin "http://localhost:$port" --concurrency 2 --duration 15 2>&1)"
+    callgrind_control -d "$pid" >/dev/null 2>&1
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    logins="$(awk '/^logins /{print $2}' <<<"$out")"
+    total="$(cat "$out_file"* | awk '/^totals:/{s += $2} END {printf "%.0f", s}')"
+    rm -f "$out_file"*
+    echo "instructions $name: $(python3 -c "print(round($total / max($logins, 1)))") per login (server, $logins logins under callgrind)"
+  done
+fi
