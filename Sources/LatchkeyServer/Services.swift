@@ -148,13 +148,7 @@ public final class Services: Sendable {
         metadata.stopWatching()
     }
 
-    deinit {
-        changeFeed.withLock { $0?.stop() }
-        revokedSessions.stop()
-        webhooks.stop()
-        mail.stop()
-        metadata.stopWatching()
-    }
+    deinit { stop() }
 }
 
 /// One JSON line per request on standard output: no bodies, no tokens, no credential data.
