@@ -205,7 +205,6 @@ public final class SessionService: Sendable {
     /// session not revoked (checked in memory against `RevokedSessions`, no database round trip).
     func requireSession(_ request: Request) throws(ServiceError) -> Caller {
         guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
-        if RecoveryService.isRecoveryToken(token) { throw RecoveryService.refusedHere }
         let claims = try signer.verify(token, type: Self.accessTokenType)
         guard let sub = claims["sub"]?.stringValue, let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else {
             throw ServiceError.unauthorized
