@@ -56,6 +56,9 @@ public struct Row: Sendable {
     public func optionalInt64(_ column: String) throws -> Int64? { try optional(column, decodeInt64) }
     public func optionalBytes(_ column: String) throws -> [UInt8]? { try optional(column, decodeBytes) }
     public func optionalDate(_ column: String) throws -> Date? { try optional(column, decodeDate) }
+    /// A text column of comma-separated hex as `string_agg(encode(x, 'hex'), ',')` writes it: one
+    /// byte string per piece; NULL (an aggregate over no rows) is the empty list.
+    public func hexList(_ column: String) throws -> [[UInt8]] { try optional(column, decodeHexList) ?? [] }
 
     /// Whether the column is SQL NULL (throws when there is no such column).
     public func isNull(_ column: String) throws -> Bool {
@@ -132,18 +135,7 @@ private func decodeDouble(_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: 
 private func decodeBytes(_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: String) throws -> [UInt8] {
     guard type == 17 else { throw failure(column, type, "bytea") }
     if bytes.count >= 2, bytes[bytes.startIndex] == UInt8(ascii: "\\"), bytes[bytes.startIndex + 1] == UInt8(ascii: "x") {
-        let hex = bytes.dropFirst(2)
-        guard hex.count % 2 == 0 else { throw failure(column, type, "bytea") }
-        var out = [UInt8]()
-        out.reserveCapacity(hex.count / 2)
-        var i = hex.startIndex
-        while i < hex.endIndex {
-            guard let hi = hexValue(hex[i]), let lo = hexValue(hex[i + 1]) else {
-                throw failure(column, type, "bytea")
-            }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
+        guard let out = hexDigits(bytes.dropFirst(2)) else { throw failure(column, type, "bytea") }
         return out
     }
     // Escape format: backslash + three octal digits, `\\` for a backslash, other bytes verbatim.
@@ -165,6 +157,28 @@ private func decodeBytes(_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: S
         i += 4
     }
     return out
+}
+
+/// Pairs of hex digits (either case) → bytes; nil for an odd count or any other character.
+private func hexDigits(_ hex: ArraySlice<UInt8>) -> [UInt8]? {
+    guard hex.count % 2 == 0 else { return nil }
+    var out = [UInt8]()
+    out.reserveCapacity(hex.count / 2)
+    var i = hex.startIndex
+    while i < hex.endIndex {
+        guard let hi = hexValue(hex[i]), let lo = hexValue(hex[i + 1]) else { return nil }
+        out.append(hi << 4 | lo)
+        i += 2
+    }
+    return out
+}
+
+/// `string_agg(encode(x, 'hex'), ',')`: comma-separated hex, each piece one value's bytes.
+private func decodeHexList(_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: String) throws -> [[UInt8]] {
+    try bytes.split(separator: UInt8(ascii: ",")).map { piece in
+        guard let value = hexDigits(piece) else { throw failure(column, type, "comma-separated hex list") }
+        return value
+    }
 }
 
 private func hexValue(_ c: UInt8) -> UInt8? {

@@ -80,7 +80,7 @@ public final class ChallengeRepository: Sendable {
             guard let r = rows.first else { return (nil, nil, []) }
             let challenge = try ChallengeRepository.challenge(r)
             guard try !r.isNull("id") else { return (challenge, nil, []) }
-            let accepted = (try r.optionalString("accepted") ?? "").split(separator: ",").compactMap { hexBytes($0) }
+            let accepted = try r.hexList("accepted")
             return (challenge, try AccountRepository.login(r), accepted)
         }
     }
@@ -103,24 +103,3 @@ public final class ChallengeRepository: Sendable {
     }
 }
 
-/// Bytes from lower-case hex (PostgreSQL's `encode(…, 'hex')`); nil when malformed.
-func hexBytes(_ text: Substring) -> [UInt8]? {
-    let digits = Array(text.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: c - 0x30
-        case 0x61...0x66: c - 0x61 + 10
-        default: nil
-        }
-    }
-    var out: [UInt8] = []
-    out.reserveCapacity(digits.count / 2)
-    var i = 0
-    while i < digits.count {
-        guard let h = nibble(digits[i]), let l = nibble(digits[i + 1]) else { return nil }
-        out.append(h << 4 | l)
-        i += 2
-    }
-    return out
-}

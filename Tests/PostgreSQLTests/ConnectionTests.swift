@@ -38,6 +38,18 @@ struct ConnectionTests {
         #expect(try row.string("blank") == "")
     }
 
+    @Test("a string_agg of hex-encoded bytea reads back as the list of byte strings; over no rows it is empty")
+    func hexListsDecode() throws {
+        let conn = try TestDatabase.connect()
+        let some = try conn.query("""
+            SELECT string_agg(encode(x, 'hex'), ',' ORDER BY n) AS l FROM (VALUES (1, '\\x00ff10'::bytea), (2, '\\xAB'::bytea)) v (n, x)
+            """)
+        #expect(try some[0].hexList("l") == [[0x00, 0xFF, 0x10], [0xAB]])
+        let none = try conn.query("SELECT string_agg(encode(x, 'hex'), ',') AS l FROM (SELECT ''::bytea AS x WHERE false) v")
+        #expect(try none[0].hexList("l") == [])
+        #expect(throws: PostgresError.self) { try conn.query("SELECT 'zz,01' AS l")[0].hexList("l") }
+    }
+
     @Test("values stored in typed columns read back unchanged")
     func storedColumnsRoundTrip() throws {
         let conn = try TestDatabase.connect()
