@@ -245,6 +245,31 @@ func clientData(_ fields: ClientDataFields, _ edits: [(key: String, value: JSONV
     return value.serialized()
 }
 
+/// Resp-2 (both ceremonies): the clientDataJSON items F-1…F-17, alike but for the ceremony's own
+/// `type` (`expectedType`) and the other ceremony's (`otherType`, F-5).
+func clientDataItems(expectedType: String, otherType: String) -> [(id: String, what: String, edits: [(key: String, value: JSONValue?)])] {
+    [
+        ("F-1", "clientDataJSON missing \"type\"", [("type", nil)]),
+        ("F-2", "clientDataJSON.type is not a DOMString", [("type", 5)]),
+        ("F-3", "clientDataJSON.type is an empty DOMString", [("type", "")]),
+        ("F-4", "clientDataJSON.type is not \"\(expectedType)\"", [("type", "webauthn.meow")]),
+        ("F-5", "clientDataJSON.type is \"\(otherType)\"", [("type", .string(otherType))]),
+        ("F-6", "clientDataJSON missing \"challenge\"", [("challenge", nil)]),
+        ("F-7", "clientDataJSON.challenge is not a DOMString", [("challenge", .array([1, 2]))]),
+        ("F-8", "clientDataJSON.challenge is an empty DOMString", [("challenge", "")]),
+        ("F-9", "clientDataJSON.challenge is not base64url", [("challenge", "*not base64url*")]),
+        ("F-10", "clientDataJSON.challenge is not request.challenge", [("challenge", .string(Base64URL.encode(SecureRandom.bytes(32))))]),
+        ("F-11", "clientDataJSON missing \"origin\"", [("origin", nil)]),
+        ("F-12", "clientDataJSON.origin is not a DOMString", [("origin", 443)]),
+        ("F-13", "clientDataJSON.origin is an empty DOMString", [("origin", "")]),
+        ("F-14", "clientDataJSON.origin is not the origin", [("origin", "https://evil.example")]),
+        ("F-15", "clientDataJSON.tokenBinding is not an Object", [("tokenBinding", "present")]),
+        ("F-16", "clientDataJSON.tokenBinding missing status", [("tokenBinding", .object([("id", "dGVzdA")]))]),
+        ("F-17", "clientDataJSON.tokenBinding.status is not present, supported or not-supported",
+         [("tokenBinding", .object([("status", "meow")]))]),
+    ]
+}
+
 /// A CBOR map's pairs with `key` set (replaced in place, or appended) or removed (nil).
 func setting(_ pairs: inout [CBORPair], _ key: String, _ value: CBORValue?) {
     if let i = pairs.firstIndex(where: { $0.key == .text(key) }) {
