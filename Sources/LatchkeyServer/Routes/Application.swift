@@ -81,8 +81,9 @@ public struct Application: Responder {
         let start = monotonicNow()
         var response: Response
         var route = "unmatched"
-        let corsOrigin = serves(request) ? allowedCORSOrigin(request) : nil
-        if !serves(request) {
+        let served = serves(request)
+        let corsOrigin = served ? allowedCORSOrigin(request) : nil
+        if !served {
             // Not on this listener: the same answer as a path that does not exist.
             response = .problem(status: 404, code: "not_found", detail: "No resource at this path.")
         } else if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
