@@ -395,12 +395,17 @@ struct RecoveryTests {
         let (_, plain) = try c.register(SoftAuthenticator(), authorization: a.bearer) { $0.userPresent = false }
         #expect(plain.code == "user_presence_required", "\(plain)")
         // Conditional options with a session.
-        let options = try #require(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]), authorization: a.bearer).json)
-        let authenticator = SoftAuthenticator()
-        var builder = authenticator.registration(challenge: try challengeBytes(options), rpId: server.rpId, origin: server.origin)
-        authenticator.userHandle = userHandle(options)
-        builder.userPresent = false
-        let upgraded = try c.send("POST", "/v1/passkeys/registration/verify", body: builder.bytes())
+        // A new authenticator answering `authorization`'s conditional options without UP (the automatic upgrade).
+        func conditionalCreate(authorization: String) throws -> (SoftAuthenticator, Reply) {
+            let options = try #require(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]),
+                                                  authorization: authorization).json)
+            let authenticator = SoftAuthenticator()
+            var builder = authenticator.registration(challenge: try challengeBytes(options), rpId: server.rpId, origin: server.origin)
+            authenticator.userHandle = userHandle(options)
+            builder.userPresent = false
+            return (authenticator, try c.send("POST", "/v1/passkeys/registration/verify", body: builder.bytes()))
+        }
+        let (authenticator, upgraded) = try conditionalCreate(authorization: a.bearer)
         #expect(upgraded.status == 201, "\(upgraded)")
         // An assertion with UP = 0 is still refused, even from that passkey.
         let (_, login) = try c.login(authenticator) { $0.userPresent = false }
@@ -414,13 +419,7 @@ struct RecoveryTests {
         let codes = try createCodes(Account(client: c, session: a.session, authenticator: authenticator, username: a.username, email: a.email))
         let token = try #require(try c.post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[0]))]))
                                     .json?["recoveryToken"]?.stringValue)
-        let recoveryOptions = try #require(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]),
-                                                      authorization: "Bearer \(token)").json)
-        let lost = SoftAuthenticator()
-        var quiet = lost.registration(challenge: try challengeBytes(recoveryOptions), rpId: server.rpId, origin: server.origin)
-        lost.userHandle = userHandle(recoveryOptions)
-        quiet.userPresent = false
-        let recovered = try c.send("POST", "/v1/passkeys/registration/verify", body: quiet.bytes())
+        let (_, recovered) = try conditionalCreate(authorization: "Bearer \(token)")
         #expect(recovered.status == 201, "\(recovered)")
     }
 
