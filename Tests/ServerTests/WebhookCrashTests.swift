@@ -100,10 +100,13 @@ struct WebhookCrashTests {
 /// so restarting it touches no other test.
 final class PrivateCluster {
     let directory = "/tmp/lk-restart-pg-\(uniqueSuffix())"
-    let port = Int.random(in: 55000...55900)
+    let port: Int
     private(set) var url = ""
 
-    init() throws { url = try run([]) }
+    init() throws {
+        port = try ClusterPort.reserve()
+        url = try run([])
+    }
 
     func restart() throws {
         _ = try run(["--stop"])
