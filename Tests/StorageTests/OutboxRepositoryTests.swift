@@ -72,10 +72,10 @@ import Testing
         let s = try TestDatabase.scratch()
         try Self.endpoint(s, ["user.created"])
         try s.database.outbox.append([Self.event()])
-        let first = try claim(s, lease: 1)
+        let first = try claim(s, lease: 3)   // seconds, so that a slow machine still asks within the lease
         #expect(first.count == 1 && first[0].attempt == 1)
         #expect(try claim(s).isEmpty, "leased: nobody else gets it")
-        Thread.sleep(forTimeInterval: 1.2)
+        Thread.sleep(forTimeInterval: 3.2)
         let second = try claim(s)
         #expect(second.map(\.eventId) == first.map(\.eventId) && second[0].attempt == 2)
         // The first claim's lease is gone: its outcome is not recorded.
@@ -89,15 +89,16 @@ import Testing
     @Test func backoffThenGiveUpAtTheAgeLimit() throws {
         let s = try TestDatabase.scratch()
         let target = try Self.endpoint(s, ["user.created"])
-        try s.database.outbox.append([Self.event(maxAge: 2)])
+        // Margins of seconds, not tenths: a loaded CI machine may pause between two statements.
+        try s.database.outbox.append([Self.event(maxAge: 20)])
         let d = try #require(try claim(s).first)
-        #expect(try s.database.outbox.failed(d, statusCode: 500, error: "HTTP 500", retryInSeconds: 0.5))
+        #expect(try s.database.outbox.failed(d, statusCode: 500, error: "HTTP 500", retryInSeconds: 2))
         #expect(try claim(s).isEmpty, "not due before its retry time")
-        Thread.sleep(forTimeInterval: 0.6)
+        Thread.sleep(forTimeInterval: 2.1)
         let again = try #require(try claim(s).first)
         #expect(again.attempt == 2)
         // A retry that would fall after the event's age limit gives up instead.
-        #expect(try s.database.outbox.failed(again, statusCode: nil, error: "refused", retryInSeconds: 5))
+        #expect(try s.database.outbox.failed(again, statusCode: nil, error: "refused", retryInSeconds: 60))
         let row = try #require(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 1).first)
         #expect(row.status == .failed && row.attempts == 2 && row.lastStatusCode == nil && row.nextAttemptAt == nil)
         #expect(try claim(s).isEmpty)

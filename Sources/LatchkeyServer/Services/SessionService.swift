@@ -85,7 +85,7 @@ public final class SessionService: Sendable {
     /// `urn:latchkey:acr:email-otp`, `amr` `["otp"]`), stored with its audit line.
     func startEmailSession(userId: String, audit: [AuditRecord]) throws(ServiceError) -> Issued {
         let pending = prepare(userId: userId, credentialId: nil, method: .email)
-        try storage { () throws(StorageError) in try sessions.start(pending.record, recording: nil, audit: audit) }
+        _ = try storage { () throws(StorageError) in try sessions.start(pending.record, recording: nil, audit: audit) }
         return try issue(pending, userVerified: false)
     }
 
