@@ -51,8 +51,16 @@ import Testing
     }
 
     /// Issue 13 defect 8: GETs that touch the database are limited too, not only POST /v1/*.
+    /// The server's monotonic clock stands still: its buckets never refill during the test, so a
+    /// slow machine between two requests cannot turn an expected 429 into a 200.
+    static func frozenClock() -> Runtime {
+        var runtime = Runtime.system
+        runtime.uptime = ManualClock().uptime
+        return runtime
+    }
+
     @Test func databaseReadsAreLimitedToo() throws {
-        let server = try TestServer(name: "ratelimitget") { $0.rateLimit = 2 }
+        let server = try TestServer(name: "ratelimitget", runtime: Self.frozenClock()) { $0.rateLimit = 2 }
         let client = server.client()
         var statuses: [Int] = []
         for _ in 0..<10 { statuses.append(try client.get("/v1/passkeys", authorization: "Bearer nope").status) }
@@ -63,7 +71,7 @@ import Testing
     }
 
     @Test func limitedRequestsGet429ProblemWithRetryAfter() throws {
-        let server = try TestServer(name: "ratelimit") { $0.rateLimit = 2 }
+        let server = try TestServer(name: "ratelimit", runtime: Self.frozenClock()) { $0.rateLimit = 2 }
         let client = server.client()
         var statuses: [Int] = []
         for _ in 0..<10 { statuses.append(try client.post("/v1/passkeys/authentication/options", .object([])).status) }

@@ -6,13 +6,6 @@ import Synchronization
 import Testing
 import Tokens
 
-/// A clock a test moves by hand (monotonic seconds).
-final class ManualClock: Sendable {
-    private let seconds = Mutex<Double>(1000)
-    var uptime: @Sendable () -> Double { { [self] in seconds.withLock { $0 } } }
-    func advance(_ by: Double) { seconds.withLock { $0 += by } }
-}
-
 /// A well-formed ES256 access token whose `kid` names no key Latchkey has (issue 13, defect 6).
 func forgedToken(issuer: String, audience: String) -> String {
     let header: JSONValue = .object([("alg", "ES256"), ("typ", "at+jwt"), ("kid", .string(Base64URL.encode(SecureRandom.bytes(32))))])

@@ -36,7 +36,7 @@ public struct Application: Responder {
         runtime = services.runtime
         metrics = services.metrics
         log = services.log
-        limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit)
+        limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime)
         trustProxy = services.configuration.trustProxy
         var routes = RouteTable()
         // Each area registers its own routes (one file each: Routes+<Area>.swift).
