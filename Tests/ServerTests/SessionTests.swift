@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import HTTP
 import JSON
-import LatchkeyServer
+@testable import LatchkeyServer
 import PostgreSQLTesting
 import Storage
 import Testing
@@ -66,7 +66,10 @@ struct SessionTests {
         #expect(revoked.status == 200, "\(revoked)")
         // Refresh tokens: the database says so, at once, on any instance.
         for s in ended { #expect(try Self.refresh(onB, s.refreshToken).code == "invalid_grant") }
-        // Access tokens: refused by B once its feed (NOTIFY, else the 0.5 s poll) brings the revocation.
+        // Access tokens: refused by B once its feed (NOTIFY, else the poll) brings the revocation. The
+        // one-second promise is structural — the poll alone comes round in under a second — and the
+        // time it took is printed, not asserted (a loaded machine may take longer; see propagation).
+        #expect(RevokedSessions.pollInterval < 1, "polling alone must bring a revocation within a second")
         let arrived = try propagation("revoked sessions on B (listen: \(listen))") {
             try ended.allSatisfy { try onB.get("/v1/sessions", authorization: $0.bearer).status == 401 }
         }
