@@ -104,6 +104,19 @@ enum Identifiers {
     }
 }
 
+/// Query parameters a route hands to a service (`?user=`, `?username=`, `?action=`): absent or
+/// empty is nil; anything PostgreSQL cannot hold or no stored string can contain (a NUL, control
+/// characters) or longer than `max` bytes is `invalid_request` naming the parameter, never a 5xx.
+enum QueryFields {
+    static func text(_ request: Request, _ name: String, max: Int) throws(ServiceError) -> String? {
+        guard let value = request.queryValue(name), !value.isEmpty else { return nil }
+        guard value.utf8.count <= max, isPrintableText(value) else {
+            throw ServiceError.invalid("\(name) must be at most \(max) bytes of printable characters")
+        }
+        return value
+    }
+}
+
 /// Typed members of a JSON request body: a missing member is `invalid_request` naming it.
 enum RequestFields {
     static func string(_ body: JSONValue, _ member: String, max: Int) throws(ServiceError) -> String {
