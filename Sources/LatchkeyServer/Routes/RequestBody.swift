@@ -127,6 +127,14 @@ enum RequestFields {
         return s
     }
 
+    /// A member that may be absent or null (nil); present, it must be a JSON string — a number or
+    /// an object in its place is `invalid_request` naming it, never silently replaced by a default.
+    static func optionalString(_ body: JSONValue, _ member: String) throws(ServiceError) -> String? {
+        guard let v = body[member], !v.isNull else { return nil }
+        guard let s = v.stringValue else { throw ServiceError.invalid("\(member) must be a string") }
+        return s
+    }
+
     static func bytes(_ body: JSONValue, _ member: String) throws(ServiceError) -> [UInt8] {
         guard let v = body[member], !v.isNull else { throw ServiceError.invalid("\(member) is required") }
         guard let text = v.stringValue, let bytes = Base64URL.decode(text) else {

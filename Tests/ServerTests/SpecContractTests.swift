@@ -1,0 +1,50 @@
+import Foundation
+import HTTP
+import JSON
+import LatchkeyServer
+import Testing
+import WebAuthnTesting
+
+/// The spec audit's findings: where the running server answered something SPEC's HTTP contract
+/// (or, where SPEC is silent, RFC 9110 / RFC 6749 / RFC 6750) does not allow. One test per finding.
+@Suite("SPEC contract")
+struct SpecContractTests {
+    static let fixture = Result { try TestServer(name: "contract") }
+    var server: TestServer { get throws { try Self.fixture.get() } }
+
+    func expectProblem(_ reply: Reply, _ status: Int, _ code: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(reply.status == status && reply.code == code && reply.isProblem, "\(reply)", sourceLocation: sourceLocation)
+    }
+
+    // MARK: Wrong JSON types are invalid_request, never replaced by a default
+
+    @Test("registration options: a displayName that is not a string → 400 invalid_request (it was taken as the username)")
+    func registrationDisplayNameType() throws {
+        let server = try server
+        let client = server.client()
+        for value: JSONValue in [.number(5), .bool(true), .array(["x"]), .object([("a", "b")])] {
+            let r = try client.post("/v1/passkeys/registration/options",
+                                    .object([("username", .string(server.username("typed"))), ("displayName", value)]))
+            expectProblem(r, 400, "invalid_request")
+            #expect(r.json?["detail"]?.stringValue?.contains("displayName") == true, "\(r)")
+        }
+        let number = try client.post("/v1/passkeys/registration/options", .object([("username", .number(5))]))
+        expectProblem(number, 400, "invalid_request")
+        #expect(number.json?["detail"]?.stringValue?.contains("username") == true, "\(number)")
+        // Absent or null displayName still defaults to the username.
+        let username = server.username("typed")
+        let absent = try client.post("/v1/passkeys/registration/options", .object([("username", .string(username)), ("displayName", .null)]))
+        #expect(absent.status == 200 && absent.json?["user"]?["displayName"]?.stringValue == username, "\(absent)")
+    }
+
+    @Test("enrolment tickets: a displayName that is not a string → 400 invalid_request")
+    func ticketDisplayNameType() throws {
+        let server = try server
+        let client = server.client()
+        let r = try client.post("/admin/v1/users/ext-\(uniqueSuffix())/enrolment-tickets",
+                                .object([("username", .string(server.username("ticket"))), ("displayName", .number(7))]),
+                                authorization: "Bearer \(server.adminKey)")
+        expectProblem(r, 400, "invalid_request")
+        #expect(r.json?["detail"]?.stringValue?.contains("displayName") == true, "\(r)")
+    }
+}
