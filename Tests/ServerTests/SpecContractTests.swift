@@ -47,4 +47,28 @@ struct SpecContractTests {
         expectProblem(r, 400, "invalid_request")
         #expect(r.json?["detail"]?.stringValue?.contains("displayName") == true, "\(r)")
     }
+
+    // MARK: 401 always carries a challenge (RFC 9110 §15.5.2, RFC 6750 §3)
+
+    @Test("every 401 carries WWW-Authenticate: bare Bearer without a token, invalid_token with a refused one, Ticket for a ticket")
+    func unauthorizedChallenges() throws {
+        let server = try server
+        let client = server.client()
+        let missing = try client.get("/v1/passkeys")
+        expectProblem(missing, 401, "unauthorized")
+        #expect(missing.header("WWW-Authenticate") == "Bearer", "\(missing.headers)")
+
+        for path in ["/v1/passkeys", "/v1/sessions", "/admin/v1/origins"] {
+            let refused = try client.get(path, authorization: "Bearer not-a-token")
+            expectProblem(refused, 401, "unauthorized")
+            #expect(refused.header("WWW-Authenticate") == #"Bearer error="invalid_token""#, "\(path): \(refused.headers)")
+        }
+        let consume = try client.post("/v1/step-up/consume", .object([("actionHash", "x")]), authorization: "Bearer a.b.c")
+        #expect(consume.header("WWW-Authenticate") == #"Bearer error="invalid_token""#, "\(consume.headers)")
+
+        // An enrolment ticket that is unknown, used or expired: 401 with a challenge too (it had none).
+        let ticket = try client.post("/v1/passkeys/registration/options", .object([]), authorization: "Ticket lkt_unknown")
+        expectProblem(ticket, 401, "unauthorized")
+        #expect(ticket.header("WWW-Authenticate") == "Ticket", "\(ticket.headers)")
+    }
 }

@@ -108,6 +108,12 @@ public struct Application: Responder {
             response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
                                  ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")]
         }
+        if response.status == 401, BearerCredentials.value(request, scheme: "Bearer") != nil,
+           let i = response.headers.firstIndex(where: { $0.0.lowercased() == "www-authenticate" }), response.headers[i].1 == "Bearer" {
+            // RFC 6750 §3.1: a bearer token was sent and refused (expired, revoked, malformed or
+            // unknown) → `invalid_token`; a request without one gets the bare challenge.
+            response.headers[i].1 = #"Bearer error="invalid_token""#
+        }
         if response.header("Cache-Control") == nil {
             response.headers.append(("Cache-Control", "no-store"))
         }
