@@ -71,4 +71,40 @@ struct SpecContractTests {
         expectProblem(ticket, 401, "unauthorized")
         #expect(ticket.header("WWW-Authenticate") == "Ticket", "\(ticket.headers)")
     }
+
+    // MARK: The token endpoint (RFC 6749 §5)
+
+    func token(_ client: Client, form: String) throws -> Reply {
+        try client.send("POST", "/v1/token", body: Array(form.utf8), contentType: "application/x-www-form-urlencoded")
+    }
+
+    @Test("token errors: SPEC's problem document with RFC 6749's error member, never cached")
+    func tokenErrors() throws {
+        let server = try server
+        let client = server.client()
+        let cases: [(form: String, code: String, oauth: String)] = [
+            ("grant_type=refresh_token&refresh_token=lkr_unknown", "invalid_grant", "invalid_grant"),
+            ("grant_type=password&username=a&password=b", "invalid_request", "unsupported_grant_type"),
+            ("refresh_token=lkr_unknown", "invalid_request", "invalid_request"),
+            ("grant_type=refresh_token", "invalid_request", "invalid_request"),
+        ]
+        for c in cases {
+            let r = try token(client, form: c.form)
+            expectProblem(r, 400, c.code)
+            #expect(r.json?["error"]?.stringValue == c.oauth, "\(c.form): \(r)")
+            #expect(r.json?["error_description"]?.stringValue?.isEmpty == false, "\(c.form): \(r)")
+            #expect(r.header("Cache-Control") == "no-store" && r.header("Pragma") == "no-cache", "\(c.form): \(r.headers)")
+        }
+    }
+
+    @Test("a token response is no-store and no-cache (RFC 6749 §5.1)")
+    func tokenResponseHeaders() throws {
+        let server = try server
+        let client = server.client()
+        let session = try client.signUp(SoftAuthenticator(), username: server.username("token"))
+        let r = try token(client, form: "grant_type=refresh_token&refresh_token=\(session.refreshToken)")
+        #expect(r.status == 200, "\(r)")
+        #expect(r.json?["token_type"]?.stringValue == "Bearer" && r.json?["expires_in"]?.intValue != nil, "\(r)")
+        #expect(r.header("Cache-Control") == "no-store" && r.header("Pragma") == "no-cache", "\(r.headers)")
+    }
 }
