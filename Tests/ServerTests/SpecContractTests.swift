@@ -107,4 +107,22 @@ struct SpecContractTests {
         #expect(r.json?["token_type"]?.stringValue == "Bearer" && r.json?["expires_in"]?.intValue != nil, "\(r)")
         #expect(r.header("Cache-Control") == "no-store" && r.header("Pragma") == "no-cache", "\(r.headers)")
     }
+
+    // MARK: CORS for the public API
+
+    @Test("a preflight from an allowlisted origin allows every /v1 method and request header a route reads")
+    func preflightCoversTheAPI() throws {
+        let server = try server
+        let client = server.client()
+        let routes = Application(services: server.services).routes.filter { $0.pattern.hasPrefix("/v1/") }
+        let preflight = try client.send("OPTIONS", "/v1/account/email", contentType: nil,
+                                        headers: [("Origin", server.origin), ("Access-Control-Request-Method", "PUT")])
+        #expect(preflight.status == 204 && preflight.header("Access-Control-Allow-Origin") == server.origin, "\(preflight)")
+        let methods = Set((preflight.header("Access-Control-Allow-Methods") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        for route in routes { #expect(methods.contains(route.method), "\(route.method) \(route.pattern) not in \(methods)") }
+        let headers = (preflight.header("Access-Control-Allow-Headers") ?? "").lowercased()
+        for name in ["authorization", "content-type", "latchkey-step-up", "latchkey-ticket"] {
+            #expect(headers.contains(name), "\(name) not in \(headers)")
+        }
+    }
 }
