@@ -97,6 +97,21 @@ struct SpecContractTests {
         }
     }
 
+    @Test("a token request that repeats a parameter is invalid_request (RFC 6749 §3.2), and rotates nothing")
+    func tokenRepeatedParameter() throws {
+        let server = try server
+        let client = server.client()
+        let session = try client.signUp(SoftAuthenticator(), username: server.username("repeat"))
+        for form in ["grant_type=refresh_token&refresh_token=\(session.refreshToken)&refresh_token=lkr_other",
+                     "grant_type=password&grant_type=refresh_token&refresh_token=\(session.refreshToken)"] {
+            let r = try token(client, form: form)
+            expectProblem(r, 400, "invalid_request")
+            #expect(r.json?["error"]?.stringValue == "invalid_request", "\(r)")
+        }
+        // The refresh token was not used by the refused requests.
+        #expect(try token(client, form: "grant_type=refresh_token&refresh_token=\(session.refreshToken)").status == 200)
+    }
+
     @Test("a token response is no-store and no-cache (RFC 6749 §5.1)")
     func tokenResponseHeaders() throws {
         let server = try server

@@ -22,7 +22,8 @@ func formOrJSON(_ request: Request) throws(ServiceError) -> [String: String] {
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = formDecode(String(kv[0])), value = kv.count > 1 ? formDecode(String(kv[1])) : ""
             guard let key, let value else { throw ServiceError.invalid("malformed form body") }
-            out[key] = value
+            // RFC 6749 §3.2: a parameter must not be included more than once.
+            guard out.updateValue(value, forKey: key) == nil else { throw ServiceError.invalid("\(key) is given more than once") }
         }
         return out
     }
