@@ -48,6 +48,24 @@ struct SpecContractTests {
         #expect(r.json?["detail"]?.stringValue?.contains("displayName") == true, "\(r)")
     }
 
+    @Test("app declarations: handleAllUrls or appId of the wrong type → 400 invalid_request (handleAllUrls was read as false)")
+    func appDeclarationTypes() throws {
+        let server = try server
+        let client = server.client()
+        let admin = "Bearer \(server.adminKey)"
+        let fingerprint = String(repeating: "AB:", count: 31) + "AB"
+        for value: JSONValue in [.string("true"), .number(1), .array([])] {
+            let r = try client.post("/admin/v1/apps", .object([("platform", "android"), ("packageName", "com.example.typed"),
+                                                               ("fingerprints", .array([.string(fingerprint)])), ("handleAllUrls", value)]),
+                                    authorization: admin)
+            expectProblem(r, 400, "invalid_request")
+        }
+        let appId = try client.post("/admin/v1/apps", .object([("platform", "ios"), ("appId", .number(1)),
+                                                               ("teamId", "ABCDE12345"), ("bundleId", "com.example.typed")]),
+                                    authorization: admin)
+        expectProblem(appId, 400, "invalid_request")
+    }
+
     // MARK: 401 always carries a challenge (RFC 9110 §15.5.2, RFC 6750 §3)
 
     @Test("every 401 carries WWW-Authenticate: bare Bearer without a token, invalid_token with a refused one, Ticket for a ticket")
