@@ -77,8 +77,10 @@ struct InputSweepTests {
                                  contentType: "application/json"))
             }
         }
-        // Queries (the audit log reads limit and before; others must ignore them).
-        for query in ["limit=%00&before=%00", "limit=-1&before=99999999999999999999999", "limit=1e400", "%00=%00"] {
+        // Queries (the audit log reads limit, before, user and action, the users page username;
+        // others must ignore them).
+        for query in ["limit=%00&before=%00", "limit=-1&before=99999999999999999999999", "limit=1e400", "%00=%00",
+                      "user=%00&action=%00&username=%00", "user=a%00b&action=a%01*&username=a%00"] {
             out.append(Probe(method: method, target: target(nil) + "?" + query, body: [], authorization: auth, contentType: "application/json"))
         }
         guard takesBody else { return out }
@@ -165,6 +167,21 @@ struct InputSweepTests {
             expect(try client.send("DELETE", "/admin/v1/origins/\(segment)", authorization: admin), 404, "not_found")
             expect(try client.get("/admin/v1/step-up/receipts/\(segment)", authorization: admin), 404, "not_found")
         }
+    }
+
+    @Test("query filters with NUL or control characters → 400 invalid_request, not a 503")
+    func controlCharactersInQueries() throws {
+        let server = try server
+        let client = server.client()
+        let admin = "Bearer \(server.adminKey)"
+        for bad in ["%00", "a%00b", "%01", "x%7F"] {
+            expect(try client.get("/admin/v1/audit?user=\(bad)", authorization: admin), 400, "invalid_request")
+            expect(try client.get("/admin/v1/audit?action=\(bad)", authorization: admin), 400, "invalid_request")
+            expect(try client.get("/admin/v1/users?username=\(bad)", authorization: admin), 400, "invalid_request")
+        }
+        // Printable filters still answer.
+        #expect(try client.get("/admin/v1/audit?user=nobody&action=passkey.*", authorization: admin).status == 200)
+        #expect(try client.get("/admin/v1/users?username=nobody", authorization: admin).status == 200)
     }
 
     @Test("strings with NUL or control characters in bodies → 400 invalid_request")

@@ -13,7 +13,7 @@ public enum AppDeclarations {
         do {
             switch body["platform"]?.stringValue {
             case "ios":
-                if let appId = body["appId"]?.stringValue { return .ios(try IOSApp(appID: appId)) }
+                if let appId = try RequestFields.optionalString(body, "appId") { return .ios(try IOSApp(appID: appId)) }
                 guard let team = body["teamId"]?.stringValue, let bundle = body["bundleId"]?.stringValue else {
                     throw ServiceError.invalid("an iOS app needs teamId and bundleId (or appId TEAMID.bundle.id)")
                 }
@@ -28,7 +28,13 @@ public enum AppDeclarations {
                     guard let s = value.stringValue else { throw ServiceError.invalid("fingerprints are strings: \(SigningCertificateFingerprint.expectedForm)") }
                     fps.append(try SigningCertificateFingerprint(parsing: s))
                 }
-                let handleAll = body["handleAllUrls"]?.boolValue ?? false
+                // Absent or null: false; anything but a JSON boolean is refused, not read as false.
+                let handleAll: Bool
+                switch body["handleAllUrls"] {
+                case nil, .null?: handleAll = false
+                case .bool(let value)?: handleAll = value
+                default: throw ServiceError.invalid("handleAllUrls must be true or false")
+                }
                 return .android(try AndroidApp(packageName: package, fingerprints: fps, handleAllURLs: handleAll))
             default:
                 throw ServiceError.invalid("platform must be ios or android")

@@ -87,10 +87,13 @@ public struct Application: Responder {
             // Not on this listener: the same answer as a path that does not exist.
             response = .problem(status: 404, code: "not_found", detail: "No resource at this path.")
         } else if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
-            // CORS preflight from an allowlisted web origin (a page on another host of the site).
+            // CORS preflight from an allowlisted web origin (a page on another host of the site):
+            // every method the /v1 routes use (PUT: /v1/account/email) and every request header
+            // they read (the step-up and ticket headers of device-key enrolment and recovery codes).
             response = .empty(status: 204, headers: [
-                ("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE"),
-                ("Access-Control-Allow-Headers", "Authorization, Content-Type"), ("Access-Control-Max-Age", "600"),
+                ("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE"),
+                ("Access-Control-Allow-Headers", "Authorization, Content-Type, Latchkey-Step-Up, Latchkey-Ticket"),
+                ("Access-Control-Max-Age", "600"),
             ])
             route = "preflight"
         } else if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(request) {
@@ -107,6 +110,12 @@ public struct Application: Responder {
         if let origin = corsOrigin {
             response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
                                  ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")]
+        }
+        if response.status == 401, BearerCredentials.value(request, scheme: "Bearer") != nil,
+           let i = response.headers.firstIndex(where: { $0.0.lowercased() == "www-authenticate" }), response.headers[i].1 == "Bearer" {
+            // RFC 6750 §3.1: a bearer token was sent and refused (expired, revoked, malformed or
+            // unknown) → `invalid_token`; a request without one gets the bare challenge.
+            response.headers[i].1 = #"Bearer error="invalid_token""#
         }
         if response.header("Cache-Control") == nil {
             response.headers.append(("Cache-Control", "no-store"))

@@ -22,7 +22,8 @@ func formOrJSON(_ request: Request) throws(ServiceError) -> [String: String] {
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = formDecode(String(kv[0])), value = kv.count > 1 ? formDecode(String(kv[1])) : ""
             guard let key, let value else { throw ServiceError.invalid("malformed form body") }
-            out[key] = value
+            // RFC 6749 §3.2: a parameter must not be included more than once.
+            guard out.updateValue(value, forKey: key) == nil else { throw ServiceError.invalid("\(key) is given more than once") }
         }
         return out
     }
@@ -104,6 +105,19 @@ enum Identifiers {
     }
 }
 
+/// Query parameters a route hands to a service (`?user=`, `?username=`, `?action=`): absent or
+/// empty is nil; anything PostgreSQL cannot hold or no stored string can contain (a NUL, control
+/// characters) or longer than `max` bytes is `invalid_request` naming the parameter, never a 5xx.
+enum QueryFields {
+    static func text(_ request: Request, _ name: String, max: Int) throws(ServiceError) -> String? {
+        guard let value = request.queryValue(name), !value.isEmpty else { return nil }
+        guard value.utf8.count <= max, isPrintableText(value) else {
+            throw ServiceError.invalid("\(name) must be at most \(max) bytes of printable characters")
+        }
+        return value
+    }
+}
+
 /// Typed members of a JSON request body: a missing member is `invalid_request` naming it.
 enum RequestFields {
     static func string(_ body: JSONValue, _ member: String, max: Int) throws(ServiceError) -> String {
@@ -111,6 +125,14 @@ enum RequestFields {
         guard let s = v.stringValue, !s.isEmpty, s.utf8.count <= max, isPrintableText(s) else {
             throw ServiceError.invalid("\(member) must be a string of 1 to \(max) bytes")
         }
+        return s
+    }
+
+    /// A member that may be absent or null (nil); present, it must be a JSON string — a number or
+    /// an object in its place is `invalid_request` naming it, never silently replaced by a default.
+    static func optionalString(_ body: JSONValue, _ member: String) throws(ServiceError) -> String? {
+        guard let v = body[member], !v.isNull else { return nil }
+        guard let s = v.stringValue else { throw ServiceError.invalid("\(member) must be a string") }
         return s
     }
 

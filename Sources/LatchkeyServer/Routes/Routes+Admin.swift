@@ -53,7 +53,8 @@ extension RouteTable {
         add("GET", "/admin/v1/audit", accepting: .any) { req, _ in
             _ = try s.admin.requireAdmin(req)
             return .json(bytes: try s.admin.auditLog(limit: req.queryValue("limit"), before: req.queryValue("before"),
-                                                     user: req.queryValue("user"), action: req.queryValue("action")).serialized())
+                                                     user: try QueryFields.text(req, "user", max: 128),
+                                                     action: try QueryFields.text(req, "action", max: 128)).serialized())
         }
         addAdminUserRoutes(s)
     }
@@ -64,7 +65,7 @@ extension RouteTable {
     mutating func addAdminUserRoutes(_ s: Services) {
         add("GET", "/admin/v1/users", accepting: .any) { req, _ in
             _ = try s.admin.requireAdmin(req)
-            return .json(bytes: try s.admin.findUsers(username: req.queryValue("username")).serialized())
+            return .json(bytes: try s.admin.findUsers(username: try QueryFields.text(req, "username", max: 256)).serialized())
         }
         add("GET", "/admin/v1/users/{id}", accepting: .any) { req, params in
             _ = try s.admin.requireAdmin(req)

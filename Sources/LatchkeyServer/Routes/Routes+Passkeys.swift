@@ -19,8 +19,8 @@ extension RouteTable {
                 conditional = try Self.conditional(req)
             case .none:
                 let body = try jsonBody(req)
-                guard let username = body["username"]?.stringValue else { throw ServiceError.invalid("username is required") }
-                let displayName = body["displayName"]?.stringValue ?? username
+                guard let username = try RequestFields.optionalString(body, "username") else { throw ServiceError.invalid("username is required") }
+                let displayName = try RequestFields.optionalString(body, "displayName") ?? username
                 try validateName(username, "username")
                 try validateName(displayName, "displayName")
                 requester = .newAccount(username: username, displayName: displayName)

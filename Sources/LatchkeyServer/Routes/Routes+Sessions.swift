@@ -5,10 +5,29 @@ extension RouteTable {
     /// OAuth refresh (RFC 6749 §6) and logout.
     mutating func addTokenRoutes(_ s: Services) {
         add("POST", "/v1/token", accepting: .jsonOrForm) { req, _ in
-            let fields = try formOrJSON(req)
-            guard fields["grant_type"] == "refresh_token" else { throw ServiceError.invalid("grant_type must be refresh_token") }
-            guard let token = fields["refresh_token"], !token.isEmpty else { throw ServiceError.invalid("refresh_token is required") }
-            return .json(bytes: try s.sessions.refresh(token).json.serialized(), headers: [("Cache-Control", "no-store")])
+            // RFC 6749 §5.1: token responses, and their errors, are never cached.
+            let noStore = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
+            var oauthError = "invalid_request"
+            do throws(ServiceError) {
+                let fields = try formOrJSON(req)
+                guard let grantType = fields["grant_type"], !grantType.isEmpty else { throw ServiceError.invalid("grant_type is required") }
+                guard grantType == "refresh_token" else {
+                    oauthError = "unsupported_grant_type"
+                    throw ServiceError.invalid("grant_type must be refresh_token")
+                }
+                guard let token = fields["refresh_token"], !token.isEmpty else { throw ServiceError.invalid("refresh_token is required") }
+                return .json(bytes: try s.sessions.refresh(token).json.serialized(), headers: noStore)
+            } catch {
+                // SPEC's problem document, plus RFC 6749 §5.2's `error` / `error_description` so an
+                // OAuth client library reads the same refusal (`code` stays SPEC's).
+                var refusal = error
+                if refusal.code == .invalidGrant { oauthError = "invalid_grant" }
+                if refusal.code == .invalidGrant || refusal.code == .invalidRequest {
+                    refusal.members += [("error", .string(oauthError)), ("error_description", .string(refusal.detail))]
+                }
+                refusal.headers += noStore
+                throw refusal
+            }
         }
         add("POST", "/v1/logout", accepting: .any) { req, _ in
             try s.sessions.logout(req)

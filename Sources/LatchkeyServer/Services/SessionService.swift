@@ -222,7 +222,8 @@ public final class SessionService: Sendable {
         if BearerCredentials.value(request, scheme: "Bearer") != nil { return try requireUser(request) }
         if let ticket = BearerCredentials.value(request, scheme: "Ticket") {
             guard let userId = try storage({ () throws(StorageError) in try accounts.consumeTicket(hash: OpaqueSecret.hash(ticket)) }) else {
-                throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used")
+                throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used",
+                                   headers: [("WWW-Authenticate", "Ticket")])
             }
             return userId
         }

@@ -39,6 +39,21 @@ import WebAuthnTesting
         #expect(failed(try run.register(SoftAuthenticator()) { $0.userPresent = false }).isEmpty)
     }
 
+    /// SPEC: on these four endpoints a failure is a 4xx with FIDO's envelope as application/json,
+    /// never problem+json — a body of the wrong media type too (it was the router's 415 problem).
+    @Test func aBodyThatIsNotJSONGetsTheEnvelopeToo() throws {
+        let run = ConformanceRun(fixture: try ConformanceFixture.shared.get())
+        for path in ["/attestation/options", "/attestation/result", "/assertion/options", "/assertion/result"] {
+            for contentType: String? in ["text/plain", "application/x-www-form-urlencoded", nil] {
+                let reply = try run.client.send("POST", path, body: Array(#"{"username":"x"}"#.utf8), contentType: contentType)
+                #expect(reply.status == 415, "\(path): \(reply)")
+                #expect(reply.contentType?.hasPrefix("application/json") == true, "\(path): \(reply.contentType ?? "none")")
+                #expect(reply.json?["status"]?.stringValue == "failed" && reply.json?["errorMessage"]?.stringValue?.isEmpty == false
+                        && reply.code == "invalid_request", "\(path): \(reply)")
+            }
+        }
+    }
+
     @Test func aRequestedUserVerificationNeverWeakensARequiredOne() throws {
         let fixture = try ConformanceFixture.shared.get()
         let server = try TestServer(name: "conformance-uv") { c in
