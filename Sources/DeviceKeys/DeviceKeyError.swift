@@ -26,4 +26,5 @@ public struct DeviceKeyError: Error, Hashable, CustomStringConvertible, Sendable
     public func hash(into h: inout Hasher) { h.combine(code) }
 
     static func invalid(_ reason: String) -> DeviceKeyError { DeviceKeyError(.invalidRequest, reason) }
+    static func wrongSignature(_ reason: String) -> DeviceKeyError { DeviceKeyError(.signatureInvalid, reason) }
 }

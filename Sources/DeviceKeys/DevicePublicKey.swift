@@ -76,21 +76,23 @@ public struct DevicePublicKey: Sendable {
 }
 
 /// An ECDSA signature in X9.62 DER (`SEQUENCE { r INTEGER, s INTEGER }`), structurally checked.
-/// A raw 64-byte `r || s` (CryptoKit's `rawRepresentation`, JOSE) is refused with that reason,
-/// so a client bug is reported as one rather than as a wrong signature.
+/// SPEC ("a present but wrong signature is `signature_invalid`"): bytes that are not such a
+/// signature are a wrong signature, refused before any challenge is used up. A raw 64-byte
+/// `r || s` (CryptoKit's `rawRepresentation`, JOSE) says so in the reason, so a client bug is
+/// reported as one; only an empty signature counts as a missing member (`invalid_request`).
 public struct DERSignature: Sendable {
     public let der: [UInt8]
 
     public init(bytes: [UInt8]) throws(DeviceKeyError) {
         guard !bytes.isEmpty else { throw .invalid("signature is empty") }
-        guard bytes.count <= 80 else { throw .invalid("signature is too long for DER ECDSA P-256") }
+        guard bytes.count <= 80 else { throw .wrongSignature("signature is too long for DER ECDSA P-256") }
         guard bytes[0] == 0x30 else {
-            if bytes.count == 64 { throw .invalid("signature looks like raw r||s; send the DER (X9.62) encoding") }
-            throw .invalid("signature is not DER ECDSA (X9.62)")
+            if bytes.count == 64 { throw .wrongSignature("signature looks like raw r||s; send the DER (X9.62) encoding") }
+            throw .wrongSignature("signature is not DER ECDSA (X9.62)")
         }
         guard let seq = try? DERNode.parse(bytes), seq.isUniversal(DERNode.sequence), let ints = try? seq.children, ints.count == 2,
               ints.allSatisfy({ $0.isUniversal(DERNode.integer) && !$0.content.isEmpty && $0.content.count <= 33 })
-        else { throw .invalid("signature is not DER ECDSA (X9.62)") }
+        else { throw .wrongSignature("signature is not DER ECDSA (X9.62)") }
         der = bytes
     }
 }

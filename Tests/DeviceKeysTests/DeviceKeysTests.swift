@@ -59,10 +59,13 @@ struct DevicePublicKeyTests {
         #expect(throws: DeviceKeyError(.signatureInvalid, "")) {
             try DeviceKeyVerifier.verify(try DERSignature(bytes: der), by: key, over: changed)
         }
-        // CryptoKit's rawRepresentation (r||s) is an encoding error, said as such.
+        // CryptoKit's rawRepresentation (r||s), or bytes that are not DER: present but wrong
+        // (SPEC: signature_invalid), the reason naming the encoding; empty counts as missing.
         let raw = try ECDSASignature.rawFromDER(der, coordinateLength: 32)
-        #expect(throws: DeviceKeyError(.invalidRequest, "")) { try DERSignature(bytes: raw) }
-        #expect(throws: DeviceKeyError(.invalidRequest, "")) { try DERSignature(bytes: der + [0]) }
+        #expect(throws: DeviceKeyError(.signatureInvalid, "")) { try DERSignature(bytes: raw) }
+        #expect(throws: DeviceKeyError(.signatureInvalid, "")) { try DERSignature(bytes: der + [0]) }
+        #expect(throws: DeviceKeyError(.signatureInvalid, "")) { try DERSignature(bytes: [0x01, 0x02, 0x03]) }
+        #expect(throws: DeviceKeyError(.invalidRequest, "")) { try DERSignature(bytes: []) }
     }
 }
 

@@ -179,7 +179,8 @@ struct StepUpTests {
             let der = Base64URL.decode(body["signature"]!.stringValue!)!
             return body.setting("signature", .string(Base64URL.encode(try! ECDSASignature.rawFromDER(der, coordinateLength: 32))))
         }
-        #expect(raw.code == "invalid_request" && raw.text.contains("raw r||s"), "\(raw)")
+        // SPEC: a present but wrong signature is signature_invalid (the reason names the encoding).
+        #expect(raw.code == "signature_invalid" && raw.text.contains("raw r||s"), "\(raw)")
         for member in ["deviceId", "publicKey", "platform", "challengeId", "signature"] {
             let r = try enrol(a, phone) { $0.setting(member, nil) }
             #expect(r.code == "invalid_request" && r.text.contains(member), "\(member): \(r)")
@@ -316,7 +317,8 @@ struct StepUpTests {
         #expect(badB64.code == "invalid_request" && badB64.text.contains("base64url"), "\(badB64)")
         let raw = try ECDSASignature.rawFromDER(try phone.key.sign(Base64URL.decode(c5["challenge"]!.stringValue!)!, algorithm: .ecdsa(.sha256)),
                                                 coordinateLength: 32)
-        #expect(try verify(a, c5, signature: Base64URL.encode(raw)).code == "invalid_request")
+        #expect(try verify(a, c5, signature: Base64URL.encode(raw)).code == "signature_invalid")
+        #expect(try verify(a, c5, signature: Base64URL.encode([0x01, 0x02, 0x03])).code == "signature_invalid")
         #expect(try a.client.post("/v1/step-up/verify", .object([("signature", .string(good))]), authorization: a.bearer).code == "invalid_request")
         #expect(try a.client.post("/v1/step-up/verify", .object([("challengeId", c5["challengeId"]!)]), authorization: a.bearer).code == "invalid_request")
         #expect(try verify(a, c5, signature: try phone.sign(c5["challenge"]!.stringValue!)).status == 200)
