@@ -91,13 +91,18 @@ public struct RecoveryCompletion: Sendable {
     public let audit: AuditRecord
     /// Events for what was revoked: (session ids, device keys, passkey ids).
     public let events: @Sendable (_ sessions: [String], _ deviceKeys: [DeviceKeyRecord], _ passkeys: [[UInt8]]) -> [OutboxEvent]
+    /// Audit lines and events for the account's other pending recoveries, cancelled by this one: (id, method) each.
+    public let cancelled: @Sendable (_ recoveries: [(id: String, method: String)]) -> (audit: [AuditRecord], events: [OutboxEvent])
 
     public init(recoveryId: String, revokePasskeys: Bool, audit: AuditRecord,
-                events: @escaping @Sendable ([String], [DeviceKeyRecord], [[UInt8]]) -> [OutboxEvent]) {
+                events: @escaping @Sendable ([String], [DeviceKeyRecord], [[UInt8]]) -> [OutboxEvent],
+                cancelled: @escaping @Sendable ([(id: String, method: String)]) -> (audit: [AuditRecord], events: [OutboxEvent])
+                    = { _ in ([], []) }) {
         self.recoveryId = recoveryId
         self.revokePasskeys = revokePasskeys
         self.audit = audit
         self.events = events
+        self.cancelled = cancelled
     }
 }
 
@@ -309,6 +314,13 @@ public final class RecoveryRepository: Sendable {
             RETURNING id
             """)
         guard !done.isEmpty else { throw StorageError.notFound }
+        // The account's other pending recoveries end here too: each is a bearer credential that could
+        // register a passkey later and undo this recovery (revoking the sessions it just began).
+        let others = try t.query("""
+            UPDATE recoveries SET status = 'cancelled', finished_at = now()
+            WHERE user_id = \(userId) AND status = 'pending' AND id <> \(completion.recoveryId)
+            RETURNING id, method
+            """).map { (id: try $0.string("id"), method: try $0.string("method")) }
         let sessions = try t.query("""
             UPDATE refresh_families SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id
             """).map { try $0.string("id") }
@@ -323,8 +335,9 @@ public final class RecoveryRepository: Sendable {
                 RETURNING id
                 """).map { try $0.bytes("id") }
         }
-        try AuditRepository.write([completion.audit], on: t)
-        try OutboxRepository.write(completion.events(sessions, keys, passkeys), on: t)
+        let ended = completion.cancelled(others)
+        try AuditRepository.write([completion.audit] + ended.audit, on: t)
+        try OutboxRepository.write(completion.events(sessions, keys, passkeys) + ended.events, on: t)
         return RecoveryRevocations(sessions: sessions, deviceKeys: keys.map(\.id), passkeys: passkeys)
     }
 

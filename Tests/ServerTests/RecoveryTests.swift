@@ -342,6 +342,44 @@ struct RecoveryTests {
         for step in ["recovery.challenge_started", "recovery.started", "recovery.completed"] { #expect(actions.contains(step), "\(actions)") }
     }
 
+    @Test("completing a recovery ends the account's other pending recoveries: a second stolen one cannot undo it")
+    func completionEndsOtherRecoveries() throws {
+        let (server, other) = try Self.pair.get()
+        let a = try account(server)
+        // The attacker (mailbox or codes) starts one recovery; so, later, does the owner.
+        let attackers = try recoverByEmail(a, on: server)
+        // (Its "recovery started" notice is in before the next code is looked for.)
+        _ = try TestSMTP.waitForMessage(to: a.email, containing: "Subject: Recovery of your Latchkey account started")
+        let owners = try recoverByEmail(a, on: other)
+        let attackerToken = try #require(attackers["recoveryToken"]?.stringValue)
+        let ownerToken = try #require(owners["recoveryToken"]?.stringValue)
+        // The owner's completes first (options issued for the attacker's before that do not help either).
+        let early = try server.client().post("/v1/passkeys/registration/options", .object([]), authorization: "Bearer \(attackerToken)")
+        #expect(early.status == 200, "\(early)")
+        let (_, mine) = try other.client().register(SoftAuthenticator(), authorization: "Bearer \(ownerToken)")
+        #expect(mine.status == 201, "\(mine)")
+        let owner = Session(reply: try #require(mine.json))
+        // The attacker's recovery is over: options → unauthorized, and the options fetched before cannot complete it.
+        let late = try server.client().post("/v1/passkeys/registration/options", .object([]), authorization: "Bearer \(attackerToken)")
+        #expect(late.status == 401 && late.code == "unauthorized", "\(late)")
+        let thief = SoftAuthenticator()
+        let challenge = try challengeBytes(try #require(early.json))
+        let builder = thief.registration(challenge: challenge, rpId: server.endpoint.rpId, origin: server.endpoint.origin)
+        thief.userHandle = userHandle(early.json!)
+        let finished = try server.client().send("POST", "/v1/passkeys/registration/verify", body: builder.bytes())
+        #expect(finished.status == 401 && finished.code == "unauthorized", "\(finished)")
+        // The owner's new session lives; the banner shows no pending recovery; the cancellation is audited.
+        let state = try server.client().get("/v1/account/recovery", authorization: owner.bearer)
+        #expect(state.json?["pendingRecoveries"]?.arrayValue?.isEmpty == true, "\(state)")
+        let db = try PostgresConnection(url: TestDatabase.url())
+        let status = try db.query("SELECT status FROM recoveries WHERE id = \(attackers["recoveryId"]!.stringValue!)")[0].string("status")
+        #expect(status == "cancelled")
+        let cancelled = try db.query("""
+            SELECT count(*)::int AS n FROM audit_log WHERE action = 'recovery.cancelled' AND detail->>'recoveryId' = \(attackers["recoveryId"]!.stringValue!)
+            """)[0].int("n")
+        #expect(cancelled == 1)
+    }
+
     @Test("LATCHKEY_RECOVERY_REVOKES=all also revokes the old passkeys; a recovery code starts the recovery")
     func revokesAll() throws {
         let server = try TestServer(name: "recovery-all") { Self.mailSettings(&$0); $0.recoveryRevokesPasskeys = true }

@@ -296,6 +296,11 @@ public final class RecoveryService: Sendable {
                     + events.sessionsRevoked(userId: userId, sessionIds, reason: .recovery)
                     + keys.map { events.deviceKey(.deviceKeyRevoked, $0) }
                     + passkeys.map { events.event(.passkeyRevoked, userId: userId, data: [("credentialId", .string(Base64URL.encode($0)))]) }
+            },
+            cancelled: { others in
+                (others.map { AuditRecord(.recoveryCancelled, actor: AuditActor.server, subject: userId,
+                                          detail: [("recoveryId", .string($0.id)), ("completedBy", .string(id))]) },
+                 others.map { events.recovery(.recoveryCancelled, userId: userId, recoveryId: $0.id, method: $0.method) })
             })
     }
 
