@@ -66,7 +66,7 @@ public final class Services: Sendable {
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
                                signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
-                               configuration: configuration, runtime: runtime)
+                               revoked: revokedSessions, configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
                              origins: origins, wellKnown: wellKnown, sessions: sessions, stepUp: stepUp, passkeys: passkeys,

@@ -160,6 +160,43 @@ struct TrustChainTests {
         #expect(claims["acr"]?.stringValue == "urn:latchkey:acr:passkey-uv" && claims["amr"]?.arrayValue == ["pop", "user", "mfa"])
     }
 
+    @Test("a step-up token dies with its session and with the key that approved it (logout, device key or passkey revoked)")
+    func stepUpDiesWithItsSessionAndKey() throws {
+        let server = try Self.fixture.get()
+        let a = try h.account(server)
+        let phone = StepUpTests.Phone(platform: "android")
+        let keyId = try h.enrolled(a, phone)
+
+        // A payment approval stolen from the phone (or its traffic); the owner logs that session out.
+        let second = StepUpTests.Account(client: a.client, session: try a.client.signIn(a.authenticator), authenticator: a.authenticator)
+        let stolen = try #require(try h.approve(second, phone, keyId: keyId)["access_token"]?.stringValue)
+        #expect(try a.client.send("POST", "/v1/logout", authorization: second.bearer).status == 204)
+        let afterLogout = try h.consume(a, token: stolen, action: StepUpTests.transfer)
+        #expect(afterLogout.status == 401 && afterLogout.code == "unauthorized", "\(afterLogout)")
+
+        // The phone is reported lost: its key is revoked, and the approval it just made goes with it.
+        let fromPhone = try #require(try h.approve(a, phone, keyId: keyId)["access_token"]?.stringValue)
+        #expect(try a.client.send("DELETE", "/v1/device-keys/\(keyId)", authorization: a.bearer).status == 204)
+        #expect(try h.consume(a, token: fromPhone, action: StepUpTests.transfer).code == "unauthorized")
+
+        // A second passkey approves an enrolment; revoking that passkey ends the approval too.
+        let other = SoftAuthenticator()
+        let (_, added) = try a.client.register(other, authorization: a.bearer)
+        #expect(added.status == 201, "\(added)")
+        let withOther = StepUpTests.Account(client: a.client, session: a.session, authenticator: other)
+        let newPhone = StepUpTests.Phone(platform: "ios")
+        let approval = try stepUpToken(withOther, action: .object([("type", "latchkey.device-key.enrol"), ("deviceId", .string(newPhone.deviceId))]))
+        let credentialId = try #require(added.json?["passkey"]?["id"]?.stringValue)
+        #expect(try a.client.send("DELETE", "/v1/passkeys/\(credentialId)", authorization: a.bearer).status == 200)
+        let refused = try post(a, try enrolmentBody(a, newPhone), [("Latchkey-Step-Up", approval)])
+        #expect(refused.status == 403 && refused.code == "step_up_required", "\(refused)")
+
+        // A live one still works.
+        let newKey = try h.enrolled(a, newPhone)
+        let live = try #require(try h.approve(a, newPhone, keyId: newKey)["access_token"]?.stringValue)
+        #expect(try h.consume(a, token: live, action: StepUpTests.transfer).status == 200)
+    }
+
     /// A passkey step-up token for `action`.
     func stepUpToken(_ a: StepUpTests.Account, action: JSONValue) throws -> String {
         let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)

@@ -27,8 +27,8 @@ extension RouteTable {
             return .json(status: 201, bytes: try s.stepUp.createChallenge(userId: userId, body: try jsonBody(req)).serialized())
         }
         add("POST", "/v1/step-up/verify") { req, _ in
-            let userId = try s.sessions.requireUser(req)
-            return .json(bytes: try s.stepUp.verify(userId: userId, body: try jsonBody(req)).serialized())
+            let caller = try s.sessions.requireSession(req)
+            return .json(bytes: try s.stepUp.verify(userId: caller.userId, sessionId: caller.sessionId, body: try jsonBody(req)).serialized())
         }
         add("POST", "/v1/step-up/consume") { req, _ in
             guard let token = BearerCredentials.value(req, scheme: "Bearer") else { throw ServiceError.unauthorized }

@@ -25,6 +25,8 @@ public final class StepUpService: Sendable {
     let passkeyPolicy: VerificationPolicy
     let trust: AttestationTrust
     let events: OutboxEvents
+    /// Sessions ended lately (the same set access tokens are checked against): a step-up token dies with its session.
+    let revoked: RevokedSessions
 
     /// JWT `typ` of a step-up token: never accepted where an access token is expected, and back.
     public static let tokenType = "step-up+jwt"
@@ -32,8 +34,9 @@ public final class StepUpService: Sendable {
     static let maxTokenTTL = 120
 
     init(deviceKeys: DeviceKeyRepository, accounts: AccountRepository, challenges: ChallengeRepository, signer: TokenSigner,
-         assertion: PasskeyAssertion, origins: OriginCache, trust: AttestationTrust, events: OutboxEvents, configuration: Configuration,
-         runtime: Runtime) {
+         assertion: PasskeyAssertion, origins: OriginCache, trust: AttestationTrust, events: OutboxEvents, revoked: RevokedSessions,
+         configuration: Configuration, runtime: Runtime) {
+        self.revoked = revoked
         self.trust = trust
         self.events = events
         self.deviceKeys = deviceKeys
@@ -183,7 +186,28 @@ public final class StepUpService: Sendable {
         guard let jti = claims["jti"]?.stringValue, let receiptId = claims["receipt_id"]?.stringValue else {
             throw Self.stepUpRequired("the step-up token has no id")
         }
+        guard try approvalIsLive(claims) else {
+            throw Self.stepUpRequired("the step-up's session or the key that approved it was revoked")
+        }
         return (jti, receiptId)
+    }
+
+    /// SPEC "Rules that must hold": revocation is immediate. A step-up token is only as alive as the
+    /// session that asked for it (`sid`, checked like access tokens are) and the key that approved
+    /// it (the receipt's device key or passkey, still live): a logout, a session ended, a recovery,
+    /// or a revoked device key or passkey also ends the approvals they made, before they expire.
+    func approvalIsLive(_ claims: JSONValue) throws(ServiceError) -> Bool {
+        guard let sid = claims["sid"]?.stringValue, !revoked.contains(sid), let receiptId = claims["receipt_id"]?.stringValue,
+              let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: receiptId) }),
+              receipt.userId == claims["sub"]?.stringValue else { return false }
+        if receipt.method == "device-key" {
+            return try storage { () throws(StorageError) in try deviceKeys.key(id: receipt.keyId) }?.revokedAt == nil
+        }
+        guard let credentialId = Base64URL.decode(receipt.keyId),
+              let (credential, _) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: credentialId) }) else {
+            return false
+        }
+        return credential.userId == receipt.userId
     }
 
     static func text(_ action: StepUpAction) -> String { String(decoding: action.canonical, as: UTF8.self) }
@@ -299,7 +323,7 @@ public final class StepUpService: Sendable {
 
     /// `POST /v1/step-up/verify`: `{"challengeId","signature"}` or `{"challengeId","credential"}`,
     /// optionally with the `action` the client believes it approved (must be the bound one).
-    func verify(userId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+    func verify(userId: String, sessionId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
         // Parse: nothing is used up by a malformed request.
         let input = try VerifyInput(body)
 
@@ -406,7 +430,7 @@ public final class StepUpService: Sendable {
             }
             throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
         }
-        let token = try stepUpToken(userId: userId, jti: jti, authTime: Int64(now.timeIntervalSince1970), acr: acr, amr: amr,
+        let token = try stepUpToken(userId: userId, sessionId: sessionId, jti: jti, authTime: Int64(now.timeIntervalSince1970), acr: acr, amr: amr,
                                     actionHash: state.actionHash, receiptId: receiptId)
         return .object([("access_token", .string(token)), ("token_type", "Bearer"), ("expires_in", .number(Double(tokenTTL))),
                         ("actionHash", .string(Base64URL.encode(state.actionHash))), ("receiptId", .string(receiptId))])
@@ -430,14 +454,14 @@ public final class StepUpService: Sendable {
     }
 
     /// An ES256 JWT (`typ` step-up+jwt) scoped to one action: `sub`, `jti`, `auth_time`, `acr`,
-    /// `amr`, `action_hash`, at most two minutes.
-    func stepUpToken(userId: String, jti: String, authTime: Int64, acr: String, amr: [JSONValue], actionHash: [UInt8],
+    /// `amr`, `action_hash`, at most two minutes; `sid`: the session that asked for it.
+    func stepUpToken(userId: String, sessionId: String, jti: String, authTime: Int64, acr: String, amr: [JSONValue], actionHash: [UInt8],
                      receiptId: String) throws(ServiceError) -> String {
         try signer.sign(.object([
             ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
             ("iat", .number(Double(authTime))), ("exp", .number(Double(authTime + Int64(tokenTTL)))), ("jti", .string(jti)),
             ("auth_time", .number(Double(authTime))), ("acr", .string(acr)), ("amr", .array(amr)),
-            ("action_hash", .string(Base64URL.encode(actionHash))), ("receipt_id", .string(receiptId)),
+            ("action_hash", .string(Base64URL.encode(actionHash))), ("receipt_id", .string(receiptId)), ("sid", .string(sessionId)),
         ]), type: Self.tokenType)
     }
 
@@ -456,6 +480,9 @@ public final class StepUpService: Sendable {
         }
         guard constantTimeEquals(presented, tokenHash) else {
             throw ServiceError(.actionMismatch, "this step-up token was issued for another action")
+        }
+        guard try approvalIsLive(claims) else {
+            throw ServiceError(.unauthorized, "the step-up's session or the key that approved it was revoked")
         }
         switch try storage({ () throws(StorageError) in try deviceKeys.consumeStepUpToken(jti: jti, userId: sub, actionHash: presented) }) {
         case .consumed(let receiptId, let action):
