@@ -159,11 +159,17 @@ public final class RecoveryRepository: Sendable {
     }
 
     /// Stores `email` as the account's verified address (replacing any), with the audit line and
-    /// events; `.conflict` when another account has verified it.
-    public func setVerifiedEmail(userId: String, email: String, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) {
+    /// events; `.conflict` when another account has verified it. `replacing(previous)`: the mail
+    /// that tells the address being replaced (another one than `email`), written in the same transaction.
+    public func setVerifiedEmail(userId: String, email: String, audit: AuditRecord, events: [OutboxEvent],
+                                 replacing: (_ previous: String) -> [MailToSend] = { _ in [] }) throws(StorageError) {
         try pool.runTransaction { t in
             let taken = try t.query("SELECT 1 AS one FROM account_emails WHERE email = \(email) AND user_id <> \(userId)")
             guard taken.isEmpty else { throw StorageError.conflict(.other("account_emails_email")) }
+            if let previous = try t.query("SELECT email FROM account_emails WHERE user_id = \(userId) FOR UPDATE").first,
+               case let old = try previous.string("email"), old != email {
+                try RecoveryRepository.write(replacing(old), on: t)
+            }
             try t.execute("""
                 INSERT INTO account_emails (user_id, email, verified_at) VALUES (\(userId), \(email), now())
                 ON CONFLICT (user_id) DO UPDATE SET email = EXCLUDED.email, verified_at = now()

@@ -114,6 +114,25 @@ struct RecoveryTests {
                                   authorization: a.bearer).code == "invalid_request")
     }
 
+    @Test("replacing the verified address tells the old one (a stolen session moving recovery to another mailbox is seen)")
+    func addressChangeTellsTheOldAddress() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server)
+        let oldBefore = try TestSMTP.messages(to: a.email).count
+        let attackers = TestSMTP.address("attacker")
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(attackers))]).serialized(),
+                                        authorization: a.bearer)
+        #expect(started.status == 202, "\(started)")
+        let code = try TestSMTP.code(to: attackers)
+        let done = try a.client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
+                                     authorization: a.bearer)
+        #expect(done.status == 200, "\(done)")
+        let notice = try TestSMTP.waitForMessage(to: a.email, containing: "Subject: The email address of your Latchkey account was changed")
+        #expect(notice != nil, "the replaced address was not told")
+        #expect(notice?.contains(attackers) == false && notice?.contains(TestSMTP.normalised(attackers)) == false, "the notice names the new address")
+        #expect(try TestSMTP.messages(to: a.email).count == oldBefore + 1)
+    }
+
     @Test("5 wrong attempts, then the challenge is challenge_invalid even for the right code; 16 concurrent guesses count 5")
     func attempts() throws {
         let (server, other) = try Self.pair.get()

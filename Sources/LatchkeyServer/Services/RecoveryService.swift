@@ -88,14 +88,26 @@ public final class RecoveryService: Sendable {
             throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
         }
         do {
+            // The address being replaced hears of it: it is where recovery codes and "recovery started"
+            // notices went, so a stolen session quietly moving recovery to another mailbox is seen.
             try store.setVerifiedEmail(userId: caller.userId, email: email,
                                        audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
-                                       events: [events.emailVerified(userId: caller.userId)])
+                                       events: [events.emailVerified(userId: caller.userId)]) { [mail] previous in
+                guard let to = EmailAddress(previous) else { return [] }
+                return [mail.compose(to: to, userId: caller.userId, subject: "The email address of your Latchkey account was changed", text: """
+                    The verified email address of your Latchkey account was just replaced by another one.
+                    Mailed recovery codes and recovery notices now go to the new address.
+
+                    If this was not you, sign in with your passkey, set your address again and check your
+                    sessions and pending recoveries.
+                    """)]
+            }
         } catch .conflict {
             throw ServiceError(.conflict, "another account has verified this address")
         } catch {
             throw ServiceError(error)
         }
+        mail.poke()
         return .object([("email", .string(email)), ("verified", true)])
     }
 
