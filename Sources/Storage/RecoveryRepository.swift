@@ -160,7 +160,8 @@ public final class RecoveryRepository: Sendable {
 
     /// Stores `email` as the account's verified address (replacing any), with the audit line and
     /// events; `.conflict` when another account has verified it. `replacing(previous)`: the mail
-    /// that tells the address being replaced (another one than `email`), written in the same transaction.
+    /// that tells the address being replaced (another one than `email`), written in the same
+    /// transaction, which also uses up the sign-in and recovery codes mailed to that address.
     public func setVerifiedEmail(userId: String, email: String, audit: AuditRecord, events: [OutboxEvent],
                                  replacing: (_ previous: String) -> [MailToSend] = { _ in [] }) throws(StorageError) {
         try pool.runTransaction { t in
@@ -169,6 +170,11 @@ public final class RecoveryRepository: Sendable {
             if let previous = try t.query("SELECT email FROM account_emails WHERE user_id = \(userId) FOR UPDATE").first,
                case let old = try previous.string("email"), old != email {
                 try RecoveryRepository.write(replacing(old), on: t)
+                // Codes already mailed to the old address (sign-in, recovery) stop working with it.
+                try t.execute("""
+                    UPDATE otp_challenges SET used_at = now()
+                    WHERE user_id = \(userId) AND purpose IN ('email-sign-in', 'recovery') AND used_at IS NULL
+                    """)
             }
             try t.execute("""
                 INSERT INTO account_emails (user_id, email, verified_at) VALUES (\(userId), \(email), now())

@@ -133,6 +133,31 @@ struct RecoveryTests {
         #expect(try TestSMTP.messages(to: a.email).count == oldBefore + 1)
     }
 
+    @Test("codes mailed to the old address stop working once the address is replaced")
+    func addressChangeEndsCodesMailedToTheOldOne() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server)
+        // Sign-in and recovery codes just mailed to the old address (a mailbox the owner is leaving).
+        var before = try TestSMTP.messages(to: a.email).count
+        let signIn = try server.client().post("/v1/email/challenges", .object([("email", .string(a.email))]))
+        let signInCode = try TestSMTP.code(to: a.email, after: before)
+        before = try TestSMTP.messages(to: a.email).count
+        let recovery = try server.client().post("/v1/recovery/challenges", .object([("username", .string(a.username))]))
+        let recoveryCode = try TestSMTP.code(to: a.email, after: before)
+        // The owner moves to a new address.
+        let fresh = TestSMTP.address("moved")
+        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(fresh))]).serialized(),
+                                        authorization: a.bearer)
+        let code = try TestSMTP.code(to: fresh)
+        #expect(try a.client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
+                                  authorization: a.bearer).status == 200)
+        let late = try server.client().post("/v1/email/verify", .object([("challengeId", signIn.json!["challengeId"]!), ("code", .string(signInCode))]))
+        #expect(late.status == 400 && late.code == "challenge_invalid", "\(late)")
+        let lateRecovery = try server.client().post("/v1/recovery/verify", .object([("challengeId", recovery.json!["challengeId"]!),
+                                                                                     ("code", .string(recoveryCode))]))
+        #expect(lateRecovery.status == 400 && lateRecovery.code == "challenge_invalid", "\(lateRecovery)")
+    }
+
     @Test("5 wrong attempts, then the challenge is challenge_invalid even for the right code; 16 concurrent guesses count 5")
     func attempts() throws {
         let (server, other) = try Self.pair.get()
