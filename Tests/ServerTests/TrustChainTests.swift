@@ -197,6 +197,37 @@ struct TrustChainTests {
         #expect(try h.consume(a, token: live, action: StepUpTests.transfer).status == 200)
     }
 
+    @Test("JWT tricks over HTTP: typ swapped either way, alg none, a re-headed token, another kid → refused")
+    func jwtTricks() throws {
+        let server = try Self.fixture.get()
+        let a = try h.account(server)
+        let phone = StepUpTests.Phone(platform: "android")
+        let keyId = try h.enrolled(a, phone)
+        let stepUp = try #require(try h.approve(a, phone, keyId: keyId)["access_token"]?.stringValue)
+        let access = a.session.accessToken
+        // A step-up token is no access token, and an access token no step-up token.
+        #expect(try a.client.get("/v1/passkeys", authorization: "Bearer \(stepUp)").code == "unauthorized")
+        #expect(try h.consume(a, token: access, action: StepUpTests.transfer).code == "unauthorized")
+        // Re-headed copies of a real access token: alg none without signature, typ step-up+jwt with the
+        // original signature, an unknown kid.
+        let parts = access.split(separator: ".").map(String.init)
+        let header = try JSONParser.parse(try #require(Base64URL.decode(parts[0])))
+        func reheaded(_ h: JSONValue, signature: String) -> String { Base64URL.encode(h.serialized()) + "." + parts[1] + "." + signature }
+        let forged = [
+            reheaded(header.setting("alg", "none"), signature: ""),
+            reheaded(header.setting("alg", "HS256"), signature: parts[2]),
+            reheaded(header.setting("typ", "step-up+jwt"), signature: parts[2]),
+            reheaded(header.setting("kid", "../../jwks"), signature: parts[2]),
+        ]
+        for token in forged {
+            #expect(try a.client.get("/v1/passkeys", authorization: "Bearer \(token)").code == "unauthorized", "\(token)")
+            #expect(try h.consume(a, token: token, action: StepUpTests.transfer).code == "unauthorized", "\(token)")
+        }
+        // The real ones still work.
+        #expect(try a.client.get("/v1/passkeys", authorization: a.bearer).status == 200)
+        #expect(try h.consume(a, token: stepUp, action: StepUpTests.transfer).status == 200)
+    }
+
     /// A passkey step-up token for `action`.
     func stepUpToken(_ a: StepUpTests.Account, action: JSONValue) throws -> String {
         let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
