@@ -236,6 +236,24 @@ struct CeremonyFailureTests {
         #expect(other.json?["allowCredentials"]?.arrayValue != decoy)
     }
 
+    @Test("username-first decoys look like real passkeys: transports in the order browsers report them, ids and counts of several shapes")
+    func decoyShapes() throws {
+        let client = try server.client()
+        var lengths: Set<Int> = [], counts: Set<Int> = []
+        for _ in 0..<24 {
+            let decoy = try #require(try client.authenticationOptions(username: try server.username("ghost")).json?["allowCredentials"]?.arrayValue)
+            counts.insert(decoy.count)
+            for d in decoy {
+                lengths.insert(try #require(d["id"]?.stringValue.flatMap(Base64URL.decode)).count)
+                // WebAuthn L3 getTransports(): sorted lexicographically, as every browser-registered passkey stores them.
+                let transports = d["transports"]?.arrayValue?.compactMap(\.stringValue) ?? []
+                #expect(transports == transports.sorted(), "\(transports)")
+            }
+        }
+        #expect(lengths.count > 1, "every decoy id has one length: \(lengths)")
+        #expect(counts.count > 1 || lengths.count > 2, "every decoy has one credential: \(counts)")
+    }
+
     // MARK: HTTP-level problems
 
     @Test("404, 405, 415 and 413 are problem+json")

@@ -246,8 +246,7 @@ public final class PasskeyService: Sendable {
                 // No such account (or no passkey): a decoy list derived from the username and a
                 // deployment secret, stable across calls and instances, so the answer does not
                 // reveal whether the account exists.
-                let id = HMAC.sha256(key: try decoySecret.value(), data: Array("decoy:\(username)".utf8))
-                allow = [CredentialDescriptor(id: id, transports: ["internal", "hybrid"])]
+                allow = Self.decoyCredentials(username: username, secret: try decoySecret.value())
             }
         }
         let (options, state) = authentication.begin(allowCredentials: allow, account: account,
@@ -257,6 +256,32 @@ public final class PasskeyService: Sendable {
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
         }
         return options.json
+    }
+
+    /// Shapes real passkeys have in `allowCredentials`: credential id lengths common among passkey
+    /// providers and security keys, and transports as browsers report them (WebAuthn L3
+    /// `getTransports()`: sorted lexicographically). A decoy of one fixed shape (one 32-byte id with
+    /// `["internal","hybrid"]`, an order no browser sends) told a decoy from a real account at a glance.
+    static let decoyIdLengths = [16, 20, 32, 64]
+    static let decoyTransports: [[String]] = [["hybrid", "internal"], ["hybrid", "internal"], ["internal"], ["hybrid", "internal", "usb"],
+                                              ["nfc", "usb"], ["usb"]]
+
+    /// The decoy `allowCredentials` for `username`: one or two credentials, each shape and id derived
+    /// from the username under the deployment secret (the same on every call and instance).
+    static func decoyCredentials(username: String, secret: [UInt8]) -> [CredentialDescriptor] {
+        let seed = HMAC.sha256(key: secret, data: Array("decoy-shape:\(username)".utf8))
+        let count = seed[0] % 4 == 0 ? 2 : 1
+        return (0..<count).map { i in
+            let length = decoyIdLengths[Int(seed[1 + i]) % decoyIdLengths.count]
+            var id: [UInt8] = []
+            var block = 0
+            while id.count < length {
+                id += HMAC.sha256(key: secret, data: Array("decoy:\(username):\(i):\(block)".utf8))
+                block += 1
+            }
+            return CredentialDescriptor(id: Array(id.prefix(length)),
+                                        transports: decoyTransports[Int(seed[3 + i]) % decoyTransports.count])
+        }
     }
 
     /// `conformance`: the conformance profile's `/assertion/result` (an assertion's UP flag may be clear).
