@@ -27,15 +27,15 @@ public final class ConfigRepository: Sendable {
     }
 
     /// True when the origin was added (with `audit`), false when it was already present (no audit then).
-    /// With `redeeming`, the change happens only together with that step-up's redemption (same transaction).
+    /// With `redeeming`, the change happens only together with that step-up's redemption (same
+    /// transaction) — an origin already present too: that answer is a success, so it uses the step-up
+    /// up (single use, SPEC), and a replay of it is refused rather than answered 200 again.
     public func addOrigin(_ origin: String, source: String, audit: AuditRecord,
                           redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let n = try t.execute("INSERT INTO origins (origin, source) VALUES (\(origin), \(source)) ON CONFLICT (origin) DO NOTHING")
-            if n > 0 {
-                try StepUpRedemption.redeem(redeeming, on: t)
-                try AuditRepository.write([audit], on: t)
-            }
+            try StepUpRedemption.redeem(redeeming, on: t)
+            if n > 0 { try AuditRepository.write([audit], on: t) }
             return n > 0
         }
     }
@@ -87,6 +87,8 @@ public final class ConfigRepository: Sendable {
             let change: AppChange
             if let existing {
                 if try existing.stringArray("fingerprints") == app.fingerprints, try existing.bool("handle_all_urls") == app.handleAllURLs {
+                    // Unchanged is a success too: it uses the step-up up, as addOrigin does.
+                    try StepUpRedemption.redeem(redeeming, on: t)
                     return AppChange.unchanged
                 }
                 try t.execute("""

@@ -164,6 +164,26 @@ struct AdminConsoleTests {
         #expect(try send(a.client, "DELETE", absentPath, nil, bearer: a.bearer, stepUp: forAbsent).status == 204)
     }
 
+    @Test("a change that finds nothing to do still uses its step-up up: a replay is step_up_required, not 200 again")
+    func noOpChangeUsesTheStepUpUp() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        let origin = "https://noop-\(uniqueSuffix()).example"
+        let body: JSONValue = .object([("origin", .string(origin))])
+        let approved = try approval(a, Self.action("POST", "/admin/v1/origins", body))
+        let added = try send(a.client, "POST", "/admin/v1/origins", body, bearer: a.bearer, stepUp: approved)
+        #expect(added.status == 201, "\(added)")
+        // The same request again, the origin now present: nothing would change, yet the step-up is spent.
+        let replay = try send(a.client, "POST", "/admin/v1/origins", body, bearer: a.bearer, stepUp: approved)
+        #expect(replay.status == 403 && replay.code == "step_up_required", "\(replay)")
+        // A fresh approval for the already-present origin: answered once, then used up as well.
+        let fresh = try approval(a, Self.action("POST", "/admin/v1/origins", body))
+        let present = try send(a.client, "POST", "/admin/v1/origins", body, bearer: a.bearer, stepUp: fresh)
+        #expect(present.status < 300, "\(present)")
+        let again = try send(a.client, "POST", "/admin/v1/origins", body, bearer: a.bearer, stepUp: fresh)
+        #expect(again.status == 403 && again.code == "step_up_required", "\(again)")
+    }
+
     @Test("another admin's step-up is refused")
     func anotherAdminsStepUp() throws {
         let server = try Self.fixture.get()
