@@ -149,10 +149,10 @@ public final class AccountRepository: Sendable {
             let transports = JSONValue.array(credential.transports.map { .string($0) }).text
             try t.execute("""
                 INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
-                                         attestation_format, attestation_type, name)
+                                         attestation_format, attestation_type, name, approves_from)
                 VALUES (\(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
                         \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
-                        \(credential.attestationFormat), \(credential.attestationType), \(credential.name))
+                        \(credential.attestationFormat), \(credential.attestationType), \(credential.name), \(credential.approvesFrom))
                 """)
             try SessionRepository.start(session, recording: nil, audit: [audit], events: events, on: t)
             return revoked
@@ -298,7 +298,7 @@ public final class AccountRepository: Sendable {
 
     static let credentialColumns = """
         id, user_id, public_key, alg, sign_count, aaguid, transports::text AS transports, backup_eligible, backed_up, \
-        attestation_format, attestation_type, name, flagged, created_at, last_used_at
+        attestation_format, attestation_type, name, flagged, created_at, last_used_at, approves_from
         """
 
     static func credential(_ r: Row) throws -> CredentialRecord {
@@ -308,13 +308,13 @@ public final class AccountRepository: Sendable {
             backupEligible: try r.bool("backup_eligible"), backedUp: try r.bool("backed_up"),
             attestationFormat: try r.string("attestation_format"), attestationType: try r.string("attestation_type"),
             name: try r.string("name"), flagged: try r.bool("flagged"), createdAt: try r.date("created_at"),
-            lastUsedAt: try r.optionalDate("last_used_at"))
+            lastUsedAt: try r.optionalDate("last_used_at"), approvesFrom: try r.optionalDate("approves_from"))
     }
 
     /// A credential joined with its owner, as a login reads it (`credentials c JOIN users u`).
     static let loginColumns = """
         c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, \
-        c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, \
+        c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, c.approves_from, \
         u.user_handle, u.username, u.display_name
         """
 

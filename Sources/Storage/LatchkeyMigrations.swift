@@ -46,6 +46,9 @@ public enum LatchkeyMigrations {
         // Issue 14: admins are users with the admin role; indexes for the audit log's filters.
         File(version: 10, name: "admins and audit filters", file: "0010_admins.sql",
              sql: PackageResources._010_admins_sql),
+        // A passkey added from an email sign-in approves step-ups only after the recovery delay.
+        File(version: 11, name: "passkey approval hold", file: "0011_passkey_approval_hold.sql",
+             sql: PackageResources._011_passkey_approval_hold_sql),
     ]
 
     /// `all` as PostgreSQL.Migrator takes them.

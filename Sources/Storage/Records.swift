@@ -30,14 +30,17 @@ public struct CredentialRecord: Sendable {
     public var flagged: Bool
     public let createdAt: Date
     public var lastUsedAt: Date?
+    /// Step-ups by this passkey count only from this time (nil: at once) — set when it was added
+    /// from an email sign-in session (migration 11).
+    public let approvesFrom: Date?
 
     public init(id: [UInt8], userId: String, publicKey: [UInt8], alg: Int, signCount: Int64, aaguid: [UInt8], transports: [String],
                 backupEligible: Bool, backedUp: Bool, attestationFormat: String, attestationType: String, name: String,
-                flagged: Bool = false, createdAt: Date = Date(), lastUsedAt: Date? = nil) {
+                flagged: Bool = false, createdAt: Date = Date(), lastUsedAt: Date? = nil, approvesFrom: Date? = nil) {
         self.id = id; self.userId = userId; self.publicKey = publicKey; self.alg = alg; self.signCount = signCount
         self.aaguid = aaguid; self.transports = transports; self.backupEligible = backupEligible; self.backedUp = backedUp
         self.attestationFormat = attestationFormat; self.attestationType = attestationType; self.name = name
-        self.flagged = flagged; self.createdAt = createdAt; self.lastUsedAt = lastUsedAt
+        self.flagged = flagged; self.createdAt = createdAt; self.lastUsedAt = lastUsedAt; self.approvesFrom = approvesFrom
     }
 }
 

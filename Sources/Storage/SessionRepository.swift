@@ -144,6 +144,22 @@ public final class SessionRepository: Sendable {
         }
     }
 
+    /// One session of the user, not revoked (nil: unknown, another user's, or revoked).
+    public func session(id: String, userId: String) throws(StorageError) -> SessionRecord? {
+        try pool.run { c in
+            try c.query("""
+                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time FROM refresh_families f
+                WHERE f.id = \(id) AND f.user_id = \(userId) AND f.revoked_at IS NULL
+                """).first.map(SessionRepository.record)
+        }
+    }
+
+    static func record(_ r: Row) throws -> SessionRecord {
+        SessionRecord(id: try r.string("id"), method: SessionMethod(rawValue: try r.string("method")) ?? .passkey,
+                      credentialId: try r.optionalBytes("credential_id"), createdAt: try r.date("created_at"),
+                      lastUsedAt: try r.date("last_used_at"), authTime: try r.date("auth_time"))
+    }
+
     /// The user's live sessions (not revoked, with a refresh token still usable), newest first.
     public func list(userId: String) throws(StorageError) -> [SessionRecord] {
         try pool.run { c in
@@ -152,11 +168,7 @@ public final class SessionRepository: Sendable {
                 WHERE f.user_id = \(userId) AND f.revoked_at IS NULL
                   AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
                 ORDER BY f.created_at DESC, f.id
-                """).map { r in
-                SessionRecord(id: try r.string("id"), method: SessionMethod(rawValue: try r.string("method")) ?? .passkey,
-                              credentialId: try r.optionalBytes("credential_id"), createdAt: try r.date("created_at"),
-                              lastUsedAt: try r.date("last_used_at"), authTime: try r.date("auth_time"))
-            }
+                """).map(SessionRepository.record)
         }
     }
 

@@ -240,6 +240,71 @@ struct RecoveryTests {
         #expect(withPasskey.status == 201, "\(withPasskey)")
     }
 
+    /// Signs `a` in with a code mailed to its verified address; the session's tokens.
+    func emailSession(_ a: Account) throws -> Session {
+        let before = try TestSMTP.messages(to: a.email).count
+        let started = try a.client.post("/v1/email/challenges", .object([("email", .string(a.email))]))
+        #expect(started.status == 202, "\(started)")
+        let code = try TestSMTP.code(to: a.email, after: before)
+        let signedIn = try a.client.post("/v1/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]))
+        return Session(reply: try #require(signedIn.json, "\(signedIn)"))
+    }
+
+    /// A passkey step-up for `action` by `a.authenticator`: the verify reply, whatever it says.
+    func passkeyStepUp(_ a: StepUpTests.Account, action: JSONValue) throws -> Reply {
+        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
+        let challenge = try #require(c.json, "\(c)")
+        let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
+        return try a.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
+                                 authorization: a.bearer)
+    }
+
+    @Test("a passkey added from an email sign-in signs in at once but approves step-ups only after LATCHKEY_RECOVERY_DELAY, and so does one added from its session")
+    func emailSessionPasskeyIsHeld() throws {
+        let server = try TestServer(name: "recovery-hold") { Self.mailSettings(&$0); $0.recoveryDelay = 3600 }
+        let a = try account(server)
+        let byEmail = try emailSession(a)
+        // The automatic upgrade: a passkey from the email session is registered and signs in at once.
+        let upgraded = SoftAuthenticator()
+        let (_, added) = try a.client.register(upgraded, authorization: byEmail.bearer)
+        #expect(added.status == 201, "\(added)")
+        let viaUpgraded = try a.client.signIn(upgraded)
+        // But a mailbox alone must not approve a payment, enrol a device key or create recovery
+        // codes sooner than a recovery could: its step-ups are recovery_pending until the delay ends.
+        let held = StepUpTests.Account(client: a.client, session: viaUpgraded, authenticator: upgraded)
+        let refused = try passkeyStepUp(held, action: StepUpTests.transfer)
+        #expect(refused.status == 403 && refused.code == "recovery_pending", "\(refused)")
+        #expect(try passkeyStepUp(held, action: .object([("type", "latchkey.recovery-codes.create")])).code == "recovery_pending")
+        // A passkey added from the held passkey's session inherits the hold (no laundering through a login).
+        let second = SoftAuthenticator()
+        let (_, addedAgain) = try a.client.register(second, authorization: viaUpgraded.bearer)
+        #expect(addedAgain.status == 201, "\(addedAgain)")
+        let viaSecond = try a.client.signIn(second)
+        let laundered = try passkeyStepUp(StepUpTests.Account(client: a.client, session: viaSecond, authenticator: second), action: StepUpTests.transfer)
+        #expect(laundered.code == "recovery_pending", "\(laundered)")
+        // The owner's passkey still approves, from the email session too (SPEC: such a session can use
+        // passkey step-up), and a passkey added from the owner's passkey session has no hold.
+        let owner = StepUpTests.Account(client: a.client, session: byEmail, authenticator: a.authenticator)
+        #expect(try passkeyStepUp(owner, action: StepUpTests.transfer).status == 200)
+        let third = SoftAuthenticator()
+        let (_, fromOwner) = try a.client.register(third, authorization: a.bearer)
+        #expect(fromOwner.status == 201, "\(fromOwner)")
+        let viaThird = try a.client.signIn(third)
+        #expect(try passkeyStepUp(StepUpTests.Account(client: a.client, session: viaThird, authenticator: third), action: StepUpTests.transfer).status == 200)
+    }
+
+    @Test("without a recovery delay (development default) a passkey added from an email sign-in approves at once")
+    func emailSessionPasskeyWithoutDelay() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server)
+        let byEmail = try emailSession(a)
+        let upgraded = SoftAuthenticator()
+        let (_, added) = try a.client.register(upgraded, authorization: byEmail.bearer)
+        #expect(added.status == 201, "\(added)")
+        let session = try a.client.signIn(upgraded)
+        #expect(try passkeyStepUp(StepUpTests.Account(client: a.client, session: session, authenticator: upgraded), action: StepUpTests.transfer).status == 200)
+    }
+
     @Test("limits hold across instances: 16 concurrent challenges for one address on two instances → 3 accepted, 13 × 429; the same for an unknown address")
     func limits() throws {
         let (server, other) = try Self.pair.get()

@@ -12,12 +12,17 @@ extension RouteTable {
                 return .json(bytes: try s.passkeys.registrationOptions(for: .recovery(try s.recovery.authorizeRegistration(token: token)),
                                                                        conditional: try Self.conditional(req)).serialized())
             }
-            switch try s.sessions.userOrTicket(req) {
-            case .some(let userId):
-                requester = .user(userId)
+            if BearerCredentials.value(req, scheme: "Bearer") != nil {
+                // Signed in: the new passkey may come with an approval hold (email sign-in sessions).
+                let caller = try s.sessions.requireSession(req)
+                requester = .user(caller.userId, approvesFrom: try s.sessions.approvalHold(for: caller))
                 // Conditional create (automatic passkey upgrade) is for a signed-in user.
                 conditional = try Self.conditional(req)
-            case .none:
+            } else if let userId = try s.sessions.userOrTicket(req) {
+                // Vouched for by an enrolment ticket (an admin): no hold.
+                requester = .user(userId)
+                conditional = try Self.conditional(req)
+            } else {
                 let body = try jsonBody(req)
                 guard let username = try RequestFields.optionalString(body, "username") else { throw ServiceError.invalid("username is required") }
                 let displayName = try RequestFields.optionalString(body, "displayName") ?? username

@@ -1,3 +1,4 @@
+import Foundation
 import Crypto
 import JSON
 import Storage
@@ -78,7 +79,9 @@ public final class PasskeyService: Sendable {
 
     public enum Requester: Sendable {
         case newAccount(username: String, displayName: String)
-        case user(String)  // signed in (Bearer) or vouched for (enrolment ticket)
+        /// Signed in (Bearer) or vouched for (enrolment ticket); `approvesFrom`: the new passkey's
+        /// approval hold (`SessionService.approvalHold`), nil for none.
+        case user(String, approvesFrom: Date? = nil)
         /// The conformance profile: the account with this username, created on first use.
         case named(username: String, displayName: String)
         /// A recovery token whose recovery is pending and due: the registration completes it.
@@ -87,6 +90,8 @@ public final class PasskeyService: Sendable {
 
     /// The binding a recovery's registration carries in its ceremony state.
     static let recoveryBinding = "recovery:"
+    /// The binding of a registration whose passkey approves step-ups only from a time (Unix seconds).
+    static let approvalHoldBinding = "approves-from:"
 
     /// What a conformance options request asks of one registration (SPEC "Conformance profile");
     /// nil members keep the deployment's defaults.
@@ -117,10 +122,11 @@ public final class PasskeyService: Sendable {
             // Created only when the registration verifies: until then it exists only in the ceremony state.
             user = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
             isNew = true
-        case .user(let id):
+        case .user(let id, let approvesFrom):
             guard let u = try storage({ () throws(StorageError) in try accounts.user(id: id) }) else { throw ServiceError.unauthorized }
             user = u
             isNew = false
+            if let approvesFrom { binding = Self.approvalHoldBinding + String(Int64(approvesFrom.timeIntervalSince1970.rounded(.up))) }
         case .named(let username, let displayName):
             if let u = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
                 user = u
@@ -186,11 +192,12 @@ public final class PasskeyService: Sendable {
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
             attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid) ?? "Passkey",
-            createdAt: runtime.now())
+            createdAt: runtime.now(), approvesFrom: Self.approvalHold(state.binding))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
-        ] + (verified.metadata.map { [("metadata", metadataMatchJSON($0))] } ?? []))
+        ] + (verified.metadata.map { [("metadata", metadataMatchJSON($0))] } ?? [])
+          + (record.approvesFrom.map { [("approvesFrom", .string(iso8601($0)))] } ?? []))
         // A registration with a recovery token completes the recovery in the same transaction:
         // every other session, every device key (and, under LATCHKEY_RECOVERY_REVOKES=all, the old
         // passkeys) revoked; the new session's method is `recovery`.
@@ -228,6 +235,14 @@ public final class PasskeyService: Sendable {
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
         return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(record)), ("tokens", issued.json),
                         ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
+    }
+
+    /// The approval hold a registration's ceremony state carries (`approvalHoldBinding`), if any.
+    static func approvalHold(_ binding: String?) -> Date? {
+        guard let binding, binding.hasPrefix(approvalHoldBinding), let seconds = Int64(binding.dropFirst(approvalHoldBinding.count)) else {
+            return nil
+        }
+        return Date(timeIntervalSince1970: Double(seconds))
     }
 
     // MARK: Authentication

@@ -212,6 +212,29 @@ public final class SessionService: Sendable {
         return Caller(userId: sub, sessionId: sid, acr: claims["acr"]?.stringValue)
     }
 
+    /// When step-ups by a passkey that `caller`'s session adds start to count (nil: at once).
+    ///
+    /// SPEC "Recovery and fallback sign-in": the way back in without a passkey is slower and stricter
+    /// than the usual one. A session an emailed code began (email sign-in) may add a passkey — the
+    /// automatic upgrade — and sign in with it, but if that passkey approved step-ups at once, a
+    /// mailbox alone would reach device-key enrolment, recovery codes, admin changes and payments
+    /// without the delay a recovery imposes. So it approves only from now + LATCHKEY_RECOVERY_DELAY;
+    /// a passkey added from a session that such a held passkey began inherits its hold.
+    func approvalHold(for caller: Caller) throws(ServiceError) -> Date? {
+        guard let session = try storage({ () throws(StorageError) in try sessions.session(id: caller.sessionId, userId: caller.userId) }) else {
+            throw ServiceError.unauthorized
+        }
+        let now = runtime.now()
+        if session.method == .email {
+            let delay = configuration.recoveryDelaySeconds
+            return delay > 0 ? now.addingTimeInterval(Double(delay)) : nil
+        }
+        guard let credentialId = session.credentialId,
+              let (credential, _) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: credentialId) }),
+              let from = credential.approvesFrom, from > now else { return nil }
+        return from
+    }
+
     /// The signed-in user of a Bearer access token (`requireSession`).
     func requireUser(_ request: Request) throws(ServiceError) -> String { try requireSession(request).userId }
 

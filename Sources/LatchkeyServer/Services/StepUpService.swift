@@ -450,7 +450,13 @@ public final class StepUpService: Sendable {
               user.id == userId else {
             throw ServiceError(.credentialUnknown, "no such passkey on this account")
         }
-        return try assertion.verify(checked, ceremony: passkeyCeremony, state: authentication, credential: credential, user: user)
+        let outcome = try assertion.verify(checked, ceremony: passkeyCeremony, state: authentication, credential: credential, user: user)
+        // A passkey added from an email sign-in approves nothing until its hold ends
+        // (SessionService.approvalHold): the mailbox path is no faster than recovery.
+        if let from = credential.approvesFrom, from > runtime.now() {
+            throw ServiceError(.recoveryPending, "this passkey was added after an email sign-in; it approves step-ups from \(iso8601(from))")
+        }
+        return outcome
     }
 
     /// An ES256 JWT (`typ` step-up+jwt) scoped to one action: `sub`, `jti`, `auth_time`, `acr`,
