@@ -148,24 +148,20 @@ struct InputSweepTests {
 
     // MARK: The review's cases, each with its code
 
-    func expect(_ reply: Reply, _ status: Int, _ code: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(reply.status == status && reply.code == code && reply.isProblem, "\(reply)", sourceLocation: sourceLocation)
-    }
-
     @Test("ids in the path that cannot be ids → 404 not_found")
     func malformedPathIds() throws {
         let server = try server
         let client = server.client()
         let session = try client.signUp(SoftAuthenticator(), username: server.username("ids"))
         for segment in ["%00", "a%00b", "%01", String(repeating: "A", count: 3000), "AAAAAAAAAAAAAAAAAAAAA", "%FF"] {
-            expect(try client.send("DELETE", "/v1/device-keys/\(segment)", authorization: session.bearer), 404, "not_found")
-            expect(try client.get("/v1/step-up/receipts/\(segment)", authorization: session.bearer), 404, "not_found")
-            expect(try client.send("DELETE", "/v1/passkeys/\(segment)", authorization: session.bearer), 404, "not_found")
-            expect(try client.send("PATCH", "/v1/passkeys/\(segment)", body: JSONValue.object([("name", "n")]).serialized(),
+            expectProblem(try client.send("DELETE", "/v1/device-keys/\(segment)", authorization: session.bearer), 404, "not_found")
+            expectProblem(try client.get("/v1/step-up/receipts/\(segment)", authorization: session.bearer), 404, "not_found")
+            expectProblem(try client.send("DELETE", "/v1/passkeys/\(segment)", authorization: session.bearer), 404, "not_found")
+            expectProblem(try client.send("PATCH", "/v1/passkeys/\(segment)", body: JSONValue.object([("name", "n")]).serialized(),
                                    authorization: session.bearer), 404, "not_found")
             let admin = "Bearer \(server.adminKey)"
-            expect(try client.send("DELETE", "/admin/v1/origins/\(segment)", authorization: admin), 404, "not_found")
-            expect(try client.get("/admin/v1/step-up/receipts/\(segment)", authorization: admin), 404, "not_found")
+            expectProblem(try client.send("DELETE", "/admin/v1/origins/\(segment)", authorization: admin), 404, "not_found")
+            expectProblem(try client.get("/admin/v1/step-up/receipts/\(segment)", authorization: admin), 404, "not_found")
         }
     }
 
@@ -175,9 +171,9 @@ struct InputSweepTests {
         let client = server.client()
         let admin = "Bearer \(server.adminKey)"
         for bad in ["%00", "a%00b", "%01", "x%7F"] {
-            expect(try client.get("/admin/v1/audit?user=\(bad)", authorization: admin), 400, "invalid_request")
-            expect(try client.get("/admin/v1/audit?action=\(bad)", authorization: admin), 400, "invalid_request")
-            expect(try client.get("/admin/v1/users?username=\(bad)", authorization: admin), 400, "invalid_request")
+            expectProblem(try client.get("/admin/v1/audit?user=\(bad)", authorization: admin), 400, "invalid_request")
+            expectProblem(try client.get("/admin/v1/audit?action=\(bad)", authorization: admin), 400, "invalid_request")
+            expectProblem(try client.get("/admin/v1/users?username=\(bad)", authorization: admin), 400, "invalid_request")
         }
         // Printable filters still answer.
         #expect(try client.get("/admin/v1/audit?user=nobody&action=passkey.*", authorization: admin).status == 200)
@@ -190,15 +186,15 @@ struct InputSweepTests {
         let client = server.client()
         let session = try client.signUp(SoftAuthenticator(), username: server.username("strings"))
         for bad in ["\u{0}", "a\u{0}", "\u{1}", "\u{7F}"] {
-            expect(try client.post("/v1/step-up/challenges", .object([("keyId", .string(bad)), ("action", Self.action)]),
+            expectProblem(try client.post("/v1/step-up/challenges", .object([("keyId", .string(bad)), ("action", Self.action)]),
                                    authorization: session.bearer), 400, "invalid_request")
-            expect(try client.registrationOptions(username: "u\(bad)"), 400, "invalid_request")
-            expect(try client.post("/v1/passkeys/authentication/options", .object([("username", .string("u\(bad)"))])),
+            expectProblem(try client.registrationOptions(username: "u\(bad)"), 400, "invalid_request")
+            expectProblem(try client.post("/v1/passkeys/authentication/options", .object([("username", .string("u\(bad)"))])),
                    400, "invalid_request")
             let admin = "Bearer \(server.adminKey)"
-            expect(try client.post("/admin/v1/users/ext\(bad == "\u{0}" ? "%00" : "%01")/enrolment-tickets",
+            expectProblem(try client.post("/admin/v1/users/ext\(bad == "\u{0}" ? "%00" : "%01")/enrolment-tickets",
                                    .object([("username", "ticketed")]), authorization: admin), 400, "invalid_request")
-            expect(try client.post("/admin/v1/origins", .object([("origin", .string("https://a\(bad).example"))]), authorization: admin),
+            expectProblem(try client.post("/admin/v1/origins", .object([("origin", .string("https://a\(bad).example"))]), authorization: admin),
                    400, "invalid_request")
         }
     }

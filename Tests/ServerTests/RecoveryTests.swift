@@ -259,50 +259,41 @@ struct RecoveryTests {
                                  authorization: a.bearer)
     }
 
+    /// A new passkey added from `session` (201), and a session its own login began.
+    func passkeyAdded(_ a: Account, from session: Session, sourceLocation: SourceLocation = #_sourceLocation) throws -> StepUpTests.Account {
+        let authenticator = SoftAuthenticator()
+        let (_, added) = try a.client.register(authenticator, authorization: session.bearer)
+        #expect(added.status == 201, "\(added)", sourceLocation: sourceLocation)
+        return StepUpTests.Account(client: a.client, session: try a.client.signIn(authenticator), authenticator: authenticator)
+    }
+
     @Test("a passkey added from an email sign-in signs in at once but approves step-ups only after LATCHKEY_RECOVERY_DELAY, and so does one added from its session")
     func emailSessionPasskeyIsHeld() throws {
         let server = try TestServer(name: "recovery-hold") { Self.mailSettings(&$0); $0.recoveryDelay = 3600 }
         let a = try account(server)
         let byEmail = try emailSession(a)
         // The automatic upgrade: a passkey from the email session is registered and signs in at once.
-        let upgraded = SoftAuthenticator()
-        let (_, added) = try a.client.register(upgraded, authorization: byEmail.bearer)
-        #expect(added.status == 201, "\(added)")
-        let viaUpgraded = try a.client.signIn(upgraded)
+        let held = try passkeyAdded(a, from: byEmail)
         // But a mailbox alone must not approve a payment, enrol a device key or create recovery
         // codes sooner than a recovery could: its step-ups are recovery_pending until the delay ends.
-        let held = StepUpTests.Account(client: a.client, session: viaUpgraded, authenticator: upgraded)
-        let refused = try passkeyStepUp(held, action: StepUpTests.transfer)
-        #expect(refused.status == 403 && refused.code == "recovery_pending", "\(refused)")
-        #expect(try passkeyStepUp(held, action: .object([("type", "latchkey.recovery-codes.create")])).code == "recovery_pending")
+        expectProblem(try passkeyStepUp(held, action: StepUpTests.transfer), 403, "recovery_pending")
+        expectProblem(try passkeyStepUp(held, action: .object([("type", "latchkey.recovery-codes.create")])), 403, "recovery_pending")
         // A passkey added from the held passkey's session inherits the hold (no laundering through a login).
-        let second = SoftAuthenticator()
-        let (_, addedAgain) = try a.client.register(second, authorization: viaUpgraded.bearer)
-        #expect(addedAgain.status == 201, "\(addedAgain)")
-        let viaSecond = try a.client.signIn(second)
-        let laundered = try passkeyStepUp(StepUpTests.Account(client: a.client, session: viaSecond, authenticator: second), action: StepUpTests.transfer)
-        #expect(laundered.code == "recovery_pending", "\(laundered)")
+        let laundered = try passkeyAdded(a, from: held.session)
+        expectProblem(try passkeyStepUp(laundered, action: StepUpTests.transfer), 403, "recovery_pending")
         // The owner's passkey still approves, from the email session too (SPEC: such a session can use
         // passkey step-up), and a passkey added from the owner's passkey session has no hold.
         let owner = StepUpTests.Account(client: a.client, session: byEmail, authenticator: a.authenticator)
         #expect(try passkeyStepUp(owner, action: StepUpTests.transfer).status == 200)
-        let third = SoftAuthenticator()
-        let (_, fromOwner) = try a.client.register(third, authorization: a.bearer)
-        #expect(fromOwner.status == 201, "\(fromOwner)")
-        let viaThird = try a.client.signIn(third)
-        #expect(try passkeyStepUp(StepUpTests.Account(client: a.client, session: viaThird, authenticator: third), action: StepUpTests.transfer).status == 200)
+        #expect(try passkeyStepUp(try passkeyAdded(a, from: a.session), action: StepUpTests.transfer).status == 200)
     }
 
     @Test("without a recovery delay (development default) a passkey added from an email sign-in approves at once")
     func emailSessionPasskeyWithoutDelay() throws {
         let (server, _) = try Self.pair.get()
         let a = try account(server)
-        let byEmail = try emailSession(a)
-        let upgraded = SoftAuthenticator()
-        let (_, added) = try a.client.register(upgraded, authorization: byEmail.bearer)
-        #expect(added.status == 201, "\(added)")
-        let session = try a.client.signIn(upgraded)
-        #expect(try passkeyStepUp(StepUpTests.Account(client: a.client, session: session, authenticator: upgraded), action: StepUpTests.transfer).status == 200)
+        let upgraded = try passkeyAdded(a, from: try emailSession(a))
+        #expect(try passkeyStepUp(upgraded, action: StepUpTests.transfer).status == 200)
     }
 
     @Test("limits hold across instances: 16 concurrent challenges for one address on two instances → 3 accepted, 13 × 429; the same for an unknown address")

@@ -12,10 +12,6 @@ struct SpecContractTests {
     static let fixture = Result { try TestServer(name: "contract") }
     var server: TestServer { get throws { try Self.fixture.get() } }
 
-    func expectProblem(_ reply: Reply, _ status: Int, _ code: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(reply.status == status && reply.code == code && reply.isProblem, "\(reply)", sourceLocation: sourceLocation)
-    }
-
     // MARK: Wrong JSON types are invalid_request, never replaced by a default
 
     @Test("registration options: a displayName that is not a string → 400 invalid_request (it was taken as the username)")
