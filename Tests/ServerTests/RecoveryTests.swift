@@ -288,6 +288,25 @@ struct RecoveryTests {
         #expect(try passkeyStepUp(try passkeyAdded(a, from: a.session), action: StepUpTests.transfer).status == 200)
     }
 
+    @Test("a stolen refresh token: the passkey it adds signs in but approves nothing before LATCHKEY_RECOVERY_DELAY; the owner's passkeys still do")
+    func refreshedSessionAddsAHeldPasskey() throws {
+        let server = try TestServer(name: "recovery-stale") { Self.mailSettings(&$0); $0.recoveryDelay = 3600; $0.passkeyAddFreshness = 1 }
+        let a = try account(server, verified: false)
+        Thread.sleep(forTimeInterval: 1.2)  // the sign-up's authentication is now older than the freshness window
+        // The thief holds only the refresh token: it mints an access token (auth_time stays the sign-up's)…
+        let refreshed = try a.client.post("/v1/token", .object([("grant_type", "refresh_token"), ("refresh_token", .string(a.session.refreshToken))]))
+        let stolen = Session(reply: .object([("tokens", try #require(refreshed.json, "\(refreshed)"))]))
+        // …and adds its own passkey, which signs in, but approves no payment and no device key.
+        let thief = try passkeyAdded(a, from: stolen)
+        expectProblem(try passkeyStepUp(thief, action: StepUpTests.transfer), 403, "recovery_pending")
+        expectProblem(try passkeyStepUp(thief, action: .object([("type", "latchkey.device-key.enrol"), ("deviceId", "thief-phone")])),
+                      403, "recovery_pending")
+        // The owner's passkey still approves, and a fresh sign-in adds passkeys that approve at once.
+        #expect(try passkeyStepUp(a.stepUpAccount, action: StepUpTests.transfer).status == 200)
+        let fresh = try a.client.signIn(a.authenticator)
+        #expect(try passkeyStepUp(try passkeyAdded(a, from: fresh), action: StepUpTests.transfer).status == 200)
+    }
+
     @Test("without a recovery delay (development default) a passkey added from an email sign-in approves at once")
     func emailSessionPasskeyWithoutDelay() throws {
         let (server, _) = try Self.pair.get()

@@ -218,16 +218,20 @@ public final class SessionService: Sendable {
     /// than the usual one. A session an emailed code began (email sign-in) may add a passkey — the
     /// automatic upgrade — and sign in with it, but if that passkey approved step-ups at once, a
     /// mailbox alone would reach device-key enrolment, recovery codes, admin changes and payments
-    /// without the delay a recovery imposes. So it approves only from now + LATCHKEY_RECOVERY_DELAY;
-    /// a passkey added from a session that such a held passkey began inherits its hold.
+    /// without the delay a recovery imposes. So it approves only from now + LATCHKEY_RECOVERY_DELAY.
+    /// The same holds for a session whose authentication is older than `passkeyAddFreshness` (its
+    /// token was refreshed): otherwise one stolen refresh token would mint an access token, add the
+    /// thief's passkey and approve with it. A passkey added from a session that a held passkey began
+    /// inherits its hold. A session from a recent passkey ceremony adds passkeys that approve at once.
     func approvalHold(for caller: Caller) throws(ServiceError) -> Date? {
         guard let session = try storage({ () throws(StorageError) in try sessions.session(id: caller.sessionId, userId: caller.userId) }) else {
             throw ServiceError.unauthorized
         }
         let now = runtime.now()
-        if session.method == .email {
-            let delay = configuration.recoveryDelaySeconds
-            return delay > 0 ? now.addingTimeInterval(Double(delay)) : nil
+        let delay = configuration.recoveryDelaySeconds
+        let stale = now.timeIntervalSince(session.authTime) > Double(configuration.passkeyAddFreshness)
+        if delay > 0, session.method == .email || stale {
+            return now.addingTimeInterval(Double(delay))
         }
         guard let credentialId = session.credentialId,
               let (credential, _) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: credentialId) }),
