@@ -105,7 +105,8 @@ command -v flock >/dev/null && flock 9
 # No port given: the first from the base that nothing listens on, or that this cluster already has.
 # shellcheck source=ports.sh
 source "$REPO/scripts/ports.sh"
-[[ -n "$PORT" ]] || PORT="$(first_free_port "$BASE_PORT" "$SOCKET_DIR")"
+AUTO_PORT=0
+[[ -n "$PORT" ]] || { PORT="$(first_free_port "$BASE_PORT" "$SOCKET_DIR")"; AUTO_PORT=1; }
 
 is_running() { [[ -f "$PGDATA/PG_VERSION" ]] && as_pg "${PGCTL[@]}" status >/dev/null 2>&1; }
 
@@ -136,37 +137,51 @@ fi
 as_pg mkdir -p "$SOCKET_DIR"
 
 # Settings are rewritten on every run; a change restarts a running cluster.
-conf="# written by scripts/dev-postgres.sh; edit the script or its environment instead
+write_settings() {
+  local conf old
+  conf="# written by scripts/dev-postgres.sh; edit the script or its environment instead
 listen_addresses = '127.0.0.1'
 port = $PORT
 unix_socket_directories = '$SOCKET_DIR'
 max_connections = 200
 timezone = 'UTC'
 log_timezone = 'UTC'"
-if [[ "$FAST" == 1 ]]; then
-  conf+="
+  if [[ "$FAST" == 1 ]]; then
+    conf+="
 # LATCHKEY_PG_FAST=1: throwaway cluster, durability off
 fsync = off
 synchronous_commit = off
 full_page_writes = off"
-fi
-old="$(cat "$PGDATA/latchkey.conf" 2>/dev/null || true)"
-changed=0
-if [[ "$old" != "$conf" ]]; then
-  printf '%s\n' "$conf" | as_pg sh -c "cat > '$PGDATA/latchkey.conf'"
-  changed=1
-fi
+  fi
+  old="$(cat "$PGDATA/latchkey.conf" 2>/dev/null || true)"
+  changed=0
+  if [[ "$old" != "$conf" ]]; then
+    printf '%s\n' "$conf" | as_pg sh -c "cat > '$PGDATA/latchkey.conf'"
+    changed=1
+  fi
+}
+write_settings
 
 # --- 3. start ----------------------------------------------------------------------------------
 if is_running; then
   if ((changed)); then log "settings changed; restarting"; as_pg "${PGCTL[@]}" -m fast -w restart -l "$LOGFILE" >&2 9>&-; fi
 else
-  log "starting on 127.0.0.1:$PORT"
   as_pg touch "$LOGFILE" 2>/dev/null || true
-  if ! as_pg "${PGCTL[@]}" -w -t 60 -l "$LOGFILE" start >&2 9>&-; then
+  for attempt in 1 2 3 4 5; do
+    log "starting on 127.0.0.1:$PORT"
+    lines_before="$(wc -l < "$LOGFILE" 2>/dev/null || echo 0)"
+    as_pg "${PGCTL[@]}" -w -t 60 -l "$LOGFILE" start >&2 9>&- && break
+    # A port chosen here can still be taken between the check and the bind (ports from 54329 lie in
+    # the kernel's ephemeral range, where any outgoing connection may be given one): take the next.
+    if ((AUTO_PORT)) && ((attempt < 5)) && tail -n "+$((lines_before + 1))" "$LOGFILE" | grep -q "Address already in use"; then
+      log "port $PORT was taken after all; trying the next free one"
+      PORT="$(first_free_port $((PORT + 1)) "$SOCKET_DIR")"
+      write_settings
+      continue
+    fi
     tail -n 20 "$LOGFILE" >&2 || true
     die "could not start the cluster (port $PORT in use?)"
-  fi
+  done
 fi
 
 PSQL=("$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$SOCKET_DIR" -p "$PORT" -U postgres -d postgres)
