@@ -69,11 +69,6 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(code.rawValue): \(detail)" }
     public var status: Int { code.status }
     public var response: Response {
-        var headers = headers
-        // RFC 9110 §15.5.2: a 401 always carries a challenge; Latchkey's is RFC 6750's Bearer.
-        if status == 401, !headers.contains(where: { asciiCaseInsensitive($0.0, "WWW-Authenticate") }) {
-            headers.append(("WWW-Authenticate", "Bearer"))
-        }
         guard !members.isEmpty else { return Response.problem(status: status, code: code.rawValue, detail: detail, headers: headers) }
         let body = JSONValue.object([
             ("type", .string(Problem.typeBase + code.rawValue)), ("title", .string(Response.reasonPhrase(for: status))),
@@ -83,12 +78,11 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     }
 
     static func invalid(_ detail: String) -> ServiceError { ServiceError(.invalidRequest, detail) }
-    static let unauthorized = ServiceError(.unauthorized, "missing or invalid credentials", headers: [("WWW-Authenticate", "Bearer")])
+    /// Its challenge (`WWW-Authenticate`) is added by `Application`, which sees whether a token was sent.
+    static let unauthorized = ServiceError(.unauthorized, "missing or invalid credentials")
     static func notFound(_ what: String) -> ServiceError { ServiceError(.notFound, "\(what) not found") }
     static let storageUnavailable = ServiceError(.internalError, "storage unavailable")
 }
-
-private func asciiCaseInsensitive(_ a: String, _ b: String) -> Bool { a.lowercased() == b.lowercased() }
 
 extension ServiceError {
     /// The core's codes are a subset of SPEC's list; one not known here would be a programming error,

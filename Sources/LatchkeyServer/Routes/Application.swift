@@ -111,11 +111,13 @@ public struct Application: Responder {
             response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
                                  ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")]
         }
-        if response.status == 401, BearerCredentials.value(request, scheme: "Bearer") != nil,
-           let i = response.headers.firstIndex(where: { $0.0.lowercased() == "www-authenticate" }), response.headers[i].1 == "Bearer" {
-            // RFC 6750 §3.1: a bearer token was sent and refused (expired, revoked, malformed or
-            // unknown) → `invalid_token`; a request without one gets the bare challenge.
-            response.headers[i].1 = #"Bearer error="invalid_token""#
+        if response.status == 401, response.header("WWW-Authenticate") == nil {
+            // RFC 9110 §15.5.2: every 401 names a challenge — here, the one place that answers them all.
+            // RFC 6750 §3.1: a bearer token that was sent and refused (expired, revoked, malformed,
+            // unknown) → `invalid_token`; a request without one gets the bare Bearer challenge. A
+            // refusal with a challenge of its own (an enrolment ticket's `Ticket`) keeps it.
+            let refused = BearerCredentials.value(request, scheme: "Bearer") != nil
+            response.headers.append(("WWW-Authenticate", refused ? #"Bearer error="invalid_token""# : "Bearer"))
         }
         if response.header("Cache-Control") == nil {
             response.headers.append(("Cache-Control", "no-store"))

@@ -287,8 +287,7 @@ public final class RecoveryService: Sendable {
     func authorizeRegistration(token: String) throws(ServiceError) -> RecoveryRecord {
         guard let (r, now) = try storage({ () throws(StorageError) in try store.recovery(tokenHash: OpaqueSecret.hash(token)) }),
               r.status == .pending, r.expiresAt > now else {
-            throw ServiceError(.unauthorized, "the recovery token is unknown, cancelled, completed or expired",
-                               headers: [("WWW-Authenticate", "Bearer")])
+            throw ServiceError(.unauthorized, "the recovery token is unknown, cancelled, completed or expired")
         }
         guard r.notBefore <= now else {
             throw ServiceError(.recoveryPending, "this recovery can register a passkey from \(iso8601(r.notBefore))")
