@@ -18,7 +18,7 @@ extension RouteTable {
                 requester = .user(caller.userId, approvesFrom: try s.sessions.approvalHold(for: caller))
                 // Conditional create (automatic passkey upgrade) is for a signed-in user.
                 conditional = try Self.conditional(req)
-            } else if let userId = try s.sessions.userOrTicket(req) {
+            } else if let userId = try s.sessions.ticketHolder(req) {
                 // Vouched for by an enrolment ticket (an admin): no hold.
                 requester = .user(userId)
                 conditional = try Self.conditional(req)

@@ -242,11 +242,11 @@ public final class SessionService: Sendable {
     /// The signed-in user of a Bearer access token (`requireSession`).
     func requireUser(_ request: Request) throws(ServiceError) -> String { try requireSession(request).userId }
 
-    /// The signed-in user (Bearer access token) or the user an enrolment ticket (`Authorization:
-    /// Ticket …`, single use) vouches for; nil when the request carries no Authorization at all.
-    func userOrTicket(_ request: Request) throws(ServiceError) -> String? {
+    /// The user an enrolment ticket (`Authorization: Ticket …`, single use) vouches for; nil when the
+    /// request carries no Authorization at all; any other scheme is 401. (A Bearer session is the
+    /// caller's to check first: registration options take its approval hold from it.)
+    func ticketHolder(_ request: Request) throws(ServiceError) -> String? {
         guard request.header("Authorization") != nil else { return nil }
-        if BearerCredentials.value(request, scheme: "Bearer") != nil { return try requireUser(request) }
         if let ticket = BearerCredentials.value(request, scheme: "Ticket") {
             guard let userId = try storage({ () throws(StorageError) in try accounts.consumeTicket(hash: OpaqueSecret.hash(ticket)) }) else {
                 throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used",
