@@ -36,7 +36,7 @@ struct FaultTests {
         try FaultCluster.stop()
         let monitor = server.client()
         // The outage is seen: /readyz turns 503 (bounded poll).
-        let notReady = poll(seconds: 10) { (try? monitor.get("/readyz").status) == 503 }
+        let notReady = waitFor(seconds: 10) { (try? monitor.get("/readyz").status) == 503 }
         #expect(notReady, "/readyz did not turn 503 while PostgreSQL was down")
         #expect(try monitor.get("/healthz").status == 200, "the process stays up and answers /healthz during the outage")
         Thread.sleep(forTimeInterval: 0.5)
@@ -115,7 +115,7 @@ struct FaultTests {
             _ = try locker.execute("LOCK TABLE credentials IN ACCESS EXCLUSIVE MODE")
             let inFlight = Thread { _ = try? Client(endpoint).send("POST", "/v1/passkeys/registration/verify", body: body) }
             inFlight.start()
-            let waiting = poll(seconds: 10) {
+            let waiting = waitFor(seconds: 10) {
                 (try? database.query("""
                     SELECT count(*)::int AS n FROM pg_stat_activity
                     WHERE wait_event_type = 'Lock' AND query ILIKE '%credentials%' AND pid <> pg_backend_pid()
@@ -126,7 +126,7 @@ struct FaultTests {
             serve.stop()
             _ = try locker.execute("ROLLBACK")
             // The orphaned statement finishes (or is cancelled) once the lock is gone.
-            #expect(poll(seconds: 10) {
+            #expect(waitFor(seconds: 10) {
                 (try? database.query("""
                     SELECT count(*)::int AS n FROM pg_stat_activity
                     WHERE state = 'active' AND query ILIKE '%INSERT INTO credentials%' AND pid <> pg_backend_pid()
@@ -161,7 +161,7 @@ struct FaultTests {
             kill(serve.processIdentifier, SIGKILL)
             serve.stop()
             stop.store(true, ordering: .relaxed)
-            _ = poll(seconds: 35) { workers.allSatisfy { $0.isFinished } }
+            _ = waitFor(seconds: 35) { workers.allSatisfy { $0.isFinished } }
             attempted += names.withLock { $0 }
             inFlightAtKill += broken.withLock { $0 }
         }
@@ -218,7 +218,7 @@ struct FaultTests {
         // Both blocked requests come back while the lock is still held: statement_timeout, not the
         // ROLLBACK, ended them. (One timeout each, but libmicrohttpd may put both connections on one
         // worker thread, which serves them one after the other: about 1.5 s and 3 s here.)
-        #expect(poll(seconds: 30) { outcomes.withLock { $0.count } == 2 }, "a request blocked on the database did not return")
+        #expect(waitFor(seconds: 30) { outcomes.withLock { $0.count } == 2 }, "a request blocked on the database did not return")
         _ = try locker.execute("ROLLBACK")
         for outcome in outcomes.withLock({ $0 }) {
             #expect(outcome.status == 503 && outcome.problem, "blocked request answered \(outcome.status)")
@@ -229,7 +229,7 @@ struct FaultTests {
             return (try? Client(endpoint).authenticationOptions().status) ?? -1
         }
         #expect(after.allSatisfy { $0 == 200 }, "after the lock: \(after)")
-        #expect(poll(seconds: 5) {
+        #expect(waitFor(seconds: 5) {
             (try? admin.query("""
                 SELECT count(*)::int AS n FROM pg_stat_activity
                 WHERE datname = 'latchkey_test' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
@@ -451,19 +451,10 @@ final class LoginLoad: Sendable {
     /// Stops the threads and waits (bounded) until they have.
     func stop() {
         running.store(false, ordering: .sequentiallyConsistent)
-        _ = poll(seconds: 35) { active.load(ordering: .sequentiallyConsistent) == 0 }
+        _ = waitFor(seconds: 35) { active.load(ordering: .sequentiallyConsistent) == 0 }
     }
 }
 
-/// Polls `condition` every 50 ms until it holds or `seconds` pass; whether it held.
-func poll(seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    repeat {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.05)
-    } while Date() < deadline
-    return condition()
-}
 
 func connectLoopback(port: Int) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

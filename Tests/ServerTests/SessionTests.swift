@@ -45,9 +45,7 @@ struct SessionTests {
         let a = try Self.fixture.get()
         let b = try Self.anotherInstance(of: a, listen: listen)
         if listen {
-            var waited = 0.0
-            while !b.services.isListeningForRevocations && waited < 10 { Thread.sleep(forTimeInterval: 0.02); waited += 0.02 }
-            #expect(b.services.isListeningForRevocations)
+            #expect(waitFor(seconds: 10, every: 0.02) { b.services.isListeningForRevocations })
         } else {
             #expect(!b.services.isListeningForRevocations, "LISTEN is unavailable: the poll alone must carry the revocation")
         }

@@ -55,7 +55,7 @@ struct WebhookCrashTests {
         let onA = Client(Endpoint(port: portA, rpId: rpId, origin: "https://\(rpId)", adminKey: adminKey))
         let (hookId, _) = try onA.subscribe(receiver.url, ["user.created"])
         let user = try onA.signUp(SoftAuthenticator(), username: "crash-\(uniqueSuffix())")
-        #expect(try waitFor { receiver.started >= 1 }, "A began the delivery")
+        #expect(waitFor { receiver.started >= 1 }, "A began the delivery")
         a.kill9()
         gate.signal()
 
@@ -86,13 +86,13 @@ struct WebhookCrashTests {
         let onA = Client(Endpoint(port: try a.waitUntilServing(), rpId: rpId, origin: "https://\(rpId)", adminKey: adminKey))
         let (hookId, _) = try onA.subscribe(receiver.url, ["user.created"])
         let user = try onA.signUp(SoftAuthenticator(), username: "restart-\(uniqueSuffix())")
-        #expect(try waitFor { receiver.started >= 1 }, "attempted before the restart (and refused)")
+        #expect(waitFor { receiver.started >= 1 }, "attempted before the restart (and refused)")
 
         try cluster.restart()
         up.withLock { $0 = true }
         let got = receiver.wait(seconds: 40) { d in d.contains { $0.data?["userId"]?.stringValue == user.userId && $0.type == "user.created" } }
         #expect(got.contains { $0.data?["userId"]?.stringValue == user.userId })
-        #expect(try waitFor(seconds: 15) { (try? onA.deliveries(hookId).first?["status"]) == "delivered" })
+        #expect(waitFor(seconds: 15) { (try? onA.deliveries(hookId).first?["status"]) == "delivered" })
     }
 }
 

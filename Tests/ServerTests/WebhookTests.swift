@@ -344,12 +344,3 @@ struct WebhookTests {
     }
 }
 
-/// Bounded polling (20 s) until `condition` holds.
-func waitFor(seconds: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        Thread.sleep(forTimeInterval: 0.05)
-    }
-    return try condition()
-}
