@@ -144,13 +144,15 @@ public final class SessionRepository: Sendable {
         }
     }
 
-    /// One session of the user, not revoked (nil: unknown, another user's, or revoked).
-    public func session(id: String, userId: String) throws(StorageError) -> SessionRecord? {
+    /// One session of the user, not revoked (nil: unknown, another user's, or revoked), with the
+    /// approval hold of the passkey that began it (nil: none, or not a passkey session) — one round trip.
+    public func session(id: String, userId: String) throws(StorageError) -> (record: SessionRecord, passkeyApprovesFrom: Date?)? {
         try pool.run { c in
             try c.query("""
-                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time FROM refresh_families f
+                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, c.approves_from
+                FROM refresh_families f LEFT JOIN credentials c ON c.id = f.credential_id
                 WHERE f.id = \(id) AND f.user_id = \(userId) AND f.revoked_at IS NULL
-                """).first.map(SessionRepository.record)
+                """).first.map { r in (try SessionRepository.record(r), try r.optionalDate("approves_from")) }
         }
     }
 

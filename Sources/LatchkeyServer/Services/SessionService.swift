@@ -224,19 +224,17 @@ public final class SessionService: Sendable {
     /// thief's passkey and approve with it. A passkey added from a session that a held passkey began
     /// inherits its hold. A session from a recent passkey ceremony adds passkeys that approve at once.
     func approvalHold(for caller: Caller) throws(ServiceError) -> Date? {
-        guard let session = try storage({ () throws(StorageError) in try sessions.session(id: caller.sessionId, userId: caller.userId) }) else {
-            throw ServiceError.unauthorized
-        }
+        guard let (session, inherited) = try storage({ () throws(StorageError) in
+            try sessions.session(id: caller.sessionId, userId: caller.userId)
+        }) else { throw ServiceError.unauthorized }
         let now = runtime.now()
         let delay = configuration.recoveryDelaySeconds
         let stale = now.timeIntervalSince(session.authTime) > Double(configuration.passkeyAddFreshness)
         if delay > 0, session.method == .email || stale {
             return now.addingTimeInterval(Double(delay))
         }
-        guard let credentialId = session.credentialId,
-              let (credential, _) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: credentialId) }),
-              let from = credential.approvesFrom, from > now else { return nil }
-        return from
+        guard let inherited, inherited > now else { return nil }
+        return inherited
     }
 
     /// The signed-in user of a Bearer access token (`requireSession`).
