@@ -13,12 +13,32 @@ extension StepUpAction {
     public static func recoveryCodesCreation() throws(DeviceKeyError) -> StepUpAction {
         try StepUpAction(.object([("type", .string(GatedActionType.recoveryCodesCreation))]))
     }
+
+    /// `{"type":"latchkey.passkey.add"}`: registration options for another passkey on a signed-in
+    /// account (SPEC "Assurance"): the step-up travels with the options request.
+    public static func passkeyAddition() throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.passkeyAddition))]))
+    }
+
+    /// `{"type":"latchkey.passkey.revoke","credentialId":…}`: revoking that passkey (its id as in the path, base64url).
+    public static func passkeyRevocation(credentialId: String) throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.passkeyRevocation)), ("credentialId", .string(credentialId))]))
+    }
+
+    /// `{"type":"latchkey.email.change","email":…}`: setting or replacing the verified address with
+    /// `email`, exactly as the request body sends it.
+    public static func emailChange(email: String) throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.emailChange)), ("email", .string(email))]))
+    }
 }
 
 public enum GatedActionType {
     public static let deviceKeyEnrolment = "latchkey.device-key.enrol"
     public static let recoveryCodesCreation = "latchkey.recovery-codes.create"
     public static let adminChange = "latchkey.admin"
+    public static let passkeyAddition = "latchkey.passkey.add"
+    public static let passkeyRevocation = "latchkey.passkey.revoke"
+    public static let emailChange = "latchkey.email.change"
 }
 
 extension StepUpAction {

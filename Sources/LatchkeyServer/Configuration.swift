@@ -112,10 +112,8 @@ public struct Configuration: Sendable {
     /// (nil: 0 in development mode, else 86400; see `recoveryDelaySeconds`).
     public var recoveryDelay: Int? = nil
     public var recoveryDelaySeconds: Int { recoveryDelay ?? (developmentMode ? 0 : 86400) }
-    /// `LATCHKEY_PASSKEY_ADD_FRESHNESS`: how recent (seconds) the authentication behind a session must
-    /// be for a passkey it adds to approve step-ups at once; older (a refreshed token) → the passkey
-    /// waits `recoveryDelaySeconds` (`SessionService.approvalHold`).
-    public var passkeyAddFreshness = 300
+    /// `LATCHKEY_MAX_PASSKEYS`: passkeys one account may hold (SPEC "Assurance" Limits).
+    public var maxPasskeys = 32
     /// Seconds a recovery token works once its delay has passed.
     public var recoveryTokenTTL = 86400
     /// `LATCHKEY_RECOVERY_REVOKES=all`: completing a recovery also revokes the old passkeys.
@@ -248,7 +246,7 @@ public struct Configuration: Sendable {
         c.emailSignIn = env["LATCHKEY_EMAIL_SIGN_IN"] == "1"
         if let n = try int("LATCHKEY_OTP_DIGITS", 6...10) { c.otpDigits = n }
         if let n = try int("LATCHKEY_RECOVERY_DELAY", 0...(30 * 86400)) { c.recoveryDelay = n }
-        if let n = try int("LATCHKEY_PASSKEY_ADD_FRESHNESS", 60...86400) { c.passkeyAddFreshness = n }
+        if let n = try int("LATCHKEY_MAX_PASSKEYS", 1...1000) { c.maxPasskeys = n }
         if let v = env["LATCHKEY_RECOVERY_REVOKES"], !v.isEmpty {
             guard v == "sessions" || v == "all" else { throw Invalid(description: "LATCHKEY_RECOVERY_REVOKES must be sessions or all") }
             c.recoveryRevokesPasskeys = v == "all"

@@ -57,12 +57,14 @@ public final class Services: Sendable {
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime)
+        mail = MailService(mail: database.recovery, outbox: database.outbox, events: events, metrics: metrics,
+                           configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
-                                  events: events, recoveries: database.recovery, configuration: configuration, runtime: runtime)
+                                  events: events, recoveries: database.recovery, mail: mail, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
                                signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
@@ -73,9 +75,7 @@ public final class Services: Sendable {
                              events: events, configuration: configuration, runtime: runtime)
         webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
-        mail = MailService(mail: database.recovery, outbox: database.outbox, events: events, metrics: metrics,
-                           configuration: configuration, runtime: runtime)
-        recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, stepUp: stepUp, mail: mail,
+        recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
                                    events: events, configuration: configuration, runtime: runtime)
     }

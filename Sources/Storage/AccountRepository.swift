@@ -134,7 +134,8 @@ public final class AccountRepository: Sendable {
     @discardableResult
     public func register(newUser: UserRecord?, credential: CredentialRecord, session: NewSession,
                          audit: AuditRecord, events: [OutboxEvent] = [],
-                         completing: RecoveryCompletion? = nil) throws(StorageError) -> RecoveryRevocations? {
+                         completing: RecoveryCompletion? = nil, mail: [MailToSend] = [],
+                         cancelToken: NewCancelToken? = nil) throws(StorageError) -> RecoveryRevocations? {
         try pool.runTransaction { t in
             var revoked: RecoveryRevocations? = nil
             if let completing {
@@ -155,6 +156,8 @@ public final class AccountRepository: Sendable {
                         \(credential.attestationFormat), \(credential.attestationType), \(credential.name), \(credential.approvesFrom))
                 """)
             try SessionRepository.start(session, recording: nil, audit: [audit], events: events, on: t)
+            try RecoveryRepository.write(mail, on: t)
+            if let cancelToken { try RecoveryRepository.insert(cancelToken, on: t) }
             return revoked
         }
     }
@@ -239,6 +242,7 @@ public final class AccountRepository: Sendable {
     /// `events(revoked credential, ended session ids)` are written in the same transaction.
     /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
     public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord, redeeming: StepUpRedemption? = nil,
+                       mail: [MailToSend] = [],
                        events: (CredentialRecord, [String]) -> [OutboxEvent] = { _, _ in [] }) throws(StorageError) -> [String]? {
         try pool.runTransaction { t in
             guard let revoked = try t.query("""
@@ -252,6 +256,7 @@ public final class AccountRepository: Sendable {
                 """).map { try $0.string("id") }
             try AuditRepository.write([audit], on: t)
             try OutboxRepository.write(events(revoked, ended), on: t)
+            try RecoveryRepository.write(mail, on: t)
             return ended
         }
     }

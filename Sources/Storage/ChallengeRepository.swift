@@ -38,13 +38,21 @@ public final class ChallengeRepository: Sendable {
         self.maintenance = maintenance
     }
 
+    /// With `redeeming` (a step-up the ceremony needed: adding a passkey, SPEC "Assurance"), only
+    /// together with that step-up's redemption, in one transaction.
     public func insert(hash: [UInt8], kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8],
-                       ttlSeconds: Int) throws(StorageError) {
-        try pool.run { c in
-            try c.execute("""
-                INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at)
-                VALUES (\(hash), \(kind.rawValue), \(userId), \(rpId), \(state), now() + make_interval(secs => \(ttlSeconds)))
-                """)
+                       ttlSeconds: Int, redeeming: StepUpRedemption? = nil) throws(StorageError) {
+        let insert: SQL = """
+            INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at)
+            VALUES (\(hash), \(kind.rawValue), \(userId), \(rpId), \(state), now() + make_interval(secs => \(ttlSeconds)))
+            """
+        guard let redeeming else {
+            try pool.run { c in try c.execute(insert) }
+            return
+        }
+        try pool.runTransaction { t in
+            try StepUpRedemption.redeem(redeeming, on: t)
+            try t.execute(insert)
         }
     }
 

@@ -49,6 +49,8 @@ public enum LatchkeyMigrations {
         // A passkey added from an email sign-in approves step-ups only after the recovery delay.
         File(version: 11, name: "passkey approval hold", file: "0011_passkey_approval_hold.sql",
              sql: PackageResources._011_passkey_approval_hold_sql),
+        // Issue 19: single-use cancel links for recoveries and held passkeys (SPEC "Assurance").
+        File(version: 12, name: "cancel tokens", file: "0012_cancel_tokens.sql", sql: PackageResources._012_cancel_tokens_sql),
     ]
 
     /// `all` as PostgreSQL.Migrator takes them.

@@ -189,9 +189,11 @@ public final class RecoveryRepository: Sendable {
 
     /// Stores a challenge and, in the same transaction, the mail that carries its code (when there
     /// is one), with audit lines and events.
+    /// With `redeeming` (the step-up an address change needs, SPEC "Assurance"), only together with its redemption.
     public func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord] = [],
-                       events: [OutboxEvent] = []) throws(StorageError) -> Date {
+                       events: [OutboxEvent] = [], redeeming: StepUpRedemption? = nil) throws(StorageError) -> Date {
         try pool.runTransaction { t in
+            try StepUpRedemption.redeem(redeeming, on: t)
             let r = try t.query("""
                 INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
                 VALUES (\(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
@@ -260,7 +262,9 @@ public final class RecoveryRepository: Sendable {
     // MARK: Recoveries
 
     /// Starts a recovery, with its mail ("recovery started"), audit line and events.
-    public func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> RecoveryRecord {
+    /// `cancelTokenHash`: the mailed cancel link's token (SPEC "Assurance"), valid as long as the recovery.
+    public func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
+                      cancelTokenHash: [UInt8]? = nil) throws(StorageError) -> RecoveryRecord {
         try pool.runTransaction { t in
             let row = try t.query("""
                 INSERT INTO recoveries (id, user_id, method, token_hash, not_before, expires_at)
@@ -268,6 +272,12 @@ public final class RecoveryRepository: Sendable {
                         now() + make_interval(secs => \(r.delaySeconds + r.ttlSeconds)))
                 RETURNING \(unsafeRaw: RecoveryRepository.columns)
                 """)[0]
+            if let cancelTokenHash {
+                try t.execute("""
+                    INSERT INTO cancel_tokens (hash, user_id, recovery_id, expires_at)
+                    SELECT \(cancelTokenHash), user_id, id, expires_at FROM recoveries WHERE id = \(r.id)
+                    """)
+            }
             try RecoveryRepository.write(mail, on: t)
             try AuditRepository.write([audit], on: t)
             try OutboxRepository.write(events, on: t)
@@ -387,5 +397,85 @@ public final class RecoveryRepository: Sendable {
     /// A mail went out: its text (which may hold a code) is cleared.
     public func sent(id: String) throws(StorageError) {
         try pool.run { c in try c.execute("UPDATE mail_messages SET sent_at = now(), message = NULL WHERE id = \(id)") }
+    }
+}
+
+// MARK: Cancel links (SPEC "Assurance": the owner can undo it without a session)
+
+/// A cancel link for a held passkey, written with its registration.
+public struct NewCancelToken: Sendable {
+    public let hash: [UInt8]
+    public let userId: String
+    public let credentialId: [UInt8]
+    public let expiresAt: Date
+
+    public init(hash: [UInt8], userId: String, credentialId: [UInt8], expiresAt: Date) {
+        self.hash = hash
+        self.userId = userId
+        self.credentialId = credentialId
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What a used cancel link undid.
+public enum CancelTarget: Sendable {
+    case recovery(userId: String, recoveryId: String, method: String)
+    /// The held passkey, revoked, and the sessions it began, ended.
+    case passkey(userId: String, credential: CredentialRecord, endedSessions: [String])
+}
+
+extension RecoveryRepository {
+    static func insert(_ token: NewCancelToken, on t: PostgresConnection) throws {
+        try t.execute("""
+            INSERT INTO cancel_tokens (hash, user_id, credential_id, expires_at)
+            VALUES (\(token.hash), \(token.userId), \(token.credentialId), \(token.expiresAt))
+            """)
+    }
+
+    /// Uses a cancel link's token and undoes what it names, in one transaction: a recovery still
+    /// pending is cancelled; a passkey still held is revoked with every session it began. nil (and
+    /// nothing written) when the token is unknown, used or expired, or what it names is already over
+    /// (the recovery finished, the hold ended, the passkey gone). `record` gives the audit lines and
+    /// events for what was undone.
+    public func useCancelToken(hash: [UInt8],
+                               record: (CancelTarget) -> (audit: [AuditRecord], events: [OutboxEvent])) throws(StorageError) -> CancelTarget? {
+        do {
+            return try pool.runTransaction { t -> CancelTarget? in
+                guard let token = try t.query("""
+                    UPDATE cancel_tokens SET used_at = now()
+                    WHERE hash = \(hash) AND used_at IS NULL AND expires_at > now()
+                    RETURNING user_id, recovery_id, credential_id
+                    """).first else { return nil }
+                let userId = try token.string("user_id")
+                let target: CancelTarget
+                if let recoveryId = try token.optionalString("recovery_id") {
+                    guard let row = try t.query("""
+                        UPDATE recoveries SET status = 'cancelled', finished_at = now()
+                        WHERE id = \(recoveryId) AND user_id = \(userId) AND status = 'pending' AND expires_at > now()
+                        RETURNING method
+                        """).first else { throw StorageError.notFound }
+                    target = .recovery(userId: userId, recoveryId: recoveryId, method: try row.string("method"))
+                } else if let credentialId = try token.optionalBytes("credential_id") {
+                    guard let revoked = try t.query("""
+                        UPDATE credentials SET revoked_at = now()
+                        WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL AND approves_from > now()
+                        RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
+                        """).first.map(AccountRepository.credential) else { throw StorageError.notFound }
+                    let ended = try t.query("""
+                        UPDATE refresh_families SET revoked_at = now()
+                        WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL RETURNING id
+                        """).map { try $0.string("id") }
+                    target = .passkey(userId: userId, credential: revoked, endedSessions: ended)
+                } else {
+                    throw StorageError.notFound
+                }
+                let (audit, events) = record(target)
+                try AuditRepository.write(audit, on: t)
+                try OutboxRepository.write(events, on: t)
+                return target
+            }
+        } catch .notFound {
+            return nil
+        }
     }
 }

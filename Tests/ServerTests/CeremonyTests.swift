@@ -77,7 +77,7 @@ struct CeremonyTests {
         let username = server.username("second")
         let session = try client.signUp(first, username: username)
 
-        let (options, reply) = try client.register(second, authorization: session.bearer, format: .packedSelf)
+        let (options, reply) = try client.register(second, authorization: session.bearer, approver: first, format: .packedSelf)
         #expect(options["user"]?["name"]?.stringValue == username)
         #expect(options["excludeCredentials"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == [Base64URL.encode(first.credentialId)])
         #expect(reply.status == 201, "\(reply)")
@@ -94,7 +94,7 @@ struct CeremonyTests {
         #expect(try client.signIn(first, username: username).userId == session.userId)
 
         // The same credential again for this user: credential_exists (409).
-        let (_, again) = try client.register(second, authorization: session.bearer)
+        let (_, again) = try client.register(second, authorization: session.bearer, approver: first)
         #expect(again.status == 409)
         #expect(again.code == "credential_exists")
     }

@@ -54,8 +54,7 @@ struct RecoveryTests {
         let email = TestSMTP.address()
         let a = Account(client: client, session: session, authenticator: authenticator, username: username, email: email)
         if verified {
-            let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string("  " + email + " "))]).serialized(),
-                                          authorization: a.bearer)
+            let started = try putEmail(a, .string("  " + email + " "))
             #expect(started.status == 202, "\(started)")
             let code = try TestSMTP.code(to: email)
             let done = try client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
@@ -67,14 +66,22 @@ struct RecoveryTests {
 
     func claims(_ token: String) throws -> JSONValue { try StepUpTests.claims(token) }
 
+    /// `PUT /v1/account/email` from `a`'s session with the step-up SPEC "Assurance" asks of an account
+    /// with a passkey: `{"type":"latchkey.email.change","email":<as sent>}` by `a`'s passkey.
+    func putEmail(_ a: Account, _ email: JSONValue) throws -> Reply {
+        let action = JSONValue.object([("type", "latchkey.email.change"), ("email", email)])
+        let token = try a.client.stepUpToken(a.authenticator, authorization: a.bearer, action: action)
+        return try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", email)]).serialized(),
+                                 authorization: a.bearer, headers: [("Latchkey-Step-Up", token)])
+    }
+
     // MARK: Verified email and one-time codes
 
     @Test("verified email: 202 + a mailed code; wrong → code_invalid; right → 200 normalised; used → challenge_invalid; no address in events or audit")
     func verifiedEmail() throws {
         let (server, _) = try Self.pair.get()
         let a = try account(server, verified: false)
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(" \(a.email) "))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(" \(a.email) "))
         #expect(started.status == 202, "\(started)")
         let challenge = try #require(started.json)
         #expect(challenge["challengeId"]?.stringValue != nil && challenge["expiresAt"]?.stringValue != nil)
@@ -110,8 +117,7 @@ struct RecoveryTests {
         let audit = try db.query("SELECT count(*) AS n FROM audit_log WHERE action = 'email.verified' AND subject = \(a.session.userId)")
         #expect(try audit[0].int64("n") == 1)
         // A malformed address is invalid_request.
-        #expect(try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", "not an address")]).serialized(),
-                                  authorization: a.bearer).code == "invalid_request")
+        #expect(try putEmail(a, "not an address").code == "invalid_request")
     }
 
     @Test("replacing the verified address tells the old one (a stolen session moving recovery to another mailbox is seen)")
@@ -120,8 +126,7 @@ struct RecoveryTests {
         let a = try account(server)
         let oldBefore = try TestSMTP.messages(to: a.email).count
         let attackers = TestSMTP.address("attacker")
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(attackers))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(attackers))
         #expect(started.status == 202, "\(started)")
         let code = try TestSMTP.code(to: attackers)
         let done = try a.client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
@@ -146,8 +151,7 @@ struct RecoveryTests {
         let recoveryCode = try TestSMTP.code(to: a.email, after: before)
         // The owner moves to a new address.
         let fresh = TestSMTP.address("moved")
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(fresh))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(fresh))
         let code = try TestSMTP.code(to: fresh)
         #expect(try a.client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
                                   authorization: a.bearer).status == 200)
@@ -162,8 +166,7 @@ struct RecoveryTests {
     func attempts() throws {
         let (server, other) = try Self.pair.get()
         let a = try account(server, verified: false)
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(a.email))
         let id = try #require(started.json?["challengeId"])
         let code = try TestSMTP.code(to: a.email)
         let wrong = code == "999999" ? "888888" : "999999"
@@ -185,8 +188,7 @@ struct RecoveryTests {
     func expiry() throws {
         let server = try TestServer(name: "recovery-expiry") { Self.mailSettings(&$0); $0.otpTTL = 1 }
         let a = try account(server, verified: false)
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(a.email))
         let code = try TestSMTP.code(to: a.email)
         Thread.sleep(forTimeInterval: 1.6)
         let late = try a.client.post("/v1/account/email/verify", .object([("challengeId", started.json!["challengeId"]!), ("code", .string(code))]),
@@ -260,9 +262,10 @@ struct RecoveryTests {
     }
 
     /// A new passkey added from `session` (201), and a session its own login began.
-    func passkeyAdded(_ a: Account, from session: Session, sourceLocation: SourceLocation = #_sourceLocation) throws -> StepUpTests.Account {
+    func passkeyAdded(_ a: Account, from session: Session, approver: SoftAuthenticator? = nil,
+                      sourceLocation: SourceLocation = #_sourceLocation) throws -> StepUpTests.Account {
         let authenticator = SoftAuthenticator()
-        let (_, added) = try a.client.register(authenticator, authorization: session.bearer)
+        let (_, added) = try a.client.register(authenticator, authorization: session.bearer, approver: approver)
         #expect(added.status == 201, "\(added)", sourceLocation: sourceLocation)
         return StepUpTests.Account(client: a.client, session: try a.client.signIn(authenticator), authenticator: authenticator)
     }
@@ -285,26 +288,26 @@ struct RecoveryTests {
         // passkey step-up), and a passkey added from the owner's passkey session has no hold.
         let owner = StepUpTests.Account(client: a.client, session: byEmail, authenticator: a.authenticator)
         #expect(try passkeyStepUp(owner, action: StepUpTests.transfer).status == 200)
-        #expect(try passkeyStepUp(try passkeyAdded(a, from: a.session), action: StepUpTests.transfer).status == 200)
+        #expect(try passkeyStepUp(try passkeyAdded(a, from: a.session, approver: a.authenticator), action: StepUpTests.transfer).status == 200)
     }
 
-    @Test("a stolen refresh token: the passkey it adds signs in but approves nothing before LATCHKEY_RECOVERY_DELAY; the owner's passkeys still do")
-    func refreshedSessionAddsAHeldPasskey() throws {
-        let server = try TestServer(name: "recovery-stale") { Self.mailSettings(&$0); $0.recoveryDelay = 3600; $0.passkeyAddFreshness = 1 }
-        let a = try account(server, verified: false)
-        Thread.sleep(forTimeInterval: 1.2)  // the sign-up's authentication is now older than the freshness window
-        // The thief holds only the refresh token: it mints an access token (auth_time stays the sign-up's)…
+    @Test("a stolen refresh token (or the access token it mints) adds no passkey, revokes none and moves no address without the owner's step-up")
+    func refreshedSessionAddsNothing() throws {
+        let server = try TestServer(name: "recovery-stale") { Self.mailSettings(&$0); $0.recoveryDelay = 3600 }
+        let a = try account(server)
+        // The thief holds only the refresh token: it mints a fresh access token (auth_time stays the sign-up's)…
         let refreshed = try a.client.post("/v1/token", .object([("grant_type", "refresh_token"), ("refresh_token", .string(a.session.refreshToken))]))
         let stolen = Session(reply: .object([("tokens", try #require(refreshed.json, "\(refreshed)"))]))
-        // …and adds its own passkey, which signs in, but approves no payment and no device key.
-        let thief = try passkeyAdded(a, from: stolen)
-        expectProblem(try passkeyStepUp(thief, action: StepUpTests.transfer), 403, "recovery_pending")
-        expectProblem(try passkeyStepUp(thief, action: .object([("type", "latchkey.device-key.enrol"), ("deviceId", "thief-phone")])),
-                      403, "recovery_pending")
-        // The owner's passkey still approves, and a fresh sign-in adds passkeys that approve at once.
+        // …which is exactly what a fresh token looks like: SPEC "Assurance" asks a passkey session for
+        // the account's passkey now, so no freshness window lets the thief's passkey in.
+        expectProblem(try a.client.post("/v1/passkeys/registration/options", .object([]), authorization: stolen.bearer), 403, "step_up_required")
+        let victim = Base64URL.encode(a.authenticator.credentialId)
+        expectProblem(try a.client.send("DELETE", "/v1/passkeys/\(victim)", authorization: stolen.bearer), 403, "step_up_required")
+        expectProblem(try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(TestSMTP.address("thief")))]).serialized(),
+                                        authorization: stolen.bearer), 403, "step_up_required")
+        // The owner's passkey, present now, still approves each of them.
         #expect(try passkeyStepUp(a.stepUpAccount, action: StepUpTests.transfer).status == 200)
-        let fresh = try a.client.signIn(a.authenticator)
-        #expect(try passkeyStepUp(try passkeyAdded(a, from: fresh), action: StepUpTests.transfer).status == 200)
+        #expect(try passkeyAdded(a, from: a.session, approver: a.authenticator).session.userId == a.session.userId)
     }
 
     @Test("without a recovery delay (development default) a passkey added from an email sign-in approves at once")
@@ -545,20 +548,21 @@ struct RecoveryTests {
         let a = try account(server, verified: false)
         let c = a.client
         // Ordinary options: UP = 0 is user_presence_required.
-        let (_, plain) = try c.register(SoftAuthenticator(), authorization: a.bearer) { $0.userPresent = false }
+        let (_, plain) = try c.register(SoftAuthenticator(), authorization: a.bearer, approver: a.authenticator) { $0.userPresent = false }
         #expect(plain.code == "user_presence_required", "\(plain)")
         // Conditional options with a session.
         // A new authenticator answering `authorization`'s conditional options without UP (the automatic upgrade).
-        func conditionalCreate(authorization: String) throws -> (SoftAuthenticator, Reply) {
+        func conditionalCreate(authorization: String, approver: SoftAuthenticator? = nil) throws -> (SoftAuthenticator, Reply) {
+            let headers = try approver.map { [("Latchkey-Step-Up", try c.stepUpToken($0, authorization: authorization, action: Client.passkeyAddition))] } ?? []
             let options = try #require(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]),
-                                                  authorization: authorization).json)
+                                                  authorization: authorization, headers: headers).json)
             let authenticator = SoftAuthenticator()
             var builder = authenticator.registration(challenge: try challengeBytes(options), rpId: server.rpId, origin: server.origin)
             authenticator.userHandle = userHandle(options)
             builder.userPresent = false
             return (authenticator, try c.send("POST", "/v1/passkeys/registration/verify", body: builder.bytes()))
         }
-        let (authenticator, upgraded) = try conditionalCreate(authorization: a.bearer)
+        let (authenticator, upgraded) = try conditionalCreate(authorization: a.bearer, approver: a.authenticator)
         #expect(upgraded.status == 201, "\(upgraded)")
         // An assertion with UP = 0 is still refused, even from that passkey.
         let (_, login) = try c.login(authenticator) { $0.userPresent = false }
@@ -568,11 +572,14 @@ struct RecoveryTests {
         #expect(anonymous.status == 200)
         let bad = try c.post("/v1/passkeys/registration/options", .object([("mediation", "sometimes")]), authorization: a.bearer)
         #expect(bad.code == "invalid_request")
-        // After recovery: the recovery's passkey may come from a conditional create too (UP = 0).
+        // After recovery: the recovery token may not ask for conditional options; it registers with UP.
         let codes = try createCodes(Account(client: c, session: a.session, authenticator: authenticator, username: a.username, email: a.email))
         let token = try #require(try c.post("/v1/recovery/verify", .object([("username", .string(a.username)), ("recoveryCode", .string(codes[0]))]))
                                     .json?["recoveryToken"]?.stringValue)
-        let (_, recovered) = try conditionalCreate(authorization: "Bearer \(token)")
+        // SPEC "Assurance" Limits: never for a recovery — its passkey is made with the user present.
+        expectProblem(try c.post("/v1/passkeys/registration/options", .object([("mediation", "conditional")]), authorization: "Bearer \(token)"),
+                      403, "forbidden")
+        let (_, recovered) = try c.register(SoftAuthenticator(), authorization: "Bearer \(token)")
         #expect(recovered.status == 201, "\(recovered)")
     }
 
@@ -583,8 +590,7 @@ struct RecoveryTests {
         let smtp = try TestSMTP.server()
         let server = try TestServer(name: "recovery-smtps") { Self.mailSettings(&$0); $0.smtpURL = smtp.smtpsURL }
         let a = try account(server, verified: false)
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(a.email))
         #expect(started.status == 202)
         _ = try TestSMTP.code(to: a.email)
         #expect(try TestSMTP.messages(to: a.email).last?.contains("X-Test-TLS: yes") == true)
@@ -615,8 +621,7 @@ struct RecoveryTests {
             $0.mailSenders = 1
         }
         let a = try account(server, verified: false)
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(a.email))
         #expect(started.status == 202, "\(started)")
         let deadline = Date().addingTimeInterval(20)
         var files: [String] = []
@@ -631,8 +636,7 @@ struct RecoveryTests {
         // Production mode without SMTP: the email endpoints do not exist.
         let production = try TestServer(name: "recovery-nomail") { $0.emailSignIn = true }
         let b = try account(production, verified: false)
-        #expect(try b.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(b.email))]).serialized(),
-                                  authorization: b.bearer).status == 404)
+        #expect(try b.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(b.email))]).serialized(), authorization: b.bearer).status == 404)
         #expect(try b.client.post("/v1/email/challenges", .object([("email", .string(b.email))])).status == 404)
         #expect(try b.client.post("/v1/recovery/challenges", .object([("username", "x")])).status == 404)
     }
@@ -642,8 +646,7 @@ struct RecoveryTests {
         let (server, _) = try Self.pair.get()
         let a = try account(server, verified: false)
         try TestSMTP.refuse(a.email, times: 3)
-        let started = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
-                                        authorization: a.bearer)
+        let started = try putEmail(a, .string(a.email))
         #expect(started.status == 202)
         let code = try TestSMTP.code(to: a.email, timeoutSeconds: 60)
         #expect(code.count == 6)
@@ -668,10 +671,13 @@ struct RecoveryTests {
     static func signUpAndAddEmail(on instance: ServeProcess, rpId: String, prefix: String) throws -> (Session, String) {
         let port = try instance.waitUntilServing()
         let client = Client(Endpoint(port: port, rpId: rpId, origin: "https://\(rpId)", adminKey: nil))
-        let session = try client.signUp(SoftAuthenticator(), username: "\(prefix)-\(uniqueSuffix())")
+        let authenticator = SoftAuthenticator()
+        let session = try client.signUp(authenticator, username: "\(prefix)-\(uniqueSuffix())")
         let email = TestSMTP.address(prefix)
+        let token = try client.stepUpToken(authenticator, authorization: session.bearer,
+                                           action: .object([("type", "latchkey.email.change"), ("email", .string(email))]))
         let started = try client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(email))]).serialized(),
-                                      authorization: session.bearer)
+                                      authorization: session.bearer, headers: [("Latchkey-Step-Up", token)])
         #expect(started.status == 202, "\(started)")
         return (session, email)
     }

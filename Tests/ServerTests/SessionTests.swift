@@ -54,7 +54,7 @@ struct SessionTests {
         let x = SoftAuthenticator(), y = SoftAuthenticator()
         let registered = try onA.signUp(x, username: a.username("revoke"))   // session 1: x's registration
         let signedIn = try onA.signIn(x)                                        // session 2: x's login
-        let (_, second) = try onA.register(y, authorization: registered.bearer)  // session 3: y's registration
+        let (_, second) = try onA.register(y, authorization: registered.bearer, approver: x)  // session 3: y's registration
         #expect(second.status == 201, "\(second)")
         let bySecond = Session(reply: try #require(second.json))
         let ended = [registered, signedIn]

@@ -26,7 +26,7 @@ struct SignalTests {
 
         let revokedKey = SoftAuthenticator(), keeper = SoftAuthenticator()
         let account = try client.signUp(keeper, username: server.username("signal"))
-        _ = try client.register(revokedKey, authorization: account.bearer)
+        _ = try client.register(revokedKey, authorization: account.bearer, approver: keeper)
         #expect(try client.send("DELETE", "/v1/passkeys/\(Base64URL.encode(revokedKey.credentialId))", authorization: account.bearer).status == 200)
         let (_, revoked) = try client.login(revokedKey)
         #expect(revoked.code == "credential_unknown")
@@ -74,7 +74,7 @@ struct SignalTests {
         }
         expectSignals(registered.json, [first.credentialId], "registration")
         let session = Session(reply: try #require(registered.json))
-        let (_, added) = try client.register(second, authorization: session.bearer)
+        let (_, added) = try client.register(second, authorization: session.bearer, approver: first)
         expectSignals(added.json, [first.credentialId, second.credentialId], "second registration")
         let (_, login) = try client.login(second)
         expectSignals(login.json, [first.credentialId, second.credentialId], "login")

@@ -181,7 +181,7 @@ struct TrustChainTests {
 
         // A second passkey approves an enrolment; revoking that passkey ends the approval too.
         let other = SoftAuthenticator()
-        let (_, added) = try a.client.register(other, authorization: a.bearer)
+        let (_, added) = try a.client.register(other, authorization: a.bearer, approver: a.authenticator)
         #expect(added.status == 201, "\(added)")
         let withOther = StepUpTests.Account(client: a.client, session: a.session, authenticator: other)
         let newPhone = StepUpTests.Phone(platform: "ios")

@@ -82,7 +82,7 @@ struct WebhookTests {
         _ = try steps.approve(account, phone, keyId: keyId)
         #expect(try client.send("DELETE", "/v1/device-keys/\(keyId)", authorization: account.bearer).status == 204)
         let extraKey = SoftAuthenticator()
-        _ = try client.register(extraKey, authorization: account.bearer)
+        _ = try client.register(extraKey, authorization: account.bearer, approver: account.authenticator)
         let other = try client.signIn(extraKey)
         #expect(try client.send("DELETE", "/v1/passkeys/\(Base64URL.encode(extraKey.credentialId))", authorization: account.bearer).status == 200)
         #expect(try client.send("POST", "/v1/logout", authorization: account.bearer).status == 204)

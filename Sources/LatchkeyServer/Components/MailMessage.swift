@@ -4,6 +4,19 @@ import Foundation
 /// a person and by a test. Header values are single lines by construction (addresses come from
 /// `EmailAddress`, subjects are ours).
 struct MailMessage: Sendable {
+    /// SPEC "Assurance": every mail names its event in `X-Latchkey-Event`, so a mail filter (and a
+    /// test) can tell a code from a notice without reading the text.
+    enum Event: String, Sendable {
+        case emailVerify = "email.verify"
+        case emailSignIn = "email.sign-in"
+        case recoveryCode = "recovery.code"
+        case recoveryStarted = "recovery.started"
+        case passkeyAdded = "passkey.added"
+        case passkeyRevoked = "passkey.revoked"
+        case emailChanged = "email.changed"
+    }
+
+    let event: Event
     let from: String
     let to: String
     let subject: String
@@ -16,7 +29,7 @@ struct MailMessage: Sendable {
             "From: Latchkey <\(from)>", "To: <\(to)>", "Subject: \(Self.encodedWord(subject))", "Date: \(Self.rfc5322Date(date))",
             "Message-ID: <\(messageId)@\(from.split(separator: "@").last.map(String.init) ?? "latchkey")>", "MIME-Version: 1.0",
             "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: quoted-printable", "Auto-Submitted: auto-generated",
-            "",
+            "X-Latchkey-Event: \(event.rawValue)", "",
         ]
         lines.append(Self.quotedPrintable(text))
         return Array(lines.joined(separator: "\r\n").utf8) + Array("\r\n".utf8)

@@ -38,7 +38,7 @@ public struct Application: Responder {
         log = services.log
         limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime)
         trustProxy = services.configuration.trustProxy
-        var routes = RouteTable()
+        var routes = RouteTable(services: services)
         // Each area registers its own routes (one file each: Routes+<Area>.swift).
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)

@@ -1,22 +1,35 @@
 import HTTP
 
-/// Collects routes; every handler's `ServiceError` becomes RFC 9457 problem+json with SPEC's code,
-/// and anything unexpected a 503 problem (never a crash, never a stack trace).
+/// Collects routes, each with its guard (SPEC "Assurance", RouteGuard.swift): who may call it, the
+/// step-up its change needs and the kind of each path parameter. The guard runs before the
+/// handler; every `ServiceError` becomes RFC 9457 problem+json with SPEC's code, and anything
+/// unexpected a 503 problem (never a crash, never a stack trace).
 struct RouteTable {
+    let services: Services
     var router = Router()
+    /// Every route as declared (for the sweep that proves each one's guard).
+    private(set) var declared: [GuardedRoute] = []
 
-    mutating func add(_ method: String, _ pattern: String, accepting: AcceptedBody = .json,
-                      _ handler: @escaping @Sendable (Request, PathParameters) throws -> Response) {
-        router.add(method, pattern, accepting: accepting) { request, params in
-            var response: Response
+    init(services: Services) { self.services = services }
+
+    /// Registers `handler` for `method` on `declared` (`/v1/passkeys/{id:credential}`), callable by
+    /// `access`, with `stepUp` for its change; `available` false → 404 (a feature this deployment has off).
+    mutating func add(_ method: String, _ pattern: String, _ access: Access, stepUp: StepUpRule? = nil,
+                      accepting: AcceptedBody = .json, available: @escaping @Sendable () -> Bool = { true },
+                      _ handler: @escaping @Sendable (RouteContext) throws -> Response) {
+        let (routerPattern, kinds) = GuardedRoute.split(pattern)
+        let route = GuardedRoute(method: method, pattern: routerPattern, access: access, stepUp: stepUp, kinds: kinds, available: available)
+        declared.append(route)
+        let s = services
+        router.add(method, routerPattern, accepting: accepting) { request, params in
             do {
-                response = try handler(request, params)
+                guard route.available() else { throw ServiceError.notFound("resource") }
+                return try handler(try route.check(request, params, s))
             } catch let error as ServiceError {
-                response = error.response
+                return error.response
             } catch {
-                response = ServiceError(.internalError, "unexpected failure").response
+                return ServiceError(.internalError, "unexpected failure").response
             }
-            return response
         }
     }
 }

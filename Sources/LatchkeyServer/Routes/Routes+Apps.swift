@@ -7,25 +7,21 @@ extension RouteTable {
     /// app (200 when it replaced or matched one with the same id); `DELETE /admin/v1/apps/{ios:TEAMID.bundle.id |
     /// android:package}` → 204, 404 when absent. `POST /admin/v1/wellknown/preview` reads only.
     mutating func addAppRoutes(_ s: Services) {
-        add("GET", "/admin/v1/apps", accepting: .any) { req, _ in
-            _ = try s.admin.requireAdmin(req)
-            return .json(bytes: try s.admin.listApps().serialized())
+        add("GET", "/admin/v1/apps", .admin, accepting: .any) { _ in
+            .json(bytes: try s.admin.listApps().serialized())
         }
-        add("POST", "/admin/v1/apps") { req, _ in
-            let caller = try s.admin.requireAdminChange(req)
-            let (app, created) = try s.admin.putApp(try jsonBody(req), by: caller)
+        add("POST", "/admin/v1/apps", .admin, stepUp: .adminChange) { ctx in
+            let (app, created) = try s.admin.putApp(try ctx.json(), by: try ctx.admin())
             return .json(status: created ? 201 : 200, bytes: app.serialized())
         }
-        add("DELETE", "/admin/v1/apps/{id}", accepting: .any) { req, params in
-            let caller = try s.admin.requireAdminChange(req)
-            try s.admin.removeApp(params["id"] ?? "", by: caller)
+        add("DELETE", "/admin/v1/apps/{id:text}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
+            try s.admin.removeApp(try ctx.path.text("id"), by: try ctx.admin())
             return .empty(status: 204)
         }
         // The console's live preview: what the three files and `wellknown check` would say with this
         // declaration (or as things are, for `{}`).
-        add("POST", "/admin/v1/wellknown/preview") { req, _ in
-            _ = try s.admin.requireAdmin(req)
-            let body = try jsonBody(req)
+        add("POST", "/admin/v1/wellknown/preview", .admin) { ctx in
+            let body = try ctx.json()
             let candidate = try body["app"].flatMap { $0.isNull ? nil : $0 }.map { v throws(ServiceError) in try AppDeclarations.parse(v) }
             return .json(bytes: try s.wellKnown.preview(candidate: candidate).serialized())
         }

@@ -8,17 +8,21 @@ extension RouteTable {
     mutating func addConformanceRoutes(_ s: Services) {
         guard s.configuration.conformance else { return }
         let conformance = ConformanceService(passkeys: s.passkeys)
-        add("POST", "/attestation/options", accepting: .any) { req, _ in
-            enveloped(req) { () throws(ServiceError) in try conformance.attestationOptions(try jsonBody(req)) }
+        add("POST", "/attestation/options", .anyone, accepting: .any) { ctx in
+            let req = ctx.request
+            return enveloped(req) { () throws(ServiceError) in try conformance.attestationOptions(try jsonBody(req)) }
         }
-        add("POST", "/attestation/result", accepting: .any) { req, _ in
-            enveloped(req) { () throws(ServiceError) in try conformance.attestationResult(req.body) }
+        add("POST", "/attestation/result", .anyone, accepting: .any) { ctx in
+            let req = ctx.request
+            return enveloped(req) { () throws(ServiceError) in try conformance.attestationResult(req.body) }
         }
-        add("POST", "/assertion/options", accepting: .any) { req, _ in
-            enveloped(req) { () throws(ServiceError) in try conformance.assertionOptions(try jsonBody(req)) }
+        add("POST", "/assertion/options", .anyone, accepting: .any) { ctx in
+            let req = ctx.request
+            return enveloped(req) { () throws(ServiceError) in try conformance.assertionOptions(try jsonBody(req)) }
         }
-        add("POST", "/assertion/result", accepting: .any) { req, _ in
-            enveloped(req) { () throws(ServiceError) in try conformance.assertionResult(req.body) }
+        add("POST", "/assertion/result", .anyone, accepting: .any) { ctx in
+            let req = ctx.request
+            return enveloped(req) { () throws(ServiceError) in try conformance.assertionResult(req.body) }
         }
     }
 }

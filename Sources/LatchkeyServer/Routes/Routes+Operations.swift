@@ -5,14 +5,14 @@ extension RouteTable {
     /// Health, readiness, metrics and the association files (the web app: Routes+Web.swift).
     mutating func addOperationsRoutes(_ s: Services) {
         for name in WellKnownService.names {
-            add("GET", "/.well-known/\(name)", accepting: .any) { _, _ in try s.wellKnown.response(for: name) }
+            add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
         }
-        add("GET", "/healthz", accepting: .any) { _, _ in .json(bytes: Array(#"{"status":"ok"}"#.utf8)) }
-        add("GET", "/readyz", accepting: .any) { _, _ in
+        add("GET", "/healthz", .anyone, accepting: .any) { _ in .json(bytes: Array(#"{"status":"ok"}"#.utf8)) }
+        add("GET", "/readyz", .anyone, accepting: .any) { _ in
             guard s.database.ping() else { throw ServiceError(.internalError, "database unreachable") }
             return .json(bytes: Array(#"{"status":"ready"}"#.utf8))
         }
-        add("GET", "/metrics", accepting: .any) { _, _ in
+        add("GET", "/metrics", .anyone, accepting: .any) { _ in
             let st = s.database.connectionStats
             let outbox = try? s.database.outbox.depth()
             return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting), outbox: outbox),

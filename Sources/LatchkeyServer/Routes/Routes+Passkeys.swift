@@ -1,29 +1,31 @@
+import DeviceKeys
 import HTTP
 import JSON
 
 extension RouteTable {
-    /// Passkey ceremonies and passkey management (SPEC "HTTP contract").
+    /// Passkey ceremonies and passkey management (SPEC "HTTP contract", "Assurance").
     mutating func addPasskeyRoutes(_ s: Services) {
-        add("POST", "/v1/passkeys/registration/options") { req, _ in
+        add("POST", "/v1/passkeys/registration/options", .registration, stepUp: .passkeyAddition) { ctx in
             let requester: PasskeyService.Requester
             var conditional = false
-            if let token = BearerCredentials.value(req, scheme: "Bearer"), RecoveryService.isRecoveryToken(token) {
-                // SPEC "Recovery": the one place a recovery token is accepted.
-                return .json(bytes: try s.passkeys.registrationOptions(for: .recovery(try s.recovery.authorizeRegistration(token: token)),
-                                                                       conditional: try Self.conditional(req)).serialized())
-            }
-            if BearerCredentials.value(req, scheme: "Bearer") != nil {
-                // Signed in: the new passkey may come with an approval hold (email sign-in sessions).
-                let caller = try s.sessions.requireSession(req)
-                requester = .user(caller.userId, approvesFrom: try s.sessions.approvalHold(for: caller))
-                // Conditional create (automatic passkey upgrade) is for a signed-in user.
-                conditional = try Self.conditional(req)
-            } else if let userId = try s.sessions.ticketHolder(req) {
-                // Vouched for by an enrolment ticket (an admin): no hold.
-                requester = .user(userId)
-                conditional = try Self.conditional(req)
-            } else {
-                let body = try jsonBody(req)
+            switch ctx.caller {
+            case .recovery(let recovery):
+                // SPEC "Assurance" Limits: conditional create (UP = 0) never with a recovery token.
+                if try Self.conditional(ctx) {
+                    throw ServiceError(.forbidden, "a recovery registers its passkey with the user present: conditional create is not available")
+                }
+                requester = .recovery(recovery)
+            case .session(let caller):
+                // A passkey session always brings the step-up (the rule demands it); an email session
+                // or one a held passkey began may go without, and its new passkey is held.
+                requester = .user(caller.userId, held: ctx.approval == nil ? .held : .notHeld, redeeming: ctx.redemption)
+                conditional = try Self.conditional(ctx)
+            case .ticket(let userId):
+                // An app backend vouches: held when the account already has a passkey (SPEC "Assurance").
+                requester = .user(userId, held: .ifAccountHasPasskeys, redeeming: nil)
+                conditional = try Self.conditional(ctx)
+            default:
+                let body = try ctx.json()
                 guard let username = try RequestFields.optionalString(body, "username") else { throw ServiceError.invalid("username is required") }
                 let displayName = try RequestFields.optionalString(body, "displayName") ?? username
                 try validateName(username, "username")
@@ -32,11 +34,11 @@ extension RouteTable {
             }
             return .json(bytes: try s.passkeys.registrationOptions(for: requester, conditional: conditional).serialized())
         }
-        add("POST", "/v1/passkeys/registration/verify") { req, _ in
-            .json(status: 201, bytes: try s.passkeys.verifyRegistration(req.body).serialized())
+        add("POST", "/v1/passkeys/registration/verify", .anyone) { ctx in
+            .json(status: 201, bytes: try s.passkeys.verifyRegistration(ctx.request.body).serialized())
         }
-        add("POST", "/v1/passkeys/authentication/options") { req, _ in
-            let body = req.body.isEmpty ? JSONValue.object([]) : try jsonBody(req)
+        add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in
+            let body = ctx.request.body.isEmpty ? JSONValue.object([]) : try ctx.json()
             var username: String? = nil
             if let u = body["username"], !u.isNull {
                 guard let name = u.stringValue else { throw ServiceError.invalid("username must be a string") }
@@ -45,33 +47,47 @@ extension RouteTable {
             }
             return .json(bytes: try s.passkeys.authenticationOptions(username: username).serialized())
         }
-        add("POST", "/v1/passkeys/authentication/verify") { req, _ in
-            .json(bytes: try s.passkeys.verifyAuthentication(req.body).serialized())
+        add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
+            .json(bytes: try s.passkeys.verifyAuthentication(ctx.request.body).serialized())
         }
-        add("GET", "/v1/passkeys", accepting: .any) { req, _ in
-            .json(bytes: try s.passkeys.listPasskeys(userId: try s.sessions.requireUser(req)).serialized())
+        add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in
+            .json(bytes: try s.passkeys.listPasskeys(userId: try ctx.userId).serialized())
         }
-        add("PATCH", "/v1/passkeys/{id}") { req, params in
-            let userId = try s.sessions.requireUser(req)
-            guard let name = try jsonBody(req)["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
+        add("PATCH", "/v1/passkeys/{id:credential}", .session) { ctx in
+            guard let name = try ctx.json()["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
             try validateName(name, "name")
-            guard let id = Identifiers.credential(params["id"]) else { throw ServiceError.notFound("passkey") }
-            return .json(bytes: try s.passkeys.renamePasskey(userId: userId, credentialId: id, name: name).serialized())
+            return .json(bytes: try s.passkeys.renamePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"), name: name).serialized())
         }
-        add("DELETE", "/v1/passkeys/{id}", accepting: .any) { req, params in
-            let userId = try s.sessions.requireUser(req)
-            guard let id = Identifiers.credential(params["id"]) else { throw ServiceError.notFound("passkey") }
+        add("DELETE", "/v1/passkeys/{id:credential}", .session, stepUp: .passkeyRevocation, accepting: .any) { ctx in
             // SPEC "Signal API": DELETE answers 200 with the credentials that remain.
-            return .json(bytes: try s.passkeys.revokePasskey(userId: userId, credentialId: id).serialized())
+            .json(bytes: try s.passkeys.revokePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"),
+                                                      redeeming: ctx.redemption).serialized())
         }
+    }
+}
+
+extension StepUpRule {
+    /// SPEC "Assurance", add a passkey: a passkey session sends `{"type":"latchkey.passkey.add"}`
+    /// with the options request; an email session, or one a held passkey began, may send one (then
+    /// the new passkey is not held) or go without (then it is).
+    static let passkeyAddition = StepUpRule(changes: "new passkeys") { input throws(ServiceError) in
+        guard case .session(let caller) = input.caller else { return .none }
+        let action = try gated { () throws(DeviceKeyError) in try StepUpAction.passkeyAddition() }
+        return try input.services.sessions.standing(caller).approves ? .required(action) : .optional(action)
+    }
+
+    /// `{"type":"latchkey.passkey.revoke","credentialId":<the id in the path>}`, from every kind of session.
+    static let passkeyRevocation = StepUpRule.always("passkey revocations") { input throws(ServiceError) in
+        let id = input.rawPath["id"] ?? ""
+        return try gated { () throws(DeviceKeyError) in try StepUpAction.passkeyRevocation(credentialId: id) }
     }
 }
 
 extension RouteTable {
     /// `{"mediation":"conditional"}` in a registration options body (any other value is invalid).
-    static func conditional(_ req: Request) throws(ServiceError) -> Bool {
-        guard !req.body.isEmpty else { return false }
-        let body = try jsonBody(req)
+    static func conditional(_ ctx: RouteContext) throws(ServiceError) -> Bool {
+        guard !ctx.request.body.isEmpty else { return false }
+        let body = try ctx.json()
         guard let m = body["mediation"], !m.isNull else { return false }
         guard let text = m.stringValue, ["conditional", "optional", "required"].contains(text) else {
             throw ServiceError.invalid("mediation must be conditional (or absent)")

@@ -1,40 +1,66 @@
+import DeviceKeys
 import HTTP
 import JSON
 
 extension RouteTable {
-    /// Recovery and fallback sign-in (SPEC "Recovery and fallback sign-in").
+    /// Recovery and fallback sign-in (SPEC "Recovery and fallback sign-in", "Assurance").
     mutating func addRecoveryRoutes(_ s: Services) {
-        add("PUT", "/v1/account/email") { req, _ in
-            .json(status: 202, bytes: try s.recovery.startVerification(try s.sessions.requireSession(req), body: try jsonBody(req)).serialized())
+        let mail: @Sendable () -> Bool = { s.configuration.mailEnabled }
+        let emailSignIn: @Sendable () -> Bool = { s.configuration.mailEnabled && s.configuration.emailSignIn }
+        add("PUT", "/v1/account/email", .session, stepUp: .emailChange, available: mail) { ctx in
+            .json(status: 202, bytes: try s.recovery.startVerification(try ctx.session(), body: try ctx.json(),
+                                                                       redeeming: ctx.redemption).serialized())
         }
-        add("POST", "/v1/account/email/verify") { req, _ in
-            .json(bytes: try s.recovery.verifyEmail(try s.sessions.requireSession(req), body: try jsonBody(req)).serialized())
+        add("POST", "/v1/account/email/verify", .session, available: mail) { ctx in
+            .json(bytes: try s.recovery.verifyEmail(try ctx.session(), body: try ctx.json()).serialized())
         }
-        add("GET", "/v1/account/recovery", accepting: .any) { req, _ in
-            .json(bytes: try s.recovery.accountState(try s.sessions.requireSession(req)).serialized())
+        add("GET", "/v1/account/recovery", .session, accepting: .any) { ctx in
+            .json(bytes: try s.recovery.accountState(try ctx.session()).serialized())
         }
-        add("GET", "/v1/sign-in/methods", accepting: .any) { _, _ in
+        add("GET", "/v1/sign-in/methods", .anyone, accepting: .any) { _ in
             .json(bytes: s.recovery.methods().serialized())
         }
-        add("POST", "/v1/email/challenges") { req, _ in
-            .json(status: 202, bytes: try s.recovery.startEmailSignIn(body: try jsonBody(req)).serialized())
+        add("POST", "/v1/email/challenges", .anyone, available: emailSignIn) { ctx in
+            .json(status: 202, bytes: try s.recovery.startEmailSignIn(body: try ctx.json()).serialized())
         }
-        add("POST", "/v1/email/verify") { req, _ in
-            .json(bytes: try s.recovery.verifyEmailSignIn(body: try jsonBody(req)).serialized())
+        add("POST", "/v1/email/verify", .anyone, available: emailSignIn) { ctx in
+            .json(bytes: try s.recovery.verifyEmailSignIn(body: try ctx.json()).serialized())
         }
-        add("POST", "/v1/recovery-codes", accepting: .any) { req, _ in
-            let caller = try s.sessions.requireSession(req)
-            return .json(status: 201, bytes: try s.recovery.createRecoveryCodes(caller, stepUpToken: req.header("Latchkey-Step-Up")?.trimmed).serialized())
+        add("POST", "/v1/recovery-codes", .session, stepUp: .recoveryCodesCreation, accepting: .any) { ctx in
+            guard let redemption = ctx.redemption else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up") }
+            return .json(status: 201, bytes: try s.recovery.createRecoveryCodes(try ctx.session(), redeeming: redemption).serialized())
         }
-        add("POST", "/v1/recovery/challenges") { req, _ in
-            .json(status: 202, bytes: try s.recovery.startRecovery(body: try jsonBody(req)).serialized())
+        add("POST", "/v1/recovery/challenges", .anyone, available: mail) { ctx in
+            .json(status: 202, bytes: try s.recovery.startRecovery(body: try ctx.json()).serialized())
         }
-        add("POST", "/v1/recovery/verify") { req, _ in
-            .json(bytes: try s.recovery.verifyRecovery(body: try jsonBody(req)).serialized())
+        add("POST", "/v1/recovery/verify", .anyone) { ctx in
+            .json(bytes: try s.recovery.verifyRecovery(body: try ctx.json()).serialized())
         }
-        add("DELETE", "/v1/recovery/{id}", accepting: .any) { req, params in
-            try s.recovery.cancel(try s.sessions.requireSession(req), recoveryId: params["id"] ?? "")
+        add("DELETE", "/v1/recovery/{id:recovery}", .session, accepting: .any) { ctx in
+            try s.recovery.cancel(try ctx.session(), recoveryId: try ctx.path.text("id"))
             return .empty(status: 204)
         }
+        // SPEC "Assurance": the owner undoes a recovery or a held passkey from the mailed link, without a session.
+        add("POST", "/v1/recovery/cancel", .anyone) { ctx in
+            try s.recovery.cancel(token: try ctx.json())
+            return .empty(status: 204)
+        }
+    }
+}
+
+extension StepUpRule {
+    /// `{"type":"latchkey.recovery-codes.create"}` (SPEC "Recovery codes").
+    static let recoveryCodesCreation = StepUpRule.always("new recovery codes") { _ throws(ServiceError) in
+        try gated { () throws(DeviceKeyError) in try StepUpAction.recoveryCodesCreation() }
+    }
+
+    /// SPEC "Assurance": setting or replacing the verified address on an account that has a passkey
+    /// needs `{"type":"latchkey.email.change","email":<the address as the body sends it>}`.
+    static let emailChange = StepUpRule(changes: "address changes") { input throws(ServiceError) in
+        let body = input.body ?? .object([])
+        _ = try RecoveryService.email(body)
+        guard let userId = input.caller.userId, let email = body["email"]?.stringValue,
+              try input.services.passkeys.hasPasskeys(userId: userId) else { return .none }
+        return .required(try gated { () throws(DeviceKeyError) in try StepUpAction.emailChange(email: email) })
     }
 }

@@ -4,7 +4,8 @@ import JSON
 extension RouteTable {
     /// OAuth refresh (RFC 6749 §6) and logout.
     mutating func addTokenRoutes(_ s: Services) {
-        add("POST", "/v1/token", accepting: .jsonOrForm) { req, _ in
+        add("POST", "/v1/token", .anyone, accepting: .jsonOrForm) { ctx in
+            let req = ctx.request
             // RFC 6749 §5.1: token responses, and their errors, are never cached.
             let noStore = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
             var oauthError = "invalid_request"
@@ -29,22 +30,22 @@ extension RouteTable {
                 throw refusal
             }
         }
-        add("POST", "/v1/logout", accepting: .any) { req, _ in
-            try s.sessions.logout(req)
+        add("POST", "/v1/logout", .session, accepting: .any) { ctx in
+            try s.sessions.logout(try ctx.session())
             return .empty(status: 204)
         }
-        add("GET", "/.well-known/jwks.json", accepting: .any) { _, _ in
+        add("GET", "/.well-known/jwks.json", .anyone, accepting: .any) { _ in
             .json(bytes: s.signer.jwks.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
     }
 
     /// The signed-in user's sessions (SPEC "Sessions"): list them, end one.
     mutating func addSessionRoutes(_ s: Services) {
-        add("GET", "/v1/sessions", accepting: .any) { req, _ in
-            .json(bytes: try s.sessions.list(try s.sessions.requireSession(req)).serialized())
+        add("GET", "/v1/sessions", .session, accepting: .any) { ctx in
+            .json(bytes: try s.sessions.list(try ctx.session()).serialized())
         }
-        add("DELETE", "/v1/sessions/{id}", accepting: .any) { req, params in
-            try s.sessions.end(try s.sessions.requireSession(req), sessionId: params["id"] ?? "")
+        add("DELETE", "/v1/sessions/{id:opaque}", .session, accepting: .any) { ctx in
+            try s.sessions.end(try ctx.session(), sessionId: try ctx.path.text("id"))
             return .empty(status: 204)
         }
     }

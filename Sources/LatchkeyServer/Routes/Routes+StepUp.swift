@@ -1,45 +1,54 @@
+import DeviceKeys
+import Storage
 import HTTP
 import JSON
 
 extension RouteTable {
-    /// Device keys and step-up (SPEC "Device keys", "Step-up"; issue 5).
+    /// Device keys and step-up (SPEC "Device keys", "Step-up", "Trust chain").
     mutating func addStepUpRoutes(_ s: Services) {
-        add("POST", "/v1/device-keys/challenges", accepting: .any) { req, _ in
-            .json(status: 201, bytes: try s.stepUp.enrolmentChallenge(userId: try s.sessions.requireUser(req)).serialized())
+        add("POST", "/v1/device-keys/challenges", .session, accepting: .any) { ctx in
+            .json(status: 201, bytes: try s.stepUp.enrolmentChallenge(userId: try ctx.userId).serialized())
         }
-        add("POST", "/v1/device-keys") { req, _ in
-            let userId = try s.sessions.requireUser(req)
-            let gate = EnrolmentGateCredentials(stepUpToken: req.header("Latchkey-Step-Up").map(\.trimmed),
-                                                ticket: req.header("Latchkey-Ticket").map(\.trimmed))
-            return .json(status: 201, bytes: try s.stepUp.enrol(userId: userId, body: try jsonBody(req), gate: gate).serialized())
+        add("POST", "/v1/device-keys", .session, stepUp: .deviceKeyEnrolment) { ctx in
+            guard let approval = ctx.approval else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up or Latchkey-Ticket") }
+            let gate: EnrolmentGate = switch approval {
+            case .stepUp(let r, _): .stepUp(jti: r.jti, actionHash: r.actionHash)
+            case .ticket(let hash): .ticket(hash: hash)
+            }
+            return .json(status: 201, bytes: try s.stepUp.enrol(userId: try ctx.userId, body: try ctx.json(), gate: gate).serialized())
         }
-        add("GET", "/v1/device-keys", accepting: .any) { req, _ in
-            .json(bytes: try s.stepUp.listDeviceKeys(userId: try s.sessions.requireUser(req)).serialized())
+        add("GET", "/v1/device-keys", .session, accepting: .any) { ctx in
+            .json(bytes: try s.stepUp.listDeviceKeys(userId: try ctx.userId).serialized())
         }
-        add("DELETE", "/v1/device-keys/{id}", accepting: .any) { req, params in
-            let userId = try s.sessions.requireUser(req)
-            guard let id = Identifiers.opaque(params["id"]) else { throw ServiceError.notFound("device key") }
-            try s.stepUp.revokeDeviceKey(userId: userId, id: id)
+        add("DELETE", "/v1/device-keys/{id:opaque}", .session, accepting: .any) { ctx in
+            try s.stepUp.revokeDeviceKey(userId: try ctx.userId, id: try ctx.path.text("id"))
             return .empty(status: 204)
         }
-        add("POST", "/v1/step-up/challenges") { req, _ in
-            let userId = try s.sessions.requireUser(req)
-            return .json(status: 201, bytes: try s.stepUp.createChallenge(userId: userId, body: try jsonBody(req)).serialized())
+        add("POST", "/v1/step-up/challenges", .session) { ctx in
+            .json(status: 201, bytes: try s.stepUp.createChallenge(userId: try ctx.userId, body: try ctx.json()).serialized())
         }
-        add("POST", "/v1/step-up/verify") { req, _ in
-            let caller = try s.sessions.requireSession(req)
-            return .json(bytes: try s.stepUp.verify(userId: caller.userId, sessionId: caller.sessionId, body: try jsonBody(req)).serialized())
+        add("POST", "/v1/step-up/verify", .session) { ctx in
+            let caller = try ctx.session()
+            return .json(bytes: try s.stepUp.verify(userId: caller.userId, sessionId: caller.sessionId, body: try ctx.json()).serialized())
         }
-        add("POST", "/v1/step-up/consume") { req, _ in
-            guard let token = BearerCredentials.value(req, scheme: "Bearer") else { throw ServiceError.unauthorized }
-            return .json(bytes: try s.stepUp.consume(token: token, body: try jsonBody(req)).serialized())
+        add("POST", "/v1/step-up/consume", .stepUpToken) { ctx in
+            guard case .stepUpBearer(let token) = ctx.caller else { throw ServiceError.unauthorized }
+            return .json(bytes: try s.stepUp.consume(token: token, body: try ctx.json()).serialized())
         }
-        add("GET", "/v1/step-up/receipts/{id}", accepting: .any) { req, params in
+        add("GET", "/v1/step-up/receipts/{id:opaque}", .session, accepting: .any) { ctx in
             // The owner only. The admin key is accepted on /admin/v1/* alone (issue 13, defect 5):
             // auditors read receipts at /admin/v1/step-up/receipts/{id}, behind the admin listener.
-            let owner = try s.sessions.requireUser(req)
-            guard let id = Identifiers.opaque(params["id"]) else { throw ServiceError.notFound("receipt") }
-            return .json(bytes: try s.stepUp.receipt(id: id, userId: owner).serialized())
+            .json(bytes: try s.stepUp.receipt(id: try ctx.path.text("id"), userId: try ctx.userId).serialized())
         }
+    }
+}
+
+extension StepUpRule {
+    /// SPEC "Trust chain": `{"type":"latchkey.device-key.enrol","deviceId":…}` from a user-verified
+    /// passkey, or an app backend's device-key ticket (`Latchkey-Ticket`) in its place.
+    static let deviceKeyEnrolment = StepUpRule.always("device-key enrolments", ticketInstead: true) { input throws(ServiceError) in
+        // The whole body is checked here: a malformed one is invalid_request before the step-up is looked at.
+        let deviceId = try EnrolmentInput(input.body ?? .object([])).deviceId
+        return try gated { () throws(DeviceKeyError) in try StepUpAction.deviceKeyEnrolment(deviceId: deviceId) }
     }
 }

@@ -60,10 +60,10 @@ extension RouteTable {
         let directory = s.configuration.webDirectory
         PasskeyProviders.load(fileAt: s.configuration.aaguidFile)
         for asset in WebAssets.files {
-            add("GET", asset.path, accepting: .any) { req, _ in
-                try WebAssets.response(file: asset.file, contentType: asset.contentType, directory: directory, request: req)
+            add("GET", asset.path, .anyone, accepting: .any) { ctx in
+                try WebAssets.response(file: asset.file, contentType: asset.contentType, directory: directory, request: ctx.request)
             }
         }
-        add("GET", "/admin", accepting: .any) { _, _ in .empty(status: 308, headers: [("Location", "/admin/")]) }
+        add("GET", "/admin", .anyone, accepting: .any) { _ in .empty(status: 308, headers: [("Location", "/admin/")]) }
     }
 }

@@ -53,20 +53,15 @@ public final class AdminService: Sendable {
 
     // MARK: Who is asking
 
-    /// Read access to the admin API: the admin key (automation; compared in constant time against
-    /// its hash), or an admin's access token from a user-verified passkey ceremony. Another user's
-    /// token is 403 `forbidden`, anything else 401.
-    func requireAdmin(_ request: Request) throws(ServiceError) -> AdminCaller { try authorize(request, change: false) }
-
-    /// A change (SPEC "Admin console"): with the admin key as before; with an admin's token only
-    /// with `Latchkey-Step-Up` for exactly this request — `{"type":"latchkey.admin","method","path","body"}`
-    /// — else 403 `step_up_required`. The approval is redeemed by the change's own transaction.
-    func requireAdminChange(_ request: Request) throws(ServiceError) -> AdminCaller { try authorize(request, change: true) }
-
-    private func authorize(_ request: Request, change: Bool) throws(ServiceError) -> AdminCaller {
+    /// Who calls the admin API (SPEC "Assurance", admin API reads): the admin key (automation;
+    /// compared in constant time against its hash), or an admin's access token from a session begun
+    /// by a user-verified passkey that is not held. Another user's token, an email session, a held
+    /// passkey's session or a refreshed token is 403 `forbidden`; anything else 401. A change made
+    /// with a user token also needs its step-up (`StepUpRule.adminChange`, checked by the route).
+    func resolveAdmin(_ request: Request) throws(ServiceError) -> RouteCaller {
         guard let presented = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
         if isAdminKey(presented) { return .adminKey }
-        guard let sessions, let stepUp else { throw ServiceError.unauthorized }
+        guard let sessions else { throw ServiceError.unauthorized }
         let caller = try sessions.requireSession(request)  // verifies the token once; a revoked session is 401 too
         guard try storage({ () throws(StorageError) in try admins.isAdmin(userId: caller.userId) }) else {
             throw ServiceError(.forbidden, "this account is not an admin")
@@ -74,12 +69,10 @@ public final class AdminService: Sendable {
         guard caller.acr == AuthenticationClaims.passkeyVerified.acr else {
             throw ServiceError(.forbidden, "the admin API needs a sign-in with a user-verified passkey (a refreshed token is not one)")
         }
-        guard change else { return AdminCaller(actor: caller.userId, approval: nil) }
-        let body: JSONValue? = request.body.isEmpty ? nil : try jsonBody(request)
-        let action: StepUpAction
-        do { action = try StepUpAction.adminChange(method: request.method, path: request.rawPath, body: body) } catch { throw ServiceError(error) }
-        let approval = try stepUp.adminApproval(request.header("Latchkey-Step-Up").map(\.trimmed), userId: caller.userId, action: action)
-        return AdminCaller(actor: caller.userId, approval: approval)
+        guard try sessions.standing(caller).approves else {
+            throw ServiceError(.forbidden, "this session was begun by a passkey that is still held: it cannot use the admin API yet")
+        }
+        return .adminUser(caller)
     }
 
     private func isAdminKey(_ presented: String) -> Bool {
@@ -174,9 +167,8 @@ public final class AdminService: Sendable {
     }
 
     public func removeApp(_ id: String, by caller: AdminCaller) throws(ServiceError) {
-        guard let (platform, appId) = AppDeclarations.parseIdentifier(id) else {
-            throw ServiceError.invalid("app ids are ios:TEAMID.bundle.id or android:package.name")
-        }
+        // SPEC "Assurance": a path id that cannot be one names nothing (404), like an absent app.
+        guard let (platform, appId) = AppDeclarations.parseIdentifier(id) else { throw ServiceError.notFound("app") }
         let rpId = configuration.rpId
         guard try storage({ () throws(StorageError) in
             try config.removeApp(rpId: rpId, platform: platform, appId: appId,
@@ -361,7 +353,7 @@ public struct AdminCaller: Sendable {
     }
 }
 
-/// A checked `Latchkey-Step-Up` for one admin change (StepUpService.adminApproval), not yet redeemed.
+/// A checked `Latchkey-Step-Up` for one admin change (`StepUpRule.adminChange`), not yet redeemed.
 struct AdminApproval: Sendable {
     let redemption: StepUpRedemption
     let receiptId: String

@@ -38,13 +38,19 @@ public final class MailService: Sendable {
     func stop() { worker.stop() }
 
     /// A message to `to` for `userId`, ready to hand to the repository call that makes the change.
-    func compose(to: EmailAddress, userId: String, subject: String, text: String) -> MailToSend {
+    func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String, subject: String, text: String) -> MailToSend {
         let id = "mail_" + runtime.identifier()
-        let message = MailMessage(from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
+        let message = MailMessage(event: event, from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
         let event = OutboxEvent(id: "evt_" + runtime.identifier(), type: Self.eventType, accountId: userId, data: .object([]),
                                 fanOut: [.direct(channel: RecoveryRepository.mailChannel, target: id)],
                                 maxAgeSeconds: configuration.webhookMaxAge)
         return MailToSend(id: id, recipient: to.value, message: message.bytes, event: event)
+    }
+
+    /// The first web origin of the allowlist configuration: where cancel links point (SPEC "Assurance").
+    func cancelLink(_ token: String) -> String {
+        let origin = configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? "https://\(configuration.rpId)"
+        return origin + "/?cancel=" + token
     }
 
     /// Something was queued here: send now rather than at the next poll.

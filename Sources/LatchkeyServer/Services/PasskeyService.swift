@@ -21,6 +21,8 @@ public final class PasskeyService: Sendable {
     let events: OutboxEvents
     /// Recoveries a registration with a recovery token completes (SPEC "Recovery").
     let recoveries: RecoveryRepository
+    /// The owner hears of every passkey added or revoked (SPEC "Assurance").
+    let mail: MailService
     let registration: RegistrationCeremony
     let authentication: AuthenticationCeremony
     /// The deployment's verification policy, built once; each ceremony copies it with the current allowlist.
@@ -34,7 +36,8 @@ public final class PasskeyService: Sendable {
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
-         recoveries: RecoveryRepository, configuration: Configuration, runtime: Runtime) {
+         recoveries: RecoveryRepository, mail: MailService, configuration: Configuration, runtime: Runtime) {
+        self.mail = mail
         self.events = events
         self.recoveries = recoveries
         self.accounts = accounts
@@ -79,9 +82,10 @@ public final class PasskeyService: Sendable {
 
     public enum Requester: Sendable {
         case newAccount(username: String, displayName: String)
-        /// Signed in (Bearer) or vouched for (enrolment ticket); `approvesFrom`: the new passkey's
-        /// approval hold (`SessionService.approvalHold`), nil for none.
-        case user(String, approvesFrom: Date? = nil)
+        /// Signed in (Bearer) or vouched for (enrolment ticket): another passkey for that account.
+        /// `held`: whether the new passkey approves nothing until registration + LATCHKEY_RECOVERY_DELAY
+        /// (SPEC "Assurance"); `redeeming`: the `latchkey.passkey.add` step-up the options request used.
+        case user(String, held: Hold, redeeming: StepUpRedemption?)
         /// The conformance profile: the account with this username, created on first use.
         case named(username: String, displayName: String)
         /// A recovery token whose recovery is pending and due: the registration completes it.
@@ -90,8 +94,19 @@ public final class PasskeyService: Sendable {
 
     /// The binding a recovery's registration carries in its ceremony state.
     static let recoveryBinding = "recovery:"
-    /// The binding of a registration whose passkey approves step-ups only from a time (Unix seconds).
-    static let approvalHoldBinding = "approves-from:"
+    /// The binding of a registration whose passkey is held: it signs in but approves nothing until
+    /// its registration + LATCHKEY_RECOVERY_DELAY (SPEC "Assurance").
+    static let heldBinding = "held"
+
+    /// Whether a passkey added to an existing account is held.
+    public enum Hold: Sendable {
+        case notHeld
+        /// An email session, or one a held passkey began, without a step-up.
+        case held
+        /// An enrolment ticket: held when the account already has a passkey (an app backend's
+        /// vouching must not be a faster way past the passkeys the owner has).
+        case ifAccountHasPasskeys
+    }
 
     /// What a conformance options request asks of one registration (SPEC "Conformance profile");
     /// nil members keep the deployment's defaults.
@@ -112,6 +127,8 @@ public final class PasskeyService: Sendable {
     func registrationOptions(for requester: Requester, conditional: Bool = false,
                              request: RegistrationRequest? = nil) throws(ServiceError) -> JSONValue {
         var binding: String? = nil
+        var held = Hold.notHeld
+        var redeeming: StepUpRedemption? = nil
         let user: UserRecord
         let isNew: Bool
         switch requester {
@@ -122,11 +139,12 @@ public final class PasskeyService: Sendable {
             // Created only when the registration verifies: until then it exists only in the ceremony state.
             user = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
             isNew = true
-        case .user(let id, let approvesFrom):
+        case .user(let id, let hold, let r):
             guard let u = try storage({ () throws(StorageError) in try accounts.user(id: id) }) else { throw ServiceError.unauthorized }
             user = u
             isNew = false
-            if let approvesFrom { binding = Self.approvalHoldBinding + String(Int64(approvesFrom.timeIntervalSince1970.rounded(.up))) }
+            held = hold
+            redeeming = r
         case .named(let username, let displayName):
             if let u = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
                 user = u
@@ -142,6 +160,16 @@ public final class PasskeyService: Sendable {
             binding = Self.recoveryBinding + r.id
         }
         let existing = isNew ? [] : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }
+        // SPEC "Assurance" Limits: a full account gets no more options (a flood of passkeys would
+        // also swell every options body and signal list).
+        guard existing.count < configuration.maxPasskeys else {
+            throw ServiceError(.conflict, "this account has \(existing.count) passkeys, the most it may hold; revoke one first")
+        }
+        switch held {
+        case .held: binding = Self.heldBinding
+        case .ifAccountHasPasskeys where !existing.isEmpty: binding = Self.heldBinding
+        default: break
+        }
         var ceremonyRequest = RegistrationCeremony.Request()
         if let request {
             ceremonyRequest = RegistrationCeremony.Request(
@@ -154,7 +182,8 @@ public final class PasskeyService: Sendable {
             conditional: conditional, binding: binding)
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
-                                  rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+                                  rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL,
+                                  redeeming: redeeming)
         }
         return options.json
     }
@@ -186,13 +215,18 @@ public final class PasskeyService: Sendable {
         } else {
             throw ServiceError(.challengeInvalid, "the ceremony's account no longer exists")
         }
+        if newUser == nil {
+            // SPEC "Assurance" Limits, again at the finish: options opened in parallel cannot overfill an account.
+            let held = try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.count
+            guard held < configuration.maxPasskeys else { throw ServiceError(.conflict, "this account holds the most passkeys it may") }
+        }
         let aaguid = formatUUID(verified.aaguid)
         let record = CredentialRecord(
             id: verified.credentialId, userId: user.id, publicKey: verified.publicKeyBytes, alg: verified.algorithm.rawValue,
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
             attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid) ?? "Passkey",
-            createdAt: runtime.now(), approvesFrom: Self.approvalHold(state.binding))
+            createdAt: runtime.now(), approvesFrom: holdEnd(state.binding))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
@@ -209,13 +243,33 @@ public final class PasskeyService: Sendable {
             }
             completing = RecoveryService.completion(r, events: events, revokePasskeys: configuration.recoveryRevokesPasskeys)
         }
-        // The account (if new), the passkey, the session, the audit line and the events: one transaction.
+        // SPEC "Assurance": the verified address hears of the new passkey; a held one's mail carries
+        // the cancel link that revokes it (and its sessions) without a session.
+        var notices: [MailToSend] = []
+        var cancelToken: NewCancelToken? = nil
+        if newUser == nil, let to = try verifiedAddress(userId: user.id) {
+            var text = "A passkey (\(record.name)) was added to your Latchkey account."
+            if let until = record.approvesFrom {
+                let cancel = OpaqueSecret(prefix: RecoveryService.cancelTokenPrefix, runtime: runtime)
+                cancelToken = NewCancelToken(hash: cancel.hash, userId: user.id, credentialId: record.id, expiresAt: until)
+                text += """
+
+                    It can sign in, but it approves nothing (payments, new device keys, account changes) until \(iso8601(until)).
+                    If this was not you, remove it now — no sign-in needed:
+                    \(mail.cancelLink(cancel.token))
+                    """
+            } else {
+                text += "\nIf this was not you, sign in with one of your other passkeys, remove it and check your sessions."
+            }
+            notices.append(mail.compose(.passkeyAdded, to: to, userId: user.id, subject: "A passkey was added to your Latchkey account", text: text))
+        }
+        // The account (if new), the passkey, the session, the audit line, the events and the notice: one transaction.
         let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId, method: completing == nil ? .passkey : .recovery)
         let written = (newUser.map { [events.userCreated(userId: $0.id, username: $0.username)] } ?? [])
             + [events.passkey(.passkeyCreated, record)]
         do {
             let revoked = try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written,
-                                                completing: completing)
+                                                completing: completing, mail: notices, cancelToken: cancelToken)
             if let revoked {
                 // Refused here at once; every other instance within a second (RevokedSessions' feed).
                 sessions.ended(revoked.sessions)
@@ -230,6 +284,7 @@ public final class PasskeyService: Sendable {
         } catch {
             throw ServiceError(error)
         }
+        if !notices.isEmpty { mail.poke() }
         let issued = try sessions.issue(session, userVerified: verified.userVerified)
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
@@ -237,12 +292,11 @@ public final class PasskeyService: Sendable {
                         ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
     }
 
-    /// The approval hold a registration's ceremony state carries (`approvalHoldBinding`), if any.
-    static func approvalHold(_ binding: String?) -> Date? {
-        guard let binding, binding.hasPrefix(approvalHoldBinding), let seconds = Int64(binding.dropFirst(approvalHoldBinding.count)) else {
-            return nil
-        }
-        return Date(timeIntervalSince1970: Double(seconds))
+    /// When a held registration's passkey starts to approve: now (its registration) +
+    /// LATCHKEY_RECOVERY_DELAY; nil when it is not held or there is no delay (dev mode).
+    func holdEnd(_ binding: String?) -> Date? {
+        guard binding == Self.heldBinding, configuration.recoveryDelaySeconds > 0 else { return nil }
+        return Date(timeIntervalSince1970: Double(runtime.unixTime + Int64(configuration.recoveryDelaySeconds)))
     }
 
     // MARK: Authentication
@@ -381,10 +435,22 @@ public final class PasskeyService: Sendable {
             ("lastUsedAt", c.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
             ("backupEligible", .bool(c.backupEligible)), ("backedUp", .bool(c.backedUp)),
             ("transports", .array(c.transports.map { .string($0) })), ("flagged", .bool(c.flagged)),
+            // SPEC "Assurance": a held passkey signs in but approves nothing until then.
+            ("heldUntil", c.approvesFrom.flatMap { $0 > runtime.now() ? .string(iso8601($0)) : nil } ?? .null),
         ])
     }
 
     // MARK: The user's passkeys
+
+    /// The account's verified address, where notices go (nil: none set).
+    func verifiedAddress(userId: String) throws(ServiceError) -> EmailAddress? {
+        try storage { () throws(StorageError) in try recoveries.email(userId: userId) }.flatMap { EmailAddress($0) }
+    }
+
+    /// Whether the account has a live passkey (SPEC "Assurance": then an address change needs its step-up).
+    func hasPasskeys(userId: String) throws(ServiceError) -> Bool {
+        !(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }).isEmpty
+    }
 
     func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
         let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
@@ -418,18 +484,27 @@ public final class PasskeyService: Sendable {
     /// other instance within a second, through RevokedSessions' feed).
     /// Returns `{"signals":[…]}` with the credentials that remain (SPEC: DELETE answers 200 with it).
     /// `by`: an admin revoking another user's passkey (audited as that admin, approval redeemed with it).
-    func revokePasskey(userId: String, credentialId: [UInt8], by admin: AdminCaller? = nil) throws(ServiceError) -> JSONValue {
+    func revokePasskey(userId: String, credentialId: [UInt8], by admin: AdminCaller? = nil,
+                       redeeming: StepUpRedemption? = nil) throws(ServiceError) -> JSONValue {
         let detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credentialId)))]
         let audit = admin?.record(.passkeyRevoked, subject: userId, detail: detail)
             ?? AuditRecord(.passkeyRevoked, actor: userId, subject: userId, detail: detail)
+        let notice = try verifiedAddress(userId: userId).map { to in
+            mail.compose(.passkeyRevoked, to: to, userId: userId, subject: "A passkey was removed from your Latchkey account", text: """
+                A passkey was removed from your Latchkey account\(admin == nil ? "" : " by an administrator").
+                If this was not you, sign in with one of your other passkeys and check your passkeys and sessions.
+                """)
+        }
         guard let ended = try storage({ () throws(StorageError) in
-                  try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption) {
+                  try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption ?? redeeming,
+                                      mail: notice.map { [$0] } ?? []) {
                       [events] revoked, ended in
                       [events.passkey(.passkeyRevoked, revoked)] + events.sessionsRevoked(userId: userId, ended, reason: .passkeyRevoked)
                   }
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
+        if notice != nil { mail.poke() }
         return .object([("signals", try signals(userId: userId))])
     }
 }

@@ -14,7 +14,8 @@ public final class RecoveryService: Sendable {
     let store: RecoveryRepository
     let accounts: AccountRepository
     let sessions: SessionService
-    let stepUp: StepUpService
+    /// Verified passkeys' keys in memory: a passkey a cancel link revokes is forgotten at once.
+    let keyCache: CredentialKeyCache
     let mail: MailService
     let codes: OneTimeCode
     let recoveryCodes: RecoveryCodes
@@ -28,12 +29,12 @@ public final class RecoveryService: Sendable {
     /// Address changes an account may start per hour (each mails a code to a new address).
     static let verificationsPerHour = 5
 
-    init(store: RecoveryRepository, accounts: AccountRepository, sessions: SessionService, stepUp: StepUpService, mail: MailService,
+    init(store: RecoveryRepository, accounts: AccountRepository, sessions: SessionService, keyCache: CredentialKeyCache, mail: MailService,
          secret: DeploymentSecret, events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
         self.store = store
         self.accounts = accounts
         self.sessions = sessions
-        self.stepUp = stepUp
+        self.keyCache = keyCache
         self.mail = mail
         self.events = events
         self.configuration = configuration
@@ -57,13 +58,14 @@ public final class RecoveryService: Sendable {
     // MARK: Verified email
 
     /// `PUT /v1/account/email` `{"email"}` → 202 `{"challengeId","expiresAt"}`; the code goes to that address.
-    func startVerification(_ caller: SessionService.Caller, body: JSONValue) throws(ServiceError) -> JSONValue {
+    /// `redeeming`: the `latchkey.email.change` step-up the route checked (SPEC "Assurance"), used up here.
+    func startVerification(_ caller: SessionService.Caller, body: JSONValue, redeeming: StepUpRedemption?) throws(ServiceError) -> JSONValue {
         try requireMail()
         let email = try Self.email(body)
         try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
         let code = codes.generate()
         let id = "otp_" + runtime.identifier()
-        let message = mail.compose(to: email, userId: caller.userId, subject: "Your Latchkey verification code: \(code)", text: """
+        let message = mail.compose(.emailVerify, to: email, userId: caller.userId, subject: "Your Latchkey verification code: \(code)", text: """
             Your verification code is: \(code)
 
             Enter it in Latchkey to confirm this address. It expires in \(configuration.otpTTL / 60) minutes and works once.
@@ -74,7 +76,8 @@ public final class RecoveryService: Sendable {
             try store.insert(NewCodeChallenge(id: id, purpose: .emailVerify, userId: caller.userId, email: email.value,
                                               codeHash: hash, maxAttempts: OneTimeCode.maxAttempts,
                                               ttlSeconds: configuration.otpTTL),
-                             mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)])
+                             mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
+                             redeeming: redeeming)
         }
         mail.poke()
         return Self.challengeJSON(id: id, expiresAt: expires)
@@ -94,7 +97,7 @@ public final class RecoveryService: Sendable {
                                        audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
                                        events: [events.emailVerified(userId: caller.userId)]) { [mail] previous in
                 guard let to = EmailAddress(previous) else { return [] }
-                return [mail.compose(to: to, userId: caller.userId, subject: "The email address of your Latchkey account was changed", text: """
+                return [mail.compose(.emailChanged, to: to, userId: caller.userId, subject: "The email address of your Latchkey account was changed", text: """
                     The verified email address of your Latchkey account was just replaced by another one.
                     Mailed recovery codes and recovery notices now go to the new address.
 
@@ -161,8 +164,7 @@ public final class RecoveryService: Sendable {
     // MARK: Recovery codes
 
     /// `POST /v1/recovery-codes` behind a user-verified passkey step-up → 201 `{"codes":[10]}`, shown once.
-    func createRecoveryCodes(_ caller: SessionService.Caller, stepUpToken: String?) throws(ServiceError) -> JSONValue {
-        let approval = try stepUp.recoveryCodesApproval(stepUpToken, userId: caller.userId)
+    func createRecoveryCodes(_ caller: SessionService.Caller, redeeming approval: StepUpRedemption) throws(ServiceError) -> JSONValue {
         let fresh = recoveryCodes.generate()
         var hashes: [[UInt8]] = []
         for c in fresh { hashes.append(try recoveryCodes.hash(c, userId: caller.userId)) }
@@ -246,13 +248,20 @@ public final class RecoveryService: Sendable {
         let id = "rec_" + runtime.identifier()
         let delay = configuration.recoveryDelaySeconds
         var notice: [MailToSend] = []
+        // SPEC "Assurance": the owner hears of it at once and can undo it from the mail, without a session.
+        let cancel = OpaqueSecret(prefix: Self.cancelTokenPrefix, runtime: runtime)
+        var cancelHash: [UInt8]? = nil
         if let address = try storage({ () throws(StorageError) in try store.email(userId: userId) }), let to = EmailAddress(address) {
             let when = delay == 0 ? "now" : "in \(delay / 3600 > 0 ? "\(delay / 3600) hours" : "\(delay) seconds")"
-            notice.append(mail.compose(to: to, userId: userId, subject: "Recovery of your Latchkey account started", text: """
+            cancelHash = cancel.hash
+            notice.append(mail.compose(.recoveryStarted, to: to, userId: userId, subject: "Recovery of your Latchkey account started", text: """
                 A recovery of your Latchkey account was started (\(method == "email" ? "by an emailed code" : "with a recovery code")).
                 It can register a new passkey \(when); that will sign out every other session and remove your device keys.
 
-                If this was not you, sign in and cancel it (recovery \(id)) before then.
+                If this was not you, cancel it before then — no sign-in needed:
+                \(mail.cancelLink(cancel.token))
+
+                (Or sign in and cancel recovery \(id) from the banner.)
                 """))
         }
         let record = try storage { () throws(StorageError) in
@@ -262,7 +271,8 @@ public final class RecoveryService: Sendable {
                             audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
                                                detail: [("recoveryId", .string(id)), ("method", .string(method)),
                                                         ("delaySeconds", .number(Double(delay)))]),
-                            events: [events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)])
+                            events: [events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)],
+                            cancelTokenHash: cancelHash)
         }
         mail.poke()
         return .object([("recoveryToken", .string(token.token)),
@@ -280,6 +290,38 @@ public final class RecoveryService: Sendable {
                                                       detail: [("recoveryId", .string(recoveryId))]),
                                    events: [events.recovery(.recoveryCancelled, userId: caller.userId, recoveryId: recoveryId, method: r.method)])
               }) else { throw ServiceError.notFound("recovery") }
+    }
+
+    /// Mailed cancel links' tokens (`<first web origin>/?cancel=<token>`).
+    static let cancelTokenPrefix = "lkcan_"
+
+    /// `POST /v1/recovery/cancel` `{"cancelToken"}` (no session: the owner may have none left) → 204:
+    /// cancels the recovery the token names, or revokes the held passkey it names and the sessions
+    /// that passkey began. Unknown, used or expired, or nothing left to undo → 404.
+    func cancel(token body: JSONValue) throws(ServiceError) {
+        guard let token = body["cancelToken"]?.stringValue else { throw ServiceError.invalid("cancelToken is required") }
+        guard token.hasPrefix(Self.cancelTokenPrefix), token.utf8.count <= 128, isPrintableText(token) else {
+            throw ServiceError.notFound("cancel link")
+        }
+        let undone = try storage { () throws(StorageError) in
+            try store.useCancelToken(hash: OpaqueSecret.hash(token)) { [events] target in
+                switch target {
+                case .recovery(let userId, let recoveryId, let method):
+                    return ([AuditRecord(.recoveryCancelled, actor: userId, subject: userId,
+                                         detail: [("recoveryId", .string(recoveryId)), ("via", "cancel-link")])],
+                            [events.recovery(.recoveryCancelled, userId: userId, recoveryId: recoveryId, method: method)])
+                case .passkey(let userId, let credential, let ended):
+                    return ([AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
+                                         detail: [("credentialId", .string(Base64URL.encode(credential.id))), ("via", "cancel-link")])],
+                            [events.passkey(.passkeyRevoked, credential)] + events.sessionsRevoked(userId: userId, ended, reason: .passkeyRevoked))
+                }
+            }
+        }
+        guard let undone else { throw ServiceError.notFound("cancel link") }
+        if case .passkey(_, let credential, let ended) = undone {
+            sessions.ended(ended)
+            keyCache.forget(credential.id)
+        }
     }
 
     /// A recovery token on registration options: the recovery it starts must be pending and due.
@@ -319,15 +361,19 @@ public final class RecoveryService: Sendable {
 
     /// A challenge for `purpose`: mailed to `to` when `userId` is someone's, else stored with a hash
     /// no code matches — the same rows written, the same answer.
+    ///
+    /// SPEC "Assurance" Limits: at most `challengesPerHour` code mails an hour per **account** and
+    /// purpose, whatever username or address asked (on top of the per-identifier limit): past it the
+    /// challenge still answers 202, like one for nobody, and mails nothing.
     private func mailChallenge(purpose: NewCodeChallenge.Purpose, userId: String?, to: EmailAddress?, subject: String, intro: String,
                                audit: AuditAction) throws(ServiceError) -> JSONValue {
         let id = "otp_" + runtime.identifier()
         let code = codes.generate()
         var message: [MailToSend] = []
         var hash = codes.unmatchable()
-        if let userId, let to {
+        if let userId, let to, try withinLimit("account-mail:\(purpose.rawValue):" + userId, per: 3600, max: Self.challengesPerHour) {
             hash = try codes.hash(code, challengeId: id)
-            message = [mail.compose(to: to, userId: userId, subject: "\(subject): \(code)", text: """
+            message = [mail.compose(purpose == .recovery ? .recoveryCode : .emailSignIn, to: to, userId: userId, subject: "\(subject): \(code)", text: """
                 \(intro): \(code)
 
                 It expires in \(configuration.otpTTL / 60) minutes and works once. If you did not ask for it, ignore this message.
@@ -362,6 +408,12 @@ public final class RecoveryService: Sendable {
             throw ServiceError(.challengeInvalid, "the challenge was already used")
         }
         return attempt
+    }
+
+    /// Counts one use of a limit; false past `max` (the caller goes on without what it limits).
+    private func withinLimit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) -> Bool {
+        let (count, _) = try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds) }
+        return count <= max
     }
 
     /// Counts one use of a per-account limit; past `max` → 429 with Retry-After.

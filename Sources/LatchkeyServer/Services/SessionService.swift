@@ -129,8 +129,7 @@ public final class SessionService: Sendable {
     }
 
     /// `POST /v1/logout`: ends the session the access token belongs to.
-    func logout(_ request: Request) throws(ServiceError) {
-        let caller = try requireSession(request)
+    func logout(_ caller: Caller) throws(ServiceError) {
         let ended = try storage { () throws(StorageError) in
             try sessions.revoke(userId: caller.userId, familyId: caller.sessionId) { [events] ids in
                 events.sessionsRevoked(userId: caller.userId, ids, reason: .logout)
@@ -212,29 +211,26 @@ public final class SessionService: Sendable {
         return Caller(userId: sub, sessionId: sid, acr: claims["acr"]?.stringValue)
     }
 
-    /// When step-ups by a passkey that `caller`'s session adds start to count (nil: at once).
-    ///
-    /// SPEC "Recovery and fallback sign-in": the way back in without a passkey is slower and stricter
-    /// than the usual one. A session an emailed code began (email sign-in) may add a passkey — the
-    /// automatic upgrade — and sign in with it, but if that passkey approved step-ups at once, a
-    /// mailbox alone would reach device-key enrolment, recovery codes, admin changes and payments
-    /// without the delay a recovery imposes. So it approves only from now + LATCHKEY_RECOVERY_DELAY.
-    /// The same holds for a session whose authentication is older than `passkeyAddFreshness` (its
-    /// token was refreshed): otherwise one stolen refresh token would mint an access token, add the
-    /// thief's passkey and approve with it. A passkey added from a session that a held passkey began
-    /// inherits its hold. A session from a recent passkey ceremony adds passkeys that approve at once.
-    func approvalHold(for caller: Caller) throws(ServiceError) -> Date? {
-        guard let (session, inherited) = try storage({ () throws(StorageError) in
+    /// How a session stands (SPEC "Assurance"): how it began, and whether the passkey that began
+    /// it is held. One query; nil-safe: a session revoked since its token was issued is 401.
+    struct Standing: Sendable {
+        let method: SessionMethod
+        let credentialId: [UInt8]?
+        /// The hold of the passkey that began the session, while it lasts.
+        let heldUntil: Date?
+
+        /// A session begun by one of the account's passkeys that is not held (a passkey login or
+        /// registration, or the registration that completed a recovery): the account's strongest
+        /// factor was there. An email session, or one a held passkey began, is not.
+        var approves: Bool { method != .email && credentialId != nil && heldUntil == nil }
+    }
+
+    func standing(_ caller: Caller) throws(ServiceError) -> Standing {
+        guard let (session, hold) = try storage({ () throws(StorageError) in
             try sessions.session(id: caller.sessionId, userId: caller.userId)
         }) else { throw ServiceError.unauthorized }
-        let now = runtime.now()
-        let delay = configuration.recoveryDelaySeconds
-        let stale = now.timeIntervalSince(session.authTime) > Double(configuration.passkeyAddFreshness)
-        if delay > 0, session.method == .email || stale {
-            return now.addingTimeInterval(Double(delay))
-        }
-        guard let inherited, inherited > now else { return nil }
-        return inherited
+        let held = hold.flatMap { $0 > runtime.now() ? $0 : nil }
+        return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held)
     }
 
     /// The signed-in user of a Bearer access token (`requireSession`).

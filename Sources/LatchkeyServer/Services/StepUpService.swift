@@ -74,11 +74,11 @@ public final class StepUpService: Sendable {
                         ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt)))])
     }
 
-    /// `POST /v1/device-keys`: parse everything and check the gate, then use the challenge up, then
+    /// `POST /v1/device-keys`, its gate checked by the route (SPEC "Trust chain": a user-verified
+    /// passkey step-up for exactly this deviceId, or a device-key ticket): use the challenge up, then
     /// check the proof; the gate is used up in the same transaction that stores the key.
-    func enrol(userId: String, body: JSONValue, gate presented: EnrolmentGateCredentials) throws(ServiceError) -> JSONValue {
+    func enrol(userId: String, body: JSONValue, gate: EnrolmentGate) throws(ServiceError) -> JSONValue {
         let input = try EnrolmentInput(body)
-        let gate = try enrolmentGate(presented, userId: userId, deviceId: input.deviceId)
 
         // The challenge is used up from here on, whatever happens next.
         let stored = try consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId)
@@ -148,23 +148,6 @@ public final class StepUpService: Sendable {
         return (key, attested)
     }
 
-    /// SPEC "Trust chain": enrolling or replacing a device key needs, besides the access token, a
-    /// user-verified passkey step-up for exactly `{"type":"latchkey.device-key.enrol","deviceId":…}`
-    /// (header `Latchkey-Step-Up`) or a device-key ticket an app backend obtained (`Latchkey-Ticket`).
-    /// A stolen access or refresh token alone therefore cannot enrol the attacker's key.
-    func enrolmentGate(_ presented: EnrolmentGateCredentials, userId: String, deviceId: String) throws(ServiceError) -> EnrolmentGate {
-        if let token = presented.stepUpToken {
-            let action: StepUpAction
-            do { action = try StepUpAction.deviceKeyEnrolment(deviceId: deviceId) } catch { throw ServiceError(error) }
-            // Only a user-verified passkey may vouch for a new device key: a device key (possibly the
-            // one being replaced, possibly stolen with the phone's storage) never can.
-            let approved = try checkedStepUp(token, userId: userId, action: action, changes: "device-key enrolments")
-            return .stepUp(jti: approved.jti, actionHash: action.hash)
-        }
-        if let ticket = presented.ticket { return .ticket(hash: OpaqueSecret.hash(ticket)) }
-        throw Self.stepUpRequired("send Latchkey-Step-Up (a passkey step-up for the enrolment) or Latchkey-Ticket")
-    }
-
     static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
     /// The one check behind every gated change (device-key enrolment, admin changes, recovery codes): a valid
@@ -212,30 +195,6 @@ public final class StepUpService: Sendable {
 
     static func text(_ action: StepUpAction) -> String { String(decoding: action.canonical, as: UTF8.self) }
 
-    /// SPEC "Admin console": an admin change made with a user token needs `Latchkey-Step-Up` — a
-    /// user-verified passkey step-up by that admin for exactly `action` (`StepUpAction.adminChange`:
-    /// this method, path and body). Checked here; redeemed by the change's own transaction
-    /// (`StepUpRedemption`), so it is single use and a refused change leaves it unused.
-    func adminApproval(_ token: String?, userId: String, action: StepUpAction) throws(ServiceError) -> AdminApproval {
-        guard let token, !token.isEmpty else {
-            throw Self.stepUpRequired("this change needs Latchkey-Step-Up: a passkey step-up for the action \(Self.text(action))")
-        }
-        let (jti, receiptId) = try checkedStepUp(token, userId: userId, action: action, changes: "admin changes")
-        return AdminApproval(redemption: StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId,
-                             actionHash: action.hash)
-    }
-
-    /// SPEC "Recovery codes": a new set needs `Latchkey-Step-Up`, a user-verified passkey step-up
-    /// for `latchkey.recovery-codes.create`, redeemed by the transaction that replaces the codes.
-    func recoveryCodesApproval(_ token: String?, userId: String) throws(ServiceError) -> StepUpRedemption {
-        let action: StepUpAction
-        do { action = try StepUpAction.recoveryCodesCreation() } catch { throw ServiceError(error) }
-        guard let token, !token.isEmpty else {
-            throw Self.stepUpRequired("send Latchkey-Step-Up: a user-verified passkey step-up for \(Self.text(action))")
-        }
-        let (jti, _) = try checkedStepUp(token, userId: userId, action: action, changes: "new recovery codes")
-        return StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash)
-    }
 
     func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
         .object([("deviceKeys", .array(try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)))])
@@ -544,12 +503,6 @@ public final class StepUpService: Sendable {
         try CeremonyRules.live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) },
                                 kind: kind, rpId: configuration.rpId)
     }
-}
-
-/// The enrolment gate as the request presented it (headers `Latchkey-Step-Up`, `Latchkey-Ticket`).
-struct EnrolmentGateCredentials {
-    let stepUpToken: String?
-    let ticket: String?
 }
 
 extension EnrolmentGate {

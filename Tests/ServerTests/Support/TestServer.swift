@@ -182,12 +182,20 @@ final class Client {
 
     /// Runs registration with `authenticator`: options (new account, or with `authorization`),
     /// then the builder (after `change`) posted to verify. Returns the options and the verify reply.
+    /// `approver`: one of the account's passkeys, whose user-verified step-up for
+    /// `{"type":"latchkey.passkey.add"}` goes with the options request (SPEC "Assurance": a passkey
+    /// session needs it to add another passkey).
     @discardableResult
     func register(_ authenticator: SoftAuthenticator, username: String? = nil, authorization: String? = nil,
+                  approver: SoftAuthenticator? = nil, body: JSONValue = .object([]),
                   format: RegistrationFormat = .none, change: (inout RegistrationBuilder) -> Void = { _ in }) throws
         -> (options: JSONValue, reply: Reply) {
+        var headers: [(String, String)] = []
+        if let approver, let authorization {
+            headers.append(("Latchkey-Step-Up", try stepUpToken(approver, authorization: authorization, action: Self.passkeyAddition)))
+        }
         let optionsReply = authorization != nil
-            ? try post("/v1/passkeys/registration/options", .object([]), authorization: authorization)
+            ? try post("/v1/passkeys/registration/options", body, authorization: authorization, headers: headers)
             : try registrationOptions(username: username ?? "user-\(uniqueSuffix())")
         guard optionsReply.status == 200, let options = optionsReply.json else {
             throw TestSetupError("registration options failed: \(optionsReply)")
@@ -198,6 +206,21 @@ final class Client {
         builder.format = format
         change(&builder)
         return (options, try send("POST", "/v1/passkeys/registration/verify", body: builder.bytes()))
+    }
+
+    static let passkeyAddition: JSONValue = .object([("type", "latchkey.passkey.add")])
+
+    /// A user-verified passkey step-up by `approver` for `action`, asked for in the session of
+    /// `authorization`: the step-up token (SPEC "Step-up"), or a thrown error with the refusal.
+    func stepUpToken(_ approver: SoftAuthenticator, authorization: String, action: JSONValue) throws -> String {
+        let c = try post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: authorization)
+        guard c.status == 201, let challenge = c.json, let options = challenge["publicKey"], let id = challenge["challengeId"] else {
+            throw TestSetupError("step-up challenge failed: \(c)")
+        }
+        let assertion = try self.assertion(approver, options: options).json()
+        let v = try post("/v1/step-up/verify", .object([("challengeId", id), ("credential", assertion)]), authorization: authorization)
+        guard v.status == 200, let token = v.json?["access_token"]?.stringValue else { throw TestSetupError("step-up verify failed: \(v)") }
+        return token
     }
 
     /// Registers a new account and expects 201.

@@ -1,0 +1,306 @@
+import DeviceKeys
+import Foundation
+import HTTP
+import JSON
+import Storage
+
+// SPEC "Assurance: what each change needs (one table, checked before any handler runs)".
+//
+// Every route in the table declares who may call it (`Access`), the step-up its change needs
+// (`StepUpRule`, a function of the parsed request) and the kind of each path parameter
+// (`{id:credential}`). `RouteTable` checks them in SPEC's order before the handler runs:
+//
+//   401 no or bad credentials → 403 `forbidden` (the wrong kind of caller) → 400 malformed body
+//   → 403 `step_up_required` → 404 a path id that cannot be one → the handler (lookups, 404)
+//
+// so no route can forget the guard, an unauthorized caller never learns whether an id exists,
+// and an id that cannot be one never reaches SQL.
+
+/// Who may call a route.
+enum Access: Sendable {
+    /// Anyone: ceremonies, sign-in, recovery, public files. Credentials, if sent, are not looked at.
+    case anyone
+    /// The bearer of a live session's access token, any kind of session (passkey, email, recovery).
+    /// A recovery token is refused (403): it registers a passkey and does nothing else.
+    case session
+    /// The admin API: the admin key, or an admin's session begun by a user-verified passkey that
+    /// is not held. An email session, a held passkey's session or a refreshed token → 403.
+    case admin
+    /// A step-up token presented as Bearer (`POST /v1/step-up/consume`); checked by the handler.
+    case stepUpToken
+    /// Passkey registration options: anyone (a new account), a session, an enrolment ticket
+    /// (`Authorization: Ticket …`) or a recovery token whose waiting period is over.
+    case registration
+}
+
+/// The caller `Access` resolved, once per request.
+enum RouteCaller: Sendable {
+    case anonymous
+    case session(SessionService.Caller)
+    case adminKey
+    case adminUser(SessionService.Caller)
+    case ticket(userId: String)
+    case recovery(RecoveryRecord)
+    case stepUpBearer(String)
+
+    /// The user on whose behalf a step-up would be made, if any.
+    var userId: String? {
+        switch self {
+        case .session(let c), .adminUser(let c): c.userId
+        case .ticket(let id): id
+        case .recovery(let r): r.userId
+        case .anonymous, .adminKey, .stepUpBearer: nil
+        }
+    }
+}
+
+/// The step-up a route's change needs (SPEC "Assurance": "bound to that exact change").
+struct StepUpRule: Sendable {
+    enum Need {
+        /// This caller needs none (the admin key; registration by a new account).
+        case none
+        /// `Latchkey-Step-Up` for exactly this action, else 403 `step_up_required`.
+        case required(StepUpAction)
+        /// Checked (and redeemed) when sent; without it the change goes ahead with weaker standing
+        /// (a passkey added from an email session is held).
+        case optional(StepUpAction)
+    }
+
+    /// How a refusal names the change ("device-key enrolments").
+    let changes: String
+    /// `Latchkey-Ticket` (an app backend's device-key enrolment ticket) may stand in for the step-up.
+    var ticketInstead = false
+    let need: @Sendable (GuardInput) throws(ServiceError) -> Need
+
+    /// The same action for every caller of the route.
+    static func always(_ changes: String, ticketInstead: Bool = false,
+                       _ action: @escaping @Sendable (GuardInput) throws(ServiceError) -> StepUpAction) -> StepUpRule {
+        StepUpRule(changes: changes, ticketInstead: ticketInstead) { input throws(ServiceError) in .required(try action(input)) }
+    }
+
+    /// SPEC "Admin console": with a user token, `{"type":"latchkey.admin","method","path","body"}`
+    /// for exactly this request (the path as sent, still percent-encoded); the admin key needs none.
+    static let adminChange = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
+        guard case .adminUser = input.caller else { return .none }
+        return .required(try gated { () throws(DeviceKeyError) in
+            try StepUpAction.adminChange(method: input.request.method, path: input.request.rawPath, body: input.body)
+        })
+    }
+}
+
+/// Builds one of the gated actions; their JSON is ours, so a failure would be a programming error
+/// reported as a refusal of the input.
+func gated(_ build: () throws(DeviceKeyError) -> StepUpAction) throws(ServiceError) -> StepUpAction {
+    do { return try build() } catch { throw ServiceError(error) }
+}
+
+/// What a step-up rule sees: the caller, the request, its parsed JSON body and its path
+/// parameters as sent (the step-up names an id as the client wrote it, before it is parsed).
+struct GuardInput: Sendable {
+    let request: Request
+    let caller: RouteCaller
+    let body: JSONValue?
+    let rawPath: PathParameters
+    let services: Services
+}
+
+/// A checked approval the handler's change redeems in its own transaction.
+enum Approval: Sendable {
+    case stepUp(StepUpRedemption, receiptId: String)
+    /// An app backend's device-key enrolment ticket (single use; redeemed by the enrolment).
+    case ticket(hash: [UInt8])
+
+    var redemption: StepUpRedemption? {
+        if case .stepUp(let r, _) = self { return r }
+        return nil
+    }
+}
+
+/// How a path parameter is parsed (`{name:kind}` in a route pattern). A segment that cannot be
+/// one names nothing: 404 `not_found`, without a lookup.
+enum PathKind: String, Sendable {
+    /// `Runtime.identifier()`: base64url of 16 random bytes (users, sessions, device keys, receipts).
+    case opaque
+    /// A passkey credential id: base64url of 1…1023 bytes.
+    case credential
+    /// `wh_` + an opaque id.
+    case webhook
+    /// `rec_` + an opaque id.
+    case recovery
+    /// An app backend's user id: 1…128 printable characters.
+    case externalId
+    /// A stored string (an origin, an app id): 1…2048 bytes of printable text.
+    case text
+
+    func parse(_ raw: String) -> PathValue? {
+        switch self {
+        case .opaque: Identifiers.opaque(raw).map(PathValue.text)
+        case .credential: Identifiers.credential(raw).map(PathValue.bytes)
+        case .webhook: Identifiers.webhook(raw).map(PathValue.text)
+        case .recovery: raw.hasPrefix("rec_") && Identifiers.opaque(String(raw.dropFirst(4))) != nil ? .text(raw) : nil
+        case .externalId: Identifiers.text(raw, max: 512).flatMap { $0.count <= 128 ? .text($0) : nil }
+        case .text: Identifiers.text(raw, max: 2048).map(PathValue.text)
+        }
+    }
+}
+
+enum PathValue: Sendable {
+    case text(String)
+    case bytes([UInt8])
+}
+
+/// The parsed path parameters a handler gets: every one already checked against its kind.
+struct TypedPath: Sendable {
+    var values: [String: PathValue] = [:]
+
+    /// A text-valued parameter (opaque ids, webhook and recovery ids, external ids, text).
+    func text(_ name: String) throws(ServiceError) -> String {
+        guard case .text(let v)? = values[name] else { throw ServiceError.notFound("resource") }
+        return v
+    }
+
+    /// A credential id parameter, decoded.
+    func bytes(_ name: String) throws(ServiceError) -> [UInt8] {
+        guard case .bytes(let v)? = values[name] else { throw ServiceError.notFound("resource") }
+        return v
+    }
+}
+
+/// Everything a handler needs, resolved and checked by the route table.
+struct RouteContext: Sendable {
+    let request: Request
+    let caller: RouteCaller
+    let path: TypedPath
+    /// The JSON body when the route's guard already parsed it.
+    let parsedBody: JSONValue?
+    let approval: Approval?
+
+    /// The body as a JSON object (parsed once: by the guard when its step-up needed it).
+    func json() throws(ServiceError) -> JSONValue {
+        if let parsedBody { return parsedBody }
+        return try jsonBody(request)
+    }
+
+    /// The session caller (routes with `Access.session`).
+    func session() throws(ServiceError) -> SessionService.Caller {
+        guard case .session(let c) = caller else { throw ServiceError.unauthorized }
+        return c
+    }
+
+    var userId: String {
+        get throws(ServiceError) { try session().userId }
+    }
+
+    /// The step-up this request's change redeems, if its rule asked for one.
+    var redemption: StepUpRedemption? { approval?.redemption }
+
+    /// Who makes an admin request, with the approval its change redeems (routes with `Access.admin`).
+    func admin() throws(ServiceError) -> AdminCaller {
+        switch caller {
+        case .adminKey: return .adminKey
+        case .adminUser(let c):
+            guard case .stepUp(let r, let receiptId)? = approval else { return AdminCaller(actor: c.userId, approval: nil) }
+            return AdminCaller(actor: c.userId, approval: AdminApproval(redemption: r, receiptId: receiptId, actionHash: r.actionHash))
+        default: throw ServiceError.unauthorized
+        }
+    }
+}
+
+/// One route as declared in the table.
+struct GuardedRoute: Sendable {
+    let method: String
+    /// The pattern the HTTP router matches (`{name}` segments).
+    let pattern: String
+    let access: Access
+    let stepUp: StepUpRule?
+    let kinds: [(name: String, kind: PathKind)]
+    /// Off in this deployment (an optional feature): 404 before anything, as for a path that does not exist.
+    let available: @Sendable () -> Bool
+
+    /// `/v1/passkeys/{id:credential}` → (`/v1/passkeys/{id}`, [("id", .credential)]). A parameter
+    /// without a kind, or an unknown kind, is a programming error and traps at start-up.
+    static func split(_ declared: String) -> (pattern: String, kinds: [(name: String, kind: PathKind)]) {
+        var kinds: [(name: String, kind: PathKind)] = []
+        let segments = declared.split(separator: "/", omittingEmptySubsequences: false).map { segment -> String in
+            guard segment.hasPrefix("{"), segment.hasSuffix("}") else { return String(segment) }
+            let inner = segment.dropFirst().dropLast().split(separator: ":", maxSplits: 1).map(String.init)
+            precondition(inner.count == 2, "path parameter \(segment) in \(declared) needs a kind ({name:kind})")
+            guard let kind = PathKind(rawValue: inner[1]) else { preconditionFailure("unknown path kind \(inner[1]) in \(declared)") }
+            kinds.append((inner[0], kind))
+            return "{\(inner[0])}"
+        }
+        return (segments.joined(separator: "/"), kinds)
+    }
+}
+
+extension GuardedRoute {
+    /// SPEC's order, up to the handler: caller → body → step-up → path ids.
+    func check(_ request: Request, _ raw: PathParameters, _ s: Services) throws(ServiceError) -> RouteContext {
+        let caller = try Self.resolve(access, request, s)
+        var body: JSONValue? = nil
+        if stepUp != nil, !request.body.isEmpty { body = try jsonBody(request) }
+        var approval: Approval? = nil
+        if let stepUp {
+            approval = try Self.approve(stepUp, GuardInput(request: request, caller: caller, body: body, rawPath: raw, services: s), s)
+        }
+        var typed = TypedPath()
+        for (name, kind) in kinds {
+            guard let value = raw[name].flatMap(kind.parse) else { throw ServiceError.notFound("resource") }
+            typed.values[name] = value
+        }
+        return RouteContext(request: request, caller: caller, path: typed, parsedBody: body, approval: approval)
+    }
+
+    /// Who is asking, or 401 / 403 `forbidden`.
+    static func resolve(_ access: Access, _ request: Request, _ s: Services) throws(ServiceError) -> RouteCaller {
+        switch access {
+        case .anyone:
+            return .anonymous
+        case .session:
+            if let token = BearerCredentials.value(request, scheme: "Bearer"), RecoveryService.isRecoveryToken(token) {
+                throw RecoveryService.refusedHere
+            }
+            return .session(try s.sessions.requireSession(request))
+        case .admin:
+            return try s.admin.resolveAdmin(request)
+        case .stepUpToken:
+            guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
+            return .stepUpBearer(token)
+        case .registration:
+            if let token = BearerCredentials.value(request, scheme: "Bearer") {
+                // SPEC "Recovery": the one place a recovery token is accepted.
+                if RecoveryService.isRecoveryToken(token) { return .recovery(try s.recovery.authorizeRegistration(token: token)) }
+                return .session(try s.sessions.requireSession(request))
+            }
+            if let userId = try s.sessions.ticketHolder(request) { return .ticket(userId: userId) }
+            return .anonymous
+        }
+    }
+
+    /// The step-up (or ticket) the rule asks of this caller, checked but not redeemed.
+    static func approve(_ rule: StepUpRule, _ input: GuardInput, _ s: Services) throws(ServiceError) -> Approval? {
+        let need = try rule.need(input)
+        let action: StepUpAction
+        let required: Bool
+        switch need {
+        case .none: return nil
+        case .required(let a): (action, required) = (a, true)
+        case .optional(let a): (action, required) = (a, false)
+        }
+        let presented = input.request.header("Latchkey-Step-Up")?.trimmed
+        guard let token = presented, !token.isEmpty else {
+            if rule.ticketInstead, let ticket = input.request.header("Latchkey-Ticket")?.trimmed, !ticket.isEmpty {
+                return .ticket(hash: OpaqueSecret.hash(ticket))
+            }
+            guard required else { return nil }
+            let alternative = rule.ticketInstead ? " (or Latchkey-Ticket)" : ""
+            throw StepUpService.stepUpRequired(
+                "this change needs Latchkey-Step-Up\(alternative): a user-verified passkey step-up for the action \(StepUpService.text(action))")
+        }
+        guard let userId = input.caller.userId else {
+            throw StepUpService.stepUpRequired("a step-up needs a signed-in user")
+        }
+        let (jti, receiptId) = try s.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes)
+        return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId)
+    }
+}
