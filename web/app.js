@@ -509,6 +509,7 @@ async function loadPasskeys(focusId) {
   ul.replaceChildren(...list.map(renderPasskey));
   ul.dataset.count = String(list.length);
   $('passkeys-empty').hidden = list.length > 0;
+  showHeldPasskeys(list);
   if (focusId) {
     const item = [...ul.children].find((li) => li.dataset.id === focusId);
     if (item) item.querySelector('.pk-rename-start').focus();
@@ -534,6 +535,7 @@ function renderPasskey(pk) {
   else if (pk.backupEligible) badge('Can sync', 'muted');
   else badge('This device only', 'muted');
   if (pk.flagged) badge('Flagged: possible copy', 'warn');
+  if (pk.heldUntil) badge(`On hold until ${dateFormat.format(new Date(pk.heldUntil))}`, 'warn');
   const created = li.querySelector('.pk-created');
   created.textContent = `Created ${when(pk.createdAt)}`;
   created.title = dateFormat.format(new Date(pk.createdAt));
@@ -589,7 +591,8 @@ function renderPasskey(pk) {
   confirm.querySelector('.pk-confirm-yes').addEventListener('click', async () => {
     clearBanner();
     try {
-      await api('DELETE', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true });
+      await withApproval({ type: 'latchkey.passkey.revoke', credentialId: pk.id }, WHY.revoke, {},
+        (extraHeaders) => api('DELETE', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, extraHeaders }));
       if (app.currentCredential === pk.id) { sessionEndedWithPasskey(); return; }
       announce(`${pk.name} was revoked.`);
       await loadPasskeys();
@@ -686,12 +689,43 @@ function sessionEndedWithPasskey() {
   startConditional();
 }
 
+/**
+ * SPEC "Assurance": changes that weaken an account's protection need one of its passkeys *now*,
+ * bound to exactly that change. Sends the change; when the server answers `step_up_required`, says
+ * why in a sentence, asks for a passkey approval of `action` and sends the change again with it.
+ * (An email session adding its first passkey, or an account without passkeys setting its address,
+ * needs none: the first try goes through.)
+ */
+async function withApproval(action, why, record, send) {
+  try {
+    return await send({});
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.code !== 'step_up_required') throw e;
+  }
+  showBanner(why, 'info', 'approval_needed');
+  document.body.dataset.approval = action.type;
+  const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action } });
+  const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
+  const approval = await api('POST', '/v1/step-up/verify', {
+    auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
+  });
+  clearBanner();
+  return send({ 'Latchkey-Step-Up': approval.access_token });
+}
+
+const WHY = {
+  add: 'To add a passkey, approve with one of your passkeys first: a stolen sign-in alone must never be able to add one.',
+  revoke: 'To remove a passkey, approve with one of your passkeys: someone holding only a stolen sign-in must not be able to lock you out.',
+  email: 'To change the address your recovery mail goes to, approve with your passkey: a stolen sign-in must not be able to move your recovery.',
+};
+
 async function addPasskey() {
   clearBanner();
   const record = {};
   await busy($('add-passkey'), 'Waiting…', async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: {} });
+      const options = await withApproval({ type: 'latchkey.passkey.add' }, WHY.add, record,
+        (extraHeaders) => api('POST', '/v1/passkeys/registration/options', { auth: true, body: {}, extraHeaders }));
       const credential = await ceremony('create', creationOptions(options), record);
       const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
       announce('Passkey added.');
@@ -969,7 +1003,8 @@ async function setEmail(event) {
   if (!email) { $('email-new').focus(); return; }
   await busy($('email-set'), 'Sending…', async () => {
     try {
-      const c = await api('PUT', '/v1/account/email', { auth: true, body: { email } });
+      const c = await withApproval({ type: 'latchkey.email.change', email }, WHY.email, {},
+        (extraHeaders) => api('PUT', '/v1/account/email', { auth: true, body: { email }, extraHeaders }));
       recovery.challengeId = c.challengeId;
       $('email-verify-step').hidden = false;
       $('email-verify-code').focus();
@@ -1086,6 +1121,55 @@ async function busy(button, label, work) {
   }
 }
 
+/** SPEC "Assurance": the banner lists held passkeys beside pending recoveries. */
+function showHeldPasskeys(passkeys) {
+  const held = (passkeys || []).filter((pk) => pk.heldUntil);
+  $('held-passkeys').hidden = held.length === 0;
+  document.body.dataset.heldPasskeys = String(held.length);
+  $('held-passkeys-list').replaceChildren(...held.map((pk) => {
+    const li = document.createElement('li');
+    li.textContent = `${pk.name} (${pk.provider || 'Passkey'}), added ${when(pk.createdAt)}: approves nothing until ${dateFormat.format(new Date(pk.heldUntil))}.`;
+    return li;
+  }));
+}
+
+/**
+ * `/?cancel=<token>` from a "recovery started" or "passkey added" mail: say what it undoes, ask, and
+ * only then post it (SPEC "Assurance": no session needed — the owner may have none left).
+ */
+function openCancelLink() {
+  const token = new URLSearchParams(window.location.search).get('cancel');
+  if (!token) return;
+  const card = $('cancel-link');
+  const recovery = token.startsWith('lkcan_rec_');
+  $('cancel-link-text').textContent = recovery
+    ? 'This link cancels the recovery of your account that was just started. Its code and recovery token stop working, and your passkeys stay as they are.'
+    : 'This link removes the passkey that was just added to your account, and signs out every session it began. Your other passkeys stay as they are.';
+  card.dataset.kind = recovery ? 'recovery' : 'passkey';
+  card.hidden = false;
+  document.body.dataset.cancelLink = 'asking';
+  const done = (text, state) => {
+    card.hidden = true;
+    document.body.dataset.cancelLink = state;
+    window.history.replaceState(null, '', window.location.pathname);
+    showBanner(text, state === 'done' ? 'info' : 'error', state === 'done' ? 'cancel_done' : 'cancel_failed');
+  };
+  $('cancel-link-dismiss').addEventListener('click', () => done('Nothing was changed. The link still works while the recovery or the hold lasts.', 'kept'));
+  $('cancel-link-confirm').addEventListener('click', async () => {
+    await busy($('cancel-link-confirm'), 'Undoing…', async () => {
+      try {
+        await api('POST', '/v1/recovery/cancel', { body: { cancelToken: token } });
+        done(recovery ? 'The recovery was cancelled.' : 'The passkey was removed and its sessions signed out.', 'done');
+      } catch (e) {
+        done(e instanceof ApiError && e.code === 'not_found'
+          ? 'This link was already used or has expired, or there is nothing left to undo.'
+          : 'The link could not be used right now. Try again in a moment.', 'failed');
+      }
+    });
+  });
+  $('cancel-link-title').focus();
+}
+
 function init() {
   $('signup-form').addEventListener('submit', signUp);
   $('signin-form').addEventListener('submit', signInWithButton);
@@ -1121,6 +1205,7 @@ function init() {
     setView('unsupported');
     return;
   }
+  openCancelLink();
   app.session = loadSession();
   if (app.session) {
     showAccount('restored');

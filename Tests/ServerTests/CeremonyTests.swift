@@ -154,12 +154,14 @@ struct CeremonyTests {
                                             authorization: me.bearer)
         #expect(foreignRename.status == 404)
         #expect(foreignRename.code == "not_found")
-        let foreignDelete = try client.send("DELETE", "/v1/passkeys/\(theirId)", authorization: me.bearer)
+        let foreignDelete = try client.revokePasskey(theirs.credentialId, authorization: me.bearer, approver: mine)
         #expect(foreignDelete.status == 404)
         #expect(foreignDelete.code == "not_found")
         #expect(try client.signIn(theirs).userId == other.userId)
 
-        let deleted = try client.send("DELETE", "/v1/passkeys/\(myId)", authorization: me.bearer)
+        // Without the step-up SPEC "Assurance" asks for, nothing happens.
+        expectProblem(try client.send("DELETE", "/v1/passkeys/\(myId)", authorization: me.bearer), 403, "step_up_required")
+        let deleted = try client.revokePasskey(mine.credentialId, authorization: me.bearer, approver: mine)
         // SPEC "Signal API": DELETE answers 200 with the remaining credentials' signals (none left here).
         #expect(deleted.status == 200, "\(deleted)")
         #expect(deleted.json?["signals"]?.arrayValue?.first?["options"]?["allAcceptedCredentialIds"] == .array([]))

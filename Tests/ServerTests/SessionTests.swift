@@ -60,7 +60,7 @@ struct SessionTests {
         let ended = [registered, signedIn]
         for s in ended + [bySecond] { #expect(try onB.get("/v1/sessions", authorization: s.bearer).status == 200) }
 
-        let revoked = try onA.send("DELETE", "/v1/passkeys/\(Base64URL.encode(x.credentialId))", authorization: bySecond.bearer)
+        let revoked = try onA.revokePasskey(x.credentialId, authorization: bySecond.bearer, approver: y)
         #expect(revoked.status == 200, "\(revoked)")
         // Refresh tokens: the database says so, at once, on any instance.
         for s in ended { #expect(try Self.refresh(onB, s.refreshToken).code == "invalid_grant") }

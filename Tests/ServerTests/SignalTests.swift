@@ -27,7 +27,7 @@ struct SignalTests {
         let revokedKey = SoftAuthenticator(), keeper = SoftAuthenticator()
         let account = try client.signUp(keeper, username: server.username("signal"))
         _ = try client.register(revokedKey, authorization: account.bearer, approver: keeper)
-        #expect(try client.send("DELETE", "/v1/passkeys/\(Base64URL.encode(revokedKey.credentialId))", authorization: account.bearer).status == 200)
+        #expect(try client.revokePasskey(revokedKey.credentialId, authorization: account.bearer, approver: keeper).status == 200)
         let (_, revoked) = try client.login(revokedKey)
         #expect(revoked.code == "credential_unknown")
         #expect(revoked.json?["signal"]?["options"]?["credentialId"]?.stringValue == Base64URL.encode(revokedKey.credentialId))
@@ -83,7 +83,7 @@ struct SignalTests {
                                       body: JSONValue.object([("name", "Key")]).serialized(), authorization: session.bearer)
         #expect(renamed.json?["name"] == "Key")
         expectSignals(renamed.json, [first.credentialId, second.credentialId], "rename")
-        let deleted = try client.send("DELETE", "/v1/passkeys/\(Base64URL.encode(second.credentialId))", authorization: session.bearer)
+        let deleted = try client.revokePasskey(second.credentialId, authorization: session.bearer, approver: first)
         #expect(deleted.status == 200)
         expectSignals(deleted.json, [first.credentialId], "delete")
     }

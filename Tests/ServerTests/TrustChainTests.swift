@@ -187,7 +187,8 @@ struct TrustChainTests {
         let newPhone = StepUpTests.Phone(platform: "ios")
         let approval = try stepUpToken(withOther, action: .object([("type", "latchkey.device-key.enrol"), ("deviceId", .string(newPhone.deviceId))]))
         let credentialId = try #require(added.json?["passkey"]?["id"]?.stringValue)
-        #expect(try a.client.send("DELETE", "/v1/passkeys/\(credentialId)", authorization: a.bearer).status == 200)
+        #expect(credentialId == Base64URL.encode(other.credentialId))
+        #expect(try a.client.revokePasskey(other.credentialId, authorization: a.bearer, approver: a.authenticator).status == 200)
         let refused = try post(a, try enrolmentBody(a, newPhone), [("Latchkey-Step-Up", approval)])
         #expect(refused.status == 403 && refused.code == "step_up_required", "\(refused)")
 

@@ -80,7 +80,7 @@ struct TwoProcessTests {
         let current = Session(reply: try #require(try onA.login(authenticator).reply.json))
 
         // Revoked through A → refused by B at once.
-        let revoked = try onA.send("DELETE", "/v1/passkeys/\(Base64URL.encode(authenticator.credentialId))", authorization: current.bearer)
+        let revoked = try onA.revokePasskey(authenticator.credentialId, authorization: current.bearer, approver: authenticator)
         #expect(revoked.status == 200)
         let afterB = try #require(try onB.authenticationOptions().json)
         let refused = try onB.send("POST", "/v1/passkeys/authentication/verify", body: onB.assertion(authenticator, options: afterB).bytes())

@@ -84,13 +84,14 @@ struct WebhookTests {
         let extraKey = SoftAuthenticator()
         _ = try client.register(extraKey, authorization: account.bearer, approver: account.authenticator)
         let other = try client.signIn(extraKey)
-        #expect(try client.send("DELETE", "/v1/passkeys/\(Base64URL.encode(extraKey.credentialId))", authorization: account.bearer).status == 200)
+        #expect(try client.revokePasskey(extraKey.credentialId, authorization: account.bearer, approver: account.authenticator).status == 200)
         #expect(try client.send("POST", "/v1/logout", authorization: account.bearer).status == 204)
 
         // The second passkey began two sessions (its registration and its sign-in): revoking it ends both.
+        // Adding and revoking a passkey are approved by a step-up each (SPEC "Assurance").
         let expected = ["user.created", "passkey.created", "passkey.renamed", "step_up.approved", "device_key.enrolled",
-                        "step_up.approved", "device_key.revoked", "passkey.created", "passkey.revoked", "session.revoked", "session.revoked",
-                        "session.revoked"]
+                        "step_up.approved", "device_key.revoked", "step_up.approved", "passkey.created", "step_up.approved", "passkey.revoked",
+                        "session.revoked", "session.revoked", "session.revoked"]
         let got = receiver.wait { d in d.filter { $0.data?["userId"]?.stringValue == userId }.count >= expected.count }
             .filter { $0.data?["userId"]?.stringValue == userId }
         #expect(got.map { $0.type ?? "" }.sorted() == expected.sorted(), "\(got.map { $0.type ?? "" })")

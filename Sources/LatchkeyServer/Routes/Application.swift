@@ -51,7 +51,24 @@ public struct Application: Responder {
         routes.addWebRoutes(services)
         routes.addConformanceRoutes(services)
         router = routes.router
+        guards = routes.declared.map { DeclaredGuard(method: $0.method, pattern: $0.pattern, access: $0.access.name, stepUp: $0.stepUp != nil,
+                                                enabled: $0.available()) }
     }
+
+    /// What each route declares (SPEC "Assurance"): for the test that walks every route and proves
+    /// that its guard answers before anything else.
+    public struct DeclaredGuard: Sendable {
+        public let method: String
+        public let pattern: String
+        /// `anyone`, `session`, `admin`, `step-up-token` or `registration`.
+        public let access: String
+        /// The route's change needs a step-up (for some callers).
+        public let stepUp: Bool
+        /// On in this deployment (an optional feature that is off answers 404 like a missing path).
+        public let enabled: Bool
+    }
+
+    public let guards: [DeclaredGuard]
 
     /// Every route of the table as (method, pattern), e.g. for a test that sweeps them all.
     public var routes: [(method: String, pattern: String)] { router.patterns }

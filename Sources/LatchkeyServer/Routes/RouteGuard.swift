@@ -33,6 +33,18 @@ enum Access: Sendable {
     case registration
 }
 
+extension Access {
+    var name: String {
+        switch self {
+        case .anyone: "anyone"
+        case .session: "session"
+        case .admin: "admin"
+        case .stepUpToken: "step-up-token"
+        case .registration: "registration"
+        }
+    }
+}
+
 /// The caller `Access` resolved, once per request.
 enum RouteCaller: Sendable {
     case anonymous
@@ -138,8 +150,9 @@ enum PathKind: String, Sendable {
         case .credential: Identifiers.credential(raw).map(PathValue.bytes)
         case .webhook: Identifiers.webhook(raw).map(PathValue.text)
         case .recovery: raw.hasPrefix("rec_") && Identifiers.opaque(String(raw.dropFirst(4))) != nil ? .text(raw) : nil
-        case .externalId: Identifiers.text(raw, max: 512).flatMap { $0.count <= 128 ? .text($0) : nil }
-        case .text: Identifiers.text(raw, max: 2048).map(PathValue.text)
+        // U+FFFD: the segment's percent-encoding was not UTF-8, so it cannot name anything stored.
+        case .externalId: Identifiers.text(raw, max: 512).flatMap { $0.count <= 128 && !$0.contains("\u{FFFD}") ? .text($0) : nil }
+        case .text: Identifiers.text(raw, max: 2048).flatMap { $0.contains("\u{FFFD}") ? nil : .text($0) }
         }
     }
 }

@@ -72,6 +72,7 @@ extension StepUpRule {
     /// the new passkey is not held) or go without (then it is).
     static let passkeyAddition = StepUpRule(changes: "new passkeys") { input throws(ServiceError) in
         guard case .session(let caller) = input.caller else { return .none }
+        _ = try RouteTable.conditional(input.body)  // a malformed body is invalid_request before the step-up
         let action = try gated { () throws(DeviceKeyError) in try StepUpAction.passkeyAddition() }
         return try input.services.sessions.standing(caller).approves ? .required(action) : .optional(action)
     }
@@ -87,8 +88,11 @@ extension RouteTable {
     /// `{"mediation":"conditional"}` in a registration options body (any other value is invalid).
     static func conditional(_ ctx: RouteContext) throws(ServiceError) -> Bool {
         guard !ctx.request.body.isEmpty else { return false }
-        let body = try ctx.json()
-        guard let m = body["mediation"], !m.isNull else { return false }
+        return try conditional(try ctx.json())
+    }
+
+    static func conditional(_ body: JSONValue?) throws(ServiceError) -> Bool {
+        guard let body, let m = body["mediation"], !m.isNull else { return false }
         guard let text = m.stringValue, ["conditional", "optional", "required"].contains(text) else {
             throw ServiceError.invalid("mediation must be conditional (or absent)")
         }

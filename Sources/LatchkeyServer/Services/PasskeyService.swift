@@ -250,7 +250,7 @@ public final class PasskeyService: Sendable {
         if newUser == nil, let to = try verifiedAddress(userId: user.id) {
             var text = "A passkey (\(record.name)) was added to your Latchkey account."
             if let until = record.approvesFrom {
-                let cancel = OpaqueSecret(prefix: RecoveryService.cancelTokenPrefix, runtime: runtime)
+                let cancel = OpaqueSecret(prefix: RecoveryService.cancelTokenPrefix + "pk_", runtime: runtime)
                 cancelToken = NewCancelToken(hash: cancel.hash, userId: user.id, credentialId: record.id, expiresAt: until)
                 text += """
 
@@ -428,15 +428,15 @@ public final class PasskeyService: Sendable {
 
     func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
         let aaguid = formatUUID(c.aaguid)
-        return .object([
+        // SPEC "Assurance": a held passkey signs in but approves nothing until `heldUntil` (shown only while held).
+        let held: [(key: String, value: JSONValue)] = c.approvesFrom.flatMap { $0 > runtime.now() ? [("heldUntil", .string(iso8601($0)))] : nil } ?? []
+        return .object(held + [
             ("id", .string(Base64URL.encode(c.id))), ("name", .string(c.name)),
             ("provider", providerName(aaguid: c.aaguid, formatted: aaguid).map { .string($0) } ?? .null),
             ("aaguid", .string(aaguid)), ("createdAt", .string(iso8601(c.createdAt))),
             ("lastUsedAt", c.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
             ("backupEligible", .bool(c.backupEligible)), ("backedUp", .bool(c.backedUp)),
             ("transports", .array(c.transports.map { .string($0) })), ("flagged", .bool(c.flagged)),
-            // SPEC "Assurance": a held passkey signs in but approves nothing until then.
-            ("heldUntil", c.approvesFrom.flatMap { $0 > runtime.now() ? .string(iso8601($0)) : nil } ?? .null),
         ])
     }
 

@@ -249,7 +249,7 @@ public final class RecoveryService: Sendable {
         let delay = configuration.recoveryDelaySeconds
         var notice: [MailToSend] = []
         // SPEC "Assurance": the owner hears of it at once and can undo it from the mail, without a session.
-        let cancel = OpaqueSecret(prefix: Self.cancelTokenPrefix, runtime: runtime)
+        let cancel = OpaqueSecret(prefix: Self.cancelTokenPrefix + "rec_", runtime: runtime)
         var cancelHash: [UInt8]? = nil
         if let address = try storage({ () throws(StorageError) in try store.email(userId: userId) }), let to = EmailAddress(address) {
             let when = delay == 0 ? "now" : "in \(delay / 3600 > 0 ? "\(delay / 3600) hours" : "\(delay) seconds")"
@@ -292,7 +292,8 @@ public final class RecoveryService: Sendable {
               }) else { throw ServiceError.notFound("recovery") }
     }
 
-    /// Mailed cancel links' tokens (`<first web origin>/?cancel=<token>`).
+    /// Mailed cancel links' tokens (`<first web origin>/?cancel=<token>`): `lkcan_rec_…` for a recovery,
+    /// `lkcan_pk_…` for a held passkey, so the page can say which it undoes before asking.
     static let cancelTokenPrefix = "lkcan_"
 
     /// `POST /v1/recovery/cancel` `{"cancelToken"}` (no session: the owner may have none left) → 204:

@@ -208,6 +208,14 @@ final class Client {
         return (options, try send("POST", "/v1/passkeys/registration/verify", body: builder.bytes()))
     }
 
+    /// `DELETE /v1/passkeys/{id}` with the step-up SPEC "Assurance" asks for it, by `approver`.
+    func revokePasskey(_ credentialId: [UInt8], authorization: String, approver: SoftAuthenticator) throws -> Reply {
+        let id = Base64URL.encode(credentialId)
+        let token = try stepUpToken(approver, authorization: authorization,
+                                    action: .object([("type", "latchkey.passkey.revoke"), ("credentialId", .string(id))]))
+        return try send("DELETE", "/v1/passkeys/\(id)", authorization: authorization, headers: [("Latchkey-Step-Up", token)])
+    }
+
     static let passkeyAddition: JSONValue = .object([("type", "latchkey.passkey.add")])
 
     /// A user-verified passkey step-up by `approver` for `action`, asked for in the session of
