@@ -341,6 +341,9 @@ def test_rename_with_keyboard_only(b):
 
 def test_adding_a_passkey_this_device_already_has_says_so(b):
     b.el('add-passkey').click()
+    # SPEC "Assurance": adding a passkey from a passkey session asks for one of its passkeys first,
+    # with a sentence that says why (the virtual authenticator approves at once).
+    b.until(lambda: b.body('approval') == 'latchkey.passkey.add', 'the passkey approval for adding a passkey')
     text = b.wait_banner('invalid_state')
     assert 'already has a passkey' in text, text
     b.el('banner-close').click()
@@ -392,8 +395,11 @@ def test_revoke_with_keyboard_only(b):
     confirm = item.find_element(By.CSS_SELECTOR, '.pk-confirm-yes')
     b.tab_to(confirm, backwards=True)
     b.shot('07-revoke-confirm')
-    b.user_verified(False)  # the autofill request after the sign-out ends without a choice
+    # SPEC "Assurance": the revocation is approved with a user-verified passkey first (the virtual
+    # authenticator answers it at once); the revoke's signalAllAcceptedCredentials then drops the
+    # passkey from the authenticator, so the autofill request after the sign-out finds nothing.
     b.keys(Keys.ENTER)
+    b.until(lambda: b.body('approval') == 'latchkey.passkey.revoke', 'the passkey approval for the revocation')
     # This session began with that passkey, so it ended with it (SPEC "Sessions").
     text = b.wait_banner('session_ended')
     assert 'session ended' in text, text
@@ -475,6 +481,8 @@ def test_recovery_settings_email_and_codes(b):
     b.tab_to(b.el('email-new'))
     before = mail_count(EMAIL)
     b.keys(EMAIL, Keys.ENTER)
+    # SPEC "Assurance": the address recovery mail goes to changes only with the passkey's approval.
+    b.until(lambda: b.body('approval') == 'latchkey.email.change', 'the passkey approval for the address')
     b.until(lambda: b.el('email-verify-step').is_displayed(), 'the code field')
     assert b.focused() == b.el('email-verify-code')
     b.keys(mailed_code(EMAIL, before), Keys.ENTER)
@@ -508,6 +516,52 @@ def test_pending_recovery_banner_cancel_with_keyboard(b):
     status, _, _ = http('POST', '/v1/passkeys/registration/options', {},
                         headers={'Authorization': 'Bearer ' + started['recoveryToken']})
     assert status == 401, status
+    b.el('banner-close').click()
+
+
+def mailed_cancel_token(address, event, after):
+    """The cancel link's token in a message to `address` after the first `after`, whose X-Latchkey-Event is `event`."""
+    import quopri
+    import re
+    folder = os.path.join(MAIL_DIR, address.lower())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        names = sorted(n for n in os.listdir(folder) if n.endswith('.eml')) if os.path.isdir(folder) else []
+        for name in names[after:]:
+            text = quopri.decodestring(open(os.path.join(folder, name), 'rb').read()).decode('utf-8', 'replace')
+            m = re.search(r'/\?cancel=(lkcan_[A-Za-z0-9_-]+)', text)
+            if f'X-Latchkey-Event: {event}' in text and m:
+                return m.group(1)
+        time.sleep(0.1)
+    raise AssertionError(f'no {event} mail with a cancel link to {address}')
+
+
+def test_cancel_link_says_what_it_undoes_and_asks(b):
+    # Someone uses a recovery code; the owner's "recovery started" mail carries a cancel link.
+    before = mail_count(EMAIL)
+    status, _, body = http('POST', '/v1/recovery/verify', {'username': USERNAME2, 'recoveryCode': RECOVERY['codes'][1]})
+    assert status == 200, (status, body)
+    recovery_token = json.loads(body)['recoveryToken']
+    token = mailed_cancel_token(EMAIL, 'recovery.started', before)
+    b.d.get(BASE + '/?cancel=' + token)
+    b.until(lambda: b.body('ready') == 'true', 'the app to start')
+    card = b.el('cancel-link')
+    b.until(lambda: card.is_displayed(), 'the cancel-link card')
+    assert card.get_attribute('data-kind') == 'recovery'
+    assert 'cancels the recovery' in b.el('cancel-link-text').text, b.el('cancel-link-text').text
+    b.shot('11b-cancel-link-asks')
+    # Nothing is posted until the person says yes: the recovery token still works.
+    status, _, _ = http('POST', '/v1/passkeys/registration/options', {}, headers={'Authorization': 'Bearer ' + recovery_token})
+    assert status == 200, status
+    b.tab_to(b.el('cancel-link-confirm'))
+    b.keys(Keys.ENTER)
+    b.wait_banner('cancel_done')
+    assert b.body('cancel-link') == 'done'
+    status, _, _ = http('POST', '/v1/passkeys/registration/options', {}, headers={'Authorization': 'Bearer ' + recovery_token})
+    assert status == 401, status
+    # The link is single use.
+    status, _, _ = http('POST', '/v1/recovery/cancel', {'cancelToken': token})
+    assert status == 404, status
     b.el('banner-close').click()
 
 
@@ -590,6 +644,7 @@ TESTS = [
     test_revoked_passkey_cannot_sign_in,
     test_recovery_settings_email_and_codes,
     test_pending_recovery_banner_cancel_with_keyboard,
+    test_cancel_link_says_what_it_undoes_and_asks,
     test_email_sign_in_offers_a_passkey,
     test_lost_passkey_recovery_by_email,
 ]
