@@ -8,6 +8,10 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A row the call needed does not exist (where a Bool or nil return does not already say so):
     /// the credential a use or a flag is recorded on.
     case notFound
+    /// A value PostgreSQL cannot hold (a NUL in text) reached a statement: the input's fault, never
+    /// the database's. The edge checks ids and strings first; this is the net under it, so such an
+    /// input is a 400, not a 503 (SPEC: no input yields a 5xx).
+    case unstorableInput
     /// The database could not be reached or failed.
     case unavailable(String)
 
@@ -30,6 +34,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(.stepUpUsed): "conflict: the step-up was already used"
         case .conflict(.other(let constraint)): "conflict: \(constraint)"
         case .notFound: "not found"
+        case .unstorableInput: "a value PostgreSQL cannot hold (a NUL character)"
         case .unavailable(let reason): "database unavailable: \(reason)"
         }
     }
@@ -39,6 +44,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         switch error {
         case let error as StorageError:
             self = error
+        case let error as PostgresError where error.code == .invalidArgument && error.reason.contains("NUL"):
+            self = .unstorableInput
         case let error as PostgresError where error.isUniqueViolation:
             switch error.constraint {
             case "users_username_key": self = .conflict(.usernameTaken)

@@ -158,6 +158,9 @@ struct InputSweepTests {
             expectProblem(try client.get("/v1/step-up/receipts/\(segment)", authorization: session.bearer), 404, "not_found")
             // SPEC "Assurance" order: the step-up a revocation needs is asked for before the id is parsed.
             expectProblem(try client.send("DELETE", "/v1/passkeys/\(segment)", authorization: session.bearer), 403, "step_up_required")
+            // Issue 19: these reached PostgreSQL with a NUL (503) before ids were typed in the route table.
+            expectProblem(try client.send("DELETE", "/v1/sessions/\(segment)", authorization: session.bearer), 404, "not_found")
+            expectProblem(try client.send("DELETE", "/v1/recovery/\(segment)", authorization: session.bearer), 404, "not_found")
             expectProblem(try client.send("PATCH", "/v1/passkeys/\(segment)", body: JSONValue.object([("name", "n")]).serialized(),
                                    authorization: session.bearer), 404, "not_found")
             let admin = "Bearer \(server.adminKey)"
@@ -186,6 +189,10 @@ struct InputSweepTests {
         let server = try server
         let client = server.client()
         let session = try client.signUp(SoftAuthenticator(), username: server.username("strings"))
+        // The mail routes exist only where mail can go out.
+        let mailServer = try TestServer(name: "sweep-mail") { RecoveryTests.mailSettings(&$0) }
+        let mailClient = mailServer.client()
+        let mailSession = try mailClient.signUp(SoftAuthenticator(), username: mailServer.username("strings"))
         for bad in ["\u{0}", "a\u{0}", "\u{1}", "\u{7F}"] {
             expectProblem(try client.post("/v1/step-up/challenges", .object([("keyId", .string(bad)), ("action", Self.action)]),
                                    authorization: session.bearer), 400, "invalid_request")
@@ -197,6 +204,12 @@ struct InputSweepTests {
                                    .object([("username", "ticketed")]), authorization: admin), 404, "not_found")
             expectProblem(try client.post("/admin/v1/origins", .object([("origin", .string("https://a\(bad).example"))]), authorization: admin),
                    400, "invalid_request")
+            // Issue 19: body ids with NUL reached PostgreSQL on the newest routes (503); now 400 at the edge.
+            expectProblem(try mailClient.post("/v1/account/email/verify", .object([("challengeId", .string("otp_\(bad)")), ("code", "123456")]),
+                                              authorization: mailSession.bearer), 400, "invalid_request")
+            expectProblem(try mailClient.post("/v1/recovery/verify", .object([("challengeId", .string("otp_\(bad)")), ("code", "123456")])),
+                          400, "invalid_request")
+            expectProblem(try client.post("/v1/recovery/cancel", .object([("cancelToken", .string("lkcan_\(bad)"))])), 400, "invalid_request")
         }
     }
 }

@@ -100,6 +100,7 @@ extension ServiceError {
             self = ServiceError(.stepUpRequired, "the step-up was already used: approve this change again")
         case .conflict: self = ServiceError(.conflict, "the change conflicts with stored data")
         case .notFound: self = ServiceError.notFound("record")
+        case .unstorableInput: self = .invalid("a value contains a character that cannot be stored (NUL)")
         case .unavailable: self = .storageUnavailable
         }
     }

@@ -301,9 +301,8 @@ public final class RecoveryService: Sendable {
     /// that passkey began. Unknown, used or expired, or nothing left to undo → 404.
     func cancel(token body: JSONValue) throws(ServiceError) {
         guard let token = body["cancelToken"]?.stringValue else { throw ServiceError.invalid("cancelToken is required") }
-        guard token.hasPrefix(Self.cancelTokenPrefix), token.utf8.count <= 128, isPrintableText(token) else {
-            throw ServiceError.notFound("cancel link")
-        }
+        guard token.utf8.count <= 128, isPrintableText(token) else { throw ServiceError.invalid("cancelToken is not a cancel token") }
+        guard token.hasPrefix(Self.cancelTokenPrefix) else { throw ServiceError.notFound("cancel link") }
         let undone = try storage { () throws(StorageError) in
             try store.useCancelToken(hash: OpaqueSecret.hash(token)) { [events] target in
                 switch target {
@@ -396,6 +395,8 @@ public final class RecoveryService: Sendable {
         guard let id = body["challengeId"]?.stringValue, let code = body["code"]?.stringValue else {
             throw ServiceError.invalid("challengeId and code are required")
         }
+        // SPEC "Assurance": a body id that cannot be one is invalid_request, and never reaches SQL.
+        guard isPrintableText(id), isPrintableText(code) else { throw ServiceError.invalid("challengeId and code must be printable text") }
         guard id.utf8.count <= 64, code.utf8.count <= 32 else { throw ServiceError(.challengeInvalid, "unknown challenge") }
         guard let attempt = try storage({ () throws(StorageError) in try store.attempt(id: id, purpose: purpose) }) else {
             throw ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
