@@ -88,6 +88,22 @@ struct RouteGuardTests {
         #expect(walked > 150)
     }
 
+    @Test("SPEC's Assurance table is the route table's: every change it lists declares its step-up, and no read does")
+    func stepUpsMatchTheTable() throws {
+        let server = try Self.fixture.get()
+        let guards = Application(services: server.services).guards
+        let declared = Set(guards.filter(\.stepUp).map { "\($0.method) \($0.pattern)" })
+        // SPEC "Assurance" (and "Admin console": every admin change; the preview changes nothing).
+        var expected: Set<String> = ["POST /v1/passkeys/registration/options", "DELETE /v1/passkeys/{id}", "PUT /v1/account/email",
+                                     "POST /v1/recovery-codes", "POST /v1/device-keys"]
+        for g in guards where g.access == "admin" && g.method != "GET" && g.pattern != "/admin/v1/wellknown/preview" {
+            expected.insert("\(g.method) \(g.pattern)")
+        }
+        #expect(declared == expected, "declared but not in the table: \(declared.subtracting(expected)); missing: \(expected.subtracting(declared))")
+        // Every /admin route is the admin's, every /v1 route that names the caller's things a session's.
+        for g in guards where g.pattern.hasPrefix("/admin/v1/") { #expect(g.access == "admin", "\(g.method) \(g.pattern)") }
+    }
+
     @Test("the admin key with ids that cannot be ids: 404 before any lookup, never a 5xx")
     func adminKeyWithBadIds() throws {
         let server = try Self.fixture.get()
