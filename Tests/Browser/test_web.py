@@ -445,8 +445,9 @@ def mail_count(address):
     return len([n for n in os.listdir(folder) if n.endswith('.eml')]) if os.path.isdir(folder) else 0
 
 
-def mailed_code(address, after):
-    """The code in the first message to `address` after `after` messages (bounded wait for the SMTP server)."""
+def mailed(address, after, pattern, event=None, what='a code'):
+    """The first match of `pattern` in a message to `address` after its first `after` messages (and
+    naming `event` in X-Latchkey-Event, if given), with a bounded wait for the SMTP server."""
     import quopri
     import re
     folder = os.path.join(MAIL_DIR, address.lower())
@@ -455,11 +456,15 @@ def mailed_code(address, after):
         names = sorted(n for n in os.listdir(folder) if n.endswith('.eml')) if os.path.isdir(folder) else []
         for name in names[after:]:
             text = quopri.decodestring(open(os.path.join(folder, name), 'rb').read()).decode('utf-8', 'replace')
-            m = re.search(r'code is: (\d+)', text)
-            if m:
+            m = re.search(pattern, text)
+            if m and (event is None or f'X-Latchkey-Event: {event}' in text):
                 return m.group(1)
         time.sleep(0.1)
-    raise AssertionError(f'no code mailed to {address}')
+    raise AssertionError(f'no {what} mailed to {address}')
+
+
+def mailed_code(address, after):
+    return mailed(address, after, r'code is: (\d+)')
 
 
 def type_into(b, element_id, text):
@@ -520,20 +525,8 @@ def test_pending_recovery_banner_cancel_with_keyboard(b):
 
 
 def mailed_cancel_token(address, event, after):
-    """The cancel link's token in a message to `address` after the first `after`, whose X-Latchkey-Event is `event`."""
-    import quopri
-    import re
-    folder = os.path.join(MAIL_DIR, address.lower())
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        names = sorted(n for n in os.listdir(folder) if n.endswith('.eml')) if os.path.isdir(folder) else []
-        for name in names[after:]:
-            text = quopri.decodestring(open(os.path.join(folder, name), 'rb').read()).decode('utf-8', 'replace')
-            m = re.search(r'/\?cancel=(lkcan_[A-Za-z0-9_-]+)', text)
-            if f'X-Latchkey-Event: {event}' in text and m:
-                return m.group(1)
-        time.sleep(0.1)
-    raise AssertionError(f'no {event} mail with a cancel link to {address}')
+    """The cancel link's token in a message to `address` after its first `after`, whose X-Latchkey-Event is `event`."""
+    return mailed(address, after, r'/\?cancel=(lkcan_[A-Za-z0-9_-]+)', event=event, what=f'{event} mail with a cancel link')
 
 
 def test_cancel_link_says_what_it_undoes_and_asks(b):
