@@ -202,6 +202,28 @@ public struct Certificate: Sendable {
         return items.compactMap { try? $0.oidString }
     }
 
+    /// The dNSName entries of subjectAltName (RFC 5280 §4.2.1.6: GeneralName `[2] IMPLICIT IA5String`),
+    /// in order; empty when there is no such extension or it names no DNS name. A subjectAltName
+    /// that is not a well-formed SEQUENCE OF GeneralName, or a dNSName that is not ASCII, throws:
+    /// a name check must not pass over a name it could not read.
+    public var subjectAltNameDNSNames: [String] {
+        get throws(CryptoError) {
+            guard let ext = self.extension("2.5.29.17") else { return [] }
+            let names = try DERNode.parse(ext.value)
+            guard names.isUniversal(DERNode.sequence), names.constructed else {
+                throw CryptoError(.invalidCertificate, "subjectAltName is not a SEQUENCE")
+            }
+            var out: [String] = []
+            for name in try names.children where name.isContext(2) {
+                guard !name.constructed, name.content.allSatisfy({ $0 < 0x80 }) else {
+                    throw CryptoError(.invalidCertificate, "subjectAltName dNSName is not an IA5String")
+                }
+                out.append(String(decoding: name.content, as: UTF8.self))
+            }
+            return out
+        }
+    }
+
     /// Whether `issuer`'s key made this certificate's signature.
     public func isSigned(by issuerKey: PublicKey) -> Bool {
         let ok = X509_verify(handle.pointer, issuerKey.handle.pointer) == 1

@@ -90,6 +90,9 @@ public struct Configuration: Sendable {
     public var mdsCRLDirectory: String? = nil
     /// `LATCHKEY_MDS_MAX_STALE`: seconds a BLOB's nextUpdate may be past.
     public var mdsMaxStale = 2_592_000
+    /// `LATCHKEY_MDS_SIGNER`: the name the BLOB's signing certificate must carry (subjectAltName
+    /// dNSName, else subject CN); exact, ASCII case-insensitive, no wildcard.
+    public var mdsSigner = MetadataBLOB.defaultSigner
     /// `LATCHKEY_MDS_POLL`: seconds between checks of the BLOB file's modification time (0: only SIGHUP).
     public var mdsPollSeconds = 5
     /// `LATCHKEY_AUTHENTICATORS_ALLOW` / `_DENY`: AAGUIDs.
@@ -276,6 +279,12 @@ public struct Configuration: Sendable {
         if let v = env["LATCHKEY_MDS_CRLS"], !v.isEmpty { c.mdsCRLDirectory = v }
         if let n = try int("LATCHKEY_MDS_MAX_STALE", 0...(10 * 365 * 86400)) { c.mdsMaxStale = n }
         if let n = try int("LATCHKEY_MDS_POLL", 0...86400) { c.mdsPollSeconds = n }
+        if let v = env["LATCHKEY_MDS_SIGNER"], !v.isEmpty {
+            guard v.utf8.count <= 255, v.utf8.allSatisfy({ (0x21...0x7E).contains($0) || $0 == 0x20 }), !v.contains("*"), v.trimmed == v else {
+                throw Invalid(description: "LATCHKEY_MDS_SIGNER must be one name (printable ASCII, no wildcard), such as mds.fidoalliance.org")
+            }
+            c.mdsSigner = v
+        }
         func aaguids(_ name: String) throws(Invalid) -> [[UInt8]]? {
             guard let v = env[name], !v.trimmed.isEmpty else { return nil }
             var out: [[UInt8]] = []

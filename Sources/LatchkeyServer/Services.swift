@@ -56,7 +56,7 @@ public final class Services: Sendable {
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
-        metadata = MetadataStore(configuration: configuration, runtime: runtime)
+        metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
         mail = MailService(mail: database.recovery, outbox: database.outbox, events: events, metrics: metrics,
                            configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,

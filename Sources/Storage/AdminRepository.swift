@@ -43,6 +43,23 @@ public struct UserSummary: Sendable, Equatable {
     public let isAdmin: Bool
 }
 
+/// An existing account as `latchkey admins grant` shows it: what the admin role would trust.
+public struct AdminGrantCandidate: Sendable {
+    public let user: UserRecord
+    public let isAdmin: Bool
+    /// Live (not revoked) passkeys and device keys, oldest first.
+    public let passkeys: [CredentialRecord]
+    public let deviceKeys: [DeviceKeyRecord]
+}
+
+public enum AdminGrantOutcome: Sendable, Equatable {
+    case granted
+    case alreadyAdmin
+    case unknownUser
+    /// A passkey or device key was added or revoked since the candidate was read: nothing granted.
+    case changed
+}
+
 /// The admin role (migration 10) and the admin console's user lookups.
 public final class AdminRepository: Sendable {
     let pool: PostgresPool
@@ -65,24 +82,73 @@ public final class AdminRepository: Sendable {
         }
     }
 
-    /// The user `candidate.username` names (created from `candidate` when there is none) gets the
-    /// admin role, with `audit(user, granted now?)`, in one transaction. Returns the user and
-    /// whether the role is new.
-    public func grant(candidate: UserRecord, by actor: String,
-                      audit: (UserRecord, Bool) -> AuditRecord) throws(StorageError) -> (UserRecord, granted: Bool) {
+    /// `latchkey admins add`: `user` is created and gets the admin role, with `audit`, in one
+    /// transaction — only when its username is free. Nil (nothing written) when the username
+    /// exists: an existing account becomes an admin only through `grant(existing:)`, which shows
+    /// what it holds first (otherwise whoever registered the name first would be made admin).
+    public func createAdmin(_ user: UserRecord, by actor: String, audit: (UserRecord) -> AuditRecord) throws(StorageError) -> UserRecord? {
         try pool.runTransaction { t in
-            try t.execute("""
+            guard !(try t.query("""
                 INSERT INTO users (id, user_handle, username, display_name)
-                VALUES (\(candidate.id), \(candidate.userHandle), \(candidate.username), \(candidate.displayName))
+                VALUES (\(user.id), \(user.userHandle), \(user.username), \(user.displayName))
                 ON CONFLICT (username) DO NOTHING
-                """)
-            let user = try AccountRepository.user(try t.query("""
-                SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE username = \(candidate.username)
-                """)[0])
-            let granted = try t.execute("INSERT INTO admins (user_id, created_by) VALUES (\(user.id), \(actor)) ON CONFLICT DO NOTHING") > 0
-            try AuditRepository.write([audit(user, granted)], on: t)
-            return (user, granted)
+                RETURNING id
+                """)).isEmpty else { return nil }
+            try t.execute("INSERT INTO admins (user_id, created_by) VALUES (\(user.id), \(actor))")
+            try AuditRepository.write([audit(user)], on: t)
+            return user
         }
+    }
+
+    /// The account `username` names as `latchkey admins grant` shows it before granting: its live
+    /// passkeys and device keys (oldest first) and whether it is an admin already. Nil when unknown.
+    public func grantCandidate(username: String) throws(StorageError) -> AdminGrantCandidate? {
+        try pool.runTransaction { t in
+            guard let row = try t.query("""
+                SELECT \(unsafeRaw: AccountRepository.userColumns), EXISTS (SELECT 1 FROM admins a WHERE a.user_id = users.id) AS is_admin
+                FROM users WHERE username = \(username)
+                """).first else { return nil }
+            let user = try AccountRepository.user(row)
+            return AdminGrantCandidate(user: user, isAdmin: try row.bool("is_admin"),
+                                       passkeys: try Self.passkeys(userId: user.id, on: t), deviceKeys: try Self.deviceKeys(userId: user.id, on: t))
+        }
+    }
+
+    /// `latchkey admins grant`: the role for `shown.user`, with `audit`, in one transaction — only
+    /// while the account holds exactly the passkeys and device keys that were shown (the user row
+    /// is locked first, so none can be added until the grant commits). Nothing is written unless
+    /// the outcome is `.granted`.
+    public func grant(existing shown: AdminGrantCandidate, by actor: String,
+                      audit: (UserRecord) -> AuditRecord) throws(StorageError) -> AdminGrantOutcome {
+        try pool.runTransaction { t in
+            // FOR UPDATE conflicts with the FOR KEY SHARE lock a new credential's or device key's
+            // foreign key takes on its user: additions wait for this transaction.
+            guard !(try t.query("SELECT id FROM users WHERE id = \(shown.user.id) FOR UPDATE")).isEmpty else { return .unknownUser }
+            let passkeys = try Self.passkeys(userId: shown.user.id, on: t).map(\.id)
+            let deviceKeys = try Self.deviceKeys(userId: shown.user.id, on: t).map(\.id)
+            guard Set(passkeys) == Set(shown.passkeys.map(\.id)), Set(deviceKeys) == Set(shown.deviceKeys.map(\.id)) else {
+                return .changed
+            }
+            guard try t.execute("""
+                INSERT INTO admins (user_id, created_by) VALUES (\(shown.user.id), \(actor)) ON CONFLICT DO NOTHING
+                """) > 0 else { return .alreadyAdmin }
+            try AuditRepository.write([audit(shown.user)], on: t)
+            return .granted
+        }
+    }
+
+    private static func passkeys(userId: String, on t: PostgresConnection) throws -> [CredentialRecord] {
+        try t.query("""
+            SELECT \(unsafeRaw: AccountRepository.credentialColumns) FROM credentials
+            WHERE user_id = \(userId) AND revoked_at IS NULL ORDER BY created_at, id
+            """).map(AccountRepository.credential)
+    }
+
+    private static func deviceKeys(userId: String, on t: PostgresConnection) throws -> [DeviceKeyRecord] {
+        try t.query("""
+            SELECT \(unsafeRaw: DeviceKeyRepository.columns) FROM device_keys
+            WHERE user_id = \(userId) AND revoked_at IS NULL ORDER BY created_at, id
+            """).map(DeviceKeyRepository.deviceKey)
     }
 
     /// Takes the role away (the user stays); nil when `username` is no admin (nothing written).

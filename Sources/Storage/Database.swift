@@ -42,6 +42,8 @@ public final class Database: Sendable {
     public let admins: AdminRepository
     /// Verified addresses, one-time codes, per-account limits, recovery codes, recoveries, mail (migration 9).
     public let recovery: RecoveryRepository
+    /// The last accepted FIDO MDS3 BLOB number per signing root (migration 13: no rollback).
+    public let metadataState: MetadataStateRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -70,6 +72,7 @@ public final class Database: Sendable {
         webhooks = WebhookRepository(pool: pool)
         admins = AdminRepository(pool: pool)
         recovery = RecoveryRepository(pool: pool)
+        metadataState = MetadataStateRepository(pool: pool)
     }
 
     /// The one place a pool is made.

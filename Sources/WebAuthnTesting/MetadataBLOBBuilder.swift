@@ -101,21 +101,51 @@ public struct MetadataBLOBBuilder: Sendable {
 }
 
 /// The PKI of a test metadata service: a root (what LATCHKEY_MDS_ROOT names) and a BLOB signer under it.
+/// Like the FIDO Alliance's, the signer's certificate names `mds.fidoalliance.org` in its
+/// subjectAltName (the name LATCHKEY_MDS_SIGNER defaults to); `signerDNSNames` and
+/// `signerCommonName` change that.
 public struct TestMetadataService: Sendable {
     public let root: TestCertificateAuthority
     public let signer: MetadataSigner
 
     public init(rsa: Bool = false, signerNotBefore: Int64 = TestCertificateAuthority.defaultNotBefore,
-                signerNotAfter: Int64 = TestCertificateAuthority.defaultNotAfter) {
+                signerNotAfter: Int64 = TestCertificateAuthority.defaultNotAfter,
+                signerCommonName: String = "Latchkey Test MDS BLOB Signer",
+                signerDNSNames: [String] = [MetadataBLOB.defaultSigner]) {
         root = .root("Latchkey Test MDS Root", key: rsa ? .generateRSA(bits: 2048) : .generateEC(.p256))
-        let (key, cert) = root.leaf(subject: [("C", "US"), ("O", "Latchkey Test"), ("CN", "Latchkey Test MDS BLOB Signer")],
-                                    key: rsa ? .generateRSA(bits: 2048) : .generateEC(.p256),
-                                    notBefore: signerNotBefore, notAfter: signerNotAfter)
-        signer = MetadataSigner(key: key, chain: [cert])
+        signer = root.metadataSigner(commonName: signerCommonName, dnsNames: signerDNSNames, key: rsa ? .generateRSA(bits: 2048) : .generateEC(.p256),
+                                     notBefore: signerNotBefore, notAfter: signerNotAfter)
     }
 
     public func blob(_ builder: MetadataBLOBBuilder) -> [UInt8] { builder.signed(by: signer) }
 
     /// A CRL from the root that revokes the BLOB signer.
     public var revokingSigner: CertificateRevocationList { root.crl(revoking: signer.chain) }
+}
+
+extension TestCertificateAuthority {
+    /// A BLOB signer this CA issues: subject CN `commonName`, subjectAltName dNSNames `dnsNames`
+    /// (none: no subjectAltName at all); x5c is the signer alone, or signer then this CA when it is
+    /// an intermediate.
+    public func metadataSigner(commonName: String, dnsNames: [String] = [MetadataBLOB.defaultSigner], key: PrivateKey = .generateEC(.p256),
+                               notBefore: Int64 = TestCertificateAuthority.defaultNotBefore,
+                               notAfter: Int64 = TestCertificateAuthority.defaultNotAfter) -> MetadataSigner {
+        let extensions = dnsNames.isEmpty ? [] : [Certificate.Extension.subjectAltName(dnsNames: dnsNames)]
+        let (key, cert) = leaf(subject: [("C", "US"), ("O", "Latchkey Test"), ("CN", commonName)], key: key,
+                               notBefore: notBefore, notAfter: notAfter, extensions: extensions)
+        return MetadataSigner(key: key, chain: certificate.isSelfIssued ? [cert] : [cert, certificate])
+    }
+}
+
+extension Certificate.Extension {
+    /// subjectAltName (2.5.29.17) as SEQUENCE OF dNSName `[2] IA5String` (RFC 5280 §4.2.1.6).
+    public static func subjectAltName(dnsNames: [String]) -> Certificate.Extension {
+        func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+            let n = content.count
+            let length: [UInt8] = n < 0x80 ? [UInt8(n)] : n < 0x100 ? [0x81, UInt8(n)] : [0x82, UInt8(n >> 8), UInt8(n & 0xFF)]
+            return [tag] + length + content
+        }
+        return Certificate.Extension(oid: "2.5.29.17", critical: false,
+                                     derValue: tlv(0x30, dnsNames.flatMap { tlv(0x82, Array($0.utf8)) }))
+    }
 }

@@ -7,7 +7,7 @@ through --status-list, bad usage (exit 64), and corrupted input (exit 1 with an 
 
 usage: inspect-device-keys.py <latchkey binary> [--only android|appattest]
 Prints one line per case and 'N passed, N failed'; exits non-zero on any failure."""
-import json, os, random, subprocess, sys, tempfile
+import base64, json, os, random, subprocess, sys, tempfile
 
 args = sys.argv[1:]
 only = None
@@ -87,6 +87,25 @@ for platform, file in platforms:
                   f"{platform} {v['name']} --require-verified-boot")
             if v['expect'] == 'ok' and report and report.get('attested') and ok_android is None:
                 ok_android = (v, report)
+
+if only in (None, 'appattest'):
+    # --client-data-hash is the bytes the app passed, of any length (Apple's API takes any Data; a published
+    # sample uses 24 bytes): a value that is not 32 bytes is verified, not refused as bad usage (64). The real
+    # object's nonce binds its own 32-byte value, so another one fails at step 4 and nowhere earlier.
+    v = json.load(open(os.path.join(fixtures, 'appattest.json')))[0]
+    flags = flags_for(v, 'appattest')
+    at = flags.index('--client-data-hash') + 1
+    raw = base64.urlsafe_b64decode(flags[at] + '=' * (-len(flags[at]) % 4))
+    for length in (24, 1, 33, 64):
+        other = (raw * 2)[:length]
+        changed = flags[:at] + [base64.urlsafe_b64encode(other).decode().rstrip('=')] + flags[at + 1:]
+        r, rep = run(changed, json.dumps(v['input']).encode())
+        last = (rep or {}).get('checks', [{}])[-1]
+        result(r.returncode == 1 and last.get('check') == 'appattest.step4.nonce' and not last.get('ok'),
+               f'appattest --client-data-hash of {length} bytes is taken as given (fails only at step 4)',
+               f"exit {r.returncode}: {r.stderr.decode()[:200]} {last}")
+    r, _ = run(flags[:at] + ['***'] + flags[at + 1:], json.dumps(v['input']).encode())
+    result(r.returncode == 64, 'appattest --client-data-hash not base64url → 64', f'exit {r.returncode}')
 
 if only in (None, 'android') and ok_android:
     v, report = ok_android

@@ -19,16 +19,18 @@ enum MDSFiles {
                           statusReports: [(status, "2021-02-03")])
     }
 
-    /// A fresh folder with root.pem and blob.jwt (number `number`).
-    static func folder(number: Int = 1, entries: [TestMetadataEntry] = [entry()]) throws -> String {
+    /// A fresh folder with root.pem and blob.jwt (number `number`). Every test server shares one
+    /// database, and so the last accepted BLOB number per root: a test that moves numbers up signs
+    /// under a `TestMetadataService` of its own.
+    static func folder(number: Int = 1, entries: [TestMetadataEntry] = [entry()], mds: TestMetadataService = MDSFiles.mds) throws -> String {
         let dir = NSTemporaryDirectory() + "latchkey-mds-\(uniqueSuffix())"
         try FileManager.default.createDirectory(atPath: dir + "/crls", withIntermediateDirectories: true)
         try Data(mds.root.certificate.pem.utf8).write(to: URL(fileURLWithPath: dir + "/root.pem"))
-        try write(dir, number: number, entries: entries)
+        try write(dir, number: number, entries: entries, mds: mds)
         return dir
     }
 
-    static func write(_ dir: String, number: Int, entries: [TestMetadataEntry] = [entry()],
+    static func write(_ dir: String, number: Int, entries: [TestMetadataEntry] = [entry()], mds: TestMetadataService = MDSFiles.mds,
                       change: (inout MetadataBLOBBuilder) -> Void = { _ in }) throws {
         var b = MetadataBLOBBuilder(entries: entries)
         b.number = number
@@ -45,52 +47,109 @@ enum MDSFiles {
         }
     }
 
-    static func store(_ dir: String?) -> MetadataStore {
+    /// One instance's store on the shared test database (migrated), as `serve` builds it.
+    static func store(_ dir: String?, databaseURL: String? = nil, configure more: (inout Configuration) -> Void = { _ in }) throws -> MetadataStore {
         var c = Configuration()
         c.rpId = "mds.latchkey.test"
         if let dir { configure(dir)(&c) }
-        return Services(configuration: c, database: .init(url: "postgresql://unused.invalid/none", connections: 1)).metadata
+        more(&c)
+        let database = Database(url: try databaseURL ?? TestDatabase.url(), connections: 2)
+        if databaseURL == nil { try database.migrate() }
+        return Services(configuration: c, database: database).metadata
     }
 }
 
 @Suite struct MetadataStoreTests {
     @Test func aGoodBLOBLoadsAndABadOneNeverReplacesIt() throws {
-        let dir = try MDSFiles.folder(number: 7)
-        let store = MDSFiles.store(dir)
+        let mds = TestMetadataService()
+        let dir = try MDSFiles.folder(number: 7, mds: mds)
+        let store = try MDSFiles.store(dir)
         // Configured but not loaded: fail closed.
         guard case .unavailable = store.policy().source else { Issue.record("expected unavailable"); return }
         #expect(try store.reload().get().number == 7)
         #expect(store.description(aaguid: MDSFiles.aaguid) == "Latchkey Server Test Key")
 
         // Bad signature, stale nextUpdate, an expired signer, a revoked signer, an older number: refused, 7 stays.
-        try MDSFiles.write(dir, number: 8) { $0.corruptSignature = true }
+        try MDSFiles.write(dir, number: 8, mds: mds) { $0.corruptSignature = true }
         store.reloadIfChanged()
         #expect(store.current.blob?.number == 7 && store.current.lastError?.contains("signature") == true)
-        try MDSFiles.write(dir, number: 9) { $0.nextUpdate = "2001-01-01" }
+        try MDSFiles.write(dir, number: 9, mds: mds) { $0.nextUpdate = "2001-01-01" }
         store.reloadIfChanged()
         #expect(store.current.blob?.number == 7 && store.current.lastError?.contains("nextUpdate") == true)
         let expired = TestMetadataService(signerNotAfter: 978_307_200)  // 2001
         try Data(expired.blob(MetadataBLOBBuilder())).write(to: URL(fileURLWithPath: dir + "/blob.jwt"))
         store.reloadIfChanged()
         #expect(store.current.blob?.number == 7 && store.current.lastError != nil)
-        try MDSFiles.write(dir, number: 10)
-        try Data(MDSFiles.mds.revokingSigner.der).write(to: URL(fileURLWithPath: dir + "/crls/root.crl"))
+        // Signed under the root by a certificate that does not name mds.fidoalliance.org (LATCHKEY_MDS_SIGNER).
+        let stranger = mds.root.metadataSigner(commonName: "mds.fidoalliance.org", dnsNames: ["shop.example"])
+        try Data({ var b = MetadataBLOBBuilder(entries: [MDSFiles.entry()]); b.number = 12; return b }().signed(by: stranger))
+            .write(to: URL(fileURLWithPath: dir + "/blob.jwt"))
+        store.reload()
+        #expect(store.current.blob?.number == 7 && store.current.lastError?.contains("not mds.fidoalliance.org") == true)
+        try MDSFiles.write(dir, number: 10, mds: mds)
+        try Data(mds.revokingSigner.der).write(to: URL(fileURLWithPath: dir + "/crls/root.crl"))
         store.reload()
         #expect(store.current.blob?.number == 7 && store.current.lastError?.contains("revoked") == true)
         try FileManager.default.removeItem(atPath: dir + "/crls/root.crl")
-        try MDSFiles.write(dir, number: 3)
+        try MDSFiles.write(dir, number: 3, mds: mds)
         store.reload()
         #expect(store.current.blob?.number == 7 && store.current.lastError?.contains("older") == true)
         guard case .loaded = store.policy().source else { Issue.record("the good BLOB must stay in use"); return }
 
         // A good newer one replaces it.
-        try MDSFiles.write(dir, number: 11)
+        try MDSFiles.write(dir, number: 11, mds: mds)
         store.reloadIfChanged()
         #expect(store.current.blob?.number == 11 && store.current.lastError == nil)
     }
 
-    @Test func withoutConfigurationMetadataIsOff() {
-        let store = MDSFiles.store(nil)
+    /// SPEC: no rollback to an older list, across restarts and instances (the number is in PostgreSQL).
+    @Test func aRestartWithAnOlderBLOBIsRefusedAndFailsClosed() throws {
+        let mds = TestMetadataService()
+        let dir = try MDSFiles.folder(number: 7, mds: mds)
+        #expect(try MDSFiles.store(dir).reload().get().number == 7)
+
+        // A restarted instance (nothing in memory) finds an older file: refused, attested registrations fail closed.
+        try MDSFiles.write(dir, number: 6, mds: mds)
+        let restarted = try MDSFiles.store(dir)
+        guard case .failure(let e) = restarted.reload() else { Issue.record("an older BLOB loaded after a restart"); return }
+        #expect(e.description.contains("older than the last BLOB accepted (7)"), "\(e)")
+        #expect(restarted.current.blob == nil)
+        guard case .unavailable = restarted.policy().source else { Issue.record("expected fail closed"); return }
+
+        // The same BLOB again is fine; so is a newer one, which then holds every instance to it.
+        try MDSFiles.write(dir, number: 7, mds: mds)
+        #expect(try restarted.reload().get().number == 7)
+        let other = try MDSFiles.folder(number: 9, mds: mds)
+        #expect(try MDSFiles.store(other).reload().get().number == 9)
+        restarted.reload()
+        #expect(restarted.current.blob?.number == 7, "the good one in use stays")
+        #expect(restarted.current.lastError?.contains("older than the last BLOB accepted (9)") == true)
+
+        // Another root is another list: its numbers are its own.
+        let elsewhere = try MDSFiles.folder(number: 2, mds: TestMetadataService())
+        #expect(try MDSFiles.store(elsewhere).reload().get().number == 2)
+    }
+
+    @Test func withoutTheDatabaseNoBLOBIsAccepted() throws {
+        let dir = try MDSFiles.folder(number: 1, mds: TestMetadataService())
+        let store = try MDSFiles.store(dir, databaseURL: "postgresql://latchkey@127.0.0.1:1/none?connect_timeout=2")
+        guard case .failure(let e) = store.reload() else { Issue.record("loaded without the rollback check"); return }
+        #expect(e.description.contains("cannot check BLOB number 1"), "\(e)")
+        guard case .unavailable = store.policy().source else { Issue.record("expected fail closed"); return }
+    }
+
+    @Test func aConfiguredSignerNameAcceptsAnotherSigner() throws {
+        let mds = TestMetadataService(signerCommonName: "FIDO Conformance MDS Signer", signerDNSNames: [])
+        let dir = try MDSFiles.folder(number: 1, mds: mds)
+        let refused = try MDSFiles.store(dir)
+        #expect(throws: MetadataLoadError.self) { try refused.reload().get() }
+        #expect(refused.current.lastError?.contains("subject CN is FIDO Conformance MDS Signer, not mds.fidoalliance.org") == true)
+        let configured = try MDSFiles.store(dir) { $0.mdsSigner = "fido conformance mds signer" }
+        #expect(try configured.reload().get().number == 1)
+    }
+
+    @Test func withoutConfigurationMetadataIsOff() throws {
+        let store = try MDSFiles.store(nil)
         #expect(!store.isConfigured)
         #expect(!store.policy().isActive)
     }
@@ -102,6 +161,11 @@ enum MDSFiles {
             "LATCHKEY_AUTHENTICATORS_DENY": "ea9b8d66-4d01-1d21-3ce4-b6b48cb575d4", "LATCHKEY_REQUIRE_CERTIFIED": "FIDO_CERTIFIED_L2",
         ])
         #expect(c.mdsBlobPath == "/b.jwt" && c.mdsRootPath == "/r.pem" && c.mdsCRLDirectory == "/crls" && c.mdsMaxStale == 86400)
+        #expect(c.mdsSigner == "mds.fidoalliance.org")
+        #expect(try Configuration.fromEnvironment(["LATCHKEY_MDS_SIGNER": "mds.conformance.example"]).mdsSigner == "mds.conformance.example")
+        for bad in ["*.fidoalliance.org", " mds.fidoalliance.org", "mds\u{7F}", "m\u{00FC}ds.example"] {
+            #expect(throws: Configuration.Invalid.self, "\(bad)") { try Configuration.fromEnvironment(["LATCHKEY_MDS_SIGNER": bad]) }
+        }
         #expect(c.authenticatorsAllow?.count == 2 && c.authenticatorsDeny.count == 1 && c.requireCertified == .l2)
         #expect(throws: Configuration.Invalid.self) { try Configuration.fromEnvironment(["LATCHKEY_AUTHENTICATORS_DENY": "nope"]) }
         #expect(throws: Configuration.Invalid.self) {

@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 import JSON
 import Testing
 import WebAuthn
@@ -146,6 +147,96 @@ enum MetadataFixture {
         #expect(parsed[0].lists(MetadataFixture.mds.signer.chain[0]))
         #expect(parsed[0].isIssued(by: MetadataFixture.mds.root.certificate))
         #expect(!parsed[0].isIssued(by: MetadataFixture.otherRoot.certificate))
+    }
+}
+
+/// SPEC "Authenticator metadata": the BLOB's signing certificate (x5c leaf) must name
+/// `mds.fidoalliance.org` (LATCHKEY_MDS_SIGNER: another name) in a subjectAltName dNSName, else —
+/// only when it has none — in its subject CN. Any other certificate the root issued is refused.
+@Suite struct MetadataSignerNameTests {
+    /// Verifies a BLOB signed by a certificate with `cn` and `dns` under a fresh test root.
+    static func verify(cn: String = "Latchkey Test MDS BLOB Signer", dns: [String], signer: String = MetadataBLOB.defaultSigner,
+                       trace: VerificationTrace? = nil) throws(WebAuthnError) -> MetadataBLOB {
+        let mds = TestMetadataService(signerCommonName: cn, signerDNSNames: dns)
+        return try MetadataBLOB.verify(bytes: mds.blob(MetadataBLOBBuilder()), roots: [mds.root.certificate], signer: signer,
+                                       at: MetadataFixture.now, trace: trace)
+    }
+
+    static func refusal(cn: String = "Latchkey Test MDS BLOB Signer", dns: [String], signer: String = MetadataBLOB.defaultSigner) -> String? {
+        let trace = VerificationTrace()
+        do { _ = try verify(cn: cn, dns: dns, signer: signer, trace: trace); return nil } catch {
+            #expect(error.code == .metadataInvalid)
+            #expect(trace.checks.last?.name == "blob.signer", "\(trace.checks.map(\.name))")
+            return error.reason
+        }
+    }
+
+    @Test func theRealMDSSignerChainsToTheShippedRootAndCarriesTheDefaultName() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/mds/fido-mds3-blob-signer-2023.pem")
+        let chain = try Certificate.parsePEM(try String(contentsOf: url, encoding: .utf8))
+        #expect(chain.count == 2)
+        let leaf = try #require(chain.first)
+        #expect(try leaf.subjectAltNameDNSNames == ["mds.fidoalliance.org"])
+        #expect(leaf.commonName == "mds.fidoalliance.org")
+        // 2024-01-01, inside the leaf's validity: the real x5c leads to the shipped GlobalSign root.
+        let path = try CertificatePath.validate(leaf: leaf, intermediates: Array(chain.dropFirst()), anchors: FIDOMetadataRoot.certificates,
+                                                at: 1_704_067_200)
+        #expect(path.last?.der == FIDOMetadataRoot.certificates.first?.der)
+        try MetadataBLOB.requireSignerName(leaf, MetadataBLOB.defaultSigner)
+        #expect(throws: WebAuthnError(.metadataInvalid, "")) { try MetadataBLOB.requireSignerName(leaf, "mds3.fidoalliance.org") }
+        // Its intermediate, also issued under the root, names no signer: it could not sign a BLOB.
+        #expect(throws: WebAuthnError(.metadataInvalid, "")) { try MetadataBLOB.requireSignerName(chain[1], MetadataBLOB.defaultSigner) }
+    }
+
+    @Test(arguments: [["mds.fidoalliance.org"], ["MDS.FidoAlliance.ORG"], ["example.org", "mds.fidoalliance.org"]])
+    func aDNSNameOfTheSubjectAltNameNamesTheSigner(_ dns: [String]) throws {
+        #expect(try Self.verify(dns: dns).number == 1)
+    }
+
+    @Test func withoutADNSNameTheSubjectCNNamesTheSigner() throws {
+        #expect(try Self.verify(cn: "mds.fidoalliance.org", dns: []).number == 1)
+        #expect(try Self.verify(cn: "Mds.FIDOalliance.org", dns: []).number == 1)
+        #expect(Self.refusal(cn: "Latchkey Test MDS BLOB Signer", dns: [])?.contains("subject CN") == true)
+    }
+
+    @Test func aDNSNameElsewhereIsNotOverriddenByTheCN() {
+        // RFC 6125 §6.4.4: with a DNS-ID present, the CN is not looked at.
+        let reason = Self.refusal(cn: "mds.fidoalliance.org", dns: ["shop.example"])
+        #expect(reason?.contains("subjectAltName dNSName is shop.example") == true, "\(reason ?? "accepted")")
+    }
+
+    @Test(arguments: ["*.fidoalliance.org", "*", "fidoalliance.org", "mds.fidoalliance.org.", "mds.fidoalliance.org.evil.example",
+                      "evilmds.fidoalliance.org", "x.mds.fidoalliance.org", "mds.fidoalliance.or", " mds.fidoalliance.org"])
+    func onlyTheExactNameCounts(_ name: String) {
+        #expect(Self.refusal(dns: [name]) != nil, "\(name)")
+        #expect(Self.refusal(cn: name, dns: []) != nil, "CN \(name)")
+    }
+
+    @Test func anEmptyNameNamesNothing() {
+        #expect(Self.refusal(dns: [""]) != nil)
+        #expect(Self.refusal(dns: [""], signer: "") != nil)
+    }
+
+    @Test func letterCaseFoldsForASCIIOnly() {
+        // U+212A KELVIN SIGN lower-cases to "k" in Unicode; DNS names fold A–Z only (RFC 4343).
+        #expect(Self.refusal(cn: "\u{212A}ey.example", dns: [], signer: "key.example") != nil)
+        #expect(Self.refusal(cn: "KEY.example", dns: [], signer: "key.example") == nil)
+    }
+
+    @Test func anotherSignerNameCanBeConfigured() throws {
+        #expect(try Self.verify(dns: ["mds.conformance.example"], signer: "mds.conformance.example").number == 1)
+        #expect(Self.refusal(dns: ["mds.conformance.example"])?.contains("not mds.fidoalliance.org") == true)
+        #expect(Self.refusal(dns: ["mds.fidoalliance.org"], signer: "mds.conformance.example") != nil)
+    }
+
+    @Test func aSubjectAltNameThatDoesNotParseIsRefused() {
+        let root = TestCertificateAuthority.root("Latchkey Test MDS Root")
+        let broken = Certificate.Extension(oid: "2.5.29.17", critical: false, derValue: [0x30, 0x03, 0x82, 0x05, 0x61])
+        let (key, leaf) = root.leaf(subject: [("CN", "mds.fidoalliance.org")], extensions: [broken])
+        let blob = MetadataBLOBBuilder().signed(by: MetadataSigner(key: key, chain: [leaf]))
+        #expect(throws: WebAuthnError(.metadataInvalid, "")) {
+            try MetadataBLOB.verify(bytes: blob, roots: [root.certificate], at: MetadataFixture.now)
+        }
     }
 }
 

@@ -16,7 +16,9 @@ public enum AppAttestVerifier {
     /// Apple App Attestation Root CA valid at policy.now, nonce extension 1.2.840.113635.100.8.2 ==
     /// SHA-256(authData ‖ clientDataHash), key id == SHA-256(public key), rpIdHash == SHA-256(one of policy.iosApps),
     /// counter 0, AAGUID "appattest"+7×00 (or "appattestdevelop" when policy.appAttestDevelopment), credentialId == keyId.
-    /// `clientDataHash` = SHA-256(enrolment challenge bytes) on the server.
+    /// `clientDataHash` is the bytes the app passed to `attestKey(_:clientDataHash:)`, of any length
+    /// (Apple's API takes any `Data`; the server always passes SHA-256(enrolment challenge bytes),
+    /// `latchkey inspect device-key --client-data-hash` whatever a sample used).
     public static func verifyAttestation(keyId: [UInt8], attestationObject: [UInt8], clientDataHash: [UInt8],
                                          policy: DeviceKeyAttestationPolicy, trace: AttestationTrace? = nil) throws(DeviceKeyError) -> AttestedDeviceKey {
         let check = Checker(trace: trace)
@@ -81,7 +83,6 @@ struct VerifiedAppAttestation: Sendable {
          check: AppAttestVerifier.Checker) throws(DeviceKeyError) {
         let authData = object.authenticatorData
         let credCert = object.credentialCertificate
-        try check.require("appattest.clientDataHash", clientDataHash.count == 32, "clientDataHash must be 32 bytes (SHA-256)")
         try check.require("appattest.keyIdLength", keyId.count == 32, "keyId must be 32 bytes (SHA-256 of the public key)")
 
         // Step 1: x5c holds credCert then the intermediate; the path ends at a trust anchor (the Apple

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Storage
 import Synchronization
 import WebAuthn
 
@@ -39,17 +40,41 @@ public enum MetadataFiles {
         return out
     }
 
-    /// Reads and verifies the configured BLOB at `now`.
-    public static func load(blobPath: String, rootPath: String?, crlDirectory: String?, maxStaleSeconds: Int64, at now: Int64,
+    /// Reads and verifies the configured BLOB at `now` (signed by a certificate naming `signer`).
+    public static func load(blobPath: String, rootPath: String?, crlDirectory: String?, signer: String = MetadataBLOB.defaultSigner,
+                            maxStaleSeconds: Int64, at now: Int64,
                             trace: VerificationTrace? = nil) throws(MetadataLoadError) -> (blob: MetadataBLOB, crls: [CertificateRevocationList]) {
         let roots = try roots(path: rootPath)
         let crls = try crls(directory: crlDirectory)
         let bytes = try read(blobPath)
         do {
-            return (try MetadataBLOB.verify(bytes: bytes, roots: roots, crls: crls, maxStaleSeconds: maxStaleSeconds, at: now, trace: trace), crls)
+            return (try MetadataBLOB.verify(bytes: bytes, roots: roots, crls: crls, signer: signer, maxStaleSeconds: maxStaleSeconds,
+                                            at: now, trace: trace), crls)
         } catch {
             throw MetadataLoadError("\(blobPath): \(error.reason)")
         }
+    }
+
+    /// The key a BLOB's number is kept under: SHA-256 of the root its signer's chain ends at (the
+    /// FIDO Alliance's numbers are its own; a conformance tool's BLOBs under another root are another list).
+    public static func ledgerKey(_ blob: MetadataBLOB) -> [UInt8] { Digest.sha256(blob.signerChain.last?.der ?? []) }
+
+    /// SPEC "no rollback": `blob`'s number becomes the last accepted one under its root unless a
+    /// higher one is stored (then it is refused); a database that cannot answer refuses it too.
+    public static func recordAccepted(_ blob: MetadataBLOB, in ledger: MetadataStateRepository, path: String) throws(MetadataLoadError) {
+        let acceptance: MetadataBLOBAcceptance
+        do { acceptance = try ledger.accept(number: blob.number, root: ledgerKey(blob)) } catch {
+            throw MetadataLoadError("\(path): cannot check BLOB number \(blob.number) against the last one accepted (database: \(error)); refused")
+        }
+        if case .rollback(let last) = acceptance { throw rollback(blob, lastAccepted: last, path: path) }
+    }
+
+    public static func rollback(_ blob: MetadataBLOB, lastAccepted: Int, path: String) -> MetadataLoadError {
+        MetadataLoadError("\(path): BLOB number \(blob.number) is older than the last BLOB accepted (\(lastAccepted)): no rollback to an older list")
+    }
+
+    static func olderThanInUse(_ blob: MetadataBLOB, _ old: MetadataBLOB, path: String) -> MetadataLoadError {
+        MetadataLoadError("\(path): BLOB number \(blob.number) is older than the one in use (\(old.number))")
     }
 
     static func read(_ path: String) throws(MetadataLoadError) -> [UInt8] {
@@ -62,8 +87,11 @@ public enum MetadataFiles {
 
 /// The authenticator metadata this instance uses (SPEC "Authenticator metadata"): kept in memory,
 /// reloaded on SIGHUP (`reload()`) or when a file changes (`reloadIfChanged()`, polled). A BLOB
-/// that fails verification never replaces a good one, nor does an older BLOB (smaller `no`).
-/// Configured but never loaded, `policy()` says `.unavailable`, and attested registrations fail closed.
+/// that fails verification never replaces a good one, nor does an older BLOB: its `no` must not be
+/// below the one in use here, nor below the last one any instance accepted under the same root
+/// (`MetadataStateRepository`, in PostgreSQL, so a restart with an older file is refused too; when
+/// the database cannot say, the BLOB is refused). Configured but never loaded, `policy()` says
+/// `.unavailable`, and attested registrations fail closed.
 public final class MetadataStore: Sendable {
     struct State {
         var blob: MetadataBLOB? = nil
@@ -75,12 +103,14 @@ public final class MetadataStore: Sendable {
 
     let configuration: Configuration
     let runtime: Runtime
+    let ledger: MetadataStateRepository
     private let state: Mutex<State>
     private let watching = Mutex<Bool>(false)
 
-    init(configuration: Configuration, runtime: Runtime) {
+    init(configuration: Configuration, runtime: Runtime, ledger: MetadataStateRepository) {
         self.configuration = configuration
         self.runtime = runtime
+        self.ledger = ledger
         var initial = State(policy: .off)
         initial.policy = Self.policy(configuration, blob: nil, crls: [], error: "not loaded yet")
         state = Mutex(initial)
@@ -108,12 +138,14 @@ public final class MetadataStore: Sendable {
         let result: Result<MetadataBLOB, MetadataLoadError>
         do {
             let (blob, crls) = try MetadataFiles.load(blobPath: path, rootPath: configuration.mdsRootPath,
-                                                      crlDirectory: configuration.mdsCRLDirectory,
+                                                      crlDirectory: configuration.mdsCRLDirectory, signer: configuration.mdsSigner,
                                                       maxStaleSeconds: Int64(configuration.mdsMaxStale), at: runtime.unixTime)
+            try refuseOlderThanInUse(blob, path: path)
+            try MetadataFiles.recordAccepted(blob, in: ledger, path: path)
             result = state.withLock { s in
                 s.stamp = stamp
                 if let old = s.blob, blob.number < old.number {
-                    let e = MetadataLoadError("\(path): BLOB number \(blob.number) is older than the one in use (\(old.number))")
+                    let e = MetadataFiles.olderThanInUse(blob, old, path: path)
                     s.lastError = e.description
                     return .failure(e)
                 }
@@ -136,6 +168,11 @@ public final class MetadataStore: Sendable {
         case .failure(let e): log("metadata BLOB refused, keeping the previous one: \(e.description)")
         }
         return result
+    }
+
+    /// The in-memory rule first (no database round trip for a BLOB this instance already outgrew).
+    private func refuseOlderThanInUse(_ blob: MetadataBLOB, path: String) throws(MetadataLoadError) {
+        if let old = state.withLock({ $0.blob }), blob.number < old.number { throw MetadataFiles.olderThanInUse(blob, old, path: path) }
     }
 
     /// Reloads when the BLOB, root or CRL folder changed since the last load (size or mtime).

@@ -303,33 +303,6 @@ public final class AdminService: Sendable {
         guard let sessions else { throw ServiceError(.internalError, "not available here") }
         try sessions.end(userId: userId, sessionId: sessionId, by: caller)
     }
-
-    // MARK: Admins (`latchkey admins`)
-
-    /// `latchkey admins add <username>`: the user (created when new) gets the admin role and a
-    /// single-use, 10-minute enrolment ticket for a passkey.
-    public func addAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> (user: UserRecord, granted: Bool, ticket: String, expiresAt: Date) {
-        try validateName(username, "username")
-        let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: username)
-        let (user, granted) = try storage { () throws(StorageError) in
-            try admins.grant(candidate: candidate, by: caller.actor) { user, granted in
-                caller.record(.adminAdded, subject: user.id, detail: [("username", .string(user.username)), ("granted", .bool(granted))])
-            }
-        }
-        let (ticket, expires) = try passkeyTicket(userId: user.id, by: caller)
-        return (user, granted, ticket, expires)
-    }
-
-    public func listAdmins() throws(ServiceError) -> [AdminRecord] {
-        try storage { () throws(StorageError) in try admins.admins() }
-    }
-
-    /// Takes the role away; the user and their passkeys stay. False when `username` is no admin.
-    public func removeAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
-        try storage { () throws(StorageError) in
-            try admins.revoke(username: username) { user in caller.record(.adminRemoved, subject: user.id, detail: [("username", .string(user.username))]) }
-        } != nil
-    }
 }
 
 /// Who makes an admin request: the admin key (`admin-key`), an admin user (their user id), or the

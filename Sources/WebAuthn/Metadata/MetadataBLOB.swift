@@ -71,13 +71,18 @@ public struct MetadataBLOB: Sendable {
     public func entry(aaguid: [UInt8]) -> MetadataEntry? { byAAGUID[aaguid].map { entries[$0] } }
     public func entry(keyIdentifier: String) -> MetadataEntry? { byKeyIdentifier[keyIdentifier.lowercased()].map { entries[$0] } }
 
+    /// The name the FIDO Alliance's BLOB signing certificate carries (subjectAltName dNSName and CN).
+    public static let defaultSigner = "mds.fidoalliance.org"
+
     /// MDS3 §3.2 "Metadata BLOB object processing rules", offline:
     /// the x5c chain leads to one of `roots` at `now` with no certificate expired or revoked by
-    /// `crls` (steps 3-4); the JWS signature verifies with the signer's key (step 5); the payload
-    /// decodes; `nextUpdate` is not past by more than `maxStaleSeconds` (SPEC: LATCHKEY_MDS_MAX_STALE).
+    /// `crls` (steps 3-4); the signing certificate names `signer` (SPEC: LATCHKEY_MDS_SIGNER); the JWS
+    /// signature verifies with the signer's key (step 5); the payload decodes; `nextUpdate` is not
+    /// past by more than `maxStaleSeconds` (SPEC: LATCHKEY_MDS_MAX_STALE).
     /// Whatever fails, the whole BLOB is refused (`metadata_invalid`). Check names `blob.*`.
+    /// Rollback (a `no` below the last accepted one) is the caller's: it needs the stored number.
     public static func verify(_ parsed: ParsedMetadataBLOB, roots: [Certificate], crls: [CertificateRevocationList] = [],
-                              maxStaleSeconds: Int64 = 2_592_000, at now: Int64,
+                              signer: String = defaultSigner, maxStaleSeconds: Int64 = 2_592_000, at now: Int64,
                               trace: VerificationTrace? = nil) throws(WebAuthnError) -> MetadataBLOB {
         trace.decoded("blob", .object([
             ("alg", .string(parsed.algorithm)),
@@ -93,6 +98,8 @@ public struct MetadataBLOB: Sendable {
         } catch {
             try trace.fail("blob.chain", .metadata("BLOB signer: \(error.reason)"))
         }
+        // SPEC: any certificate the root issued chains; only the one naming the signer may sign.
+        try requireSignerName(leaf, signer, trace: trace)
         // Step 5: the JWS signature (RFC 7515 §5.2) with the signer's key; ES256 is raw r||s (RFC 7518 §3.4).
         let key: PublicKey
         do { key = try leaf.publicKey } catch { try trace.fail("blob.signature", .metadata("BLOB signer key is unsupported")) }
@@ -144,12 +151,35 @@ public struct MetadataBLOB: Sendable {
 
     /// Parse and verify in one step.
     public static func verify(bytes: [UInt8], roots: [Certificate], crls: [CertificateRevocationList] = [],
-                              maxStaleSeconds: Int64 = 2_592_000, at now: Int64,
+                              signer: String = defaultSigner, maxStaleSeconds: Int64 = 2_592_000, at now: Int64,
                               trace: VerificationTrace? = nil) throws(WebAuthnError) -> MetadataBLOB {
         let parsed: ParsedMetadataBLOB
         do { parsed = try ParsedMetadataBLOB(bytes: bytes); trace.pass("blob.jws") } catch {
             try trace.fail("blob.jws", error)
         }
-        return try verify(parsed, roots: roots, crls: crls, maxStaleSeconds: maxStaleSeconds, at: now, trace: trace)
+        return try verify(parsed, roots: roots, crls: crls, signer: signer, maxStaleSeconds: maxStaleSeconds, at: now, trace: trace)
+    }
+
+    /// SPEC "Authenticator metadata": the signing certificate names `signer` in a dNSName of its
+    /// subjectAltName or, when it has no dNSName there, in its subject CN (RFC 6125 §6.4.4: a CN
+    /// counts only without DNS-IDs). Exact, ASCII case-insensitive (DNS names are, RFC 4343);
+    /// no wildcards. Check `blob.signer`.
+    public static func requireSignerName(_ leaf: Certificate, _ signer: String, trace: VerificationTrace? = nil) throws(WebAuthnError) {
+        let dnsNames: [String]
+        do { dnsNames = try leaf.subjectAltNameDNSNames } catch {
+            try trace.fail("blob.signer", .metadata("BLOB signer certificate: \(error.reason)"))
+        }
+        let (names, field) = dnsNames.isEmpty
+            ? (leaf.subject.filter { $0.oid == "2.5.4.3" }.map(\.value), "subject CN")
+            : (dnsNames, "subjectAltName dNSName")
+        let wanted = asciiLowercased(signer)
+        let named = !wanted.isEmpty && names.contains { asciiLowercased($0) == wanted }
+        try trace.require("blob.signer", named, .metadata(
+            "BLOB signer certificate's \(field) is \(names.isEmpty ? "empty" : names.joined(separator: ", ")), not \(signer) (LATCHKEY_MDS_SIGNER)"))
+    }
+
+    /// A–Z to a–z and nothing else: Unicode case mapping would fold look-alikes (U+212A KELVIN SIGN → k).
+    private static func asciiLowercased(_ text: String) -> [UInt8] {
+        text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
     }
 }

@@ -2,21 +2,30 @@ import Foundation
 import LatchkeyServer
 import Storage
 
-/// `latchkey admins add|list|remove`: the admin role, straight in PostgreSQL (DATABASE_URL).
+/// `latchkey admins add|grant|list|remove`: the admin role, straight in PostgreSQL (DATABASE_URL).
 enum AdminsCommand: Command {
     static let name = "admins"
-    static let summary = "add, list or remove admin console users (DATABASE_URL)"
+    static let summary = "add, grant, list or remove admin console users (DATABASE_URL)"
     static let help = """
         usage: latchkey admins add <username> [--origin URL]
+               latchkey admins grant <username>
                latchkey admins list
                latchkey admins remove <username>
 
-        add     gives <username> the admin role (creating the user when there is none) and prints, as
-                its last line, the one-time enrolment link <origin>/admin/?ticket=<ticket> for the
-                admin's first passkey: single use, 10 minutes. <origin> is --origin, else the first
-                web origin of LATCHKEY_ORIGINS, else LATCHKEY_ISSUER.
+        add     creates the user <username> with the admin role and prints, as its last line, the
+                one-time enrolment link <origin>/admin/?ticket=<ticket> for the admin's first
+                passkey: single use, 10 minutes. <origin> is --origin, else the first web origin of
+                LATCHKEY_ORIGINS, else LATCHKEY_ISSUER. A username that exists is refused (exit 1):
+                use grant for an existing account.
+        grant   gives the existing account <username> the admin role, without asking: it first
+                prints the account's passkeys (id, provider, created, last used) and device keys,
+                which is what the role will trust, then grants — only if they are still exactly
+                those (else nothing changes, exit 1). Unknown username: exit 1.
         list    one admin a line: username, user id, since, granted by.
         remove  takes the role away (the user and their passkeys stay).
+
+        Every change is in the audit log with actor `cli` (admin.added, admin.granted, admin.removed).
+        Exit status: 0 done, 1 refused (exists, unknown, not an admin, changed), 64 bad usage.
         """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -28,9 +37,15 @@ enum AdminsCommand: Command {
         let verb = args.positionals.first
         let target = args.positionals.dropFirst().first
         switch verb {
-        case "list": break
-        case "add", "remove": if target == nil { printError("latchkey admins: \(verb!) needs a username\n\n\(help)"); return ExitCode.usage }
-        default: printError("latchkey admins: say add, list or remove\n\n\(help)"); return ExitCode.usage
+        case "list":
+            if args.positionals.count > 1 { printError("latchkey admins: list takes no arguments\n\n\(help)"); return ExitCode.usage }
+        case "add", "grant", "remove":
+            if target == nil { printError("latchkey admins: \(verb!) needs a username\n\n\(help)"); return ExitCode.usage }
+            if args.positionals.count > 2 { printError("latchkey admins: \(verb!) takes one username\n\n\(help)"); return ExitCode.usage }
+        default: printError("latchkey admins: say add, grant, list or remove\n\n\(help)"); return ExitCode.usage
+        }
+        if verb != "add", args.value("origin") != nil {
+            printError("latchkey admins: --origin applies to add\n\n\(help)"); return ExitCode.usage
         }
         let configuration: Configuration
         do { configuration = try Configuration.fromEnvironment() } catch {
@@ -45,12 +60,19 @@ enum AdminsCommand: Command {
                 switch verb {
                 case "add":
                     let added = try admin.addAdmin(username: target!, by: .named("cli"))
-                    print(added.granted ? "\(added.user.username) is now an admin (user \(added.user.id))"
-                                        : "\(added.user.username) was already an admin (user \(added.user.id))")
-                    print("enrolment link, single use, until \(ISO8601DateFormatter().string(from: added.expiresAt)):")
+                    print("\(added.user.username) is now an admin (user \(added.user.id))")
+                    print("enrolment link, single use, until \(iso(added.expiresAt)):")
                     var base = origin
                     while base.hasSuffix("/") { base.removeLast() }
                     print("\(base)/admin/?ticket=\(added.ticket)")
+                case "grant":
+                    let preview = try admin.adminGrantPreview(username: target!)
+                    printTrusted(preview)
+                    if try admin.grantAdmin(preview, by: .named("cli")) {
+                        print("\(preview.user.username) is now an admin (user \(preview.user.id))")
+                    } else {
+                        print("\(preview.user.username) was already an admin (user \(preview.user.id)); nothing changed")
+                    }
                 case "remove":
                     guard try admin.removeAdmin(username: target!, by: .named("cli")) else {
                         printError("latchkey admins: \(target!) is not an admin"); return ExitCode.failure
@@ -58,15 +80,39 @@ enum AdminsCommand: Command {
                     print("removed the admin role from \(target!)")
                 default:
                     for a in try admin.listAdmins() {
-                        print("\(a.user.username)\t\(a.user.id)\t\(ISO8601DateFormatter().string(from: a.createdAt))\t\(a.createdBy)")
+                        print("\(a.user.username)\t\(a.user.id)\t\(iso(a.createdAt))\t\(a.createdBy)")
                     }
                 }
                 return ExitCode.success
-            } catch where error.code == .invalidRequest || error.code == .conflict {
+            } catch where error.code == .conflict || error.code == .notFound {
+                // An existing username for add, an unknown one for grant, an account that changed mid-grant.
+                printError("latchkey admins: \(error.detail)"); return ExitCode.failure
+            } catch where error.code == .invalidRequest {
                 printError("latchkey admins: \(error.detail)"); return ExitCode.usage
             } catch {
                 printError("latchkey admins: \(error)"); return ExitCode.failure
             }
         }
     }
+
+    /// The account `grant` is about to trust: one line per passkey and per device key.
+    static func printTrusted(_ preview: AdminGrantPreview) {
+        print("\(preview.user.username) (user \(preview.user.id)): the admin role will trust")
+        let passkeys = preview.passkeys
+        print("passkeys (\(passkeys.count)):" + (passkeys.isEmpty ? " none" : ""))
+        for p in passkeys {
+            var line = "  \(p.id)\tprovider \(p.provider ?? "unknown (AAGUID \(p.aaguid))")\tcreated \(iso(p.createdAt))"
+                + "\tlast used \(p.lastUsedAt.map(iso) ?? "never")\tname \(p.name)"
+            if let from = p.approvesFrom, from > Date() { line += "\tapproves nothing until \(iso(from))" }
+            print(line)
+        }
+        let keys = preview.deviceKeys
+        print("device keys (\(keys.count)):" + (keys.isEmpty ? " none" : ""))
+        for k in keys {
+            print("  \(k.id)\t\(k.platform) \(k.name)\tattestation \(k.attestationFormat) (\(k.securityLevel))\tcreated \(iso(k.createdAt))"
+                  + "\tlast used \(k.lastUsedAt.map(iso) ?? "never")")
+        }
+    }
+
+    static func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }
 }

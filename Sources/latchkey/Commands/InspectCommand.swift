@@ -31,7 +31,8 @@ enum InspectCommand: Command {
           --app-id URL                  FIDO AppID accepted when the client reports the appid extension
           --mds FILE                    registration: apply this FIDO MDS3 BLOB (verified now); the report
                                         shows which statement matched and why a chain failed
-          --mds-root FILE               PEM root of the BLOB's signer (default: the shipped FIDO root)
+          --mds-root FILE               PEM root of the BLOB's signer (default: the shipped FIDO root); the
+                                        signing certificate must name LATCHKEY_MDS_SIGNER (mds.fidoalliance.org)
           --mds-crls DIR                CRL files for the BLOB's and the attestation's chains
           --deny AAGUID                 with --mds: refuse this AAGUID; repeatable
           -h, --help                    show this help
@@ -85,8 +86,10 @@ enum InspectCommand: Command {
                 guard ceremony == .registration else { throw UsageError(message: "--mds applies to registration") }
                 // The BLOB is today's data: verified at the real time; the credential at --at.
                 do {
+                    let signer = Configuration.processEnvironment()["LATCHKEY_MDS_SIGNER"].flatMap { $0.isEmpty ? nil : $0 }
+                        ?? MetadataBLOB.defaultSigner
                     let (blob, crls) = try MetadataFiles.load(blobPath: mds, rootPath: args.value("mds-root"),
-                                                              crlDirectory: args.value("mds-crls"), maxStaleSeconds: 2_592_000,
+                                                              crlDirectory: args.value("mds-crls"), signer: signer, maxStaleSeconds: 2_592_000,
                                                               at: VerificationPolicy.systemClock())
                     options.metadata = MetadataPolicy(source: .loaded(blob), crls: crls)
                 } catch { throw UsageError(message: "--mds: \(error.description)") }

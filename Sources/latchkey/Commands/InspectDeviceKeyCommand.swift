@@ -20,7 +20,8 @@ enum InspectDeviceKeyCommand {
 
         options:
           --challenge C                 the enrolment challenge bytes, base64url (Android; App Attest hashes it)
-          --client-data-hash H          App Attest: the clientDataHash itself, base64url (instead of SHA-256(C))
+          --client-data-hash H          App Attest: the bytes the app passed as clientDataHash, base64url, of any
+                                        length (instead of SHA-256(C))
           --app A                       a declared app; repeatable: android:<package>:<AB:CD:… SHA-256 of the
                                         signing certificate> or ios:<teamId>.<bundleId>
           --at TIME                     verify as if now were TIME (ISO 8601); default now
@@ -196,7 +197,8 @@ enum InspectDeviceKeyCommand {
                 challenge = bytes
             }
             if let h = args.value("client-data-hash") {
-                guard let bytes = Base64URL.decode(h), bytes.count == 32 else { throw UsageError(message: "--client-data-hash is not a base64url SHA-256") }
+                // Any length: the bytes the app passed as clientDataHash (Apple takes any Data; samples use 24 bytes too).
+                guard let bytes = Base64URL.decode(h) else { throw UsageError(message: "--client-data-hash is not base64url") }
                 clientDataHash = bytes
             }
             guard challenge != nil || clientDataHash != nil else { throw UsageError(message: "--challenge (or, for App Attest, --client-data-hash) is required") }

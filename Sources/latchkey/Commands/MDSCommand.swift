@@ -1,7 +1,9 @@
 import Crypto
 import Curl
+import Foundation
 import JSON
 import LatchkeyServer
+import Storage
 import WebAuthn
 #if canImport(Glibc)
 import Glibc
@@ -12,29 +14,35 @@ enum MDSCommand: Command {
     static let name = "mds"
     static let summary = "FIDO metadata (MDS3) BLOB: fetch, check, show one statement"
     static let help = """
-        usage: latchkey mds check [--blob F] [--root F] [--crls D] [--max-stale S] [--at TIME]
-               latchkey mds show <aaguid> [--blob F] [--root F] [--crls D] [--max-stale S] [--at TIME]
-               latchkey mds fetch --out F [--url U] [--root F] [--crls D] [--max-stale S]
+        usage: latchkey mds check [--blob F] [--root F] [--crls D] [--signer NAME] [--max-stale S] [--at TIME]
+               latchkey mds show <aaguid> [--blob F] [--root F] [--crls D] [--signer NAME] [--max-stale S] [--at TIME]
+               latchkey mds fetch --out F [--url U] [--root F] [--crls D] [--signer NAME] [--max-stale S]
 
-        check   verifies the BLOB (JWS signature, x5c chain to the root with CRLs, nextUpdate) and
-                prints its number, nextUpdate and entry count, or why it is refused.
+        check   verifies the BLOB (JWS signature, x5c chain to the root with CRLs, a signing
+                certificate that names the signer, nextUpdate) and prints its number, nextUpdate and
+                entry count, or why it is refused. With DATABASE_URL set it also compares the number
+                with the last BLOB accepted under that root (no rollback) and records nothing;
+                without it the BLOB is checked alone, and it says so.
         show    prints the statement for one AAGUID and its latest status as JSON.
         fetch   downloads the BLOB over HTTPS (default https://mds3.fidoalliance.org/), verifies it
                 and only then replaces F (atomically, so a serving instance never reads half a file).
 
         Defaults come from the environment: LATCHKEY_MDS_BLOB, LATCHKEY_MDS_ROOT (else the shipped
-        FIDO Alliance root), LATCHKEY_MDS_CRLS, LATCHKEY_MDS_MAX_STALE (else 2592000 s).
+        FIDO Alliance root), LATCHKEY_MDS_CRLS, LATCHKEY_MDS_SIGNER (else mds.fidoalliance.org: the
+        name the signing certificate must carry in a subjectAltName dNSName, else in its CN),
+        LATCHKEY_MDS_MAX_STALE (else 2592000 s), DATABASE_URL.
         Exit status: 0 good, 1 refused or not found, 64 bad usage.
         """
 
     static func run(_ arguments: [String]) -> Int32 {
         do throws(UsageError) {
-            let args = try ParsedArguments(arguments, valued: ["blob", "root", "crls", "max-stale", "at", "out", "url"], flags: ["help"])
+            let args = try ParsedArguments(arguments, valued: ["blob", "root", "crls", "signer", "max-stale", "at", "out", "url"], flags: ["help"])
             if args.has("help") { print(help); return ExitCode.success }
             guard let verb = args.positionals.first else { throw UsageError(message: "say check, show or fetch") }
             let env = Configuration.processEnvironment()
             let root = args.value("root") ?? env["LATCHKEY_MDS_ROOT"].flatMap { $0.isEmpty ? nil : $0 }
             let crls = args.value("crls") ?? env["LATCHKEY_MDS_CRLS"].flatMap { $0.isEmpty ? nil : $0 }
+            let signer = args.value("signer") ?? env["LATCHKEY_MDS_SIGNER"].flatMap { $0.isEmpty ? nil : $0 } ?? MetadataBLOB.defaultSigner
             let staleText = args.value("max-stale") ?? env["LATCHKEY_MDS_MAX_STALE"] ?? "2592000"
             guard let maxStale = Int64(staleText), maxStale >= 0 else { throw UsageError(message: "--max-stale takes seconds") }
             var now = VerificationPolicy.systemClock()
@@ -49,16 +57,34 @@ enum MDSCommand: Command {
                 }
                 let blob: MetadataBLOB
                 do {
-                    blob = try MetadataFiles.load(blobPath: blobPath, rootPath: root, crlDirectory: crls, maxStaleSeconds: maxStale, at: now).blob
+                    blob = try MetadataFiles.load(blobPath: blobPath, rootPath: root, crlDirectory: crls, signer: signer,
+                                                  maxStaleSeconds: maxStale, at: now).blob
                 } catch {
                     print("refused: \(error.description)")
                     return ExitCode.failure
                 }
                 if verb == "check" {
                     guard args.positionals.count == 1 else { throw UsageError(message: "check takes no arguments") }
+                    let rollback: String
+                    switch lastAccepted(blob, env: env) {
+                    case .noDatabase:
+                        rollback = "rollback: not checked (DATABASE_URL is not set: the BLOB is checked alone)"
+                    case .failed(let why):
+                        print("refused: \(blobPath): cannot read the last BLOB accepted (DATABASE_URL): \(why)")
+                        return ExitCode.failure
+                    case .found(nil):
+                        rollback = "rollback: none (no BLOB accepted under this root yet)"
+                    case .found(let (number, at)?):
+                        guard blob.number >= number else {
+                            print("refused: \(MetadataFiles.rollback(blob, lastAccepted: number, path: blobPath).description)")
+                            return ExitCode.failure
+                        }
+                        rollback = "rollback: none (last BLOB accepted: number \(number), \(ISO8601DateFormatter().string(from: at)))"
+                    }
                     print("ok: BLOB number \(blob.number), nextUpdate \(blob.nextUpdate), \(blob.entries.count) entries"
                           + (blob.skipped.isEmpty ? "" : ", \(blob.skipped.count) skipped"))
-                    print("signed by: " + blob.signerChain.map(\.commonName).joined(separator: " → "))
+                    print("signed by: " + blob.signerChain.map(\.commonName).joined(separator: " → ") + " (names \(signer))")
+                    print(rollback)
                     for s in blob.skipped { print("skipped entry \(s.index): \(s.reason)") }
                     return ExitCode.success
                 }
@@ -86,7 +112,7 @@ enum MDSCommand: Command {
                     crlList = try MetadataFiles.crls(directory: crls)
                 } catch { throw UsageError(message: error.description) }
                 let blob: MetadataBLOB
-                do { blob = try MetadataBLOB.verify(bytes: bytes, roots: roots, crls: crlList, maxStaleSeconds: maxStale, at: now) } catch {
+                do { blob = try MetadataBLOB.verify(bytes: bytes, roots: roots, crls: crlList, signer: signer, maxStaleSeconds: maxStale, at: now) } catch {
                     printError("latchkey mds fetch: the downloaded BLOB is refused, \(out) is unchanged: \(error.reason)")
                     return ExitCode.failure
                 }
@@ -103,6 +129,25 @@ enum MDSCommand: Command {
             printError("latchkey mds: \(error.message)\n\n\(help)")
             return ExitCode.usage
         }
+    }
+
+    enum LastAccepted {
+        case noDatabase
+        case failed(String)
+        case found((number: Int, at: Date)?)
+    }
+
+    /// The last BLOB number accepted under `blob`'s root, read (never written) from DATABASE_URL.
+    static func lastAccepted(_ blob: MetadataBLOB, env: [String: String]) -> LastAccepted {
+        guard env["DATABASE_URL"].map({ !$0.isEmpty }) == true else { return .noDatabase }
+        var outcome = LastAccepted.failed("no answer")
+        _ = withDatabase("latchkey mds check", migrate: false) { database, _ in
+            do { outcome = .found(try database.metadataState.lastAccepted(root: MetadataFiles.ledgerKey(blob))) } catch {
+                outcome = .failed("\(error) (has `latchkey migrate` run?)")
+            }
+            return ExitCode.success
+        }
+        return outcome
     }
 
     static func show(_ entry: MetadataEntry) -> JSONValue {

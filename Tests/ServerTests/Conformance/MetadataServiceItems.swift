@@ -35,8 +35,8 @@ enum MetadataService {
     /// An MDS PKI with an intermediate: root → CA → BLOB signer; x5c = signer, CA.
     static func layered(_ base: TestMetadataService) -> (signer: MetadataSigner, ca: TestCertificateAuthority, leaf: Certificate) {
         let ca = base.root.intermediate("Latchkey Test MDS Intermediate")
-        let (key, leaf) = ca.leaf(subject: [("C", "US"), ("O", "Latchkey Test"), ("CN", "Latchkey Test MDS BLOB Signer 2")])
-        return (MetadataSigner(key: key, chain: [leaf, ca.certificate]), ca, leaf)
+        let signer = ca.metadataSigner(commonName: "Latchkey Test MDS BLOB Signer 2")
+        return (signer, ca, signer.chain[0])
     }
 
     static var items: [ConformanceItem] {

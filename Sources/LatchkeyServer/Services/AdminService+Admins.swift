@@ -1,0 +1,100 @@
+import Crypto
+import Foundation
+import JSON
+import Storage
+import WebAuthn
+
+/// The admin role from the command line (`latchkey admins add|grant|list|remove`, SPEC "Admin
+/// console" and "Assurance": Admins). A new admin is a new account that enrols its first passkey
+/// through a ticket; an existing account becomes an admin only through `grantAdmin`, after its
+/// passkeys and device keys were shown — never by `add`, or whoever registered the name first would
+/// be trusted with the console.
+extension AdminService {
+    /// `latchkey admins add <username>`: a new user with the admin role, and a single-use, 10-minute
+    /// enrolment ticket for its first passkey. An existing username → 409 `conflict` (nothing written).
+    public func addAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> (user: UserRecord, ticket: String, expiresAt: Date) {
+        try validateName(username, "username")
+        let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: username)
+        guard let user = try storage({ () throws(StorageError) in
+            try admins.createAdmin(candidate, by: caller.actor) { user in
+                caller.record(.adminAdded, subject: user.id, detail: [("username", .string(user.username)), ("granted", .bool(true))])
+            }
+        }) else {
+            throw ServiceError(.conflict, "\(username) exists; `latchkey admins grant \(username)` gives an existing account the admin role")
+        }
+        let (ticket, expires) = try passkeyTicket(userId: user.id, by: caller)
+        return (user, ticket, expires)
+    }
+
+    /// What `latchkey admins grant <username>` shows before granting; 404 `not_found` for an unknown username.
+    public func adminGrantPreview(username: String) throws(ServiceError) -> AdminGrantPreview {
+        guard let candidate = try storage({ () throws(StorageError) in try admins.grantCandidate(username: username) }) else {
+            throw ServiceError.notFound("user \(username)")
+        }
+        return AdminGrantPreview(candidate: candidate)
+    }
+
+    /// Gives the shown account the admin role (audited `admin.granted` with the passkeys and device
+    /// keys it held). True when granted, false when it was an admin already (nothing written);
+    /// 409 `conflict` when its passkeys or device keys changed since `preview` was read.
+    public func grantAdmin(_ preview: AdminGrantPreview, by caller: AdminCaller) throws(ServiceError) -> Bool {
+        let shown = preview.candidate
+        let outcome = try storage { () throws(StorageError) in
+            try admins.grant(existing: shown, by: caller.actor) { user in
+                caller.record(.adminGranted, subject: user.id, detail: [
+                    ("username", .string(user.username)),
+                    ("passkeys", .array(shown.passkeys.map { .string(Base64URL.encode($0.id)) })),
+                    ("deviceKeys", .array(shown.deviceKeys.map { .string($0.id) })),
+                ])
+            }
+        }
+        switch outcome {
+        case .granted: return true
+        case .alreadyAdmin: return false
+        case .unknownUser: throw ServiceError.notFound("user \(shown.user.username)")
+        case .changed:
+            throw ServiceError(.conflict, "\(shown.user.username)'s passkeys or device keys changed while granting; nothing was granted, run it again")
+        }
+    }
+
+    public func listAdmins() throws(ServiceError) -> [AdminRecord] {
+        try storage { () throws(StorageError) in try admins.admins() }
+    }
+
+    /// Takes the role away; the user and their passkeys stay. False when `username` is no admin.
+    public func removeAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
+        try storage { () throws(StorageError) in
+            try admins.revoke(username: username) { user in caller.record(.adminRemoved, subject: user.id, detail: [("username", .string(user.username))]) }
+        } != nil
+    }
+}
+
+/// An existing account as `latchkey admins grant` prints it: what the admin role would trust.
+public struct AdminGrantPreview: Sendable {
+    let candidate: AdminGrantCandidate
+
+    public var user: UserRecord { candidate.user }
+    public var isAdmin: Bool { candidate.isAdmin }
+
+    public struct Passkey: Sendable {
+        public let id: String
+        /// The provider's display name by AAGUID (the shipped table), nil when unknown.
+        public let provider: String?
+        public let aaguid: String
+        public let name: String
+        public let createdAt: Date
+        public let lastUsedAt: Date?
+        /// Approves step-ups only from then (a passkey added from an email sign-in).
+        public let approvesFrom: Date?
+    }
+
+    public var passkeys: [Passkey] {
+        candidate.passkeys.map { c in
+            let aaguid = formatUUID(c.aaguid)
+            return Passkey(id: Base64URL.encode(c.id), provider: PasskeyProviders.name(aaguid: aaguid), aaguid: aaguid, name: c.name,
+                           createdAt: c.createdAt, lastUsedAt: c.lastUsedAt, approvesFrom: c.approvesFrom)
+        }
+    }
+
+    public var deviceKeys: [DeviceKeyRecord] { candidate.deviceKeys }
+}
