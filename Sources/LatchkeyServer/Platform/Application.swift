@@ -39,7 +39,7 @@ public struct Application: Responder {
         limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime)
         trustProxy = services.configuration.trustProxy
         var routes = RouteTable(services: services)
-        // Each area registers its own routes (one file each: Routes+<Area>.swift).
+        // Each feature folder registers its own routes (<Feature>/<Feature>Routes.swift).
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)
         routes.addSessionRoutes(services)

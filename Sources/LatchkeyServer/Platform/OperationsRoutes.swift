@@ -2,7 +2,7 @@ import HTTP
 import Storage
 
 extension RouteTable {
-    /// Health, readiness, metrics and the association files (the web app: Routes+Web.swift).
+    /// Health, readiness, metrics and the association files (the web app: Web/WebRoutes.swift).
     mutating func addOperationsRoutes(_ s: Services) {
         for name in WellKnownService.names {
             add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
