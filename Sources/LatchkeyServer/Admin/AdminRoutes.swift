@@ -46,22 +46,22 @@ extension RouteTable {
     /// backend's external id).
     mutating func addAdminUserRoutes(_ s: Services) {
         add("GET", "/admin/v1/users", .admin, accepting: .any) { ctx in
-            .json(bytes: try s.admin.findUsers(username: try QueryFields.text(ctx.request, "username", max: 256)).serialized())
+            .json(bytes: try s.users.findUsers(username: try QueryFields.text(ctx.request, "username", max: 256)).serialized())
         }
         add("GET", "/admin/v1/users/{id:opaque}", .admin, accepting: .any) { ctx in
-            .json(bytes: try s.admin.user(id: try ctx.path.text("id")).serialized())
+            .json(bytes: try s.users.user(id: try ctx.path.text("id")).serialized())
         }
         add("DELETE", "/admin/v1/users/{id:opaque}/passkeys/{credentialId:credential}", .admin, stepUp: .adminChange,
             accepting: .any) { ctx in
-            try s.admin.revokePasskey(userId: try ctx.path.text("id"), credentialId: try ctx.path.bytes("credentialId"), by: try ctx.admin())
+            try s.users.revokePasskey(userId: try ctx.path.text("id"), credentialId: try ctx.path.bytes("credentialId"), by: try ctx.admin())
             return .empty(status: 204)
         }
         add("DELETE", "/admin/v1/users/{id:opaque}/device-keys/{keyId:opaque}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
-            try s.admin.revokeDeviceKey(userId: try ctx.path.text("id"), keyId: try ctx.path.text("keyId"), by: try ctx.admin())
+            try s.users.revokeDeviceKey(userId: try ctx.path.text("id"), keyId: try ctx.path.text("keyId"), by: try ctx.admin())
             return .empty(status: 204)
         }
         add("DELETE", "/admin/v1/users/{id:opaque}/sessions/{sessionId:opaque}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
-            try s.admin.endSession(userId: try ctx.path.text("id"), sessionId: try ctx.path.text("sessionId"), by: try ctx.admin())
+            try s.users.endSession(userId: try ctx.path.text("id"), sessionId: try ctx.path.text("sessionId"), by: try ctx.admin())
             return .empty(status: 204)
         }
         // Webhooks (SPEC "Events"): endpoints and their deliveries.

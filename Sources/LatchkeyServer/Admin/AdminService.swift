@@ -1,7 +1,6 @@
 import Crypto
 import DeviceKeys
 import Foundation
-import HTTP
 import JSON
 import Storage
 import WellKnown
@@ -15,10 +14,7 @@ public final class AdminService: Sendable {
     let origins: OriginCache
     let wellKnown: WellKnownService
     let admins: AdminRepository
-    let sessions: SessionService?
     let events: OutboxEvents
-    let stepUp: StepUpService?
-    let passkeys: PasskeyService?
     let configuration: Configuration
     let runtime: Runtime
 
@@ -26,18 +22,15 @@ public final class AdminService: Sendable {
     static let ticketTTL = 600
 
     init(config: ConfigRepository, accounts: AccountRepository, audit: AuditRepository, admins: AdminRepository, origins: OriginCache,
-         wellKnown: WellKnownService, sessions: SessionService?, stepUp: StepUpService?, passkeys: PasskeyService?,
+         wellKnown: WellKnownService,
          events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
         self.admins = admins
-        self.stepUp = stepUp
-        self.passkeys = passkeys
         self.events = events
         self.config = config
         self.accounts = accounts
         self.audit = audit
         self.origins = origins
         self.wellKnown = wellKnown
-        self.sessions = sessions
         self.configuration = configuration
         self.runtime = runtime
     }
@@ -47,37 +40,11 @@ public final class AdminService: Sendable {
         let origins = OriginCache(config: database.config)
         self.init(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins, origins: origins,
                   wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration),
-                  sessions: nil, stepUp: nil, passkeys: nil, events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
+                  events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
                   configuration: configuration, runtime: .system)
     }
 
     // MARK: Who is asking
-
-    /// Who calls the admin API (SPEC "Assurance", admin API reads): the admin key (automation;
-    /// compared in constant time against its hash), or an admin's access token from a session begun
-    /// by a user-verified passkey that is not held. Another user's token, an email session, a held
-    /// passkey's session or a refreshed token is 403 `forbidden`; anything else 401. A change made
-    /// with a user token also needs its step-up (`StepUpRule.adminChange`, checked by the route).
-    func resolveAdmin(_ request: Request) throws(ServiceError) -> RouteCaller {
-        guard let presented = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
-        if isAdminKey(presented) { return .adminKey }
-        guard let sessions else { throw ServiceError.unauthorized }
-        let caller = try sessions.requireSession(request)  // verifies the token once; a revoked session is 401 too
-        guard try storage({ () throws(StorageError) in try admins.isAdmin(userId: caller.userId) }) else {
-            throw ServiceError(.forbidden, "this account is not an admin")
-        }
-        guard caller.acr == AuthenticationClaims.passkeyVerified.acr else {
-            throw ServiceError(.forbidden, "the admin API needs a sign-in with a user-verified passkey (a refreshed token is not one)")
-        }
-        guard try sessions.standing(caller).approves else {
-            throw ServiceError(.forbidden, "this session was begun by a passkey that is still held: it cannot use the admin API yet")
-        }
-        return .adminUser(caller)
-    }
-
-    private func isAdminKey(_ presented: String) -> Bool {
-        configuration.adminKeyHash.map { AdminKey.matches(presented, hash: $0) } ?? false
-    }
 
     /// `GET /admin/v1/me`: who the console is signed in as.
     func me(_ caller: AdminCaller) throws(ServiceError) -> JSONValue {
@@ -265,43 +232,6 @@ public final class AdminService: Sendable {
         .object([("id", .string(s.user.id)), ("username", .string(s.user.username)), ("displayName", .string(s.user.displayName)),
                  ("externalId", s.externalId.map { .string($0) } ?? .null), ("createdAt", .string(iso8601(s.createdAt))),
                  ("admin", .bool(s.isAdmin))])
-    }
-
-    /// `GET /admin/v1/users?username=`: users whose username starts with it, the exact match first (at most 20).
-    func findUsers(username: String?) throws(ServiceError) -> JSONValue {
-        guard let username, !username.isEmpty else { throw ServiceError.invalid("username is required") }
-        guard username.utf8.count <= 64 else { throw ServiceError.invalid("username is at most 64 characters") }
-        let found = try storage { () throws(StorageError) in try admins.findUsers(usernamePrefix: username, limit: 20) }
-        return .object([("users", .array(found.map(Self.userJSON)))])
-    }
-
-    /// `GET /admin/v1/users/{id}`: the user with their passkeys (SPEC's passkey shape, provider
-    /// names included), device keys (with what their attestation proved) and live sessions.
-    func user(id: String) throws(ServiceError) -> JSONValue {
-        guard !id.isEmpty, id.utf8.count <= 64,
-              let summary = try storage({ () throws(StorageError) in try admins.userSummary(id: id) }) else { throw ServiceError.notFound("user") }
-        guard let passkeys, let stepUp, let sessions else { throw ServiceError(.internalError, "not available here") }
-        return .object([
-            ("user", Self.userJSON(summary)),
-            ("passkeys", try passkeys.listPasskeys(userId: id)["passkeys"] ?? .array([])),
-            ("deviceKeys", try stepUp.listDeviceKeys(userId: id)["deviceKeys"] ?? .array([])),
-            ("sessions", .array(try sessions.sessionsJSON(userId: id))),
-        ])
-    }
-
-    func revokePasskey(userId: String, credentialId: [UInt8], by caller: AdminCaller) throws(ServiceError) {
-        guard let passkeys else { throw ServiceError(.internalError, "not available here") }
-        _ = try passkeys.revokePasskey(userId: userId, credentialId: credentialId, by: caller)
-    }
-
-    func revokeDeviceKey(userId: String, keyId: String, by caller: AdminCaller) throws(ServiceError) {
-        guard let stepUp else { throw ServiceError(.internalError, "not available here") }
-        try stepUp.revokeDeviceKey(userId: userId, id: keyId, by: caller)
-    }
-
-    func endSession(userId: String, sessionId: String, by caller: AdminCaller) throws(ServiceError) {
-        guard let sessions else { throw ServiceError(.internalError, "not available here") }
-        try sessions.end(userId: userId, sessionId: sessionId, by: caller)
     }
 }
 

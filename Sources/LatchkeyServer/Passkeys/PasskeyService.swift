@@ -452,6 +452,11 @@ public final class PasskeyService: Sendable {
         !(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }).isEmpty
     }
 
+    /// The user's live passkeys in SPEC's passkey shape (the admin console's users page shows the same).
+    func passkeysJSON(userId: String) throws(ServiceError) -> [JSONValue] {
+        try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(passkeyJSON)
+    }
+
     func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
         let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
         return .object([("passkeys", .array(credentials.map(passkeyJSON))),

@@ -249,7 +249,7 @@ struct GuardedRoute: Sendable {
 extension GuardedRoute {
     /// SPEC's order, up to the handler: caller → body → step-up → path ids.
     func check(_ request: Request, _ raw: PathParameters, _ s: Services) throws(ServiceError) -> RouteContext {
-        let caller = try Self.resolve(access, request, s)
+        let caller = try s.callers.resolve(access, request)
         var body: JSONValue? = nil
         if stepUp != nil, !request.body.isEmpty { body = try jsonBody(request) }
         var approval: Approval? = nil
@@ -262,32 +262,6 @@ extension GuardedRoute {
             typed.values[name] = value
         }
         return RouteContext(request: request, caller: caller, path: typed, parsedBody: body, approval: approval)
-    }
-
-    /// Who is asking, or 401 / 403 `forbidden`.
-    static func resolve(_ access: Access, _ request: Request, _ s: Services) throws(ServiceError) -> RouteCaller {
-        switch access {
-        case .anyone:
-            return .anonymous
-        case .session:
-            if let token = BearerCredentials.value(request, scheme: "Bearer"), RecoveryService.isRecoveryToken(token) {
-                throw RecoveryService.refusedHere
-            }
-            return .session(try s.sessions.requireSession(request))
-        case .admin:
-            return try s.admin.resolveAdmin(request)
-        case .stepUpToken:
-            guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
-            return .stepUpBearer(token)
-        case .registration:
-            if let token = BearerCredentials.value(request, scheme: "Bearer") {
-                // SPEC "Recovery": the one place a recovery token is accepted.
-                if RecoveryService.isRecoveryToken(token) { return .recovery(try s.recovery.authorizeRegistration(token: token)) }
-                return .session(try s.sessions.requireSession(request))
-            }
-            if let userId = try s.sessions.ticketHolder(request) { return .ticket(userId: userId) }
-            return .anonymous
-        }
     }
 
     /// The step-up (or ticket) the rule asks of this caller, checked but not redeemed.

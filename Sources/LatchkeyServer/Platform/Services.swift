@@ -27,6 +27,11 @@ public final class Services: Sendable {
     public let sessions: SessionService
     public let passkeys: PasskeyService
     public let stepUp: StepUpService
+    public let deviceKeys: DeviceKeyService
+    /// The admin console's users page.
+    let users: UserAdministration
+    /// Resolves each request's caller for its route's `Access`.
+    let callers: CallerResolver
     public let wellKnown: WellKnownService
     public let admin: AdminService
     public let webhooks: WebhookService
@@ -66,18 +71,21 @@ public final class Services: Sendable {
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
                                   events: events, recoveries: database.recovery, mail: mail, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
-        stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
-                               signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
+        deviceKeys = DeviceKeyService(deviceKeys: database.deviceKeys, challenges: database.challenges, trust: attestationTrust,
+                                      events: events, configuration: configuration, runtime: runtime)
+        stepUp = StepUpService(deviceKeys: database.deviceKeys, keys: deviceKeys, accounts: database.accounts, challenges: database.challenges,
+                               signer: signer, assertion: assertion, origins: origins, events: events,
                                revoked: revokedSessions, configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
-                             origins: origins, wellKnown: wellKnown, sessions: sessions, stepUp: stepUp, passkeys: passkeys,
-                             events: events, configuration: configuration, runtime: runtime)
+                             origins: origins, wellKnown: wellKnown, events: events, configuration: configuration, runtime: runtime)
+        users = UserAdministration(admins: database.admins, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
         webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
         recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
                                    events: events, configuration: configuration, runtime: runtime)
+        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)

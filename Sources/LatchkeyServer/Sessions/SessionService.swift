@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import HTTP
 import JSON
 import Storage
 import Tokens
@@ -202,8 +201,7 @@ public final class SessionService: Sendable {
 
     /// The signed-in user and session of a Bearer access token: valid signature and time, and a
     /// session not revoked (checked in memory against `RevokedSessions`, no database round trip).
-    func requireSession(_ request: Request) throws(ServiceError) -> Caller {
-        guard let token = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
+    func session(accessToken token: String) throws(ServiceError) -> Caller {
         let claims = try signer.verify(token, type: Self.accessTokenType)
         guard let sub = claims["sub"]?.stringValue, let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else {
             throw ServiceError.unauthorized
@@ -233,31 +231,12 @@ public final class SessionService: Sendable {
         return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held)
     }
 
-    /// The signed-in user of a Bearer access token (`requireSession`).
-    func requireUser(_ request: Request) throws(ServiceError) -> String { try requireSession(request).userId }
-
-    /// The user an enrolment ticket (`Authorization: Ticket …`, single use) vouches for; nil when the
-    /// request carries no Authorization at all; any other scheme is 401. (A Bearer session is the
-    /// caller's to check first: registration options take its approval hold from it.)
-    func ticketHolder(_ request: Request) throws(ServiceError) -> String? {
-        guard request.header("Authorization") != nil else { return nil }
-        if let ticket = BearerCredentials.value(request, scheme: "Ticket") {
-            guard let userId = try storage({ () throws(StorageError) in try accounts.consumeTicket(hash: OpaqueSecret.hash(ticket)) }) else {
-                throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used",
-                                   headers: [("WWW-Authenticate", "Ticket")])
-            }
-            return userId
+    /// The user an enrolment ticket (single use) vouches for, using it up; an unknown, expired or
+    /// used one is 401 with the `Ticket` challenge.
+    func ticketHolder(ticket: String) throws(ServiceError) -> String {
+        guard let userId = try storage({ () throws(StorageError) in try accounts.consumeTicket(hash: OpaqueSecret.hash(ticket)) }) else {
+            throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used", headers: [("WWW-Authenticate", "Ticket")])
         }
-        throw ServiceError.unauthorized
-    }
-}
-
-/// `Authorization: <scheme> <value>` (RFC 9110 §11.6.2); the scheme is case-insensitive.
-enum BearerCredentials {
-    static func value(_ request: Request, scheme: String) -> String? {
-        guard let header = request.header("Authorization") else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == scheme.lowercased() else { return nil }
-        return String(parts[1]).trimmed
+        return userId
     }
 }

@@ -7,7 +7,7 @@ extension RouteTable {
     /// Device keys and step-up (SPEC "Device keys", "Step-up", "Trust chain").
     mutating func addStepUpRoutes(_ s: Services) {
         add("POST", "/v1/device-keys/challenges", .session, accepting: .any) { ctx in
-            .json(status: 201, bytes: try s.stepUp.enrolmentChallenge(userId: try ctx.userId).serialized())
+            .json(status: 201, bytes: try s.deviceKeys.enrolmentChallenge(userId: try ctx.userId).serialized())
         }
         add("POST", "/v1/device-keys", .session, stepUp: .deviceKeyEnrolment) { ctx in
             guard let approval = ctx.approval else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up or Latchkey-Ticket") }
@@ -15,13 +15,13 @@ extension RouteTable {
             case .stepUp(let r, _): .stepUp(jti: r.jti, actionHash: r.actionHash)
             case .ticket(let hash): .ticket(hash: hash)
             }
-            return .json(status: 201, bytes: try s.stepUp.enrol(userId: try ctx.userId, body: try ctx.json(), gate: gate).serialized())
+            return .json(status: 201, bytes: try s.deviceKeys.enrol(userId: try ctx.userId, body: try ctx.json(), gate: gate).serialized())
         }
         add("GET", "/v1/device-keys", .session, accepting: .any) { ctx in
-            .json(bytes: try s.stepUp.listDeviceKeys(userId: try ctx.userId).serialized())
+            .json(bytes: try s.deviceKeys.listDeviceKeys(userId: try ctx.userId).serialized())
         }
         add("DELETE", "/v1/device-keys/{id:opaque}", .session, accepting: .any) { ctx in
-            try s.stepUp.revokeDeviceKey(userId: try ctx.userId, id: try ctx.path.text("id"))
+            try s.deviceKeys.revokeDeviceKey(userId: try ctx.userId, id: try ctx.path.text("id"))
             return .empty(status: 204)
         }
         add("POST", "/v1/step-up/challenges", .session) { ctx in

@@ -5,10 +5,12 @@ import JSON
 import Storage
 import WebAuthn
 
-/// Hardware-bound device keys and action-bound step-up (SPEC "Device keys", "Step-up").
-/// A biometric prompt is only a local yes/no; what the server trusts is a signature by a
-/// registered key over a one-time challenge bound to the account, that key and the action.
-/// Stateless like the passkey ceremonies: the core's ceremony state lives in a challenge row.
+/// Action-bound step-up (SPEC "Step-up"): challenges, their verification by a device key or a
+/// passkey, the short-lived token and its consumption, and receipts. A biometric prompt is only a
+/// local yes/no; what the server trusts is a signature by a registered key over a one-time
+/// challenge bound to the account, that key and the action. Stateless like the passkey
+/// ceremonies: the core's ceremony state lives in a challenge row. Device-key enrolment is
+/// DeviceKeyService's; the checks behind every gated change are in StepUpApprovals.swift.
 public final class StepUpService: Sendable {
     let deviceKeys: DeviceKeyRepository
     let accounts: AccountRepository
@@ -18,12 +20,12 @@ public final class StepUpService: Sendable {
     let origins: OriginCache
     let configuration: Configuration
     let runtime: Runtime
-    let enrolment: DeviceKeyEnrolmentCeremony
+    /// The caller's live device keys (DeviceKeyService).
+    let keys: any LiveDeviceKeys
     let stepUp: StepUpCeremony
     /// The passkey method: a WebAuthn assertion with user verification required, whatever the deployment's default.
     let passkeyCeremony: AuthenticationCeremony
     let passkeyPolicy: VerificationPolicy
-    let trust: AttestationTrust
     let events: OutboxEvents
     /// Sessions ended lately (the same set access tokens are checked against): a step-up token dies with its session.
     let revoked: RevokedSessions
@@ -33,11 +35,11 @@ public final class StepUpService: Sendable {
     /// SPEC: a step-up token lives at most two minutes.
     static let maxTokenTTL = 120
 
-    init(deviceKeys: DeviceKeyRepository, accounts: AccountRepository, challenges: ChallengeRepository, signer: TokenSigner,
-         assertion: PasskeyAssertion, origins: OriginCache, trust: AttestationTrust, events: OutboxEvents, revoked: RevokedSessions,
+    init(deviceKeys: DeviceKeyRepository, keys: any LiveDeviceKeys, accounts: AccountRepository, challenges: ChallengeRepository,
+         signer: TokenSigner, assertion: PasskeyAssertion, origins: OriginCache, events: OutboxEvents, revoked: RevokedSessions,
          configuration: Configuration, runtime: Runtime) {
         self.revoked = revoked
-        self.trust = trust
+        self.keys = keys
         self.events = events
         self.deviceKeys = deviceKeys
         self.accounts = accounts
@@ -47,7 +49,6 @@ public final class StepUpService: Sendable {
         self.origins = origins
         self.configuration = configuration
         self.runtime = runtime
-        enrolment = DeviceKeyEnrolmentCeremony(ttlSeconds: configuration.challengeTTL, environment: runtime.deviceKeys)
         stepUp = StepUpCeremony(ttlSeconds: configuration.stepUpTTL, environment: runtime.deviceKeys)
         passkeyCeremony = AuthenticationCeremony(rpId: configuration.rpId, userVerification: .required,
                                                  timeoutSeconds: configuration.stepUpTTL, hints: configuration.hints,
@@ -59,167 +60,6 @@ public final class StepUpService: Sendable {
 
     /// The step-up token's whole lifetime: it is checked with no leeway, so `exp - iat` is all of it.
     var tokenTTL: Int { min(Self.maxTokenTTL, configuration.stepUpTokenTTL, configuration.stepUpTTL) }
-
-    // MARK: Device keys
-
-    /// `POST /v1/device-keys/challenges`: the bytes the new key signs as proof of possession (and
-    /// an Android app passes to `setAttestationChallenge`).
-    func enrolmentChallenge(userId: String) throws(ServiceError) -> JSONValue {
-        let (options, state) = enrolment.begin(userId: userId)
-        try storage { () throws(StorageError) in
-            try challenges.insert(hash: options.challengeId, kind: .deviceKeyEnrolment, userId: userId, rpId: configuration.rpId,
-                                  state: state.encoded(), ttlSeconds: configuration.challengeTTL)
-        }
-        return .object([("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
-                        ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt)))])
-    }
-
-    /// `POST /v1/device-keys`, its gate checked by the route (SPEC "Trust chain": a user-verified
-    /// passkey step-up for exactly this deviceId, or a device-key ticket): use the challenge up, then
-    /// check the proof; the gate is used up in the same transaction that stores the key.
-    func enrol(userId: String, body: JSONValue, gate: EnrolmentGate) throws(ServiceError) -> JSONValue {
-        let input = try EnrolmentInput(body)
-
-        // The challenge is used up from here on, whatever happens next.
-        let stored = try consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId)
-        let state: DeviceKeyEnrolmentState
-        do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
-        let proven = try verifyEnrolment(input, state: state)
-        let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
-                               name: input.name, publicKey: proven.key.spkiDER, attested: proven.attested != nil,
-                               attestation: proven.attested?.decoded,
-                               attestationFormat: (proven.attested?.format ?? .none).rawValue,
-                               securityLevel: (proven.attested?.securityLevel ?? .unknown).rawValue, app: proven.attested?.app,
-                               appAttestKeyId: proven.attested?.appAttestKeyId,
-                               appAttestCounter: proven.attested?.counter.map { Int64($0) })
-        let enrolled = try storage { () throws(StorageError) in
-            try deviceKeys.enrol(key, gate: gate, events: { [events] enrolled, replaced in
-                [events.deviceKey(.deviceKeyEnrolled, enrolled)] + (replaced.map { [events.deviceKey(.deviceKeyRevoked, $0)] } ?? [])
-            }) { replaced in
-                AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
-                    ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform)),
-                    ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
-                    ("gate", .string(gate.auditName)),
-                ])
-            }
-        }
-        guard let (record, _) = enrolled else { throw Self.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
-        return Self.deviceKeyJSON(record)
-    }
-
-    /// Proof of possession, and of hardware when the body carries an attestation (SPEC "Trust chain":
-    /// Attested keys, Policy). A bad attestation is refused whatever the policy; under `required`
-    /// so is none.
-    func verifyEnrolment(_ input: EnrolmentInput, state: DeviceKeyEnrolmentState) throws(ServiceError)
-        -> (key: DevicePublicKey, attested: AttestedDeviceKey?) {
-        var attested: AttestedDeviceKey? = nil
-        let key: DevicePublicKey
-        if let appAttest = input.appAttest {
-            // Apple App Attest: the credential certificate's nonce binds SHA-256(challenge bytes).
-            let policy = try trust.policy()
-            do {
-                attested = try AppAttestVerifier.verifyAttestation(keyId: appAttest.keyId, attestationObject: appAttest.attestationObject,
-                                                                   clientDataHash: Digest.sha256(state.challenge), policy: policy)
-            } catch { throw ServiceError(error) }
-            key = attested!.publicKey
-            if let sent = input.key, sent.spkiDER != key.spkiDER {
-                throw ServiceError(.attestationInvalid, "publicKey is not the key the App Attest object attests")
-            }
-        } else {
-            guard let sent = input.key else { throw ServiceError.invalid("publicKey is required") }
-            key = sent
-        }
-        if let signature = input.signature {
-            do { try enrolment.finish(signature: signature, key: key, state: state) } catch { throw ServiceError(error) }
-        } else if input.appAttest == nil {
-            throw ServiceError.invalid("signature is required")
-        }
-        if !input.chain.isEmpty {
-            // Android Key Attestation: challenge, key, purpose, curve, security level, app, root, revocation.
-            let policy = try trust.policy()
-            do {
-                attested = try AndroidKeyAttestationVerifier.verify(chain: input.chain, publicKey: key, challenge: state.challenge,
-                                                                    policy: policy)
-            } catch { throw ServiceError(error) }
-        }
-        if attested == nil, configuration.deviceKeyAttestation == .required {
-            throw ServiceError(.attestationInvalid, "this deployment enrols only attested device keys (LATCHKEY_DEVICE_KEY_ATTESTATION=required)")
-        }
-        return (key, attested)
-    }
-
-    static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
-
-    /// The one check behind every gated change (device-key enrolment, admin changes, recovery codes): a valid
-    /// step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
-    /// Anything else is 403 `step_up_required`. Redeeming it is the change's own transaction's job.
-    func checkedStepUp(_ token: String, userId: String, action: StepUpAction,
-                       changes: String) throws(ServiceError) -> (jti: String, receiptId: String) {
-        guard let claims = try? signer.verify(token, type: Self.tokenType, leewaySeconds: 0) else {
-            throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
-        }
-        guard claims["sub"]?.stringValue == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
-        guard let presentedHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode),
-              constantTimeEquals(presentedHash, action.hash) else {
-            throw Self.stepUpRequired("the step-up approved another action (this one is \(Self.text(action)))")
-        }
-        guard claims["acr"]?.stringValue == AuthenticationClaims.passkeyVerified.acr else {
-            throw Self.stepUpRequired("\(changes) are approved with a user-verified passkey step-up")
-        }
-        guard let jti = claims["jti"]?.stringValue, let receiptId = claims["receipt_id"]?.stringValue else {
-            throw Self.stepUpRequired("the step-up token has no id")
-        }
-        guard try approvalIsLive(claims) else {
-            throw Self.stepUpRequired("the step-up's session or the key that approved it was revoked")
-        }
-        return (jti, receiptId)
-    }
-
-    /// SPEC "Rules that must hold": revocation is immediate. A step-up token is only as alive as the
-    /// session that asked for it (`sid`, checked like access tokens are) and the key that approved
-    /// it (the receipt's device key or passkey, still live): a logout, a session ended, a recovery,
-    /// or a revoked device key or passkey also ends the approvals they made, before they expire.
-    func approvalIsLive(_ claims: JSONValue) throws(ServiceError) -> Bool {
-        guard let sid = claims["sid"]?.stringValue, !revoked.contains(sid), let receiptId = claims["receipt_id"]?.stringValue,
-              let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: receiptId) }),
-              receipt.userId == claims["sub"]?.stringValue else { return false }
-        if receipt.method == "device-key" {
-            return try storage { () throws(StorageError) in try deviceKeys.key(id: receipt.keyId) }?.revokedAt == nil
-        }
-        guard let credentialId = Base64URL.decode(receipt.keyId),
-              let (credential, _) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: credentialId) }) else {
-            return false
-        }
-        return credential.userId == receipt.userId
-    }
-
-    static func text(_ action: StepUpAction) -> String { String(decoding: action.canonical, as: UTF8.self) }
-
-
-    func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
-        .object([("deviceKeys", .array(try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)))])
-    }
-
-    /// The user's own revocation, or an admin's (`by`: audited as that admin, approval redeemed with it).
-    func revokeDeviceKey(userId: String, id: String, by admin: AdminCaller? = nil) throws(ServiceError) {
-        let detail: [(key: String, value: JSONValue)] = [("keyId", .string(id))]
-        let audit = admin?.record(.deviceKeyRevoked, subject: userId, detail: detail)
-            ?? AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId, detail: detail)
-        guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
-            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption) { [events] revoked in
-                [events.deviceKey(.deviceKeyRevoked, revoked)]
-            }
-        }) else { throw ServiceError.notFound("device key") }
-    }
-
-    static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
-        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform)), ("name", .string(k.name)),
-                 ("createdAt", .string(iso8601(k.createdAt))), ("lastUsedAt", k.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
-                 ("attested", .bool(k.attested)),
-                 // SPEC "Trust chain": the response tells the truth about what was proven.
-                 ("attestation", .object([("format", .string(k.attestationFormat)), ("securityLevel", .string(k.securityLevel)),
-                                          ("app", k.app.map { .string($0) } ?? .null)]))])
-    }
 
     // MARK: Step-up challenges
 
@@ -236,7 +76,7 @@ public final class StepUpService: Sendable {
             guard let id = Identifiers.opaque(k.stringValue) else {
                 throw ServiceError.invalid("keyId must be a device key id (base64url of 16 bytes)")
             }
-            let key = try liveKey(id: id, userId: userId)
+            let key = try keys.liveKey(id: id, userId: userId)
             method = .deviceKey
             keyBinding = key.publicKey
             keyId = id
@@ -267,15 +107,6 @@ public final class StepUpService: Sendable {
             out.append(("publicKey", request.json))
         }
         return .object(out)
-    }
-
-    /// The caller's own live key; another user's key is 404, a revoked one `key_revoked`.
-    func liveKey(id: String, userId: String) throws(ServiceError) -> DeviceKeyRecord {
-        guard let key = try storage({ () throws(StorageError) in try deviceKeys.key(id: id) }), key.userId == userId else {
-            throw ServiceError.notFound("device key")
-        }
-        guard key.revokedAt == nil else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
-        return key
     }
 
     // MARK: Step-up verification
@@ -309,7 +140,7 @@ public final class StepUpService: Sendable {
         switch state.method {
         case .deviceKey:
             guard let keyId = state.keyId else { throw ServiceError(.challengeInvalid, "challenge has no key") }
-            let record = try liveKey(id: keyId, userId: userId)
+            let record = try keys.liveKey(id: keyId, userId: userId)
             let key: DevicePublicKey
             do { key = try DevicePublicKey(bytes: record.publicKey) } catch { throw ServiceError(.internalError, "stored key unreadable") }
             let signedData: [UInt8], signature: [UInt8]
@@ -498,19 +329,8 @@ public final class StepUpService: Sendable {
 
     // MARK: Shared
 
-    /// Uses up this user's challenge of `kind`; unknown, used, another user's, expired → challenge_invalid.
     func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String) throws(ServiceError) -> StoredChallenge {
-        try CeremonyRules.live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) },
-                                kind: kind, rpId: configuration.rpId)
-    }
-}
-
-extension EnrolmentGate {
-    var auditName: String {
-        switch self {
-        case .stepUp: "step-up"
-        case .ticket: "ticket"
-        }
+        try CeremonyRules.consume(hash, kind: kind, userId: userId, from: challenges, rpId: configuration.rpId)
     }
 }
 

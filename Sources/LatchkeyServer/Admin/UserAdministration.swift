@@ -1,0 +1,53 @@
+import JSON
+import Storage
+
+/// The admin console's users page (SPEC "Admin console"): find a user, see their passkeys, device
+/// keys and sessions, and revoke them. Each piece of work is the owning feature's, reached through
+/// the service that owns it; this only puts the page together. Changes are approved by the route
+/// table (`StepUpRule.adminChange`) and redeemed by the owning service's transaction.
+final class UserAdministration: Sendable {
+    let admins: AdminRepository
+    let passkeys: PasskeyService
+    let deviceKeys: DeviceKeyService
+    let sessions: SessionService
+
+    init(admins: AdminRepository, passkeys: PasskeyService, deviceKeys: DeviceKeyService, sessions: SessionService) {
+        self.admins = admins
+        self.passkeys = passkeys
+        self.deviceKeys = deviceKeys
+        self.sessions = sessions
+    }
+
+    /// `GET /admin/v1/users?username=`: users whose username starts with it, the exact match first (at most 20).
+    func findUsers(username: String?) throws(ServiceError) -> JSONValue {
+        guard let username, !username.isEmpty else { throw ServiceError.invalid("username is required") }
+        guard username.utf8.count <= 64 else { throw ServiceError.invalid("username is at most 64 characters") }
+        let found = try storage { () throws(StorageError) in try admins.findUsers(usernamePrefix: username, limit: 20) }
+        return .object([("users", .array(found.map(AdminService.userJSON)))])
+    }
+
+    /// `GET /admin/v1/users/{id}`: the user with their passkeys (SPEC's passkey shape, provider
+    /// names included), device keys (with what their attestation proved) and live sessions.
+    func user(id: String) throws(ServiceError) -> JSONValue {
+        guard !id.isEmpty, id.utf8.count <= 64,
+              let summary = try storage({ () throws(StorageError) in try admins.userSummary(id: id) }) else { throw ServiceError.notFound("user") }
+        return .object([
+            ("user", AdminService.userJSON(summary)),
+            ("passkeys", .array(try passkeys.passkeysJSON(userId: id))),
+            ("deviceKeys", .array(try deviceKeys.deviceKeysJSON(userId: id))),
+            ("sessions", .array(try sessions.sessionsJSON(userId: id))),
+        ])
+    }
+
+    func revokePasskey(userId: String, credentialId: [UInt8], by caller: AdminCaller) throws(ServiceError) {
+        _ = try passkeys.revokePasskey(userId: userId, credentialId: credentialId, by: caller)
+    }
+
+    func revokeDeviceKey(userId: String, keyId: String, by caller: AdminCaller) throws(ServiceError) {
+        try deviceKeys.revokeDeviceKey(userId: userId, id: keyId, by: caller)
+    }
+
+    func endSession(userId: String, sessionId: String, by caller: AdminCaller) throws(ServiceError) {
+        try sessions.end(userId: userId, sessionId: sessionId, by: caller)
+    }
+}

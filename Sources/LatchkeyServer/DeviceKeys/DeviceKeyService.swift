@@ -1,0 +1,175 @@
+import Crypto
+import DeviceKeys
+import Foundation
+import JSON
+import Storage
+
+/// The caller's own live device key, for the services that use one (step-up).
+protocol LiveDeviceKeys: Sendable {
+    /// Another user's key is 404, a revoked one `key_revoked`.
+    func liveKey(id: String, userId: String) throws(ServiceError) -> DeviceKeyRecord
+}
+
+/// Hardware-bound device keys (SPEC "Device keys", "Trust chain"): the enrolment challenge, the
+/// enrolment itself with its proof of possession and, when sent, of hardware (Android Key
+/// Attestation, Apple App Attest), the list and revocation. The gate in front of enrolment (a
+/// passkey step-up or a device-key ticket) is the route table's (`StepUpRule.deviceKeyEnrolment`).
+public final class DeviceKeyService: LiveDeviceKeys, Sendable {
+    let deviceKeys: DeviceKeyRepository
+    let challenges: ChallengeRepository
+    let trust: AttestationTrust
+    let events: OutboxEvents
+    let configuration: Configuration
+    let runtime: Runtime
+    let enrolment: DeviceKeyEnrolmentCeremony
+
+    init(deviceKeys: DeviceKeyRepository, challenges: ChallengeRepository, trust: AttestationTrust, events: OutboxEvents,
+         configuration: Configuration, runtime: Runtime) {
+        self.deviceKeys = deviceKeys
+        self.challenges = challenges
+        self.trust = trust
+        self.events = events
+        self.configuration = configuration
+        self.runtime = runtime
+        enrolment = DeviceKeyEnrolmentCeremony(ttlSeconds: configuration.challengeTTL, environment: runtime.deviceKeys)
+    }
+
+    /// `POST /v1/device-keys/challenges`: the bytes the new key signs as proof of possession (and
+    /// an Android app passes to `setAttestationChallenge`).
+    func enrolmentChallenge(userId: String) throws(ServiceError) -> JSONValue {
+        let (options, state) = enrolment.begin(userId: userId)
+        try storage { () throws(StorageError) in
+            try challenges.insert(hash: options.challengeId, kind: .deviceKeyEnrolment, userId: userId, rpId: configuration.rpId,
+                                  state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+        }
+        return .object([("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
+                        ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt)))])
+    }
+
+    /// `POST /v1/device-keys`, its gate checked by the route (SPEC "Trust chain": a user-verified
+    /// passkey step-up for exactly this deviceId, or a device-key ticket): use the challenge up, then
+    /// check the proof; the gate is used up in the same transaction that stores the key.
+    func enrol(userId: String, body: JSONValue, gate: EnrolmentGate) throws(ServiceError) -> JSONValue {
+        let input = try EnrolmentInput(body)
+
+        // The challenge is used up from here on, whatever happens next.
+        let stored = try consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId)
+        let state: DeviceKeyEnrolmentState
+        do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
+        let proven = try verifyEnrolment(input, state: state)
+        let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
+                               name: input.name, publicKey: proven.key.spkiDER, attested: proven.attested != nil,
+                               attestation: proven.attested?.decoded,
+                               attestationFormat: (proven.attested?.format ?? .none).rawValue,
+                               securityLevel: (proven.attested?.securityLevel ?? .unknown).rawValue, app: proven.attested?.app,
+                               appAttestKeyId: proven.attested?.appAttestKeyId,
+                               appAttestCounter: proven.attested?.counter.map { Int64($0) })
+        let enrolled = try storage { () throws(StorageError) in
+            try deviceKeys.enrol(key, gate: gate, events: { [events] enrolled, replaced in
+                [events.deviceKey(.deviceKeyEnrolled, enrolled)] + (replaced.map { [events.deviceKey(.deviceKeyRevoked, $0)] } ?? [])
+            }) { replaced in
+                AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
+                    ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform)),
+                    ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
+                    ("gate", .string(gate.auditName)),
+                ])
+            }
+        }
+        guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
+        return Self.deviceKeyJSON(record)
+    }
+
+    /// Proof of possession, and of hardware when the body carries an attestation (SPEC "Trust chain":
+    /// Attested keys, Policy). A bad attestation is refused whatever the policy; under `required`
+    /// so is none.
+    func verifyEnrolment(_ input: EnrolmentInput, state: DeviceKeyEnrolmentState) throws(ServiceError)
+        -> (key: DevicePublicKey, attested: AttestedDeviceKey?) {
+        var attested: AttestedDeviceKey? = nil
+        let key: DevicePublicKey
+        if let appAttest = input.appAttest {
+            // Apple App Attest: the credential certificate's nonce binds SHA-256(challenge bytes).
+            let policy = try trust.policy()
+            do {
+                attested = try AppAttestVerifier.verifyAttestation(keyId: appAttest.keyId, attestationObject: appAttest.attestationObject,
+                                                                   clientDataHash: Digest.sha256(state.challenge), policy: policy)
+            } catch { throw ServiceError(error) }
+            key = attested!.publicKey
+            if let sent = input.key, sent.spkiDER != key.spkiDER {
+                throw ServiceError(.attestationInvalid, "publicKey is not the key the App Attest object attests")
+            }
+        } else {
+            guard let sent = input.key else { throw ServiceError.invalid("publicKey is required") }
+            key = sent
+        }
+        if let signature = input.signature {
+            do { try enrolment.finish(signature: signature, key: key, state: state) } catch { throw ServiceError(error) }
+        } else if input.appAttest == nil {
+            throw ServiceError.invalid("signature is required")
+        }
+        if !input.chain.isEmpty {
+            // Android Key Attestation: challenge, key, purpose, curve, security level, app, root, revocation.
+            let policy = try trust.policy()
+            do {
+                attested = try AndroidKeyAttestationVerifier.verify(chain: input.chain, publicKey: key, challenge: state.challenge,
+                                                                    policy: policy)
+            } catch { throw ServiceError(error) }
+        }
+        if attested == nil, configuration.deviceKeyAttestation == .required {
+            throw ServiceError(.attestationInvalid, "this deployment enrols only attested device keys (LATCHKEY_DEVICE_KEY_ATTESTATION=required)")
+        }
+        return (key, attested)
+    }
+
+    func deviceKeysJSON(userId: String) throws(ServiceError) -> [JSONValue] {
+        try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)
+    }
+
+    /// `GET /v1/device-keys` → `{"deviceKeys":[…]}`.
+    func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
+        .object([("deviceKeys", .array(try deviceKeysJSON(userId: userId)))])
+    }
+
+    /// The user's own revocation, or an admin's (`by`: audited as that admin, approval redeemed with it).
+    func revokeDeviceKey(userId: String, id: String, by admin: AdminCaller? = nil) throws(ServiceError) {
+        let detail: [(key: String, value: JSONValue)] = [("keyId", .string(id))]
+        let audit = admin?.record(.deviceKeyRevoked, subject: userId, detail: detail)
+            ?? AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId, detail: detail)
+        guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
+            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption) { [events] revoked in
+                [events.deviceKey(.deviceKeyRevoked, revoked)]
+            }
+        }) else { throw ServiceError.notFound("device key") }
+    }
+
+    static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
+        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform)), ("name", .string(k.name)),
+                 ("createdAt", .string(iso8601(k.createdAt))), ("lastUsedAt", k.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
+                 ("attested", .bool(k.attested)),
+                 // SPEC "Trust chain": the response tells the truth about what was proven.
+                 ("attestation", .object([("format", .string(k.attestationFormat)), ("securityLevel", .string(k.securityLevel)),
+                                          ("app", k.app.map { .string($0) } ?? .null)]))])
+    }
+
+    /// The caller's own live key; another user's key is 404, a revoked one `key_revoked`.
+    func liveKey(id: String, userId: String) throws(ServiceError) -> DeviceKeyRecord {
+        guard let key = try storage({ () throws(StorageError) in try deviceKeys.key(id: id) }), key.userId == userId else {
+            throw ServiceError.notFound("device key")
+        }
+        guard key.revokedAt == nil else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
+        return key
+    }
+
+    func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String) throws(ServiceError) -> StoredChallenge {
+        try CeremonyRules.consume(hash, kind: kind, userId: userId, from: challenges, rpId: configuration.rpId)
+    }
+}
+
+extension EnrolmentGate {
+    var auditName: String {
+        switch self {
+        case .stepUp: "step-up"
+        case .ticket: "ticket"
+        }
+    }
+}
+

@@ -1,0 +1,69 @@
+import HTTP
+import Storage
+
+/// `Authorization: <scheme> <value>` (RFC 9110 §11.6.2); the scheme is case-insensitive. The
+/// request pipeline is the only reader of credentials: services get the token or the resolved caller.
+enum BearerCredentials {
+    static func value(_ request: Request, scheme: String) -> String? {
+        guard let header = request.header("Authorization") else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == scheme.lowercased() else { return nil }
+        return String(parts[1]).trimmed
+    }
+}
+
+/// Who is asking, resolved once per request from its credentials (SPEC "Assurance": 401 for no or
+/// bad credentials, 403 `forbidden` for the wrong kind of caller), for `Access`.
+struct CallerResolver: Sendable {
+    let sessions: SessionService
+    let recovery: RecoveryService
+    let admins: AdminRepository
+    let adminKeyHash: [UInt8]?
+
+    func resolve(_ access: Access, _ request: Request) throws(ServiceError) -> RouteCaller {
+        let bearer = BearerCredentials.value(request, scheme: "Bearer")
+        switch access {
+        case .anyone:
+            return .anonymous
+        case .session:
+            guard let bearer else { throw ServiceError.unauthorized }
+            if RecoveryService.isRecoveryToken(bearer) { throw RecoveryService.refusedHere }
+            return .session(try sessions.session(accessToken: bearer))
+        case .admin:
+            guard let bearer else { throw ServiceError.unauthorized }
+            return try admin(bearer)
+        case .stepUpToken:
+            guard let bearer else { throw ServiceError.unauthorized }
+            return .stepUpBearer(bearer)
+        case .registration:
+            if let bearer {
+                // SPEC "Recovery": the one place a recovery token is accepted.
+                if RecoveryService.isRecoveryToken(bearer) { return .recovery(try recovery.authorizeRegistration(token: bearer)) }
+                return .session(try sessions.session(accessToken: bearer))
+            }
+            guard request.header("Authorization") != nil else { return .anonymous }
+            guard let ticket = BearerCredentials.value(request, scheme: "Ticket") else { throw ServiceError.unauthorized }
+            return .ticket(userId: try sessions.ticketHolder(ticket: ticket))
+        }
+    }
+
+    /// The admin API (SPEC "Assurance", admin API reads): the admin key (automation; compared in
+    /// constant time against its hash), or an admin's access token from a session begun by a
+    /// user-verified passkey that is not held. Another user's token, an email session, a held
+    /// passkey's session or a refreshed token is 403 `forbidden`; anything else 401. A change made
+    /// with a user token also needs its step-up (`StepUpRule.adminChange`).
+    func admin(_ presented: String) throws(ServiceError) -> RouteCaller {
+        if let adminKeyHash, AdminKey.matches(presented, hash: adminKeyHash) { return .adminKey }
+        let caller = try sessions.session(accessToken: presented)  // verifies the token once; a revoked session is 401 too
+        guard try storage({ () throws(StorageError) in try admins.isAdmin(userId: caller.userId) }) else {
+            throw ServiceError(.forbidden, "this account is not an admin")
+        }
+        guard caller.acr == AuthenticationClaims.passkeyVerified.acr else {
+            throw ServiceError(.forbidden, "the admin API needs a sign-in with a user-verified passkey (a refreshed token is not one)")
+        }
+        guard try sessions.standing(caller).approves else {
+            throw ServiceError(.forbidden, "this session was begun by a passkey that is still held: it cannot use the admin API yet")
+        }
+        return .adminUser(caller)
+    }
+}
