@@ -82,6 +82,12 @@ public struct Configuration: Sendable {
     public var outboxLease = 30.0
     /// Outgoing webhook timeout (SPEC: 10 s). The lease must stay well above it.
     public var webhookTimeout = 10
+    /// `LATCHKEY_WEBHOOK_ALLOW_PRIVATE=1`: outside development mode, webhook URLs and the addresses
+    /// they resolve to may be inside (loopback, RFC 1918, link-local, …): on-premises receivers.
+    public var webhookAllowPrivate = false
+    /// `LATCHKEY_WEBHOOK_CA`: a PEM file of the CAs webhook receivers' certificates must chain to
+    /// (instead of the system's), for on-premises receivers with a private CA.
+    public var webhookCAFile: String? = nil
     /// `LATCHKEY_MDS_BLOB`: the FIDO MDS3 BLOB file; nil: metadata off.
     public var mdsBlobPath: String? = nil
     /// `LATCHKEY_MDS_ROOT`: PEM with the BLOB's signing root; nil: the shipped FIDO Alliance root.
@@ -233,6 +239,8 @@ public struct Configuration: Sendable {
                 throw Invalid(description: "LATCHKEY_HINTS: \(hint) is not security-key, client-device or hybrid")
             }
         }
+        c.webhookAllowPrivate = env["LATCHKEY_WEBHOOK_ALLOW_PRIVATE"] == "1"
+        if let v = env["LATCHKEY_WEBHOOK_CA"], !v.isEmpty { c.webhookCAFile = v }
         if let n = try int("LATCHKEY_OUTBOX_SENDERS", 0...256) { c.outboxSenders = n }
         if let n = try int("LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY", 1...64) { c.webhookEndpointConcurrency = n }
         if let v = env["LATCHKEY_WEBHOOK_RETRY_BASE"] {
