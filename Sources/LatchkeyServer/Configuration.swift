@@ -104,8 +104,8 @@ public struct Configuration: Sendable {
     /// `LATCHKEY_REQUIRE_CERTIFIED`: `FIDO_CERTIFIED_L1` … `FIDO_CERTIFIED_L3plus`.
     public var requireCertified: CertificationLevel? = nil
     /// `LATCHKEY_CONFORMANCE=1`: the FIDO conformance test API (SPEC "Conformance profile"):
-    /// `/attestation/*` and `/assertion/*`. Refused outside development mode unless
-    /// `LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION=1`.
+    /// `/attestation/*` and `/assertion/*`. Development mode only (SPEC "Assurance": there is no
+    /// production override); `validate()` refuses it otherwise.
     public var conformance = false
 
     /// `LATCHKEY_EMAIL_SIGN_IN=1`: email one-time-code sign-in is on.
@@ -305,11 +305,22 @@ public struct Configuration: Sendable {
             c.requireCertified = level
         }
         c.conformance = env["LATCHKEY_CONFORMANCE"] == "1"
-        if c.conformance, !c.developmentMode, env["LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION"] != "1" {
-            throw Invalid(description: "LATCHKEY_CONFORMANCE=1 needs LATCHKEY_DEV=1 (or LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION=1)")
-        }
-        for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
+        try c.validate()
         return c
+    }
+
+    /// The rules between settings, checked before anything listens: at the end of `fromEnvironment`,
+    /// and again as `Services.start`'s first step (for a configuration built in code).
+    public func validate() throws(Invalid) {
+        if conformance, !developmentMode {
+            throw Invalid(description: "LATCHKEY_CONFORMANCE=1 needs LATCHKEY_DEV=1: the conformance profile relaxes checks "
+                          + "(UP = 0, RS1) and is never served outside development mode")
+        }
+        for origin in origins { _ = try OriginRules.validate(origin, developmentMode: developmentMode).mapError() }
+        if let ca = webhookCAFile {
+            guard let handle = fopen(ca, "rb") else { throw Invalid(description: "LATCHKEY_WEBHOOK_CA: \(ca) cannot be read") }
+            fclose(handle)
+        }
     }
 
     /// A small file's bytes (a key file), nil when it cannot be read.

@@ -82,6 +82,10 @@ public final class Services: Sendable {
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
 
+    /// 0. The configuration holds together (`Configuration.validate`): a bad one never gets as far as
+    ///    the database, let alone a listener.
+    public func validateConfiguration() throws(Configuration.Invalid) { try configuration.validate() }
+
     /// 1. Schema: numbered migrations, each once (safe when many instances start together).
     public func migrate() throws(StorageError) -> [Int] { try database.migrate() }
 
@@ -124,6 +128,7 @@ public final class Services: Sendable {
 
     /// All of them, in order.
     public func start() throws {
+        try validateConfiguration()
         _ = try migrate()
         try seedOrigins()
         try prepareSigningKeys()

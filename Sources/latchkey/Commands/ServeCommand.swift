@@ -50,8 +50,12 @@ enum ServeCommand: Command {
         let database = Database(url: configuration.databaseURL, connections: configuration.threads + 2,
                                 pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL)
         let services = Services(configuration: configuration, database: database)
-        // Start-up steps, in order: migrate, seed LATCHKEY_ORIGINS, signing keys, change feed.
-        do { try services.start() } catch let error as SigningKeyError where error.code != .storage {
+        // Start-up steps, in order: the configuration's rules, migrate, seed LATCHKEY_ORIGINS, signing
+        // keys, change feed — all before anything listens, so a bad configuration never serves a request.
+        do { try services.start() } catch let error as Configuration.Invalid {
+            printError("latchkey serve: \(error.description)")
+            return ExitCode.usage
+        } catch let error as SigningKeyError where error.code != .storage {
             printError("latchkey serve: \(error.description)")  // no KEK, or the wrong one: refuse to start
             return ExitCode.failure
         } catch {
