@@ -51,7 +51,7 @@ public final class Services: Sendable {
         self.log = log
         signer = TokenSigner(store: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
                              configuration: configuration, runtime: runtime)
-        origins = OriginCache(config: database.config)
+        origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,

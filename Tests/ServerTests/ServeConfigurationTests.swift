@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// SPEC "Assurance": `serve` refuses a bad configuration before it listens, `LATCHKEY_CONFORMANCE=1`
-/// outside dev mode has no override (and stored `http://` origins are named at start-up). Real
+/// outside dev mode has no override, and stored `http://` origins are named at start-up. Real
 /// `latchkey serve` processes (the built binary).
 @Suite("serve: configuration outside dev mode")
 struct ServeConfigurationTests {
@@ -70,5 +70,30 @@ struct ServeConfigurationTests {
         #expect(status == 64, "\(bad): \(output)")
         #expect(!output.contains("cannot listen") && !output.contains("serving rpId"), "\(bad): \(output)")
         #expect(output.contains(bad.keys.first!), "\(bad): names the variable: \(output)")
+    }
+
+    @Test("outside dev mode serve logs a warning naming the stored http:// origins it ignores, and serves")
+    func warnsAboutStoredHTTPOrigins() throws {
+        let scratch = try TestDatabase.Scratch()
+        let local = "http://localhost:\(Int.random(in: 20000...60000))"
+        do {
+            // A dev-mode instance put it there.
+            let dev = try TestServer(name: "serve-origins-dev") { c in
+                c.databaseURL = scratch.url
+                c.developmentMode = true
+                c.origins = [local]
+            }
+            dev.services.stop(); dev.http.stop(); dev.database.shutdown()
+        }
+        let binary = try #require(ServeProcess.findBinary(), "build the latchkey executable (swift build --build-tests)")
+        let serve = try ServeProcess(binary: binary, environment: Self.production(databaseURL: scratch.url))
+        defer { serve.stop() }
+        _ = try serve.waitUntilServing()
+        let output = serve.output
+        let warning = try #require(output.split(separator: "\n").first { $0.contains("warning: ignoring") }, "\(output)")
+        #expect(warning.contains(local) && warning.contains("http://"), "\(warning)")
+        // Before it listens: the warning comes first.
+        #expect(output.range(of: "warning: ignoring")!.lowerBound < output.range(of: "serving rpId")!.lowerBound)
+        withExtendedLifetime(scratch) {}
     }
 }

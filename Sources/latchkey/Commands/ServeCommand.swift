@@ -62,6 +62,12 @@ enum ServeCommand: Command {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
         }
+        // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
+        if !isChild, let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
+            printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
+                       + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
+                       + ignored.joined(separator: ", "))
+        }
         // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
         let application = Application(services: services)
         let server: HTTPServer
