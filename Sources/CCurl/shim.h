@@ -17,4 +17,7 @@ static inline CURLcode latchkey_curl_setopt_read(CURL *h, latchkey_curl_read_fn 
 static inline CURLcode latchkey_curl_setopt_offset_t(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode latchkey_curl_smtp_reply(CURL *h, long *code) { return curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code); }
 static inline CURLcode latchkey_curl_response_code(CURL *h, long *code) { return curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code); }
+// Pinned webhook deliveries (Curl.perform with `connectOnlyTo`): every socket libcurl opens goes
+// through this callback, which refuses an address that was not checked.
+static inline CURLcode latchkey_curl_setopt_opensocket(CURL *h, curl_opensocket_callback f) { return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, f); }
 #endif

@@ -1,5 +1,8 @@
 internal import CCurl
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Why a transfer failed before an HTTP status came back. `reason` is libcurl's text for the code
 /// (never the request's headers or body).
@@ -33,6 +36,14 @@ public struct CurlOptions: Sendable {
     public var userAgent: String = "Latchkey"
     /// Redirects followed (0: none — a webhook delivery never follows one).
     public var maxRedirects: Int = 0
+    /// Where the connection may go. nil: libcurl resolves the URL's host itself (`latchkey mds fetch`).
+    /// Otherwise to these addresses only (4 or 16 bytes each, network order), which the caller has
+    /// checked: the URL's host and port are pinned to them (CURLOPT_RESOLVE: libcurl looks nothing up),
+    /// a socket to any other address is refused (CURLOPT_OPENSOCKETFUNCTION), and no proxy is used (a
+    /// proxy would look the name up again). TLS still verifies the certificate against the URL's host name.
+    public var connectOnlyTo: [[UInt8]]? = nil
+    /// A PEM file of the CAs the peer's certificate must chain to, instead of the system's store.
+    public var caFile: String? = nil
     public init() {}
 }
 
@@ -74,6 +85,27 @@ public enum Curl {
         let context = Unmanaged.passUnretained(sink).toOpaque()
         var code = CURLE_OK
         func set(_ result: CURLcode) { if code == CURLE_OK { code = result } }
+        // Pinned: `host:port:addr,addr` with the host and port as libcurl itself reads the URL (so the
+        // entry is the one its lookup would ask for), and a gate on every socket it opens.
+        var pins: UnsafeMutablePointer<curl_slist>? = nil
+        defer { curl_slist_free_all(pins) }
+        var gate: SocketGate? = nil
+        if let allowed = options.connectOnlyTo {
+            let texts = allowed.compactMap(numericAddress)
+            guard !allowed.isEmpty, texts.count == allowed.count else { throw CurlError(.connectionFailed, "no checked address to connect to") }
+            let (host, port) = try hostAndPort(url)
+            // An IP literal is not looked up (and a pin would redirect it): the gate alone checks it.
+            var literal = in_addr()
+            if !host.hasPrefix("["), inet_pton(AF_INET, host, &literal) != 1 {
+                pins = curl_slist_append(nil, "\(host):\(port):\(texts.joined(separator: ","))")
+            }
+            gate = SocketGate(allowed: allowed)
+            set(latchkey_curl_setopt_slist(handle, CURLOPT_RESOLVE, pins))
+            set(latchkey_curl_setopt_string(handle, CURLOPT_PROXY, ""))
+            set(latchkey_curl_setopt_opensocket(handle, openCheckedSocket))
+            set(latchkey_curl_setopt_pointer(handle, CURLOPT_OPENSOCKETDATA, Unmanaged.passUnretained(gate!).toOpaque()))
+        }
+        if let ca = options.caFile { set(latchkey_curl_setopt_string(handle, CURLOPT_CAINFO, ca)) }
         set(latchkey_curl_setopt_string(handle, CURLOPT_URL, url))
         set(latchkey_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, options.protocols))
         set(latchkey_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, options.maxRedirects > 0 ? 1 : 0))
@@ -92,7 +124,7 @@ public enum Curl {
         set(latchkey_curl_setopt_write(handle, writeBody))
         set(latchkey_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context))
         var transferCode = CURLE_OK
-        withExtendedLifetime(sink) {
+        withExtendedLifetime((sink, gate)) {
             if let body {
                 set(latchkey_curl_setopt_long(handle, CURLOPT_POST, 1))
                 set(latchkey_curl_setopt_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
@@ -108,12 +140,31 @@ public enum Curl {
             transferCode = curl_easy_perform(handle)
         }
         if code != CURLE_OK { throw error(code) }
+        if transferCode != CURLE_OK, let refused = gate?.refused, !refused.isEmpty {
+            throw CurlError(.connectionFailed, "refused to connect to \(refused.joined(separator: ", ")): not an address checked for this host")
+        }
         if transferCode != CURLE_OK { throw error(transferCode) }
         var status = 0
         guard latchkey_curl_response_code(handle, &status) == CURLE_OK, status > 0 else {
             throw CurlError(.other, "no HTTP status")
         }
         return CurlResponse(status: status, body: sink.bytes, truncated: sink.truncated)
+    }
+
+    /// The host (IPv6 in brackets) and port libcurl reads from `url` (its URL API: percent-escapes
+    /// decoded, numeric IPv4 normalised, the scheme's default port filled in).
+    static func hostAndPort(_ url: String) throws(CurlError) -> (host: String, port: String) {
+        guard let parsed = curl_url() else { throw CurlError(.other, "libcurl could not start") }
+        defer { curl_url_cleanup(parsed) }
+        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { throw CurlError(.invalidURL, "libcurl cannot parse the URL") }
+        var host: UnsafeMutablePointer<CChar>? = nil
+        var port: UnsafeMutablePointer<CChar>? = nil
+        defer { curl_free(host); curl_free(port) }
+        guard curl_url_get(parsed, CURLUPART_HOST, &host, 0) == CURLUE_OK,
+              curl_url_get(parsed, CURLUPART_PORT, &port, UInt32(CURLU_DEFAULT_PORT)) == CURLUE_OK, let host, let port else {
+            throw CurlError(.invalidURL, "the URL has no host")
+        }
+        return (String(cString: host), String(cString: port))
     }
 
     static func error(_ code: CURLcode) -> CurlError {
@@ -130,6 +181,50 @@ public enum Curl {
         default: return CurlError(.other, reason)
         }
     }
+}
+
+/// The addresses a pinned transfer may open sockets to, and those it was refused; only touched by
+/// the transfer's own thread (libcurl calls the open-socket callback from `curl_easy_perform`).
+private final class SocketGate: @unchecked Sendable {
+    let allowed: [[UInt8]]
+    var refused: [String] = []
+    init(allowed: [[UInt8]]) { self.allowed = allowed }
+}
+
+/// `a.b.c.d` or `[v6]` for 4 or 16 bytes (CURLOPT_RESOLVE's address syntax); nil for any other length.
+private func numericAddress(_ bytes: [UInt8]) -> String? {
+    let family: Int32
+    switch bytes.count {
+    case 4: family = AF_INET
+    case 16: family = AF_INET6
+    default: return nil
+    }
+    var text = [CChar](repeating: 0, count: 64)
+    guard bytes.withUnsafeBytes({ inet_ntop(family, $0.baseAddress, &text, socklen_t(text.count)) }) != nil else { return nil }
+    let s = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return family == AF_INET6 ? "[\(s)]" : s
+}
+
+/// CURLOPT_OPENSOCKETFUNCTION: a socket only to an address of the gate's list, else CURL_SOCKET_BAD
+/// (libcurl then reports it could not connect, and `perform` says which address was refused).
+private let openCheckedSocket: curl_opensocket_callback = { context, _, address in
+    guard let context, let address else { return CURL_SOCKET_BAD }
+    let gate = Unmanaged<SocketGate>.fromOpaque(context).takeUnretainedValue()
+    let family = address.pointee.family
+    let length = Int(address.pointee.addrlen)
+    guard let offset = MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr) else { return CURL_SOCKET_BAD }
+    let sockaddr = UnsafeRawPointer(address) + offset
+    var bytes: [UInt8] = []
+    if family == AF_INET, length >= MemoryLayout<sockaddr_in>.size, let at = MemoryLayout<sockaddr_in>.offset(of: \sockaddr_in.sin_addr) {
+        bytes = Array(UnsafeRawBufferPointer(start: sockaddr + at, count: 4))
+    } else if family == AF_INET6, length >= MemoryLayout<sockaddr_in6>.size, let at = MemoryLayout<sockaddr_in6>.offset(of: \sockaddr_in6.sin6_addr) {
+        bytes = Array(UnsafeRawBufferPointer(start: sockaddr + at, count: 16))
+    }
+    guard !bytes.isEmpty, gate.allowed.contains(bytes) else {
+        gate.refused.append(numericAddress(bytes) ?? "an address of family \(family)")
+        return CURL_SOCKET_BAD
+    }
+    return socket(family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
 }
 
 /// The response body, kept up to a limit; only touched by the transfer's own thread.

@@ -137,6 +137,8 @@ final class ServeProcess: Sendable {
     }
 
     var isRunning: Bool { process.isRunning }
+    /// The exit status, once it has exited.
+    var exitStatus: Int32 { process.terminationStatus }
 
     /// SIGKILL: no shutdown of any kind (the test of what survives a crash).
     func kill9() {

@@ -37,7 +37,7 @@ public final class AdminService: Sendable {
 
     /// For the CLI: the admin work straight on a database, without a server.
     public convenience init(database: Database, configuration: Configuration) {
-        let origins = OriginCache(config: database.config)
+        let origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode)
         self.init(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins, origins: origins,
                   wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration),
                   events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),

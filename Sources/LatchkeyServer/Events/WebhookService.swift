@@ -40,7 +40,7 @@ public final class WebhookService: Sendable {
     /// `POST /admin/v1/webhooks` `{"url","events"}` → `{"id","url","events","secret"}` (the secret shown once).
     func create(_ body: JSONValue, by caller: AdminCaller = .adminKey) throws(ServiceError) -> JSONValue {
         guard let url = body["url"]?.stringValue else { throw ServiceError.invalid("url is required") }
-        try Self.validate(url: url, developmentMode: configuration.developmentMode)
+        try WebhookAddressPolicy(configuration).check(try WebhookURL(parsing: url))
         guard let list = body["events"]?.arrayValue, !list.isEmpty else { throw ServiceError.invalid("events must be a non-empty list") }
         var events: [String] = []
         for item in list {
@@ -95,19 +95,6 @@ public final class WebhookService: Sendable {
         }))])
     }
 
-    /// SPEC: `https://…`, or `http://` on loopback (127.0.0.0/8, [::1], localhost) in dev mode only.
-    static func validate(url: String, developmentMode: Bool) throws(ServiceError) {
-        guard url.utf8.count <= 2048, !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) else {
-            throw ServiceError.invalid("url must be a URL of at most 2048 characters without spaces")
-        }
-        guard let target = WebhookURL(url) else { throw ServiceError.invalid("url must be https://host[:port]/path") }
-        if target.scheme == "http" {
-            guard developmentMode, target.isLoopback else {
-                throw ServiceError.invalid("url must be https:// (http:// only to loopback in development mode)")
-            }
-        }
-    }
-
     // MARK: Sending
 
     /// Start-up step: this instance's senders (none with LATCHKEY_OUTBOX_SENDERS=0).
@@ -138,10 +125,12 @@ struct WebhookSender: Sendable {
         do { key = try sealer.open(endpoint.sealedSecret, purpose: WebhookService.secretPurpose, id: endpoint.id) } catch {
             return .retry(statusCode: nil, error: error.detail)
         }
-        // The URL was checked when the endpoint was created; the rule is applied again to this instance's mode.
-        guard let target = WebhookURL(endpoint.url), target.scheme == "https" || (configuration.developmentMode && target.isLoopback) else {
-            return .retry(statusCode: nil, error: "http:// is only sent to loopback in development mode")
-        }
+        // The URL was checked when the endpoint was created; its rules are applied again (this
+        // instance's configuration), then to every address its host resolves to now, and the
+        // connection goes only to those (no second lookup). A refused address fails the attempt like
+        // a refused connection: retried, and recorded.
+        let destination: CheckedDestination
+        do { destination = try self.destination(endpoint.url) } catch { return .retry(statusCode: nil, error: error.detail) }
         let body = Self.body(d)
         let timestamp = runtime.unixTime
         let headers = [("Content-Type", "application/json"), ("webhook-id", d.eventId), ("webhook-timestamp", String(timestamp)),
@@ -151,8 +140,11 @@ struct WebhookSender: Sendable {
         options.protocols = configuration.developmentMode ? "http,https" : "https"
         options.maxResponseBytes = 1024
         options.userAgent = "Latchkey-Webhooks/1"
+        options.maxRedirects = 0  // a 3xx is an answer (retried), never followed
+        options.connectOnlyTo = destination.addresses.map(\.bytes)
+        options.caFile = configuration.webhookCAFile
         do {
-            let response = try Curl.post(endpoint.url, headers: headers, body: body, options: options)
+            let response = try Curl.post(destination.url.text, headers: headers, body: body, options: options)
             if (200...299).contains(response.status) { return .delivered(statusCode: response.status) }
             return .retry(statusCode: response.status, error: "HTTP \(response.status)")
         } catch {
@@ -160,45 +152,24 @@ struct WebhookSender: Sendable {
         }
     }
 
+    /// The URL parsed and checked, its host resolved (a literal is its own address), every address checked.
+    func destination(_ url: String) throws(ServiceError) -> CheckedDestination {
+        let policy = WebhookAddressPolicy(configuration)
+        let parsed = try WebhookURL(parsing: url)
+        try policy.check(parsed)
+        switch parsed.host {
+        case .address(let a):
+            return try policy.check(parsed, resolvedTo: [a])
+        case .name(let name):
+            switch runtime.resolver.addresses(of: name) {
+            case .success(let addresses): return try policy.check(parsed, resolvedTo: addresses)
+            case .failure(let f): throw ServiceError.invalid("could not resolve \(name): \(f.reason)")
+            }
+        }
+    }
+
     /// `{"type","timestamp","data"}`: the exact bytes that are signed and sent (the same on every retry).
     static func body(_ d: ClaimedDelivery) -> [UInt8] {
         JSONValue.object([("type", .string(d.type)), ("timestamp", .string(iso8601(d.createdAt))), ("data", d.data)]).serialized()
-    }
-}
-
-/// The parts of a webhook URL the rules look at.
-struct WebhookURL {
-    let scheme: String
-    let host: String
-
-    init?(_ url: String) {
-        guard let sep = url.range(of: "://") else { return nil }
-        scheme = url[..<sep.lowerBound].lowercased()
-        guard scheme == "https" || scheme == "http" else { return nil }
-        let rest = url[sep.upperBound...]
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard !authority.isEmpty, !authority.contains("@"), !url.contains("#") else { return nil }
-        var hostPart = String(authority)
-        if hostPart.hasPrefix("[") {
-            guard let close = hostPart.firstIndex(of: "]") else { return nil }
-            let after = hostPart[hostPart.index(after: close)...]
-            guard after.isEmpty || (after.hasPrefix(":") && Int(after.dropFirst()).map { (1...65535).contains($0) } == true) else { return nil }
-            hostPart = String(hostPart[...close])
-        } else if let colon = hostPart.lastIndex(of: ":") {
-            guard let port = Int(hostPart[hostPart.index(after: colon)...]), (1...65535).contains(port) else { return nil }
-            hostPart = String(hostPart[..<colon])
-        }
-        guard !hostPart.isEmpty else { return nil }
-        host = hostPart.lowercased()
-    }
-
-    /// `localhost`, `[::1]`, or a dotted-quad IPv4 address in 127.0.0.0/8.
-    var isLoopback: Bool {
-        if host == "localhost" || host == "[::1]" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts.allSatisfy({ p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isNumber) && Int(p)! <= 255 }) else {
-            return false
-        }
-        return parts[0] == "127"
     }
 }

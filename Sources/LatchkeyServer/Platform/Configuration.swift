@@ -82,6 +82,12 @@ public struct Configuration: Sendable {
     public var outboxLease = 30.0
     /// Outgoing webhook timeout (SPEC: 10 s). The lease must stay well above it.
     public var webhookTimeout = 10
+    /// `LATCHKEY_WEBHOOK_ALLOW_PRIVATE=1`: outside development mode, webhook URLs and the addresses
+    /// they resolve to may be inside (loopback, RFC 1918, link-local, …): on-premises receivers.
+    public var webhookAllowPrivate = false
+    /// `LATCHKEY_WEBHOOK_CA`: a PEM file of the CAs webhook receivers' certificates must chain to
+    /// (instead of the system's), for on-premises receivers with a private CA.
+    public var webhookCAFile: String? = nil
     /// `LATCHKEY_MDS_BLOB`: the FIDO MDS3 BLOB file; nil: metadata off.
     public var mdsBlobPath: String? = nil
     /// `LATCHKEY_MDS_ROOT`: PEM with the BLOB's signing root; nil: the shipped FIDO Alliance root.
@@ -101,8 +107,8 @@ public struct Configuration: Sendable {
     /// `LATCHKEY_REQUIRE_CERTIFIED`: `FIDO_CERTIFIED_L1` … `FIDO_CERTIFIED_L3plus`.
     public var requireCertified: CertificationLevel? = nil
     /// `LATCHKEY_CONFORMANCE=1`: the FIDO conformance test API (SPEC "Conformance profile"):
-    /// `/attestation/*` and `/assertion/*`. Refused outside development mode unless
-    /// `LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION=1`.
+    /// `/attestation/*` and `/assertion/*`. Development mode only (SPEC "Assurance": there is no
+    /// production override); `validate()` refuses it otherwise.
     public var conformance = false
 
     /// `LATCHKEY_EMAIL_SIGN_IN=1`: email one-time-code sign-in is on.
@@ -234,6 +240,8 @@ public struct Configuration: Sendable {
                 throw Invalid(description: "LATCHKEY_HINTS: \(hint) is not security-key, client-device or hybrid")
             }
         }
+        c.webhookAllowPrivate = env["LATCHKEY_WEBHOOK_ALLOW_PRIVATE"] == "1"
+        if let v = env["LATCHKEY_WEBHOOK_CA"], !v.isEmpty { c.webhookCAFile = v }
         if let n = try int("LATCHKEY_OUTBOX_SENDERS", 0...256) { c.outboxSenders = n }
         if let n = try int("LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY", 1...64) { c.webhookEndpointConcurrency = n }
         if let v = env["LATCHKEY_WEBHOOK_RETRY_BASE"] {
@@ -304,11 +312,22 @@ public struct Configuration: Sendable {
             c.requireCertified = level
         }
         c.conformance = env["LATCHKEY_CONFORMANCE"] == "1"
-        if c.conformance, !c.developmentMode, env["LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION"] != "1" {
-            throw Invalid(description: "LATCHKEY_CONFORMANCE=1 needs LATCHKEY_DEV=1 (or LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION=1)")
-        }
-        for origin in c.origins { _ = try OriginRules.validate(origin, developmentMode: c.developmentMode).mapError() }
+        try c.validate()
         return c
+    }
+
+    /// The rules between settings, checked before anything listens: at the end of `fromEnvironment`,
+    /// and again as `Services.start`'s first step (for a configuration built in code).
+    public func validate() throws(Invalid) {
+        if conformance, !developmentMode {
+            throw Invalid(description: "LATCHKEY_CONFORMANCE=1 needs LATCHKEY_DEV=1: the conformance profile relaxes checks "
+                          + "(UP = 0, RS1) and is never served outside development mode")
+        }
+        for origin in origins { _ = try OriginRules.validate(origin, developmentMode: developmentMode).mapError() }
+        if let ca = webhookCAFile {
+            guard let handle = fopen(ca, "rb") else { throw Invalid(description: "LATCHKEY_WEBHOOK_CA: \(ca) cannot be read") }
+            fclose(handle)
+        }
     }
 
     /// A small file's bytes (a key file), nil when it cannot be read.

@@ -3,20 +3,23 @@ import Foundation
 import DeviceKeys
 import WebAuthn
 
-/// Where the server's randomness and wall-clock time come from. Built once by `Wiring` and passed
-/// to every service, so a test pins both (STYLE §2); nothing in the server calls `SecureRandom` or
-/// `Date()` on its own.
+/// Where the server's randomness, wall-clock time and host-name lookups come from. Built once by
+/// `Wiring` and passed to every service, so a test pins them (STYLE §2); nothing in the server calls
+/// `SecureRandom`, `Date()` or getaddrinfo on its own.
 public struct Runtime: Sendable {
     public var random: @Sendable (Int) -> [UInt8]
     public var now: @Sendable () -> Date
     /// Seconds on a monotonic clock (cache ages, rate-limit windows); a test can freeze or step it.
     public var uptime: @Sendable () -> Double
+    /// Names of the URLs Latchkey fetches for someone else (webhook deliveries); a test gives a table.
+    public var resolver: HostResolver
 
     public init(random: @escaping @Sendable (Int) -> [UInt8], now: @escaping @Sendable () -> Date,
-                uptime: @escaping @Sendable () -> Double = { monotonicNow() }) {
+                uptime: @escaping @Sendable () -> Double = { monotonicNow() }, resolver: HostResolver = .system) {
         self.random = random
         self.now = now
         self.uptime = uptime
+        self.resolver = resolver
     }
 
     /// The OS CSPRNG and the system clock.

@@ -56,7 +56,7 @@ public final class Services: Sendable {
         self.log = log
         signer = TokenSigner(store: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
                              configuration: configuration, runtime: runtime)
-        origins = OriginCache(config: database.config)
+        origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
@@ -89,6 +89,10 @@ public final class Services: Sendable {
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
+
+    /// 0. The configuration holds together (`Configuration.validate`): a bad one never gets as far as
+    ///    the database, let alone a listener.
+    public func validateConfiguration() throws(Configuration.Invalid) { try configuration.validate() }
 
     /// 1. Schema: numbered migrations, each once (safe when many instances start together).
     public func migrate() throws(StorageError) -> [Int] { try database.migrate() }
@@ -132,6 +136,7 @@ public final class Services: Sendable {
 
     /// All of them, in order.
     public func start() throws {
+        try validateConfiguration()
         _ = try migrate()
         try seedOrigins()
         try prepareSigningKeys()

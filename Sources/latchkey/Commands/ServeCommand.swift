@@ -50,13 +50,23 @@ enum ServeCommand: Command {
         let database = Database(url: configuration.databaseURL, connections: configuration.threads + 2,
                                 pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL)
         let services = Services(configuration: configuration, database: database)
-        // Start-up steps, in order: migrate, seed LATCHKEY_ORIGINS, signing keys, change feed.
-        do { try services.start() } catch let error as SigningKeyError where error.code != .storage {
+        // Start-up steps, in order: the configuration's rules, migrate, seed LATCHKEY_ORIGINS, signing
+        // keys, change feed — all before anything listens, so a bad configuration never serves a request.
+        do { try services.start() } catch let error as Configuration.Invalid {
+            printError("latchkey serve: \(error.description)")
+            return ExitCode.usage
+        } catch let error as SigningKeyError where error.code != .storage {
             printError("latchkey serve: \(error.description)")  // no KEK, or the wrong one: refuse to start
             return ExitCode.failure
         } catch {
             printError("latchkey serve: cannot prepare the database: \(error)")
             return ExitCode.failure
+        }
+        // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
+        if !isChild, let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
+            printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
+                       + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
+                       + ignored.joined(separator: ", "))
         }
         // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
         let application = Application(services: services)

@@ -6,13 +6,27 @@ import WebAuthn
 import WebAuthnTesting
 
 /// The profile itself (SPEC "Conformance profile"): off by default, refused outside development
-/// mode, and its relaxations confined to its four endpoints.
+/// mode (SPEC "Assurance": no production override), and its relaxations confined to its four endpoints.
 @Suite struct ConformanceProfileTests {
-    @Test func theProfileIsRefusedOutsideDevelopmentModeUnlessAllowed() throws {
+    @Test func theProfileIsRefusedOutsideDevelopmentMode() throws {
         #expect(throws: Configuration.Invalid.self) { try Configuration.fromEnvironment(["LATCHKEY_CONFORMANCE": "1"]) }
         #expect(try Configuration.fromEnvironment(["LATCHKEY_CONFORMANCE": "1", "LATCHKEY_DEV": "1"]).conformance)
-        #expect(try Configuration.fromEnvironment(["LATCHKEY_CONFORMANCE": "1", "LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION": "1"]).conformance)
+        // The old override is gone: nothing turns the profile on outside dev mode.
+        #expect(throws: Configuration.Invalid.self) {
+            try Configuration.fromEnvironment(["LATCHKEY_CONFORMANCE": "1", "LATCHKEY_CONFORMANCE_ALLOW_PRODUCTION": "1"])
+        }
         #expect(try !Configuration.fromEnvironment([:]).conformance)
+    }
+
+    /// A configuration built in code (not read from the environment) is held to the same rule: the
+    /// start-up steps refuse it before anything listens.
+    @Test func aServerWithTheProfileOutsideDevelopmentModeDoesNotStart() throws {
+        #expect(throws: Configuration.Invalid.self) {
+            _ = try TestServer(name: "conformance-production") { c in
+                c.developmentMode = false
+                c.conformance = true
+            }
+        }
     }
 
     @Test func withoutTheProfileTheEndpointsDoNotExist() throws {

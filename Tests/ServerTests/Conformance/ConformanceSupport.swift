@@ -169,6 +169,8 @@ final class ConformanceFixture: Sendable {
 
     static func configure(_ dir: String) -> (inout Configuration) -> Void {
         { c in
+            // SPEC "Assurance": the conformance profile exists in development mode only.
+            c.developmentMode = true
             c.conformance = true
             c.mdsBlobPath = dir + "/blob.jwt"
             c.mdsRootPath = dir + "/root.pem"
