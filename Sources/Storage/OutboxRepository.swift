@@ -120,6 +120,10 @@ public final class OutboxRepository: Sendable {
                 SELECT ev.id, \(webhookChannel)::text, w.id, ev.seq, ev.account_id, ev.expires_at
                 FROM outbox_ev ev JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.events ? ev.type
                 WHERE \(PostgresValue.text(JSONValue.array(webhookIds).text))::jsonb ? ev.id
+                -- An endpoint being deleted is either seen deleted (the lock waits for its delete to commit
+                -- and re-checks deleted_at) or its delete waits for these rows, then cancels them: a
+                -- statement that began before the delete can never leave a pending delivery behind it.
+                FOR SHARE OF w
                 RETURNING event_id
                 """))
         }
