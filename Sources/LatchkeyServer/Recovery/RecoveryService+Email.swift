@@ -1,0 +1,117 @@
+import Crypto
+import DeviceKeys
+import Foundation
+import JSON
+import Storage
+
+/// The verified address and email sign-in (SPEC "Recovery and fallback sign-in"): the address a
+/// recovery mails, changed only with the owner's step-up (the route's `StepUpRule.emailChange`),
+/// and the one-time-code sign-in that begins an email session (SPEC "Assurance": such a session
+/// adds only held passkeys and changes nothing that protects the account).
+extension RecoveryService {
+    // MARK: Verified email
+
+    /// `PUT /v1/account/email` `{"email"}` → 202 `{"challengeId","expiresAt"}`; the code goes to that address.
+    /// `redeeming`: the `latchkey.email.change` step-up the route checked (SPEC "Assurance"), used up here.
+    func startVerification(_ caller: SessionService.Caller, body: JSONValue, redeeming: StepUpRedemption?) throws(ServiceError) -> JSONValue {
+        try requireMail()
+        let email = try Self.email(body)
+        try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
+        let code = codes.generate()
+        let id = "otp_" + runtime.identifier()
+        let message = mail.compose(.emailVerify, to: email, userId: caller.userId, subject: "Your Latchkey verification code: \(code)", text: """
+            Your verification code is: \(code)
+
+            Enter it in Latchkey to confirm this address. It expires in \(configuration.otpTTL / 60) minutes and works once.
+            If you did not ask for it, ignore this message.
+            """)
+        let hash = try codes.hash(code, challengeId: id)
+        let expires = try storage { () throws(StorageError) in
+            try store.insert(NewCodeChallenge(id: id, purpose: .emailVerify, userId: caller.userId, email: email.value,
+                                              codeHash: hash, maxAttempts: OneTimeCode.maxAttempts,
+                                              ttlSeconds: configuration.otpTTL),
+                             mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
+                             redeeming: redeeming)
+        }
+        mail.poke()
+        return Self.challengeJSON(id: id, expiresAt: expires)
+    }
+
+    /// `POST /v1/account/email/verify` `{"challengeId","code"}` → 200 `{"email","verified":true}`.
+    func verifyEmail(_ caller: SessionService.Caller, body: JSONValue) throws(ServiceError) -> JSONValue {
+        try requireMail()
+        let attempt = try check(body, purpose: .emailVerify)
+        guard attempt.userId == caller.userId, let email = attempt.email else {
+            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
+        }
+        do {
+            // The address being replaced hears of it: it is where recovery codes and "recovery started"
+            // notices went, so a stolen session quietly moving recovery to another mailbox is seen.
+            try store.setVerifiedEmail(userId: caller.userId, email: email,
+                                       audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
+                                       events: [events.emailVerified(userId: caller.userId)]) { [mail] previous in
+                guard let to = EmailAddress(previous) else { return [] }
+                return [mail.compose(.emailChanged, to: to, userId: caller.userId, subject: "The email address of your Latchkey account was changed", text: """
+                    The verified email address of your Latchkey account was just replaced by another one.
+                    Mailed recovery codes and recovery notices now go to the new address.
+
+                    If this was not you, sign in with your passkey, set your address again and check your
+                    sessions and pending recoveries.
+                    """)]
+            }
+        } catch .conflict {
+            throw ServiceError(.conflict, "another account has verified this address")
+        } catch {
+            throw ServiceError(error)
+        }
+        mail.poke()
+        return .object([("email", .string(email)), ("verified", true)])
+    }
+
+    /// `GET /v1/account/recovery`: what the settings page shows.
+    func accountState(_ caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
+        let (email, left, pending) = try storage { () throws(StorageError) in
+            (try store.email(userId: caller.userId), try store.unusedRecoveryCodes(userId: caller.userId),
+             try store.pending(userId: caller.userId))
+        }
+        return .object([
+            ("email", email.map { .string($0) } ?? .null), ("verified", .bool(email != nil)),
+            ("recoveryCodesLeft", .number(Double(left))),
+            ("pendingRecoveries", .array(pending.map { r in
+                .object([("recoveryId", .string(r.id)), ("method", .string(r.method)), ("notBefore", .string(iso8601(r.notBefore))),
+                         ("expiresAt", .string(iso8601(r.expiresAt)))])
+            })),
+        ])
+    }
+
+    /// `GET /v1/sign-in/methods`: which fallback ways in this deployment offers (the web app asks).
+    func methods() -> JSONValue {
+        .object([("passkey", true), ("emailSignIn", .bool(configuration.emailSignIn && configuration.mailEnabled)),
+                 ("emailRecovery", .bool(configuration.mailEnabled)), ("recoveryCodes", true)])
+    }
+
+    // MARK: Email sign-in
+
+    /// `POST /v1/email/challenges` `{"email"}` → 202 whether or not the address is anyone's.
+    func startEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
+        guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
+        try requireMail()
+        let email = try Self.email(body)
+        try limit("sign-in:" + email.value, per: 3600, max: Self.challengesPerHour)
+        let userId = try storage { () throws(StorageError) in try store.user(email: email.value) }
+        return try mailChallenge(purpose: .emailSignIn, userId: userId, to: email, subject: "Your Latchkey sign-in code",
+                                 intro: "Your sign-in code is", audit: .emailSignInStarted)
+    }
+
+    /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.
+    func verifyEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
+        guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
+        try requireMail()
+        let attempt = try check(body, purpose: .emailSignIn)
+        guard let userId = attempt.userId, let user = try storage({ () throws(StorageError) in try accounts.user(id: userId) }) else {
+            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
+        }
+        let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)])
+        return .object([("user", PasskeyService.userJSON(user)), ("tokens", issued.json)])
+    }
+}
