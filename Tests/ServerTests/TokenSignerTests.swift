@@ -59,7 +59,7 @@ func forgedToken(issuer: String, audience: String) -> String {
         #expect(throws: (any Error).self) { try signer.verify(forgedToken(issuer: server.origin, audience: server.rpId), type: "at+jwt") }
         // Another instance rotates: a new signing key in the database that this instance has not loaded.
         let key = SigningKey.generate()
-        try signer.store.add(key)
+        try signer.source.add(key)
         let now = Date().timeIntervalSince1970.rounded()
         let token = JWT.sign(claims: .object([("iss", .string(server.origin)), ("aud", .string(server.rpId)), ("sub", "x"),
                                               ("iat", .number(now)), ("exp", .number(now + 300))]), key: key, type: "at+jwt")

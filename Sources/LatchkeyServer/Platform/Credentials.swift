@@ -1,3 +1,4 @@
+import Tokens
 import HTTP
 import Storage
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import DeviceKeys
+import Tokens
 import WebAuthn
 
 /// Where the server's randomness, wall-clock time and host-name lookups come from. Built once by
@@ -35,6 +36,12 @@ public struct Runtime: Sendable {
     var ceremonies: CeremonyEnvironment {
         let now = self.now
         return CeremonyEnvironment(random: random, now: { Int64(now().timeIntervalSince1970) })
+    }
+
+    /// The same clock for the token signer.
+    var tokenClock: TokenClock {
+        let now = self.now, uptime = self.uptime
+        return TokenClock(now: now, unixTime: { Int64(now().timeIntervalSince1970) }, uptime: uptime)
     }
 
     var deviceKeys: DeviceKeyEnvironment {

@@ -1,3 +1,4 @@
+import Tokens
 import Foundation
 import HTTP
 import JSON
@@ -54,8 +55,8 @@ public final class Services: Sendable {
         self.database = database
         self.runtime = runtime
         self.log = log
-        signer = TokenSigner(store: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
-                             configuration: configuration, runtime: runtime)
+        signer = TokenSigner(source: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
+                             issuer: configuration.issuer, audience: configuration.rpId, clock: runtime.tokenClock)
         origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)

@@ -17,8 +17,6 @@ public final class SessionService: Sendable {
     let revoked: RevokedSessions
     let events: OutboxEvents
 
-    /// JWT `typ` of an access token (RFC 9068 §2.1).
-    static let accessTokenType = "at+jwt"
 
     init(sessions: SessionRepository, accounts: AccountRepository, signer: TokenSigner, configuration: Configuration, runtime: Runtime,
          revoked: RevokedSessions, events: OutboxEvents) {
@@ -92,12 +90,12 @@ public final class SessionService: Sendable {
     private func issue(userId: String, familyId: String, authTime: Date, refreshToken: String,
                        claims: AuthenticationClaims) throws(ServiceError) -> Issued {
         let now = runtime.unixTime
-        let access = try signer.sign(.object([
-            ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
-            ("client_id", "latchkey"), ("iat", .number(Double(now))), ("exp", .number(Double(now + Int64(configuration.accessTokenTTL)))),
-            ("jti", .string(runtime.identifier())), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
-            ("sid", .string(familyId)), ("acr", .string(claims.acr)), ("amr", .array(claims.amr)),
-        ]), type: Self.accessTokenType)
+        let access: String
+        do {
+            access = try signer.sign(AccessClaims(subject: userId, sessionId: familyId, jwtId: runtime.identifier(), issuedAt: now,
+                                                  expiresAt: now + Int64(configuration.accessTokenTTL),
+                                                  authTime: Int64(authTime.timeIntervalSince1970.rounded(.down)), authentication: claims))
+        } catch { throw ServiceError(.internalError, "no signing key") }
         return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: configuration.accessTokenTTL)
     }
 
@@ -202,11 +200,8 @@ public final class SessionService: Sendable {
     /// The signed-in user and session of a Bearer access token: valid signature and time, and a
     /// session not revoked (checked in memory against `RevokedSessions`, no database round trip).
     func session(accessToken token: String) throws(ServiceError) -> Caller {
-        let claims = try signer.verify(token, type: Self.accessTokenType)
-        guard let sub = claims["sub"]?.stringValue, let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else {
-            throw ServiceError.unauthorized
-        }
-        return Caller(userId: sub, sessionId: sid, acr: claims["acr"]?.stringValue)
+        guard let claims = try? signer.accessClaims(token), !revoked.contains(claims.sessionId) else { throw ServiceError.unauthorized }
+        return Caller(userId: claims.subject, sessionId: claims.sessionId, acr: claims.acr)
     }
 
     /// How a session stands (SPEC "Assurance"): how it began, and whether the passkey that began

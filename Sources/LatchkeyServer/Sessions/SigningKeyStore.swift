@@ -3,20 +3,14 @@ import Foundation
 import Storage
 import Tokens
 
-/// Why the token signing keys could not be prepared, loaded or re-encrypted. `description` is the
-/// operator's message (it names kids and KEK ids, never key material).
-public struct SigningKeyError: Error, CustomStringConvertible {
-    public enum Code: Sendable { case keyEncryptionKeyMissing, keyEncryptionKeyWrong, storage, conflict }
-    public let code: Code
-    public let description: String
-
+extension SigningKeyError {
     static func storage(_ error: StorageError) -> SigningKeyError { SigningKeyError(code: .storage, description: "\(error)") }
 }
 
 /// Token signing keys as PostgreSQL keeps them: each private key sealed (`SealedSecret`, AES-256-GCM
 /// under the KEK, bound to its kid). Rows from before encryption hold a plaintext PEM until
 /// `prepare()` seals them. Shared by TokenSigner (serve) and `latchkey keys`.
-public final class SigningKeyStore: Sendable {
+public final class SigningKeyStore: SigningKeySource, Sendable {
     let keys: KeyRepository
     let kek: KeyEncryptionKey?
     let runtime: Runtime
@@ -25,12 +19,6 @@ public final class SigningKeyStore: Sendable {
         self.keys = keys
         self.kek = kek
         self.runtime = runtime
-    }
-
-    /// A key read back: opened, or why not (`Failure` names the KEK id that sealed it).
-    enum Loaded {
-        case key(SigningKey)
-        case unreadable(kid: String, reason: String, sealedUnder: String?)
     }
 
     func requireKEK() throws(SigningKeyError) -> KeyEncryptionKey {
@@ -69,7 +57,7 @@ public final class SigningKeyStore: Sendable {
     }
 
     /// The live keys, newest first, each opened with the KEK or named as unreadable.
-    func load() throws(SigningKeyError) -> [Loaded] {
+    public func load() throws(SigningKeyError) -> [StoredSigningKey] {
         let kek = try requireKEK()
         let rows: [KeyRepository.StoredSigningKey]
         do { rows = try keys.signingKeys() } catch { throw SigningKeyError.storage(error) }
@@ -92,6 +80,10 @@ public final class SigningKeyStore: Sendable {
         }
     }
 
+    public func newestCreatedAt() throws(SigningKeyError) -> Date? {
+        do { return try keys.signingKeys().first?.createdAt } catch { throw SigningKeyError.storage(error) }
+    }
+
     /// A new signing key, sealed and stored (the newest two stay live); returns its kid.
     public func addNewKey() throws(SigningKeyError) -> String {
         let key = SigningKey.generate()
@@ -105,7 +97,7 @@ public final class SigningKeyStore: Sendable {
     }
 
     /// Stores `key` sealed under the KEK; the newest two stay live.
-    func add(_ key: SigningKey) throws(SigningKeyError) {
+    public func add(_ key: SigningKey) throws(SigningKeyError) {
         let kek = try requireKEK()
         let sealed: [UInt8]
         do { sealed = try seal(key.privateKey.pkcs8PEM, kid: key.kid, under: kek) } catch {

@@ -2,6 +2,7 @@ import Crypto
 import DeviceKeys
 import JSON
 import Storage
+import Tokens
 
 /// The one check behind every gated change (SPEC "Assurance"): a step-up token the route table's
 /// `StepUpRule` asks for, made by the caller with a user-verified passkey for exactly that action,
@@ -10,39 +11,34 @@ import Storage
 extension StepUpService {
     static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
-    /// A valid
-    /// step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
+    /// A valid step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
     /// Anything else is 403 `step_up_required`. Redeeming it is the change's own transaction's job.
     func checkedStepUp(_ token: String, userId: String, action: StepUpAction,
                        changes: String) throws(ServiceError) -> (jti: String, receiptId: String) {
-        guard let claims = try? signer.verify(token, type: Self.tokenType, leewaySeconds: 0) else {
+        guard let claims = try? signer.stepUpClaims(token) else {
             throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
         }
-        guard claims["sub"]?.stringValue == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
-        guard let presentedHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode),
-              constantTimeEquals(presentedHash, action.hash) else {
+        guard claims.subject == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
+        guard constantTimeEquals(claims.actionHash, action.hash) else {
             throw Self.stepUpRequired("the step-up approved another action (this one is \(Self.text(action)))")
         }
-        guard claims["acr"]?.stringValue == AuthenticationClaims.passkeyVerified.acr else {
+        guard claims.acr == AuthenticationClaims.passkeyVerified.acr else {
             throw Self.stepUpRequired("\(changes) are approved with a user-verified passkey step-up")
-        }
-        guard let jti = claims["jti"]?.stringValue, let receiptId = claims["receipt_id"]?.stringValue else {
-            throw Self.stepUpRequired("the step-up token has no id")
         }
         guard try approvalIsLive(claims) else {
             throw Self.stepUpRequired("the step-up's session or the key that approved it was revoked")
         }
-        return (jti, receiptId)
+        return (claims.jwtId, claims.receiptId)
     }
 
     /// SPEC "Rules that must hold": revocation is immediate. A step-up token is only as alive as the
     /// session that asked for it (`sid`, checked like access tokens are) and the key that approved
     /// it (the receipt's device key or passkey, still live): a logout, a session ended, a recovery,
     /// or a revoked device key or passkey also ends the approvals they made, before they expire.
-    func approvalIsLive(_ claims: JSONValue) throws(ServiceError) -> Bool {
-        guard let sid = claims["sid"]?.stringValue, !revoked.contains(sid), let receiptId = claims["receipt_id"]?.stringValue,
-              let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: receiptId) }),
-              receipt.userId == claims["sub"]?.stringValue else { return false }
+    func approvalIsLive(_ claims: StepUpClaims) throws(ServiceError) -> Bool {
+        guard !revoked.contains(claims.sessionId),
+              let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: claims.receiptId) }),
+              receipt.userId == claims.subject else { return false }
         if receipt.method == "device-key" {
             return try storage { () throws(StorageError) in try deviceKeys.key(id: receipt.keyId) }?.revokedAt == nil
         }
@@ -54,6 +50,4 @@ extension StepUpService {
     }
 
     static func text(_ action: StepUpAction) -> String { String(decoding: action.canonical, as: UTF8.self) }
-
-
 }

@@ -3,6 +3,7 @@ import Foundation
 import DeviceKeys
 import JSON
 import Storage
+import Tokens
 import WebAuthn
 
 /// Action-bound step-up (SPEC "Step-up"): challenges, their verification by a device key or a
@@ -31,7 +32,7 @@ public final class StepUpService: Sendable {
     let revoked: RevokedSessions
 
     /// JWT `typ` of a step-up token: never accepted where an access token is expected, and back.
-    public static let tokenType = "step-up+jwt"
+    public static let tokenType = StepUpClaims.type
     /// SPEC: a step-up token lives at most two minutes.
     static let maxTokenTTL = 120
 
@@ -129,8 +130,7 @@ public final class StepUpService: Sendable {
         let tokenExpiresAt = now.addingTimeInterval(Double(tokenTTL))
         let keyBinding = Base64URL.encode(state.keyBinding)
         let receipt: StepUpReceiptRecord
-        let acr: String
-        let amr: [JSONValue]
+        let approvedWith: AuthenticationClaims
         var liveDeviceKeyId: String? = nil
         var appAttestCounter: Int64? = nil
         var credentialUse: CredentialUse? = nil
@@ -169,9 +169,7 @@ public final class StepUpService: Sendable {
             }
             liveDeviceKeyId = keyId
             // SPEC "Trust chain": `hwk` only for a key whose attestation proved hardware; `swk` otherwise (RFC 8176).
-            let claimsForKey = record.attested ? AuthenticationClaims.deviceKeyAttested : AuthenticationClaims.deviceKey
-            acr = claimsForKey.acr
-            amr = claimsForKey.amr
+            approvedWith = record.attested ? AuthenticationClaims.deviceKeyAttested : AuthenticationClaims.deviceKey
             audit += [("method", "device-key"), ("keyId", .string(keyId))]
             approvedBy = keyId
             receipt = StepUpReceiptRecord(
@@ -183,8 +181,7 @@ public final class StepUpService: Sendable {
             let outcome = try verifyPasskey(parsed, state: state, userId: userId)
             credentialUse = outcome.use
             passkeyOutcome = outcome
-            acr = AuthenticationClaims.passkeyVerified.acr
-            amr = AuthenticationClaims.passkeyVerified.amr
+            approvedWith = AuthenticationClaims.passkeyVerified
             let credentialId = Base64URL.encode(outcome.use.credentialId)
             approvedBy = credentialId
             audit += [("method", "passkey"), ("keyId", .string(credentialId))]
@@ -220,8 +217,12 @@ public final class StepUpService: Sendable {
             }
             throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
         }
-        let token = try stepUpToken(userId: userId, sessionId: sessionId, jti: jti, authTime: Int64(now.timeIntervalSince1970), acr: acr, amr: amr,
-                                    actionHash: state.actionHash, receiptId: receiptId)
+        let token: String
+        do {
+            token = try signer.sign(StepUpClaims(subject: userId, sessionId: sessionId, jwtId: jti, issuedAt: Int64(now.timeIntervalSince1970),
+                                                 lifetime: Int64(tokenTTL), authentication: approvedWith, actionHash: state.actionHash,
+                                                 receiptId: receiptId))
+        } catch { throw ServiceError(.internalError, "no signing key") }
         return .object([("access_token", .string(token)), ("token_type", "Bearer"), ("expires_in", .number(Double(tokenTTL))),
                         ("actionHash", .string(Base64URL.encode(state.actionHash))), ("receiptId", .string(receiptId))])
     }
@@ -249,27 +250,14 @@ public final class StepUpService: Sendable {
         return outcome
     }
 
-    /// An ES256 JWT (`typ` step-up+jwt) scoped to one action: `sub`, `jti`, `auth_time`, `acr`,
-    /// `amr`, `action_hash`, at most two minutes; `sid`: the session that asked for it.
-    func stepUpToken(userId: String, sessionId: String, jti: String, authTime: Int64, acr: String, amr: [JSONValue], actionHash: [UInt8],
-                     receiptId: String) throws(ServiceError) -> String {
-        try signer.sign(.object([
-            ("iss", .string(configuration.issuer)), ("sub", .string(userId)), ("aud", .string(configuration.rpId)),
-            ("iat", .number(Double(authTime))), ("exp", .number(Double(authTime + Int64(tokenTTL)))), ("jti", .string(jti)),
-            ("auth_time", .number(Double(authTime))), ("acr", .string(acr)), ("amr", .array(amr)),
-            ("action_hash", .string(Base64URL.encode(actionHash))), ("receipt_id", .string(receiptId)), ("sid", .string(sessionId)),
-        ]), type: Self.tokenType)
-    }
-
     // MARK: Consume
 
     /// `POST /v1/step-up/consume` with the step-up token as Bearer and `{"actionHash"}`: 200 the
     /// first time for the action the token was issued for; `action_mismatch` for any other
     /// action (the token stays unused); `conflict` once used.
     func consume(token: String, body: JSONValue) throws(ServiceError) -> JSONValue {
-        let claims = try signer.verify(token, type: Self.tokenType, leewaySeconds: 0)
-        guard let sub = claims["sub"]?.stringValue, let jti = claims["jti"]?.stringValue,
-              let tokenHash = claims["action_hash"]?.stringValue.flatMap(Base64URL.decode) else { throw ServiceError.unauthorized }
+        guard let claims = try? signer.stepUpClaims(token) else { throw ServiceError.unauthorized }
+        let sub = claims.subject, jti = claims.jwtId, tokenHash = claims.actionHash
         guard let text = body["actionHash"]?.stringValue else { throw ServiceError.invalid("actionHash is required") }
         guard let presented = Base64URL.decode(text), presented.count == 32 else {
             throw ServiceError.invalid("actionHash must be base64url of 32 bytes (SHA-256)")
@@ -283,8 +271,8 @@ public final class StepUpService: Sendable {
         switch try storage({ () throws(StorageError) in try deviceKeys.consumeStepUpToken(jti: jti, userId: sub, actionHash: presented) }) {
         case .consumed(let receiptId, let action):
             return .object([("sub", .string(sub)), ("actionHash", .string(text)), ("action", Self.actionJSON(action)),
-                            ("receiptId", .string(receiptId)), ("acr", claims["acr"] ?? .null), ("amr", claims["amr"] ?? .null),
-                            ("auth_time", claims["auth_time"] ?? .null)])
+                            ("receiptId", .string(receiptId)), ("acr", .string(claims.acr)), ("amr", .array(claims.amr.map { .string($0) })),
+                            ("auth_time", .number(Double(claims.authTime)))])
         case .alreadyUsed:
             throw ServiceError(.conflict, "this step-up token was already used")
         case .unknown:

@@ -1,3 +1,4 @@
+import Tokens
 import Crypto
 import LatchkeyServer
 import Storage

@@ -1,0 +1,153 @@
+import Crypto
+import JSON
+
+/// `acr` / `amr` (RFC 8176) of Latchkey's tokens by how the user authenticated, in one place:
+/// access tokens carry the passkey and email-code ones, step-up tokens any of them (SPEC "Trust
+/// chain": the response tells the truth — `hwk` only for a key whose attestation proved hardware).
+public struct AuthenticationClaims: Sendable, Equatable {
+    public let acr: String
+    public let amr: [String]
+
+    public static let passkeyVerified = AuthenticationClaims(acr: "urn:latchkey:acr:passkey-uv", amr: ["pop", "user", "mfa"])
+    public static let passkey = AuthenticationClaims(acr: "urn:latchkey:acr:passkey", amr: ["pop"])
+    public static let deviceKeyAttested = AuthenticationClaims(acr: "urn:latchkey:acr:device-key-attested", amr: ["hwk", "pop"])
+    public static let deviceKey = AuthenticationClaims(acr: "urn:latchkey:acr:device-key", amr: ["swk", "pop"])
+    /// SPEC "Email sign-in": a session a mailed one-time code began.
+    public static let emailOTP = AuthenticationClaims(acr: "urn:latchkey:acr:email-otp", amr: ["otp"])
+}
+
+/// The claims of an access token (RFC 9068 §2.2, `typ` `at+jwt`), typed: built here, read here, so
+/// no caller picks members out of a `JSONValue` by name.
+public struct AccessClaims: Sendable, Equatable {
+    public static let type = "at+jwt"
+
+    public let subject: String
+    /// The session (refresh-token family) the token belongs to.
+    public let sessionId: String
+    public let jwtId: String
+    public let issuedAt: Int64
+    public let expiresAt: Int64
+    /// The authentication that began the session (a refresh never moves it).
+    public let authTime: Int64
+    public let acr: String
+    public let amr: [String]
+
+    public init(subject: String, sessionId: String, jwtId: String, issuedAt: Int64, expiresAt: Int64, authTime: Int64,
+                authentication: AuthenticationClaims) {
+        self.subject = subject
+        self.sessionId = sessionId
+        self.jwtId = jwtId
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.authTime = authTime
+        acr = authentication.acr
+        amr = authentication.amr
+    }
+
+    /// The payload, with the issuer and audience of the deployment.
+    public func payload(issuer: String, audience: String) -> JSONValue {
+        .object([
+            ("iss", .string(issuer)), ("sub", .string(subject)), ("aud", .string(audience)), ("client_id", "latchkey"),
+            ("iat", .number(Double(issuedAt))), ("exp", .number(Double(expiresAt))), ("jti", .string(jwtId)),
+            ("auth_time", .number(Double(authTime))), ("sid", .string(sessionId)), ("acr", .string(acr)),
+            ("amr", .array(amr.map { .string($0) })),
+        ])
+    }
+
+    /// The claims of a verified token; a member missing or of another type is `malformed`.
+    public init(verified claims: JSONValue) throws(TokenError) {
+        let read = ClaimReader(claims)
+        subject = try read.string("sub")
+        sessionId = try read.string("sid")
+        jwtId = try read.string("jti")
+        issuedAt = try read.time("iat")
+        expiresAt = try read.time("exp")
+        authTime = try read.time("auth_time")
+        acr = try read.string("acr")
+        amr = try read.strings("amr")
+    }
+}
+
+/// The claims of a step-up token (`typ` `step-up+jwt`): one approval, of one action, by one key.
+public struct StepUpClaims: Sendable, Equatable {
+    public static let type = "step-up+jwt"
+
+    public let subject: String
+    /// The session that asked for the approval: the token dies with it.
+    public let sessionId: String
+    public let jwtId: String
+    public let issuedAt: Int64
+    public let expiresAt: Int64
+    public let authTime: Int64
+    public let acr: String
+    public let amr: [String]
+    /// SHA-256 of the action's RFC 8785 canonical JSON.
+    public let actionHash: [UInt8]
+    public let receiptId: String
+
+    public init(subject: String, sessionId: String, jwtId: String, issuedAt: Int64, lifetime: Int64, authentication: AuthenticationClaims,
+                actionHash: [UInt8], receiptId: String) {
+        self.subject = subject
+        self.sessionId = sessionId
+        self.jwtId = jwtId
+        self.issuedAt = issuedAt
+        expiresAt = issuedAt + lifetime
+        authTime = issuedAt
+        acr = authentication.acr
+        amr = authentication.amr
+        self.actionHash = actionHash
+        self.receiptId = receiptId
+    }
+
+    public func payload(issuer: String, audience: String) -> JSONValue {
+        .object([
+            ("iss", .string(issuer)), ("sub", .string(subject)), ("aud", .string(audience)), ("iat", .number(Double(issuedAt))),
+            ("exp", .number(Double(expiresAt))), ("jti", .string(jwtId)), ("auth_time", .number(Double(authTime))),
+            ("acr", .string(acr)), ("amr", .array(amr.map { .string($0) })), ("action_hash", .string(Base64URL.encode(actionHash))),
+            ("receipt_id", .string(receiptId)), ("sid", .string(sessionId)),
+        ])
+    }
+
+    public init(verified claims: JSONValue) throws(TokenError) {
+        let read = ClaimReader(claims)
+        subject = try read.string("sub")
+        sessionId = try read.string("sid")
+        jwtId = try read.string("jti")
+        issuedAt = try read.time("iat")
+        expiresAt = try read.time("exp")
+        authTime = try read.time("auth_time")
+        acr = try read.string("acr")
+        amr = try read.strings("amr")
+        guard let hash = Base64URL.decode(try read.string("action_hash")), hash.count == 32 else {
+            throw TokenError(.malformed, "action_hash is not a SHA-256")
+        }
+        actionHash = hash
+        receiptId = try read.string("receipt_id")
+    }
+}
+
+/// Typed reads of a verified token's members.
+struct ClaimReader {
+    let claims: JSONValue
+    init(_ claims: JSONValue) { self.claims = claims }
+
+    func string(_ name: String) throws(TokenError) -> String {
+        guard let v = claims[name]?.stringValue, !v.isEmpty else { throw TokenError(.malformed, "\(name) is missing") }
+        return v
+    }
+
+    func time(_ name: String) throws(TokenError) -> Int64 {
+        guard let v = claims[name]?.intValue else { throw TokenError(.malformed, "\(name) is missing") }
+        return Int64(v)
+    }
+
+    func strings(_ name: String) throws(TokenError) -> [String] {
+        guard let list = claims[name]?.arrayValue else { throw TokenError(.malformed, "\(name) is missing") }
+        var out: [String] = []
+        for item in list {
+            guard let s = item.stringValue else { throw TokenError(.malformed, "\(name) holds a non-string") }
+            out.append(s)
+        }
+        return out
+    }
+}
