@@ -159,10 +159,7 @@ public final class AdminService: Sendable {
     /// use) may enrol a passkey with this single-use, 10-minute ticket.
     func enrolmentTicket(externalId: String, body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
-        guard let username = try RequestFields.optionalString(body, "username") else { throw ServiceError.invalid("username is required") }
-        let displayName = try RequestFields.optionalString(body, "displayName") ?? username
-        try validateName(username, "username")
-        try validateName(displayName, "displayName")
+        let (username, displayName) = try RequestFields.accountNames(body)
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
         let user: UserRecord
         do {

@@ -25,11 +25,7 @@ extension RouteTable {
                 requester = .user(userId, held: .ifAccountHasPasskeys, redeeming: nil)
                 conditional = try Self.conditional(ctx)
             default:
-                let body = try ctx.json()
-                guard let username = try RequestFields.optionalString(body, "username") else { throw ServiceError.invalid("username is required") }
-                let displayName = try RequestFields.optionalString(body, "displayName") ?? username
-                try validateName(username, "username")
-                try validateName(displayName, "displayName")
+                let (username, displayName) = try RequestFields.accountNames(try ctx.json())
                 requester = .newAccount(username: username, displayName: displayName)
             }
             return .json(bytes: try s.passkeys.registrationOptions(for: requester, conditional: conditional).serialized())

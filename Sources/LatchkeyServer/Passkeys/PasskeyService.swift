@@ -288,7 +288,7 @@ public final class PasskeyService: Sendable {
         let issued = try sessions.issue(session, userVerified: verified.userVerified)
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
-        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(record)), ("tokens", issued.json),
+        return .object([("user", user.json), ("passkey", passkeyJSON(record)), ("tokens", issued.json),
                         ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
     }
 
@@ -404,7 +404,7 @@ public final class PasskeyService: Sendable {
         updated.backupEligible = outcome.verified.backupEligible
         updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
-        return .object([("user", Self.userJSON(user)), ("passkey", passkeyJSON(updated)), ("tokens", issued.json),
+        return .object([("user", user.json), ("passkey", passkeyJSON(updated)), ("tokens", issued.json),
                         ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
     }
 
@@ -420,10 +420,6 @@ public final class PasskeyService: Sendable {
             metrics.observeCeremony(ceremony, outcome: error.code.rawValue)
             throw error
         }
-    }
-
-    static func userJSON(_ u: UserRecord) -> JSONValue {
-        .object([("id", .string(u.id)), ("username", .string(u.username)), ("displayName", .string(u.displayName))])
     }
 
     func passkeyJSON(_ c: CredentialRecord) -> JSONValue {

@@ -120,6 +120,16 @@ enum QueryFields {
 
 /// Typed members of a JSON request body: a missing member is `invalid_request` naming it.
 enum RequestFields {
+    /// `{"username","displayName"?}` of a new account (registration options, enrolment tickets):
+    /// both names checked; `displayName` defaults to the username.
+    static func accountNames(_ body: JSONValue) throws(ServiceError) -> (username: String, displayName: String) {
+        guard let username = try optionalString(body, "username") else { throw ServiceError.invalid("username is required") }
+        let displayName = try optionalString(body, "displayName") ?? username
+        try validateName(username, "username")
+        try validateName(displayName, "displayName")
+        return (username, displayName)
+    }
+
     static func string(_ body: JSONValue, _ member: String, max: Int) throws(ServiceError) -> String {
         guard let v = body[member], !v.isNull else { throw ServiceError.invalid("\(member) is required") }
         guard let s = v.stringValue, !s.isEmpty, s.utf8.count <= max, isPrintableText(s) else {

@@ -112,6 +112,6 @@ extension RecoveryService {
             throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
         }
         let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)])
-        return .object([("user", PasskeyService.userJSON(user)), ("tokens", issued.json)])
+        return .object([("user", user.json), ("tokens", issued.json)])
     }
 }

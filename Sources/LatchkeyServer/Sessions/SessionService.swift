@@ -139,13 +139,7 @@ public final class SessionService: Sendable {
 
     /// `GET /v1/sessions`: the caller's live sessions; `current` marks the one the token belongs to.
     func list(_ caller: Caller) throws(ServiceError) -> JSONValue {
-        let records = try storage { () throws(StorageError) in try sessions.list(userId: caller.userId) }
-        return .object([("sessions", .array(records.filter { !revoked.contains($0.id) }.map { r in
-            .object([("id", .string(r.id)), ("method", .string(r.method.rawValue)),
-                     ("credentialId", r.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
-                     ("createdAt", .string(iso8601(r.createdAt))), ("lastUsedAt", .string(iso8601(r.lastUsedAt))),
-                     ("authTime", .string(iso8601(r.authTime))), ("current", .bool(r.id == caller.sessionId))])
-        }))])
+        .object([("sessions", .array(try sessionsJSON(userId: caller.userId, current: caller.sessionId)))])
     }
 
     /// `DELETE /v1/sessions/{id}`: ends one of the caller's live sessions; anyone else's, or an
@@ -161,14 +155,15 @@ public final class SessionService: Sendable {
         revoked.insert(ended)
     }
 
-    /// The admin console's view of a user's live sessions (no `current`: the admin is not that user).
-    func sessionsJSON(userId: String) throws(ServiceError) -> [JSONValue] {
+    /// One renderer for both views: `current`, the caller's own session id, adds `current` to each
+    /// entry (SPEC "Sessions"); the admin console's view (no current) leaves it out.
+    func sessionsJSON(userId: String, current: String? = nil) throws(ServiceError) -> [JSONValue] {
         let records = try storage { () throws(StorageError) in try sessions.list(userId: userId) }
         return records.filter { !revoked.contains($0.id) }.map { r in
             .object([("id", .string(r.id)), ("method", .string(r.method.rawValue)),
                      ("credentialId", r.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
                      ("createdAt", .string(iso8601(r.createdAt))), ("lastUsedAt", .string(iso8601(r.lastUsedAt))),
-                     ("authTime", .string(iso8601(r.authTime)))])
+                     ("authTime", .string(iso8601(r.authTime)))] + (current.map { [("current", .bool(r.id == $0))] } ?? []))
         }
     }
 
