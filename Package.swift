@@ -39,11 +39,14 @@ let package = Package(
 
         // Pure Swift.
         .target(name: "JSON", swiftSettings: strict),
-        .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
+        // What the two protocol cores share: one error shape with SPEC's codes (WebAuthnError and
+        // DeviceKeyError name it), re-exported by both. No HTTP, no SQL.
+        .target(name: "ProtocolCore", swiftSettings: strict),
+        .target(name: "WebAuthn", dependencies: ["ProtocolCore", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         // The shipped attestation roots are the PEM files in DeviceKeys/Roots, compiled in like Storage's migrations.
-        .target(name: "DeviceKeys", dependencies: ["CBOR", "Crypto", "JSON"], exclude: ["Roots/README.md"], resources: [.embedInCode("Roots")],
+        .target(name: "DeviceKeys", dependencies: ["ProtocolCore", "CBOR", "Crypto", "JSON"], exclude: ["Roots/README.md"], resources: [.embedInCode("Roots")],
                 swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
