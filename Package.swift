@@ -40,8 +40,8 @@ let package = Package(
         // Pure Swift.
         .target(name: "JSON", swiftSettings: strict),
         // What the two protocol cores share: one error shape with SPEC's codes (WebAuthnError and
-        // DeviceKeyError name it), re-exported by both. No HTTP, no SQL.
-        .target(name: "ProtocolCore", swiftSettings: strict),
+        // DeviceKeyError name it), re-exported by both, and the one ceremony-state codec. No HTTP, no SQL.
+        .target(name: "ProtocolCore", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
         .target(name: "WebAuthn", dependencies: ["ProtocolCore", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
