@@ -11,7 +11,6 @@ let strict: [SwiftSetting] = [
 ]
 // Wrapper targets keep their C module internal: a C type leaking into a public API fails to compile.
 let wrapper: [SwiftSetting] = strict + [.enableUpcomingFeature("InternalImportsByDefault")]
-let optimized: [SwiftSetting] = [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "Latchkey",
