@@ -11,7 +11,6 @@ let strict: [SwiftSetting] = [
 ]
 // Wrapper targets keep their C module internal: a C type leaking into a public API fails to compile.
 let wrapper: [SwiftSetting] = strict + [.enableUpcomingFeature("InternalImportsByDefault")]
-let optimized: [SwiftSetting] = [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "Latchkey",
@@ -39,11 +38,14 @@ let package = Package(
 
         // Pure Swift.
         .target(name: "JSON", swiftSettings: strict),
-        .target(name: "WebAuthn", dependencies: ["CBOR", "Crypto", "JSON"], swiftSettings: strict),
+        // What the two protocol cores share: one error shape with SPEC's codes (WebAuthnError and
+        // DeviceKeyError name it), re-exported by both, and the one ceremony-state codec. No HTTP, no SQL.
+        .target(name: "ProtocolCore", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
+        .target(name: "WebAuthn", dependencies: ["ProtocolCore", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .target(name: "WellKnown", dependencies: ["JSON", "Crypto"], swiftSettings: strict),
         // The shipped attestation roots are the PEM files in DeviceKeys/Roots, compiled in like Storage's migrations.
-        .target(name: "DeviceKeys", dependencies: ["CBOR", "Crypto", "JSON"], exclude: ["Roots/README.md"], resources: [.embedInCode("Roots")],
+        .target(name: "DeviceKeys", dependencies: ["ProtocolCore", "CBOR", "Crypto", "JSON"], exclude: ["Roots/README.md"], resources: [.embedInCode("Roots")],
                 swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),

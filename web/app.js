@@ -4,7 +4,9 @@
 // Tokens live in sessionStorage (this tab only, gone when it closes); an access token that
 // expires is renewed once through /v1/token, with one refresh in flight at a time because refresh
 // tokens rotate and a reused one revokes the whole session.
-'use strict';
+//
+// An ES module (strict by default), loaded by index.html with <script type="module">.
+import { creationOptions, credentialJSON, requestOptions } from './webauthn.js';
 
 const $ = (id) => document.getElementById(id);
 const SESSION_KEY = 'latchkey.session';
@@ -227,59 +229,6 @@ function loadSession() {
 function endSession() {
   app.session = null;
   try { sessionStorage.removeItem(SESSION_KEY); } catch { /* ignore */ }
-}
-
-// ---------------------------------------------------------------------------------------------
-// WebAuthn JSON helpers: the browser's own when present (WebAuthn L3), a small fallback otherwise.
-
-const b64url = {
-  decode(s) {
-    const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((s.length + 3) % 4));
-    return Uint8Array.from(b, (c) => c.charCodeAt(0)).buffer;
-  },
-  encode(buf) {
-    let s = '';
-    for (const byte of new Uint8Array(buf)) s += String.fromCharCode(byte);
-    return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-  },
-};
-
-function creationOptions(json) {
-  if (PublicKeyCredential.parseCreationOptionsFromJSON) return PublicKeyCredential.parseCreationOptionsFromJSON(json);
-  return {
-    ...json,
-    challenge: b64url.decode(json.challenge),
-    user: { ...json.user, id: b64url.decode(json.user.id) },
-    excludeCredentials: (json.excludeCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })),
-  };
-}
-
-function requestOptions(json) {
-  if (PublicKeyCredential.parseRequestOptionsFromJSON) return PublicKeyCredential.parseRequestOptionsFromJSON(json);
-  return {
-    ...json,
-    challenge: b64url.decode(json.challenge),
-    allowCredentials: (json.allowCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })),
-  };
-}
-
-function credentialJSON(credential) {
-  if (typeof credential.toJSON === 'function') return credential.toJSON();
-  const r = credential.response;
-  const response = { clientDataJSON: b64url.encode(r.clientDataJSON) };
-  if (r.attestationObject) {
-    response.attestationObject = b64url.encode(r.attestationObject);
-    response.transports = r.getTransports ? r.getTransports() : [];
-  } else {
-    response.authenticatorData = b64url.encode(r.authenticatorData);
-    response.signature = b64url.encode(r.signature);
-    if (r.userHandle) response.userHandle = b64url.encode(r.userHandle);
-  }
-  return {
-    id: credential.id, rawId: b64url.encode(credential.rawId), type: credential.type,
-    authenticatorAttachment: credential.authenticatorAttachment || undefined,
-    clientExtensionResults: credential.getClientExtensionResults(), response,
-  };
 }
 
 /** Runs one modal ceremony; records start and timeout so a NotAllowedError can be told apart. */

@@ -14,20 +14,20 @@ public struct DeviceKeyEnrolmentState: Sendable, Equatable {
 
     static let ceremony = "device-key-enrolment"
 
-    /// The one storage encoding (canonical JSON, see `DeviceKeyStateCoding`).
+    /// The one storage encoding (canonical JSON, see `CeremonyStateCoding`).
     public func encoded() -> [UInt8] {
-        DeviceKeyStateCoding.encode(Self.ceremony, [("challenge", .string(Base64URL.encode(challenge))), ("userId", .string(userId))])
+        CeremonyStateCoding.encode(Self.ceremony, [("challenge", .string(Base64URL.encode(challenge))), ("userId", .string(userId))])
     }
 
     /// Exactly the bytes `encoded()` wrote, holding an enrolment challenge made for `userId`;
     /// anything else is `challenge_invalid`.
     public init(decoding bytes: [UInt8]) throws(DeviceKeyError) {
-        let state = try DeviceKeyStateCoding(bytes, ceremony: Self.ceremony)
+        let state = try CeremonyStateCoding(deviceKeyState: bytes, ceremony: Self.ceremony)
         self.init(challenge: try state.bytes("challenge"), userId: try state.string("userId"))
         let prefix = EnrolmentChallenge.magic + [EnrolmentChallenge.version]
-        try DeviceKeyStateCoding.require(
+        try CeremonyStateCoding.require(
             challenge.count == EnrolmentChallenge.length && Array(challenge.prefix(prefix.count)) == prefix
                 && Array(challenge.suffix(32)) == Digest.sha256(Array(userId.utf8)))
-        try DeviceKeyStateCoding.require(bytes == encoded())
+        try CeremonyStateCoding.requireCanonical(bytes, encoded())
     }
 }

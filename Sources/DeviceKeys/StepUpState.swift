@@ -30,9 +30,9 @@ public struct StepUpState: Sendable, Equatable {
 
     static let ceremony = "step-up"
 
-    /// The one storage encoding (canonical JSON, see `DeviceKeyStateCoding`).
+    /// The one storage encoding (canonical JSON, see `CeremonyStateCoding`).
     public func encoded() -> [UInt8] {
-        DeviceKeyStateCoding.encode(Self.ceremony, [
+        CeremonyStateCoding.encode(Self.ceremony, [
             ("method", .string(Self.name(method))),
             ("challenge", .string(Base64URL.encode(challenge))),
             ("userId", .string(userId)),
@@ -46,19 +46,19 @@ public struct StepUpState: Sendable, Equatable {
     /// Exactly the bytes `encoded()` wrote, whose challenge was made for this method, user, key
     /// binding and action; anything else is `challenge_invalid`.
     public init(decoding bytes: [UInt8]) throws(DeviceKeyError) {
-        let state = try DeviceKeyStateCoding(bytes, ceremony: Self.ceremony)
+        let state = try CeremonyStateCoding(deviceKeyState: bytes, ceremony: Self.ceremony)
         let methodName = try state.string("method")
-        guard let method = Self.method(named: methodName) else { throw DeviceKeyStateCoding.unreadable }
+        guard let method = Self.method(named: methodName) else { throw CeremonyStateCoding.unreadable }
         self.init(method: method, challenge: try state.bytes("challenge"), userId: try state.string("userId"),
                   action: try state.string("action"), actionHash: try state.bytes("actionHash"),
                   keyBinding: try state.bytes("keyBinding"), keyId: try state.optionalString("keyId"))
         let parsed: StepUpChallenge
-        do { parsed = try StepUpChallenge(parsing: challenge) } catch { throw DeviceKeyStateCoding.unreadable }
+        do { parsed = try StepUpChallenge(parsing: challenge) } catch { throw CeremonyStateCoding.unreadable }
         let actionBytes = Array(action.utf8)
-        try DeviceKeyStateCoding.require(
+        try CeremonyStateCoding.require(
             parsed.method == method && actionHash == Digest.sha256(actionBytes) && parsed.actionHash == actionHash
                 && parsed.userHash == Digest.sha256(Array(userId.utf8)) && parsed.keyHash == Digest.sha256(keyBinding))
-        try DeviceKeyStateCoding.require(bytes == encoded())
+        try CeremonyStateCoding.requireCanonical(bytes, encoded())
     }
 
     /// The method as SPEC and receipts spell it.

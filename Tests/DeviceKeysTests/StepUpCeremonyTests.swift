@@ -64,6 +64,8 @@ import WebAuthnTesting
             ("another action", changed(action: #"{"type":"other"}"#)),
             ("another action hash", changed(actionHash: [UInt8](repeating: 0, count: 32))),
             ("another key binding", changed(keyBinding: [1, 2, 3])),
+            // Readable but for its size: device-key states stay within 16 KiB (WebAuthn's within 64).
+            ("over 16 KiB", begin(keyBinding: [UInt8](repeating: 7, count: 12_500)).state.encoded()),
         ]
     }()
 

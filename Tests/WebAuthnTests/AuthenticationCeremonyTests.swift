@@ -60,7 +60,7 @@ import WebAuthnTesting
         let good = CeremonyFixture.authentication().begin(allowCredentials: [CredentialDescriptor(id: [1, 2, 3, 4])],
                                                           account: "acct-1", restrictToAllowed: true).state.encoded()
         let other = CeremonyFixture.registration()
-            .begin(user: CeremonyFixture.user, account: nil, isNewAccount: true, excludeCredentials: []).state.encoded()
+            .begin(user: CeremonyFixture.user, account: nil, purpose: .signUp, excludeCredentials: []).state.encoded()
         let text = String(decoding: good, as: UTF8.self)
         return CeremonyFixture.corruptions(of: good, otherCeremony: other) + [
             ("allowedCredentials not base64url", Array(text.replacing("[\"AQIDBA\"]", with: "[\"***\"]").utf8)),

@@ -11,7 +11,7 @@ import WebAuthnTesting
 
     @Test("Creation options are the JSON PasskeyService renders, member for member, in order")
     func optionsJSON() {
-        let (options, _) = CeremonyFixture.registration().begin(user: CeremonyFixture.user, account: "acct-1", isNewAccount: false,
+        let (options, _) = CeremonyFixture.registration().begin(user: CeremonyFixture.user, account: "acct-1", purpose: .addToAccount,
                                                                  excludeCredentials: Self.existing)
         #expect(options.json.text == #"""
             {"rp":{"id":"example.com","name":"Example"},\#
@@ -31,7 +31,7 @@ import WebAuthnTesting
         let ceremony = RegistrationCeremony(rp: CeremonyFixture.rp, algorithms: [.es256], userVerification: .required,
                                             attestation: .direct, timeoutSeconds: 60, hints: ["client-device"],
                                             environment: CeremonyFixture.environment)
-        let json = ceremony.begin(user: CeremonyFixture.user, account: nil, isNewAccount: true, excludeCredentials: []).options.json
+        let json = ceremony.begin(user: CeremonyFixture.user, account: nil, purpose: .signUp, excludeCredentials: []).options.json
         #expect(json["authenticatorSelection"]?["userVerification"] == "required")
         #expect(json["attestation"] == "direct")
         #expect(json["hints"] == ["client-device"])
@@ -42,7 +42,7 @@ import WebAuthnTesting
     @Test("The state records what the options set, and has one encoding")
     func stateRoundTrip() throws {
         let (options, state) = CeremonyFixture.registration(userVerification: .required)
-            .begin(user: CeremonyFixture.user, account: nil, isNewAccount: true, excludeCredentials: [])
+            .begin(user: CeremonyFixture.user, account: nil, purpose: .signUp, excludeCredentials: [])
         #expect(state.challenge == options.challenge && state.challenge == CeremonyFixture.challenge)
         #expect(state.rpId == "example.com" && state.userVerification == .required)
         #expect(state.algorithms == CeremonyFixture.algorithms && state.user == CeremonyFixture.user)
@@ -55,19 +55,48 @@ import WebAuthnTesting
             """#)
         #expect(try RegistrationState(decoding: bytes) == state)
         let withAccount = CeremonyFixture.registration()
-            .begin(user: CeremonyFixture.user, account: "acct-1", isNewAccount: false, excludeCredentials: []).state
+            .begin(user: CeremonyFixture.user, account: "acct-1", purpose: .addToAccount, excludeCredentials: []).state
         #expect(try RegistrationState(decoding: withAccount.encoded()) == withAccount)
+    }
+
+    /// A state of the previous code, whose server context was a string (`binding`): the addition's
+    /// state with that member added where canonical order puts it.
+    static func storedState(binding: String?, isNewAccount: Bool = false) -> [UInt8] {
+        let addition = CeremonyFixture.registration()
+            .begin(user: CeremonyFixture.user, account: "acct-1", purpose: .addToAccount, excludeCredentials: []).state.encoded()
+        var text = String(decoding: addition, as: UTF8.self)
+        if let binding { text = text.replacing(#""ceremony":"#, with: #""binding":"\#(binding)","ceremony":"#) }
+        if isNewAccount { text = text.replacing(#""isNewAccount":false"#, with: #""isNewAccount":true"#) }
+        return Array(text.utf8)
+    }
+
+    @Test("Each purpose is spelled as states always were, and comes back typed", arguments: [
+        (RegistrationPurpose.signUp, true, nil), (.addToAccount, false, nil), (.held, false, "held"),
+        (.recovery(id: "rec_1x2y"), false, "recovery:rec_1x2y"),
+    ] as [(RegistrationPurpose, Bool, String?)])
+    func purposeInTheState(_ purpose: RegistrationPurpose, _ isNewAccount: Bool, _ binding: String?) throws {
+        let state = CeremonyFixture.registration()
+            .begin(user: CeremonyFixture.user, account: "acct-1", purpose: purpose, excludeCredentials: []).state
+        #expect(state.purpose == purpose && state.isNewAccount == isNewAccount)
+        let stored = Self.storedState(binding: binding, isNewAccount: isNewAccount)
+        #expect(state.encoded() == stored)
+        #expect(try RegistrationState(decoding: stored) == state)
     }
 
     static let corruptions: [(String, [UInt8])] = {
         let good = CeremonyFixture.registration()
-            .begin(user: CeremonyFixture.user, account: "acct-1", isNewAccount: false, excludeCredentials: []).state.encoded()
+            .begin(user: CeremonyFixture.user, account: "acct-1", purpose: .addToAccount, excludeCredentials: []).state.encoded()
         let other = CeremonyFixture.authentication().begin(allowCredentials: [], account: nil).state.encoded()
         let text = String(decoding: good, as: UTF8.self)
         return CeremonyFixture.corruptions(of: good, otherCeremony: other) + [
             ("a short challenge", Array(text.replacing("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", with: "AAEC").utf8)),
             ("an unknown user verification", Array(text.replacing("\"preferred\"", with: "\"sometimes\"").utf8)),
             ("a member missing", Array(text.replacing("\"account\":\"acct-1\",", with: "").utf8)),
+            // Server contexts the code never wrote: a held sign-up, an unknown or earlier spelling.
+            ("a held sign-up", storedState(binding: "held", isNewAccount: true)),
+            ("a recovery's sign-up", storedState(binding: "recovery:rec_1", isNewAccount: true)),
+            ("an unknown binding", storedState(binding: "approves-from:1764620000")),
+            ("a binding that is not a string", Array(text.replacing(#""ceremony":"#, with: #""binding":true,"ceremony":"#).utf8)),
         ]
     }()
 
@@ -82,14 +111,14 @@ import WebAuthnTesting
     /// begin → the software authenticator answers the options → the state goes through storage → finish.
     func run(ceremony: RegistrationCeremony = CeremonyFixture.registration(), authenticator: SoftAuthenticator = SoftAuthenticator(),
              stateRpId: String? = nil, _ answer: (inout RegistrationBuilder) -> Void = { _ in }) throws(WebAuthnError) -> VerifiedRegistration {
-        let (options, state) = ceremony.begin(user: CeremonyFixture.user, account: nil, isNewAccount: true, excludeCredentials: [])
+        let (options, state) = ceremony.begin(user: CeremonyFixture.user, account: nil, purpose: .signUp, excludeCredentials: [])
         var builder = authenticator.registration(challenge: options.challenge, rpId: options.rp.id, origin: Fixture.origin)
         answer(&builder)
         var kept = state
         if let stateRpId {
             kept = RegistrationState(challenge: state.challenge, rpId: stateRpId, userVerification: state.userVerification,
                                      algorithms: state.algorithms, user: state.user, account: state.account,
-                                     isNewAccount: state.isNewAccount)
+                                     purpose: state.purpose)
         }
         let stored = try RegistrationState(decoding: kept.encoded())
         return try ceremony.finish(try ParsedRegistration(bytes: builder.bytes()), state: stored, policy: Fixture.policy())

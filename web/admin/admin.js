@@ -1,9 +1,12 @@
-// Latchkey admin console (SPEC "Admin console"). Plain script, no build step, nothing fetched from
+// Latchkey admin console (SPEC "Admin console"). No build step, no dependencies, nothing fetched from
 // elsewhere. Signs the admin in with a discoverable passkey (user verification required); every
 // change the server answers with 403 step_up_required is shown to the admin, approved with a
 // passkey step-up bound to exactly that request ({"type":"latchkey.admin","method","path","body"}),
 // and only then sent again with Latchkey-Step-Up. The DOM carries data-* state for the tests.
-'use strict';
+//
+// An ES module (strict by default), loaded by admin/index.html with <script type="module">; the
+// WebAuthn JSON helpers are the web app's own (./webauthn.js, served at /admin/webauthn.js).
+import { b64url, creationOptions, credentialJSON, requestOptions } from './webauthn.js';
 
 const SESSION_KEY = 'latchkey.admin';
 const $ = (id) => document.getElementById(id);
@@ -60,49 +63,6 @@ async function api(method, path, options = {}) {
   }
   if (!r.ok) throw new Problem(r.status, r.json);
   return r.json;
-}
-
-// ---------------------------------------------------------------------------------------------
-// WebAuthn JSON helpers: the browser's own when present (WebAuthn L3), a small fallback otherwise.
-
-const b64url = {
-  decode(s) {
-    const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((s.length + 3) % 4));
-    return Uint8Array.from(b, (c) => c.charCodeAt(0)).buffer;
-  },
-  encode(buf) {
-    let s = '';
-    for (const byte of new Uint8Array(buf)) s += String.fromCharCode(byte);
-    return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-  },
-};
-
-function creationOptions(json) {
-  if (PublicKeyCredential.parseCreationOptionsFromJSON) return PublicKeyCredential.parseCreationOptionsFromJSON(json);
-  return { ...json, challenge: b64url.decode(json.challenge), user: { ...json.user, id: b64url.decode(json.user.id) },
-    excludeCredentials: (json.excludeCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })) };
-}
-
-function requestOptions(json) {
-  if (PublicKeyCredential.parseRequestOptionsFromJSON) return PublicKeyCredential.parseRequestOptionsFromJSON(json);
-  return { ...json, challenge: b64url.decode(json.challenge),
-    allowCredentials: (json.allowCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })) };
-}
-
-function credentialJSON(credential) {
-  if (typeof credential.toJSON === 'function') return credential.toJSON();
-  const r = credential.response;
-  const response = { clientDataJSON: b64url.encode(r.clientDataJSON) };
-  if (r.attestationObject) {
-    response.attestationObject = b64url.encode(r.attestationObject);
-    response.transports = r.getTransports ? r.getTransports() : [];
-  } else {
-    response.authenticatorData = b64url.encode(r.authenticatorData);
-    response.signature = b64url.encode(r.signature);
-    if (r.userHandle) response.userHandle = b64url.encode(r.userHandle);
-  }
-  return { id: credential.id, rawId: b64url.encode(credential.rawId), type: credential.type,
-    clientExtensionResults: credential.getClientExtensionResults(), response };
 }
 
 // ---------------------------------------------------------------------------------------------

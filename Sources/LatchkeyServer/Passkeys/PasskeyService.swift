@@ -92,12 +92,6 @@ public final class PasskeyService: Sendable {
         case recovery(RecoveryRecord)
     }
 
-    /// The binding a recovery's registration carries in its ceremony state.
-    static let recoveryBinding = "recovery:"
-    /// The binding of a registration whose passkey is held: it signs in but approves nothing until
-    /// its registration + LATCHKEY_RECOVERY_DELAY (SPEC "Assurance").
-    static let heldBinding = "held"
-
     /// Whether a passkey added to an existing account is held.
     public enum Hold: Sendable {
         case notHeld
@@ -126,7 +120,7 @@ public final class PasskeyService: Sendable {
     /// or a recovery token); `request`: the conformance profile's options request.
     func registrationOptions(for requester: Requester, conditional: Bool = false,
                              request: RegistrationRequest? = nil) throws(ServiceError) -> JSONValue {
-        var binding: String? = nil
+        var purpose = RegistrationPurpose.addToAccount
         var held = Hold.notHeld
         var redeeming: StepUpRedemption? = nil
         let user: UserRecord
@@ -139,6 +133,7 @@ public final class PasskeyService: Sendable {
             // Created only when the registration verifies: until then it exists only in the ceremony state.
             user = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
             isNew = true
+            purpose = .signUp
         case .user(let id, let hold, let r):
             guard let u = try storage({ () throws(StorageError) in try accounts.user(id: id) }) else { throw ServiceError.unauthorized }
             user = u
@@ -152,12 +147,13 @@ public final class PasskeyService: Sendable {
             } else {
                 user = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
                 isNew = true
+                purpose = .signUp
             }
         case .recovery(let r):
             guard let u = try storage({ () throws(StorageError) in try accounts.user(id: r.userId) }) else { throw ServiceError.unauthorized }
             user = u
             isNew = false
-            binding = Self.recoveryBinding + r.id
+            purpose = .recovery(id: r.id)
         }
         let existing = isNew ? [] : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }
         // SPEC "Assurance" Limits: a full account gets no more options (a flood of passkeys would
@@ -165,9 +161,11 @@ public final class PasskeyService: Sendable {
         guard existing.count < configuration.maxPasskeys else {
             throw ServiceError(.conflict, "this account has \(existing.count) passkeys, the most it may hold; revoke one first")
         }
+        // A held passkey signs in but approves nothing until its registration + LATCHKEY_RECOVERY_DELAY
+        // (SPEC "Assurance").
         switch held {
-        case .held: binding = Self.heldBinding
-        case .ifAccountHasPasskeys where !existing.isEmpty: binding = Self.heldBinding
+        case .held: purpose = .held
+        case .ifAccountHasPasskeys where !existing.isEmpty: purpose = .held
         default: break
         }
         var ceremonyRequest = RegistrationCeremony.Request()
@@ -178,8 +176,8 @@ public final class PasskeyService: Sendable {
         }
         let (options, state) = registration.begin(
             user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
-            isNewAccount: isNew, excludeCredentials: existing.map(CredentialDescriptor.init), request: ceremonyRequest,
-            conditional: conditional, binding: binding)
+            purpose: purpose, excludeCredentials: existing.map(CredentialDescriptor.init), request: ceremonyRequest,
+            conditional: conditional)
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL,
@@ -226,7 +224,7 @@ public final class PasskeyService: Sendable {
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
             attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid) ?? "Passkey",
-            createdAt: runtime.now(), approvesFrom: holdEnd(state.binding))
+            createdAt: runtime.now(), approvesFrom: holdEnd(state.purpose))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
@@ -236,8 +234,7 @@ public final class PasskeyService: Sendable {
         // every other session, every device key (and, under LATCHKEY_RECOVERY_REVOKES=all, the old
         // passkeys) revoked; the new session's method is `recovery`.
         var completing: RecoveryCompletion? = nil
-        if let binding = state.binding, binding.hasPrefix(Self.recoveryBinding) {
-            let id = String(binding.dropFirst(Self.recoveryBinding.count))
+        if case .recovery(let id) = state.purpose {
             guard let r = try storage({ () throws(StorageError) in try recoveries.recovery(id: id) }), r.userId == user.id else {
                 throw ServiceError(.unauthorized, "the recovery is no longer pending")
             }
@@ -294,8 +291,8 @@ public final class PasskeyService: Sendable {
 
     /// When a held registration's passkey starts to approve: now (its registration) +
     /// LATCHKEY_RECOVERY_DELAY; nil when it is not held or there is no delay (dev mode).
-    func holdEnd(_ binding: String?) -> Date? {
-        guard binding == Self.heldBinding, configuration.recoveryDelaySeconds > 0 else { return nil }
+    func holdEnd(_ purpose: RegistrationPurpose) -> Date? {
+        guard purpose == .held, configuration.recoveryDelaySeconds > 0 else { return nil }
         return Date(timeIntervalSince1970: Double(runtime.unixTime + Int64(configuration.recoveryDelaySeconds)))
     }
 

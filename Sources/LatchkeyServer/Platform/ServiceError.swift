@@ -84,11 +84,34 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     static let storageUnavailable = ServiceError(.internalError, "storage unavailable")
 }
 
+extension ServiceError.Code {
+    /// Every code of the protocol core, written out: the core's codes are SPEC codes of the same
+    /// name, so a code added to `CoreError` without a line here fails to compile.
+    init(_ core: CoreError.Code) {
+        self = switch core.kind {
+        case .invalidRequest: .invalidRequest
+        case .challengeInvalid: .challengeInvalid
+        case .originNotAllowed: .originNotAllowed
+        case .rpIdMismatch: .rpIdMismatch
+        case .userPresenceRequired: .userPresenceRequired
+        case .userVerificationRequired: .userVerificationRequired
+        case .signatureInvalid: .signatureInvalid
+        case .attestationInvalid: .attestationInvalid
+        case .algorithmUnsupported: .algorithmUnsupported
+        case .credentialUnknown: .credentialUnknown
+        case .credentialExists: .credentialExists
+        case .signCountRegression: .signCountRegression
+        case .actionMismatch: .actionMismatch
+        // Not a SPEC code of the HTTP contract (`latchkey mds check` reports it): a metadata
+        // failure that reached a request would be a refusal of its input, as it always was.
+        case .metadataInvalid: .invalidRequest
+        }
+    }
+}
+
 extension ServiceError {
-    /// The core's codes are a subset of SPEC's list; one not known here would be a programming error,
-    /// reported as a refusal of the input rather than a crash.
-    public init(_ error: WebAuthnError) { self.init(Code(rawValue: error.code.rawValue) ?? .invalidRequest, error.reason) }
-    public init(_ error: DeviceKeyError) { self.init(Code(rawValue: error.code.rawValue) ?? .invalidRequest, error.reason) }
+    /// A refusal of the protocol core (`WebAuthnError`, `DeviceKeyError`: one type, `CoreError`).
+    public init(_ error: CoreError) { self.init(Code(error.code), error.reason) }
 
     /// Storage failures: conflicts are the caller's to name (see `storage(_:conflict:)`); anything
     /// else is the database being unavailable (503), never a crash.

@@ -12,11 +12,14 @@ enum WebAssets {
     static let files: [(path: String, file: String, contentType: String)] = [
         ("/", "index.html", "text/html; charset=utf-8"),
         ("/app.js", "app.js", "text/javascript; charset=utf-8"),
+        // The WebAuthn JSON helpers, one ES module both apps import as ./webauthn.js.
+        ("/webauthn.js", "webauthn.js", "text/javascript; charset=utf-8"),
         ("/app.css", "app.css", "text/css; charset=utf-8"),
         // The admin console (SPEC "Admin console"), under /admin/ so that a separate admin listener
         // (LATCHKEY_ADMIN_LISTEN) that takes every /admin/ path takes the console with the API.
         ("/admin/", "admin/index.html", "text/html; charset=utf-8"),
         ("/admin/admin.js", "admin/admin.js", "text/javascript; charset=utf-8"),
+        ("/admin/webauthn.js", "webauthn.js", "text/javascript; charset=utf-8"),
         ("/admin/admin.css", "admin/admin.css", "text/css; charset=utf-8"),
     ]
 
@@ -54,7 +57,7 @@ enum WebAssets {
 }
 
 extension RouteTable {
-    /// `GET /`, `/app.js`, `/app.css` and the console under `/admin/` from the web folder; also loads the AAGUID → provider-name
+    /// `GET /`, `/app.js`, `/webauthn.js`, `/app.css` and the console under `/admin/` from the web folder; also loads the AAGUID → provider-name
     /// table the passkey list shows (`LATCHKEY_AAGUIDS`, default `<web folder>/aaguids.json`).
     mutating func addWebRoutes(_ s: Services) {
         let directory = s.configuration.webDirectory

@@ -30,10 +30,9 @@ public struct RegistrationCeremony: Sendable {
     /// one ceremony asks for instead of the defaults (the FIDO conformance profile's options request);
     /// the state keeps whatever the options say, so `finish` checks exactly that.
     /// `conditional`: options for conditional create (the one registration that may lack UP);
-    /// `binding`: the server's own context, returned in the state.
-    public func begin(user: UserEntity, account: String?, isNewAccount: Bool, excludeCredentials: [CredentialDescriptor],
-                      request: Request = Request(), conditional: Bool = false,
-                      binding: String? = nil) -> (options: CreationOptions, state: RegistrationState) {
+    /// `purpose`: what the server begins it for, returned in the state.
+    public func begin(user: UserEntity, account: String?, purpose: RegistrationPurpose, excludeCredentials: [CredentialDescriptor],
+                      request: Request = Request(), conditional: Bool = false) -> (options: CreationOptions, state: RegistrationState) {
         let challenge = environment.challenge()
         let algorithms = request.algorithms ?? algorithms
         let userVerification = request.userVerification ?? userVerification
@@ -47,8 +46,8 @@ public struct RegistrationCeremony: Sendable {
                                       userVerification: userVerification, attestation: request.attestation ?? attestation, hints: hints,
                                       authenticatorAttachment: request.authenticatorAttachment, extensions: extensions)
         let state = RegistrationState(challenge: challenge, rpId: rp.id, userVerification: userVerification,
-                                      algorithms: algorithms, user: user, account: account, isNewAccount: isNewAccount,
-                                      conditional: conditional, binding: binding)
+                                      algorithms: algorithms, user: user, account: account, purpose: purpose,
+                                      conditional: conditional)
         return (options, state)
     }
 

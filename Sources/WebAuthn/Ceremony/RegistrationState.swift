@@ -15,33 +15,33 @@ public struct RegistrationState: Sendable, Equatable {
     public let user: UserEntity
     /// The server's own account id for the user (opaque to the core).
     public let account: String?
-    /// The account is created only when the registration verifies.
-    public let isNewAccount: Bool
+    /// What the server began the registration for (handed back, never verified differently).
+    public let purpose: RegistrationPurpose
+    /// A sign-up: the account is created only when the registration verifies.
+    public var isNewAccount: Bool { purpose == .signUp }
     /// The options were for `navigator.credentials.create({mediation: "conditional"})` (automatic
     /// passkey upgrade): only such a registration may arrive without UP (§7.1 step 14 relaxed).
     public let conditional: Bool
-    /// What else the server bound the ceremony to (opaque to the core; e.g. a recovery's id).
-    public let binding: String?
 
     public init(challenge: [UInt8], rpId: String, userVerification: VerificationPolicy.UserVerification,
-                algorithms: [COSEAlgorithm], user: UserEntity, account: String?, isNewAccount: Bool,
-                conditional: Bool = false, binding: String? = nil) {
+                algorithms: [COSEAlgorithm], user: UserEntity, account: String?, purpose: RegistrationPurpose,
+                conditional: Bool = false) {
         self.conditional = conditional
-        self.binding = binding
+        self.purpose = purpose
         self.challenge = challenge
         self.rpId = rpId
         self.userVerification = userVerification
         self.algorithms = algorithms
         self.user = user
         self.account = account
-        self.isNewAccount = isNewAccount
     }
 
     static let ceremony = "registration"
 
     /// The one storage encoding (canonical JSON, see `CeremonyStateCoding`).
     public func encoded() -> [UInt8] {
-        CeremonyStateCoding.encode(Self.ceremony, [
+        let (isNewAccount, binding) = purpose.stateMembers
+        return CeremonyStateCoding.encode(Self.ceremony, [
             ("challenge", .string(Base64URL.encode(challenge))),
             ("rpId", .string(rpId)),
             ("userVerification", .string(userVerification.rawValue)),
@@ -57,6 +57,8 @@ public struct RegistrationState: Sendable, Equatable {
     public init(decoding bytes: [UInt8]) throws(WebAuthnError) {
         let state = try CeremonyStateCoding(bytes, ceremony: Self.ceremony)
         let user = try state.object("user")
+        guard let purpose = RegistrationPurpose(isNewAccount: try state.bool("isNewAccount"), binding: try state.absentOrString("binding"))
+        else { throw CeremonyStateCoding.unreadable }
         var algorithms: [COSEAlgorithm] = []
         for value in try state.array("algorithms") {
             guard let alg = value.intValue else { throw CeremonyStateCoding.unreadable }
@@ -65,8 +67,8 @@ public struct RegistrationState: Sendable, Equatable {
         self.init(challenge: try state.challenge("challenge"), rpId: try state.string("rpId"),
                   userVerification: try state.userVerification("userVerification"), algorithms: algorithms,
                   user: UserEntity(id: try user.bytes("id"), name: try user.string("name"), displayName: try user.string("displayName")),
-                  account: try state.optionalString("account"), isNewAccount: try state.bool("isNewAccount"),
-                  conditional: try state.absentOrBool("conditional") ?? false, binding: try state.absentOrString("binding"))
+                  account: try state.optionalString("account"), purpose: purpose,
+                  conditional: try state.absentOrBool("conditional") ?? false)
         try CeremonyStateCoding.requireCanonical(bytes, encoded())
     }
 }
