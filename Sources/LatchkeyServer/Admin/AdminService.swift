@@ -44,9 +44,9 @@ public final class AdminService: Sendable {
 
     /// For the CLI: the admin work straight on a database, without a server.
     public convenience init(database: Database, configuration: Configuration) {
-        let origins = OriginCache(config: database.config)
+        let origins = OriginCache(config: database.config, runtime: .system)
         self.init(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins, origins: origins,
-                  wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration),
+                  wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: .system),
                   sessions: nil, stepUp: nil, passkeys: nil, events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
                   configuration: configuration, runtime: .system)
     }

@@ -7,9 +7,12 @@ import WebAuthn
 /// (which is what happens behind a transaction pooler, where no LISTEN runs).
 public final class OriginCache: Sendable {
     let config: ConfigRepository
-    private let cache = RefreshingCache<OriginPolicy>(maxAge: 1)
+    private let cache: RefreshingCache<OriginPolicy>
 
-    init(config: ConfigRepository) { self.config = config }
+    init(config: ConfigRepository, runtime: Runtime) {
+        self.config = config
+        cache = RefreshingCache(maxAge: 1, clock: runtime.uptime)
+    }
 
     /// The allowlist (≤ 1 s old); the last one read when the database is unreachable.
     public func policy() -> OriginPolicy {

@@ -51,8 +51,8 @@ public final class Services: Sendable {
         self.log = log
         signer = TokenSigner(store: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
                              configuration: configuration, runtime: runtime)
-        origins = OriginCache(config: database.config)
-        revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
+        origins = OriginCache(config: database.config, runtime: runtime)
+        revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, runtime: runtime)
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
@@ -69,7 +69,7 @@ public final class Services: Sendable {
         stepUp = StepUpService(deviceKeys: database.deviceKeys, accounts: database.accounts, challenges: database.challenges,
                                signer: signer, assertion: assertion, origins: origins, trust: attestationTrust, events: events,
                                revoked: revokedSessions, configuration: configuration, runtime: runtime)
-        wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
+        wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: runtime)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
                              origins: origins, wellKnown: wellKnown, sessions: sessions, stepUp: stepUp, passkeys: passkeys,
                              events: events, configuration: configuration, runtime: runtime)
