@@ -43,7 +43,7 @@ public final class MailService: Sendable {
         let message = MailMessage(event: event, from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
         let event = OutboxEvent(id: "evt_" + runtime.identifier(), type: Self.eventType, accountId: userId, data: .object([]),
                                 fanOut: [.direct(channel: RecoveryRepository.mailChannel, target: id)],
-                                maxAgeSeconds: configuration.webhookMaxAge)
+                                maxAgeSeconds: configuration.webhookMaxAge, createdAt: runtime.now())
         return MailToSend(id: id, recipient: to.value, message: message.bytes, event: event)
     }
 

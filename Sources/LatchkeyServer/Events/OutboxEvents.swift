@@ -38,7 +38,7 @@ public enum SessionRevocationReason: String, Sendable {
 
 /// Builds outbox events (one builder per type, so each type's `data` is written once). Services hand
 /// the result to the repository call that makes the change. The event id comes from the injected
-/// randomness; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
+/// randomness, its time from the injected clock; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
 public struct OutboxEvents: Sendable {
     let runtime: Runtime
     let maxAgeSeconds: Int
@@ -52,7 +52,8 @@ public struct OutboxEvents: Sendable {
     public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],
                       also fanOut: [OutboxEvent.FanOut] = []) -> OutboxEvent {
         OutboxEvent(id: "evt_" + runtime.identifier(), type: type.rawValue, accountId: userId,
-                    data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds)
+                    data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds,
+                    createdAt: runtime.now())
     }
 
     public func userCreated(userId: String, username: String) -> OutboxEvent {
