@@ -204,4 +204,30 @@ struct OutboxStateMachineTests {
         #expect(try bench.row(target, waiting.id)?.status == .failed, "expired by the round's housekeeping")
         #expect(try bench.row(target, sending.id)?.status == .pending, "still leased: its outcome decides")
     }
+
+    @Test("OutboxEvents.written pokes this instance's worker for each channel its events go to, and no other")
+    func writtenWakesTheChannelsWorkers() throws {
+        let bench = try Bench()
+        let wakeUps = OutboxWakeUps()
+        let events = OutboxEvents(runtime: bench.runtime, maxAgeSeconds: 60, wakeUps: wakeUps)
+        let policy = OutboxWorker.Policy(senders: 1, perTarget: 1, leaseSeconds: 30, retryBase: 5)
+        let webhooks = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: bench.database.outbox, policy: policy,
+                                    runtime: bench.runtime, deliver: { _ in .delivered(statusCode: 204) })
+        let mail = OutboxWorker(channel: RecoveryRepository.mailChannel, outbox: bench.database.outbox, policy: policy,
+                                runtime: bench.runtime, deliver: { _ in .delivered(statusCode: nil) })
+        wakeUps.register(webhooks)
+        wakeUps.register(mail)
+        #expect(wakeUps.worker(channel: OutboxRepository.webhookChannel) === webhooks)
+
+        events.written([events.userCreated(userId: "u", username: "n")])
+        #expect(webhooks.wakeUps == 1 && mail.wakeUps == 0)
+        let letter = OutboxEvent(id: "evt_m", type: "mail.message", accountId: "u", data: .object([]),
+                                 fanOut: [.direct(channel: RecoveryRepository.mailChannel, target: "mail_1")], maxAgeSeconds: 60,
+                                 createdAt: bench.clock.now())
+        events.written([letter])
+        #expect(webhooks.wakeUps == 1 && mail.wakeUps == 1)
+        events.written([])
+        events.written(channels: OutboxEvents.webhooks)
+        #expect(webhooks.wakeUps == 2 && mail.wakeUps == 1)
+    }
 }

@@ -198,9 +198,11 @@ public final class AdminService: Sendable {
         try validateName(displayName, "displayName")
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
         let user: UserRecord
+        let created = events.userCreated(userId: candidate.id, username: candidate.username)
         do {
-            user = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate,
-                                                   events: [events.userCreated(userId: candidate.id, username: candidate.username)]).0
+            let upserted = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate, events: [created])
+            user = upserted.0
+            if upserted.created { events.written([created]) }
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch {

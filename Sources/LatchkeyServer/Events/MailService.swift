@@ -26,8 +26,9 @@ public final class MailService: Sendable {
         self.configuration = configuration
         self.runtime = runtime
         self.events = events
-        let policy = OutboxWorker.Policy(senders: configuration.effectiveMailSenders, perTarget: 1,
+        var policy = OutboxWorker.Policy(senders: configuration.effectiveMailSenders, perTarget: 1,
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.mailRetryBase)
+        policy.pollInterval = configuration.outboxPollInterval
         let configuration = configuration
         worker = OutboxWorker(channel: RecoveryRepository.mailChannel, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { Self.deliver($0, mail: mail, configuration: configuration) },
@@ -52,9 +53,6 @@ public final class MailService: Sendable {
         let origin = configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? "https://\(configuration.rpId)"
         return origin + "/?cancel=" + token
     }
-
-    /// Something was queued here: send now rather than at the next poll.
-    func poke() { worker.poke() }
 
     static func deliver(_ d: ClaimedDelivery, mail: RecoveryRepository, configuration: Configuration) -> OutboxWorker.Outcome {
         let queued: (recipient: String, message: [UInt8])?

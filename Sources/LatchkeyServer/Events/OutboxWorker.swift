@@ -5,7 +5,7 @@ import Synchronization
 
 /// Runs one outbox channel's consumer in this instance: the threads around an `OutboxStateMachine`,
 /// which makes every decision (what to claim, retries, giving up, leases). A dispatcher thread calls
-/// `tick()` whenever it is woken — by `poke()` (this instance just wrote an event),
+/// `tick()` whenever it is woken — by `poke()` (this instance just wrote an event: `OutboxWakeUps`),
 /// by a sender coming free, or by the poll interval (what other instances wrote) — and a fixed set
 /// of sender threads takes the claims, calls `deliver` for each outside any transaction, and records
 /// the outcome under the claim's lease. Every instance runs one per channel; they never hold one

@@ -14,7 +14,8 @@ import Synchronization
 ///               RecoveryService ─▶ recovery (codes, limits, recoveries), SessionService, StepUpService, MailService
 ///               MailService ─▶ recovery (mail rows), outbox; its OutboxWorker sends (channel `mail`: SMTP or .eml)
 ///     every service that makes a reported change builds its OutboxEvents and hands them to the
-///     repository call that makes it (one transaction).
+///     repository call that makes it (one transaction), then says `events.written(…)`: this
+///     instance's workers for those channels (OutboxWakeUps) look at once, not at their next poll.
 public final class Services: Sendable {
     public let configuration: Configuration
     public let database: Database
@@ -53,7 +54,8 @@ public final class Services: Sendable {
                              configuration: configuration, runtime: runtime)
         origins = OriginCache(config: database.config, runtime: runtime)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, runtime: runtime)
-        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
+        let wakeUps = OutboxWakeUps()
+        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge, wakeUps: wakeUps)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
@@ -78,6 +80,8 @@ public final class Services: Sendable {
         recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
                                    events: events, configuration: configuration, runtime: runtime)
+        wakeUps.register(webhooks.worker)
+        wakeUps.register(mail.worker)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)

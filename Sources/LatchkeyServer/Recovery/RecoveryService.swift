@@ -79,7 +79,7 @@ public final class RecoveryService: Sendable {
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
                              redeeming: redeeming)
         }
-        mail.poke()
+        events.written([message.event])
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
 
@@ -110,7 +110,8 @@ public final class RecoveryService: Sendable {
         } catch {
             throw ServiceError(error)
         }
-        mail.poke()
+        // email.verified, and the notice to the replaced address (built inside the call) when there was one.
+        events.written(channels: OutboxEvents.webhooks.union(OutboxEvents.mail))
         return .object([("email", .string(email)), ("verified", true)])
     }
 
@@ -264,6 +265,7 @@ public final class RecoveryService: Sendable {
                 (Or sign in and cancel recovery \(id) from the banner.)
                 """))
         }
+        let started = events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)
         let record = try storage { () throws(StorageError) in
             try store.start(NewRecovery(id: id, userId: userId, method: method, tokenHash: token.hash, delaySeconds: delay,
                                         ttlSeconds: configuration.recoveryTokenTTL),
@@ -271,10 +273,10 @@ public final class RecoveryService: Sendable {
                             audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
                                                detail: [("recoveryId", .string(id)), ("method", .string(method)),
                                                         ("delaySeconds", .number(Double(delay)))]),
-                            events: [events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)],
+                            events: [started],
                             cancelTokenHash: cancelHash)
         }
-        mail.poke()
+        events.written([started] + notice.map(\.event))
         return .object([("recoveryToken", .string(token.token)),
                         ("expiresIn", .number(Double(max(0, Int(record.expiresAt.timeIntervalSince(runtime.now())))))),
                         ("notBefore", .string(iso8601(record.notBefore))), ("recoveryId", .string(id))])
@@ -283,13 +285,17 @@ public final class RecoveryService: Sendable {
     /// `DELETE /v1/recovery/{id}` from any session of the account → 204; 404 otherwise.
     func cancel(_ caller: SessionService.Caller, recoveryId: String) throws(ServiceError) {
         guard !recoveryId.isEmpty, recoveryId.utf8.count <= 64 else { throw ServiceError.notFound("recovery") }
-        guard let r = try storage({ () throws(StorageError) in try store.recovery(id: recoveryId) }), r.userId == caller.userId,
-              try storage({ () throws(StorageError) in
-                  try store.cancel(id: recoveryId, userId: caller.userId,
-                                   audit: AuditRecord(.recoveryCancelled, actor: caller.userId, subject: caller.userId,
-                                                      detail: [("recoveryId", .string(recoveryId))]),
-                                   events: [events.recovery(.recoveryCancelled, userId: caller.userId, recoveryId: recoveryId, method: r.method)])
-              }) else { throw ServiceError.notFound("recovery") }
+        guard let r = try storage({ () throws(StorageError) in try store.recovery(id: recoveryId) }), r.userId == caller.userId else {
+            throw ServiceError.notFound("recovery")
+        }
+        let cancelled = events.recovery(.recoveryCancelled, userId: caller.userId, recoveryId: recoveryId, method: r.method)
+        guard try storage({ () throws(StorageError) in
+            try store.cancel(id: recoveryId, userId: caller.userId,
+                             audit: AuditRecord(.recoveryCancelled, actor: caller.userId, subject: caller.userId,
+                                                detail: [("recoveryId", .string(recoveryId))]),
+                             events: [cancelled])
+        }) else { throw ServiceError.notFound("recovery") }
+        events.written([cancelled])
     }
 
     /// Mailed cancel links' tokens (`<first web origin>/?cancel=<token>`): `lkcan_rec_…` for a recovery,
@@ -318,6 +324,7 @@ public final class RecoveryService: Sendable {
             }
         }
         guard let undone else { throw ServiceError.notFound("cancel link") }
+        events.written(channels: OutboxEvents.webhooks)
         if case .passkey(_, let credential, let ended) = undone {
             sessions.ended(ended)
             keyCache.forget(credential.id)
@@ -384,7 +391,7 @@ public final class RecoveryService: Sendable {
                                               maxAttempts: OneTimeCode.maxAttempts, ttlSeconds: configuration.otpTTL),
                              mail: message, audit: [AuditRecord(audit, actor: AuditActor.server, subject: userId)])
         }
-        if !message.isEmpty { mail.poke() }
+        events.written(message.map(\.event))
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
 

@@ -71,6 +71,7 @@ public final class SessionService: Sendable {
         let recorded = try storage { () throws(StorageError) in
             try sessions.start(pending.record, recording: use, audit: audit, events: written)
         }
+        events.written(written)
         return (try issue(pending, userVerified: userVerified), recorded)
     }
 
@@ -122,6 +123,7 @@ public final class SessionService: Sendable {
                              claims: method == .email ? .emailOTP : .passkey)
         case .reused(let familyId):
             revoked.insert([familyId])
+            events.written(channels: OutboxEvents.webhooks)
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
         case .invalid:
             throw ServiceError(.invalidGrant, "the refresh token is invalid, expired or revoked")
@@ -135,6 +137,7 @@ public final class SessionService: Sendable {
                 events.sessionsRevoked(userId: caller.userId, ids, reason: .logout)
             }
         }
+        if !ended.isEmpty { events.written(channels: OutboxEvents.webhooks) }
         revoked.insert(ended)
     }
 
@@ -161,6 +164,7 @@ public final class SessionService: Sendable {
             }
         }
         guard !ended.isEmpty else { throw ServiceError.notFound("session") }
+        events.written(channels: OutboxEvents.webhooks)
         revoked.insert(ended)
     }
 

@@ -104,6 +104,7 @@ public final class StepUpService: Sendable {
             }
         }
         guard let (record, _) = enrolled else { throw Self.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
+        events.written(channels: OutboxEvents.webhooks)
         return Self.deviceKeyJSON(record)
     }
 
@@ -210,6 +211,7 @@ public final class StepUpService: Sendable {
                 [events.deviceKey(.deviceKeyRevoked, revoked)]
             }
         }) else { throw ServiceError.notFound("device key") }
+        events.written(channels: OutboxEvents.webhooks)
     }
 
     static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
@@ -372,9 +374,9 @@ public final class StepUpService: Sendable {
         // counter that got there first makes this one sign_count_regression (no receipt). An App Attest
         // key's counter is compare-and-set the same way.
         let receiptStored: Bool
+        let reported = [events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
+                                              receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
         do throws(StorageError) {
-            let reported = [events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
-                                                  receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
             receiptStored = try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
                                                          credentialUse: credentialUse, audit: [approved], events: reported)
         } catch .conflict(.signCountRegression) where passkeyOutcome != nil {
@@ -389,6 +391,7 @@ public final class StepUpService: Sendable {
             }
             throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
         }
+        events.written(reported)
         let token = try stepUpToken(userId: userId, sessionId: sessionId, jti: jti, authTime: Int64(now.timeIntervalSince1970), acr: acr, amr: amr,
                                     actionHash: state.actionHash, receiptId: receiptId)
         return .object([("access_token", .string(token)), ("token_type", "Bearer"), ("expires_in", .number(Double(tokenTTL))),
