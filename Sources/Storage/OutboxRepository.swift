@@ -25,15 +25,23 @@ public struct OutboxEvent: Sendable, Equatable {
     public let fanOut: [FanOut]
     /// Deliveries are retried until this many seconds after the event was written, then given up.
     public let maxAgeSeconds: Int
+    /// When the event was written, on the server's clock (`Runtime.now`): the outbox keeps time by
+    /// the app's clock, never the database's (see `OutboxRepository`).
+    public let createdAt: Date
 
-    public init(id: String, type: String, accountId: String, data: JSONValue, fanOut: [FanOut] = [.webhooks], maxAgeSeconds: Int) {
+    public init(id: String, type: String, accountId: String, data: JSONValue, fanOut: [FanOut] = [.webhooks], maxAgeSeconds: Int,
+                createdAt: Date) {
         self.id = id
         self.type = type
         self.accountId = accountId
         self.data = data
         self.fanOut = fanOut
         self.maxAgeSeconds = maxAgeSeconds
+        self.createdAt = createdAt
     }
+
+    /// `createdAt` + the age limit: a retry that would fall on or after it gives up instead.
+    public var expiresAt: Date { createdAt.addingTimeInterval(Double(maxAgeSeconds)) }
 }
 
 /// A delivery a worker claimed: the event, where it goes, and the lease that lets this worker (and
@@ -49,6 +57,8 @@ public struct ClaimedDelivery: Sendable {
     /// This attempt's number, from 1.
     public let attempt: Int
     public let leaseId: String
+    /// Until when the lease is this claim's: after it the delivery is due again (to any instance).
+    public let leasedUntil: Date
     public let expiresAt: Date
 }
 
@@ -82,7 +92,15 @@ public struct OutboxDepth: Sendable, Equatable {
 
 /// The outbox: events and their deliveries. Writers go through `ctes` / `write` (inside another
 /// repository's statement or transaction); consumers (webhooks, mail) through `claim` and the
-/// outcome calls. Storage decides no policy: the caller says how long a lease lasts and when to retry.
+/// outcome calls. Storage decides no policy: the caller says how long a lease lasts, when to retry
+/// and when to give up.
+///
+/// Time: the outbox runs on the caller's clock (`Runtime.now` in the server), never the database's.
+/// Every instant it stores or compares — an event's `created_at` and `expires_at`, a delivery's
+/// `next_attempt_at`, `leased_until` and `finished_at` — is a bind the caller passes, so what the
+/// worker decides and what SQL compares read one clock, and a test steps it. (The one `now()` left
+/// is `cancelPending`'s `finished_at`, a record stamped with the endpoint's `deleted_at` beside it
+/// in the deleting transaction, which no decision reads.)
 public final class OutboxRepository: Sendable {
     let pool: PostgresPool
 
@@ -100,24 +118,24 @@ public final class OutboxRepository: Sendable {
         let rows = SQL.joined(events.map { e in
             let direct = e.fanOut.contains { if case .direct = $0 { true } else { false } }
             return """
-                (\(e.id)::text, \(e.type)::text, \(e.accountId)::text, \(PostgresValue.text(e.data.text))::jsonb, \(e.maxAgeSeconds)::int, \
-                \(e.fanOut.contains(.webhooks))::bool, \(direct)::bool)
+                (\(e.id)::text, \(e.type)::text, \(e.accountId)::text, \(PostgresValue.text(e.data.text))::jsonb, \
+                \(e.createdAt)::timestamptz, \(e.expiresAt)::timestamptz, \(e.fanOut.contains(.webhooks))::bool, \(direct)::bool)
                 """
         }, separator: ", ")
         let condition: SQL = cte.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
         var out: [(name: String, sql: SQL)] = [("outbox_ev", """
-            INSERT INTO outbox_events (id, type, account_id, data, expires_at)
-            SELECT v.id, v.type, v.account_id, v.data, now() + make_interval(secs => v.max_age)
-            FROM (VALUES \(fragment: rows)) AS v (id, type, account_id, data, max_age, webhooks, direct)
+            INSERT INTO outbox_events (id, type, account_id, data, created_at, expires_at)
+            SELECT v.id, v.type, v.account_id, v.data, v.created_at, v.expires_at
+            FROM (VALUES \(fragment: rows)) AS v (id, type, account_id, data, created_at, expires_at, webhooks, direct)
             WHERE (v.direct OR (v.webhooks AND EXISTS (
                 SELECT 1 FROM webhook_endpoints w WHERE w.deleted_at IS NULL AND w.events ? v.type)))\(fragment: condition)
-            RETURNING id, type, seq, account_id, expires_at
+            RETURNING id, type, seq, account_id, created_at, expires_at
             """)]
         let webhookIds = events.filter { $0.fanOut.contains(.webhooks) }.map { JSONValue.string($0.id) }
         if !webhookIds.isEmpty {
             out.append(("outbox_wh", """
-                INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, expires_at)
-                SELECT ev.id, \(webhookChannel)::text, w.id, ev.seq, ev.account_id, ev.expires_at
+                INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, next_attempt_at, expires_at)
+                SELECT ev.id, \(webhookChannel)::text, w.id, ev.seq, ev.account_id, ev.created_at, ev.expires_at
                 FROM outbox_ev ev JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.events ? ev.type
                 WHERE \(PostgresValue.text(JSONValue.array(webhookIds).text))::jsonb ? ev.id
                 -- An endpoint being deleted is either seen deleted (the lock waits for its delete to commit
@@ -135,8 +153,8 @@ public final class OutboxRepository: Sendable {
         }
         if !direct.isEmpty {
             out.append(("outbox_dd", """
-                INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, expires_at)
-                SELECT ev.id, d.channel, d.target, ev.seq, ev.account_id, ev.expires_at
+                INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, next_attempt_at, expires_at)
+                SELECT ev.id, d.channel, d.target, ev.seq, ev.account_id, ev.created_at, ev.expires_at
                 FROM outbox_ev ev JOIN (VALUES \(fragment: SQL.joined(direct, separator: ", "))) AS d (event_id, channel, target)
                   ON d.event_id = ev.id
                 RETURNING event_id
@@ -158,23 +176,23 @@ public final class OutboxRepository: Sendable {
 
     // MARK: Consuming
 
-    /// Claims up to `limit` due deliveries on `channel` for `leaseSeconds`: rows locked by another
-    /// claim right now are skipped (`FOR UPDATE SKIP LOCKED`), rows leased by a claim whose lease has
-    /// not run out are not due, so no two workers hold one delivery at once; a worker that dies
-    /// holding one gives it back when its lease ends. A delivery waits while an earlier pending
-    /// delivery (lower `seq`) for the same target and account exists: per target, an account's
-    /// events go out in write order. Targets in `excluding` (the caller's busy ones) are skipped.
+    /// Claims up to `limit` deliveries on `channel` due at `now`, leased until `now + leaseSeconds`:
+    /// rows locked by another claim right now are skipped (`FOR UPDATE SKIP LOCKED`), rows whose
+    /// lease has not run out at `now` are not due, so no two workers hold one delivery at once; a
+    /// worker that dies holding one gives it back when its lease ends. A delivery waits while an
+    /// earlier pending delivery (lower `seq`) for the same target and account exists: per target, an
+    /// account's events go out in write order. Targets in `excluding` (the caller's busy ones) are skipped.
     public func claim(channel: String, limit: Int, leaseSeconds: Double, leaseId: String,
-                      excluding targets: [String] = []) throws(StorageError) -> [ClaimedDelivery] {
+                      excluding targets: [String] = [], now: Date) throws(StorageError) -> [ClaimedDelivery] {
         guard limit > 0 else { return [] }
         let busy = PostgresValue.text(JSONValue.array(targets.map { .string($0) }).text)
+        let leasedUntil = now.addingTimeInterval(leaseSeconds)
         return try pool.run { c in
             try c.query("""
-                UPDATE outbox_deliveries d SET lease_id = \(leaseId), leased_until = now() + make_interval(secs => \(leaseSeconds)),
-                    attempts = d.attempts + 1
+                UPDATE outbox_deliveries d SET lease_id = \(leaseId), leased_until = \(leasedUntil), attempts = d.attempts + 1
                 FROM (SELECT c.event_id, c.channel, c.target FROM outbox_deliveries c
-                      WHERE c.channel = \(channel) AND c.status = 'pending' AND c.next_attempt_at <= now()
-                        AND (c.leased_until IS NULL OR c.leased_until <= now())
+                      WHERE c.channel = \(channel) AND c.status = 'pending' AND c.next_attempt_at <= \(now)
+                        AND (c.leased_until IS NULL OR c.leased_until <= \(now))
                         AND NOT (\(busy)::jsonb ? c.target)
                         AND NOT EXISTS (SELECT 1 FROM outbox_deliveries p
                                         WHERE p.channel = c.channel AND p.target = c.target AND p.account_id = c.account_id
@@ -184,41 +202,53 @@ public final class OutboxRepository: Sendable {
                      outbox_events e
                 WHERE d.event_id = pick.event_id AND d.channel = pick.channel AND d.target = pick.target AND e.id = d.event_id
                 RETURNING d.event_id, e.type, e.account_id, e.data::text AS data, e.created_at, d.channel, d.target, d.attempts,
-                          d.expires_at, d.seq
+                          d.leased_until, d.expires_at, d.seq
                 """).sorted { (try? $0.int64("seq")) ?? 0 < (try? $1.int64("seq")) ?? 0 }.map { r in
                 ClaimedDelivery(eventId: try r.string("event_id"), type: try r.string("type"), accountId: try r.string("account_id"),
                                 data: try r.jsonValue("data"), createdAt: try r.date("created_at"), channel: try r.string("channel"),
                                 target: try r.string("target"), attempt: try r.int("attempts"), leaseId: leaseId,
-                                expiresAt: try r.date("expires_at"))
+                                leasedUntil: try r.date("leased_until"), expiresAt: try r.date("expires_at"))
             }
         }
     }
 
-    /// Records a success. False when the lease was no longer this claim's (it ran out and another
-    /// worker claimed the delivery, or the endpoint was deleted): nothing changes then.
+    /// Records a success at `now`. False when the lease was no longer this claim's (it ran out and
+    /// another worker claimed the delivery, or the endpoint was deleted): nothing changes then.
     @discardableResult
-    public func delivered(_ d: ClaimedDelivery, statusCode: Int?) throws(StorageError) -> Bool {
+    public func delivered(_ d: ClaimedDelivery, statusCode: Int?, now: Date) throws(StorageError) -> Bool {
         try pool.run { c in
             try c.execute("""
                 UPDATE outbox_deliveries SET status = 'delivered', last_status_code = \(statusCode), last_error = NULL,
-                    finished_at = now(), lease_id = NULL, leased_until = NULL
+                    finished_at = \(now), lease_id = NULL, leased_until = NULL
                 WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
                   AND status = 'pending'
                 """) > 0
         }
     }
 
-    /// Records a failed attempt: retried `retryInSeconds` from now, or given up (`failed`) when that
-    /// would fall on or after the delivery's `expires_at`. False when the lease was no longer this claim's.
+    /// Records a failed attempt to be tried again at `next` (the caller decided it falls before
+    /// the delivery's `expiresAt`). False when the lease was no longer this claim's.
     @discardableResult
-    public func failed(_ d: ClaimedDelivery, statusCode: Int?, error: String?, retryInSeconds: Double) throws(StorageError) -> Bool {
+    public func retry(_ d: ClaimedDelivery, statusCode: Int?, error: String?, at next: Date) throws(StorageError) -> Bool {
         try pool.run { c in
             try c.execute("""
                 UPDATE outbox_deliveries SET last_status_code = \(statusCode), last_error = \(error.map { String($0.prefix(500)) }),
-                    lease_id = NULL, leased_until = NULL,
-                    next_attempt_at = now() + make_interval(secs => \(retryInSeconds)),
-                    status = CASE WHEN now() + make_interval(secs => \(retryInSeconds)) >= expires_at THEN 'failed' ELSE 'pending' END,
-                    finished_at = CASE WHEN now() + make_interval(secs => \(retryInSeconds)) >= expires_at THEN now() END
+                    lease_id = NULL, leased_until = NULL, next_attempt_at = \(next)
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                  AND status = 'pending'
+                """) > 0
+        }
+    }
+
+    /// Records a failed attempt that is not tried again (`failed`, at `now`): the caller gave up —
+    /// the failure is final, or its next try would fall on or after `expiresAt`. False when the
+    /// lease was no longer this claim's.
+    @discardableResult
+    public func failed(_ d: ClaimedDelivery, statusCode: Int?, error: String?, now: Date) throws(StorageError) -> Bool {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE outbox_deliveries SET last_status_code = \(statusCode), last_error = \(error.map { String($0.prefix(500)) }),
+                    lease_id = NULL, leased_until = NULL, status = 'failed', finished_at = \(now)
                 WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
                   AND status = 'pending'
                 """) > 0
@@ -236,25 +266,25 @@ public final class OutboxRepository: Sendable {
         }
     }
 
-    /// Gives up pending deliveries whose time ran out without a claim (an endpoint nobody could reach
-    /// while no instance ran); returns how many.
+    /// Gives up pending deliveries whose time ran out by `now` without a claim (an endpoint nobody
+    /// could reach while no instance ran); returns how many.
     @discardableResult
-    public func expire() throws(StorageError) -> Int {
+    public func expire(now: Date) throws(StorageError) -> Int {
         try pool.run { c in
             try c.execute("""
-                UPDATE outbox_deliveries SET status = 'failed', finished_at = now(), last_error = COALESCE(last_error, 'expired')
-                WHERE status = 'pending' AND expires_at <= now() AND (leased_until IS NULL OR leased_until <= now())
+                UPDATE outbox_deliveries SET status = 'failed', finished_at = \(now), last_error = COALESCE(last_error, 'expired')
+                WHERE status = 'pending' AND expires_at <= \(now) AND (leased_until IS NULL OR leased_until <= \(now))
                 """)
         }
     }
 
-    /// Deletes events written more than `olderThanSeconds` ago whose deliveries are all finished
-    /// (their deliveries go with them); returns how many events.
+    /// Deletes events written before `cutoff` whose deliveries are all finished (their deliveries
+    /// go with them); returns how many events.
     @discardableResult
-    public func purgeFinished(olderThanSeconds: Int) throws(StorageError) -> Int {
+    public func purgeFinished(writtenBefore cutoff: Date) throws(StorageError) -> Int {
         try pool.run { c in
             try c.execute("""
-                DELETE FROM outbox_events e WHERE e.created_at < now() - make_interval(secs => \(olderThanSeconds))
+                DELETE FROM outbox_events e WHERE e.created_at < \(cutoff)
                   AND NOT EXISTS (SELECT 1 FROM outbox_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
                 """)
         }
@@ -262,12 +292,12 @@ public final class OutboxRepository: Sendable {
 
     // MARK: Reading
 
-    /// Pending deliveries per channel and the age of the oldest one.
-    public func depth() throws(StorageError) -> [OutboxDepth] {
+    /// Pending deliveries per channel and the age of the oldest one at `now`.
+    public func depth(now: Date) throws(StorageError) -> [OutboxDepth] {
         try pool.run { c in
             try c.query("""
                 SELECT d.channel, count(*) AS pending,
-                       COALESCE(EXTRACT(EPOCH FROM now() - min(e.created_at)), 0)::float8 AS oldest
+                       GREATEST(COALESCE(EXTRACT(EPOCH FROM \(now) - min(e.created_at)), 0), 0)::float8 AS oldest
                 FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
                 WHERE d.status = 'pending' GROUP BY d.channel ORDER BY d.channel
                 """).map { r in

@@ -36,7 +36,7 @@ public struct CredentialRecord: Sendable {
 
     public init(id: [UInt8], userId: String, publicKey: [UInt8], alg: Int, signCount: Int64, aaguid: [UInt8], transports: [String],
                 backupEligible: Bool, backedUp: Bool, attestationFormat: String, attestationType: String, name: String,
-                flagged: Bool = false, createdAt: Date = Date(), lastUsedAt: Date? = nil, approvesFrom: Date? = nil) {
+                flagged: Bool = false, createdAt: Date, lastUsedAt: Date? = nil, approvesFrom: Date? = nil) {
         self.id = id; self.userId = userId; self.publicKey = publicKey; self.alg = alg; self.signCount = signCount
         self.aaguid = aaguid; self.transports = transports; self.backupEligible = backupEligible; self.backedUp = backedUp
         self.attestationFormat = attestationFormat; self.attestationType = attestationType; self.name = name
@@ -106,7 +106,7 @@ public struct StepUpReceiptRecord: Sendable {
 
     public init(id: String, userId: String, method: String, keyId: String, publicKey: [UInt8], challenge: [UInt8],
                 signedData: [UInt8], signature: [UInt8], action: String, actionHash: [UInt8], keyBinding: String,
-                clientDataJSON: [UInt8]? = nil, authenticatorData: [UInt8]? = nil, tokenJTI: String, tokenExpiresAt: Date, createdAt: Date = Date(), consumedAt: Date? = nil) {
+                clientDataJSON: [UInt8]? = nil, authenticatorData: [UInt8]? = nil, tokenJTI: String, tokenExpiresAt: Date, createdAt: Date, consumedAt: Date? = nil) {
         self.id = id; self.userId = userId; self.method = method; self.keyId = keyId; self.publicKey = publicKey
         self.challenge = challenge; self.signedData = signedData; self.signature = signature; self.action = action
         self.actionHash = actionHash; self.keyBinding = keyBinding; self.tokenJTI = tokenJTI

@@ -141,6 +141,31 @@ struct WebhookTests {
         }
     }
 
+    @Test("an event written on this instance wakes its worker at commit: it is sent without waiting for a poll")
+    func writeWakesTheWorker() throws {
+        // A database of its own (no other suite's writes or senders), and a poll of an hour: the
+        // worker's one look at start-up finds nothing, so only the write's wake-up can send the event.
+        let scratch = try TestDatabase.Scratch()
+        let server = try TestServer.sending(name: "wake") { c in
+            c.databaseURL = scratch.url
+            c.outboxPollInterval = 3600
+        }
+        let worker = try #require(server.services.events.wakeUps.worker(channel: OutboxRepository.webhookChannel))
+        #expect(waitFor { worker.machine.snapshot.ticks >= 1 }, "the start-up look happened")
+        let receiver = try TestReceiver()
+        defer { receiver.stop() }
+        let client = server.client()
+        let hookId = try client.subscribe(receiver.url, ["user.created"]).id
+        defer { client.unsubscribe(hookId) }
+        let before = (wakeUps: worker.wakeUps, claiming: worker.machine.snapshot.claimingTicks)
+
+        let user = try client.signUp(SoftAuthenticator(), username: server.username("wake"))
+        let got = receiver.wait { d in d.contains { $0.data?["userId"]?.stringValue == user.userId } }
+        #expect(got.contains { $0.data?["userId"]?.stringValue == user.userId && $0.type == "user.created" })
+        #expect(worker.wakeUps > before.wakeUps, "the sign-up's commit poked the worker")
+        #expect(worker.machine.snapshot.claimingTicks > before.claiming)
+    }
+
     @Test("a receiver answering 500 gets the same webhook-id again (new timestamp, valid signature) until it answers 2xx")
     func retriesKeepTheId() throws {
         let server = try Self.fixture.get()

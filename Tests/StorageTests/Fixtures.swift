@@ -16,7 +16,7 @@ enum Fixture {
     static func credential(userId: String, id: [UInt8] = bytes(16), signCount: Int64 = 0) -> CredentialRecord {
         CredentialRecord(id: id, userId: userId, publicKey: bytes(77), alg: -7, signCount: signCount, aaguid: bytes(16),
                          transports: ["internal", "hybrid"], backupEligible: true, backedUp: false, attestationFormat: "none",
-                         attestationType: "none", name: "Passkey")
+                         attestationType: "none", name: "Passkey", createdAt: Date())
     }
 
     /// A session a passkey ceremony began (`credentialId`), or one begun another way (nil: a ticket).
@@ -38,7 +38,7 @@ enum Fixture {
     static func receipt(userId: String, keyId: String, method: String = "device-key") -> StepUpReceiptRecord {
         StepUpReceiptRecord(id: id(), userId: userId, method: method, keyId: keyId, publicKey: bytes(91), challenge: bytes(),
                             signedData: bytes(), signature: bytes(70), action: #"{"op":"test"}"#, actionHash: bytes(),
-                            keyBinding: "kb", tokenJTI: id(), tokenExpiresAt: Date().addingTimeInterval(300))
+                            keyBinding: "kb", tokenJTI: id(), tokenExpiresAt: Date().addingTimeInterval(300), createdAt: Date())
     }
 }
 

@@ -7,12 +7,17 @@ import Synchronization
 import Testing
 
 /// The outbox on real PostgreSQL: written with the change, fanned out at write time, claimed with
-/// SKIP LOCKED leases, ordered per account and target, retried and given up by the caller's clock.
+/// SKIP LOCKED leases, ordered per account and target, retried and given up by the caller's clock —
+/// every instant is the caller's (a bind), so these tests pass times instead of sleeping.
 @Suite struct OutboxRepositoryTests {
+    /// A whole second, so that `t0 + n` round-trips through timestamptz exactly.
+    static let t0 = Date(timeIntervalSince1970: (Date().timeIntervalSince1970).rounded(.down))
+    static func at(_ seconds: Double) -> Date { t0.addingTimeInterval(seconds) }
+
     static func event(_ type: String = "user.created", account: String = "acct", maxAge: Int = 3600,
-                      fanOut: [OutboxEvent.FanOut] = [.webhooks]) -> OutboxEvent {
+                      fanOut: [OutboxEvent.FanOut] = [.webhooks], at createdAt: Date = t0) -> OutboxEvent {
         OutboxEvent(id: TestDatabase.uniqueName("evt"), type: type, accountId: account, data: .object([("userId", .string(account))]),
-                    fanOut: fanOut, maxAgeSeconds: maxAge)
+                    fanOut: fanOut, maxAgeSeconds: maxAge, createdAt: createdAt)
     }
 
     @discardableResult
@@ -23,9 +28,9 @@ import Testing
         return id
     }
 
-    func claim(_ s: Scratch, limit: Int = 10, lease: Double = 30, excluding: [String] = []) throws -> [ClaimedDelivery] {
+    func claim(_ s: Scratch, at now: Date = t0, limit: Int = 10, lease: Double = 30, excluding: [String] = []) throws -> [ClaimedDelivery] {
         try s.database.outbox.claim(channel: OutboxRepository.webhookChannel, limit: limit, leaseSeconds: lease,
-                                    leaseId: TestDatabase.uniqueName("lease"), excluding: excluding)
+                                    leaseId: TestDatabase.uniqueName("lease"), excluding: excluding, now: now)
     }
 
     @Test func fansOutToTheEndpointsSubscribedAtWriteTimeInTheSameTransaction() throws {
@@ -63,50 +68,75 @@ import Testing
         let s = try TestDatabase.scratch()
         let mail = Self.event("mail.code", fanOut: [.direct(channel: "mail", target: "mail-1")])
         try s.database.outbox.append([mail])
-        let claimed = try s.database.outbox.claim(channel: "mail", limit: 5, leaseSeconds: 30, leaseId: "l1")
+        let claimed = try s.database.outbox.claim(channel: "mail", limit: 5, leaseSeconds: 30, leaseId: "l1", now: Self.t0)
         #expect(claimed.map(\.eventId) == [mail.id] && claimed.first?.target == "mail-1")
         #expect(try claim(s).isEmpty, "the webhook channel does not see it")
+    }
+
+    @Test func theCallersClockIsWhatIsStored() throws {
+        let s = try TestDatabase.scratch()
+        let target = try Self.endpoint(s, ["user.created"])
+        // An event written an hour "ago" by the caller's clock: stored with that time, due from it.
+        let e = Self.event(maxAge: 7200, at: Self.at(-3600))
+        try s.database.outbox.append([e])
+        let row = try #require(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 1).first)
+        #expect(row.createdAt == Self.at(-3600) && row.nextAttemptAt == Self.at(-3600))
+        #expect(try s.database.outbox.depth(now: Self.t0) == [OutboxDepth(channel: "webhook", pending: 1, oldestPendingSeconds: 3600)])
+        let d = try #require(try claim(s).first)
+        #expect(d.createdAt == Self.at(-3600) && d.expiresAt == Self.at(3600) && d.leasedUntil == Self.at(30))
     }
 
     @Test func aClaimIsALeaseThatComesBackWhenItRunsOut() throws {
         let s = try TestDatabase.scratch()
         try Self.endpoint(s, ["user.created"])
         try s.database.outbox.append([Self.event()])
-        let first = try claim(s, lease: 3)   // seconds, so that a slow machine still asks within the lease
-        #expect(first.count == 1 && first[0].attempt == 1)
-        #expect(try claim(s).isEmpty, "leased: nobody else gets it")
-        Thread.sleep(forTimeInterval: 3.2)
-        let second = try claim(s)
+        let first = try claim(s, lease: 3)
+        #expect(first.count == 1 && first[0].attempt == 1 && first[0].leasedUntil == Self.at(3))
+        #expect(try claim(s, at: Self.at(2.999)).isEmpty, "leased: nobody else gets it")
+        let second = try claim(s, at: Self.at(3))
         #expect(second.map(\.eventId) == first.map(\.eventId) && second[0].attempt == 2)
         // The first claim's lease is gone: its outcome is not recorded.
-        #expect(try !s.database.outbox.delivered(first[0], statusCode: 200))
-        #expect(try s.database.outbox.delivered(second[0], statusCode: 204))
+        #expect(try !s.database.outbox.delivered(first[0], statusCode: 200, now: Self.at(4)))
+        #expect(try s.database.outbox.delivered(second[0], statusCode: 204, now: Self.at(4)))
         let row = try #require(try s.database.outbox.deliveries(channel: "webhook", target: second[0].target, limit: 1).first)
         #expect(row.status == .delivered && row.attempts == 2 && row.lastStatusCode == 204 && row.nextAttemptAt == nil)
-        #expect(try claim(s).isEmpty)
+        #expect(try claim(s, at: Self.at(100)).isEmpty)
     }
 
-    @Test func backoffThenGiveUpAtTheAgeLimit() throws {
+    @Test func aRetryIsDueAtItsTimeAndAGiveUpIsFinal() throws {
         let s = try TestDatabase.scratch()
         let target = try Self.endpoint(s, ["user.created"])
-        // Margins of seconds, not tenths: a loaded CI machine may pause between two statements.
         try s.database.outbox.append([Self.event(maxAge: 20)])
         let d = try #require(try claim(s).first)
-        #expect(try s.database.outbox.failed(d, statusCode: 500, error: "HTTP 500", retryInSeconds: 2))
-        #expect(try claim(s).isEmpty, "not due before its retry time")
-        Thread.sleep(forTimeInterval: 2.1)
-        let again = try #require(try claim(s).first)
+        #expect(try s.database.outbox.retry(d, statusCode: 500, error: "HTTP 500", at: Self.at(2)))
+        let pending = try #require(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 1).first)
+        #expect(pending.status == .pending && pending.nextAttemptAt == Self.at(2) && pending.lastStatusCode == 500)
+        #expect(try claim(s, at: Self.at(1.999)).isEmpty, "not due before its retry time")
+        let again = try #require(try claim(s, at: Self.at(2)).first)
         #expect(again.attempt == 2)
-        // A retry that would fall after the event's age limit gives up instead.
-        #expect(try s.database.outbox.failed(again, statusCode: nil, error: "refused", retryInSeconds: 60))
+        // The caller gave up (e.g. its next retry would fall after the age limit): failed, not retried.
+        #expect(try s.database.outbox.failed(again, statusCode: nil, error: "refused", now: Self.at(3)))
         let row = try #require(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 1).first)
-        #expect(row.status == .failed && row.attempts == 2 && row.lastStatusCode == nil && row.nextAttemptAt == nil)
-        #expect(try claim(s).isEmpty)
-        // expire(): a pending delivery nobody claimed before its limit.
-        try s.database.outbox.append([Self.event(maxAge: 1)])
-        Thread.sleep(forTimeInterval: 1.1)
-        #expect(try s.database.outbox.expire() == 1)
-        #expect(try claim(s).isEmpty)
+        #expect(row.status == .failed && row.attempts == 2 && row.lastStatusCode == nil && row.nextAttemptAt == nil && row.lastError == "refused")
+        #expect(try claim(s, at: Self.at(100)).isEmpty)
+    }
+
+    @Test func expireAndPurgeGoByTheCallersClock() throws {
+        let s = try TestDatabase.scratch()
+        let target = try Self.endpoint(s, ["user.created"])
+        // expire(): a pending delivery nobody claimed before its limit; a leased one waits for its lease.
+        try s.database.outbox.append([Self.event(account: "a", maxAge: 1), Self.event(account: "b", maxAge: 1)])
+        let leased = try #require(try claim(s, limit: 1, lease: 5).first)
+        #expect(try s.database.outbox.expire(now: Self.at(0.999)) == 0)
+        #expect(try s.database.outbox.expire(now: Self.at(1)) == 1)
+        #expect(try s.database.outbox.expire(now: Self.at(5)) == 1, "the leased one, once its lease ran out")
+        #expect(try !s.database.outbox.delivered(leased, statusCode: 200, now: Self.at(6)), "given up: a late outcome changes nothing")
+        let rows = try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 10)
+        #expect(rows.count == 2 && rows.allSatisfy { $0.status == .failed && $0.lastError == "expired" })
+        // purgeFinished(): events written before the cutoff whose deliveries are all finished.
+        #expect(try s.database.outbox.purgeFinished(writtenBefore: Self.t0) == 0)
+        #expect(try s.database.outbox.purgeFinished(writtenBefore: Self.at(0.001)) == 2)
+        #expect(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 10).isEmpty)
     }
 
     @Test func perTargetAndAccountInWriteOrder() throws {
@@ -118,11 +148,10 @@ import Testing
         let batch = try claim(s)
         #expect(Set(batch.map(\.eventId)) == [a1.id, b1.id], "a2 waits for a1")
         let first = try #require(batch.first { $0.eventId == a1.id })
-        #expect(try s.database.outbox.failed(first, statusCode: 500, error: "x", retryInSeconds: 0.05))
-        Thread.sleep(forTimeInterval: 0.1)
-        #expect(try claim(s).map(\.eventId) == [a1.id], "a retry of a1 still goes before a2")
+        #expect(try s.database.outbox.retry(first, statusCode: 500, error: "x", at: Self.at(0.05)))
+        #expect(try claim(s, at: Self.at(0.05)).map(\.eventId) == [a1.id], "a retry of a1 still goes before a2")
         // Excluded (busy) targets are skipped.
-        #expect(try claim(s, excluding: [first.target]).isEmpty)
+        #expect(try claim(s, at: Self.at(100), excluding: [first.target]).isEmpty)
     }
 
     @Test func concurrentWorkersNeverClaimOneDeliveryTwice() throws {
@@ -134,10 +163,11 @@ import Testing
             let other = Database(url: s.url, connections: 1)
             defer { other.shutdown() }
             while true {
-                let batch = try other.outbox.claim(channel: "webhook", limit: 3, leaseSeconds: 30, leaseId: TestDatabase.uniqueName("l"))
+                let batch = try other.outbox.claim(channel: "webhook", limit: 3, leaseSeconds: 30, leaseId: TestDatabase.uniqueName("l"),
+                                                   now: Self.t0)
                 if batch.isEmpty { return }
                 seen.withLock { $0 += batch.map(\.eventId) }
-                for d in batch { _ = try other.outbox.delivered(d, statusCode: 200) }
+                for d in batch { _ = try other.outbox.delivered(d, statusCode: 200, now: Self.t0) }
             }
         }
         #expect(errors.isEmpty)

@@ -37,9 +37,9 @@ public final class AdminService: Sendable {
 
     /// For the CLI: the admin work straight on a database, without a server.
     public convenience init(database: Database, configuration: Configuration) {
-        let origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode)
+        let origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode, runtime: .system)
         self.init(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins, origins: origins,
-                  wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration),
+                  wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: .system),
                   events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
                   configuration: configuration, runtime: .system)
     }
@@ -162,9 +162,11 @@ public final class AdminService: Sendable {
         let (username, displayName) = try RequestFields.accountNames(body)
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
         let user: UserRecord
+        let created = events.userCreated(userId: candidate.id, username: candidate.username)
         do {
-            user = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate,
-                                                   events: [events.userCreated(userId: candidate.id, username: candidate.username)]).0
+            let upserted = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate, events: [created])
+            user = upserted.0
+            if upserted.created { events.written([created]) }
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch {

@@ -11,16 +11,17 @@ public final class WellKnownService: Sendable {
     let config: ConfigRepository
     let origins: OriginCache
     let configuration: Configuration
-    private let files = RefreshingCache<[String: [UInt8]]>(maxAge: WellKnownService.maxAge)
+    private let files: RefreshingCache<[String: [UInt8]]>
 
     /// Built files are re-read at most this often without a notification (same bound as OriginCache).
     static let maxAge = 1.0
     static let names = ["apple-app-site-association", "assetlinks.json", "webauthn"]
 
-    init(config: ConfigRepository, origins: OriginCache, configuration: Configuration) {
+    init(config: ConfigRepository, origins: OriginCache, configuration: Configuration, runtime: Runtime) {
         self.config = config
         self.origins = origins
         self.configuration = configuration
+        files = RefreshingCache(maxAge: Self.maxAge, clock: runtime.uptime)
     }
 
     func invalidate() { files.invalidate() }

@@ -76,6 +76,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
             }
         }
         guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
+        events.written(channels: OutboxEvents.webhooks)
         return Self.deviceKeyJSON(record)
     }
 
@@ -139,6 +140,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
                 [events.deviceKey(.deviceKeyRevoked, revoked)]
             }
         }) else { throw ServiceError.notFound("device key") }
+        events.written(channels: OutboxEvents.webhooks)
     }
 
     static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {

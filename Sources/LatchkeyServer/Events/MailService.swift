@@ -26,8 +26,9 @@ public final class MailService: Sendable {
         self.configuration = configuration
         self.runtime = runtime
         self.events = events
-        let policy = OutboxWorker.Policy(senders: configuration.effectiveMailSenders, perTarget: 1,
+        var policy = OutboxWorker.Policy(senders: configuration.effectiveMailSenders, perTarget: 1,
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.mailRetryBase)
+        policy.pollInterval = configuration.outboxPollInterval
         let configuration = configuration
         worker = OutboxWorker(channel: RecoveryRepository.mailChannel, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { Self.deliver($0, mail: mail, configuration: configuration) },
@@ -43,7 +44,7 @@ public final class MailService: Sendable {
         let message = MailMessage(event: event, from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
         let event = OutboxEvent(id: "evt_" + runtime.identifier(), type: Self.eventType, accountId: userId, data: .object([]),
                                 fanOut: [.direct(channel: RecoveryRepository.mailChannel, target: id)],
-                                maxAgeSeconds: configuration.webhookMaxAge)
+                                maxAgeSeconds: configuration.webhookMaxAge, createdAt: runtime.now())
         return MailToSend(id: id, recipient: to.value, message: message.bytes, event: event)
     }
 
@@ -52,9 +53,6 @@ public final class MailService: Sendable {
         let origin = configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? "https://\(configuration.rpId)"
         return origin + "/?cancel=" + token
     }
-
-    /// Something was queued here: send now rather than at the next poll.
-    func poke() { worker.poke() }
 
     static func deliver(_ d: ClaimedDelivery, mail: RecoveryRepository, configuration: Configuration) -> OutboxWorker.Outcome {
         let queued: (recipient: String, message: [UInt8])?

@@ -37,22 +37,40 @@ public enum SessionRevocationReason: String, Sendable {
 }
 
 /// Builds outbox events (one builder per type, so each type's `data` is written once). Services hand
-/// the result to the repository call that makes the change. The event id comes from the injected
-/// randomness; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
+/// the result to the repository call that makes the change, then say `written(_:)` once it has
+/// returned, which wakes this instance's workers for them. The event id comes from the injected
+/// randomness, its time from the injected clock; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
 public struct OutboxEvents: Sendable {
     let runtime: Runtime
     let maxAgeSeconds: Int
+    /// This instance's workers, woken by `written`.
+    public let wakeUps: OutboxWakeUps
 
-    public init(runtime: Runtime, maxAgeSeconds: Int) {
+    public init(runtime: Runtime, maxAgeSeconds: Int, wakeUps: OutboxWakeUps = OutboxWakeUps()) {
         self.runtime = runtime
         self.maxAgeSeconds = maxAgeSeconds
+        self.wakeUps = wakeUps
     }
+
+    /// The change that stored `events` committed (the repository call returned): this instance's
+    /// workers for their channels look now instead of at their next poll. Events that the call did
+    /// not store after all (nobody subscribed) cost one look that finds nothing.
+    public func written(_ events: [OutboxEvent]) { wakeUps.wake(for: events) }
+
+    /// The same for events a repository call built inside its transaction (from a closure given to
+    /// it), so not in the caller's hands: the channels they go to.
+    public func written(channels: Set<String>) { wakeUps.wake(channels: channels) }
+
+    /// The builders' events fan out to webhooks; mail goes on its own channel.
+    public static let webhooks: Set<String> = [OutboxRepository.webhookChannel]
+    public static let mail: Set<String> = [RecoveryRepository.mailChannel]
 
     /// An event of `type` about `userId`, fanned out to the subscribed webhooks (plus `fanOut`).
     public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],
                       also fanOut: [OutboxEvent.FanOut] = []) -> OutboxEvent {
         OutboxEvent(id: "evt_" + runtime.identifier(), type: type.rawValue, accountId: userId,
-                    data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds)
+                    data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds,
+                    createdAt: runtime.now())
     }
 
     public func userCreated(userId: String, username: String) -> OutboxEvent {

@@ -27,8 +27,9 @@ public final class WebhookService: Sendable {
         self.metrics = metrics
         self.configuration = configuration
         self.runtime = runtime
-        let policy = OutboxWorker.Policy(senders: configuration.outboxSenders, perTarget: configuration.webhookEndpointConcurrency,
+        var policy = OutboxWorker.Policy(senders: configuration.outboxSenders, perTarget: configuration.webhookEndpointConcurrency,
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.webhookRetryBase)
+        policy.pollInterval = configuration.outboxPollInterval
         let sender = WebhookSender(webhooks: webhooks, sealer: sealer, configuration: configuration, runtime: runtime)
         worker = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { sender.deliver($0) },
@@ -100,8 +101,6 @@ public final class WebhookService: Sendable {
     /// Start-up step: this instance's senders (none with LATCHKEY_OUTBOX_SENDERS=0).
     func start() { worker.start() }
     func stop() { worker.stop() }
-    /// An event was just written here: the dispatcher looks now.
-    func poke() { worker.poke() }
 }
 
 /// One attempt of one delivery: sign, post, read the status. Stateless; runs on the worker's senders.

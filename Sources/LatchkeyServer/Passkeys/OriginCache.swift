@@ -12,11 +12,12 @@ import WebAuthn
 public final class OriginCache: Sendable {
     let config: ConfigRepository
     let developmentMode: Bool
-    private let cache = RefreshingCache<OriginPolicy>(maxAge: 1)
+    private let cache: RefreshingCache<OriginPolicy>
 
-    init(config: ConfigRepository, developmentMode: Bool) {
+    init(config: ConfigRepository, developmentMode: Bool, runtime: Runtime) {
         self.config = config
         self.developmentMode = developmentMode
+        cache = RefreshingCache(maxAge: 1, clock: runtime.uptime)
     }
 
     /// The allowlist (≤ 1 s old); the last one read when the database is unreachable.

@@ -41,10 +41,11 @@ struct PasskeyAssertion: Sendable {
         } catch {
             if error.code == .signCountRegression {
                 // §7.2 step 22: a possible clone. The refusal stands even if recording it fails.
-                try? accounts.flag(credentialId: credential.id, audit: AuditRecord(
+                let suspected = events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,
+                                                      receivedSignCount: Int64(checked.parsed.authenticatorData.signCount))
+                if (try? accounts.flag(credentialId: credential.id, audit: AuditRecord(
                     .passkeyFlagged, actor: AuditActor.server, subject: user.id, detail: [("reason", "sign_count_regression")]),
-                    events: [events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,
-                                                   receivedSignCount: Int64(checked.parsed.authenticatorData.signCount))])
+                    events: [suspected])) != nil { events.written([suspected]) }
             }
             throw ServiceError(error)
         }
@@ -73,11 +74,12 @@ struct PasskeyAssertion: Sendable {
     /// `sign_count_regression` and the credential is flagged as a possible clone (§7.2 step 22).
     func refuseRegression(_ outcome: Outcome) -> ServiceError {
         let use = outcome.use
-        try? accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
+        let suspected = events.cloneSuspected(userId: use.userId, credentialId: use.credentialId, storedSignCount: outcome.storedSignCount,
+                                              receivedSignCount: use.signCount)
+        if (try? accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
             .passkeyFlagged, actor: AuditActor.server, subject: use.userId,
             detail: [("reason", "sign_count_regression"), ("credentialId", .string(Base64URL.encode(use.credentialId)))]),
-            events: [events.cloneSuspected(userId: use.userId, credentialId: use.credentialId, storedSignCount: outcome.storedSignCount,
-                                           receivedSignCount: use.signCount)])
+            events: [suspected])) != nil { events.written([suspected]) }
         return ServiceError(.signCountRegression, "sign count \(use.signCount) is not above the stored one: another use came first")
     }
 }

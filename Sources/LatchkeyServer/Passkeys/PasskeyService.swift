@@ -281,7 +281,7 @@ public final class PasskeyService: Sendable {
         } catch {
             throw ServiceError(error)
         }
-        if !notices.isEmpty { mail.poke() }
+        events.written(written + notices.map(\.event))
         let issued = try sessions.issue(session, userVerified: verified.userVerified)
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
@@ -364,6 +364,7 @@ public final class PasskeyService: Sendable {
                 [events.passkey(.passkeyRenamed, renamed)]
             }
         }) else { throw ServiceError.notFound("passkey") }
+        events.written(channels: OutboxEvents.webhooks)
         guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
         return .object(members + [("signals", try signals(userId: userId))])
     }
@@ -393,7 +394,8 @@ public final class PasskeyService: Sendable {
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
-        if notice != nil { mail.poke() }
+        // passkey.revoked and session.revoked (built inside the call), and the notice when there is one.
+        events.written(channels: notice == nil ? OutboxEvents.webhooks : OutboxEvents.webhooks.union(OutboxEvents.mail))
         return .object([("signals", try signals(userId: userId))])
     }
 }

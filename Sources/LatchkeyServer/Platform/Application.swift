@@ -95,7 +95,7 @@ public struct Application: Responder {
     }
 
     public func respond(to request: Request) -> Response {
-        let start = monotonicNow()
+        let start = runtime.uptime()
         var response: Response
         var route = "unmatched"
         let served = serves(request)
@@ -139,7 +139,7 @@ public struct Application: Responder {
         if response.header("Cache-Control") == nil {
             response.headers.append(("Cache-Control", "no-store"))
         }
-        let seconds = monotonicNow() - start
+        let seconds = runtime.uptime() - start
         metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds)
         log.write(request: request, route: route, status: response.status, seconds: seconds, at: runtime.now())
         return response

@@ -14,7 +14,7 @@ extension RouteTable {
         }
         add("GET", "/metrics", .anyone, accepting: .any) { _ in
             let st = s.database.connectionStats
-            let outbox = try? s.database.outbox.depth()
+            let outbox = try? s.database.outbox.depth(now: s.runtime.now())
             return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting), outbox: outbox),
                          contentType: "text/plain; version=0.0.4; charset=utf-8")
         }

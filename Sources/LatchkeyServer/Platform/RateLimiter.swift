@@ -28,8 +28,8 @@ public final class RateLimiter: Sendable {
         var uses: UInt64 = 0
     }
 
-    /// `clock`: monotonic seconds (a test passes one it moves by hand).
-    public init(ratePerSecond: Int, capacity: Int = 100_000, clock: @escaping @Sendable () -> Double = { monotonicNow() }) {
+    /// `clock`: monotonic seconds (`Runtime.uptime`; a test passes one it moves by hand).
+    public init(ratePerSecond: Int, capacity: Int = 100_000, clock: @escaping @Sendable () -> Double = Runtime.system.uptime) {
         self.ratePerSecond = Double(ratePerSecond)
         self.burst = Double(ratePerSecond * 2)
         self.capacity = max(8, capacity)

@@ -4,6 +4,40 @@ import DeviceKeys
 import Tokens
 import WebAuthn
 
+// MARK: - One clock
+//
+// Where time comes from: one rule per concern (ARCHITECTURE.md copies this block). Only this file
+// reads a clock: `grep -rn "Date()\|monotonicNow()" Sources/LatchkeyServer Sources/Storage` finds
+// nothing else.
+//
+// 1. Instants the server decides or states: `Runtime.now`. Token claims (iat, exp, auth_time),
+//    ceremony and step-up times, a new passkey's hold (`approves_from`) and the step-ups checked
+//    against it, webhook-timestamp and mail Date headers, log lines, MDS and attestation validity.
+// 2. The outbox: `Runtime.now`, never the database's clock. The worker decides when a delivery is
+//    retried, when it is given up (LATCHKEY_WEBHOOK_MAX_AGE) and when a lease has run out
+//    (OutboxStateMachine); every instant the outbox's SQL stores or compares — created_at,
+//    expires_at, next_attempt_at, leased_until, finished_at — is that clock, passed as a bind
+//    (OutboxRepository; the one `now()` left there stamps a cancelled delivery's finished_at beside
+//    its endpoint's deleted_at, a record nothing decides on). So decision and query read one clock,
+//    and tests step it. Instances' clocks must agree to well within LATCHKEY_OUTBOX_LEASE (NTP
+//    does): a lease is compared on the claimer's clock.
+// 3. Expiry of stored secrets and windows that SQL alone decides — challenges, enrolment tickets,
+//    refresh tokens, one-time codes, recoveries, per-account limits, revocation stamps: the
+//    database's `now()`, alone. The app passes durations (TTLs), never instants, and does not
+//    compare those columns with its own clock; where it must, it reads the database's `now()` in
+//    the same statement (`RecoveryRepository.recovery(tokenHash:)`'s `db_now`).
+// 4. Time elapsed inside one process — cache ages, rate-limit buckets, the revoked-session set's
+//    retention, the signer's reload bound, request latency, the outbox's housekeeping cadence:
+//    `Runtime.uptime`, monotonic.
+// 5. Waiting is not reading: a thread's timed wait (the outbox's poll, the revocation poll, a
+//    pause while the database is down) is a semaphore timeout or `Thread.sleep`; nothing is
+//    decided on it.
+// Tests replace `now`, `uptime` and `random` (ServerTests' ManualClock); the outbox tests step them.
+// Not yet under rule 1/3 (files being reshaped by issue 20's other steps): RecoveryRepository's
+// cancel link compares `approves_from` and a hold's `cancel_tokens.expires_at` (both Runtime.now)
+// with `now()`; TokenSigner rotates on a signing key's database `created_at` against Runtime.now;
+// RecoveryService.start's `expiresIn` subtracts Runtime.now from the database's `expires_at`.
+
 /// Where the server's randomness, wall-clock time and host-name lookups come from. Built once by
 /// `Wiring` and passed to every service, so a test pins them (STYLE §2); nothing in the server calls
 /// `SecureRandom`, `Date()` or getaddrinfo on its own.

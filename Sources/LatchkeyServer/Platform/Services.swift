@@ -15,7 +15,8 @@ import Synchronization
 ///               RecoveryService ─▶ recovery (codes, limits, recoveries), SessionService, StepUpService, MailService
 ///               MailService ─▶ recovery (mail rows), outbox; its OutboxWorker sends (channel `mail`: SMTP or .eml)
 ///     every service that makes a reported change builds its OutboxEvents and hands them to the
-///     repository call that makes it (one transaction).
+///     repository call that makes it (one transaction), then says `events.written(…)`: this
+///     instance's workers for those channels (OutboxWakeUps) look at once, not at their next poll.
 public final class Services: Sendable {
     public let configuration: Configuration
     public let database: Database
@@ -57,9 +58,10 @@ public final class Services: Sendable {
         self.log = log
         signer = TokenSigner(source: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
                              issuer: configuration.issuer, audience: configuration.rpId, clock: runtime.tokenClock)
-        origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode)
-        revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL)
-        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
+        origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode, runtime: runtime)
+        revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, runtime: runtime)
+        let wakeUps = OutboxWakeUps()
+        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge, wakeUps: wakeUps)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
@@ -77,7 +79,7 @@ public final class Services: Sendable {
         stepUp = StepUpService(deviceKeys: database.deviceKeys, keys: deviceKeys, accounts: database.accounts, challenges: database.challenges,
                                signer: signer, assertion: assertion, origins: origins, events: events,
                                revoked: revokedSessions, configuration: configuration, runtime: runtime)
-        wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration)
+        wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: runtime)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
                              origins: origins, wellKnown: wellKnown, events: events, configuration: configuration, runtime: runtime)
         users = UserAdministration(admins: database.admins, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
@@ -87,6 +89,8 @@ public final class Services: Sendable {
                                    secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
                                    events: events, configuration: configuration, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash)
+        wakeUps.register(webhooks.worker)
+        wakeUps.register(mail.worker)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)

@@ -33,7 +33,7 @@ extension RecoveryService {
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
                              redeeming: redeeming)
         }
-        mail.poke()
+        events.written([message.event])
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
 
@@ -64,7 +64,8 @@ extension RecoveryService {
         } catch {
             throw ServiceError(error)
         }
-        mail.poke()
+        // email.verified, and the notice to the replaced address (built inside the call) when there was one.
+        events.written(channels: OutboxEvents.webhooks.union(OutboxEvents.mail))
         return .object([("email", .string(email)), ("verified", true)])
     }
 

@@ -158,6 +158,7 @@ public final class RecoveryService: Sendable {
                 (Or sign in and cancel recovery \(id) from the banner.)
                 """))
         }
+        let started = events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)
         let record = try storage { () throws(StorageError) in
             try store.start(NewRecovery(id: id, userId: userId, method: method, tokenHash: token.hash, delaySeconds: delay,
                                         ttlSeconds: configuration.recoveryTokenTTL),
@@ -165,10 +166,10 @@ public final class RecoveryService: Sendable {
                             audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
                                                detail: [("recoveryId", .string(id)), ("method", .string(method)),
                                                         ("delaySeconds", .number(Double(delay)))]),
-                            events: [events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)],
+                            events: [started],
                             cancelTokenHash: cancelHash)
         }
-        mail.poke()
+        events.written([started] + notice.map(\.event))
         return .object([("recoveryToken", .string(token.token)),
                         ("expiresIn", .number(Double(max(0, Int(record.expiresAt.timeIntervalSince(runtime.now())))))),
                         ("notBefore", .string(iso8601(record.notBefore))), ("recoveryId", .string(id))])
@@ -177,13 +178,17 @@ public final class RecoveryService: Sendable {
     /// `DELETE /v1/recovery/{id}` from any session of the account → 204; 404 otherwise.
     func cancel(_ caller: SessionService.Caller, recoveryId: String) throws(ServiceError) {
         guard !recoveryId.isEmpty, recoveryId.utf8.count <= 64 else { throw ServiceError.notFound("recovery") }
-        guard let r = try storage({ () throws(StorageError) in try store.recovery(id: recoveryId) }), r.userId == caller.userId,
-              try storage({ () throws(StorageError) in
-                  try store.cancel(id: recoveryId, userId: caller.userId,
-                                   audit: AuditRecord(.recoveryCancelled, actor: caller.userId, subject: caller.userId,
-                                                      detail: [("recoveryId", .string(recoveryId))]),
-                                   events: [events.recovery(.recoveryCancelled, userId: caller.userId, recoveryId: recoveryId, method: r.method)])
-              }) else { throw ServiceError.notFound("recovery") }
+        guard let r = try storage({ () throws(StorageError) in try store.recovery(id: recoveryId) }), r.userId == caller.userId else {
+            throw ServiceError.notFound("recovery")
+        }
+        let cancelled = events.recovery(.recoveryCancelled, userId: caller.userId, recoveryId: recoveryId, method: r.method)
+        guard try storage({ () throws(StorageError) in
+            try store.cancel(id: recoveryId, userId: caller.userId,
+                             audit: AuditRecord(.recoveryCancelled, actor: caller.userId, subject: caller.userId,
+                                                detail: [("recoveryId", .string(recoveryId))]),
+                             events: [cancelled])
+        }) else { throw ServiceError.notFound("recovery") }
+        events.written([cancelled])
     }
 
     /// Mailed cancel links' tokens (`<first web origin>/?cancel=<token>`): `lkcan_rec_…` for a recovery,
@@ -212,6 +217,7 @@ public final class RecoveryService: Sendable {
             }
         }
         guard let undone else { throw ServiceError.notFound("cancel link") }
+        events.written(channels: OutboxEvents.webhooks)
         if case .passkey(_, let credential, let ended) = undone {
             sessions.ended(ended)
             keyCache.forget(credential.id)
@@ -278,7 +284,7 @@ public final class RecoveryService: Sendable {
                                               maxAttempts: OneTimeCode.maxAttempts, ttlSeconds: configuration.otpTTL),
                              mail: message, audit: [AuditRecord(audit, actor: AuditActor.server, subject: userId)])
         }
-        if !message.isEmpty { mail.poke() }
+        events.written(message.map(\.event))
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
 

@@ -19,6 +19,8 @@ public final class RevokedSessions: Sendable {
     private let feed = Mutex<(watch: NotificationWatch?, poll: StopFlag?)>((nil, nil))
     /// Access-token TTL + margin (clock skew between instances, a refresh racing the revocation).
     let retention: Double
+    /// Monotonic seconds (`Runtime.uptime`): when an id may be forgotten.
+    let clock: @Sendable () -> Double
 
     /// How often the fallback poll runs: under a second, so polling alone meets "within one second".
     static let pollInterval = 0.5
@@ -27,7 +29,10 @@ public final class RevokedSessions: Sendable {
     static let pollOverlap = 10.0
     static let margin = 60
 
-    init(accessTokenTTL: Int) { retention = Double(accessTokenTTL + Self.margin) }
+    init(accessTokenTTL: Int, runtime: Runtime) {
+        retention = Double(accessTokenTTL + Self.margin)
+        clock = runtime.uptime
+    }
 
     /// True when `sessionId` was revoked recently enough that its access tokens may still be unexpired.
     func contains(_ sessionId: String) -> Bool {
@@ -36,14 +41,14 @@ public final class RevokedSessions: Sendable {
 
     /// Records revocations (this instance's own, or learned from the feed).
     func insert(_ sessionIds: some Sequence<String>) {
-        let forgetAt = monotonicNow() + retention
+        let forgetAt = clock() + retention
         ids.withLock { d in for id in sessionIds { d[id] = max(d[id] ?? 0, forgetAt) } }
     }
 
     var count: Int { ids.withLock { $0.count } }
 
     private func prune() {
-        let now = monotonicNow()
+        let now = clock()
         ids.withLock { d in d = d.filter { $0.value > now } }
     }
 

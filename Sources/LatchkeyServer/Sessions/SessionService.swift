@@ -68,6 +68,7 @@ public final class SessionService: Sendable {
         let recorded = try storage { () throws(StorageError) in
             try sessions.start(pending.record, recording: use, audit: audit, events: written)
         }
+        events.written(written)
         return (try issue(pending, userVerified: userVerified), recorded)
     }
 
@@ -119,6 +120,7 @@ public final class SessionService: Sendable {
                              claims: method == .email ? .emailOTP : .passkey)
         case .reused(let familyId):
             revoked.insert([familyId])
+            events.written(channels: OutboxEvents.webhooks)
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
         case .invalid:
             throw ServiceError(.invalidGrant, "the refresh token is invalid, expired or revoked")
@@ -132,6 +134,7 @@ public final class SessionService: Sendable {
                 events.sessionsRevoked(userId: caller.userId, ids, reason: .logout)
             }
         }
+        if !ended.isEmpty { events.written(channels: OutboxEvents.webhooks) }
         revoked.insert(ended)
     }
 
@@ -152,6 +155,7 @@ public final class SessionService: Sendable {
             }
         }
         guard !ended.isEmpty else { throw ServiceError.notFound("session") }
+        events.written(channels: OutboxEvents.webhooks)
         revoked.insert(ended)
     }
 

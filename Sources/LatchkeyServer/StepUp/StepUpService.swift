@@ -200,9 +200,9 @@ public final class StepUpService: Sendable {
         // counter that got there first makes this one sign_count_regression (no receipt). An App Attest
         // key's counter is compare-and-set the same way.
         let receiptStored: Bool
+        let reported = [events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
+                                              receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
         do throws(StorageError) {
-            let reported = [events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
-                                                  receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
             receiptStored = try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
                                                          credentialUse: credentialUse, audit: [approved], events: reported)
         } catch .conflict(.signCountRegression) where passkeyOutcome != nil {
@@ -217,6 +217,7 @@ public final class StepUpService: Sendable {
             }
             throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
         }
+        events.written(reported)
         let token: String
         do {
             token = try signer.sign(StepUpClaims(subject: userId, sessionId: sessionId, jwtId: jti, issuedAt: Int64(now.timeIntervalSince1970),
