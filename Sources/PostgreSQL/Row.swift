@@ -56,6 +56,7 @@ public struct Row: Sendable {
     public func optionalInt64(_ column: String) throws -> Int64? { try optional(column, decodeInt64) }
     public func optionalBytes(_ column: String) throws -> [UInt8]? { try optional(column, decodeBytes) }
     public func optionalDate(_ column: String) throws -> Date? { try optional(column, decodeDate) }
+    public func optionalDouble(_ column: String) throws -> Double? { try optional(column, decodeDouble) }
     /// A text column of comma-separated hex as `string_agg(encode(x, 'hex'), ',')` writes it: one
     /// byte string per piece; NULL (an aggregate over no rows) is the empty list.
     public func hexList(_ column: String) throws -> [[UInt8]] { try optional(column, decodeHexList) ?? [] }

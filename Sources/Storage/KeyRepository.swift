@@ -17,6 +17,16 @@ public final class KeyRepository: Sendable {
         public let retired: Bool
     }
 
+    /// Seconds since the newest live signing key was made, by the database's clock (it stamped
+    /// `created_at`): nil when there is none. (ARCHITECTURE.md, one clock: rule 3.)
+    public func newestSigningKeyAge() throws(StorageError) -> Double? {
+        try pool.run { c in
+            try c.query("""
+                SELECT extract(epoch FROM now() - max(created_at))::float8 AS age FROM signing_keys WHERE retired_at IS NULL
+                """).first.flatMap { try $0.optionalDouble("age") }
+        }
+    }
+
     /// The keys not retired (or every key), newest first.
     public func signingKeys(includingRetired: Bool = false) throws(StorageError) -> [StoredSigningKey] {
         try pool.run { c in

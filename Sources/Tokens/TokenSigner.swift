@@ -32,8 +32,8 @@ public protocol SigningKeySource: Sendable {
     func prepare() throws(SigningKeyError)
     /// The live keys, newest first.
     func load() throws(SigningKeyError) -> [StoredSigningKey]
-    /// When the newest live key was made (nil: there is none).
-    func newestCreatedAt() throws(SigningKeyError) -> Date?
+    /// Seconds since the newest live key was made, on the clock that stamped it (nil: there is none).
+    func newestKeyAge() throws(SigningKeyError) -> TimeInterval?
     /// Stores a new key; it becomes the newest.
     func add(_ key: SigningKey) throws(SigningKeyError)
 }
@@ -88,8 +88,8 @@ public final class TokenSigner: Sendable {
     /// `rotationAge`), then the key set is loaded.
     public func prepareKeys() throws(SigningKeyError) {
         try source.prepare()
-        let newest = try source.newestCreatedAt()
-        if newest == nil || clock.now().timeIntervalSince(newest!) > Self.rotationAge {
+        let age = try source.newestKeyAge()
+        if age == nil || age! > Self.rotationAge {
             try source.add(SigningKey.generate())
         }
         try reloadKeys()

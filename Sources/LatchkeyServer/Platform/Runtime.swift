@@ -35,8 +35,8 @@ import WebAuthn
 // Tests replace `now`, `uptime` and `random` (ServerTests' ManualClock); the outbox tests step them.
 // Not yet under rule 1/3 (files being reshaped by issue 20's other steps): RecoveryRepository's
 // cancel link compares `approves_from` and a hold's `cancel_tokens.expires_at` (both Runtime.now)
-// with `now()`; TokenSigner rotates on a signing key's database `created_at` against Runtime.now;
-// RecoveryService.start's `expiresIn` subtracts Runtime.now from the database's `expires_at`.
+// with `now()`; RecoveryService.start's `expiresIn` subtracts Runtime.now from the database's
+// `expires_at`. (The signer's rotation reads the newest key's age from the database: rule 3.)
 
 /// Where the server's randomness, wall-clock time and host-name lookups come from. Built once by
 /// `Wiring` and passed to every service, so a test pins them (STYLE §2); nothing in the server calls

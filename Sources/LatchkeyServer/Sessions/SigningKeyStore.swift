@@ -80,8 +80,8 @@ public final class SigningKeyStore: SigningKeySource, Sendable {
         }
     }
 
-    public func newestCreatedAt() throws(SigningKeyError) -> Date? {
-        do { return try keys.signingKeys().first?.createdAt } catch { throw SigningKeyError.storage(error) }
+    public func newestKeyAge() throws(SigningKeyError) -> TimeInterval? {
+        do { return try keys.newestSigningKeyAge() } catch { throw SigningKeyError.storage(error) }
     }
 
     /// A new signing key, sealed and stored (the newest two stay live); returns its kid.
