@@ -171,7 +171,8 @@ public final class RecoveryService: Sendable {
         }
         events.written([started] + notice.map(\.event))
         return .object([("recoveryToken", .string(token.token)),
-                        ("expiresIn", .number(Double(max(0, Int(record.expiresAt.timeIntervalSince(runtime.now())))))),
+                        // The durations this call gave the database (one clock, rule 3: its `expires_at` is now() + these).
+                        ("expiresIn", .number(Double(delay + configuration.recoveryTokenTTL))),
                         ("notBefore", .string(iso8601(record.notBefore))), ("recoveryId", .string(id))])
     }
 
