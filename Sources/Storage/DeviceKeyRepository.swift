@@ -2,28 +2,51 @@ import Foundation
 import JSON
 import PostgreSQL
 
+/// The platform a device key was enrolled from (column `device_keys.platform`).
+public enum DevicePlatform: String, Sendable, CaseIterable {
+    case ios
+    case android
+}
+
+/// What a device key's attestation proved (column `device_keys.attestation_format`, issue 10).
+public enum DeviceKeyAttestationFormat: String, Sendable, CaseIterable {
+    case none
+    case androidKey = "android-key"
+    case appleAppAttest = "apple-appattest"
+}
+
+/// Where a device key lives, as its attestation says (column `device_keys.security_level`).
+public enum DeviceKeySecurityLevel: String, Sendable, CaseIterable {
+    case strongBox = "strongbox"
+    case tee
+    case secureEnclave = "secure-enclave"
+    case software
+    case unknown
+}
+
 /// A device key to store (issue 5), verified by the DeviceKeys module before it gets here.
 public struct NewDeviceKey: Sendable, Equatable {
     public let id: String
     public let userId: String
     /// The app's own id for the device.
     public let deviceId: String
-    public let platform: String
+    public let platform: DevicePlatform
     public let name: String
     /// SubjectPublicKeyInfo DER, P-256.
     public let publicKey: [UInt8]
     public let attested: Bool
     /// What the attestation check found, if there was one.
     public let attestation: JSONValue?
-    public let attestationFormat: String
-    public let securityLevel: String
+    public let attestationFormat: DeviceKeyAttestationFormat
+    public let securityLevel: DeviceKeySecurityLevel
     public let app: String?
     /// App Attest keys: the key id (SHA-256 of the public key) and the attestation's counter.
     public let appAttestKeyId: [UInt8]?
     public let appAttestCounter: Int64?
 
-    public init(id: String, userId: String, deviceId: String, platform: String, name: String, publicKey: [UInt8],
-                attested: Bool, attestation: JSONValue?, attestationFormat: String = "none", securityLevel: String = "unknown",
+    public init(id: String, userId: String, deviceId: String, platform: DevicePlatform, name: String, publicKey: [UInt8],
+                attested: Bool, attestation: JSONValue?, attestationFormat: DeviceKeyAttestationFormat = .none,
+                securityLevel: DeviceKeySecurityLevel = .unknown,
                 app: String? = nil, appAttestKeyId: [UInt8]? = nil, appAttestCounter: Int64? = nil) {
         self.attestationFormat = attestationFormat
         self.securityLevel = securityLevel
@@ -90,8 +113,8 @@ public final class DeviceKeyRepository: Sendable {
             let row = try t.query("""
                 INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, attestation,
                                          attestation_format, security_level, app, app_attest_key_id, app_attest_counter)
-                VALUES (\(key.id), \(key.userId), \(key.deviceId), \(key.platform), \(key.name), \(key.publicKey), \(key.attested),
-                        \(attestation)::jsonb, \(key.attestationFormat), \(key.securityLevel), \(key.app), \(key.appAttestKeyId),
+                VALUES (\(key.id), \(key.userId), \(key.deviceId), \(key.platform.rawValue), \(key.name), \(key.publicKey), \(key.attested),
+                        \(attestation)::jsonb, \(key.attestationFormat.rawValue), \(key.securityLevel.rawValue), \(key.app), \(key.appAttestKeyId),
                         \(key.appAttestCounter))
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
                 """)[0]
@@ -165,7 +188,7 @@ public final class DeviceKeyRepository: Sendable {
             try t.execute("""
                 INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action,
                                               action_hash, key_binding, client_data_json, authenticator_data, token_jti, token_expires_at)
-                VALUES (\(r.id), \(r.userId), \(r.method), \(r.keyId), \(r.publicKey), \(r.challenge), \(r.signedData), \(r.signature),
+                VALUES (\(r.id), \(r.userId), \(r.method.rawValue), \(r.keyId), \(r.publicKey), \(r.challenge), \(r.signedData), \(r.signature),
                         \(r.action), \(r.actionHash), \(r.keyBinding), \(r.clientDataJSON), \(r.authenticatorData), \(r.tokenJTI),
                         \(r.tokenExpiresAt))
                 """)
@@ -183,7 +206,7 @@ public final class DeviceKeyRepository: Sendable {
                 FROM step_up_receipts WHERE id = \(id)
                 """).first.map { r in
                 StepUpReceiptRecord(
-                    id: try r.string("id"), userId: try r.string("user_id"), method: try r.string("method"), keyId: try r.string("key_id"),
+                    id: try r.string("id"), userId: try r.string("user_id"), method: try r.value("method"), keyId: try r.string("key_id"),
                     publicKey: try r.bytes("public_key"), challenge: try r.bytes("challenge"), signedData: try r.bytes("signed_data"),
                     signature: try r.bytes("signature"), action: try r.string("action"), actionHash: try r.bytes("action_hash"),
                     keyBinding: try r.string("key_binding"), clientDataJSON: try r.optionalBytes("client_data_json"),
@@ -215,9 +238,9 @@ public final class DeviceKeyRepository: Sendable {
 
     static func deviceKey(_ r: Row) throws -> DeviceKeyRecord {
         DeviceKeyRecord(id: try r.string("id"), userId: try r.string("user_id"), deviceId: try r.string("device_id"),
-                        platform: try r.string("platform"), name: try r.string("name"), publicKey: try r.bytes("public_key"),
-                        attested: try r.bool("attested"), attestationFormat: try r.string("attestation_format"),
-                        securityLevel: try r.string("security_level"), app: try r.optionalString("app"),
+                        platform: try r.value("platform"), name: try r.string("name"), publicKey: try r.bytes("public_key"),
+                        attested: try r.bool("attested"), attestationFormat: try r.value("attestation_format"),
+                        securityLevel: try r.value("security_level"), app: try r.optionalString("app"),
                         appAttestCounter: try r.optionalInt64("app_attest_counter"), createdAt: try r.date("created_at"),
                         lastUsedAt: try r.optionalDate("last_used_at"), revokedAt: try r.optionalDate("revoked_at"))
     }

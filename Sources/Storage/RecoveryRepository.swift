@@ -52,12 +52,20 @@ public struct CodeAttempt: Sendable {
     public let codeHash: [UInt8]
 }
 
+/// How a recovery was started (column `recoveries.method`).
+public enum RecoveryMethod: String, Sendable, CaseIterable {
+    /// A code mailed to the account's verified address.
+    case email
+    /// One of the account's recovery codes.
+    case recoveryCode = "recovery-code"
+}
+
 /// A stored recovery.
 public struct RecoveryRecord: Sendable, Equatable {
-    public enum Status: String, Sendable { case pending, completed, cancelled }
+    public enum Status: String, Sendable, CaseIterable { case pending, completed, cancelled }
     public let id: String
     public let userId: String
-    public let method: String
+    public let method: RecoveryMethod
     public let notBefore: Date
     public let expiresAt: Date
     public let status: Status
@@ -67,12 +75,12 @@ public struct RecoveryRecord: Sendable, Equatable {
 public struct NewRecovery: Sendable {
     public let id: String
     public let userId: String
-    public let method: String
+    public let method: RecoveryMethod
     public let tokenHash: [UInt8]
     public let delaySeconds: Int
     public let ttlSeconds: Int
 
-    public init(id: String, userId: String, method: String, tokenHash: [UInt8], delaySeconds: Int, ttlSeconds: Int) {
+    public init(id: String, userId: String, method: RecoveryMethod, tokenHash: [UInt8], delaySeconds: Int, ttlSeconds: Int) {
         self.id = id
         self.userId = userId
         self.method = method
@@ -92,11 +100,11 @@ public struct RecoveryCompletion: Sendable {
     /// Events for what was revoked: (session ids, device keys, passkey ids).
     public let events: @Sendable (_ sessions: [String], _ deviceKeys: [DeviceKeyRecord], _ passkeys: [[UInt8]]) -> [OutboxEvent]
     /// Audit lines and events for the account's other pending recoveries, cancelled by this one: (id, method) each.
-    public let cancelled: @Sendable (_ recoveries: [(id: String, method: String)]) -> (audit: [AuditRecord], events: [OutboxEvent])
+    public let cancelled: @Sendable (_ recoveries: [(id: String, method: RecoveryMethod)]) -> (audit: [AuditRecord], events: [OutboxEvent])
 
     public init(recoveryId: String, revokePasskeys: Bool, audit: AuditRecord,
                 events: @escaping @Sendable ([String], [DeviceKeyRecord], [[UInt8]]) -> [OutboxEvent],
-                cancelled: @escaping @Sendable ([(id: String, method: String)]) -> (audit: [AuditRecord], events: [OutboxEvent])
+                cancelled: @escaping @Sendable ([(id: String, method: RecoveryMethod)]) -> (audit: [AuditRecord], events: [OutboxEvent])
                     = { _ in ([], []) }) {
         self.recoveryId = recoveryId
         self.revokePasskeys = revokePasskeys
@@ -120,7 +128,7 @@ public final class RecoveryRepository: Sendable {
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    public static let mailChannel = "mail"
+    public static let mailChannel = OutboxChannel.mail
 
     // MARK: Limits
 
@@ -268,7 +276,7 @@ public final class RecoveryRepository: Sendable {
         try pool.runTransaction { t in
             let row = try t.query("""
                 INSERT INTO recoveries (id, user_id, method, token_hash, not_before, expires_at)
-                VALUES (\(r.id), \(r.userId), \(r.method), \(r.tokenHash), now() + make_interval(secs => \(r.delaySeconds)),
+                VALUES (\(r.id), \(r.userId), \(r.method.rawValue), \(r.tokenHash), now() + make_interval(secs => \(r.delaySeconds)),
                         now() + make_interval(secs => \(r.delaySeconds + r.ttlSeconds)))
                 RETURNING \(unsafeRaw: RecoveryRepository.columns)
                 """)[0]
@@ -342,7 +350,7 @@ public final class RecoveryRepository: Sendable {
             UPDATE recoveries SET status = 'cancelled', finished_at = now()
             WHERE user_id = \(userId) AND status = 'pending' AND id <> \(completion.recoveryId)
             RETURNING id, method
-            """).map { (id: try $0.string("id"), method: try $0.string("method")) }
+            """).map { (id: try $0.string("id"), method: try $0.value("method", as: RecoveryMethod.self)) }
         let sessions = try t.query("""
             UPDATE refresh_families SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id
             """).map { try $0.string("id") }
@@ -366,9 +374,8 @@ public final class RecoveryRepository: Sendable {
     static let columns = "id, user_id, method, not_before, expires_at, status"
 
     static func recovery(_ r: Row) throws -> RecoveryRecord {
-        RecoveryRecord(id: try r.string("id"), userId: try r.string("user_id"), method: try r.string("method"),
-                       notBefore: try r.date("not_before"), expiresAt: try r.date("expires_at"),
-                       status: RecoveryRecord.Status(rawValue: try r.string("status")) ?? .cancelled)
+        RecoveryRecord(id: try r.string("id"), userId: try r.string("user_id"), method: try r.value("method"),
+                       notBefore: try r.date("not_before"), expiresAt: try r.date("expires_at"), status: try r.value("status"))
     }
 
     /// An audit line on its own (a refused code: nothing else changes).
@@ -419,7 +426,7 @@ public struct NewCancelToken: Sendable {
 
 /// What a used cancel link undid.
 public enum CancelTarget: Sendable {
-    case recovery(userId: String, recoveryId: String, method: String)
+    case recovery(userId: String, recoveryId: String, method: RecoveryMethod)
     /// The held passkey, revoked, and the sessions it began, ended.
     case passkey(userId: String, credential: CredentialRecord, endedSessions: [String])
 }
@@ -454,7 +461,7 @@ extension RecoveryRepository {
                         WHERE id = \(recoveryId) AND user_id = \(userId) AND status = 'pending' AND expires_at > now()
                         RETURNING method
                         """).first else { throw StorageError.notFound }
-                    target = .recovery(userId: userId, recoveryId: recoveryId, method: try row.string("method"))
+                    target = .recovery(userId: userId, recoveryId: recoveryId, method: try row.value("method"))
                 } else if let credentialId = try token.optionalBytes("credential_id") {
                     guard let revoked = try t.query("""
                         UPDATE credentials SET revoked_at = now()

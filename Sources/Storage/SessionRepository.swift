@@ -128,7 +128,7 @@ public final class SessionRepository: Sendable {
                     VALUES (\(newHash), \(family), now() + make_interval(secs => \(ttlSeconds)))
                     """)
                 return .rotated(userId: try row.string("user_id"), familyId: family, authTime: try session.date("auth_time"),
-                                method: SessionMethod(rawValue: try session.string("method")) ?? .passkey)
+                                method: try session.value("method"))
             }
             let reused = try t.query("""
                 UPDATE refresh_families SET revoked_at = now()
@@ -157,7 +157,7 @@ public final class SessionRepository: Sendable {
     }
 
     static func record(_ r: Row) throws -> SessionRecord {
-        SessionRecord(id: try r.string("id"), method: SessionMethod(rawValue: try r.string("method")) ?? .passkey,
+        SessionRecord(id: try r.string("id"), method: try r.value("method"),
                       credentialId: try r.optionalBytes("credential_id"), createdAt: try r.date("created_at"),
                       lastUsedAt: try r.date("last_used_at"), authTime: try r.date("auth_time"))
     }

@@ -14,7 +14,7 @@ import Testing
         }
         let (stored, replaced) = try s.enrol(first, audit: audit)
         #expect(stored.id == first.id && stored.revokedAt == nil && replaced == nil)
-        let second = NewDeviceKey(id: Fixture.id(), userId: user.id, deviceId: first.deviceId, platform: "ios", name: "iPhone",
+        let second = NewDeviceKey(id: Fixture.id(), userId: user.id, deviceId: first.deviceId, platform: .ios, name: "iPhone",
                                   publicKey: Fixture.bytes(91), attested: true, attestation: ["format": "apple-appattest"])
         #expect(try s.enrol(second, audit: audit).replaced == first.id)
         #expect(try s.database.deviceKeys.list(userId: user.id).map(\.id) == [second.id])
@@ -88,14 +88,14 @@ import Testing
         let s = try TestDatabase.scratch()
         let (user, credential) = try s.registered(signCount: 5)
         let use = CredentialUse(credentialId: credential.id, userId: user.id, signCount: 6, backedUp: false, cloneWarning: false)
-        let receipt = Fixture.receipt(userId: user.id, keyId: "cred", method: "passkey")
+        let receipt = Fixture.receipt(userId: user.id, keyId: "cred", method: .passkey)
         #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: nil, credentialUse: use,
                                                         audit: [Fixture.audit("step_up.approved")]))
         #expect(try s.database.accounts.credentialForLogin(id: credential.id)?.0.signCount == 6)
 
         // An unknown credential: nothing at all is written.
         let ghost = CredentialUse(credentialId: Fixture.bytes(16), userId: user.id, signCount: 1, backedUp: false, cloneWarning: false)
-        let other = Fixture.receipt(userId: user.id, keyId: "ghost", method: "passkey")
+        let other = Fixture.receipt(userId: user.id, keyId: "ghost", method: .passkey)
         #expect(throws: StorageError.notFound) {
             try s.database.deviceKeys.insertReceipt(other, liveDeviceKeyId: nil, credentialUse: ghost, audit: [Fixture.audit("step_up.approved")])
         }

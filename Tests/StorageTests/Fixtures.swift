@@ -31,11 +31,11 @@ enum Fixture {
     }
 
     static func deviceKey(userId: String, deviceId: String = "device-1") -> NewDeviceKey {
-        NewDeviceKey(id: id(), userId: userId, deviceId: deviceId, platform: "ios", name: "iPhone", publicKey: bytes(91),
+        NewDeviceKey(id: id(), userId: userId, deviceId: deviceId, platform: .ios, name: "iPhone", publicKey: bytes(91),
                      attested: false, attestation: nil)
     }
 
-    static func receipt(userId: String, keyId: String, method: String = "device-key") -> StepUpReceiptRecord {
+    static func receipt(userId: String, keyId: String, method: StepUpMethod = .deviceKey) -> StepUpReceiptRecord {
         StepUpReceiptRecord(id: id(), userId: userId, method: method, keyId: keyId, publicKey: bytes(91), challenge: bytes(),
                             signedData: bytes(), signature: bytes(70), action: #"{"op":"test"}"#, actionHash: bytes(),
                             keyBinding: "kb", tokenJTI: id(), tokenExpiresAt: Date().addingTimeInterval(300))

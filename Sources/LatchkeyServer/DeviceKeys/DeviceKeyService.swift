@@ -60,8 +60,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
                                name: input.name, publicKey: proven.key.spkiDER, attested: proven.attested != nil,
                                attestation: proven.attested?.decoded,
-                               attestationFormat: (proven.attested?.format ?? .none).rawValue,
-                               securityLevel: (proven.attested?.securityLevel ?? .unknown).rawValue, app: proven.attested?.app,
+                               attestationFormat: Self.stored(proven.attested?.format ?? .none),
+                               securityLevel: Self.stored(proven.attested?.securityLevel ?? .unknown), app: proven.attested?.app,
                                appAttestKeyId: proven.attested?.appAttestKeyId,
                                appAttestCounter: proven.attested?.counter.map { Int64($0) })
         let enrolled = try storage { () throws(StorageError) in
@@ -69,7 +69,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
                 [events.deviceKey(.deviceKeyEnrolled, enrolled)] + (replaced.map { [events.deviceKey(.deviceKeyRevoked, $0)] } ?? [])
             }) { replaced in
                 AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
-                    ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform)),
+                    ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
                     ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
                     ("gate", .string(gate.auditName)),
                 ])
@@ -141,12 +141,31 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         }) else { throw ServiceError.notFound("device key") }
     }
 
+    /// What the DeviceKeys core proved, as Storage keeps it.
+    static func stored(_ format: AttestationFormatName) -> DeviceKeyAttestationFormat {
+        switch format {
+        case .none: .none
+        case .androidKey: .androidKey
+        case .appleAppAttest: .appleAppAttest
+        }
+    }
+
+    static func stored(_ level: KeySecurityLevel) -> DeviceKeySecurityLevel {
+        switch level {
+        case .strongBox: .strongBox
+        case .tee: .tee
+        case .secureEnclave: .secureEnclave
+        case .software: .software
+        case .unknown: .unknown
+        }
+    }
+
     static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
-        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform)), ("name", .string(k.name)),
+        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform.rawValue)), ("name", .string(k.name)),
                  ("createdAt", .string(iso8601(k.createdAt))), ("lastUsedAt", k.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
                  ("attested", .bool(k.attested)),
                  // SPEC "Trust chain": the response tells the truth about what was proven.
-                 ("attestation", .object([("format", .string(k.attestationFormat)), ("securityLevel", .string(k.securityLevel)),
+                 ("attestation", .object([("format", .string(k.attestationFormat.rawValue)), ("securityLevel", .string(k.securityLevel.rawValue)),
                                           ("app", k.app.map { .string($0) } ?? .null)]))])
     }
 

@@ -18,7 +18,7 @@ public final class MailService: Sendable {
     let worker: OutboxWorker
 
     /// The outbox event type of a mail (never a webhook type: it fans out to its mail delivery only).
-    static let eventType = "mail.message"
+    static let eventType = EventType.mailMessage
 
     init(mail: RecoveryRepository, outbox: OutboxRepository, events: OutboxEvents, metrics: Metrics, configuration: Configuration,
          runtime: Runtime) {
@@ -29,9 +29,9 @@ public final class MailService: Sendable {
         let policy = OutboxWorker.Policy(senders: configuration.effectiveMailSenders, perTarget: 1,
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.mailRetryBase)
         let configuration = configuration
-        worker = OutboxWorker(channel: RecoveryRepository.mailChannel, outbox: outbox, policy: policy, runtime: runtime,
+        worker = OutboxWorker(channel: RecoveryRepository.mailChannel.rawValue, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { Self.deliver($0, mail: mail, configuration: configuration) },
-                              observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType, outcome: outcome) })
+                              observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType.rawValue, outcome: outcome) })
     }
 
     func start() { worker.start() }

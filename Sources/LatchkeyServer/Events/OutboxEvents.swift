@@ -3,24 +3,8 @@ import JSON
 import Storage
 import WebAuthn
 
-/// Every event type SPEC "Events" lists; `data` carries exactly the members SPEC names for it and
-/// never codes, tokens, secrets or email addresses. Names never change once shipped.
-public enum EventType: String, Sendable, CaseIterable {
-    case userCreated = "user.created"
-    case passkeyCreated = "passkey.created"
-    case passkeyRenamed = "passkey.renamed"
-    case passkeyRevoked = "passkey.revoked"
-    case passkeyCloneSuspected = "passkey.clone_suspected"
-    case passkeyBackupEligibilityChanged = "passkey.backup_eligibility_changed"
-    case deviceKeyEnrolled = "device_key.enrolled"
-    case deviceKeyRevoked = "device_key.revoked"
-    case stepUpApproved = "step_up.approved"
-    case sessionRevoked = "session.revoked"
-    case emailVerified = "email.verified"
-    case recoveryStarted = "recovery.started"
-    case recoveryCompleted = "recovery.completed"
-    case recoveryCancelled = "recovery.cancelled"
-}
+// Every event type SPEC "Events" lists is `EventType` (Storage, where it is decoded); `data` carries
+// exactly the members SPEC names for it and never codes, tokens, secrets or email addresses.
 
 /// Why a session ended (`session.revoked`'s `reason`).
 public enum SessionRevocationReason: String, Sendable {
@@ -51,7 +35,7 @@ public struct OutboxEvents: Sendable {
     /// An event of `type` about `userId`, fanned out to the subscribed webhooks (plus `fanOut`).
     public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],
                       also fanOut: [OutboxEvent.FanOut] = []) -> OutboxEvent {
-        OutboxEvent(id: "evt_" + runtime.identifier(), type: type.rawValue, accountId: userId,
+        OutboxEvent(id: "evt_" + runtime.identifier(), type: type, accountId: userId,
                     data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds)
     }
 
@@ -82,13 +66,13 @@ public struct OutboxEvents: Sendable {
     public func deviceKey(_ type: EventType, _ k: DeviceKeyRecord) -> OutboxEvent {
         precondition([.deviceKeyEnrolled, .deviceKeyRevoked].contains(type))
         return event(type, userId: k.userId, data: [("keyId", .string(k.id)), ("deviceId", .string(k.deviceId)),
-                                                    ("platform", .string(k.platform)), ("attested", .bool(k.attested))])
+                                                    ("platform", .string(k.platform.rawValue)), ("attested", .bool(k.attested))])
     }
 
     /// `method` `device-key` carries `keyId`, `passkey` carries `credentialId`.
-    public func stepUpApproved(userId: String, method: String, keyId: String, actionHash: [UInt8], receiptId: String) -> OutboxEvent {
+    public func stepUpApproved(userId: String, method: StepUpMethod, keyId: String, actionHash: [UInt8], receiptId: String) -> OutboxEvent {
         event(.stepUpApproved, userId: userId, data: [
-            ("method", .string(method)), (method == "passkey" ? "credentialId" : "keyId", .string(keyId)),
+            ("method", .string(method.rawValue)), (method == .passkey ? "credentialId" : "keyId", .string(keyId)),
             ("actionHash", .string(Base64URL.encode(actionHash))), ("receiptId", .string(receiptId)),
         ])
     }
@@ -104,9 +88,9 @@ public struct OutboxEvents: Sendable {
     /// For the email and recovery work (the types exist now so subscriptions can name them).
     public func emailVerified(userId: String) -> OutboxEvent { event(.emailVerified, userId: userId, data: []) }
 
-    /// `recovery.started` / `recovery.completed` / `recovery.cancelled`; `method` e.g. `email` or `recovery-code`.
-    public func recovery(_ type: EventType, userId: String, recoveryId: String, method: String) -> OutboxEvent {
+    /// `recovery.started` / `recovery.completed` / `recovery.cancelled`.
+    public func recovery(_ type: EventType, userId: String, recoveryId: String, method: RecoveryMethod) -> OutboxEvent {
         precondition([.recoveryStarted, .recoveryCompleted, .recoveryCancelled].contains(type))
-        return event(type, userId: userId, data: [("recoveryId", .string(recoveryId)), ("method", .string(method))])
+        return event(type, userId: userId, data: [("recoveryId", .string(recoveryId)), ("method", .string(method.rawValue))])
     }
 }

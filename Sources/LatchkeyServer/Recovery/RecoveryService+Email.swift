@@ -78,7 +78,7 @@ extension RecoveryService {
             ("email", email.map { .string($0) } ?? .null), ("verified", .bool(email != nil)),
             ("recoveryCodesLeft", .number(Double(left))),
             ("pendingRecoveries", .array(pending.map { r in
-                .object([("recoveryId", .string(r.id)), ("method", .string(r.method)), ("notBefore", .string(iso8601(r.notBefore))),
+                .object([("recoveryId", .string(r.id)), ("method", .string(r.method.rawValue)), ("notBefore", .string(iso8601(r.notBefore))),
                          ("expiresAt", .string(iso8601(r.expiresAt)))])
             })),
         ])

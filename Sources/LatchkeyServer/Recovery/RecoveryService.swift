@@ -127,17 +127,17 @@ public final class RecoveryService: Sendable {
                 throw ServiceError(.codeInvalid, "wrong or used recovery code")
             }
             try storage { () throws(StorageError) in try store.unbump(key: key) }
-            return try begin(userId: user.id, method: "recovery-code")
+            return try begin(userId: user.id, method: .recoveryCode)
         }
         try requireMail()
         let attempt = try check(body, purpose: .recovery)
         guard let userId = attempt.userId else { throw ServiceError(.challengeInvalid, "unknown, expired or used challenge") }
-        return try begin(userId: userId, method: "email")
+        return try begin(userId: userId, method: .email)
     }
 
     /// Issues the recovery token: not usable before now + LATCHKEY_RECOVERY_DELAY; the verified
     /// address (if any) is told at once, with how to cancel.
-    private func begin(userId: String, method: String) throws(ServiceError) -> JSONValue {
+    private func begin(userId: String, method: RecoveryMethod) throws(ServiceError) -> JSONValue {
         let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
         let id = "rec_" + runtime.identifier()
         let delay = configuration.recoveryDelaySeconds
@@ -149,7 +149,7 @@ public final class RecoveryService: Sendable {
             let when = delay == 0 ? "now" : "in \(delay / 3600 > 0 ? "\(delay / 3600) hours" : "\(delay) seconds")"
             cancelHash = cancel.hash
             notice.append(mail.compose(.recoveryStarted, to: to, userId: userId, subject: "Recovery of your Latchkey account started", text: """
-                A recovery of your Latchkey account was started (\(method == "email" ? "by an emailed code" : "with a recovery code")).
+                A recovery of your Latchkey account was started (\(method == .email ? "by an emailed code" : "with a recovery code")).
                 It can register a new passkey \(when); that will sign out every other session and remove your device keys.
 
                 If this was not you, cancel it before then — no sign-in needed:
@@ -163,7 +163,7 @@ public final class RecoveryService: Sendable {
                                         ttlSeconds: configuration.recoveryTokenTTL),
                             mail: notice,
                             audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
-                                               detail: [("recoveryId", .string(id)), ("method", .string(method)),
+                                               detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue)),
                                                         ("delaySeconds", .number(Double(delay)))]),
                             events: [events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)],
                             cancelTokenHash: cancelHash)
@@ -237,7 +237,7 @@ public final class RecoveryService: Sendable {
         return RecoveryCompletion(
             recoveryId: id, revokePasskeys: revokePasskeys,
             audit: AuditRecord(.recoveryCompleted, actor: userId, subject: userId,
-                               detail: [("recoveryId", .string(id)), ("method", .string(method))]),
+                               detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue))]),
             events: { sessionIds, keys, passkeys in
                 [events.recovery(.recoveryCompleted, userId: userId, recoveryId: id, method: method)]
                     + events.sessionsRevoked(userId: userId, sessionIds, reason: .recovery)

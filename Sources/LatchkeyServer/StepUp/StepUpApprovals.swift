@@ -43,7 +43,7 @@ extension StepUpService {
         guard let sid = claims["sid"]?.stringValue, !revoked.contains(sid), let receiptId = claims["receipt_id"]?.stringValue,
               let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: receiptId) }),
               receipt.userId == claims["sub"]?.stringValue else { return false }
-        if receipt.method == "device-key" {
+        if receipt.method == .deviceKey {
             return try storage { () throws(StorageError) in try deviceKeys.key(id: receipt.keyId) }?.revokedAt == nil
         }
         guard let credentialId = Base64URL.decode(receipt.keyId),
