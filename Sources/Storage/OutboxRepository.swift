@@ -96,30 +96,52 @@ public final class OutboxRepository: Sendable {
     /// `events` is empty. With `onlyIf` (a CTE of the same statement), only when that CTE returned a
     /// row — the change they report happened.
     static func ctes(_ events: [OutboxEvent], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
-        guard !events.isEmpty else { return [] }
-        let rows = SQL.joined(events.map { e in
-            let direct = e.fanOut.contains { if case .direct = $0 { true } else { false } }
-            return """
-                (\(e.id)::text, \(e.type.rawValue)::text, \(e.accountId)::text, \(PostgresValue.text(e.data.text))::jsonb, \(e.maxAgeSeconds)::int, \
-                \(e.fanOut.contains(.webhooks))::bool, \(direct)::bool)
-                """
-        }, separator: ", ")
+        ctes([.events(events)], onlyIf: cte)
+    }
+
+    /// `ctes` for `rows` in order: events the caller built, and templates written once per row of
+    /// another CTE of the statement (`EventTemplate.rows`, which fan out to webhooks only).
+    static func ctes(_ rows: [EventRows], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
+        var events: [OutboxEvent] = []
+        var sources: [SQL] = []
+        var perRow = false
+        for part in rows {
+            switch part {
+            case .events(let list) where list.isEmpty:
+                continue
+            case .events(let list):
+                events += list
+                let values = SQL.joined(list.map { e in
+                    let direct = e.fanOut.contains { if case .direct = $0 { true } else { false } }
+                    return """
+                        (\(e.id)::text, \(e.type.rawValue)::text, \(e.accountId)::text, \(PostgresValue.text(e.data.text))::jsonb, \
+                        \(e.maxAgeSeconds)::int, \(e.fanOut.contains(.webhooks))::bool, \(direct)::bool)
+                        """
+                }, separator: ", ")
+                sources.append("VALUES \(fragment: values)")
+            case .perRow(let select):
+                perRow = true
+                sources.append(select)
+            }
+        }
+        guard !sources.isEmpty else { return [] }
         let condition: SQL = cte.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
         var out: [(name: String, sql: SQL)] = [("outbox_ev", """
             INSERT INTO outbox_events (id, type, account_id, data, expires_at)
             SELECT v.id, v.type, v.account_id, v.data, now() + make_interval(secs => v.max_age)
-            FROM (VALUES \(fragment: rows)) AS v (id, type, account_id, data, max_age, webhooks, direct)
+            FROM (\(fragment: SQL.joined(sources, separator: "\nUNION ALL "))) AS v (id, type, account_id, data, max_age, webhooks, direct)
             WHERE (v.direct OR (v.webhooks AND EXISTS (
                 SELECT 1 FROM webhook_endpoints w WHERE w.deleted_at IS NULL AND w.events ? v.type)))\(fragment: condition)
             RETURNING id, type, seq, account_id, expires_at
             """)]
-        let webhookIds = events.filter { $0.fanOut.contains(.webhooks) }.map { JSONValue.string($0.id) }
-        if !webhookIds.isEmpty {
+        // Every event fans out to webhooks but those the caller sent elsewhere only (mail).
+        let elsewhereOnly = events.filter { !$0.fanOut.contains(.webhooks) }.map { JSONValue.string($0.id) }
+        if perRow || elsewhereOnly.count < events.count {
+            let filter: SQL = elsewhereOnly.isEmpty ? "" : "\nWHERE NOT (\(PostgresValue.text(JSONValue.array(elsewhereOnly).text))::jsonb ? ev.id)"
             out.append(("outbox_wh", """
                 INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, expires_at)
                 SELECT ev.id, \(webhookChannel.rawValue)::text, w.id, ev.seq, ev.account_id, ev.expires_at
-                FROM outbox_ev ev JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.events ? ev.type
-                WHERE \(PostgresValue.text(JSONValue.array(webhookIds).text))::jsonb ? ev.id
+                FROM outbox_ev ev JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.events ? ev.type\(fragment: filter)
                 -- An endpoint being deleted is either seen deleted (the lock waits for its delete to commit
                 -- and re-checks deleted_at) or its delete waits for these rows, then cancels them: a
                 -- statement that began before the delete can never leave a pending delivery behind it.

@@ -30,6 +30,16 @@ enum Fixture {
         AuditRecord(actor: "test", action: action, subject: subject, detail: detail)
     }
 
+    /// An audit line the statement writes once per row of its change (its subject the row's).
+    static func template(_ action: String, detail: JSONValue = .object([])) -> AuditTemplate {
+        AuditTemplate(actor: "test", action: action, detail: detail)
+    }
+
+    /// An event the statement writes once per row of its change.
+    static func event(_ type: EventType) -> EventTemplate {
+        EventTemplate(idPrefix: "evt_", seed: id(), type: type, maxAgeSeconds: 3600)
+    }
+
     static func deviceKey(userId: String, deviceId: String = "device-1") -> NewDeviceKey {
         NewDeviceKey(id: id(), userId: userId, deviceId: deviceId, platform: .ios, name: "iPhone", publicKey: bytes(91),
                      attested: false, attestation: nil)

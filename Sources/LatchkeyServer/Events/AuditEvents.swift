@@ -57,3 +57,11 @@ extension AuditRecord {
         AuditRecord(added ? .originAdded : .originRemoved, actor: actor, subject: origin, detail: [("source", "app")])
     }
 }
+
+extension AuditTemplate {
+    /// A line the repository writes once per row its change returned, its subject taken from the row;
+    /// `actor` nil: that subject acted itself.
+    init(_ action: AuditAction, actor: String?, detail: [(key: String, value: JSONValue)] = []) {
+        self.init(actor: actor, action: action.rawValue, detail: .object(detail))
+    }
+}

@@ -21,7 +21,11 @@ public enum SessionRevocationReason: String, Sendable {
 }
 
 /// Builds outbox events (one builder per type, so each type's `data` is written once). Services hand
-/// the result to the repository call that makes the change. The event id comes from the injected
+/// the result to the repository call that makes the change. Where the change decides what is
+/// reported (the sessions a revocation ended, the passkey it revoked), the builder is a template
+/// (`EventTemplate`) and the repository's statement adds the members that row knows: the passkey
+/// and device-key members, and `sessionId`, are written there, in `AccountRepository.rows`,
+/// `DeviceKeyRepository.rows` and `SessionRepository.rows`. The event id comes from the injected
 /// randomness; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
 public struct OutboxEvents: Sendable {
     let runtime: Runtime
@@ -35,8 +39,21 @@ public struct OutboxEvents: Sendable {
     /// An event of `type` about `userId`, fanned out to the subscribed webhooks (plus `fanOut`).
     public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],
                       also fanOut: [OutboxEvent.FanOut] = []) -> OutboxEvent {
-        OutboxEvent(id: "evt_" + runtime.identifier(), type: type, accountId: userId,
+        OutboxEvent(id: Self.idPrefix + runtime.identifier(), type: type, accountId: userId,
                     data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds)
+    }
+
+    static let idPrefix = "evt_"
+
+    /// An event of `type` the repository writes once per row its change returned, about that row's
+    /// account, with `data` and the members it adds from the row.
+    public func template(_ type: EventType, data: [(key: String, value: JSONValue)] = []) -> EventTemplate {
+        EventTemplate(idPrefix: Self.idPrefix, seed: runtime.identifier(), type: type, data: .object(data), maxAgeSeconds: maxAgeSeconds)
+    }
+
+    /// `session.revoked` for each session a change ended (the repository adds `sessionId`).
+    public func sessionRevoked(reason: SessionRevocationReason) -> EventTemplate {
+        template(.sessionRevoked, data: [("reason", .string(reason.rawValue))])
     }
 
     public func userCreated(userId: String, username: String) -> OutboxEvent {
