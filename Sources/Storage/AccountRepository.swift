@@ -183,10 +183,12 @@ public final class AccountRepository: Sendable {
     /// `flagged`. `flagged` is sticky; the counter never moves back. Returns the credential's
     /// `id, sign_count, flagged`, or no row (unknown credential, or refused under `.reject`).
     /// Used as a CTE named `cred` by `recordUse`, `SessionRepository.start(recording:)` and
-    /// `DeviceKeyRepository.insertReceipt(credentialUse:)`.
-    static func recording(_ use: CredentialUse) -> SQL {
+    /// `DeviceKeyRepository.insertReceipt(credentialUse:)` (a shared fragment, like `AuditRepository.cte`).
+    /// With `onlyIf` (a CTE of the same statement), only when that CTE returned a row.
+    static func recording(_ use: CredentialUse, onlyIf cte: String? = nil) -> SQL {
         let advances: SQL = "(\(use.signCount) > sign_count OR (\(use.signCount) = 0 AND sign_count = 0))"
-        let onlyIf: SQL = use.onRegression == .reject ? " AND \(fragment: advances)" : ""
+        var onlyIf: SQL = use.onRegression == .reject ? " AND \(fragment: advances)" : ""
+        if let cte { onlyIf = "\(fragment: onlyIf) AND EXISTS (SELECT 1 FROM \(unsafeRaw: cte))" }
         return """
             UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
                 backup_eligible = COALESCE(\(use.backupEligible), backup_eligible),
@@ -197,11 +199,13 @@ public final class AccountRepository: Sendable {
 
     /// The final SELECT of a statement whose CTE `cred` is `recording(use)`: the recorded row, or
     /// why there is none — `known` reads the statement's snapshot, from before the update.
-    static func recordedOrWhy(_ use: CredentialUse) -> SQL {
-        """
-        SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged,
-               EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) AS known
-        """
+    /// `also`: more columns for the same row.
+    static func recordedOrWhy(_ use: CredentialUse, also: SQL? = nil) -> SQL {
+        let more: SQL = also.map { ", \(fragment: $0)" } ?? ""
+        return """
+            SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged,
+                   EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) AS known\(fragment: more)
+            """
     }
 
     /// `recordedOrWhy`'s row as a result: the use, `.notFound`, or `.conflict(.signCountRegression)`.

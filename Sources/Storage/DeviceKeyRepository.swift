@@ -159,42 +159,53 @@ public final class DeviceKeyRepository: Sendable {
         }
     }
 
-    /// Stores an approval with `audit`, in one transaction. With `liveDeviceKeyId`, only while that
-    /// key is live (a revocation landing between the key lookup and this insert still wins) —
-    /// false otherwise, nothing written. With `credentialUse`, the passkey's use is recorded in the
-    /// same transaction as a compare-and-set on its counter (`AccountRepository.recording`):
-    /// `.notFound` when the credential does not exist, `.conflict(.signCountRegression)` when the
-    /// counter is refused under `.reject` — nothing written either way.
-    /// With `appAttestCounter` (an App Attest key's assertion), the key's counter is compared and
-    /// stored in the same statement: only a counter above the stored one is accepted, so two
-    /// assertions with one counter can never both pass (returns false for the loser, as for a revoked key).
+    /// Stores an approval (its receipt) with `audit` and `events`, in one statement.
+    /// With `liveDeviceKeyId`, only while that key is live (a revocation landing between the key
+    /// lookup and this statement still wins) — false otherwise, nothing written. With
+    /// `appAttestCounter` (an App Attest key's assertion), the key's counter is compared and stored
+    /// there too: only a counter above the stored one is accepted, so two assertions with one counter
+    /// can never both pass (false for the loser, as for a revoked key). With `credentialUse`, the
+    /// passkey's use is recorded there as a compare-and-set on its counter
+    /// (`AccountRepository.recording`): `.notFound` when the credential does not exist,
+    /// `.conflict(.signCountRegression)` when the counter is refused under `.reject` — nothing
+    /// written either way, so of two step-ups carrying one counter only the first gets a receipt.
     public func insertReceipt(_ r: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64? = nil,
                               credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent] = []) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            if let liveDeviceKeyId {
-                let live = try t.query("""
-                    UPDATE device_keys SET last_used_at = now(), app_attest_counter = COALESCE(\(appAttestCounter)::bigint, app_attest_counter)
-                    WHERE id = \(liveDeviceKeyId) AND revoked_at IS NULL
-                      AND (\(appAttestCounter)::bigint IS NULL OR app_attest_counter IS NULL OR app_attest_counter < \(appAttestCounter)::bigint)
-                    RETURNING id
-                    """)
-                guard !live.isEmpty else { return false }
-            }
-            if let credentialUse {
-                // The compare-and-set on the passkey's counter: refused → nothing written (rollback).
-                _ = try AccountRepository.recorded(try t.query(SQL.with([("cred", AccountRepository.recording(credentialUse))],
-                                                                       AccountRepository.recordedOrWhy(credentialUse)))[0])
-            }
-            try t.execute("""
-                INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action,
-                                              action_hash, key_binding, client_data_json, authenticator_data, token_jti, token_expires_at)
-                VALUES (\(r.id), \(r.userId), \(r.method.rawValue), \(r.keyId), \(r.publicKey), \(r.challenge), \(r.signedData), \(r.signature),
-                        \(r.action), \(r.actionHash), \(r.keyBinding), \(r.clientDataJSON), \(r.authenticatorData), \(r.tokenJTI),
-                        \(r.tokenExpiresAt))
-                """)
-            try AuditRepository.write(audit, on: t)
-            try OutboxRepository.write(events, on: t)
-            return true
+        var ctes: [(name: String, sql: SQL)] = []
+        var checks: [SQL] = []
+        if let liveDeviceKeyId {
+            ctes.append(("dk", """
+                UPDATE device_keys SET last_used_at = now(), app_attest_counter = COALESCE(\(appAttestCounter)::bigint, app_attest_counter)
+                WHERE id = \(liveDeviceKeyId) AND revoked_at IS NULL
+                  AND (\(appAttestCounter)::bigint IS NULL OR app_attest_counter IS NULL OR app_attest_counter < \(appAttestCounter)::bigint)
+                RETURNING id
+                """))
+            checks.append("EXISTS (SELECT 1 FROM dk)")
+        }
+        if let credentialUse {
+            // The compare-and-set on the passkey's counter: refused → no row, no receipt.
+            ctes.append(("cred", AccountRepository.recording(credentialUse, onlyIf: liveDeviceKeyId == nil ? nil : "dk")))
+            checks.append("EXISTS (SELECT 1 FROM cred)")
+        }
+        let condition: SQL = checks.isEmpty ? "" : "\nWHERE \(fragment: SQL.joined(checks, separator: " AND "))"
+        ctes.append(("rcpt", """
+            INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action,
+                                          action_hash, key_binding, client_data_json, authenticator_data, token_jti, token_expires_at)
+            SELECT \(r.id), \(r.userId), \(r.method.rawValue), \(r.keyId), \(r.publicKey), \(r.challenge), \(r.signedData), \(r.signature),
+                   \(r.action), \(r.actionHash), \(r.keyBinding), \(r.clientDataJSON)::bytea, \(r.authenticatorData)::bytea, \(r.tokenJTI),
+                   \(r.tokenExpiresAt)\(fragment: condition)
+            RETURNING id
+            """))
+        let final: SQL = credentialUse.map { AccountRepository.recordedOrWhy($0, also: "EXISTS (SELECT 1 FROM rcpt) AS stored") }
+            ?? "SELECT EXISTS (SELECT 1 FROM rcpt) AS stored"
+        let statement = SQL.with(ctes + AuditRepository.cte(audit, onlyIf: "rcpt") + OutboxRepository.ctes(events, onlyIf: "rcpt"), final)
+        return try pool.run { c in
+            let row = try c.query(statement)[0]
+            if try row.bool("stored") { return true }
+            // Not stored: a device key no longer live (or its App Attest counter reused), else the passkey's refusal.
+            if liveDeviceKeyId != nil { return false }
+            if credentialUse != nil { _ = try AccountRepository.recorded(row) }
+            return false
         }
     }
 
