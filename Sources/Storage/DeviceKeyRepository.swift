@@ -79,49 +79,54 @@ public final class DeviceKeyRepository: Sendable {
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    /// Stores a device key; a live key for the same (user, device) is revoked and points at the
-    /// new one, in the same transaction (re-enrolment after a biometry change), with the audit
-    /// line `audit(replacedKeyId)`.
-    /// Returns nil, writing nothing, when the gate is not (or no longer) valid. `events(new, replaced)`
-    /// are written in the same transaction.
-    public func enrol(_ key: NewDeviceKey, gate: EnrolmentGate,
-                      events: (DeviceKeyRecord, DeviceKeyRecord?) -> [OutboxEvent] = { _, _ in [] },
-                      audit: (String?) -> AuditRecord) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
-        try pool.runTransaction { t in
-            let opened: [Row]
-            switch gate {
-            case .stepUp(let jti, let actionHash):
-                opened = try t.query("""
-                    UPDATE step_up_receipts SET consumed_at = now()
-                    WHERE token_jti = \(jti) AND user_id = \(key.userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
-                    RETURNING id
-                    """)
-            case .ticket(let hash):
-                opened = try t.query("""
-                    UPDATE enrolment_tickets SET used_at = now()
-                    WHERE hash = \(hash) AND user_id = \(key.userId) AND purpose = 'device-key' AND used_at IS NULL AND expires_at > now()
-                    RETURNING user_id
-                    """)
-            }
-            guard !opened.isEmpty else { return nil }
-            let old = try t.query("""
+    /// Stores a device key, in one statement: a live key for the same (user, device) is revoked and
+    /// points at the new one (re-enrolment after a biometry change), with `audit` — its subject the
+    /// user, its `detail` completed with `replaced` (the revoked key's id, or null) — the `enrolled`
+    /// events, and `replacedEvent` for the revoked key (`keyId`, `deviceId`, `platform`, `attested`).
+    /// Returns nil, writing nothing, when the gate is not (or no longer) valid.
+    public func enrol(_ key: NewDeviceKey, gate: EnrolmentGate, audit: AuditTemplate, enrolled: [OutboxEvent] = [],
+                      replacedEvent: EventTemplate? = nil) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
+        let opened: SQL
+        switch gate {
+        case .stepUp(let jti, let actionHash):
+            opened = """
+                UPDATE step_up_receipts SET consumed_at = now()
+                WHERE token_jti = \(jti) AND user_id = \(key.userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
+                RETURNING id
+                """
+        case .ticket(let hash):
+            opened = """
+                UPDATE enrolment_tickets SET used_at = now()
+                WHERE hash = \(hash) AND user_id = \(key.userId) AND purpose = 'device-key' AND used_at IS NULL AND expires_at > now()
+                RETURNING user_id
+                """
+        }
+        let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
+        let statement = SQL.with([
+            ("gate", opened),
+            ("old", """
                 UPDATE device_keys SET revoked_at = now(), replaced_by = \(key.id)
-                WHERE user_id = \(key.userId) AND device_id = \(key.deviceId) AND revoked_at IS NULL
+                WHERE user_id = \(key.userId) AND device_id = \(key.deviceId) AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM gate)
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
-                """).first.map(DeviceKeyRepository.deviceKey)
-            let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
-            let row = try t.query("""
+                """),
+            // Reads `old` to its end first: the old key is no longer live when the new one's row meets
+            // the unique index of live keys per device (device_keys_live).
+            ("ins", """
                 INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, attestation,
                                          attestation_format, security_level, app, app_attest_key_id, app_attest_counter)
-                VALUES (\(key.id), \(key.userId), \(key.deviceId), \(key.platform.rawValue), \(key.name), \(key.publicKey), \(key.attested),
-                        \(attestation)::jsonb, \(key.attestationFormat.rawValue), \(key.securityLevel.rawValue), \(key.app), \(key.appAttestKeyId),
-                        \(key.appAttestCounter))
+                SELECT \(key.id), \(key.userId), \(key.deviceId), \(key.platform.rawValue), \(key.name), \(key.publicKey), \(key.attested),
+                       \(attestation)::jsonb, \(key.attestationFormat.rawValue), \(key.securityLevel.rawValue), \(key.app),
+                       \(key.appAttestKeyId), \(key.appAttestCounter)::bigint
+                FROM (SELECT count(*) FROM old) AS replaced WHERE EXISTS (SELECT 1 FROM gate)
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
-                """)[0]
-            try AuditRepository.write([audit(old?.id)], on: t)
-            let record = try DeviceKeyRepository.deviceKey(row)
-            try OutboxRepository.write(events(record, old), on: t)
-            return (record, old?.id)
+                """),
+        ]
+            + AuditRepository.cte([audit.rows(from: "ins", subject: "ins.user_id", members: [("replaced", "(SELECT id FROM old)")])])
+            + OutboxRepository.ctes([.events(enrolled)] + (replacedEvent.map { [DeviceKeyRepository.rows($0, from: "old")] } ?? []),
+                                    onlyIf: "ins"),
+            "SELECT \(unsafeRaw: DeviceKeyRepository.columns), (SELECT id FROM old) AS replaced FROM ins")
+        return try pool.run { c in
+            try c.query(statement).first.map { r in (try DeviceKeyRepository.deviceKey(r), try r.optionalString("replaced")) }
         }
     }
 
@@ -142,21 +147,33 @@ public final class DeviceKeyRepository: Sendable {
         }
     }
 
-    /// False when the user has no such live key (no audit line, no events then). `events(revoked)`
-    /// are written in the same transaction; with `redeeming` (an admin's approval), only together
-    /// with that step-up's redemption.
+    /// False when the user has no such live key (no audit line, no events then). Otherwise the key
+    /// is revoked with `audit` and `revokedEvent` (`keyId`, `deviceId`, `platform`, `attested`) in
+    /// one statement; with `redeeming` (an admin's approval), only together with that step-up's redemption.
     public func revoke(userId: String, id: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil,
-                       events: (DeviceKeyRecord) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            guard let revoked = try t.query("""
-                UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL
-                RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
-                """).first.map(DeviceKeyRepository.deviceKey) else { return false }
+                       revokedEvent: EventTemplate? = nil) throws(StorageError) -> Bool {
+        let statement = SQL.with([("rev", """
+            UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL
+            RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
+            """)]
+            + AuditRepository.cte([audit], onlyIf: "rev")
+            + OutboxRepository.ctes(revokedEvent.map { [DeviceKeyRepository.rows($0, from: "rev")] } ?? []),
+            "SELECT id FROM rev")
+        guard let redeeming else { return try pool.run { c in !(try c.query(statement)).isEmpty } }
+        return try pool.runTransaction { t in
+            guard !(try t.query(statement)).isEmpty else { return false }
             try StepUpRedemption.redeem(redeeming, on: t)
-            try AuditRepository.write([audit], on: t)
-            try OutboxRepository.write(events(revoked), on: t)
             return true
         }
+    }
+
+    /// `template` once per device key row of `from` (`columns`), with the members SPEC "Events"
+    /// gives `device_key.*`: `keyId`, `deviceId`, `platform`, `attested`.
+    static func rows(_ template: EventTemplate, from: String) -> EventRows {
+        template.rows(from: "\(unsafeRaw: from)", account: "\(unsafeRaw: from).user_id", key: "\(unsafeRaw: from).id", members: [
+            ("keyId", "\(unsafeRaw: from).id"), ("deviceId", "\(unsafeRaw: from).device_id"), ("platform", "\(unsafeRaw: from).platform"),
+            ("attested", "\(unsafeRaw: from).attested"),
+        ])
     }
 
     /// Stores an approval (its receipt) with `audit` and `events`, in one statement.

@@ -121,9 +121,8 @@ struct AdminsCLITests {
                                                                          detail: .object([])))
         let key = NewDeviceKey(id: "dk_\(uniqueSuffix())", userId: session.userId, deviceId: "phone-1", platform: .android, name: "Pixel",
                                publicKey: PrivateKey.generateEC(.p256).publicKey.spkiDER, attested: false, attestation: nil)
-        _ = try #require(try server.database.deviceKeys.enrol(key, gate: .ticket(hash: hash)) { _ in
-            AuditRecord(actor: session.userId, action: "device_key.enrolled", subject: session.userId, detail: .object([]))
-        })
+        _ = try #require(try server.database.deviceKeys.enrol(key, gate: .ticket(hash: hash),
+                                                              audit: AuditTemplate(actor: session.userId, action: "device_key.enrolled")))
 
         let granted = try admins("grant", name)
         #expect(granted.status == 0, "\(granted)")

@@ -71,7 +71,7 @@ extension Scratch {
     }
 
     /// Enrols `key` through a fresh device-key ticket.
-    func enrol(_ key: NewDeviceKey, audit: (String?) -> AuditRecord) throws -> (DeviceKeyRecord, replaced: String?) {
+    func enrol(_ key: NewDeviceKey, audit: AuditTemplate = Fixture.template("device_key.enrolled")) throws -> (DeviceKeyRecord, replaced: String?) {
         try #require(try database.deviceKeys.enrol(key, gate: deviceKeyGate(userId: key.userId), audit: audit))
     }
 

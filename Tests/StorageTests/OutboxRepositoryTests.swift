@@ -150,21 +150,19 @@ import Testing
         let target = try Self.endpoint(s, [.passkeyRenamed, .passkeyRevoked, .sessionRevoked, .deviceKeyEnrolled,
                                            .deviceKeyRevoked, .stepUpApproved, .passkeyCloneSuspected])
         let (user, credential) = try s.registered()
-        _ = try s.database.accounts.rename(userId: user.id, credentialId: credential.id, name: "n") { _ in [Self.event(.passkeyRenamed)] }
-        _ = try s.database.accounts.rename(userId: "nobody", credentialId: credential.id, name: "n") { _ in [Self.event(.passkeyRenamed)] }
+        _ = try s.database.accounts.rename(userId: user.id, credentialId: credential.id, name: "n", renamedEvent: Fixture.event(.passkeyRenamed))
+        _ = try s.database.accounts.rename(userId: "nobody", credentialId: credential.id, name: "n", renamedEvent: Fixture.event(.passkeyRenamed))
         try s.database.accounts.flag(credentialId: credential.id, audit: Fixture.audit("passkey.flagged"), events: [Self.event(.passkeyCloneSuspected)])
         let key = Fixture.deviceKey(userId: user.id)
-        _ = try s.database.deviceKeys.enrol(key, gate: try s.deviceKeyGate(userId: user.id),
-                                            events: { new, old in [Self.event(.deviceKeyEnrolled)] + (old == nil ? [] : [Self.event(.deviceKeyRevoked)]) },
-                                            audit: { _ in Fixture.audit("device_key.enrolled") })
+        _ = try s.database.deviceKeys.enrol(key, gate: try s.deviceKeyGate(userId: user.id), audit: Fixture.template("device_key.enrolled"),
+                                            enrolled: [Self.event(.deviceKeyEnrolled)], replacedEvent: Fixture.event(.deviceKeyRevoked))
         _ = try s.database.deviceKeys.enrol(Fixture.deviceKey(userId: user.id), gate: try s.deviceKeyGate(userId: user.id),
-                                            events: { new, old in [Self.event(.deviceKeyEnrolled)] + (old == nil ? [] : [Self.event(.deviceKeyRevoked)]) },
-                                            audit: { _ in Fixture.audit("device_key.enrolled") })
+                                            audit: Fixture.template("device_key.enrolled"), enrolled: [Self.event(.deviceKeyEnrolled)],
+                                            replacedEvent: Fixture.event(.deviceKeyRevoked))
         #expect(try s.database.deviceKeys.insertReceipt(Fixture.receipt(userId: user.id, keyId: "k"), liveDeviceKeyId: nil, credentialUse: nil,
                                                         audit: [], events: [Self.event(.stepUpApproved)]))
-        let ended = try #require(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")) { _, ids in
-            [Self.event(.passkeyRevoked)] + ids.map { _ in Self.event(.sessionRevoked) }
-        })
+        let ended = try #require(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked"),
+                                                                revokedEvent: Fixture.event(.passkeyRevoked), sessionEvent: Fixture.event(.sessionRevoked)))
         #expect(ended.count == 1)
         let types = try s.database.outbox.deliveries(channel: .webhook, target: target, limit: 50).reversed().map(\.type)
         #expect(Array(types) == [.passkeyRenamed, .passkeyCloneSuspected, .deviceKeyEnrolled, .deviceKeyEnrolled, .deviceKeyRevoked,

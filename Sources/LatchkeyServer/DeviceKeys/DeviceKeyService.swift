@@ -65,15 +65,13 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
                                appAttestKeyId: proven.attested?.appAttestKeyId,
                                appAttestCounter: proven.attested?.counter.map { Int64($0) })
         let enrolled = try storage { () throws(StorageError) in
-            try deviceKeys.enrol(key, gate: gate, events: { [events] enrolled, replaced in
-                [events.deviceKey(.deviceKeyEnrolled, enrolled)] + (replaced.map { [events.deviceKey(.deviceKeyRevoked, $0)] } ?? [])
-            }) { replaced in
-                AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
-                    ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
-                    ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
-                    ("gate", .string(gate.auditName)),
-                ])
-            }
+            // The statement adds `replaced` (the key it revoked, or null) to the line, and writes
+            // `device_key.revoked` for that key.
+            try deviceKeys.enrol(key, gate: gate, audit: AuditTemplate(.deviceKeyEnrolled, actor: userId, detail: [
+                                     ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
+                                     ("attested", .bool(key.attested)), ("gate", .string(gate.auditName)),
+                                 ]),
+                                 enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
         }
         guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
         return Self.deviceKeyJSON(record)
@@ -135,9 +133,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let audit = admin?.record(.deviceKeyRevoked, subject: userId, detail: detail)
             ?? AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId, detail: detail)
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
-            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption) { [events] revoked in
-                [events.deviceKey(.deviceKeyRevoked, revoked)]
-            }
+            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption,
+                                  revokedEvent: events.template(.deviceKeyRevoked))
         }) else { throw ServiceError.notFound("device key") }
     }
 

@@ -79,11 +79,11 @@ public struct OutboxEvents: Sendable {
               data: [("credentialId", .string(Base64URL.encode(credentialId))), ("backupEligible", .bool(backupEligible))])
     }
 
-    /// `device_key.enrolled` / `device_key.revoked`.
-    public func deviceKey(_ type: EventType, _ k: DeviceKeyRecord) -> OutboxEvent {
-        precondition([.deviceKeyEnrolled, .deviceKeyRevoked].contains(type))
-        return event(type, userId: k.userId, data: [("keyId", .string(k.id)), ("deviceId", .string(k.deviceId)),
-                                                    ("platform", .string(k.platform.rawValue)), ("attested", .bool(k.attested))])
+    /// `device_key.enrolled` for the key being stored (a revoked one's `device_key.revoked` is a
+    /// template: `DeviceKeyRepository.rows` writes the same members from the key's row).
+    public func deviceKeyEnrolled(_ k: NewDeviceKey) -> OutboxEvent {
+        event(.deviceKeyEnrolled, userId: k.userId, data: [("keyId", .string(k.id)), ("deviceId", .string(k.deviceId)),
+                                                           ("platform", .string(k.platform.rawValue)), ("attested", .bool(k.attested))])
     }
 
     /// `method` `device-key` carries `keyId`, `passkey` carries `credentialId`.
@@ -92,14 +92,6 @@ public struct OutboxEvents: Sendable {
             ("method", .string(method.rawValue)), (method == .passkey ? "credentialId" : "keyId", .string(keyId)),
             ("actionHash", .string(Base64URL.encode(actionHash))), ("receiptId", .string(receiptId)),
         ])
-    }
-
-    public func sessionRevoked(userId: String, sessionId: String, reason: SessionRevocationReason) -> OutboxEvent {
-        event(.sessionRevoked, userId: userId, data: [("sessionId", .string(sessionId)), ("reason", .string(reason.rawValue))])
-    }
-
-    public func sessionsRevoked(userId: String, _ ids: [String], reason: SessionRevocationReason) -> [OutboxEvent] {
-        ids.map { sessionRevoked(userId: userId, sessionId: $0, reason: reason) }
     }
 
     /// For the email and recovery work (the types exist now so subscriptions can name them).

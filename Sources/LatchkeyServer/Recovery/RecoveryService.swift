@@ -198,18 +198,11 @@ public final class RecoveryService: Sendable {
         guard token.utf8.count <= 128, isPrintableText(token) else { throw ServiceError.invalid("cancelToken is not a cancel token") }
         guard token.hasPrefix(Self.cancelTokenPrefix) else { throw ServiceError.notFound("cancel link") }
         let undone = try storage { () throws(StorageError) in
-            try store.useCancelToken(hash: OpaqueSecret.hash(token)) { [events] target in
-                switch target {
-                case .recovery(let userId, let recoveryId, let method):
-                    return ([AuditRecord(.recoveryCancelled, actor: userId, subject: userId,
-                                         detail: [("recoveryId", .string(recoveryId)), ("via", "cancel-link")])],
-                            [events.recovery(.recoveryCancelled, userId: userId, recoveryId: recoveryId, method: method)])
-                case .passkey(let userId, let credential, let ended):
-                    return ([AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
-                                         detail: [("credentialId", .string(Base64URL.encode(credential.id))), ("via", "cancel-link")])],
-                            [events.passkey(.passkeyRevoked, credential)] + events.sessionsRevoked(userId: userId, ended, reason: .passkeyRevoked))
-                }
-            }
+            try store.useCancelToken(hash: OpaqueSecret.hash(token), records: CancelLinkRecords(
+                recoveryAudit: AuditTemplate(.recoveryCancelled, actor: nil, detail: [("via", "cancel-link")]),
+                recoveryEvent: events.template(.recoveryCancelled),
+                passkeyAudit: AuditTemplate(.passkeyRevoked, actor: nil, detail: [("via", "cancel-link")]),
+                passkeyEvent: events.template(.passkeyRevoked), sessionEvent: events.sessionRevoked(reason: .passkeyRevoked)))
         }
         guard let undone else { throw ServiceError.notFound("cancel link") }
         if case .passkey(_, let credential, let ended) = undone {
@@ -231,24 +224,18 @@ public final class RecoveryService: Sendable {
         return r
     }
 
-    /// What completing `recovery` revokes, in the registration's transaction.
+    /// What completing `recovery` revokes, and writes, in the registration's statement.
     static func completion(_ recovery: RecoveryRecord, events: OutboxEvents, revokePasskeys: Bool) -> RecoveryCompletion {
         let userId = recovery.userId, id = recovery.id, method = recovery.method
         return RecoveryCompletion(
             recoveryId: id, revokePasskeys: revokePasskeys,
             audit: AuditRecord(.recoveryCompleted, actor: userId, subject: userId,
                                detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue))]),
-            events: { sessionIds, keys, passkeys in
-                [events.recovery(.recoveryCompleted, userId: userId, recoveryId: id, method: method)]
-                    + events.sessionsRevoked(userId: userId, sessionIds, reason: .recovery)
-                    + keys.map { events.deviceKey(.deviceKeyRevoked, $0) }
-                    + passkeys.map { events.event(.passkeyRevoked, userId: userId, data: [("credentialId", .string(Base64URL.encode($0)))]) }
-            },
-            cancelled: { others in
-                (others.map { AuditRecord(.recoveryCancelled, actor: AuditActor.server, subject: userId,
-                                          detail: [("recoveryId", .string($0.id)), ("completedBy", .string(id))]) },
-                 others.map { events.recovery(.recoveryCancelled, userId: userId, recoveryId: $0.id, method: $0.method) })
-            })
+            events: [events.recovery(.recoveryCompleted, userId: userId, recoveryId: id, method: method)],
+            sessionRevoked: events.sessionRevoked(reason: .recovery), deviceKeyRevoked: events.template(.deviceKeyRevoked),
+            passkeyRevoked: events.template(.passkeyRevoked),
+            otherCancelledAudit: AuditTemplate(.recoveryCancelled, actor: AuditActor.server, detail: [("completedBy", .string(id))]),
+            otherCancelledEvent: events.template(.recoveryCancelled))
     }
 
     // MARK: Shared
