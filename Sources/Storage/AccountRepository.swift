@@ -125,40 +125,54 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// One transaction: the new user (for a new account), the credential, the session, the
-    /// audit line and the outbox `events`. Either all exist afterwards or none does: a taken username →
-    /// `.conflict(.usernameTaken)`, a known credential id → `.conflict(.credentialExists)`.
-    /// With `completing` (a registration made with a recovery token), the recovery is completed in
-    /// the same transaction — before the new session exists, so that session survives what it
-    /// revokes — and `.notFound` (nothing written) when the recovery is no longer pending and due.
+    /// One statement: the new user (for a new account), the credential, the session, the audit line,
+    /// the outbox `events`, the `mail` and the held passkey's `cancelToken`. Either all exist
+    /// afterwards or none does: a taken username → `.conflict(.usernameTaken)`, a known credential id
+    /// → `.conflict(.credentialExists)`. With `completing` (a registration made with a recovery
+    /// token), the recovery is completed in that same statement — it revokes what existed before
+    /// the statement, so the new session and passkey survive it — and `.notFound` (nothing written)
+    /// when the recovery is no longer pending and due; returns what it revoked.
     @discardableResult
     public func register(newUser: UserRecord?, credential: CredentialRecord, session: NewSession,
                          audit: AuditRecord, events: [OutboxEvent] = [],
                          completing: RecoveryCompletion? = nil, mail: [MailToSend] = [],
                          cancelToken: NewCancelToken? = nil) throws(StorageError) -> RecoveryRevocations? {
-        try pool.runTransaction { t in
-            var revoked: RecoveryRevocations? = nil
-            if let completing {
-                revoked = try RecoveryRepository.complete(completing, userId: credential.userId, keeping: credential.id, on: t)
-            }
-            if let u = newUser {
-                try t.execute("""
-                    INSERT INTO users (id, user_handle, username, display_name)
-                    VALUES (\(u.id), \(u.userHandle), \(u.username), \(u.displayName))
-                    """)
-            }
-            let transports = JSONValue.array(credential.transports.map { .string($0) }).text
-            try t.execute("""
-                INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
-                                         attestation_format, attestation_type, name, approves_from)
-                VALUES (\(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
-                        \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
-                        \(credential.attestationFormat), \(credential.attestationType), \(credential.name), \(credential.approvesFrom))
-                """)
-            try SessionRepository.start(session, recording: nil, audit: [audit], events: events, on: t)
-            try RecoveryRepository.write(mail, on: t)
-            if let cancelToken { try RecoveryRepository.insert(cancelToken, on: t) }
-            return revoked
+        var ctes = completing?.ctes(userId: credential.userId, keeping: credential.id) ?? []
+        // Everything below is written only with the completed recovery (when there is one).
+        let gate: SQL = completing == nil ? "" : "\nWHERE EXISTS (SELECT 1 FROM \(unsafeRaw: RecoveryCompletion.completed))"
+        if let u = newUser {
+            ctes.append(("usr", """
+                INSERT INTO users (id, user_handle, username, display_name)
+                SELECT \(u.id), \(u.userHandle), \(u.username), \(u.displayName)\(fragment: gate)
+                RETURNING id
+                """))
+        }
+        let transports = JSONValue.array(credential.transports.map { .string($0) }).text
+        ctes.append(("cred", """
+            INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
+                                     attestation_format, attestation_type, name, approves_from)
+            SELECT \(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
+                   \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
+                   \(credential.attestationFormat), \(credential.attestationType), \(credential.name),
+                   \(credential.approvesFrom)::timestamptz\(fragment: gate)
+            RETURNING id
+            """))
+        ctes += SessionRepository.ctes(session, from: "cred")
+        ctes += AuditRepository.cte((completing?.auditRows ?? []) + [.records([audit])], onlyIf: "tok")
+        ctes += OutboxRepository.ctes((completing?.eventRows ?? []) + [.events(events + mail.map(\.event))], onlyIf: "tok")
+        ctes += MailRepository.ctes(mail, onlyIf: "tok")
+        if let t = cancelToken {
+            ctes.append(("cancel_token", """
+                INSERT INTO cancel_tokens (hash, user_id, credential_id, expires_at)
+                SELECT \(t.hash), \(t.userId), \(t.credentialId), \(t.expiresAt) WHERE EXISTS (SELECT 1 FROM tok)
+                RETURNING hash
+                """))
+        }
+        let final: SQL = "SELECT EXISTS (SELECT 1 FROM tok) AS stored\(fragment: completing?.revokedColumns ?? "")"
+        return try pool.run { c in
+            let row = try c.query(SQL.with(ctes, final))[0]
+            guard try row.bool("stored") else { throw StorageError.notFound }
+            return try completing.map { _ in try RecoveryCompletion.revocations(row) }
         }
     }
 
@@ -183,10 +197,12 @@ public final class AccountRepository: Sendable {
     /// `flagged`. `flagged` is sticky; the counter never moves back. Returns the credential's
     /// `id, sign_count, flagged`, or no row (unknown credential, or refused under `.reject`).
     /// Used as a CTE named `cred` by `recordUse`, `SessionRepository.start(recording:)` and
-    /// `DeviceKeyRepository.insertReceipt(credentialUse:)`.
-    static func recording(_ use: CredentialUse) -> SQL {
+    /// `DeviceKeyRepository.insertReceipt(credentialUse:)` (a shared fragment, like `AuditRepository.cte`).
+    /// With `onlyIf` (a CTE of the same statement), only when that CTE returned a row.
+    static func recording(_ use: CredentialUse, onlyIf cte: String? = nil) -> SQL {
         let advances: SQL = "(\(use.signCount) > sign_count OR (\(use.signCount) = 0 AND sign_count = 0))"
-        let onlyIf: SQL = use.onRegression == .reject ? " AND \(fragment: advances)" : ""
+        var onlyIf: SQL = use.onRegression == .reject ? " AND \(fragment: advances)" : ""
+        if let cte { onlyIf = "\(fragment: onlyIf) AND EXISTS (SELECT 1 FROM \(unsafeRaw: cte))" }
         return """
             UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
                 backup_eligible = COALESCE(\(use.backupEligible), backup_eligible),
@@ -197,11 +213,13 @@ public final class AccountRepository: Sendable {
 
     /// The final SELECT of a statement whose CTE `cred` is `recording(use)`: the recorded row, or
     /// why there is none — `known` reads the statement's snapshot, from before the update.
-    static func recordedOrWhy(_ use: CredentialUse) -> SQL {
-        """
-        SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged,
-               EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) AS known
-        """
+    /// `also`: more columns for the same row.
+    static func recordedOrWhy(_ use: CredentialUse, also: SQL? = nil) -> SQL {
+        let more: SQL = also.map { ", \(fragment: $0)" } ?? ""
+        return """
+            SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged,
+                   EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) AS known\(fragment: more)
+            """
     }
 
     /// `recordedOrWhy`'s row as a result: the use, `.notFound`, or `.conflict(.signCountRegression)`.
@@ -223,42 +241,61 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// nil when the user has no such live credential. `events(renamed)` are written in the same transaction.
+    /// nil when the user has no such live credential. `renamedEvent` (`credentialId`, `aaguid`, the
+    /// new `name`) is written in the same statement.
     public func rename(userId: String, credentialId: [UInt8], name: String,
-                       events: (CredentialRecord) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> CredentialRecord? {
-        try pool.runTransaction { t in
-            guard let record = try t.query("""
-                UPDATE credentials SET name = \(name) WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
-                RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
-                """).first.map(AccountRepository.credential) else { return nil }
-            try OutboxRepository.write(events(record), on: t)
-            return record
-        }
+                       renamedEvent: EventTemplate? = nil) throws(StorageError) -> CredentialRecord? {
+        let statement = SQL.with([("ren", """
+            UPDATE credentials SET name = \(name) WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
+            RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
+            """)] + OutboxRepository.ctes(renamedEvent.map { [AccountRepository.rows($0, from: "ren")] } ?? []),
+            "SELECT \(unsafeRaw: AccountRepository.credentialColumns) FROM ren")
+        return try pool.run { c in try c.query(statement).first.map(AccountRepository.credential) }
     }
 
-    /// Revokes the user's live credential and, in the same transaction, every live session it began
-    /// (SPEC "Sessions"), with `audit`. Returns the ids of those sessions, or nil when the user has
-    /// no such live credential (nothing written then).
-    /// `events(revoked credential, ended session ids)` are written in the same transaction.
+    /// Revokes the user's live credential and, in the same statement, every live session it began
+    /// (SPEC "Sessions"), with `audit`, `revokedEvent` (`credentialId`, `aaguid`, `name`), one
+    /// `sessionEvent` per ended session (`sessionId`) and the `mail`. Returns the ids of those
+    /// sessions, or nil when the user has no such live credential (nothing written then).
     /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
     public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord, redeeming: StepUpRedemption? = nil,
-                       mail: [MailToSend] = [],
-                       events: (CredentialRecord, [String]) -> [OutboxEvent] = { _, _ in [] }) throws(StorageError) -> [String]? {
-        try pool.runTransaction { t in
-            guard let revoked = try t.query("""
+                       mail: [MailToSend] = [], revokedEvent: EventTemplate? = nil,
+                       sessionEvent: EventTemplate? = nil) throws(StorageError) -> [String]? {
+        let statement = SQL.with([
+            ("rev", """
                 UPDATE credentials SET revoked_at = now() WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
-                RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
-                """).first.map(AccountRepository.credential) else { return nil }
-            try StepUpRedemption.redeem(redeeming, on: t)
-            let ended = try t.query("""
+                RETURNING id, user_id, aaguid, name
+                """),
+            ("ended", """
                 UPDATE refresh_families SET revoked_at = now()
-                WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL RETURNING id
-                """).map { try $0.string("id") }
-            try AuditRepository.write([audit], on: t)
-            try OutboxRepository.write(events(revoked, ended), on: t)
-            try RecoveryRepository.write(mail, on: t)
-            return ended
+                WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM rev)
+                RETURNING id, user_id
+                """),
+        ]
+            + AuditRepository.cte([audit], onlyIf: "rev")
+            + OutboxRepository.ctes((revokedEvent.map { [AccountRepository.rows($0, from: "rev")] } ?? [])
+                                    + (sessionEvent.map { [SessionRepository.rows($0, from: "ended")] } ?? [])
+                                    + [.events(mail.map(\.event))], onlyIf: "rev")
+            + MailRepository.ctes(mail, onlyIf: "rev"),
+            "SELECT EXISTS (SELECT 1 FROM rev) AS revoked, (SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended")
+        let run = { (c: PostgresConnection) throws -> [String]? in
+            let row = try c.query(statement)[0]
+            guard try row.bool("revoked") else { return nil }
+            try StepUpRedemption.redeem(redeeming, on: c)
+            return try row.stringArray("ended")
         }
+        if redeeming == nil { return try pool.run(run) }
+        return try pool.runTransaction(run)
+    }
+
+    /// `template` once per credential row of `from`, with the members SPEC "Events" gives
+    /// `passkey.*`: `credentialId` (base64url) and, unless `idOnly`, `aaguid` and `name`.
+    static func rows(_ template: EventTemplate, from: String, idOnly: Bool = false) -> EventRows {
+        let id: SQL = "\(unsafeRaw: from).id"
+        return template.rows(from: "\(unsafeRaw: from)", account: "\(unsafeRaw: from).user_id", key: "encode(\(fragment: id), 'hex')",
+                             members: [("credentialId", SQL.base64url(id))] + (idOnly ? [] : [
+                                 ("aaguid", SQL.uuidText("\(unsafeRaw: from).aaguid")), ("name", "\(unsafeRaw: from).name"),
+                             ]))
     }
 
     // MARK: Enrolment tickets

@@ -86,7 +86,7 @@ public final class AdminRepository: Sendable {
     /// transaction — only when its username is free. Nil (nothing written) when the username
     /// exists: an existing account becomes an admin only through `grant(existing:)`, which shows
     /// what it holds first (otherwise whoever registered the name first would be made admin).
-    public func createAdmin(_ user: UserRecord, by actor: String, audit: (UserRecord) -> AuditRecord) throws(StorageError) -> UserRecord? {
+    public func createAdmin(_ user: UserRecord, by actor: String, audit: AuditRecord) throws(StorageError) -> UserRecord? {
         try pool.runTransaction { t in
             guard !(try t.query("""
                 INSERT INTO users (id, user_handle, username, display_name)
@@ -95,7 +95,7 @@ public final class AdminRepository: Sendable {
                 RETURNING id
                 """)).isEmpty else { return nil }
             try t.execute("INSERT INTO admins (user_id, created_by) VALUES (\(user.id), \(actor))")
-            try AuditRepository.write([audit(user)], on: t)
+            try AuditRepository.write([audit], on: t)
             return user
         }
     }
@@ -118,8 +118,7 @@ public final class AdminRepository: Sendable {
     /// while the account holds exactly the passkeys and device keys that were shown (the user row
     /// is locked first, so none can be added until the grant commits). Nothing is written unless
     /// the outcome is `.granted`.
-    public func grant(existing shown: AdminGrantCandidate, by actor: String,
-                      audit: (UserRecord) -> AuditRecord) throws(StorageError) -> AdminGrantOutcome {
+    public func grant(existing shown: AdminGrantCandidate, by actor: String, audit: AuditRecord) throws(StorageError) -> AdminGrantOutcome {
         try pool.runTransaction { t in
             // FOR UPDATE conflicts with the FOR KEY SHARE lock a new credential's or device key's
             // foreign key takes on its user: additions wait for this transaction.
@@ -132,7 +131,7 @@ public final class AdminRepository: Sendable {
             guard try t.execute("""
                 INSERT INTO admins (user_id, created_by) VALUES (\(shown.user.id), \(actor)) ON CONFLICT DO NOTHING
                 """) > 0 else { return .alreadyAdmin }
-            try AuditRepository.write([audit(shown.user)], on: t)
+            try AuditRepository.write([audit], on: t)
             return .granted
         }
     }
@@ -151,17 +150,15 @@ public final class AdminRepository: Sendable {
             """).map(DeviceKeyRepository.deviceKey)
     }
 
-    /// Takes the role away (the user stays); nil when `username` is no admin (nothing written).
-    public func revoke(username: String, audit: (UserRecord) -> AuditRecord) throws(StorageError) -> UserRecord? {
-        try pool.runTransaction { t in
-            guard let row = try t.query("""
-                DELETE FROM admins a USING users u WHERE a.user_id = u.id AND u.username = \(username)
-                RETURNING u.id, u.user_handle, u.username, u.display_name
-                """).first else { return nil }
-            let user = try AccountRepository.user(row)
-            try AuditRepository.write([audit(user)], on: t)
-            return user
-        }
+    /// Takes the role away (the user stays), with `audit` about that user, in one statement; nil
+    /// when `username` is no admin (nothing written).
+    public func revoke(username: String, audit: AuditTemplate) throws(StorageError) -> UserRecord? {
+        let statement = SQL.with([("rm", """
+            DELETE FROM admins a USING users u WHERE a.user_id = u.id AND u.username = \(username)
+            RETURNING u.id, u.user_handle, u.username, u.display_name
+            """)] + AuditRepository.cte([audit.rows(from: "rm", subject: "rm.id")]),
+            "SELECT \(unsafeRaw: AccountRepository.userColumns) FROM rm")
+        return try pool.run { c in try c.query(statement).first.map(AccountRepository.user) }
     }
 
     /// Users whose username starts with `prefix` (the exact match first), at most `limit`.

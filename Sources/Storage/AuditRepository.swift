@@ -28,20 +28,43 @@ public final class AuditRepository: Sendable {
     /// when that CTE returned a row (the change they describe happened).
     static func insert(_ records: [AuditRecord], onlyIf cte: String? = nil) -> SQL {
         precondition(!records.isEmpty, "an audit insert needs at least one record")
-        let rows = SQL.joined(records.map { r in
-            "(\(r.actor)::text, \(r.action)::text, \(r.subject)::text, \(PostgresValue.text(r.detail.text))::jsonb)"
-        }, separator: ", ")
+        return insert([.records(records)], onlyIf: cte)!
+    }
+
+    /// `insert` for `rows` in order: lines the caller built, and templates written once per row of
+    /// another CTE of the statement (`AuditTemplate.rows`); nil when there is nothing to write.
+    static func insert(_ rows: [AuditRows], onlyIf cte: String? = nil) -> SQL? {
+        let sources: [SQL] = rows.compactMap { part in
+            switch part {
+            case .records(let records) where records.isEmpty:
+                return nil
+            case .records(let records):
+                let values = SQL.joined(records.map { r in
+                    "(\(r.actor)::text, \(r.action)::text, \(r.subject)::text, \(PostgresValue.text(r.detail.text))::jsonb)"
+                }, separator: ", ")
+                return "VALUES \(fragment: values)"
+            case .perRow(let select):
+                return select
+            }
+        }
+        guard !sources.isEmpty else { return nil }
         let condition: SQL = cte.map { "\nWHERE EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
         return """
             INSERT INTO audit_log (actor, action, subject, detail)
-            SELECT a.actor, a.action, a.subject, a.detail FROM (VALUES \(fragment: rows)) AS a (actor, action, subject, detail)\(fragment: condition)
+            SELECT a.actor, a.action, a.subject, a.detail FROM (\(fragment: SQL.joined(sources, separator: "\nUNION ALL "))) \
+            AS a (actor, action, subject, detail)\(fragment: condition)
             RETURNING id
             """
     }
 
     /// `insert(records)` as a CTE named `audit` for `SQL.with`, or nothing when there are none.
     static func cte(_ records: [AuditRecord], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
-        records.isEmpty ? [] : [("audit", insert(records, onlyIf: cte))]
+        Self.cte([.records(records)], onlyIf: cte)
+    }
+
+    /// `insert(rows)` as a CTE named `audit`, or nothing when there are none.
+    static func cte(_ rows: [AuditRows], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
+        insert(rows, onlyIf: cte).map { [("audit", $0)] } ?? []
     }
 
     /// Writes `records` on `connection` (inside the caller's transaction); nothing when empty.

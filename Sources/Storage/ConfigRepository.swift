@@ -3,6 +3,18 @@ import JSON
 import PostgreSQL
 import Synchronization
 
+/// The audit lines for the origins an app change adds to the allowlist or drops from it, written
+/// once per origin (each line's subject is the origin).
+public struct AppOriginAudit: Sendable, Equatable {
+    public let added: AuditTemplate
+    public let removed: AuditTemplate
+
+    public init(added: AuditTemplate, removed: AuditTemplate) {
+        self.added = added
+        self.removed = removed
+    }
+}
+
 /// The origin allowlist and the associated apps, plus their change feed: triggers (migration 2)
 /// NOTIFY channel `latchkey_config` at commit whenever either table changes.
 public final class ConfigRepository: Sendable {
@@ -75,9 +87,10 @@ public final class ConfigRepository: Sendable {
 
     /// Creates or replaces an app, then brings the app-derived origins in line, in one transaction
     /// (so the allowlist and the association files never disagree, even for a moment). Writes
-    /// `audit(change)` unless nothing changed, and `originAudit(origin, added)` per origin added or dropped.
-    public func putApp(_ app: AppRecord, audit: (AppChange) -> AuditRecord,
-                       originAudit: (String, Bool) -> AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> AppChange {
+    /// `created` or `updated` (whichever happened; neither when nothing changed), and `origins` per
+    /// origin added or dropped.
+    public func putApp(_ app: AppRecord, created: AuditRecord, updated: AuditRecord, origins: AppOriginAudit,
+                       redeeming: StepUpRedemption? = nil) throws(StorageError) -> AppChange {
         let fingerprints = JSONValue.array(app.fingerprints.map { .string($0) }).text
         return try pool.runTransaction { t in
             let existing = try t.query("""
@@ -105,8 +118,8 @@ public final class ConfigRepository: Sendable {
                 change = .created
             }
             try StepUpRedemption.redeem(redeeming, on: t)
-            try AuditRepository.write([audit(change)], on: t)
-            try ConfigRepository.syncAppOrigins(t, originAudit: originAudit)
+            try AuditRepository.write([change == .created ? created : updated], on: t)
+            try ConfigRepository.syncAppOrigins(t, audit: origins)
             return change
         }
     }
@@ -114,13 +127,13 @@ public final class ConfigRepository: Sendable {
     /// False when there was no such app (nothing written). Otherwise `audit`, then the origins
     /// synced as in `putApp`.
     public func removeApp(rpId: String, platform: String, appId: String, audit: AuditRecord,
-                          originAudit: (String, Bool) -> AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
+                          origins: AppOriginAudit, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let n = try t.execute("DELETE FROM apps WHERE rp_id = \(rpId) AND platform = \(platform) AND app_id = \(appId)")
             guard n > 0 else { return false }
             try StepUpRedemption.redeem(redeeming, on: t)
             try AuditRepository.write([audit], on: t)
-            try ConfigRepository.syncAppOrigins(t, originAudit: originAudit)
+            try ConfigRepository.syncAppOrigins(t, audit: origins)
             return true
         }
     }
@@ -128,24 +141,23 @@ public final class ConfigRepository: Sendable {
     /// Origins with source 'app' = exactly those the apps need: one `android:apk-key-hash:` per
     /// Android fingerprint, `https://<rpId>` per rpId with an iOS app. An origin an admin added by
     /// hand (source admin/config) is left alone. Each origin added or dropped is audited.
-    static func syncAppOrigins(_ t: PostgresConnection, originAudit: (String, Bool) -> AuditRecord) throws {
+    static func syncAppOrigins(_ t: PostgresConnection, audit: AppOriginAudit) throws {
         // Serialise concurrent syncs so two transactions cannot each miss the other's app.
         try t.execute("SELECT pg_advisory_xact_lock(hashtext('latchkey.apps'))")
-        let needed = """
-            SELECT 'android:apk-key-hash:' || fp AS origin FROM apps, jsonb_array_elements_text(apps.fingerprints) AS fp
-            WHERE apps.platform = 'android'
-            UNION SELECT 'https://' || rp_id FROM apps WHERE platform = 'ios'
-            """
-        let added = try t.query(SQL(unsafeRaw: """
-            INSERT INTO origins (origin, source) SELECT origin, 'app' FROM (\(needed)) AS needed
-            ON CONFLICT (origin) DO NOTHING RETURNING origin
-            """))
-        let removed = try t.query(SQL(unsafeRaw: """
-            DELETE FROM origins WHERE source = 'app' AND origin NOT IN (\(needed)) RETURNING origin
-            """))
-        let records = try added.map { originAudit(try $0.string("origin"), true) }
-            + removed.map { originAudit(try $0.string("origin"), false) }
-        try AuditRepository.write(records, on: t)
+        try t.query(SQL.with([
+            ("needed", """
+                SELECT 'android:apk-key-hash:' || fp AS origin FROM apps, jsonb_array_elements_text(apps.fingerprints) AS fp
+                WHERE apps.platform = 'android'
+                UNION SELECT 'https://' || rp_id FROM apps WHERE platform = 'ios'
+                """),
+            ("added", """
+                INSERT INTO origins (origin, source) SELECT origin, 'app' FROM needed
+                ON CONFLICT (origin) DO NOTHING RETURNING origin
+                """),
+            ("removed", "DELETE FROM origins WHERE source = 'app' AND origin NOT IN (SELECT origin FROM needed) RETURNING origin"),
+        ] + AuditRepository.cte([audit.added.rows(from: "added", subject: "added.origin"),
+                                 audit.removed.rows(from: "removed", subject: "removed.origin")]),
+            "SELECT 1 AS one"))
     }
 
     static func app(_ r: Row) throws -> AppRecord {

@@ -35,13 +35,15 @@ public final class Database: Sendable {
     public let audit: AuditRepository
     /// Token signing keys, server secrets.
     public let keys: KeyRepository
-    /// Events written with the changes they report, and their deliveries (webhooks; mail next).
+    /// Events written with the changes they report, and their deliveries (webhooks, mail).
     public let outbox: OutboxRepository
     /// Webhook endpoints (their deliveries are outbox deliveries on channel `webhook`).
     public let webhooks: WebhookRepository
     public let admins: AdminRepository
-    /// Verified addresses, one-time codes, per-account limits, recovery codes, recoveries, mail (migration 9).
+    /// Verified addresses, one-time codes, per-account limits, recovery codes, recoveries (migration 9).
     public let recovery: RecoveryRepository
+    /// Mail waiting to go out, for the mail channel's deliveries (migration 9).
+    public let mail: MailRepository
     /// The last accepted FIDO MDS3 BLOB number per signing root (migration 13: no rollback).
     public let metadataState: MetadataStateRepository
 
@@ -72,6 +74,7 @@ public final class Database: Sendable {
         webhooks = WebhookRepository(pool: pool)
         admins = AdminRepository(pool: pool)
         recovery = RecoveryRepository(pool: pool)
+        mail = MailRepository(pool: pool)
         metadataState = MetadataStateRepository(pool: pool)
     }
 

@@ -2,28 +2,51 @@ import Foundation
 import JSON
 import PostgreSQL
 
+/// The platform a device key was enrolled from (column `device_keys.platform`).
+public enum DevicePlatform: String, Sendable, CaseIterable {
+    case ios
+    case android
+}
+
+/// What a device key's attestation proved (column `device_keys.attestation_format`, issue 10).
+public enum DeviceKeyAttestationFormat: String, Sendable, CaseIterable {
+    case none
+    case androidKey = "android-key"
+    case appleAppAttest = "apple-appattest"
+}
+
+/// Where a device key lives, as its attestation says (column `device_keys.security_level`).
+public enum DeviceKeySecurityLevel: String, Sendable, CaseIterable {
+    case strongBox = "strongbox"
+    case tee
+    case secureEnclave = "secure-enclave"
+    case software
+    case unknown
+}
+
 /// A device key to store (issue 5), verified by the DeviceKeys module before it gets here.
 public struct NewDeviceKey: Sendable, Equatable {
     public let id: String
     public let userId: String
     /// The app's own id for the device.
     public let deviceId: String
-    public let platform: String
+    public let platform: DevicePlatform
     public let name: String
     /// SubjectPublicKeyInfo DER, P-256.
     public let publicKey: [UInt8]
     public let attested: Bool
     /// What the attestation check found, if there was one.
     public let attestation: JSONValue?
-    public let attestationFormat: String
-    public let securityLevel: String
+    public let attestationFormat: DeviceKeyAttestationFormat
+    public let securityLevel: DeviceKeySecurityLevel
     public let app: String?
     /// App Attest keys: the key id (SHA-256 of the public key) and the attestation's counter.
     public let appAttestKeyId: [UInt8]?
     public let appAttestCounter: Int64?
 
-    public init(id: String, userId: String, deviceId: String, platform: String, name: String, publicKey: [UInt8],
-                attested: Bool, attestation: JSONValue?, attestationFormat: String = "none", securityLevel: String = "unknown",
+    public init(id: String, userId: String, deviceId: String, platform: DevicePlatform, name: String, publicKey: [UInt8],
+                attested: Bool, attestation: JSONValue?, attestationFormat: DeviceKeyAttestationFormat = .none,
+                securityLevel: DeviceKeySecurityLevel = .unknown,
                 app: String? = nil, appAttestKeyId: [UInt8]? = nil, appAttestCounter: Int64? = nil) {
         self.attestationFormat = attestationFormat
         self.securityLevel = securityLevel
@@ -56,49 +79,54 @@ public final class DeviceKeyRepository: Sendable {
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    /// Stores a device key; a live key for the same (user, device) is revoked and points at the
-    /// new one, in the same transaction (re-enrolment after a biometry change), with the audit
-    /// line `audit(replacedKeyId)`.
-    /// Returns nil, writing nothing, when the gate is not (or no longer) valid. `events(new, replaced)`
-    /// are written in the same transaction.
-    public func enrol(_ key: NewDeviceKey, gate: EnrolmentGate,
-                      events: (DeviceKeyRecord, DeviceKeyRecord?) -> [OutboxEvent] = { _, _ in [] },
-                      audit: (String?) -> AuditRecord) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
-        try pool.runTransaction { t in
-            let opened: [Row]
-            switch gate {
-            case .stepUp(let jti, let actionHash):
-                opened = try t.query("""
-                    UPDATE step_up_receipts SET consumed_at = now()
-                    WHERE token_jti = \(jti) AND user_id = \(key.userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
-                    RETURNING id
-                    """)
-            case .ticket(let hash):
-                opened = try t.query("""
-                    UPDATE enrolment_tickets SET used_at = now()
-                    WHERE hash = \(hash) AND user_id = \(key.userId) AND purpose = 'device-key' AND used_at IS NULL AND expires_at > now()
-                    RETURNING user_id
-                    """)
-            }
-            guard !opened.isEmpty else { return nil }
-            let old = try t.query("""
+    /// Stores a device key, in one statement: a live key for the same (user, device) is revoked and
+    /// points at the new one (re-enrolment after a biometry change), with `audit` — its subject the
+    /// user, its `detail` completed with `replaced` (the revoked key's id, or null) — the `enrolled`
+    /// events, and `replacedEvent` for the revoked key (`keyId`, `deviceId`, `platform`, `attested`).
+    /// Returns nil, writing nothing, when the gate is not (or no longer) valid.
+    public func enrol(_ key: NewDeviceKey, gate: EnrolmentGate, audit: AuditTemplate, enrolled: [OutboxEvent] = [],
+                      replacedEvent: EventTemplate? = nil) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
+        let opened: SQL
+        switch gate {
+        case .stepUp(let jti, let actionHash):
+            opened = """
+                UPDATE step_up_receipts SET consumed_at = now()
+                WHERE token_jti = \(jti) AND user_id = \(key.userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
+                RETURNING id
+                """
+        case .ticket(let hash):
+            opened = """
+                UPDATE enrolment_tickets SET used_at = now()
+                WHERE hash = \(hash) AND user_id = \(key.userId) AND purpose = 'device-key' AND used_at IS NULL AND expires_at > now()
+                RETURNING user_id
+                """
+        }
+        let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
+        let statement = SQL.with([
+            ("gate", opened),
+            ("old", """
                 UPDATE device_keys SET revoked_at = now(), replaced_by = \(key.id)
-                WHERE user_id = \(key.userId) AND device_id = \(key.deviceId) AND revoked_at IS NULL
+                WHERE user_id = \(key.userId) AND device_id = \(key.deviceId) AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM gate)
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
-                """).first.map(DeviceKeyRepository.deviceKey)
-            let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
-            let row = try t.query("""
+                """),
+            // Reads `old` to its end first: the old key is no longer live when the new one's row meets
+            // the unique index of live keys per device (device_keys_live).
+            ("ins", """
                 INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, attestation,
                                          attestation_format, security_level, app, app_attest_key_id, app_attest_counter)
-                VALUES (\(key.id), \(key.userId), \(key.deviceId), \(key.platform), \(key.name), \(key.publicKey), \(key.attested),
-                        \(attestation)::jsonb, \(key.attestationFormat), \(key.securityLevel), \(key.app), \(key.appAttestKeyId),
-                        \(key.appAttestCounter))
+                SELECT \(key.id), \(key.userId), \(key.deviceId), \(key.platform.rawValue), \(key.name), \(key.publicKey), \(key.attested),
+                       \(attestation)::jsonb, \(key.attestationFormat.rawValue), \(key.securityLevel.rawValue), \(key.app),
+                       \(key.appAttestKeyId), \(key.appAttestCounter)::bigint
+                FROM (SELECT count(*) FROM old) AS replaced WHERE EXISTS (SELECT 1 FROM gate)
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
-                """)[0]
-            try AuditRepository.write([audit(old?.id)], on: t)
-            let record = try DeviceKeyRepository.deviceKey(row)
-            try OutboxRepository.write(events(record, old), on: t)
-            return (record, old?.id)
+                """),
+        ]
+            + AuditRepository.cte([audit.rows(from: "ins", subject: "ins.user_id", members: [("replaced", "(SELECT id FROM old)")])])
+            + OutboxRepository.ctes([.events(enrolled)] + (replacedEvent.map { [DeviceKeyRepository.rows($0, from: "old")] } ?? []),
+                                    onlyIf: "ins"),
+            "SELECT \(unsafeRaw: DeviceKeyRepository.columns), (SELECT id FROM old) AS replaced FROM ins")
+        return try pool.run { c in
+            try c.query(statement).first.map { r in (try DeviceKeyRepository.deviceKey(r), try r.optionalString("replaced")) }
         }
     }
 
@@ -119,59 +147,82 @@ public final class DeviceKeyRepository: Sendable {
         }
     }
 
-    /// False when the user has no such live key (no audit line, no events then). `events(revoked)`
-    /// are written in the same transaction; with `redeeming` (an admin's approval), only together
-    /// with that step-up's redemption.
+    /// False when the user has no such live key (no audit line, no events then). Otherwise the key
+    /// is revoked with `audit` and `revokedEvent` (`keyId`, `deviceId`, `platform`, `attested`) in
+    /// one statement; with `redeeming` (an admin's approval), only together with that step-up's redemption.
     public func revoke(userId: String, id: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil,
-                       events: (DeviceKeyRecord) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            guard let revoked = try t.query("""
-                UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL
-                RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
-                """).first.map(DeviceKeyRepository.deviceKey) else { return false }
+                       revokedEvent: EventTemplate? = nil) throws(StorageError) -> Bool {
+        let statement = SQL.with([("rev", """
+            UPDATE device_keys SET revoked_at = now() WHERE id = \(id) AND user_id = \(userId) AND revoked_at IS NULL
+            RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
+            """)]
+            + AuditRepository.cte([audit], onlyIf: "rev")
+            + OutboxRepository.ctes(revokedEvent.map { [DeviceKeyRepository.rows($0, from: "rev")] } ?? []),
+            "SELECT id FROM rev")
+        guard let redeeming else { return try pool.run { c in !(try c.query(statement)).isEmpty } }
+        return try pool.runTransaction { t in
+            guard !(try t.query(statement)).isEmpty else { return false }
             try StepUpRedemption.redeem(redeeming, on: t)
-            try AuditRepository.write([audit], on: t)
-            try OutboxRepository.write(events(revoked), on: t)
             return true
         }
     }
 
-    /// Stores an approval with `audit`, in one transaction. With `liveDeviceKeyId`, only while that
-    /// key is live (a revocation landing between the key lookup and this insert still wins) —
-    /// false otherwise, nothing written. With `credentialUse`, the passkey's use is recorded in the
-    /// same transaction as a compare-and-set on its counter (`AccountRepository.recording`):
-    /// `.notFound` when the credential does not exist, `.conflict(.signCountRegression)` when the
-    /// counter is refused under `.reject` — nothing written either way.
-    /// With `appAttestCounter` (an App Attest key's assertion), the key's counter is compared and
-    /// stored in the same statement: only a counter above the stored one is accepted, so two
-    /// assertions with one counter can never both pass (returns false for the loser, as for a revoked key).
+    /// `template` once per device key row of `from` (`columns`), with the members SPEC "Events"
+    /// gives `device_key.*`: `keyId`, `deviceId`, `platform`, `attested`.
+    static func rows(_ template: EventTemplate, from: String) -> EventRows {
+        template.rows(from: "\(unsafeRaw: from)", account: "\(unsafeRaw: from).user_id", key: "\(unsafeRaw: from).id", members: [
+            ("keyId", "\(unsafeRaw: from).id"), ("deviceId", "\(unsafeRaw: from).device_id"), ("platform", "\(unsafeRaw: from).platform"),
+            ("attested", "\(unsafeRaw: from).attested"),
+        ])
+    }
+
+    /// Stores an approval (its receipt) with `audit` and `events`, in one statement.
+    /// With `liveDeviceKeyId`, only while that key is live (a revocation landing between the key
+    /// lookup and this statement still wins) — false otherwise, nothing written. With
+    /// `appAttestCounter` (an App Attest key's assertion), the key's counter is compared and stored
+    /// there too: only a counter above the stored one is accepted, so two assertions with one counter
+    /// can never both pass (false for the loser, as for a revoked key). With `credentialUse`, the
+    /// passkey's use is recorded there as a compare-and-set on its counter
+    /// (`AccountRepository.recording`): `.notFound` when the credential does not exist,
+    /// `.conflict(.signCountRegression)` when the counter is refused under `.reject` — nothing
+    /// written either way, so of two step-ups carrying one counter only the first gets a receipt.
     public func insertReceipt(_ r: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64? = nil,
                               credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent] = []) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            if let liveDeviceKeyId {
-                let live = try t.query("""
-                    UPDATE device_keys SET last_used_at = now(), app_attest_counter = COALESCE(\(appAttestCounter)::bigint, app_attest_counter)
-                    WHERE id = \(liveDeviceKeyId) AND revoked_at IS NULL
-                      AND (\(appAttestCounter)::bigint IS NULL OR app_attest_counter IS NULL OR app_attest_counter < \(appAttestCounter)::bigint)
-                    RETURNING id
-                    """)
-                guard !live.isEmpty else { return false }
-            }
-            if let credentialUse {
-                // The compare-and-set on the passkey's counter: refused → nothing written (rollback).
-                _ = try AccountRepository.recorded(try t.query(SQL.with([("cred", AccountRepository.recording(credentialUse))],
-                                                                       AccountRepository.recordedOrWhy(credentialUse)))[0])
-            }
-            try t.execute("""
-                INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action,
-                                              action_hash, key_binding, client_data_json, authenticator_data, token_jti, token_expires_at)
-                VALUES (\(r.id), \(r.userId), \(r.method), \(r.keyId), \(r.publicKey), \(r.challenge), \(r.signedData), \(r.signature),
-                        \(r.action), \(r.actionHash), \(r.keyBinding), \(r.clientDataJSON), \(r.authenticatorData), \(r.tokenJTI),
-                        \(r.tokenExpiresAt))
-                """)
-            try AuditRepository.write(audit, on: t)
-            try OutboxRepository.write(events, on: t)
-            return true
+        var ctes: [(name: String, sql: SQL)] = []
+        var checks: [SQL] = []
+        if let liveDeviceKeyId {
+            ctes.append(("dk", """
+                UPDATE device_keys SET last_used_at = now(), app_attest_counter = COALESCE(\(appAttestCounter)::bigint, app_attest_counter)
+                WHERE id = \(liveDeviceKeyId) AND revoked_at IS NULL
+                  AND (\(appAttestCounter)::bigint IS NULL OR app_attest_counter IS NULL OR app_attest_counter < \(appAttestCounter)::bigint)
+                RETURNING id
+                """))
+            checks.append("EXISTS (SELECT 1 FROM dk)")
+        }
+        if let credentialUse {
+            // The compare-and-set on the passkey's counter: refused → no row, no receipt.
+            ctes.append(("cred", AccountRepository.recording(credentialUse, onlyIf: liveDeviceKeyId == nil ? nil : "dk")))
+            checks.append("EXISTS (SELECT 1 FROM cred)")
+        }
+        let condition: SQL = checks.isEmpty ? "" : "\nWHERE \(fragment: SQL.joined(checks, separator: " AND "))"
+        ctes.append(("rcpt", """
+            INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action,
+                                          action_hash, key_binding, client_data_json, authenticator_data, token_jti, token_expires_at)
+            SELECT \(r.id), \(r.userId), \(r.method.rawValue), \(r.keyId), \(r.publicKey), \(r.challenge), \(r.signedData), \(r.signature),
+                   \(r.action), \(r.actionHash), \(r.keyBinding), \(r.clientDataJSON)::bytea, \(r.authenticatorData)::bytea, \(r.tokenJTI),
+                   \(r.tokenExpiresAt)\(fragment: condition)
+            RETURNING id
+            """))
+        let final: SQL = credentialUse.map { AccountRepository.recordedOrWhy($0, also: "EXISTS (SELECT 1 FROM rcpt) AS stored") }
+            ?? "SELECT EXISTS (SELECT 1 FROM rcpt) AS stored"
+        let statement = SQL.with(ctes + AuditRepository.cte(audit, onlyIf: "rcpt") + OutboxRepository.ctes(events, onlyIf: "rcpt"), final)
+        return try pool.run { c in
+            let row = try c.query(statement)[0]
+            if try row.bool("stored") { return true }
+            // Not stored: a device key no longer live (or its App Attest counter reused), else the passkey's refusal.
+            if liveDeviceKeyId != nil { return false }
+            if credentialUse != nil { _ = try AccountRepository.recorded(row) }
+            return false
         }
     }
 
@@ -183,7 +234,7 @@ public final class DeviceKeyRepository: Sendable {
                 FROM step_up_receipts WHERE id = \(id)
                 """).first.map { r in
                 StepUpReceiptRecord(
-                    id: try r.string("id"), userId: try r.string("user_id"), method: try r.string("method"), keyId: try r.string("key_id"),
+                    id: try r.string("id"), userId: try r.string("user_id"), method: try r.value("method"), keyId: try r.string("key_id"),
                     publicKey: try r.bytes("public_key"), challenge: try r.bytes("challenge"), signedData: try r.bytes("signed_data"),
                     signature: try r.bytes("signature"), action: try r.string("action"), actionHash: try r.bytes("action_hash"),
                     keyBinding: try r.string("key_binding"), clientDataJSON: try r.optionalBytes("client_data_json"),
@@ -215,9 +266,9 @@ public final class DeviceKeyRepository: Sendable {
 
     static func deviceKey(_ r: Row) throws -> DeviceKeyRecord {
         DeviceKeyRecord(id: try r.string("id"), userId: try r.string("user_id"), deviceId: try r.string("device_id"),
-                        platform: try r.string("platform"), name: try r.string("name"), publicKey: try r.bytes("public_key"),
-                        attested: try r.bool("attested"), attestationFormat: try r.string("attestation_format"),
-                        securityLevel: try r.string("security_level"), app: try r.optionalString("app"),
+                        platform: try r.value("platform"), name: try r.string("name"), publicKey: try r.bytes("public_key"),
+                        attested: try r.bool("attested"), attestationFormat: try r.value("attestation_format"),
+                        securityLevel: try r.value("security_level"), app: try r.optionalString("app"),
                         appAttestCounter: try r.optionalInt64("app_attest_counter"), createdAt: try r.date("created_at"),
                         lastUsedAt: try r.optionalDate("last_used_at"), revokedAt: try r.optionalDate("revoked_at"))
     }

@@ -80,11 +80,11 @@ public final class KeyRepository: Sendable {
         }
     }
 
-    /// A per-deployment secret, created once (from `generate`) and shared by all instances: the
+    /// A per-deployment secret, created once (as `candidate`) and shared by all instances: the
     /// first instance to insert wins, every caller gets the stored value.
-    public func secret(named name: String, generate: () -> [UInt8]) throws(StorageError) -> [UInt8] {
+    public func secret(named name: String, candidate: [UInt8]) throws(StorageError) -> [UInt8] {
         try pool.run { c in
-            try c.execute("INSERT INTO server_secrets (name, value) VALUES (\(name), \(generate())) ON CONFLICT (name) DO NOTHING")
+            try c.execute("INSERT INTO server_secrets (name, value) VALUES (\(name), \(candidate)) ON CONFLICT (name) DO NOTHING")
             guard let row = try c.query("SELECT value FROM server_secrets WHERE name = \(name)").first else { return [] }
             return try row.bytes("value")
         }

@@ -11,14 +11,14 @@ public struct OutboxEvent: Sendable, Equatable {
         /// One delivery (channel `webhook`) per live webhook endpoint subscribed to the event's type
         /// at write time. No endpoint subscribed and no other fan-out: the event is not stored at all.
         case webhooks
-        /// One delivery on `channel` to `target`, whatever the subscriptions (mail: `channel` "mail",
-        /// `target` the mail's own id or address key — whatever its consumer needs to find it).
-        case direct(channel: String, target: String)
+        /// One delivery on `channel` to `target`, whatever the subscriptions (mail: `channel` `.mail`,
+        /// `target` the mail's own id — whatever its consumer needs to find it).
+        case direct(channel: OutboxChannel, target: String)
     }
 
     /// Unique, and what receivers see as the event's id (Standard Webhooks' `webhook-id`).
     public let id: String
-    public let type: String
+    public let type: EventType
     /// The account the event is about: deliveries to one target go out in write order per account.
     public let accountId: String
     public let data: JSONValue
@@ -29,7 +29,7 @@ public struct OutboxEvent: Sendable, Equatable {
     /// the app's clock, never the database's (see `OutboxRepository`).
     public let createdAt: Date
 
-    public init(id: String, type: String, accountId: String, data: JSONValue, fanOut: [FanOut] = [.webhooks], maxAgeSeconds: Int,
+    public init(id: String, type: EventType, accountId: String, data: JSONValue, fanOut: [FanOut] = [.webhooks], maxAgeSeconds: Int,
                 createdAt: Date) {
         self.id = id
         self.type = type
@@ -48,11 +48,11 @@ public struct OutboxEvent: Sendable, Equatable {
 /// no other) record its outcome.
 public struct ClaimedDelivery: Sendable {
     public let eventId: String
-    public let type: String
+    public let type: EventType
     public let accountId: String
     public let data: JSONValue
     public let createdAt: Date
-    public let channel: String
+    public let channel: OutboxChannel
     public let target: String
     /// This attempt's number, from 1.
     public let attempt: Int
@@ -66,7 +66,7 @@ public struct ClaimedDelivery: Sendable {
 public struct DeliveryRecord: Sendable, Equatable {
     public enum Status: String, Sendable { case pending, delivered, failed, cancelled }
     public let eventId: String
-    public let type: String
+    public let type: EventType
     public let status: Status
     public let attempts: Int
     public let lastStatusCode: Int?
@@ -78,12 +78,12 @@ public struct DeliveryRecord: Sendable, Equatable {
 
 /// Pending deliveries on one channel, for /metrics.
 public struct OutboxDepth: Sendable, Equatable {
-    public let channel: String
+    public let channel: OutboxChannel
     public let pending: Int
     /// Seconds since the oldest pending delivery's event was written (0 when none).
     public let oldestPendingSeconds: Double
 
-    public init(channel: String, pending: Int, oldestPendingSeconds: Double) {
+    public init(channel: OutboxChannel, pending: Int, oldestPendingSeconds: Double) {
         self.channel = channel
         self.pending = pending
         self.oldestPendingSeconds = oldestPendingSeconds
@@ -106,7 +106,7 @@ public final class OutboxRepository: Sendable {
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    public static let webhookChannel = "webhook"
+    public static let webhookChannel = OutboxChannel.webhook
 
     // MARK: Writing (called by the other repositories)
 
@@ -114,30 +114,53 @@ public final class OutboxRepository: Sendable {
     /// `events` is empty. With `onlyIf` (a CTE of the same statement), only when that CTE returned a
     /// row — the change they report happened.
     static func ctes(_ events: [OutboxEvent], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
-        guard !events.isEmpty else { return [] }
-        let rows = SQL.joined(events.map { e in
-            let direct = e.fanOut.contains { if case .direct = $0 { true } else { false } }
-            return """
-                (\(e.id)::text, \(e.type)::text, \(e.accountId)::text, \(PostgresValue.text(e.data.text))::jsonb, \
-                \(e.createdAt)::timestamptz, \(e.expiresAt)::timestamptz, \(e.fanOut.contains(.webhooks))::bool, \(direct)::bool)
-                """
-        }, separator: ", ")
+        ctes([.events(events)], onlyIf: cte)
+    }
+
+    /// `ctes` for `rows` in order: events the caller built, and templates written once per row of
+    /// another CTE of the statement (`EventTemplate.rows`, which fan out to webhooks only). Every
+    /// row carries its `created_at` and `expires_at` from the app's clock (one clock, rule 2).
+    static func ctes(_ rows: [EventRows], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
+        var events: [OutboxEvent] = []
+        var sources: [SQL] = []
+        var perRow = false
+        for part in rows {
+            switch part {
+            case .events(let list) where list.isEmpty:
+                continue
+            case .events(let list):
+                events += list
+                let values = SQL.joined(list.map { e in
+                    let direct = e.fanOut.contains { if case .direct = $0 { true } else { false } }
+                    return """
+                        (\(e.id)::text, \(e.type.rawValue)::text, \(e.accountId)::text, \(PostgresValue.text(e.data.text))::jsonb, \
+                        \(e.createdAt)::timestamptz, \(e.expiresAt)::timestamptz, \(e.fanOut.contains(.webhooks))::bool, \(direct)::bool)
+                        """
+                }, separator: ", ")
+                sources.append("VALUES \(fragment: values)")
+            case .perRow(let select):
+                perRow = true
+                sources.append(select)
+            }
+        }
+        guard !sources.isEmpty else { return [] }
         let condition: SQL = cte.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
         var out: [(name: String, sql: SQL)] = [("outbox_ev", """
             INSERT INTO outbox_events (id, type, account_id, data, created_at, expires_at)
             SELECT v.id, v.type, v.account_id, v.data, v.created_at, v.expires_at
-            FROM (VALUES \(fragment: rows)) AS v (id, type, account_id, data, created_at, expires_at, webhooks, direct)
+            FROM (\(fragment: SQL.joined(sources, separator: "\nUNION ALL "))) AS v (id, type, account_id, data, created_at, expires_at, webhooks, direct)
             WHERE (v.direct OR (v.webhooks AND EXISTS (
                 SELECT 1 FROM webhook_endpoints w WHERE w.deleted_at IS NULL AND w.events ? v.type)))\(fragment: condition)
             RETURNING id, type, seq, account_id, created_at, expires_at
             """)]
-        let webhookIds = events.filter { $0.fanOut.contains(.webhooks) }.map { JSONValue.string($0.id) }
-        if !webhookIds.isEmpty {
+        // Every event fans out to webhooks but those the caller sent elsewhere only (mail).
+        let elsewhereOnly = events.filter { !$0.fanOut.contains(.webhooks) }.map { JSONValue.string($0.id) }
+        if perRow || elsewhereOnly.count < events.count {
+            let filter: SQL = elsewhereOnly.isEmpty ? "" : "\nWHERE NOT (\(PostgresValue.text(JSONValue.array(elsewhereOnly).text))::jsonb ? ev.id)"
             out.append(("outbox_wh", """
                 INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, next_attempt_at, expires_at)
-                SELECT ev.id, \(webhookChannel)::text, w.id, ev.seq, ev.account_id, ev.created_at, ev.expires_at
-                FROM outbox_ev ev JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.events ? ev.type
-                WHERE \(PostgresValue.text(JSONValue.array(webhookIds).text))::jsonb ? ev.id
+                SELECT ev.id, \(webhookChannel.rawValue)::text, w.id, ev.seq, ev.account_id, ev.created_at, ev.expires_at
+                FROM outbox_ev ev JOIN webhook_endpoints w ON w.deleted_at IS NULL AND w.events ? ev.type\(fragment: filter)
                 -- An endpoint being deleted is either seen deleted (the lock waits for its delete to commit
                 -- and re-checks deleted_at) or its delete waits for these rows, then cancels them: a
                 -- statement that began before the delete can never leave a pending delivery behind it.
@@ -148,7 +171,7 @@ public final class OutboxRepository: Sendable {
         let direct: [SQL] = events.flatMap { e in
             e.fanOut.compactMap { f -> SQL? in
                 guard case .direct(let channel, let target) = f else { return nil }
-                return "(\(e.id)::text, \(channel)::text, \(target)::text)"
+                return "(\(e.id)::text, \(channel.rawValue)::text, \(target)::text)"
             }
         }
         if !direct.isEmpty {
@@ -204,8 +227,8 @@ public final class OutboxRepository: Sendable {
                 RETURNING d.event_id, e.type, e.account_id, e.data::text AS data, e.created_at, d.channel, d.target, d.attempts,
                           d.leased_until, d.expires_at, d.seq
                 """).sorted { (try? $0.int64("seq")) ?? 0 < (try? $1.int64("seq")) ?? 0 }.map { r in
-                ClaimedDelivery(eventId: try r.string("event_id"), type: try r.string("type"), accountId: try r.string("account_id"),
-                                data: try r.jsonValue("data"), createdAt: try r.date("created_at"), channel: try r.string("channel"),
+                ClaimedDelivery(eventId: try r.string("event_id"), type: try r.value("type"), accountId: try r.string("account_id"),
+                                data: try r.jsonValue("data"), createdAt: try r.date("created_at"), channel: try r.value("channel"),
                                 target: try r.string("target"), attempt: try r.int("attempts"), leaseId: leaseId,
                                 leasedUntil: try r.date("leased_until"), expiresAt: try r.date("expires_at"))
             }
@@ -220,7 +243,7 @@ public final class OutboxRepository: Sendable {
             try c.execute("""
                 UPDATE outbox_deliveries SET status = 'delivered', last_status_code = \(statusCode), last_error = NULL,
                     finished_at = \(now), lease_id = NULL, leased_until = NULL
-                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel.rawValue) AND target = \(d.target) AND lease_id = \(d.leaseId)
                   AND status = 'pending'
                 """) > 0
         }
@@ -234,7 +257,7 @@ public final class OutboxRepository: Sendable {
             try c.execute("""
                 UPDATE outbox_deliveries SET last_status_code = \(statusCode), last_error = \(error.map { String($0.prefix(500)) }),
                     lease_id = NULL, leased_until = NULL, next_attempt_at = \(next)
-                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel.rawValue) AND target = \(d.target) AND lease_id = \(d.leaseId)
                   AND status = 'pending'
                 """) > 0
         }
@@ -249,7 +272,7 @@ public final class OutboxRepository: Sendable {
             try c.execute("""
                 UPDATE outbox_deliveries SET last_status_code = \(statusCode), last_error = \(error.map { String($0.prefix(500)) }),
                     lease_id = NULL, leased_until = NULL, status = 'failed', finished_at = \(now)
-                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel.rawValue) AND target = \(d.target) AND lease_id = \(d.leaseId)
                   AND status = 'pending'
                 """) > 0
         }
@@ -260,7 +283,7 @@ public final class OutboxRepository: Sendable {
         try pool.run { c in
             try c.execute("""
                 UPDATE outbox_deliveries SET lease_id = NULL, leased_until = NULL, attempts = attempts - 1
-                WHERE event_id = \(d.eventId) AND channel = \(d.channel) AND target = \(d.target) AND lease_id = \(d.leaseId)
+                WHERE event_id = \(d.eventId) AND channel = \(d.channel.rawValue) AND target = \(d.target) AND lease_id = \(d.leaseId)
                   AND status = 'pending'
                 """)
         }
@@ -301,21 +324,21 @@ public final class OutboxRepository: Sendable {
                 FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
                 WHERE d.status = 'pending' GROUP BY d.channel ORDER BY d.channel
                 """).map { r in
-                OutboxDepth(channel: try r.string("channel"), pending: try r.int("pending"), oldestPendingSeconds: try r.double("oldest"))
+                OutboxDepth(channel: try r.value("channel"), pending: try r.int("pending"), oldestPendingSeconds: try r.double("oldest"))
             }
         }
     }
 
     /// The deliveries to one target, newest first.
-    public func deliveries(channel: String, target: String, limit: Int) throws(StorageError) -> [DeliveryRecord] {
+    public func deliveries(channel: OutboxChannel, target: String, limit: Int) throws(StorageError) -> [DeliveryRecord] {
         try pool.run { c in
             try c.query("""
                 SELECT d.event_id, e.type, d.status, d.attempts, d.last_status_code, d.last_error, d.next_attempt_at, e.created_at
                 FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
-                WHERE d.channel = \(channel) AND d.target = \(target) ORDER BY d.seq DESC LIMIT \(limit)
+                WHERE d.channel = \(channel.rawValue) AND d.target = \(target) ORDER BY d.seq DESC LIMIT \(limit)
                 """).map { r in
-                let status = DeliveryRecord.Status(rawValue: try r.string("status")) ?? .pending
-                return DeliveryRecord(eventId: try r.string("event_id"), type: try r.string("type"), status: status,
+                let status: DeliveryRecord.Status = try r.value("status")
+                return DeliveryRecord(eventId: try r.string("event_id"), type: try r.value("type"), status: status,
                                       attempts: try r.int("attempts"), lastStatusCode: try r.optionalInt("last_status_code"),
                                       lastError: try r.optionalString("last_error"),
                                       nextAttemptAt: status == .pending ? try r.date("next_attempt_at") : nil,
@@ -325,10 +348,10 @@ public final class OutboxRepository: Sendable {
     }
 
     /// Cancels the pending deliveries to one target (an endpoint being deleted), on `connection`.
-    static func cancelPending(channel: String, target: String, on connection: PostgresConnection) throws {
+    static func cancelPending(channel: OutboxChannel, target: String, on connection: PostgresConnection) throws {
         try connection.execute("""
             UPDATE outbox_deliveries SET status = 'cancelled', finished_at = now(), lease_id = NULL, leased_until = NULL
-            WHERE channel = \(channel) AND target = \(target) AND status = 'pending'
+            WHERE channel = \(channel.rawValue) AND target = \(target) AND status = 'pending'
             """)
     }
 }

@@ -68,14 +68,13 @@ public struct DeviceKeyRecord: Sendable {
     public let id: String
     public let userId: String
     public let deviceId: String
-    public let platform: String
+    public let platform: DevicePlatform
     public let name: String
     public let publicKey: [UInt8]
     public let attested: Bool
-    /// What the attestation proved (issue 10): `none` / `android-key` / `apple-appattest`.
-    public let attestationFormat: String
-    /// `strongbox` / `tee` / `secure-enclave` / `software` / `unknown`.
-    public let securityLevel: String
+    /// What the attestation proved (issue 10).
+    public let attestationFormat: DeviceKeyAttestationFormat
+    public let securityLevel: DeviceKeySecurityLevel
     /// The declared app the attestation names.
     public let app: String?
     /// App Attest keys: the last assertion counter seen (nil: not an App Attest key).
@@ -85,10 +84,18 @@ public struct DeviceKeyRecord: Sendable {
     public let revokedAt: Date?
 }
 
+/// How a step-up was approved (column `step_up_receipts.method`).
+public enum StepUpMethod: String, Sendable, CaseIterable {
+    /// A device key's signature; the receipt's `keyId` is the key's id.
+    case deviceKey = "device-key"
+    /// A passkey assertion; the receipt's `keyId` is the credential id, base64url.
+    case passkey
+}
+
 public struct StepUpReceiptRecord: Sendable {
     public let id: String
     public let userId: String
-    public let method: String
+    public let method: StepUpMethod
     public let keyId: String
     public let publicKey: [UInt8]
     public let challenge: [UInt8]
@@ -104,7 +111,7 @@ public struct StepUpReceiptRecord: Sendable {
     public let createdAt: Date
     public let consumedAt: Date?
 
-    public init(id: String, userId: String, method: String, keyId: String, publicKey: [UInt8], challenge: [UInt8],
+    public init(id: String, userId: String, method: StepUpMethod, keyId: String, publicKey: [UInt8], challenge: [UInt8],
                 signedData: [UInt8], signature: [UInt8], action: String, actionHash: [UInt8], keyBinding: String,
                 clientDataJSON: [UInt8]? = nil, authenticatorData: [UInt8]? = nil, tokenJTI: String, tokenExpiresAt: Date, createdAt: Date, consumedAt: Date? = nil) {
         self.id = id; self.userId = userId; self.method = method; self.keyId = keyId; self.publicKey = publicKey

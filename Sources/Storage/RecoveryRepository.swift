@@ -2,24 +2,6 @@ import Foundation
 import JSON
 import PostgreSQL
 
-/// A mail to send, written with the change that makes it (migration 9): the message row and its
-/// outbox event (channel `mail`, target = `id`) go in the same transaction.
-public struct MailToSend: Sendable {
-    public let id: String
-    public let recipient: String
-    /// The whole RFC 5322 message.
-    public let message: [UInt8]
-    /// The outbox event that carries it (no address, no code in its data).
-    public let event: OutboxEvent
-
-    public init(id: String, recipient: String, message: [UInt8], event: OutboxEvent) {
-        self.id = id
-        self.recipient = recipient
-        self.message = message
-        self.event = event
-    }
-}
-
 /// A one-time-code challenge to store.
 public struct NewCodeChallenge: Sendable {
     public enum Purpose: String, Sendable { case emailVerify = "email-verify", emailSignIn = "email-sign-in", recovery }
@@ -52,12 +34,20 @@ public struct CodeAttempt: Sendable {
     public let codeHash: [UInt8]
 }
 
+/// How a recovery was started (column `recoveries.method`).
+public enum RecoveryMethod: String, Sendable, CaseIterable {
+    /// A code mailed to the account's verified address.
+    case email
+    /// One of the account's recovery codes.
+    case recoveryCode = "recovery-code"
+}
+
 /// A stored recovery.
 public struct RecoveryRecord: Sendable, Equatable {
-    public enum Status: String, Sendable { case pending, completed, cancelled }
+    public enum Status: String, Sendable, CaseIterable { case pending, completed, cancelled }
     public let id: String
     public let userId: String
-    public let method: String
+    public let method: RecoveryMethod
     public let notBefore: Date
     public let expiresAt: Date
     public let status: Status
@@ -67,12 +57,12 @@ public struct RecoveryRecord: Sendable, Equatable {
 public struct NewRecovery: Sendable {
     public let id: String
     public let userId: String
-    public let method: String
+    public let method: RecoveryMethod
     public let tokenHash: [UInt8]
     public let delaySeconds: Int
     public let ttlSeconds: Int
 
-    public init(id: String, userId: String, method: String, tokenHash: [UInt8], delaySeconds: Int, ttlSeconds: Int) {
+    public init(id: String, userId: String, method: RecoveryMethod, tokenHash: [UInt8], delaySeconds: Int, ttlSeconds: Int) {
         self.id = id
         self.userId = userId
         self.method = method
@@ -82,45 +72,21 @@ public struct NewRecovery: Sendable {
     }
 }
 
-/// What completing a recovery revokes, inside the registration's transaction
-/// (`AccountRepository.register(…, completing:)`).
-public struct RecoveryCompletion: Sendable {
-    public let recoveryId: String
-    /// `LATCHKEY_RECOVERY_REVOKES=all`: the account's passkeys from before too.
-    public let revokePasskeys: Bool
-    public let audit: AuditRecord
-    /// Events for what was revoked: (session ids, device keys, passkey ids).
-    public let events: @Sendable (_ sessions: [String], _ deviceKeys: [DeviceKeyRecord], _ passkeys: [[UInt8]]) -> [OutboxEvent]
-    /// Audit lines and events for the account's other pending recoveries, cancelled by this one: (id, method) each.
-    public let cancelled: @Sendable (_ recoveries: [(id: String, method: String)]) -> (audit: [AuditRecord], events: [OutboxEvent])
-
-    public init(recoveryId: String, revokePasskeys: Bool, audit: AuditRecord,
-                events: @escaping @Sendable ([String], [DeviceKeyRecord], [[UInt8]]) -> [OutboxEvent],
-                cancelled: @escaping @Sendable ([(id: String, method: String)]) -> (audit: [AuditRecord], events: [OutboxEvent])
-                    = { _ in ([], []) }) {
-        self.recoveryId = recoveryId
-        self.revokePasskeys = revokePasskeys
-        self.audit = audit
-        self.events = events
-        self.cancelled = cancelled
-    }
+/// What `setVerifiedEmail` found.
+public enum VerifiedEmailOutcome: Sendable, Equatable {
+    case stored
+    /// The account's address was not `previous` (nil: none) — another verification landed first:
+    /// nothing was written; `current` is the address now.
+    case previousChanged(current: String?)
 }
 
-/// What a completed recovery revoked (the caller refuses those sessions in memory at once).
-public struct RecoveryRevocations: Sendable, Equatable {
-    public let sessions: [String]
-    public let deviceKeys: [String]
-    public let passkeys: [[UInt8]]
-}
-
-/// Verified addresses, one-time codes, per-account limits, recovery codes, recoveries and mail
+/// Verified addresses, one-time codes, per-account limits, recovery codes and recoveries
 /// (migration 9). Storage decides no policy: limits, lifetimes and hashes come from the caller.
+/// The mail these changes send goes into their statements (`MailRepository.ctes`).
 public final class RecoveryRepository: Sendable {
     let pool: PostgresPool
 
     init(pool: PostgresPool) { self.pool = pool }
-
-    public static let mailChannel = "mail"
 
     // MARK: Limits
 
@@ -159,53 +125,61 @@ public final class RecoveryRepository: Sendable {
     }
 
     /// Stores `email` as the account's verified address (replacing any), with the audit line and
-    /// events; `.conflict` when another account has verified it. `replacing(previous)`: the mail
-    /// that tells the address being replaced (another one than `email`), written in the same
-    /// transaction, which also uses up the sign-in and recovery codes mailed to that address.
-    public func setVerifiedEmail(userId: String, email: String, audit: AuditRecord, events: [OutboxEvent],
-                                 replacing: (_ previous: String) -> [MailToSend] = { _ in [] }) throws(StorageError) {
-        try pool.runTransaction { t in
-            let taken = try t.query("SELECT 1 AS one FROM account_emails WHERE email = \(email) AND user_id <> \(userId)")
-            guard taken.isEmpty else { throw StorageError.conflict(.other("account_emails_email")) }
-            if let previous = try t.query("SELECT email FROM account_emails WHERE user_id = \(userId) FOR UPDATE").first,
-               case let old = try previous.string("email"), old != email {
-                try RecoveryRepository.write(replacing(old), on: t)
-                // Codes already mailed to the old address (sign-in, recovery) stop working with it.
-                try t.execute("""
-                    UPDATE otp_challenges SET used_at = now()
-                    WHERE user_id = \(userId) AND purpose IN ('email-sign-in', 'recovery') AND used_at IS NULL
-                    """)
-            }
-            try t.execute("""
-                INSERT INTO account_emails (user_id, email, verified_at) VALUES (\(userId), \(email), now())
+    /// events, in one statement — only while the account's address is still `previous` (nil: none),
+    /// the one the caller composed `notice` for (the mail telling a replaced address; written with
+    /// the change), else `.previousChanged` and nothing written. Replacing an address also uses up
+    /// the sign-in and recovery codes mailed to it. `.conflict` when another account has verified `email`.
+    public func setVerifiedEmail(userId: String, email: String, previous: String?, notice: [MailToSend], audit: AuditRecord,
+                                 events: [OutboxEvent]) throws(StorageError) -> VerifiedEmailOutcome {
+        let statement = SQL.with([
+            // Locks the account's address: a verification landing meanwhile is seen here, and a later one waits.
+            ("cur", "SELECT email FROM account_emails WHERE user_id = \(userId) FOR UPDATE"),
+            ("ok", "SELECT 1 AS one WHERE (SELECT email FROM cur) IS NOT DISTINCT FROM \(previous)::text"),
+            // Codes already mailed to the old address (sign-in, recovery) stop working with it.
+            ("codes", """
+                UPDATE otp_challenges SET used_at = now()
+                WHERE user_id = \(userId) AND purpose IN ('email-sign-in', 'recovery') AND used_at IS NULL
+                  AND EXISTS (SELECT 1 FROM cur WHERE email <> \(email)) AND EXISTS (SELECT 1 FROM ok)
+                RETURNING id
+                """),
+            // Another account's verified address fails here (unique index account_emails_email): `.conflict`.
+            ("addr", """
+                INSERT INTO account_emails (user_id, email, verified_at) SELECT \(userId), \(email), now() WHERE EXISTS (SELECT 1 FROM ok)
                 ON CONFLICT (user_id) DO UPDATE SET email = EXCLUDED.email, verified_at = now()
-                """)
-            try AuditRepository.write([audit], on: t)
-            try OutboxRepository.write(events, on: t)
+                RETURNING user_id
+                """),
+        ]
+            + AuditRepository.cte([audit], onlyIf: "addr")
+            + OutboxRepository.ctes(notice.map(\.event) + events, onlyIf: "addr")
+            + MailRepository.ctes(notice, onlyIf: "addr"),
+            "SELECT EXISTS (SELECT 1 FROM addr) AS stored, (SELECT email FROM cur) AS current")
+        return try pool.run { c in
+            let row = try c.query(statement)[0]
+            return try row.bool("stored") ? .stored : .previousChanged(current: try row.optionalString("current"))
         }
     }
 
     // MARK: One-time codes
 
-    /// Stores a challenge and, in the same transaction, the mail that carries its code (when there
+    /// Stores a challenge and, in the same statement, the mail that carries its code (when there
     /// is one), with audit lines and events.
     /// With `redeeming` (the step-up an address change needs, SPEC "Assurance"), only together with its redemption.
     public func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord] = [],
                        events: [OutboxEvent] = [], redeeming: StepUpRedemption? = nil) throws(StorageError) -> Date {
-        try pool.runTransaction { t in
+        let statement = SQL.with([("ch", """
+            INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
+            VALUES (\(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
+                    \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds)))
+            RETURNING expires_at
+            """)]
+            + MailRepository.ctes(mail) + AuditRepository.cte(audit) + OutboxRepository.ctes(mail.map(\.event) + events),
+            "SELECT expires_at FROM ch")
+        return try pool.runTransaction { t in
             try StepUpRedemption.redeem(redeeming, on: t)
-            let r = try t.query("""
-                INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
-                VALUES (\(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
-                        \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds)))
-                RETURNING expires_at
-                """)
-            try RecoveryRepository.write(mail, on: t)
-            try AuditRepository.write(audit, on: t)
-            try OutboxRepository.write(events, on: t)
+            let expires = try t.query(statement)[0].date("expires_at")
             // Expired challenges go now and then (cheap: indexed).
             try t.execute("DELETE FROM otp_challenges WHERE expires_at < now() - interval '1 day'")
-            return try r[0].date("expires_at")
+            return expires
         }
     }
 
@@ -261,28 +235,23 @@ public final class RecoveryRepository: Sendable {
 
     // MARK: Recoveries
 
-    /// Starts a recovery, with its mail ("recovery started"), audit line and events.
+    /// Starts a recovery, with its mail ("recovery started"), audit line and events, in one statement.
     /// `cancelTokenHash`: the mailed cancel link's token (SPEC "Assurance"), valid as long as the recovery.
     public func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
                       cancelTokenHash: [UInt8]? = nil) throws(StorageError) -> RecoveryRecord {
-        try pool.runTransaction { t in
-            let row = try t.query("""
-                INSERT INTO recoveries (id, user_id, method, token_hash, not_before, expires_at)
-                VALUES (\(r.id), \(r.userId), \(r.method), \(r.tokenHash), now() + make_interval(secs => \(r.delaySeconds)),
-                        now() + make_interval(secs => \(r.delaySeconds + r.ttlSeconds)))
-                RETURNING \(unsafeRaw: RecoveryRepository.columns)
-                """)[0]
-            if let cancelTokenHash {
-                try t.execute("""
-                    INSERT INTO cancel_tokens (hash, user_id, recovery_id, expires_at)
-                    SELECT \(cancelTokenHash), user_id, id, expires_at FROM recoveries WHERE id = \(r.id)
-                    """)
-            }
-            try RecoveryRepository.write(mail, on: t)
-            try AuditRepository.write([audit], on: t)
-            try OutboxRepository.write(events, on: t)
-            return try RecoveryRepository.recovery(row)
-        }
+        let statement = SQL.with([("rec", """
+            INSERT INTO recoveries (id, user_id, method, token_hash, not_before, expires_at)
+            VALUES (\(r.id), \(r.userId), \(r.method.rawValue), \(r.tokenHash), now() + make_interval(secs => \(r.delaySeconds)),
+                    now() + make_interval(secs => \(r.delaySeconds + r.ttlSeconds)))
+            RETURNING \(unsafeRaw: RecoveryRepository.columns)
+            """)]
+            + (cancelTokenHash.map { hash in [("cancel_token", """
+                INSERT INTO cancel_tokens (hash, user_id, recovery_id, expires_at)
+                SELECT \(hash), user_id, id, expires_at FROM rec RETURNING hash
+                """)] } ?? [])
+            + MailRepository.ctes(mail) + AuditRepository.cte([audit]) + OutboxRepository.ctes(mail.map(\.event) + events),
+            "SELECT \(unsafeRaw: RecoveryRepository.columns) FROM rec")
+        return try pool.run { c in try RecoveryRepository.recovery(try c.query(statement)[0]) }
     }
 
     /// The recovery a token belongs to, whatever its state, with the database's clock.
@@ -293,19 +262,15 @@ public final class RecoveryRepository: Sendable {
         }
     }
 
-    /// Cancels a pending recovery of `userId`; nil when it has none with that id (any state: the
-    /// caller tells 404 from a finished one by `recovery(id:)`).
+    /// Cancels a pending recovery of `userId`, with `audit` and `events`, in one statement; false when
+    /// it has none with that id (any state: the caller tells 404 from a finished one by `recovery(id:)`).
     public func cancel(id: String, userId: String, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            let rows = try t.query("""
-                UPDATE recoveries SET status = 'cancelled', finished_at = now()
-                WHERE id = \(id) AND user_id = \(userId) AND status = 'pending' RETURNING id
-                """)
-            guard !rows.isEmpty else { return false }
-            try AuditRepository.write([audit], on: t)
-            try OutboxRepository.write(events, on: t)
-            return true
-        }
+        let statement = SQL.with([("rec", """
+            UPDATE recoveries SET status = 'cancelled', finished_at = now()
+            WHERE id = \(id) AND user_id = \(userId) AND status = 'pending' RETURNING id
+            """)] + AuditRepository.cte([audit], onlyIf: "rec") + OutboxRepository.ctes(events, onlyIf: "rec"),
+            "SELECT id FROM rec")
+        return try pool.run { c in !(try c.query(statement)).isEmpty }
     }
 
     public func recovery(id: String) throws(StorageError) -> RecoveryRecord? {
@@ -324,158 +289,15 @@ public final class RecoveryRepository: Sendable {
         }
     }
 
-    /// Completes a recovery inside the registration's transaction: only a pending one whose delay
-    /// has passed and whose time has not run out (else `.notFound`, and the transaction rolls back);
-    /// then every session of the account, every device key and (`revokePasskeys`) every passkey but
-    /// `keeping` are revoked, with the audit line and events.
-    static func complete(_ completion: RecoveryCompletion, userId: String, keeping credentialId: [UInt8],
-                         on t: PostgresConnection) throws -> RecoveryRevocations {
-        let done = try t.query("""
-            UPDATE recoveries SET status = 'completed', finished_at = now()
-            WHERE id = \(completion.recoveryId) AND user_id = \(userId) AND status = 'pending' AND not_before <= now() AND expires_at > now()
-            RETURNING id
-            """)
-        guard !done.isEmpty else { throw StorageError.notFound }
-        // The account's other pending recoveries end here too: each is a bearer credential that could
-        // register a passkey later and undo this recovery (revoking the sessions it just began).
-        let others = try t.query("""
-            UPDATE recoveries SET status = 'cancelled', finished_at = now()
-            WHERE user_id = \(userId) AND status = 'pending' AND id <> \(completion.recoveryId)
-            RETURNING id, method
-            """).map { (id: try $0.string("id"), method: try $0.string("method")) }
-        let sessions = try t.query("""
-            UPDATE refresh_families SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id
-            """).map { try $0.string("id") }
-        let keys = try t.query("""
-            UPDATE device_keys SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL
-            RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
-            """).map(DeviceKeyRepository.deviceKey)
-        var passkeys: [[UInt8]] = []
-        if completion.revokePasskeys {
-            passkeys = try t.query("""
-                UPDATE credentials SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL AND id <> \(credentialId)
-                RETURNING id
-                """).map { try $0.bytes("id") }
-        }
-        let ended = completion.cancelled(others)
-        try AuditRepository.write([completion.audit] + ended.audit, on: t)
-        try OutboxRepository.write(completion.events(sessions, keys, passkeys) + ended.events, on: t)
-        return RecoveryRevocations(sessions: sessions, deviceKeys: keys.map(\.id), passkeys: passkeys)
-    }
-
     static let columns = "id, user_id, method, not_before, expires_at, status"
 
     static func recovery(_ r: Row) throws -> RecoveryRecord {
-        RecoveryRecord(id: try r.string("id"), userId: try r.string("user_id"), method: try r.string("method"),
-                       notBefore: try r.date("not_before"), expiresAt: try r.date("expires_at"),
-                       status: RecoveryRecord.Status(rawValue: try r.string("status")) ?? .cancelled)
+        RecoveryRecord(id: try r.string("id"), userId: try r.string("user_id"), method: try r.value("method"),
+                       notBefore: try r.date("not_before"), expiresAt: try r.date("expires_at"), status: try r.value("status"))
     }
 
     /// An audit line on its own (a refused code: nothing else changes).
     public func appendAudit(_ record: AuditRecord) throws(StorageError) {
         try pool.run { c in try AuditRepository.write([record], on: c) }
-    }
-
-    // MARK: Mail
-
-    /// Writes mail rows and their outbox events on `t` (the caller's transaction).
-    static func write(_ mail: [MailToSend], on t: PostgresConnection) throws {
-        for m in mail {
-            try t.execute("INSERT INTO mail_messages (id, recipient, message) VALUES (\(m.id), \(m.recipient), \(m.message))")
-        }
-        try OutboxRepository.write(mail.map(\.event), on: t)
-    }
-
-    /// A queued mail (nil once sent, or unknown).
-    public func mail(id: String) throws(StorageError) -> (recipient: String, message: [UInt8])? {
-        try pool.run { c in
-            try c.query("SELECT recipient, message FROM mail_messages WHERE id = \(id) AND sent_at IS NULL AND message IS NOT NULL")
-                .first.map { (try $0.string("recipient"), try $0.bytes("message")) }
-        }
-    }
-
-    /// A mail went out: its text (which may hold a code) is cleared.
-    public func sent(id: String) throws(StorageError) {
-        try pool.run { c in try c.execute("UPDATE mail_messages SET sent_at = now(), message = NULL WHERE id = \(id)") }
-    }
-}
-
-// MARK: Cancel links (SPEC "Assurance": the owner can undo it without a session)
-
-/// A cancel link for a held passkey, written with its registration.
-public struct NewCancelToken: Sendable {
-    public let hash: [UInt8]
-    public let userId: String
-    public let credentialId: [UInt8]
-    public let expiresAt: Date
-
-    public init(hash: [UInt8], userId: String, credentialId: [UInt8], expiresAt: Date) {
-        self.hash = hash
-        self.userId = userId
-        self.credentialId = credentialId
-        self.expiresAt = expiresAt
-    }
-}
-
-/// What a used cancel link undid.
-public enum CancelTarget: Sendable {
-    case recovery(userId: String, recoveryId: String, method: String)
-    /// The held passkey, revoked, and the sessions it began, ended.
-    case passkey(userId: String, credential: CredentialRecord, endedSessions: [String])
-}
-
-extension RecoveryRepository {
-    static func insert(_ token: NewCancelToken, on t: PostgresConnection) throws {
-        try t.execute("""
-            INSERT INTO cancel_tokens (hash, user_id, credential_id, expires_at)
-            VALUES (\(token.hash), \(token.userId), \(token.credentialId), \(token.expiresAt))
-            """)
-    }
-
-    /// Uses a cancel link's token and undoes what it names, in one transaction: a recovery still
-    /// pending is cancelled; a passkey still held is revoked with every session it began. nil (and
-    /// nothing written) when the token is unknown, used or expired, or what it names is already over
-    /// (the recovery finished, the hold ended, the passkey gone). `record` gives the audit lines and
-    /// events for what was undone.
-    public func useCancelToken(hash: [UInt8],
-                               record: (CancelTarget) -> (audit: [AuditRecord], events: [OutboxEvent])) throws(StorageError) -> CancelTarget? {
-        do {
-            return try pool.runTransaction { t -> CancelTarget? in
-                guard let token = try t.query("""
-                    UPDATE cancel_tokens SET used_at = now()
-                    WHERE hash = \(hash) AND used_at IS NULL AND expires_at > now()
-                    RETURNING user_id, recovery_id, credential_id
-                    """).first else { return nil }
-                let userId = try token.string("user_id")
-                let target: CancelTarget
-                if let recoveryId = try token.optionalString("recovery_id") {
-                    guard let row = try t.query("""
-                        UPDATE recoveries SET status = 'cancelled', finished_at = now()
-                        WHERE id = \(recoveryId) AND user_id = \(userId) AND status = 'pending' AND expires_at > now()
-                        RETURNING method
-                        """).first else { throw StorageError.notFound }
-                    target = .recovery(userId: userId, recoveryId: recoveryId, method: try row.string("method"))
-                } else if let credentialId = try token.optionalBytes("credential_id") {
-                    guard let revoked = try t.query("""
-                        UPDATE credentials SET revoked_at = now()
-                        WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL AND approves_from > now()
-                        RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
-                        """).first.map(AccountRepository.credential) else { throw StorageError.notFound }
-                    let ended = try t.query("""
-                        UPDATE refresh_families SET revoked_at = now()
-                        WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL RETURNING id
-                        """).map { try $0.string("id") }
-                    target = .passkey(userId: userId, credential: revoked, endedSessions: ended)
-                } else {
-                    throw StorageError.notFound
-                }
-                let (audit, events) = record(target)
-                try AuditRepository.write(audit, on: t)
-                try OutboxRepository.write(events, on: t)
-                return target
-            }
-        } catch .notFound {
-            return nil
-        }
     }
 }

@@ -36,6 +36,19 @@ struct ColumnDecodeError: Error, CustomStringConvertible {
 }
 
 extension Row {
+    /// A text column holding one of `Value`'s raw values (the schema's CHECK keeps it so): decoded at
+    /// the storage edge like `CeremonyKind`, anything else is an error naming the column.
+    func value<Value: RawRepresentable>(_ column: String, as _: Value.Type = Value.self) throws -> Value where Value.RawValue == String {
+        let raw = try string(column)
+        guard let value = Value(rawValue: raw) else { throw ColumnDecodeError(column: column, reason: "unknown value \(raw)") }
+        return value
+    }
+
+    /// `value`, or nil for NULL.
+    func optionalValue<Value: RawRepresentable>(_ column: String, as _: Value.Type = Value.self) throws -> Value? where Value.RawValue == String {
+        try isNull(column) ? nil : try value(column, as: Value.self)
+    }
+
     /// A json/jsonb column selected as `::text`.
     func jsonValue(_ column: String) throws -> JSONValue {
         do { return try JSONParser.parse(try string(column)) } catch let error as JSONError {

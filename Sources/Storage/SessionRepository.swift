@@ -73,25 +73,14 @@ public final class SessionRepository: Sendable {
         try pool.run { c in try SessionRepository.start(session, recording: use, audit: audit, events: events, on: c) }
     }
 
-    /// `start` on `connection` (also inside `AccountRepository.register`'s transaction).
+    /// `start` on `connection`.
     @discardableResult
     static func start(_ session: NewSession, recording use: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent] = [],
                       on connection: PostgresConnection) throws -> RecordedUse? {
         // The family's row source: the recorded credential when there is one, so a use and its
         // session are written together or not at all.
-        let source: SQL = use == nil ? "" : " FROM cred"
-        let ctes: [(name: String, sql: SQL)] =
-            (use.map { [("cred", AccountRepository.recording($0))] } ?? [])
-            + [("fam", """
-                   INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at)
-                   SELECT \(session.familyId), \(session.userId), \(session.method.rawValue), \(session.credentialId),
-                          \(session.authTime), now()\(fragment: source)
-                   RETURNING id
-                   """),
-               ("tok", """
-                   INSERT INTO refresh_tokens (hash, family_id, expires_at)
-                   SELECT \(session.refreshHash), fam.id, now() + make_interval(secs => \(session.ttlSeconds)) FROM fam RETURNING hash
-                   """)]
+        let ctes = (use.map { [("cred", AccountRepository.recording($0))] } ?? [])
+            + SessionRepository.ctes(session, from: use == nil ? nil : "cred")
             + AuditRepository.cte(audit, onlyIf: "tok")
             + OutboxRepository.ctes(events, onlyIf: "tok")
         guard let use else {
@@ -101,14 +90,36 @@ public final class SessionRepository: Sendable {
         return try AccountRepository.recorded(try connection.query(SQL.with(ctes, AccountRepository.recordedOrWhy(use)))[0])
     }
 
+    /// The one refresh-family insert, as CTEs `fam` (the family) and `tok` (its first token) for
+    /// `SQL.with` — a shared fragment, like `AuditRepository.cte`. With `source` (a CTE of the same
+    /// statement), only when that CTE returned a row.
+    static func ctes(_ session: NewSession, from source: String?) -> [(name: String, sql: SQL)] {
+        let from: SQL = source.map { " FROM \(unsafeRaw: $0)" } ?? ""
+        return [("fam", """
+                    INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at)
+                    SELECT \(session.familyId), \(session.userId), \(session.method.rawValue), \(session.credentialId),
+                           \(session.authTime), now()\(fragment: from)
+                    RETURNING id
+                    """),
+                ("tok", """
+                    INSERT INTO refresh_tokens (hash, family_id, expires_at)
+                    SELECT \(session.refreshHash), fam.id, now() + make_interval(secs => \(session.ttlSeconds)) FROM fam RETURNING hash
+                    """)]
+    }
+
+    /// `template` once per refresh-family row of `from` (`id`, `user_id`): `session.revoked`'s `sessionId`.
+    static func rows(_ template: EventTemplate, from: String) -> EventRows {
+        template.rows(from: "\(unsafeRaw: from)", account: "\(unsafeRaw: from).user_id", key: "\(unsafeRaw: from).id",
+                      members: [("sessionId", "\(unsafeRaw: from).id")])
+    }
+
     /// Rotates a refresh token: the presented one is used up and `newHash` joins its family, which
     /// must be live (a revoked session's tokens are `.invalid`). A token presented a second time
-    /// revokes its whole family (RFC 9700 §4.14.2) and writes `onReuse(userId)` in the same
-    /// transaction. The session's `auth_time` comes back unchanged; `last_used_at` moves.
-    /// `reuseEvents(userId, familyId)` are written with the reuse's revocation.
-    public func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int,
-                       reuseEvents: (String, String) -> [OutboxEvent] = { _, _ in [] },
-                       onReuse: (String) -> AuditRecord) throws(StorageError) -> RefreshOutcome {
+    /// revokes its whole family (RFC 9700 §4.14.2) and, in the same statement, writes `reuseAudit`
+    /// and `reuseEvent` (`sessionId`) about the family's owner. The session's `auth_time` comes back
+    /// unchanged; `last_used_at` moves.
+    public func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int, reuseAudit: AuditTemplate,
+                       reuseEvent: EventTemplate? = nil) throws(StorageError) -> RefreshOutcome {
         try pool.runTransaction { t in
             let used = try t.query("""
                 UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
@@ -128,18 +139,17 @@ public final class SessionRepository: Sendable {
                     VALUES (\(newHash), \(family), now() + make_interval(secs => \(ttlSeconds)))
                     """)
                 return .rotated(userId: try row.string("user_id"), familyId: family, authTime: try session.date("auth_time"),
-                                method: SessionMethod(rawValue: try session.string("method")) ?? .passkey)
+                                method: try session.value("method"))
             }
-            let reused = try t.query("""
+            let reused = try t.query(SQL.with([("reused", """
                 UPDATE refresh_families SET revoked_at = now()
                 WHERE id = (SELECT family_id FROM refresh_tokens WHERE hash = \(hash) AND used_at IS NOT NULL) AND revoked_at IS NULL
                 RETURNING id, user_id
-                """)
-            if let row = reused.first {
-                try AuditRepository.write([onReuse(try row.string("user_id"))], on: t)
-                try OutboxRepository.write(reuseEvents(try row.string("user_id"), try row.string("id")), on: t)
-                return .reused(familyId: try row.string("id"))
-            }
+                """)]
+                + AuditRepository.cte([reuseAudit.rows(from: "reused", subject: "reused.user_id")])
+                + OutboxRepository.ctes(reuseEvent.map { [SessionRepository.rows($0, from: "reused")] } ?? []),
+                "SELECT id FROM reused"))
+            if let row = reused.first { return .reused(familyId: try row.string("id")) }
             return .invalid
         }
     }
@@ -157,7 +167,7 @@ public final class SessionRepository: Sendable {
     }
 
     static func record(_ r: Row) throws -> SessionRecord {
-        SessionRecord(id: try r.string("id"), method: SessionMethod(rawValue: try r.string("method")) ?? .passkey,
+        SessionRecord(id: try r.string("id"), method: try r.value("method"),
                       credentialId: try r.optionalBytes("credential_id"), createdAt: try r.date("created_at"),
                       lastUsedAt: try r.date("last_used_at"), authTime: try r.date("auth_time"))
     }
@@ -175,23 +185,17 @@ public final class SessionRepository: Sendable {
     }
 
     /// Revokes one live session of the user (`familyId`), or all of them (nil); returns the ids
-    /// revoked (empty: none of the user's sessions matched), with `events(ids)` in the same transaction.
+    /// revoked (empty: none of the user's sessions matched), with one `revokedEvent` (`sessionId`)
+    /// per session revoked, in one statement.
     @discardableResult
-    public func revoke(userId: String, familyId: String?, events: ([String]) -> [OutboxEvent] = { _ in [] }) throws(StorageError) -> [String] {
-        try pool.runTransaction { c in
-            let rows: [Row]
-            if let familyId {
-                rows = try c.query("""
-                    UPDATE refresh_families SET revoked_at = now() WHERE id = \(familyId) AND user_id = \(userId) AND revoked_at IS NULL
-                    RETURNING id
-                    """)
-            } else {
-                rows = try c.query("UPDATE refresh_families SET revoked_at = now() WHERE user_id = \(userId) AND revoked_at IS NULL RETURNING id")
-            }
-            let ids = try rows.map { try $0.string("id") }
-            if !ids.isEmpty { try OutboxRepository.write(events(ids), on: c) }
-            return ids
-        }
+    public func revoke(userId: String, familyId: String?, revokedEvent: EventTemplate? = nil) throws(StorageError) -> [String] {
+        let one: SQL = familyId.map { "id = \($0) AND " } ?? ""
+        let statement = SQL.with([("rev", """
+            UPDATE refresh_families SET revoked_at = now() WHERE \(fragment: one)user_id = \(userId) AND revoked_at IS NULL
+            RETURNING id, user_id
+            """)] + OutboxRepository.ctes(revokedEvent.map { [SessionRepository.rows($0, from: "rev")] } ?? []),
+            "SELECT id FROM rev")
+        return try pool.run { c in try c.query(statement).map { try $0.string("id") } }
     }
 
     /// An admin ends one of a user's live sessions, with `audit` (and the admin's step-up, when

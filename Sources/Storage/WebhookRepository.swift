@@ -6,10 +6,11 @@ import PostgreSQL
 public struct NewWebhookEndpoint: Sendable, Equatable {
     public let id: String
     public let url: String
-    public let events: [String]
+    /// The event types it subscribes to (webhook types only: the caller checks).
+    public let events: [EventType]
     public let sealedSecret: [UInt8]
 
-    public init(id: String, url: String, events: [String], sealedSecret: [UInt8]) {
+    public init(id: String, url: String, events: [EventType], sealedSecret: [UInt8]) {
         self.id = id
         self.url = url
         self.events = events
@@ -21,7 +22,7 @@ public struct NewWebhookEndpoint: Sendable, Equatable {
 public struct WebhookEndpointRecord: Sendable, Equatable {
     public let id: String
     public let url: String
-    public let events: [String]
+    public let events: [EventType]
     /// As stored: the sender opens it, nobody else reads it.
     public let sealedSecret: [UInt8]
     public let createdAt: Date
@@ -39,7 +40,7 @@ public final class WebhookRepository: Sendable {
                        redeeming: StepUpRedemption? = nil) throws(StorageError) -> WebhookEndpointRecord {
         try pool.runTransaction { c in
             try StepUpRedemption.redeem(redeeming, on: c)
-            let events = JSONValue.array(endpoint.events.map { .string($0) }).text
+            let events = JSONValue.array(endpoint.events.map { .string($0.rawValue) }).text
             let statement = SQL.with([
                 ("w", """
                     INSERT INTO webhook_endpoints (id, url, events, secret)
@@ -96,7 +97,11 @@ public final class WebhookRepository: Sendable {
     static let columns = "id, url, events::text AS events, secret, created_at"
 
     static func endpoint(_ r: Row) throws -> WebhookEndpointRecord {
-        WebhookEndpointRecord(id: try r.string("id"), url: try r.string("url"), events: try r.stringArray("events"),
-                              sealedSecret: try r.bytes("secret"), createdAt: try r.date("created_at"))
+        let events = try r.stringArray("events").map { name in
+            guard let type = EventType(rawValue: name) else { throw ColumnDecodeError(column: "events", reason: "unknown event type \(name)") }
+            return type
+        }
+        return WebhookEndpointRecord(id: try r.string("id"), url: try r.string("url"), events: events,
+                                     sealedSecret: try r.bytes("secret"), createdAt: try r.date("created_at"))
     }
 }

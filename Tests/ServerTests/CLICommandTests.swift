@@ -119,11 +119,10 @@ struct AdminsCLITests {
         _ = try server.database.accounts.createTicket(hash: hash, userId: session.userId, purpose: .deviceKey, ttlSeconds: 600,
                                                       audit: AuditRecord(actor: "test", action: "device_key_ticket.issued", subject: session.userId,
                                                                          detail: .object([])))
-        let key = NewDeviceKey(id: "dk_\(uniqueSuffix())", userId: session.userId, deviceId: "phone-1", platform: "android", name: "Pixel",
+        let key = NewDeviceKey(id: "dk_\(uniqueSuffix())", userId: session.userId, deviceId: "phone-1", platform: .android, name: "Pixel",
                                publicKey: PrivateKey.generateEC(.p256).publicKey.spkiDER, attested: false, attestation: nil)
-        _ = try #require(try server.database.deviceKeys.enrol(key, gate: .ticket(hash: hash)) { _ in
-            AuditRecord(actor: session.userId, action: "device_key.enrolled", subject: session.userId, detail: .object([]))
-        })
+        _ = try #require(try server.database.deviceKeys.enrol(key, gate: .ticket(hash: hash),
+                                                              audit: AuditTemplate(actor: session.userId, action: "device_key.enrolled")))
 
         let granted = try admins("grant", name)
         #expect(granted.status == 0, "\(granted)")

@@ -33,11 +33,11 @@ struct OutboxStateMachineTests {
 
         func machine(senders: Int = 4, perTarget: Int = 2, lease: Double = 30, retryBase: Double = 5) -> OutboxStateMachine {
             let policy = OutboxStateMachine.Policy(senders: senders, perTarget: perTarget, leaseSeconds: lease, retryBase: retryBase)
-            return OutboxStateMachine(channel: OutboxRepository.webhookChannel, outbox: database.outbox, policy: policy, runtime: runtime,
+            return OutboxStateMachine(channel: OutboxRepository.webhookChannel.rawValue, outbox: database.outbox, policy: policy, runtime: runtime,
                                       observe: { [self] _, outcome in self.observed.withLock { $0.append(outcome) } })
         }
 
-        func endpoint(_ events: [String] = ["user.created"]) throws -> String {
+        func endpoint(_ events: [EventType] = [.userCreated]) throws -> String {
             let id = "wh_\(uniqueSuffix())"
             _ = try database.webhooks.create(NewWebhookEndpoint(id: id, url: "https://example.com/\(id)", events: events, sealedSecret: [1, 2, 3]),
                                              audit: AuditRecord(actor: "test", action: "webhook.created", subject: id))
@@ -47,7 +47,7 @@ struct OutboxStateMachineTests {
         /// An event written now by the stepped clock; `maxAge` is LATCHKEY_WEBHOOK_MAX_AGE.
         @discardableResult
         func write(account: String = "acct", maxAge: Int = 86400) throws -> OutboxEvent {
-            let event = OutboxEvent(id: "evt_\(uniqueSuffix())", type: "user.created", accountId: account,
+            let event = OutboxEvent(id: "evt_\(uniqueSuffix())", type: .userCreated, accountId: account,
                                     data: .object([("userId", .string(account))]), maxAgeSeconds: maxAge, createdAt: clock.now())
             try database.outbox.append([event])
             return event
@@ -166,9 +166,9 @@ struct OutboxStateMachineTests {
     @Test("claims stop at the free senders and at perTarget per target; a batch's extra deliveries go back uncounted")
     func sendersAndPerTarget() throws {
         let bench = try Bench()
-        let busy = try bench.endpoint(), other = try bench.endpoint(["passkey.created"])
+        let busy = try bench.endpoint(), other = try bench.endpoint([.passkeyCreated])
         let events = try (1...3).map { try bench.write(account: "acct-\($0)") }
-        let elsewhere = OutboxEvent(id: "evt_\(uniqueSuffix())", type: "passkey.created", accountId: "acct-9", data: .object([]),
+        let elsewhere = OutboxEvent(id: "evt_\(uniqueSuffix())", type: .passkeyCreated, accountId: "acct-9", data: .object([]),
                                     maxAgeSeconds: 86400, createdAt: bench.clock.now())
         try bench.database.outbox.append([elsewhere])
         let m = bench.machine(senders: 3, perTarget: 1)
@@ -211,18 +211,18 @@ struct OutboxStateMachineTests {
         let wakeUps = OutboxWakeUps()
         let events = OutboxEvents(runtime: bench.runtime, maxAgeSeconds: 60, wakeUps: wakeUps)
         let policy = OutboxWorker.Policy(senders: 1, perTarget: 1, leaseSeconds: 30, retryBase: 5)
-        let webhooks = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: bench.database.outbox, policy: policy,
+        let webhooks = OutboxWorker(channel: OutboxRepository.webhookChannel.rawValue, outbox: bench.database.outbox, policy: policy,
                                     runtime: bench.runtime, deliver: { _ in .delivered(statusCode: 204) })
-        let mail = OutboxWorker(channel: RecoveryRepository.mailChannel, outbox: bench.database.outbox, policy: policy,
+        let mail = OutboxWorker(channel: MailRepository.channel.rawValue, outbox: bench.database.outbox, policy: policy,
                                 runtime: bench.runtime, deliver: { _ in .delivered(statusCode: nil) })
         wakeUps.register(webhooks)
         wakeUps.register(mail)
-        #expect(wakeUps.worker(channel: OutboxRepository.webhookChannel) === webhooks)
+        #expect(wakeUps.worker(channel: OutboxRepository.webhookChannel.rawValue) === webhooks)
 
         events.written([events.userCreated(userId: "u", username: "n")])
         #expect(webhooks.wakeUps == 1 && mail.wakeUps == 0)
-        let letter = OutboxEvent(id: "evt_m", type: "mail.message", accountId: "u", data: .object([]),
-                                 fanOut: [.direct(channel: RecoveryRepository.mailChannel, target: "mail_1")], maxAgeSeconds: 60,
+        let letter = OutboxEvent(id: "evt_m", type: .mailMessage, accountId: "u", data: .object([]),
+                                 fanOut: [.direct(channel: .mail, target: "mail_1")], maxAgeSeconds: 60,
                                  createdAt: bench.clock.now())
         events.written([letter])
         #expect(webhooks.wakeUps == 1 && mail.wakeUps == 1)

@@ -128,12 +128,21 @@ final class ServeProcess: Sendable {
         let pipe = Pipe()
         process.standardError = pipe
         let buffer = stderr
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil; return }
-            buffer.append(String(decoding: data, as: UTF8.self))
-        }
         try process.run()
+        // A thread of its own doing blocking reads until EOF, not `readabilityHandler`: that one is a
+        // libdispatch read source, and under the whole suite's load (many children exiting while
+        // their pipes close) libdispatch's event loop once crashed on it (bad pointer in
+        // _dispatch_event_loop_drain). A plain read cannot race the close.
+        let handle = pipe.fileHandleForReading
+        let reader = Thread {
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { return }
+                buffer.append(String(decoding: data, as: UTF8.self))
+            }
+        }
+        reader.name = "serve-stderr"
+        reader.start()
     }
 
     var isRunning: Bool { process.isRunning }

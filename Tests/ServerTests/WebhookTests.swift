@@ -15,7 +15,7 @@ import WebAuthnTesting
 @Suite("Webhooks")
 struct WebhookTests {
     static let fixture = Result { try TestServer.sending(name: "webhooks") }
-    static let allTypes = EventType.allCases.map(\.rawValue)
+    static let allTypes = EventType.webhookTypes.map(\.rawValue)
 
     /// The exact `data` members SPEC lists per type.
     static let members: [String: Set<String>] = [
@@ -150,7 +150,7 @@ struct WebhookTests {
             c.databaseURL = scratch.url
             c.outboxPollInterval = 3600
         }
-        let worker = try #require(server.services.events.wakeUps.worker(channel: OutboxRepository.webhookChannel))
+        let worker = try #require(server.services.events.wakeUps.worker(channel: OutboxRepository.webhookChannel.rawValue))
         #expect(waitFor { worker.machine.snapshot.ticks >= 1 }, "the start-up look happened")
         let receiver = try TestReceiver()
         defer { receiver.stop() }

@@ -9,8 +9,8 @@ import Testing
 /// a username that exists; `latchkey admins grant` gives an existing account the role, for exactly
 /// the passkeys and device keys it was shown with. Every grant is audited in the same transaction.
 @Suite struct AdminRepositoryTests {
-    func audit(_ action: String) -> (UserRecord) -> AuditRecord {
-        { user in Fixture.audit(action, subject: user.id, detail: .object([("username", .string(user.username))])) }
+    func audit(_ action: String, _ user: UserRecord) -> AuditRecord {
+        Fixture.audit(action, subject: user.id, detail: .object([("username", .string(user.username))]))
     }
 
     func adminRows(_ s: Scratch, _ userId: String) throws -> Int {
@@ -22,7 +22,7 @@ import Testing
     @Test func addCreatesANewUserWithTheRole() throws {
         let s = try TestDatabase.scratch()
         let candidate = Fixture.user()
-        let created = try #require(try s.database.admins.createAdmin(candidate, by: "cli", audit: audit("admin.added")))
+        let created = try #require(try s.database.admins.createAdmin(candidate, by: "cli", audit: audit("admin.added", candidate)))
         #expect(created == candidate)
         #expect(try s.database.accounts.user(username: candidate.username) == candidate)
         #expect(try s.database.admins.isAdmin(userId: candidate.id))
@@ -35,7 +35,7 @@ import Testing
         let (squatter, _) = try s.registered()  // registered the name first, with a passkey of their own
         var candidate = Fixture.user(username: squatter.username)
         candidate = UserRecord(id: candidate.id, userHandle: candidate.userHandle, username: squatter.username, displayName: "Admin")
-        #expect(try s.database.admins.createAdmin(candidate, by: "cli", audit: audit("admin.added")) == nil)
+        #expect(try s.database.admins.createAdmin(candidate, by: "cli", audit: audit("admin.added", candidate)) == nil)
         #expect(try !s.database.admins.isAdmin(userId: squatter.id))
         #expect(try s.database.admins.admins().isEmpty)
         #expect(try s.database.accounts.user(username: squatter.username) == squatter, "the account is untouched")
@@ -46,8 +46,8 @@ import Testing
     @Test func addRefusesAnExistingAdminToo() throws {
         let s = try TestDatabase.scratch()
         let candidate = Fixture.user()
-        _ = try s.database.admins.createAdmin(candidate, by: "cli", audit: audit("admin.added"))
-        #expect(try s.database.admins.createAdmin(Fixture.user(username: candidate.username), by: "cli", audit: audit("admin.added")) == nil)
+        _ = try s.database.admins.createAdmin(candidate, by: "cli", audit: audit("admin.added", candidate))
+        #expect(try s.database.admins.createAdmin(Fixture.user(username: candidate.username), by: "cli", audit: audit("admin.added", candidate)) == nil)
         #expect(try s.auditActions() == ["admin.added"])
     }
 
@@ -64,7 +64,7 @@ import Testing
         try s.database.accounts.register(newUser: nil, credential: revoked, session: Fixture.session(userId: user.id, credentialId: revoked.id),
                                          audit: Fixture.audit("passkey.registered", subject: user.id))
         _ = try s.database.accounts.revoke(userId: user.id, credentialId: revoked.id, audit: Fixture.audit("passkey.revoked"))
-        let (key, _) = try s.enrol(Fixture.deviceKey(userId: user.id)) { _ in Fixture.audit("device_key.enrolled", subject: user.id) }
+        let (key, _) = try s.enrol(Fixture.deviceKey(userId: user.id))
 
         let shown = try #require(try s.database.admins.grantCandidate(username: user.username))
         #expect(shown.user == user && !shown.isAdmin)
@@ -76,12 +76,12 @@ import Testing
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
         let shown = try #require(try s.database.admins.grantCandidate(username: user.username))
-        #expect(try s.database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted")) == .granted)
+        #expect(try s.database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted", shown.user)) == .granted)
         #expect(try s.database.admins.isAdmin(userId: user.id))
         #expect(try s.database.admins.admins().map(\.user) == [user])
         #expect(try s.database.admins.grantCandidate(username: user.username)?.isAdmin == true)
         // Again: nothing changes, nothing is audited.
-        #expect(try s.database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted")) == .alreadyAdmin)
+        #expect(try s.database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted", shown.user)) == .alreadyAdmin)
         #expect(try adminRows(s, user.id) == 1)
         #expect(try s.auditActions() == ["passkey.registered", "admin.granted"])
     }
@@ -99,17 +99,17 @@ import Testing
             try s.database.accounts.register(newUser: nil, credential: added, session: Fixture.session(userId: user.id, credentialId: added.id),
                                              audit: Fixture.audit("passkey.registered", subject: user.id))
         case "device key added":
-            _ = try s.enrol(Fixture.deviceKey(userId: user.id)) { _ in Fixture.audit("device_key.enrolled", subject: user.id) }
+            _ = try s.enrol(Fixture.deviceKey(userId: user.id))
         default:
             _ = try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked"))
         }
         let before = try s.auditActions()
-        #expect(try s.database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted")) == .changed)
+        #expect(try s.database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted", shown.user)) == .changed)
         #expect(try adminRows(s, user.id) == 0)
         #expect(try s.auditActions() == before)
         // Shown again, it is granted.
         let again = try #require(try s.database.admins.grantCandidate(username: user.username))
-        #expect(try s.database.admins.grant(existing: again, by: "cli", audit: audit("admin.granted")) == .granted)
+        #expect(try s.database.admins.grant(existing: again, by: "cli", audit: audit("admin.granted", again.user)) == .granted)
     }
 
     /// The grant locks the user row first: a passkey being registered while it runs (inserted, not
@@ -130,7 +130,7 @@ import Testing
         let outcome = Mutex<Result<AdminGrantOutcome, StorageError>?>(nil)
         let database = s.database
         let grant = Thread { [audit] in
-            let r = Result { () throws(StorageError) in try database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted")) }
+            let r = Result { () throws(StorageError) in try database.admins.grant(existing: shown, by: "cli", audit: audit("admin.granted", shown.user)) }
             outcome.withLock { $0 = r }
         }
         grant.start()
@@ -146,7 +146,7 @@ import Testing
     @Test func grantForAUserThatIsGoneIsUnknown() throws {
         let s = try TestDatabase.scratch()
         let ghost = try AdminGrantCandidateFixture.ghost()
-        #expect(try s.database.admins.grant(existing: ghost, by: "cli", audit: audit("admin.granted")) == .unknownUser)
+        #expect(try s.database.admins.grant(existing: ghost, by: "cli", audit: audit("admin.granted", ghost.user)) == .unknownUser)
         #expect(try s.database.admins.admins().isEmpty)
     }
 }
@@ -156,7 +156,7 @@ enum AdminGrantCandidateFixture {
     static func ghost() throws -> AdminGrantCandidate {
         let s = try TestDatabase.scratch()
         let user = Fixture.user()
-        _ = try s.database.admins.createAdmin(user, by: "test") { u in Fixture.audit("admin.added", subject: u.id) }
+        _ = try s.database.admins.createAdmin(user, by: "test", audit: Fixture.audit("admin.added", subject: user.id))
         return try #require(try s.database.admins.grantCandidate(username: user.username))
     }
 }

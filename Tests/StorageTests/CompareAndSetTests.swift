@@ -58,7 +58,7 @@ import Testing
     @Test func aPasskeyStepUpReceiptIsComparedAndSetToo() throws {
         let s = try TestDatabase.scratch()
         let (user, credential) = try s.registered(signCount: 5)
-        let refused = Fixture.receipt(userId: user.id, keyId: "cred", method: "passkey")
+        let refused = Fixture.receipt(userId: user.id, keyId: "cred", method: .passkey)
         #expect(throws: StorageError.conflict(.signCountRegression)) {
             try s.database.deviceKeys.insertReceipt(refused, liveDeviceKeyId: nil, credentialUse: use(credential, 5),
                                                     audit: [Fixture.audit("step_up.approved")])
@@ -66,7 +66,7 @@ import Testing
         #expect(try s.database.deviceKeys.receipt(id: refused.id) == nil)
         #expect(try s.auditActions() == ["passkey.registered"])
 
-        let flagged = Fixture.receipt(userId: user.id, keyId: "cred", method: "passkey")
+        let flagged = Fixture.receipt(userId: user.id, keyId: "cred", method: .passkey)
         #expect(try s.database.deviceKeys.insertReceipt(flagged, liveDeviceKeyId: nil, credentialUse: use(credential, 5, .flag), audit: []))
         #expect(try s.database.deviceKeys.receipt(id: flagged.id) != nil)
         #expect(try #require(try s.database.accounts.credentialForLogin(id: credential.id)).0.flagged)

@@ -6,10 +6,8 @@ import Synchronization
 import Testing
 
 @Suite struct ConfigRepositoryTests {
-    static func originAudit(_ origin: String, added: Bool) -> AuditRecord {
-        AuditRecord(actor: "test", action: added ? "origin.added" : "origin.removed", subject: origin, detail: ["source": "app"])
-    }
-    static func appAudit(_ change: AppChange) -> AuditRecord { Fixture.audit(change == .created ? "app.added" : "app.updated") }
+    static let origins = AppOriginAudit(added: AuditTemplate(actor: "test", action: "origin.added", detail: ["source": "app"]),
+                                        removed: AuditTemplate(actor: "test", action: "origin.removed", detail: ["source": "app"]))
 
     @Test func originsAddOnceRemoveOnce() throws {
         let s = try TestDatabase.scratch()
@@ -26,18 +24,18 @@ import Testing
         let s = try TestDatabase.scratch()
         let config = s.database.config
         var android = AppRecord(rpId: "example.com", platform: "android", appId: "com.example", fingerprints: ["fp1"])
-        #expect(try config.putApp(android, audit: Self.appAudit(_:), originAudit: Self.originAudit(_:added:)) == .created)
-        #expect(try config.putApp(android, audit: Self.appAudit(_:), originAudit: Self.originAudit(_:added:)) == .unchanged)
+        #expect(try config.putApp(android, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: Self.origins) == .created)
+        #expect(try config.putApp(android, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: Self.origins) == .unchanged)
         #expect(try config.origins().map(\.origin) == ["android:apk-key-hash:fp1"])
         android.fingerprints = ["fp2"]
-        #expect(try config.putApp(android, audit: Self.appAudit(_:), originAudit: Self.originAudit(_:added:)) == .updated)
+        #expect(try config.putApp(android, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: Self.origins) == .updated)
         #expect(try config.origins().map { "\($0.origin) \($0.source)" } == ["android:apk-key-hash:fp2 app"])
         #expect(try config.apps(rpId: "example.com").map(\.fingerprints) == [["fp2"]])
         #expect(try config.apps(rpId: "other.example").isEmpty)
         #expect(try config.removeApp(rpId: "example.com", platform: "android", appId: "com.example", audit: Fixture.audit("app.removed"),
-                                     originAudit: Self.originAudit(_:added:)))
+                                     origins: Self.origins))
         #expect(try !config.removeApp(rpId: "example.com", platform: "android", appId: "com.example", audit: Fixture.audit("app.removed"),
-                                      originAudit: Self.originAudit(_:added:)))
+                                      origins: Self.origins))
         #expect(try config.origins().isEmpty)
         let entries = try s.database.audit.entries(limit: 100, before: nil).reversed().map { "\($0.action) \($0.subject ?? "")" }
         #expect(Array(entries) == ["app.added ", "origin.added android:apk-key-hash:fp1", "app.updated ",

@@ -29,8 +29,8 @@ import Testing
             usleep(2000)  // distinct created_at
         }
         #expect(try s.database.keys.signingKeys().map(\.kid) == ["k3", "k2"])
-        let first = try s.database.keys.secret(named: "pepper") { [1, 2, 3] }
+        let first = try s.database.keys.secret(named: "pepper", candidate: [1, 2, 3])
         #expect(first == [1, 2, 3])
-        #expect(try s.database.keys.secret(named: "pepper") { [9] } == [1, 2, 3])
+        #expect(try s.database.keys.secret(named: "pepper", candidate: [9]) == [1, 2, 3])
     }
 }

@@ -9,12 +9,11 @@ import Testing
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
         let first = Fixture.deviceKey(userId: user.id)
-        let audit: (String?) -> AuditRecord = { replaced in
-            Fixture.audit("device_key.enrolled", subject: user.id, detail: ["replaced": replaced.map { .string($0) } ?? .null])
-        }
+        // The statement adds `replaced` (the key it revoked, or null) to the line.
+        let audit = Fixture.template("device_key.enrolled")
         let (stored, replaced) = try s.enrol(first, audit: audit)
         #expect(stored.id == first.id && stored.revokedAt == nil && replaced == nil)
-        let second = NewDeviceKey(id: Fixture.id(), userId: user.id, deviceId: first.deviceId, platform: "ios", name: "iPhone",
+        let second = NewDeviceKey(id: Fixture.id(), userId: user.id, deviceId: first.deviceId, platform: .ios, name: "iPhone",
                                   publicKey: Fixture.bytes(91), attested: true, attestation: ["format": "apple-appattest"])
         #expect(try s.enrol(second, audit: audit).replaced == first.id)
         #expect(try s.database.deviceKeys.list(userId: user.id).map(\.id) == [second.id])
@@ -30,12 +29,12 @@ import Testing
         let (bob, _) = try s.registered()
         let aliceTicket = try s.deviceKeyGate(userId: alice.id)
         let bobsKey = Fixture.deviceKey(userId: bob.id)
-        #expect(try s.database.deviceKeys.enrol(bobsKey, gate: aliceTicket) { _ in Fixture.audit("device_key.enrolled") } == nil,
+        #expect(try s.database.deviceKeys.enrol(bobsKey, gate: aliceTicket, audit: Fixture.template("device_key.enrolled")) == nil,
                 "another user's ticket")
         let aliceKey = Fixture.deviceKey(userId: alice.id)
-        #expect(try s.database.deviceKeys.enrol(aliceKey, gate: aliceTicket) { _ in Fixture.audit("device_key.enrolled") } != nil)
+        #expect(try s.database.deviceKeys.enrol(aliceKey, gate: aliceTicket, audit: Fixture.template("device_key.enrolled")) != nil)
         let replacement = Fixture.deviceKey(userId: alice.id)
-        #expect(try s.database.deviceKeys.enrol(replacement, gate: aliceTicket) { _ in Fixture.audit("device_key.enrolled") } == nil,
+        #expect(try s.database.deviceKeys.enrol(replacement, gate: aliceTicket, audit: Fixture.template("device_key.enrolled")) == nil,
                 "a used ticket")
         #expect(try s.database.deviceKeys.list(userId: alice.id).map(\.id) == [aliceKey.id], "the refused replacement revoked nothing")
         #expect(try s.database.deviceKeys.list(userId: bob.id).isEmpty)
@@ -43,9 +42,9 @@ import Testing
         let receipt = Fixture.receipt(userId: alice.id, keyId: aliceKey.id)
         #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: aliceKey.id, credentialUse: nil, audit: []))
         let wrongAction = EnrolmentGate.stepUp(jti: receipt.tokenJTI, actionHash: Fixture.bytes(32))
-        #expect(try s.database.deviceKeys.enrol(replacement, gate: wrongAction) { _ in Fixture.audit("device_key.enrolled") } == nil)
+        #expect(try s.database.deviceKeys.enrol(replacement, gate: wrongAction, audit: Fixture.template("device_key.enrolled")) == nil)
         let gate = EnrolmentGate.stepUp(jti: receipt.tokenJTI, actionHash: receipt.actionHash)
-        #expect(try s.database.deviceKeys.enrol(replacement, gate: gate) { _ in Fixture.audit("device_key.enrolled") }?.replaced == aliceKey.id)
+        #expect(try s.database.deviceKeys.enrol(replacement, gate: gate, audit: Fixture.template("device_key.enrolled"))?.replaced == aliceKey.id)
         #expect(try s.database.deviceKeys.consumeStepUpToken(jti: receipt.tokenJTI, userId: alice.id, actionHash: receipt.actionHash)
                 == .alreadyUsed)
     }
@@ -54,7 +53,7 @@ import Testing
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
         let key = Fixture.deviceKey(userId: user.id)
-        _ = try s.enrol(key) { _ in Fixture.audit("device_key.enrolled") }
+        _ = try s.enrol(key, audit: Fixture.template("device_key.enrolled"))
         #expect(try s.database.deviceKeys.revoke(userId: user.id, id: key.id, audit: Fixture.audit("device_key.revoked")))
         #expect(try !s.database.deviceKeys.revoke(userId: user.id, id: key.id, audit: Fixture.audit("device_key.revoked")))
         let receipt = Fixture.receipt(userId: user.id, keyId: key.id)
@@ -68,7 +67,7 @@ import Testing
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
         let key = Fixture.deviceKey(userId: user.id)
-        _ = try s.enrol(key) { _ in Fixture.audit("device_key.enrolled") }
+        _ = try s.enrol(key, audit: Fixture.template("device_key.enrolled"))
         let receipt = Fixture.receipt(userId: user.id, keyId: key.id)
         #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: key.id, credentialUse: nil,
                                                         audit: [Fixture.audit("step_up.approved")]))
@@ -88,14 +87,14 @@ import Testing
         let s = try TestDatabase.scratch()
         let (user, credential) = try s.registered(signCount: 5)
         let use = CredentialUse(credentialId: credential.id, userId: user.id, signCount: 6, backedUp: false, cloneWarning: false)
-        let receipt = Fixture.receipt(userId: user.id, keyId: "cred", method: "passkey")
+        let receipt = Fixture.receipt(userId: user.id, keyId: "cred", method: .passkey)
         #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: nil, credentialUse: use,
                                                         audit: [Fixture.audit("step_up.approved")]))
         #expect(try s.database.accounts.credentialForLogin(id: credential.id)?.0.signCount == 6)
 
         // An unknown credential: nothing at all is written.
         let ghost = CredentialUse(credentialId: Fixture.bytes(16), userId: user.id, signCount: 1, backedUp: false, cloneWarning: false)
-        let other = Fixture.receipt(userId: user.id, keyId: "ghost", method: "passkey")
+        let other = Fixture.receipt(userId: user.id, keyId: "ghost", method: .passkey)
         #expect(throws: StorageError.notFound) {
             try s.database.deviceKeys.insertReceipt(other, liveDeviceKeyId: nil, credentialUse: ghost, audit: [Fixture.audit("step_up.approved")])
         }

@@ -30,12 +30,22 @@ enum Fixture {
         AuditRecord(actor: "test", action: action, subject: subject, detail: detail)
     }
 
+    /// An audit line the statement writes once per row of its change (its subject the row's).
+    static func template(_ action: String, detail: JSONValue = .object([])) -> AuditTemplate {
+        AuditTemplate(actor: "test", action: action, detail: detail)
+    }
+
+    /// An event the statement writes once per row of its change.
+    static func event(_ type: EventType) -> EventTemplate {
+        EventTemplate(idPrefix: "evt_", seed: id(), type: type, maxAgeSeconds: 3600, createdAt: Date())
+    }
+
     static func deviceKey(userId: String, deviceId: String = "device-1") -> NewDeviceKey {
-        NewDeviceKey(id: id(), userId: userId, deviceId: deviceId, platform: "ios", name: "iPhone", publicKey: bytes(91),
+        NewDeviceKey(id: id(), userId: userId, deviceId: deviceId, platform: .ios, name: "iPhone", publicKey: bytes(91),
                      attested: false, attestation: nil)
     }
 
-    static func receipt(userId: String, keyId: String, method: String = "device-key") -> StepUpReceiptRecord {
+    static func receipt(userId: String, keyId: String, method: StepUpMethod = .deviceKey) -> StepUpReceiptRecord {
         StepUpReceiptRecord(id: id(), userId: userId, method: method, keyId: keyId, publicKey: bytes(91), challenge: bytes(),
                             signedData: bytes(), signature: bytes(70), action: #"{"op":"test"}"#, actionHash: bytes(),
                             keyBinding: "kb", tokenJTI: id(), tokenExpiresAt: Date().addingTimeInterval(300), createdAt: Date())
@@ -61,7 +71,7 @@ extension Scratch {
     }
 
     /// Enrols `key` through a fresh device-key ticket.
-    func enrol(_ key: NewDeviceKey, audit: (String?) -> AuditRecord) throws -> (DeviceKeyRecord, replaced: String?) {
+    func enrol(_ key: NewDeviceKey, audit: AuditTemplate = Fixture.template("device_key.enrolled")) throws -> (DeviceKeyRecord, replaced: String?) {
         try #require(try database.deviceKeys.enrol(key, gate: deviceKeyGate(userId: key.userId), audit: audit))
     }
 

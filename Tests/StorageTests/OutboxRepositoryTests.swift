@@ -14,14 +14,14 @@ import Testing
     static let t0 = Date(timeIntervalSince1970: (Date().timeIntervalSince1970).rounded(.down))
     static func at(_ seconds: Double) -> Date { t0.addingTimeInterval(seconds) }
 
-    static func event(_ type: String = "user.created", account: String = "acct", maxAge: Int = 3600,
+    static func event(_ type: EventType = .userCreated, account: String = "acct", maxAge: Int = 3600,
                       fanOut: [OutboxEvent.FanOut] = [.webhooks], at createdAt: Date = t0) -> OutboxEvent {
         OutboxEvent(id: TestDatabase.uniqueName("evt"), type: type, accountId: account, data: .object([("userId", .string(account))]),
                     fanOut: fanOut, maxAgeSeconds: maxAge, createdAt: createdAt)
     }
 
     @discardableResult
-    static func endpoint(_ s: Scratch, _ events: [String]) throws -> String {
+    static func endpoint(_ s: Scratch, _ events: [EventType]) throws -> String {
         let id = TestDatabase.uniqueName("wh")
         _ = try s.database.webhooks.create(NewWebhookEndpoint(id: id, url: "https://example.com/\(id)", events: events, sealedSecret: [1, 2, 3]),
                                            audit: Fixture.audit("webhook.created", subject: id))
@@ -29,66 +29,66 @@ import Testing
     }
 
     func claim(_ s: Scratch, at now: Date = t0, limit: Int = 10, lease: Double = 30, excluding: [String] = []) throws -> [ClaimedDelivery] {
-        try s.database.outbox.claim(channel: OutboxRepository.webhookChannel, limit: limit, leaseSeconds: lease,
+        try s.database.outbox.claim(channel: OutboxRepository.webhookChannel.rawValue, limit: limit, leaseSeconds: lease,
                                     leaseId: TestDatabase.uniqueName("lease"), excluding: excluding, now: now)
     }
 
     @Test func fansOutToTheEndpointsSubscribedAtWriteTimeInTheSameTransaction() throws {
         let s = try TestDatabase.scratch()
-        let users = try Self.endpoint(s, ["user.created"])
-        let passkeys = try Self.endpoint(s, ["passkey.created", "user.created"])
+        let users = try Self.endpoint(s, [.userCreated])
+        let passkeys = try Self.endpoint(s, [.passkeyCreated, .userCreated])
         let user = Fixture.user()
         let credential = Fixture.credential(userId: user.id)
-        let created = Self.event("user.created", account: user.id), added = Self.event("passkey.created", account: user.id)
+        let created = Self.event(.userCreated, account: user.id), added = Self.event(.passkeyCreated, account: user.id)
         try s.database.accounts.register(newUser: user, credential: credential, session: Fixture.session(userId: user.id, credentialId: credential.id),
                                          audit: Fixture.audit("passkey.registered"), events: [created, added])
-        #expect(try s.database.outbox.deliveries(channel: "webhook", target: users, limit: 10).map(\.eventId) == [created.id])
-        #expect(try s.database.outbox.deliveries(channel: "webhook", target: passkeys, limit: 10).map(\.eventId) == [added.id, created.id])
+        #expect(try s.database.outbox.deliveries(channel: .webhook, target: users, limit: 10).map(\.eventId) == [created.id])
+        #expect(try s.database.outbox.deliveries(channel: .webhook, target: passkeys, limit: 10).map(\.eventId) == [added.id, created.id])
         // A change that fails writes no event: the same username again rolls everything back.
         let clash = Fixture.user(username: user.username)
-        let lost = Self.event("user.created", account: clash.id)
+        let lost = Self.event(.userCreated, account: clash.id)
         #expect(throws: StorageError.conflict(.usernameTaken)) {
             try s.database.accounts.register(newUser: clash, credential: Fixture.credential(userId: clash.id),
                                              session: Fixture.session(userId: clash.id), audit: Fixture.audit("x"), events: [lost])
         }
         #expect(try s.count("SELECT count(*) AS n FROM outbox_events WHERE id = \(lost.id)") == 0)
         // Nobody subscribed, no direct fan-out: nothing stored at all.
-        let unheard = Self.event("session.revoked")
+        let unheard = Self.event(.sessionRevoked)
         try s.database.outbox.append([unheard])
         #expect(try s.count("SELECT count(*) AS n FROM outbox_events WHERE id = \(unheard.id)") == 0)
         // A deleted endpoint gets nothing from then on.
         #expect(try s.database.webhooks.delete(id: users, audit: Fixture.audit("webhook.deleted")))
-        let later = Self.event("user.created")
+        let later = Self.event(.userCreated)
         try s.database.outbox.append([later])
-        #expect(try s.database.outbox.deliveries(channel: "webhook", target: users, limit: 10).map(\.eventId) == [created.id])
-        #expect(try s.database.outbox.deliveries(channel: "webhook", target: passkeys, limit: 10).first?.eventId == later.id)
+        #expect(try s.database.outbox.deliveries(channel: .webhook, target: users, limit: 10).map(\.eventId) == [created.id])
+        #expect(try s.database.outbox.deliveries(channel: .webhook, target: passkeys, limit: 10).first?.eventId == later.id)
     }
 
     @Test func directFanOutForOtherChannels() throws {
         let s = try TestDatabase.scratch()
-        let mail = Self.event("mail.code", fanOut: [.direct(channel: "mail", target: "mail-1")])
+        let mail = Self.event(.mailMessage, fanOut: [.direct(channel: .mail, target: "mail-1")])
         try s.database.outbox.append([mail])
-        let claimed = try s.database.outbox.claim(channel: "mail", limit: 5, leaseSeconds: 30, leaseId: "l1", now: Self.t0)
+        let claimed = try s.database.outbox.claim(channel: OutboxChannel.mail.rawValue, limit: 5, leaseSeconds: 30, leaseId: "l1", now: Self.t0)
         #expect(claimed.map(\.eventId) == [mail.id] && claimed.first?.target == "mail-1")
         #expect(try claim(s).isEmpty, "the webhook channel does not see it")
     }
 
     @Test func theCallersClockIsWhatIsStored() throws {
         let s = try TestDatabase.scratch()
-        let target = try Self.endpoint(s, ["user.created"])
+        let target = try Self.endpoint(s, [.userCreated])
         // An event written an hour "ago" by the caller's clock: stored with that time, due from it.
         let e = Self.event(maxAge: 7200, at: Self.at(-3600))
         try s.database.outbox.append([e])
-        let row = try #require(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 1).first)
+        let row = try #require(try s.database.outbox.deliveries(channel: .webhook, target: target, limit: 1).first)
         #expect(row.createdAt == Self.at(-3600) && row.nextAttemptAt == Self.at(-3600))
-        #expect(try s.database.outbox.depth(now: Self.t0) == [OutboxDepth(channel: "webhook", pending: 1, oldestPendingSeconds: 3600)])
+        #expect(try s.database.outbox.depth(now: Self.t0) == [OutboxDepth(channel: .webhook, pending: 1, oldestPendingSeconds: 3600)])
         let d = try #require(try claim(s).first)
         #expect(d.createdAt == Self.at(-3600) && d.expiresAt == Self.at(3600) && d.leasedUntil == Self.at(30))
     }
 
     @Test func aClaimIsALeaseThatComesBackWhenItRunsOut() throws {
         let s = try TestDatabase.scratch()
-        try Self.endpoint(s, ["user.created"])
+        try Self.endpoint(s, [.userCreated])
         try s.database.outbox.append([Self.event()])
         let first = try claim(s, lease: 3)
         #expect(first.count == 1 && first[0].attempt == 1 && first[0].leasedUntil == Self.at(3))
@@ -98,32 +98,32 @@ import Testing
         // The first claim's lease is gone: its outcome is not recorded.
         #expect(try !s.database.outbox.delivered(first[0], statusCode: 200, now: Self.at(4)))
         #expect(try s.database.outbox.delivered(second[0], statusCode: 204, now: Self.at(4)))
-        let row = try #require(try s.database.outbox.deliveries(channel: "webhook", target: second[0].target, limit: 1).first)
+        let row = try #require(try s.database.outbox.deliveries(channel: .webhook, target: second[0].target, limit: 1).first)
         #expect(row.status == .delivered && row.attempts == 2 && row.lastStatusCode == 204 && row.nextAttemptAt == nil)
         #expect(try claim(s, at: Self.at(100)).isEmpty)
     }
 
     @Test func aRetryIsDueAtItsTimeAndAGiveUpIsFinal() throws {
         let s = try TestDatabase.scratch()
-        let target = try Self.endpoint(s, ["user.created"])
+        let target = try Self.endpoint(s, [.userCreated])
         try s.database.outbox.append([Self.event(maxAge: 20)])
         let d = try #require(try claim(s).first)
         #expect(try s.database.outbox.retry(d, statusCode: 500, error: "HTTP 500", at: Self.at(2)))
-        let pending = try #require(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 1).first)
+        let pending = try #require(try s.database.outbox.deliveries(channel: .webhook, target: target, limit: 1).first)
         #expect(pending.status == .pending && pending.nextAttemptAt == Self.at(2) && pending.lastStatusCode == 500)
         #expect(try claim(s, at: Self.at(1.999)).isEmpty, "not due before its retry time")
         let again = try #require(try claim(s, at: Self.at(2)).first)
         #expect(again.attempt == 2)
         // The caller gave up (e.g. its next retry would fall after the age limit): failed, not retried.
         #expect(try s.database.outbox.failed(again, statusCode: nil, error: "refused", now: Self.at(3)))
-        let row = try #require(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 1).first)
+        let row = try #require(try s.database.outbox.deliveries(channel: .webhook, target: target, limit: 1).first)
         #expect(row.status == .failed && row.attempts == 2 && row.lastStatusCode == nil && row.nextAttemptAt == nil && row.lastError == "refused")
         #expect(try claim(s, at: Self.at(100)).isEmpty)
     }
 
     @Test func expireAndPurgeGoByTheCallersClock() throws {
         let s = try TestDatabase.scratch()
-        let target = try Self.endpoint(s, ["user.created"])
+        let target = try Self.endpoint(s, [.userCreated])
         // expire(): a pending delivery nobody claimed before its limit; a leased one waits for its lease.
         try s.database.outbox.append([Self.event(account: "a", maxAge: 1), Self.event(account: "b", maxAge: 1)])
         let leased = try #require(try claim(s, limit: 1, lease: 5).first)
@@ -131,19 +131,19 @@ import Testing
         #expect(try s.database.outbox.expire(now: Self.at(1)) == 1)
         #expect(try s.database.outbox.expire(now: Self.at(5)) == 1, "the leased one, once its lease ran out")
         #expect(try !s.database.outbox.delivered(leased, statusCode: 200, now: Self.at(6)), "given up: a late outcome changes nothing")
-        let rows = try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 10)
+        let rows = try s.database.outbox.deliveries(channel: .webhook, target: target, limit: 10)
         #expect(rows.count == 2 && rows.allSatisfy { $0.status == .failed && $0.lastError == "expired" })
         // purgeFinished(): events written before the cutoff whose deliveries are all finished.
         #expect(try s.database.outbox.purgeFinished(writtenBefore: Self.t0) == 0)
         #expect(try s.database.outbox.purgeFinished(writtenBefore: Self.at(0.001)) == 2)
-        #expect(try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 10).isEmpty)
+        #expect(try s.database.outbox.deliveries(channel: .webhook, target: target, limit: 10).isEmpty)
     }
 
     @Test func perTargetAndAccountInWriteOrder() throws {
         let s = try TestDatabase.scratch()
-        try Self.endpoint(s, ["user.created", "passkey.created"])
-        let a1 = Self.event("user.created", account: "a"), a2 = Self.event("passkey.created", account: "a")
-        let b1 = Self.event("user.created", account: "b")
+        try Self.endpoint(s, [.userCreated, .passkeyCreated])
+        let a1 = Self.event(.userCreated, account: "a"), a2 = Self.event(.passkeyCreated, account: "a")
+        let b1 = Self.event(.userCreated, account: "b")
         try s.database.outbox.append([a1, a2, b1])
         let batch = try claim(s)
         #expect(Set(batch.map(\.eventId)) == [a1.id, b1.id], "a2 waits for a1")
@@ -156,14 +156,14 @@ import Testing
 
     @Test func concurrentWorkersNeverClaimOneDeliveryTwice() throws {
         let s = try TestDatabase.scratch()
-        try Self.endpoint(s, ["user.created"])
+        try Self.endpoint(s, [.userCreated])
         try s.database.outbox.append((0..<60).map { i in Self.event(account: "acct-\(i)") })
         let seen = Mutex<[String]>([])
         let errors = onThreads(6) { _ in
             let other = Database(url: s.url, connections: 1)
             defer { other.shutdown() }
             while true {
-                let batch = try other.outbox.claim(channel: "webhook", limit: 3, leaseSeconds: 30, leaseId: TestDatabase.uniqueName("l"),
+                let batch = try other.outbox.claim(channel: OutboxChannel.webhook.rawValue, limit: 3, leaseSeconds: 30, leaseId: TestDatabase.uniqueName("l"),
                                                    now: Self.t0)
                 if batch.isEmpty { return }
                 seen.withLock { $0 += batch.map(\.eventId) }
@@ -177,27 +177,25 @@ import Testing
 
     @Test func everyReportedChangeWritesItsEventsInItsOwnTransaction() throws {
         let s = try TestDatabase.scratch()
-        let target = try Self.endpoint(s, ["passkey.renamed", "passkey.revoked", "session.revoked", "device_key.enrolled",
-                                           "device_key.revoked", "step_up.approved", "passkey.clone_suspected"])
+        let target = try Self.endpoint(s, [.passkeyRenamed, .passkeyRevoked, .sessionRevoked, .deviceKeyEnrolled,
+                                           .deviceKeyRevoked, .stepUpApproved, .passkeyCloneSuspected])
         let (user, credential) = try s.registered()
-        _ = try s.database.accounts.rename(userId: user.id, credentialId: credential.id, name: "n") { _ in [Self.event("passkey.renamed")] }
-        _ = try s.database.accounts.rename(userId: "nobody", credentialId: credential.id, name: "n") { _ in [Self.event("passkey.renamed")] }
-        try s.database.accounts.flag(credentialId: credential.id, audit: Fixture.audit("passkey.flagged"), events: [Self.event("passkey.clone_suspected")])
+        _ = try s.database.accounts.rename(userId: user.id, credentialId: credential.id, name: "n", renamedEvent: Fixture.event(.passkeyRenamed))
+        _ = try s.database.accounts.rename(userId: "nobody", credentialId: credential.id, name: "n", renamedEvent: Fixture.event(.passkeyRenamed))
+        try s.database.accounts.flag(credentialId: credential.id, audit: Fixture.audit("passkey.flagged"), events: [Self.event(.passkeyCloneSuspected)])
         let key = Fixture.deviceKey(userId: user.id)
-        _ = try s.database.deviceKeys.enrol(key, gate: try s.deviceKeyGate(userId: user.id),
-                                            events: { new, old in [Self.event("device_key.enrolled")] + (old == nil ? [] : [Self.event("device_key.revoked")]) },
-                                            audit: { _ in Fixture.audit("device_key.enrolled") })
+        _ = try s.database.deviceKeys.enrol(key, gate: try s.deviceKeyGate(userId: user.id), audit: Fixture.template("device_key.enrolled"),
+                                            enrolled: [Self.event(.deviceKeyEnrolled)], replacedEvent: Fixture.event(.deviceKeyRevoked))
         _ = try s.database.deviceKeys.enrol(Fixture.deviceKey(userId: user.id), gate: try s.deviceKeyGate(userId: user.id),
-                                            events: { new, old in [Self.event("device_key.enrolled")] + (old == nil ? [] : [Self.event("device_key.revoked")]) },
-                                            audit: { _ in Fixture.audit("device_key.enrolled") })
+                                            audit: Fixture.template("device_key.enrolled"), enrolled: [Self.event(.deviceKeyEnrolled)],
+                                            replacedEvent: Fixture.event(.deviceKeyRevoked))
         #expect(try s.database.deviceKeys.insertReceipt(Fixture.receipt(userId: user.id, keyId: "k"), liveDeviceKeyId: nil, credentialUse: nil,
-                                                        audit: [], events: [Self.event("step_up.approved")]))
-        let ended = try #require(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked")) { _, ids in
-            [Self.event("passkey.revoked")] + ids.map { _ in Self.event("session.revoked") }
-        })
+                                                        audit: [], events: [Self.event(.stepUpApproved)]))
+        let ended = try #require(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked"),
+                                                                revokedEvent: Fixture.event(.passkeyRevoked), sessionEvent: Fixture.event(.sessionRevoked)))
         #expect(ended.count == 1)
-        let types = try s.database.outbox.deliveries(channel: "webhook", target: target, limit: 50).reversed().map(\.type)
-        #expect(Array(types) == ["passkey.renamed", "passkey.clone_suspected", "device_key.enrolled", "device_key.enrolled", "device_key.revoked",
-                                 "step_up.approved", "passkey.revoked", "session.revoked"])
+        let types = try s.database.outbox.deliveries(channel: .webhook, target: target, limit: 50).reversed().map(\.type)
+        #expect(Array(types) == [.passkeyRenamed, .passkeyCloneSuspected, .deviceKeyEnrolled, .deviceKeyEnrolled, .deviceKeyRevoked,
+                                 .stepUpApproved, .passkeyRevoked, .sessionRevoked])
     }
 }

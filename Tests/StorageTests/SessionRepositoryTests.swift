@@ -44,13 +44,13 @@ import Testing
         let session = Fixture.session(userId: user.id)
         try s.database.sessions.start(session)
         let second = Fixture.bytes(), third = Fixture.bytes()
-        let onReuse: (String) -> AuditRecord = { AuditRecord(actor: "latchkey", action: "refresh.reuse_detected", subject: $0) }
+        let onReuse = AuditTemplate(actor: "latchkey", action: "refresh.reuse_detected")
 
-        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: second, ttlSeconds: 60, onReuse: onReuse)
+        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: second, ttlSeconds: 60, reuseAudit: onReuse)
                 == .rotated(userId: user.id, familyId: session.familyId, authTime: session.authTime, method: session.method))
         // The first token again: stolen or replayed. The whole family goes.
-        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .reused(familyId: session.familyId))
-        #expect(try s.database.sessions.rotate(hash: second, newHash: third, ttlSeconds: 60, onReuse: onReuse) == .invalid)
+        #expect(try s.database.sessions.rotate(hash: session.refreshHash, newHash: third, ttlSeconds: 60, reuseAudit: onReuse) == .reused(familyId: session.familyId))
+        #expect(try s.database.sessions.rotate(hash: second, newHash: third, ttlSeconds: 60, reuseAudit: onReuse) == .invalid)
         #expect(try s.count("SELECT count(*) AS n FROM refresh_families WHERE id = \(session.familyId) AND revoked_at IS NOT NULL") == 1)
         let reuse = try #require(try s.database.audit.entries(limit: 1, before: nil).first)
         #expect(reuse.action == "refresh.reuse_detected" && reuse.actor == "latchkey" && reuse.subject == user.id)
@@ -63,7 +63,7 @@ import Testing
         let expired = Fixture.session(userId: user.id, ttlSeconds: -1)
         try s.database.sessions.start(expired)
         for hash in [Fixture.bytes(), expired.refreshHash] {
-            #expect(try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") } == .invalid)
+            #expect(try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60, reuseAudit: Fixture.template("x")) == .invalid)
         }
     }
 
@@ -75,7 +75,7 @@ import Testing
         try s.database.sessions.start(b)
         try s.database.sessions.revoke(userId: user.id, familyId: a.familyId)
         let rotate = { (hash: [UInt8]) in
-            try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") }
+            try s.database.sessions.rotate(hash: hash, newHash: Fixture.bytes(), ttlSeconds: 60, reuseAudit: Fixture.template("x"))
         }
         #expect(try rotate(a.refreshHash) == .invalid)
         #expect(try rotate(b.refreshHash) == .rotated(userId: user.id, familyId: b.familyId, authTime: b.authTime, method: b.method))
@@ -98,7 +98,7 @@ import Testing
         var hash = session.refreshHash
         for _ in 0..<3 {
             let next = Fixture.bytes()
-            #expect(try s.database.sessions.rotate(hash: hash, newHash: next, ttlSeconds: 60) { _ in Fixture.audit("x") }
+            #expect(try s.database.sessions.rotate(hash: hash, newHash: next, ttlSeconds: 60, reuseAudit: Fixture.template("x"))
                     == .rotated(userId: user.id, familyId: session.familyId, authTime: authTime))
             hash = next
         }
@@ -138,7 +138,7 @@ import Testing
         let ended = try #require(try s.database.accounts.revoke(userId: user.id, credentialId: credential.id,
                                                                 audit: Fixture.audit("passkey.revoked")))
         #expect(ended.count == 2 && ended.contains(first.familyId) && !ended.contains(already.familyId), "registration's + first: \(ended)")
-        #expect(try s.database.sessions.rotate(hash: first.refreshHash, newHash: Fixture.bytes(), ttlSeconds: 60) { _ in Fixture.audit("x") }
+        #expect(try s.database.sessions.rotate(hash: first.refreshHash, newHash: Fixture.bytes(), ttlSeconds: 60, reuseAudit: Fixture.template("x"))
                 == .invalid)
         let live = try s.database.sessions.list(userId: user.id)
         #expect(Set(live.map(\.id)).contains(byTicket.familyId) && live.allSatisfy { $0.credentialId != credential.id })

@@ -16,9 +16,9 @@ extension AdminService {
         try validateName(username, "username")
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: username)
         guard let user = try storage({ () throws(StorageError) in
-            try admins.createAdmin(candidate, by: caller.actor) { user in
-                caller.record(.adminAdded, subject: user.id, detail: [("username", .string(user.username)), ("granted", .bool(true))])
-            }
+            try admins.createAdmin(candidate, by: caller.actor,
+                                   audit: caller.record(.adminAdded, subject: candidate.id,
+                                                        detail: [("username", .string(candidate.username)), ("granted", .bool(true))]))
         }) else {
             throw ServiceError(.conflict, "\(username) exists; `latchkey admins grant \(username)` gives an existing account the admin role")
         }
@@ -40,13 +40,11 @@ extension AdminService {
     public func grantAdmin(_ preview: AdminGrantPreview, by caller: AdminCaller) throws(ServiceError) -> Bool {
         let shown = preview.candidate
         let outcome = try storage { () throws(StorageError) in
-            try admins.grant(existing: shown, by: caller.actor) { user in
-                caller.record(.adminGranted, subject: user.id, detail: [
-                    ("username", .string(user.username)),
-                    ("passkeys", .array(shown.passkeys.map { .string(Base64URL.encode($0.id)) })),
-                    ("deviceKeys", .array(shown.deviceKeys.map { .string($0.id) })),
-                ])
-            }
+            try admins.grant(existing: shown, by: caller.actor, audit: caller.record(.adminGranted, subject: shown.user.id, detail: [
+                ("username", .string(shown.user.username)),
+                ("passkeys", .array(shown.passkeys.map { .string(Base64URL.encode($0.id)) })),
+                ("deviceKeys", .array(shown.deviceKeys.map { .string($0.id) })),
+            ]))
         }
         switch outcome {
         case .granted: return true
@@ -64,7 +62,7 @@ extension AdminService {
     /// Takes the role away; the user and their passkeys stay. False when `username` is no admin.
     public func removeAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
         try storage { () throws(StorageError) in
-            try admins.revoke(username: username) { user in caller.record(.adminRemoved, subject: user.id, detail: [("username", .string(user.username))]) }
+            try admins.revoke(username: username, audit: caller.template(.adminRemoved, detail: [("username", .string(username))]))
         } != nil
     }
 }

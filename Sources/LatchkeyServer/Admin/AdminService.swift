@@ -121,13 +121,15 @@ public final class AdminService: Sendable {
             }
         }
         let record = AppDeclarations.record(app, rpId: configuration.rpId)
+        let detail: [(key: String, value: JSONValue)] = [
+            ("rpId", .string(record.rpId)), ("platform", .string(record.platform)),
+            ("fingerprints", .array(record.fingerprints.map { .string($0) })), ("handleAllUrls", .bool(record.handleAllURLs)),
+        ]
+        let subject = record.platform + ":" + record.appId
         let change = try storage { () throws(StorageError) in
-            try config.putApp(record, audit: { change in
-                caller.record(change == .created ? .appAdded : .appUpdated, subject: record.platform + ":" + record.appId, detail: [
-                    ("rpId", .string(record.rpId)), ("platform", .string(record.platform)),
-                    ("fingerprints", .array(record.fingerprints.map { .string($0) })), ("handleAllUrls", .bool(record.handleAllURLs)),
-                ])
-            }, originAudit: { origin, added in AuditRecord.appOrigin(origin, added: added, actor: caller.actor) }, redeeming: caller.redemption)
+            try config.putApp(record, created: caller.record(.appAdded, subject: subject, detail: detail),
+                              updated: caller.record(.appUpdated, subject: subject, detail: detail),
+                              origins: .appOrigins(actor: caller.actor), redeeming: caller.redemption)
         }
         changed()
         return (AppDeclarations.json(app, rpId: configuration.rpId), change == .created)
@@ -141,8 +143,7 @@ public final class AdminService: Sendable {
             try config.removeApp(rpId: rpId, platform: platform, appId: appId,
                                  audit: caller.record(.appRemoved, subject: platform + ":" + appId,
                                                       detail: [("rpId", .string(rpId)), ("platform", .string(platform))]),
-                                 originAudit: { origin, added in AuditRecord.appOrigin(origin, added: added, actor: caller.actor) },
-                                 redeeming: caller.redemption)
+                                 origins: .appOrigins(actor: caller.actor), redeeming: caller.redemption)
         }) else { throw ServiceError.notFound("app") }
         changed()
     }
@@ -247,11 +248,17 @@ public struct AdminCaller: Sendable {
     var redemption: StepUpRedemption? { approval?.redemption }
 
     func record(_ action: AuditAction, subject: String?, detail: [(key: String, value: JSONValue)] = []) -> AuditRecord {
-        var detail = detail
-        if let approval {
-            detail += [("actionHash", .string(Base64URL.encode(approval.actionHash))), ("receiptId", .string(approval.receiptId))]
-        }
-        return AuditRecord(action, actor: actor, subject: subject, detail: detail)
+        AuditRecord(action, actor: actor, subject: subject, detail: approved(detail))
+    }
+
+    /// `record` for a line whose subject the change's row gives.
+    func template(_ action: AuditAction, detail: [(key: String, value: JSONValue)] = []) -> AuditTemplate {
+        AuditTemplate(action, actor: actor, detail: approved(detail))
+    }
+
+    private func approved(_ detail: [(key: String, value: JSONValue)]) -> [(key: String, value: JSONValue)] {
+        guard let approval else { return detail }
+        return detail + [("actionHash", .string(Base64URL.encode(approval.actionHash))), ("receiptId", .string(approval.receiptId))]
     }
 }
 

@@ -60,20 +60,18 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
                                name: input.name, publicKey: proven.key.spkiDER, attested: proven.attested != nil,
                                attestation: proven.attested?.decoded,
-                               attestationFormat: (proven.attested?.format ?? .none).rawValue,
-                               securityLevel: (proven.attested?.securityLevel ?? .unknown).rawValue, app: proven.attested?.app,
+                               attestationFormat: Self.stored(proven.attested?.format ?? .none),
+                               securityLevel: Self.stored(proven.attested?.securityLevel ?? .unknown), app: proven.attested?.app,
                                appAttestKeyId: proven.attested?.appAttestKeyId,
                                appAttestCounter: proven.attested?.counter.map { Int64($0) })
         let enrolled = try storage { () throws(StorageError) in
-            try deviceKeys.enrol(key, gate: gate, events: { [events] enrolled, replaced in
-                [events.deviceKey(.deviceKeyEnrolled, enrolled)] + (replaced.map { [events.deviceKey(.deviceKeyRevoked, $0)] } ?? [])
-            }) { replaced in
-                AuditRecord(.deviceKeyEnrolled, actor: userId, subject: userId, detail: [
-                    ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform)),
-                    ("replaced", replaced.map { .string($0) } ?? .null), ("attested", .bool(key.attested)),
-                    ("gate", .string(gate.auditName)),
-                ])
-            }
+            // The statement adds `replaced` (the key it revoked, or null) to the line, and writes
+            // `device_key.revoked` for that key.
+            try deviceKeys.enrol(key, gate: gate, audit: AuditTemplate(.deviceKeyEnrolled, actor: userId, detail: [
+                                     ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
+                                     ("attested", .bool(key.attested)), ("gate", .string(gate.auditName)),
+                                 ]),
+                                 enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
         }
         guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
         events.written(channels: OutboxEvents.webhooks)
@@ -136,19 +134,37 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let audit = admin?.record(.deviceKeyRevoked, subject: userId, detail: detail)
             ?? AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId, detail: detail)
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
-            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption) { [events] revoked in
-                [events.deviceKey(.deviceKeyRevoked, revoked)]
-            }
+            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption,
+                                  revokedEvent: events.template(.deviceKeyRevoked))
         }) else { throw ServiceError.notFound("device key") }
         events.written(channels: OutboxEvents.webhooks)
     }
 
+    /// What the DeviceKeys core proved, as Storage keeps it.
+    static func stored(_ format: AttestationFormatName) -> DeviceKeyAttestationFormat {
+        switch format {
+        case .none: .none
+        case .androidKey: .androidKey
+        case .appleAppAttest: .appleAppAttest
+        }
+    }
+
+    static func stored(_ level: KeySecurityLevel) -> DeviceKeySecurityLevel {
+        switch level {
+        case .strongBox: .strongBox
+        case .tee: .tee
+        case .secureEnclave: .secureEnclave
+        case .software: .software
+        case .unknown: .unknown
+        }
+    }
+
     static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
-        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform)), ("name", .string(k.name)),
+        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform.rawValue)), ("name", .string(k.name)),
                  ("createdAt", .string(iso8601(k.createdAt))), ("lastUsedAt", k.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
                  ("attested", .bool(k.attested)),
                  // SPEC "Trust chain": the response tells the truth about what was proven.
-                 ("attestation", .object([("format", .string(k.attestationFormat)), ("securityLevel", .string(k.securityLevel)),
+                 ("attestation", .object([("format", .string(k.attestationFormat.rawValue)), ("securityLevel", .string(k.securityLevel.rawValue)),
                                           ("app", k.app.map { .string($0) } ?? .null)]))])
     }
 

@@ -1,12 +1,13 @@
 import Crypto
 import DeviceKeys
 import JSON
+import Storage
 import WebAuthn
 
 /// `POST /v1/device-keys`, parsed in full before anything is used up.
 struct EnrolmentInput {
     let deviceId: String
-    let platform: String
+    let platform: DevicePlatform
     let name: String
     /// The key as sent; an App Attest enrolment may leave it out (the attestation carries it).
     let key: DevicePublicKey?
@@ -21,9 +22,11 @@ struct EnrolmentInput {
 
     init(_ body: JSONValue) throws(ServiceError) {
         deviceId = try RequestFields.string(body, "deviceId", max: 128)
-        platform = try RequestFields.string(body, "platform", max: 16)
-        guard platform == "ios" || platform == "android" else { throw ServiceError.invalid("platform must be \"ios\" or \"android\"") }
-        var name = platform == "ios" ? "iOS device" : "Android device"
+        guard let platform = DevicePlatform(rawValue: try RequestFields.string(body, "platform", max: 16)) else {
+            throw ServiceError.invalid("platform must be \"ios\" or \"android\"")
+        }
+        self.platform = platform
+        var name = platform == .ios ? "iOS device" : "Android device"
         if let n = body["name"], !n.isNull {
             guard let s = n.stringValue else { throw ServiceError.invalid("name must be a string") }
             try validateName(s, "name")
@@ -31,7 +34,7 @@ struct EnrolmentInput {
         }
         self.name = name
         if let a = body["appAttest"], !a.isNull {
-            guard platform == "ios" else { throw ServiceError.invalid("appAttest is for iOS keys (platform \"ios\")") }
+            guard platform == .ios else { throw ServiceError.invalid("appAttest is for iOS keys (platform \"ios\")") }
             let keyId = try RequestFields.bytes(a, "keyId")
             let object = try RequestFields.bytes(a, "attestationObject")
             guard keyId.count == 32, !object.isEmpty, object.count <= 16384 else {
@@ -65,7 +68,7 @@ struct EnrolmentInput {
                 }
                 chain.append(cert)
             }
-            guard platform == "android" else { throw ServiceError.invalid("attestation (a certificate chain) is for Android keys") }
+            guard platform == .android else { throw ServiceError.invalid("attestation (a certificate chain) is for Android keys") }
             guard appAttest == nil else { throw ServiceError.invalid("send attestation or appAttest, not both") }
         }
         self.chain = chain

@@ -52,8 +52,20 @@ extension AuditRecord {
         self.init(actor: actor, action: action.rawValue, subject: subject, detail: .object(detail))
     }
 
-    /// An origin the app declarations added to, or removed from, the allowlist.
-    static func appOrigin(_ origin: String, added: Bool, actor: String) -> AuditRecord {
-        AuditRecord(added ? .originAdded : .originRemoved, actor: actor, subject: origin, detail: [("source", "app")])
+}
+
+extension AuditTemplate {
+    /// A line the repository writes once per row its change returned, its subject taken from the row;
+    /// `actor` nil: that subject acted itself.
+    init(_ action: AuditAction, actor: String?, detail: [(key: String, value: JSONValue)] = []) {
+        self.init(actor: actor, action: action.rawValue, detail: .object(detail))
+    }
+}
+
+extension AppOriginAudit {
+    /// The origins the app declarations added to, or removed from, the allowlist (subject: the origin).
+    static func appOrigins(actor: String) -> AppOriginAudit {
+        AppOriginAudit(added: AuditTemplate(.originAdded, actor: actor, detail: [("source", "app")]),
+                       removed: AuditTemplate(.originRemoved, actor: actor, detail: [("source", "app")]))
     }
 }

@@ -11,16 +11,16 @@ import Storage
 /// until the outbox's age limit) and loses none; an instance killed before sending leaves its claim
 /// to come back when the lease ends, and another instance sends it.
 public final class MailService: Sendable {
-    let mail: RecoveryRepository
+    let mail: MailRepository
     let configuration: Configuration
     let runtime: Runtime
     let events: OutboxEvents
     let worker: OutboxWorker
 
     /// The outbox event type of a mail (never a webhook type: it fans out to its mail delivery only).
-    static let eventType = "mail.message"
+    static let eventType = EventType.mailMessage
 
-    init(mail: RecoveryRepository, outbox: OutboxRepository, events: OutboxEvents, metrics: Metrics, configuration: Configuration,
+    init(mail: MailRepository, outbox: OutboxRepository, events: OutboxEvents, metrics: Metrics, configuration: Configuration,
          runtime: Runtime) {
         self.mail = mail
         self.configuration = configuration
@@ -30,9 +30,9 @@ public final class MailService: Sendable {
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.mailRetryBase)
         policy.pollInterval = configuration.outboxPollInterval
         let configuration = configuration
-        worker = OutboxWorker(channel: RecoveryRepository.mailChannel, outbox: outbox, policy: policy, runtime: runtime,
+        worker = OutboxWorker(channel: MailRepository.channel.rawValue, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { Self.deliver($0, mail: mail, configuration: configuration) },
-                              observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType, outcome: outcome) })
+                              observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType.rawValue, outcome: outcome) })
     }
 
     func start() { worker.start() }
@@ -43,7 +43,7 @@ public final class MailService: Sendable {
         let id = "mail_" + runtime.identifier()
         let message = MailMessage(event: event, from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
         let event = OutboxEvent(id: "evt_" + runtime.identifier(), type: Self.eventType, accountId: userId, data: .object([]),
-                                fanOut: [.direct(channel: RecoveryRepository.mailChannel, target: id)],
+                                fanOut: [.direct(channel: MailRepository.channel, target: id)],
                                 maxAgeSeconds: configuration.webhookMaxAge, createdAt: runtime.now())
         return MailToSend(id: id, recipient: to.value, message: message.bytes, event: event)
     }
@@ -54,7 +54,7 @@ public final class MailService: Sendable {
         return origin + "/?cancel=" + token
     }
 
-    static func deliver(_ d: ClaimedDelivery, mail: RecoveryRepository, configuration: Configuration) -> OutboxWorker.Outcome {
+    static func deliver(_ d: ClaimedDelivery, mail: MailRepository, configuration: Configuration) -> OutboxWorker.Outcome {
         let queued: (recipient: String, message: [UInt8])?
         do { queued = try mail.mail(id: d.target) } catch { return .retry(statusCode: nil, error: "database: \(error)") }
         // Already sent (a retry after the outcome could not be recorded) or gone: nothing to do.

@@ -3,24 +3,8 @@ import JSON
 import Storage
 import WebAuthn
 
-/// Every event type SPEC "Events" lists; `data` carries exactly the members SPEC names for it and
-/// never codes, tokens, secrets or email addresses. Names never change once shipped.
-public enum EventType: String, Sendable, CaseIterable {
-    case userCreated = "user.created"
-    case passkeyCreated = "passkey.created"
-    case passkeyRenamed = "passkey.renamed"
-    case passkeyRevoked = "passkey.revoked"
-    case passkeyCloneSuspected = "passkey.clone_suspected"
-    case passkeyBackupEligibilityChanged = "passkey.backup_eligibility_changed"
-    case deviceKeyEnrolled = "device_key.enrolled"
-    case deviceKeyRevoked = "device_key.revoked"
-    case stepUpApproved = "step_up.approved"
-    case sessionRevoked = "session.revoked"
-    case emailVerified = "email.verified"
-    case recoveryStarted = "recovery.started"
-    case recoveryCompleted = "recovery.completed"
-    case recoveryCancelled = "recovery.cancelled"
-}
+// Every event type SPEC "Events" lists is `EventType` (Storage, where it is decoded); `data` carries
+// exactly the members SPEC names for it and never codes, tokens, secrets or email addresses.
 
 /// Why a session ended (`session.revoked`'s `reason`).
 public enum SessionRevocationReason: String, Sendable {
@@ -37,8 +21,12 @@ public enum SessionRevocationReason: String, Sendable {
 }
 
 /// Builds outbox events (one builder per type, so each type's `data` is written once). Services hand
-/// the result to the repository call that makes the change, then say `written(_:)` once it has
-/// returned, which wakes this instance's workers for them. The event id comes from the injected
+/// the result to the repository call that makes the change. Where the change decides what is
+/// reported (the sessions a revocation ended, the passkey it revoked), the builder is a template
+/// (`EventTemplate`) and the repository's statement adds the members that row knows: the passkey
+/// and device-key members, and `sessionId`, are written there, in `AccountRepository.rows`,
+/// `DeviceKeyRepository.rows` and `SessionRepository.rows`. Then say `written(_:)` once the call
+/// has returned: it wakes this instance's workers for them. The event id comes from the injected
 /// randomness, its time from the injected clock; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
 public struct OutboxEvents: Sendable {
     let runtime: Runtime
@@ -62,15 +50,29 @@ public struct OutboxEvents: Sendable {
     public func written(channels: Set<String>) { wakeUps.wake(channels: channels) }
 
     /// The builders' events fan out to webhooks; mail goes on its own channel.
-    public static let webhooks: Set<String> = [OutboxRepository.webhookChannel]
-    public static let mail: Set<String> = [RecoveryRepository.mailChannel]
+    public static let webhooks: Set<String> = [OutboxRepository.webhookChannel.rawValue]
+    public static let mail: Set<String> = [MailRepository.channel.rawValue]
 
     /// An event of `type` about `userId`, fanned out to the subscribed webhooks (plus `fanOut`).
     public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],
                       also fanOut: [OutboxEvent.FanOut] = []) -> OutboxEvent {
-        OutboxEvent(id: "evt_" + runtime.identifier(), type: type.rawValue, accountId: userId,
+        OutboxEvent(id: Self.idPrefix + runtime.identifier(), type: type, accountId: userId,
                     data: .object([("userId", .string(userId))] + data), fanOut: [.webhooks] + fanOut, maxAgeSeconds: maxAgeSeconds,
                     createdAt: runtime.now())
+    }
+
+    static let idPrefix = "evt_"
+
+    /// An event of `type` the repository writes once per row its change returned, about that row's
+    /// account, with `data` and the members it adds from the row.
+    public func template(_ type: EventType, data: [(key: String, value: JSONValue)] = []) -> EventTemplate {
+        EventTemplate(idPrefix: Self.idPrefix, seed: runtime.identifier(), type: type, data: .object(data), maxAgeSeconds: maxAgeSeconds,
+                      createdAt: runtime.now())
+    }
+
+    /// `session.revoked` for each session a change ended (the repository adds `sessionId`).
+    public func sessionRevoked(reason: SessionRevocationReason) -> EventTemplate {
+        template(.sessionRevoked, data: [("reason", .string(reason.rawValue))])
     }
 
     public func userCreated(userId: String, username: String) -> OutboxEvent {
@@ -96,35 +98,27 @@ public struct OutboxEvents: Sendable {
               data: [("credentialId", .string(Base64URL.encode(credentialId))), ("backupEligible", .bool(backupEligible))])
     }
 
-    /// `device_key.enrolled` / `device_key.revoked`.
-    public func deviceKey(_ type: EventType, _ k: DeviceKeyRecord) -> OutboxEvent {
-        precondition([.deviceKeyEnrolled, .deviceKeyRevoked].contains(type))
-        return event(type, userId: k.userId, data: [("keyId", .string(k.id)), ("deviceId", .string(k.deviceId)),
-                                                    ("platform", .string(k.platform)), ("attested", .bool(k.attested))])
+    /// `device_key.enrolled` for the key being stored (a revoked one's `device_key.revoked` is a
+    /// template: `DeviceKeyRepository.rows` writes the same members from the key's row).
+    public func deviceKeyEnrolled(_ k: NewDeviceKey) -> OutboxEvent {
+        event(.deviceKeyEnrolled, userId: k.userId, data: [("keyId", .string(k.id)), ("deviceId", .string(k.deviceId)),
+                                                           ("platform", .string(k.platform.rawValue)), ("attested", .bool(k.attested))])
     }
 
     /// `method` `device-key` carries `keyId`, `passkey` carries `credentialId`.
-    public func stepUpApproved(userId: String, method: String, keyId: String, actionHash: [UInt8], receiptId: String) -> OutboxEvent {
+    public func stepUpApproved(userId: String, method: StepUpMethod, keyId: String, actionHash: [UInt8], receiptId: String) -> OutboxEvent {
         event(.stepUpApproved, userId: userId, data: [
-            ("method", .string(method)), (method == "passkey" ? "credentialId" : "keyId", .string(keyId)),
+            ("method", .string(method.rawValue)), (method == .passkey ? "credentialId" : "keyId", .string(keyId)),
             ("actionHash", .string(Base64URL.encode(actionHash))), ("receiptId", .string(receiptId)),
         ])
-    }
-
-    public func sessionRevoked(userId: String, sessionId: String, reason: SessionRevocationReason) -> OutboxEvent {
-        event(.sessionRevoked, userId: userId, data: [("sessionId", .string(sessionId)), ("reason", .string(reason.rawValue))])
-    }
-
-    public func sessionsRevoked(userId: String, _ ids: [String], reason: SessionRevocationReason) -> [OutboxEvent] {
-        ids.map { sessionRevoked(userId: userId, sessionId: $0, reason: reason) }
     }
 
     /// For the email and recovery work (the types exist now so subscriptions can name them).
     public func emailVerified(userId: String) -> OutboxEvent { event(.emailVerified, userId: userId, data: []) }
 
-    /// `recovery.started` / `recovery.completed` / `recovery.cancelled`; `method` e.g. `email` or `recovery-code`.
-    public func recovery(_ type: EventType, userId: String, recoveryId: String, method: String) -> OutboxEvent {
+    /// `recovery.started` / `recovery.completed` / `recovery.cancelled`.
+    public func recovery(_ type: EventType, userId: String, recoveryId: String, method: RecoveryMethod) -> OutboxEvent {
         precondition([.recoveryStarted, .recoveryCompleted, .recoveryCancelled].contains(type))
-        return event(type, userId: userId, data: [("recoveryId", .string(recoveryId)), ("method", .string(method))])
+        return event(type, userId: userId, data: [("recoveryId", .string(recoveryId)), ("method", .string(method.rawValue))])
     }
 }

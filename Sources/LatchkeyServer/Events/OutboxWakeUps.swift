@@ -26,8 +26,8 @@ public final class OutboxWakeUps: Sendable {
         for event in events {
             for fanOut in event.fanOut {
                 switch fanOut {
-                case .webhooks: channels.insert(OutboxRepository.webhookChannel)
-                case .direct(let channel, _): channels.insert(channel)
+                case .webhooks: channels.insert(OutboxRepository.webhookChannel.rawValue)
+                case .direct(let channel, _): channels.insert(channel.rawValue)
                 }
             }
         }

@@ -31,9 +31,9 @@ public final class WebhookService: Sendable {
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.webhookRetryBase)
         policy.pollInterval = configuration.outboxPollInterval
         let sender = WebhookSender(webhooks: webhooks, sealer: sealer, configuration: configuration, runtime: runtime)
-        worker = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: outbox, policy: policy, runtime: runtime,
+        worker = OutboxWorker(channel: OutboxRepository.webhookChannel.rawValue, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { sender.deliver($0) },
-                              observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type, outcome: outcome) })
+                              observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
     }
 
     // MARK: Admin API
@@ -43,12 +43,12 @@ public final class WebhookService: Sendable {
         guard let url = body["url"]?.stringValue else { throw ServiceError.invalid("url is required") }
         try WebhookAddressPolicy(configuration).check(try WebhookURL(parsing: url))
         guard let list = body["events"]?.arrayValue, !list.isEmpty else { throw ServiceError.invalid("events must be a non-empty list") }
-        var events: [String] = []
+        var events: [EventType] = []
         for item in list {
-            guard let name = item.stringValue, EventType(rawValue: name) != nil else {
+            guard let name = item.stringValue, let type = EventType(rawValue: name), type.isWebhookType else {
                 throw ServiceError.invalid("events: \(item.stringValue.map { "\"\($0)\"" } ?? "a non-string") is not an event type")
             }
-            if !events.contains(name) { events.append(name) }
+            if !events.contains(type) { events.append(type) }
         }
         guard sealer.isAvailable else { throw SecretSealer.unavailable }
         let id = "wh_" + runtime.identifier()
@@ -57,17 +57,17 @@ public final class WebhookService: Sendable {
         let record = try storage { () throws(StorageError) in
             try webhooks.create(NewWebhookEndpoint(id: id, url: url, events: events, sealedSecret: sealed),
                                 audit: caller.record(.webhookCreated, subject: id,
-                                                     detail: [("url", .string(url)), ("events", .array(events.map { .string($0) }))]),
+                                                     detail: [("url", .string(url)), ("events", .array(events.map { .string($0.rawValue) }))]),
                                 redeeming: caller.redemption)
         }
-        return .object([("id", .string(record.id)), ("url", .string(record.url)), ("events", .array(record.events.map { .string($0) })),
+        return .object([("id", .string(record.id)), ("url", .string(record.url)), ("events", .array(record.events.map { .string($0.rawValue) })),
                         ("secret", .string(WebhookSignature.secret(key: key)))])
     }
 
     /// `GET /admin/v1/webhooks` (no secrets).
     func list() throws(ServiceError) -> JSONValue {
         .object([("webhooks", .array(try storage { () throws(StorageError) in try webhooks.list() }.map { w in
-            .object([("id", .string(w.id)), ("url", .string(w.url)), ("events", .array(w.events.map { .string($0) })),
+            .object([("id", .string(w.id)), ("url", .string(w.url)), ("events", .array(w.events.map { .string($0.rawValue) })),
                      ("createdAt", .string(iso8601(w.createdAt)))])
         }))])
     }
@@ -87,7 +87,7 @@ public final class WebhookService: Sendable {
         let n = min(max(Int(limit ?? "50") ?? 50, 1), 1000)
         let rows = try storage { () throws(StorageError) in try outbox.deliveries(channel: OutboxRepository.webhookChannel, target: id, limit: n) }
         return .object([("deliveries", .array(rows.map { d in
-            .object([("eventId", .string(d.eventId)), ("type", .string(d.type)),
+            .object([("eventId", .string(d.eventId)), ("type", .string(d.type.rawValue)),
                      // A cancelled delivery (its endpoint deleted) is never sent: SPEC's statuses call that failed.
                      ("status", .string(d.status == .cancelled ? "failed" : d.status.rawValue)),
                      ("attempts", .number(Double(d.attempts))),
@@ -169,6 +169,6 @@ struct WebhookSender: Sendable {
 
     /// `{"type","timestamp","data"}`: the exact bytes that are signed and sent (the same on every retry).
     static func body(_ d: ClaimedDelivery) -> [UInt8] {
-        JSONValue.object([("type", .string(d.type)), ("timestamp", .string(iso8601(d.createdAt))), ("data", d.data)]).serialized()
+        JSONValue.object([("type", .string(d.type.rawValue)), ("timestamp", .string(iso8601(d.createdAt))), ("data", d.data)]).serialized()
     }
 }

@@ -360,9 +360,7 @@ public final class PasskeyService: Sendable {
     /// The renamed passkey's JSON, plus `signals` (SPEC "Signal API": the new name reaches the provider).
     func renamePasskey(userId: String, credentialId: [UInt8], name: String) throws(ServiceError) -> JSONValue {
         guard let record = try storage({ () throws(StorageError) in
-            try accounts.rename(userId: userId, credentialId: credentialId, name: name) { [events] renamed in
-                [events.passkey(.passkeyRenamed, renamed)]
-            }
+            try accounts.rename(userId: userId, credentialId: credentialId, name: name, renamedEvent: events.template(.passkeyRenamed))
         }) else { throw ServiceError.notFound("passkey") }
         events.written(channels: OutboxEvents.webhooks)
         guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
@@ -387,10 +385,8 @@ public final class PasskeyService: Sendable {
         }
         guard let ended = try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption ?? redeeming,
-                                      mail: notice.map { [$0] } ?? []) {
-                      [events] revoked, ended in
-                      [events.passkey(.passkeyRevoked, revoked)] + events.sessionsRevoked(userId: userId, ended, reason: .passkeyRevoked)
-                  }
+                                      mail: notice.map { [$0] } ?? [], revokedEvent: events.template(.passkeyRevoked),
+                                      sessionEvent: events.sessionRevoked(reason: .passkeyRevoked))
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)

@@ -18,7 +18,7 @@ final class DeploymentSecret: Sendable {
     func value() throws(ServiceError) -> [UInt8] {
         if let hit = cached.withLock({ $0 }) { return hit }
         let random = runtime.random
-        let secret = try storage { () throws(StorageError) in try keys.secret(named: name) { random(32) } }
+        let secret = try storage { () throws(StorageError) in try keys.secret(named: name, candidate: random(32)) }
         guard secret.count == 32 else { throw ServiceError(.internalError, "deployment secret \(name) is unreadable") }
         cached.withLock { $0 = secret }
         return secret

@@ -56,7 +56,7 @@ public final class Metrics: Sendable {
     /// One webhook attempt's outcome: `delivered`, `retry` or `failed` (given up). `type` is an event
     /// type; anything else is counted as `other`, so the label set stays bounded.
     public func observeDelivery(type: String, outcome: String) {
-        let t = EventType(rawValue: type) != nil ? type : "other"
+        let t = EventType(rawValue: type)?.isWebhookType == true ? type : "other"
         let o = ["delivered", "retry", "failed"].contains(outcome) ? outcome : "other"
         state.withLock { $0.deliveries["\(t)|\(o)", default: 0] += 1 }
     }
@@ -86,16 +86,19 @@ public final class Metrics: Sendable {
                      labels: ["type", "outcome"], s.deliveries)
         if let outbox {
             // Every channel this deployment has, even when empty.
-            var byChannel = Dictionary(uniqueKeysWithValues: outbox.map { ($0.channel, $0) })
-            if byChannel[OutboxRepository.webhookChannel] == nil {
-                byChannel[OutboxRepository.webhookChannel] = OutboxDepth(channel: OutboxRepository.webhookChannel, pending: 0, oldestPendingSeconds: 0)
+            var byChannel = Dictionary(uniqueKeysWithValues: outbox.map { ($0.channel.rawValue, $0) })
+            if byChannel[OutboxRepository.webhookChannel.rawValue] == nil {
+                byChannel[OutboxRepository.webhookChannel.rawValue] = OutboxDepth(channel: OutboxRepository.webhookChannel, pending: 0,
+                                                                                  oldestPendingSeconds: 0)
             }
             out += "# HELP latchkey_outbox_depth Outbox deliveries not yet delivered or given up, by channel.\n# TYPE latchkey_outbox_depth gauge\n"
-            for d in byChannel.values.sorted(by: { $0.channel < $1.channel }) { out += "latchkey_outbox_depth{channel=\"\(d.channel)\"} \(d.pending)\n" }
+            for d in byChannel.values.sorted(by: { $0.channel.rawValue < $1.channel.rawValue }) {
+                out += "latchkey_outbox_depth{channel=\"\(d.channel.rawValue)\"} \(d.pending)\n"
+            }
             out += "# HELP latchkey_outbox_oldest_pending_seconds Age of the oldest pending delivery's event, by channel.\n"
             out += "# TYPE latchkey_outbox_oldest_pending_seconds gauge\n"
-            for d in byChannel.values.sorted(by: { $0.channel < $1.channel }) {
-                out += "latchkey_outbox_oldest_pending_seconds{channel=\"\(d.channel)\"} \(d.oldestPendingSeconds)\n"
+            for d in byChannel.values.sorted(by: { $0.channel.rawValue < $1.channel.rawValue }) {
+                out += "latchkey_outbox_oldest_pending_seconds{channel=\"\(d.channel.rawValue)\"} \(d.oldestPendingSeconds)\n"
             }
         }
         return out

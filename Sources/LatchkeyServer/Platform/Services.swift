@@ -65,7 +65,7 @@ public final class Services: Sendable {
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
-        mail = MailService(mail: database.recovery, outbox: database.outbox, events: events, metrics: metrics,
+        mail = MailService(mail: database.mail, outbox: database.outbox, events: events, metrics: metrics,
                            configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))

@@ -44,30 +44,44 @@ extension RecoveryService {
         guard attempt.userId == caller.userId, let email = attempt.email else {
             throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
         }
-        do {
-            // The address being replaced hears of it: it is where recovery codes and "recovery started"
-            // notices went, so a stolen session quietly moving recovery to another mailbox is seen.
-            try store.setVerifiedEmail(userId: caller.userId, email: email,
-                                       audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
-                                       events: [events.emailVerified(userId: caller.userId)]) { [mail] previous in
-                guard let to = EmailAddress(previous) else { return [] }
-                return [mail.compose(.emailChanged, to: to, userId: caller.userId, subject: "The email address of your Latchkey account was changed", text: """
+        // The address being replaced hears of it: it is where recovery codes and "recovery started"
+        // notices went, so a stolen session quietly moving recovery to another mailbox is seen. The
+        // notice is composed for the address the account has; when that is not the one assumed
+        // (none, at first, or another verification landed first), storage writes nothing and says
+        // which it is, and the notice is composed again for that one.
+        var previous: String? = nil
+        for _ in 0..<Self.emailVerifyAttempts {
+            let notice = previous.flatMap { $0 == email ? nil : EmailAddress($0) }.map { to in
+                [mail.compose(.emailChanged, to: to, userId: caller.userId, subject: "The email address of your Latchkey account was changed", text: """
                     The verified email address of your Latchkey account was just replaced by another one.
                     Mailed recovery codes and recovery notices now go to the new address.
 
                     If this was not you, sign in with your passkey, set your address again and check your
                     sessions and pending recoveries.
                     """)]
+            } ?? []
+            let outcome: VerifiedEmailOutcome
+            do {
+                outcome = try store.setVerifiedEmail(userId: caller.userId, email: email, previous: previous, notice: notice,
+                                                     audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
+                                                     events: [events.emailVerified(userId: caller.userId)])
+            } catch .conflict {
+                throw ServiceError(.conflict, "another account has verified this address")
+            } catch {
+                throw ServiceError(error)
             }
-        } catch .conflict {
-            throw ServiceError(.conflict, "another account has verified this address")
-        } catch {
-            throw ServiceError(error)
+            guard case .previousChanged(let current) = outcome else {
+                events.written(channels: OutboxEvents.webhooks.union(OutboxEvents.mail))
+                return .object([("email", .string(email)), ("verified", true)])
+            }
+            previous = current
         }
-        // email.verified, and the notice to the replaced address (built inside the call) when there was one.
-        events.written(channels: OutboxEvents.webhooks.union(OutboxEvents.mail))
-        return .object([("email", .string(email)), ("verified", true)])
+        throw ServiceError(.conflict, "the address kept changing while it was verified; try again")
     }
+
+    /// How often `verifyEmail` asks storage before giving up on an address that keeps changing
+    /// under it (the first ask assumes none; each later one knows the address the last one found).
+    static let emailVerifyAttempts = 4
 
     /// `GET /v1/account/recovery`: what the settings page shows.
     func accountState(_ caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
@@ -79,7 +93,7 @@ extension RecoveryService {
             ("email", email.map { .string($0) } ?? .null), ("verified", .bool(email != nil)),
             ("recoveryCodesLeft", .number(Double(left))),
             ("pendingRecoveries", .array(pending.map { r in
-                .object([("recoveryId", .string(r.id)), ("method", .string(r.method)), ("notBefore", .string(iso8601(r.notBefore))),
+                .object([("recoveryId", .string(r.id)), ("method", .string(r.method.rawValue)), ("notBefore", .string(iso8601(r.notBefore))),
                          ("expiresAt", .string(iso8601(r.expiresAt)))])
             })),
         ])

@@ -127,17 +127,17 @@ public final class RecoveryService: Sendable {
                 throw ServiceError(.codeInvalid, "wrong or used recovery code")
             }
             try storage { () throws(StorageError) in try store.unbump(key: key) }
-            return try begin(userId: user.id, method: "recovery-code")
+            return try begin(userId: user.id, method: .recoveryCode)
         }
         try requireMail()
         let attempt = try check(body, purpose: .recovery)
         guard let userId = attempt.userId else { throw ServiceError(.challengeInvalid, "unknown, expired or used challenge") }
-        return try begin(userId: userId, method: "email")
+        return try begin(userId: userId, method: .email)
     }
 
     /// Issues the recovery token: not usable before now + LATCHKEY_RECOVERY_DELAY; the verified
     /// address (if any) is told at once, with how to cancel.
-    private func begin(userId: String, method: String) throws(ServiceError) -> JSONValue {
+    private func begin(userId: String, method: RecoveryMethod) throws(ServiceError) -> JSONValue {
         let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
         let id = "rec_" + runtime.identifier()
         let delay = configuration.recoveryDelaySeconds
@@ -149,7 +149,7 @@ public final class RecoveryService: Sendable {
             let when = delay == 0 ? "now" : "in \(delay / 3600 > 0 ? "\(delay / 3600) hours" : "\(delay) seconds")"
             cancelHash = cancel.hash
             notice.append(mail.compose(.recoveryStarted, to: to, userId: userId, subject: "Recovery of your Latchkey account started", text: """
-                A recovery of your Latchkey account was started (\(method == "email" ? "by an emailed code" : "with a recovery code")).
+                A recovery of your Latchkey account was started (\(method == .email ? "by an emailed code" : "with a recovery code")).
                 It can register a new passkey \(when); that will sign out every other session and remove your device keys.
 
                 If this was not you, cancel it before then — no sign-in needed:
@@ -164,7 +164,7 @@ public final class RecoveryService: Sendable {
                                         ttlSeconds: configuration.recoveryTokenTTL),
                             mail: notice,
                             audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
-                                               detail: [("recoveryId", .string(id)), ("method", .string(method)),
+                                               detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue)),
                                                         ("delaySeconds", .number(Double(delay)))]),
                             events: [started],
                             cancelTokenHash: cancelHash)
@@ -204,18 +204,11 @@ public final class RecoveryService: Sendable {
         guard token.utf8.count <= 128, isPrintableText(token) else { throw ServiceError.invalid("cancelToken is not a cancel token") }
         guard token.hasPrefix(Self.cancelTokenPrefix) else { throw ServiceError.notFound("cancel link") }
         let undone = try storage { () throws(StorageError) in
-            try store.useCancelToken(hash: OpaqueSecret.hash(token)) { [events] target in
-                switch target {
-                case .recovery(let userId, let recoveryId, let method):
-                    return ([AuditRecord(.recoveryCancelled, actor: userId, subject: userId,
-                                         detail: [("recoveryId", .string(recoveryId)), ("via", "cancel-link")])],
-                            [events.recovery(.recoveryCancelled, userId: userId, recoveryId: recoveryId, method: method)])
-                case .passkey(let userId, let credential, let ended):
-                    return ([AuditRecord(.passkeyRevoked, actor: userId, subject: userId,
-                                         detail: [("credentialId", .string(Base64URL.encode(credential.id))), ("via", "cancel-link")])],
-                            [events.passkey(.passkeyRevoked, credential)] + events.sessionsRevoked(userId: userId, ended, reason: .passkeyRevoked))
-                }
-            }
+            try store.useCancelToken(hash: OpaqueSecret.hash(token), records: CancelLinkRecords(
+                recoveryAudit: AuditTemplate(.recoveryCancelled, actor: nil, detail: [("via", "cancel-link")]),
+                recoveryEvent: events.template(.recoveryCancelled),
+                passkeyAudit: AuditTemplate(.passkeyRevoked, actor: nil, detail: [("via", "cancel-link")]),
+                passkeyEvent: events.template(.passkeyRevoked), sessionEvent: events.sessionRevoked(reason: .passkeyRevoked)))
         }
         guard let undone else { throw ServiceError.notFound("cancel link") }
         events.written(channels: OutboxEvents.webhooks)
@@ -238,24 +231,18 @@ public final class RecoveryService: Sendable {
         return r
     }
 
-    /// What completing `recovery` revokes, in the registration's transaction.
+    /// What completing `recovery` revokes, and writes, in the registration's statement.
     static func completion(_ recovery: RecoveryRecord, events: OutboxEvents, revokePasskeys: Bool) -> RecoveryCompletion {
         let userId = recovery.userId, id = recovery.id, method = recovery.method
         return RecoveryCompletion(
             recoveryId: id, revokePasskeys: revokePasskeys,
             audit: AuditRecord(.recoveryCompleted, actor: userId, subject: userId,
-                               detail: [("recoveryId", .string(id)), ("method", .string(method))]),
-            events: { sessionIds, keys, passkeys in
-                [events.recovery(.recoveryCompleted, userId: userId, recoveryId: id, method: method)]
-                    + events.sessionsRevoked(userId: userId, sessionIds, reason: .recovery)
-                    + keys.map { events.deviceKey(.deviceKeyRevoked, $0) }
-                    + passkeys.map { events.event(.passkeyRevoked, userId: userId, data: [("credentialId", .string(Base64URL.encode($0)))]) }
-            },
-            cancelled: { others in
-                (others.map { AuditRecord(.recoveryCancelled, actor: AuditActor.server, subject: userId,
-                                          detail: [("recoveryId", .string($0.id)), ("completedBy", .string(id))]) },
-                 others.map { events.recovery(.recoveryCancelled, userId: userId, recoveryId: $0.id, method: $0.method) })
-            })
+                               detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue))]),
+            events: [events.recovery(.recoveryCompleted, userId: userId, recoveryId: id, method: method)],
+            sessionRevoked: events.sessionRevoked(reason: .recovery), deviceKeyRevoked: events.template(.deviceKeyRevoked),
+            passkeyRevoked: events.template(.passkeyRevoked),
+            otherCancelledAudit: AuditTemplate(.recoveryCancelled, actor: AuditActor.server, detail: [("completedBy", .string(id))]),
+            otherCancelledEvent: events.template(.recoveryCancelled))
     }
 
     // MARK: Shared

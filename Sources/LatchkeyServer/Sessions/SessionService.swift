@@ -107,11 +107,8 @@ public final class SessionService: Sendable {
         let next = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         let outcome = try storage { () throws(StorageError) in
             try sessions.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, ttlSeconds: configuration.refreshTokenTTL,
-                                reuseEvents: { [events] userId, familyId in
-                                    [events.sessionRevoked(userId: userId, sessionId: familyId, reason: .refreshTokenReuse)]
-                                }) { userId in
-                AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: userId)
-            }
+                                reuseAudit: AuditTemplate(.refreshReuseDetected, actor: AuditActor.server),
+                                reuseEvent: events.sessionRevoked(reason: .refreshTokenReuse))
         }
         switch outcome {
         case .rotated(let userId, let familyId, let authTime, let method):
@@ -130,9 +127,7 @@ public final class SessionService: Sendable {
     /// `POST /v1/logout`: ends the session the access token belongs to.
     func logout(_ caller: Caller) throws(ServiceError) {
         let ended = try storage { () throws(StorageError) in
-            try sessions.revoke(userId: caller.userId, familyId: caller.sessionId) { [events] ids in
-                events.sessionsRevoked(userId: caller.userId, ids, reason: .logout)
-            }
+            try sessions.revoke(userId: caller.userId, familyId: caller.sessionId, revokedEvent: events.sessionRevoked(reason: .logout))
         }
         if !ended.isEmpty { events.written(channels: OutboxEvents.webhooks) }
         revoked.insert(ended)
@@ -150,9 +145,7 @@ public final class SessionService: Sendable {
     func end(_ caller: Caller, sessionId: String) throws(ServiceError) {
         guard !sessionId.isEmpty, sessionId.utf8.count <= 64 else { throw ServiceError.notFound("session") }
         let ended = try storage { () throws(StorageError) in
-            try sessions.revoke(userId: caller.userId, familyId: sessionId) { [events] ids in
-                events.sessionsRevoked(userId: caller.userId, ids, reason: .ended)
-            }
+            try sessions.revoke(userId: caller.userId, familyId: sessionId, revokedEvent: events.sessionRevoked(reason: .ended))
         }
         guard !ended.isEmpty else { throw ServiceError.notFound("session") }
         events.written(channels: OutboxEvents.webhooks)

@@ -39,7 +39,7 @@ extension StepUpService {
         guard !revoked.contains(claims.sessionId),
               let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: claims.receiptId) }),
               receipt.userId == claims.subject else { return false }
-        if receipt.method == "device-key" {
+        if receipt.method == .deviceKey {
             return try storage { () throws(StorageError) in try deviceKeys.key(id: receipt.keyId) }?.revokedAt == nil
         }
         guard let credentialId = Base64URL.decode(receipt.keyId),

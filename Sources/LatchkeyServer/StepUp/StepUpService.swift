@@ -145,7 +145,7 @@ public final class StepUpService: Sendable {
             do { key = try DevicePublicKey(bytes: record.publicKey) } catch { throw ServiceError(.internalError, "stored key unreadable") }
             let signedData: [UInt8], signature: [UInt8]
             var authenticatorData: [UInt8]? = nil
-            if record.attestationFormat == AttestationFormatName.appleAppAttest.rawValue {
+            if record.attestationFormat == .appleAppAttest {
                 // An App Attest key signs only App Attest assertions (SPEC "Trust chain"): clientDataHash =
                 // SHA-256(challenge bytes), counter strictly increasing, stored by compare-and-set below.
                 guard let bytes = input.appAttestAssertion else {
@@ -170,10 +170,10 @@ public final class StepUpService: Sendable {
             liveDeviceKeyId = keyId
             // SPEC "Trust chain": `hwk` only for a key whose attestation proved hardware; `swk` otherwise (RFC 8176).
             approvedWith = record.attested ? AuthenticationClaims.deviceKeyAttested : AuthenticationClaims.deviceKey
-            audit += [("method", "device-key"), ("keyId", .string(keyId))]
+            audit += [("method", .string(StepUpMethod.deviceKey.rawValue)), ("keyId", .string(keyId))]
             approvedBy = keyId
             receipt = StepUpReceiptRecord(
-                id: receiptId, userId: userId, method: "device-key", keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
+                id: receiptId, userId: userId, method: .deviceKey, keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
                 signedData: signedData, signature: signature, action: state.action, actionHash: state.actionHash,
                 keyBinding: keyBinding, authenticatorData: authenticatorData, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now)
         case .passkey:
@@ -184,10 +184,10 @@ public final class StepUpService: Sendable {
             approvedWith = AuthenticationClaims.passkeyVerified
             let credentialId = Base64URL.encode(outcome.use.credentialId)
             approvedBy = credentialId
-            audit += [("method", "passkey"), ("keyId", .string(credentialId))]
+            audit += [("method", .string(StepUpMethod.passkey.rawValue)), ("keyId", .string(credentialId))]
             audit += outcome.auditDetail.filter { $0.key != "credentialId" }
             receipt = StepUpReceiptRecord(
-                id: receiptId, userId: userId, method: "passkey", keyId: credentialId, publicKey: outcome.key.publicKey.spkiDER,
+                id: receiptId, userId: userId, method: .passkey, keyId: credentialId, publicKey: outcome.key.publicKey.spkiDER,
                 challenge: state.challenge, signedData: parsed.authenticatorData.raw + parsed.clientData.hash,
                 signature: parsed.response.signature, action: state.action, actionHash: state.actionHash, keyBinding: keyBinding,
                 clientDataJSON: parsed.clientData.raw, authenticatorData: parsed.authenticatorData.raw, tokenJTI: jti,
@@ -301,7 +301,7 @@ public final class StepUpService: Sendable {
         }
         let pem = PEM.encode(r.publicKey, label: "PUBLIC KEY")
         var out: [(key: String, value: JSONValue)] = [
-            ("id", .string(r.id)), ("userId", .string(r.userId)), ("method", .string(r.method)), ("keyId", .string(r.keyId)),
+            ("id", .string(r.id)), ("userId", .string(r.userId)), ("method", .string(r.method.rawValue)), ("keyId", .string(r.keyId)),
             ("publicKey", .string(Base64URL.encode(r.publicKey))), ("publicKeyPEM", .string(pem)),
             ("challenge", .string(Base64URL.encode(r.challenge))), ("challengeFields", layout),
             ("signedData", .string(Base64URL.encode(r.signedData))), ("signature", .string(Base64URL.encode(r.signature))),

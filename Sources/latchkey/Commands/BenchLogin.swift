@@ -3,6 +3,7 @@ import HTTP
 import JSON
 import LatchkeyServer
 import PostgreSQL
+import Storage
 import Synchronization
 import WebAuthn
 import WebAuthnTesting
@@ -53,7 +54,7 @@ enum LoginBenchmark {
                 url = "http://127.0.0.1:\(server.port)/bench"
                 localReceiver = (box, server)
             }
-            let types = EventType.allCases.map(\.rawValue).filter { $0.hasPrefix("passkey.") || $0.hasPrefix("session.") }
+            let types = EventType.webhookTypes.map(\.rawValue).filter { $0.hasPrefix("passkey.") || $0.hasPrefix("session.") }
             let body = JSONValue.object([("url", .string(url)), ("events", .array(types.map { .string($0) }))]).serialized()
             guard let r = client.postJSON("/admin/v1/webhooks", body, authorization: "Bearer \(key)"), r.status == 201,
                   let id = (try? JSONParser.parse(r.body))?["id"]?.stringValue else {

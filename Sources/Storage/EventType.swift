@@ -1,0 +1,34 @@
+/// Every outbox event type (column `outbox_events.type`): the webhook types SPEC "Events" lists, and
+/// `mail.message`, the event a mail goes out on (never a webhook's: it fans out to its mail delivery
+/// only). Names never change once shipped; a stored name that is none of these is a decode error.
+public enum EventType: String, Sendable, CaseIterable {
+    case userCreated = "user.created"
+    case passkeyCreated = "passkey.created"
+    case passkeyRenamed = "passkey.renamed"
+    case passkeyRevoked = "passkey.revoked"
+    case passkeyCloneSuspected = "passkey.clone_suspected"
+    case passkeyBackupEligibilityChanged = "passkey.backup_eligibility_changed"
+    case deviceKeyEnrolled = "device_key.enrolled"
+    case deviceKeyRevoked = "device_key.revoked"
+    case stepUpApproved = "step_up.approved"
+    case sessionRevoked = "session.revoked"
+    case emailVerified = "email.verified"
+    case recoveryStarted = "recovery.started"
+    case recoveryCompleted = "recovery.completed"
+    case recoveryCancelled = "recovery.cancelled"
+    case mailMessage = "mail.message"
+
+    /// What a webhook endpoint may subscribe to: every type but `mail.message`.
+    public var isWebhookType: Bool { self != .mailMessage }
+
+    /// The webhook types, in declaration order.
+    public static let webhookTypes: [EventType] = allCases.filter(\.isWebhookType)
+}
+
+/// Who consumes an outbox delivery (column `outbox_deliveries.channel`).
+public enum OutboxChannel: String, Sendable, CaseIterable {
+    /// Target: a webhook endpoint's id.
+    case webhook
+    /// Target: a mail's id (`MailRepository`).
+    case mail
+}

@@ -1,0 +1,61 @@
+import JSON
+import PostgreSQL
+
+/// A mail to send, written with the change that makes it (migration 9): the message row and its
+/// outbox event (channel `mail`, target = `id`) go in the same statement.
+public struct MailToSend: Sendable {
+    public let id: String
+    public let recipient: String
+    /// The whole RFC 5322 message.
+    public let message: [UInt8]
+    /// The outbox event that carries it (no address, no code in its data).
+    public let event: OutboxEvent
+
+    public init(id: String, recipient: String, message: [UInt8], event: OutboxEvent) {
+        self.id = id
+        self.recipient = recipient
+        self.message = message
+        self.event = event
+    }
+}
+
+/// Mail waiting to go out (`mail_messages`, migration 9). A change that mails writes the message
+/// with `ctes` inside its own statement (and the message's `event` with its other events); the
+/// mail consumer (`MailService`, the outbox channel `channel`) reads it with `mail(id:)` and
+/// clears it with `sent(id:)`.
+public final class MailRepository: Sendable {
+    let pool: PostgresPool
+
+    init(pool: PostgresPool) { self.pool = pool }
+
+    /// The outbox channel mail goes out on; a delivery's target is the message's id.
+    public static let channel = OutboxChannel.mail
+
+    /// A data-modifying CTE storing `mail`'s rows, for `SQL.with` (a shared fragment, like
+    /// `AuditRepository.cte`); nothing when there is none. With `onlyIf` (a CTE of the same
+    /// statement), only when that CTE returned a row. The caller writes `mail.map(\.event)` with
+    /// the statement's other events.
+    static func ctes(_ mail: [MailToSend], onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
+        guard !mail.isEmpty else { return [] }
+        let rows = SQL.joined(mail.map { m in "(\(m.id)::text, \(m.recipient)::text, \(m.message)::bytea)" }, separator: ", ")
+        let condition: SQL = cte.map { "\nWHERE EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
+        return [("mail_rows", """
+            INSERT INTO mail_messages (id, recipient, message)
+            SELECT m.id, m.recipient, m.message FROM (VALUES \(fragment: rows)) AS m (id, recipient, message)\(fragment: condition)
+            RETURNING id
+            """)]
+    }
+
+    /// A queued mail (nil once sent, or unknown).
+    public func mail(id: String) throws(StorageError) -> (recipient: String, message: [UInt8])? {
+        try pool.run { c in
+            try c.query("SELECT recipient, message FROM mail_messages WHERE id = \(id) AND sent_at IS NULL AND message IS NOT NULL")
+                .first.map { (try $0.string("recipient"), try $0.bytes("message")) }
+        }
+    }
+
+    /// A mail went out: its text (which may hold a code) is cleared.
+    public func sent(id: String) throws(StorageError) {
+        try pool.run { c in try c.execute("UPDATE mail_messages SET sent_at = now(), message = NULL WHERE id = \(id)") }
+    }
+}
