@@ -54,12 +54,14 @@ extension RecoveryRepository {
     /// pending is cancelled; a passkey still held is revoked with every session it began, and
     /// `records` are written for what was undone. nil (and nothing written) when the token is
     /// unknown, used or expired, or what it names is already over (the recovery finished, the hold
-    /// ended, the passkey gone).
-    public func useCancelToken(hash: [UInt8], records: CancelLinkRecords) throws(StorageError) -> CancelTarget? {
+    /// ended, the passkey gone). `now`: the server's clock, which set the passkey's hold (one clock:
+    /// a hold is the app's instant, rule 1; a recovery's lifetime is the database's, rule 3).
+    public func useCancelToken(hash: [UInt8], now: Date, records: CancelLinkRecords) throws(StorageError) -> CancelTarget? {
         let statement = SQL.with([
             ("tok", """
                 UPDATE cancel_tokens SET used_at = now()
-                WHERE hash = \(hash) AND used_at IS NULL AND expires_at > now()
+                WHERE hash = \(hash) AND used_at IS NULL
+                  AND expires_at > CASE WHEN recovery_id IS NULL THEN \(now)::timestamptz ELSE now() END
                 RETURNING user_id AS owner, recovery_id AS recovery, credential_id AS credential
                 """),
             ("rec", """
@@ -69,7 +71,7 @@ extension RecoveryRepository {
                 """),
             ("pk", """
                 UPDATE credentials c SET revoked_at = now() FROM tok
-                WHERE c.id = tok.credential AND c.user_id = tok.owner AND c.revoked_at IS NULL AND c.approves_from > now()
+                WHERE c.id = tok.credential AND c.user_id = tok.owner AND c.revoked_at IS NULL AND c.approves_from > \(now)::timestamptz
                 RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
                 """),
             ("ended", """

@@ -33,10 +33,8 @@ import WebAuthn
 //    pause while the database is down) is a semaphore timeout or `Thread.sleep`; nothing is
 //    decided on it.
 // Tests replace `now`, `uptime` and `random` (ServerTests' ManualClock); the outbox tests step them.
-// Not yet under rule 1/3 (files being reshaped by issue 20's other steps): RecoveryRepository's
-// cancel link compares `approves_from` and a hold's `cancel_tokens.expires_at` (both Runtime.now)
-// with `now()`; RecoveryService.start's `expiresIn` subtracts Runtime.now from the database's
-// `expires_at`. (The signer's rotation reads the newest key's age from the database: rule 3.)
+// A cancel link (Recovery) follows both: a held passkey's link and hold are compared on
+// `Runtime.now` (rule 1, passed as a bind), a recovery's link on the database's `now()` (rule 3).
 
 /// Where the server's randomness, wall-clock time and host-name lookups come from. Built once by
 /// `Wiring` and passed to every service, so a test pins them (STYLE §2); nothing in the server calls

@@ -204,7 +204,7 @@ public final class RecoveryService: Sendable {
         guard token.utf8.count <= 128, isPrintableText(token) else { throw ServiceError.invalid("cancelToken is not a cancel token") }
         guard token.hasPrefix(Self.cancelTokenPrefix) else { throw ServiceError.notFound("cancel link") }
         let undone = try storage { () throws(StorageError) in
-            try store.useCancelToken(hash: OpaqueSecret.hash(token), records: CancelLinkRecords(
+            try store.useCancelToken(hash: OpaqueSecret.hash(token), now: runtime.now(), records: CancelLinkRecords(
                 recoveryAudit: AuditTemplate(.recoveryCancelled, actor: nil, detail: [("via", "cancel-link")]),
                 recoveryEvent: events.template(.recoveryCancelled),
                 passkeyAudit: AuditTemplate(.passkeyRevoked, actor: nil, detail: [("via", "cancel-link")]),
