@@ -19,8 +19,8 @@ public final class PasskeyService: Sendable {
     let runtime: Runtime
     let decoySecret: DeploymentSecret
     let events: OutboxEvents
-    /// Recoveries a registration with a recovery token completes (SPEC "Recovery").
-    let recoveries: RecoveryRepository
+    /// The recovery feature's part in registration: notices' address, completing a recovery (SPEC "Recovery").
+    let recovery: any AccountRecovery
     /// The owner hears of every passkey added or revoked (SPEC "Assurance").
     let mail: MailService
     let registration: RegistrationCeremony
@@ -36,10 +36,10 @@ public final class PasskeyService: Sendable {
 
     init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
-         recoveries: RecoveryRepository, mail: MailService, configuration: Configuration, runtime: Runtime) {
+         recovery: any AccountRecovery, mail: MailService, configuration: Configuration, runtime: Runtime) {
         self.mail = mail
         self.events = events
-        self.recoveries = recoveries
+        self.recovery = recovery
         self.accounts = accounts
         self.challenges = challenges
         self.sessions = sessions
@@ -235,10 +235,7 @@ public final class PasskeyService: Sendable {
         // passkeys) revoked; the new session's method is `recovery`.
         var completing: RecoveryCompletion? = nil
         if case .recovery(let id) = state.purpose {
-            guard let r = try storage({ () throws(StorageError) in try recoveries.recovery(id: id) }), r.userId == user.id else {
-                throw ServiceError(.unauthorized, "the recovery is no longer pending")
-            }
-            completing = RecoveryService.completion(r, events: events, revokePasskeys: configuration.recoveryRevokesPasskeys)
+            completing = try recovery.completion(recoveryId: id, userId: user.id)
         }
         // SPEC "Assurance": the verified address hears of the new passkey; a held one's mail carries
         // the cancel link that revokes it (and its sessions) without a session.
@@ -327,9 +324,7 @@ public final class PasskeyService: Sendable {
     // MARK: The user's passkeys
 
     /// The account's verified address, where notices go (nil: none set).
-    func verifiedAddress(userId: String) throws(ServiceError) -> EmailAddress? {
-        try storage { () throws(StorageError) in try recoveries.email(userId: userId) }.flatMap { EmailAddress($0) }
-    }
+    func verifiedAddress(userId: String) throws(ServiceError) -> EmailAddress? { try recovery.verifiedAddress(userId: userId) }
 
     /// Whether the account has a live passkey (SPEC "Assurance": then an address change needs its step-up).
     func hasPasskeys(userId: String) throws(ServiceError) -> Bool {

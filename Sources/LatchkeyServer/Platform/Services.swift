@@ -69,10 +69,13 @@ public final class Services: Sendable {
                            configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
+        recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
+                                   secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
+                                   events: events, configuration: configuration, runtime: runtime)
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
-                                  events: events, recoveries: database.recovery, mail: mail, configuration: configuration, runtime: runtime)
+                                  events: events, recovery: recovery, mail: mail, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         deviceKeys = DeviceKeyService(deviceKeys: database.deviceKeys, challenges: database.challenges, trust: attestationTrust,
                                       events: events, configuration: configuration, runtime: runtime)
@@ -85,9 +88,6 @@ public final class Services: Sendable {
         users = UserAdministration(admins: database.admins, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
         webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
-        recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
-                                   secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
-                                   events: events, configuration: configuration, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash)
         wakeUps.register(webhooks.worker)
         wakeUps.register(mail.worker)
