@@ -205,7 +205,7 @@ public final class OutboxRepository: Sendable {
     /// worker that dies holding one gives it back when its lease ends. A delivery waits while an
     /// earlier pending delivery (lower `seq`) for the same target and account exists: per target, an
     /// account's events go out in write order. Targets in `excluding` (the caller's busy ones) are skipped.
-    public func claim(channel: String, limit: Int, leaseSeconds: Double, leaseId: String,
+    public func claim(channel: OutboxChannel, limit: Int, leaseSeconds: Double, leaseId: String,
                       excluding targets: [String] = [], now: Date) throws(StorageError) -> [ClaimedDelivery] {
         guard limit > 0 else { return [] }
         let busy = PostgresValue.text(JSONValue.array(targets.map { .string($0) }).text)
@@ -214,7 +214,7 @@ public final class OutboxRepository: Sendable {
             try c.query("""
                 UPDATE outbox_deliveries d SET lease_id = \(leaseId), leased_until = \(leasedUntil), attempts = d.attempts + 1
                 FROM (SELECT c.event_id, c.channel, c.target FROM outbox_deliveries c
-                      WHERE c.channel = \(channel) AND c.status = 'pending' AND c.next_attempt_at <= \(now)
+                      WHERE c.channel = \(channel.rawValue) AND c.status = 'pending' AND c.next_attempt_at <= \(now)
                         AND (c.leased_until IS NULL OR c.leased_until <= \(now))
                         AND NOT (\(busy)::jsonb ? c.target)
                         AND NOT EXISTS (SELECT 1 FROM outbox_deliveries p

@@ -33,7 +33,7 @@ struct OutboxStateMachineTests {
 
         func machine(senders: Int = 4, perTarget: Int = 2, lease: Double = 30, retryBase: Double = 5) -> OutboxStateMachine {
             let policy = OutboxStateMachine.Policy(senders: senders, perTarget: perTarget, leaseSeconds: lease, retryBase: retryBase)
-            return OutboxStateMachine(channel: OutboxRepository.webhookChannel.rawValue, outbox: database.outbox, policy: policy, runtime: runtime,
+            return OutboxStateMachine(channel: OutboxRepository.webhookChannel, outbox: database.outbox, policy: policy, runtime: runtime,
                                       observe: { [self] _, outcome in self.observed.withLock { $0.append(outcome) } })
         }
 
@@ -211,13 +211,13 @@ struct OutboxStateMachineTests {
         let wakeUps = OutboxWakeUps()
         let events = OutboxEvents(runtime: bench.runtime, maxAgeSeconds: 60, wakeUps: wakeUps)
         let policy = OutboxWorker.Policy(senders: 1, perTarget: 1, leaseSeconds: 30, retryBase: 5)
-        let webhooks = OutboxWorker(channel: OutboxRepository.webhookChannel.rawValue, outbox: bench.database.outbox, policy: policy,
+        let webhooks = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: bench.database.outbox, policy: policy,
                                     runtime: bench.runtime, deliver: { _ in .delivered(statusCode: 204) })
-        let mail = OutboxWorker(channel: MailRepository.channel.rawValue, outbox: bench.database.outbox, policy: policy,
+        let mail = OutboxWorker(channel: MailRepository.channel, outbox: bench.database.outbox, policy: policy,
                                 runtime: bench.runtime, deliver: { _ in .delivered(statusCode: nil) })
         wakeUps.register(webhooks)
         wakeUps.register(mail)
-        #expect(wakeUps.worker(channel: OutboxRepository.webhookChannel.rawValue) === webhooks)
+        #expect(wakeUps.worker(channel: OutboxRepository.webhookChannel) === webhooks)
 
         events.written([events.userCreated(userId: "u", username: "n")])
         #expect(webhooks.wakeUps == 1 && mail.wakeUps == 0)

@@ -150,7 +150,7 @@ struct WebhookTests {
             c.databaseURL = scratch.url
             c.outboxPollInterval = 3600
         }
-        let worker = try #require(server.services.events.wakeUps.worker(channel: OutboxRepository.webhookChannel.rawValue))
+        let worker = try #require(server.services.events.wakeUps.worker(channel: OutboxRepository.webhookChannel))
         #expect(waitFor { worker.machine.snapshot.ticks >= 1 }, "the start-up look happened")
         let receiver = try TestReceiver()
         defer { receiver.stop() }

@@ -29,7 +29,7 @@ import Testing
     }
 
     func claim(_ s: Scratch, at now: Date = t0, limit: Int = 10, lease: Double = 30, excluding: [String] = []) throws -> [ClaimedDelivery] {
-        try s.database.outbox.claim(channel: OutboxRepository.webhookChannel.rawValue, limit: limit, leaseSeconds: lease,
+        try s.database.outbox.claim(channel: OutboxRepository.webhookChannel, limit: limit, leaseSeconds: lease,
                                     leaseId: TestDatabase.uniqueName("lease"), excluding: excluding, now: now)
     }
 
@@ -68,7 +68,7 @@ import Testing
         let s = try TestDatabase.scratch()
         let mail = Self.event(.mailMessage, fanOut: [.direct(channel: .mail, target: "mail-1")])
         try s.database.outbox.append([mail])
-        let claimed = try s.database.outbox.claim(channel: OutboxChannel.mail.rawValue, limit: 5, leaseSeconds: 30, leaseId: "l1", now: Self.t0)
+        let claimed = try s.database.outbox.claim(channel: .mail, limit: 5, leaseSeconds: 30, leaseId: "l1", now: Self.t0)
         #expect(claimed.map(\.eventId) == [mail.id] && claimed.first?.target == "mail-1")
         #expect(try claim(s).isEmpty, "the webhook channel does not see it")
     }
@@ -163,7 +163,7 @@ import Testing
             let other = Database(url: s.url, connections: 1)
             defer { other.shutdown() }
             while true {
-                let batch = try other.outbox.claim(channel: OutboxChannel.webhook.rawValue, limit: 3, leaseSeconds: 30, leaseId: TestDatabase.uniqueName("l"),
+                let batch = try other.outbox.claim(channel: .webhook, limit: 3, leaseSeconds: 30, leaseId: TestDatabase.uniqueName("l"),
                                                    now: Self.t0)
                 if batch.isEmpty { return }
                 seen.withLock { $0 += batch.map(\.eventId) }

@@ -30,7 +30,7 @@ public final class MailService: Sendable {
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.mailRetryBase)
         policy.pollInterval = configuration.outboxPollInterval
         let configuration = configuration
-        worker = OutboxWorker(channel: MailRepository.channel.rawValue, outbox: outbox, policy: policy, runtime: runtime,
+        worker = OutboxWorker(channel: MailRepository.channel, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { Self.deliver($0, mail: mail, configuration: configuration) },
                               observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType.rawValue, outcome: outcome) })
     }

@@ -47,11 +47,11 @@ public struct OutboxEvents: Sendable {
 
     /// The same for events a repository call built inside its transaction (from a closure given to
     /// it), so not in the caller's hands: the channels they go to.
-    public func written(channels: Set<String>) { wakeUps.wake(channels: channels) }
+    public func written(channels: Set<OutboxChannel>) { wakeUps.wake(channels: channels) }
 
     /// The builders' events fan out to webhooks; mail goes on its own channel.
-    public static let webhooks: Set<String> = [OutboxRepository.webhookChannel.rawValue]
-    public static let mail: Set<String> = [MailRepository.channel.rawValue]
+    public static let webhooks: Set<OutboxChannel> = [OutboxRepository.webhookChannel]
+    public static let mail: Set<OutboxChannel> = [MailRepository.channel]
 
     /// An event of `type` about `userId`, fanned out to the subscribed webhooks (plus `fanOut`).
     public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],

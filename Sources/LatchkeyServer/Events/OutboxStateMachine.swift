@@ -94,7 +94,7 @@ public final class OutboxStateMachine: Sendable {
         public var total: Int { inFlight.values.reduce(0, +) }
     }
 
-    public let channel: String
+    public let channel: OutboxChannel
     let outbox: OutboxRepository
     public let policy: Policy
     let runtime: Runtime
@@ -108,7 +108,7 @@ public final class OutboxStateMachine: Sendable {
     }
     private let state = Mutex(State())
 
-    public init(channel: String, outbox: OutboxRepository, policy: Policy, runtime: Runtime, observe: @escaping Observer = { _, _ in }) {
+    public init(channel: OutboxChannel, outbox: OutboxRepository, policy: Policy, runtime: Runtime, observe: @escaping Observer = { _, _ in }) {
         self.channel = channel
         self.outbox = outbox
         self.policy = policy

@@ -20,7 +20,7 @@ public final class OutboxWorker: Sendable {
 
     public let machine: OutboxStateMachine
     let deliver: @Sendable (ClaimedDelivery) -> Outcome
-    public var channel: String { machine.channel }
+    public var channel: OutboxChannel { machine.channel }
     var policy: Policy { machine.policy }
 
     private struct Flags {
@@ -36,7 +36,7 @@ public final class OutboxWorker: Sendable {
     /// One permit per queued claim (and one per sender at `stop`).
     private let work = DispatchSemaphore(value: 0)
 
-    public init(channel: String, outbox: OutboxRepository, policy: Policy, runtime: Runtime,
+    public init(channel: OutboxChannel, outbox: OutboxRepository, policy: Policy, runtime: Runtime,
                 deliver: @escaping @Sendable (ClaimedDelivery) -> Outcome, observe: @escaping Observer = { _, _ in }) {
         machine = OutboxStateMachine(channel: channel, outbox: outbox, policy: policy, runtime: runtime, observe: observe)
         self.deliver = deliver
@@ -53,11 +53,11 @@ public final class OutboxWorker: Sendable {
         }
         guard begin else { return }
         let dispatcher = Thread { [self] in dispatch() }
-        dispatcher.name = "latchkey-outbox-\(channel)"
+        dispatcher.name = "latchkey-outbox-\(channel.rawValue)"
         dispatcher.start()
         for i in 0..<policy.senders {
             let sender = Thread { [self] in send() }
-            sender.name = "latchkey-outbox-\(channel)-\(i)"
+            sender.name = "latchkey-outbox-\(channel.rawValue)-\(i)"
             sender.start()
         }
     }

@@ -31,7 +31,7 @@ public final class WebhookService: Sendable {
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.webhookRetryBase)
         policy.pollInterval = configuration.outboxPollInterval
         let sender = WebhookSender(webhooks: webhooks, sealer: sealer, configuration: configuration, runtime: runtime)
-        worker = OutboxWorker(channel: OutboxRepository.webhookChannel.rawValue, outbox: outbox, policy: policy, runtime: runtime,
+        worker = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { sender.deliver($0) },
                               observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
     }
