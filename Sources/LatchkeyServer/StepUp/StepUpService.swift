@@ -243,10 +243,11 @@ public final class StepUpService: Sendable {
             throw ServiceError(.credentialUnknown, "no such passkey on this account")
         }
         let outcome = try assertion.verify(checked, ceremony: passkeyCeremony, state: authentication, credential: credential, user: user)
-        // A passkey added from an email sign-in approves nothing until its hold ends
-        // (SessionService.approvalHold): the mailbox path is no faster than recovery.
+        // SPEC "Assurance": a held passkey (added from an email session, a held passkey's session or a
+        // ticket on an account with passkeys) approves nothing until its hold ends: the mailbox path is
+        // no faster than recovery.
         if let from = credential.approvesFrom, from > runtime.now() {
-            throw ServiceError(.recoveryPending, "this passkey was added after an email sign-in; it approves step-ups from \(iso8601(from))")
+            throw ServiceError(.recoveryPending, "this passkey is held: it approves step-ups from \(iso8601(from))")
         }
         return outcome
     }
