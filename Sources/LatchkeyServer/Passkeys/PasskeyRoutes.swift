@@ -30,7 +30,7 @@ extension RouteTable {
             }
             return .json(bytes: try s.passkeys.registrationOptions(for: requester, conditional: conditional).serialized())
         }
-        add("POST", "/v1/passkeys/registration/verify", .anyone) { ctx in
+        add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
             .json(status: 201, bytes: try s.passkeys.verifyRegistration(ctx.request.body).serialized())
         }
         add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in

@@ -113,10 +113,6 @@ public struct Application: Responder {
                 ("Access-Control-Max-Age", "600"),
             ])
             route = "preflight"
-        } else if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(request) {
-            // SPEC "Recovery": a recovery token is accepted only on passkey registration; anywhere else 403.
-            response = RecoveryService.refusedHere.response
-            route = "recovery-token-refused"
         } else if Self.isRateLimited(request), let wait = limiter.admit(clientAddress(request)) {
             response = ServiceError(.rateLimited, "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
         } else {
@@ -162,20 +158,6 @@ extension Application {
     /// memory), the web app's static files.
     static func isRateLimited(_ request: Request) -> Bool {
         request.path.hasPrefix("/v1/") || request.path.hasPrefix("/admin/v1/") || request.path == "/readyz"
-    }
-
-    /// Any `Authorization` (or step-up header) carrying a recovery token.
-    static func carriesRecoveryToken(_ request: Request) -> Bool {
-        for name in ["Authorization", "Latchkey-Step-Up", "Latchkey-Ticket"] {
-            if let value = request.header(name), value.contains(RecoveryService.tokenPrefix) { return true }
-        }
-        return false
-    }
-
-    /// Registration options (the token's one use) and the verify that follows.
-    static func acceptsRecoveryToken(_ request: Request) -> Bool {
-        request.method == "POST" && (request.path == "/v1/passkeys/registration/options" || request.path == "/v1/passkeys/registration/verify")
-            && request.header("Latchkey-Step-Up") == nil && request.header("Latchkey-Ticket") == nil
     }
 
     func clientAddress(_ request: Request) -> String {

@@ -22,22 +22,18 @@ struct CallerResolver: Sendable {
     let adminKeyHash: [UInt8]?
 
     func resolve(_ access: Access, _ request: Request) throws(ServiceError) -> RouteCaller {
-        let bearer = BearerCredentials.value(request, scheme: "Bearer")
+        if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(access, request) { throw RecoveryService.refusedHere }
         switch access {
-        case .anyone:
+        case .anyone, .registrationVerify:
             return .anonymous
         case .session:
-            guard let bearer else { throw ServiceError.unauthorized }
-            if RecoveryService.isRecoveryToken(bearer) { throw RecoveryService.refusedHere }
-            return .session(try sessions.session(accessToken: bearer))
+            return .session(try sessions.session(accessToken: try Self.bearer(request)))
         case .admin:
-            guard let bearer else { throw ServiceError.unauthorized }
-            return try admin(bearer)
+            return try admin(try Self.bearer(request))
         case .stepUpToken:
-            guard let bearer else { throw ServiceError.unauthorized }
-            return .stepUpBearer(bearer)
+            return .stepUpBearer(try Self.bearer(request))
         case .registration:
-            if let bearer {
+            if let bearer = BearerCredentials.value(request, scheme: "Bearer") {
                 // SPEC "Recovery": the one place a recovery token is accepted.
                 if RecoveryService.isRecoveryToken(bearer) { return .recovery(try recovery.authorizeRegistration(token: bearer)) }
                 return .session(try sessions.session(accessToken: bearer))
@@ -45,6 +41,30 @@ struct CallerResolver: Sendable {
             guard request.header("Authorization") != nil else { return .anonymous }
             guard let ticket = BearerCredentials.value(request, scheme: "Ticket") else { throw ServiceError.unauthorized }
             return .ticket(userId: try sessions.ticketHolder(ticket: ticket))
+        }
+    }
+
+    static func bearer(_ request: Request) throws(ServiceError) -> String {
+        guard let bearer = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
+        return bearer
+    }
+
+    /// Any credential header carrying a recovery token.
+    static func carriesRecoveryToken(_ request: Request) -> Bool {
+        for name in ["Authorization", "Latchkey-Step-Up", "Latchkey-Ticket"] {
+            if let value = request.header(name), value.contains(RecoveryService.tokenPrefix) { return true }
+        }
+        return false
+    }
+
+    /// Registration options (the token's one use) and the verify that follows — as `Authorization`
+    /// alone, never beside a step-up or a ticket.
+    static func acceptsRecoveryToken(_ access: Access, _ request: Request) -> Bool {
+        switch access {
+        case .registration, .registrationVerify:
+            request.header("Latchkey-Step-Up") == nil && request.header("Latchkey-Ticket") == nil
+        case .anyone, .session, .admin, .stepUpToken:
+            false
         }
     }
 

@@ -16,12 +16,16 @@ import Storage
 // so no route can forget the guard, an unauthorized caller never learns whether an id exists,
 // and an id that cannot be one never reaches SQL.
 
-/// Who may call a route.
+/// Who may call a route. Whatever the route, a recovery token (in `Authorization`, `Latchkey-Step-Up`
+/// or `Latchkey-Ticket`) is refused with 403 `forbidden` except where the access says otherwise
+/// (SPEC "Recovery": it registers a passkey and does nothing else).
 enum Access: Sendable {
     /// Anyone: ceremonies, sign-in, recovery, public files. Credentials, if sent, are not looked at.
     case anyone
+    /// Anyone, as the verify of a registration: a recovery token that came with it (the verify after
+    /// a recovery's options) is let through, and not looked at either.
+    case registrationVerify
     /// The bearer of a live session's access token, any kind of session (passkey, email, recovery).
-    /// A recovery token is refused (403): it registers a passkey and does nothing else.
     case session
     /// The admin API: the admin key, or an admin's session begun by a user-verified passkey that
     /// is not held. An email session, a held passkey's session or a refreshed token → 403.
@@ -37,6 +41,7 @@ extension Access {
     var name: String {
         switch self {
         case .anyone: "anyone"
+        case .registrationVerify: "registration-verify"
         case .session: "session"
         case .admin: "admin"
         case .stepUpToken: "step-up-token"
