@@ -52,7 +52,7 @@ public struct Application: Responder {
         routes.addConformanceRoutes(services)
         router = routes.router
         guards = routes.declared.map { DeclaredGuard(method: $0.method, pattern: $0.pattern, access: $0.access.name, stepUp: $0.stepUp != nil,
-                                                enabled: $0.available()) }
+                                                enabled: $0.available) }
     }
 
     /// What each route declares (SPEC "Assurance"): for the test that walks every route and proves

@@ -233,7 +233,7 @@ struct GuardedRoute: Sendable {
     let stepUp: StepUpRule?
     let kinds: [(name: String, kind: PathKind)]
     /// Off in this deployment (an optional feature): 404 before anything, as for a path that does not exist.
-    let available: @Sendable () -> Bool
+    let available: Bool
 
     /// `/v1/passkeys/{id:credential}` → (`/v1/passkeys/{id}`, [("id", .credential)]). A parameter
     /// without a kind, or an unknown kind, is a programming error and traps at start-up.

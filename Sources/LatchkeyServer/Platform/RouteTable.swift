@@ -15,7 +15,7 @@ struct RouteTable {
     /// Registers `handler` for `method` on `declared` (`/v1/passkeys/{id:credential}`), callable by
     /// `access`, with `stepUp` for its change; `available` false → 404 (a feature this deployment has off).
     mutating func add(_ method: String, _ pattern: String, _ access: Access, stepUp: StepUpRule? = nil,
-                      accepting: AcceptedBody = .json, available: @escaping @Sendable () -> Bool = { true },
+                      accepting: AcceptedBody = .json, available: Bool = true,
                       _ handler: @escaping @Sendable (RouteContext) throws -> Response) {
         let (routerPattern, kinds) = GuardedRoute.split(pattern)
         let route = GuardedRoute(method: method, pattern: routerPattern, access: access, stepUp: stepUp, kinds: kinds, available: available)
@@ -23,7 +23,7 @@ struct RouteTable {
         let s = services
         router.add(method, routerPattern, accepting: accepting) { request, params in
             do {
-                guard route.available() else { throw ServiceError.notFound("resource") }
+                guard route.available else { throw ServiceError.notFound("resource") }
                 return try handler(try route.check(request, params, s))
             } catch let error as ServiceError {
                 return error.response

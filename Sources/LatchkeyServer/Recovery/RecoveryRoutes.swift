@@ -5,8 +5,9 @@ import JSON
 extension RouteTable {
     /// Recovery and fallback sign-in (SPEC "Recovery and fallback sign-in", "Assurance").
     mutating func addRecoveryRoutes(_ s: Services) {
-        let mail: @Sendable () -> Bool = { s.configuration.mailEnabled }
-        let emailSignIn: @Sendable () -> Bool = { s.configuration.mailEnabled && s.configuration.emailSignIn }
+        // The configuration does not change while the server runs: these are decided once.
+        let mail = s.configuration.mailEnabled
+        let emailSignIn = s.configuration.mailEnabled && s.configuration.emailSignIn
         add("PUT", "/v1/account/email", .session, stepUp: .emailChange, available: mail) { ctx in
             .json(status: 202, bytes: try s.recovery.startVerification(try ctx.session(), body: try ctx.json(),
                                                                        redeeming: ctx.redemption).serialized())
