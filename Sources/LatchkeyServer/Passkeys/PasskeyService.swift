@@ -241,7 +241,7 @@ public final class PasskeyService: Sendable {
         // the cancel link that revokes it (and its sessions) without a session.
         var notices: [MailToSend] = []
         var cancelToken: NewCancelToken? = nil
-        if newUser == nil, let to = try verifiedAddress(userId: user.id) {
+        if newUser == nil, let to = try recovery.verifiedAddress(userId: user.id) {
             var text = "A passkey (\(record.name)) was added to your Latchkey account."
             if let until = record.approvesFrom {
                 let cancel = OpaqueSecret(prefix: RecoveryService.cancelTokenPrefix + "pk_", runtime: runtime)
@@ -323,9 +323,6 @@ public final class PasskeyService: Sendable {
 
     // MARK: The user's passkeys
 
-    /// The account's verified address, where notices go (nil: none set).
-    func verifiedAddress(userId: String) throws(ServiceError) -> EmailAddress? { try recovery.verifiedAddress(userId: userId) }
-
     /// Whether the account has a live passkey (SPEC "Assurance": then an address change needs its step-up).
     func hasPasskeys(userId: String) throws(ServiceError) -> Bool {
         !(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }).isEmpty
@@ -372,7 +369,7 @@ public final class PasskeyService: Sendable {
         let detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credentialId)))]
         let audit = admin?.record(.passkeyRevoked, subject: userId, detail: detail)
             ?? AuditRecord(.passkeyRevoked, actor: userId, subject: userId, detail: detail)
-        let notice = try verifiedAddress(userId: userId).map { to in
+        let notice = try recovery.verifiedAddress(userId: userId).map { to in
             mail.compose(.passkeyRevoked, to: to, userId: userId, subject: "A passkey was removed from your Latchkey account", text: """
                 A passkey was removed from your Latchkey account\(admin == nil ? "" : " by an administrator").
                 If this was not you, sign in with one of your other passkeys and check your passkeys and sessions.
