@@ -300,15 +300,20 @@ public final class RecoveryService: Sendable {
         return attempt
     }
 
+    /// Counts one use of limit `name` (a fixed window of `seconds`, every instance on one row):
+    /// the count so far and the seconds until the window ends.
+    func bump(_ name: String, per seconds: Int) throws(ServiceError) -> (count: Int, retryAfter: Int) {
+        try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds) }
+    }
+
     /// Counts one use of a limit; false past `max` (the caller goes on without what it limits).
     func withinLimit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) -> Bool {
-        let (count, _) = try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds) }
-        return count <= max
+        try bump(name, per: seconds).count <= max
     }
 
     /// Counts one use of a per-account limit; past `max` → 429 with Retry-After.
     func limit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) {
-        let (count, retry) = try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds) }
+        let (count, retry) = try bump(name, per: seconds)
         guard count <= max else {
             throw ServiceError(.rateLimited, "too many requests for this account; retry later", headers: [("Retry-After", String(retry))])
         }
