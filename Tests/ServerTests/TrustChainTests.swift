@@ -231,11 +231,6 @@ struct TrustChainTests {
 
     /// A passkey step-up token for `action`.
     func stepUpToken(_ a: StepUpTests.Account, action: JSONValue) throws -> String {
-        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
-        let challenge = try #require(c.json, "\(c)")
-        let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
-        let approved = try a.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
-                                         authorization: a.bearer)
-        return try #require(approved.json?["access_token"]?.stringValue, "\(approved)")
+        try a.client.stepUpToken(a.authenticator, authorization: a.bearer, action: action)
     }
 }
