@@ -256,10 +256,11 @@ extension GuardedRoute {
     func check(_ request: Request, _ raw: PathParameters, _ s: Services) throws(ServiceError) -> RouteContext {
         let caller = try s.callers.resolve(access, request)
         var body: JSONValue? = nil
-        if stepUp != nil, !request.body.isEmpty { body = try jsonBody(request) }
         var approval: Approval? = nil
         if let stepUp {
-            approval = try Self.approve(stepUp, GuardInput(request: request, caller: caller, body: body, rawPath: raw, services: s), s)
+            // The step-up's action may name what the body says: a malformed body is 400 before it is looked at.
+            if !request.body.isEmpty { body = try jsonBody(request) }
+            approval = try Self.approve(stepUp, GuardInput(request: request, caller: caller, body: body, rawPath: raw, services: s))
         }
         var typed = TypedPath()
         for (name, kind) in kinds {
@@ -270,7 +271,7 @@ extension GuardedRoute {
     }
 
     /// The step-up (or ticket) the rule asks of this caller, checked but not redeemed.
-    static func approve(_ rule: StepUpRule, _ input: GuardInput, _ s: Services) throws(ServiceError) -> Approval? {
+    static func approve(_ rule: StepUpRule, _ input: GuardInput) throws(ServiceError) -> Approval? {
         let need = try rule.need(input)
         let action: StepUpAction
         let required: Bool
@@ -292,7 +293,7 @@ extension GuardedRoute {
         guard let userId = input.caller.userId else {
             throw StepUpService.stepUpRequired("a step-up needs a signed-in user")
         }
-        let (jti, receiptId) = try s.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes)
+        let (jti, receiptId) = try input.services.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId)
     }
 }
