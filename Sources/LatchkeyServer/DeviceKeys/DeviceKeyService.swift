@@ -53,7 +53,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let input = try EnrolmentInput(body)
 
         // The challenge is used up from here on, whatever happens next.
-        let stored = try consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId)
+        let stored = try CeremonyRules.consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId, from: challenges, rpId: configuration.rpId)
         let state: DeviceKeyEnrolmentState
         do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
         let proven = try verifyEnrolment(input, state: state)
@@ -175,10 +175,6 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         }
         guard key.revokedAt == nil else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }
         return key
-    }
-
-    func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String) throws(ServiceError) -> StoredChallenge {
-        try CeremonyRules.consume(hash, kind: kind, userId: userId, from: challenges, rpId: configuration.rpId)
     }
 }
 

@@ -119,7 +119,7 @@ public final class StepUpService: Sendable {
         let input = try VerifyInput(body)
 
         // The challenge: this user's, for step-up, unexpired. Used up from here on.
-        let stored = try consume(input.challengeId, kind: .stepUp, userId: userId)
+        let stored = try CeremonyRules.consume(input.challengeId, kind: .stepUp, userId: userId, from: challenges, rpId: configuration.rpId)
         let state: StepUpState
         do { state = try StepUpState(decoding: stored.state) } catch { throw ServiceError(error) }
         do { try stepUp.checkClaim(input.claimed, state: state) } catch { throw ServiceError(error) }
@@ -315,12 +315,6 @@ public final class StepUpService: Sendable {
         if let c = r.clientDataJSON { out.append(("clientDataJSON", .string(Base64URL.encode(c)))) }
         if let a = r.authenticatorData { out.append(("authenticatorData", .string(Base64URL.encode(a)))) }
         return .object(out)
-    }
-
-    // MARK: Shared
-
-    func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String) throws(ServiceError) -> StoredChallenge {
-        try CeremonyRules.consume(hash, kind: kind, userId: userId, from: challenges, rpId: configuration.rpId)
     }
 }
 
