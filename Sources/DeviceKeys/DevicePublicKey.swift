@@ -86,13 +86,14 @@ public struct DERSignature: Sendable {
     public init(bytes: [UInt8]) throws(DeviceKeyError) {
         guard !bytes.isEmpty else { throw .invalid("signature is empty") }
         guard bytes.count <= 80 else { throw .wrongSignature("signature is too long for DER ECDSA P-256") }
-        guard bytes[0] == 0x30 else {
+        guard let seq = try? DERNode.parse(bytes), seq.isUniversal(DERNode.sequence), let ints = try? seq.children, ints.count == 2,
+              ints.allSatisfy({ $0.isUniversal(DERNode.integer) && !$0.content.isEmpty && $0.content.count <= 33 })
+        else {
+            // Decided after the DER parse, not from the first byte: a raw r||s whose r starts
+            // with 0x30 (one in 256) is still a raw signature and is reported as one.
             if bytes.count == 64 { throw .wrongSignature("signature looks like raw r||s; send the DER (X9.62) encoding") }
             throw .wrongSignature("signature is not DER ECDSA (X9.62)")
         }
-        guard let seq = try? DERNode.parse(bytes), seq.isUniversal(DERNode.sequence), let ints = try? seq.children, ints.count == 2,
-              ints.allSatisfy({ $0.isUniversal(DERNode.integer) && !$0.content.isEmpty && $0.content.count <= 33 })
-        else { throw .wrongSignature("signature is not DER ECDSA (X9.62)") }
         der = bytes
     }
 }

@@ -67,6 +67,19 @@ struct DevicePublicKeyTests {
         #expect(throws: DeviceKeyError(.signatureInvalid, "")) { try DERSignature(bytes: [0x01, 0x02, 0x03]) }
         #expect(throws: DeviceKeyError(.invalidRequest, "")) { try DERSignature(bytes: []) }
     }
+
+    @Test("A raw r||s is named as raw whatever its first byte (0x30 is the SEQUENCE tag one time in 256)")
+    func rawSignatureWithSequenceTagFirst() {
+        for first: UInt8 in [0x30, 0x00, 0xFF] {
+            let raw = [first] + [UInt8](repeating: 0x42, count: 63)
+            do {
+                _ = try DERSignature(bytes: raw)
+                Issue.record("64 raw bytes starting \(first) parsed as DER")
+            } catch {
+                #expect(error.code == .signatureInvalid && error.reason.contains("raw r||s"), "\(first): \(error)")
+            }
+        }
+    }
 }
 
 @Suite("Step-up challenges")
