@@ -5,12 +5,12 @@ import Foundation
 /// they live (the Keychain, usually).
 ///
 /// ```swift
-/// let latchkey = LatchkeyClient(baseURL: URL(string: "https://login.example.com")!)
+/// let latchkey = Latchkey(baseURL: URL(string: "https://login.example.com")!)
 /// let options = try await latchkey.registrationOptions(username: "ada", displayName: "Ada Lovelace")
 /// let credential = try await PasskeyAuthorization(anchor: window).register(options)   // AuthenticationServices
 /// let signIn = try await latchkey.verifyRegistration(credential)
 /// ```
-public struct LatchkeyClient: Sendable {
+public struct Latchkey: Sendable {
     public let baseURL: URL
     public let transport: any LatchkeyTransport
 

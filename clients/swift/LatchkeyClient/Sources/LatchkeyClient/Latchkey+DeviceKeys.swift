@@ -3,7 +3,7 @@ import Foundation
 /// Device keys (SPEC "Device keys", "Trust chain"): enrolling one is itself a gated change, so it
 /// carries either a step-up token for `{"type":"latchkey.device-key.enrol","deviceId":…}` made with
 /// a user-verified passkey, or a device-key ticket an app backend obtained for this user.
-extension LatchkeyClient {
+extension Latchkey {
     /// What lets this enrolment through.
     public enum EnrolmentApproval: Sendable {
         /// `Latchkey-Step-Up`: a passkey step-up token for `StepUpAction.deviceKeyEnrolment(deviceId:)`.

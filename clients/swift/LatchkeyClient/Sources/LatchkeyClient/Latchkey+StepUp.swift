@@ -8,7 +8,7 @@ public typealias PasskeyAssertionProvider = @Sendable (AuthenticationOptions) as
 /// key and the action's hash; the key approves it; the answer is a short-lived token scoped to that
 /// action. Every challenge the client receives is checked against the hash of the action it asked
 /// for, so a server (or anything in between) that binds another action is caught on the device.
-extension LatchkeyClient {
+extension Latchkey {
     /// A challenge for a device key (`keyId` from enrolment).
     public func stepUpChallenge(action: StepUpAction, keyId: String, accessToken: String) async throws(LatchkeyError) -> StepUpChallenge {
         try await challenge(["keyId": .string(keyId), "action": action.json], action: action, accessToken: accessToken)
