@@ -105,6 +105,7 @@ final class LiveServer: Sendable {
         guard let found else {
             let text = log.text
             Self.terminate(process)
+            _ = try? Self.run("psql", ["-q", adminDatabaseURL, "-c", "DROP DATABASE IF EXISTS \(databaseName) WITH (FORCE)"])
             throw SetupError("latchkey serve did not come up: \(text)")
         }
         port = found
