@@ -101,6 +101,9 @@ LATCHKEY_BINARY="$(swift build --show-bin-path)/latchkey" timeout 900 bash -c '
   swift build --package-path clients/swift/LatchkeyClient --build-tests &&
   swift test --package-path clients/swift/LatchkeyClient --skip-build' 2>&1 | tee data/swift-client-test.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+# Its Apple-only code and docs/integration/ios.md's snippets, type-checked against SDK stubs (20 s).
+bash clients/swift/AppleSDKStubs/check.sh 2>&1 | tee data/swift-client-apple-check.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 set -e
 # ---- end clients/swift/LatchkeyClient -----------------------------------------------------------
 exit $status

@@ -5,8 +5,7 @@ import Foundation
 /// status; failures that happen on the device have codes of their own (`transport`,
 /// `unexpected_response`, `invalid_json`, `authenticator`, `unsupported`).
 ///
-/// Equality compares `code` only, so `catch let e as LatchkeyError where e == .stepUpRequired`
-/// reads as what it means. `description` never holds tokens or key material.
+/// Equality compares `code` only, and `error == .stepUpRequired` compares with a code. `description` never holds tokens or key material.
 public struct LatchkeyError: Error, Hashable, Sendable, CustomStringConvertible {
     public let code: Code
     /// Safe to show in logs: the server's `detail`, or what went wrong here.
