@@ -42,18 +42,27 @@ public protocol LatchkeyTransport: Sendable {
 }
 
 /// `URLSession` (FoundationNetworking on Linux). Redirects are not followed: Latchkey never
-/// redirects its API, so one means something is in the way.
-public final class URLSessionTransport: NSObject, LatchkeyTransport, URLSessionTaskDelegate, @unchecked Sendable {
-    private let configuration: URLSessionConfiguration
+/// redirects its API, so one means something is in the way. Create one per app (or pass your own
+/// `URLSession`) and reuse it: each holds a session of its own, invalidated when it goes away.
+public final class URLSessionTransport: LatchkeyTransport, Sendable {
+    private let session: URLSession
     private let timeout: TimeInterval
-    // Created once, lazily, with this object as its delegate (for the redirect refusal); immutable after.
-    private lazy var session: URLSession = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
-    private let lock = NSLock()
+    private let owned: Bool
 
     public init(configuration: URLSessionConfiguration = .ephemeral, timeout: TimeInterval = 30) {
-        self.configuration = configuration
+        session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
         self.timeout = timeout
+        owned = true
     }
+
+    /// Your own session (its delegate decides about redirects).
+    public init(session: URLSession, timeout: TimeInterval = 30) {
+        self.session = session
+        self.timeout = timeout
+        owned = false
+    }
+
+    deinit { if owned { session.finishTasksAndInvalidate() } }
 
     public func send(_ request: HTTPRequest, baseURL: URL) async throws -> HTTPResponse {
         guard let url = URL(string: request.path, relativeTo: baseURL)?.absoluteURL else {
@@ -63,7 +72,6 @@ public final class URLSessionTransport: NSObject, LatchkeyTransport, URLSessionT
         r.httpMethod = request.method
         for h in request.headers { r.addValue(h.value, forHTTPHeaderField: h.name) }
         r.httpBody = request.body
-        let session = lock.withLock { self.session }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponse, any Error>) in
             let task = session.dataTask(with: r) { data, response, error in
                 if let error {
@@ -81,9 +89,12 @@ public final class URLSessionTransport: NSObject, LatchkeyTransport, URLSessionT
             task.resume()
         }
     }
+}
 
-    public func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                           newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+/// The session's delegate: answers a redirect with "don't follow" (the 3xx comes back as it is).
+private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
         completionHandler(nil)
     }
 }
