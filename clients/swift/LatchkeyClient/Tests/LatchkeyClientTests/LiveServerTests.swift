@@ -142,6 +142,38 @@ struct LiveServerTests {
         }
     }
 
+    /// An app backend that signed the user in its own way vouches with tickets from the admin API:
+    /// an enrolment ticket for the first passkey, a device-key ticket for the device key.
+    @Test("tickets from an app backend: first passkey, device key; rename a passkey")
+    func tickets() async throws {
+        try await withLiveServer("client-tickets") { server in
+            let latchkey = Latchkey(baseURL: server.baseURL)
+            let admin = Latchkey.Authorization.bearer(server.adminKey)
+            let externalId = "crm-\(UInt32.random(in: 0...UInt32.max))"
+            let enrolment = try await latchkey.call("POST", "/admin/v1/users/\(externalId)/enrolment-tickets",
+                                                    body: ["username": .string(externalId), "displayName": "From the CRM"], authorization: admin)
+            let ticket = try #require(enrolment["ticket"]?.stringValue)
+            let passkey = SoftPasskey()
+            let options = try await latchkey.registrationOptions(.ticket(ticket))
+            #expect(options.userName == externalId)
+            let signIn = try await latchkey.verifyRegistration(passkey.register(options, origin: server.origin))
+            #expect(signIn.user.id == enrolment["userId"]?.stringValue)
+            // Single use.
+            await #expect(throws: LatchkeyError.Code.unauthorized.asError) { _ = try await latchkey.registrationOptions(.ticket(ticket)) }
+
+            try await latchkey.renamePasskey(id: Base64URL.encode(passkey.credentialID), name: "Work phone", accessToken: signIn.tokens.accessToken)
+            #expect(try await latchkey.passkeys(accessToken: signIn.tokens.accessToken).map(\.name) == ["Work phone"])
+
+            let deviceTicket = try await latchkey.call("POST", "/admin/v1/users/\(externalId)/device-key-tickets", authorization: admin)
+            let key = SoftDeviceKey()
+            let enrolled = try await latchkey.enrolDeviceKey(deviceId: "tablet", signer: key, accessToken: signIn.tokens.accessToken,
+                                                             approval: .ticket(try #require(deviceTicket["ticket"]?.stringValue)))
+            let action = try StepUpAction(jsonText: #"{"type":"export","what":"statements"}"#)
+            let token = try await latchkey.stepUp(action: action, keyId: enrolled.id, signer: key, accessToken: signIn.tokens.accessToken)
+            #expect(token.actionHash == action.hashBase64URL)
+        }
+    }
+
     /// The tricky actions posted as raw text to a running server: its `actionHash` equals the
     /// client's hash of the same text (and one the client refuses, the server refuses too).
     @Test("the server's actionHash for tricky JSON equals the client's")
