@@ -107,7 +107,7 @@ function describe(error, context, ceremony) {
         ? 'This device already has a passkey for this account. Use it to sign in, or choose another device.'
         : 'Your authenticator is busy. Please try again.', code: 'invalid_state' };
     case 'SecurityError':
-      return { text: 'This page’s address cannot use passkeys for this site. Open it from its usual address.', code: 'security' };
+      return { text: securityText(ceremony), code: 'security' };
     case 'NotSupportedError':
       return { text: 'Your device does not support the kind of passkey this site needs.', code: 'not_supported' };
     case 'TypeError':
@@ -115,6 +115,20 @@ function describe(error, context, ceremony) {
     default:
       return { text: `Something went wrong while ${words.what}. Please try again.`, code: 'unknown' };
   }
+}
+
+/**
+ * A SecurityError: this page's host is not the passkeys' site (rpId) nor under it — typically
+ * http://127.0.0.1:8080 for rpId `localhost`. Name the address that works.
+ */
+function securityText(ceremony) {
+  const rpId = ceremony && ceremony.rpId;
+  if (!rpId || location.hostname === rpId || location.hostname.endsWith(`.${rpId}`)) {
+    return 'This page’s address cannot use passkeys for this site. Open it from its usual address.';
+  }
+  const port = location.port ? `:${location.port}` : '';
+  const scheme = rpId === 'localhost' ? location.protocol : 'https:';
+  return `Passkeys for this site work at ${rpId}, not at ${location.hostname}. Open ${scheme}//${rpId}${port}${location.pathname} instead.`;
 }
 
 function showError(error, context, ceremony) {
@@ -236,6 +250,7 @@ async function ceremony(kind, publicKey, record) {
   await stopConditional();
   record.started = Date.now();
   record.timeout = publicKey.timeout || 0;
+  record.rpId = (publicKey.rp && publicKey.rp.id) || publicKey.rpId || '';
   return kind === 'create'
     ? navigator.credentials.create({ publicKey })
     : navigator.credentials.get({ publicKey });
