@@ -50,6 +50,9 @@ public struct ConfigurationReport: Sendable {
         var warnings = env.keys.filter { $0.hasPrefix("LATCHKEY_") && !known.contains($0) }.sorted().map {
             "\($0) is not a Latchkey setting (a typo?); it is ignored"
         }
+        if let key = env["LATCHKEY_ADMIN_KEY"], !key.isEmpty, key == "change-me" || key.utf8.count < 24 {
+            warnings.append("LATCHKEY_ADMIN_KEY is \(key == "change-me" ? "still the example change-me" : "short"): use a long random one (openssl rand -base64 32)")
+        }
         var refusal = parseRefusal
         if let c = configuration {
             warnings += c.warnings()
