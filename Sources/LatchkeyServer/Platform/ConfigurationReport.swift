@@ -9,6 +9,11 @@ public struct ConfigurationReport: Sendable {
         public let value: String
         /// `environment`, `default`, or where a derived value came from.
         public let source: String
+        public init(name: String, value: String, source: String) {
+            self.name = name
+            self.value = value
+            self.source = source
+        }
     }
 
     public let lines: [Line]

@@ -56,7 +56,9 @@ enum AdminsCommand: Command {
         }
         return withDatabase("latchkey admins", unset: "DATABASE_URL is not set\n\n\(help)") { database, _ in
             let stored = (try? database.config.origins().map(\.origin)) ?? []
-            let (origin, from) = consoleOrigin(explicit: args.value("origin"), configuration: configuration, stored: stored)
+            let (origin, from) = configuration.consoleOrigin(explicit: args.value("origin"),
+                                                             originsFromEnvironment: Configuration.processEnvironment()["LATCHKEY_ORIGINS"] != nil,
+                                                             stored: stored)
             let admin = AdminService(database: database, configuration: configuration)
             do throws(ServiceError) {
                 switch verb {
@@ -119,22 +121,3 @@ enum AdminsCommand: Command {
     static func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }
 }
 
-/// Where the admin console is served, for the enrolment link: the origin and what it came from.
-func consoleOrigin(explicit: String?, configuration c: Configuration, stored: [String]) -> (String, String) {
-    if let explicit { return (explicit, "--origin") }
-    func web(_ o: String) -> Bool { o.hasPrefix("https://") || o.hasPrefix("http://") }
-    if let admin = c.adminListen, c.rpId == "localhost" || c.developmentMode {
-        let host = ["127.0.0.1", "0.0.0.0", "::", "::1"].contains(admin.host) && c.rpId == "localhost" ? "localhost" : admin.host
-        return ("http://\(host):\(admin.port)", "LATCHKEY_ADMIN_LISTEN")
-    }
-    if let o = c.origins.first(where: web) { return (o, c.developmentMode && Configuration.processEnvironment()["LATCHKEY_ORIGINS"] == nil
-                                                     ? "the development default origin" : "LATCHKEY_ORIGINS") }
-    func host(_ o: String) -> String {
-        let rest = o.drop { $0 != "/" }.drop { $0 == "/" }
-        let authority = rest.prefix { $0 != "/" }
-        return String(authority.prefix { $0 != ":" }).lowercased()
-    }
-    let onRpId = stored.filter { web($0) && host($0) == c.rpId.lowercased() }
-    if let o = onRpId.first(where: { $0.hasPrefix("https://") }) ?? onRpId.first { return (o, "the allowlist in the database") }
-    return (c.issuer, "LATCHKEY_ISSUER")
-}
