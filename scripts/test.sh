@@ -87,4 +87,11 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
   bash Tests/Browser/run.sh || status=1
+# ---- issue 25 (operators): deploy files, doc examples ---------------------------------------
+# The deploy files give serve a configuration it starts with (config check on the Kubernetes
+# manifest, the systemd unit and compose.yaml; nginx -t), and every `sh run` example in README.md
+# and docs/ runs against a dev server. About 20 seconds together.
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" bash scripts/deploy-check.sh || status=1
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/doc-examples.sh || status=1
+# ---- end issue 25 ---------------------------------------------------------------------------
 exit $status
