@@ -102,6 +102,19 @@ struct OperatorMessagesTests {
         #expect(invalid.status == 1 && invalid.stdout.contains("LATCHKEY_LISTEN must be host:port"), "\(invalid)")
     }
 
+    @Test("serve names the address a browser must open for rpId localhost (not 127.0.0.1)")
+    func serveNamesTheBrowserAddress() throws {
+        let binary = try #require(ServeProcess.findBinary(), "build the latchkey executable (swift build --build-tests)")
+        let scratch = try TestDatabase.Scratch()  // dev mode seeds its default origin: not into the shared database
+        let serve = try ServeProcess(binary: binary, environment: [
+            "DATABASE_URL": scratch.url, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_DEV": "1", "LATCHKEY_RP_ID": "localhost", "LATCHKEY_ORIGINS": "http://localhost:8080",
+            "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText, "LATCHKEY_THREADS": "2", "LATCHKEY_WORKERS": "1",
+        ])
+        defer { serve.stop() }
+        let port = try serve.waitUntilServing()
+        #expect(waitFor { serve.output.contains("open http://localhost:\(port)/ in a browser") }, "\(serve.output)")
+    }
+
     @Test("dev mode: the key file is named by its absolute path")
     func developmentKeyFileIsAbsolute() throws {
         let check = try LatchkeyCLI.run(["config", "check"], environment: ["LATCHKEY_DEV": "1", "DATABASE_URL": "postgresql://x@db/x"])

@@ -18,8 +18,8 @@ enum AdminsCommand: Command {
                 (LATCHKEY_ADMIN_LISTEN, for rpId localhost), else the first web origin of
                 LATCHKEY_ORIGINS, else the first allowlisted web origin on the rpId's host in the
                 database (what a running dev server seeded: http://localhost:8080), else
-                LATCHKEY_ISSUER; the line before it says which. A username that exists is refused
-                (exit 1): use grant for an existing account.
+                LATCHKEY_ISSUER; the line before it says which. A username that exists is
+                refused (exit 1): use grant for an existing account.
         grant   gives the existing account <username> the admin role, without asking: it first
                 prints the account's passkeys (id, provider, created, last used) and device keys,
                 which is what the role will trust, then grants — only if they are still exactly
