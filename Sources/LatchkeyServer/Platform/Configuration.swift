@@ -65,7 +65,7 @@ public struct Configuration: Sendable {
     /// is the proxy's there: the proxy caps its clients).
     public var connectionsPerAddress = 0
     /// `LATCHKEY_KEY_ENCRYPTION_KEY`: seals signing keys at rest. Required outside development
-    /// mode; in development mode `latchkey serve` falls back to a generated one in a file (README).
+    /// mode; in development mode `latchkey serve` falls back to a generated one in a file (docs/operator.md, "Keys at rest").
     public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 4
     public var workers = 1
