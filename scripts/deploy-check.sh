@@ -2,7 +2,8 @@
 # The deploy files start (issue 25, point 4): `latchkey config check` with the environment of the
 # Kubernetes manifest, the systemd unit and compose.yaml (Tests/Deploy/check_deploy.py, PyYAML:
 # python3-yaml), and `nginx -t` on deploy/nginx/latchkey.conf. nginx is taken from PATH, else its
-# Debian package is downloaded and unpacked under data/nginx (no daemon is installed or started).
+# Debian package is downloaded and unpacked under data/nginx (no daemon is installed or started);
+# and `systemd-analyze verify` on the unit where systemd is installed.
 # LATCHKEY_BIN: an already built binary. About ten seconds.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,4 +60,16 @@ ok = {"Host", "X-Forwarded-For"} <= headers and "location /admin/" in server and
 print(("ok   " if ok else "FAIL ") + "nginx: Host and X-Forwarded-For set for every location, /admin/ included")
 sys.exit(0 if ok else 1)
 PY
+# systemd-analyze verify on the unit (the binary path pointed at the built one), where systemd is
+# installed; a container without it skips this line and says so.
+if command -v systemd-analyze >/dev/null 2>&1; then
+  sed -e "s#/opt/latchkey/bin/latchkey#$LATCHKEY_BIN#" deploy/systemd/latchkey.service > "$work/latchkey.service"
+  if out="$(cd "$work" && systemd-analyze verify --man=no ./latchkey.service 2>&1)" && [[ -z "$out" ]]; then
+    echo "ok   systemd-analyze verify: deploy/systemd/latchkey.service"
+  else
+    echo "FAIL systemd-analyze verify: deploy/systemd/latchkey.service"; echo "$out"; status=1
+  fi
+else
+  echo "skip systemd-analyze verify: systemd is not installed here"
+fi
 exit $status
