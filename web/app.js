@@ -16,6 +16,7 @@ const app = {
   conditional: null,    // { controller, settled } while an autofill request is pending
   conditionalGeneration: 0,
   refreshing: null,     // the one refresh in flight
+  lastRpId: '',         // the rpId of the last options received: names the working address on a SecurityError
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -122,7 +123,7 @@ function describe(error, context, ceremony) {
  * http://127.0.0.1:8080 for rpId `localhost`. Name the address that works.
  */
 function securityText(ceremony) {
-  const rpId = ceremony && ceremony.rpId;
+  const rpId = (ceremony && ceremony.rpId) || app.lastRpId;
   if (!rpId || location.hostname === rpId || location.hostname.endsWith(`.${rpId}`)) {
     return 'This page’s address cannot use passkeys for this site. Open it from its usual address.';
   }
@@ -251,6 +252,7 @@ async function ceremony(kind, publicKey, record) {
   record.started = Date.now();
   record.timeout = publicKey.timeout || 0;
   record.rpId = (publicKey.rp && publicKey.rp.id) || publicKey.rpId || '';
+  app.lastRpId = record.rpId;
   return kind === 'create'
     ? navigator.credentials.create({ publicKey })
     : navigator.credentials.get({ publicKey });
@@ -278,6 +280,7 @@ async function startConditional() {
   mark('pending');
   try {
     const options = await api('POST', '/v1/passkeys/authentication/options', { body: {} });
+    app.lastRpId = options.rpId || '';  // for a SecurityError's message (securityText)
     if (controller.signal.aborted) return;
     const credential = await navigator.credentials.get({
       mediation: 'conditional', publicKey: requestOptions(options), signal: controller.signal,

@@ -100,6 +100,19 @@ def kubernetes(binary, root):
         elif secret in secrets:
             for key, value in secrets[secret].items():
                 place(root, mount["mountPath"] + "/" + key, value)
+    # The KEK file must be readable by the user the pod runs as (Secret files belong to root, and to
+    # fsGroup when one is set): a 0400 file with a non-root user crash-loops on "cannot read".
+    ctx = pod.get("securityContext", {})
+    for mount in container.get("volumeMounts", []):
+        volume = volumes[mount["name"]].get("secret", {})
+        if volume.get("secretName") == "latchkey-kek":
+            mode = volume.get("defaultMode", 0o644)
+            readable = ctx.get("runAsUser") == 0 or mode & 0o004 or (mode & 0o040 and ctx.get("fsGroup") is not None)
+            check(bool(readable), f"kubernetes: the KEK file (mode {oct(mode)}) is readable by the pod's user")
+            check(not mode & 0o004, "kubernetes: the KEK file is not world-readable")
+    with open(os.path.join(REPO, "deploy/container/Containerfile")) as f:
+        uid = re.search(r"useradd [^&]*--uid (\d+)", f.read())
+    check(uid is not None and ctx.get("runAsUser") == int(uid.group(1)), "kubernetes: runAsUser is the image's latchkey uid")
     kek = env.get("LATCHKEY_KEY_ENCRYPTION_KEY", "")
     check(kek.startswith("@/var/run/secrets/latchkey/"), "kubernetes: the KEK is read from the Secret volume")
     port = int(env["LATCHKEY_LISTEN"].rsplit(":", 1)[1])
