@@ -75,10 +75,10 @@ public enum ConfigurationCatalogue {
         .init("LATCHKEY_MAX_BODY", "listeners", "request body limit in bytes (413 past it)", default: "`65536`"),
         .init("LATCHKEY_THREADS", "listeners", "worker threads per process", default: "`4`"),
         .init("LATCHKEY_WORKERS", "listeners", "processes sharing the listening port (`SO_REUSEPORT`)", default: "`1`"),
-        .init("LATCHKEY_DB_POOLER", "listeners",
+        .init("LATCHKEY_DB_POOLER", "database",
               "`transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL (no named prepared statements, no session `SET`, no `LISTEN` on pooled connections)",
               default: "unset"),
-        .init("LATCHKEY_DB_LISTEN_URL", "listeners",
+        .init("LATCHKEY_DB_LISTEN_URL", "database",
               "a direct (unpooled) connection for the change feed's `LISTEN` behind a pooler; without it instances poll (caches expire within a second)",
               default: "unset", .connection),
     ]
