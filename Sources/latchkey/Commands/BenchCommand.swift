@@ -18,12 +18,20 @@ enum BenchCommand: Command {
                latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D]
                                     [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
+               latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse]
                \(StepUpBenchmark.usage)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
                  JSON parsed, COSE key parsed and imported on every call, as a server must), beside the
                  raw OpenSSL rate for key import + EVP_DigestVerify on the same keys and messages; the
                  ES256 rate on two threads and in two processes; registrations per second (none, packed).
+        login --accounts N
+                 seeds N accounts with passkeys (COPY) in a database of D's cluster and a handful in another
+                 ("empty"), serves each in turn from this executable and measures both in the same run:
+                 logins/s and the ratio, p50/p95/p99, server and PostgreSQL CPU µs per login (/proc), WAL bytes,
+                 full-page images and commits per login (pg_stat_wal, pg_stat_database), the database sizes;
+                 --instructions: the server's instructions per login under callgrind; --reuse: keep a database
+                 already seeded with N accounts.
         \(StepUpBenchmark.help)
         """
 
@@ -32,8 +40,8 @@ enum BenchCommand: Command {
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
-                                                   "admin-key"],
-                                           flags: ["help"])
+                                                   "admin-key", "accounts", "rounds"],
+                                           flags: ["help", "instructions", "reuse"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
             case "verify":
@@ -46,6 +54,7 @@ enum BenchCommand: Command {
                 }
                 return VerifyBenchmark.run(seconds: seconds)
             case "login":
+                if let accounts = args.value("accounts") { return ScaleBenchmark.run(try ScaleBenchmark.parse(args, accounts: accounts)) }
                 return LoginBenchmark.run(try LoginBenchmark.parse(args))
             case "step-up": return StepUpBenchmark.run(try StepUpBenchmark.parse(args))
             case "-h", "--help": print(help); return ExitCode.success
