@@ -14,7 +14,7 @@ enum BenchCommand: Command {
     static let name = "bench"
     static let summary = "measure verification and login throughput against baselines in the same run"
     static let help = """
-        usage: latchkey bench verify [--seconds S]
+        usage: latchkey bench verify [--seconds S] [--instructions]
                latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D]
                                     [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
@@ -40,18 +40,31 @@ enum BenchCommand: Command {
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
-                                                   "admin-key", "accounts", "rounds"],
+                                                   "admin-key", "accounts", "rounds", "count", "side"],
                                            flags: ["help", "instructions", "reuse"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
             case "verify":
                 let seconds = Double(args.value("seconds") ?? "2") ?? 2
                 if let worker = args.value("worker") {
-                    // Child of the two-process measurement: print the count and nothing else.
                     let fixture = VerifyFixture(worker == "eddsa" ? .edDSA : worker == "rs256" ? .rs256 : .es256)
+                    if let c = args.value("count"), let count = Int(c) {
+                        // A fixed number of calls of one side, for instruction counts under callgrind
+                        // (run with --count 0 too, to subtract the fixture's own cost).
+                        let body: () -> Bool = switch args.value("side") ?? "latchkey" {
+                        case "openssl": { fixture.verifyWithOpenSSL() }
+                        case "warm": { fixture.verifyWarm() }
+                        default: { fixture.verifyWithLatchkey() }
+                        }
+                        for _ in 0..<count { precondition(body(), "benchmark verification failed") }
+                        print(count)
+                        return ExitCode.success
+                    }
+                    // Child of the two-process measurement: print the count and nothing else.
                     print(countLoop(seconds: seconds) { fixture.verifyWithLatchkey() })
                     return ExitCode.success
                 }
+                if args.has("instructions") { return VerifyBenchmark.instructions() }
                 return VerifyBenchmark.run(seconds: seconds)
             case "login":
                 if let accounts = args.value("accounts") { return ScaleBenchmark.run(try ScaleBenchmark.parse(args, accounts: accounts)) }
@@ -112,6 +125,8 @@ struct VerifyFixture: @unchecked Sendable {
     let clientDataJSON: [UInt8]
     let authenticatorData: [UInt8]
     let signature: [UInt8]
+    /// The imported key a warm server holds in its CredentialKeyCache.
+    let cachedKey: COSEKey
 
     static let rpId = "bench.example", origin = "https://bench.example"
 
@@ -126,6 +141,7 @@ struct VerifyFixture: @unchecked Sendable {
         authenticatorData = Base64URL.decode(json["response"]!["authenticatorData"]!.stringValue!)!
         signature = Base64URL.decode(json["response"]!["signature"]!.stringValue!)!
         policy = VerificationPolicy(rpId: Self.rpId, origins: OriginPolicy([Self.origin]))
+        cachedKey = try! COSEKey(bytes: coseKey)
     }
 
     /// What the server does per login: parse the credential JSON, parse and import the stored COSE
@@ -136,6 +152,19 @@ struct VerifyFixture: @unchecked Sendable {
             let key = try COSEKey(bytes: coseKey)
             _ = try AuthenticationVerifier.verify(parsed, expectedChallenge: challenge,
                                                   stored: StoredCredential(publicKey: key, signCount: 0), policy: policy)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// A server with the credential's key in its cache (`CredentialKeyCache`): the credential JSON
+    /// parsed and every check run, the COSE key neither parsed nor imported.
+    func verifyWarm() -> Bool {
+        do {
+            let parsed = try ParsedAuthentication(bytes: responseJSON)
+            _ = try AuthenticationVerifier.verify(parsed, expectedChallenge: challenge,
+                                                  stored: StoredCredential(publicKey: cachedKey, signCount: 0), policy: policy)
             return true
         } catch {
             return false
@@ -175,14 +204,16 @@ enum VerifyBenchmark {
                 printError("\(label): fixture does not verify"); return ExitCode.failure
             }
             // Alternate slices so that frequency changes and noise hit both sides alike.
-            var ours = 0, theirs = 0
+            var ours = 0, theirs = 0, warm = 0
             let slices = 10
             for _ in 0..<slices {
-                ours += countLoop(seconds: seconds / Double(slices * 2)) { fixture.verifyWithLatchkey() }
-                theirs += countLoop(seconds: seconds / Double(slices * 2)) { fixture.verifyWithOpenSSL() }
+                ours += countLoop(seconds: seconds / Double(slices * 3)) { fixture.verifyWithLatchkey() }
+                theirs += countLoop(seconds: seconds / Double(slices * 3)) { fixture.verifyWithOpenSSL() }
+                warm += countLoop(seconds: seconds / Double(slices * 3)) { fixture.verifyWarm() }
             }
-            let oursRate = Double(ours) / (seconds / 2), theirsRate = Double(theirs) / (seconds / 2)
-            print("\(label.padding(6)) latchkey \(Int(oursRate))/s  openssl \(Int(theirsRate))/s  ratio=\(formatDecimal(oursRate / theirsRate, places: 2))")
+            let oursRate = Double(ours) / (seconds / 3), theirsRate = Double(theirs) / (seconds / 3), warmRate = Double(warm) / (seconds / 3)
+            print("\(label.padding(6)) latchkey \(Int(oursRate))/s  openssl \(Int(theirsRate))/s  ratio=\(formatDecimal(oursRate / theirsRate, places: 2)) (cold: key imported per call)  "
+                  + "warm \(Int(warmRate))/s ratio \(formatDecimal(warmRate / theirsRate, places: 2)) (key from the server's CredentialKeyCache)")
         }
 
         // Two threads in one process against two processes (OpenSSL 3.0 takes shared locks).
@@ -209,6 +240,38 @@ enum VerifyBenchmark {
                 (try? RegistrationVerifier.verify(try ParsedRegistration(bytes: body), expectedChallenge: challenge, policy: policy)) != nil
             }
             print("register-\(label.padding(6)) latchkey \(Int(Double(n) / (seconds / 2)))/s")
+        }
+        return ExitCode.success
+    }
+
+    /// `bench verify --instructions`: instructions per verification under callgrind (which does not
+    /// drift with the machine's load), each side run `calls` times in a child and once with no
+    /// calls, whose count (the fixture, key generation) is subtracted.
+    static func instructions(calls: Int = 200) -> Int32 {
+        guard let valgrind = findValgrind() else { printError("--instructions needs valgrind"); return ExitCode.failure }
+        print("latchkey bench verify --instructions: instructions per verification under callgrind (\(calls) calls, minus the fixture's own)")
+        func count(_ alg: String, _ side: String, _ n: Int) -> Double? {
+            let out = "/tmp/latchkey-verify-callgrind-\(getpid()).out"
+            defer { unlink(out) }
+            _ = runProcess([valgrind, "--tool=callgrind", "--callgrind-out-file=\(out)", executablePath(), "bench", "verify",
+                            "--worker", alg, "--count", "\(n)", "--side", side])
+            guard let bytes = readFile(out, limit: 1 << 28) else { return nil }
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("totals:") {
+                return Double(line.split(separator: " ").dropFirst().first ?? "")
+            }
+            return nil
+        }
+        for alg in ["es256", "eddsa", "rs256"] {
+            var per: [String: Double] = [:]
+            for side in ["latchkey", "openssl", "warm"] {
+                guard let zero = count(alg, side, 0), let full = count(alg, side, calls) else {
+                    printError("callgrind run failed"); return ExitCode.failure
+                }
+                per[side] = (full - zero) / Double(calls)
+            }
+            let l = per["latchkey"]!, o = per["openssl"]!, w = per["warm"]!
+            print("\(alg.padding(6)) latchkey \(Int(l))  openssl \(Int(o))  ratio=\(formatDecimal(o / l, places: 2)) (cold)  "
+                  + "warm \(Int(w)) ratio \(formatDecimal(o / w, places: 2))  (instructions per verification; ratio = openssl / latchkey)")
         }
         return ExitCode.success
     }
