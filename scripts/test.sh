@@ -87,4 +87,8 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
   bash Tests/Browser/run.sh || status=1
+
+# --- issue 24: `bench login --accounts N` runs and prints every figure (functional only, ~30 s) ---
+timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || status=1
+# --- end issue 24 ---
 exit $status

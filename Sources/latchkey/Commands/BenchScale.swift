@@ -106,7 +106,7 @@ enum ScaleBenchmark {
             print("ratio=\(formatDecimal(ratio, places: 2)) (median logins/s at \(o.accounts) accounts / at \(small))")
         }
         let sizeText = sizes.map { "\($0.label) \(megabytes($0.bytes))" }.joined(separator: ", ")
-        if sizes.count == 2 {
+        if sizes.count == 2, o.accounts - small >= 10_000 {
             let perAccount = Double(sizes[1].bytes - sizes[0].bytes) / Double(max(o.accounts - small, 1))
             print("database size: \(sizeText); \(Int(perAccount)) B per seeded account (user, passkey, 2 audit lines, their indexes)")
         } else {
