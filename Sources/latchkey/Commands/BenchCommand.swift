@@ -18,7 +18,7 @@ enum BenchCommand: Command {
                latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D]
                                     [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
-               latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse]
+               latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse] [--server BIN]
                \(StepUpBenchmark.usage)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
@@ -31,7 +31,7 @@ enum BenchCommand: Command {
                  logins/s and the ratio, p50/p95/p99, server and PostgreSQL CPU µs per login (/proc), WAL bytes,
                  full-page images and commits per login (pg_stat_wal, pg_stat_database), the database sizes;
                  --instructions: the server's instructions per login under callgrind; --reuse: keep a database
-                 already seeded with N accounts.
+                 already seeded with N accounts; --server BIN: run that latchkey binary as the server (an older build).
         \(StepUpBenchmark.help)
         """
 
@@ -40,7 +40,7 @@ enum BenchCommand: Command {
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
-                                                   "admin-key", "accounts", "rounds", "count", "side"],
+                                                   "admin-key", "accounts", "rounds", "count", "side", "server"],
                                            flags: ["help", "instructions", "reuse"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
@@ -129,10 +129,45 @@ struct VerifyFixture: @unchecked Sendable {
     let cachedKey: COSEKey
 
     static let rpId = "bench.example", origin = "https://bench.example"
+    /// The bench's RSA-2048 key (a test key, nothing else uses it).
+    static let rsaKeyPEM = """
+        -----BEGIN PRIVATE KEY-----
+        MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCfbgAuPROpqTTL
+        TKg5JLfaChR8T3WJmbhbSjCx4YEN+EFvIklw1omwoBjEnUqKENqdLU29+uhj+mLR
+        f+sGKVSzs57wRkBkqSX4F0f2jOxLphXDbY25L/NzQrYfR6Yuqd8SdbGVQwhHM4f5
+        Xrr1dH27EjgbuRNA7Yt5tkTYuOjHv8+EDiJG1NymJmv7WUJZ5+3et62g6JIF0KWa
+        ACGiDuJ5Yjgwl8iVqR+dMmQg4wPCpJI8vTFcj6Gwi2mE8ccACZvsciwoATAGfeWS
+        FGO/VsA0+IyBx34jfk6de8rcb6xt1NtYQxymWEAHvsjYl4IjzJWiEEfx7FY1QIOj
+        P6GUz6YHAgMBAAECggEATLaC2rzjzbLP5vTbSye6WW2ZPtmDDnNLjI2t0aHW1dB7
+        N8zxNpzcgwL99/lRaQ7ECnZGnp/xG05bJ0BcZ8oSaieHVkkPagAj93TIWT+k4Z+o
+        gDEiTRXgGDlk5bc1pOVzI3BDQzWOcag/iMPGxR3I8+9H1TsgIxFKGAYWqYuL4rTL
+        09OaaI4KEetOVTPi46qGxGFc2GUAQePEcJx0hDeQV7pKbiAFLqKcvL3EKN1CpxCm
+        cvAmQGKuPDmrFDZQPQJjFSCRWSarg86Nf11SMclJHSy3p0NiUte7LZDtmvWB5xmy
+        vQ+SMcjHImDfDVIs1YycCMuhV/I5yKdONxR0YfA2/QKBgQDQVY6H63/OntIlsBLj
+        uW1d0OxymkZlnc8qXEjtNZRx6IhntOKukpxaVrN58bVV8t+kFWAfRwSzq8HQJ1uU
+        td1v52OjM3D1C4of+TzjVP7XXS8ERdvnHqENFuQ+jIO1CjpkEg4qnkMTT1qYjDoZ
+        XB4usU1Kn8LzNpSwZTmUYGUNgwKBgQDD6AiyAe6izA1IrC3EWrE341n3ETiB02M9
+        qYp/VgsUTBoIAfLYZ38o3YIszOCJYQckLtoI83WdXsodvXuIcLyNLlgcBVsD035i
+        xajB1Y0UbeVtZVOIhKvIvQCtDrRBz5GzHmSnROhiPuNIM1GXl1amHsxMw5Q4DAly
+        uSABY8XCLQKBgGQeabPKKg6a5rTz6/ACYZuvVqIwn9ofv7pExUsx75faPwtPs4xf
+        qsIDXpcg4Jtgb7eECkCduZW62hZ1g55w0+z+TzTT+NnaZNO+zFMXuqy2/GxaQjbM
+        0mre8GtazcTIGI2U27gBfIygGxKqeRVM3rhjvpg5NM/7D/PBga1bsdSPAoGADE3C
+        XgupBShznSDTLwXTI4Nv3wiB2AWCshi3zg+FWpz89YvJyLWXUuW2i0HCyF4DqM4Y
+        e39u35dYck24OHV8IhHLDtd3Q+JAicuIMcRLvAC67Af1GxnaAB1+sV+/CnMS34EF
+        KUw2nBT/CUXP1gl3M6+zfQ67fFmlLkNaMzwk63ECgYEAsiRBWPYH9uWpHH3KvMsS
+        1FCA//xymSgV0+/A8wmHNqYQma/BijUIz8+NtnknI/MHH6zB53P8btPmbZalp5Ux
+        OjIJJDg+Ct5bbFJlhG4sYvMmHcqCvV9CM94kv42sJH9UhuXuJJs+/EL3cQLPzLFL
+        ODpjcdL5fno9JAD8ZzbjoVg=
+        -----END PRIVATE KEY-----
+        """
 
     init(_ algorithm: COSEAlgorithm) {
         self.algorithm = algorithm
-        let authenticator = SoftAuthenticator(algorithm: algorithm)
+        // RSA with a fixed key: generating one costs a random amount of work (the prime search),
+        // which `--instructions` could not subtract.
+        let authenticator = algorithm == .rs256
+            ? SoftAuthenticator(algorithm: .rs256, privateKey: try! PrivateKey(pkcs8PEM: Self.rsaKeyPEM), credentialId: SecureRandom.bytes(32), userHandle: nil)
+            : SoftAuthenticator(algorithm: algorithm)
         challenge = SecureRandom.bytes(32)
         coseKey = authenticator.publicKeyCOSE
         let json = authenticator.assertion(challenge: challenge, rpId: Self.rpId, origin: Self.origin).json()

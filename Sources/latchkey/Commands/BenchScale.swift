@@ -27,6 +27,9 @@ enum ScaleBenchmark {
         var rounds = 2
         var instructions = false
         var reuse = false
+        /// `--server BIN`: the latchkey binary the bench's servers run (default: this one), e.g. an
+        /// older build to compare against; its databases carry the binary's name.
+        var server: String? = nil
     }
 
     static let smallAccounts = 64
@@ -51,6 +54,7 @@ enum ScaleBenchmark {
         }
         o.instructions = args.has("instructions")
         o.reuse = args.has("reuse")
+        o.server = args.value("server")
         return o
     }
 
@@ -65,10 +69,15 @@ enum ScaleBenchmark {
     }
 
     static func run(_ o: Options) -> Int32 {
+        setvbuf(stdout, nil, _IOLBF, 0)  // a long run shows its phases as they end, also into a file
         let base = o.databaseURL.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let small = min(smallAccounts, o.accounts)
-        let databases = [(label: "empty", name: "latchkey_bench_accounts_\(small)", accounts: small),
-                         (label: "\(o.accounts)", name: "latchkey_bench_accounts_\(o.accounts)", accounts: o.accounts)]
+        // Database names: digits and [a-z_] only, made here.
+        let suffix = o.server.map { "_" + String(($0.split(separator: "/").last ?? "").lowercased().map { $0.isLetter || $0.isNumber ? $0 : "_" }) } ?? ""
+        let databases = [(label: "empty", name: "latchkey_bench_accounts_\(small)\(suffix)", accounts: small),
+                         (label: "\(o.accounts)", name: "latchkey_bench_accounts_\(o.accounts)\(suffix)", accounts: o.accounts)]
+        let server = o.server ?? executablePath()
+        print("server binary: \(server)")
         print("latchkey bench login --accounts \(o.accounts): \(small) accounts (\"empty\") beside \(o.accounts), concurrency \(o.concurrency), "
               + "\(o.duration) s × \(o.rounds) rounds each, alternating")
         let stats: ClusterStats
@@ -76,14 +85,14 @@ enum ScaleBenchmark {
             printError("cannot reach the cluster at \(base)/postgres: \(error)"); return ExitCode.failure
         }
         for db in databases where !(small == o.accounts && db.label != "empty") {
-            guard prepare(base: base, name: db.name, accounts: db.accounts, reuse: o.reuse, stats: stats) else { return ExitCode.failure }
+            guard prepare(base: base, name: db.name, accounts: db.accounts, reuse: o.reuse, stats: stats, server: server) else { return ExitCode.failure }
         }
         let sized = small == o.accounts ? [databases[0]] : databases
         var phases: [String: [Phase]] = [:]
         for round in 1...o.rounds {
             for db in sized {
                 guard let p = measure(url: "\(base)/\(db.name)", database: db.name, accounts: db.accounts, concurrency: o.concurrency,
-                                      seconds: o.duration, stats: stats, callgrind: false) else { return ExitCode.failure }
+                                      seconds: o.duration, stats: stats, callgrind: false, server: server) else { return ExitCode.failure }
                 phases[db.label, default: []].append(p)
                 print("round \(round) \(db.label.padding(8)) \(describe(p))")
             }
@@ -117,7 +126,7 @@ enum ScaleBenchmark {
             guard findValgrind() != nil else { printError("--instructions needs valgrind (apt-get install valgrind)"); return ExitCode.failure }
             for db in sized {
                 guard let p = measure(url: "\(base)/\(db.name)", database: db.name, accounts: db.accounts, concurrency: 2,
-                                      seconds: max(10, o.duration), stats: stats, callgrind: true) else { return ExitCode.failure }
+                                      seconds: max(10, o.duration), stats: stats, callgrind: true, server: server) else { return ExitCode.failure }
                 print("instructions \(db.label.padding(8)) \(Int(p.instructions / Double(max(p.logins, 1)))) per login "
                       + "(server under callgrind, \(p.logins) logins at concurrency 2)")
             }
@@ -136,7 +145,7 @@ enum ScaleBenchmark {
     static func megabytes(_ bytes: Int64) -> String { "\(formatDecimal(Double(bytes) / 1_048_576, places: 1)) MB" }
 
     /// Creates, migrates and seeds `name` unless `reuse` and it already holds `accounts` seeded accounts.
-    static func prepare(base: String, name: String, accounts: Int, reuse: Bool, stats: ClusterStats) -> Bool {
+    static func prepare(base: String, name: String, accounts: Int, reuse: Bool, stats: ClusterStats, server: String) -> Bool {
         let url = "\(base)/\(name)"
         if reuse, let n = try? PostgresConnection(url: url).query("SELECT count(*)::bigint AS n FROM users WHERE username LIKE 'seed-%'").first?.int64("n"),
            n == accounts {
@@ -147,22 +156,22 @@ enum ScaleBenchmark {
             // Names built here from a number, never input.
             _ = try stats.connection.executeScript("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
             _ = try stats.connection.executeScript("CREATE DATABASE \(name)")
-            let database = Database(url: url, connections: 1, pooler: .none)
-            defer { database.shutdown() }
-            _ = try database.migrate()
         } catch {
             printError("cannot create \(name): \(error)"); return false
         }
+        // The server binary migrates its database, so an older binary gets its own schema.
+        guard let migrating = BenchServer.start(databaseURL: url, callgrind: false, binary: server) else { return false }
+        migrating.stop()
         return SeededAccounts(count: accounts).seed(databaseURL: url)
     }
 
     /// One phase: a server started on `url`, a one-second warm-up, the measured load, the server stopped.
     static func measure(url: String, database: String, accounts: Int, concurrency: Int, seconds: Double, stats: ClusterStats,
-                        callgrind: Bool) -> Phase? {
+                        callgrind: Bool, server binary: String) -> Phase? {
         let seeded = SeededAccounts(count: accounts)
         _ = try? stats.connection.executeScript("CHECKPOINT")
         guard let before = try? stats.snapshot(database) else { printError("cannot read pg_stat_wal / pg_stat_database"); return nil }
-        guard let server = BenchServer.start(databaseURL: url, callgrind: callgrind) else { return nil }
+        guard let server = BenchServer.start(databaseURL: url, callgrind: callgrind, binary: binary) else { return nil }
         defer { server.stop() }
         var phase = Phase()
         let target = (host: "127.0.0.1", port: server.port, origin: server.origin)

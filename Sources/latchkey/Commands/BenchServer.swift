@@ -23,9 +23,8 @@ final class BenchServer {
         self.callgrindDir = callgrindDir
     }
 
-    static func start(databaseURL: String, callgrind: Bool) -> BenchServer? {
+    static func start(databaseURL: String, callgrind: Bool, binary me: String) -> BenchServer? {
         guard let port = freePort() else { printError("no free port"); return nil }
-        let me = executablePath()
         let logPath = "/tmp/latchkey-bench-server-\(getpid())-\(port).log"
         var argv = [me, "serve"]
         var dir: String? = nil
