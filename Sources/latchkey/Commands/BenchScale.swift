@@ -69,7 +69,6 @@ enum ScaleBenchmark {
     }
 
     static func run(_ o: Options) -> Int32 {
-        setvbuf(stdout, nil, _IOLBF, 0)  // a long run shows its phases as they end, also into a file
         let base = o.databaseURL.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let small = min(smallAccounts, o.accounts)
         // Database names: digits and [a-z_] only, made here.
@@ -95,6 +94,7 @@ enum ScaleBenchmark {
                                       seconds: o.duration, stats: stats, callgrind: false, server: server) else { return ExitCode.failure }
                 phases[db.label, default: []].append(p)
                 print("round \(round) \(db.label.padding(8)) \(describe(p))")
+                fflush(nil)  // a long run shows its phases as they end, also into a file
             }
         }
         func median(_ label: String, _ f: (Phase) -> Double) -> Double {

@@ -62,6 +62,7 @@ struct SeededAccounts: @unchecked Sendable {
             printError("VACUUM after the seed failed: \(error)"); return false
         }
         print("seeded \(count) accounts, \(count) passkeys, \(2 * count) audit lines with COPY in \(formatDecimal(monotonicNow() - start, places: 1)) s")
+        fflush(nil)
         return true
     }
 
