@@ -162,6 +162,22 @@ public struct JSONParser {
             // validating initializer's per-scalar walk (most of a credential JSON's parse time).
             var seen: UInt8 = 0
             while index < bytes.count {
+                // Eight bytes at a time while none is a quote, a backslash, a control character or
+                // non-ASCII (base64url runs: most of a credential JSON); a word holding any of them
+                // is looked at byte by byte below.
+                if index + 8 <= bytes.count {
+                    let w = UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)
+                    let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+                    func zeroByte(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & highs }
+                    let special = zeroByte(w ^ (ones &* 0x22)) | zeroByte(w ^ (ones &* 0x5C)) | ((w &- ones &* 0x20) & ~w & highs) | (w & highs)
+                    if special == 0 { index += 8; continue }
+                    for _ in 0..<8 {
+                        let c = bytes[index]
+                        if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { break }
+                        index += 1
+                    }
+                    guard index < bytes.count else { break }
+                }
                 let c = bytes[index]
                 if c == UInt8(ascii: "\"") {
                     let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])

@@ -32,6 +32,23 @@ import Testing
         #expect(try JSONParser.parse(Array(#""plain-base64url_AZ09""#.utf8)) == .string("plain-base64url_AZ09"))
     }
 
+    /// The eight-bytes-at-a-time scan finds a quote, a backslash, a control character or a
+    /// non-ASCII byte at every position of a word, and strings of every length around the word size.
+    @Test func theWordScanStopsAtEverySpecialByte() throws {
+        for length in 0..<40 {
+            let plain = String(repeating: "x", count: length)
+            #expect(try JSONParser.parse(Array("\"\(plain)\"".utf8)) == .string(plain))
+            for position in 0...length {
+                let head = String(repeating: "a", count: position), tail = String(repeating: "b", count: length - position)
+                #expect(try JSONParser.parse(Array("\"\(head)\\n\(tail)\"".utf8)) == .string(head + "\n" + tail))
+                #expect(try JSONParser.parse(Array("\"\(head)é\(tail)\"".utf8)) == .string(head + "é" + tail))
+                #expect(throws: JSONError.self) { try JSONParser.parse(Array("\"\(head)".utf8) + [0x01] + Array("\(tail)\"".utf8)) }
+                #expect(throws: JSONError.self) { try JSONParser.parse(Array("\"\(head)".utf8) + [0xFF] + Array("\(tail)\"".utf8)) }
+                #expect(throws: JSONError.self) { try JSONParser.parse(Array("\"\(head)\(tail)".utf8)) }
+            }
+        }
+    }
+
     /// Small objects find duplicates by a scan, large ones by a set: both refuse, at every size
     /// around the switch-over, and compare names as Strings do (é precomposed = e + combining acute).
     @Test func duplicatesAreFoundAtEverySize() {
