@@ -82,7 +82,7 @@ final class BenchServer {
     }
 
     /// The instructions in every dump callgrind wrote (instrumentation was on only for the load).
-    func callgrindTotal() -> Double {
+    func callgrindTotal(keepDirectory: Bool = false) -> Double {
         guard let dir = callgrindDir, let d = opendir(dir) else { return 0 }
         defer { closedir(d) }
         var total = 0.0
@@ -97,7 +97,7 @@ final class BenchServer {
             }
             unlink(path)
         }
-        rmdir(dir)
+        if !keepDirectory { rmdir(dir) }
         return total
     }
 }
