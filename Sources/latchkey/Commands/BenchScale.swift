@@ -99,7 +99,8 @@ enum ScaleBenchmark {
         }
         func median(_ label: String, _ f: (Phase) -> Double) -> Double {
             let v = (phases[label] ?? []).map(f).sorted()
-            return v.isEmpty ? 0 : v[v.count / 2]
+            guard !v.isEmpty else { return 0 }
+            return v.count % 2 == 1 ? v[v.count / 2] : (v[v.count / 2 - 1] + v[v.count / 2]) / 2
         }
         let sizes = sized.map { (label: $0.label, bytes: (try? stats.databaseSize($0.name)) ?? 0) }
         for db in sized {
