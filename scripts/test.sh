@@ -114,4 +114,9 @@ set -e
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" bash scripts/deploy-check.sh || status=1
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/doc-examples.sh || status=1
 # ---- end issue 25 ---------------------------------------------------------------------------
+
+# --- issue 24: `bench login --accounts N` runs and prints every figure (functional only, ~30 s) ---
+timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || status=1
+# --- end issue 24 ---
+
 exit $status

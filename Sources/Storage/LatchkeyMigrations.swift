@@ -53,6 +53,9 @@ public enum LatchkeyMigrations {
         File(version: 12, name: "cancel tokens", file: "0012_cancel_tokens.sql", sql: PackageResources._012_cancel_tokens_sql),
         // Issue 19: the last accepted MDS3 BLOB number per signing root (no rollback to an older list).
         File(version: 13, name: "metadata BLOB state", file: "0013_metadata_state.sql", sql: PackageResources._013_metadata_state_sql),
+        // Issue 24: HOT credential updates (fillfactor), challenge churn vacuumed promptly, one index
+        // write less per challenge and per self-audited line.
+        File(version: 14, name: "login path at scale", file: "0014_login_at_scale.sql", sql: PackageResources._014_login_at_scale_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests
