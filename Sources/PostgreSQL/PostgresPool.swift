@@ -4,6 +4,9 @@
 /// - Before an idle connection is handed out it is probed without a round trip; one the server
 ///   closed (restart, `pg_terminate_backend`) is discarded and replaced.
 /// - A connection returned in a broken state (`CONNECTION_BAD`) is discarded.
+/// - Every call has a deadline: `queryTimeout` per statement, and inside `PostgresDeadline.within`
+///   the request's remaining budget, for the wait for a connection too (see `PostgresConnection`).
+///   A timed-out call is `.timeout` and never retried (it may have run).
 /// - `query`/`execute` on the pool retry once on a fresh connection when the statement failed
 ///   because the connection dropped. They run outside any transaction (autocommit), which is what
 ///   makes one retry acceptable; note that if the connection drops after the server committed but
@@ -45,6 +48,8 @@ public final class PostgresPool: Sendable {
     public let acquireTimeout: Duration
     /// Whether every connection is opened with `transactionPooling` (PgBouncer in transaction mode).
     public let transactionPooling: Bool
+    /// The longest one statement may wait for the server (`PostgresConnection.queryTimeout`).
+    public let queryTimeout: Duration
     private let url: String
     private let lock = ConditionLock()
     // Only touched with `lock` held.
@@ -57,13 +62,16 @@ public final class PostgresPool: Sendable {
     ///   - acquireTimeout: how long `withConnection` waits for a free connection.
     ///   - transactionPooling: `url` is PgBouncer in `pool_mode = transaction`: connections keep no
     ///     session state (no named prepared statements, no `SET`; see `PostgresConnection`).
+    ///   - queryTimeout: the longest one statement may wait for the server (then `.timeout`).
     public convenience init(url: String, maxConnections: Int = 10, acquireTimeout: Duration = .seconds(10),
-                            transactionPooling: Bool = false) {
+                            transactionPooling: Bool = false, queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) {
         self.init(url: url, maxConnections: maxConnections, acquireTimeout: acquireTimeout, probeOnCheckout: true,
-                  transactionPooling: transactionPooling)
+                  transactionPooling: transactionPooling, queryTimeout: queryTimeout)
     }
 
-    init(url: String, maxConnections: Int, acquireTimeout: Duration, probeOnCheckout: Bool, transactionPooling: Bool = false) {
+    init(url: String, maxConnections: Int, acquireTimeout: Duration, probeOnCheckout: Bool, transactionPooling: Bool = false,
+         queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) {
+        self.queryTimeout = queryTimeout
         self.url = url
         self.maxConnections = max(1, maxConnections)
         self.acquireTimeout = acquireTimeout
@@ -142,7 +150,7 @@ public final class PostgresPool: Sendable {
     }
 
     private func acquire() throws -> PostgresConnection {
-        let deadline = ConditionLock.monotonicNanoseconds() &+ nanoseconds(acquireTimeout)
+        let deadline = PostgresDeadline.callDeadline(limit: acquireTimeout) ?? (ConditionLock.monotonicNanoseconds() &+ nanoseconds(acquireTimeout))
         while true {
             enum Next { case reuse(PostgresConnection), open }
             let next: Next = try lock.withLock {
@@ -162,7 +170,7 @@ public final class PostgresPool: Sendable {
                     state.waiting -= 1
                     if !signalled, state.idle.isEmpty, state.open >= maxConnections {
                         state.timeouts += 1
-                        throw PostgresError(.poolTimeout, "no database connection free within \(acquireTimeout) (pool of \(maxConnections))")
+                        throw PostgresDeadline.noted(PostgresError(.poolTimeout, "no database connection free within \(acquireTimeout) (pool of \(maxConnections))"))
                     }
                 }
             }
@@ -178,7 +186,7 @@ public final class PostgresPool: Sendable {
                 continue
             case .open:
                 do {
-                    let connection = try PostgresConnection(url: url, transactionPooling: transactionPooling)
+                    let connection = try PostgresConnection(url: url, transactionPooling: transactionPooling, queryTimeout: queryTimeout)
                     lock.withLock { state.created += 1 }
                     return connection
                 } catch {
