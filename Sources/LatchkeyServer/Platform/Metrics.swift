@@ -34,6 +34,7 @@ public final class Metrics: Sendable {
         var latency: [String: Histogram] = [:]          // route
         var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
         var deliveries: [String: UInt64] = [:]          // "type|outcome"
+        var databaseFailures: [String: UInt64] = [:]    // DatabaseFailure.kind, or not_ready / other
     }
 
     private let state = Mutex(State())
@@ -46,6 +47,13 @@ public final class Metrics: Sendable {
             // Mutated in place: copying the histogram out and back re-allocated its counts each time.
             s.latency[route, default: Histogram()].observe(seconds)
         }
+    }
+
+    /// A 503: the class of the database failure behind it (a closed set, see `DatabaseFailure`).
+    public func observeDatabaseFailure(_ kind: String) {
+        let known = ["connection_lost", "timeout", "pool_timeout", "serialization", "read_only", "query", "not_ready"]
+        let label = known.contains(kind) ? kind : "other"
+        state.withLock { $0.databaseFailures[label, default: 0] += 1 }
     }
 
     /// `outcome` is "ok" or an error code.
@@ -81,6 +89,9 @@ public final class Metrics: Sendable {
         out += "latchkey_db_pool_connections{state=\"open\"} \(pool.open)\n"
         out += "latchkey_db_pool_connections{state=\"in_use\"} \(pool.inUse)\n"
         out += "latchkey_db_pool_waiting \(pool.waiting)\n"
+        Self.counter(&out, "latchkey_db_unavailable_total",
+                     help: "503 answers by the database failure behind them (connection_lost, timeout, pool_timeout, serialization, read_only, query, not_ready, other).",
+                     labels: ["class"], s.databaseFailures)
         Self.counter(&out, "latchkey_webhook_deliveries_total",
                      help: "Webhook delivery attempts by event type and outcome (delivered, retry, failed = given up).",
                      labels: ["type", "outcome"], s.deliveries)

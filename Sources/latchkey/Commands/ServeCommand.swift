@@ -6,7 +6,9 @@ import Storage
 import Glibc
 #endif
 
-/// `latchkey serve`: migrate (under an advisory lock), then serve until SIGINT/SIGTERM.
+/// `latchkey serve`: check the configuration, listen at once, and run the start-up steps (migrate
+/// under an advisory lock, …) on a thread that waits for the database: `/readyz` says 503 with the
+/// reason until they are done. Serves until SIGINT/SIGTERM.
 enum ServeCommand: Command {
     static let name = "serve"
     static let summary = "run the HTTP server (configuration from LATCHKEY_* and DATABASE_URL)"
@@ -49,25 +51,31 @@ enum ServeCommand: Command {
         signal(SIGPIPE, SIG_IGN)
 
         let database = Database(url: configuration.databaseURL, connections: configuration.threads + 2,
-                                pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL)
+                                pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL,
+                                queryTimeout: configuration.databaseQueryTimeout)
         let services = Services(configuration: configuration, database: database)
-        // Start-up steps, in order: the configuration's rules, migrate, seed LATCHKEY_ORIGINS, signing
-        // keys, change feed — all before anything listens, so a bad configuration never serves a request.
-        do { try services.start() } catch let error as Configuration.Invalid {
-            printError("latchkey serve: \(error.description)")
-            return ExitCode.usage
-        } catch let error as SigningKeyError where error.code != .storage {
-            printError("latchkey serve: \(error.description)")  // no KEK, or the wrong one: refuse to start
-            return ExitCode.failure
+        // Start-up steps, in order: the configuration's rules (here, before anything listens, so a bad
+        // configuration never serves a request), then — on their own thread, while this one listens —
+        // migrate, seed LATCHKEY_ORIGINS, signing keys, change feed, …, each retried while the database
+        // is unreachable (an instance started mid-failover comes up by itself). Until they are done
+        // every route but /healthz, /readyz and /metrics answers 503.
+        do {
+            try services.startInBackground(onReady: {
+                // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
+                if !isChild, let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
+                    printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
+                               + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
+                               + ignored.joined(separator: ", "))
+                }
+                if !isChild { printError("latchkey: ready (database migrated, signing keys loaded)") }
+            }, onFatal: { error in
+                // No KEK or the wrong one, unreadable attestation roots: waiting cannot mend it.
+                printError("latchkey serve: cannot start: \(String(describing: error))")
+                exit(ExitCode.failure)
+            })
         } catch {
-            printError("latchkey serve: cannot prepare the database: \(error)")
-            return ExitCode.failure
-        }
-        // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
-        if !isChild, let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
-            printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
-                       + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
-                       + ignored.joined(separator: ", "))
+            printError("latchkey serve: \(error)")
+            return ExitCode.usage
         }
         // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
         let application = Application(services: services)
