@@ -53,6 +53,8 @@ public enum LatchkeyMigrations {
         File(version: 12, name: "cancel tokens", file: "0012_cancel_tokens.sql", sql: PackageResources._012_cancel_tokens_sql),
         // Issue 19: the last accepted MDS3 BLOB number per signing root (no rollback to an older list).
         File(version: 13, name: "metadata BLOB state", file: "0013_metadata_state.sql", sql: PackageResources._013_metadata_state_sql),
+        // Issue 23: a retried registration whose first try committed is recognised (409 credential_exists).
+        File(version: 15, name: "registration digest", file: "0015_registration_digest.sql", sql: PackageResources._015_registration_digest_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests
