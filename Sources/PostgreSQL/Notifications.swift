@@ -82,6 +82,9 @@ public final class PostgresListener: Sendable {
         }
     }
 
+    /// The server process serving the LISTEN.
+    public var backendPID: Int32 { state.withLock { PQbackendPID($0.handle) } }
+
     public var isConnected: Bool { state.withLock { PQstatus($0.handle) == CONNECTION_OK && $0.fatalFlag.pointee == 0 } }
 
     private static func drain(_ handle: OpaquePointer) throws -> [PostgresNotification] {
