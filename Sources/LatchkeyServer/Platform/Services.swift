@@ -184,8 +184,9 @@ public struct RequestLog: Sendable {
 
 extension RequestLog {
     /// A 503's own line on standard error: which database failure (class and server message) or
-    /// which start-up wait was behind it. Written even with the request log off.
+    /// which start-up wait was behind it.
     func unavailable(request: Request, route: String, failure: DatabaseFailure?, notReady: String?, at time: Date) {
+        guard enabled else { return }
         let cause = failure.map { "database \($0.kind): \($0.reason)" } ?? notReady.map { "not ready: \($0)" } ?? "unavailable (no database error recorded)"
         var line = Array("latchkey: \(iso8601(time)) 503 \(request.method) \(route): \(cause)\n".utf8)
         _ = line.withUnsafeMutableBufferPointer { Foundation.write(2, $0.baseAddress, $0.count) }

@@ -54,27 +54,9 @@ enum ServeCommand: Command {
                                 pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL,
                                 queryTimeout: configuration.databaseQueryTimeout)
         let services = Services(configuration: configuration, database: database)
-        // Start-up steps, in order: the configuration's rules (here, before anything listens, so a bad
-        // configuration never serves a request), then — on their own thread, while this one listens —
-        // migrate, seed LATCHKEY_ORIGINS, signing keys, change feed, …, each retried while the database
-        // is unreachable (an instance started mid-failover comes up by itself). Until they are done
-        // every route but /healthz, /readyz and /metrics answers 503.
-        do {
-            try services.startInBackground(onReady: {
-                // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
-                if !isChild, let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
-                    printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
-                               + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
-                               + ignored.joined(separator: ", "))
-                }
-                if !isChild { printError("latchkey: ready (database migrated, signing keys loaded)") }
-            }, onFatal: { error in
-                // No KEK or the wrong one, unreadable attestation roots: waiting cannot mend it.
-                printError("latchkey serve: cannot start: \(String(describing: error))")
-                exit(ExitCode.failure)
-            })
-        } catch {
-            printError("latchkey serve: \(error)")
+        // The configuration's rules first, before anything listens: a bad configuration never serves.
+        do { try services.validateConfiguration() } catch {
+            printError("latchkey serve: \(error.description)")
             return ExitCode.usage
         }
         // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
@@ -108,12 +90,38 @@ enum ServeCommand: Command {
         if !isChild, configuration.workers > 1 {
             for _ in 1..<configuration.workers { if let pid = spawnSelf(["serve"], extraEnvironment: ["LATCHKEY_WORKER_CHILD=1"]) { children.append(pid) } }
         }
+        // Then the start-up steps — migrate, seed LATCHKEY_ORIGINS, signing keys, change feed, … — on
+        // their own thread while this one listens, each retried while the database is unreachable or
+        // read-only (an instance started mid-failover comes up by itself). Until they are done every
+        // route but /healthz, /readyz and /metrics answers 503, and the "serving" line (which scripts
+        // wait for) is not printed yet.
         if !isChild {
-            printError("latchkey: serving rpId \(configuration.rpId) on http://\(configuration.listenHost):\(server.port) "
-                       + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
-            if let adminServer {
-                printError("latchkey: admin API and console at http://\(configuration.adminListen!.host):\(adminServer.port)/admin/ only")
-            }
+            printError("latchkey: listening at \(configuration.listenHost):\(server.port); starting up (GET /readyz says when it is ready)")
+        }
+        let announced = (port: server.port, admin: adminServer?.port)
+        let settled = configuration
+        do {
+            try services.startInBackground(onReady: {
+                guard !isChild else { return }
+                // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
+                if let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
+                    printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
+                               + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
+                               + ignored.joined(separator: ", "))
+                }
+                printError("latchkey: serving rpId \(settled.rpId) on http://\(settled.listenHost):\(announced.port) "
+                           + "(\(settled.workers) process(es) × \(settled.threads) threads)")
+                if let admin = announced.admin {
+                    printError("latchkey: admin API and console at http://\(settled.adminListen!.host):\(admin)/admin/ only")
+                }
+            }, onFatal: { error in
+                // No KEK or the wrong one, unreadable attestation roots: waiting cannot mend it.
+                printError("latchkey serve: cannot start: \(String(describing: error))")
+                exit(ExitCode.failure)
+            })
+        } catch {
+            printError("latchkey serve: \(error)")
+            return ExitCode.usage
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
         _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }
