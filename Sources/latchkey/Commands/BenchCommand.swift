@@ -48,6 +48,7 @@ enum BenchCommand: Command {
             case "login":
                 return LoginBenchmark.run(try LoginBenchmark.parse(args))
             case "step-up": return StepUpBenchmark.run(try StepUpBenchmark.parse(args))
+            case "failover": return try FailoverLoad.run(args)
             case "-h", "--help": print(help); return ExitCode.success
             default: throw UsageError(message: "unknown benchmark '\(sub)'")
             }
