@@ -60,7 +60,8 @@ public final class PostgresListener: Sendable {
     public func ping(timeout: Duration) throws {
         let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
         try state.withLock { s in
-            PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { PQsendQuery($0, "") })
+            // An empty query (a comment): named so that pg_stat_activity still shows what the session is.
+            PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { PQsendQuery($0, "-- latchkey: LISTEN keep-alive") })
         }
     }
 

@@ -3,7 +3,8 @@
 /// - `withConnection` blocks until a connection is free or `acquireTimeout` passes (`.poolTimeout`).
 /// - Before an idle connection is handed out it is probed without a round trip; one the server
 ///   closed (restart, `pg_terminate_backend`) is discarded and replaced.
-/// - A connection returned in a broken state (`CONNECTION_BAD`) is discarded.
+/// - A connection returned in a broken state (`CONNECTION_BAD`, or timed out) is discarded, and
+///   with it every idle connection (they most likely point at the same failed server).
 /// - Every call has a deadline: `queryTimeout` per statement, and inside `PostgresDeadline.within`
 ///   the request's remaining budget, for the wait for a connection too (see `PostgresConnection`).
 ///   A timed-out call is `.timeout` and never retried (it may have run).
@@ -208,16 +209,29 @@ public final class PostgresPool: Sendable {
         if keep, connection.needsRollback() {
             keep = (try? connection.executeScript("ROLLBACK")) != nil && connection.isConnected
         }
-        lock.withLock {
+        let flushed = lock.withLock { () -> [PostgresConnection] in
             state.inUse -= 1
+            var flushed: [PostgresConnection] = []
             if keep, !state.closed {
                 state.idle.append(connection)
             } else {
                 state.open -= 1
-                if !keep { state.discarded += 1 }
+                if !keep {
+                    state.discarded += 1
+                    // A connection broke (the server restarted, failed over, or hangs): the idle ones
+                    // most likely share its fate. They are dropped and re-opened on demand, rather than
+                    // each costing a request its whole deadline to find out (a hung primary's kernel
+                    // still answers, so the idle probe cannot tell).
+                    flushed = state.idle
+                    state.idle.removeAll()
+                    state.open -= flushed.count
+                    state.discarded += flushed.count
+                }
             }
-            lock.signal()
+            lock.broadcast()
+            return flushed
         }
+        _ = flushed  // closed here, outside the lock
     }
 }
 

@@ -19,6 +19,7 @@ enum BenchCommand: Command {
                                     [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
                \(StepUpBenchmark.usage)
+               latchkey bench failover --urls U1,U2 --origin O [--concurrency C] [--duration S]   (scripts/failover-test.sh's load)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
                  JSON parsed, COSE key parsed and imported on every call, as a server must), beside the
@@ -32,7 +33,7 @@ enum BenchCommand: Command {
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
-                                                   "admin-key"],
+                                                   "admin-key", "urls", "prefix"],
                                            flags: ["help"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {

@@ -97,8 +97,11 @@ enum FailoverLoad {
         for (index, target) in targets.enumerated() {
             let mine = result.attempts.filter { $0.instance == index }
             let successes = mine.filter { $0.status == 200 || $0.status == 201 }.map(\.finished).sorted()
+            // The longest stretch without a success, the run's start and end included.
+            let runEnd = max(duration, mine.map(\.finished).max() ?? duration)
+            let bounds = [0.0] + successes + [runEnd]
             var gap = 0.0
-            for (a, b) in zip(successes, successes.dropFirst()) { gap = max(gap, b - a) }
+            for (a, b) in zip(bounds, bounds.dropFirst()) { gap = max(gap, b - a) }
             let tail = mine.filter { $0.started > duration - 3 }
             var statuses: [String: Int] = [:]
             for a in mine { statuses[String(a.status), default: 0] += 1 }
