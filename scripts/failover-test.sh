@@ -8,7 +8,10 @@
 #   sign-ins, every answer recorded) while the primary is
 #     1. killed (kill -9 of Patroni and the postmaster),  2. switched over (patronictl switchover),
 #     3. postmaster killed (Patroni restarts it in place), 4. hung (SIGSTOP of Patroni, the postmaster
-#        and every backend; the hung node is killed after the load and restarted),
+#        and every backend; the hung node is killed after the load and restarted), and
+#     5. the synchronous standby hung (SIGCONT after the load): COMMITs wait for it, their answers are
+#        lost (the request's deadline cancels the wait: "already committed locally"), and the load
+#        client's retry with the same response must be told the passkey was saved (409);
 #   and asserts what does not depend on the machine's speed: no acknowledged registration or sign-in
 #   lost, the same Latchkey processes throughout, sign-ins succeeding again after the event (the last
 #   seconds of load all succeed), LISTEN back on the new primary, the old primary back as a streaming
@@ -54,7 +57,7 @@ fi
 # --- layout -----------------------------------------------------------------------------------
 DIR="${LATCHKEY_FAILOVER_DIR:-$REPO/data/failover}"
 LOAD_SECONDS="${LATCHKEY_FAILOVER_LOAD_SECONDS:-24}"
-SCENARIOS="${LATCHKEY_FAILOVER_SCENARIOS:-kill9 switchover postmaster hung}"
+SCENARIOS="${LATCHKEY_FAILOVER_SCENARIOS:-kill9 switchover postmaster hung standby}"
 TTL=10
 RUN_USER=postgres
 if [[ $EUID -eq 0 ]]; then as_pg() { runuser -u "$RUN_USER" -- "$@"; }; else as_pg() { "$@"; }; RUN_USER="$(id -un)"; fi
@@ -284,6 +287,12 @@ for scenario in $SCENARIOS; do
       hung=("$(patroni_pid "$old")" "$pm" $(pgrep -P "$pm" || true))
       kill -STOP "${hung[@]}" || true
       ;;
+    standby)
+      pm="$(postmaster_of "$other")"
+      hung=("$(patroni_pid "$other")" "$pm" $(pgrep -P "$pm" || true))
+      kill -STOP "${hung[@]}" || true
+      ;;
+    *) die "unknown scenario $scenario" ;;
   esac
   wait "$load" || true
   case "$scenario" in
@@ -294,6 +303,7 @@ for scenario in $SCENARIOS; do
       sleep 1
       start_patroni "$old"
       ;;
+    standby) kill -CONT "${hung[@]}" 2>/dev/null || true ;;
   esac
   summary="$(cat "$DIR/load-$scenario.json" 2>/dev/null || true)"
   [[ -n "$summary" ]] || { tail -20 "$DIR/load-$scenario.err" >&2; fail "$scenario: the load client printed no summary"; continue; }
@@ -305,6 +315,9 @@ print(int(d["lost_registrations"]+d["lost_logins"]), int(d["unverified"]), int(d
       "yes" if all(x["recovered"] for x in i) else "no", i[0]["outage_s"], i[1]["outage_s"], int(d["saved_on_retry"]), st)' "$summary")
   ((lost == 0)) || fail "$scenario: $lost acknowledged write(s) lost"
   ((unverified == 0)) || fail "$scenario: $unverified acknowledged write(s) could not be checked"
+  if [[ "$scenario" == standby ]]; then
+    ((saved >= 1)) || fail "standby: no registration whose answer was lost was answered 409 credential_exists on its retry"
+  fi
   [[ "$recovered" == yes ]] || fail "$scenario: sign-ins did not all succeed in the load's last seconds ($statuses)"
   kill -0 "$PID_A" 2>/dev/null && [[ "$(awk '{print $22}' "/proc/$PID_A/stat")" == "$START_A" ]] || fail "$scenario: Latchkey A is not the same process"
   kill -0 "$PID_B" 2>/dev/null && [[ "$(awk '{print $22}' "/proc/$PID_B/stat")" == "$START_B" ]] || fail "$scenario: Latchkey B is not the same process"
@@ -326,6 +339,7 @@ describe() {
     switchover) echo "planned \`patronictl switchover\`" ;;
     postmaster) echo "postmaster killed, restarted in place" ;;
     hung) echo "hung (SIGSTOP of Patroni, postmaster, backends)" ;;
+    standby) echo "synchronous standby hung (primary kept)" ;;
   esac
 }
 {
