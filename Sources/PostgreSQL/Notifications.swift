@@ -36,6 +36,7 @@ public final class PostgresListener: Sendable {
 
     private let state: Mutex<State>
     public let channels: [String]
+    private let url: String
 
     /// Connects and LISTENs on every channel (lower-case letters, digits and `_` only); the LISTEN
     /// waits at most `timeout`.
@@ -45,6 +46,7 @@ public final class PostgresListener: Sendable {
         }
         state = Mutex(State(handle: try PostgresConnection.openHandle(url: url)))
         self.channels = channels
+        self.url = url
         let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
         try state.withLock { s in
             for channel in channels {
@@ -60,6 +62,12 @@ public final class PostgresListener: Sendable {
     public func ping(timeout: Duration) throws {
         let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
         try state.withLock { s in
+            defer {
+                if s.fatalFlag.pointee != 0 || PQstatus(s.handle) != CONNECTION_OK {
+                    let host = "\(PQhost(s.handle).map { String(cString: $0) } ?? ""):\(PQport(s.handle).map { String(cString: $0) } ?? "")"
+                    HostOrder.demote(url: url, host: host)
+                }
+            }
             // An empty query (a comment): named so that pg_stat_activity still shows what the session is.
             PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { PQsendQuery($0, "-- latchkey: LISTEN keep-alive") })
         }

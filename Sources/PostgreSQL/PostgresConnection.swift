@@ -94,7 +94,8 @@ public final class PostgresConnection: Sendable {
     static func openHandle(url: String) throws -> OpaquePointer {
         // Keywords after the expanded `dbname` override what the URL says.
         var keys = ["dbname", "client_encoding"]
-        var values = [url, "UTF8"]
+        // A multi-host URL's hosts in the order of preference (a host that failed us goes last).
+        var values = [HostOrder.apply(url), "UTF8"]
         for (key, value) in ConnectionDefaults.missing(from: url) {
             keys.append(key)
             values.append(value)
@@ -123,6 +124,13 @@ public final class PostgresConnection: Sendable {
 
     /// True while inside `transaction { }`.
     public var isInTransaction: Bool { state.withLock { $0.transactionDepth > 0 } }
+
+    /// `host:port` this connection reached (of a multi-host URL, the one libpq settled on).
+    public var connectedHost: String {
+        state.withLock { s in
+            "\(PQhost(s.handle).map { String(cString: $0) } ?? ""):\(PQport(s.handle).map { String(cString: $0) } ?? "")"
+        }
+    }
 
     /// The server process id serving this connection (`pg_backend_pid()`).
     public var backendPID: Int32 { state.withLock { PQbackendPID($0.handle) } }

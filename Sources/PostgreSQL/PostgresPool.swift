@@ -217,6 +217,7 @@ public final class PostgresPool: Sendable {
             } else {
                 state.open -= 1
                 if !keep {
+                    HostOrder.demote(url: url, host: connection.connectedHost)
                     state.discarded += 1
                     // A connection broke (the server restarted, failed over, or hangs): the idle ones
                     // most likely share its fate. They are dropped and re-opened on demand, rather than

@@ -89,6 +89,24 @@ struct DeadlineTests {
     }
 }
 
+extension DeadlineTests {
+    @Test("a multi-host URL's host that broke or timed out is tried last from then on")
+    func hostOrder() {
+        let url = "postgresql://u:p@10.9.8.1:5432,10.9.8.2:5433,db3/latchkey?target_session_attrs=read-write"
+        #expect(HostOrder.split(url)?.hosts == ["10.9.8.1:5432", "10.9.8.2:5433", "db3"])
+        #expect(HostOrder.apply(url) == url)
+        HostOrder.demote(url: url, host: "10.9.8.1:5432")
+        #expect(HostOrder.apply(url) == "postgresql://u:p@10.9.8.2:5433,db3,10.9.8.1:5432/latchkey?target_session_attrs=read-write")
+        // The other pools' URLs (extra options) share the order.
+        #expect(HostOrder.apply(url + "&options=-c%20synchronous_commit%3Doff").hasPrefix("postgresql://u:p@10.9.8.2:5433,db3,10.9.8.1:5432/"))
+        HostOrder.demote(url: url, host: "db3:5432")
+        #expect(HostOrder.split(HostOrder.apply(url))?.hosts == ["10.9.8.2:5433", "10.9.8.1:5432", "db3"])
+        // Single hosts and key=value strings are used as written.
+        #expect(HostOrder.apply("postgresql://u@h/db") == "postgresql://u@h/db")
+        #expect(HostOrder.apply("host=a,b dbname=x") == "host=a,b dbname=x")
+    }
+}
+
 /// Polls `condition` every 50 ms for up to `seconds` (a bound against hanging, not a timing check).
 private func poll(seconds: Double, _ condition: () -> Bool) -> Bool {
     let end = Date().addingTimeInterval(seconds)
