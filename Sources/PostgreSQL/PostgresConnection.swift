@@ -199,9 +199,15 @@ public final class PostgresConnection: Sendable {
         let savepoint = "lk_savepoint_\(depth)"
         if depth == 1 {
             var begin = isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN"
-            // The server stops what the client would give up on anyway (one round trip with BEGIN).
-            // A transaction pooler forbids nothing here in principle, but its operators set this.
-            if !transactionPooling { begin += "; SET LOCAL statement_timeout = \(PostgresDeadline.statementTimeoutMilliseconds(limit: queryTimeout))" }
+            // The server stops what the client would give up on anyway (in BEGIN's round trip): the
+            // remaining budget, or the session's own statement_timeout (a DBA's) when that is lower.
+            // Not behind a transaction pooler (its operators own the server settings there), and not
+            // without a deadline (migrations keep whatever the session has).
+            let budget = PostgresDeadline.statementTimeoutMilliseconds(limit: queryTimeout)
+            if !transactionPooling, budget > 0 {
+                begin += "; SELECT set_config('statement_timeout', (extract(epoch FROM least(nullif(current_setting('statement_timeout')::interval, "
+                    + "interval '0'), interval '\(budget) milliseconds')) * 1000)::bigint::text, true)"
+            }
             try executeScript(begin)
         } else {
             try executeScript("SAVEPOINT \(savepoint)")

@@ -63,6 +63,13 @@ struct DeadlineTests {
         #expect(unbounded == "0")
         // SET LOCAL: nothing stays on the session afterwards.
         #expect(try pool.query("SELECT current_setting('statement_timeout') AS t").first!.string("t") == "0")
+        // A lower statement_timeout of the session's own (a DBA's ALTER DATABASE / ROLE) is kept.
+        let lower = try pool.withConnection { c -> String in
+            try c.execute("SET statement_timeout = '1500ms'")
+            defer { _ = try? c.execute("RESET statement_timeout") }
+            return try c.transaction { try $0.query("SELECT current_setting('statement_timeout') AS t").first!.string("t") }
+        }
+        #expect(lower == "1500ms")
     }
 
     @Test("a LISTEN connection's ping notices a hung backend")
