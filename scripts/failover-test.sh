@@ -36,6 +36,8 @@ missing=()
 command -v patroni >/dev/null || missing+=(patroni)
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v haproxy >/dev/null || missing+=(haproxy)
+command -v curl >/dev/null || missing+=(curl)
+command -v pgrep >/dev/null || missing+=(procps)
 ls -d /usr/lib/postgresql/*/bin/pg_rewind >/dev/null 2>&1 || missing+=(postgresql)
 if ((${#missing[@]})); then
   SUDO=(); [[ $EUID -eq 0 ]] || SUDO=(sudo)
@@ -76,6 +78,7 @@ cleanup() {
   for pid in "${started_pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT   # so that `timeout` still runs the cleanup
 
 # Stop what an earlier run left behind (its pid files), then start afresh.
 if [[ -d "$DIR" ]]; then

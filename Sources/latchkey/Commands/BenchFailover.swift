@@ -9,10 +9,10 @@ import WebAuthnTesting
 /// `latchkey bench failover --urls http://a,http://b --origin O --concurrency N --duration S`:
 /// the bounded load of `scripts/failover-test.sh`. Each of N threads per URL signs up a new passkey
 /// account and signs in with it, again and again, recording every answer; a registration whose
-/// answer was lost (no answer, or 503) is sent again once with the same response, as the web app
-/// does (201 or 409 `credential_exists`: saved). Afterwards every acknowledged write is checked:
-/// each acknowledged registration signs in again, each acknowledged sign-in's refresh token still
-/// works. Prints one JSON object: per URL the answers, the longest gap between successes (the
+/// answer was lost (no answer, or 503) is sent again with the same response until it gets an answer
+/// (as the web app does, for longer): 201 or 409 `credential_exists` means saved. Afterwards every
+/// acknowledged write is checked: each acknowledged registration signs in again, each acknowledged
+/// sign-in's refresh token still works. Prints one JSON object: per URL the answers, the longest gap between successes (the
 /// outage) and whether the last seconds were all successes; the writes acknowledged and lost.
 enum FailoverLoad {
     struct Attempt {
@@ -142,11 +142,16 @@ enum FailoverLoad {
         let status = verify?.status ?? -1
         if status == 201 { return (201, Account(authenticator, username, instance), false) }
         guard status == 503 || status == -1 else { return (status, nil, false) }
-        Thread.sleep(forTimeInterval: 0.5)
-        let again = client.postJSON("/v1/passkeys/registration/verify", body)
-        let saved = again?.status == 201
-            || (again?.status == 409 && (try? JSONParser.parse(again!.body))?["code"]?.stringValue == "credential_exists")
-        return (status, saved ? Account(authenticator, username, instance) : nil, saved)
+        // Retried while the answer is lost (through the whole outage, up to 30 s): a try that had
+        // committed is then 201 never, 409 credential_exists always; one that had not, challenge_invalid.
+        for _ in 0..<60 {
+            Thread.sleep(forTimeInterval: 0.5)
+            guard let again = client.postJSON("/v1/passkeys/registration/verify", body), again.status != 503 else { continue }
+            let saved = again.status == 201
+                || (again.status == 409 && (try? JSONParser.parse(again.body))?["code"]?.stringValue == "credential_exists")
+            return (status, saved ? Account(authenticator, username, instance) : nil, saved)
+        }
+        return (status, nil, false)
     }
 
     /// Username-first options + assertion; the status and the refresh token of a 200.
