@@ -12,8 +12,9 @@ import WebAuthnTesting
 /// answer was lost (no answer, or 503) is sent again with the same response until it gets an answer
 /// (as the web app does, for longer): 201 or 409 `credential_exists` means saved. Afterwards every
 /// acknowledged write is checked: each acknowledged registration signs in again, each acknowledged
-/// sign-in's refresh token still works. Prints one JSON object: per URL the answers, the longest gap between successes (the
-/// outage) and whether the last seconds were all successes; the writes acknowledged and lost.
+/// sign-in's refresh token still works. Prints one JSON object: per URL the answers, the longest
+/// gap between successes (the outage) and whether the last seconds were all successes; the writes
+/// acknowledged and lost.
 enum FailoverLoad {
     struct Attempt {
         let instance: Int
