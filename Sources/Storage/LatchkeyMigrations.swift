@@ -56,6 +56,8 @@ public enum LatchkeyMigrations {
         // Issue 24: HOT credential updates (fillfactor), challenge churn vacuumed promptly, one index
         // write less per challenge and per self-audited line.
         File(version: 14, name: "login path at scale", file: "0014_login_at_scale.sql", sql: PackageResources._014_login_at_scale_sql),
+        // Issue 23: a retried registration whose first try committed is recognised (409 credential_exists).
+        File(version: 15, name: "registration digest", file: "0015_registration_digest.sql", sql: PackageResources._015_registration_digest_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

@@ -8,11 +8,14 @@ extension RouteTable {
         for name in WellKnownService.names {
             add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
         }
+        // Never touches the database: a hung primary must not make the process look dead.
         add("GET", "/healthz", .anyone, accepting: .any) { _ in
             .json(bytes: JSONValue.object([("status", "ok"), ("version", .string(LatchkeyBuild.version))]).serialized())
         }
+        // 503 with the reason (its class only: the server's message, which may name hosts, goes to the log).
         add("GET", "/readyz", .anyone, accepting: .any) { _ in
-            guard s.database.ping() else { throw ServiceError(.internalError, "database unreachable") }
+            if let waiting = s.startup.pendingReason { throw ServiceError(.internalError, "not ready: \(waiting.prefix { $0 != ":" })") }
+            if let failure = s.database.readiness() { throw ServiceError(.internalError, "database not ready: \(failure.kind)") }
             return .json(bytes: Array(#"{"status":"ready"}"#.utf8))
         }
         add("GET", "/metrics", .anyone, accepting: .any) { _ in

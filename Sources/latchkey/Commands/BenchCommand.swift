@@ -20,6 +20,7 @@ enum BenchCommand: Command {
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
                latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse] [--server BIN]
                \(StepUpBenchmark.usage)
+               latchkey bench failover --urls U1,U2 --origin O [--concurrency C] [--duration S]   (scripts/failover-test.sh's load)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
                  JSON parsed, COSE key parsed and imported on every call, as a server must), beside the
@@ -40,7 +41,7 @@ enum BenchCommand: Command {
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
-                                                   "admin-key", "accounts", "rounds", "count", "side", "server"],
+                                                   "admin-key", "accounts", "rounds", "count", "side", "server", "urls", "prefix"],
                                            flags: ["help", "instructions", "reuse"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
@@ -70,6 +71,7 @@ enum BenchCommand: Command {
                 if let accounts = args.value("accounts") { return ScaleBenchmark.run(try ScaleBenchmark.parse(args, accounts: accounts)) }
                 return LoginBenchmark.run(try LoginBenchmark.parse(args))
             case "step-up": return StepUpBenchmark.run(try StepUpBenchmark.parse(args))
+            case "failover": return try FailoverLoad.run(args)
             case "-h", "--help": print(help); return ExitCode.success
             default: throw UsageError(message: "unknown benchmark '\(sub)'")
             }
