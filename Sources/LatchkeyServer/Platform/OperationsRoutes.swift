@@ -2,7 +2,7 @@ import HTTP
 import Storage
 
 extension RouteTable {
-    /// Health, readiness, metrics and the association files (the web app: Web/WebRoutes.swift).
+    /// Health, readiness, metrics, the OpenAPI document and the association files (the web app: Web/WebRoutes.swift).
     mutating func addOperationsRoutes(_ s: Services) {
         for name in WellKnownService.names {
             add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
@@ -11,6 +11,9 @@ extension RouteTable {
         add("GET", "/readyz", .anyone, accepting: .any) { _ in
             guard s.database.ping() else { throw ServiceError(.internalError, "database unreachable") }
             return .json(bytes: Array(#"{"status":"ready"}"#.utf8))
+        }
+        add("GET", "/openapi.json", .anyone, accepting: .any) { _ in
+            .json(bytes: OpenAPIDocument.bytes, headers: [("Cache-Control", "public, max-age=300")])
         }
         add("GET", "/metrics", .anyone, accepting: .any) { _ in
             let st = s.database.connectionStats
