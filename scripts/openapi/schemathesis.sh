@@ -48,6 +48,8 @@ done
 log "server on 127.0.0.1:$port (log: $out/server.log)"
 
 set +e
+# From data/schemathesis/: Hypothesis keeps its example database in the working directory.
+cd "$out"
 # positive_data_acceptance is left out: a request the schema allows (a well-formed but unknown
 # challenge, a signature over the wrong bytes) is rightly refused by a ceremony.
 LATCHKEY_URL="http://127.0.0.1:$port" LATCHKEY_ORIGIN="http://localhost:$port" LATCHKEY_ADMIN_KEY="$admin_key" \

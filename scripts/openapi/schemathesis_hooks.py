@@ -16,6 +16,9 @@ ADMIN_KEY = os.environ["LATCHKEY_ADMIN_KEY"]
 @schemathesis.auth(refresh_interval=60)
 class LatchkeyAuth:
     def get(self, case, context):
+        # The run may have removed the origin from the allowlist (DELETE /admin/v1/origins/{origin}
+        # with the admin key): put it back first, or the passkey's origin is refused.
+        softauthn.post(BASE, "/admin/v1/origins", {"origin": ORIGIN}, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
         _, reply = softauthn.sign_up(BASE, "localhost", ORIGIN)
         return reply["tokens"]["access_token"]
 
