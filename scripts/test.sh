@@ -94,7 +94,7 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 #     document, by openapi-core (PyPI, in data/openapi-venv: scripts/openapi/venv.sh installs it when missing);
 #  3. Schemathesis (PyPI) against a dev server from the built binary, generated from the document it
 #     serves: no 5xx, documented statuses, content types, headers and bodies, invalid input refused.
-#     Bounded: 25 examples per operation and LATCHKEY_SCHEMATHESIS_SECONDS (default 150) in all.
+#     Bounded: 25 examples per operation and LATCHKEY_SCHEMATHESIS_SECONDS (default 120) in all.
 python3 scripts/openapi/api-reference.py --check || status=1
 openapi_venv="$(bash scripts/openapi/venv.sh)"
 "$openapi_venv/bin/python" scripts/openapi/validate-traffic.py "$REPO/data/openapi-traffic.jsonl" 2>&1 | tee data/openapi-traffic.txt

@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import LatchkeyServer
+import Storage
 import Testing
 
 /// The OpenAPI document (Sources/LatchkeyServer/OpenAPI/openapi.json) and the route table name the
@@ -91,6 +92,12 @@ struct OpenAPIContractTests {
         // The operations' codes cover SPEC's list (internal_error is the database being down).
         let unused = known.subtracting(named).subtracting(["unsupported_media_type"])
         #expect(unused.isEmpty, "codes no operation documents: \(unused.sorted())")
+    }
+
+    @Test("the webhook event types the document lists are the ones a webhook may subscribe to")
+    func eventTypes() throws {
+        let listed = try #require(try Self.document()["components"]?["schemas"]?["EventType"]?["enum"]?.arrayValue).compactMap(\.stringValue)
+        #expect(listed == EventType.webhookTypes.map(\.rawValue))
     }
 
     @Test("GET /openapi.json serves the compiled-in document, to anyone")

@@ -3,7 +3,7 @@
 # generated from the OpenAPI document the server itself serves (GET /openapi.json), checked for no
 # 5xx, documented status codes, content types, headers and body schemas, and that input the document
 # calls invalid is refused. Bounded: at most LATCHKEY_SCHEMATHESIS_EXAMPLES cases per operation
-# (default 25) and LATCHKEY_SCHEMATHESIS_SECONDS for the whole run (default 150).
+# (default 25) and LATCHKEY_SCHEMATHESIS_SECONDS for the whole run (default 120).
 #
 # Credentials: scripts/openapi/schemathesis_hooks.py gives admin routes the admin key and user routes
 # the access token of an account it registers with a software passkey (scripts/openapi/softauthn.py).
@@ -54,10 +54,10 @@ cd "$out"
 # challenge, a signature over the wrong bytes) is rightly refused by a ceremony.
 LATCHKEY_URL="http://127.0.0.1:$port" LATCHKEY_ORIGIN="http://localhost:$port" LATCHKEY_ADMIN_KEY="$admin_key" \
   PYTHONPATH="$REPO/scripts/openapi" SCHEMATHESIS_HOOKS=schemathesis_hooks \
-  timeout $(( ${LATCHKEY_SCHEMATHESIS_SECONDS:-150} + 120 )) \
+  timeout $(( ${LATCHKEY_SCHEMATHESIS_SECONDS:-120} + 120 )) \
   "$VENV/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \
     --checks all --exclude-checks positive_data_acceptance \
-    --max-examples "${LATCHKEY_SCHEMATHESIS_EXAMPLES:-25}" --max-time "${LATCHKEY_SCHEMATHESIS_SECONDS:-150}" \
+    --max-examples "${LATCHKEY_SCHEMATHESIS_EXAMPLES:-25}" --max-time "${LATCHKEY_SCHEMATHESIS_SECONDS:-120}" \
     --workers 2 --seed "${LATCHKEY_SCHEMATHESIS_SEED:-20261201}" --request-timeout 10 --no-color \
     --report junit --report-junit-path "$out/junit.xml" --suppress-health-check all
 status=$?
