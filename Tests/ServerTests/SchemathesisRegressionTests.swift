@@ -36,6 +36,19 @@ struct SchemathesisRegressionTests {
         }
     }
 
+    /// A new account's registration options read no `mediation`, so `"mediation":"AAA"` was accepted
+    /// there while every other caller got 400 for it.
+    @Test("registration options for a new account refuse a malformed mediation", arguments: [
+        JSONValue.string("AAA"), .number(1), .bool(true), .object([]),
+    ])
+    func newAccountMediation(mediation: JSONValue) throws {
+        let server = try Self.fixture.get()
+        let body = JSONValue.object([("username", .string(server.username("st"))), ("displayName", "Fuzz"), ("mediation", mediation)])
+        expectProblem(try server.client().post("/v1/passkeys/registration/options", body), 400, "invalid_request")
+        let plain = JSONValue.object([("username", .string(server.username("st"))), ("mediation", "optional")])
+        #expect(try server.client().post("/v1/passkeys/registration/options", plain).status == 200)
+    }
+
     /// `OPTIONS /v1/recovery/challenges` answered `Allow: POST, DELETE`: the DELETE was that of
     /// `/v1/recovery/{id}`, matched with the id "challenges". The literal path owns every method now
     /// (OpenAPI's rule), so the methods a 405 names are the ones the document gives that path.
