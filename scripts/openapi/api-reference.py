@@ -34,14 +34,16 @@ class Renderer:
         """A one-line type: `string`, `[Passkey]`, `Tokens`, `"ios" | "android"`, `{a, b?}`."""
         if not isinstance(schema, dict) or not schema:
             return "any"
+        if set(schema) <= {"required", "description"} and schema.get("required"):
+            return "(" + " + ".join(f"`{r}`" for r in schema["required"]) + ")"
         if "$ref" in schema:
             name = schema["$ref"].split("/")[-1]
             return f"[{name}](#{name.lower()})"
         if "const" in schema:
             return json.dumps(schema["const"])
         if "enum" in schema:
-            return " \\| ".join(json.dumps(v) for v in schema["enum"])
-        for key, joiner in (("oneOf", " \\| "), ("anyOf", " \\| ")):
+            return " | ".join(json.dumps(v) for v in schema["enum"])
+        for key, joiner in (("oneOf", " | "), ("anyOf", " | ")):
             if key in schema:
                 return joiner.join(self.type_of(s, depth) for s in schema[key])
         if "allOf" in schema:
@@ -63,7 +65,7 @@ class Renderer:
             required = set(schema.get("required", []))
             return "{" + ", ".join(f"{k}{'' if k in required else '?'}: {self.type_of(v, depth + 1)}" for k, v in props.items()) + "}"
         if isinstance(t, list):
-            return " \\| ".join(t)
+            return " | ".join(t)
         text = t or "any"
         if schema.get("format"):
             text += f" ({schema['format']})"
@@ -72,6 +74,8 @@ class Renderer:
     def fields(self, schema):
         """Rows (name, type, required, description) of an object schema, or None."""
         schema = self.resolve(schema)
+        if isinstance(schema, dict) and "allOf" in schema and "properties" not in schema:
+            schema = next((self.resolve(part) for part in schema["allOf"] if "properties" in self.resolve(part)), schema)
         if not isinstance(schema, dict) or "properties" not in schema:
             return None
         required = set(schema.get("required", []))
@@ -85,8 +89,7 @@ class Renderer:
     def table(self, header, rows):
         out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         for row in rows:
-            out.append("| " + " | ".join(str(c).replace("\n", " ").replace("|", "\\|") if not str(c).startswith("[") else str(c)
-                                         for c in row) + " |")
+            out.append("| " + " | ".join(str(c).replace("\n", " ").replace("|", "\\|") for c in row) + " |")
         return out
 
     def response_codes(self, response):
