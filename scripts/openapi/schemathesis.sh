@@ -6,7 +6,8 @@
 # (default 25) and LATCHKEY_SCHEMATHESIS_SECONDS for the whole run (default 120).
 #
 # Credentials: scripts/openapi/schemathesis_hooks.py gives admin routes the admin key and user routes
-# the access token of an account it registers with a software passkey (scripts/openapi/softauthn.py).
+# the access token of an account it registers with a software passkey (scripts/openapi/softauthn.py),
+# and the user changes that need one a passkey step-up for exactly the generated request's action.
 # The FIDO conformance profile is on (dev mode), so its four endpoints are exercised too.
 #
 # Environment: LATCHKEY_BIN (a built latchkey; default: swift build --product latchkey),

@@ -1,14 +1,13 @@
 """Schemathesis hooks for scripts/openapi/schemathesis.sh: real credentials, so the run reaches
 past the guards. Admin routes get the admin key; the user routes the access token of an account
 this hook registers with a software passkey (softauthn.py), renewed every 20 s (the run logs it out,
-revokes its passkey and with it its session, and access tokens live five minutes). Routes open to anyone get no credentials, and so does
-registration options (its new-account form; with a passkey session it would need a step-up).
+revokes its passkey and with it its session, and access tokens live five minutes). Routes open to
+anyone get no credentials, and so does registration options (its new-account form; with a passkey session it would need a step-up).
 
 The user changes that need a step-up (SPEC "Assurance") get one: the hook asks for a passkey
 step-up for exactly the action the generated request names (the credential id in its path, the
 deviceId or email in its body) and sends it as `Latchkey-Step-Up`, so those handlers are fuzzed too."""
 import os
-import urllib.parse
 
 import schemathesis
 
