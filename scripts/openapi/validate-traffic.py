@@ -105,6 +105,9 @@ def main() -> int:
         print(f"    e.g. {example['method']} {example['target'][:160]} → {example['status']} "
               f"{example.get('contentType')}: {example.get('body', '')[:300]}")
     print(f"openapi traffic: {validated} passed, {sum(e['count'] for e in failures.values())} failed")
+    if validated == 0:
+        print("openapi traffic: no response was validated (was LATCHKEY_OPENAPI_TRAFFIC set for the suites?)")
+        return 1
     return 1 if failures else 0
 
 
