@@ -3,7 +3,7 @@ import JSON
 import Storage
 
 extension RouteTable {
-    /// Health, readiness, metrics and the association files (the web app: Web/WebRoutes.swift).
+    /// Health, readiness, metrics, the OpenAPI document and the association files (the web app: Web/WebRoutes.swift).
     mutating func addOperationsRoutes(_ s: Services) {
         for name in WellKnownService.names {
             add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
@@ -17,6 +17,9 @@ extension RouteTable {
             if let waiting = s.startup.pendingReason { throw ServiceError(.internalError, "not ready: \(waiting.prefix { $0 != ":" })") }
             if let failure = s.database.readiness() { throw ServiceError(.internalError, "database not ready: \(failure.kind)") }
             return .json(bytes: Array(#"{"status":"ready"}"#.utf8))
+        }
+        add("GET", "/openapi.json", .anyone, accepting: .any) { _ in
+            .json(bytes: OpenAPIDocument.bytes, headers: [("Cache-Control", "public, max-age=300")])
         }
         add("GET", "/metrics", .anyone, accepting: .any) { _ in
             let st = s.database.connectionStats
