@@ -42,6 +42,7 @@ public struct Application: Responder {
         // Each feature folder registers its own routes (<Feature>/<Feature>Routes.swift).
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)
+        routes.addOAuthRoutes(services)
         routes.addSessionRoutes(services)
         routes.addAdminRoutes(services)
         routes.addAppRoutes(services)

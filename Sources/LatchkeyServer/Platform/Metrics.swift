@@ -34,6 +34,7 @@ public final class Metrics: Sendable {
         var latency: [String: Histogram] = [:]          // route
         var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
         var deliveries: [String: UInt64] = [:]          // "type|outcome"
+        var oauth: [String: UInt64] = [:]               // "client|outcome"
     }
 
     private let state = Mutex(State())
@@ -61,6 +62,12 @@ public final class Metrics: Sendable {
         state.withLock { $0.deliveries["\(t)|\(o)", default: 0] += 1 }
     }
 
+    /// One OpenID Provider outcome for a registered client (its id: a closed set, the registered
+    /// clients): `authorized`, `denied`, `token`, `refresh`, `logout`, `revoked`, `code_replayed` or an OAuth error code.
+    func oauth(client: String, outcome: String) {
+        state.withLock { $0.oauth["\(client)|\(outcome)", default: 0] += 1 }
+    }
+
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil) -> String {
         let s = state.withLock { $0 }
         var out = ""
@@ -84,6 +91,8 @@ public final class Metrics: Sendable {
         Self.counter(&out, "latchkey_webhook_deliveries_total",
                      help: "Webhook delivery attempts by event type and outcome (delivered, retry, failed = given up).",
                      labels: ["type", "outcome"], s.deliveries)
+        Self.counter(&out, "latchkey_oauth_total", help: "OpenID Provider outcomes by client: approvals, refusals, tokens, errors.",
+                     labels: ["client", "outcome"], s.oauth)
         if let outbox {
             // Every channel this deployment has, even when empty.
             var byChannel = Dictionary(uniqueKeysWithValues: outbox.map { ($0.channel.rawValue, $0) })
