@@ -64,11 +64,15 @@ extension OpenIDProvider {
         guard standing.approves else { throw ServiceError(.forbidden, "approving needs a session begun by a passkey that is not held") }
         let authTime = standing.authTime
         // OpenID Connect Core §3.1.2.1: max_age and prompt=login ask for an authentication that recent.
-        if let maxAge = p["max_age"]?.intValue, runtime.now().timeIntervalSince(authTime) > Double(maxAge) {
+        // `auth_time` is whole seconds: "after the request" is compared at that precision.
+        let freshForRequest = authTime.timeIntervalSince1970 >= r.createdAt.timeIntervalSince1970.rounded(.down)
+        let maxAge = p["max_age"]?.intValue
+        if let maxAge, maxAge > 0, runtime.now().timeIntervalSince(authTime) > Double(maxAge) {
             throw ServiceError(.unauthorized, "max_age: the sign-in is older than the client allows; sign in with your passkey again")
         }
-        if (p["prompt"]?.stringValue ?? "").split(separator: " ").contains("login"), authTime.timeIntervalSince(r.createdAt) < -2 {
-            throw ServiceError(.unauthorized, "prompt=login: sign in with your passkey again for this request")
+        // max_age=0 is prompt=login (OpenID Connect Core §3.1.2.1): a sign-in made for this request.
+        if maxAge == 0 || (p["prompt"]?.stringValue ?? "").split(separator: " ").contains("login"), !freshForRequest {
+            throw ServiceError(.unauthorized, "prompt=login / max_age=0: sign in with your passkey again for this request")
         }
         let details = p["authorization_details"] ?? .null
         var receiptId: String? = nil
