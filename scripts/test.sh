@@ -87,4 +87,12 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
   bash Tests/Browser/run.sh || status=1
+
+# --- OpenID Provider (issue 21) -----------------------------------------------------------------
+# Authlib (PyPI, in a venv under data/, installed when missing) against a real server on the test
+# cluster: code flow, refresh, userinfo, logout, PAR, private_key_jwt, RS256, payments with the
+# step-up, and the negative tests (Tests/OIDC/run.sh; bounded by its own 300 s timeout).
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_OIDC_DATABASE_URL="$url" \
+  timeout 600 bash Tests/OIDC/run.sh || status=1
+# --- end OpenID Provider ------------------------------------------------------------------------
 exit $status
