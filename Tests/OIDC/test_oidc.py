@@ -413,6 +413,18 @@ def test_prompt_login_and_max_age():
 
 
 def test_admin_clients_api():
+    global BASE
+    # The admin API is not served through the public front (deploy/nginx: /admin/ is internal only).
+    r = S.get(BASE + '/admin/v1/clients', headers={'Authorization': 'Bearer ' + os.environ['LATCHKEY_TEST_ADMIN_KEY']})
+    check(r.status_code == 403, f'the public front keeps /admin/ off: {r.status_code}')
+    public, BASE = BASE, os.environ['LATCHKEY_ADMIN_URL']
+    try:
+        admin_checks()
+    finally:
+        BASE = public
+
+
+def admin_checks():
     key = os.environ['LATCHKEY_TEST_ADMIN_KEY']
     st, body = api('POST', '/admin/v1/clients', {'name': 'API app', 'redirectUris': ['https://api.example/cb']}, token=key)
     check(st == 201 and body['clientSecret'].startswith('lks_'), f'create {st} {body}')
