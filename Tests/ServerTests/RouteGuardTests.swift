@@ -95,7 +95,9 @@ struct RouteGuardTests {
         let declared = Set(guards.filter(\.stepUp).map { "\($0.method) \($0.pattern)" })
         // SPEC "Assurance" (and "Admin console": every admin change; the preview changes nothing).
         var expected: Set<String> = ["POST /v1/passkeys/registration/options", "DELETE /v1/passkeys/{id}", "PUT /v1/account/email",
-                                     "POST /v1/recovery-codes", "POST /v1/device-keys"]
+                                     "POST /v1/recovery-codes", "POST /v1/device-keys",
+                                     // SPEC "OpenID Provider": approving with authorization_details needs the step-up.
+                                     "POST /v1/oauth/requests/{id}/approve"]
         for g in guards where g.access == "admin" && g.method != "GET" && g.pattern != "/admin/v1/wellknown/preview" {
             expected.insert("\(g.method) \(g.pattern)")
         }
