@@ -18,6 +18,10 @@ let package = Package(
     products: [
         .executable(name: "latchkey", targets: ["latchkey"]),
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
+        // For clients/swift/LatchkeyClient's Linux tests only (a local path dependency): the soft
+        // authenticator and App Attest builder sign for them, and DeviceKeys computes the action hash
+        // the server computes. Not an API for apps.
+        .library(name: "LatchkeyTestSupport", targets: ["WebAuthnTesting", "DeviceKeysTesting", "DeviceKeys", "WebAuthn", "Crypto", "JSON", "CBOR"]),
     ],
     targets: [
         // C libraries from Debian's -dev packages.

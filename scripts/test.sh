@@ -95,4 +95,23 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_OIDC_DATABASE_URL="$url" \
   timeout 600 bash Tests/OIDC/run.sh || status=1
 # --- end OpenID Provider ------------------------------------------------------------------------
+
+# ---- clients/swift/LatchkeyClient (issue 22, point 2) -------------------------------------------
+# The Swift client package's own tests on Linux: RFC 8785 / action hash against the server's
+# DeviceKeys code, and its ceremonies, step-ups and device-key enrolment (App Attest included)
+# through URLSession against `latchkey serve` (the binary built above) on a database of their own on
+# the test cluster; plus the Android guide's request bodies (docs/integration/android.md) posted to
+# that server. The package builds in its own .build (the server modules it signs with are compiled
+# again there, about a minute); a time limit turns a hang into a failure.
+echo "Swift client package: clients/swift/LatchkeyClient"
+set +e
+LATCHKEY_BINARY="$(swift build --show-bin-path)/latchkey" timeout 900 bash -c '
+  swift build --package-path clients/swift/LatchkeyClient --build-tests &&
+  swift test --package-path clients/swift/LatchkeyClient --skip-build' 2>&1 | tee data/swift-client-test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+# Its Apple-only code and docs/integration/ios.md's snippets, type-checked against SDK stubs (20 s).
+bash clients/swift/AppleSDKStubs/check.sh 2>&1 | tee data/swift-client-apple-check.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+set -e
+# ---- end clients/swift/LatchkeyClient -----------------------------------------------------------
 exit $status

@@ -1,0 +1,13 @@
+import Foundation
+import Security
+import LocalAuthentication
+public enum P256 { public enum Signing {
+  public struct PublicKey { public var x963Representation: Data { Data() }; public var derRepresentation: Data { Data() } }
+  public struct ECDSASignature { public var derRepresentation: Data { Data() } } } }
+public enum SecureEnclave { public static var isAvailable: Bool { false }
+  public enum P256 { public enum Signing { public struct PrivateKey {
+    public init(compactRepresentable: Bool = true, accessControl: SecAccessControl, authenticationContext: LAContext? = nil) throws {}
+    public init(dataRepresentation: Data, authenticationContext: LAContext? = nil) throws {}
+    public var dataRepresentation: Data { Data() }
+    public var publicKey: CryptoKit.P256.Signing.PublicKey { .init() }
+    public func signature<D: DataProtocol>(for data: D) throws -> CryptoKit.P256.Signing.ECDSASignature { .init() } } } } }
