@@ -89,9 +89,11 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE
   bash Tests/Browser/run.sh || status=1
 
 # --- OpenID Provider (issue 21) -----------------------------------------------------------------
-# Authlib (PyPI, in a venv under data/, installed when missing) against a real server on the test
-# cluster: code flow, refresh, userinfo, logout, PAR, private_key_jwt, RS256, payments with the
-# step-up, and the negative tests (Tests/OIDC/run.sh; bounded by its own 300 s timeout).
+# Authlib and idpyoidc (PyPI, in a venv under data/, installed when missing) against a real server on
+# the test cluster behind an https front (deploy/nginx/latchkey.conf under nginx, a test CA):
+# code flow, refresh, userinfo, logout, PAR, private_key_jwt, RS256, payments with the step-up, and
+# the negative tests (Tests/OIDC/run.sh, about 30 s; bounded). The Chromium redirect test is in the
+# browser suite above (Tests/Browser/test_oidc.py).
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_OIDC_DATABASE_URL="$url" \
   timeout 600 bash Tests/OIDC/run.sh || status=1
 # --- end OpenID Provider ------------------------------------------------------------------------

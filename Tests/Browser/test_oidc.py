@@ -160,7 +160,9 @@ def main():
     RP['base'] = f'http://127.0.0.1:{server.server_port}'
     RP['redirect'] = RP['base'] + '/cb'
     out = subprocess.run([BIN, 'clients', 'add', 'Demo shop', '--redirect-uri', RP['redirect'], '--authorization-details-type', 'payment_initiation'],
-                         capture_output=True, text=True, check=True, env=dict(os.environ, DATABASE_URL=os.environ['LATCHKEY_DATABASE_URL'])).stdout
+                         capture_output=True, text=True, check=True,
+                         # The server's deployment: dev mode, so the app's loopback http redirect may be registered.
+                         env=dict(os.environ, DATABASE_URL=os.environ['LATCHKEY_DATABASE_URL'], LATCHKEY_DEV='1', LATCHKEY_RP_ID='localhost')).stdout
     fields = dict(line.split(': ', 1) for line in out.strip().splitlines())
     RP['client_id'], RP['secret'] = fields['client_id'], fields['client_secret']
     b = Browser()

@@ -219,6 +219,18 @@ def test_public_client_loopback_any_port():
     check('refresh_token' not in tok, 'no refresh token without offline_access')
 
 
+def test_token_endpoint_cors_for_public_clients_only():
+    cid, _ = add_client('SPA', '--public', '--redirect-uri', 'https://spa.example/cb')
+    for origin, allowed in [('https://spa.example', True), ('https://evil.example', False)]:
+        r = S.options(DISCOVERY['token_endpoint'], headers={'Origin': origin, 'Access-Control-Request-Method': 'POST'})
+        got = r.headers.get('Access-Control-Allow-Origin')
+        check((got == origin) if allowed else (got is None), f'preflight from {origin}: {r.status_code} {got}')
+        r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': 'x', 'client_id': cid},
+                   headers={'Origin': origin})
+        got = r.headers.get('Access-Control-Allow-Origin')
+        check((got == origin) if allowed else (got is None), f'token from {origin}: {got}')
+
+
 def test_rs256_id_token():
     cid, secret = add_client('RS256 app', '--redirect-uri', 'https://rs.example/cb', '--id-token-alg', 'RS256')
     client = OAuth2Session(cid, secret, code_challenge_method='S256')

@@ -144,4 +144,19 @@ extension OpenIDProvider {
             return Self.tokenError(error)
         }
     }
+
+    /// The endpoints a browser app (a public client) calls itself.
+    static let corsPaths: Set<String> = ["/oauth2/token", "/oauth2/revoke", "/oauth2/userinfo", "/.well-known/openid-configuration"]
+
+    /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs.
+    func publicClientOrigins() -> Set<String> {
+        var out: Set<String> = []
+        for client in (try? clients.list()) ?? [] where client.isPublic {
+            for uri in client.redirectURIs {
+                guard let u = URLComponents(string: uri), let scheme = u.scheme, scheme == "https" || scheme == "http", let host = u.host else { continue }
+                out.insert("\(scheme)://\(host)" + (u.port.map { ":\($0)" } ?? ""))
+            }
+        }
+        return out
+    }
 }

@@ -30,10 +30,12 @@ public struct Application: Responder {
     let trustProxy: Bool
     let origins: OriginCache
     let runtime: Runtime
+    let openID: OpenIDProvider
 
     public init(services: Services) {
         origins = services.origins
         runtime = services.runtime
+        openID = services.openID
         metrics = services.metrics
         log = services.log
         limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime)
@@ -147,6 +149,11 @@ extension Application {
     /// The request's `Origin` when it is an allowlisted web origin and the path is part of the
     /// public API (`/v1/…`, JWKS); admin routes never answer cross-origin.
     func allowedCORSOrigin(_ request: Request) -> String? {
+        // SPEC "OpenID Provider": the token endpoint (and userinfo, revocation, discovery) answers CORS
+        // for the origins of a public client's redirect URIs (a browser app exchanging its own code).
+        if OpenIDProvider.corsPaths.contains(request.path), let origin = request.header("Origin") {
+            return openID.publicClientOrigins().contains(origin) ? origin : nil
+        }
         guard let origin = request.header("Origin"), origin.hasPrefix("https://") || origin.hasPrefix("http://"),
               request.path.hasPrefix("/v1/") || request.path == "/.well-known/jwks.json",
               origins.policy().allows(origin) else { return nil }
