@@ -94,6 +94,13 @@ struct OpenIDProviderTests {
         let refreshed = try a.client().send("POST", "/oauth2/token", body: Self.form([("grant_type", "refresh_token"), ("refresh_token", refresh)]),
                                             contentType: "application/x-www-form-urlencoded", authorization: basic)
         #expect(refreshed.status == 400 && refreshed.json?["error"]?.stringValue == "invalid_grant", "\(refreshed)")
+        // SPEC "Assurance": only a session a not-held passkey began approves; an email session is 403 forbidden.
+        let again = try a.client().get("/oauth2/authorize?" + String(decoding: Self.form(query), as: UTF8.self))
+        let againId = try #require(URLComponents(string: again.header("Location") ?? "")?.queryItems?.first { $0.name == "request" }?.value)
+        let email = try a.services.sessions.startEmailSession(userId: session.userId, audit: [])
+        let refused = try a.client().post("/v1/oauth/requests/\(againId)/approve", .object([]), authorization: "Bearer \(email.accessToken)")
+        #expect(refused.status == 403 && refused.code == "forbidden", "\(refused)")
+        #expect(try a.client().get("/v1/oauth/requests/\(againId)").status == 200, "a refused approval leaves the request unused")
         // An OAuth access token is not a key to Latchkey's own API.
         let oauthAccess = try #require(tokens.json?["access_token"]?.stringValue)
         #expect(try a.client().get("/v1/passkeys", authorization: "Bearer \(oauthAccess)").status == 401)
