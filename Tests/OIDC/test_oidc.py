@@ -451,11 +451,56 @@ def admin_checks():
     check(st == 403, f'a user token cannot add clients: {st}')
     st, _ = api('DELETE', f'/admin/v1/clients/{body["id"]}', token=key)
     check(st == 204, 'delete')
+    # Every approval and refusal is audited, the client changes too; /metrics counts per client.
+    for action in ['oauth.authorized', 'oauth.denied', 'oauth.token_issued', 'oauth.code_replayed', 'client.added', 'client.removed']:
+        st, audit = api('GET', f'/admin/v1/audit?action={action}&limit=5', token=key)
+        check(st == 200 and audit['entries'], f'audit {action}: {st} {audit}')
+    st, authorized = api('GET', '/admin/v1/audit?action=oauth.authorized&limit=50', token=key)
+    check(any(e['detail'].get('receiptId') for e in authorized['entries']), 'the payment approval names its receipt')
+    metrics = S.get(BASE + '/metrics').text
+    check('latchkey_oauth_total{client="lkc_' in metrics and 'outcome="authorized"' in metrics and 'outcome="code_replayed"' in metrics,
+          'per-client metrics')
+
+
+WEBHOOKS = []
+
+
+def subscribe_webhooks():
+    """A receiver on loopback (dev mode allows http there) subscribed to oauth.authorized / oauth.denied."""
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            WEBHOOKS.append(json.loads(self.rfile.read(int(self.headers['Content-Length']))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    r = requests.post(os.environ['LATCHKEY_ADMIN_URL'] + '/admin/v1/webhooks', timeout=20,
+                      headers={'Authorization': 'Bearer ' + os.environ['LATCHKEY_TEST_ADMIN_KEY']},
+                      json={'url': f'http://127.0.0.1:{server.server_port}/hook', 'events': ['oauth.authorized', 'oauth.denied']})
+    check(r.status_code == 201, f'webhook subscription: {r.status_code} {r.text}')
+
+
+def test_webhook_events():
+    """oauth.authorized / oauth.denied reach a subscribed endpoint through the outbox, with {userId,clientId,scopes,receiptId}."""
+    deadline = time.monotonic() + 30  # a bound on delivery, not an assertion on time
+    while time.monotonic() < deadline and not ({'oauth.authorized', 'oauth.denied'} <= {w['type'] for w in WEBHOOKS}
+                                               and any(w['data'].get('receiptId') for w in WEBHOOKS)):
+        time.sleep(0.2)
+    types = {w['type'] for w in WEBHOOKS}
+    check({'oauth.authorized', 'oauth.denied'} <= types, f'delivered types {types}')
+    for w in WEBHOOKS:
+        check(set(w['data']) == {'userId', 'clientId', 'scopes', 'receiptId'}, f'data {w["data"]}')
+        check(w['data']['userId'] == USER_ID and w['data']['clientId'].startswith('lkc_'), f'data {w["data"]}')
+    check(any(w['data']['receiptId'] for w in WEBHOOKS if w['type'] == 'oauth.authorized'), 'the payment approval carries its receiptId')
 
 
 def main():
     global DISCOVERY, PASSKEY, USER_TOKEN, USER_ID, USERNAME
     DISCOVERY = S.get(BASE + '/.well-known/openid-configuration', timeout=20).json()
+    subscribe_webhooks()
     USERNAME = 'oidc-' + secrets.token_hex(3)
     PASSKEY, USER_TOKEN, USER_ID = sign_up(USERNAME)
     tests = [v for k, v in globals().items() if k.startswith('test_') and callable(v)]
