@@ -231,6 +231,20 @@ def test_token_endpoint_cors_for_public_clients_only():
         check((got == origin) if allowed else (got is None), f'token from {origin}: {got}')
 
 
+def test_revoking_the_passkey_ends_the_oauth_session():
+    pk, token, user_id = sign_up('oidc-rev-' + secrets.token_hex(3))
+    cid, secret = add_client('Revocation app', '--redirect-uri', 'https://rev.example/cb')
+    client = OAuth2Session(cid, secret, code_challenge_method='S256')
+    redirect, verifier, _, _ = code_flow(client, token, 'https://rev.example/cb')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://rev.example/cb',
+                             code_verifier=verifier)
+    action = {'type': 'latchkey.passkey.revoke', 'credentialId': b64u(pk.cred_id)}
+    st, body = api('DELETE', f'/v1/passkeys/{b64u(pk.cred_id)}', token=token, headers={'Latchkey-Step-Up': step_up(pk, token, action)})
+    check(st == 200, f'passkey revoked: {st} {body}')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token']}, auth=(cid, secret))
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'the OAuth session ended with the passkey: {r.status_code} {r.text}')
+
+
 def test_rs256_id_token():
     cid, secret = add_client('RS256 app', '--redirect-uri', 'https://rs.example/cb', '--id-token-alg', 'RS256')
     client = OAuth2Session(cid, secret, code_challenge_method='S256')

@@ -89,6 +89,8 @@ extension OpenIDProvider {
             ("nonce", p["nonce"] ?? .null), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
             ("acr", .string(claims.acr)), ("amr", .array(claims.amr.map { .string($0) })), ("authorization_details", details),
             ("receipt_id", receiptId.map { .string($0) } ?? .null), ("resource", p["resource"] ?? .null),
+            // The passkey that began the approving session: revoking it ends the OAuth session too.
+            ("credential_id", standing.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
         ])
         let scopes = JSONValue.array((p["scope"]?.stringValue ?? "").split(separator: " ").map { .string(String($0)) })
         let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", scopes),

@@ -120,7 +120,7 @@ extension OpenIDProvider {
         let familyId = runtime.identifier()
         let refresh = OpaqueSecret(prefix: "lkor_", runtime: runtime)
         let session = NewSession(familyId: familyId, userId: record.userId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
-                                 method: .oauth, credentialId: nil, authTime: authTime)
+                                 method: .oauth, credentialId: g["credential_id"]?.stringValue.flatMap(Base64URL.decode), authTime: authTime)
         let started: Bool
         do { started = try store.startGrant(codeHash: hash, session: session, clientId: client.id, grant: g) } catch {
             throw OAuthError("temporarily_unavailable", "try again")
