@@ -16,6 +16,7 @@ const app = {
   conditional: null,    // { controller, settled } while an autofill request is pending
   conditionalGeneration: 0,
   refreshing: null,     // the one refresh in flight
+  lastRpId: '',         // the rpId of the last options received: names the working address on a SecurityError
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ function describe(error, context, ceremony) {
         ? 'This device already has a passkey for this account. Use it to sign in, or choose another device.'
         : 'Your authenticator is busy. Please try again.', code: 'invalid_state' };
     case 'SecurityError':
-      return { text: 'This page’s address cannot use passkeys for this site. Open it from its usual address.', code: 'security' };
+      return { text: securityText(ceremony), code: 'security' };
     case 'NotSupportedError':
       return { text: 'Your device does not support the kind of passkey this site needs.', code: 'not_supported' };
     case 'TypeError':
@@ -115,6 +116,20 @@ function describe(error, context, ceremony) {
     default:
       return { text: `Something went wrong while ${words.what}. Please try again.`, code: 'unknown' };
   }
+}
+
+/**
+ * A SecurityError: this page's host is not the passkeys' site (rpId) nor under it — typically
+ * http://127.0.0.1:8080 for rpId `localhost`. Name the address that works.
+ */
+function securityText(ceremony) {
+  const rpId = (ceremony && ceremony.rpId) || app.lastRpId;
+  if (!rpId || location.hostname === rpId || location.hostname.endsWith(`.${rpId}`)) {
+    return 'This page’s address cannot use passkeys for this site. Open it from its usual address.';
+  }
+  const port = location.port ? `:${location.port}` : '';
+  const scheme = rpId === 'localhost' ? location.protocol : 'https:';
+  return `Passkeys for this site work at ${rpId}, not at ${location.hostname}. Open ${scheme}//${rpId}${port}${location.pathname} instead.`;
 }
 
 function showError(error, context, ceremony) {
@@ -236,6 +251,8 @@ async function ceremony(kind, publicKey, record) {
   await stopConditional();
   record.started = Date.now();
   record.timeout = publicKey.timeout || 0;
+  record.rpId = (publicKey.rp && publicKey.rp.id) || publicKey.rpId || '';
+  app.lastRpId = record.rpId;
   return kind === 'create'
     ? navigator.credentials.create({ publicKey })
     : navigator.credentials.get({ publicKey });
@@ -263,6 +280,7 @@ async function startConditional() {
   mark('pending');
   try {
     const options = await api('POST', '/v1/passkeys/authentication/options', { body: {} });
+    app.lastRpId = options.rpId || '';  // for a SecurityError's message (securityText)
     if (controller.signal.aborted) return;
     const credential = await navigator.credentials.get({
       mediation: 'conditional', publicKey: requestOptions(options), signal: controller.signal,
