@@ -507,7 +507,8 @@ def test_webhook_events():
     check({'oauth.authorized', 'oauth.denied'} <= types, f'delivered types {types}')
     for w in WEBHOOKS:
         check(set(w['data']) == {'userId', 'clientId', 'scopes', 'receiptId'}, f'data {w["data"]}')
-        check(w['data']['userId'] == USER_ID and w['data']['clientId'].startswith('lkc_'), f'data {w["data"]}')
+        check(len(w['data']['userId']) == 22 and w['data']['clientId'].startswith('lkc_'), f'data {w["data"]}')
+    check(any(w['data']['userId'] == USER_ID for w in WEBHOOKS), 'the main user\'s approvals are reported')
     check(any(w['data']['receiptId'] for w in WEBHOOKS if w['type'] == 'oauth.authorized'), 'the payment approval carries its receiptId')
 
 
