@@ -84,11 +84,17 @@ class ApiError extends Error {
     this.status = status;
     this.detail = problem.detail || '';
     this.retryAfter = retryAfter;
+    // A retried registration whose first try was saved names the stored passkey (409 credential_exists).
+    this.passkey = problem.passkey || null;
   }
 }
 
 /** One sentence for any failure of `context` ('signup', 'signin', 'add', 'stepup', …). */
 function describe(error, context, ceremony) {
+  if (error instanceof ApiError && error.code === 'credential_exists' && error.passkey) {
+    // The first try was saved but its answer was lost (the database failed over mid-request).
+    return { text: context === 'add' ? 'Your passkey was saved.' : 'Your passkey was saved — sign in with it.', code: 'passkey_saved' };
+  }
   if (error instanceof ApiError) {
     let text = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code]
       || `The server refused the request (${error.code}).`;
@@ -161,6 +167,23 @@ function announce(text) {
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
+
+/**
+ * Sends a registration response. When its answer is lost (no answer, or a 503 while the database
+ * fails over) the same response goes again, twice at most: a try that had been saved is then
+ * answered 409 credential_exists naming the stored passkey ("your passkey was saved — sign in"),
+ * one that had not is answered as the first would have been.
+ */
+async function verifyRegistration(body) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await api('POST', '/v1/passkeys/registration/verify', { body });
+    } catch (e) {
+      if (!(e instanceof ApiError) || attempt >= 2 || !(e.status === 0 || e.status === 503)) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 1000 * (attempt + 1)));
+    }
+  }
+}
 
 async function api(method, path, { body, auth = false, token = null, retry = true, extraHeaders = {} } = {}) {
   const headers = { Accept: 'application/json, application/problem+json', ...extraHeaders };
@@ -338,10 +361,11 @@ async function signUp(event) {
     try {
       const options = await api('POST', '/v1/passkeys/registration/options', { body: { username, displayName } });
       const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      const result = await verifyRegistration(credentialJSON(credential));
       startSession(result, 'signup');
     } catch (e) {
       showError(e, 'signup', record);
+      if (e instanceof ApiError && e.passkey) $('signin-username').value = username;
       if (e instanceof ApiError && e.code === 'conflict') $('signup-username').focus();
       if (!app.session) startConditional();
     }
@@ -694,11 +718,12 @@ async function addPasskey() {
       const options = await withApproval({ type: 'latchkey.passkey.add' }, WHY.add, record,
         (extraHeaders) => api('POST', '/v1/passkeys/registration/options', { auth: true, body: {}, extraHeaders }));
       const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      const result = await verifyRegistration(credentialJSON(credential));
       announce('Passkey added.');
       await loadPasskeys(result.passkey && result.passkey.id);
     } catch (e) {
       showError(e, 'add', record);
+      if (e instanceof ApiError && e.passkey) await loadPasskeys(e.passkey.id);
     }
   });
 }
@@ -867,7 +892,7 @@ async function conditionalRecoveryCreate() {
   try {
     const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: { mediation: 'conditional' } });
     const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
-    const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+    const result = await verifyRegistration(credentialJSON(credential));
     recovery.token = null;
     startSession(result, 'recovery');
   } catch { document.body.dataset.recoveryUpgrade = 'idle'; } finally {
