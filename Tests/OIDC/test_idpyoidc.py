@@ -8,6 +8,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import traceback
 import urllib.parse
 
@@ -43,6 +44,8 @@ def approve_in_browser(url, token):
 
 
 def main():
+    # idpyoidc writes its RP keys to ./static/ and ./private/: keep them out of the work tree.
+    os.chdir(tempfile.mkdtemp(prefix='idpyoidc-'))
     out = subprocess.run([BIN, 'clients', 'add', 'idpyoidc RP', '--redirect-uri', REDIRECT, '--post-logout-redirect-uri', RP_BASE + '/bye'],
                          capture_output=True, text=True, check=True).stdout
     fields = dict(line.split(': ', 1) for line in out.strip().splitlines())
