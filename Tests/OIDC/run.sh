@@ -16,11 +16,11 @@ log() { printf 'oidc-tests: %s\n' "$*" >&2; }
 
 eval "$(bash scripts/install-deps.sh python3-venv nginx openssl curl)"
 VENV="$REPO/data/oidc-venv"
-if ! "$VENV/bin/python" -c 'import authlib, idpyoidc, requests, cryptography' 2>/dev/null; then
-  log "installing authlib, idpyoidc and requests into $VENV"
+if ! "$VENV/bin/python" -c 'import authlib, idpyoidc, requests, cryptography, flask' 2>/dev/null; then
+  log "installing authlib, idpyoidc, requests and flask (docs/oidc.md's example) into $VENV"
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check 'authlib>=1.3,<2' 'idpyoidc>=5,<6' 'requests>=2.28,<3' >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'authlib>=1.3,<2' 'idpyoidc>=5,<6' 'requests>=2.28,<3' 'flask>=2.2,<4' >&2
 fi
 
 url="${LATCHKEY_OIDC_DATABASE_URL:-$(bash scripts/dev-postgres.sh --test | tail -n 1)}"

@@ -245,6 +245,32 @@ def test_revoking_the_passkey_ends_the_oauth_session():
     check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'the OAuth session ended with the passkey: {r.status_code} {r.text}')
 
 
+def test_the_docs_flask_example_works_when_pasted():
+    """docs/oidc.md's Python web app, exactly as written there (placeholders filled in), run with Flask's
+    test client: /login → the page's approval → /auth/callback signs the user in; /pay asks for the payment."""
+    import re
+    doc = open(os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'oidc.md'), encoding='utf-8').read()
+    block = re.search(r'## 2\. A Python web app.*?```python\n(.*?)```', doc, re.S).group(1)
+    cid, secret = add_client('Docs example', '--redirect-uri', 'http://localhost/auth/callback', '--authorization-details-type', 'payment_initiation')
+    code = block.replace('lkc_…', cid).replace('lks_…', secret).replace('https://login.example.com', BASE)
+    namespace = {'__name__': 'docs_example'}
+    exec(compile(code, 'docs/oidc.md', 'exec'), namespace)
+    web = namespace['app'].test_client()
+    r = web.get('/login')
+    check(r.status_code == 302 and r.headers['Location'].startswith(DISCOVERY['authorization_endpoint']), f'/login: {r.status_code}')
+    request_id, _ = authorize_to_request(r.headers['Location'])
+    st, body = approve(request_id, USER_TOKEN)
+    check(st == 200 and body['redirectTo'].startswith('http://localhost/auth/callback?'), f'approve {st} {body}')
+    r = web.get('/auth/callback?' + urllib.parse.urlsplit(body['redirectTo']).query)
+    check(r.status_code == 302, f'callback: {r.status_code} {r.get_data(as_text=True)[:300]}')
+    with web.session_transaction() as session:
+        check(session['user']['sub'] == USER_ID, f'signed in: {session.get("user")}')
+    r = web.get('/pay')
+    request_id, _ = authorize_to_request(r.headers['Location'])
+    st, view = api('GET', f'/v1/oauth/requests/{request_id}')
+    check(view['authorizationDetails'][0]['creditorName'] == 'Merchant A', f'the payment is asked for: {view}')
+
+
 def test_rs256_id_token():
     cid, secret = add_client('RS256 app', '--redirect-uri', 'https://rs.example/cb', '--id-token-alg', 'RS256')
     client = OAuth2Session(cid, secret, code_challenge_method='S256')
@@ -363,6 +389,18 @@ def test_payment_authorization_details_step_up():
     check(access['authorization_details'] == details and access['receipt_id'] and access['client_id'] == cid, f'access token {access}')
     st, receipt = api('GET', f'/v1/step-up/receipts/{access["receipt_id"]}', token=USER_TOKEN)
     check(st == 200, f'the receipt exists and verifies offline as today: {st} {receipt}')
+    # docs/oidc.md's resource-server check, as written there, accepts this token and returns the receipt.
+    import re
+    doc = open(os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'oidc.md'), encoding='utf-8').read()
+    block = re.search(r'## 4\. A resource server.*?```python\n(.*?)```', doc, re.S).group(1)
+    namespace = {'__name__': 'docs_resource_server'}
+    exec(compile(block.replace('https://login.example.com', BASE), 'docs/oidc.md', 'exec'), namespace)
+    check(namespace['check_payment'](tok['access_token'], '42.00', 'EUR', 'Merchant A') == access['receipt_id'], 'the docs check accepts it')
+    try:
+        namespace['check_payment'](tok['access_token'], '43.00', 'EUR', 'Merchant A')
+        raise RuntimeError('another amount passed the docs check')
+    except AssertionError:
+        pass
 
 
 def test_par():
