@@ -109,6 +109,16 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
   bash Tests/Browser/run.sh || status=1
 
+# --- OpenID Provider (issue 21) -----------------------------------------------------------------
+# Authlib and idpyoidc (PyPI, in a venv under data/, installed when missing) against a real server on
+# the test cluster behind an https front (deploy/nginx/latchkey.conf under nginx, a test CA):
+# code flow, refresh, userinfo, logout, PAR, private_key_jwt, RS256, payments with the step-up, and
+# the negative tests (Tests/OIDC/run.sh, about 30 s; bounded). The Chromium redirect test is in the
+# browser suite above (Tests/Browser/test_oidc.py).
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_OIDC_DATABASE_URL="$url" \
+  timeout 600 bash Tests/OIDC/run.sh || status=1
+# --- end OpenID Provider ------------------------------------------------------------------------
+
 # ---- clients/swift/LatchkeyClient (issue 22, point 2) -------------------------------------------
 # The Swift client package's own tests on Linux: RFC 8785 / action hash against the server's
 # DeviceKeys code, and its ceremonies, step-ups and device-key enrolment (App Attest included)

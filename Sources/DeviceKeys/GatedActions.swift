@@ -39,6 +39,17 @@ public enum GatedActionType {
     public static let passkeyAddition = "latchkey.passkey.add"
     public static let passkeyRevocation = "latchkey.passkey.revoke"
     public static let emailChange = "latchkey.email.change"
+    public static let oauthAuthorization = "latchkey.oauth.authorize"
+}
+
+extension StepUpAction {
+    /// `{"type":"latchkey.oauth.authorize","clientId":…,"authorizationDetails":[…]}` (SPEC "OpenID
+    /// Provider"): approving an authorization request whose RFC 9396 `authorization_details` are
+    /// exactly these, for exactly that client. A step-up for other details is another action.
+    public static func oauthAuthorization(clientId: String, authorizationDetails: JSONValue) throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.oauthAuthorization)), ("clientId", .string(clientId)),
+                                  ("authorizationDetails", authorizationDetails)]))
+    }
 }
 
 extension StepUpAction {

@@ -46,6 +46,8 @@ public final class Database: Sendable {
     public let mail: MailRepository
     /// The last accepted FIDO MDS3 BLOB number per signing root (migration 13: no rollback).
     public let metadataState: MetadataStateRepository
+    /// The OpenID Provider's clients, requests, codes and grants (migration 17).
+    public let oauth: OAuthRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -80,6 +82,7 @@ public final class Database: Sendable {
         recovery = RecoveryRepository(pool: pool)
         mail = MailRepository(pool: pool)
         metadataState = MetadataStateRepository(pool: pool)
+        oauth = OAuthRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -16,6 +16,9 @@ public enum EventType: String, Sendable, CaseIterable {
     case recoveryStarted = "recovery.started"
     case recoveryCompleted = "recovery.completed"
     case recoveryCancelled = "recovery.cancelled"
+    /// SPEC "OpenID Provider": an authorization request approved or refused on the page.
+    case oauthAuthorized = "oauth.authorized"
+    case oauthDenied = "oauth.denied"
     case mailMessage = "mail.message"
 
     /// What a webhook endpoint may subscribe to: every type but `mail.message`.

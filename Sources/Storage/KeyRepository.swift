@@ -89,4 +89,12 @@ public final class KeyRepository: Sendable {
             return try row.bytes("value")
         }
     }
+
+    /// Sets a secret created empty (a placeholder `secret(named:candidate: [])` inserted) to `value`,
+    /// only while it is still empty: the first instance to fill it wins.
+    public func replaceEmptySecret(named name: String, with value: [UInt8]) throws(StorageError) {
+        try pool.run { c in
+            try c.execute("UPDATE server_secrets SET value = \(value) WHERE name = \(name) AND length(value) = 0")
+        }
+    }
 }

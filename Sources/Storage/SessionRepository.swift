@@ -8,6 +8,8 @@ public enum SessionMethod: String, Sendable, Equatable {
     case ticket
     case email
     case recovery
+    /// An OpenID Provider session (SPEC "OpenID Provider"): a client's grant, rotated at /oauth2/token only.
+    case oauth
 }
 
 /// A new session = a refresh-token family with its first token, bound to how it began.
@@ -124,6 +126,7 @@ public final class SessionRepository: Sendable {
             let used = try t.query("""
                 UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
                 WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
+                  AND f.method <> 'oauth'
                 RETURNING r.family_id, f.user_id
                 """)
             if let row = used.first {

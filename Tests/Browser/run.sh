@@ -5,7 +5,8 @@
 # Installs what is missing (Debian's chromium and chromium-driver; Selenium from PyPI into a venv
 # under data/), starts the throwaway test PostgreSQL (same cluster as scripts/test.sh), builds and
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
-# stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/.
+# stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/, and
+# Tests/Browser/test_oidc.py the OpenID redirect dance through /authorize.
 # Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the server's log to
 # data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
 # where the suite reads the codes.
@@ -76,5 +77,11 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY
   LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   "$VENV/bin/python" Tests/Browser/test_admin.py || status=1
+# The OpenID redirect dance (SPEC "OpenID Provider"): a tiny relying party served by the test signs
+# in through /oauth2/authorize and the /authorize page, and a payment needs the step-up.
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_BIN="$LATCHKEY_BIN" \
+  LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
+  "$VENV/bin/python" Tests/Browser/test_oidc.py || status=1
 set -e
 exit $status

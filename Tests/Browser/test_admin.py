@@ -266,6 +266,28 @@ def test_webhooks_page(b):
     b.shot('admin-08-webhooks')
 
 
+def test_openid_clients_page(b):
+    """SPEC "OpenID Provider": registering a client is a weakening change — it lands only after the
+    admin's passkey step-up for exactly that request; the secret is shown once."""
+    open_page(b, 'clients')
+    name = 'Console shop ' + ADMIN
+    b.el('client-name').send_keys(name)
+    b.el('client-redirects').send_keys('https://console-shop.example/cb')
+    b.el('client-add').click()
+    wait_prompt(b)
+    action = json.loads(b.el('stepup-action').text)
+    assert action['type'] == 'latchkey.admin' and action['method'] == 'POST' and action['path'] == '/admin/v1/clients', action
+    assert action['body']['redirectUris'] == ['https://console-shop.example/cb'], action
+    approve(b)
+    b.until(lambda: 'client_secret (shown once): lks_' in b.el('client-secret').text, 'the secret shown once')
+    b.until(lambda: name in b.el('clients').text, 'the client listed')
+    b.shot('admin-09-clients')
+    item = [li for li in b.d.find_elements(By.CSS_SELECTOR, '#clients > li') if name in li.text][0]
+    item.find_element(By.CSS_SELECTOR, '.btn-remove').click()
+    approve(b)
+    b.until(lambda: name not in b.el('clients').text, 'the client removed')
+
+
 TESTS = [
     test_console_files_are_served_safely,
     test_non_admin_is_refused,
@@ -276,6 +298,7 @@ TESTS = [
     test_find_user_and_revoke_their_passkey,
     test_audit_entry_names_the_admin_and_the_receipt,
     test_webhooks_page,
+    test_openid_clients_page,
 ]
 
 

@@ -59,14 +59,14 @@ struct RouteGuardTests {
                 // No credentials.
                 let anonymous = try client.send(g.method, target, body: body)
                 #expect(anonymous.status < 500, "\(place): \(anonymous)")
-                if ["session", "admin", "step-up-token"].contains(g.access) {
+                if ["session", "admin", "step-up-token", "approver"].contains(g.access) {
                     #expect(anonymous.status == 401 && anonymous.code == "unauthorized", "\(place) without credentials: \(anonymous)")
                     #expect(anonymous.header("WWW-Authenticate") != nil, "\(place): 401 without a challenge")
                 }
                 // A garbage Authorization is 401 too on every route that reads it.
                 let garbage = try client.send(g.method, target, body: body, authorization: "Bearer \u{7F}garbage")
                 #expect(garbage.status < 500, "\(place): \(garbage)")
-                if ["session", "admin", "step-up-token", "registration"].contains(g.access) {
+                if ["session", "admin", "step-up-token", "registration", "approver"].contains(g.access) {
                     #expect(garbage.status == 401, "\(place) with a garbage token: \(garbage)")
                 }
                 // A plain user's access token (a passkey session, no step-up, not an admin).
@@ -79,6 +79,9 @@ struct RouteGuardTests {
                     #expect(asUser.status == 403 && asUser.code == "step_up_required", "\(place) as a user without step-up: \(asUser)")
                 case "session" where !id.isEmpty && id != "AAAAAAAAAAAAAAAAAAAAAA" && !g.pattern.hasPrefix("/v1/recovery/"):
                     #expect(asUser.status == 404 && asUser.code == "not_found", "\(place) as a user with an id that cannot be one: \(asUser)")
+                case "approver":
+                    // A passkey session approves; an id that names no stored request is 404 after the caller is authorized.
+                    #expect(asUser.status == 404 && asUser.code == "not_found", "\(place) as a user: \(asUser)")
                 default:
                     break
                 }
@@ -95,7 +98,9 @@ struct RouteGuardTests {
         let declared = Set(guards.filter(\.stepUp).map { "\($0.method) \($0.pattern)" })
         // SPEC "Assurance" (and "Admin console": every admin change; the preview changes nothing).
         var expected: Set<String> = ["POST /v1/passkeys/registration/options", "DELETE /v1/passkeys/{id}", "PUT /v1/account/email",
-                                     "POST /v1/recovery-codes", "POST /v1/device-keys"]
+                                     "POST /v1/recovery-codes", "POST /v1/device-keys",
+                                     // SPEC "OpenID Provider": approving with authorization_details needs the step-up.
+                                     "POST /v1/oauth/requests/{id}/approve"]
         for g in guards where g.access == "admin" && g.method != "GET" && g.pattern != "/admin/v1/wellknown/preview" {
             expected.insert("\(g.method) \(g.pattern)")
         }

@@ -212,13 +212,14 @@ async function showPage(page) {
   for (const tab of document.querySelectorAll('.tab')) {
     if (tab.dataset.page === page) tab.setAttribute('aria-current', 'page'); else tab.removeAttribute('aria-current');
   }
-  for (const p of ['origins', 'apps', 'users', 'audit', 'webhooks']) $(`page-${p}`).hidden = p !== page;
+  for (const p of ['origins', 'apps', 'users', 'audit', 'webhooks', 'clients']) $(`page-${p}`).hidden = p !== page;
   document.body.dataset.loaded = '';
   try {
     if (page === 'origins') await loadOrigins();
     if (page === 'apps') { await loadApps(); await refreshPreview(); }
     if (page === 'audit') await loadAudit();
     if (page === 'webhooks') await loadWebhooks();
+    if (page === 'clients') await loadClients();
   } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || ''); }
   document.body.dataset.loaded = page;
 }
@@ -551,6 +552,44 @@ async function deleteWebhook(button, hook) {
   });
 }
 
+// --- OpenID clients (SPEC "OpenID Provider", "Clients"): adding one or a redirect URI is a weakening change
+
+async function loadClients() {
+  const { clients } = await api('GET', '/admin/v1/clients');
+  fill($('clients'), clients.map((c) => el('li', { dataset: { id: c.id } },
+    el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, c.name),
+      el('span', { class: 'item-meta' }, `${c.id} · ${c.public ? 'public' : 'confidential'} · ${c.tokenEndpointAuthMethod}`),
+      el('span', { class: 'item-meta' }, c.redirectUris.join(' ')),
+      c.authorizationDetailsTypes.length ? el('span', { class: 'item-meta' }, `authorization_details: ${c.authorizationDetailsTypes.join(', ')}`) : null),
+    el('button', { type: 'button', class: 'btn btn-small btn-remove', textContent: 'Remove', 'aria-label': `Remove client ${c.name}`,
+      onclick: (ev) => removeClient(ev.currentTarget, c) }))), 'No clients.');
+}
+
+async function addClient(event) {
+  event.preventDefault();
+  const body = {
+    name: $('client-name').value.trim(),
+    redirectUris: $('client-redirects').value.split('\n').map((s) => s.trim()).filter(Boolean),
+    public: $('client-public').checked,
+    authorizationDetailsTypes: $('client-types').value.split(',').map((s) => s.trim()).filter(Boolean),
+  };
+  await busy($('client-add'), async () => {
+    const r = await change('POST', '/admin/v1/clients', body, `Register the OpenID client "${body.name}" redirecting to ${body.redirectUris.join(', ')}`);
+    if (r === false) return;
+    $('client-secret').hidden = false;
+    $('client-secret').textContent = r.clientSecret ? `client_id ${r.id} · client_secret (shown once): ${r.clientSecret}` : `client_id ${r.id} (public: no secret)`;
+    await loadClients();
+  });
+}
+
+async function removeClient(button, c) {
+  await busy(button, async () => {
+    const r = await change('DELETE', `/admin/v1/clients/${encodeURIComponent(c.id)}`, undefined, `Remove the OpenID client "${c.name}" and end its sessions`);
+    if (r === false) { button.focus(); return; }
+    await loadClients();
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 
 function init() {
@@ -573,6 +612,7 @@ function init() {
   $('user-form').addEventListener('submit', findUsers);
   $('audit-form').addEventListener('submit', (ev) => loadAudit(ev).catch((e) => showBanner(describe(e), e.code || '')));
   $('webhook-form').addEventListener('submit', addWebhook);
+  $('client-form').addEventListener('submit', addClient);
 
   if (!window.PublicKeyCredential) showBanner('This browser does not support passkeys.', 'unsupported');
   let saved = null;

@@ -38,6 +38,14 @@ enum AuditAction: String, Sendable {
     case recoveryStarted = "recovery.started"
     case recoveryCompleted = "recovery.completed"
     case recoveryCancelled = "recovery.cancelled"
+    // SPEC "OpenID Provider": every approval, refusal and token issue; clients are admin changes.
+    case oauthAuthorized = "oauth.authorized"
+    case oauthDenied = "oauth.denied"
+    case oauthTokenIssued = "oauth.token_issued"
+    case oauthCodeReplayed = "oauth.code_replayed"
+    case clientAdded = "client.added"
+    case clientUpdated = "client.updated"
+    case clientRemoved = "client.removed"
 }
 
 /// Who did it, when it was not the signed-in user.

@@ -33,12 +33,14 @@ public struct Application: Responder {
     let runtime: Runtime
     let database: Database
     let startup: StartupState
+    let openID: OpenIDProvider
 
     public init(services: Services) {
         origins = services.origins
         runtime = services.runtime
         database = services.database
         startup = services.startup
+        openID = services.openID
         metrics = services.metrics
         log = services.log
         limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime)
@@ -47,6 +49,7 @@ public struct Application: Responder {
         // Each feature folder registers its own routes (<Feature>/<Feature>Routes.swift).
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)
+        routes.addOAuthRoutes(services)
         routes.addSessionRoutes(services)
         routes.addAdminRoutes(services)
         routes.addAppRoutes(services)
@@ -174,6 +177,11 @@ extension Application {
     /// The request's `Origin` when it is an allowlisted web origin and the path is part of the
     /// public API (`/v1/…`, JWKS); admin routes never answer cross-origin.
     func allowedCORSOrigin(_ request: Request) -> String? {
+        // SPEC "OpenID Provider": the token endpoint (and userinfo, revocation, discovery) answers CORS
+        // for the origins of a public client's redirect URIs (a browser app exchanging its own code).
+        if OpenIDProvider.corsPaths.contains(request.path), let origin = request.header("Origin") {
+            return openID.publicClientOrigins().contains(origin) ? origin : nil
+        }
         guard let origin = request.header("Origin"), origin.hasPrefix("https://") || origin.hasPrefix("http://"),
               request.path.hasPrefix("/v1/") || request.path == "/.well-known/jwks.json",
               origins.policy().allows(origin) else { return nil }

@@ -28,6 +28,12 @@ struct CallerResolver: Sendable {
             return .anonymous
         case .session:
             return .session(try sessions.session(accessToken: try Self.bearer(request)))
+        case .approver:
+            let caller = try sessions.session(accessToken: try Self.bearer(request))
+            guard try sessions.standing(caller).approves else {
+                throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
+            }
+            return .session(caller)
         case .admin:
             return try admin(try Self.bearer(request))
         case .stepUpToken:
@@ -63,7 +69,7 @@ struct CallerResolver: Sendable {
         switch access {
         case .registration, .registrationVerify:
             request.header("Latchkey-Step-Up") == nil && request.header("Latchkey-Ticket") == nil
-        case .anyone, .session, .admin, .stepUpToken:
+        case .anyone, .session, .admin, .stepUpToken, .approver:
             false
         }
     }

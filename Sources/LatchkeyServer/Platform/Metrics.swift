@@ -35,6 +35,7 @@ public final class Metrics: Sendable {
         var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
         var deliveries: [String: UInt64] = [:]          // "type|outcome"
         var databaseFailures: [String: UInt64] = [:]    // DatabaseFailure.kind, or not_ready / other
+        var oauth: [String: UInt64] = [:]               // "client|outcome"
     }
 
     private let state = Mutex(State())
@@ -69,6 +70,12 @@ public final class Metrics: Sendable {
         state.withLock { $0.deliveries["\(t)|\(o)", default: 0] += 1 }
     }
 
+    /// One OpenID Provider outcome for a registered client (its id: a closed set, the registered
+    /// clients): `authorized`, `denied`, `token`, `refresh`, `logout`, `revoked`, `code_replayed` or an OAuth error code.
+    func oauth(client: String, outcome: String) {
+        state.withLock { $0.oauth["\(client)|\(outcome)", default: 0] += 1 }
+    }
+
     /// Every family this process exposes, declared once with its type and help: the exposition
     /// writes a family's `# HELP` / `# TYPE` lines before its first sample, so a metric added here
     /// (or by any caller of `Exposition.sample`) cannot go out without them.
@@ -86,7 +93,8 @@ public final class Metrics: Sendable {
         public static let outboxDepth = MetricFamily("latchkey_outbox_depth", .gauge, "Outbox deliveries not yet delivered or given up, by channel.")
         public static let outboxOldest = MetricFamily("latchkey_outbox_oldest_pending_seconds", .gauge,
                                                       "Age of the oldest pending delivery's event, by channel (0 when none).")
-        public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, databaseFailures, deliveries, outboxDepth, outboxOldest]
+        public static let oauth = MetricFamily("latchkey_oauth_total", .counter, "OpenID Provider outcomes by client: approvals, refusals, tokens, errors.")
+        public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, databaseFailures, deliveries, outboxDepth, outboxOldest, oauth]
     }
 
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil) -> String {
@@ -109,6 +117,7 @@ public final class Metrics: Sendable {
         out.sample(Family.poolWaiting, [], "\(pool.waiting)")
         out.counter(Family.databaseFailures, labels: ["class"], s.databaseFailures)
         out.counter(Family.deliveries, labels: ["type", "outcome"], s.deliveries)
+        out.counter(Family.oauth, labels: ["client", "outcome"], s.oauth)
         if let outbox {
             // Every channel (webhook, mail, …), even when empty.
             let byChannel = Dictionary(outbox.map { ($0.channel, $0) }, uniquingKeysWith: { a, _ in a })

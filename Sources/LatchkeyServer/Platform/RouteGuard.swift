@@ -35,6 +35,9 @@ enum Access: Sendable {
     /// Passkey registration options: anyone (a new account), a session, an enrolment ticket
     /// (`Authorization: Ticket …`) or a recovery token whose waiting period is over.
     case registration
+    /// A session begun by one of the account's passkeys that is not held (SPEC "Assurance":
+    /// approving an OpenID authorization request). An email session or a held passkey's → 403.
+    case approver
 }
 
 extension Access {
@@ -46,6 +49,7 @@ extension Access {
         case .admin: "admin"
         case .stepUpToken: "step-up-token"
         case .registration: "registration"
+        case .approver: "approver"
         }
     }
 }
@@ -87,6 +91,9 @@ struct StepUpRule: Sendable {
     let changes: String
     /// `Latchkey-Ticket` (an app backend's device-key enrolment ticket) may stand in for the step-up.
     var ticketInstead = false
+    /// A device key's step-up approves too (SPEC "OpenID Provider": authorization_details), not only a
+    /// user-verified passkey's.
+    var deviceKeyAllowed = false
     let need: @Sendable (GuardInput) throws(ServiceError) -> Need
 
     /// The same action for every caller of the route.
@@ -148,6 +155,10 @@ enum PathKind: String, Sendable {
     case externalId
     /// A stored string (an origin, an app id): 1…2048 bytes of printable text.
     case text
+    /// An OpenID client id: `lkc_` + an opaque id.
+    case client
+    /// An OpenID authorization request id: `lkq_` + base64url of 32 bytes.
+    case oauthRequest
 
     func parse(_ raw: String) -> PathValue? {
         switch self {
@@ -158,6 +169,8 @@ enum PathKind: String, Sendable {
         // U+FFFD: the segment's percent-encoding was not UTF-8, so it cannot name anything stored.
         case .externalId: Identifiers.text(raw, max: 512).flatMap { $0.count <= 128 && !$0.contains("\u{FFFD}") ? .text($0) : nil }
         case .text: Identifiers.text(raw, max: 2048).flatMap { $0.contains("\u{FFFD}") ? nil : .text($0) }
+        case .client: OAuthClientService.isClientId(raw) ? .text(raw) : nil
+        case .oauthRequest: OpenIDProvider.isRequestId(raw) ? .text(raw) : nil
         }
     }
 }
@@ -293,7 +306,8 @@ extension GuardedRoute {
         guard let userId = input.caller.userId else {
             throw StepUpService.stepUpRequired("a step-up needs a signed-in user")
         }
-        let (jti, receiptId) = try input.services.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes)
+        let (jti, receiptId) = try input.services.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
+                                                                       deviceKeyAllowed: rule.deviceKeyAllowed)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId)
     }
 }

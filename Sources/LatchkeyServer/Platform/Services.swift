@@ -32,6 +32,9 @@ public final class Services: Sendable {
     public let deviceKeys: DeviceKeyService
     /// The admin console's users page.
     let users: UserAdministration
+    /// OpenID clients and the OpenID Provider (SPEC "OpenID Provider").
+    public let oauthClients: OAuthClientService
+    public let openID: OpenIDProvider
     /// Resolves each request's caller for its route's `Access`.
     let callers: CallerResolver
     public let wellKnown: WellKnownService
@@ -90,6 +93,11 @@ public final class Services: Sendable {
         users = UserAdministration(admins: database.admins, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
         webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
+        oauthClients = OAuthClientService(store: database.oauth, configuration: configuration, runtime: runtime)
+        openID = OpenIDProvider(store: database.oauth, clients: oauthClients, sessions: sessions, accounts: database.accounts,
+                                recovery: database.recovery, signer: signer,
+                                rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
+                                events: events, metrics: metrics, configuration: configuration, runtime: runtime, revoked: revokedSessions)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash)
         wakeUps.register(webhooks.worker)
         wakeUps.register(mail.worker)

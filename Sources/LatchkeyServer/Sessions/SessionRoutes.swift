@@ -36,7 +36,8 @@ extension RouteTable {
             return .empty(status: 204)
         }
         add("GET", "/.well-known/jwks.json", .anyone, accepting: .any) { _ in
-            .json(bytes: s.signer.jwks.serialized(), headers: [("Cache-Control", "public, max-age=300")])
+            // The ES256 keys and the OpenID Provider's RS256 key (SPEC "OpenID Provider").
+            .json(bytes: s.openID.jwks.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
     }
 

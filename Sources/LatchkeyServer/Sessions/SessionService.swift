@@ -203,6 +203,8 @@ public final class SessionService: Sendable {
         let credentialId: [UInt8]?
         /// The hold of the passkey that began the session, while it lasts.
         let heldUntil: Date?
+        /// The authentication that began the session (OpenID `auth_time`, `max_age`).
+        var authTime = Date(timeIntervalSince1970: 0)
 
         /// A session begun by one of the account's passkeys that is not held (a passkey login or
         /// registration, or the registration that completed a recovery): the account's strongest
@@ -215,7 +217,7 @@ public final class SessionService: Sendable {
             try sessions.session(id: caller.sessionId, userId: caller.userId)
         }) else { throw ServiceError.unauthorized }
         let held = hold.flatMap { $0 > runtime.now() ? $0 : nil }
-        return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held)
+        return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held, authTime: session.authTime)
     }
 
     /// The user an enrolment ticket (single use) vouches for, using it up; an unknown, expired or

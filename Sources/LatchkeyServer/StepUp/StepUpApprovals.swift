@@ -14,7 +14,7 @@ extension StepUpService {
     /// A valid step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
     /// Anything else is 403 `step_up_required`. Redeeming it is the change's own transaction's job.
     func checkedStepUp(_ token: String, userId: String, action: StepUpAction,
-                       changes: String) throws(ServiceError) -> (jti: String, receiptId: String) {
+                       changes: String, deviceKeyAllowed: Bool = false) throws(ServiceError) -> (jti: String, receiptId: String) {
         guard let claims = try? signer.stepUpClaims(token) else {
             throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
         }
@@ -22,7 +22,8 @@ extension StepUpService {
         guard constantTimeEquals(claims.actionHash, action.hash) else {
             throw Self.stepUpRequired("the step-up approved another action (this one is \(Self.text(action)))")
         }
-        guard claims.acr == AuthenticationClaims.passkeyVerified.acr else {
+        let deviceKey = [AuthenticationClaims.deviceKey.acr, AuthenticationClaims.deviceKeyAttested.acr].contains(claims.acr)
+        guard claims.acr == AuthenticationClaims.passkeyVerified.acr || (deviceKeyAllowed && deviceKey) else {
             throw Self.stepUpRequired("\(changes) are approved with a user-verified passkey step-up")
         }
         guard try approvalIsLive(claims) else {

@@ -15,6 +15,9 @@ enum WebAssets {
         // The WebAuthn JSON helpers, one ES module both apps import as ./webauthn.js.
         ("/webauthn.js", "webauthn.js", "text/javascript; charset=utf-8"),
         ("/app.css", "app.css", "text/css; charset=utf-8"),
+        // The OpenID Provider's page (SPEC "OpenID Provider": `<first web origin>/authorize?request=…`).
+        ("/authorize", "authorize.html", "text/html; charset=utf-8"),
+        ("/authorize.js", "authorize.js", "text/javascript; charset=utf-8"),
         // The admin console (SPEC "Admin console"), under /admin/ so that a separate admin listener
         // (LATCHKEY_ADMIN_LISTEN) that takes every /admin/ path takes the console with the API.
         ("/admin/", "admin/index.html", "text/html; charset=utf-8"),

@@ -1,0 +1,168 @@
+import Crypto
+import Foundation
+import JSON
+import Storage
+
+/// OpenID clients (SPEC "OpenID Provider", "Clients"): `latchkey clients add|list|remove` and
+/// `/admin/v1/clients`. The secret is shown once and stored as its SHA-256 (compared in constant time).
+/// Adding a client or a redirect URI weakens security: the admin routes declare the admin's step-up.
+public final class OAuthClientService: Sendable {
+    let store: OAuthRepository
+    let configuration: Configuration
+    let runtime: Runtime
+
+    init(store: OAuthRepository, configuration: Configuration, runtime: Runtime) {
+        self.store = store
+        self.configuration = configuration
+        self.runtime = runtime
+    }
+
+    /// For the command line (`latchkey clients`): straight on the database.
+    public convenience init(database: Database, configuration: Configuration) {
+        self.init(store: database.oauth, configuration: configuration, runtime: .system)
+    }
+
+    /// What a new client is, before it is stored.
+    public struct Registration: Sendable {
+        public var name: String
+        public var redirectURIs: [String]
+        public var isPublic = false
+        public var postLogoutRedirectURIs: [String] = []
+        public var jwksURI: String? = nil
+        public var authorizationDetailsTypes: [String] = []
+        public var idTokenAlg = "ES256"
+
+        public init(name: String, redirectURIs: [String]) {
+            self.name = name
+            self.redirectURIs = redirectURIs
+        }
+    }
+
+    /// A stored client and, for a confidential one, its secret (shown this once).
+    public struct Created: Sendable {
+        public let client: OAuthClientRecord
+        public let secret: String?
+    }
+
+    public func add(_ r: Registration, by admin: AdminCaller) throws(ServiceError) -> Created {
+        try validate(name: r.name, redirectURIs: r.redirectURIs, isPublic: r.isPublic, postLogout: r.postLogoutRedirectURIs,
+                     jwksURI: r.jwksURI, types: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg)
+        let id = "lkc_" + runtime.identifier()
+        let secret = r.isPublic ? nil : "lks_" + Base64URL.encode(runtime.random(32))
+        let record = OAuthClientRecord(id: id, name: r.name, secretHash: secret.map { Digest.sha256(Array($0.utf8)) },
+                                       redirectURIs: r.redirectURIs, postLogoutRedirectURIs: r.postLogoutRedirectURIs, jwksURI: r.jwksURI,
+                                       authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg)
+        let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
+        let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
+        return Created(client: stored, secret: secret)
+    }
+
+    public func list() throws(ServiceError) -> [OAuthClientRecord] { try storage { () throws(StorageError) in try store.clients() } }
+
+    public func client(id: String) throws(ServiceError) -> OAuthClientRecord? {
+        guard Self.isClientId(id) else { return nil }
+        return try storage { () throws(StorageError) in try store.client(id: id) }
+    }
+
+    /// Removes the client; its OAuth sessions end with it (the ids, for the revoked-session set).
+    public func remove(id: String, by admin: AdminCaller) throws(ServiceError) -> [String] {
+        guard Self.isClientId(id) else { throw ServiceError.notFound("client") }
+        let audit = admin.record(.clientRemoved, subject: id)
+        let ended: [String]?
+        do throws(StorageError) { ended = try store.deleteClient(id: id, audit: audit, redeeming: admin.redemption) } catch {
+            if case .notFound = error { throw ServiceError.notFound("client") }
+            throw ServiceError(error)
+        }
+        guard let ended else { throw ServiceError.notFound("client") }
+        return ended
+    }
+
+    /// `PATCH /admin/v1/clients/{id}`: `name`, `redirectUris`, `postLogoutRedirectUris`, `jwksUri`,
+    /// `authorizationDetailsTypes`, `idTokenSignedResponseAlg`, each replacing what is stored.
+    func update(id: String, body: JSONValue, by admin: AdminCaller) throws(ServiceError) -> OAuthClientRecord {
+        guard case .object = body else { throw ServiceError.invalid("the body must be a JSON object") }
+        guard var c = try client(id: id) else { throw ServiceError.notFound("client") }
+        if let v = body["name"] { guard let s = v.stringValue else { throw ServiceError.invalid("name must be a string") }; c.name = s }
+        if let v = body["redirectUris"] { c.redirectURIs = try Self.strings(v, "redirectUris") }
+        if let v = body["postLogoutRedirectUris"] { c.postLogoutRedirectURIs = try Self.strings(v, "postLogoutRedirectUris") }
+        if let v = body["jwksUri"] { c.jwksURI = v == .null ? nil : try Self.string(v, "jwksUri") }
+        if let v = body["authorizationDetailsTypes"] { c.authorizationDetailsTypes = try Self.strings(v, "authorizationDetailsTypes") }
+        if let v = body["idTokenSignedResponseAlg"] { c.idTokenAlg = try Self.string(v, "idTokenSignedResponseAlg") }
+        try validate(name: c.name, redirectURIs: c.redirectURIs, isPublic: c.isPublic, postLogout: c.postLogoutRedirectURIs, jwksURI: c.jwksURI,
+                     types: c.authorizationDetailsTypes, idTokenAlg: c.idTokenAlg)
+        let audit = admin.record(.clientUpdated, subject: id, detail: Self.auditDetail(c))
+        let client = c
+        guard try storage({ () throws(StorageError) in try store.updateClient(client, audit: audit, redeeming: admin.redemption) }) else {
+            throw ServiceError.notFound("client")
+        }
+        return c
+    }
+
+    /// `POST /admin/v1/clients` body → a registration.
+    static func registration(_ body: JSONValue) throws(ServiceError) -> Registration {
+        guard let name = body["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
+        guard let uris = body["redirectUris"] else { throw ServiceError.invalid("redirectUris is required") }
+        var r = Registration(name: name, redirectURIs: try strings(uris, "redirectUris"))
+        if let v = body["public"] { guard let b = v.boolValue else { throw ServiceError.invalid("public must be a boolean") }; r.isPublic = b }
+        if let v = body["postLogoutRedirectUris"] { r.postLogoutRedirectURIs = try strings(v, "postLogoutRedirectUris") }
+        if let v = body["jwksUri"], v != .null { r.jwksURI = try string(v, "jwksUri") }
+        if let v = body["authorizationDetailsTypes"] { r.authorizationDetailsTypes = try strings(v, "authorizationDetailsTypes") }
+        if let v = body["idTokenSignedResponseAlg"] { r.idTokenAlg = try string(v, "idTokenSignedResponseAlg") }
+        return r
+    }
+
+    func validate(name: String, redirectURIs: [String], isPublic: Bool, postLogout: [String], jwksURI: String?, types: [String],
+                  idTokenAlg: String) throws(ServiceError) {
+        guard !name.isEmpty, name.utf8.count <= 200, !name.contains(where: { $0.asciiValue.map { $0 < 0x20 } ?? false }) else {
+            throw ServiceError.invalid("name must be 1…200 printable characters")
+        }
+        guard !redirectURIs.isEmpty, redirectURIs.count <= 20 else { throw ServiceError.invalid("redirectUris needs 1…20 URIs") }
+        for uri in redirectURIs + postLogout where !RedirectURIs.registrable(uri, isPublic: isPublic, developmentMode: configuration.developmentMode) {
+            throw ServiceError.invalid("\(uri) cannot be a redirect URI (https, or for a public client loopback http://127.0.0.1 or a private-use scheme)")
+        }
+        for t in types where t.isEmpty || t.utf8.count > 200 { throw ServiceError.invalid("authorizationDetailsTypes holds an empty or over-long type") }
+        guard ["ES256", "RS256"].contains(idTokenAlg) else { throw ServiceError.invalid("idTokenSignedResponseAlg must be ES256 or RS256") }
+        if let jwksURI {
+            // SPEC: a client's jwks_uri is fetched under the webhooks' address rules.
+            try WebhookAddressPolicy(configuration).check(try WebhookURL(parsing: jwksURI))
+        }
+    }
+
+    static func isClientId(_ id: String) -> Bool {
+        id.hasPrefix("lkc_") && id.utf8.count <= 64 && Identifiers.opaque(String(id.dropFirst(4))) != nil
+    }
+
+    static func strings(_ v: JSONValue, _ name: String) throws(ServiceError) -> [String] {
+        guard let list = v.arrayValue else { throw ServiceError.invalid("\(name) must be an array of strings") }
+        var out: [String] = []
+        for item in list {
+            guard let s = item.stringValue else { throw ServiceError.invalid("\(name) must be an array of strings") }
+            out.append(s)
+        }
+        return out
+    }
+
+    static func string(_ v: JSONValue, _ name: String) throws(ServiceError) -> String {
+        guard let s = v.stringValue else { throw ServiceError.invalid("\(name) must be a string") }
+        return s
+    }
+
+    static func auditDetail(_ c: OAuthClientRecord) -> [(key: String, value: JSONValue)] {
+        [("name", .string(c.name)), ("redirectUris", .array(c.redirectURIs.map { .string($0) })), ("public", .bool(c.isPublic))]
+    }
+
+    /// The one rendering of a client (never its secret hash).
+    static func json(_ c: OAuthClientRecord, secret: String? = nil) -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = [
+            ("id", .string(c.id)), ("name", .string(c.name)), ("public", .bool(c.isPublic)),
+            ("tokenEndpointAuthMethod", .string(c.isPublic ? "none" : c.jwksURI != nil ? "private_key_jwt" : "client_secret_basic")),
+            ("redirectUris", .array(c.redirectURIs.map { .string($0) })),
+            ("postLogoutRedirectUris", .array(c.postLogoutRedirectURIs.map { .string($0) })),
+            ("jwksUri", c.jwksURI.map { .string($0) } ?? .null),
+            ("authorizationDetailsTypes", .array(c.authorizationDetailsTypes.map { .string($0) })),
+            ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("createdAt", .string(iso8601(c.createdAt))),
+        ]
+        if let secret { members.append(("clientSecret", .string(secret))) }
+        return .object(members)
+    }
+}

@@ -1,0 +1,146 @@
+import Crypto
+import Foundation
+import JSON
+
+// The protocol pieces of the OpenID Provider (SPEC "OpenID Provider") that know no HTTP and no SQL:
+// OAuth's own error shape, PKCE, redirect-URI rules, scopes and RFC 9396 authorization details.
+
+/// An OAuth refusal in OAuth's own terms (RFC 6749 §4.1.2.1 and §5.2, RFC 9396 §5): `error` is
+/// one of the registered codes, `description` safe to show.
+struct OAuthError: Error, Sendable, CustomStringConvertible {
+    let error: String
+    let description: String
+    /// The token endpoint's status: 400, or 401 for `invalid_client`.
+    var status: Int { error == "invalid_client" ? 401 : 400 }
+
+    init(_ error: String, _ description: String) {
+        self.error = error
+        self.description = description
+    }
+
+    static func invalidRequest(_ d: String) -> OAuthError { OAuthError("invalid_request", d) }
+    static func invalidGrant(_ d: String) -> OAuthError { OAuthError("invalid_grant", d) }
+    static func invalidClient(_ d: String) -> OAuthError { OAuthError("invalid_client", d) }
+
+    var json: JSONValue { .object([("error", .string(error)), ("error_description", .string(description))]) }
+}
+
+/// RFC 7636: S256 only, for every client.
+enum PKCE {
+    /// §4.1: 43…128 characters of [A-Z a-z 0-9 - . _ ~].
+    static func isVerifier(_ v: String) -> Bool {
+        (43...128).contains(v.utf8.count) && v.utf8.allSatisfy { c in
+            (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2D || c == 0x2E || c == 0x5F || c == 0x7E
+        }
+    }
+
+    /// A challenge is base64url of 32 bytes (43 characters).
+    static func isChallenge(_ c: String) -> Bool { Base64URL.decode(c)?.count == 32 && c.utf8.count == 43 }
+
+    /// §4.6: BASE64URL(SHA256(verifier)) == challenge, compared in constant time.
+    static func verify(verifier: String, challenge: String) -> Bool {
+        guard isVerifier(verifier) else { return false }
+        return constantTimeEquals(Array(Base64URL.encode(Digest.sha256(Array(verifier.utf8))).utf8), Array(challenge.utf8))
+    }
+}
+
+/// Redirect URIs (SPEC "OpenID Provider"; RFC 8252 for native apps; RFC 9700 §4.1: exact match).
+enum RedirectURIs {
+    /// What may be registered: `https://` without a fragment; for public (native) clients also the
+    /// loopback `http://127.0.0.1` / `http://[::1]` and a private-use scheme (`com.example.app:/cb`,
+    /// RFC 8252 §7.1: a reverse domain name); in dev mode any client may register `http://127.0.0.1`
+    /// or `http://localhost`. Nothing with userinfo, whitespace or a fragment.
+    static func registrable(_ uri: String, isPublic: Bool, developmentMode: Bool) -> Bool {
+        guard uri.utf8.count <= 2048, !uri.contains("#"), !uri.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 0x20 } ?? false }),
+              let url = URLComponents(string: uri), let scheme = url.scheme?.lowercased() else { return false }
+        if url.user != nil || url.password != nil { return false }
+        switch scheme {
+        case "https": return !(url.host ?? "").isEmpty
+        case "http":
+            let host = (url.host ?? "").lowercased()
+            if isLoopbackIP(host) { return isPublic || developmentMode }
+            return developmentMode && host == "localhost"
+        default:
+            // A private-use scheme: reverse-DNS (contains a dot), native (public) clients only.
+            return isPublic && scheme.contains(".") && scheme.allSatisfy { $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "+" }
+        }
+    }
+
+    static func isLoopbackIP(_ host: String) -> Bool { host == "127.0.0.1" || host == "[::1]" || host == "::1" }
+
+    /// The registered URI `presented` names, if any: exact string match, except that a public client's
+    /// loopback IP redirect matches on any port (RFC 8252 §7.3).
+    static func match(_ presented: String, registered: [String], isPublic: Bool) -> String? {
+        if registered.contains(presented) { return presented }
+        guard isPublic, let p = URLComponents(string: presented), p.scheme == "http", isLoopbackIP(p.host ?? "") else { return nil }
+        for r in registered {
+            guard var reg = URLComponents(string: r), reg.scheme == "http", isLoopbackIP(reg.host ?? "") else { continue }
+            var pres = p
+            reg.port = nil
+            pres.port = nil
+            if reg.string == pres.string { return presented }
+        }
+        return nil
+    }
+
+    /// `uri` with `params` added to its query (RFC 6749 §4.1.2: keeping any query it has).
+    static func appending(_ uri: String, _ params: [(String, String)]) -> String {
+        let query = params.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&")
+        guard !query.isEmpty else { return uri }
+        return uri + (uri.contains("?") ? "&" : "?") + query
+    }
+}
+
+/// `application/x-www-form-urlencoded` encoding of one name or value.
+func formEncode(_ s: String) -> String {
+    var out = ""
+    for b in s.utf8 {
+        switch b {
+        case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, 0x2D, 0x2E, 0x5F, 0x7E: out.unicodeScalars.append(Unicode.Scalar(b))
+        default: out += String(format: "%%%02X", b)
+        }
+    }
+    return out
+}
+
+/// The scopes Latchkey knows (OpenID Connect Core §5.4, §11); others are ignored (§3.1.2.1).
+enum Scopes {
+    static let supported = ["openid", "profile", "email", "offline_access"]
+
+    /// The known scopes of a `scope` parameter, in the order `supported` lists them.
+    static func parse(_ scope: String) -> [String] {
+        let asked = Set(scope.split(separator: " ").map(String.init))
+        return supported.filter(asked.contains)
+    }
+
+    /// Plain words for the page (SPEC "The page": scopes in plain words).
+    static func words(_ scope: String) -> String {
+        switch scope {
+        case "openid": "Sign you in with your Latchkey account"
+        case "profile": "See your username and display name"
+        case "email": "See your verified email address"
+        case "offline_access": "Stay signed in when you are not using it"
+        default: scope
+        }
+    }
+}
+
+/// RFC 9396 `authorization_details`: a JSON array of objects, each with a string `type` the
+/// client may ask for.
+enum AuthorizationDetails {
+    static func parse(_ text: String, allowed: [String]) throws(OAuthError) -> JSONValue {
+        guard text.utf8.count <= 8192, let value = try? JSONParser.parse(Array(text.utf8), maxDepth: 8), let list = value.arrayValue,
+              !list.isEmpty, list.count <= 16 else {
+            throw OAuthError("invalid_authorization_details", "authorization_details must be a non-empty JSON array of objects")
+        }
+        for entry in list {
+            guard case .object = entry, let type = entry["type"]?.stringValue, !type.isEmpty else {
+                throw OAuthError("invalid_authorization_details", "every authorization_details entry needs a string type")
+            }
+            guard allowed.contains(type) else {
+                throw OAuthError("invalid_authorization_details", "the client may not ask for authorization_details of type \(type)")
+            }
+        }
+        return value
+    }
+}

@@ -1,0 +1,130 @@
+import Crypto
+import DeviceKeys
+import Foundation
+import JSON
+import Storage
+import Tokens
+
+/// The web page's side of an authorization request (SPEC "OpenID Provider"): read it, approve it
+/// (a session begun by a not-held passkey, plus the action-bound step-up for `authorization_details`),
+/// or refuse it. Only a successful approve or deny uses the request up.
+extension OpenIDProvider {
+    /// A request id as the page sends it: `lkq_` + base64url of 32 bytes.
+    static func isRequestId(_ id: String) -> Bool {
+        id.hasPrefix(requestPrefix) && id.utf8.count == requestPrefix.utf8.count + 43
+            && Base64URL.decode(String(id.dropFirst(requestPrefix.utf8.count)))?.count == 32
+    }
+
+    func storedRequest(_ id: String) throws(ServiceError) -> (OAuthRequestRecord, OAuthClientRecord) {
+        guard Self.isRequestId(id),
+              let r = try storage({ () throws(StorageError) in try store.request(hash: OpaqueSecret.hash(id)) }),
+              let client = try clients.client(id: r.clientId) else {
+            throw ServiceError.notFound("authorization request")
+        }
+        return (r, client)
+    }
+
+    /// `GET /v1/oauth/requests/{id}` (no auth: the id is the capability) →
+    /// `{"client":{"id","name"},"scopes","authorizationDetails","prompt","maxAge"}`.
+    func requestJSON(_ id: String) throws(ServiceError) -> JSONValue {
+        let (r, client) = try storedRequest(id)
+        let p = r.params
+        let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map { JSONValue.string(String($0)) }
+        let details = p["authorization_details"] ?? .null
+        return .object([
+            ("client", .object([("id", .string(client.id)), ("name", .string(client.name))])),
+            ("scopes", .array(scopes)),
+            ("scopeDescriptions", .array(scopes.compactMap(\.stringValue).map { .string(Scopes.words($0)) })),
+            ("authorizationDetails", details == .null ? .null : details),
+            ("prompt", (p["prompt"]?.stringValue).flatMap { $0.isEmpty ? nil : JSONValue.string($0) } ?? .null),
+            ("maxAge", p["max_age"] ?? .null),
+            ("loginHint", p["login_hint"] ?? .null),
+            ("stepUpAction", details == .null ? .null : (try? stepUpAction(clientId: client.id, details: details))?.value ?? .null),
+        ])
+    }
+
+    func stepUpAction(clientId: String, details: JSONValue) throws(ServiceError) -> StepUpAction {
+        try gated { () throws(DeviceKeyError) in try StepUpAction.oauthAuthorization(clientId: clientId, authorizationDetails: details) }
+    }
+
+    /// The step-up an approval needs (the route table's `StepUpRule.oauthAuthorization`): the action
+    /// for the stored request's details, none without details. An unknown id needs none (the handler says 404).
+    func approvalNeed(rawId: String?) throws(ServiceError) -> StepUpRule.Need {
+        guard let rawId, let (r, client) = try? storedRequest(rawId), let details = r.params["authorization_details"], details != .null else {
+            return .none
+        }
+        return .required(try stepUpAction(clientId: client.id, details: details))
+    }
+
+    /// `POST /v1/oauth/requests/{id}/approve` → `{"redirectTo":"<redirect_uri>?code=…&state=…&iss=…"}`.
+    func approve(_ id: String, caller: SessionService.Caller, approval: Approval?) throws(ServiceError) -> JSONValue {
+        let (r, client) = try storedRequest(id)
+        let p = r.params
+        let standing = try sessions.standing(caller)
+        guard standing.approves else { throw ServiceError(.forbidden, "approving needs a session begun by a passkey that is not held") }
+        let authTime = standing.authTime
+        // OpenID Connect Core §3.1.2.1: max_age and prompt=login ask for an authentication that recent.
+        // `auth_time` is whole seconds: "after the request" is compared at that precision.
+        let freshForRequest = authTime.timeIntervalSince1970 >= r.createdAt.timeIntervalSince1970.rounded(.down)
+        let maxAge = p["max_age"]?.intValue
+        if let maxAge, maxAge > 0, runtime.now().timeIntervalSince(authTime) > Double(maxAge) {
+            throw ServiceError(.unauthorized, "max_age: the sign-in is older than the client allows; sign in with your passkey again")
+        }
+        // max_age=0 is prompt=login (OpenID Connect Core §3.1.2.1): a sign-in made for this request.
+        if maxAge == 0 || (p["prompt"]?.stringValue ?? "").split(separator: " ").contains("login"), !freshForRequest {
+            throw ServiceError(.unauthorized, "prompt=login / max_age=0: sign in with your passkey again for this request")
+        }
+        let details = p["authorization_details"] ?? .null
+        var receiptId: String? = nil
+        if details != .null {
+            guard case .stepUp(_, let receipt)? = approval else {
+                throw StepUpService.stepUpRequired("authorization_details need a step-up for \(StepUpService.text(try stepUpAction(clientId: client.id, details: details)))")
+            }
+            receiptId = receipt
+        }
+        let code = "lkac_" + Base64URL.encode(runtime.random(32))
+        let claims = caller.acr == AuthenticationClaims.passkeyVerified.acr ? AuthenticationClaims.passkeyVerified : AuthenticationClaims.passkey
+        let grant: JSONValue = .object([
+            ("redirect_uri", p["redirect_uri"] ?? .null), ("code_challenge", p["code_challenge"] ?? .null), ("scope", p["scope"] ?? ""),
+            ("nonce", p["nonce"] ?? .null), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
+            ("acr", .string(claims.acr)), ("amr", .array(claims.amr.map { .string($0) })), ("authorization_details", details),
+            ("receipt_id", receiptId.map { .string($0) } ?? .null), ("resource", p["resource"] ?? .null),
+            // The passkey that began the approving session: revoking it ends the OAuth session too.
+            ("credential_id", standing.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
+        ])
+        let scopes = JSONValue.array((p["scope"]?.stringValue ?? "").split(separator: " ").map { .string(String($0)) })
+        let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", scopes),
+                                                       ("receiptId", receiptId.map { .string($0) } ?? .null)]
+        let event = events.event(.oauthAuthorized, userId: caller.userId, data: data)
+        let audit = AuditRecord(.oauthAuthorized, actor: caller.userId, subject: caller.userId, detail: data)
+        let finished = try storage { () throws(StorageError) in
+            try store.finish(requestHash: OpaqueSecret.hash(id),
+                             code: (OpaqueSecret.hash(code), client.id, caller.userId, grant, Self.codeTTL),
+                             redeeming: approval?.redemption, audit: audit, events: [event])
+        }
+        guard finished else { throw ServiceError.notFound("authorization request") }
+        events.written([event])
+        metrics.oauth(client: client.id, outcome: "authorized")
+        let target = RedirectURIs.appending(p["redirect_uri"]?.stringValue ?? "",
+                                            [("code", code)] + (p["state"]?.stringValue.map { [("state", $0)] } ?? []) + [("iss", issuer)])
+        return .object([("redirectTo", .string(target))])
+    }
+
+    /// `POST /v1/oauth/requests/{id}/deny` → `{"redirectTo":"…?error=access_denied&…"}`.
+    func deny(_ id: String, caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
+        let (r, client) = try storedRequest(id)
+        let p = r.params
+        let scopes = JSONValue.array((p["scope"]?.stringValue ?? "").split(separator: " ").map { .string(String($0)) })
+        let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", scopes), ("receiptId", .null)]
+        let event = events.event(.oauthDenied, userId: caller.userId, data: data)
+        let audit = AuditRecord(.oauthDenied, actor: caller.userId, subject: caller.userId, detail: data)
+        guard try storage({ () throws(StorageError) in
+            try store.finish(requestHash: OpaqueSecret.hash(id), code: nil, redeeming: nil, audit: audit, events: [event])
+        }) else { throw ServiceError.notFound("authorization request") }
+        events.written([event])
+        metrics.oauth(client: client.id, outcome: "denied")
+        let params = [("error", "access_denied"), ("error_description", "the user refused the request")]
+            + (p["state"]?.stringValue.map { [("state", $0)] } ?? []) + [("iss", issuer)]
+        return .object([("redirectTo", .string(RedirectURIs.appending(p["redirect_uri"]?.stringValue ?? "", params)))])
+    }
+}

@@ -1,0 +1,162 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+import Storage
+import Tokens
+
+/// Discovery, userinfo, RP-initiated logout and revocation (SPEC "OpenID Provider").
+extension OpenIDProvider {
+    /// `GET /.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §3).
+    var discovery: JSONValue {
+        let base = issuer
+        func list(_ items: [String]) -> JSONValue { .array(items.map { .string($0) }) }
+        return .object([
+            ("issuer", .string(base)), ("authorization_endpoint", .string(base + "/oauth2/authorize")),
+            ("token_endpoint", .string(base + "/oauth2/token")), ("userinfo_endpoint", .string(base + "/oauth2/userinfo")),
+            ("jwks_uri", .string(base + "/.well-known/jwks.json")), ("end_session_endpoint", .string(base + "/oauth2/logout")),
+            ("pushed_authorization_request_endpoint", .string(base + "/oauth2/par")), ("revocation_endpoint", .string(base + "/oauth2/revoke")),
+            ("response_types_supported", list(["code"])), ("response_modes_supported", list(["query"])),
+            ("grant_types_supported", list(["authorization_code", "refresh_token"])),
+            ("code_challenge_methods_supported", list(["S256"])),
+            ("token_endpoint_auth_methods_supported", list(["client_secret_basic", "client_secret_post", "private_key_jwt", "none"])),
+            ("token_endpoint_auth_signing_alg_values_supported", list(["ES256", "RS256"])),
+            ("revocation_endpoint_auth_methods_supported", list(["client_secret_basic", "client_secret_post", "private_key_jwt", "none"])),
+            ("id_token_signing_alg_values_supported", list(["ES256", "RS256"])), ("subject_types_supported", list(["public"])),
+            ("scopes_supported", list(Scopes.supported)),
+            ("claims_supported", list(["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "acr", "amr", "sid", "azp",
+                                        "preferred_username", "name", "email", "email_verified"])),
+            ("acr_values_supported", list([AuthenticationClaims.passkeyVerified.acr, AuthenticationClaims.passkey.acr])),
+            ("prompt_values_supported", list(["none", "login", "consent"])),
+            ("authorization_details_types_supported", list(authorizationDetailsTypes)),
+            ("authorization_response_iss_parameter_supported", .bool(true)),
+            ("require_pushed_authorization_requests", .bool(false)),
+            ("claims_parameter_supported", .bool(false)), ("request_parameter_supported", .bool(false)),
+            ("request_uri_parameter_supported", .bool(true)), ("require_request_uri_registration", .bool(false)),
+        ])
+    }
+
+    /// Every type some client may ask for.
+    var authorizationDetailsTypes: [String] {
+        Array(Set(((try? clients.list()) ?? []).flatMap(\.authorizationDetailsTypes))).sorted()
+    }
+
+    /// The JWKS: the ES256 keys and the RS256 key.
+    var jwks: JSONValue {
+        var keys = signer.jwks["keys"]?.arrayValue ?? []
+        if let rsaKey = rsa.jwk { keys.append(rsaKey) }
+        return .object([("keys", .array(keys))])
+    }
+
+    /// The claims of one of our OAuth access tokens (not Latchkey's own API tokens): signature,
+    /// time, issuer, a client, a live session.
+    func oauthAccessClaims(_ token: String) -> JSONValue? {
+        guard let claims = try? JWT.verify(token, keys: signer.keySet().all, type: "at+jwt", now: runtime.unixTime),
+              claims["iss"]?.stringValue == issuer, let client = claims["client_id"]?.stringValue, client.hasPrefix("lkc_"),
+              let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else { return nil }
+        return claims
+    }
+
+    /// `GET|POST /oauth2/userinfo` (OpenID Connect Core §5.3): claims as the token's scopes allow.
+    func userinfo(_ request: Request) -> Response {
+        let challenge = [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]
+        guard let token = BearerCredentials.value(request, scheme: "Bearer"), let claims = oauthAccessClaims(token),
+              let sub = claims["sub"]?.stringValue else {
+            return .json(status: 401, bytes: OAuthError("invalid_token", "the access token is invalid, expired or revoked").json.serialized(),
+                         headers: challenge + Self.noStore)
+        }
+        let scopes = Set((claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init))
+        guard scopes.contains("openid") else {
+            return .json(status: 403, bytes: OAuthError("insufficient_scope", "the token has no openid scope").json.serialized(),
+                         headers: [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")] + Self.noStore)
+        }
+        guard let user = try? accounts.user(id: sub) else {
+            return .json(status: 401, bytes: OAuthError("invalid_token", "the account is gone").json.serialized(), headers: challenge + Self.noStore)
+        }
+        var members: [(key: String, value: JSONValue)] = [("sub", .string(sub))]
+        if scopes.contains("profile") { members += [("preferred_username", .string(user.username)), ("name", .string(user.displayName))] }
+        if scopes.contains("email"), let email = (try? recovery.email(userId: sub)) ?? nil {
+            members += [("email", .string(email)), ("email_verified", .bool(true))]
+        }
+        return .json(bytes: JSONValue.object(members).serialized(), headers: Self.noStore)
+    }
+
+    /// `GET /oauth2/logout` (OpenID Connect RP-Initiated Logout 1.0): ends the OAuth session the
+    /// id_token names (`sid`) and redirects to a registered `post_logout_redirect_uri`.
+    func logout(_ query: [(String, String)]) -> Response {
+        let (f, duplicate) = Self.single(query)
+        if let duplicate { return Self.errorPage("\(duplicate) is given more than once.") }
+        var client: OAuthClientRecord? = nil
+        var hint: JSONValue? = nil
+        if let token = f["id_token_hint"] {
+            // An expired id_token still names its session (§2: the OP should accept it).
+            guard let claims = verifiedIdToken(token) else { return Self.errorPage("The id_token_hint is not one of this server's id_tokens.") }
+            hint = claims
+            client = claims["aud"]?.stringValue.flatMap { try? clients.client(id: $0) } ?? nil
+        }
+        if let named = f["client_id"] {
+            guard client == nil || client?.id == named else { return Self.errorPage("client_id does not match the id_token_hint.") }
+            client = (try? clients.client(id: named)) ?? nil
+        }
+        if let target = f["post_logout_redirect_uri"] {
+            guard let client, client.postLogoutRedirectURIs.contains(target) else {
+                return Self.errorPage("The post_logout_redirect_uri is not registered for this app.")
+            }
+        }
+        if let hint, let client, let sid = hint["sid"]?.stringValue, let sub = hint["sub"]?.stringValue {
+            if (try? store.endSession(familyId: sid, userId: sub, clientId: client.id)) == true {
+                revoked.insert([sid])
+                metrics.oauth(client: client.id, outcome: "logout")
+            }
+        }
+        guard let target = f["post_logout_redirect_uri"] else {
+            return .text("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed out</title></head><body><main><h1>You are signed out</h1></main></body></html>",
+                         contentType: "text/html; charset=utf-8", headers: [("Cache-Control", "no-store")] + WebAssets.securityHeaders)
+        }
+        return .empty(status: 303, headers: [("Location", RedirectURIs.appending(target, f["state"].map { [("state", $0)] } ?? [])),
+                                             ("Cache-Control", "no-store")])
+    }
+
+    /// One of our id_tokens (ES256 or RS256), its signature and issuer checked; expiry is not.
+    func verifiedIdToken(_ token: String) -> JSONValue? {
+        let now = runtime.unixTime
+        if let claims = try? JWT.verify(token, keys: signer.keySet().all, type: "JWT", now: now, leewaySeconds: 10 * 365 * 86400),
+           claims["iss"]?.stringValue == issuer { return claims }
+        guard let a = ClientAssertion.parse(token), a.alg == "RS256", let (key, kid) = try? rsa.key(), a.kid == kid,
+              key.publicKey.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256)),
+              a.claims["iss"]?.stringValue == issuer else { return nil }
+        return a.claims
+    }
+
+    /// `POST /oauth2/revoke` (RFC 7009): the client's refresh token ends its session; 200 whatever
+    /// the token was (§2.2), after the client authenticated.
+    func revoke(_ request: Request) -> Response {
+        do {
+            let fields = try tokenFields(request)
+            let client = try authenticateClient(request, fields)
+            guard let token = fields["token"], !token.isEmpty else { throw OAuthError.invalidRequest("token is required") }
+            if let ended = try? store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id), !ended.isEmpty {
+                revoked.insert(ended)
+                metrics.oauth(client: client.id, outcome: "revoked")
+            }
+            return .empty(status: 200, headers: Self.noStore)
+        } catch {
+            return Self.tokenError(error)
+        }
+    }
+
+    /// The endpoints a browser app (a public client) calls itself.
+    static let corsPaths: Set<String> = ["/oauth2/token", "/oauth2/revoke", "/oauth2/userinfo", "/.well-known/openid-configuration"]
+
+    /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs.
+    func publicClientOrigins() -> Set<String> {
+        var out: Set<String> = []
+        for client in (try? clients.list()) ?? [] where client.isPublic {
+            for uri in client.redirectURIs {
+                guard let u = URLComponents(string: uri), let scheme = u.scheme, scheme == "https" || scheme == "http", let host = u.host else { continue }
+                out.insert("\(scheme)://\(host)" + (u.port.map { ":\($0)" } ?? ""))
+            }
+        }
+        return out
+    }
+}

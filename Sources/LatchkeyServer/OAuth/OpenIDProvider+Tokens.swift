@@ -1,0 +1,201 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+import Storage
+import Tokens
+
+/// `POST /oauth2/token` (SPEC "OpenID Provider", "Tokens"): the authorization code (PKCE S256 for
+/// every client) and refresh grants, client authentication, and the tokens: an id_token (ES256, or
+/// RS256 for a client that registered it) and an RFC 9068 access token carrying the grant.
+extension OpenIDProvider {
+    static let noStore = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
+
+    static func tokenJSON(status: Int = 200, _ body: JSONValue) -> Response { .json(status: status, bytes: body.serialized(), headers: noStore) }
+
+    /// RFC 6749 §5.2 errors: JSON, `invalid_client` 401 with `WWW-Authenticate`.
+    static func tokenError(_ error: any Error) -> Response {
+        let e = error as? OAuthError ?? OAuthError("server_error", "unexpected failure")
+        var headers = noStore
+        if e.error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
+        return .json(status: e.error == "server_error" ? 503 : e.status, bytes: e.json.serialized(), headers: headers)
+    }
+
+    /// The form of a token-endpoint request (RFC 6749 §3.2: form-encoded, each parameter once).
+    func tokenFields(_ request: Request) throws(OAuthError) -> [String: String] {
+        guard request.mediaType == "application/x-www-form-urlencoded" else {
+            throw OAuthError.invalidRequest("the body must be application/x-www-form-urlencoded")
+        }
+        do { return try formOrJSON(request) } catch { throw OAuthError.invalidRequest(error.detail) }
+    }
+
+    // MARK: Client authentication
+
+    /// `client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none` (a public client):
+    /// exactly one; a confidential client must prove itself.
+    func authenticateClient(_ request: Request, _ fields: [String: String]) throws(OAuthError) -> OAuthClientRecord {
+        var methods: [(id: String, proof: ClientProof)] = []
+        if let basic = BearerCredentials.value(request, scheme: "Basic") {
+            guard let decoded = Base64.decodeStandard(basic).map({ String(decoding: $0, as: UTF8.self) }),
+                  let colon = decoded.firstIndex(of: ":"),
+                  let id = formDecode(String(decoded[..<colon])), let secret = formDecode(String(decoded[decoded.index(after: colon)...])) else {
+                throw OAuthError.invalidClient("malformed Basic credentials")
+            }
+            methods.append((id, .secret(secret)))
+        }
+        if let secret = fields["client_secret"] {
+            guard let id = fields["client_id"] else { throw OAuthError.invalidClient("client_secret without client_id") }
+            methods.append((id, .secret(secret)))
+        }
+        if let type = fields["client_assertion_type"] {
+            guard type == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", let assertion = fields["client_assertion"] else {
+                throw OAuthError.invalidClient("client_assertion_type must be jwt-bearer, with client_assertion")
+            }
+            guard let id = ClientAssertion.issuer(assertion) ?? fields["client_id"] else { throw OAuthError.invalidClient("malformed client_assertion") }
+            methods.append((id, .assertion(assertion)))
+        }
+        guard methods.count <= 1 else { throw OAuthError.invalidRequest("use exactly one client authentication method") }
+        let (id, proof) = methods.first ?? (fields["client_id"] ?? "", .none)
+        if let named = fields["client_id"], named != id { throw OAuthError.invalidClient("client_id does not match the authenticated client") }
+        guard let client = try? clients.client(id: id) else { throw OAuthError.invalidClient("unknown client") }
+        switch proof {
+        case .none:
+            guard client.isPublic else { throw OAuthError.invalidClient("this client must authenticate") }
+        case .secret(let secret):
+            guard let hash = client.secretHash, constantTimeEquals(Digest.sha256(Array(secret.utf8)), hash) else {
+                throw OAuthError.invalidClient("client authentication failed")
+            }
+        case .assertion(let assertion):
+            try verifyAssertion(assertion, client: client)
+        }
+        return client
+    }
+
+    enum ClientProof { case none, secret(String), assertion(String) }
+
+    // MARK: The token endpoint
+
+    func token(_ request: Request) -> Response {
+        do {
+            let fields = try tokenFields(request)
+            let client = try authenticateClient(request, fields)
+            switch fields["grant_type"] {
+            case "authorization_code": return Self.tokenJSON(try exchange(fields, client: client))
+            case "refresh_token": return Self.tokenJSON(try refresh(fields, client: client))
+            case nil, "": throw OAuthError.invalidRequest("grant_type is required")
+            default: throw OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+            }
+        } catch {
+            return Self.tokenError(error)
+        }
+    }
+
+    func exchange(_ f: [String: String], client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
+        guard let code = f["code"], !code.isEmpty else { throw OAuthError.invalidRequest("code is required") }
+        let hash = OpaqueSecret.hash(code)
+        let outcome: OAuthCodeOutcome
+        do { outcome = try store.consumeCode(hash: hash) } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        let record: OAuthCodeRecord
+        switch outcome {
+        case .invalid: throw OAuthError.invalidGrant("the code is unknown or expired")
+        case .replayed(let family):
+            // RFC 6749 §4.1.2: a code used twice revokes what its first use issued.
+            if let family { revoked.insert([family]) }
+            try? store.audit(AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id,
+                                         detail: [("sessionId", family.map { .string($0) } ?? .null)]))
+            metrics.oauth(client: client.id, outcome: "code_replayed")
+            throw OAuthError.invalidGrant("the code was already used; the tokens it issued are revoked")
+        case .fresh(let r): record = r
+        }
+        let g = record.grant
+        guard record.clientId == client.id else { throw OAuthError.invalidGrant("the code was issued to another client") }
+        guard let redirect = f["redirect_uri"], redirect == g["redirect_uri"]?.stringValue else {
+            throw OAuthError.invalidGrant("redirect_uri does not match the authorization request")
+        }
+        guard let verifier = f["code_verifier"], let challenge = g["code_challenge"]?.stringValue,
+              PKCE.verify(verifier: verifier, challenge: challenge) else {
+            throw OAuthError.invalidGrant("code_verifier does not match the code_challenge (PKCE S256)")
+        }
+        let authTime = Date(timeIntervalSince1970: g["auth_time"]?.doubleValue ?? 0)
+        let familyId = runtime.identifier()
+        let refresh = OpaqueSecret(prefix: "lkor_", runtime: runtime)
+        let session = NewSession(familyId: familyId, userId: record.userId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
+                                 method: .oauth, credentialId: g["credential_id"]?.stringValue.flatMap(Base64URL.decode), authTime: authTime)
+        let started: Bool
+        do { started = try store.startGrant(codeHash: hash, session: session, clientId: client.id, grant: g) } catch {
+            throw OAuthError("temporarily_unavailable", "try again")
+        }
+        guard started else { throw OAuthError.invalidGrant("the code was already used") }
+        let scopes = (g["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
+        try? store.audit(AuditRecord(.oauthTokenIssued, actor: record.userId, subject: record.userId,
+                                     detail: [("clientId", .string(client.id)), ("grant", "authorization_code"), ("sessionId", .string(familyId))]))
+        metrics.oauth(client: client.id, outcome: "token")
+        return try issue(client: client, userId: record.userId, familyId: familyId, grant: g, scopes: scopes,
+                         refreshToken: scopes.contains("offline_access") ? refresh.token : nil, idToken: true)
+    }
+
+    func refresh(_ f: [String: String], client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
+        guard let token = f["refresh_token"], !token.isEmpty else { throw OAuthError.invalidRequest("refresh_token is required") }
+        let next = OpaqueSecret(prefix: "lkor_", runtime: runtime)
+        let outcome: OAuthRefreshOutcome
+        do { outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, ttlSeconds: configuration.refreshTokenTTL) }
+        catch { throw OAuthError("temporarily_unavailable", "try again") }
+        switch outcome {
+        case .invalid: throw OAuthError.invalidGrant("the refresh token is invalid, expired or revoked")
+        case .reused(let family):
+            revoked.insert([family])
+            try? store.audit(AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id, detail: [("sessionId", .string(family))]))
+            throw OAuthError.invalidGrant("refresh token reuse detected: the session is revoked")
+        case .rotated(let userId, let familyId, _, let grant):
+            var scopes = (grant["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
+            if let asked = f["scope"] {
+                // RFC 6749 §6: the scope may repeat or narrow the grant, never widen it.
+                let narrowed = asked.split(separator: " ").map(String.init)
+                guard Set(narrowed).isSubset(of: Set(scopes)) else { throw OAuthError("invalid_scope", "scope exceeds the grant") }
+                scopes = scopes.filter(narrowed.contains)
+            }
+            metrics.oauth(client: client.id, outcome: "refresh")
+            return try issue(client: client, userId: userId, familyId: familyId, grant: grant, scopes: scopes, refreshToken: next.token,
+                             idToken: scopes.contains("openid"))
+        }
+    }
+
+    /// The token response: an access token (RFC 9068), an id_token, and the refresh token when granted.
+    func issue(client: OAuthClientRecord, userId: String, familyId: String, grant g: JSONValue, scopes: [String],
+               refreshToken: String?, idToken: Bool) throws(OAuthError) -> JSONValue {
+        let now = runtime.unixTime
+        let ttl = min(configuration.accessTokenTTL, 300)
+        let details = g["authorization_details"] ?? .null
+        var access: [(key: String, value: JSONValue)] = [
+            ("iss", .string(issuer)), ("sub", .string(userId)), ("aud", g["resource"]?.stringValue.map { .string($0) } ?? .string(issuer)),
+            ("client_id", .string(client.id)), ("scope", .string(scopes.joined(separator: " "))), ("iat", .number(Double(now))),
+            ("exp", .number(Double(now + Int64(ttl)))), ("jti", .string(runtime.identifier())), ("sid", .string(familyId)),
+            ("auth_time", g["auth_time"] ?? .null), ("acr", g["acr"] ?? .null), ("amr", g["amr"] ?? .null),
+        ]
+        if details != .null {
+            access.append(("authorization_details", details))
+            if let receipt = g["receipt_id"], receipt != .null { access.append(("receipt_id", receipt)) }
+        }
+        var body: [(key: String, value: JSONValue)] = []
+        do {
+            body.append(("access_token", .string(try signer.sign(.object(access), type: "at+jwt"))))
+        } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
+        body += [("token_type", "Bearer"), ("expires_in", .number(Double(ttl))), ("scope", .string(scopes.joined(separator: " ")))]
+        if idToken {
+            var claims: [(key: String, value: JSONValue)] = [
+                ("iss", .string(issuer)), ("sub", .string(userId)), ("aud", .string(client.id)), ("azp", .string(client.id)),
+                ("exp", .number(Double(now + Int64(Self.idTokenTTL)))), ("iat", .number(Double(now))), ("auth_time", g["auth_time"] ?? .null),
+                ("acr", g["acr"] ?? .null), ("amr", g["amr"] ?? .null), ("sid", .string(familyId)),
+            ]
+            if let nonce = g["nonce"], nonce != .null { claims.append(("nonce", nonce)) }
+            do {
+                let signed = client.idTokenAlg == "RS256" ? try rsa.sign(.object(claims), type: "JWT")
+                    : try signer.sign(.object(claims), type: "JWT")
+                body.append(("id_token", .string(signed)))
+            } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
+        }
+        if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
+        if details != .null { body.append(("authorization_details", details)) }
+        return .object(body)
+    }
+}

@@ -1,0 +1,207 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+import Storage
+import Tokens
+
+/// The OpenID Provider (SPEC "OpenID Provider"): authorization requests (and PAR), the page's
+/// approve/deny, the token endpoint, userinfo, logout and revocation. Every piece of state is in
+/// PostgreSQL (`OAuthRepository`), so any instance finishes what another began.
+public final class OpenIDProvider: Sendable {
+    let store: OAuthRepository
+    let clients: OAuthClientService
+    let sessions: SessionService
+    let accounts: AccountRepository
+    let recovery: RecoveryRepository
+    let signer: TokenSigner
+    let events: OutboxEvents
+    let metrics: Metrics
+    let configuration: Configuration
+    let runtime: Runtime
+    let revoked: RevokedSessions
+    /// The RSA key for clients that registered `RS256` id_tokens (OpenID Discovery requires it listed).
+    let rsa: RSASigningKey
+
+    static let requestTTL = 600
+    static let pushedTTL = 60
+    static let codeTTL = 60
+    static let idTokenTTL = 600
+    static let requestPrefix = "lkq_"
+    static let requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
+
+    init(store: OAuthRepository, clients: OAuthClientService, sessions: SessionService, accounts: AccountRepository,
+         recovery: RecoveryRepository, signer: TokenSigner, rsa: RSASigningKey, events: OutboxEvents, metrics: Metrics,
+         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions) {
+        self.store = store
+        self.clients = clients
+        self.sessions = sessions
+        self.accounts = accounts
+        self.recovery = recovery
+        self.signer = signer
+        self.rsa = rsa
+        self.events = events
+        self.metrics = metrics
+        self.configuration = configuration
+        self.runtime = runtime
+        self.revoked = revoked
+    }
+
+    var issuer: String { configuration.issuer }
+
+    /// The web app's origin: where `/authorize` lives (SPEC: `<first web origin>/authorize?request=…`).
+    var webOrigin: String {
+        configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? issuer
+    }
+
+    // MARK: Pages that never redirect
+
+    /// RFC 6749 §4.1.2.1: an unknown client or unregistered redirect URI is told to the person, never redirected.
+    static func errorPage(_ message: String, status: Int = 400) -> Response {
+        let escaped = message.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
+        let html = """
+            <!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign-in request refused</title></head>
+            <body><main><h1>This sign-in request cannot continue</h1><p role="alert">\(escaped)</p>
+            <p>Go back to the app you came from and try again.</p></main></body></html>
+            """
+        return .text(status: status, html, contentType: "text/html; charset=utf-8",
+                     headers: [("Cache-Control", "no-store")] + WebAssets.securityHeaders)
+    }
+
+    /// A redirect back to the client with RFC 9207's `iss` (every authorization response carries it).
+    func redirect(_ uri: String, _ params: [(String, String)], state: String?) -> Response {
+        var all = params
+        if let state { all.append(("state", state)) }
+        all.append(("iss", issuer))
+        return .empty(status: 303, headers: [("Location", RedirectURIs.appending(uri, all)), ("Cache-Control", "no-store")])
+    }
+
+    // MARK: Authorization requests
+
+    /// The query (or pushed form) as a dictionary; a parameter given twice is refused (RFC 6749 §3.1).
+    static func single(_ pairs: [(String, String)]) -> (fields: [String: String], duplicate: String?) {
+        var out: [String: String] = [:]
+        var duplicate: String? = nil
+        for (k, v) in pairs where out.updateValue(v, forKey: k) != nil { duplicate = duplicate ?? k }
+        return (out, duplicate)
+    }
+
+    /// `GET /oauth2/authorize`: the checks in RFC 6749 §4.1.2.1's order. An unknown client or a
+    /// redirect URI that is not registered → 400 page; anything else → a redirect with `error`.
+    func authorize(_ query: [(String, String)]) -> Response {
+        let (fields, duplicate) = Self.single(query)
+        guard let clientId = fields["client_id"], !clientId.isEmpty else { return Self.errorPage("client_id is missing.") }
+        let client: OAuthClientRecord
+        do {
+            guard let found = try clients.client(id: clientId) else { return Self.errorPage("The app (client_id) is not registered here.") }
+            client = found
+        } catch { return Self.errorPage("The server cannot look the app up right now.", status: 503) }
+        var params = fields
+        if let requestURI = fields["request_uri"] {
+            // RFC 9126 §4: the pushed request stands for every parameter but client_id.
+            guard requestURI.hasPrefix(Self.requestURIPrefix),
+                  let pushed = try? store.consumePushed(hash: OpaqueSecret.hash(requestURI), clientId: client.id) else {
+                return Self.errorPage("The request_uri is unknown, expired or already used.")
+            }
+            params = [:]
+            for (k, v) in pushed.params.objectValue ?? [] { if let s = v.stringValue { params[k] = s } }
+            params["client_id"] = client.id
+        }
+        guard let presented = params["redirect_uri"], !presented.isEmpty else { return Self.errorPage("redirect_uri is missing.") }
+        guard let redirectURI = RedirectURIs.match(presented, registered: client.redirectURIs, isPublic: client.isPublic) else {
+            return Self.errorPage("The redirect_uri is not registered for this app.")
+        }
+        let state = params["state"]
+        if let duplicate { return redirect(redirectURI, OAuthError.invalidRequest("\(duplicate) is given more than once").pairs, state: state) }
+        do {
+            let checked = try check(params, client: client, redirectURI: redirectURI, pushed: fields["request_uri"] != nil)
+            let id = Self.requestPrefix + Base64URL.encode(runtime.random(32))
+            try store.storeRequest(hash: OpaqueSecret.hash(id), kind: "authorize", clientId: client.id, params: checked, ttlSeconds: Self.requestTTL)
+            return .empty(status: 303, headers: [("Location", webOrigin + "/authorize?request=" + id), ("Cache-Control", "no-store")])
+        } catch let e as OAuthError {
+            metrics.oauth(client: client.id, outcome: e.error)
+            return redirect(redirectURI, e.pairs, state: state)
+        } catch {
+            return redirect(redirectURI, OAuthError("temporarily_unavailable", "try again").pairs, state: state)
+        }
+    }
+
+    /// The parameters of a valid request, normalised, as stored (and as the page reads them).
+    func check(_ p: [String: String], client: OAuthClientRecord, redirectURI: String, pushed: Bool) throws(OAuthError) -> JSONValue {
+        guard p["request"] == nil else { throw OAuthError("request_not_supported", "request objects are not supported; use PAR") }
+        guard p["response_type"] == "code" else {
+            throw OAuthError("unsupported_response_type", "only response_type=code is supported")
+        }
+        if let mode = p["response_mode"], mode != "query" { throw OAuthError.invalidRequest("only response_mode=query is supported") }
+        let scopes = Scopes.parse(p["scope"] ?? "")
+        guard scopes.contains("openid") else { throw OAuthError("invalid_scope", "scope must hold openid") }
+        // RFC 7636 + SPEC: S256 for every client; a missing challenge or another method is refused (no downgrade).
+        guard let challenge = p["code_challenge"], !challenge.isEmpty else {
+            throw OAuthError.invalidRequest("code_challenge is required (PKCE S256)")
+        }
+        guard p["code_challenge_method"] == "S256" else { throw OAuthError.invalidRequest("code_challenge_method must be S256") }
+        guard PKCE.isChallenge(challenge) else { throw OAuthError.invalidRequest("code_challenge is not a base64url SHA-256") }
+        let prompt = Set((p["prompt"] ?? "").split(separator: " ").map(String.init))
+        if prompt.contains("none") {
+            guard prompt.count == 1 else { throw OAuthError.invalidRequest("prompt=none cannot be combined") }
+            // SPEC: no browser session cookie for the OP, so no request can be answered without the page.
+            throw OAuthError("login_required", "the user must sign in with a passkey")
+        }
+        var maxAge: Int? = nil
+        if let m = p["max_age"] {
+            guard let v = Int(m), v >= 0, v <= 1_000_000_000 else { throw OAuthError.invalidRequest("max_age must be a non-negative integer") }
+            maxAge = v
+        }
+        var details: JSONValue = .null
+        if let text = p["authorization_details"] {
+            details = try AuthorizationDetails.parse(text, allowed: client.authorizationDetailsTypes)
+        }
+        if let resource = p["resource"] {
+            guard let u = URLComponents(string: resource), u.scheme == "https" || (configuration.developmentMode && u.scheme == "http"),
+                  u.fragment == nil, !(u.host ?? "").isEmpty else {
+                throw OAuthError("invalid_target", "resource must be an absolute https URI without a fragment")
+            }
+        }
+        for (name, max) in [("state", 2048), ("nonce", 512), ("login_hint", 256), ("acr_values", 512)] {
+            if let v = p[name], v.utf8.count > max { throw OAuthError.invalidRequest("\(name) is longer than \(max) bytes") }
+        }
+        func opt(_ name: String) -> JSONValue { p[name].map { .string($0) } ?? .null }
+        return .object([
+            ("client_id", .string(client.id)), ("redirect_uri", .string(redirectURI)), ("scope", .string(scopes.joined(separator: " "))),
+            ("state", opt("state")), ("nonce", opt("nonce")), ("code_challenge", .string(challenge)),
+            ("prompt", .string(prompt.sorted().joined(separator: " "))), ("max_age", maxAge.map { .number(Double($0)) } ?? .null),
+            ("login_hint", opt("login_hint")), ("acr_values", opt("acr_values")), ("authorization_details", details),
+            ("resource", opt("resource")), ("pushed", .bool(pushed)),
+        ])
+    }
+
+    /// `POST /oauth2/par` (RFC 9126): the client authenticates and pushes its parameters; errors are
+    /// JSON (there is no redirect yet). → 201 `{"request_uri","expires_in"}`.
+    func pushed(_ request: Request) -> Response {
+        do {
+            let fields = try tokenFields(request)
+            let client = try authenticateClient(request, fields)
+            guard fields["request_uri"] == nil else { throw OAuthError.invalidRequest("request_uri cannot be pushed") }
+            guard let presented = fields["redirect_uri"],
+                  let redirectURI = RedirectURIs.match(presented, registered: client.redirectURIs, isPublic: client.isPublic) else {
+                throw OAuthError.invalidRequest("redirect_uri is missing or not registered for this client")
+            }
+            var params = fields
+            for secret in ["client_secret", "client_assertion", "client_assertion_type"] { params[secret] = nil }
+            _ = try check(params, client: client, redirectURI: redirectURI, pushed: true)
+            let uri = Self.requestURIPrefix + Base64URL.encode(runtime.random(32))
+            let stored = JSONValue.object(params.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+            do {
+                try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: stored, ttlSeconds: Self.pushedTTL)
+            } catch { throw OAuthError("temporarily_unavailable", "try again") }
+            return Self.tokenJSON(status: 201, .object([("request_uri", .string(uri)), ("expires_in", .number(Double(Self.pushedTTL)))]))
+        } catch {
+            return Self.tokenError(error)
+        }
+    }
+}
+
+extension OAuthError {
+    var pairs: [(String, String)] { [("error", error), ("error_description", description)] }
+}

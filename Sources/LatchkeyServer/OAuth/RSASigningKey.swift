@@ -1,0 +1,66 @@
+import Crypto
+import JSON
+import Storage
+import Synchronization
+import Tokens
+
+/// The deployment's RS256 key for id_tokens of clients that registered `RS256` (OpenID Discovery
+/// §3 requires RS256 listed). Made once by whichever instance needs it first, sealed under the KEK
+/// like the ES256 keys, shared through PostgreSQL, and published in the JWKS beside them.
+final class RSASigningKey: Sendable {
+    let keys: KeyRepository
+    let sealer: SecretSealer
+    private let cached = Mutex<(key: PrivateKey, kid: String)?>(nil)
+    static let name = "oidc-rs256-signing-key"
+
+    init(keys: KeyRepository, sealer: SecretSealer) {
+        self.keys = keys
+        self.sealer = sealer
+    }
+
+    func key() throws(ServiceError) -> (key: PrivateKey, kid: String) {
+        if let hit = cached.withLock({ $0 }) { return hit }
+        let sealed: [UInt8]
+        do {
+            let stored = try keys.secret(named: Self.name, candidate: [])
+            if stored.isEmpty {
+                let fresh = PrivateKey.generateRSA(bits: 2048)
+                let candidate = try sealer.seal(Array(fresh.pkcs8PEM.utf8), purpose: "oidc-rs256", id: Self.name)
+                try keys.replaceEmptySecret(named: Self.name, with: candidate)
+                sealed = try keys.secret(named: Self.name, candidate: [])
+            } else {
+                sealed = stored
+            }
+        } catch let e as StorageError { throw ServiceError(e) } catch let e as ServiceError { throw e } catch {
+            throw ServiceError(.internalError, "the RS256 key could not be made")
+        }
+        let pem = try sealer.open(sealed, purpose: "oidc-rs256", id: Self.name)
+        guard let key = try? PrivateKey(pkcs8PEM: String(decoding: pem, as: UTF8.self)), let jwk = Self.required(key.publicKey) else {
+            throw ServiceError(.internalError, "the RS256 key is unreadable")
+        }
+        let entry = (key, Base64URL.encode(Digest.sha256(jwk.canonicalized())))
+        cached.withLock { $0 = entry }
+        return entry
+    }
+
+    /// RFC 7638 §3.2: the required members of an RSA public JWK, {e, kty, n}.
+    static func required(_ key: PublicKey) -> JSONValue? {
+        guard let (n, e) = key.rsaComponents else { return nil }
+        return .object([("e", .string(Base64URL.encode(e))), ("kty", "RSA"), ("n", .string(Base64URL.encode(n)))])
+    }
+
+    /// The public JWK for the JWKS (nil when the key cannot be had: the JWKS then lists the ES256 keys only).
+    var jwk: JSONValue? {
+        guard let (key, kid) = try? key(), case .object(let members)? = Self.required(key.publicKey) else { return nil }
+        return .object(members + [("use", "sig"), ("alg", "RS256"), ("kid", .string(kid))])
+    }
+
+    /// A compact JWS, RS256.
+    func sign(_ claims: JSONValue, type: String) throws(ServiceError) -> String {
+        let (key, kid) = try key()
+        let header: JSONValue = .object([("alg", "RS256"), ("typ", .string(type)), ("kid", .string(kid))])
+        let input = Base64URL.encode(header.serialized()) + "." + Base64URL.encode(claims.serialized())
+        guard let sig = try? key.sign(Array(input.utf8), algorithm: .rsaPKCS1(.sha256)) else { throw ServiceError(.internalError, "RS256 signing failed") }
+        return input + "." + Base64URL.encode(sig)
+    }
+}

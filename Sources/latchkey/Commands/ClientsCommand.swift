@@ -1,0 +1,76 @@
+import Foundation
+import LatchkeyServer
+import Storage
+
+/// `latchkey clients add|list|remove`: OpenID clients (SPEC "OpenID Provider", "Clients"), straight
+/// in PostgreSQL (DATABASE_URL); every change is in the audit log with actor `cli`.
+enum ClientsCommand: Command {
+    static let name = "clients"
+    static let summary = "add, list or remove OpenID clients (DATABASE_URL)"
+    static let help = """
+        usage: latchkey clients add <name> --redirect-uri U [--redirect-uri U …] [--public]
+                                    [--post-logout-redirect-uri U …] [--jwks-uri U]
+                                    [--authorization-details-type T …] [--id-token-alg ES256|RS256]
+               latchkey clients list
+               latchkey clients remove <client_id>
+
+        add     registers a client and prints `client_id: <id>` and, for a confidential client,
+                `client_secret: <secret>` (shown this once; stored hashed). --public: a native or
+                browser app without a secret (token endpoint auth `none`; loopback and private-use
+                scheme redirect URIs). --jwks-uri: the client authenticates with private_key_jwt.
+        list    one client a line: id, name, public or confidential, redirect URIs.
+        remove  deletes the client and ends every session it holds.
+        Exit status: 0 done, 1 refused (invalid or unknown), 64 bad usage.
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        let args: ParsedArguments
+        do {
+            args = try ParsedArguments(arguments, valued: ["redirect-uri", "post-logout-redirect-uri", "jwks-uri", "authorization-details-type",
+                                                           "id-token-alg"], flags: ["help", "public"])
+        } catch { printError("latchkey clients: \(error.message)\n\n\(help)"); return ExitCode.usage }
+        if args.has("help") { print(help); return ExitCode.success }
+        let verb = args.positionals.first
+        switch verb {
+        case "add":
+            guard args.positionals.count == 2, !args.all("redirect-uri").isEmpty else {
+                printError("latchkey clients: add needs a name and at least one --redirect-uri\n\n\(help)"); return ExitCode.usage
+            }
+        case "remove":
+            guard args.positionals.count == 2 else { printError("latchkey clients: remove needs a client_id\n\n\(help)"); return ExitCode.usage }
+        case "list":
+            guard args.positionals.count == 1 else { printError("latchkey clients: list takes no arguments\n\n\(help)"); return ExitCode.usage }
+        default: printError("latchkey clients: say add, list or remove\n\n\(help)"); return ExitCode.usage
+        }
+        let configuration: Configuration
+        do { configuration = try Configuration.fromEnvironment() } catch { printError("latchkey clients: \(error)"); return ExitCode.usage }
+        return withDatabase("latchkey clients", unset: "DATABASE_URL is not set\n\n\(help)") { database, _ in
+            let clients = OAuthClientService(database: database, configuration: configuration)
+            do throws(ServiceError) {
+                switch verb {
+                case "add":
+                    var r = OAuthClientService.Registration(name: args.positionals[1], redirectURIs: args.all("redirect-uri"))
+                    r.isPublic = args.has("public")
+                    r.postLogoutRedirectURIs = args.all("post-logout-redirect-uri")
+                    r.jwksURI = args.value("jwks-uri")
+                    r.authorizationDetailsTypes = args.all("authorization-details-type")
+                    r.idTokenAlg = args.value("id-token-alg") ?? "ES256"
+                    let created = try clients.add(r, by: .named("cli"))
+                    print("client_id: \(created.client.id)")
+                    if let secret = created.secret { print("client_secret: \(secret)") }
+                case "list":
+                    for c in try clients.list() {
+                        print("\(c.id)  \(c.name)  \(c.isPublic ? "public" : "confidential")  \(c.redirectURIs.joined(separator: " "))")
+                    }
+                default:
+                    _ = try clients.remove(id: args.positionals[1], by: .named("cli"))
+                    print("removed \(args.positionals[1])")
+                }
+                return ExitCode.success
+            } catch {
+                printError("latchkey clients: \(error.detail)")
+                return ExitCode.failure
+            }
+        }
+    }
+}

@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""Latchkey's OpenID Provider against a real server, driven by a client library nobody here wrote
+(Authlib, from PyPI), plus the negative tests SPEC "OpenID Provider" lists. Run by Tests/OIDC/run.sh.
+
+Sign-in is a software passkey (softauthn.py) against the server's /v1 API, standing in for the
+person on the /authorize page; the page's approve/deny API is called exactly as the page calls it.
+Prints one line per test and closes with 'N passed, N failed'; exit 1 on any failure.
+"""
+import base64
+import hashlib
+import http.server
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.parse
+import warnings
+
+warnings.filterwarnings('ignore', message='authlib.jose module is deprecated')
+import requests
+from authlib.integrations.requests_client import OAuth2Session
+from authlib.jose import JsonWebKey, jwt
+from authlib.oauth2.rfc7523 import PrivateKeyJWT
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+from softauthn import SoftPasskey, b64u
+
+BASE = os.environ['LATCHKEY_URL'].rstrip('/')
+BIN = os.environ['LATCHKEY_BIN']
+RP_ID = urllib.parse.urlparse(BASE).hostname
+RESULTS = []
+S = requests.Session()
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def api(method, path, body=None, token=None, headers=None):
+    h = dict(headers or {})
+    if token:
+        h['Authorization'] = 'Bearer ' + token
+    r = S.request(method, BASE + path, json=body, headers=h, allow_redirects=False, timeout=20)
+    try:
+        data = r.json()
+    except ValueError:
+        data = None
+    return r.status_code, data
+
+
+def sign_up(username):
+    pk = SoftPasskey(RP_ID, BASE)
+    st, options = api('POST', '/v1/passkeys/registration/options', {'username': username, 'displayName': username.title()})
+    check(st == 200, f'registration options: {st} {options}')
+    st, done = api('POST', '/v1/passkeys/registration/verify', pk.create(options))
+    check(st == 201, f'registration verify: {st} {done}')
+    return pk, done['tokens']['access_token'], done['user']['id']
+
+
+def sign_in(pk):
+    st, options = api('POST', '/v1/passkeys/authentication/options', {})
+    check(st == 200, f'authentication options: {st}')
+    st, done = api('POST', '/v1/passkeys/authentication/verify', pk.get(options))
+    check(st == 200, f'authentication verify: {st} {done}')
+    return done['tokens']['access_token']
+
+
+def add_client(name, *args):
+    out = subprocess.run([BIN, 'clients', 'add', name, *args], capture_output=True, text=True, check=True).stdout
+    fields = dict(line.split(': ', 1) for line in out.strip().splitlines())
+    return fields['client_id'], fields.get('client_secret')
+
+
+DISCOVERY = None
+
+
+def authorize_to_request(url):
+    """The browser's first hop: /oauth2/authorize answers 303 to the web app's /authorize page."""
+    r = S.get(url, allow_redirects=False, timeout=20)
+    check(r.status_code == 303, f'authorize: {r.status_code} {r.text[:200]}')
+    loc = r.headers['Location']
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(loc).query)
+    if 'request' not in q:
+        return None, loc
+    check(loc.startswith(BASE + '/authorize?request='), f'page location {loc}')
+    return q['request'][0], loc
+
+
+def approve(request_id, token, step_up=None):
+    headers = {'Latchkey-Step-Up': step_up} if step_up else {}
+    return api('POST', f'/v1/oauth/requests/{request_id}/approve', token=token, headers=headers)
+
+
+def step_up(pk, token, action):
+    st, ch = api('POST', '/v1/step-up/challenges', {'method': 'passkey', 'action': action}, token=token)
+    check(st == 201, f'step-up challenge: {st} {ch}')
+    st, v = api('POST', '/v1/step-up/verify', {'challengeId': ch['challengeId'], 'credential': pk.get(ch['publicKey'])}, token=token)
+    check(st == 200, f'step-up verify: {st} {v}')
+    return v['access_token']
+
+
+def query_of(url):
+    return {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlparse(url).query).items()}
+
+
+def jwks():
+    return JsonWebKey.import_key_set(S.get(DISCOVERY['jwks_uri'], timeout=10).json())
+
+
+def decode_id_token(token, client_id, nonce):
+    claims = jwt.decode(token, jwks(), claims_options={'iss': {'essential': True, 'value': DISCOVERY['issuer']},
+                                                      'aud': {'essential': True, 'value': client_id},
+                                                      'nonce': {'essential': True, 'value': nonce}})
+    claims.validate()
+    return claims
+
+
+def code_flow(client, token, redirect_uri, scope='openid profile email offline_access', extra=None, step=None):
+    """Authlib builds the request; the 'person' approves; returns (session, code redirect, verifier, nonce, state)."""
+    verifier = secrets.token_urlsafe(48)
+    nonce, state = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
+    url, _ = client.create_authorization_url(DISCOVERY['authorization_endpoint'], redirect_uri=redirect_uri, scope=scope, state=state,
+                                             nonce=nonce, code_verifier=verifier, **(extra or {}))
+    request_id, _ = authorize_to_request(url)
+    st, body = approve(request_id, token, step)
+    check(st == 200, f'approve: {st} {body}')
+    return body['redirectTo'], verifier, nonce, state
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_discovery():
+    d = DISCOVERY
+    for k in ['issuer', 'authorization_endpoint', 'token_endpoint', 'userinfo_endpoint', 'jwks_uri', 'end_session_endpoint',
+              'pushed_authorization_request_endpoint', 'revocation_endpoint']:
+        check(k in d, f'discovery lacks {k}')
+    check(d['code_challenge_methods_supported'] == ['S256'], 'S256 only')
+    check('RS256' in d['id_token_signing_alg_values_supported'] and 'ES256' in d['id_token_signing_alg_values_supported'], 'algs')
+    check(d['subject_types_supported'] == ['public'], 'subject types')
+    check(d['authorization_response_iss_parameter_supported'] is True, 'RFC 9207')
+    check(set(d['token_endpoint_auth_methods_supported']) == {'client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'}, 'auth')
+    kinds = {k['kty'] for k in S.get(d['jwks_uri'], timeout=10).json()['keys']}
+    check(kinds == {'EC', 'RSA'}, f'JWKS key types {kinds}')
+
+
+def test_authlib_code_flow_refresh_userinfo_logout():
+    cid, secret = add_client('Authlib app', '--redirect-uri', 'https://app.example/cb', '--post-logout-redirect-uri', 'https://app.example/bye')
+    client = OAuth2Session(cid, secret, token_endpoint_auth_method='client_secret_basic', code_challenge_method='S256')
+    redirect, verifier, nonce, state = code_flow(client, USER_TOKEN, 'https://app.example/cb')
+    q = query_of(redirect)
+    check(redirect.startswith('https://app.example/cb?'), redirect)
+    check(q['iss'] == DISCOVERY['issuer'], 'RFC 9207 iss in the authorization response')
+    check(q['state'] == state, 'state echoed')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://app.example/cb',
+                             code_verifier=verifier)
+    check({'access_token', 'id_token', 'refresh_token', 'expires_in'} <= set(tok), f'token response {list(tok)}')
+    check(tok['token_type'].lower() == 'bearer' and tok['expires_in'] <= 300, 'access token lifetime')
+    claims = decode_id_token(tok['id_token'], cid, nonce)
+    check(claims['sub'] == USER_ID and claims['azp'] == cid and 'sid' in claims and 'auth_time' in claims, f'id_token {dict(claims)}')
+    header = json.loads(base64.urlsafe_b64decode(tok['id_token'].split('.')[0] + '=='))
+    check(header['alg'] == 'ES256' and 'kid' in header, f'id_token header {header}')
+    info = client.get(DISCOVERY['userinfo_endpoint']).json()
+    check(info['sub'] == USER_ID and info['preferred_username'] == USERNAME, f'userinfo {info}')
+    old_refresh = tok['refresh_token']
+    new = client.refresh_token(DISCOVERY['token_endpoint'], refresh_token=old_refresh)
+    check(new['refresh_token'] != old_refresh and 'access_token' in new, 'rotated')
+    # Reuse of the rotated-out token revokes the family: the new refresh token dies too.
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': old_refresh}, auth=(cid, secret))
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'reuse: {r.status_code} {r.text}')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': new['refresh_token']}, auth=(cid, secret))
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', 'family revoked after reuse')
+    # A second sign-in, then RP-initiated logout with id_token_hint.
+    redirect, verifier, nonce, state = code_flow(client, USER_TOKEN, 'https://app.example/cb')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://app.example/cb',
+                             code_verifier=verifier)
+    r = S.get(DISCOVERY['end_session_endpoint'], params={'id_token_hint': tok['id_token'], 'post_logout_redirect_uri': 'https://app.example/bye',
+                                                         'state': 'xyz'}, allow_redirects=False)
+    check(r.status_code == 303 and r.headers['Location'] == 'https://app.example/bye?state=xyz', f'logout: {r.status_code} {r.headers}')
+    r = S.get(DISCOVERY['userinfo_endpoint'], headers={'Authorization': 'Bearer ' + tok['access_token']})
+    check(r.status_code == 401, f'userinfo after logout: {r.status_code}')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token']}, auth=(cid, secret))
+    check(r.status_code == 400, 'refresh after logout')
+    # A post_logout_redirect_uri not registered is never redirected to.
+    r = S.get(DISCOVERY['end_session_endpoint'], params={'id_token_hint': tok['id_token'], 'post_logout_redirect_uri': 'https://evil.example/'},
+              allow_redirects=False)
+    check(r.status_code == 400 and 'Location' not in r.headers, 'unregistered post-logout URI')
+
+
+def test_client_secret_post_and_revoke():
+    cid, secret = add_client('Post app', '--redirect-uri', 'https://post.example/cb')
+    client = OAuth2Session(cid, secret, token_endpoint_auth_method='client_secret_post', code_challenge_method='S256')
+    redirect, verifier, nonce, _ = code_flow(client, USER_TOKEN, 'https://post.example/cb')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://post.example/cb',
+                             code_verifier=verifier)
+    decode_id_token(tok['id_token'], cid, nonce)
+    r = S.post(DISCOVERY['revocation_endpoint'], data={'token': tok['refresh_token'], 'client_id': cid, 'client_secret': secret})
+    check(r.status_code == 200, f'revoke {r.status_code}')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token'],
+                                                  'client_id': cid, 'client_secret': secret})
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', 'revoked refresh token')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': 'x', 'client_id': cid, 'client_secret': 'wrong'})
+    check(r.status_code == 401 and r.json()['error'] == 'invalid_client' and 'WWW-Authenticate' in r.headers, 'bad secret → invalid_client')
+
+
+def test_public_client_loopback_any_port():
+    cid, secret = add_client('Native app', '--public', '--redirect-uri', 'http://127.0.0.1/callback')
+    check(secret is None, 'a public client has no secret')
+    client = OAuth2Session(cid, None, token_endpoint_auth_method='none', code_challenge_method='S256')
+    redirect, verifier, nonce, _ = code_flow(client, USER_TOKEN, 'http://127.0.0.1:53127/callback', scope='openid')
+    check(redirect.startswith('http://127.0.0.1:53127/callback?'), redirect)
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='http://127.0.0.1:53127/callback',
+                             code_verifier=verifier)
+    decode_id_token(tok['id_token'], cid, nonce)
+    check('refresh_token' not in tok, 'no refresh token without offline_access')
+
+
+def test_token_endpoint_cors_for_public_clients_only():
+    cid, _ = add_client('SPA', '--public', '--redirect-uri', 'https://spa.example/cb')
+    for origin, allowed in [('https://spa.example', True), ('https://evil.example', False)]:
+        r = S.options(DISCOVERY['token_endpoint'], headers={'Origin': origin, 'Access-Control-Request-Method': 'POST'})
+        got = r.headers.get('Access-Control-Allow-Origin')
+        check((got == origin) if allowed else (got is None), f'preflight from {origin}: {r.status_code} {got}')
+        r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': 'x', 'client_id': cid},
+                   headers={'Origin': origin})
+        got = r.headers.get('Access-Control-Allow-Origin')
+        check((got == origin) if allowed else (got is None), f'token from {origin}: {got}')
+
+
+def test_revoking_the_passkey_ends_the_oauth_session():
+    pk, token, user_id = sign_up('oidc-rev-' + secrets.token_hex(3))
+    cid, secret = add_client('Revocation app', '--redirect-uri', 'https://rev.example/cb')
+    client = OAuth2Session(cid, secret, code_challenge_method='S256')
+    redirect, verifier, _, _ = code_flow(client, token, 'https://rev.example/cb')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://rev.example/cb',
+                             code_verifier=verifier)
+    action = {'type': 'latchkey.passkey.revoke', 'credentialId': b64u(pk.cred_id)}
+    st, body = api('DELETE', f'/v1/passkeys/{b64u(pk.cred_id)}', token=token, headers={'Latchkey-Step-Up': step_up(pk, token, action)})
+    check(st == 200, f'passkey revoked: {st} {body}')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token']}, auth=(cid, secret))
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'the OAuth session ended with the passkey: {r.status_code} {r.text}')
+
+
+def test_the_docs_flask_example_works_when_pasted():
+    """docs/oidc.md's Python web app, exactly as written there (placeholders filled in), run with Flask's
+    test client: /login → the page's approval → /auth/callback signs the user in; /pay asks for the payment."""
+    import re
+    doc = open(os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'oidc.md'), encoding='utf-8').read()
+    block = re.search(r'## 2\. A Python web app.*?```python\n(.*?)```', doc, re.S).group(1)
+    cid, secret = add_client('Docs example', '--redirect-uri', 'http://localhost/auth/callback', '--authorization-details-type', 'payment_initiation')
+    code = block.replace('lkc_…', cid).replace('lks_…', secret).replace('https://login.example.com', BASE)
+    namespace = {'__name__': 'docs_example'}
+    exec(compile(code, 'docs/oidc.md', 'exec'), namespace)
+    web = namespace['app'].test_client()
+    r = web.get('/login')
+    check(r.status_code == 302 and r.headers['Location'].startswith(DISCOVERY['authorization_endpoint']), f'/login: {r.status_code}')
+    request_id, _ = authorize_to_request(r.headers['Location'])
+    st, body = approve(request_id, USER_TOKEN)
+    check(st == 200 and body['redirectTo'].startswith('http://localhost/auth/callback?'), f'approve {st} {body}')
+    r = web.get('/auth/callback?' + urllib.parse.urlsplit(body['redirectTo']).query)
+    check(r.status_code == 302, f'callback: {r.status_code} {r.get_data(as_text=True)[:300]}')
+    with web.session_transaction() as session:
+        check(session['user']['sub'] == USER_ID, f'signed in: {session.get("user")}')
+    r = web.get('/pay')
+    request_id, _ = authorize_to_request(r.headers['Location'])
+    st, view = api('GET', f'/v1/oauth/requests/{request_id}')
+    check(view['authorizationDetails'][0]['creditorName'] == 'Merchant A', f'the payment is asked for: {view}')
+
+
+def test_rs256_id_token():
+    cid, secret = add_client('RS256 app', '--redirect-uri', 'https://rs.example/cb', '--id-token-alg', 'RS256')
+    client = OAuth2Session(cid, secret, code_challenge_method='S256')
+    redirect, verifier, nonce, _ = code_flow(client, USER_TOKEN, 'https://rs.example/cb')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://rs.example/cb',
+                             code_verifier=verifier)
+    header = json.loads(base64.urlsafe_b64decode(tok['id_token'].split('.')[0] + '=='))
+    check(header['alg'] == 'RS256', f'header {header}')
+    decode_id_token(tok['id_token'], cid, nonce)
+
+
+def test_code_replay_revokes():
+    cid, secret = add_client('Replay app', '--redirect-uri', 'https://replay.example/cb')
+    client = OAuth2Session(cid, secret, code_challenge_method='S256')
+    redirect, verifier, _, _ = code_flow(client, USER_TOKEN, 'https://replay.example/cb')
+    form = {'grant_type': 'authorization_code', 'code': query_of(redirect)['code'], 'redirect_uri': 'https://replay.example/cb',
+            'code_verifier': verifier}
+    first = S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, secret))
+    check(first.status_code == 200, f'first use {first.text}')
+    second = S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, secret))
+    check(second.status_code == 400 and second.json()['error'] == 'invalid_grant', 'replay refused')
+    r = S.get(DISCOVERY['userinfo_endpoint'], headers={'Authorization': 'Bearer ' + first.json()['access_token']})
+    check(r.status_code == 401, f'the first use\'s access token is revoked: {r.status_code}')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': first.json()['refresh_token']}, auth=(cid, secret))
+    check(r.status_code == 400, 'the first use\'s refresh token is revoked')
+
+
+def raw_authorize(cid, **params):
+    verifier = secrets.token_urlsafe(48)
+    p = {'response_type': 'code', 'client_id': cid, 'redirect_uri': 'https://neg.example/cb', 'scope': 'openid', 'state': 'st8',
+         'code_challenge': create_s256_code_challenge(verifier), 'code_challenge_method': 'S256'}
+    p.update(params)
+    p = {k: v for k, v in p.items() if v is not None}
+    return S.get(DISCOVERY['authorization_endpoint'], params=p, allow_redirects=False), verifier
+
+
+def test_negative_authorization_requests():
+    cid, secret = add_client('Negative app', '--redirect-uri', 'https://neg.example/cb', '--authorization-details-type', 'payment_initiation')
+    # Unknown client, unregistered redirect URI: a 400 page, never a redirect.
+    r, _ = raw_authorize('lkc_AAAAAAAAAAAAAAAAAAAAAA')
+    check(r.status_code == 400 and 'Location' not in r.headers, 'unknown client')
+    r, _ = raw_authorize(cid, redirect_uri='https://neg.example/cb/other')
+    check(r.status_code == 400 and 'Location' not in r.headers, 'redirect-URI mismatch')
+    r, _ = raw_authorize(cid, redirect_uri='https://evil.example/cb')
+    check(r.status_code == 400 and 'Location' not in r.headers, 'foreign redirect URI')
+
+    def error_of(resp):
+        check(resp.status_code == 303, f'{resp.status_code} {resp.text[:200]}')
+        q = query_of(resp.headers['Location'])
+        check(resp.headers['Location'].startswith('https://neg.example/cb?'), resp.headers['Location'])
+        check(q.get('iss') == DISCOVERY['issuer'] and q.get('state') == 'st8', f'iss and state on errors: {q}')
+        return q['error']
+    # PKCE downgrade: no challenge, or the plain method.
+    check(error_of(raw_authorize(cid, code_challenge=None, code_challenge_method=None)[0]) == 'invalid_request', 'no PKCE')
+    check(error_of(raw_authorize(cid, code_challenge_method='plain')[0]) == 'invalid_request', 'plain PKCE')
+    check(error_of(raw_authorize(cid, prompt='none')[0]) == 'login_required', 'prompt=none')
+    check(error_of(raw_authorize(cid, scope='profile')[0]) == 'invalid_scope', 'no openid scope')
+    check(error_of(raw_authorize(cid, response_type='token')[0]) == 'unsupported_response_type', 'implicit refused')
+    details = json.dumps([{'type': 'account_information'}])
+    check(error_of(raw_authorize(cid, authorization_details=details)[0]) == 'invalid_authorization_details', 'type not allowed')
+    # Wrong verifier, and redirect_uri mismatch at the token endpoint.
+    for bad in ['verifier', 'redirect']:
+        r, verifier = raw_authorize(cid)
+        request_id = query_of(r.headers['Location'])['request']
+        st, body = approve(request_id, USER_TOKEN)
+        check(st == 200, f'approve {st} {body}')
+        q = query_of(body['redirectTo'])
+        check(q['iss'] == DISCOVERY['issuer'] and q['state'] == 'st8', 'iss/state on the code response')
+        form = {'grant_type': 'authorization_code', 'code': q['code'], 'redirect_uri': 'https://neg.example/cb', 'code_verifier': verifier}
+        if bad == 'verifier':
+            form['code_verifier'] = secrets.token_urlsafe(48)
+        else:
+            form['redirect_uri'] = 'https://neg.example/other'
+        t = S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, secret))
+        check(t.status_code == 400 and t.json()['error'] == 'invalid_grant', f'{bad}: {t.status_code} {t.text}')
+    # A request is used up by approve: a second approve is 404.
+    r, _ = raw_authorize(cid)
+    request_id = query_of(r.headers['Location'])['request']
+    check(approve(request_id, USER_TOKEN)[0] == 200, 'approve once')
+    check(approve(request_id, USER_TOKEN)[0] == 404, 'request single use')
+    # Deny → access_denied with state and iss.
+    r, _ = raw_authorize(cid)
+    request_id = query_of(r.headers['Location'])['request']
+    st, body = api('POST', f'/v1/oauth/requests/{request_id}/deny', token=USER_TOKEN)
+    q = query_of(body['redirectTo'])
+    check(st == 200 and q['error'] == 'access_denied' and q['iss'] == DISCOVERY['issuer'] and q['state'] == 'st8', f'deny {q}')
+    # Approve without a session → 401; the mix-up defence: the iss a client sees is always ours.
+    r, _ = raw_authorize(cid)
+    request_id = query_of(r.headers['Location'])['request']
+    check(approve(request_id, None)[0] == 401, 'approve needs a session')
+
+
+def test_payment_authorization_details_step_up():
+    cid, secret = add_client('Bank checkout', '--redirect-uri', 'https://shop.example/cb', '--authorization-details-type', 'payment_initiation')
+    details = [{'type': 'payment_initiation', 'instructedAmount': {'currency': 'EUR', 'amount': '42.00'}, 'creditorName': 'Merchant A'}]
+    client = OAuth2Session(cid, secret, code_challenge_method='S256')
+    verifier = secrets.token_urlsafe(48)
+    url, state = client.create_authorization_url(DISCOVERY['authorization_endpoint'], redirect_uri='https://shop.example/cb', scope='openid',
+                                                 code_verifier=verifier, authorization_details=json.dumps(details))
+    request_id, _ = authorize_to_request(url)
+    st, view = api('GET', f'/v1/oauth/requests/{request_id}')
+    check(st == 200 and view['client']['name'] == 'Bank checkout' and view['authorizationDetails'] == details, f'view {view}')
+    st, body = approve(request_id, USER_TOKEN)
+    check(st == 403 and body['code'] == 'step_up_required', f'no step-up: {st} {body}')
+    other = step_up(PASSKEY, USER_TOKEN, {'type': 'latchkey.oauth.authorize', 'clientId': cid,
+                                          'authorizationDetails': [dict(details[0], creditorName='Merchant B')]})
+    st, body = approve(request_id, USER_TOKEN, other)
+    check(st == 403 and body['code'] == 'step_up_required', f'step-up for other details: {st} {body}')
+    right = step_up(PASSKEY, USER_TOKEN, view['stepUpAction'])
+    st, body = approve(request_id, USER_TOKEN, right)
+    check(st == 200, f'approve with step-up {st} {body}')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=body['redirectTo'], redirect_uri='https://shop.example/cb',
+                             code_verifier=verifier)
+    check(tok['authorization_details'] == details, 'details in the token response')
+    access = json.loads(base64.urlsafe_b64decode(tok['access_token'].split('.')[1] + '=='))
+    check(access['authorization_details'] == details and access['receipt_id'] and access['client_id'] == cid, f'access token {access}')
+    st, receipt = api('GET', f'/v1/step-up/receipts/{access["receipt_id"]}', token=USER_TOKEN)
+    check(st == 200, f'the receipt exists and verifies offline as today: {st} {receipt}')
+    # docs/oidc.md's resource-server check, as written there, accepts this token and returns the receipt.
+    import re
+    doc = open(os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'oidc.md'), encoding='utf-8').read()
+    block = re.search(r'## 4\. A resource server.*?```python\n(.*?)```', doc, re.S).group(1)
+    namespace = {'__name__': 'docs_resource_server'}
+    exec(compile(block.replace('https://login.example.com', BASE), 'docs/oidc.md', 'exec'), namespace)
+    check(namespace['check_payment'](tok['access_token'], '42.00', 'EUR', 'Merchant A') == access['receipt_id'], 'the docs check accepts it')
+    try:
+        namespace['check_payment'](tok['access_token'], '43.00', 'EUR', 'Merchant A')
+        raise RuntimeError('another amount passed the docs check')
+    except AssertionError:
+        pass
+
+
+def test_par():
+    cid, secret = add_client('PAR app', '--redirect-uri', 'https://par.example/cb')
+    verifier = secrets.token_urlsafe(48)
+    r = S.post(DISCOVERY['pushed_authorization_request_endpoint'], auth=(cid, secret), data={
+        'response_type': 'code', 'client_id': cid, 'redirect_uri': 'https://par.example/cb', 'scope': 'openid', 'state': 'p1', 'nonce': 'n1',
+        'code_challenge': create_s256_code_challenge(verifier), 'code_challenge_method': 'S256'})
+    check(r.status_code == 201 and r.json()['request_uri'].startswith('urn:ietf:params:oauth:request_uri:'), f'PAR {r.status_code} {r.text}')
+    uri = r.json()['request_uri']
+    request_id, _ = authorize_to_request(DISCOVERY['authorization_endpoint'] + '?' + urllib.parse.urlencode({'client_id': cid, 'request_uri': uri}))
+    st, body = approve(request_id, USER_TOKEN)
+    q = query_of(body['redirectTo'])
+    check(q['state'] == 'p1', 'state from the pushed request')
+    client = OAuth2Session(cid, secret)
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=body['redirectTo'], redirect_uri='https://par.example/cb',
+                             code_verifier=verifier)
+    decode_id_token(tok['id_token'], cid, 'n1')
+    r = S.get(DISCOVERY['authorization_endpoint'], params={'client_id': cid, 'request_uri': uri}, allow_redirects=False)
+    check(r.status_code == 400, 'a request_uri is single use')
+
+
+def test_private_key_jwt_with_jti_replay():
+    key = JsonWebKey.generate_key('EC', 'P-256', is_private=True)
+    public = key.as_dict(is_private=False)
+    public['kid'] = 'k1'
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({'keys': [public]}).encode()
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    server = http.server.HTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cid, secret = add_client('JWT app', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', f'http://127.0.0.1:{server.server_port}/jwks.json')
+        redirect, verifier, nonce, _ = code_flow(OAuth2Session(cid, None, code_challenge_method='S256'), USER_TOKEN, 'https://jwt.example/cb')
+        now = int(time.time())
+        assertion = jwt.encode({'alg': 'ES256', 'kid': 'k1'}, {'iss': cid, 'sub': cid, 'aud': DISCOVERY['token_endpoint'], 'jti': secrets.token_hex(8),
+                                                              'iat': now, 'exp': now + 120}, key).decode()
+        form = {'grant_type': 'authorization_code', 'code': query_of(redirect)['code'], 'redirect_uri': 'https://jwt.example/cb',
+                'code_verifier': verifier, 'client_id': cid,
+                'client_assertion_type': 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', 'client_assertion': assertion}
+        r = S.post(DISCOVERY['token_endpoint'], data=form)
+        check(r.status_code == 200, f'private_key_jwt {r.status_code} {r.text}')
+        decode_id_token(r.json()['id_token'], cid, nonce)
+        again = dict(form, grant_type='refresh_token', refresh_token=r.json()['refresh_token'])
+        del again['code']
+        r = S.post(DISCOVERY['token_endpoint'], data=again)
+        check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'jti replay refused: {r.status_code} {r.text}')
+    finally:
+        server.shutdown()
+
+
+def test_prompt_login_and_max_age():
+    cid, secret = add_client('Strict app', '--redirect-uri', 'https://neg.example/cb')
+    for params in [{'prompt': 'login'}, {'max_age': '0'}]:
+        r, _ = raw_authorize(cid, **params)
+        request_id = query_of(r.headers['Location'])['request']
+        st, view = api('GET', f'/v1/oauth/requests/{request_id}')
+        check(view['prompt'] == params.get('prompt') or view['maxAge'] == 0, f'view {view}')
+        # USER_TOKEN's sign-in was at the start of this run, before this request: refused.
+        st, body = approve(request_id, USER_TOKEN)
+        check(st == 401, f'{params}: an older sign-in is refused: {st} {body}')
+        fresh = sign_in(PASSKEY)
+        st, body = approve(request_id, fresh)
+        check(st == 200, f'{params}: a sign-in for this request approves: {st} {body}')
+
+
+def test_admin_clients_api():
+    global BASE
+    # The admin API is not served through the public front (deploy/nginx: /admin/ is internal only).
+    r = S.get(BASE + '/admin/v1/clients', headers={'Authorization': 'Bearer ' + os.environ['LATCHKEY_TEST_ADMIN_KEY']})
+    check(r.status_code == 403, f'the public front keeps /admin/ off: {r.status_code}')
+    public, BASE = BASE, os.environ['LATCHKEY_ADMIN_URL']
+    try:
+        admin_checks()
+    finally:
+        BASE = public
+
+
+def admin_checks():
+    key = os.environ['LATCHKEY_TEST_ADMIN_KEY']
+    st, body = api('POST', '/admin/v1/clients', {'name': 'API app', 'redirectUris': ['https://api.example/cb']}, token=key)
+    check(st == 201 and body['clientSecret'].startswith('lks_'), f'create {st} {body}')
+    st, listed = api('GET', '/admin/v1/clients', token=key)
+    check(any(c['id'] == body['id'] for c in listed['clients']) and all('clientSecret' not in c for c in listed['clients']), 'list hides secrets')
+    st, _ = api('POST', '/admin/v1/clients', {'name': 'Bad', 'redirectUris': ['http://evil.example/cb']}, token=key)
+    check(st == 400, 'plain http redirect refused')
+    st, patched = api('PATCH', f'/admin/v1/clients/{body["id"]}', {'redirectUris': ['https://api.example/cb', 'https://api.example/2']}, token=key)
+    check(st == 200 and len(patched['redirectUris']) == 2, f'patch {st}')
+    # A user token (even a passkey session) is not an admin.
+    st, _ = api('POST', '/admin/v1/clients', {'name': 'x', 'redirectUris': ['https://x.example/cb']}, token=USER_TOKEN)
+    check(st == 403, f'a user token cannot add clients: {st}')
+    st, _ = api('DELETE', f'/admin/v1/clients/{body["id"]}', token=key)
+    check(st == 204, 'delete')
+    # Every approval and refusal is audited, the client changes too; /metrics counts per client.
+    for action in ['oauth.authorized', 'oauth.denied', 'oauth.token_issued', 'oauth.code_replayed', 'client.added', 'client.removed']:
+        st, audit = api('GET', f'/admin/v1/audit?action={action}&limit=5', token=key)
+        check(st == 200 and audit['entries'], f'audit {action}: {st} {audit}')
+    st, authorized = api('GET', '/admin/v1/audit?action=oauth.authorized&limit=50', token=key)
+    check(any(e['detail'].get('receiptId') for e in authorized['entries']), 'the payment approval names its receipt')
+    metrics = S.get(BASE + '/metrics').text
+    check('latchkey_oauth_total{client="lkc_' in metrics and 'outcome="authorized"' in metrics and 'outcome="code_replayed"' in metrics,
+          'per-client metrics')
+
+
+WEBHOOKS = []
+
+
+def subscribe_webhooks():
+    """A receiver on loopback (dev mode allows http there) subscribed to oauth.authorized / oauth.denied."""
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            WEBHOOKS.append(json.loads(self.rfile.read(int(self.headers['Content-Length']))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    r = requests.post(os.environ['LATCHKEY_ADMIN_URL'] + '/admin/v1/webhooks', timeout=20,
+                      headers={'Authorization': 'Bearer ' + os.environ['LATCHKEY_TEST_ADMIN_KEY']},
+                      json={'url': f'http://127.0.0.1:{server.server_port}/hook', 'events': ['oauth.authorized', 'oauth.denied']})
+    check(r.status_code == 201, f'webhook subscription: {r.status_code} {r.text}')
+
+
+def test_webhook_events():
+    """oauth.authorized / oauth.denied reach a subscribed endpoint through the outbox, with {userId,clientId,scopes,receiptId}."""
+    deadline = time.monotonic() + 30  # a bound on delivery, not an assertion on time
+    while time.monotonic() < deadline and not ({'oauth.authorized', 'oauth.denied'} <= {w['type'] for w in WEBHOOKS}
+                                               and any(w['data'].get('receiptId') for w in WEBHOOKS)):
+        time.sleep(0.2)
+    types = {w['type'] for w in WEBHOOKS}
+    check({'oauth.authorized', 'oauth.denied'} <= types, f'delivered types {types}')
+    for w in WEBHOOKS:
+        check(set(w['data']) == {'userId', 'clientId', 'scopes', 'receiptId'}, f'data {w["data"]}')
+        check(len(w['data']['userId']) == 22 and w['data']['clientId'].startswith('lkc_'), f'data {w["data"]}')
+    check(any(w['data']['userId'] == USER_ID for w in WEBHOOKS), 'the main user\'s approvals are reported')
+    check(any(w['data']['receiptId'] for w in WEBHOOKS if w['type'] == 'oauth.authorized'), 'the payment approval carries its receiptId')
+
+
+def main():
+    global DISCOVERY, PASSKEY, USER_TOKEN, USER_ID, USERNAME
+    DISCOVERY = S.get(BASE + '/.well-known/openid-configuration', timeout=20).json()
+    subscribe_webhooks()
+    USERNAME = 'oidc-' + secrets.token_hex(3)
+    PASSKEY, USER_TOKEN, USER_ID = sign_up(USERNAME)
+    tests = [v for k, v in globals().items() if k.startswith('test_') and callable(v)]
+    for t in tests:
+        try:
+            t()
+            RESULTS.append((t.__name__, True))
+            print(f'ok   {t.__name__}', flush=True)
+        except Exception:
+            RESULTS.append((t.__name__, False))
+            print(f'FAIL {t.__name__}\n{traceback.format_exc()}', flush=True)
+    passed = sum(1 for _, ok in RESULTS if ok)
+    print(f'{passed} passed, {len(RESULTS) - passed} failed')
+    return 0 if passed == len(RESULTS) else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

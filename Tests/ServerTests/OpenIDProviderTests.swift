@@ -1,0 +1,108 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+@testable import LatchkeyServer
+import Storage
+import Testing
+import WebAuthnTesting
+
+/// SPEC "OpenID Provider": the protocol pieces (PKCE, redirect-URI rules), and a request begun on
+/// one instance finished on another (all state in PostgreSQL). Real clients (Authlib, idpyoidc)
+/// run the full flows against a real server in Tests/OIDC.
+@Suite("OpenID Provider")
+struct OpenIDProviderTests {
+    @Test("PKCE S256: RFC 7636 Appendix B, and a wrong or malformed verifier fails")
+    func pkce() {
+        let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+        let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        #expect(PKCE.isChallenge(challenge))
+        #expect(PKCE.verify(verifier: verifier, challenge: challenge))
+        #expect(!PKCE.verify(verifier: verifier + "A", challenge: challenge))
+        #expect(!PKCE.verify(verifier: "short", challenge: challenge))
+        #expect(!PKCE.verify(verifier: String(repeating: "a", count: 42) + "\u{0}", challenge: challenge))
+        #expect(!PKCE.isChallenge("plain-text-challenge"))
+    }
+
+    @Test("redirect URIs: exact match; a public client's loopback matches on any port, a confidential one's does not")
+    func redirectMatching() {
+        let registered = ["http://127.0.0.1/callback", "https://app.example/cb"]
+        #expect(RedirectURIs.match("https://app.example/cb", registered: registered, isPublic: false) == "https://app.example/cb")
+        #expect(RedirectURIs.match("https://app.example/cb/", registered: registered, isPublic: false) == nil)
+        #expect(RedirectURIs.match("https://app.example/cb?x=1", registered: registered, isPublic: true) == nil)
+        #expect(RedirectURIs.match("http://127.0.0.1:51000/callback", registered: registered, isPublic: true) == "http://127.0.0.1:51000/callback")
+        #expect(RedirectURIs.match("http://127.0.0.1:51000/callback", registered: registered, isPublic: false) == nil)
+        #expect(RedirectURIs.match("http://127.0.0.1:51000/other", registered: registered, isPublic: true) == nil)
+        #expect(RedirectURIs.match("http://localhost:51000/callback", registered: registered, isPublic: true) == nil)
+    }
+
+    @Test("what may be registered: https; loopback and private-use schemes for public clients; http://localhost in dev mode only")
+    func registrable() {
+        #expect(RedirectURIs.registrable("https://app.example/cb", isPublic: false, developmentMode: false))
+        #expect(!RedirectURIs.registrable("https://app.example/cb#frag", isPublic: false, developmentMode: false))
+        #expect(!RedirectURIs.registrable("https://user@app.example/cb", isPublic: false, developmentMode: false))
+        #expect(!RedirectURIs.registrable("http://app.example/cb", isPublic: true, developmentMode: true))
+        #expect(RedirectURIs.registrable("http://127.0.0.1/cb", isPublic: true, developmentMode: false))
+        #expect(!RedirectURIs.registrable("http://127.0.0.1/cb", isPublic: false, developmentMode: false))
+        #expect(RedirectURIs.registrable("http://localhost:3000/cb", isPublic: false, developmentMode: true))
+        #expect(!RedirectURIs.registrable("http://localhost:3000/cb", isPublic: true, developmentMode: false))
+        #expect(RedirectURIs.registrable("com.example.app:/oauth2redirect", isPublic: true, developmentMode: false))
+        #expect(!RedirectURIs.registrable("com.example.app:/oauth2redirect", isPublic: false, developmentMode: false))
+        #expect(!RedirectURIs.registrable("javascript:alert(1)", isPublic: true, developmentMode: true))
+    }
+
+    static func form(_ pairs: [(String, String)]) -> [UInt8] {
+        Array(pairs.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
+    }
+
+    @Test("a request begun on one instance is approved and redeemed on another; a replayed code revokes the session it issued")
+    func twoInstances() throws {
+        let a = try TestServer(name: "op")
+        let b = try TestServer(name: "op-b", rpIdOverride: a.rpId)
+        defer { a.http.stop(); b.http.stop() }
+        let session = try a.client().signUp(SoftAuthenticator(), username: a.username("op"))
+        var registration = OAuthClientService.Registration(name: "Two instances", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try a.services.oauthClients.add(registration, by: .named("test"))
+        let secret = try #require(created.secret)
+        let verifier = Base64URL.encode(SecureRandom.bytes(32))
+        let challenge = Base64URL.encode(Digest.sha256(Array(verifier.utf8)))
+        let query = [("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"),
+                     ("scope", "openid offline_access"), ("state", "s1"), ("code_challenge", challenge), ("code_challenge_method", "S256")]
+        let started = try a.client().get("/oauth2/authorize?" + String(decoding: Self.form(query), as: UTF8.self))
+        #expect(started.status == 303)
+        let location = try #require(started.header("Location"))
+        let requestId = try #require(URLComponents(string: location)?.queryItems?.first { $0.name == "request" }?.value)
+        // Instance B reads and approves what A stored.
+        #expect(try b.client().get("/v1/oauth/requests/\(requestId)").status == 200)
+        let approved = try b.client().post("/v1/oauth/requests/\(requestId)/approve", .object([]), authorization: session.bearer)
+        #expect(approved.status == 200, "\(approved)")
+        let redirect = try #require(approved.json?["redirectTo"]?.stringValue)
+        let items = URLComponents(string: redirect)?.queryItems ?? []
+        #expect(items.first { $0.name == "iss" }?.value == a.origin)
+        #expect(items.first { $0.name == "state" }?.value == "s1")
+        let code = try #require(items.first { $0.name == "code" }?.value)
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(secret)".utf8))
+        let exchange = Self.form([("grant_type", "authorization_code"), ("code", code), ("redirect_uri", "https://rp.example/cb"),
+                                  ("code_verifier", verifier)])
+        let tokens = try a.client().send("POST", "/oauth2/token", body: exchange, contentType: "application/x-www-form-urlencoded", authorization: basic)
+        #expect(tokens.status == 200, "\(tokens)")
+        let refresh = try #require(tokens.json?["refresh_token"]?.stringValue)
+        // The same code again, on the other instance: invalid_grant, and the first use's session is revoked.
+        let replay = try b.client().send("POST", "/oauth2/token", body: exchange, contentType: "application/x-www-form-urlencoded", authorization: basic)
+        #expect(replay.status == 400 && replay.json?["error"]?.stringValue == "invalid_grant", "\(replay)")
+        let refreshed = try a.client().send("POST", "/oauth2/token", body: Self.form([("grant_type", "refresh_token"), ("refresh_token", refresh)]),
+                                            contentType: "application/x-www-form-urlencoded", authorization: basic)
+        #expect(refreshed.status == 400 && refreshed.json?["error"]?.stringValue == "invalid_grant", "\(refreshed)")
+        // SPEC "Assurance": only a session a not-held passkey began approves; an email session is 403 forbidden.
+        let again = try a.client().get("/oauth2/authorize?" + String(decoding: Self.form(query), as: UTF8.self))
+        let againId = try #require(URLComponents(string: again.header("Location") ?? "")?.queryItems?.first { $0.name == "request" }?.value)
+        let email = try a.services.sessions.startEmailSession(userId: session.userId, audit: [])
+        let refused = try a.client().post("/v1/oauth/requests/\(againId)/approve", .object([]), authorization: "Bearer \(email.accessToken)")
+        #expect(refused.status == 403 && refused.code == "forbidden", "\(refused)")
+        #expect(try a.client().get("/v1/oauth/requests/\(againId)").status == 200, "a refused approval leaves the request unused")
+        // An OAuth access token is not a key to Latchkey's own API.
+        let oauthAccess = try #require(tokens.json?["access_token"]?.stringValue)
+        #expect(try a.client().get("/v1/passkeys", authorization: "Bearer \(oauthAccess)").status == 401)
+    }
+}
