@@ -1,22 +1,36 @@
 // Latchkey web app: passkey sign-up, sign-in (button and autofill), passkey management and a
 // step-up approval, against Latchkey's /v1 API (SPEC.md). No build step, no dependencies.
 //
-// Tokens live in sessionStorage (this tab only, gone when it closes); an access token that
-// expires is renewed once through /v1/token, with one refresh in flight at a time because refresh
-// tokens rotate and a reused one revokes the whole session.
+// Everything that talks to the server or the browser's WebAuthn API goes through the client module
+// /latchkey.js (the one any other page imports too): tokens in sessionStorage (this tab only), one
+// refresh in flight, the Assurance step-ups, Signal API hints, and failures as LatchkeyError values
+// carrying Latchkey's `code`. This file is the page: views, words and the DOM.
 //
 // An ES module (strict by default), loaded by index.html with <script type="module">.
-import { creationOptions, credentialJSON, requestOptions } from './webauthn.js';
+import { Latchkey, LatchkeyError, browserSupport, explainOrigin } from './latchkey.js';
 
 const $ = (id) => document.getElementById(id);
 const SESSION_KEY = 'latchkey.session';
 
 const app = {
-  session: null,        // { user, tokens }
-  conditional: null,    // { controller, settled } while an autofill request is pending
   conditionalGeneration: 0,
-  refreshing: null,     // the one refresh in flight
+  why: null,            // the sentence shown while a step-up is asked for
 };
+
+/** The one client: an access token it cannot renew ends the session here, with a sentence. */
+const lk = new Latchkey({
+  storageKey: SESSION_KEY,
+  confirmStepUp: ({ reason }) => {
+    if (reason) showBanner(reason, 'info', 'approval_needed');
+    return true;
+  },
+  onSessionEnded: (reason) => {
+    showWelcome();
+    showBanner(reason && reason.code !== 'network' ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network, 'error',
+      (reason && reason.code) || 'invalid_grant');
+    startConditional();
+  },
+});
 
 // ---------------------------------------------------------------------------------------------
 // Messages
@@ -75,52 +89,38 @@ const CEREMONY_WORDS = {
   upgrade: { cancelled: 'No passkey was saved. You can add one any time.', what: 'saving a passkey' },
 };
 
-class ApiError extends Error {
-  constructor(problem, status, retryAfter) {
-    super(problem.detail || problem.title || `HTTP ${status}`);
-    this.name = 'ApiError';
-    this.code = problem.code || (status >= 500 ? 'internal_error' : 'invalid_request');
-    this.status = status;
-    this.detail = problem.detail || '';
-    this.retryAfter = retryAfter;
-  }
-}
+/** A failure from the server (SPEC's codes), as opposed to one from the browser's passkey prompt. */
+const SERVER_SIDE = (e) => e instanceof LatchkeyError && (e.status > 0 || e.code === 'network');
 
 /** One sentence for any failure of `context` ('signup', 'signin', 'add', 'stepup', …). */
-function describe(error, context, ceremony) {
-  if (error instanceof ApiError) {
+function describe(error, context) {
+  if (SERVER_SIDE(error)) {
     let text = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code]
       || `The server refused the request (${error.code}).`;
     if (error.code === 'rate_limited' && error.retryAfter) text = `Too many attempts. Please wait ${error.retryAfter} seconds and try again.`;
     return { text, code: error.code };
   }
   const words = CEREMONY_WORDS[context] || CEREMONY_WORDS.signin;
-  switch (error && error.name) {
-    case 'NotAllowedError':
-      // The browser reports cancel and timeout the same way; the clock tells them apart.
-      if (ceremony && ceremony.timeout && Date.now() - ceremony.started >= ceremony.timeout - 2000) {
-        return { text: `The passkey prompt timed out while ${words.what}. Please try again.`, code: 'timeout' };
-      }
+  switch (error instanceof LatchkeyError ? error.code : 'unknown') {
+    case 'timeout':
+      return { text: `The passkey prompt timed out while ${words.what}. Please try again.`, code: 'timeout' };
+    case 'cancelled': case 'aborted':
       return { text: words.cancelled, code: 'cancelled' };
-    case 'InvalidStateError':
-      return { text: context === 'signup' || context === 'add'
-        ? 'This device already has a passkey for this account. Use it to sign in, or choose another device.'
-        : 'Your authenticator is busy. Please try again.', code: 'invalid_state' };
-    case 'SecurityError':
-      return { text: 'This page’s address cannot use passkeys for this site. Open it from its usual address.', code: 'security' };
-    case 'NotSupportedError':
+    case 'invalid_state':
+      return { text: 'This device already has a passkey for this account. Use it to sign in, or choose another device.', code: 'invalid_state' };
+    case 'security': case 'insecure_context':
+      return { text: explainOrigin().message || 'This page’s address cannot use passkeys for this site. Open it from its usual address.', code: 'security' };
+    case 'not_supported':
       return { text: 'Your device does not support the kind of passkey this site needs.', code: 'not_supported' };
-    case 'TypeError':
-      return { text: 'The passkey request was malformed. Please reload the page and try again.', code: 'type_error' };
     default:
       return { text: `Something went wrong while ${words.what}. Please try again.`, code: 'unknown' };
   }
 }
 
-function showError(error, context, ceremony) {
-  const { text, code } = describe(error, context, ceremony);
+function showError(error, context) {
+  const { text, code } = describe(error, context);
   showBanner(text, 'error', code);
-  if (!(error instanceof ApiError) && error && error.name !== 'NotAllowedError') console.warn(error);
+  if (!SERVER_SIDE(error) && !(error instanceof LatchkeyError && error.isCancellation)) console.warn(error);
 }
 
 function showBanner(text, kind = 'error', code = '') {
@@ -145,103 +145,6 @@ function announce(text) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP
-
-async function api(method, path, { body, auth = false, token = null, retry = true, extraHeaders = {} } = {}) {
-  const headers = { Accept: 'application/json, application/problem+json', ...extraHeaders };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const bearer = token || (auth && app.session ? app.session.tokens.access_token : null);
-  if (bearer) headers.Authorization = `Bearer ${bearer}`;
-  let response;
-  try {
-    response = await fetch(path, {
-      method, headers, cache: 'no-store', credentials: 'same-origin',
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  } catch (e) {
-    throw new ApiError({ code: 'network', detail: String(e) }, 0);
-  }
-  if (response.status === 401 && auth && !token && retry && app.session) {
-    if (await refreshTokens()) return api(method, path, { body, auth, retry: false, extraHeaders });
-  }
-  if (response.status === 204) return null;
-  let json = null;
-  try { json = await response.json(); } catch { json = null; }
-  if (json && Array.isArray(json.signals)) json.signals.forEach(passSignal);
-  if (json && !response.ok && json.signal) passSignal(json.signal);
-  if (!response.ok) throw new ApiError(json || {}, response.status, response.headers.get('Retry-After'));
-  return json;
-}
-
-/**
- * WebAuthn's Signal API: hands the server's view of this account's passkeys to the browser's
- * passkey provider (drop an unknown credential, keep only the accepted ones, show the current
- * names). Only the three known methods, only where the browser has them, and never an error:
- * a provider that refuses is not the user's problem.
- */
-const SIGNAL_METHODS = ['signalUnknownCredential', 'signalAllAcceptedCredentials', 'signalCurrentUserDetails'];
-function passSignal(signal) {
-  try {
-    if (!signal || !SIGNAL_METHODS.includes(signal.method) || typeof signal.options !== 'object') return;
-    if (typeof PublicKeyCredential === 'undefined' || typeof PublicKeyCredential[signal.method] !== 'function') return;
-    Promise.resolve(PublicKeyCredential[signal.method](signal.options)).catch(() => {});
-  } catch (e) { /* feature missing or refused: nothing to do */ }
-}
-
-/** Rotates the refresh token once, however many calls hit 401 together. */
-function refreshTokens() {
-  if (!app.refreshing) {
-    app.refreshing = (async () => {
-      const refreshToken = app.session && app.session.tokens.refresh_token;
-      if (!refreshToken) return false;
-      try {
-        const tokens = await api('POST', '/v1/token', { body: { grant_type: 'refresh_token', refresh_token: refreshToken } });
-        app.session.tokens = tokens;
-        saveSession();
-        return true;
-      } catch (e) {
-        endSession();
-        showWelcome();
-        showBanner(e instanceof ApiError && e.code !== 'network'
-          ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network, 'error', e.code || 'invalid_grant');
-        startConditional();
-        return false;
-      } finally {
-        app.refreshing = null;
-      }
-    })();
-  }
-  return app.refreshing;
-}
-
-function saveSession() {
-  try { sessionStorage.setItem(SESSION_KEY, JSON.stringify(app.session)); } catch { /* private mode: memory only */ }
-}
-
-function loadSession() {
-  try {
-    const s = JSON.parse(sessionStorage.getItem(SESSION_KEY) || 'null');
-    if (s && s.user && s.tokens && s.tokens.access_token) return s;
-  } catch { /* ignore */ }
-  return null;
-}
-
-function endSession() {
-  app.session = null;
-  try { sessionStorage.removeItem(SESSION_KEY); } catch { /* ignore */ }
-}
-
-/** Runs one modal ceremony; records start and timeout so a NotAllowedError can be told apart. */
-async function ceremony(kind, publicKey, record) {
-  await stopConditional();
-  record.started = Date.now();
-  record.timeout = publicKey.timeout || 0;
-  return kind === 'create'
-    ? navigator.credentials.create({ publicKey })
-    : navigator.credentials.get({ publicKey });
-}
-
-// ---------------------------------------------------------------------------------------------
 // Autofill (conditional mediation): a pending request that the browser completes when the person
 // picks a passkey in the username field's suggestions.
 
@@ -249,52 +152,20 @@ async function startConditional() {
   const generation = ++app.conditionalGeneration;
   const mark = (state) => { if (generation === app.conditionalGeneration) document.body.dataset.conditional = state; };
   mark('starting');
-  await stopConditional();
-  const PKC = window.PublicKeyCredential;
-  if (!PKC || !PKC.isConditionalMediationAvailable || !(await PKC.isConditionalMediationAvailable())) {
-    mark('unavailable');
-    return;
-  }
-  if (app.session || generation !== app.conditionalGeneration) { mark('idle'); return; }
-  const controller = new AbortController();
-  let settle;
-  const entry = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
-  app.conditional = entry;
+  await lk.abortConditional();
+  if (!(await browserSupport()).conditionalGet) { mark('unavailable'); return; }
+  if (lk.session || generation !== app.conditionalGeneration) { mark('idle'); return; }
   mark('pending');
   try {
-    const options = await api('POST', '/v1/passkeys/authentication/options', { body: {} });
-    if (controller.signal.aborted) return;
-    const credential = await navigator.credentials.get({
-      mediation: 'conditional', publicKey: requestOptions(options), signal: controller.signal,
-    });
-    if (app.conditional !== entry) return;
-    app.conditional = null;
-    await finishSignIn(credential, 'autofill');
+    // null: ended without a choice (no passkey here, dismissed) or superseded; quietly offered
+    // again the next time the username field gets focus, never in a loop.
+    const result = await lk.signInWithAutofill();
+    if (result) startSession('autofill');
   } catch (e) {
-    const superseded = controller.signal.aborted || app.conditional !== entry;
-    if (app.conditional === entry) app.conditional = null;
-    if (superseded || (e && e.name === 'AbortError')) return;
-    if (e && e.name === 'NotAllowedError') {
-      // Ended without a choice (no passkey here, or dismissed): quietly offered again the next
-      // time the username field gets focus, never in a loop.
-    } else {
-      showError(e, 'signin');
-    }
+    showError(e, 'signin');
   } finally {
-    if (app.conditional === entry) app.conditional = null;
     mark('idle');
-    settle();
   }
-}
-
-/** Aborts a pending autofill request and waits until the browser has let go of it, so the next
- *  ceremony is not refused as "a request is already pending". */
-async function stopConditional() {
-  const entry = app.conditional;
-  if (!entry) return;
-  app.conditional = null;
-  entry.controller.abort();
-  await entry.settled;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,17 +186,14 @@ async function signUp(event) {
   }
   fieldError.hidden = true;
   $('signup-username').removeAttribute('aria-invalid');
-  const record = {};
   await busy($('signup-button'), 'Waiting for your passkey…', async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/registration/options', { body: { username, displayName } });
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
-      startSession(result, 'signup');
+      await lk.signUp({ username, displayName });
+      startSession('signup');
     } catch (e) {
-      showError(e, 'signup', record);
-      if (e instanceof ApiError && e.code === 'conflict') $('signup-username').focus();
-      if (!app.session) startConditional();
+      showError(e, 'signup');
+      if (e instanceof LatchkeyError && e.code === 'conflict') $('signup-username').focus();
+      if (!lk.session) startConditional();
     }
   });
 }
@@ -334,39 +202,27 @@ async function signInWithButton(event) {
   event.preventDefault();
   clearBanner();
   const username = $('signin-username').value.trim();
-  const record = {};
   await busy($('signin-button'), 'Waiting for your passkey…', async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/authentication/options', { body: username ? { username } : {} });
-      const credential = await ceremony('get', requestOptions(options), record);
-      await finishSignIn(credential, 'button');
+      await lk.signIn(username ? { username } : {});
+      startSession('button');
     } catch (e) {
-      showError(e, 'signin', record);
-      if (!app.session) startConditional();
+      showError(e, 'signin');
+      if (!lk.session) startConditional();
     }
   });
 }
 
-async function finishSignIn(credential, method) {
-  const result = await api('POST', '/v1/passkeys/authentication/verify', { body: credentialJSON(credential) });
-  startSession(result, method);
-}
-
-function startSession(result, method) {
-  app.session = { user: result.user, tokens: result.tokens };
-  saveSession();
+/** The client has just started a session (`method` says how, for the words and the tests). */
+function startSession(method) {
   document.body.dataset.signinMethod = method;
   clearBanner();
   showAccount(method);
 }
 
 async function signOut() {
-  const session = app.session;
   clearBanner();
-  if (session) {
-    try { await api('POST', '/v1/logout', { auth: true, retry: false }); } catch { /* signed out locally anyway */ }
-  }
-  endSession();
+  await lk.signOut();
   showWelcome();
   announce('You are signed out.');
   startConditional();
@@ -392,13 +248,12 @@ function showWelcome() {
   delete document.body.dataset.signinMethod;
   clearPasskeys();
   clearSessions();
-  app.currentCredential = null;
   $('transfer-result').hidden = true;
   $('welcome-title').focus();
 }
 
 async function showAccount(method) {
-  const user = app.session.user;
+  const user = lk.user;
   setView('account');
   $('who').textContent = user.displayName && user.displayName !== user.username
     ? `${user.displayName} (${user.username})` : user.username;
@@ -449,9 +304,9 @@ function clearPasskeys() {
 async function loadPasskeys(focusId) {
   let list;
   try {
-    list = (await api('GET', '/v1/passkeys', { auth: true })).passkeys || [];
+    list = await lk.passkeys.list();
   } catch (e) {
-    if (app.session) showError(e, 'list');
+    if (lk.session) showError(e, 'list');
     return;
   }
   const ul = $('passkeys');
@@ -520,7 +375,7 @@ function renderPasskey(pk) {
     if (!newName) { input.focus(); return; }
     clearBanner();
     try {
-      await api('PATCH', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, body: { name: newName } });
+      await lk.passkeys.rename(pk.id, newName);
       announce(`Renamed to ${newName}.`);
       await loadPasskeys(pk.id);
       await loadSessions();  // they name the passkey that began each
@@ -540,9 +395,9 @@ function renderPasskey(pk) {
   confirm.querySelector('.pk-confirm-yes').addEventListener('click', async () => {
     clearBanner();
     try {
-      await withApproval({ type: 'latchkey.passkey.revoke', credentialId: pk.id }, WHY.revoke, {},
-        (extraHeaders) => api('DELETE', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, extraHeaders }));
-      if (app.currentCredential === pk.id) { sessionEndedWithPasskey(); return; }
+      const { sessionEnded } = await lk.passkeys.revoke(pk.id, { reason: WHY.revoke });
+      clearBanner();
+      if (sessionEnded) { sessionEndedWithPasskey(); return; }
       announce(`${pk.name} was revoked.`);
       await loadPasskeys();
       await loadSessions();
@@ -565,13 +420,12 @@ function clearSessions() {
 async function loadSessions() {
   let list;
   try {
-    list = (await api('GET', '/v1/sessions', { auth: true })).sessions || [];
+    list = await lk.sessions.list();
   } catch (e) {
-    if (app.session) showError(e, 'list');
+    if (lk.session) showError(e, 'list');
     return;
   }
-  if (!app.session) return;
-  app.currentCredential = (list.find((s) => s.current) || {}).credentialId || null;
+  if (!lk.session) return;
   const ul = $('sessions');
   ul.replaceChildren(...list.map(renderSession));
   ul.dataset.count = String(list.length);
@@ -609,14 +463,15 @@ function renderSession(s) {
   end.setAttribute('aria-label', s.current ? 'End this session (sign out here)' : `End the session signed in ${when(s.authTime)}`);
   end.addEventListener('click', async () => {
     clearBanner();
+    let ended;
     try {
-      await api('DELETE', `/v1/sessions/${encodeURIComponent(s.id)}`, { auth: true, retry: false });
+      ended = await lk.sessions.end(s.id);
     } catch (err) {
       showError(err, 'revoke');
       return;
     }
-    if (s.current) {
-      endSession();
+    if (ended.current || s.current) {
+      lk.forget();
       showWelcome();
       announce('This session ended. You are signed out.');
       startConditional();
@@ -631,37 +486,18 @@ function renderSession(s) {
 
 /** Revoking the passkey this session began with ends the session too (SPEC "Sessions"). */
 function sessionEndedWithPasskey() {
-  endSession();
+  lk.forget();
   showWelcome();
   showBanner('You revoked the passkey you signed in with, so this session ended. Sign in with another passkey.', 'info',
     'session_ended');
   startConditional();
 }
 
-/**
- * SPEC "Assurance": changes that weaken an account's protection need one of its passkeys *now*,
- * bound to exactly that change. Sends the change; when the server answers `step_up_required`, says
- * why in a sentence, asks for a passkey approval of `action` and sends the change again with it.
- * (An email session adding its first passkey, or an account without passkeys setting its address,
- * needs none: the first try goes through.)
- */
-async function withApproval(action, why, record, send) {
-  try {
-    return await send({});
-  } catch (e) {
-    if (!(e instanceof ApiError) || e.code !== 'step_up_required') throw e;
-  }
-  showBanner(why, 'info', 'approval_needed');
-  document.body.dataset.approval = action.type;
-  const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action } });
-  const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
-  const approval = await api('POST', '/v1/step-up/verify', {
-    auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
-  });
-  clearBanner();
-  return send({ 'Latchkey-Step-Up': approval.access_token });
-}
-
+// SPEC "Assurance": changes that weaken an account's protection need one of its passkeys *now*,
+// bound to exactly that change. The client sends the change; when the server answers
+// `step_up_required` its confirmStepUp hook shows the sentence below, and it asks for a passkey
+// approval of that change and sends it again. (An email session adding its first passkey, or an
+// account without passkeys setting its address, needs none: the first try goes through.)
 const WHY = {
   add: 'To add a passkey, approve with one of your passkeys first: a stolen sign-in alone must never be able to add one.',
   revoke: 'To remove a passkey, approve with one of your passkeys: someone holding only a stolen sign-in must not be able to lock you out.',
@@ -670,17 +506,14 @@ const WHY = {
 
 async function addPasskey() {
   clearBanner();
-  const record = {};
   await busy($('add-passkey'), 'Waiting…', async () => {
     try {
-      const options = await withApproval({ type: 'latchkey.passkey.add' }, WHY.add, record,
-        (extraHeaders) => api('POST', '/v1/passkeys/registration/options', { auth: true, body: {}, extraHeaders }));
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      const result = await lk.passkeys.add({ reason: WHY.add });
+      clearBanner();
       announce('Passkey added.');
       await loadPasskeys(result.passkey && result.passkey.id);
     } catch (e) {
-      showError(e, 'add', record);
+      showError(e, 'add');
     }
   });
 }
@@ -702,16 +535,11 @@ async function approveTransfer() {
   const result = $('transfer-result');
   result.hidden = true;
   result.dataset.state = '';
-  const record = {};
   await busy($('approve-transfer'), 'Waiting for your passkey…', async () => {
     try {
-      const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action: TRANSFER } });
-      const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
-      const approval = await api('POST', '/v1/step-up/verify', {
-        auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
-      });
+      const approval = await lk.stepUp(TRANSFER);
       // What the bank's backend does next: spend the one-time step-up token on this exact action.
-      await api('POST', '/v1/step-up/consume', { token: approval.access_token, body: { actionHash: approval.actionHash } });
+      await lk.consumeStepUp(approval.token, approval.actionHash);
       result.replaceChildren();
       const title = document.createElement('strong');
       title.textContent = 'Transfer approved and sent.';
@@ -722,7 +550,7 @@ async function approveTransfer() {
       result.hidden = false;
       result.focus();
     } catch (e) {
-      showError(e, 'stepup', record);
+      showError(e, 'stepup');
     }
   });
 }
@@ -735,7 +563,7 @@ const recovery = { challengeId: null, token: null, result: null, upgrade: null }
 
 async function loadMethods() {
   try {
-    const m = await api('GET', '/v1/sign-in/methods');
+    const m = await lk.methods();
     $('email-signin-start').hidden = !m.emailSignIn;
     document.body.dataset.emailSignIn = m.emailSignIn ? 'on' : 'off';
   } catch { $('email-signin-start').hidden = true; }
@@ -743,7 +571,7 @@ async function loadMethods() {
 
 async function showRecover() {
   clearBanner();
-  await stopConditional();
+  await lk.abortConditional();
   await stopConditionalCreate();
   $('recover-email-form').reset();
   $('recover-codes-form').reset();
@@ -759,7 +587,7 @@ async function showRecover() {
 
 async function showEmailSignIn() {
   clearBanner();
-  await stopConditional();
+  await lk.abortConditional();
   $('email-form').reset();
   $('email-code-step').hidden = true;
   setView('email');
@@ -781,7 +609,7 @@ async function recoverSendCode(event) {
   await busy($('recover-send'), 'Sending…', async () => {
     try {
       const body = identifier.includes('@') ? { email: identifier } : { username: identifier };
-      const c = await api('POST', '/v1/recovery/challenges', { body });
+      const c = await lk.recovery.start(body);
       recovery.challengeId = c.challengeId;
       $('recover-code-step').hidden = false;
       document.body.dataset.recovery = 'code-sent';
@@ -796,7 +624,7 @@ async function recoverSubmitCode() {
   if (!code || !recovery.challengeId) { $('recover-code').focus(); return; }
   await busy($('recover-code-submit'), 'Checking…', async () => {
     try {
-      recoveryReady(await api('POST', '/v1/recovery/verify', { body: { challengeId: recovery.challengeId, code } }));
+      recoveryReady(await lk.recovery.verifyCode(recovery.challengeId, code));
     } catch (e) { showError(e, 'code'); $('recover-code').focus(); }
   });
 }
@@ -810,7 +638,7 @@ async function recoverWithCode(event) {
   if (!recoveryCode) { $('recover-recovery-code').focus(); return; }
   await busy($('recover-codes-submit'), 'Checking…', async () => {
     try {
-      recoveryReady(await api('POST', '/v1/recovery/verify', { body: { username, recoveryCode } }));
+      recoveryReady(await lk.recovery.useRecoveryCode(username, recoveryCode));
     } catch (e) { showError(e, 'recovery'); $('recover-recovery-code').focus(); }
   });
 }
@@ -847,11 +675,9 @@ async function conditionalRecoveryCreate() {
   recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
   document.body.dataset.recoveryUpgrade = 'conditional';
   try {
-    const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: { mediation: 'conditional' } });
-    const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
-    const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+    await lk.recovery.createPasskey(recovery.token, { mediation: 'conditional', signal: controller.signal });
     recovery.token = null;
-    startSession(result, 'recovery');
+    startSession('recovery');
   } catch { document.body.dataset.recoveryUpgrade = 'idle'; } finally {
     recovery.upgrade = null;
     settle();
@@ -859,8 +685,7 @@ async function conditionalRecoveryCreate() {
 }
 
 async function conditionalCreateAvailable() {
-  const PKC = window.PublicKeyCredential;
-  try { return !!(PKC && PKC.getClientCapabilities && (await PKC.getClientCapabilities()).conditionalCreate); } catch { return false; }
+  return (await browserSupport()).conditionalCreate;
 }
 
 /** Ends a background conditional create before a modal ceremony (one request at a time). */
@@ -873,15 +698,12 @@ async function recoverCreate() {
   await stopConditionalCreate();
   if (!recovery.token) return;  // the automatic upgrade got there first
   clearBanner();
-  const record = {};
   await busy($('recover-create'), 'Waiting for your passkey…', async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: {} });
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      await lk.recovery.createPasskey(recovery.token);
       recovery.token = null;
-      startSession(result, 'recovery');
-    } catch (e) { showError(e, 'recovery', record); }
+      startSession('recovery');
+    } catch (e) { showError(e, 'recovery'); }
   });
 }
 
@@ -892,7 +714,7 @@ async function emailSendCode(event) {
   if (!email) { $('email-address').focus(); return; }
   await busy($('email-send'), 'Sending…', async () => {
     try {
-      const c = await api('POST', '/v1/email/challenges', { body: { email } });
+      const c = await lk.email.startSignIn(email);
       recovery.challengeId = c.challengeId;
       $('email-code-step').hidden = false;
       $('email-code').focus();
@@ -906,8 +728,8 @@ async function emailSubmitCode() {
   if (!code || !recovery.challengeId) { $('email-code').focus(); return; }
   await busy($('email-code-submit'), 'Checking…', async () => {
     try {
-      const result = await api('POST', '/v1/email/verify', { body: { challengeId: recovery.challengeId, code } });
-      startSession(result, 'email');
+      await lk.email.finishSignIn(recovery.challengeId, code);
+      startSession('email');
     } catch (e) { showError(e, 'code'); $('email-code').focus(); }
   });
 }
@@ -915,8 +737,8 @@ async function emailSubmitCode() {
 async function loadRecoverySettings() {
   let state;
   // No refresh of its own (loadPasskeys just did any): a 401 here means the session ended meanwhile.
-  if (!app.session) return;
-  try { state = await api('GET', '/v1/account/recovery', { auth: true, retry: false }); } catch { return; }
+  if (!lk.session) return;
+  try { state = await lk.recovery.status(); } catch { return; }
   $('email-current').textContent = state.email || 'none';
   $('codes-left').textContent = String(state.recoveryCodesLeft);
   const pending = (state.pendingRecoveries || [])[0];
@@ -936,7 +758,7 @@ async function cancelRecovery() {
   if (!id) return;
   await busy($('recovery-cancel'), 'Cancelling…', async () => {
     try {
-      await api('DELETE', `/v1/recovery/${encodeURIComponent(id)}`, { auth: true });
+      await lk.recovery.cancel(id);
       announce('The recovery was cancelled.');
       showBanner('The recovery was cancelled. Its code no longer works.', 'info', 'recovery_cancelled');
       await loadRecoverySettings();
@@ -952,8 +774,8 @@ async function setEmail(event) {
   if (!email) { $('email-new').focus(); return; }
   await busy($('email-set'), 'Sending…', async () => {
     try {
-      const c = await withApproval({ type: 'latchkey.email.change', email }, WHY.email, {},
-        (extraHeaders) => api('PUT', '/v1/account/email', { auth: true, body: { email }, extraHeaders }));
+      const c = await lk.email.setAddress(email, { reason: WHY.email });
+      clearBanner();
       recovery.challengeId = c.challengeId;
       $('email-verify-step').hidden = false;
       $('email-verify-code').focus();
@@ -967,7 +789,7 @@ async function verifyEmail() {
   if (!code) { $('email-verify-code').focus(); return; }
   await busy($('email-verify'), 'Checking…', async () => {
     try {
-      const r = await api('POST', '/v1/account/email/verify', { auth: true, body: { challengeId: recovery.challengeId, code } });
+      const r = await lk.email.verifyAddress(recovery.challengeId, code);
       $('email-set-form').reset();
       $('email-verify-step').hidden = true;
       announce(`${r.email} is verified.`);
@@ -975,7 +797,7 @@ async function verifyEmail() {
       document.body.dataset.emailVerified = 'yes';
       $('recovery-settings-title').focus();
     } catch (e) {
-      showError(e, e instanceof ApiError && e.code === 'conflict' ? 'email' : 'code');
+      showError(e, e instanceof LatchkeyError && e.code === 'conflict' ? 'email' : 'code');
       $('email-verify-code').focus();
     }
   });
@@ -984,23 +806,16 @@ async function verifyEmail() {
 /** New recovery codes behind a passkey step-up for exactly this action (SPEC "Recovery codes"). */
 async function createRecoveryCodes() {
   clearBanner();
-  const record = {};
   await busy($('codes-create'), 'Waiting for your passkey…', async () => {
     try {
-      const action = { type: 'latchkey.recovery-codes.create' };
-      const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action } });
-      const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
-      const approval = await api('POST', '/v1/step-up/verify', {
-        auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
-      });
-      const r = await api('POST', '/v1/recovery-codes', { auth: true, body: {}, extraHeaders: { 'Latchkey-Step-Up': approval.access_token } });
+      const r = await lk.recovery.createCodes();
       const list = $('codes-list');
       list.replaceChildren(...r.codes.map((c) => { const li = document.createElement('li'); li.textContent = c; return li; }));
       $('codes-shown').hidden = false;
       $('codes-left').textContent = String(r.codes.length);
       document.body.dataset.recoveryCodes = String(r.codes.length);
       $('codes-shown').focus();
-    } catch (e) { showError(e, 'codes', record); }
+    } catch (e) { showError(e, 'codes'); }
   });
 }
 
@@ -1018,9 +833,7 @@ async function offerUpgrade() {
   recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
   document.body.dataset.upgrade = 'conditional';
   try {
-    const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: { mediation: 'conditional' } });
-    const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
-    const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+    const result = await lk.passkeys.add({ mediation: 'conditional', signal: controller.signal });
     $('upgrade-offer').hidden = true;
     document.body.dataset.upgrade = 'saved';
     announce('A passkey was saved for next time.');
@@ -1037,17 +850,14 @@ async function upgradeCreate() {
   await stopConditionalCreate();
   if (document.body.dataset.upgrade === 'saved') return;
   clearBanner();
-  const record = {};
   await busy($('upgrade-create'), 'Waiting…', async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: {} });
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      const result = await lk.passkeys.add({ reason: WHY.add });
       $('upgrade-offer').hidden = true;
       document.body.dataset.upgrade = 'saved';
       announce('Passkey saved.');
       await loadPasskeys(result.passkey && result.passkey.id);
-    } catch (e) { showError(e, 'upgrade', record); }
+    } catch (e) { showError(e, 'upgrade'); }
   });
 }
 
@@ -1107,10 +917,10 @@ function openCancelLink() {
   $('cancel-link-confirm').addEventListener('click', async () => {
     await busy($('cancel-link-confirm'), 'Undoing…', async () => {
       try {
-        await api('POST', '/v1/recovery/cancel', { body: { cancelToken: token } });
+        await lk.recovery.useCancelLink(token);
         done(recovery ? 'The recovery was cancelled.' : 'The passkey was removed and its sessions signed out.', 'done');
       } catch (e) {
-        done(e instanceof ApiError && e.code === 'not_found'
+        done(e instanceof LatchkeyError && e.code === 'not_found'
           ? 'This link was already used or has expired, or there is nothing left to undo.'
           : 'The link could not be used right now. Try again in a moment.', 'failed');
       }
@@ -1119,7 +929,7 @@ function openCancelLink() {
   $('cancel-link-title').focus();
 }
 
-function init() {
+async function init() {
   $('signup-form').addEventListener('submit', signUp);
   $('signin-form').addEventListener('submit', signInWithButton);
   $('signout').addEventListener('click', signOut);
@@ -1146,17 +956,20 @@ function init() {
   $('upgrade-create').addEventListener('click', upgradeCreate);
   loadMethods();
   $('signin-username').addEventListener('focus', () => {
-    if (!app.session && document.body.dataset.conditional === 'idle') startConditional();
+    if (!lk.session && document.body.dataset.conditional === 'idle') startConditional();
   });
 
-  if (!window.PublicKeyCredential || !navigator.credentials) {
+  const support = await browserSupport();
+  if (!support.supported) {
+    // In words: an old browser, or this page opened at 127.0.0.1 / over plain http (explainOrigin).
+    $('unsupported').textContent = support.problem.message;
     $('unsupported').hidden = false;
+    document.body.dataset.unsupported = support.problem.code;
     setView('unsupported');
     return;
   }
   openCancelLink();
-  app.session = loadSession();
-  if (app.session) {
+  if (lk.session) {
     showAccount('restored');
   } else {
     setView('welcome');

@@ -19,7 +19,9 @@ cd "$REPO"
 log() { printf 'browser-tests: %s\n' "$*" >&2; }
 
 # --- 1. Packages: Chromium and its driver (Debian's, matching versions), python3-venv for Selenium
-eval "$(bash scripts/install-deps.sh chromium chromium-driver python3-venv)"
+# Firefox ESR (driven over Marionette by Tests/Browser/marionette.py: Debian ships no geckodriver) and
+# Node.js (the client module's unit tests, node --test) as well.
+eval "$(bash scripts/install-deps.sh chromium chromium-driver python3-venv firefox-esr nodejs)"
 
 # --- 2. Selenium in a private venv (Debian's python3 refuses pip installs system-wide) --------
 VENV="$REPO/data/browser-venv"
@@ -78,5 +80,10 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY
   LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   "$VENV/bin/python" Tests/Browser/test_admin.py || status=1
+# The client module (web/latchkey.js): its unit tests under Node (no browser), then the module and the
+# app's sign-up / sign-in / revoke in Firefox ESR with Marionette's virtual authenticator.
+node --test Tests/Browser/latchkey-module.test.mjs || status=1
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" \
+  timeout 300 python3 Tests/Browser/test_firefox.py || status=1
 set -e
 exit $status

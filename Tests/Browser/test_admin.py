@@ -59,7 +59,7 @@ def load_console(b, query=''):
 
 
 def admin_token(b):
-    return b.d.execute_script("return sessionStorage.getItem('latchkey.admin')")
+    return json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.admin')"))['tokens']['access_token']
 
 
 def admin_get(b, path):

@@ -4,13 +4,20 @@
 // passkey step-up bound to exactly that request ({"type":"latchkey.admin","method","path","body"}),
 // and only then sent again with Latchkey-Step-Up. The DOM carries data-* state for the tests.
 //
-// An ES module (strict by default), loaded by admin/index.html with <script type="module">; the
-// WebAuthn JSON helpers are the web app's own (./webauthn.js, served at /admin/webauthn.js).
-import { b64url, creationOptions, credentialJSON, requestOptions } from './webauthn.js';
+// An ES module (strict by default), loaded by admin/index.html with <script type="module">. All
+// HTTP and WebAuthn goes through the client module (./latchkey.js, served at /admin/latchkey.js so
+// that an admin listener serving only /admin/… paths has it too).
+import { Latchkey, LatchkeyError, actions, base64url, browserSupport } from './latchkey.js';
 
 const SESSION_KEY = 'latchkey.admin';
 const $ = (id) => document.getElementById(id);
-const app = { token: null, me: null, page: 'origins', candidate: null, previewTimer: 0, previewSeq: 0 };
+const app = { me: null, page: 'origins', candidate: null, previewTimer: 0, previewSeq: 0 };
+
+/** The console's client: its own session key; a change the server wants approved asks first. */
+const lk = new Latchkey({
+  storageKey: SESSION_KEY,
+  confirmStepUp: ({ action, reason }) => confirmChange(reason, action),
+});
 
 // ---------------------------------------------------------------------------------------------
 // Messages
@@ -23,62 +30,50 @@ function showBanner(text, code = '') {
 function clearBanner() { $('banner').hidden = true; $('banner').dataset.code = ''; }
 function announce(text) { $('status').textContent = ''; setTimeout(() => { $('status').textContent = text; }, 30); }
 
-class Problem extends Error {
-  constructor(status, body) {
-    super((body && (body.detail || body.title)) || `HTTP ${status}`);
-    this.status = status;
-    this.code = (body && body.code) || '';
-    this.body = body;
-  }
-}
-
 function describe(error) {
-  if (error instanceof Problem) return error.message;
-  if (error && error.name === 'NotAllowedError') return 'The passkey prompt was cancelled or timed out.';
-  if (error && error.name === 'InvalidStateError') return 'This device already has a passkey for this account.';
+  if (error instanceof LatchkeyError) {
+    if (error.status > 0) return error.message;
+    if (error.isCancellation) return 'The passkey prompt was cancelled or timed out.';
+    if (error.code === 'invalid_state') return 'This device already has a passkey for this account.';
+  }
   return (error && error.message) || String(error);
 }
+
+/** A session-ending 401 was already told (signOut shows it); nothing more to say. */
+const told = (e) => e instanceof LatchkeyError && e.status === 401;
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
-async function request(method, path, { body, token = app.token, headers = {} } = {}) {
-  const h = { ...headers };
-  if (token) h.Authorization = `Bearer ${token}`;
-  if (body !== undefined) h['Content-Type'] = 'application/json';
-  const r = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
-  const text = await r.text();
-  let json = null;
-  try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
-  return { status: r.status, ok: r.ok, json };
+/** A raw call: `{status, ok, json}` whatever the status (for the pages that show a refusal). */
+async function request(method, path, { body } = {}) {
+  try {
+    return { status: 200, ok: true, json: await lk.request(method, path, { body, auth: true, retry: false }) };
+  } catch (e) {
+    if (!(e instanceof LatchkeyError) || e.status === 0) throw e;
+    return { status: e.status, ok: false, json: e.problem };
+  }
 }
 
-/** A console API call: 401 signs out ("sign in again"), anything else not 2xx throws a Problem. */
-async function api(method, path, options = {}) {
-  const r = await request(method, path, options);
-  if (r.status === 401 && app.token) {
-    signOut();
-    showBanner('Your admin session ended. Sign in again with your passkey.', 'session_ended');
-    throw new Problem(401, r.json);
+/** A console API call: 401 signs out ("sign in again"), anything else not 2xx throws. */
+async function api(method, path, { body, headers } = {}) {
+  try {
+    return await lk.request(method, path, { body, headers, auth: true, retry: false });
+  } catch (e) {
+    if (e instanceof LatchkeyError && e.status === 401 && lk.session) {
+      signOut();
+      showBanner('Your admin session ended. Sign in again with your passkey.', 'session_ended');
+    }
+    throw e;
   }
-  if (!r.ok) throw new Problem(r.status, r.json);
-  return r.json;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Signing in
 
-function saveToken(token) {
-  app.token = token;
-  try { sessionStorage.setItem(SESSION_KEY, token); } catch { /* private mode */ }
-}
-
 function signOut() {
-  const token = app.token;
-  app.token = null;
   app.me = null;
-  try { sessionStorage.removeItem(SESSION_KEY); } catch { /* ignore */ }
-  if (token) request('POST', '/v1/logout', { token }).catch(() => {});
+  lk.signOut().catch(() => {});
   $('session').hidden = true;
   $('tabs').hidden = true;
   showSignIn();
@@ -102,11 +97,7 @@ function showSignIn() {
 /** Discoverable sign-in, user verification required: only such a session may use the admin API. */
 async function signIn() {
   clearBanner();
-  const options = await api('POST', '/v1/passkeys/authentication/options', { body: {}, token: null });
-  options.userVerification = 'required';
-  const credential = await navigator.credentials.get({ publicKey: requestOptions(options) });
-  const result = await api('POST', '/v1/passkeys/authentication/verify', { body: credentialJSON(credential), token: null });
-  saveToken(result.tokens.access_token);
+  await lk.signIn({ userVerification: 'required' });
   await enter();
 }
 
@@ -114,17 +105,17 @@ async function signIn() {
 async function enrol() {
   clearBanner();
   const ticket = ticketFromURL();
-  const r = await request('POST', '/v1/passkeys/registration/options', { body: {}, token: null, headers: { Authorization: `Ticket ${ticket}` } });
-  if (!r.ok) {
-    history.replaceState(null, '', '/admin/');
-    showSignIn();
-    throw new Problem(r.status, { detail: 'This enrolment link is used up or expired. Ask for a new one (latchkey admins add).', code: (r.json || {}).code });
+  try {
+    await lk.passkeys.enrolWithTicket(ticket, { userVerification: 'required' });
+  } catch (e) {
+    if (e instanceof LatchkeyError && e.status > 0 && !lk.session) {
+      history.replaceState(null, '', '/admin/');
+      showSignIn();
+      throw new LatchkeyError(e.code, 'This enrolment link is used up or expired. Ask for a new one (latchkey admins add).', { status: e.status });
+    }
+    throw e;
   }
-  r.json.authenticatorSelection = { ...(r.json.authenticatorSelection || {}), userVerification: 'required' };
-  const credential = await navigator.credentials.create({ publicKey: creationOptions(r.json) });
-  const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential), token: null });
   history.replaceState(null, '', '/admin/');  // the ticket is spent: keep it out of history
-  saveToken(result.tokens.access_token);
   document.body.dataset.enrolled = 'true';
   await enter();
 }
@@ -138,7 +129,7 @@ async function enter() {
     $('refused-title').focus();
     return;
   }
-  if (!r.ok) { app.token = null; showSignIn(); throw new Problem(r.status, r.json); }
+  if (!r.ok) { lk.forget(); showSignIn(); throw new LatchkeyError((r.json && r.json.code) || 'unauthorized', (r.json && r.json.detail) || `HTTP ${r.status}`, { status: r.status, problem: r.json }); }
   app.me = r.json;
   $('who').textContent = r.json.user ? `Signed in as ${r.json.user.username}` : r.json.actor;
   $('session').hidden = false;
@@ -149,10 +140,6 @@ async function enter() {
 
 // ---------------------------------------------------------------------------------------------
 // Changes: sent, and when the server asks for it, approved with an action-bound passkey step-up.
-
-function adminAction(method, path, body) {
-  return { type: 'latchkey.admin', method, path, body: body === undefined ? null : body };
-}
 
 /** Shows what will change and waits for Approve (true) or Cancel / Escape (false). */
 function confirmChange(summary, action) {
@@ -171,33 +158,28 @@ function confirmChange(summary, action) {
   });
 }
 
-async function stepUp(action) {
-  const c = await api('POST', '/v1/step-up/challenges', { body: { method: 'passkey', action } });
-  const credential = await navigator.credentials.get({ publicKey: requestOptions(c.publicKey) });
-  const approved = await api('POST', '/v1/step-up/verify', { body: { challengeId: c.challengeId, credential: credentialJSON(credential) } });
-  return approved.access_token;
-}
-
 /** Sends one admin change; returns its JSON (or null), or false when the admin cancelled. */
 async function change(method, path, body, summary) {
-  const first = await request(method, path, { body });
-  if (first.status === 401) return api(method, path, { body });  // signs out with the message
-  if (first.ok) return first.json;
-  if (!(first.status === 403 && first.json && first.json.code === 'step_up_required')) throw new Problem(first.status, first.json);
-  const action = adminAction(method, path, body);
-  if (!(await confirmChange(summary, action))) {
-    announce('Cancelled: nothing changed.');
-    return false;
+  let approved = false;
+  try {
+    const json = await lk.withStepUp(actions.admin(method, path, body), (headers) => {
+      approved = 'Latchkey-Step-Up' in headers;
+      return api(method, path, { body, headers });
+    }, summary);
+    if (approved) document.body.dataset.lastApproved = `${method} ${path}`;
+    return json;
+  } catch (e) {
+    if (e instanceof LatchkeyError && e.code === 'declined') {
+      announce('Cancelled: nothing changed.');
+      return false;
+    }
+    throw e;
   }
-  const token = await stepUp(action);
-  const json = await api(method, path, { body, headers: { 'Latchkey-Step-Up': token } });
-  document.body.dataset.lastApproved = `${method} ${path}`;
-  return json;
 }
 
 async function busy(button, work) {
   button.disabled = true;
-  try { return await work(); } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || e.name || ''); } finally {
+  try { return await work(); } catch (e) { if (!told(e)) showBanner(describe(e), e.code || e.name || ''); } finally {
     button.disabled = false;
   }
   return undefined;
@@ -219,7 +201,7 @@ async function showPage(page) {
     if (page === 'apps') { await loadApps(); await refreshPreview(); }
     if (page === 'audit') await loadAudit();
     if (page === 'webhooks') await loadWebhooks();
-  } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || ''); }
+  } catch (e) { if (!told(e)) showBanner(describe(e), e.code || ''); }
   document.body.dataset.loaded = page;
 }
 
@@ -251,7 +233,7 @@ function apkKeyHash(fingerprint) {
   if (!/^[0-9a-fA-F]{64}$/.test(hex)) return null;
   const bytes = new Uint8Array(32);
   for (let i = 0; i < 32; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
-  return `android:apk-key-hash:${b64url.encode(bytes.buffer)}`;
+  return `android:apk-key-hash:${base64url.encode(bytes)}`;
 }
 
 function showFingerprintOrigin() {
@@ -450,7 +432,7 @@ async function openUser(id, focus = true) {
         onclick: (ev) => revoke(ev.currentTarget, `${base}/sessions/${encodeURIComponent(s.id)}`, `End one of ${d.user.username}'s sessions`) }))),
     'No live sessions.');
     if (focus) $('user-name').focus();
-  } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || ''); }
+  } catch (e) { if (!told(e)) showBanner(describe(e), e.code || ''); }
 }
 
 async function revoke(button, path, summary) {
@@ -500,7 +482,7 @@ async function loadWebhooks() {
   $('webhooks-available').hidden = unavailable;
   $('page-webhooks').dataset.state = unavailable ? 'unavailable' : 'available';
   if (unavailable) return;
-  if (!r.ok) throw new Problem(r.status, r.json);
+  if (!r.ok) throw new LatchkeyError((r.json && r.json.code) || 'invalid_request', (r.json && r.json.detail) || `HTTP ${r.status}`, { status: r.status, problem: r.json });
   const box = $('webhook-events');
   if (!box.querySelector('input')) {
     for (const name of EVENTS) {
@@ -574,10 +556,8 @@ function init() {
   $('audit-form').addEventListener('submit', (ev) => loadAudit(ev).catch((e) => showBanner(describe(e), e.code || '')));
   $('webhook-form').addEventListener('submit', addWebhook);
 
-  if (!window.PublicKeyCredential) showBanner('This browser does not support passkeys.', 'unsupported');
-  let saved = null;
-  try { saved = sessionStorage.getItem(SESSION_KEY); } catch { /* ignore */ }
-  const start = saved && !ticketFromURL() ? (app.token = saved, enter().catch(() => showSignIn())) : Promise.resolve(showSignIn());
+  browserSupport().then((support) => { if (!support.supported) showBanner(support.problem.message, support.problem.code); });
+  const start = lk.session && !ticketFromURL() ? enter().catch(() => showSignIn()) : Promise.resolve(showSignIn());
   start.finally(() => { document.body.dataset.ready = 'true'; });
 }
 
