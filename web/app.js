@@ -8,6 +8,11 @@
 //
 // An ES module (strict by default), loaded by index.html with <script type="module">.
 import { Latchkey, LatchkeyError, browserSupport, explainOrigin } from './latchkey.js';
+import * as i18n from './i18n.js';
+
+const { t } = i18n;
+/** Marks a text for the catalogs where it is defined; `t` translates it where it is shown. */
+const N_ = (text) => text;
 
 const $ = (id) => document.getElementById(id);
 const SESSION_KEY = 'latchkey.session';
@@ -20,13 +25,14 @@ const app = {
 /** The one client: an access token it cannot renew ends the session here, with a sentence. */
 const lk = new Latchkey({
   storageKey: SESSION_KEY,
-  confirmStepUp: ({ reason }) => {
-    if (reason) showBanner(reason, 'info', 'approval_needed');
+  confirmStepUp: ({ action, reason }) => {
+    if (reason) showBanner(t(reason), 'info', 'approval_needed');
+    document.body.dataset.approval = action.type;
     return true;
   },
   onSessionEnded: (reason) => {
     showWelcome();
-    showBanner(reason && reason.code !== 'network' ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network, 'error',
+    showBanner(t(reason && reason.code !== 'network' ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network), 'error',
       (reason && reason.code) || 'invalid_grant');
     startConditional();
   },
@@ -37,56 +43,56 @@ const lk = new Latchkey({
 
 /** What each SPEC error code means to the person in front of the screen. */
 const CODE_MESSAGES = {
-  invalid_request: 'The request was not accepted. Please reload the page and try again.',
-  challenge_invalid: 'That attempt expired or was already used. Please try again.',
-  origin_not_allowed: 'This web address is not allowed to use passkeys here. Ask the site owner to allow it.',
-  rp_id_mismatch: 'That passkey was made for a different website.',
-  user_presence_required: 'Your device did not confirm you were there. Try again and approve the prompt.',
-  user_verification_required: 'This needs your screen lock, fingerprint or face. Try again and verify it is you.',
-  signature_invalid: 'The passkey’s signature could not be verified. Please try again.',
-  attestation_invalid: 'Your authenticator could not prove what it is, so it was not accepted.',
-  algorithm_unsupported: 'Your authenticator uses a key type this site does not support.',
-  credential_unknown: 'That passkey is not registered here — it may have been revoked. Use another passkey or create an account.',
-  credential_exists: 'This authenticator already holds a passkey for your account.',
-  sign_count_regression: 'This passkey looks like it may have been copied, so it was blocked and flagged. Please contact support.',
-  action_mismatch: 'The approval did not match the payment shown. Nothing was sent.',
-  key_revoked: 'That key has been revoked.',
-  unauthorized: 'Your session has ended. Please sign in again.',
-  forbidden: 'You are not allowed to do that.',
-  not_found: 'That was not found. It may already have been removed.',
-  conflict: 'That conflicts with something that already exists.',
-  payload_too_large: 'The request was too large.',
-  rate_limited: 'Too many attempts. Please wait a moment and try again.',
-  invalid_grant: 'Your session has expired. Please sign in again.',
-  internal_error: 'Something went wrong on our side. Please try again in a moment.',
-  code_invalid: 'That code is not right. Check the email and try again.',
-  recovery_pending: 'Your recovery is still in its waiting period. Come back when it ends.',
-  step_up_required: 'This needs a fresh approval with your passkey.',
-  network: 'Cannot reach the server. Check your connection and try again.',
+  invalid_request: N_('The request was not accepted. Please reload the page and try again.'),
+  challenge_invalid: N_('That attempt expired or was already used. Please try again.'),
+  origin_not_allowed: N_('This web address is not allowed to use passkeys here. Ask the site owner to allow it.'),
+  rp_id_mismatch: N_('That passkey was made for a different website.'),
+  user_presence_required: N_('Your device did not confirm you were there. Try again and approve the prompt.'),
+  user_verification_required: N_('This needs your screen lock, fingerprint or face. Try again and verify it is you.'),
+  signature_invalid: N_('The passkey’s signature could not be verified. Please try again.'),
+  attestation_invalid: N_('Your authenticator could not prove what it is, so it was not accepted.'),
+  algorithm_unsupported: N_('Your authenticator uses a key type this site does not support.'),
+  credential_unknown: N_('That passkey is not registered here — it may have been revoked. Use another passkey or create an account.'),
+  credential_exists: N_('This authenticator already holds a passkey for your account.'),
+  sign_count_regression: N_('This passkey looks like it may have been copied, so it was blocked and flagged. Please contact support.'),
+  action_mismatch: N_('The approval did not match the payment shown. Nothing was sent.'),
+  key_revoked: N_('That key has been revoked.'),
+  unauthorized: N_('Your session has ended. Please sign in again.'),
+  forbidden: N_('You are not allowed to do that.'),
+  not_found: N_('That was not found. It may already have been removed.'),
+  conflict: N_('That conflicts with something that already exists.'),
+  payload_too_large: N_('The request was too large.'),
+  rate_limited: N_('Too many attempts. Please wait a moment and try again.'),
+  invalid_grant: N_('Your session has expired. Please sign in again.'),
+  internal_error: N_('Something went wrong on our side. Please try again in a moment.'),
+  code_invalid: N_('That code is not right. Check the email and try again.'),
+  recovery_pending: N_('Your recovery is still in its waiting period. Come back when it ends.'),
+  step_up_required: N_('This needs a fresh approval with your passkey.'),
+  network: N_('Cannot reach the server. Check your connection and try again.'),
 };
 
 /** Messages that depend on what the person was doing. */
 const CONTEXT_MESSAGES = {
-  'signup:conflict': 'That username is taken. Choose another one, or sign in if it is yours.',
-  'signup:credential_exists': 'This passkey is already registered. Sign in with it instead.',
-  'add:credential_exists': 'This passkey is already on your account.',
-  'stepup:not_found': 'Payment approval is not available on this server yet.',
-  'stepup:conflict': 'This approval was already used. Start a new one.',
-  'stepup:challenge_invalid': 'The approval expired or was already used. Nothing was sent — please approve again.',
-  'code:challenge_invalid': 'That code expired, was already used, or was tried too often. Ask for a new one.',
-  'recovery:unauthorized': 'This recovery was cancelled, already used or has expired. Start again.',
-  'recovery:code_invalid': 'That recovery code is not right, or was already used.',
-  'email:conflict': 'Another account has already verified this address.',
+  'signup:conflict': N_('That username is taken. Choose another one, or sign in if it is yours.'),
+  'signup:credential_exists': N_('This passkey is already registered. Sign in with it instead.'),
+  'add:credential_exists': N_('This passkey is already on your account.'),
+  'stepup:not_found': N_('Payment approval is not available on this server yet.'),
+  'stepup:conflict': N_('This approval was already used. Start a new one.'),
+  'stepup:challenge_invalid': N_('The approval expired or was already used. Nothing was sent — please approve again.'),
+  'code:challenge_invalid': N_('That code expired, was already used, or was tried too often. Ask for a new one.'),
+  'recovery:unauthorized': N_('This recovery was cancelled, already used or has expired. Start again.'),
+  'recovery:code_invalid': N_('That recovery code is not right, or was already used.'),
+  'email:conflict': N_('Another account has already verified this address.'),
 };
 
 const CEREMONY_WORDS = {
-  signup: { cancelled: 'Passkey creation was cancelled, so no account was created.', what: 'creating your passkey' },
-  add: { cancelled: 'Adding a passkey was cancelled. Nothing changed.', what: 'adding a passkey' },
-  signin: { cancelled: 'Sign-in was cancelled. Press “Sign in with a passkey” to try again.', what: 'signing in' },
-  stepup: { cancelled: 'Approval was cancelled. The transfer was not sent.', what: 'approving the transfer' },
-  recovery: { cancelled: 'Creating the new passkey was cancelled. Your recovery is still valid: try again.', what: 'creating your new passkey' },
-  codes: { cancelled: 'Approval was cancelled. No recovery codes were made.', what: 'approving new recovery codes' },
-  upgrade: { cancelled: 'No passkey was saved. You can add one any time.', what: 'saving a passkey' },
+  signup: { cancelled: N_('Passkey creation was cancelled, so no account was created.'), what: N_('creating your passkey') },
+  add: { cancelled: N_('Adding a passkey was cancelled. Nothing changed.'), what: N_('adding a passkey') },
+  signin: { cancelled: N_('Sign-in was cancelled. Press “Sign in with a passkey” to try again.'), what: N_('signing in') },
+  stepup: { cancelled: N_('Approval was cancelled. The transfer was not sent.'), what: N_('approving the transfer') },
+  recovery: { cancelled: N_('Creating the new passkey was cancelled. Your recovery is still valid: try again.'), what: N_('creating your new passkey') },
+  codes: { cancelled: N_('Approval was cancelled. No recovery codes were made.'), what: N_('approving new recovery codes') },
+  upgrade: { cancelled: N_('No passkey was saved. You can add one any time.'), what: N_('saving a passkey') },
 };
 
 /** A failure from the server (SPEC's codes), as opposed to one from the browser's passkey prompt. */
@@ -95,26 +101,40 @@ const SERVER_SIDE = (e) => e instanceof LatchkeyError && (e.status > 0 || e.code
 /** One sentence for any failure of `context` ('signup', 'signin', 'add', 'stepup', …). */
 function describe(error, context) {
   if (SERVER_SIDE(error)) {
-    let text = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code]
-      || `The server refused the request (${error.code}).`;
-    if (error.code === 'rate_limited' && error.retryAfter) text = `Too many attempts. Please wait ${error.retryAfter} seconds and try again.`;
+    const known = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code];
+    let text = known ? t(known) : t('The server refused the request ({code}).', { code: error.code });
+    if (error.code === 'rate_limited' && error.retryAfter) {
+      text = t('Too many attempts. Please wait {seconds} seconds and try again.', { seconds: i18n.number(error.retryAfter) });
+    }
     return { text, code: error.code };
   }
   const words = CEREMONY_WORDS[context] || CEREMONY_WORDS.signin;
   switch (error instanceof LatchkeyError ? error.code : 'unknown') {
     case 'timeout':
-      return { text: `The passkey prompt timed out while ${words.what}. Please try again.`, code: 'timeout' };
+      return { text: t('The passkey prompt timed out while {what}. Please try again.', { what: t(words.what) }), code: 'timeout' };
     case 'cancelled': case 'aborted':
-      return { text: words.cancelled, code: 'cancelled' };
+      return { text: t(words.cancelled), code: 'cancelled' };
     case 'invalid_state':
-      return { text: 'This device already has a passkey for this account. Use it to sign in, or choose another device.', code: 'invalid_state' };
+      return { text: t('This device already has a passkey for this account. Use it to sign in, or choose another device.'), code: 'invalid_state' };
     case 'security': case 'insecure_context':
-      return { text: explainOrigin().message || 'This page’s address cannot use passkeys for this site. Open it from its usual address.', code: 'security' };
+      return { text: originProblem() || t('This page’s address cannot use passkeys for this site. Open it from its usual address.'), code: 'security' };
     case 'not_supported':
-      return { text: 'Your device does not support the kind of passkey this site needs.', code: 'not_supported' };
+      return { text: t('Your device does not support the kind of passkey this site needs.'), code: 'not_supported' };
     default:
-      return { text: `Something went wrong while ${words.what}. Please try again.`, code: 'unknown' };
+      return { text: t('Something went wrong while {what}. Please try again.', { what: t(words.what) }), code: 'unknown' };
   }
+}
+
+/** explainOrigin's reason, in the page's language (the module's own words are English). */
+function originProblem() {
+  const o = explainOrigin();
+  if (o.code === 'security') {
+    return o.suggestion
+      ? t('Passkeys belong to a domain name, and this page was opened by its IP address, so the browser refuses them. Open {url} instead: localhost works over plain http.', { url: o.suggestion + location.pathname })
+      : t('Passkeys belong to a domain name, and this page was opened by its IP address, so the browser refuses them. Open it by its domain name.');
+  }
+  if (o.code === 'insecure_context') return t('Passkeys need a secure page: open {url} (plain http works only on localhost).', { url: o.suggestion + location.pathname });
+  return '';
 }
 
 function showError(error, context) {
@@ -178,7 +198,7 @@ async function signUp(event) {
   const displayName = $('signup-display').value.trim() || username;
   const fieldError = $('signup-username-error');
   if (!username) {
-    fieldError.textContent = 'Choose a username.';
+    fieldError.textContent = t('Choose a username.');
     fieldError.hidden = false;
     $('signup-username').setAttribute('aria-invalid', 'true');
     $('signup-username').focus();
@@ -186,7 +206,7 @@ async function signUp(event) {
   }
   fieldError.hidden = true;
   $('signup-username').removeAttribute('aria-invalid');
-  await busy($('signup-button'), 'Waiting for your passkey…', async () => {
+  await busy($('signup-button'), t('Waiting for your passkey…'), async () => {
     try {
       await lk.signUp({ username, displayName });
       startSession('signup');
@@ -202,7 +222,7 @@ async function signInWithButton(event) {
   event.preventDefault();
   clearBanner();
   const username = $('signin-username').value.trim();
-  await busy($('signin-button'), 'Waiting for your passkey…', async () => {
+  await busy($('signin-button'), t('Waiting for your passkey…'), async () => {
     try {
       await lk.signIn(username ? { username } : {});
       startSession('button');
@@ -224,7 +244,7 @@ async function signOut() {
   clearBanner();
   await lk.signOut();
   showWelcome();
-  announce('You are signed out.');
+  announce(t('You are signed out.'));
   startConditional();
 }
 
@@ -256,20 +276,20 @@ async function showAccount(method) {
   const user = lk.user;
   setView('account');
   $('who').textContent = user.displayName && user.displayName !== user.username
-    ? `${user.displayName} (${user.username})` : user.username;
-  $('account-title').textContent = `Welcome, ${user.displayName || user.username}`;
+    ? t('{name} ({username})', { name: user.displayName, username: user.username }) : user.username;
+  $('account-title').textContent = t('Welcome, {name}', { name: user.displayName || user.username });
   $('account-lede').textContent = {
-    signup: 'Your account is ready. Your passkey is saved on your device.',
-    autofill: 'You signed in with a passkey from autofill.',
-    button: 'You signed in with a passkey.',
-    restored: 'You are signed in.',
-    email: 'You signed in with an email code.',
-    recovery: 'You recovered your account with a new passkey. Every other session and device key was signed out.',
-  }[method] || 'You are signed in with a passkey.';
+    signup: t('Your account is ready. Your passkey is saved on your device.'),
+    autofill: t('You signed in with a passkey from autofill.'),
+    button: t('You signed in with a passkey.'),
+    restored: t('You are signed in.'),
+    email: t('You signed in with an email code.'),
+    recovery: t('You recovered your account with a new passkey. Every other session and device key was signed out.'),
+  }[method] || t('You are signed in with a passkey.');
   $('transfer-result').hidden = true;
   clearPasskeys();
   $('account-title').focus();
-  announce(`Signed in as ${user.username}.`);
+  announce(t('Signed in as {username}.', { username: user.username }));
   $('upgrade-offer').hidden = true;
   $('codes-shown').hidden = true;
   await loadPasskeys();
@@ -281,19 +301,8 @@ async function showAccount(method) {
 // ---------------------------------------------------------------------------------------------
 // Passkeys: list, rename, revoke, add
 
-const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
-
-function when(iso) {
-  const t = Date.parse(iso);
-  if (Number.isNaN(t)) return iso;
-  const seconds = (t - Date.now()) / 1000;
-  const abs = Math.abs(seconds);
-  if (abs < 60) return 'just now';
-  if (abs < 3600) return relative.format(Math.round(seconds / 60), 'minute');
-  if (abs < 86400) return relative.format(Math.round(seconds / 3600), 'hour');
-  return dateFormat.format(new Date(t));
-}
+/** "just now", "5 minutes ago", or the date and time, in the page's language (Intl). */
+const when = (iso) => i18n.relative(iso);
 
 function clearPasskeys() {
   $('passkeys').replaceChildren();
@@ -327,7 +336,7 @@ function renderPasskey(pk) {
   name.textContent = pk.name;
   name.id = `pk-name-${pk.id}`;
   li.setAttribute('aria-labelledby', name.id);
-  li.querySelector('.pk-provider').textContent = pk.provider || 'Passkey';
+  li.querySelector('.pk-provider').textContent = pk.provider || t('Passkey');
   const badges = li.querySelector('.pk-badges');
   const badge = (text, kind) => {
     const span = document.createElement('span');
@@ -335,22 +344,22 @@ function renderPasskey(pk) {
     span.textContent = text;
     badges.append(span);
   };
-  if (pk.backedUp) badge('Synced', 'ok');
-  else if (pk.backupEligible) badge('Can sync', 'muted');
-  else badge('This device only', 'muted');
-  if (pk.flagged) badge('Flagged: possible copy', 'warn');
-  if (pk.heldUntil) badge(`On hold until ${dateFormat.format(new Date(pk.heldUntil))}`, 'warn');
+  if (pk.backedUp) badge(t('Synced'), 'ok');
+  else if (pk.backupEligible) badge(t('Can sync'), 'muted');
+  else badge(t('This device only'), 'muted');
+  if (pk.flagged) badge(t('Flagged: possible copy'), 'warn');
+  if (pk.heldUntil) badge(t('On hold until {date}', { date: i18n.dateTime(pk.heldUntil) }), 'warn');
   const created = li.querySelector('.pk-created');
-  created.textContent = `Created ${when(pk.createdAt)}`;
-  created.title = dateFormat.format(new Date(pk.createdAt));
+  created.textContent = t('Created {when}', { when: when(pk.createdAt) });
+  created.title = i18n.dateTime(pk.createdAt);
   const used = li.querySelector('.pk-used');
-  used.textContent = pk.lastUsedAt ? `Last used ${when(pk.lastUsedAt)}` : 'Never used to sign in';
-  if (pk.lastUsedAt) used.title = dateFormat.format(new Date(pk.lastUsedAt));
+  used.textContent = pk.lastUsedAt ? t('Last used {when}', { when: when(pk.lastUsedAt) }) : t('Never used to sign in');
+  if (pk.lastUsedAt) used.title = i18n.dateTime(pk.lastUsedAt);
 
   const renameStart = li.querySelector('.pk-rename-start');
   const revokeStart = li.querySelector('.pk-revoke-start');
-  renameStart.setAttribute('aria-label', `Rename ${pk.name}`);
-  revokeStart.setAttribute('aria-label', `Revoke ${pk.name}`);
+  renameStart.setAttribute('aria-label', t('Rename {name}', { name: pk.name }));
+  revokeStart.setAttribute('aria-label', t('Revoke {name}', { name: pk.name }));
   const form = li.querySelector('.pk-rename');
   const input = form.querySelector('input');
   const inputId = `pk-rename-${pk.id}`;
@@ -376,7 +385,7 @@ function renderPasskey(pk) {
     clearBanner();
     try {
       await lk.passkeys.rename(pk.id, newName);
-      announce(`Renamed to ${newName}.`);
+      announce(t('Renamed to {name}.', { name: newName }));
       await loadPasskeys(pk.id);
       await loadSessions();  // they name the passkey that began each
     } catch (err) {
@@ -398,7 +407,7 @@ function renderPasskey(pk) {
       const { sessionEnded } = await lk.passkeys.revoke(pk.id, { reason: WHY.revoke });
       clearBanner();
       if (sessionEnded) { sessionEndedWithPasskey(); return; }
-      announce(`${pk.name} was revoked.`);
+      announce(t('{name} was revoked.', { name: pk.name }));
       await loadPasskeys();
       await loadSessions();
       $('passkeys-title').focus();
@@ -442,25 +451,25 @@ function renderSession(s) {
   li.dataset.current = String(Boolean(s.current));
   const name = li.querySelector('.s-name');
   name.id = `s-name-${s.id}`;
-  name.textContent = s.current ? 'This device' : 'Another sign-in';
+  name.textContent = s.current ? t('This device') : t('Another sign-in');
   li.setAttribute('aria-labelledby', name.id);
-  const how = { passkey: 'Passkey', ticket: 'Enrolment ticket', email: 'Email code', recovery: 'Account recovery' }[s.method] || s.method;
+  const how = t({ passkey: N_('Passkey'), ticket: N_('Enrolment ticket'), email: N_('Email code'), recovery: N_('Account recovery'), oauth: N_('App sign-in') }[s.method] || s.method);
   const pk = passkeyName(s.credentialId);
-  li.querySelector('.s-how').textContent = pk ? `${how} “${pk}”` : how;
+  li.querySelector('.s-how').textContent = pk ? t('{how} “{passkey}”', { how, passkey: pk }) : how;
   if (s.current) {
     const badge = document.createElement('span');
     badge.className = 'badge badge-ok';
-    badge.textContent = 'This device';
+    badge.textContent = t('This device');
     li.querySelector('.s-badges').append(badge);
   }
   const auth = li.querySelector('.s-auth');
-  auth.textContent = `Signed in ${when(s.authTime)}`;
-  auth.title = dateFormat.format(new Date(s.authTime));
+  auth.textContent = t('Signed in {when}', { when: when(s.authTime) });
+  auth.title = i18n.dateTime(s.authTime);
   const used = li.querySelector('.s-used');
-  used.textContent = `Last active ${when(s.lastUsedAt)}`;
-  used.title = dateFormat.format(new Date(s.lastUsedAt));
+  used.textContent = t('Last active {when}', { when: when(s.lastUsedAt) });
+  used.title = i18n.dateTime(s.lastUsedAt);
   const end = li.querySelector('.s-end');
-  end.setAttribute('aria-label', s.current ? 'End this session (sign out here)' : `End the session signed in ${when(s.authTime)}`);
+  end.setAttribute('aria-label', s.current ? t('End this session (sign out here)') : t('End the session signed in {when}', { when: when(s.authTime) }));
   end.addEventListener('click', async () => {
     clearBanner();
     let ended;
@@ -473,11 +482,11 @@ function renderSession(s) {
     if (ended.current || s.current) {
       lk.forget();
       showWelcome();
-      announce('This session ended. You are signed out.');
+      announce(t('This session ended. You are signed out.'));
       startConditional();
       return;
     }
-    announce('That session was ended.');
+    announce(t('That session was ended.'));
     await loadSessions();
     $('sessions-title').focus();
   });
@@ -488,7 +497,7 @@ function renderSession(s) {
 function sessionEndedWithPasskey() {
   lk.forget();
   showWelcome();
-  showBanner('You revoked the passkey you signed in with, so this session ended. Sign in with another passkey.', 'info',
+  showBanner(t('You revoked the passkey you signed in with, so this session ended. Sign in with another passkey.'), 'info',
     'session_ended');
   startConditional();
 }
@@ -499,18 +508,18 @@ function sessionEndedWithPasskey() {
 // approval of that change and sends it again. (An email session adding its first passkey, or an
 // account without passkeys setting its address, needs none: the first try goes through.)
 const WHY = {
-  add: 'To add a passkey, approve with one of your passkeys first: a stolen sign-in alone must never be able to add one.',
-  revoke: 'To remove a passkey, approve with one of your passkeys: someone holding only a stolen sign-in must not be able to lock you out.',
-  email: 'To change the address your recovery mail goes to, approve with your passkey: a stolen sign-in must not be able to move your recovery.',
+  add: N_('To add a passkey, approve with one of your passkeys first: a stolen sign-in alone must never be able to add one.'),
+  revoke: N_('To remove a passkey, approve with one of your passkeys: someone holding only a stolen sign-in must not be able to lock you out.'),
+  email: N_('To change the address your recovery mail goes to, approve with your passkey: a stolen sign-in must not be able to move your recovery.'),
 };
 
 async function addPasskey() {
   clearBanner();
-  await busy($('add-passkey'), 'Waiting…', async () => {
+  await busy($('add-passkey'), t('Waiting…'), async () => {
     try {
       const result = await lk.passkeys.add({ reason: WHY.add });
       clearBanner();
-      announce('Passkey added.');
+      announce(t('Passkey added.'));
       await loadPasskeys(result.passkey && result.passkey.id);
     } catch (e) {
       showError(e, 'add');
@@ -535,16 +544,16 @@ async function approveTransfer() {
   const result = $('transfer-result');
   result.hidden = true;
   result.dataset.state = '';
-  await busy($('approve-transfer'), 'Waiting for your passkey…', async () => {
+  await busy($('approve-transfer'), t('Waiting for your passkey…'), async () => {
     try {
       const approval = await lk.stepUp(TRANSFER);
       // What the bank's backend does next: spend the one-time step-up token on this exact action.
       await lk.consumeStepUp(approval.token, approval.actionHash);
       result.replaceChildren();
       const title = document.createElement('strong');
-      title.textContent = 'Transfer approved and sent.';
+      title.textContent = t('Transfer approved and sent.');
       const detail = document.createElement('span');
-      detail.textContent = ` 200.00 EUR to Jana Novák. Receipt ${approval.receiptId || '—'}.`;
+      detail.textContent = ` ${t('{amount} to Jana Novák. Receipt {receipt}.', { amount: i18n.number(200, { style: 'currency', currency: 'EUR' }), receipt: approval.receiptId || '—' })}`;
       result.append(title, detail);
       result.dataset.state = 'approved';
       result.hidden = false;
@@ -606,7 +615,7 @@ async function recoverSendCode(event) {
   clearBanner();
   const identifier = $('recover-identifier').value.trim();
   if (!identifier) { $('recover-identifier').focus(); return; }
-  await busy($('recover-send'), 'Sending…', async () => {
+  await busy($('recover-send'), t('Sending…'), async () => {
     try {
       const body = identifier.includes('@') ? { email: identifier } : { username: identifier };
       const c = await lk.recovery.start(body);
@@ -622,7 +631,7 @@ async function recoverSubmitCode() {
   clearBanner();
   const code = $('recover-code').value.trim();
   if (!code || !recovery.challengeId) { $('recover-code').focus(); return; }
-  await busy($('recover-code-submit'), 'Checking…', async () => {
+  await busy($('recover-code-submit'), t('Checking…'), async () => {
     try {
       recoveryReady(await lk.recovery.verifyCode(recovery.challengeId, code));
     } catch (e) { showError(e, 'code'); $('recover-code').focus(); }
@@ -636,7 +645,7 @@ async function recoverWithCode(event) {
   const recoveryCode = $('recover-recovery-code').value.trim();
   if (!username) { $('recover-username').focus(); return; }
   if (!recoveryCode) { $('recover-recovery-code').focus(); return; }
-  await busy($('recover-codes-submit'), 'Checking…', async () => {
+  await busy($('recover-codes-submit'), t('Checking…'), async () => {
     try {
       recoveryReady(await lk.recovery.useRecoveryCode(username, recoveryCode));
     } catch (e) { showError(e, 'recovery'); $('recover-recovery-code').focus(); }
@@ -652,14 +661,13 @@ function recoveryReady(result) {
   const notBefore = Date.parse(result.notBefore);
   if (notBefore > Date.now() + 1000) {
     document.body.dataset.recovery = 'pending';
-    $('recover-ready-title').textContent = 'Recovery started: waiting period';
-    $('recover-ready-text').textContent = `For your safety, you can save a new passkey from ${dateFormat.format(new Date(notBefore))}. `
-      + 'We told your verified address; if this was not you, it can be cancelled from any signed-in session.';
+    $('recover-ready-title').textContent = t('Recovery started: waiting period');
+    $('recover-ready-text').textContent = t('For your safety, you can save a new passkey from {date}. We told your verified address; if this was not you, it can be cancelled from any signed-in session.', { date: i18n.dateTime(notBefore) });
     $('recover-create').hidden = true;
   } else {
     document.body.dataset.recovery = 'ready';
-    $('recover-ready-title').textContent = 'Save a new passkey';
-    $('recover-ready-text').textContent = 'It is you. Save a new passkey now: your other sessions and device keys will be signed out.';
+    $('recover-ready-title').textContent = t('Save a new passkey');
+    $('recover-ready-text').textContent = t('It is you. Save a new passkey now: your other sessions and device keys will be signed out.');
     $('recover-create').hidden = false;
     conditionalRecoveryCreate();
   }
@@ -698,7 +706,7 @@ async function recoverCreate() {
   await stopConditionalCreate();
   if (!recovery.token) return;  // the automatic upgrade got there first
   clearBanner();
-  await busy($('recover-create'), 'Waiting for your passkey…', async () => {
+  await busy($('recover-create'), t('Waiting for your passkey…'), async () => {
     try {
       await lk.recovery.createPasskey(recovery.token);
       recovery.token = null;
@@ -712,7 +720,7 @@ async function emailSendCode(event) {
   clearBanner();
   const email = $('email-address').value.trim();
   if (!email) { $('email-address').focus(); return; }
-  await busy($('email-send'), 'Sending…', async () => {
+  await busy($('email-send'), t('Sending…'), async () => {
     try {
       const c = await lk.email.startSignIn(email);
       recovery.challengeId = c.challengeId;
@@ -726,7 +734,7 @@ async function emailSubmitCode() {
   clearBanner();
   const code = $('email-code').value.trim();
   if (!code || !recovery.challengeId) { $('email-code').focus(); return; }
-  await busy($('email-code-submit'), 'Checking…', async () => {
+  await busy($('email-code-submit'), t('Checking…'), async () => {
     try {
       await lk.email.finishSignIn(recovery.challengeId, code);
       startSession('email');
@@ -739,16 +747,18 @@ async function loadRecoverySettings() {
   // No refresh of its own (loadPasskeys just did any): a 401 here means the session ended meanwhile.
   if (!lk.session) return;
   try { state = await lk.recovery.status(); } catch { return; }
-  $('email-current').textContent = state.email || 'none';
-  $('codes-left').textContent = String(state.recoveryCodesLeft);
+  $('email-current').textContent = state.email || t('none');
+  $('codes-left').textContent = i18n.number(state.recoveryCodesLeft);
   const pending = (state.pendingRecoveries || [])[0];
   const banner = $('recovery-pending');
   banner.hidden = !pending;
   banner.dataset.recoveryId = pending ? pending.recoveryId : '';
   document.body.dataset.pendingRecovery = pending ? 'yes' : 'no';
   if (pending) {
-    $('recovery-pending-text').textContent = `Someone started recovering this account (${pending.method === 'email' ? 'by email code' : 'with a recovery code'}). `
-      + `It can replace your passkeys from ${dateFormat.format(new Date(pending.notBefore))}. If it was not you, cancel it now.`;
+    $('recovery-pending-text').textContent = t(pending.method === 'email'
+      ? 'Someone started recovering this account (by email code). It can replace your passkeys from {date}. If it was not you, cancel it now.'
+      : 'Someone started recovering this account (with a recovery code). It can replace your passkeys from {date}. If it was not you, cancel it now.',
+    { date: i18n.dateTime(pending.notBefore) });
   }
 }
 
@@ -756,11 +766,11 @@ async function cancelRecovery() {
   clearBanner();
   const id = $('recovery-pending').dataset.recoveryId;
   if (!id) return;
-  await busy($('recovery-cancel'), 'Cancelling…', async () => {
+  await busy($('recovery-cancel'), t('Cancelling…'), async () => {
     try {
       await lk.recovery.cancel(id);
-      announce('The recovery was cancelled.');
-      showBanner('The recovery was cancelled. Its code no longer works.', 'info', 'recovery_cancelled');
+      announce(t('The recovery was cancelled.'));
+      showBanner(t('The recovery was cancelled. Its code no longer works.'), 'info', 'recovery_cancelled');
       await loadRecoverySettings();
       $('recovery-settings-title').focus();
     } catch (e) { showError(e, 'revoke'); }
@@ -772,7 +782,7 @@ async function setEmail(event) {
   clearBanner();
   const email = $('email-new').value.trim();
   if (!email) { $('email-new').focus(); return; }
-  await busy($('email-set'), 'Sending…', async () => {
+  await busy($('email-set'), t('Sending…'), async () => {
     try {
       const c = await lk.email.setAddress(email, { reason: WHY.email });
       clearBanner();
@@ -787,12 +797,12 @@ async function verifyEmail() {
   clearBanner();
   const code = $('email-verify-code').value.trim();
   if (!code) { $('email-verify-code').focus(); return; }
-  await busy($('email-verify'), 'Checking…', async () => {
+  await busy($('email-verify'), t('Checking…'), async () => {
     try {
       const r = await lk.email.verifyAddress(recovery.challengeId, code);
       $('email-set-form').reset();
       $('email-verify-step').hidden = true;
-      announce(`${r.email} is verified.`);
+      announce(t('{email} is verified.', { email: r.email }));
       await loadRecoverySettings();
       document.body.dataset.emailVerified = 'yes';
       $('recovery-settings-title').focus();
@@ -806,13 +816,13 @@ async function verifyEmail() {
 /** New recovery codes behind a passkey step-up for exactly this action (SPEC "Recovery codes"). */
 async function createRecoveryCodes() {
   clearBanner();
-  await busy($('codes-create'), 'Waiting for your passkey…', async () => {
+  await busy($('codes-create'), t('Waiting for your passkey…'), async () => {
     try {
       const r = await lk.recovery.createCodes();
       const list = $('codes-list');
       list.replaceChildren(...r.codes.map((c) => { const li = document.createElement('li'); li.textContent = c; return li; }));
       $('codes-shown').hidden = false;
-      $('codes-left').textContent = String(r.codes.length);
+      $('codes-left').textContent = i18n.number(r.codes.length);
       document.body.dataset.recoveryCodes = String(r.codes.length);
       $('codes-shown').focus();
     } catch (e) { showError(e, 'codes'); }
@@ -836,7 +846,7 @@ async function offerUpgrade() {
     const result = await lk.passkeys.add({ mediation: 'conditional', signal: controller.signal });
     $('upgrade-offer').hidden = true;
     document.body.dataset.upgrade = 'saved';
-    announce('A passkey was saved for next time.');
+    announce(t('A passkey was saved for next time.'));
     await loadPasskeys(result.passkey && result.passkey.id);
   } catch (e) {
     if (document.body.dataset.upgrade === 'conditional') document.body.dataset.upgrade = 'offered';
@@ -850,12 +860,12 @@ async function upgradeCreate() {
   await stopConditionalCreate();
   if (document.body.dataset.upgrade === 'saved') return;
   clearBanner();
-  await busy($('upgrade-create'), 'Waiting…', async () => {
+  await busy($('upgrade-create'), t('Waiting…'), async () => {
     try {
       const result = await lk.passkeys.add({ reason: WHY.add });
       $('upgrade-offer').hidden = true;
       document.body.dataset.upgrade = 'saved';
-      announce('Passkey saved.');
+      announce(t('Passkey saved.'));
       await loadPasskeys(result.passkey && result.passkey.id);
     } catch (e) { showError(e, 'upgrade'); }
   });
@@ -887,7 +897,7 @@ function showHeldPasskeys(passkeys) {
   document.body.dataset.heldPasskeys = String(held.length);
   $('held-passkeys-list').replaceChildren(...held.map((pk) => {
     const li = document.createElement('li');
-    li.textContent = `${pk.name} (${pk.provider || 'Passkey'}), added ${when(pk.createdAt)}: approves nothing until ${dateFormat.format(new Date(pk.heldUntil))}.`;
+    li.textContent = t('{name} ({provider}), added {when}: approves nothing until {date}.', { name: pk.name, provider: pk.provider || t('Passkey'), when: when(pk.createdAt), date: i18n.dateTime(pk.heldUntil) });
     return li;
   }));
 }
@@ -902,8 +912,8 @@ function openCancelLink() {
   const card = $('cancel-link');
   const recovery = token.startsWith('lkcan_rec_');
   $('cancel-link-text').textContent = recovery
-    ? 'This link cancels the recovery of your account that was just started. Its code and recovery token stop working, and your passkeys stay as they are.'
-    : 'This link removes the passkey that was just added to your account, and signs out every session it began. Your other passkeys stay as they are.';
+    ? t('This link cancels the recovery of your account that was just started. Its code and recovery token stop working, and your passkeys stay as they are.')
+    : t('This link removes the passkey that was just added to your account, and signs out every session it began. Your other passkeys stay as they are.');
   card.dataset.kind = recovery ? 'recovery' : 'passkey';
   card.hidden = false;
   document.body.dataset.cancelLink = 'asking';
@@ -913,16 +923,16 @@ function openCancelLink() {
     window.history.replaceState(null, '', window.location.pathname);
     showBanner(text, state === 'done' ? 'info' : 'error', state === 'done' ? 'cancel_done' : 'cancel_failed');
   };
-  $('cancel-link-dismiss').addEventListener('click', () => done('Nothing was changed. The link still works while the recovery or the hold lasts.', 'kept'));
+  $('cancel-link-dismiss').addEventListener('click', () => done(t('Nothing was changed. The link still works while the recovery or the hold lasts.'), 'kept'));
   $('cancel-link-confirm').addEventListener('click', async () => {
-    await busy($('cancel-link-confirm'), 'Undoing…', async () => {
+    await busy($('cancel-link-confirm'), t('Undoing…'), async () => {
       try {
         await lk.recovery.useCancelLink(token);
-        done(recovery ? 'The recovery was cancelled.' : 'The passkey was removed and its sessions signed out.', 'done');
+        done(recovery ? t('The recovery was cancelled.') : t('The passkey was removed and its sessions signed out.'), 'done');
       } catch (e) {
         done(e instanceof LatchkeyError && e.code === 'not_found'
-          ? 'This link was already used or has expired, or there is nothing left to undo.'
-          : 'The link could not be used right now. Try again in a moment.', 'failed');
+          ? t('This link was already used or has expired, or there is nothing left to undo.')
+          : t('The link could not be used right now. Try again in a moment.'), 'failed');
       }
     });
   });
@@ -930,6 +940,11 @@ function openCancelLink() {
 }
 
 async function init() {
+  // The page's language first (navigator.languages, or the switcher's choice): the catalog
+  // translates the page, and the client asks the server in it (Accept-Language; the account's
+  // mails follow the language it last signed in with).
+  lk.language = await i18n.init();
+  i18n.switcher($('language'));
   $('signup-form').addEventListener('submit', signUp);
   $('signin-form').addEventListener('submit', signInWithButton);
   $('signout').addEventListener('click', signOut);

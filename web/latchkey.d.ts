@@ -111,6 +111,8 @@ export interface LatchkeyConfig {
   /** The session ended without signOut (a refused refresh). */
   onSessionEnded?: (reason: LatchkeyError | null) => void;
   fetch?: typeof fetch;
+  /** Sent as Accept-Language: the server stores it as the account's language for mail. */
+  language?: string;
 }
 
 export interface RequestOptions {
@@ -121,6 +123,7 @@ export interface RequestOptions {
 export declare class Latchkey {
   constructor(config?: LatchkeyConfig);
   baseURL: string;
+  language?: string;
   session: { user: User; tokens: Tokens; method?: string } | null;
   readonly user: User | null;
   readonly autofillPending: boolean;

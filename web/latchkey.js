@@ -302,14 +302,17 @@ export class Latchkey {
    *        called before a step-up prompt; return false to cancel (a `declined` error)
    * @param {(reason: LatchkeyError|null) => void} [config.onSessionEnded] the session ended (refresh refused, revoked, signed out)
    * @param {typeof fetch} [config.fetch]
+   * @param {string} [config.language] a BCP 47 tag sent as Accept-Language (the server mails the account in the language it last signed in with)
    */
-  constructor({ baseURL = '', storage, storageKey = 'latchkey.session', confirmStepUp, onSessionEnded, fetch: fetchImpl } = {}) {
+  constructor({ baseURL = '', storage, storageKey = 'latchkey.session', confirmStepUp, onSessionEnded, fetch: fetchImpl, language } = {}) {
+    /** @type {string|undefined} */
+    this.language = language;
     this.baseURL = String(baseURL).replace(/\/+$/, '');
     this.storage = storage === null ? memoryStorage() : (storage || defaultStorage());
     this.storageKey = storageKey;
     this.confirmStepUp = confirmStepUp || null;
     this.onSessionEnded = onSessionEnded || null;
-    this._fetch = fetchImpl || globalThis.fetch.bind(globalThis);
+    this._fetch = fetchImpl || ((url, init) => fetch(url, init));
     this._refreshing = null;
     this._conditional = null;
     /** @type {{user: object, tokens: object, method?: string}|null} */
@@ -331,7 +334,7 @@ export class Latchkey {
    * ticket. Returns the JSON (null for 204); throws a LatchkeyError for anything not 2xx.
    */
   async request(method, path, { body, auth = false, token = null, ticket = null, headers = {}, retry = true } = {}) {
-    const h = { Accept: 'application/json, application/problem+json', ...headers };
+    const h = { Accept: 'application/json, application/problem+json', ...(this.language ? { 'Accept-Language': this.language } : {}), ...headers };
     if (body !== undefined) h['Content-Type'] = 'application/json';
     const bearer = token || (auth && this.session ? this.session.tokens.access_token : null);
     if (bearer) h.Authorization = `Bearer ${bearer}`;

@@ -39,7 +39,9 @@ class Firefox:
             'datareporting.policy.dataSubmissionEnabled': False,
             'toolkit.telemetry.reportingpolicy.firstRun': False,
             'app.update.disabledForTesting': True,
-            'security.webauth.webauthn_enable_softtoken': False,
+            # The virtual authenticators live in Firefox's soft-token manager; no real USB keys.
+            'security.webauth.webauthn_enable_softtoken': True,
+            'security.webauth.webauthn_enable_usbtoken': False,
         }
         with open(os.path.join(self.profile, 'user.js'), 'w') as f:
             for k, v in prefs.items():

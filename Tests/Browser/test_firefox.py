@@ -35,7 +35,7 @@ def until(ff, predicate, what, timeout=30):
 
 
 def body(ff, attr):
-    return ff.execute('return document.body.dataset[arguments[0]] ?? null', attr)
+    return ff.execute("return document.body.getAttribute('data-' + arguments[0])", attr)
 
 
 def load(ff):
@@ -74,6 +74,7 @@ def test_sign_up_sign_in_revoke(ff, auth):
     view(ff, 'account')
     method = body(ff, 'signin-method')
     assert method in ('button', 'autofill'), method
+    print(f'  signed in again by {method}', flush=True)
     until(ff, lambda: passkey_count(ff) == '1', 'one passkey listed after sign-in')
 
     # Revoke the passkey this session began with: a passkey step-up bound to it, then the session ends.
@@ -93,31 +94,7 @@ def test_sign_up_sign_in_revoke(ff, auth):
 def test_module_directly(ff, auth):
     """The module's own API, as another page would call it (a fresh client, memory storage)."""
     load(ff)
-    r = ff.execute_async("""
-      const resolve = arguments[arguments.length - 1];
-      (async () => {
-        const m = await import('/latchkey.js');
-        const out = { version: m.VERSION };
-        const lk = new m.Latchkey({ storage: null });
-        await lk.abortConditional();
-        window.__lkApp && 0;
-        const signed = await lk.signUp({ username: arguments[0], displayName: 'Module Tester' });
-        out.signedUp = signed.user.username;
-        const list = await lk.passkeys.list();
-        out.passkeys = list.length;
-        await lk.passkeys.rename(list[0].id, 'Firefox key');
-        out.renamed = (await lk.passkeys.list())[0].name;
-        const approval = await lk.stepUp({ type: 'transfer', amount: '1.00', currency: 'EUR' });
-        out.consumed = !!(await lk.consumeStepUp(approval.token, approval.actionHash));
-        try { await lk.consumeStepUp(approval.token, approval.actionHash); out.second = 'accepted'; } catch (e) { out.second = e.code; }
-        try { await lk.signUp({ username: arguments[0] }); } catch (e) { out.taken = [e.name, e.code, e.status]; }
-        out.sessions = (await lk.sessions.list()).filter((s) => s.current).length;
-        const revoked = await lk.passkeys.revoke(list[0].id);
-        out.sessionEnded = revoked.sessionEnded;
-        out.after = lk.session;
-        return out;
-      })().then(resolve, (e) => resolve({ error: String(e), code: e.code }));
-    """, f'ffmod-{STAMP}')
+    r = ff.execute_async(open(os.path.join(os.path.dirname(__file__), 'module_story.js')).read(), f'ffmod-{STAMP}')
     assert 'error' not in r, r
     assert r['version'] == '1.0.0', r
     assert r['signedUp'] == f'ffmod-{STAMP}' and r['passkeys'] == 1 and r['renamed'] == 'Firefox key', r
