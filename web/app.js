@@ -117,7 +117,7 @@ function describe(error, context) {
     case 'invalid_state':
       return { text: t('This device already has a passkey for this account. Use it to sign in, or choose another device.'), code: 'invalid_state' };
     case 'security': case 'insecure_context':
-      return { text: originProblem() || t('This page’s address cannot use passkeys for this site. Open it from its usual address.'), code: 'security' };
+      return { text: originProblem(error.rpId) || t('This page’s address cannot use passkeys for this site. Open it from its usual address.'), code: 'security' };
     case 'not_supported':
       return { text: t('Your device does not support the kind of passkey this site needs.'), code: 'not_supported' };
     default:
@@ -125,9 +125,15 @@ function describe(error, context) {
   }
 }
 
-/** explainOrigin's reason, in the page's language (the module's own words are English). */
-function originProblem() {
-  const o = explainOrigin();
+/**
+ * explainOrigin's reason, in the page's language (the module's own words are English): at
+ * http://127.0.0.1:PORT for rpId `localhost` (a SecurityError), name the address that works.
+ */
+function originProblem(rpId) {
+  const o = explainOrigin(location, rpId || '');
+  if (o.code === 'security' && rpId) {
+    return t('Passkeys for this site work at {rpId}, not at {host}. Open {url} instead.', { rpId, host: location.hostname, url: o.suggestion + location.pathname });
+  }
   if (o.code === 'security') {
     return o.suggestion
       ? t('Passkeys belong to a domain name, and this page was opened by its IP address, so the browser refuses them. Open {url} instead: localhost works over plain http.', { url: o.suggestion + location.pathname })

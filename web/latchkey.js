@@ -55,8 +55,11 @@ export class LatchkeyError extends Error {
   get isCancellation() { return this.code === 'cancelled' || this.code === 'timeout' || this.code === 'aborted'; }
 }
 
-/** Maps a DOMException from navigator.credentials to a LatchkeyError. `started`/`timeout` tell a timeout from a cancel. */
-export function ceremonyError(error, { started = 0, timeout = 0, kind = 'get' } = {}) {
+/**
+ * Maps a DOMException from navigator.credentials to a LatchkeyError. `started`/`timeout` tell a
+ * timeout from a cancel; `rpId` (the options') lets a SecurityError name the address that works.
+ */
+export function ceremonyError(error, { started = 0, timeout = 0, kind = 'get', rpId = '' } = {}) {
   if (error instanceof LatchkeyError) return error;
   const name = error && error.name;
   const msg = (error && error.message) || String(error);
@@ -68,7 +71,13 @@ export function ceremonyError(error, { started = 0, timeout = 0, kind = 'get' } 
     case 'AbortError': return new LatchkeyError('aborted', msg, { cause: error });
     case 'InvalidStateError':
       return new LatchkeyError(kind === 'create' ? 'invalid_state' : 'unknown', msg, { cause: error });
-    case 'SecurityError': return new LatchkeyError('security', explainOrigin().message || msg, { cause: error });
+    case 'SecurityError': {
+      const why = explainOrigin(globalThis.location, rpId);
+      const e = new LatchkeyError('security', why.message || msg, { cause: error });
+      e.rpId = rpId || null;
+      e.suggestion = why.suggestion;
+      return e;
+    }
     case 'NotSupportedError': return new LatchkeyError('not_supported', msg, { cause: error });
     default: return new LatchkeyError('unknown', msg, { cause: error });
   }
@@ -78,16 +87,27 @@ export function ceremonyError(error, { started = 0, timeout = 0, kind = 'get' } 
 // Support and the page's address
 
 /**
- * Why passkeys cannot work at this page's address, in words (`null` when they can). WebAuthn needs
- * a secure context (https, or http on `localhost`), and an rpId is a domain name: on
- * `http://127.0.0.1:…` the browser refuses every ceremony, so open `http://localhost:…` instead.
- * @param {{protocol: string, hostname: string, host: string, port?: string}} [where] defaults to `location`
+ * Why passkeys cannot work at this page's address, in words (code `ok` when they can). WebAuthn
+ * needs a secure context (https, or http on `localhost`), an rpId is a domain name (on
+ * `http://127.0.0.1:…` the browser refuses every ceremony: open `http://localhost:…`), and the
+ * page's host must be the rpId or under it (`rpId`, when known, names the address that works).
+ * @param {{protocol: string, hostname: string, host: string, port?: string, pathname?: string}} [where] defaults to `location`
+ * @param {string} [rpId] the server's rpId (from any options it sent)
  * @returns {{code: string, message: string, suggestion: string|null}}
  */
-export function explainOrigin(where = globalThis.location) {
+export function explainOrigin(where = globalThis.location, rpId = '') {
   if (!where) return { code: 'ok', message: '', suggestion: null };
   const host = where.hostname || '';
   const port = where.port ? `:${where.port}` : '';
+  if (rpId && host !== rpId && !host.endsWith(`.${rpId}`)) {
+    const scheme = rpId === 'localhost' ? where.protocol : 'https:';
+    const suggestion = `${scheme}//${rpId}${port}`;
+    return {
+      code: 'security',
+      message: `Passkeys for this site work at ${rpId}, not at ${host}. Open ${suggestion}${where.pathname || '/'} instead.`,
+      suggestion,
+    };
+  }
   const ipv4 = /^\d{1,3}(\.\d{1,3}){3}$/.test(host);
   const ipv6 = host.startsWith('[') || host.includes(':');
   if (ipv4 || ipv6) {
@@ -217,7 +237,7 @@ export async function startRegistration(optionsJSON, { signal, mediation } = {})
     if (!credential) throw new LatchkeyError('cancelled', 'No passkey was created.');
     return credentialToJSON(credential);
   } catch (e) {
-    throw ceremonyError(e, { started, timeout: optionsJSON.timeout || 0, kind: 'create' });
+    throw ceremonyError(e, { started, timeout: optionsJSON.timeout || 0, kind: 'create', rpId: (optionsJSON.rp && optionsJSON.rp.id) || '' });
   }
 }
 
@@ -234,7 +254,7 @@ export async function startAuthentication(optionsJSON, { signal, mediation } = {
     if (!credential) throw new LatchkeyError('cancelled', 'No passkey was chosen.');
     return credentialToJSON(credential);
   } catch (e) {
-    throw ceremonyError(e, { started, timeout: mediation === 'conditional' ? 0 : (optionsJSON.timeout || 0), kind: 'get' });
+    throw ceremonyError(e, { started, timeout: mediation === 'conditional' ? 0 : (optionsJSON.timeout || 0), kind: 'get', rpId: optionsJSON.rpId || '' });
   }
 }
 

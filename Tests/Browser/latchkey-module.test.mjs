@@ -52,6 +52,13 @@ test('explainOrigin says why 127.0.0.1 and plain http cannot use passkeys, in wo
     assert.equal(explainOrigin(ok).code, 'ok', JSON.stringify(ok));
   }
   assert.equal(explainOrigin({ protocol: 'https:', hostname: '[::1]', host: '[::1]:8443', port: '8443' }).suggestion, 'https://localhost:8443');
+  // With the server's rpId known (a SecurityError after options arrived): the address that works.
+  const other = explainOrigin({ protocol: 'http:', hostname: '127.0.0.1', host: '127.0.0.1:8080', port: '8080', pathname: '/' }, 'localhost');
+  assert.equal(other.suggestion, 'http://localhost:8080');
+  assert.match(other.message, /work at localhost, not at 127\.0\.0\.1\. Open http:\/\/localhost:8080\/ instead/);
+  assert.equal(explainOrigin({ protocol: 'https:', hostname: 'shop.example.com', host: 'shop.example.com', port: '' }, 'login.example.org').suggestion,
+    'https://login.example.org');
+  assert.equal(explainOrigin({ protocol: 'https:', hostname: 'app.example.com', host: 'app.example.com', port: '' }, 'example.com').code, 'ok');
 });
 
 test('ceremony failures become typed errors; a NotAllowedError at the timeout is a timeout', () => {
