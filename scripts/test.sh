@@ -119,4 +119,12 @@ timeout 120 node --test Tests/Browser/latchkey-module.test.mjs 2>&1 | tee data/w
 timeout 60 python3 Tests/Browser/i18n_keys.py --check || status=1
 set -e
 # ---- end web/latchkey.js and the languages ------------------------------------------------------
+
+# ---- issue 25 (operators): deploy files, doc examples ---------------------------------------
+# The deploy files give serve a configuration it starts with (config check on the Kubernetes
+# manifest, the systemd unit and compose.yaml; nginx -t), and every `sh run` example in README.md
+# and docs/ runs against a dev server. About 20 seconds together.
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" bash scripts/deploy-check.sh || status=1
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/doc-examples.sh || status=1
+# ---- end issue 25 ---------------------------------------------------------------------------
 exit $status

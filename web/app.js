@@ -136,7 +136,7 @@ function originProblem(rpId) {
   }
   if (o.code === 'security') {
     return o.suggestion
-      ? t('Passkeys belong to a domain name, and this page was opened by its IP address, so the browser refuses them. Open {url} instead: localhost works over plain http.', { url: o.suggestion + location.pathname })
+      ? t('Passkeys belong to a domain name, and this page was opened by its IP address ({host}), so the browser refuses them. Open {url} instead: localhost works over plain http.', { host: location.hostname, url: o.suggestion + location.pathname })
       : t('Passkeys belong to a domain name, and this page was opened by its IP address, so the browser refuses them. Open it by its domain name.');
   }
   if (o.code === 'insecure_context') return t('Passkeys need a secure page: open {url} (plain http works only on localhost).', { url: o.suggestion + location.pathname });
@@ -981,13 +981,18 @@ async function init() {
   });
 
   const support = await browserSupport();
-  if (!support.supported) {
-    // In words: an old browser, or this page opened at 127.0.0.1 / over plain http (explainOrigin).
-    $('unsupported').textContent = support.problem.message;
-    $('unsupported').hidden = false;
+  if (!support.supported && support.problem.code === 'unsupported_browser') {
+    $('unsupported').hidden = false;  // its words are the page's (translated)
     document.body.dataset.unsupported = support.problem.code;
     setView('unsupported');
+    document.body.dataset.ready = 'true';
     return;
+  }
+  if (!support.supported) {
+    // The page's address, not the browser (http://127.0.0.1:PORT, or plain http): said at once, in
+    // words that name the address that works; the forms stay, and a ceremony says it again.
+    document.body.dataset.unsupported = support.problem.code;
+    showBanner(originProblem(''), 'error', 'security');
   }
   openCancelLink();
   if (lk.session) {

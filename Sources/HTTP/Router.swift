@@ -32,6 +32,15 @@ public struct AcceptedBody: Sendable, Hashable {
         case .jsonOrForm: mediaType == "application/json" || mediaType == "application/x-www-form-urlencoded"
         }
     }
+
+    /// What to send instead, for the 415's detail.
+    var expected: String {
+        switch value {
+        case .any: "any body"
+        case .json: "application/json"
+        case .jsonOrForm: "application/json or application/x-www-form-urlencoded"
+        }
+    }
 }
 
 /// Routes requests by method and path pattern (`/v1/passkeys/{id}`).
@@ -145,7 +154,8 @@ public struct Router: Responder {
         if !request.body.isEmpty, ["POST", "PUT", "PATCH"].contains(request.method),
            !route.accepts.allows(request.mediaType) {
             return (.problem(status: 415, code: "invalid_request",
-                             detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here."), route.pattern)
+                             detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here: send Content-Type: \(route.accepts.expected)"
+                                + (route.accepts == .json ? " (curl: -H 'Content-Type: application/json')." : ".")), route.pattern)
         }
         return (route.handler(request, PathParameters(parameters)), route.pattern)
     }

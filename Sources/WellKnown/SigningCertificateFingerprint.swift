@@ -16,10 +16,16 @@ public struct SigningCertificateFingerprint: Sendable, Hashable, Comparable {
     }
 
     /// Accepts what admins paste: keytool's `AB:CD:…` (any case), plain hex, the base64url hash, or
-    /// a whole `android:apk-key-hash:` origin. Anything else is refused naming the expected form.
+    /// a whole `android:apk-key-hash:` origin — also as the whole line keytool or the Play Console
+    /// prints (`SHA256: AB:CD:…`, `SHA-256 certificate fingerprint: AB:CD:…`). Anything else is
+    /// refused naming the expected form.
     public init(parsing input: String) throws(WellKnownError) {
         var text = Substring(input.filter { !$0.isWhitespace })
         if text.hasPrefix(Self.originPrefix) { text = text.dropFirst(Self.originPrefix.count) }
+        // A label before the value: `SHA256:`, `SHA-256:`, `SHA-256certificatefingerprint:` (spaces gone).
+        if let colon = text.firstIndex(of: ":"), text[..<colon].count > 2, text[..<colon].lowercased().hasPrefix("sha") {
+            text = text[text.index(after: colon)...]
+        }
         if text.contains(":") {
             let pairs = text.split(separator: ":", omittingEmptySubsequences: false)
             guard pairs.count == 32, pairs.allSatisfy({ $0.count == 2 }), let bytes = Hex.decode(pairs.joined()) else {

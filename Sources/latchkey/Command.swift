@@ -20,7 +20,7 @@ protocol Command {
 func usage(_ commands: [any Command.Type]) -> String {
     var text = "usage: latchkey <command> [options]\n\ncommands:\n"
     for c in commands { text += "  " + c.name.padding(12) + c.summary + "\n" }
-    text += "\n'latchkey <command> --help' describes a command."
+    text += "\n'latchkey <command> --help' describes a command; 'latchkey --version' prints the version."
     return text
 }
 

@@ -1,3 +1,4 @@
+import LatchkeyServer
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -5,10 +6,14 @@ import Glibc
 // `latchkey <verb> …`: one type per verb; exit 0 success, 1 failure, 64 bad usage (sysexits EX_USAGE).
 let commands: [any Command.Type] = [
     ServeCommand.self, MigrateCommand.self, OriginsCommand.self, AppsCommand.self, WellKnownCommand.self, APKKeyHashCommand.self, InspectCommand.self, MDSCommand.self, BenchCommand.self, WebhooksCommand.self,
-    KeysCommand.self, AdminsCommand.self,
+    KeysCommand.self, AdminsCommand.self, ConfigCommand.self, HealthcheckCommand.self,
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments == ["--version"] || arguments == ["version"] {
+    print("latchkey \(LatchkeyBuild.version)")
+    exit(ExitCode.success)
+}
 guard let verb = arguments.first, !["-h", "--help", "help"].contains(verb) else {
     print(usage(commands))
     exit(arguments.isEmpty ? ExitCode.usage : ExitCode.success)

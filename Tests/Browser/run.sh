@@ -58,12 +58,10 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 mkdir -p data/browser
 server_log="$REPO/data/browser/server.log"
 log "serving on http://localhost:$port (log: $server_log)"
-# No LATCHKEY_WELLKNOWN_DIR files: the association files are built from the declared apps, so the
-# admin console's preview shows what the declarations make.
-mkdir -p data/browser/wellknown-empty
+# No LATCHKEY_WELLKNOWN_DIR (the default): the association files are built from the declared apps,
+# so the admin console's preview shows what the declarations make.
 DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" LATCHKEY_DEV=1 LATCHKEY_RP_ID=localhost \
   LATCHKEY_LISTEN="127.0.0.1:$port" LATCHKEY_ORIGINS="http://localhost:$port" \
-  LATCHKEY_WELLKNOWN_DIR="$REPO/data/browser/wellknown-empty" \
   LATCHKEY_WEB_DIR="$REPO/web" LATCHKEY_SMTP_URL="smtp://$smtp" LATCHKEY_SMTP_CA="$smtp_ca" LATCHKEY_SMTP_FROM="latchkey@localhost.test" \
   LATCHKEY_EMAIL_SIGN_IN=1 LATCHKEY_MAIL_RETRY_BASE=0.5 "$LATCHKEY_BIN" serve >"$server_log" 2>&1 &
 server_pid=$!

@@ -624,6 +624,19 @@ def test_lost_passkey_recovery_by_email(b):
     b.shot('18-recovered')
 
 
+def test_wrong_address_names_the_one_that_works(b):
+    """Issue 25: at http://127.0.0.1:PORT the browser refuses a ceremony for rpId localhost
+    (SecurityError); the page names the address that works instead of 'its usual address'."""
+    good = BASE.split('//', 1)[1]                      # localhost:PORT
+    b.d.get(BASE.replace('//localhost', '//127.0.0.1', 1) + '/')
+    b.until(lambda: b.body('ready') == 'true', 'the app to start at 127.0.0.1')
+    b.el('signin-button').click()
+    text = b.wait_banner('security')
+    assert f'http://{good}/' in text and '127.0.0.1' in text, text
+    b.shot('30-wrong-address')
+    b.load()
+
+
 TESTS = [
     test_static_files_are_served_safely,
     test_sign_up_with_keyboard_only,
@@ -645,6 +658,7 @@ TESTS = [
     test_cancel_link_says_what_it_undoes_and_asks,
     test_email_sign_in_offers_a_passkey,
     test_lost_passkey_recovery_by_email,
+    test_wrong_address_names_the_one_that_works,
 ]
 
 

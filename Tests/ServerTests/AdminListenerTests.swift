@@ -3,6 +3,7 @@ import HTTP
 import JSON
 import LatchkeyServer
 import Testing
+import WebAuthnTesting
 
 /// Issue 13, defect 5: the admin key is accepted on `/admin/v1/*` only, and with
 /// `LATCHKEY_ADMIN_LISTEN` the admin API (and console) is served only on that second listener —
@@ -59,11 +60,31 @@ struct AdminListenerTests {
         #expect(origins.status == 200, "\(origins)")
         #expect(origins.json?["origins"]?.arrayValue?.contains { $0["origin"]?.stringValue == origin } == true)
         #expect(try onAdmin.get("/admin/v1/origins").status == 401)
-        for path in ["/v1/passkeys", "/healthz", "/.well-known/jwks.json", "/"] {
+        for path in ["/v1/passkeys", "/healthz", "/.well-known/jwks.json", "/", "/v1/sessions"] {
             let reply = try onAdmin.get(path)
             #expect(reply.status == 404 && reply.code == "not_found", "admin \(path): \(reply)")
         }
-        #expect(try onAdmin.send("POST", "/v1/passkeys/authentication/options", body: Array("{}".utf8)).status == 404)
+        #expect(try onAdmin.post("/v1/token", .object([])).status == 404)
+
+        // Issue 25: the console works from the admin listener alone — its sign-in, first-passkey,
+        // step-up and logout calls (/v1/…) are answered there, not 404.
+        let added = try LatchkeyCLI.run(["admins", "add", "console-\(uniqueSuffix())", "--origin", origin],
+                                        environment: ["DATABASE_URL": try TestDatabase.url(), "LATCHKEY_RP_ID": rpId,
+                                                      "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText])
+        #expect(added.status == 0, "\(added)")
+        let link = try #require(added.lines.last)
+        let ticket = try #require(link.range(of: "?ticket=").map { String(link[$0.upperBound...]) }, "\(added)")
+        let authenticator = SoftAuthenticator()
+        let (_, registered) = try onAdmin.register(authenticator, authorization: "Ticket \(ticket)")
+        #expect(registered.status == 201, "first passkey on the admin listener: \(registered)")
+        let session = try onAdmin.signIn(authenticator)
+        let bearer = "Bearer \(session.accessToken)"
+        let me = try onAdmin.get("/admin/v1/me", authorization: bearer)
+        #expect(me.status == 200, "\(me)")
+        let challenge = try onAdmin.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", .object([
+            ("type", "latchkey.admin"), ("method", "POST"), ("path", "/admin/v1/origins"), ("body", .null)]))]), authorization: bearer)
+        #expect(challenge.status == 201, "\(challenge)")
+        #expect(try onAdmin.post("/v1/logout", .object([]), authorization: bearer).status < 400)
     }
 
     /// Bounded wait for the admin listener's port in serve's start-up lines.

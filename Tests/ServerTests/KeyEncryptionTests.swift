@@ -89,14 +89,17 @@ import Tokens
         }
         #expect { _ = try Self.services(scratch, kek: wrong) } throws: { error in
             guard let e = error as? SigningKeyError, e.code == .keyEncryptionKeyWrong else { return false }
-            return e.description.contains("cannot decrypt") && e.description.contains(right.idText)
+            // Each id once (issue 25: the refusal repeated one id twice), and where the key in use came from.
+            return e.description.contains("cannot open token signing key") && e.description.contains("LATCHKEY_KEY_ENCRYPTION_KEY")
+                && e.description.components(separatedBy: right.idText).count == 2
+                && e.description.components(separatedBy: wrong.idText).count == 2
         }
         #expect { _ = try Self.services(scratch, kek: nil) } throws: { error in
             (error as? SigningKeyError)?.code == .keyEncryptionKeyMissing
         }
         // The real binary: exit status 1 and a message naming the problem, before it listens.
         let binary = try #require(ServeProcess.findBinary(), "build the latchkey executable (swift build --build-tests)")
-        for (kekValue, expected) in [(wrongText, "cannot decrypt token signing key"), ("", "LATCHKEY_KEY_ENCRYPTION_KEY is not set")] {
+        for (kekValue, expected) in [(wrongText, "cannot open token signing key"), ("", "LATCHKEY_KEY_ENCRYPTION_KEY is not set")] {
             let (status, _, stderr) = try run(binary, ["serve"], environment: [
                 "DATABASE_URL": scratch.url, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": "keys.latchkey.test",
                 "LATCHKEY_ORIGINS": "https://keys.latchkey.test", "LATCHKEY_DEV": "0", "LATCHKEY_KEY_ENCRYPTION_KEY": kekValue,

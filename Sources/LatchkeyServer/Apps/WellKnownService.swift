@@ -4,9 +4,10 @@ import JSON
 import Storage
 import WellKnown
 
-/// `/.well-known/apple-app-site-association`, `assetlinks.json` and `webauthn`: a file kept in
-/// `LATCHKEY_WELLKNOWN_DIR` wins; otherwise the one built from the declared apps and the allowlist
-/// (cached ≤ 1 s, and dropped at once on this instance's changes and on the change feed).
+/// `/.well-known/apple-app-site-association`, `assetlinks.json` and `webauthn`: built from the
+/// declared apps and the allowlist (cached ≤ 1 s, and dropped at once on this instance's changes and
+/// on the change feed) — unless the operator pinned a folder (`LATCHKEY_WELLKNOWN_DIR`), whose
+/// files then win; `pinnedDisagreements()` says where they differ from the declarations.
 public final class WellKnownService: Sendable {
     let config: ConfigRepository
     let origins: OriginCache
@@ -27,11 +28,26 @@ public final class WellKnownService: Sendable {
     func invalidate() { files.invalidate() }
 
     func response(for name: String) throws(ServiceError) -> Response {
-        let path = configuration.wellKnownDirectory + "/" + name
-        var bytes = FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+        var bytes = pinnedFile(name)
         if bytes == nil { bytes = try builtFiles()[name] }
         guard let bytes else { throw ServiceError.notFound(name) }
         return .json(bytes: bytes, headers: [("Cache-Control", "public, max-age=300")])
+    }
+
+    /// A file of the pinned folder (`LATCHKEY_WELLKNOWN_DIR`), nil when none is pinned or the file is absent.
+    func pinnedFile(_ name: String) -> [UInt8]? {
+        guard let directory = configuration.wellKnownDirectory else { return nil }
+        return FileManager.default.contents(atPath: directory + "/" + name).map { [UInt8]($0) }
+    }
+
+    /// Where the pinned folder's files disagree with the declared apps (an app declared but not in
+    /// them, or in them but not declared): `serve` prints these as start-up warnings. Empty when
+    /// nothing is pinned.
+    public func pinnedDisagreements() throws(ServiceError) -> [AssociationProblem] {
+        guard configuration.wellKnownDirectory != nil else { return [] }
+        let apps = AppDeclarations.apps(try storage { () throws(StorageError) in try config.apps(rpId: configuration.rpId) })
+        let documents = Self.names.map { WellKnownDocument(name: $0, body: pinnedFile($0)) }
+        return AssociationChecker(rpId: configuration.rpId).checkDeclared(documents, apps: apps)
     }
 
     /// The three files built from this rpId's apps and the allowlist.
@@ -65,7 +81,7 @@ public final class WellKnownService: Sendable {
         var files: [JSONValue] = []
         for built in AssociationFiles.build(apps: apps, origins: allowlist, rpId: configuration.rpId) {
             // A file in LATCHKEY_WELLKNOWN_DIR is what is served, whatever the declarations say.
-            let kept = FileManager.default.contents(atPath: configuration.wellKnownDirectory + "/" + built.name).map { [UInt8]($0) }
+            let kept = pinnedFile(built.name)
             let bytes = kept ?? built.bytes
             documents.append(WellKnownDocument(name: built.name, body: bytes))
             files.append(.object([("name", .string(built.name)), ("path", .string("/.well-known/" + built.name)),

@@ -18,7 +18,8 @@ public struct Application: Responder {
         case all
         /// Everything but `/admin/…`.
         case publicOnly
-        /// Only `/admin/…`.
+        /// Only `/admin/…`, and the public API calls the admin console makes to sign in and
+        /// approve changes (`consolePaths`), so the console works from this listener alone.
         case adminOnly
     }
 
@@ -86,11 +87,21 @@ public struct Application: Responder {
         request.path == "/admin" || request.path.hasPrefix("/admin/")
     }
 
+    /// What the console (web/admin/admin.js) calls outside `/admin/`: passkey sign-in, the
+    /// first passkey with an enrolment ticket, step-up approvals and logout. The admin listener
+    /// answers these too (they are public routes anyway: same guards, same rate limit), so behind
+    /// `LATCHKEY_ADMIN_LISTEN` the console's sign-in does not get 404.
+    static let consolePaths: Set<String> = [
+        "/v1/passkeys/authentication/options", "/v1/passkeys/authentication/verify",
+        "/v1/passkeys/registration/options", "/v1/passkeys/registration/verify",
+        "/v1/step-up/challenges", "/v1/step-up/verify", "/v1/logout",
+    ]
+
     func serves(_ request: Request) -> Bool {
         switch listener {
         case .all: true
         case .publicOnly: !Self.isAdminPath(request)
-        case .adminOnly: Self.isAdminPath(request)
+        case .adminOnly: Self.isAdminPath(request) || Self.consolePaths.contains(request.path)
         }
     }
 

@@ -39,7 +39,9 @@ public struct Configuration: Sendable {
     public var appAttestDevelopment = false
     /// `LATCHKEY_DEVICE_KEY_REQUIRE_VERIFIED_BOOT=1`: Android attestations must show a locked, verified boot.
     public var requireVerifiedBoot = false
-    public var wellKnownDirectory = "wellknown"
+    /// `LATCHKEY_WELLKNOWN_DIR`: an operator's pinned folder of association files, served instead of
+    /// the files built from the declared apps. nil (the default): built from the apps.
+    public var wellKnownDirectory: String? = nil
     /// The web app served at `/` (`LATCHKEY_WEB_DIR`).
     public var webDirectory = "web"
     /// AAGUID → provider names (`LATCHKEY_AAGUIDS`; default `<webDirectory>/aaguids.json`).
@@ -63,7 +65,7 @@ public struct Configuration: Sendable {
     /// is the proxy's there: the proxy caps its clients).
     public var connectionsPerAddress = 0
     /// `LATCHKEY_KEY_ENCRYPTION_KEY`: seals signing keys at rest. Required outside development
-    /// mode; in development mode `latchkey serve` falls back to a generated one in a file (README).
+    /// mode; in development mode `latchkey serve` falls back to a generated one in a file (docs/operator.md, "Keys at rest").
     public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 4
     public var workers = 1

@@ -8,6 +8,8 @@ public struct KeyEncryptionKey: Sendable, CustomStringConvertible {
     let bytes: [UInt8]
     /// First 8 bytes of SHA-256("latchkey kek id v1" ‖ 0x00 ‖ key): identifies the KEK, reveals nothing of it.
     public let id: [UInt8]
+    /// Where it was read from, for messages: the variable, and the file when given as `@path`.
+    public internal(set) var source = "LATCHKEY_KEY_ENCRYPTION_KEY"
 
     public init(bytes: [UInt8]) throws(Configuration.Invalid) {
         guard bytes.count == AESGCM.keySize else {
@@ -29,7 +31,11 @@ public struct KeyEncryptionKey: Sendable, CustomStringConvertible {
         guard let bytes = Base64.decodeStandard(text.trimmed) else {
             throw Configuration.Invalid(description: "\(name) must be base64 of 32 bytes (or @/path/to/file holding it)")
         }
-        do { return try KeyEncryptionKey(bytes: bytes) } catch {
+        do {
+            var kek = try KeyEncryptionKey(bytes: bytes)
+            kek.source = value.hasPrefix("@") && !name.contains(String(value.dropFirst())) ? "\(name) (file \(value.dropFirst()))" : name
+            return kek
+        } catch {
             throw Configuration.Invalid(description: "\(name): \(error.description)")
         }
     }

@@ -61,57 +61,108 @@ public final class Metrics: Sendable {
         state.withLock { $0.deliveries["\(t)|\(o)", default: 0] += 1 }
     }
 
+    /// Every family this process exposes, declared once with its type and help: the exposition
+    /// writes a family's `# HELP` / `# TYPE` lines before its first sample, so a metric added here
+    /// (or by any caller of `Exposition.sample`) cannot go out without them.
+    public enum Family {
+        public static let buildInfo = MetricFamily("latchkey_build_info", .gauge, "Always 1; the version of this build in the version label.")
+        public static let requests = MetricFamily("latchkey_http_requests_total", .counter, "HTTP requests by route, method and status.")
+        public static let latency = MetricFamily("latchkey_http_request_duration_seconds", .histogram, "Request latency by route.")
+        public static let ceremonies = MetricFamily("latchkey_ceremonies_total", .counter, "Ceremony outcomes: ok or the error code.")
+        public static let poolConnections = MetricFamily("latchkey_db_pool_connections", .gauge, "Database pool connections by state (open, in_use).")
+        public static let poolWaiting = MetricFamily("latchkey_db_pool_waiting", .gauge, "Requests waiting for a database pool connection.")
+        public static let deliveries = MetricFamily("latchkey_webhook_deliveries_total", .counter,
+                                                    "Outbox delivery attempts (webhooks and mail) by event type and outcome (delivered, retry, failed = given up).")
+        public static let outboxDepth = MetricFamily("latchkey_outbox_depth", .gauge, "Outbox deliveries not yet delivered or given up, by channel.")
+        public static let outboxOldest = MetricFamily("latchkey_outbox_oldest_pending_seconds", .gauge,
+                                                      "Age of the oldest pending delivery's event, by channel (0 when none).")
+        public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, deliveries, outboxDepth, outboxOldest]
+    }
+
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil) -> String {
         let s = state.withLock { $0 }
-        var out = ""
-        Self.counter(&out, "latchkey_http_requests_total", help: "HTTP requests by route, method and status.",
-                     labels: ["route", "method", "status"], s.requests)
-        out += "# HELP latchkey_http_request_duration_seconds Request latency by route.\n# TYPE latchkey_http_request_duration_seconds histogram\n"
+        var out = Exposition()
+        out.sample(Family.buildInfo, [("version", LatchkeyBuild.version)], "1")
+        out.counter(Family.requests, labels: ["route", "method", "status"], s.requests)
+        out.declare(Family.latency)
         for (route, h) in s.latency.sorted(by: { $0.key < $1.key }) {
             for (i, bound) in Metrics.buckets.enumerated() {
-                out += "latchkey_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(h.counts[i])\n"
+                out.sample(Family.latency, suffix: "_bucket", [("route", route), ("le", "\(bound)")], "\(h.counts[i])")
             }
-            out += "latchkey_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(h.count)\n"
-            out += "latchkey_http_request_duration_seconds_sum{route=\"\(route)\"} \(h.sum)\n"
-            out += "latchkey_http_request_duration_seconds_count{route=\"\(route)\"} \(h.count)\n"
+            out.sample(Family.latency, suffix: "_bucket", [("route", route), ("le", "+Inf")], "\(h.count)")
+            out.sample(Family.latency, suffix: "_sum", [("route", route)], "\(h.sum)")
+            out.sample(Family.latency, suffix: "_count", [("route", route)], "\(h.count)")
         }
-        Self.counter(&out, "latchkey_ceremonies_total", help: "Ceremony outcomes: ok or the error code.",
-                     labels: ["ceremony", "outcome"], s.ceremonies)
-        out += "# HELP latchkey_db_pool_connections Database pool connections by state.\n# TYPE latchkey_db_pool_connections gauge\n"
-        out += "latchkey_db_pool_connections{state=\"open\"} \(pool.open)\n"
-        out += "latchkey_db_pool_connections{state=\"in_use\"} \(pool.inUse)\n"
-        out += "latchkey_db_pool_waiting \(pool.waiting)\n"
-        Self.counter(&out, "latchkey_webhook_deliveries_total",
-                     help: "Webhook delivery attempts by event type and outcome (delivered, retry, failed = given up).",
-                     labels: ["type", "outcome"], s.deliveries)
+        out.counter(Family.ceremonies, labels: ["ceremony", "outcome"], s.ceremonies)
+        out.sample(Family.poolConnections, [("state", "open")], "\(pool.open)")
+        out.sample(Family.poolConnections, [("state", "in_use")], "\(pool.inUse)")
+        out.sample(Family.poolWaiting, [], "\(pool.waiting)")
+        out.counter(Family.deliveries, labels: ["type", "outcome"], s.deliveries)
         if let outbox {
-            // Every channel this deployment has, even when empty.
-            var byChannel = Dictionary(uniqueKeysWithValues: outbox.map { ($0.channel.rawValue, $0) })
-            if byChannel[OutboxRepository.webhookChannel.rawValue] == nil {
-                byChannel[OutboxRepository.webhookChannel.rawValue] = OutboxDepth(channel: OutboxRepository.webhookChannel, pending: 0,
-                                                                                  oldestPendingSeconds: 0)
+            // Every channel (webhook, mail, …), even when empty.
+            let byChannel = Dictionary(outbox.map { ($0.channel, $0) }, uniquingKeysWith: { a, _ in a })
+            let channels = OutboxChannel.allCases.sorted { $0.rawValue < $1.rawValue }
+            for c in channels { out.sample(Family.outboxDepth, [("channel", c.rawValue)], "\(byChannel[c]?.pending ?? 0)") }
+            for c in channels {
+                out.sample(Family.outboxOldest, [("channel", c.rawValue)], "\(byChannel[c]?.oldestPendingSeconds ?? 0)")
             }
-            out += "# HELP latchkey_outbox_depth Outbox deliveries not yet delivered or given up, by channel.\n# TYPE latchkey_outbox_depth gauge\n"
-            for d in byChannel.values.sorted(by: { $0.channel.rawValue < $1.channel.rawValue }) {
-                out += "latchkey_outbox_depth{channel=\"\(d.channel.rawValue)\"} \(d.pending)\n"
-            }
-            out += "# HELP latchkey_outbox_oldest_pending_seconds Age of the oldest pending delivery's event, by channel.\n"
-            out += "# TYPE latchkey_outbox_oldest_pending_seconds gauge\n"
-            for d in byChannel.values.sorted(by: { $0.channel.rawValue < $1.channel.rawValue }) {
-                out += "latchkey_outbox_oldest_pending_seconds{channel=\"\(d.channel.rawValue)\"} \(d.oldestPendingSeconds)\n"
+        }
+        return out.text
+    }
+}
+
+/// One metric family: name, Prometheus type and help text.
+public struct MetricFamily: Sendable, Hashable {
+    public enum Kind: String, Sendable { case counter, gauge, histogram }
+    public let name: String
+    public let kind: Kind
+    public let help: String
+    public init(_ name: String, _ kind: Kind, _ help: String) {
+        self.name = name
+        self.kind = kind
+        self.help = help
+    }
+}
+
+/// Prometheus text exposition (format 0.0.4) written family by family: the first sample of a
+/// family (or `declare`) writes its HELP and TYPE lines, so no sample goes out without them.
+public struct Exposition: Sendable {
+    public private(set) var text = ""
+    private var declared: Set<String> = []
+    public init() {}
+
+    public mutating func declare(_ family: MetricFamily) {
+        guard declared.insert(family.name).inserted else { return }
+        text += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.kind.rawValue)\n"
+    }
+
+    /// One sample; `suffix` is a histogram's `_bucket`, `_sum` or `_count`. Label values come from
+    /// closed sets (see `Metrics`); quotes and backslashes are escaped anyway.
+    public mutating func sample(_ family: MetricFamily, suffix: String = "", _ labels: [(String, String)], _ value: String) {
+        declare(family)
+        let pairs = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",")
+        text += family.name + suffix + (pairs.isEmpty ? "" : "{\(pairs)}") + " " + value + "\n"
+    }
+
+    /// A counter family from `a|b|…` keys (label values in `labels` order), sorted so the text is stable.
+    mutating func counter(_ family: MetricFamily, labels: [String], _ values: [String: UInt64]) {
+        declare(family)
+        for (key, n) in values.sorted(by: { $0.key < $1.key }) {
+            let parts = key.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+            sample(family, Array(zip(labels, parts)), "\(n)")
+        }
+    }
+
+    static func escape(_ value: String) -> String {
+        var out = ""
+        for c in value {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(c)
             }
         }
         return out
-    }
-
-    /// A counter family: its HELP and TYPE lines, then one sample per `a|b|…` key (label values in
-    /// `labels` order), sorted so the text is stable.
-    static func counter(_ out: inout String, _ name: String, help: String, labels: [String], _ values: [String: UInt64]) {
-        out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
-        for (key, n) in values.sorted(by: { $0.key < $1.key }) {
-            let parts = key.split(separator: "|", omittingEmptySubsequences: false)
-            let pairs = zip(labels, parts).map { "\($0.0)=\"\($0.1)\"" }.joined(separator: ",")
-            out += "\(name){\(pairs)} \(n)\n"
-        }
     }
 }

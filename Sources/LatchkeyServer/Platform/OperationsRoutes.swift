@@ -1,4 +1,5 @@
 import HTTP
+import JSON
 import Storage
 
 extension RouteTable {
@@ -7,7 +8,9 @@ extension RouteTable {
         for name in WellKnownService.names {
             add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
         }
-        add("GET", "/healthz", .anyone, accepting: .any) { _ in .json(bytes: Array(#"{"status":"ok"}"#.utf8)) }
+        add("GET", "/healthz", .anyone, accepting: .any) { _ in
+            .json(bytes: JSONValue.object([("status", "ok"), ("version", .string(LatchkeyBuild.version))]).serialized())
+        }
         add("GET", "/readyz", .anyone, accepting: .any) { _ in
             guard s.database.ping() else { throw ServiceError(.internalError, "database unreachable") }
             return .json(bytes: Array(#"{"status":"ready"}"#.utf8))

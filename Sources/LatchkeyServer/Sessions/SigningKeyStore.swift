@@ -48,10 +48,13 @@ public final class SigningKeyStore: SigningKeySource, Sendable {
             do { try keys.sealLegacyKey(kid: row.kid, sealed: sealed) } catch { throw SigningKeyError.storage(error) }
         }
         for case .unreadable(let kid, let reason, let under) in try load() {
+            // One statement of each id: the key in use (and where it came from), and the one the row names.
+            let sealedElsewhere = under.map { $0 != kek.idText } ?? false
             throw SigningKeyError(code: .keyEncryptionKeyWrong, description: """
-                LATCHKEY_KEY_ENCRYPTION_KEY (\(kek.idText)) cannot decrypt token signing key \(kid): \(reason)\
-                \(under.map { $0 == kek.idText ? "" : " — the key was sealed under key-encryption key \($0)" } ?? ""). \
-                Is this the right key-encryption key? Latchkey refuses to start rather than lose or replace its keys.
+                the key-encryption key from \(kek.source) (id \(kek.idText)) cannot open token signing key \(kid): \
+                \(sealedElsewhere ? "it was sealed under another key-encryption key, id \(under!)" : reason). \
+                Set LATCHKEY_KEY_ENCRYPTION_KEY to the key that sealed it (`latchkey keys list` shows each key's KEK id); \
+                Latchkey refuses to start rather than lose or replace its keys.
                 """)
         }
     }

@@ -120,8 +120,12 @@ enum CeremonyChecks {
         try trace.require("clientData.type", c.type == type.rawValue,
                           .invalid("clientData.type is \"\(c.type)\", expected \"\(type.rawValue)\""))
         // §7.1 step 9 / §7.2 step 13: exact origin allowlist.
+        // The reason names the origin received (the client's own data, bounded); `inspect` (a
+        // trace) also lists the allowed ones, which a server's answer to a client never does.
         try trace.require("clientData.origin", policy.origins.allows(c.origin),
-                          WebAuthnError(.originNotAllowed, "origin is not allowed"))
+                          WebAuthnError(.originNotAllowed, "origin \"\(c.origin.prefix(200))\" is not allowed"
+                                        + (trace == nil ? "" : "; allowed: " + (policy.origins.allowed.isEmpty ? "none (pass --origin)"
+                                            : policy.origins.allowed.sorted().joined(separator: ", ")))))
         // §7.1 step 10 / §7.2 step 14: cross-origin iframes only where the RP embeds itself. With a
         // top-origin allowlist (LATCHKEY_EMBEDDING_ORIGINS) the client must name the top origin and
         // it must be listed: a cross-origin ceremony without topOrigin has nothing to allow.

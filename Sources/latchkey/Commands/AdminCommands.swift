@@ -85,13 +85,19 @@ enum OriginsCommand: Command {
 enum APKKeyHashCommand: Command {
     static let name = "apk-key-hash"
     static let summary = "turn a keytool SHA-256 fingerprint into an android:apk-key-hash origin"
-    static let help = "usage: latchkey apk-key-hash <AB:CD:…:EF>"
+    static let help = """
+        usage: latchkey apk-key-hash <AB:CD:…:EF>
+
+        Takes the SHA-256 fingerprint as keytool -list -v or the Play Console (App signing) show it,
+        the whole line included (`SHA256: AB:CD:…`, quoted or not), plain hex, or the base64url hash;
+        prints the android:apk-key-hash:… origin to allowlist.
+        """
 
     static func run(_ arguments: [String]) -> Int32 {
-        guard arguments.count == 1, arguments[0] != "-h", arguments[0] != "--help" else {
-            print(help); return arguments.count == 1 ? ExitCode.success : ExitCode.usage
-        }
-        switch OriginRules.androidOrigin(fromFingerprint: arguments[0]) {
+        if arguments.contains("-h") || arguments.contains("--help") { print(help); return ExitCode.success }
+        guard !arguments.isEmpty else { printError(help); return ExitCode.usage }
+        // A pasted line unquoted arrives as several arguments (`SHA256:` `AB:CD:…`): read them as one.
+        switch OriginRules.androidOrigin(fromFingerprint: arguments.joined(separator: " ")) {
         case .success(let origin): print(origin); return ExitCode.success
         case .failure(let e): printError("latchkey apk-key-hash: \(e.reason)"); return ExitCode.usage
         }

@@ -14,9 +14,12 @@ enum AdminsCommand: Command {
 
         add     creates the user <username> with the admin role and prints, as its last line, the
                 one-time enrolment link <origin>/admin/?ticket=<ticket> for the admin's first
-                passkey: single use, 10 minutes. <origin> is --origin, else the first web origin of
-                LATCHKEY_ORIGINS, else LATCHKEY_ISSUER. A username that exists is refused (exit 1):
-                use grant for an existing account.
+                passkey: single use, 10 minutes. <origin> is --origin, else the admin listener
+                (LATCHKEY_ADMIN_LISTEN, for rpId localhost), else the first web origin of
+                LATCHKEY_ORIGINS, else the first allowlisted web origin on the rpId's host in the
+                database (what a running dev server seeded: http://localhost:8080), else
+                LATCHKEY_ISSUER; the line before it says which. A username that exists is
+                refused (exit 1): use grant for an existing account.
         grant   gives the existing account <username> the admin role, without asking: it first
                 prints the account's passkeys (id, provider, created, last used) and device keys,
                 which is what the role will trust, then grants — only if they are still exactly
@@ -51,17 +54,18 @@ enum AdminsCommand: Command {
         do { configuration = try Configuration.fromEnvironment() } catch {
             printError("latchkey admins: \(error)"); return ExitCode.usage
         }
-        let origin = args.value("origin")
-            ?? configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") }
-            ?? configuration.issuer
         return withDatabase("latchkey admins", unset: "DATABASE_URL is not set\n\n\(help)") { database, _ in
+            let stored = (try? database.config.origins().map(\.origin)) ?? []
+            let (origin, from) = configuration.consoleOrigin(explicit: args.value("origin"),
+                                                             originsFromEnvironment: Configuration.processEnvironment()["LATCHKEY_ORIGINS"] != nil,
+                                                             stored: stored)
             let admin = AdminService(database: database, configuration: configuration)
             do throws(ServiceError) {
                 switch verb {
                 case "add":
                     let added = try admin.addAdmin(username: target!, by: .named("cli"))
                     print("\(added.user.username) is now an admin (user \(added.user.id))")
-                    print("enrolment link, single use, until \(iso(added.expiresAt)):")
+                    print("enrolment link (origin from \(from); --origin URL to change it), single use, until \(iso(added.expiresAt)):")
                     var base = origin
                     while base.hasSuffix("/") { base.removeLast() }
                     print("\(base)/admin/?ticket=\(added.ticket)")
@@ -116,3 +120,4 @@ enum AdminsCommand: Command {
 
     static func iso(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }
 }
+

@@ -96,7 +96,7 @@ enum KeysCommand: Command {
 /// path is the production one. Outside development mode nothing is filled in (start-up refuses).
 func resolveDevelopmentKEK(_ configuration: inout Configuration, environment: [String: String], announce: Bool) throws(Configuration.Invalid) {
     guard configuration.keyEncryptionKey == nil, configuration.developmentMode else { return }
-    let path = environment["LATCHKEY_DEV_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "data/dev-key-encryption-key"
+    let path = developmentKeyFile(environment)
     if readFile(path) == nil {
         if let slash = path.lastIndex(of: "/") { mkdir(String(path[..<slash]), 0o700) }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
@@ -107,7 +107,19 @@ func resolveDevelopmentKEK(_ configuration: inout Configuration, environment: [S
             if announce { printError("latchkey: development mode: generated a key-encryption key in \(path) (set LATCHKEY_KEY_ENCRYPTION_KEY outside dev mode)") }
         }
     }
-    configuration.keyEncryptionKey = try KeyEncryptionKey.parse("@" + path, name: "the development key file \(path)",
+    configuration.keyEncryptionKey = try KeyEncryptionKey.parse("@" + path, name: "the development key file \(path) (LATCHKEY_DEV_KEY_FILE)",
                                                                 readFile: { readFile($0) })
     if announce { printError("latchkey: development mode: signing keys are sealed under the key-encryption key in \(path)") }
+}
+
+/// The development key file as an absolute path (`LATCHKEY_DEV_KEY_FILE`, default
+/// `data/dev-key-encryption-key` under the working directory), so every message names one file
+/// whatever folder the next command runs in.
+func developmentKeyFile(_ environment: [String: String]) -> String {
+    let path = environment["LATCHKEY_DEV_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "data/dev-key-encryption-key"
+    if path.hasPrefix("/") { return path }
+    var buffer = [CChar](repeating: 0, count: 4096)
+    guard getcwd(&buffer, buffer.count) != nil else { return path }
+    let cwd = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return (cwd == "/" ? "" : cwd) + "/" + path
 }

@@ -2,6 +2,7 @@ import Tokens
 import HTTP
 import LatchkeyServer
 import Storage
+import WellKnown
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,9 +14,10 @@ enum ServeCommand: Command {
     static let help = """
         usage: latchkey serve
 
-        Reads its configuration from the environment (see README): DATABASE_URL, LATCHKEY_RP_ID,
-        LATCHKEY_ORIGINS, LATCHKEY_LISTEN, LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required
-        outside development mode), LATCHKEY_DEV, …
+        Reads its configuration from the environment (docs/operator.md; `latchkey config check`
+        prints what it would use): DATABASE_URL, LATCHKEY_RP_ID, LATCHKEY_ORIGINS, LATCHKEY_LISTEN,
+        LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required outside development mode),
+        LATCHKEY_DEV, …
         LATCHKEY_ADMIN_LISTEN=host:port serves /admin/… (API and console) only on that second
         listener; the public listener then answers 404 there.
         LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
@@ -69,6 +71,15 @@ enum ServeCommand: Command {
                        + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
                        + ignored.joined(separator: ", "))
         }
+        if !isChild {
+            for warning in configuration.warnings() { printError("latchkey serve: warning: \(warning)") }
+            // A pinned LATCHKEY_WELLKNOWN_DIR that no longer says what the declared apps say.
+            if let problems = try? services.wellKnown.pinnedDisagreements(), !problems.isEmpty {
+                printError("latchkey serve: warning: the association files pinned in LATCHKEY_WELLKNOWN_DIR (\(configuration.wellKnownDirectory ?? "")) "
+                           + "disagree with the declared apps, and they are what is served:")
+                for p in problems { printError("  \(p.description)") }
+            }
+        }
         // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
         let application = Application(services: services)
         let server: HTTPServer
@@ -103,6 +114,9 @@ enum ServeCommand: Command {
         if !isChild {
             printError("latchkey: serving rpId \(configuration.rpId) on http://\(configuration.listenHost):\(server.port) "
                        + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
+            if let open = browserAddress(rpId: configuration.rpId, host: configuration.listenHost, port: server.port) {
+                printError("latchkey: open \(open)/ in a browser (passkeys for rpId \(configuration.rpId) work there, not at http://\(configuration.listenHost):\(server.port))")
+            }
             if let adminServer {
                 printError("latchkey: admin API and console at http://\(configuration.adminListen!.host):\(adminServer.port)/admin/ only")
             }
@@ -131,4 +145,12 @@ enum ServeCommand: Command {
 /// Starts this executable again with `arguments`; returns its pid.
 func spawnSelf(_ arguments: [String], extraEnvironment: [String] = []) -> pid_t? {
     spawn(["/proc/self/exe"] + arguments, extraEnvironment: extraEnvironment)?.pid
+}
+
+/// Where a browser must open a loopback dev server: its host has to be the rpId (or under it), and
+/// `127.0.0.1` is not `localhost`. nil when the listen address is not loopback or rpId is not local.
+func browserAddress(rpId: String, host: String, port: Int) -> String? {
+    guard rpId == "localhost" || rpId.hasSuffix(".localhost"),
+          ["127.0.0.1", "0.0.0.0", "::", "::1", "localhost"].contains(host) else { return nil }
+    return "http://\(rpId):\(port)"
 }

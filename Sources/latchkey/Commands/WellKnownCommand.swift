@@ -19,7 +19,10 @@ enum WellKnownCommand: Command {
                            redirects; https required (http only for localhost)
                 --rp-id R  the relying-party id the files must serve (the exact host)
                 --origins  the origin allowlist to compare with (repeatable, comma-separated);
-                --database read it from DATABASE_URL instead; with neither, that comparison is skipped
+                --database read it from DATABASE_URL instead, and also check the files against the
+                           apps declared there (latchkey apps): a declared app missing from them, or
+                           an app in them that is not declared, is an error; with neither, those
+                           comparisons are skipped
                 Prints one line per problem with its fix. Exit 0 clean, 1 problems, 64 bad usage.
         build   writes the three files for rpId R (default LATCHKEY_RP_ID, else localhost) built from
                 the apps and origins in DATABASE_URL into folder D.
@@ -48,13 +51,17 @@ enum WellKnownCommand: Command {
         guard (dir == nil) != (url == nil) else { printError("latchkey wellknown check: give exactly one of --dir or --url\n\n\(help)"); return ExitCode.usage }
 
         var origins: [String]? = nil
+        var declared: [AssociatedApp]? = nil
         let listed = args.all("origins").flatMap { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
         if !listed.isEmpty { origins = listed }
         if args.has("database") {
             // Read only: the allowlist as it is, no migration.
             let status = withDatabase("latchkey wellknown check", unset: "--database needs DATABASE_URL", migrate: false) { database, _ in
-                do { origins = (origins ?? []) + (try database.config.origins().map(\.origin)) } catch {
-                    printError("latchkey wellknown check: cannot read the allowlist: \(error)"); return ExitCode.failure
+                do {
+                    origins = (origins ?? []) + (try database.config.origins().map(\.origin))
+                    declared = AppDeclarations.apps(try database.config.apps(rpId: rpId))
+                } catch {
+                    printError("latchkey wellknown check: cannot read the allowlist and apps: \(error)"); return ExitCode.failure
                 }
                 return ExitCode.success
             }
@@ -91,7 +98,8 @@ enum WellKnownCommand: Command {
             }
         }
 
-        let problems = AssociationChecker(rpId: rpId, origins: origins).check(documents)
+        let checker = AssociationChecker(rpId: rpId, origins: origins)
+        let problems = checker.check(documents) + (declared.map { checker.checkDeclared(documents, apps: $0) } ?? [])
         for p in problems { print(p.description) }
         if origins == nil { printError("note: allowlist not compared (pass --origins or --database)") }
         if problems.isEmpty {
