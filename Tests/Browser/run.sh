@@ -21,7 +21,8 @@ log() { printf 'browser-tests: %s\n' "$*" >&2; }
 # --- 1. Packages: Chromium and its driver (Debian's, matching versions), python3-venv for Selenium
 # Firefox ESR (driven over Marionette by Tests/Browser/marionette.py: Debian ships no geckodriver) and
 # Node.js (the client module's unit tests, node --test) as well.
-eval "$(bash scripts/install-deps.sh chromium chromium-driver python3-venv firefox-esr nodejs)"
+# fonts-wqy-microhei: a CJK font (1.6 MB), so the Chinese pages' screenshots show characters, not boxes.
+eval "$(bash scripts/install-deps.sh chromium chromium-driver python3-venv firefox-esr nodejs fonts-wqy-microhei)"
 
 # --- 2. Selenium in a private venv (Debian's python3 refuses pip installs system-wide) --------
 VENV="$REPO/data/browser-venv"
