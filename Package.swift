@@ -53,9 +53,10 @@ let package = Package(
                 swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
+        // The OpenAPI document of the HTTP surface (OpenAPI/openapi.json), compiled in and served at /openapi.json.
         .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "HTTP", "Curl", "Tokens",
                                                        "Crypto", "JSON"],
-                swiftSettings: strict),
+                resources: [.embedInCode("OpenAPI/openapi.json")], swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
 
         // The PostgreSQL the integration test targets share (DATABASE_URL, else the throwaway test cluster).

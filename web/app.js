@@ -100,6 +100,10 @@ const SERVER_SIDE = (e) => e instanceof LatchkeyError && (e.status > 0 || e.code
 
 /** One sentence for any failure of `context` ('signup', 'signin', 'add', 'stepup', …). */
 function describe(error, context) {
+  if (error instanceof LatchkeyError && error.code === 'credential_exists' && error.passkey) {
+    // A retried registration whose first try was saved, its answer lost (the database failed over mid-request).
+    return { text: context === 'add' ? t('Your passkey was saved.') : t('Your passkey was saved — sign in with it.'), code: 'passkey_saved' };
+  }
   if (SERVER_SIDE(error)) {
     const known = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code];
     let text = known ? t(known) : t('The server refused the request ({code}).', { code: error.code });
@@ -218,6 +222,7 @@ async function signUp(event) {
       startSession('signup');
     } catch (e) {
       showError(e, 'signup');
+      if (e instanceof LatchkeyError && e.passkey) $('signin-username').value = username;
       if (e instanceof LatchkeyError && e.code === 'conflict') $('signup-username').focus();
       if (!lk.session) startConditional();
     }
@@ -529,6 +534,7 @@ async function addPasskey() {
       await loadPasskeys(result.passkey && result.passkey.id);
     } catch (e) {
       showError(e, 'add');
+      if (e instanceof LatchkeyError && e.passkey) await loadPasskeys(e.passkey.id);
     }
   });
 }

@@ -37,6 +37,11 @@ export declare class LatchkeyError extends Error {
   retryAfter: number | null;
   /** cancelled, timeout or aborted. */
   readonly isCancellation: boolean;
+  /** 409 credential_exists for a retried registration that was saved: the stored passkey. */
+  passkey: Passkey | null;
+  /** A SecurityError's rpId (from the options) and the address that works. */
+  rpId?: string | null;
+  suggestion?: string | null;
 }
 
 export declare function ceremonyError(error: unknown, context?: { started?: number; timeout?: number; kind?: 'create' | 'get' }): LatchkeyError;
@@ -128,6 +133,8 @@ export declare class Latchkey {
   readonly user: User | null;
   readonly autofillPending: boolean;
   request<T = any>(method: string, path: string, options?: RequestOptions): Promise<T>;
+  /** POST /v1/passkeys/registration/verify, sent again (twice at most) when its answer is lost. */
+  verifyRegistration(credential: RegistrationResponseJSON): Promise<SignInResult>;
   refresh(): Promise<boolean>;
   signUp(who: { username: string; displayName?: string }): Promise<SignInResult>;
   signIn(opts?: { username?: string; userVerification?: 'required' | 'preferred' | 'discouraged' }): Promise<SignInResult>;

@@ -49,6 +49,11 @@ export class LatchkeyError extends Error {
     /** @type {number} */ this.status = status;
     /** @type {object|null} the problem+json body, when the server sent one */ this.problem = problem;
     /** @type {number|null} seconds, from `Retry-After` on 429 */ this.retryAfter = retryAfter;
+    /**
+     * @type {object|null} on 409 `credential_exists` for a retried registration whose first try was
+     * saved (its answer lost): the stored passkey. "Your passkey was saved — sign in with it."
+     */
+    this.passkey = (problem && problem.passkey) || null;
   }
 
   /** True for a failure the person caused by closing or ignoring the prompt (nothing to report). */
@@ -445,13 +450,30 @@ export class Latchkey {
   }
 
   /**
+   * Sends a registration response. When its answer is lost (no answer, or a 503 while the database
+   * fails over) the same response goes again, twice at most: a try that had been saved is then
+   * answered 409 `credential_exists` with the stored `passkey` (a LatchkeyError whose `passkey` is
+   * set: the passkey exists, sign in with it), one that had not is answered as the first would have been.
+   */
+  async verifyRegistration(credential) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.request('POST', '/v1/passkeys/registration/verify', { body: credential });
+      } catch (e) {
+        if (!(e instanceof LatchkeyError) || attempt >= 2 || !(e.code === 'network' || e.status === 503)) throw e;
+        await new Promise((resolve) => setTimeout(resolve, 1000 * (attempt + 1)));
+      }
+    }
+  }
+
+  /**
    * A new account with a passkey. → `{user, passkey, tokens}` and a started session.
    * @param {{username: string, displayName?: string}} who
    */
   async signUp({ username, displayName } = {}) {
     const options = await this.request('POST', '/v1/passkeys/registration/options', { body: { username, displayName: displayName || username } });
     const credential = await this._modal('create', options);
-    return this._start(await this.request('POST', '/v1/passkeys/registration/verify', { body: credential }), 'signup');
+    return this._start(await this.verifyRegistration(credential), 'signup');
   }
 
   /**
@@ -585,14 +607,14 @@ class PasskeyAPI {
     const credential = mediation === 'conditional'
       ? await startRegistration(options, { mediation, signal })
       : await this.lk._modal('create', options);
-    return this.lk.request('POST', '/v1/passkeys/registration/verify', { body: credential });
+    return this.lk.verifyRegistration(credential);
   }
   /** An account's first passkey from an app backend's enrolment ticket. → `{user, passkey, tokens}`, session started. */
   async enrolWithTicket(ticket, { userVerification } = {}) {
     const options = await this.lk.request('POST', '/v1/passkeys/registration/options', { ticket, body: {} });
     if (userVerification) options.authenticatorSelection = { ...(options.authenticatorSelection || {}), userVerification };
     const credential = await this.lk._modal('create', options);
-    return this.lk._start(await this.lk.request('POST', '/v1/passkeys/registration/verify', { body: credential }), 'ticket');
+    return this.lk._start(await this.lk.verifyRegistration(credential), 'ticket');
   }
 }
 
@@ -629,7 +651,7 @@ class RecoveryAPI {
   async createPasskey(recoveryToken, { mediation, signal } = {}) {
     const options = await this.lk.request('POST', '/v1/passkeys/registration/options', { token: recoveryToken, body: mediation ? { mediation } : {} });
     const credential = mediation ? await startRegistration(options, { mediation, signal }) : await this.lk._modal('create', options);
-    return this.lk._start(await this.lk.request('POST', '/v1/passkeys/registration/verify', { body: credential }), 'recovery');
+    return this.lk._start(await this.lk.verifyRegistration(credential), 'recovery');
   }
   /** Cancels a pending recovery of the signed-in account. */
   cancel(recoveryId) { return this.lk.request('DELETE', `/v1/recovery/${encodeURIComponent(recoveryId)}`, { auth: true }); }

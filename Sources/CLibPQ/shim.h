@@ -2,6 +2,8 @@
 #define LATCHKEY_CLIBPQ_SHIM_H
 #include <libpq-fe.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* PG_DIAG_* are character-literal macros, which Swift does not import. */
@@ -53,5 +55,38 @@ static inline int lk_idle_connection_alive(PGconn *conn, const int *fatal_flag) 
     }
     /* Still receiving after several reads: something unexpected; do not reuse it. */
     return 0;
+}
+/* A query that ran past its deadline is cancelled from a detached thread: PQcancel opens a new
+   connection to the server and waits for it to close, which on a hung server (SIGSTOP, a partition)
+   never happens. The caller drops its own connection at once and never waits for this thread. */
+static void *lk_cancel_thread(void *arg) {
+    char message[256];
+    (void)PQcancel((PGcancel *)arg, message, (int)sizeof message);
+    PQfreeCancel((PGcancel *)arg);
+    return NULL;
+}
+
+/* Returns 1 when a cancel request was started. */
+static inline int lk_cancel_in_background(PGconn *conn) {
+    PGcancel *cancel = PQgetCancel(conn);
+    if (cancel == NULL) return 0;
+    pthread_attr_t attr;
+    pthread_t thread;
+    if (pthread_attr_init(&attr) != 0) { PQfreeCancel(cancel); return 0; }
+    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    (void)pthread_attr_setstacksize(&attr, 64 * 1024);
+    int started = pthread_create(&thread, &attr, lk_cancel_thread, cancel) == 0;
+    pthread_attr_destroy(&attr);
+    if (!started) PQfreeCancel(cancel);
+    return started;
+}
+
+/* Waits until the connection's socket is readable or `timeout_ms` passes: 1 readable (or an error
+   condition libpq will report), 0 timed out, -1 poll failed (EINTR is retried by the caller). */
+static inline int lk_wait_readable(PGconn *conn, int timeout_ms) {
+    int fd = PQsocket(conn);
+    if (fd < 0) return 1;  /* let PQconsumeInput report the broken connection */
+    struct pollfd p = { .fd = fd, .events = POLLIN, .revents = 0 };
+    return poll(&p, 1, timeout_ms);
 }
 #endif

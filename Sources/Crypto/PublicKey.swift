@@ -67,7 +67,7 @@ public struct PublicKey: Sendable {
     }
 
     public static func rsa(modulus n: [UInt8], exponent e: [UInt8]) throws(CryptoError) -> PublicKey {
-        let modulus = Array(n.drop(while: { $0 == 0 }))
+        let modulus = n.first == 0 ? Array(n.drop(while: { $0 == 0 })) : n  // no copy in the usual case
         guard modulus.count >= 128, modulus.count <= 1024, !e.isEmpty, e.count <= 8 else {
             throw CryptoError(.invalidKey, "RSA modulus must be 1024 to 8192 bits")
         }

@@ -48,7 +48,8 @@ public struct AcceptedBody: Sendable, Hashable {
 /// - No pattern matches the path → 404 `not_found`.
 /// - A pattern matches but not for this method → 405 `invalid_request` with an `Allow` header.
 /// - When several patterns match, the most specific wins: a literal segment beats a `{parameter}`
-///   at the first position where they differ (`/v1/device-keys/challenges` beats `/v1/device-keys/{id}`).
+///   at the first position where they differ (`/v1/device-keys/challenges` beats `/v1/device-keys/{id}`),
+///   for every method: the less specific pattern never answers that path (a method only it has is 405).
 /// - `HEAD` is served by the `GET` route when no `HEAD` route exists.
 public struct Router: Responder {
     public typealias Handler = @Sendable (Request, PathParameters) -> Response
@@ -126,8 +127,19 @@ public struct Router: Responder {
         var allowed: [String] = []
         var decoded: [String?] = Array(repeating: nil, count: rawSegments.count)
 
+        // The most specific shape that matches owns the path (OpenAPI 3.1 §4.8.8.2: concrete paths
+        // match before templated ones): `DELETE /v1/recovery/challenges` is 405 with `Allow: POST`,
+        // not a `DELETE /v1/recovery/{id}` with id "challenges".
+        var matching: [(route: Route, parameters: [(String, String)])] = []
         for route in routes {
             guard let parameters = match(route.segments, rawSegments, &decoded) else { continue }
+            if let owner = matching.first?.route.segments, !sameShape(route.segments, owner) {
+                if moreSpecific(owner, than: route.segments) { continue }
+                matching.removeAll()
+            }
+            matching.append((route, parameters))
+        }
+        for (route, parameters) in matching {
             if !allowed.contains(route.method) { allowed.append(route.method) }
             if route.method == request.method {
                 if best == nil || moreSpecific(route.segments, than: best!.route.segments) {
@@ -178,6 +190,16 @@ public struct Router: Responder {
             }
         }
         return parameters
+    }
+
+    /// Literal and parameter segments at the same places (two patterns that match the same path).
+    private func sameShape(_ lhs: [Segment], _ rhs: [Segment]) -> Bool {
+        lhs.count == rhs.count && zip(lhs, rhs).allSatisfy { pair in
+            switch pair {
+            case (.literal, .literal), (.parameter, .parameter): true
+            default: false
+            }
+        }
     }
 
     private func moreSpecific(_ lhs: [Segment], than rhs: [Segment]) -> Bool {

@@ -86,15 +86,25 @@ public struct JSONParser {
             guard depth <= maxDepth else { throw error("nesting too deep") }
             index += 1
             var members: [(key: String, value: JSONValue)] = []
-            var names = Set<String>()  // the same equality as `==` on member names, found in O(1)
+            // Duplicate names: a linear scan while the object is small (no hashing, no set to
+            // allocate: a credential JSON's objects have under ten members), then a hash set, the
+            // same equality as `==` on member names, so a large object stays linear overall.
+            var names: Set<String>? = nil
+            let linearLimit = 16
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            members.reserveCapacity(8)
             while true {
                 skipWhitespace()
                 guard members.count < maxMembers else { throw error("object has more than \(maxMembers) members") }
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected member name") }
                 let key = try parseString()
-                guard names.insert(key).inserted else { throw error("duplicate member \"\(key)\"") }
+                if members.count < linearLimit {
+                    for m in members where m.key == key { throw error("duplicate member \"\(key)\"") }
+                } else {
+                    if names == nil { names = Set(members.map(\.key)) }
+                    guard names!.insert(key).inserted else { throw error("duplicate member \"\(key)\"") }
+                }
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 index += 1
@@ -147,17 +157,38 @@ public struct JSONParser {
         mutating func parseString() throws(JSONError) -> String {
             index += 1  // opening quote
             let start = index
-            // Fast path: no escapes.
+            // Fast path: no escapes. `seen` collects every byte's bits: below 0x80 means ASCII,
+            // which is valid UTF-8 as it stands, and String(decoding:) takes it without the generic
+            // validating initializer's per-scalar walk (most of a credential JSON's parse time).
+            var seen: UInt8 = 0
             while index < bytes.count {
+                // Eight bytes at a time while none is a quote, a backslash, a control character or
+                // non-ASCII (base64url runs: most of a credential JSON); a word holding any of them
+                // is looked at byte by byte below.
+                if index + 8 <= bytes.count {
+                    let w = UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)
+                    let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+                    func zeroByte(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & highs }
+                    let special = zeroByte(w ^ (ones &* 0x22)) | zeroByte(w ^ (ones &* 0x5C)) | ((w &- ones &* 0x20) & ~w & highs) | (w & highs)
+                    if special == 0 { index += 8; continue }
+                    for _ in 0..<8 {
+                        let c = bytes[index]
+                        if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 || c >= 0x80 { break }
+                        index += 1
+                    }
+                    guard index < bytes.count else { break }
+                }
                 let c = bytes[index]
                 if c == UInt8(ascii: "\"") {
                     let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                     index += 1
+                    if seen < 0x80 { return String(decoding: slice, as: UTF8.self) }
                     guard let s = String(validating: slice, as: UTF8.self) else { throw error("invalid UTF-8") }
                     return s
                 }
                 if c == UInt8(ascii: "\\") { break }
                 if c < 0x20 { throw error("control character in string") }
+                seen |= c
                 index += 1
             }
             var out = [UInt8](bytes[start..<index])

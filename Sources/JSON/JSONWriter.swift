@@ -31,7 +31,7 @@ extension JSONValue {
             }
             out.append(UInt8(ascii: "]"))
         case .object(let stored):
-            let members = canonical ? stored.sorted { $0.key.utf16.lexicographicallyPrecedes($1.key.utf16) } : stored
+            let members = canonical ? stored.sorted { JSONValue.utf16Precedes($0.key, $1.key) } : stored
             out.append(UInt8(ascii: "{"))
             for (i, m) in members.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
@@ -41,6 +41,25 @@ extension JSONValue {
             }
             out.append(UInt8(ascii: "}"))
         }
+    }
+
+    /// RFC 8785's member order: by UTF-16 code units. Compared on the UTF-8 bytes up to the first
+    /// difference: when both differing bytes are ASCII the orders agree (everything before them is
+    /// the same text), and a string that is a prefix of the other comes first in both; only a
+    /// difference at a non-ASCII byte takes the UTF-16 walk (where the two orders can disagree).
+    static func utf16Precedes(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        let decided: Bool? = a.withUTF8 { x in
+            b.withUTF8 { y in
+                let n = min(x.count, y.count)
+                var i = 0
+                while i < n, x[i] == y[i] { i += 1 }
+                if i == n { return x.count < y.count }
+                if x[i] < 0x80, y[i] < 0x80 { return x[i] < y[i] }
+                return nil
+            }
+        }
+        return decided ?? a.utf16.lexicographicallyPrecedes(b.utf16)
     }
 
     static func writeString(_ s: String, into out: inout [UInt8]) {

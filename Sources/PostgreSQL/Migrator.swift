@@ -62,8 +62,14 @@ public struct Migrator: Sendable {
     /// Applies what is missing on `connection` and returns the versions applied by this call
     /// (empty when the schema was current). Throws the failing migration's error; migrations
     /// before it stay applied, it and later ones do not.
+    /// Runs without a client-side deadline (`PostgresDeadline.unbounded`): a migration may rightly
+    /// take minutes, and another instance's run may hold the lock that long.
     @discardableResult
     public func migrate(on connection: PostgresConnection) throws -> [Int] {
+        try PostgresDeadline.unbounded { try migrateUnbounded(on: connection) }
+    }
+
+    private func migrateUnbounded(on connection: PostgresConnection) throws -> [Int] {
         guard !connection.isInTransaction else {
             throw PostgresError(.invalidArgument, "migrate must not run inside a transaction")
         }
@@ -108,7 +114,7 @@ public struct Migrator: Sendable {
     /// per session).
     @discardableResult
     public func migrate(using pool: PostgresPool) throws -> [Int] {
-        try pool.withConnection { try migrate(on: $0) }
+        try PostgresDeadline.unbounded { try pool.withConnection { try migrate(on: $0) } }
     }
 
     /// Versions recorded in the migrations table, ascending (empty if the table does not exist).

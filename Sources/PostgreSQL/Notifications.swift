@@ -21,30 +21,55 @@ public struct PostgresNotification: Sendable, Hashable {
 public final class PostgresListener: Sendable {
     private struct State: ~Copyable {
         let handle: OpaquePointer  // PGconn *
-        init(handle: OpaquePointer) { self.handle = handle }
-        deinit { PQfinish(handle) }
+        /// Set when a ping timed out: the connection is given up.
+        let fatalFlag: UnsafeMutablePointer<Int32>
+        init(handle: OpaquePointer) {
+            self.handle = handle
+            fatalFlag = .allocate(capacity: 1)
+            fatalFlag.initialize(to: 0)
+        }
+        deinit {
+            PQfinish(handle)
+            fatalFlag.deallocate()
+        }
     }
 
     private let state: Mutex<State>
     public let channels: [String]
+    private let url: String
 
-    /// Connects and LISTENs on every channel (lower-case letters, digits and `_` only).
-    public init(url: String, channels: [String]) throws {
+    /// Connects and LISTENs on every channel (lower-case letters, digits and `_` only); the LISTEN
+    /// waits at most `timeout`.
+    public init(url: String, channels: [String], timeout: Duration = PostgresConnection.defaultQueryTimeout) throws {
         for channel in channels where channel.isEmpty || !channel.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }) {
             throw PostgresError(.invalidArgument, "channel names are [a-z0-9_]+")
         }
         state = Mutex(State(handle: try PostgresConnection.openHandle(url: url)))
         self.channels = channels
+        self.url = url
+        let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
         try state.withLock { s in
             for channel in channels {
-                guard let result = PQexec(s.handle, "LISTEN \"\(channel)\"") else {
-                    throw PostgresError(.connection, "LISTEN failed")
-                }
-                defer { PQclear(result) }
-                guard PQresultStatus(result) == PGRES_COMMAND_OK else {
-                    throw PostgresError(.query, "LISTEN \(channel) failed: " + (PQerrorMessage(s.handle).map { String(cString: $0) } ?? "?"))
+                PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { PQsendQuery($0, "LISTEN \"\(channel)\"") })
+            }
+        }
+    }
+
+    /// A round trip (an empty query) that must come back within `timeout`, else `.timeout` (and
+    /// the connection is given up). A hung server (SIGSTOP, a partition its kernel still answers
+    /// TCP keepalives for) looks exactly like a quiet channel; only this tells them apart.
+    /// Notifications that arrive meanwhile are kept for the next `wait`.
+    public func ping(timeout: Duration) throws {
+        let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
+        try state.withLock { s in
+            defer {
+                if s.fatalFlag.pointee != 0 || PQstatus(s.handle) != CONNECTION_OK {
+                    let host = "\(PQhost(s.handle).map { String(cString: $0) } ?? ""):\(PQport(s.handle).map { String(cString: $0) } ?? "")"
+                    HostOrder.demote(url: url, host: host)
                 }
             }
+            // An empty query (a comment): named so that pg_stat_activity still shows what the session is.
+            PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { PQsendQuery($0, "-- latchkey: LISTEN keep-alive") })
         }
     }
 
@@ -53,6 +78,7 @@ public final class PostgresListener: Sendable {
     /// missed notifications in between.
     public func wait(timeout: Double) throws -> [PostgresNotification] {
         try state.withLock { s throws -> [PostgresNotification] in
+            guard s.fatalFlag.pointee == 0 else { throw PostgresError(.connection, "the listening connection was given up") }
             var out = try Self.drain(s.handle)
             guard out.isEmpty else { return out }
             let fd = PQsocket(s.handle)
@@ -65,7 +91,10 @@ public final class PostgresListener: Sendable {
         }
     }
 
-    public var isConnected: Bool { state.withLock { PQstatus($0.handle) == CONNECTION_OK } }
+    /// The server process serving the LISTEN.
+    public var backendPID: Int32 { state.withLock { PQbackendPID($0.handle) } }
+
+    public var isConnected: Bool { state.withLock { PQstatus($0.handle) == CONNECTION_OK && $0.fatalFlag.pointee == 0 } }
 
     private static func drain(_ handle: OpaquePointer) throws -> [PostgresNotification] {
         guard PQconsumeInput(handle) == 1, PQstatus(handle) == CONNECTION_OK else {

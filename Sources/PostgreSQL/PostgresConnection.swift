@@ -8,7 +8,13 @@ import Synchronization
 /// thread is safe. It still runs one statement at a time; a pool gives each thread its own.
 ///
 /// Statements with parameters are prepared once per connection (cached by SQL text and parameter
-/// types) and executed with `PQexecPrepared` afterwards, so hot-path queries are parsed once.
+/// types) and executed with `PQsendQueryPrepared` afterwards, so hot-path queries are parsed once.
+///
+/// Every call has a deadline (`queryTimeout`, or sooner the budget of `PostgresDeadline.within`):
+/// statements are sent asynchronously and the socket is polled until then; a call that runs out
+/// throws `.timeout`, the server is asked to cancel it, and the connection is dropped
+/// (`isConnected` turns false, so a pool discards it). Transactions also carry the remaining
+/// budget as `SET LOCAL statement_timeout`, except behind a transaction pooler.
 ///
 /// With `transactionPooling` (PgBouncer `pool_mode = transaction` in front of the server) the
 /// connection keeps no session state, because consecutive transactions may run on different server
@@ -51,19 +57,26 @@ public final class PostgresConnection: Sendable {
 
     /// Whether this connection avoids session state (see the type's documentation).
     public let transactionPooling: Bool
+    /// The longest any one call may wait for the server.
+    public let queryTimeout: Duration
+
+    /// The default `queryTimeout` (LATCHKEY_DB_QUERY_TIMEOUT's default).
+    public static let defaultQueryTimeout: Duration = .seconds(5)
 
     /// Connects with a libpq connection string or URL
-    /// (`postgresql://user[:password]@host:port/db?sslmode=…`). Adds `connect_timeout=10` unless
-    /// the URL sets one; the client encoding is always UTF-8 (a startup parameter).
+    /// (`postgresql://user[:password]@host:port/db?sslmode=…`), with `ConnectionDefaults` added for
+    /// every keyword the URL does not set (a short `connect_timeout`, TCP keepalives,
+    /// `tcp_user_timeout`); the client encoding is always UTF-8 (a startup parameter).
     ///
     /// - Parameter transactionPooling: `false` (a direct connection, or PgBouncer in session mode):
     ///   the session runs with `TimeZone=UTC`, `DateStyle=ISO`, `IntervalStyle=iso_8601` and
     ///   statements are prepared once. `true` (PgBouncer in transaction mode): nothing is `SET`
     ///   and nothing is prepared by name; the server's `DateStyle` must be ISO (its default), which
     ///   is checked here.
-    public init(url: String, transactionPooling: Bool = false) throws {
+    public init(url: String, transactionPooling: Bool = false, queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) throws {
         state = Mutex(State(handle: try Self.openHandle(url: url)))
         self.transactionPooling = transactionPooling
+        self.queryTimeout = queryTimeout
         if transactionPooling {
             // Timestamps are decoded from ISO text; any other output style would be misread, so
             // refuse at connect rather than at the first date column.
@@ -76,15 +89,16 @@ public final class PostgresConnection: Sendable {
         }
     }
 
-    /// A connected `PGconn` for `url` (`connect_timeout=10` added unless the URL sets one, and
+    /// A connected `PGconn` for `url` (`ConnectionDefaults` added where the URL is silent, and
     /// `client_encoding=UTF8`); the caller owns it (`PQfinish`). Shared with `PostgresListener`.
     static func openHandle(url: String) throws -> OpaquePointer {
         // Keywords after the expanded `dbname` override what the URL says.
         var keys = ["dbname", "client_encoding"]
-        var values = [url, "UTF8"]
-        if !url.contains("connect_timeout") {
-            keys.append("connect_timeout")
-            values.append("10")
+        // A multi-host URL's hosts in the order of preference (a host that failed us goes last).
+        var values = [HostOrder.apply(url), "UTF8"]
+        for (key, value) in ConnectionDefaults.missing(from: url) {
+            keys.append(key)
+            values.append(value)
         }
         let handle = withCStringArray(keys) { k in
             withCStringArray(values) { v in PQconnectdbParams(k, v, 1) }
@@ -95,7 +109,7 @@ public final class PostgresConnection: Sendable {
         guard PQstatus(handle) == CONNECTION_OK else {
             let message = Self.message(handle)
             PQfinish(handle)
-            throw PostgresError(.connection, "could not connect: \(message)")
+            throw PostgresDeadline.noted(PostgresError(.connection, "could not connect: \(message)"))
         }
         return handle
     }
@@ -110,6 +124,13 @@ public final class PostgresConnection: Sendable {
 
     /// True while inside `transaction { }`.
     public var isInTransaction: Bool { state.withLock { $0.transactionDepth > 0 } }
+
+    /// `host:port` this connection reached (of a multi-host URL, the one libpq settled on).
+    public var connectedHost: String {
+        state.withLock { s in
+            "\(PQhost(s.handle).map { String(cString: $0) } ?? ""):\(PQport(s.handle).map { String(cString: $0) } ?? "")"
+        }
+    }
 
     /// The server process id serving this connection (`pg_backend_pid()`).
     public var backendPID: Int32 { state.withLock { PQbackendPID($0.handle) } }
@@ -145,13 +166,11 @@ public final class PostgresConnection: Sendable {
     /// simple query protocol. Returns the rows affected by the last statement.
     @discardableResult
     public func executeScript(_ text: String) throws -> Int {
-        try state.withLock { state in
+        let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
+        return try state.withLock { state in
             try Self.markingLoss(&state) { state in
-                guard let result = PQexec(state.handle, text) else {
-                    throw Self.failure(state.handle, nil)
-                }
+                let result = try Exchange.run(state.handle, state.fatalFlag, deadline: deadline) { PQsendQuery($0, text) }
                 defer { PQclear(result) }
-                try Self.check(result, state.handle)
                 return Self.affectedRows(result)
             }
         }
@@ -179,7 +198,17 @@ public final class PostgresConnection: Sendable {
         defer { state.withLock { $0.transactionDepth -= 1 } }
         let savepoint = "lk_savepoint_\(depth)"
         if depth == 1 {
-            try executeScript(isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN")
+            var begin = isolation.map { "BEGIN ISOLATION LEVEL \($0.rawValue)" } ?? "BEGIN"
+            // The server stops what the client would give up on anyway (in BEGIN's round trip): the
+            // remaining budget, or the session's own statement_timeout (a DBA's) when that is lower.
+            // Not behind a transaction pooler (its operators own the server settings there), and not
+            // without a deadline (migrations keep whatever the session has).
+            let budget = PostgresDeadline.statementTimeoutMilliseconds(limit: queryTimeout)
+            if !transactionPooling, budget > 0 {
+                begin += "; SELECT set_config('statement_timeout', (extract(epoch FROM least(nullif(current_setting('statement_timeout')::interval, "
+                    + "interval '0'), interval '\(budget) milliseconds')) * 1000)::bigint::text, true)"
+            }
+            try executeScript(begin)
         } else {
             try executeScript("SAVEPOINT \(savepoint)")
         }
@@ -192,11 +221,13 @@ public final class PostgresConnection: Sendable {
             throw error
         }
         if depth == 1 {
+            let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
             let status = try state.withLock { state -> String in
-                    guard let result = PQexec(state.handle, "COMMIT") else { throw Self.failure(state.handle, nil) }
-                defer { PQclear(result) }
-                try Self.check(result, state.handle)
-                return String(cString: PQcmdStatus(result))
+                try Self.markingLoss(&state) { state in
+                    let result = try Exchange.run(state.handle, state.fatalFlag, deadline: deadline) { PQsendQuery($0, "COMMIT") }
+                    defer { PQclear(result) }
+                    return String(cString: PQcmdStatus(result))
+                }
             }
             if status == "ROLLBACK" {
                 throw PostgresError(.query, "transaction was rolled back: a statement inside it failed", sqlState: "25P02")
@@ -214,27 +245,29 @@ public final class PostgresConnection: Sendable {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
         let prepare = !transactionPooling
+        let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in
-                prepare ? try Self.runCaching(sql, &state) : try Self.runUnnamed(sql, state.handle)
+                prepare ? try Self.runCaching(sql, &state, deadline) : try Self.runUnnamed(sql, state, deadline)
             }
         }
     }
 
-    /// A connection error (lost socket, or the server's 57P/08 "closing this session") marks the
-    /// connection broken for good, so a pool never reuses it.
+    /// A connection error (lost socket, or the server's 57P/08 "closing this session") or a
+    /// timeout marks the connection broken for good, so a pool never reuses it. Every failure is
+    /// noted on the bound budget (the 503's log line names its class).
     private static func markingLoss<T>(_ state: inout State, _ body: (inout State) throws -> T) throws -> T {
         do {
             return try body(&state)
-        } catch let error as PostgresError where error.code == .connection {
-            state.fatalFlag.pointee = 1
-            throw error
+        } catch let error as PostgresError {
+            if error.code == .connection || error.code == .timeout { state.fatalFlag.pointee = 1 }
+            throw PostgresDeadline.noted(error)
         }
     }
 
-    private static func runCaching(_ sql: SQL, _ state: inout State) throws -> (rows: [Row], affected: Int) {
+    private static func runCaching(_ sql: SQL, _ state: inout State, _ deadline: UInt64?) throws -> (rows: [Row], affected: Int) {
         do {
-            return try runPrepared(sql, &state)
+            return try runPrepared(sql, &state, deadline)
         } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
             // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
             // plan must not change result type" (after a schema change): prepare again, once.
@@ -243,68 +276,57 @@ public final class PostgresConnection: Sendable {
             if error.sqlState == "26000" { state.statements.removeAll() }
             // Inside a transaction the failure aborted it: report the original error.
             guard PQtransactionStatus(state.handle) == PQTRANS_IDLE else { throw error }
-            if error.sqlState == "0A000", let r = PQexec(state.handle, "DEALLOCATE \(name)") { PQclear(r) }
-            return try runPrepared(sql, &state)
+            if error.sqlState == "0A000" {
+                PQclear(try Exchange.run(state.handle, state.fatalFlag, deadline: deadline) { PQsendQuery($0, "DEALLOCATE \(name)") })
+            }
+            return try runPrepared(sql, &state, deadline)
         }
     }
 
-    private static func runPrepared(_ sql: SQL, _ state: inout State) throws -> (rows: [Row], affected: Int) {
+    private static func runPrepared(_ sql: SQL, _ state: inout State, _ deadline: UInt64?) throws -> (rows: [Row], affected: Int) {
         let handle = state.handle
+        let fatal = state.fatalFlag
         let types = sql.binds.map(\.typeOID)
         let key = StatementKey(text: sql.text, types: types)
         var name = state.statements[key]
         if name == nil, state.statements.count < statementCacheLimit {
             let newName = "lk_\(state.nextStatement)"
-            guard let prepared = types.withUnsafeBufferPointer({ t in
-                PQprepare(handle, newName, sql.text, Int32(types.count), t.baseAddress)
-            }) else { throw failure(handle, nil) }
-            defer { PQclear(prepared) }
-            try check(prepared, handle)
+            let prepared = try Exchange.run(handle, fatal, deadline: deadline) { h in
+                types.withUnsafeBufferPointer { t in PQsendPrepare(h, newName, sql.text, Int32(types.count), t.baseAddress) }
+            }
+            PQclear(prepared)
             state.nextStatement += 1
             state.statements[key] = newName
             name = newName
         }
-        guard let name else { return try runUnnamed(sql, handle) }
+        guard let name else { return try runUnnamed(sql, state, deadline) }
         let encoded = sql.binds.map(\.wireBytes)
         let lengths = encoded.map { Int32($0?.count ?? 0) }
         let formats = sql.binds.map(\.format)
-        let result = withPointers(encoded) { values in
-            PQexecPrepared(handle, name, Int32(encoded.count), values, lengths, formats, 0)
+        let result = try Exchange.run(handle, fatal, deadline: deadline) { h in
+            withPointers(encoded) { values in PQsendQueryPrepared(h, name, Int32(encoded.count), values, lengths, formats, 0) }
         }
-        guard let result else { throw failure(handle, nil) }
         defer { PQclear(result) }
-        try check(result, handle)
         return (materialize(result), affectedRows(result))
     }
 
-    /// Parse, bind and execute through the unnamed statement (`PQexecParams`): one round trip, and
-    /// nothing is left on the server session afterwards.
-    private static func runUnnamed(_ sql: SQL, _ handle: OpaquePointer) throws -> (rows: [Row], affected: Int) {
+    /// Parse, bind and execute through the unnamed statement (`PQsendQueryParams`): one round
+    /// trip, and nothing is left on the server session afterwards.
+    private static func runUnnamed(_ sql: SQL, _ state: borrowing State, _ deadline: UInt64?) throws -> (rows: [Row], affected: Int) {
         let types = sql.binds.map(\.typeOID)
         let encoded = sql.binds.map(\.wireBytes)
         let lengths = encoded.map { Int32($0?.count ?? 0) }
         let formats = sql.binds.map(\.format)
-        let result = withPointers(encoded) { values in
-            PQexecParams(handle, sql.text, Int32(encoded.count), types, values, lengths, formats, 0)
+        let result = try Exchange.run(state.handle, state.fatalFlag, deadline: deadline) { h in
+            withPointers(encoded) { values in PQsendQueryParams(h, sql.text, Int32(encoded.count), types, values, lengths, formats, 0) }
         }
-        guard let result else { throw failure(handle, nil) }
         defer { PQclear(result) }
-        try check(result, handle)
         return (materialize(result), affectedRows(result))
-    }
-
-    private static func check(_ result: OpaquePointer, _ handle: OpaquePointer) throws {
-        switch PQresultStatus(result) {
-        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
-            return
-        default:
-            throw failure(handle, result)
-        }
     }
 
     /// A failed result: a server error (`.query` with SQLSTATE) unless the connection broke,
     /// which is `.connection` (with SQLSTATE when the server said why, e.g. 57P01).
-    private static func failure(_ handle: OpaquePointer, _ result: OpaquePointer?) -> PostgresError {
+    static func failure(_ handle: OpaquePointer, _ result: OpaquePointer?) -> PostgresError {
         let sqlState = result.flatMap { lk_result_sqlstate($0) }.map { String(cString: $0) }
         var message = result.flatMap { lk_result_primary_message($0) }.map { String(cString: $0) } ?? Self.message(handle)
         if let detail = result.flatMap({ lk_result_detail($0) }).map({ String(cString: $0) }) {
@@ -315,7 +337,7 @@ public final class PostgresConnection: Sendable {
         return PostgresError(lost ? .connection : .query, message, sqlState: sqlState, constraint: constraint)
     }
 
-    private static func message(_ handle: OpaquePointer) -> String {
+    static func message(_ handle: OpaquePointer) -> String {
         guard let text = PQerrorMessage(handle) else { return "unknown libpq error" }
         return String(cString: text).trimmingTrailingNewlines()
     }
@@ -365,34 +387,4 @@ extension String {
         while let last = s.last, last.isNewline || last == " " { s = s.dropLast() }
         return String(s)
     }
-}
-
-/// Calls `body` with a C array of NUL-terminated strings.
-private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
-    var pointers: [UnsafePointer<CChar>?] = strings.map { UnsafePointer(strdup($0)) }
-    pointers.append(nil)
-    defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
-}
-
-/// Calls `body` with a C array of pointers to the given byte arrays (NULL for nil).
-private func withPointers<R>(_ arrays: [[UInt8]?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-    // Copy into one buffer so every pointer stays valid for the whole call.
-    let total = arrays.reduce(0) { $0 + ($1?.count ?? 0) }
-    let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(total, 1))
-    defer { buffer.deallocate() }
-    var pointers: [UnsafePointer<CChar>?] = []
-    pointers.reserveCapacity(arrays.count)
-    var offset = 0
-    for array in arrays {
-        guard let array else { pointers.append(nil); continue }
-        array.withUnsafeBytes { raw in
-            if raw.count > 0 {
-                UnsafeMutableRawPointer(buffer + offset).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
-            }
-        }
-        pointers.append(UnsafePointer(buffer + offset))
-        offset += array.count
-    }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
 }

@@ -6,7 +6,7 @@ public struct PostgresError: Error, Hashable, CustomStringConvertible, Sendable 
     /// Stable error category; a struct over a private enum, so new cases do not break callers.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
-            case connection, query, decode, poolTimeout, poolClosed, invalidArgument
+            case connection, query, decode, poolTimeout, poolClosed, invalidArgument, timeout
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -21,6 +21,10 @@ public struct PostgresError: Error, Hashable, CustomStringConvertible, Sendable 
         public static let poolTimeout = Code(.poolTimeout)
         /// The pool was shut down.
         public static let poolClosed = Code(.poolClosed)
+        /// The server did not answer within the call's deadline (`queryTimeout` or the request's
+        /// budget): the statement was cancelled and the connection dropped. Whether a write inside
+        /// it committed is unknown (a COMMIT that timed out may have committed).
+        public static let timeout = Code(.timeout)
         /// A caller mistake detected before talking to the server (bad migration list, bad name).
         public static let invalidArgument = Code(.invalidArgument)
 
@@ -32,6 +36,7 @@ public struct PostgresError: Error, Hashable, CustomStringConvertible, Sendable 
             case .poolTimeout: "pool_timeout"
             case .poolClosed: "pool_closed"
             case .invalidArgument: "invalid_argument"
+            case .timeout: "timeout"
             }
         }
     }
@@ -56,6 +61,27 @@ public struct PostgresError: Error, Hashable, CustomStringConvertible, Sendable 
         self.sqlState = sqlState
         self.column = column
         self.constraint = constraint
+    }
+
+    /// What kind of database failure this is, for logs and metrics (a closed set):
+    /// `connection_lost` (could not connect, or the connection broke: a restart, a failover),
+    /// `timeout` (no answer within the deadline), `pool_timeout` (no connection free in time),
+    /// `serialization` (40001 / 40P01), `read_only` (25006: a standby, or a demoted primary),
+    /// `query` (any other server error), `other`.
+    public var failureClass: String {
+        switch code {
+        case .connection: return sqlState == "25006" ? "read_only" : "connection_lost"
+        case .timeout: return "timeout"
+        case .poolTimeout, .poolClosed: return "pool_timeout"
+        case .query:
+            switch sqlState {
+            case "40001", "40P01": return "serialization"
+            case "25006": return "read_only"
+            case "57014": return "timeout"  // statement_timeout / a cancel that reached the server
+            default: return "query"
+            }
+        default: return "other"
+        }
     }
 
     /// `23505`: a UNIQUE or PRIMARY KEY constraint rejected the row.

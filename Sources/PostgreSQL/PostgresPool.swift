@@ -3,7 +3,11 @@
 /// - `withConnection` blocks until a connection is free or `acquireTimeout` passes (`.poolTimeout`).
 /// - Before an idle connection is handed out it is probed without a round trip; one the server
 ///   closed (restart, `pg_terminate_backend`) is discarded and replaced.
-/// - A connection returned in a broken state (`CONNECTION_BAD`) is discarded.
+/// - A connection returned in a broken state (`CONNECTION_BAD`, or timed out) is discarded, and
+///   with it every idle connection (they most likely point at the same failed server).
+/// - Every call has a deadline: `queryTimeout` per statement, and inside `PostgresDeadline.within`
+///   the request's remaining budget, for the wait for a connection too (see `PostgresConnection`).
+///   A timed-out call is `.timeout` and never retried (it may have run).
 /// - `query`/`execute` on the pool retry once on a fresh connection when the statement failed
 ///   because the connection dropped. They run outside any transaction (autocommit), which is what
 ///   makes one retry acceptable; note that if the connection drops after the server committed but
@@ -45,6 +49,8 @@ public final class PostgresPool: Sendable {
     public let acquireTimeout: Duration
     /// Whether every connection is opened with `transactionPooling` (PgBouncer in transaction mode).
     public let transactionPooling: Bool
+    /// The longest one statement may wait for the server (`PostgresConnection.queryTimeout`).
+    public let queryTimeout: Duration
     private let url: String
     private let lock = ConditionLock()
     // Only touched with `lock` held.
@@ -57,13 +63,16 @@ public final class PostgresPool: Sendable {
     ///   - acquireTimeout: how long `withConnection` waits for a free connection.
     ///   - transactionPooling: `url` is PgBouncer in `pool_mode = transaction`: connections keep no
     ///     session state (no named prepared statements, no `SET`; see `PostgresConnection`).
+    ///   - queryTimeout: the longest one statement may wait for the server (then `.timeout`).
     public convenience init(url: String, maxConnections: Int = 10, acquireTimeout: Duration = .seconds(10),
-                            transactionPooling: Bool = false) {
+                            transactionPooling: Bool = false, queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) {
         self.init(url: url, maxConnections: maxConnections, acquireTimeout: acquireTimeout, probeOnCheckout: true,
-                  transactionPooling: transactionPooling)
+                  transactionPooling: transactionPooling, queryTimeout: queryTimeout)
     }
 
-    init(url: String, maxConnections: Int, acquireTimeout: Duration, probeOnCheckout: Bool, transactionPooling: Bool = false) {
+    init(url: String, maxConnections: Int, acquireTimeout: Duration, probeOnCheckout: Bool, transactionPooling: Bool = false,
+         queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) {
+        self.queryTimeout = queryTimeout
         self.url = url
         self.maxConnections = max(1, maxConnections)
         self.acquireTimeout = acquireTimeout
@@ -142,7 +151,7 @@ public final class PostgresPool: Sendable {
     }
 
     private func acquire() throws -> PostgresConnection {
-        let deadline = ConditionLock.monotonicNanoseconds() &+ nanoseconds(acquireTimeout)
+        let deadline = PostgresDeadline.callDeadline(limit: acquireTimeout) ?? (ConditionLock.monotonicNanoseconds() &+ nanoseconds(acquireTimeout))
         while true {
             enum Next { case reuse(PostgresConnection), open }
             let next: Next = try lock.withLock {
@@ -162,7 +171,7 @@ public final class PostgresPool: Sendable {
                     state.waiting -= 1
                     if !signalled, state.idle.isEmpty, state.open >= maxConnections {
                         state.timeouts += 1
-                        throw PostgresError(.poolTimeout, "no database connection free within \(acquireTimeout) (pool of \(maxConnections))")
+                        throw PostgresDeadline.noted(PostgresError(.poolTimeout, "no database connection free within \(acquireTimeout) (pool of \(maxConnections))"))
                     }
                 }
             }
@@ -178,7 +187,7 @@ public final class PostgresPool: Sendable {
                 continue
             case .open:
                 do {
-                    let connection = try PostgresConnection(url: url, transactionPooling: transactionPooling)
+                    let connection = try PostgresConnection(url: url, transactionPooling: transactionPooling, queryTimeout: queryTimeout)
                     lock.withLock { state.created += 1 }
                     return connection
                 } catch {
@@ -200,16 +209,30 @@ public final class PostgresPool: Sendable {
         if keep, connection.needsRollback() {
             keep = (try? connection.executeScript("ROLLBACK")) != nil && connection.isConnected
         }
-        lock.withLock {
+        let flushed = lock.withLock { () -> [PostgresConnection] in
             state.inUse -= 1
+            var flushed: [PostgresConnection] = []
             if keep, !state.closed {
                 state.idle.append(connection)
             } else {
                 state.open -= 1
-                if !keep { state.discarded += 1 }
+                if !keep {
+                    HostOrder.demote(url: url, host: connection.connectedHost)
+                    state.discarded += 1
+                    // A connection broke (the server restarted, failed over, or hangs): the idle ones
+                    // most likely share its fate. They are dropped and re-opened on demand, rather than
+                    // each costing a request its whole deadline to find out (a hung primary's kernel
+                    // still answers, so the idle probe cannot tell).
+                    flushed = state.idle
+                    state.idle.removeAll()
+                    state.open -= flushed.count
+                    state.discarded += flushed.count
+                }
             }
-            lock.signal()
+            lock.broadcast()
+            return flushed
         }
+        _ = flushed  // closed here, outside the lock
     }
 }
 

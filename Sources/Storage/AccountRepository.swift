@@ -114,6 +114,19 @@ public final class AccountRepository: Sendable {
         }
     }
 
+    /// The live credential `id` and its owner when it was registered by the response whose
+    /// clientDataJSON has SHA-256 `digest` (`register`'s `registrationDigest`): a registration
+    /// retried after its first try committed. Nil otherwise.
+    public func credentialRegistered(id: [UInt8], digest: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? {
+        try pool.run { c in
+            try c.query("""
+                SELECT \(unsafeRaw: AccountRepository.loginColumns)
+                FROM credentials c JOIN users u ON u.id = c.user_id
+                WHERE c.id = \(id) AND c.registration_digest = \(digest) AND c.revoked_at IS NULL
+                """).first.map(AccountRepository.login)
+        }
+    }
+
     /// The credential and its owner for a login; nil when unknown or revoked.
     public func credentialForLogin(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? {
         try pool.run { c in
@@ -136,7 +149,7 @@ public final class AccountRepository: Sendable {
     public func register(newUser: UserRecord?, credential: CredentialRecord, session: NewSession,
                          audit: AuditRecord, events: [OutboxEvent] = [],
                          completing: RecoveryCompletion? = nil, mail: [MailToSend] = [],
-                         cancelToken: NewCancelToken? = nil) throws(StorageError) -> RecoveryRevocations? {
+                         cancelToken: NewCancelToken? = nil, registrationDigest: [UInt8]? = nil) throws(StorageError) -> RecoveryRevocations? {
         var ctes = completing?.ctes(userId: credential.userId, keeping: credential.id) ?? []
         // Everything below is written only with the completed recovery (when there is one).
         let gate: SQL = completing == nil ? "" : "\nWHERE EXISTS (SELECT 1 FROM \(unsafeRaw: RecoveryCompletion.completed))"
@@ -150,11 +163,11 @@ public final class AccountRepository: Sendable {
         let transports = JSONValue.array(credential.transports.map { .string($0) }).text
         ctes.append(("cred", """
             INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
-                                     attestation_format, attestation_type, name, approves_from)
+                                     attestation_format, attestation_type, name, approves_from, registration_digest)
             SELECT \(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
                    \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
                    \(credential.attestationFormat), \(credential.attestationType), \(credential.name),
-                   \(credential.approvesFrom)::timestamptz\(fragment: gate)
+                   \(credential.approvesFrom)::timestamptz, \(registrationDigest)::bytea\(fragment: gate)
             RETURNING id
             """))
         ctes += SessionRepository.ctes(session, from: "cred")

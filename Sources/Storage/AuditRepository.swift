@@ -82,7 +82,9 @@ public final class AuditRepository: Sendable {
     public func entries(limit: Int, before: Int64?, user: String? = nil, action: String? = nil,
                         actionPrefix: Bool = false) throws(StorageError) -> [AuditEntry] {
         try pool.run { c in
-            let byUser: SQL = user.map { "AND (a.actor = \($0) OR a.subject = \($0))" } ?? ""
+            // `subject <> actor` is audit_log_subject's predicate (0014): the same rows as `subject = u`
+            // alone, since a line whose actor is u is found by the first arm.
+            let byUser: SQL = user.map { "AND (a.actor = \($0) OR (a.subject = \($0) AND a.subject <> a.actor))" } ?? ""
             let byAction: SQL = action.map { actionPrefix ? "AND starts_with(a.action, \($0))" : "AND a.action = \($0)" } ?? ""
             return try c.query("""
                 SELECT a.id, a.at, a.actor, a.action, a.subject, a.detail::text AS detail, u.username AS actor_username

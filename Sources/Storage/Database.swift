@@ -52,13 +52,17 @@ public final class Database: Sendable {
     ///   - pooler: `.transaction` when a transaction-pooling proxy sits in front of `url`.
     ///   - listenURL: a direct connection (past any pooler) for LISTEN. Without it LISTEN uses `url`
     ///     with `pooler == .none`, and does not happen at all with `.transaction`.
-    public init(url: String, connections: Int, pooler: PoolerMode = .none, listenURL: String? = nil) {
+    ///   - queryTimeout: seconds one database call may wait for the server (LATCHKEY_DB_QUERY_TIMEOUT).
+    public init(url: String, connections: Int, pooler: PoolerMode = .none, listenURL: String? = nil,
+                queryTimeout: Double = Database.defaultQueryTimeout) {
         self.pooler = pooler
         directURL = listenURL
-        pool = Database.makePool(url: url, connections: connections, pooler: pooler)
+        self.queryTimeout = queryTimeout
+        pool = Database.makePool(url: url, connections: connections, pooler: pooler, queryTimeout: queryTimeout)
         switch pooler {
         case .none:
-            challengePool = Database.makePool(url: Database.asynchronousCommitURL(url), connections: connections, pooler: pooler)
+            challengePool = Database.makePool(url: Database.asynchronousCommitURL(url), connections: connections, pooler: pooler,
+                                              queryTimeout: queryTimeout)
         case .transaction:
             challengePool = pool
         }
@@ -79,9 +83,23 @@ public final class Database: Sendable {
     }
 
     /// The one place a pool is made.
-    private static func makePool(url: String, connections: Int, pooler: PoolerMode) -> PostgresPool {
+    private static func makePool(url: String, connections: Int, pooler: PoolerMode, queryTimeout: Double) -> PostgresPool {
         // Behind a transaction pooler: unnamed statements only, no session SET (PostgresConnection).
-        PostgresPool(url: url, maxConnections: connections, transactionPooling: pooler == .transaction)
+        PostgresPool(url: url, maxConnections: connections, transactionPooling: pooler == .transaction,
+                     queryTimeout: .milliseconds(Int64(queryTimeout * 1000)))
+    }
+
+    /// LATCHKEY_DB_QUERY_TIMEOUT's default, in seconds.
+    public static let defaultQueryTimeout = 5.0
+    /// Seconds one database call may wait (and a request's budget for all of its calls).
+    public let queryTimeout: Double
+
+    /// Runs `body` (one request's work) with all of its database calls bounded, together, by
+    /// `queryTimeout`; returns what the last database failure inside it was, if any (for the
+    /// 503's log line and metric: `DatabaseFailure.kind`).
+    public func withinBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?) {
+        let (value, budget) = try PostgresDeadline.within(seconds: queryTimeout, body)
+        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) })
     }
 
     /// `url` with `synchronous_commit=off` for every session (URI or key=value conninfo).
@@ -107,8 +125,20 @@ public final class Database: Sendable {
     }
 
     /// True when a pooled connection answers `SELECT 1`.
-    public func ping() -> Bool {
-        (try? pool.withConnection { c in try c.query("SELECT 1 AS one").count == 1 }) ?? false
+    public func ping() -> Bool { readiness() == nil }
+
+    /// Nil when a pooled connection answers `SELECT 1` on a primary that accepts writes; else why not.
+    public func readiness() -> DatabaseFailure? {
+        do {
+            let writable = try pool.withConnection { c in
+                try c.query("SELECT NOT pg_is_in_recovery() AS writable").first?.bool("writable") ?? false
+            }
+            return writable ? nil : DatabaseFailure(kind: "read_only", reason: "the database is a standby (in recovery): no writes")
+        } catch let error as PostgresError {
+            return DatabaseFailure(kind: error.failureClass, reason: error.description)
+        } catch {
+            return DatabaseFailure(kind: "other", reason: String(describing: error))
+        }
     }
 
     /// The durable pool's counters (the challenge pool, when separate, is not counted).
@@ -122,4 +152,17 @@ public final class Database: Sendable {
         pool.shutdown()
         if challengePool !== pool { challengePool.shutdown() }
     }
+}
+
+/// A database failure as logs and metrics name it: `kind` is one of a closed set (`connection_lost`,
+/// `timeout`, `pool_timeout`, `serialization`, `read_only`, `query`, `other`); `reason` is the
+/// PostgreSQL error's text (server messages, never bind values).
+public struct DatabaseFailure: Sendable, Hashable, CustomStringConvertible {
+    public let kind: String
+    public let reason: String
+    public init(kind: String, reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+    public var description: String { "\(kind): \(reason)" }
 }

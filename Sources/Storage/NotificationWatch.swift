@@ -37,10 +37,18 @@ public final class NotificationWatch: Sendable {
             backoff = 0.1
             listening.withLock { $0 = true }
             onConnect()
+            // A hung primary's kernel still answers keepalives: a round trip every couple of
+            // seconds is what notices it, so the LISTEN moves to the new primary after a failover.
+            var quietWaits = 0
             while !stopped.withLock({ $0 }) {
                 do {
                     let received = try listener.wait(timeout: 0.25)
                     if !received.isEmpty, !stopped.withLock({ $0 }) { onNotifications(received.map(\.payload)) }
+                    quietWaits = received.isEmpty ? quietWaits + 1 : 0
+                    if quietWaits >= 8 {
+                        quietWaits = 0
+                        try listener.ping(timeout: .seconds(3))
+                    }
                 } catch {
                     break
                 }

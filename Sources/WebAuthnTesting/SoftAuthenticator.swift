@@ -34,6 +34,16 @@ public final class SoftAuthenticator: @unchecked Sendable {
         self.signCount = signCount
     }
 
+    /// An authenticator around an existing key (benchmarks seed many credentials sharing one key).
+    public init(algorithm: COSEAlgorithm, privateKey: PrivateKey, credentialId: [UInt8], userHandle: [UInt8]?) {
+        self.algorithm = algorithm
+        self.privateKey = privateKey
+        self.credentialId = credentialId
+        self.aaguid = [UInt8](repeating: 0, count: 16)
+        self.signCount = 0
+        self.userHandle = userHandle
+    }
+
     public var publicKeyCOSE: [UInt8] { COSEKey.encode(privateKey.publicKey, algorithm: algorithm)! }
 
     func sign(_ message: [UInt8]) -> [UInt8] {

@@ -172,3 +172,19 @@ test('signOut forgets the session here at once and tells the server with the old
   assert.equal(calls[0].url, '/v1/logout');
   assert.equal(calls[0].headers.Authorization, 'Bearer tok');
 });
+
+test('a registration whose answer was lost is sent again; a saved first try is a credential_exists naming the passkey', async () => {
+  const { fetch, calls } = scripted([
+    [503, { code: 'internal_error', detail: 'failing over' }],
+    [409, { code: 'credential_exists', detail: 'already saved', passkey: { id: 'cred1', name: 'Chrome on Linux' } }],
+  ]);
+  const lk = new Latchkey({ storage: memory(), fetch });
+  const body = { id: 'cred1', type: 'public-key' };
+  await assert.rejects(lk.verifyRegistration(body),
+    (e) => e instanceof LatchkeyError && e.code === 'credential_exists' && e.passkey.id === 'cred1' && e.status === 409);
+  assert.equal(calls.length, 2);
+  assert.equal(calls[0].body, calls[1].body, 'the same response both times');
+  const { fetch: f2, calls: c2 } = scripted([[400, { code: 'challenge_invalid' }]]);
+  await assert.rejects(new Latchkey({ storage: memory(), fetch: f2 }).verifyRegistration(body), (e) => e.code === 'challenge_invalid' && e.passkey === null);
+  assert.equal(c2.length, 1, 'a refusal is not retried');
+});

@@ -21,6 +21,45 @@ import Testing
         #expect(throws: JSONError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
     }
 
+    /// The ASCII fast path (issue 24) hands ASCII straight to String; anything else is still
+    /// validated: an overlong encoding, a lone continuation byte, a truncated sequence are refused
+    /// after ASCII text, and valid multi-byte text comes through unchanged.
+    @Test func nonASCIIAfterASCIIIsStillValidated() throws {
+        for bad: [UInt8] in [[0xC0, 0xAF], [0x80], [0xE2, 0x82], [0xED, 0xA0, 0x80]] {
+            #expect(throws: JSONError.self) { try JSONParser.parse([0x22, 0x61, 0x62] + bad + [0x22]) }
+        }
+        #expect(try JSONParser.parse(Array(#""abc é €""#.utf8)) == .string("abc é €"))
+        #expect(try JSONParser.parse(Array(#""plain-base64url_AZ09""#.utf8)) == .string("plain-base64url_AZ09"))
+    }
+
+    /// The eight-bytes-at-a-time scan finds a quote, a backslash, a control character or a
+    /// non-ASCII byte at every position of a word, and strings of every length around the word size.
+    @Test func theWordScanStopsAtEverySpecialByte() throws {
+        for length in 0..<40 {
+            let plain = String(repeating: "x", count: length)
+            #expect(try JSONParser.parse(Array("\"\(plain)\"".utf8)) == .string(plain))
+            for position in 0...length {
+                let head = String(repeating: "a", count: position), tail = String(repeating: "b", count: length - position)
+                #expect(try JSONParser.parse(Array("\"\(head)\\n\(tail)\"".utf8)) == .string(head + "\n" + tail))
+                #expect(try JSONParser.parse(Array("\"\(head)é\(tail)\"".utf8)) == .string(head + "é" + tail))
+                #expect(throws: JSONError.self) { try JSONParser.parse(Array("\"\(head)".utf8) + [0x01] + Array("\(tail)\"".utf8)) }
+                #expect(throws: JSONError.self) { try JSONParser.parse(Array("\"\(head)".utf8) + [0xFF] + Array("\(tail)\"".utf8)) }
+                #expect(throws: JSONError.self) { try JSONParser.parse(Array("\"\(head)\(tail)".utf8)) }
+            }
+        }
+    }
+
+    /// Small objects find duplicates by a scan, large ones by a set: both refuse, at every size
+    /// around the switch-over, and compare names as Strings do (é precomposed = e + combining acute).
+    @Test func duplicatesAreFoundAtEverySize() {
+        for count in [1, 2, 15, 16, 17, 40] {
+            let members = (0..<count).map { #""k\#($0)":0"# }
+            let text = "{" + (members + [#""k\#(count - 1)":1"#]).joined(separator: ",") + "}"
+            #expect(throws: JSONError.self) { try JSONParser.parse(text) }
+        }
+        #expect(throws: JSONError.self) { try JSONParser.parse("{\"\u{E9}\":1,\"e\u{301}\":2}") }
+    }
+
     @Test func decodesSurrogatePairs() throws {
         #expect(try JSONParser.parse(#""\ud83d\ude00""#) == .string("😀"))
     }
@@ -43,6 +82,15 @@ import Testing
         let text = String(decoding: v.canonicalized(), as: UTF8.self)
         // "z" (U+007A) < "€" (U+20AC) < "😀" (surrogates D83D DE00) by UTF-16 code units.
         #expect(text == #"{"a":{"z":true,"€":"x","😀":0},"b":1,"é":[]}"#)
+    }
+}
+
+extension CanonicalJSONTests {
+    /// Where UTF-8 byte order and UTF-16 order disagree (U+FF61 is EF BD A1 but 0xFF61; 😀 is F0 … but
+    /// 0xD83D), the UTF-16 order wins; ASCII names and prefixes sort as before (issue 24's byte compare).
+    @Test func byteComparisonKeepsUTF16OrderWhereTheyDiffer() {
+        let value: JSONValue = .object([("\u{FF61}", 1), ("😀", 2), ("ab", 3), ("a", 4), ("B", 5), ("aé", 6)])
+        #expect(String(decoding: value.canonicalized(), as: UTF8.self) == #"{"B":5,"a":4,"ab":3,"aé":6,"😀":2,"｡":1}"#)
     }
 }
 

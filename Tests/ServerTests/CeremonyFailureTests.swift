@@ -32,7 +32,7 @@ struct CeremonyFailureTests {
 
     // MARK: Challenges
 
-    @Test("replaying a successful assertion or registration → challenge_invalid")
+    @Test("replaying a successful assertion → challenge_invalid; the same registration response again → 409 credential_exists naming the passkey, no tokens (issue 23)")
     func replay() throws {
         let client = try server.client()
         let authenticator = SoftAuthenticator()
@@ -41,7 +41,15 @@ struct CeremonyFailureTests {
                                                       origin: try server.origin).bytes()
         authenticator.userHandle = userHandle(options)
         #expect(try client.send("POST", "/v1/passkeys/registration/verify", body: registration).status == 201)
-        expectProblem(try client.send("POST", "/v1/passkeys/registration/verify", body: registration), 400, "challenge_invalid")
+        // A client whose answer was lost cannot tell; the retry says the passkey was saved.
+        let again = try client.send("POST", "/v1/passkeys/registration/verify", body: registration)
+        expectProblem(again, 409, "credential_exists")
+        #expect(again.json?["passkey"]?["id"]?.stringValue == Base64URL.encode(authenticator.credentialId))
+        #expect(again.json?["tokens"] == nil && !again.text.contains("access_token"), "a retried registration never mints tokens")
+        // Another response for the same credential id (its challenge used up) is still challenge_invalid.
+        var other = authenticator.registration(challenge: try challengeBytes(options), rpId: try server.rpId, origin: try server.origin)
+        other.clientData.crossOrigin = nil  // clientDataJSON without the member: not the response that registered it
+        expectProblem(try client.send("POST", "/v1/passkeys/registration/verify", body: other.bytes()), 400, "challenge_invalid")
 
         let loginOptions = try #require(try client.authenticationOptions().json)
         let assertion = try client.assertion(authenticator, options: loginOptions).bytes()

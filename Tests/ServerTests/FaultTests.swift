@@ -364,7 +364,10 @@ final class FaultServer: Sendable {
     let services: Services
     let http: HTTPServer
 
-    init(name: String, databaseURL: String, threads: Int = 2) throws {
+    /// `queryTimeout`: LATCHKEY_DB_QUERY_TIMEOUT. `background`: start as `serve` does (listening
+    /// before the database is reachable, `Services.startInBackground`) instead of `start()` first.
+    init(name: String, databaseURL: String, threads: Int = 2, queryTimeout: Double = Database.defaultQueryTimeout,
+         background: Bool = false) throws {
         rpId = "\(name)-\(uniqueSuffix()).latchkey.test"
         origin = "https://\(rpId)"
         var c = Configuration()
@@ -373,9 +376,14 @@ final class FaultServer: Sendable {
         c.issuer = origin
         c.databaseURL = databaseURL
         c.keyEncryptionKey = TestDatabase.keyEncryptionKey
-        let database = Database(url: databaseURL, connections: threads + 2)
+        c.databaseQueryTimeout = queryTimeout
+        let database = Database(url: databaseURL, connections: threads + 2, queryTimeout: queryTimeout)
         services = Services(configuration: c, database: database, log: RequestLog(enabled: false))
-        try services.start()
+        if background {
+            try services.startInBackground(onReady: {}, onFatal: { error in Issue.record("start-up gave up: \(error)") })
+        } else {
+            try services.start()
+        }
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: threads, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 1024, maxBodyBytes: c.maxBody),
                               responder: Application(services: services))

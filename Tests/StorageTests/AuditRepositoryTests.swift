@@ -26,6 +26,26 @@ import Testing
         #expect(try s.database.audit.entries(limit: 10, before: firstPage[1].id).map(\.action) == ["a2", "a1", "a0"])
     }
 
+    /// Issue 24 (0014): the subject index holds only lines about someone else; the user filter
+    /// still finds a user's own lines (actor = subject), lines they did to others and lines others
+    /// did to them, and nothing else.
+    @Test func theUserFilterFindsOwnLinesAndLinesAboutTheUser() throws {
+        let s = try TestDatabase.scratch()
+        try s.database.audit.append(AuditRecord(actor: "alice", action: "passkey.login", subject: "alice"))
+        try s.database.audit.append(AuditRecord(actor: "admin", action: "user.disabled", subject: "alice"))
+        try s.database.audit.append(AuditRecord(actor: "alice", action: "admin.granted", subject: "bob"))
+        try s.database.audit.append(AuditRecord(actor: "bob", action: "passkey.login", subject: "bob"))
+        try s.database.audit.append(AuditRecord(actor: "alice", action: "origin.added", subject: nil))
+        let alice = try s.database.audit.entries(limit: 10, before: nil, user: "alice").map(\.action)
+        #expect(alice == ["origin.added", "admin.granted", "user.disabled", "passkey.login"])
+        let bob = try s.database.audit.entries(limit: 10, before: nil, user: "bob").map(\.action)
+        #expect(bob == ["passkey.login", "admin.granted"])
+        // The partial index is what the subject arm can use: its predicate is in the query.
+        let indexed = try s.connect().query(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'audit_log_subject'").first?.string("indexdef") ?? ""
+        #expect(indexed.contains("WHERE (subject <> actor)"))
+    }
+
     @Test func theLogIsAppendOnly() throws {
         let s = try TestDatabase.scratch()
         try s.database.audit.append(Fixture.audit("x"))

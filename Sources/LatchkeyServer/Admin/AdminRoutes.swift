@@ -34,7 +34,8 @@ extension RouteTable {
         }
         add("GET", "/admin/v1/audit", .admin, accepting: .any) { ctx in
             let req = ctx.request
-            return .json(bytes: try s.admin.auditLog(limit: req.queryValue("limit"), before: req.queryValue("before"),
+            return .json(bytes: try s.admin.auditLog(limit: try QueryFields.integer(req, "limit", in: 1...1000),
+                                                     before: try QueryFields.integer(req, "before", in: 1...Int64.max),
                                                      user: try QueryFields.text(req, "user", max: 128),
                                                      action: try QueryFields.text(req, "action", max: 128)).serialized())
         }
@@ -77,7 +78,8 @@ extension RouteTable {
             return .empty(status: 204)
         }
         add("GET", "/admin/v1/webhooks/{id:webhook}/deliveries", .admin, accepting: .any) { ctx in
-            .json(bytes: try s.webhooks.deliveries(id: try ctx.path.text("id"), limit: ctx.request.queryValue("limit")).serialized())
+            .json(bytes: try s.webhooks.deliveries(id: try ctx.path.text("id"),
+                                                   limit: try QueryFields.integer(ctx.request, "limit", in: 1...1000)).serialized())
         }
     }
 }

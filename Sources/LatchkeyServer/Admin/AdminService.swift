@@ -208,9 +208,9 @@ public final class AdminService: Sendable {
     /// `GET /admin/v1/audit?limit=&before=&user=&action=`: newest first. `user` (a user id) keeps
     /// the lines that user made or that are about them; `action` keeps one action (`origin.removed`),
     /// or with a final `*` every action starting with the rest (`origin.*`).
-    func auditLog(limit: String?, before: String?, user: String? = nil, action: String? = nil) throws(ServiceError) -> JSONValue {
-        let n = min(max(Int(limit ?? "100") ?? 100, 1), 1000)
-        let cursor = before.flatMap { Int64($0) }
+    func auditLog(limit: Int64?, before: Int64?, user: String? = nil, action: String? = nil) throws(ServiceError) -> JSONValue {
+        let n = Int(min(max(limit ?? 100, 1), 1000))
+        let cursor = before
         let user = user.flatMap { $0.isEmpty ? nil : $0 }
         var action = action.flatMap { $0.isEmpty ? nil : $0 }
         let prefix = action?.hasSuffix("*") ?? false

@@ -80,11 +80,11 @@ public final class WebhookService: Sendable {
     }
 
     /// `GET /admin/v1/webhooks/{id}/deliveries?limit=`, newest first.
-    func deliveries(id: String, limit: String?) throws(ServiceError) -> JSONValue {
+    func deliveries(id: String, limit: Int64?) throws(ServiceError) -> JSONValue {
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in try webhooks.exists(id: id) }) else {
             throw ServiceError.notFound("webhook")
         }
-        let n = min(max(Int(limit ?? "50") ?? 50, 1), 1000)
+        let n = Int(min(max(limit ?? 50, 1), 1000))
         let rows = try storage { () throws(StorageError) in try outbox.deliveries(channel: OutboxRepository.webhookChannel, target: id, limit: n) }
         return .object([("deliveries", .array(rows.map { d in
             .object([("eventId", .string(d.eventId)), ("type", .string(d.type.rawValue)),

@@ -25,6 +25,9 @@ extension RouteTable {
                 requester = .user(userId, held: .ifAccountHasPasskeys, redeeming: nil)
                 conditional = try Self.conditional(ctx)
             default:
+                // A new account's options are never conditional, but a malformed `mediation` is refused
+                // here as everywhere (Schemathesis found `"mediation":"AAA"` accepted on this path).
+                _ = try Self.conditional(ctx)
                 let (username, displayName) = try RequestFields.accountNames(try ctx.json())
                 requester = .newAccount(username: username, displayName: displayName)
             }

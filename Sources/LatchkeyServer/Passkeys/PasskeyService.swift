@@ -197,8 +197,9 @@ public final class PasskeyService: Sendable {
         // SPEC: the challenge is found and consumed first; any later failure still uses it up.
         let challenge = parsed.clientData.challenge
         guard challenge.count >= 16, challenge.count <= 64 else { throw ServiceError(.challengeInvalid, "unknown challenge") }
-        let stored = try CeremonyRules.live(try storage { () throws(StorageError) in try challenges.consume(hash: Digest.sha256(challenge)) },
-                                   kind: .registration, rpId: configuration.rpId)
+        let consumed = try storage { () throws(StorageError) in try challenges.consume(hash: Digest.sha256(challenge)) }
+        if consumed == nil { try refuseSavedRetry(parsed) }
+        let stored = try CeremonyRules.live(consumed, kind: .registration, rpId: configuration.rpId)
         let state: RegistrationState
         do { state = try RegistrationState(decoding: stored.state) } catch { throw ServiceError(error) }
         let verified: VerifiedRegistration
@@ -264,7 +265,8 @@ public final class PasskeyService: Sendable {
             + [events.passkey(.passkeyCreated, record)]
         do {
             let revoked = try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written,
-                                                completing: completing, mail: notices, cancelToken: cancelToken)
+                                                completing: completing, mail: notices, cancelToken: cancelToken,
+                                                registrationDigest: Self.registrationDigest(parsed))
             if let revoked {
                 // Refused here at once; every other instance within a second (RevokedSessions' feed).
                 sessions.ended(revoked.sessions)

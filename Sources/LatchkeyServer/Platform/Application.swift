@@ -31,10 +31,14 @@ public struct Application: Responder {
     let trustProxy: Bool
     let origins: OriginCache
     let runtime: Runtime
+    let database: Database
+    let startup: StartupState
 
     public init(services: Services) {
         origins = services.origins
         runtime = services.runtime
+        database = services.database
+        startup = services.startup
         metrics = services.metrics
         log = services.log
         limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime)
@@ -109,6 +113,7 @@ public struct Application: Responder {
         let start = runtime.uptime()
         var response: Response
         var route = "unmatched"
+        var databaseFailure: DatabaseFailure? = nil
         let served = serves(request)
         let corsOrigin = served ? allowedCORSOrigin(request) : nil
         if !served {
@@ -126,10 +131,16 @@ public struct Application: Responder {
             route = "preflight"
         } else if Self.isRateLimited(request), let wait = limiter.admit(clientAddress(request)) {
             response = ServiceError(.rateLimited, "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
+        } else if let waiting = startup.pendingReason, !Self.isOperations(request) {
+            // Started without a reachable primary: nothing but health, readiness and metrics until
+            // the start-up steps are done (the signing keys, the allowlist may not be loaded yet).
+            response = ServiceError(.internalError, "not ready: \(waiting.prefix { $0 != ":" })", headers: [("Retry-After", "1")]).response
         } else {
-            let (answer, pattern) = router.dispatch(request)
+            // Every database call of this request shares one budget (LATCHKEY_DB_QUERY_TIMEOUT).
+            let ((answer, pattern), failure) = database.withinBudget { router.dispatch(request) }
             response = answer
             if let pattern { route = pattern }
+            if response.status == 503 { databaseFailure = failure }
         }
         if let origin = corsOrigin {
             response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
@@ -148,7 +159,13 @@ public struct Application: Responder {
         }
         let seconds = runtime.uptime() - start
         metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds)
-        log.write(request: request, route: route, status: response.status, seconds: seconds, at: runtime.now())
+        if response.status == 503 {
+            // Every 503 names the database failure behind it (its class is a metric label).
+            metrics.observeDatabaseFailure(databaseFailure?.kind ?? (startup.isReady ? "other" : "not_ready"))
+            log.unavailable(request: request, route: route, failure: databaseFailure, notReady: startup.pendingReason, at: runtime.now())
+        }
+        log.write(request: request, route: route, status: response.status, seconds: seconds, at: runtime.now(),
+                  databaseError: databaseFailure?.kind)
         return response
     }
 }
@@ -167,6 +184,11 @@ extension Application {
     /// reads that query PostgreSQL per request) and the admin API, and `/readyz` (a database ping).
     /// Left out: `/healthz` and `/metrics` (no I/O), the well-known files and JWKS (served from
     /// memory), the web app's static files.
+    /// Health, readiness and metrics: answered before the start-up steps are done.
+    static func isOperations(_ request: Request) -> Bool {
+        request.path == "/healthz" || request.path == "/readyz" || request.path == "/metrics"
+    }
+
     static func isRateLimited(_ request: Request) -> Bool {
         request.path.hasPrefix("/v1/") || request.path.hasPrefix("/admin/v1/") || request.path == "/readyz"
     }

@@ -40,6 +40,10 @@ extension Configuration {
             c.databasePooler = mode
         }
         if let v = env["LATCHKEY_DB_LISTEN_URL"], !v.isEmpty { c.databaseListenURL = v }
+        if let v = env["LATCHKEY_DB_QUERY_TIMEOUT"], !v.isEmpty {
+            guard let d = Double(v), d >= 0.1, d <= 600 else { throw Invalid(description: "LATCHKEY_DB_QUERY_TIMEOUT must be 0.1…600 seconds") }
+            c.databaseQueryTimeout = d
+        }
         if let v = env["LATCHKEY_USER_VERIFICATION"] {
             guard let uv = VerificationPolicy.UserVerification(rawValue: v) else {
                 throw Invalid(description: "LATCHKEY_USER_VERIFICATION must be required, preferred or discouraged")

@@ -23,6 +23,9 @@ public struct Configuration: Sendable {
     /// `LATCHKEY_DB_LISTEN_URL`: a direct (unpooled) connection for the change feed's LISTEN;
     /// behind a transaction pooler without it, instances poll (every cache expires within a second).
     public var databaseListenURL: String? = nil
+    /// `LATCHKEY_DB_QUERY_TIMEOUT` (seconds): a request's whole budget for database calls, and the
+    /// longest any one call waits; then it is cancelled, its connection dropped, and the request 503.
+    public var databaseQueryTimeout = 5.0
     public var userVerification: VerificationPolicy.UserVerification = .preferred
     public var challengeTTL = 300
     public var maxBody = 65536

@@ -34,6 +34,7 @@ public final class Metrics: Sendable {
         var latency: [String: Histogram] = [:]          // route
         var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
         var deliveries: [String: UInt64] = [:]          // "type|outcome"
+        var databaseFailures: [String: UInt64] = [:]    // DatabaseFailure.kind, or not_ready / other
     }
 
     private let state = Mutex(State())
@@ -46,6 +47,13 @@ public final class Metrics: Sendable {
             // Mutated in place: copying the histogram out and back re-allocated its counts each time.
             s.latency[route, default: Histogram()].observe(seconds)
         }
+    }
+
+    /// A 503: the class of the database failure behind it (a closed set, see `DatabaseFailure`).
+    public func observeDatabaseFailure(_ kind: String) {
+        let known = ["connection_lost", "timeout", "pool_timeout", "serialization", "read_only", "query", "not_ready"]
+        let label = known.contains(kind) ? kind : "other"
+        state.withLock { $0.databaseFailures[label, default: 0] += 1 }
     }
 
     /// `outcome` is "ok" or an error code.
@@ -71,12 +79,14 @@ public final class Metrics: Sendable {
         public static let ceremonies = MetricFamily("latchkey_ceremonies_total", .counter, "Ceremony outcomes: ok or the error code.")
         public static let poolConnections = MetricFamily("latchkey_db_pool_connections", .gauge, "Database pool connections by state (open, in_use).")
         public static let poolWaiting = MetricFamily("latchkey_db_pool_waiting", .gauge, "Requests waiting for a database pool connection.")
+        public static let databaseFailures = MetricFamily("latchkey_db_unavailable_total", .counter,
+                                                          "503 answers by the database failure behind them (connection_lost, timeout, pool_timeout, serialization, read_only, query, not_ready, other).")
         public static let deliveries = MetricFamily("latchkey_webhook_deliveries_total", .counter,
                                                     "Outbox delivery attempts (webhooks and mail) by event type and outcome (delivered, retry, failed = given up).")
         public static let outboxDepth = MetricFamily("latchkey_outbox_depth", .gauge, "Outbox deliveries not yet delivered or given up, by channel.")
         public static let outboxOldest = MetricFamily("latchkey_outbox_oldest_pending_seconds", .gauge,
                                                       "Age of the oldest pending delivery's event, by channel (0 when none).")
-        public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, deliveries, outboxDepth, outboxOldest]
+        public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, databaseFailures, deliveries, outboxDepth, outboxOldest]
     }
 
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil) -> String {
@@ -97,6 +107,7 @@ public final class Metrics: Sendable {
         out.sample(Family.poolConnections, [("state", "open")], "\(pool.open)")
         out.sample(Family.poolConnections, [("state", "in_use")], "\(pool.inUse)")
         out.sample(Family.poolWaiting, [], "\(pool.waiting)")
+        out.counter(Family.databaseFailures, labels: ["class"], s.databaseFailures)
         out.counter(Family.deliveries, labels: ["type", "outcome"], s.deliveries)
         if let outbox {
             // Every channel (webhook, mail, …), even when empty.

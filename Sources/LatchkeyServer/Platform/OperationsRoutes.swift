@@ -3,17 +3,23 @@ import JSON
 import Storage
 
 extension RouteTable {
-    /// Health, readiness, metrics and the association files (the web app: Web/WebRoutes.swift).
+    /// Health, readiness, metrics, the OpenAPI document and the association files (the web app: Web/WebRoutes.swift).
     mutating func addOperationsRoutes(_ s: Services) {
         for name in WellKnownService.names {
             add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
         }
+        // Never touches the database: a hung primary must not make the process look dead.
         add("GET", "/healthz", .anyone, accepting: .any) { _ in
             .json(bytes: JSONValue.object([("status", "ok"), ("version", .string(LatchkeyBuild.version))]).serialized())
         }
+        // 503 with the reason (its class only: the server's message, which may name hosts, goes to the log).
         add("GET", "/readyz", .anyone, accepting: .any) { _ in
-            guard s.database.ping() else { throw ServiceError(.internalError, "database unreachable") }
+            if let waiting = s.startup.pendingReason { throw ServiceError(.internalError, "not ready: \(waiting.prefix { $0 != ":" })") }
+            if let failure = s.database.readiness() { throw ServiceError(.internalError, "database not ready: \(failure.kind)") }
             return .json(bytes: Array(#"{"status":"ready"}"#.utf8))
+        }
+        add("GET", "/openapi.json", .anyone, accepting: .any) { _ in
+            .json(bytes: OpenAPIDocument.bytes, headers: [("Cache-Control", "public, max-age=300")])
         }
         add("GET", "/metrics", .anyone, accepting: .any) { _ in
             let st = s.database.connectionStats

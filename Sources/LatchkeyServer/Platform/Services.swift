@@ -50,6 +50,8 @@ public final class Services: Sendable {
     /// Sessions revoked recently (their access tokens are refused before they expire), fed by
     /// `startRevocationFeed`.
     let revokedSessions: RevokedSessions
+    /// Whether the start-up steps are done, and if not what they wait for (`/readyz`).
+    public let startup = StartupState()
 
     public init(configuration: Configuration, database: Database, runtime: Runtime = .system, log: RequestLog = RequestLog(enabled: true)) {
         self.configuration = configuration
@@ -142,14 +144,8 @@ public final class Services: Sendable {
     /// All of them, in order.
     public func start() throws {
         try validateConfiguration()
-        _ = try migrate()
-        try seedOrigins()
-        try prepareSigningKeys()
-        try loadAttestationTrust()
-        startChangeFeed()
-        try startRevocationFeed()
-        loadMetadata()
-        startOutbox()
+        for step in startSteps { try step.run() }
+        startup.finished()
     }
 
     /// True while the change feed is connected.
@@ -174,14 +170,25 @@ public struct RequestLog: Sendable {
     let enabled: Bool
     public init(enabled: Bool) { self.enabled = enabled }
 
-    func write(request: Request, route: String, status: Int, seconds: Double, at time: Date) {
+    func write(request: Request, route: String, status: Int, seconds: Double, at time: Date, databaseError: String? = nil) {
         guard enabled else { return }
         var line = JSONValue.object([
             ("time", .string(iso8601(time))), ("method", .string(request.method)), ("route", .string(route)),
             ("status", .number(Double(status))), ("ms", .number((seconds * 100_000).rounded() / 100)),
             ("remote", request.remoteAddress.map { .string($0) } ?? .null),
-        ]).serialized()
+        ] + (databaseError.map { [("db_error", .string($0))] } ?? [])).serialized()
         line.append(0x0A)
         _ = line.withUnsafeBufferPointer { Foundation.write(1, $0.baseAddress, $0.count) }
+    }
+}
+
+extension RequestLog {
+    /// A 503's own line on standard error: which database failure (class and server message) or
+    /// which start-up wait was behind it.
+    func unavailable(request: Request, route: String, failure: DatabaseFailure?, notReady: String?, at time: Date) {
+        guard enabled else { return }
+        let cause = failure.map { "database \($0.kind): \($0.reason)" } ?? notReady.map { "not ready: \($0)" } ?? "unavailable (no database error recorded)"
+        var line = Array("latchkey: \(iso8601(time)) 503 \(request.method) \(route): \(cause)\n".utf8)
+        _ = line.withUnsafeMutableBufferPointer { Foundation.write(2, $0.baseAddress, $0.count) }
     }
 }

@@ -56,6 +56,9 @@ public struct COSEKey: Sendable {
     public let publicKey: PublicKey
 
     public init(bytes: [UInt8]) throws(WebAuthnError) {
+        // The usual key (integer labels, integer and byte-string values) without libcbor; anything
+        // else goes through the full decoder, which also decides every refusal.
+        if let flat = CBORDecoder.decodeFlatIntegerMap(bytes) { try self.init(flat); return }
         let value: CBORValue
         do { value = try CBORDecoder.decode(bytes, maxDepth: 2) } catch { throw .invalid("COSE key: \(error.reason)") }
         try self.init(value)

@@ -14,16 +14,25 @@ enum BenchCommand: Command {
     static let name = "bench"
     static let summary = "measure verification and login throughput against baselines in the same run"
     static let help = """
-        usage: latchkey bench verify [--seconds S]
+        usage: latchkey bench verify [--seconds S] [--instructions]
                latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D]
                                     [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
+               latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse] [--server BIN]
                \(StepUpBenchmark.usage)
+               latchkey bench failover --urls U1,U2 --origin O [--concurrency C] [--duration S]   (scripts/failover-test.sh's load)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
                  JSON parsed, COSE key parsed and imported on every call, as a server must), beside the
                  raw OpenSSL rate for key import + EVP_DigestVerify on the same keys and messages; the
                  ES256 rate on two threads and in two processes; registrations per second (none, packed).
+        login --accounts N
+                 seeds N accounts with passkeys (COPY) in a database of D's cluster and a handful in another
+                 ("empty"), serves each in turn from this executable and measures both in the same run:
+                 logins/s and the ratio, p50/p95/p99, server and PostgreSQL CPU µs per login (/proc), WAL bytes,
+                 full-page images and commits per login (pg_stat_wal, pg_stat_database), the database sizes;
+                 --instructions: the server's instructions per login under callgrind; --reuse: keep a database
+                 already seeded with N accounts; --server BIN: run that latchkey binary as the server (an older build).
         \(StepUpBenchmark.help)
         """
 
@@ -32,22 +41,37 @@ enum BenchCommand: Command {
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
-                                                   "admin-key"],
-                                           flags: ["help"])
+                                                   "admin-key", "accounts", "rounds", "count", "side", "server", "urls", "prefix"],
+                                           flags: ["help", "instructions", "reuse"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
             case "verify":
                 let seconds = Double(args.value("seconds") ?? "2") ?? 2
                 if let worker = args.value("worker") {
-                    // Child of the two-process measurement: print the count and nothing else.
                     let fixture = VerifyFixture(worker == "eddsa" ? .edDSA : worker == "rs256" ? .rs256 : .es256)
+                    if let c = args.value("count"), let count = Int(c) {
+                        // A fixed number of calls of one side, for instruction counts under callgrind
+                        // (run with --count 0 too, to subtract the fixture's own cost).
+                        let body: () -> Bool = switch args.value("side") ?? "latchkey" {
+                        case "openssl": { fixture.verifyWithOpenSSL() }
+                        case "warm": { fixture.verifyWarm() }
+                        default: { fixture.verifyWithLatchkey() }
+                        }
+                        for _ in 0..<count { precondition(body(), "benchmark verification failed") }
+                        print(count)
+                        return ExitCode.success
+                    }
+                    // Child of the two-process measurement: print the count and nothing else.
                     print(countLoop(seconds: seconds) { fixture.verifyWithLatchkey() })
                     return ExitCode.success
                 }
+                if args.has("instructions") { return VerifyBenchmark.instructions() }
                 return VerifyBenchmark.run(seconds: seconds)
             case "login":
+                if let accounts = args.value("accounts") { return ScaleBenchmark.run(try ScaleBenchmark.parse(args, accounts: accounts)) }
                 return LoginBenchmark.run(try LoginBenchmark.parse(args))
             case "step-up": return StepUpBenchmark.run(try StepUpBenchmark.parse(args))
+            case "failover": return try FailoverLoad.run(args)
             case "-h", "--help": print(help); return ExitCode.success
             default: throw UsageError(message: "unknown benchmark '\(sub)'")
             }
@@ -103,12 +127,49 @@ struct VerifyFixture: @unchecked Sendable {
     let clientDataJSON: [UInt8]
     let authenticatorData: [UInt8]
     let signature: [UInt8]
+    /// The imported key a warm server holds in its CredentialKeyCache.
+    let cachedKey: COSEKey
 
     static let rpId = "bench.example", origin = "https://bench.example"
+    /// The bench's RSA-2048 key (a test key, nothing else uses it).
+    static let rsaKeyPEM = """
+        -----BEGIN PRIVATE KEY-----
+        MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCfbgAuPROpqTTL
+        TKg5JLfaChR8T3WJmbhbSjCx4YEN+EFvIklw1omwoBjEnUqKENqdLU29+uhj+mLR
+        f+sGKVSzs57wRkBkqSX4F0f2jOxLphXDbY25L/NzQrYfR6Yuqd8SdbGVQwhHM4f5
+        Xrr1dH27EjgbuRNA7Yt5tkTYuOjHv8+EDiJG1NymJmv7WUJZ5+3et62g6JIF0KWa
+        ACGiDuJ5Yjgwl8iVqR+dMmQg4wPCpJI8vTFcj6Gwi2mE8ccACZvsciwoATAGfeWS
+        FGO/VsA0+IyBx34jfk6de8rcb6xt1NtYQxymWEAHvsjYl4IjzJWiEEfx7FY1QIOj
+        P6GUz6YHAgMBAAECggEATLaC2rzjzbLP5vTbSye6WW2ZPtmDDnNLjI2t0aHW1dB7
+        N8zxNpzcgwL99/lRaQ7ECnZGnp/xG05bJ0BcZ8oSaieHVkkPagAj93TIWT+k4Z+o
+        gDEiTRXgGDlk5bc1pOVzI3BDQzWOcag/iMPGxR3I8+9H1TsgIxFKGAYWqYuL4rTL
+        09OaaI4KEetOVTPi46qGxGFc2GUAQePEcJx0hDeQV7pKbiAFLqKcvL3EKN1CpxCm
+        cvAmQGKuPDmrFDZQPQJjFSCRWSarg86Nf11SMclJHSy3p0NiUte7LZDtmvWB5xmy
+        vQ+SMcjHImDfDVIs1YycCMuhV/I5yKdONxR0YfA2/QKBgQDQVY6H63/OntIlsBLj
+        uW1d0OxymkZlnc8qXEjtNZRx6IhntOKukpxaVrN58bVV8t+kFWAfRwSzq8HQJ1uU
+        td1v52OjM3D1C4of+TzjVP7XXS8ERdvnHqENFuQ+jIO1CjpkEg4qnkMTT1qYjDoZ
+        XB4usU1Kn8LzNpSwZTmUYGUNgwKBgQDD6AiyAe6izA1IrC3EWrE341n3ETiB02M9
+        qYp/VgsUTBoIAfLYZ38o3YIszOCJYQckLtoI83WdXsodvXuIcLyNLlgcBVsD035i
+        xajB1Y0UbeVtZVOIhKvIvQCtDrRBz5GzHmSnROhiPuNIM1GXl1amHsxMw5Q4DAly
+        uSABY8XCLQKBgGQeabPKKg6a5rTz6/ACYZuvVqIwn9ofv7pExUsx75faPwtPs4xf
+        qsIDXpcg4Jtgb7eECkCduZW62hZ1g55w0+z+TzTT+NnaZNO+zFMXuqy2/GxaQjbM
+        0mre8GtazcTIGI2U27gBfIygGxKqeRVM3rhjvpg5NM/7D/PBga1bsdSPAoGADE3C
+        XgupBShznSDTLwXTI4Nv3wiB2AWCshi3zg+FWpz89YvJyLWXUuW2i0HCyF4DqM4Y
+        e39u35dYck24OHV8IhHLDtd3Q+JAicuIMcRLvAC67Af1GxnaAB1+sV+/CnMS34EF
+        KUw2nBT/CUXP1gl3M6+zfQ67fFmlLkNaMzwk63ECgYEAsiRBWPYH9uWpHH3KvMsS
+        1FCA//xymSgV0+/A8wmHNqYQma/BijUIz8+NtnknI/MHH6zB53P8btPmbZalp5Ux
+        OjIJJDg+Ct5bbFJlhG4sYvMmHcqCvV9CM94kv42sJH9UhuXuJJs+/EL3cQLPzLFL
+        ODpjcdL5fno9JAD8ZzbjoVg=
+        -----END PRIVATE KEY-----
+        """
 
     init(_ algorithm: COSEAlgorithm) {
         self.algorithm = algorithm
-        let authenticator = SoftAuthenticator(algorithm: algorithm)
+        // RSA with a fixed key: generating one costs a random amount of work (the prime search),
+        // which `--instructions` could not subtract.
+        let authenticator = algorithm == .rs256
+            ? SoftAuthenticator(algorithm: .rs256, privateKey: try! PrivateKey(pkcs8PEM: Self.rsaKeyPEM), credentialId: SecureRandom.bytes(32), userHandle: nil)
+            : SoftAuthenticator(algorithm: algorithm)
         challenge = SecureRandom.bytes(32)
         coseKey = authenticator.publicKeyCOSE
         let json = authenticator.assertion(challenge: challenge, rpId: Self.rpId, origin: Self.origin).json()
@@ -117,6 +178,7 @@ struct VerifyFixture: @unchecked Sendable {
         authenticatorData = Base64URL.decode(json["response"]!["authenticatorData"]!.stringValue!)!
         signature = Base64URL.decode(json["response"]!["signature"]!.stringValue!)!
         policy = VerificationPolicy(rpId: Self.rpId, origins: OriginPolicy([Self.origin]))
+        cachedKey = try! COSEKey(bytes: coseKey)
     }
 
     /// What the server does per login: parse the credential JSON, parse and import the stored COSE
@@ -127,6 +189,19 @@ struct VerifyFixture: @unchecked Sendable {
             let key = try COSEKey(bytes: coseKey)
             _ = try AuthenticationVerifier.verify(parsed, expectedChallenge: challenge,
                                                   stored: StoredCredential(publicKey: key, signCount: 0), policy: policy)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// A server with the credential's key in its cache (`CredentialKeyCache`): the credential JSON
+    /// parsed and every check run, the COSE key neither parsed nor imported.
+    func verifyWarm() -> Bool {
+        do {
+            let parsed = try ParsedAuthentication(bytes: responseJSON)
+            _ = try AuthenticationVerifier.verify(parsed, expectedChallenge: challenge,
+                                                  stored: StoredCredential(publicKey: cachedKey, signCount: 0), policy: policy)
             return true
         } catch {
             return false
@@ -166,14 +241,16 @@ enum VerifyBenchmark {
                 printError("\(label): fixture does not verify"); return ExitCode.failure
             }
             // Alternate slices so that frequency changes and noise hit both sides alike.
-            var ours = 0, theirs = 0
+            var ours = 0, theirs = 0, warm = 0
             let slices = 10
             for _ in 0..<slices {
-                ours += countLoop(seconds: seconds / Double(slices * 2)) { fixture.verifyWithLatchkey() }
-                theirs += countLoop(seconds: seconds / Double(slices * 2)) { fixture.verifyWithOpenSSL() }
+                ours += countLoop(seconds: seconds / Double(slices * 3)) { fixture.verifyWithLatchkey() }
+                theirs += countLoop(seconds: seconds / Double(slices * 3)) { fixture.verifyWithOpenSSL() }
+                warm += countLoop(seconds: seconds / Double(slices * 3)) { fixture.verifyWarm() }
             }
-            let oursRate = Double(ours) / (seconds / 2), theirsRate = Double(theirs) / (seconds / 2)
-            print("\(label.padding(6)) latchkey \(Int(oursRate))/s  openssl \(Int(theirsRate))/s  ratio=\(formatDecimal(oursRate / theirsRate, places: 2))")
+            let oursRate = Double(ours) / (seconds / 3), theirsRate = Double(theirs) / (seconds / 3), warmRate = Double(warm) / (seconds / 3)
+            print("\(label.padding(6)) latchkey \(Int(oursRate))/s  openssl \(Int(theirsRate))/s  ratio=\(formatDecimal(oursRate / theirsRate, places: 2)) (cold: key imported per call)  "
+                  + "warm \(Int(warmRate))/s ratio \(formatDecimal(warmRate / theirsRate, places: 2)) (key from the server's CredentialKeyCache)")
         }
 
         // Two threads in one process against two processes (OpenSSL 3.0 takes shared locks).
@@ -200,6 +277,38 @@ enum VerifyBenchmark {
                 (try? RegistrationVerifier.verify(try ParsedRegistration(bytes: body), expectedChallenge: challenge, policy: policy)) != nil
             }
             print("register-\(label.padding(6)) latchkey \(Int(Double(n) / (seconds / 2)))/s")
+        }
+        return ExitCode.success
+    }
+
+    /// `bench verify --instructions`: instructions per verification under callgrind (which does not
+    /// drift with the machine's load), each side run `calls` times in a child and once with no
+    /// calls, whose count (the fixture, key generation) is subtracted.
+    static func instructions(calls: Int = 200) -> Int32 {
+        guard let valgrind = findValgrind() else { printError("--instructions needs valgrind"); return ExitCode.failure }
+        print("latchkey bench verify --instructions: instructions per verification under callgrind (\(calls) calls, minus the fixture's own)")
+        func count(_ alg: String, _ side: String, _ n: Int) -> Double? {
+            let out = "/tmp/latchkey-verify-callgrind-\(getpid()).out"
+            defer { unlink(out) }
+            _ = runProcess([valgrind, "--tool=callgrind", "--callgrind-out-file=\(out)", executablePath(), "bench", "verify",
+                            "--worker", alg, "--count", "\(n)", "--side", side])
+            guard let bytes = readFile(out, limit: 1 << 28) else { return nil }
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("totals:") {
+                return Double(line.split(separator: " ").dropFirst().first ?? "")
+            }
+            return nil
+        }
+        for alg in ["es256", "eddsa", "rs256"] {
+            var per: [String: Double] = [:]
+            for side in ["latchkey", "openssl", "warm"] {
+                guard let zero = count(alg, side, 0), let full = count(alg, side, calls) else {
+                    printError("callgrind run failed"); return ExitCode.failure
+                }
+                per[side] = (full - zero) / Double(calls)
+            }
+            let l = per["latchkey"]!, o = per["openssl"]!, w = per["warm"]!
+            print("\(alg.padding(6)) latchkey \(Int(l))  openssl \(Int(o))  ratio=\(formatDecimal(o / l, places: 2)) (cold)  "
+                  + "warm \(Int(w)) ratio \(formatDecimal(o / w, places: 2))  (instructions per verification; ratio = openssl / latchkey)")
         }
         return ExitCode.success
     }

@@ -7,7 +7,9 @@ import WellKnown
 import Glibc
 #endif
 
-/// `latchkey serve`: migrate (under an advisory lock), then serve until SIGINT/SIGTERM.
+/// `latchkey serve`: check the configuration, listen at once, and run the start-up steps (migrate
+/// under an advisory lock, …) on a thread that waits for the database: `/readyz` says 503 with the
+/// reason until they are done. Serves until SIGINT/SIGTERM.
 enum ServeCommand: Command {
     static let name = "serve"
     static let summary = "run the HTTP server (configuration from LATCHKEY_* and DATABASE_URL)"
@@ -51,34 +53,16 @@ enum ServeCommand: Command {
         signal(SIGPIPE, SIG_IGN)
 
         let database = Database(url: configuration.databaseURL, connections: configuration.threads + 2,
-                                pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL)
+                                pooler: configuration.databasePooler, listenURL: configuration.databaseListenURL,
+                                queryTimeout: configuration.databaseQueryTimeout)
         let services = Services(configuration: configuration, database: database)
-        // Start-up steps, in order: the configuration's rules, migrate, seed LATCHKEY_ORIGINS, signing
-        // keys, change feed — all before anything listens, so a bad configuration never serves a request.
-        do { try services.start() } catch let error as Configuration.Invalid {
+        // The configuration's rules first, before anything listens: a bad configuration never serves.
+        do { try services.validateConfiguration() } catch {
             printError("latchkey serve: \(error.description)")
             return ExitCode.usage
-        } catch let error as SigningKeyError where error.code != .storage {
-            printError("latchkey serve: \(error.description)")  // no KEK, or the wrong one: refuse to start
-            return ExitCode.failure
-        } catch {
-            printError("latchkey serve: cannot prepare the database: \(error)")
-            return ExitCode.failure
-        }
-        // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
-        if !isChild, let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
-            printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
-                       + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
-                       + ignored.joined(separator: ", "))
         }
         if !isChild {
             for warning in configuration.warnings() { printError("latchkey serve: warning: \(warning)") }
-            // A pinned LATCHKEY_WELLKNOWN_DIR that no longer says what the declared apps say.
-            if let problems = try? services.wellKnown.pinnedDisagreements(), !problems.isEmpty {
-                printError("latchkey serve: warning: the association files pinned in LATCHKEY_WELLKNOWN_DIR (\(configuration.wellKnownDirectory ?? "")) "
-                           + "disagree with the declared apps, and they are what is served:")
-                for p in problems { printError("  \(p.description)") }
-            }
         }
         // One route table; with LATCHKEY_ADMIN_LISTEN, /admin/… only on the admin listener.
         let application = Application(services: services)
@@ -111,15 +95,48 @@ enum ServeCommand: Command {
         if !isChild, configuration.workers > 1 {
             for _ in 1..<configuration.workers { if let pid = spawnSelf(["serve"], extraEnvironment: ["LATCHKEY_WORKER_CHILD=1"]) { children.append(pid) } }
         }
+        // Then the start-up steps — migrate, seed LATCHKEY_ORIGINS, signing keys, change feed, … — on
+        // their own thread while this one listens, each retried while the database is unreachable or
+        // read-only (an instance started mid-failover comes up by itself). Until they are done every
+        // route but /healthz, /readyz and /metrics answers 503, and the "serving" line (which scripts
+        // wait for) is not printed yet.
         if !isChild {
-            printError("latchkey: serving rpId \(configuration.rpId) on http://\(configuration.listenHost):\(server.port) "
-                       + "(\(configuration.workers) process(es) × \(configuration.threads) threads)")
-            if let open = browserAddress(rpId: configuration.rpId, host: configuration.listenHost, port: server.port) {
-                printError("latchkey: open \(open)/ in a browser (passkeys for rpId \(configuration.rpId) work there, not at http://\(configuration.listenHost):\(server.port))")
-            }
-            if let adminServer {
-                printError("latchkey: admin API and console at http://\(configuration.adminListen!.host):\(adminServer.port)/admin/ only")
-            }
+            printError("latchkey: listening at \(configuration.listenHost):\(server.port); starting up (GET /readyz says when it is ready)")
+        }
+        let announced = (port: server.port, admin: adminServer?.port)
+        let settled = configuration
+        do {
+            try services.startInBackground(onReady: {
+                guard !isChild else { return }
+                // SPEC "Assurance": outside dev mode stored http:// origins are ignored; say which.
+                if let ignored = try? services.origins.ignoredOrigins(), !ignored.isEmpty {
+                    printError("latchkey serve: warning: ignoring \(ignored.count) stored http:// origin(s) outside development mode "
+                               + "(ceremonies from them are origin_not_allowed; remove them with `latchkey origins remove`): "
+                               + ignored.joined(separator: ", "))
+                }
+                // A pinned LATCHKEY_WELLKNOWN_DIR that no longer says what the declared apps say (read
+                // once the database is reachable: the declared apps live there).
+                if let problems = try? services.wellKnown.pinnedDisagreements(), !problems.isEmpty {
+                    printError("latchkey serve: warning: the association files pinned in LATCHKEY_WELLKNOWN_DIR (\(settled.wellKnownDirectory ?? "")) "
+                               + "disagree with the declared apps, and they are what is served:")
+                    for p in problems { printError("  \(p.description)") }
+                }
+                printError("latchkey: serving rpId \(settled.rpId) on http://\(settled.listenHost):\(announced.port) "
+                           + "(\(settled.workers) process(es) × \(settled.threads) threads)")
+                if let open = browserAddress(rpId: settled.rpId, host: settled.listenHost, port: announced.port) {
+                    printError("latchkey: open \(open)/ in a browser (passkeys for rpId \(settled.rpId) work there, not at http://\(settled.listenHost):\(announced.port))")
+                }
+                if let admin = announced.admin {
+                    printError("latchkey: admin API and console at http://\(settled.adminListen!.host):\(admin)/admin/ only")
+                }
+            }, onFatal: { error in
+                // No KEK or the wrong one, unreadable attestation roots: waiting cannot mend it.
+                printError("latchkey serve: cannot start: \(String(describing: error))")
+                exit(ExitCode.failure)
+            })
+        } catch {
+            printError("latchkey serve: \(error)")
+            return ExitCode.usage
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
         _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }

@@ -158,7 +158,9 @@ final class Client {
         if !body.isEmpty, let contentType { headers.append(("Content-Type", contentType)) }
         if let authorization { headers.append(("Authorization", authorization)) }
         let r = try http.send(method: method, path: path, headers: headers, body: body)
-        return Reply(status: r.status, headers: r.headers, body: r.body)
+        let reply = Reply(status: r.status, headers: r.headers, body: r.body)
+        TrafficLog.shared?.record(method: method, target: path, reply: reply)
+        return reply
     }
 
     @discardableResult
@@ -322,5 +324,36 @@ extension JSONValue {
     /// `setting` on the nested object `response`.
     func settingResponse(_ key: String, _ value: JSONValue?) -> JSONValue {
         setting("response", (self["response"] ?? .object([])).setting(key, value))
+    }
+}
+
+/// With `LATCHKEY_OPENAPI_TRAFFIC=<file>` (scripts/test.sh sets it), every exchange a suite's `Client`
+/// has with a Latchkey server is appended to that file as one JSON line — method, target, status,
+/// content type and body — and scripts/openapi/validate-traffic.py checks each response against the
+/// OpenAPI document after the suites: the document is proven on the traffic the suites really see.
+final class TrafficLog: Sendable {
+    static let shared: TrafficLog? = ProcessInfo.processInfo.environment["LATCHKEY_OPENAPI_TRAFFIC"].flatMap {
+        $0.isEmpty ? nil : TrafficLog(path: $0)
+    }
+
+    private let handle: Mutex<FileHandle?>
+
+    init?(path: String) {
+        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let h = FileHandle(forWritingAtPath: path) else { return nil }
+        handle = Mutex(h)
+    }
+
+    func record(method: String, target: String, reply: Reply) {
+        let line = JSONValue.object([
+            ("method", .string(method)), ("target", .string(target)), ("status", .number(Double(reply.status))),
+            ("contentType", reply.contentType.map { .string($0) } ?? .null),
+            ("body", .string(String(decoding: reply.body, as: UTF8.self))),
+        ]).serialized() + Array("\n".utf8)
+        handle.withLock { h in
+            guard let h else { return }
+            h.seekToEndOfFile()
+            h.write(Data(line))
+        }
     }
 }

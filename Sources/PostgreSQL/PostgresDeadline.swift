@@ -1,0 +1,63 @@
+import Synchronization
+
+/// How long database calls may still take, and the last database failure seen under it.
+///
+/// A request binds one budget (`PostgresDeadline.within`) around all of its work: every statement,
+/// connection acquisition and COMMIT inside waits at most until the budget's deadline (and never
+/// longer than the pool's own per-call `queryTimeout`). A call that runs out is cancelled on the
+/// server (`PQcancel`, from a detached thread) and its connection dropped: a hung primary costs a
+/// request its budget, never a worker thread for good.
+public final class PostgresBudget: Sendable {
+    /// Monotonic nanoseconds (`ConditionLock.monotonicNanoseconds`); `nil`: no deadline (migrations).
+    public let deadline: UInt64?
+    private let failure = Mutex<PostgresError?>(nil)
+
+    init(deadline: UInt64?) { self.deadline = deadline }
+
+    /// The last error a database call raised under this budget (for the 503's log line and metric).
+    public var lastFailure: PostgresError? { failure.withLock { $0 } }
+
+    func record(_ error: PostgresError) { failure.withLock { $0 = error } }
+}
+
+public enum PostgresDeadline {
+    /// The budget bound to this thread (a task-local, bound synchronously by the HTTP worker).
+    @TaskLocal static var current: PostgresBudget?
+
+    /// Runs `body` with every database call inside it bounded, together, by `seconds` from now.
+    /// Returns the budget too, so the caller can read `lastFailure` afterwards.
+    public static func within<T>(seconds: Double, _ body: () throws -> T) rethrows -> (T, PostgresBudget) {
+        let budget = PostgresBudget(deadline: ConditionLock.monotonicNanoseconds() &+ UInt64(max(0, seconds) * 1e9))
+        let value = try $current.withValue(budget) { try body() }
+        return (value, budget)
+    }
+
+    /// Runs `body` without a client-side deadline (and with `statement_timeout = 0` in its
+    /// transactions): schema migrations, whose statements may rightly run for minutes.
+    public static func unbounded<T>(_ body: () throws -> T) rethrows -> T {
+        try $current.withValue(PostgresBudget(deadline: nil)) { try body() }
+    }
+
+    /// The monotonic deadline of a call starting now that may take at most `limit`: the bound
+    /// budget's deadline when sooner. `nil`: wait as long as it takes.
+    static func callDeadline(limit: Duration) -> UInt64? {
+        let own = ConditionLock.monotonicNanoseconds() &+ limit.nanosecondsClamped
+        guard let budget = current else { return own }
+        guard let deadline = budget.deadline else { return nil }
+        return min(own, deadline)
+    }
+
+    /// Records `error` on the bound budget (if any) and returns it, for `throw PostgresDeadline.noted(e)`.
+    static func noted(_ error: PostgresError) -> PostgresError {
+        current?.record(error)
+        return error
+    }
+}
+
+extension Duration {
+    var nanosecondsClamped: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) &* 1_000_000_000 &+ UInt64(attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Functional check of `latchkey bench login --accounts N` (issue 24): it seeds N accounts with COPY,
+starts its own servers, measures the small and the seeded database in one run and prints every figure
+it promises. Nothing here looks at how fast anything was (tests never assert on time): only that each
+figure is printed, that logins succeeded without errors, and that the databases it made are dropped.
+
+usage: bench-login-accounts.py <latchkey binary> <database URL on the cluster to use>"""
+import re, subprocess, sys
+
+if len(sys.argv) != 3:
+    sys.exit(__doc__)
+binary, url = sys.argv[1], sys.argv[2]
+cmd = [binary, 'bench', 'login', '--accounts', '100', '--database-url', url,
+       '--duration', '1', '--rounds', '1', '--concurrency', '4']
+run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+out = run.stdout
+print(out, end='')
+if run.stderr:
+    print(run.stderr, end='', file=sys.stderr)
+failures = []
+if run.returncode != 0:
+    failures.append(f'exit status {run.returncode}')
+expect = {
+    'seeded with COPY': r'^seeded 100 accounts, 100 passkeys, 200 audit lines with COPY',
+    'phase on the small database': r'^round 1 empty +logins [1-9]\d* ',
+    'phase on the seeded database': r'^round 1 100 +logins [1-9]\d* ',
+    'p50, p95 and p99': r'p50 [\d.]+ ms  p95 [\d.]+ ms  p99 [\d.]+ ms',
+    'no errors': r'^round 1 100 .* errors 0 ',
+    'server CPU per login': r'server CPU \d+ µs/login',
+    'PostgreSQL CPU per login': r'PostgreSQL CPU \d+ µs/login',
+    'WAL bytes and full-page images per login': r'WAL \d+ B/login \(FPI [\d.]+\)',
+    'commits per login': r'commits [\d.]+/login',
+    'server memory': r'RSS \d+ MB',
+    'medians': r'^median 100 ',
+    'ratio': r'^ratio=[\d.]+ ',
+    'database size': r'^database size: empty [\d.]+ MB, 100 [\d.]+ MB',
+    'key cache note': r'^credential key cache: ',
+}
+for label, pattern in expect.items():
+    if not re.search(pattern, out, re.M):
+        failures.append(f'missing: {label} ({pattern})')
+# The bench's databases go again (they are scratch: a later run recreates them).
+base = url.rsplit('/', 1)[0]
+for name in ('latchkey_bench_accounts_64', 'latchkey_bench_accounts_100'):
+    subprocess.run(['psql', '-q', f'{base}/postgres', '-c', f'DROP DATABASE IF EXISTS {name} WITH (FORCE)'], check=False)
+for f in failures:
+    print('FAIL', f)
+print('bench login --accounts: ' + ('ok' if not failures else f'{len(failures)} failed'))
+sys.exit(1 if failures else 0)
