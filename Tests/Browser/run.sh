@@ -5,7 +5,10 @@
 # Installs what is missing (Debian's chromium and chromium-driver; Selenium from PyPI into a venv
 # under data/), starts the throwaway test PostgreSQL (same cluster as scripts/test.sh), builds and
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
-# stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/.
+# Tests/Browser/test_client.py (the client module /latchkey.js and the pages' languages: a German
+# browser's pages and mail, every page at phone and desktop widths in each language), then
+# Tests/Browser/test_admin.py drives the admin console at /admin/, and Tests/Browser/test_firefox.py
+# runs sign-up / sign-in / revoke and the module in Firefox ESR over Marionette; then stops the server.
 # Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the server's log to
 # data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
 # where the suite reads the codes.
