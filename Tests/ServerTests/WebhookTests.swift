@@ -272,7 +272,10 @@ struct WebhookTests {
         let got = receiver.wait { d in d.contains { $0.data?["userId"]?.stringValue == user.userId } }
         Thread.sleep(forTimeInterval: 0.5)  // time for any repeat to arrive too
         let mine = receiver.deliveries.filter { $0.data?["userId"]?.stringValue == user.userId }
-        #expect(mine.count == 1, "\(mine.count) reports for one change (\(got.count) seen first)")
+        // One event, counted by its webhook-id: delivery is at-least-once (Standard Webhooks), so a
+        // send retried after a timeout on a loaded machine arrives again under the same id; a second
+        // report of the change would carry a new one.
+        #expect(Set(mine.map(\.id)).count == 1, "\(Set(mine.map(\.id)).count) events for one change (\(got.count) seen first)")
         #expect(mine.first?.data?["backupEligible"] == true)
         #expect(try client.get("/v1/passkeys", authorization: user.bearer).json?["passkeys"]?.arrayValue?.first?["backupEligible"] == true)
     }

@@ -81,6 +81,9 @@ public enum ConfigurationCatalogue {
         .init("LATCHKEY_DB_LISTEN_URL", "database",
               "a direct (unpooled) connection for the change feed's `LISTEN` behind a pooler; without it instances poll (caches expire within a second)",
               default: "unset", .connection),
+        .init("LATCHKEY_DB_QUERY_TIMEOUT", "database",
+              "seconds (0.1–600) one request may spend on all its database calls; past it the query is cancelled, the connection dropped and the request answered 503 (a hung primary cannot pin the worker threads)",
+              default: "`5`"),
     ]
 
     static let keys: [ConfigurationVariable] = [
