@@ -137,6 +137,19 @@ bash clients/swift/AppleSDKStubs/check.sh 2>&1 | tee data/swift-client-apple-che
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 set -e
 # ---- end clients/swift/LatchkeyClient -----------------------------------------------------------
+# ---- web/latchkey.js and the languages (issue 22, points 1, 3 and 4) -------------------------------
+# The browser client module's unit tests under Node (no browser: base64url, the address explanations,
+# typed errors, one refresh for many 401s, the step-up retry, signals) and the catalogs: every key of
+# the web app and the console in every web/i18n/<lang>.json (the mail catalogs are checked by
+# MailLanguageTests in the Swift suite). The module in Chromium and Firefox ESR, a German browser's
+# pages and mail, and the screenshots in every language run in Tests/Browser/run.sh above. Seconds.
+eval "$(bash scripts/install-deps.sh nodejs)"
+set +e
+timeout 120 node --test Tests/Browser/latchkey-module.test.mjs 2>&1 | tee data/web-module-test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+timeout 60 python3 Tests/Browser/i18n_keys.py --check || status=1
+set -e
+# ---- end web/latchkey.js and the languages ------------------------------------------------------
 
 # ---- issue 25 (operators): deploy files, doc examples ---------------------------------------
 # The deploy files give serve a configuration it starts with (config check on the Kubernetes

@@ -1,147 +1,156 @@
 // Latchkey web app: passkey sign-up, sign-in (button and autofill), passkey management and a
 // step-up approval, against Latchkey's /v1 API (SPEC.md). No build step, no dependencies.
 //
-// Tokens live in sessionStorage (this tab only, gone when it closes); an access token that
-// expires is renewed once through /v1/token, with one refresh in flight at a time because refresh
-// tokens rotate and a reused one revokes the whole session.
+// Everything that talks to the server or the browser's WebAuthn API goes through the client module
+// /latchkey.js (the one any other page imports too): tokens in sessionStorage (this tab only), one
+// refresh in flight, the Assurance step-ups, Signal API hints, and failures as LatchkeyError values
+// carrying Latchkey's `code`. This file is the page: views, words and the DOM.
 //
 // An ES module (strict by default), loaded by index.html with <script type="module">.
-import { creationOptions, credentialJSON, requestOptions } from './webauthn.js';
+import { Latchkey, LatchkeyError, browserSupport, explainOrigin } from './latchkey.js';
+import * as i18n from './i18n.js';
+
+const { t } = i18n;
+/** Marks a text for the catalogs where it is defined; `t` translates it where it is shown. */
+const N_ = (text) => text;
 
 const $ = (id) => document.getElementById(id);
 const SESSION_KEY = 'latchkey.session';
 
 const app = {
-  session: null,        // { user, tokens }
-  conditional: null,    // { controller, settled } while an autofill request is pending
   conditionalGeneration: 0,
-  refreshing: null,     // the one refresh in flight
-  lastRpId: '',         // the rpId of the last options received: names the working address on a SecurityError
+  why: null,            // the sentence shown while a step-up is asked for
 };
+
+/** The one client: an access token it cannot renew ends the session here, with a sentence. */
+const lk = new Latchkey({
+  storageKey: SESSION_KEY,
+  confirmStepUp: ({ action, reason }) => {
+    if (reason) showBanner(t(reason), 'info', 'approval_needed');
+    document.body.dataset.approval = action.type;
+    return true;
+  },
+  onSessionEnded: (reason) => {
+    showWelcome();
+    showBanner(t(reason && reason.code !== 'network' ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network), 'error',
+      (reason && reason.code) || 'invalid_grant');
+    startConditional();
+  },
+});
 
 // ---------------------------------------------------------------------------------------------
 // Messages
 
 /** What each SPEC error code means to the person in front of the screen. */
 const CODE_MESSAGES = {
-  invalid_request: 'The request was not accepted. Please reload the page and try again.',
-  challenge_invalid: 'That attempt expired or was already used. Please try again.',
-  origin_not_allowed: 'This web address is not allowed to use passkeys here. Ask the site owner to allow it.',
-  rp_id_mismatch: 'That passkey was made for a different website.',
-  user_presence_required: 'Your device did not confirm you were there. Try again and approve the prompt.',
-  user_verification_required: 'This needs your screen lock, fingerprint or face. Try again and verify it is you.',
-  signature_invalid: 'The passkey’s signature could not be verified. Please try again.',
-  attestation_invalid: 'Your authenticator could not prove what it is, so it was not accepted.',
-  algorithm_unsupported: 'Your authenticator uses a key type this site does not support.',
-  credential_unknown: 'That passkey is not registered here — it may have been revoked. Use another passkey or create an account.',
-  credential_exists: 'This authenticator already holds a passkey for your account.',
-  sign_count_regression: 'This passkey looks like it may have been copied, so it was blocked and flagged. Please contact support.',
-  action_mismatch: 'The approval did not match the payment shown. Nothing was sent.',
-  key_revoked: 'That key has been revoked.',
-  unauthorized: 'Your session has ended. Please sign in again.',
-  forbidden: 'You are not allowed to do that.',
-  not_found: 'That was not found. It may already have been removed.',
-  conflict: 'That conflicts with something that already exists.',
-  payload_too_large: 'The request was too large.',
-  rate_limited: 'Too many attempts. Please wait a moment and try again.',
-  invalid_grant: 'Your session has expired. Please sign in again.',
-  internal_error: 'Something went wrong on our side. Please try again in a moment.',
-  code_invalid: 'That code is not right. Check the email and try again.',
-  recovery_pending: 'Your recovery is still in its waiting period. Come back when it ends.',
-  step_up_required: 'This needs a fresh approval with your passkey.',
-  network: 'Cannot reach the server. Check your connection and try again.',
+  invalid_request: N_('The request was not accepted. Please reload the page and try again.'),
+  challenge_invalid: N_('That attempt expired or was already used. Please try again.'),
+  origin_not_allowed: N_('This web address is not allowed to use passkeys here. Ask the site owner to allow it.'),
+  rp_id_mismatch: N_('That passkey was made for a different website.'),
+  user_presence_required: N_('Your device did not confirm you were there. Try again and approve the prompt.'),
+  user_verification_required: N_('This needs your screen lock, fingerprint or face. Try again and verify it is you.'),
+  signature_invalid: N_('The passkey’s signature could not be verified. Please try again.'),
+  attestation_invalid: N_('Your authenticator could not prove what it is, so it was not accepted.'),
+  algorithm_unsupported: N_('Your authenticator uses a key type this site does not support.'),
+  credential_unknown: N_('That passkey is not registered here — it may have been revoked. Use another passkey or create an account.'),
+  credential_exists: N_('This authenticator already holds a passkey for your account.'),
+  sign_count_regression: N_('This passkey looks like it may have been copied, so it was blocked and flagged. Please contact support.'),
+  action_mismatch: N_('The approval did not match the payment shown. Nothing was sent.'),
+  key_revoked: N_('That key has been revoked.'),
+  unauthorized: N_('Your session has ended. Please sign in again.'),
+  forbidden: N_('You are not allowed to do that.'),
+  not_found: N_('That was not found. It may already have been removed.'),
+  conflict: N_('That conflicts with something that already exists.'),
+  payload_too_large: N_('The request was too large.'),
+  rate_limited: N_('Too many attempts. Please wait a moment and try again.'),
+  invalid_grant: N_('Your session has expired. Please sign in again.'),
+  internal_error: N_('Something went wrong on our side. Please try again in a moment.'),
+  code_invalid: N_('That code is not right. Check the email and try again.'),
+  recovery_pending: N_('Your recovery is still in its waiting period. Come back when it ends.'),
+  step_up_required: N_('This needs a fresh approval with your passkey.'),
+  network: N_('Cannot reach the server. Check your connection and try again.'),
 };
 
 /** Messages that depend on what the person was doing. */
 const CONTEXT_MESSAGES = {
-  'signup:conflict': 'That username is taken. Choose another one, or sign in if it is yours.',
-  'signup:credential_exists': 'This passkey is already registered. Sign in with it instead.',
-  'add:credential_exists': 'This passkey is already on your account.',
-  'stepup:not_found': 'Payment approval is not available on this server yet.',
-  'stepup:conflict': 'This approval was already used. Start a new one.',
-  'stepup:challenge_invalid': 'The approval expired or was already used. Nothing was sent — please approve again.',
-  'code:challenge_invalid': 'That code expired, was already used, or was tried too often. Ask for a new one.',
-  'recovery:unauthorized': 'This recovery was cancelled, already used or has expired. Start again.',
-  'recovery:code_invalid': 'That recovery code is not right, or was already used.',
-  'email:conflict': 'Another account has already verified this address.',
+  'signup:conflict': N_('That username is taken. Choose another one, or sign in if it is yours.'),
+  'signup:credential_exists': N_('This passkey is already registered. Sign in with it instead.'),
+  'add:credential_exists': N_('This passkey is already on your account.'),
+  'stepup:not_found': N_('Payment approval is not available on this server yet.'),
+  'stepup:conflict': N_('This approval was already used. Start a new one.'),
+  'stepup:challenge_invalid': N_('The approval expired or was already used. Nothing was sent — please approve again.'),
+  'code:challenge_invalid': N_('That code expired, was already used, or was tried too often. Ask for a new one.'),
+  'recovery:unauthorized': N_('This recovery was cancelled, already used or has expired. Start again.'),
+  'recovery:code_invalid': N_('That recovery code is not right, or was already used.'),
+  'email:conflict': N_('Another account has already verified this address.'),
 };
 
 const CEREMONY_WORDS = {
-  signup: { cancelled: 'Passkey creation was cancelled, so no account was created.', what: 'creating your passkey' },
-  add: { cancelled: 'Adding a passkey was cancelled. Nothing changed.', what: 'adding a passkey' },
-  signin: { cancelled: 'Sign-in was cancelled. Press “Sign in with a passkey” to try again.', what: 'signing in' },
-  stepup: { cancelled: 'Approval was cancelled. The transfer was not sent.', what: 'approving the transfer' },
-  recovery: { cancelled: 'Creating the new passkey was cancelled. Your recovery is still valid: try again.', what: 'creating your new passkey' },
-  codes: { cancelled: 'Approval was cancelled. No recovery codes were made.', what: 'approving new recovery codes' },
-  upgrade: { cancelled: 'No passkey was saved. You can add one any time.', what: 'saving a passkey' },
+  signup: { cancelled: N_('Passkey creation was cancelled, so no account was created.'), what: N_('creating your passkey') },
+  add: { cancelled: N_('Adding a passkey was cancelled. Nothing changed.'), what: N_('adding a passkey') },
+  signin: { cancelled: N_('Sign-in was cancelled. Press “Sign in with a passkey” to try again.'), what: N_('signing in') },
+  stepup: { cancelled: N_('Approval was cancelled. The transfer was not sent.'), what: N_('approving the transfer') },
+  recovery: { cancelled: N_('Creating the new passkey was cancelled. Your recovery is still valid: try again.'), what: N_('creating your new passkey') },
+  codes: { cancelled: N_('Approval was cancelled. No recovery codes were made.'), what: N_('approving new recovery codes') },
+  upgrade: { cancelled: N_('No passkey was saved. You can add one any time.'), what: N_('saving a passkey') },
 };
 
-class ApiError extends Error {
-  constructor(problem, status, retryAfter) {
-    super(problem.detail || problem.title || `HTTP ${status}`);
-    this.name = 'ApiError';
-    this.code = problem.code || (status >= 500 ? 'internal_error' : 'invalid_request');
-    this.status = status;
-    this.detail = problem.detail || '';
-    this.retryAfter = retryAfter;
-    // A retried registration whose first try was saved names the stored passkey (409 credential_exists).
-    this.passkey = problem.passkey || null;
-  }
-}
+/** A failure from the server (SPEC's codes), as opposed to one from the browser's passkey prompt. */
+const SERVER_SIDE = (e) => e instanceof LatchkeyError && (e.status > 0 || e.code === 'network');
 
 /** One sentence for any failure of `context` ('signup', 'signin', 'add', 'stepup', …). */
-function describe(error, context, ceremony) {
-  if (error instanceof ApiError && error.code === 'credential_exists' && error.passkey) {
-    // The first try was saved but its answer was lost (the database failed over mid-request).
-    return { text: context === 'add' ? 'Your passkey was saved.' : 'Your passkey was saved — sign in with it.', code: 'passkey_saved' };
+function describe(error, context) {
+  if (error instanceof LatchkeyError && error.code === 'credential_exists' && error.passkey) {
+    // A retried registration whose first try was saved, its answer lost (the database failed over mid-request).
+    return { text: context === 'add' ? t('Your passkey was saved.') : t('Your passkey was saved — sign in with it.'), code: 'passkey_saved' };
   }
-  if (error instanceof ApiError) {
-    let text = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code]
-      || `The server refused the request (${error.code}).`;
-    if (error.code === 'rate_limited' && error.retryAfter) text = `Too many attempts. Please wait ${error.retryAfter} seconds and try again.`;
+  if (SERVER_SIDE(error)) {
+    const known = CONTEXT_MESSAGES[`${context}:${error.code}`] || CODE_MESSAGES[error.code];
+    let text = known ? t(known) : t('The server refused the request ({code}).', { code: error.code });
+    if (error.code === 'rate_limited' && error.retryAfter) {
+      text = t('Too many attempts. Please wait {seconds} seconds and try again.', { seconds: i18n.number(error.retryAfter) });
+    }
     return { text, code: error.code };
   }
   const words = CEREMONY_WORDS[context] || CEREMONY_WORDS.signin;
-  switch (error && error.name) {
-    case 'NotAllowedError':
-      // The browser reports cancel and timeout the same way; the clock tells them apart.
-      if (ceremony && ceremony.timeout && Date.now() - ceremony.started >= ceremony.timeout - 2000) {
-        return { text: `The passkey prompt timed out while ${words.what}. Please try again.`, code: 'timeout' };
-      }
-      return { text: words.cancelled, code: 'cancelled' };
-    case 'InvalidStateError':
-      return { text: context === 'signup' || context === 'add'
-        ? 'This device already has a passkey for this account. Use it to sign in, or choose another device.'
-        : 'Your authenticator is busy. Please try again.', code: 'invalid_state' };
-    case 'SecurityError':
-      return { text: securityText(ceremony), code: 'security' };
-    case 'NotSupportedError':
-      return { text: 'Your device does not support the kind of passkey this site needs.', code: 'not_supported' };
-    case 'TypeError':
-      return { text: 'The passkey request was malformed. Please reload the page and try again.', code: 'type_error' };
+  switch (error instanceof LatchkeyError ? error.code : 'unknown') {
+    case 'timeout':
+      return { text: t('The passkey prompt timed out while {what}. Please try again.', { what: t(words.what) }), code: 'timeout' };
+    case 'cancelled': case 'aborted':
+      return { text: t(words.cancelled), code: 'cancelled' };
+    case 'invalid_state':
+      return { text: t('This device already has a passkey for this account. Use it to sign in, or choose another device.'), code: 'invalid_state' };
+    case 'security': case 'insecure_context':
+      return { text: originProblem(error.rpId) || t('This page’s address cannot use passkeys for this site. Open it from its usual address.'), code: 'security' };
+    case 'not_supported':
+      return { text: t('Your device does not support the kind of passkey this site needs.'), code: 'not_supported' };
     default:
-      return { text: `Something went wrong while ${words.what}. Please try again.`, code: 'unknown' };
+      return { text: t('Something went wrong while {what}. Please try again.', { what: t(words.what) }), code: 'unknown' };
   }
 }
 
 /**
- * A SecurityError: this page's host is not the passkeys' site (rpId) nor under it — typically
- * http://127.0.0.1:8080 for rpId `localhost`. Name the address that works.
+ * explainOrigin's reason, in the page's language (the module's own words are English): at
+ * http://127.0.0.1:PORT for rpId `localhost` (a SecurityError), name the address that works.
  */
-function securityText(ceremony) {
-  const rpId = (ceremony && ceremony.rpId) || app.lastRpId;
-  if (!rpId || location.hostname === rpId || location.hostname.endsWith(`.${rpId}`)) {
-    return 'This page’s address cannot use passkeys for this site. Open it from its usual address.';
+function originProblem(rpId) {
+  const o = explainOrigin(location, rpId || '');
+  if (o.code === 'security' && rpId) {
+    return t('Passkeys for this site work at {rpId}, not at {host}. Open {url} instead.', { rpId, host: location.hostname, url: o.suggestion + location.pathname });
   }
-  const port = location.port ? `:${location.port}` : '';
-  const scheme = rpId === 'localhost' ? location.protocol : 'https:';
-  return `Passkeys for this site work at ${rpId}, not at ${location.hostname}. Open ${scheme}//${rpId}${port}${location.pathname} instead.`;
+  if (o.code === 'security') {
+    return o.suggestion
+      ? t('Passkeys belong to a domain name, and this page was opened by its IP address ({host}), so the browser refuses them. Open {url} instead: localhost works over plain http.', { host: location.hostname, url: o.suggestion + location.pathname })
+      : t('Passkeys belong to a domain name, and this page was opened by its IP address, so the browser refuses them. Open it by its domain name.');
+  }
+  if (o.code === 'insecure_context') return t('Passkeys need a secure page: open {url} (plain http works only on localhost).', { url: o.suggestion + location.pathname });
+  return '';
 }
 
-function showError(error, context, ceremony) {
-  const { text, code } = describe(error, context, ceremony);
+function showError(error, context) {
+  const { text, code } = describe(error, context);
   showBanner(text, 'error', code);
-  if (!(error instanceof ApiError) && error && error.name !== 'NotAllowedError') console.warn(error);
+  if (!SERVER_SIDE(error) && !(error instanceof LatchkeyError && error.isCancellation)) console.warn(error);
 }
 
 function showBanner(text, kind = 'error', code = '') {
@@ -166,122 +175,6 @@ function announce(text) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP
-
-/**
- * Sends a registration response. When its answer is lost (no answer, or a 503 while the database
- * fails over) the same response goes again, twice at most: a try that had been saved is then
- * answered 409 credential_exists naming the stored passkey ("your passkey was saved — sign in"),
- * one that had not is answered as the first would have been.
- */
-async function verifyRegistration(body) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await api('POST', '/v1/passkeys/registration/verify', { body });
-    } catch (e) {
-      if (!(e instanceof ApiError) || attempt >= 2 || !(e.status === 0 || e.status === 503)) throw e;
-      await new Promise((resolve) => setTimeout(resolve, 1000 * (attempt + 1)));
-    }
-  }
-}
-
-async function api(method, path, { body, auth = false, token = null, retry = true, extraHeaders = {} } = {}) {
-  const headers = { Accept: 'application/json, application/problem+json', ...extraHeaders };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const bearer = token || (auth && app.session ? app.session.tokens.access_token : null);
-  if (bearer) headers.Authorization = `Bearer ${bearer}`;
-  let response;
-  try {
-    response = await fetch(path, {
-      method, headers, cache: 'no-store', credentials: 'same-origin',
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  } catch (e) {
-    throw new ApiError({ code: 'network', detail: String(e) }, 0);
-  }
-  if (response.status === 401 && auth && !token && retry && app.session) {
-    if (await refreshTokens()) return api(method, path, { body, auth, retry: false, extraHeaders });
-  }
-  if (response.status === 204) return null;
-  let json = null;
-  try { json = await response.json(); } catch { json = null; }
-  if (json && Array.isArray(json.signals)) json.signals.forEach(passSignal);
-  if (json && !response.ok && json.signal) passSignal(json.signal);
-  if (!response.ok) throw new ApiError(json || {}, response.status, response.headers.get('Retry-After'));
-  return json;
-}
-
-/**
- * WebAuthn's Signal API: hands the server's view of this account's passkeys to the browser's
- * passkey provider (drop an unknown credential, keep only the accepted ones, show the current
- * names). Only the three known methods, only where the browser has them, and never an error:
- * a provider that refuses is not the user's problem.
- */
-const SIGNAL_METHODS = ['signalUnknownCredential', 'signalAllAcceptedCredentials', 'signalCurrentUserDetails'];
-function passSignal(signal) {
-  try {
-    if (!signal || !SIGNAL_METHODS.includes(signal.method) || typeof signal.options !== 'object') return;
-    if (typeof PublicKeyCredential === 'undefined' || typeof PublicKeyCredential[signal.method] !== 'function') return;
-    Promise.resolve(PublicKeyCredential[signal.method](signal.options)).catch(() => {});
-  } catch (e) { /* feature missing or refused: nothing to do */ }
-}
-
-/** Rotates the refresh token once, however many calls hit 401 together. */
-function refreshTokens() {
-  if (!app.refreshing) {
-    app.refreshing = (async () => {
-      const refreshToken = app.session && app.session.tokens.refresh_token;
-      if (!refreshToken) return false;
-      try {
-        const tokens = await api('POST', '/v1/token', { body: { grant_type: 'refresh_token', refresh_token: refreshToken } });
-        app.session.tokens = tokens;
-        saveSession();
-        return true;
-      } catch (e) {
-        endSession();
-        showWelcome();
-        showBanner(e instanceof ApiError && e.code !== 'network'
-          ? CODE_MESSAGES.invalid_grant : CODE_MESSAGES.network, 'error', e.code || 'invalid_grant');
-        startConditional();
-        return false;
-      } finally {
-        app.refreshing = null;
-      }
-    })();
-  }
-  return app.refreshing;
-}
-
-function saveSession() {
-  try { sessionStorage.setItem(SESSION_KEY, JSON.stringify(app.session)); } catch { /* private mode: memory only */ }
-}
-
-function loadSession() {
-  try {
-    const s = JSON.parse(sessionStorage.getItem(SESSION_KEY) || 'null');
-    if (s && s.user && s.tokens && s.tokens.access_token) return s;
-  } catch { /* ignore */ }
-  return null;
-}
-
-function endSession() {
-  app.session = null;
-  try { sessionStorage.removeItem(SESSION_KEY); } catch { /* ignore */ }
-}
-
-/** Runs one modal ceremony; records start and timeout so a NotAllowedError can be told apart. */
-async function ceremony(kind, publicKey, record) {
-  await stopConditional();
-  record.started = Date.now();
-  record.timeout = publicKey.timeout || 0;
-  record.rpId = (publicKey.rp && publicKey.rp.id) || publicKey.rpId || '';
-  app.lastRpId = record.rpId;
-  return kind === 'create'
-    ? navigator.credentials.create({ publicKey })
-    : navigator.credentials.get({ publicKey });
-}
-
-// ---------------------------------------------------------------------------------------------
 // Autofill (conditional mediation): a pending request that the browser completes when the person
 // picks a passkey in the username field's suggestions.
 
@@ -289,53 +182,20 @@ async function startConditional() {
   const generation = ++app.conditionalGeneration;
   const mark = (state) => { if (generation === app.conditionalGeneration) document.body.dataset.conditional = state; };
   mark('starting');
-  await stopConditional();
-  const PKC = window.PublicKeyCredential;
-  if (!PKC || !PKC.isConditionalMediationAvailable || !(await PKC.isConditionalMediationAvailable())) {
-    mark('unavailable');
-    return;
-  }
-  if (app.session || generation !== app.conditionalGeneration) { mark('idle'); return; }
-  const controller = new AbortController();
-  let settle;
-  const entry = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
-  app.conditional = entry;
+  await lk.abortConditional();
+  if (!(await browserSupport()).conditionalGet) { mark('unavailable'); return; }
+  if (lk.session || generation !== app.conditionalGeneration) { mark('idle'); return; }
   mark('pending');
   try {
-    const options = await api('POST', '/v1/passkeys/authentication/options', { body: {} });
-    app.lastRpId = options.rpId || '';  // for a SecurityError's message (securityText)
-    if (controller.signal.aborted) return;
-    const credential = await navigator.credentials.get({
-      mediation: 'conditional', publicKey: requestOptions(options), signal: controller.signal,
-    });
-    if (app.conditional !== entry) return;
-    app.conditional = null;
-    await finishSignIn(credential, 'autofill');
+    // null: ended without a choice (no passkey here, dismissed) or superseded; quietly offered
+    // again the next time the username field gets focus, never in a loop.
+    const result = await lk.signInWithAutofill();
+    if (result) startSession('autofill');
   } catch (e) {
-    const superseded = controller.signal.aborted || app.conditional !== entry;
-    if (app.conditional === entry) app.conditional = null;
-    if (superseded || (e && e.name === 'AbortError')) return;
-    if (e && e.name === 'NotAllowedError') {
-      // Ended without a choice (no passkey here, or dismissed): quietly offered again the next
-      // time the username field gets focus, never in a loop.
-    } else {
-      showError(e, 'signin');
-    }
+    showError(e, 'signin');
   } finally {
-    if (app.conditional === entry) app.conditional = null;
     mark('idle');
-    settle();
   }
-}
-
-/** Aborts a pending autofill request and waits until the browser has let go of it, so the next
- *  ceremony is not refused as "a request is already pending". */
-async function stopConditional() {
-  const entry = app.conditional;
-  if (!entry) return;
-  app.conditional = null;
-  entry.controller.abort();
-  await entry.settled;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,7 +208,7 @@ async function signUp(event) {
   const displayName = $('signup-display').value.trim() || username;
   const fieldError = $('signup-username-error');
   if (!username) {
-    fieldError.textContent = 'Choose a username.';
+    fieldError.textContent = t('Choose a username.');
     fieldError.hidden = false;
     $('signup-username').setAttribute('aria-invalid', 'true');
     $('signup-username').focus();
@@ -356,18 +216,15 @@ async function signUp(event) {
   }
   fieldError.hidden = true;
   $('signup-username').removeAttribute('aria-invalid');
-  const record = {};
-  await busy($('signup-button'), 'Waiting for your passkey…', async () => {
+  await busy($('signup-button'), t('Waiting for your passkey…'), async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/registration/options', { body: { username, displayName } });
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await verifyRegistration(credentialJSON(credential));
-      startSession(result, 'signup');
+      await lk.signUp({ username, displayName });
+      startSession('signup');
     } catch (e) {
-      showError(e, 'signup', record);
-      if (e instanceof ApiError && e.passkey) $('signin-username').value = username;
-      if (e instanceof ApiError && e.code === 'conflict') $('signup-username').focus();
-      if (!app.session) startConditional();
+      showError(e, 'signup');
+      if (e instanceof LatchkeyError && e.passkey) $('signin-username').value = username;
+      if (e instanceof LatchkeyError && e.code === 'conflict') $('signup-username').focus();
+      if (!lk.session) startConditional();
     }
   });
 }
@@ -376,41 +233,29 @@ async function signInWithButton(event) {
   event.preventDefault();
   clearBanner();
   const username = $('signin-username').value.trim();
-  const record = {};
-  await busy($('signin-button'), 'Waiting for your passkey…', async () => {
+  await busy($('signin-button'), t('Waiting for your passkey…'), async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/authentication/options', { body: username ? { username } : {} });
-      const credential = await ceremony('get', requestOptions(options), record);
-      await finishSignIn(credential, 'button');
+      await lk.signIn(username ? { username } : {});
+      startSession('button');
     } catch (e) {
-      showError(e, 'signin', record);
-      if (!app.session) startConditional();
+      showError(e, 'signin');
+      if (!lk.session) startConditional();
     }
   });
 }
 
-async function finishSignIn(credential, method) {
-  const result = await api('POST', '/v1/passkeys/authentication/verify', { body: credentialJSON(credential) });
-  startSession(result, method);
-}
-
-function startSession(result, method) {
-  app.session = { user: result.user, tokens: result.tokens };
-  saveSession();
+/** The client has just started a session (`method` says how, for the words and the tests). */
+function startSession(method) {
   document.body.dataset.signinMethod = method;
   clearBanner();
   showAccount(method);
 }
 
 async function signOut() {
-  const session = app.session;
   clearBanner();
-  if (session) {
-    try { await api('POST', '/v1/logout', { auth: true, retry: false }); } catch { /* signed out locally anyway */ }
-  }
-  endSession();
+  await lk.signOut();
   showWelcome();
-  announce('You are signed out.');
+  announce(t('You are signed out.'));
   startConditional();
 }
 
@@ -434,29 +279,28 @@ function showWelcome() {
   delete document.body.dataset.signinMethod;
   clearPasskeys();
   clearSessions();
-  app.currentCredential = null;
   $('transfer-result').hidden = true;
   $('welcome-title').focus();
 }
 
 async function showAccount(method) {
-  const user = app.session.user;
+  const user = lk.user;
   setView('account');
   $('who').textContent = user.displayName && user.displayName !== user.username
-    ? `${user.displayName} (${user.username})` : user.username;
-  $('account-title').textContent = `Welcome, ${user.displayName || user.username}`;
+    ? t('{name} ({username})', { name: user.displayName, username: user.username }) : user.username;
+  $('account-title').textContent = t('Welcome, {name}', { name: user.displayName || user.username });
   $('account-lede').textContent = {
-    signup: 'Your account is ready. Your passkey is saved on your device.',
-    autofill: 'You signed in with a passkey from autofill.',
-    button: 'You signed in with a passkey.',
-    restored: 'You are signed in.',
-    email: 'You signed in with an email code.',
-    recovery: 'You recovered your account with a new passkey. Every other session and device key was signed out.',
-  }[method] || 'You are signed in with a passkey.';
+    signup: t('Your account is ready. Your passkey is saved on your device.'),
+    autofill: t('You signed in with a passkey from autofill.'),
+    button: t('You signed in with a passkey.'),
+    restored: t('You are signed in.'),
+    email: t('You signed in with an email code.'),
+    recovery: t('You recovered your account with a new passkey. Every other session and device key was signed out.'),
+  }[method] || t('You are signed in with a passkey.');
   $('transfer-result').hidden = true;
   clearPasskeys();
   $('account-title').focus();
-  announce(`Signed in as ${user.username}.`);
+  announce(t('Signed in as {username}.', { username: user.username }));
   $('upgrade-offer').hidden = true;
   $('codes-shown').hidden = true;
   await loadPasskeys();
@@ -468,19 +312,8 @@ async function showAccount(method) {
 // ---------------------------------------------------------------------------------------------
 // Passkeys: list, rename, revoke, add
 
-const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
-
-function when(iso) {
-  const t = Date.parse(iso);
-  if (Number.isNaN(t)) return iso;
-  const seconds = (t - Date.now()) / 1000;
-  const abs = Math.abs(seconds);
-  if (abs < 60) return 'just now';
-  if (abs < 3600) return relative.format(Math.round(seconds / 60), 'minute');
-  if (abs < 86400) return relative.format(Math.round(seconds / 3600), 'hour');
-  return dateFormat.format(new Date(t));
-}
+/** "just now", "5 minutes ago", or the date and time, in the page's language (Intl). */
+const when = (iso) => i18n.relative(iso);
 
 function clearPasskeys() {
   $('passkeys').replaceChildren();
@@ -491,9 +324,9 @@ function clearPasskeys() {
 async function loadPasskeys(focusId) {
   let list;
   try {
-    list = (await api('GET', '/v1/passkeys', { auth: true })).passkeys || [];
+    list = await lk.passkeys.list();
   } catch (e) {
-    if (app.session) showError(e, 'list');
+    if (lk.session) showError(e, 'list');
     return;
   }
   const ul = $('passkeys');
@@ -514,7 +347,7 @@ function renderPasskey(pk) {
   name.textContent = pk.name;
   name.id = `pk-name-${pk.id}`;
   li.setAttribute('aria-labelledby', name.id);
-  li.querySelector('.pk-provider').textContent = pk.provider || 'Passkey';
+  li.querySelector('.pk-provider').textContent = pk.provider || t('Passkey');
   const badges = li.querySelector('.pk-badges');
   const badge = (text, kind) => {
     const span = document.createElement('span');
@@ -522,22 +355,22 @@ function renderPasskey(pk) {
     span.textContent = text;
     badges.append(span);
   };
-  if (pk.backedUp) badge('Synced', 'ok');
-  else if (pk.backupEligible) badge('Can sync', 'muted');
-  else badge('This device only', 'muted');
-  if (pk.flagged) badge('Flagged: possible copy', 'warn');
-  if (pk.heldUntil) badge(`On hold until ${dateFormat.format(new Date(pk.heldUntil))}`, 'warn');
+  if (pk.backedUp) badge(t('Synced'), 'ok');
+  else if (pk.backupEligible) badge(t('Can sync'), 'muted');
+  else badge(t('This device only'), 'muted');
+  if (pk.flagged) badge(t('Flagged: possible copy'), 'warn');
+  if (pk.heldUntil) badge(t('On hold until {date}', { date: i18n.dateTime(pk.heldUntil) }), 'warn');
   const created = li.querySelector('.pk-created');
-  created.textContent = `Created ${when(pk.createdAt)}`;
-  created.title = dateFormat.format(new Date(pk.createdAt));
+  created.textContent = t('Created {when}', { when: when(pk.createdAt) });
+  created.title = i18n.dateTime(pk.createdAt);
   const used = li.querySelector('.pk-used');
-  used.textContent = pk.lastUsedAt ? `Last used ${when(pk.lastUsedAt)}` : 'Never used to sign in';
-  if (pk.lastUsedAt) used.title = dateFormat.format(new Date(pk.lastUsedAt));
+  used.textContent = pk.lastUsedAt ? t('Last used {when}', { when: when(pk.lastUsedAt) }) : t('Never used to sign in');
+  if (pk.lastUsedAt) used.title = i18n.dateTime(pk.lastUsedAt);
 
   const renameStart = li.querySelector('.pk-rename-start');
   const revokeStart = li.querySelector('.pk-revoke-start');
-  renameStart.setAttribute('aria-label', `Rename ${pk.name}`);
-  revokeStart.setAttribute('aria-label', `Revoke ${pk.name}`);
+  renameStart.setAttribute('aria-label', t('Rename {name}', { name: pk.name }));
+  revokeStart.setAttribute('aria-label', t('Revoke {name}', { name: pk.name }));
   const form = li.querySelector('.pk-rename');
   const input = form.querySelector('input');
   const inputId = `pk-rename-${pk.id}`;
@@ -562,8 +395,8 @@ function renderPasskey(pk) {
     if (!newName) { input.focus(); return; }
     clearBanner();
     try {
-      await api('PATCH', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, body: { name: newName } });
-      announce(`Renamed to ${newName}.`);
+      await lk.passkeys.rename(pk.id, newName);
+      announce(t('Renamed to {name}.', { name: newName }));
       await loadPasskeys(pk.id);
       await loadSessions();  // they name the passkey that began each
     } catch (err) {
@@ -582,10 +415,10 @@ function renderPasskey(pk) {
   confirm.querySelector('.pk-confirm-yes').addEventListener('click', async () => {
     clearBanner();
     try {
-      await withApproval({ type: 'latchkey.passkey.revoke', credentialId: pk.id }, WHY.revoke, {},
-        (extraHeaders) => api('DELETE', `/v1/passkeys/${encodeURIComponent(pk.id)}`, { auth: true, extraHeaders }));
-      if (app.currentCredential === pk.id) { sessionEndedWithPasskey(); return; }
-      announce(`${pk.name} was revoked.`);
+      const { sessionEnded } = await lk.passkeys.revoke(pk.id, { reason: WHY.revoke });
+      clearBanner();
+      if (sessionEnded) { sessionEndedWithPasskey(); return; }
+      announce(t('{name} was revoked.', { name: pk.name }));
       await loadPasskeys();
       await loadSessions();
       $('passkeys-title').focus();
@@ -607,13 +440,12 @@ function clearSessions() {
 async function loadSessions() {
   let list;
   try {
-    list = (await api('GET', '/v1/sessions', { auth: true })).sessions || [];
+    list = await lk.sessions.list();
   } catch (e) {
-    if (app.session) showError(e, 'list');
+    if (lk.session) showError(e, 'list');
     return;
   }
-  if (!app.session) return;
-  app.currentCredential = (list.find((s) => s.current) || {}).credentialId || null;
+  if (!lk.session) return;
   const ul = $('sessions');
   ul.replaceChildren(...list.map(renderSession));
   ul.dataset.count = String(list.length);
@@ -630,41 +462,42 @@ function renderSession(s) {
   li.dataset.current = String(Boolean(s.current));
   const name = li.querySelector('.s-name');
   name.id = `s-name-${s.id}`;
-  name.textContent = s.current ? 'This device' : 'Another sign-in';
+  name.textContent = s.current ? t('This device') : t('Another sign-in');
   li.setAttribute('aria-labelledby', name.id);
-  const how = { passkey: 'Passkey', ticket: 'Enrolment ticket', email: 'Email code', recovery: 'Account recovery' }[s.method] || s.method;
+  const how = t({ passkey: N_('Passkey'), ticket: N_('Enrolment ticket'), email: N_('Email code'), recovery: N_('Account recovery'), oauth: N_('App sign-in') }[s.method] || s.method);
   const pk = passkeyName(s.credentialId);
-  li.querySelector('.s-how').textContent = pk ? `${how} “${pk}”` : how;
+  li.querySelector('.s-how').textContent = pk ? t('{how} “{passkey}”', { how, passkey: pk }) : how;
   if (s.current) {
     const badge = document.createElement('span');
     badge.className = 'badge badge-ok';
-    badge.textContent = 'This device';
+    badge.textContent = t('This device');
     li.querySelector('.s-badges').append(badge);
   }
   const auth = li.querySelector('.s-auth');
-  auth.textContent = `Signed in ${when(s.authTime)}`;
-  auth.title = dateFormat.format(new Date(s.authTime));
+  auth.textContent = t('Signed in {when}', { when: when(s.authTime) });
+  auth.title = i18n.dateTime(s.authTime);
   const used = li.querySelector('.s-used');
-  used.textContent = `Last active ${when(s.lastUsedAt)}`;
-  used.title = dateFormat.format(new Date(s.lastUsedAt));
+  used.textContent = t('Last active {when}', { when: when(s.lastUsedAt) });
+  used.title = i18n.dateTime(s.lastUsedAt);
   const end = li.querySelector('.s-end');
-  end.setAttribute('aria-label', s.current ? 'End this session (sign out here)' : `End the session signed in ${when(s.authTime)}`);
+  end.setAttribute('aria-label', s.current ? t('End this session (sign out here)') : t('End the session signed in {when}', { when: when(s.authTime) }));
   end.addEventListener('click', async () => {
     clearBanner();
+    let ended;
     try {
-      await api('DELETE', `/v1/sessions/${encodeURIComponent(s.id)}`, { auth: true, retry: false });
+      ended = await lk.sessions.end(s.id);
     } catch (err) {
       showError(err, 'revoke');
       return;
     }
-    if (s.current) {
-      endSession();
+    if (ended.current || s.current) {
+      lk.forget();
       showWelcome();
-      announce('This session ended. You are signed out.');
+      announce(t('This session ended. You are signed out.'));
       startConditional();
       return;
     }
-    announce('That session was ended.');
+    announce(t('That session was ended.'));
     await loadSessions();
     $('sessions-title').focus();
   });
@@ -673,57 +506,35 @@ function renderSession(s) {
 
 /** Revoking the passkey this session began with ends the session too (SPEC "Sessions"). */
 function sessionEndedWithPasskey() {
-  endSession();
+  lk.forget();
   showWelcome();
-  showBanner('You revoked the passkey you signed in with, so this session ended. Sign in with another passkey.', 'info',
+  showBanner(t('You revoked the passkey you signed in with, so this session ended. Sign in with another passkey.'), 'info',
     'session_ended');
   startConditional();
 }
 
-/**
- * SPEC "Assurance": changes that weaken an account's protection need one of its passkeys *now*,
- * bound to exactly that change. Sends the change; when the server answers `step_up_required`, says
- * why in a sentence, asks for a passkey approval of `action` and sends the change again with it.
- * (An email session adding its first passkey, or an account without passkeys setting its address,
- * needs none: the first try goes through.)
- */
-async function withApproval(action, why, record, send) {
-  try {
-    return await send({});
-  } catch (e) {
-    if (!(e instanceof ApiError) || e.code !== 'step_up_required') throw e;
-  }
-  showBanner(why, 'info', 'approval_needed');
-  document.body.dataset.approval = action.type;
-  const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action } });
-  const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
-  const approval = await api('POST', '/v1/step-up/verify', {
-    auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
-  });
-  clearBanner();
-  return send({ 'Latchkey-Step-Up': approval.access_token });
-}
-
+// SPEC "Assurance": changes that weaken an account's protection need one of its passkeys *now*,
+// bound to exactly that change. The client sends the change; when the server answers
+// `step_up_required` its confirmStepUp hook shows the sentence below, and it asks for a passkey
+// approval of that change and sends it again. (An email session adding its first passkey, or an
+// account without passkeys setting its address, needs none: the first try goes through.)
 const WHY = {
-  add: 'To add a passkey, approve with one of your passkeys first: a stolen sign-in alone must never be able to add one.',
-  revoke: 'To remove a passkey, approve with one of your passkeys: someone holding only a stolen sign-in must not be able to lock you out.',
-  email: 'To change the address your recovery mail goes to, approve with your passkey: a stolen sign-in must not be able to move your recovery.',
+  add: N_('To add a passkey, approve with one of your passkeys first: a stolen sign-in alone must never be able to add one.'),
+  revoke: N_('To remove a passkey, approve with one of your passkeys: someone holding only a stolen sign-in must not be able to lock you out.'),
+  email: N_('To change the address your recovery mail goes to, approve with your passkey: a stolen sign-in must not be able to move your recovery.'),
 };
 
 async function addPasskey() {
   clearBanner();
-  const record = {};
-  await busy($('add-passkey'), 'Waiting…', async () => {
+  await busy($('add-passkey'), t('Waiting…'), async () => {
     try {
-      const options = await withApproval({ type: 'latchkey.passkey.add' }, WHY.add, record,
-        (extraHeaders) => api('POST', '/v1/passkeys/registration/options', { auth: true, body: {}, extraHeaders }));
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await verifyRegistration(credentialJSON(credential));
-      announce('Passkey added.');
+      const result = await lk.passkeys.add({ reason: WHY.add });
+      clearBanner();
+      announce(t('Passkey added.'));
       await loadPasskeys(result.passkey && result.passkey.id);
     } catch (e) {
-      showError(e, 'add', record);
-      if (e instanceof ApiError && e.passkey) await loadPasskeys(e.passkey.id);
+      showError(e, 'add');
+      if (e instanceof LatchkeyError && e.passkey) await loadPasskeys(e.passkey.id);
     }
   });
 }
@@ -745,27 +556,22 @@ async function approveTransfer() {
   const result = $('transfer-result');
   result.hidden = true;
   result.dataset.state = '';
-  const record = {};
-  await busy($('approve-transfer'), 'Waiting for your passkey…', async () => {
+  await busy($('approve-transfer'), t('Waiting for your passkey…'), async () => {
     try {
-      const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action: TRANSFER } });
-      const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
-      const approval = await api('POST', '/v1/step-up/verify', {
-        auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
-      });
+      const approval = await lk.stepUp(TRANSFER);
       // What the bank's backend does next: spend the one-time step-up token on this exact action.
-      await api('POST', '/v1/step-up/consume', { token: approval.access_token, body: { actionHash: approval.actionHash } });
+      await lk.consumeStepUp(approval.token, approval.actionHash);
       result.replaceChildren();
       const title = document.createElement('strong');
-      title.textContent = 'Transfer approved and sent.';
+      title.textContent = t('Transfer approved and sent.');
       const detail = document.createElement('span');
-      detail.textContent = ` 200.00 EUR to Jana Novák. Receipt ${approval.receiptId || '—'}.`;
+      detail.textContent = ` ${t('{amount} to Jana Novák. Receipt {receipt}.', { amount: i18n.number(200, { style: 'currency', currency: 'EUR' }), receipt: approval.receiptId || '—' })}`;
       result.append(title, detail);
       result.dataset.state = 'approved';
       result.hidden = false;
       result.focus();
     } catch (e) {
-      showError(e, 'stepup', record);
+      showError(e, 'stepup');
     }
   });
 }
@@ -778,7 +584,7 @@ const recovery = { challengeId: null, token: null, result: null, upgrade: null }
 
 async function loadMethods() {
   try {
-    const m = await api('GET', '/v1/sign-in/methods');
+    const m = await lk.methods();
     $('email-signin-start').hidden = !m.emailSignIn;
     document.body.dataset.emailSignIn = m.emailSignIn ? 'on' : 'off';
   } catch { $('email-signin-start').hidden = true; }
@@ -786,7 +592,7 @@ async function loadMethods() {
 
 async function showRecover() {
   clearBanner();
-  await stopConditional();
+  await lk.abortConditional();
   await stopConditionalCreate();
   $('recover-email-form').reset();
   $('recover-codes-form').reset();
@@ -802,7 +608,7 @@ async function showRecover() {
 
 async function showEmailSignIn() {
   clearBanner();
-  await stopConditional();
+  await lk.abortConditional();
   $('email-form').reset();
   $('email-code-step').hidden = true;
   setView('email');
@@ -821,10 +627,10 @@ async function recoverSendCode(event) {
   clearBanner();
   const identifier = $('recover-identifier').value.trim();
   if (!identifier) { $('recover-identifier').focus(); return; }
-  await busy($('recover-send'), 'Sending…', async () => {
+  await busy($('recover-send'), t('Sending…'), async () => {
     try {
       const body = identifier.includes('@') ? { email: identifier } : { username: identifier };
-      const c = await api('POST', '/v1/recovery/challenges', { body });
+      const c = await lk.recovery.start(body);
       recovery.challengeId = c.challengeId;
       $('recover-code-step').hidden = false;
       document.body.dataset.recovery = 'code-sent';
@@ -837,9 +643,9 @@ async function recoverSubmitCode() {
   clearBanner();
   const code = $('recover-code').value.trim();
   if (!code || !recovery.challengeId) { $('recover-code').focus(); return; }
-  await busy($('recover-code-submit'), 'Checking…', async () => {
+  await busy($('recover-code-submit'), t('Checking…'), async () => {
     try {
-      recoveryReady(await api('POST', '/v1/recovery/verify', { body: { challengeId: recovery.challengeId, code } }));
+      recoveryReady(await lk.recovery.verifyCode(recovery.challengeId, code));
     } catch (e) { showError(e, 'code'); $('recover-code').focus(); }
   });
 }
@@ -851,9 +657,9 @@ async function recoverWithCode(event) {
   const recoveryCode = $('recover-recovery-code').value.trim();
   if (!username) { $('recover-username').focus(); return; }
   if (!recoveryCode) { $('recover-recovery-code').focus(); return; }
-  await busy($('recover-codes-submit'), 'Checking…', async () => {
+  await busy($('recover-codes-submit'), t('Checking…'), async () => {
     try {
-      recoveryReady(await api('POST', '/v1/recovery/verify', { body: { username, recoveryCode } }));
+      recoveryReady(await lk.recovery.useRecoveryCode(username, recoveryCode));
     } catch (e) { showError(e, 'recovery'); $('recover-recovery-code').focus(); }
   });
 }
@@ -867,14 +673,13 @@ function recoveryReady(result) {
   const notBefore = Date.parse(result.notBefore);
   if (notBefore > Date.now() + 1000) {
     document.body.dataset.recovery = 'pending';
-    $('recover-ready-title').textContent = 'Recovery started: waiting period';
-    $('recover-ready-text').textContent = `For your safety, you can save a new passkey from ${dateFormat.format(new Date(notBefore))}. `
-      + 'We told your verified address; if this was not you, it can be cancelled from any signed-in session.';
+    $('recover-ready-title').textContent = t('Recovery started: waiting period');
+    $('recover-ready-text').textContent = t('For your safety, you can save a new passkey from {date}. We told your verified address; if this was not you, it can be cancelled from any signed-in session.', { date: i18n.dateTime(notBefore) });
     $('recover-create').hidden = true;
   } else {
     document.body.dataset.recovery = 'ready';
-    $('recover-ready-title').textContent = 'Save a new passkey';
-    $('recover-ready-text').textContent = 'It is you. Save a new passkey now: your other sessions and device keys will be signed out.';
+    $('recover-ready-title').textContent = t('Save a new passkey');
+    $('recover-ready-text').textContent = t('It is you. Save a new passkey now: your other sessions and device keys will be signed out.');
     $('recover-create').hidden = false;
     conditionalRecoveryCreate();
   }
@@ -890,11 +695,9 @@ async function conditionalRecoveryCreate() {
   recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
   document.body.dataset.recoveryUpgrade = 'conditional';
   try {
-    const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: { mediation: 'conditional' } });
-    const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
-    const result = await verifyRegistration(credentialJSON(credential));
+    await lk.recovery.createPasskey(recovery.token, { mediation: 'conditional', signal: controller.signal });
     recovery.token = null;
-    startSession(result, 'recovery');
+    startSession('recovery');
   } catch { document.body.dataset.recoveryUpgrade = 'idle'; } finally {
     recovery.upgrade = null;
     settle();
@@ -902,8 +705,7 @@ async function conditionalRecoveryCreate() {
 }
 
 async function conditionalCreateAvailable() {
-  const PKC = window.PublicKeyCredential;
-  try { return !!(PKC && PKC.getClientCapabilities && (await PKC.getClientCapabilities()).conditionalCreate); } catch { return false; }
+  return (await browserSupport()).conditionalCreate;
 }
 
 /** Ends a background conditional create before a modal ceremony (one request at a time). */
@@ -916,15 +718,12 @@ async function recoverCreate() {
   await stopConditionalCreate();
   if (!recovery.token) return;  // the automatic upgrade got there first
   clearBanner();
-  const record = {};
-  await busy($('recover-create'), 'Waiting for your passkey…', async () => {
+  await busy($('recover-create'), t('Waiting for your passkey…'), async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/registration/options', { token: recovery.token, body: {} });
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      await lk.recovery.createPasskey(recovery.token);
       recovery.token = null;
-      startSession(result, 'recovery');
-    } catch (e) { showError(e, 'recovery', record); }
+      startSession('recovery');
+    } catch (e) { showError(e, 'recovery'); }
   });
 }
 
@@ -933,9 +732,9 @@ async function emailSendCode(event) {
   clearBanner();
   const email = $('email-address').value.trim();
   if (!email) { $('email-address').focus(); return; }
-  await busy($('email-send'), 'Sending…', async () => {
+  await busy($('email-send'), t('Sending…'), async () => {
     try {
-      const c = await api('POST', '/v1/email/challenges', { body: { email } });
+      const c = await lk.email.startSignIn(email);
       recovery.challengeId = c.challengeId;
       $('email-code-step').hidden = false;
       $('email-code').focus();
@@ -947,10 +746,10 @@ async function emailSubmitCode() {
   clearBanner();
   const code = $('email-code').value.trim();
   if (!code || !recovery.challengeId) { $('email-code').focus(); return; }
-  await busy($('email-code-submit'), 'Checking…', async () => {
+  await busy($('email-code-submit'), t('Checking…'), async () => {
     try {
-      const result = await api('POST', '/v1/email/verify', { body: { challengeId: recovery.challengeId, code } });
-      startSession(result, 'email');
+      await lk.email.finishSignIn(recovery.challengeId, code);
+      startSession('email');
     } catch (e) { showError(e, 'code'); $('email-code').focus(); }
   });
 }
@@ -958,18 +757,20 @@ async function emailSubmitCode() {
 async function loadRecoverySettings() {
   let state;
   // No refresh of its own (loadPasskeys just did any): a 401 here means the session ended meanwhile.
-  if (!app.session) return;
-  try { state = await api('GET', '/v1/account/recovery', { auth: true, retry: false }); } catch { return; }
-  $('email-current').textContent = state.email || 'none';
-  $('codes-left').textContent = String(state.recoveryCodesLeft);
+  if (!lk.session) return;
+  try { state = await lk.recovery.status(); } catch { return; }
+  $('email-current').textContent = state.email || t('none');
+  $('codes-left').textContent = i18n.number(state.recoveryCodesLeft);
   const pending = (state.pendingRecoveries || [])[0];
   const banner = $('recovery-pending');
   banner.hidden = !pending;
   banner.dataset.recoveryId = pending ? pending.recoveryId : '';
   document.body.dataset.pendingRecovery = pending ? 'yes' : 'no';
   if (pending) {
-    $('recovery-pending-text').textContent = `Someone started recovering this account (${pending.method === 'email' ? 'by email code' : 'with a recovery code'}). `
-      + `It can replace your passkeys from ${dateFormat.format(new Date(pending.notBefore))}. If it was not you, cancel it now.`;
+    $('recovery-pending-text').textContent = t(pending.method === 'email'
+      ? 'Someone started recovering this account (by email code). It can replace your passkeys from {date}. If it was not you, cancel it now.'
+      : 'Someone started recovering this account (with a recovery code). It can replace your passkeys from {date}. If it was not you, cancel it now.',
+    { date: i18n.dateTime(pending.notBefore) });
   }
 }
 
@@ -977,11 +778,11 @@ async function cancelRecovery() {
   clearBanner();
   const id = $('recovery-pending').dataset.recoveryId;
   if (!id) return;
-  await busy($('recovery-cancel'), 'Cancelling…', async () => {
+  await busy($('recovery-cancel'), t('Cancelling…'), async () => {
     try {
-      await api('DELETE', `/v1/recovery/${encodeURIComponent(id)}`, { auth: true });
-      announce('The recovery was cancelled.');
-      showBanner('The recovery was cancelled. Its code no longer works.', 'info', 'recovery_cancelled');
+      await lk.recovery.cancel(id);
+      announce(t('The recovery was cancelled.'));
+      showBanner(t('The recovery was cancelled. Its code no longer works.'), 'info', 'recovery_cancelled');
       await loadRecoverySettings();
       $('recovery-settings-title').focus();
     } catch (e) { showError(e, 'revoke'); }
@@ -993,10 +794,10 @@ async function setEmail(event) {
   clearBanner();
   const email = $('email-new').value.trim();
   if (!email) { $('email-new').focus(); return; }
-  await busy($('email-set'), 'Sending…', async () => {
+  await busy($('email-set'), t('Sending…'), async () => {
     try {
-      const c = await withApproval({ type: 'latchkey.email.change', email }, WHY.email, {},
-        (extraHeaders) => api('PUT', '/v1/account/email', { auth: true, body: { email }, extraHeaders }));
+      const c = await lk.email.setAddress(email, { reason: WHY.email });
+      clearBanner();
       recovery.challengeId = c.challengeId;
       $('email-verify-step').hidden = false;
       $('email-verify-code').focus();
@@ -1008,17 +809,17 @@ async function verifyEmail() {
   clearBanner();
   const code = $('email-verify-code').value.trim();
   if (!code) { $('email-verify-code').focus(); return; }
-  await busy($('email-verify'), 'Checking…', async () => {
+  await busy($('email-verify'), t('Checking…'), async () => {
     try {
-      const r = await api('POST', '/v1/account/email/verify', { auth: true, body: { challengeId: recovery.challengeId, code } });
+      const r = await lk.email.verifyAddress(recovery.challengeId, code);
       $('email-set-form').reset();
       $('email-verify-step').hidden = true;
-      announce(`${r.email} is verified.`);
+      announce(t('{email} is verified.', { email: r.email }));
       await loadRecoverySettings();
       document.body.dataset.emailVerified = 'yes';
       $('recovery-settings-title').focus();
     } catch (e) {
-      showError(e, e instanceof ApiError && e.code === 'conflict' ? 'email' : 'code');
+      showError(e, e instanceof LatchkeyError && e.code === 'conflict' ? 'email' : 'code');
       $('email-verify-code').focus();
     }
   });
@@ -1027,23 +828,16 @@ async function verifyEmail() {
 /** New recovery codes behind a passkey step-up for exactly this action (SPEC "Recovery codes"). */
 async function createRecoveryCodes() {
   clearBanner();
-  const record = {};
-  await busy($('codes-create'), 'Waiting for your passkey…', async () => {
+  await busy($('codes-create'), t('Waiting for your passkey…'), async () => {
     try {
-      const action = { type: 'latchkey.recovery-codes.create' };
-      const challenge = await api('POST', '/v1/step-up/challenges', { auth: true, body: { method: 'passkey', action } });
-      const credential = await ceremony('get', requestOptions(challenge.publicKey), record);
-      const approval = await api('POST', '/v1/step-up/verify', {
-        auth: true, body: { challengeId: challenge.challengeId, credential: credentialJSON(credential) },
-      });
-      const r = await api('POST', '/v1/recovery-codes', { auth: true, body: {}, extraHeaders: { 'Latchkey-Step-Up': approval.access_token } });
+      const r = await lk.recovery.createCodes();
       const list = $('codes-list');
       list.replaceChildren(...r.codes.map((c) => { const li = document.createElement('li'); li.textContent = c; return li; }));
       $('codes-shown').hidden = false;
-      $('codes-left').textContent = String(r.codes.length);
+      $('codes-left').textContent = i18n.number(r.codes.length);
       document.body.dataset.recoveryCodes = String(r.codes.length);
       $('codes-shown').focus();
-    } catch (e) { showError(e, 'codes', record); }
+    } catch (e) { showError(e, 'codes'); }
   });
 }
 
@@ -1061,12 +855,10 @@ async function offerUpgrade() {
   recovery.upgrade = { controller, settled: new Promise((resolve) => { settle = resolve; }) };
   document.body.dataset.upgrade = 'conditional';
   try {
-    const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: { mediation: 'conditional' } });
-    const credential = await navigator.credentials.create({ mediation: 'conditional', publicKey: creationOptions(options), signal: controller.signal });
-    const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+    const result = await lk.passkeys.add({ mediation: 'conditional', signal: controller.signal });
     $('upgrade-offer').hidden = true;
     document.body.dataset.upgrade = 'saved';
-    announce('A passkey was saved for next time.');
+    announce(t('A passkey was saved for next time.'));
     await loadPasskeys(result.passkey && result.passkey.id);
   } catch (e) {
     if (document.body.dataset.upgrade === 'conditional') document.body.dataset.upgrade = 'offered';
@@ -1080,17 +872,14 @@ async function upgradeCreate() {
   await stopConditionalCreate();
   if (document.body.dataset.upgrade === 'saved') return;
   clearBanner();
-  const record = {};
-  await busy($('upgrade-create'), 'Waiting…', async () => {
+  await busy($('upgrade-create'), t('Waiting…'), async () => {
     try {
-      const options = await api('POST', '/v1/passkeys/registration/options', { auth: true, body: {} });
-      const credential = await ceremony('create', creationOptions(options), record);
-      const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential) });
+      const result = await lk.passkeys.add({ reason: WHY.add });
       $('upgrade-offer').hidden = true;
       document.body.dataset.upgrade = 'saved';
-      announce('Passkey saved.');
+      announce(t('Passkey saved.'));
       await loadPasskeys(result.passkey && result.passkey.id);
-    } catch (e) { showError(e, 'upgrade', record); }
+    } catch (e) { showError(e, 'upgrade'); }
   });
 }
 
@@ -1120,7 +909,7 @@ function showHeldPasskeys(passkeys) {
   document.body.dataset.heldPasskeys = String(held.length);
   $('held-passkeys-list').replaceChildren(...held.map((pk) => {
     const li = document.createElement('li');
-    li.textContent = `${pk.name} (${pk.provider || 'Passkey'}), added ${when(pk.createdAt)}: approves nothing until ${dateFormat.format(new Date(pk.heldUntil))}.`;
+    li.textContent = t('{name} ({provider}), added {when}: approves nothing until {date}.', { name: pk.name, provider: pk.provider || t('Passkey'), when: when(pk.createdAt), date: i18n.dateTime(pk.heldUntil) });
     return li;
   }));
 }
@@ -1135,8 +924,8 @@ function openCancelLink() {
   const card = $('cancel-link');
   const recovery = token.startsWith('lkcan_rec_');
   $('cancel-link-text').textContent = recovery
-    ? 'This link cancels the recovery of your account that was just started. Its code and recovery token stop working, and your passkeys stay as they are.'
-    : 'This link removes the passkey that was just added to your account, and signs out every session it began. Your other passkeys stay as they are.';
+    ? t('This link cancels the recovery of your account that was just started. Its code and recovery token stop working, and your passkeys stay as they are.')
+    : t('This link removes the passkey that was just added to your account, and signs out every session it began. Your other passkeys stay as they are.');
   card.dataset.kind = recovery ? 'recovery' : 'passkey';
   card.hidden = false;
   document.body.dataset.cancelLink = 'asking';
@@ -1146,23 +935,28 @@ function openCancelLink() {
     window.history.replaceState(null, '', window.location.pathname);
     showBanner(text, state === 'done' ? 'info' : 'error', state === 'done' ? 'cancel_done' : 'cancel_failed');
   };
-  $('cancel-link-dismiss').addEventListener('click', () => done('Nothing was changed. The link still works while the recovery or the hold lasts.', 'kept'));
+  $('cancel-link-dismiss').addEventListener('click', () => done(t('Nothing was changed. The link still works while the recovery or the hold lasts.'), 'kept'));
   $('cancel-link-confirm').addEventListener('click', async () => {
-    await busy($('cancel-link-confirm'), 'Undoing…', async () => {
+    await busy($('cancel-link-confirm'), t('Undoing…'), async () => {
       try {
-        await api('POST', '/v1/recovery/cancel', { body: { cancelToken: token } });
-        done(recovery ? 'The recovery was cancelled.' : 'The passkey was removed and its sessions signed out.', 'done');
+        await lk.recovery.useCancelLink(token);
+        done(recovery ? t('The recovery was cancelled.') : t('The passkey was removed and its sessions signed out.'), 'done');
       } catch (e) {
-        done(e instanceof ApiError && e.code === 'not_found'
-          ? 'This link was already used or has expired, or there is nothing left to undo.'
-          : 'The link could not be used right now. Try again in a moment.', 'failed');
+        done(e instanceof LatchkeyError && e.code === 'not_found'
+          ? t('This link was already used or has expired, or there is nothing left to undo.')
+          : t('The link could not be used right now. Try again in a moment.'), 'failed');
       }
     });
   });
   $('cancel-link-title').focus();
 }
 
-function init() {
+async function init() {
+  // The page's language first (navigator.languages, or the switcher's choice): the catalog
+  // translates the page, and the client asks the server in it (Accept-Language; the account's
+  // mails follow the language it last signed in with).
+  lk.language = await i18n.init();
+  i18n.switcher($('language'));
   $('signup-form').addEventListener('submit', signUp);
   $('signin-form').addEventListener('submit', signInWithButton);
   $('signout').addEventListener('click', signOut);
@@ -1189,17 +983,25 @@ function init() {
   $('upgrade-create').addEventListener('click', upgradeCreate);
   loadMethods();
   $('signin-username').addEventListener('focus', () => {
-    if (!app.session && document.body.dataset.conditional === 'idle') startConditional();
+    if (!lk.session && document.body.dataset.conditional === 'idle') startConditional();
   });
 
-  if (!window.PublicKeyCredential || !navigator.credentials) {
-    $('unsupported').hidden = false;
+  const support = await browserSupport();
+  if (!support.supported && support.problem.code === 'unsupported_browser') {
+    $('unsupported').hidden = false;  // its words are the page's (translated)
+    document.body.dataset.unsupported = support.problem.code;
     setView('unsupported');
+    document.body.dataset.ready = 'true';
     return;
   }
+  if (!support.supported) {
+    // The page's address, not the browser (http://127.0.0.1:PORT, or plain http): said at once, in
+    // words that name the address that works; the forms stay, and a ceremony says it again.
+    document.body.dataset.unsupported = support.problem.code;
+    showBanner(originProblem(''), 'error', 'security');
+  }
   openCancelLink();
-  app.session = loadSession();
-  if (app.session) {
+  if (lk.session) {
     showAccount('restored');
   } else {
     setView('welcome');

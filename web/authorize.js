@@ -3,7 +3,7 @@
 // reused when prompt and max_age allow), shows what the app asks in plain words, and approves
 // (with the action-bound passkey step-up for authorization_details) or denies, then goes back to
 // the app. State for tests and assistive technology is on <body data-state>.
-import { credentialJSON, requestOptions } from './webauthn.js';
+import { credentialToJSON as credentialJSON, parseRequestOptions as requestOptions } from './latchkey.js';
 
 const SESSION_KEY = 'latchkey.session';
 const $ = (id) => document.getElementById(id);

@@ -58,4 +58,16 @@ public final class MailRepository: Sendable {
     public func sent(id: String) throws(StorageError) {
         try pool.run { c in try c.execute("UPDATE mail_messages SET sent_at = now(), message = NULL WHERE id = \(id)") }
     }
+
+    /// The language the account last used (a catalog tag such as `de`, migration 19); nil when it never said.
+    public func language(userId: String) throws(StorageError) -> String? {
+        try pool.run { c in try c.query("SELECT language FROM users WHERE id = \(userId)").first.flatMap { try $0.optionalString("language") } }
+    }
+
+    /// Remembers `language` as the account's (written only when it changed).
+    public func setLanguage(userId: String, language: String) throws(StorageError) {
+        try pool.run { c in
+            _ = try c.execute("UPDATE users SET language = \(language) WHERE id = \(userId) AND language IS DISTINCT FROM \(language)")
+        }
+    }
 }

@@ -5,8 +5,11 @@
 # Installs what is missing (Debian's chromium and chromium-driver; Selenium from PyPI into a venv
 # under data/), starts the throwaway test PostgreSQL (same cluster as scripts/test.sh), builds and
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
-# stops the server; then Tests/Browser/test_admin.py drives the admin console at /admin/, and
-# Tests/Browser/test_oidc.py the OpenID redirect dance through /authorize.
+# Tests/Browser/test_client.py (the client module /latchkey.js and the pages' languages: a German
+# browser's pages and mail, every page at phone and desktop widths in each language), then
+# Tests/Browser/test_admin.py drives the admin console at /admin/, and Tests/Browser/test_firefox.py
+# runs sign-up / sign-in / revoke and the module in Firefox ESR over Marionette, and
+# Tests/Browser/test_oidc.py the OpenID redirect dance through /authorize; then stops the server.
 # Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the server's log to
 # data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
 # where the suite reads the codes.
@@ -20,7 +23,10 @@ cd "$REPO"
 log() { printf 'browser-tests: %s\n' "$*" >&2; }
 
 # --- 1. Packages: Chromium and its driver (Debian's, matching versions), python3-venv for Selenium
-eval "$(bash scripts/install-deps.sh chromium chromium-driver python3-venv)"
+# Firefox ESR (driven over Marionette by Tests/Browser/marionette.py: Debian ships no geckodriver) and
+# Node.js (the client module's unit tests, node --test) as well.
+# fonts-wqy-microhei: a CJK font (1.6 MB), so the Chinese pages' screenshots show characters, not boxes.
+eval "$(bash scripts/install-deps.sh chromium chromium-driver python3-venv firefox-esr nodejs fonts-wqy-microhei)"
 
 # --- 2. Selenium in a private venv (Debian's python3 refuses pip installs system-wide) --------
 VENV="$REPO/data/browser-venv"
@@ -72,6 +78,11 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   "$VENV/bin/python" Tests/Browser/test_web.py
 status=$?
+# The client module and the languages (issue 22): /latchkey.js, the module's story, a German browser's
+# pages and mail, every page at phone and desktop widths in each language (data/screenshots/i18n/).
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_TEST_SMTP_DIR="$smtp_dir" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
+  "$VENV/bin/python" Tests/Browser/test_client.py || status=1
 # The admin console at /admin/ (its own browser); `latchkey admins add` mints the enrolment link.
 LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_BIN="$LATCHKEY_BIN" \
   LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
@@ -83,5 +94,9 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY
   LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   "$VENV/bin/python" Tests/Browser/test_oidc.py || status=1
+# The client module (web/latchkey.js) and the app's sign-up / sign-in / revoke in Firefox ESR, with
+# Marionette's virtual authenticator (Tests/Browser/marionette.py: Debian ships no geckodriver).
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" \
+  timeout 300 python3 Tests/Browser/test_firefox.py || status=1
 set -e
 exit $status

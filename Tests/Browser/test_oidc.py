@@ -99,7 +99,7 @@ def register_passkey(b):
     result = b.d.execute_async_script("""
         const [username, done] = arguments;
         (async () => {
-          const { creationOptions, credentialJSON } = await import('/webauthn.js');
+          const { parseCreationOptions: creationOptions, credentialToJSON: credentialJSON } = await import('/latchkey.js');
           const post = async (p, body) => (await fetch(p, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) })).json();
           const options = await post('/v1/passkeys/registration/options', { username, displayName: username });
           const credential = await navigator.credentials.create({ publicKey: creationOptions(options) });

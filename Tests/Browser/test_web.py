@@ -84,14 +84,16 @@ def wait_for_server(seconds=90):
     raise RuntimeError(f'server not ready after {seconds}s: {last}')
 
 
-def make_driver():
+def make_driver(lang='en-GB'):
     options = Options()
     options.binary_location = os.environ.get('CHROMIUM', '/usr/bin/chromium')
     for arg in ['--headless=new', '--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu',
-                '--window-size=1280,1100', '--force-device-scale-factor=1', '--lang=en-GB',
+                '--window-size=1280,1100', '--force-device-scale-factor=1', f'--lang={lang}',
                 '--no-first-run', '--disable-extensions', '--password-store=basic']:
         options.add_argument(arg)
     options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+    # navigator.languages and Accept-Language (the pages' and the mails' language, issue 22).
+    options.add_experimental_option('prefs', {'intl.accept_languages': lang})
     service = Service(os.environ.get('CHROMEDRIVER', '/usr/bin/chromedriver'))
     driver = webdriver.Chrome(options=options, service=service)
     driver.set_page_load_timeout(30)
@@ -99,8 +101,8 @@ def make_driver():
 
 
 class Browser:
-    def __init__(self):
-        self.d = make_driver()
+    def __init__(self, lang='en-GB'):
+        self.d = make_driver(lang)
         self.d.get(BASE + '/')
         va = VirtualAuthenticatorOptions()
         va.protocol = VirtualAuthenticatorOptions.Protocol.CTAP2
@@ -222,8 +224,11 @@ def test_sign_up_with_keyboard_only(b):
     assert b.focused() == b.el('account-title'), 'focus moves to the page heading'
     items = b.wait_passkeys(1)
     provider = items[0].find_element(By.CSS_SELECTOR, '.pk-provider').text
-    # Chromium's virtual authenticator has an AAGUID no provider list knows.
+    # Chromium's virtual authenticator has an AAGUID no provider list knows: the passkey is named
+    # after the device it was made on (issue 22), not "Passkey" beside the "Passkey" provider.
     assert provider == 'Passkey', provider
+    name = items[0].find_element(By.CSS_SELECTOR, '.pk-name').text
+    assert name == 'Chrome on Linux', name
     assert 'Created just now' in items[0].text and 'Never used' in items[0].text, items[0].text
     assert USERNAME in b.el('who').text
     b.shot('02-signed-up')
@@ -359,7 +364,8 @@ def test_step_up_approves_the_transfer(b):
         b.until(lambda: result.get_attribute('data-state') == 'approved', 'the approved transfer')
     finally:
         b.shot('06-step-up')
-    assert '200.00 EUR' in result.text and 'Receipt' in result.text, result.text
+    # The amount through Intl in the page's language (en-GB: €200.00).
+    assert '200.00' in result.text and 'Jana Novák' in result.text and 'Receipt' in result.text, result.text
 
 
 def test_sessions_mark_this_device_and_end_another_with_keyboard_only(b):

@@ -4,13 +4,23 @@
 // passkey step-up bound to exactly that request ({"type":"latchkey.admin","method","path","body"}),
 // and only then sent again with Latchkey-Step-Up. The DOM carries data-* state for the tests.
 //
-// An ES module (strict by default), loaded by admin/index.html with <script type="module">; the
-// WebAuthn JSON helpers are the web app's own (./webauthn.js, served at /admin/webauthn.js).
-import { b64url, creationOptions, credentialJSON, requestOptions } from './webauthn.js';
+// An ES module (strict by default), loaded by admin/index.html with <script type="module">. All
+// HTTP and WebAuthn goes through the client module (./latchkey.js, served at /admin/latchkey.js so
+// that an admin listener serving only /admin/… paths has it too).
+import { Latchkey, LatchkeyError, actions, base64url, browserSupport } from './latchkey.js';
+import * as i18n from './i18n.js';
+
+const { t } = i18n;
 
 const SESSION_KEY = 'latchkey.admin';
 const $ = (id) => document.getElementById(id);
-const app = { token: null, me: null, page: 'origins', candidate: null, previewTimer: 0, previewSeq: 0 };
+const app = { me: null, page: 'origins', candidate: null, previewTimer: 0, previewSeq: 0 };
+
+/** The console's client: its own session key; a change the server wants approved asks first. */
+const lk = new Latchkey({
+  storageKey: SESSION_KEY,
+  confirmStepUp: ({ action, reason }) => confirmChange(reason, action),
+});
 
 // ---------------------------------------------------------------------------------------------
 // Messages
@@ -23,62 +33,50 @@ function showBanner(text, code = '') {
 function clearBanner() { $('banner').hidden = true; $('banner').dataset.code = ''; }
 function announce(text) { $('status').textContent = ''; setTimeout(() => { $('status').textContent = text; }, 30); }
 
-class Problem extends Error {
-  constructor(status, body) {
-    super((body && (body.detail || body.title)) || `HTTP ${status}`);
-    this.status = status;
-    this.code = (body && body.code) || '';
-    this.body = body;
-  }
-}
-
 function describe(error) {
-  if (error instanceof Problem) return error.message;
-  if (error && error.name === 'NotAllowedError') return 'The passkey prompt was cancelled or timed out.';
-  if (error && error.name === 'InvalidStateError') return 'This device already has a passkey for this account.';
+  if (error instanceof LatchkeyError) {
+    if (error.status > 0) return error.message;
+    if (error.isCancellation) return t('The passkey prompt was cancelled or timed out.');
+    if (error.code === 'invalid_state') return t('This device already has a passkey for this account.');
+  }
   return (error && error.message) || String(error);
 }
+
+/** A session-ending 401 was already told (signOut shows it); nothing more to say. */
+const told = (e) => e instanceof LatchkeyError && e.status === 401;
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
-async function request(method, path, { body, token = app.token, headers = {} } = {}) {
-  const h = { ...headers };
-  if (token) h.Authorization = `Bearer ${token}`;
-  if (body !== undefined) h['Content-Type'] = 'application/json';
-  const r = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
-  const text = await r.text();
-  let json = null;
-  try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
-  return { status: r.status, ok: r.ok, json };
+/** A raw call: `{status, ok, json}` whatever the status (for the pages that show a refusal). */
+async function request(method, path, { body } = {}) {
+  try {
+    return { status: 200, ok: true, json: await lk.request(method, path, { body, auth: true, retry: false }) };
+  } catch (e) {
+    if (!(e instanceof LatchkeyError) || e.status === 0) throw e;
+    return { status: e.status, ok: false, json: e.problem };
+  }
 }
 
-/** A console API call: 401 signs out ("sign in again"), anything else not 2xx throws a Problem. */
-async function api(method, path, options = {}) {
-  const r = await request(method, path, options);
-  if (r.status === 401 && app.token) {
-    signOut();
-    showBanner('Your admin session ended. Sign in again with your passkey.', 'session_ended');
-    throw new Problem(401, r.json);
+/** A console API call: 401 signs out ("sign in again"), anything else not 2xx throws. */
+async function api(method, path, { body, headers } = {}) {
+  try {
+    return await lk.request(method, path, { body, headers, auth: true, retry: false });
+  } catch (e) {
+    if (e instanceof LatchkeyError && e.status === 401 && lk.session) {
+      signOut();
+      showBanner(t('Your admin session ended. Sign in again with your passkey.'), 'session_ended');
+    }
+    throw e;
   }
-  if (!r.ok) throw new Problem(r.status, r.json);
-  return r.json;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Signing in
 
-function saveToken(token) {
-  app.token = token;
-  try { sessionStorage.setItem(SESSION_KEY, token); } catch { /* private mode */ }
-}
-
 function signOut() {
-  const token = app.token;
-  app.token = null;
   app.me = null;
-  try { sessionStorage.removeItem(SESSION_KEY); } catch { /* ignore */ }
-  if (token) request('POST', '/v1/logout', { token }).catch(() => {});
+  lk.signOut().catch(() => {});
   $('session').hidden = true;
   $('tabs').hidden = true;
   showSignIn();
@@ -102,11 +100,7 @@ function showSignIn() {
 /** Discoverable sign-in, user verification required: only such a session may use the admin API. */
 async function signIn() {
   clearBanner();
-  const options = await api('POST', '/v1/passkeys/authentication/options', { body: {}, token: null });
-  options.userVerification = 'required';
-  const credential = await navigator.credentials.get({ publicKey: requestOptions(options) });
-  const result = await api('POST', '/v1/passkeys/authentication/verify', { body: credentialJSON(credential), token: null });
-  saveToken(result.tokens.access_token);
+  await lk.signIn({ userVerification: 'required' });
   await enter();
 }
 
@@ -114,17 +108,17 @@ async function signIn() {
 async function enrol() {
   clearBanner();
   const ticket = ticketFromURL();
-  const r = await request('POST', '/v1/passkeys/registration/options', { body: {}, token: null, headers: { Authorization: `Ticket ${ticket}` } });
-  if (!r.ok) {
-    history.replaceState(null, '', '/admin/');
-    showSignIn();
-    throw new Problem(r.status, { detail: 'This enrolment link is used up or expired. Ask for a new one (latchkey admins add).', code: (r.json || {}).code });
+  try {
+    await lk.passkeys.enrolWithTicket(ticket, { userVerification: 'required' });
+  } catch (e) {
+    if (e instanceof LatchkeyError && e.status > 0 && !lk.session) {
+      history.replaceState(null, '', '/admin/');
+      showSignIn();
+      throw new LatchkeyError(e.code, t('This enrolment link is used up or expired. Ask for a new one (latchkey admins add).'), { status: e.status });
+    }
+    throw e;
   }
-  r.json.authenticatorSelection = { ...(r.json.authenticatorSelection || {}), userVerification: 'required' };
-  const credential = await navigator.credentials.create({ publicKey: creationOptions(r.json) });
-  const result = await api('POST', '/v1/passkeys/registration/verify', { body: credentialJSON(credential), token: null });
   history.replaceState(null, '', '/admin/');  // the ticket is spent: keep it out of history
-  saveToken(result.tokens.access_token);
   document.body.dataset.enrolled = 'true';
   await enter();
 }
@@ -133,14 +127,14 @@ async function enrol() {
 async function enter() {
   const r = await request('GET', '/admin/v1/me');
   if (r.status === 403) {
-    $('refused-text').textContent = (r.json && r.json.detail) || 'This account has no access to the admin console.';
+    $('refused-text').textContent = (r.json && r.json.detail) || t('This account has no access to the admin console.');
     setView('refused');
     $('refused-title').focus();
     return;
   }
-  if (!r.ok) { app.token = null; showSignIn(); throw new Problem(r.status, r.json); }
+  if (!r.ok) { lk.forget(); showSignIn(); throw new LatchkeyError((r.json && r.json.code) || 'unauthorized', (r.json && r.json.detail) || `HTTP ${r.status}`, { status: r.status, problem: r.json }); }
   app.me = r.json;
-  $('who').textContent = r.json.user ? `Signed in as ${r.json.user.username}` : r.json.actor;
+  $('who').textContent = r.json.user ? t('Signed in as {username}', { username: r.json.user.username }) : r.json.actor;
   $('session').hidden = false;
   $('tabs').hidden = false;
   setView('console');
@@ -149,10 +143,6 @@ async function enter() {
 
 // ---------------------------------------------------------------------------------------------
 // Changes: sent, and when the server asks for it, approved with an action-bound passkey step-up.
-
-function adminAction(method, path, body) {
-  return { type: 'latchkey.admin', method, path, body: body === undefined ? null : body };
-}
 
 /** Shows what will change and waits for Approve (true) or Cancel / Escape (false). */
 function confirmChange(summary, action) {
@@ -171,33 +161,28 @@ function confirmChange(summary, action) {
   });
 }
 
-async function stepUp(action) {
-  const c = await api('POST', '/v1/step-up/challenges', { body: { method: 'passkey', action } });
-  const credential = await navigator.credentials.get({ publicKey: requestOptions(c.publicKey) });
-  const approved = await api('POST', '/v1/step-up/verify', { body: { challengeId: c.challengeId, credential: credentialJSON(credential) } });
-  return approved.access_token;
-}
-
 /** Sends one admin change; returns its JSON (or null), or false when the admin cancelled. */
 async function change(method, path, body, summary) {
-  const first = await request(method, path, { body });
-  if (first.status === 401) return api(method, path, { body });  // signs out with the message
-  if (first.ok) return first.json;
-  if (!(first.status === 403 && first.json && first.json.code === 'step_up_required')) throw new Problem(first.status, first.json);
-  const action = adminAction(method, path, body);
-  if (!(await confirmChange(summary, action))) {
-    announce('Cancelled: nothing changed.');
-    return false;
+  let approved = false;
+  try {
+    const json = await lk.withStepUp(actions.admin(method, path, body), (headers) => {
+      approved = 'Latchkey-Step-Up' in headers;
+      return api(method, path, { body, headers });
+    }, summary);
+    if (approved) document.body.dataset.lastApproved = `${method} ${path}`;
+    return json;
+  } catch (e) {
+    if (e instanceof LatchkeyError && e.code === 'declined') {
+      announce(t('Cancelled: nothing changed.'));
+      return false;
+    }
+    throw e;
   }
-  const token = await stepUp(action);
-  const json = await api(method, path, { body, headers: { 'Latchkey-Step-Up': token } });
-  document.body.dataset.lastApproved = `${method} ${path}`;
-  return json;
 }
 
 async function busy(button, work) {
   button.disabled = true;
-  try { return await work(); } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || e.name || ''); } finally {
+  try { return await work(); } catch (e) { if (!told(e)) showBanner(describe(e), e.code || e.name || ''); } finally {
     button.disabled = false;
   }
   return undefined;
@@ -220,7 +205,7 @@ async function showPage(page) {
     if (page === 'audit') await loadAudit();
     if (page === 'webhooks') await loadWebhooks();
     if (page === 'clients') await loadClients();
-  } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || ''); }
+  } catch (e) { if (!told(e)) showBanner(describe(e), e.code || ''); }
   document.body.dataset.loaded = page;
 }
 
@@ -238,10 +223,9 @@ function fill(list, items, empty) {
   list.dataset.count = String(items.length);
 }
 
+/** A date and time in the console's language (Intl), or "never". */
 function when(iso) {
-  if (!iso) return 'never';
-  const d = new Date(iso);
-  return d.toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short' });
+  return iso ? i18n.dateTime(iso) : t('never');
 }
 
 // --- Origins
@@ -252,7 +236,7 @@ function apkKeyHash(fingerprint) {
   if (!/^[0-9a-fA-F]{64}$/.test(hex)) return null;
   const bytes = new Uint8Array(32);
   for (let i = 0; i < 32; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
-  return `android:apk-key-hash:${b64url.encode(bytes.buffer)}`;
+  return `android:apk-key-hash:${base64url.encode(bytes)}`;
 }
 
 function showFingerprintOrigin() {
@@ -269,10 +253,10 @@ async function loadOrigins() {
   const { origins } = await api('GET', '/admin/v1/origins');
   fill($('origins'), origins.map((o) => el('li', { dataset: { origin: o.origin } },
     el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, o.origin),
-      el('span', { class: 'item-meta' }, `source: ${o.source}`)),
-    el('button', { type: 'button', class: 'btn btn-small btn-remove o-remove', textContent: 'Remove',
-      'aria-label': `Remove ${o.origin}`, onclick: (ev) => removeOrigin(ev.currentTarget, o.origin) }))),
-  'No origins yet.');
+      el('span', { class: 'item-meta' }, t('source: {source}', { source: o.source }))),
+    el('button', { type: 'button', class: 'btn btn-small btn-remove o-remove', textContent: t('Remove'),
+      'aria-label': t('Remove {name}', { name: o.origin }), onclick: (ev) => removeOrigin(ev.currentTarget, o.origin) }))),
+  t('No origins yet.'));
 }
 
 async function addOrigin(event) {
@@ -280,11 +264,11 @@ async function addOrigin(event) {
   const origin = $('origin-input').value.trim();
   if (!origin) { $('origin-input').focus(); return; }
   await busy($('origin-add'), async () => {
-    const r = await change('POST', '/admin/v1/origins', { origin }, `Allow the origin ${origin}`);
+    const r = await change('POST', '/admin/v1/origins', { origin }, t('Allow the origin {origin}', { origin }));
     if (r === false) return;
     $('origin-input').value = '';
     await loadOrigins();
-    announce(`Allowed ${r.origin}`);
+    announce(t('Allowed {origin}', { origin: r.origin }));
   });
 }
 
@@ -294,23 +278,23 @@ async function addFingerprint(event) {
   if (!fingerprint) { $('fp-input').focus(); return; }
   await busy($('fp-add'), async () => {
     const r = await change('POST', '/admin/v1/origins', { androidFingerprint: fingerprint },
-      `Allow the Android app signed with ${apkKeyHash(fingerprint) || fingerprint}`);
+      t('Allow the Android app signed with {origin}', { origin: apkKeyHash(fingerprint) || fingerprint }));
     if (r === false) return;
     $('fp-input').value = '';
     showFingerprintOrigin();
     await loadOrigins();
-    announce(`Allowed ${r.origin}`);
+    announce(t('Allowed {origin}', { origin: r.origin }));
   });
 }
 
 async function removeOrigin(button, origin) {
   await busy(button, async () => {
-    const r = await change('DELETE', originPath(origin), undefined, `Remove ${origin} from the allowed origins`);
+    const r = await change('DELETE', originPath(origin), undefined, t('Remove {origin} from the allowed origins', { origin }));
     if (r === false) { button.focus(); return; }
     await loadOrigins();
     $('origins-list-title').setAttribute('tabindex', '-1');
     $('origins-list-title').focus();
-    announce(`Removed ${origin}`);
+    announce(t('Removed {name}', { name: origin }));
   });
 }
 
@@ -321,10 +305,10 @@ async function loadApps() {
   fill($('apps'), apps.map((a) => el('li', { dataset: { app: a.id } },
     el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, a.id),
       el('span', { class: 'item-meta' }, a.platform === 'android'
-        ? a.fingerprints.map((f) => f.origin).join(' · ') : `webcredentials ${a.appId}`)),
-    el('button', { type: 'button', class: 'btn btn-small btn-remove a-remove', textContent: 'Remove', 'aria-label': `Remove ${a.id}`,
+        ? a.fingerprints.map((f) => f.origin).join(' · ') : t('webcredentials {appId}', { appId: a.appId }))),
+    el('button', { type: 'button', class: 'btn btn-small btn-remove a-remove', textContent: t('Remove'), 'aria-label': t('Remove {name}', { name: a.id }),
       onclick: (ev) => removeApp(ev.currentTarget, a.id) }))),
-  'No apps declared.');
+  t('No apps declared.'));
 }
 
 function iosDeclaration() {
@@ -360,7 +344,7 @@ async function refreshPreview() {
   const problems = $('pv-problems');
   if (!r.ok) {
     preview.dataset.state = 'invalid';
-    problems.replaceChildren(el('li', { class: 'invalid' }, `Not a valid declaration yet: ${(r.json && r.json.detail) || r.status}`));
+    problems.replaceChildren(el('li', { class: 'invalid' }, t('Not a valid declaration yet: {detail}', { detail: (r.json && r.json.detail) || r.status })));
     return;
   }
   const byName = Object.fromEntries(r.json.files.map((f) => [f.name, f]));
@@ -368,11 +352,11 @@ async function refreshPreview() {
   $('pv-assetlinks').textContent = pretty(byName['assetlinks.json'].content);
   $('pv-webauthn').textContent = pretty(byName.webauthn.content);
   const kept = r.json.files.filter((f) => f.source === 'directory').map((f) => f.name);
-  $('preview-note').textContent = (candidate ? 'With the app you are typing, before it is added. ' : 'As served now. ')
-    + (kept.length ? `Served from LATCHKEY_WELLKNOWN_DIR (declarations do not change them): ${kept.join(', ')}.` : '');
+  $('preview-note').textContent = (candidate ? t('With the app you are typing, before it is added.') : t('As served now.')) + ' '
+    + (kept.length ? t('Served from LATCHKEY_WELLKNOWN_DIR (declarations do not change them): {files}.', { files: kept.join(', ') }) : '');
   problems.replaceChildren(...(r.json.problems.length
-    ? r.json.problems.map((p) => el('li', { dataset: { code: p.code } }, `${p.file}: ${p.message}`, el('span', { class: 'fix' }, `Fix: ${p.fix}`)))
-    : [el('li', { class: 'ok' }, `ok: valid association files for rpId ${r.json.rpId}`)]));
+    ? r.json.problems.map((p) => el('li', { dataset: { code: p.code } }, `${p.file}: ${p.message}`, el('span', { class: 'fix' }, t('Fix: {fix}', { fix: p.fix }))))
+    : [el('li', { class: 'ok' }, t('ok: valid association files for rpId {rpId}', { rpId: r.json.rpId }))]));
   preview.dataset.state = r.json.ok ? 'ok' : 'problems';
   preview.dataset.for = candidate ? `${candidate.platform}:${candidate.packageName || `${candidate.teamId}.${candidate.bundleId}`}` : '';
 }
@@ -381,23 +365,23 @@ async function addApp(event, declaration, button, clear) {
   event.preventDefault();
   if (!declaration) return;
   await busy(button, async () => {
-    const r = await change('POST', '/admin/v1/apps', declaration, `Declare the app ${declaration.platform}:${declaration.packageName || `${declaration.teamId}.${declaration.bundleId}`} (its origins join the allowlist)`);
+    const r = await change('POST', '/admin/v1/apps', declaration, t('Declare the app {app} (its origins join the allowlist)', { app: `${declaration.platform}:${declaration.packageName || `${declaration.teamId}.${declaration.bundleId}`}` }));
     if (r === false) return;
     clear();
     app.candidate = null;
     await loadApps();
     await refreshPreview();
-    announce(`Declared ${r.id}`);
+    announce(t('Declared {id}', { id: r.id }));
   });
 }
 
 async function removeApp(button, id) {
   await busy(button, async () => {
-    const r = await change('DELETE', `/admin/v1/apps/${encodeURIComponent(id)}`, undefined, `Remove the app ${id} and the origins it brought`);
+    const r = await change('DELETE', `/admin/v1/apps/${encodeURIComponent(id)}`, undefined, t('Remove the app {id} and the origins it brought', { id }));
     if (r === false) { button.focus(); return; }
     await loadApps();
     await refreshPreview();
-    announce(`Removed ${id}`);
+    announce(t('Removed {name}', { name: id }));
   });
 }
 
@@ -412,9 +396,9 @@ async function findUsers(event) {
     fill($('user-results'), users.map((u) => el('li', { dataset: { user: u.id } },
       el('span', { class: 'item-main' },
         el('button', { type: 'button', class: 'linkish u-open', textContent: u.username, onclick: () => openUser(u.id) }),
-        el('span', { class: 'item-meta' }, `${u.displayName} · ${u.id}${u.externalId ? ` · external ${u.externalId}` : ''}`)),
+        el('span', { class: 'item-meta' }, `${u.displayName} · ${u.id}${u.externalId ? ` · ${t('external {id}', { id: u.externalId })}` : ''}`)),
       u.admin ? el('span', { class: 'tag' }, 'admin') : null)),
-    `No username starts with “${q}”.`);
+    t('No username starts with “{q}”.', { q }));
   });
 }
 
@@ -424,34 +408,34 @@ async function openUser(id, focus = true) {
     app.user = d.user;
     $('user-detail').hidden = false;
     $('user-detail').dataset.user = d.user.id;
-    $('user-name').textContent = `${d.user.username}${d.user.admin ? ' (admin)' : ''}`;
-    $('user-meta').textContent = `${d.user.displayName} · user ${d.user.id} · since ${when(d.user.createdAt)}`;
+    $('user-name').textContent = `${d.user.username}${d.user.admin ? ` (${t('admin')})` : ''}`;
+    $('user-meta').textContent = t('{name} · user {id} · since {date}', { name: d.user.displayName, id: d.user.id, date: when(d.user.createdAt) });
     const base = `/admin/v1/users/${encodeURIComponent(d.user.id)}`;
     fill($('user-passkeys'), d.passkeys.map((p) => el('li', { dataset: { id: p.id } },
       el('span', { class: 'item-main' },
-        el('span', { class: 'item-title' }, p.name, el('span', { class: 'tag' }, p.provider || 'Passkey'),
-          p.flagged ? el('span', { class: 'tag tag-warn' }, 'possible clone') : null),
-        el('span', { class: 'item-meta' }, `created ${when(p.createdAt)} · last used ${when(p.lastUsedAt)} · ${p.backedUp ? 'synced' : 'device-bound'}`)),
-      el('button', { type: 'button', class: 'btn btn-small btn-remove pk-revoke', textContent: 'Revoke', 'aria-label': `Revoke passkey ${p.name}`,
+        el('span', { class: 'item-title' }, p.name, el('span', { class: 'tag' }, p.provider || t('Passkey')),
+          p.flagged ? el('span', { class: 'tag tag-warn' }, t('possible clone')) : null),
+        el('span', { class: 'item-meta' }, t('created {created} · last used {used} · {backup}', { created: when(p.createdAt), used: when(p.lastUsedAt), backup: p.backedUp ? t('synced') : t('device-bound') }))),
+      el('button', { type: 'button', class: 'btn btn-small btn-remove pk-revoke', textContent: t('Revoke'), 'aria-label': t('Revoke passkey {name}', { name: p.name }),
         onclick: (ev) => revoke(ev.currentTarget, `${base}/passkeys/${encodeURIComponent(p.id)}`,
-          `Revoke ${d.user.username}'s passkey “${p.name}” (and the sessions it began)`) }))),
-    'No passkeys.');
+          t('Revoke {user}’s passkey “{name}” (and the sessions it began)', { user: d.user.username, name: p.name })) }))),
+    t('No passkeys.'));
     fill($('user-devicekeys'), d.deviceKeys.map((k) => el('li', { dataset: { id: k.id } },
       el('span', { class: 'item-main' },
         el('span', { class: 'item-title' }, `${k.name} (${k.platform})`,
-          el('span', { class: k.attested ? 'tag tag-ok' : 'tag tag-warn' }, k.attested ? `attested: ${k.attestation.securityLevel}` : 'not attested')),
-        el('span', { class: 'item-meta' }, `device ${k.deviceId} · ${k.attestation.format}${k.attestation.app ? ` · app ${k.attestation.app}` : ''} · enrolled ${when(k.createdAt)}`)),
-      el('button', { type: 'button', class: 'btn btn-small btn-remove dk-revoke', textContent: 'Revoke', 'aria-label': `Revoke device key ${k.name}`,
-        onclick: (ev) => revoke(ev.currentTarget, `${base}/device-keys/${encodeURIComponent(k.id)}`, `Revoke ${d.user.username}'s device key “${k.name}”`) }))),
-    'No device keys.');
+          el('span', { class: k.attested ? 'tag tag-ok' : 'tag tag-warn' }, k.attested ? t('attested: {level}', { level: k.attestation.securityLevel }) : t('not attested'))),
+        el('span', { class: 'item-meta' }, `${t('device {id}', { id: k.deviceId })} · ${k.attestation.format}${k.attestation.app ? ` · ${t('app {app}', { app: k.attestation.app })}` : ''} · ${t('enrolled {date}', { date: when(k.createdAt) })}`)),
+      el('button', { type: 'button', class: 'btn btn-small btn-remove dk-revoke', textContent: t('Revoke'), 'aria-label': t('Revoke device key {name}', { name: k.name }),
+        onclick: (ev) => revoke(ev.currentTarget, `${base}/device-keys/${encodeURIComponent(k.id)}`, t('Revoke {user}’s device key “{name}”', { user: d.user.username, name: k.name })) }))),
+    t('No device keys.'));
     fill($('user-sessions'), d.sessions.map((s) => el('li', { dataset: { id: s.id } },
-      el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, `${s.method} session`),
-        el('span', { class: 'item-meta' }, `signed in ${when(s.authTime)} · last used ${when(s.lastUsedAt)}`)),
-      el('button', { type: 'button', class: 'btn btn-small btn-remove s-end', textContent: 'End', 'aria-label': 'End this session',
-        onclick: (ev) => revoke(ev.currentTarget, `${base}/sessions/${encodeURIComponent(s.id)}`, `End one of ${d.user.username}'s sessions`) }))),
-    'No live sessions.');
+      el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, t('{method} session', { method: s.method })),
+        el('span', { class: 'item-meta' }, t('signed in {auth} · last used {used}', { auth: when(s.authTime), used: when(s.lastUsedAt) }))),
+      el('button', { type: 'button', class: 'btn btn-small btn-remove s-end', textContent: t('End'), 'aria-label': t('End this session'),
+        onclick: (ev) => revoke(ev.currentTarget, `${base}/sessions/${encodeURIComponent(s.id)}`, t('End one of {user}’s sessions', { user: d.user.username })) }))),
+    t('No live sessions.'));
     if (focus) $('user-name').focus();
-  } catch (e) { if (!(e instanceof Problem && e.status === 401)) showBanner(describe(e), e.code || ''); }
+  } catch (e) { if (!told(e)) showBanner(describe(e), e.code || ''); }
 }
 
 async function revoke(button, path, summary) {
@@ -459,7 +443,7 @@ async function revoke(button, path, summary) {
     const r = await change('DELETE', path, undefined, summary);
     if (r === false) { button.focus(); return; }
     await openUser(app.user.id);
-    announce('Done.');
+    announce(t('Done.'));
   });
 }
 
@@ -483,8 +467,8 @@ async function loadAudit(event) {
     el('td', {}, e.actorUsername ? `${e.actorUsername} (${e.actor})` : e.actor),
     el('td', {}, el('code', {}, e.action)),
     el('td', {}, e.subject || ''),
-    el('td', { class: 'approval' }, e.detail && e.detail.receiptId ? `receipt ${e.detail.receiptId} · action ${e.detail.actionHash}` : '')));
-  $('audit-rows').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5 }, 'No entries match.'))]));
+    el('td', { class: 'approval' }, e.detail && e.detail.receiptId ? t('receipt {receipt} · action {hash}', { receipt: e.detail.receiptId, hash: e.detail.actionHash }) : '')));
+  $('audit-rows').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5 }, t('No entries match.')))]));
   $('audit-rows').dataset.count = String(rows.length);
 }
 
@@ -501,7 +485,7 @@ async function loadWebhooks() {
   $('webhooks-available').hidden = unavailable;
   $('page-webhooks').dataset.state = unavailable ? 'unavailable' : 'available';
   if (unavailable) return;
-  if (!r.ok) throw new Problem(r.status, r.json);
+  if (!r.ok) throw new LatchkeyError((r.json && r.json.code) || 'invalid_request', (r.json && r.json.detail) || `HTTP ${r.status}`, { status: r.status, problem: r.json });
   const box = $('webhook-events');
   if (!box.querySelector('input')) {
     for (const name of EVENTS) {
@@ -516,18 +500,18 @@ async function loadWebhooks() {
       el('span', { class: 'item-main' }, el('span', { class: 'item-title' }, h.url),
         el('span', { class: 'item-meta' }, h.events.join(', ')), deliveries),
       el('span', {},
-        el('button', { type: 'button', class: 'btn btn-small btn-quiet', textContent: 'Deliveries',
+        el('button', { type: 'button', class: 'btn btn-small btn-quiet', textContent: t('Deliveries'),
           onclick: () => loadDeliveries(h.id, deliveries) }),
-        el('button', { type: 'button', class: 'btn btn-small btn-remove w-remove', textContent: 'Delete', 'aria-label': `Delete webhook ${h.url}`,
+        el('button', { type: 'button', class: 'btn btn-small btn-remove w-remove', textContent: t('Delete'), 'aria-label': t('Delete webhook {url}', { url: h.url }),
           onclick: (ev) => deleteWebhook(ev.currentTarget, h) })));
-  }), 'No endpoints.');
+  }), t('No endpoints.'));
 }
 
 async function loadDeliveries(id, list) {
   try {
     const { deliveries } = await api('GET', `/admin/v1/webhooks/${encodeURIComponent(id)}/deliveries?limit=20`);
-    fill(list, deliveries.map((d) => el('li', {}, `${d.type} · ${d.status} · ${d.attempts} attempt(s)`
-      + `${d.lastStatusCode ? ` · last ${d.lastStatusCode}` : ''}${d.nextAttemptAt ? ` · next ${when(d.nextAttemptAt)}` : ''}`)), 'No deliveries yet.');
+    fill(list, deliveries.map((d) => el('li', {}, `${d.type} · ${d.status} · ${t('{n} attempt(s)', { n: i18n.number(d.attempts) })}`
+      + `${d.lastStatusCode ? ` · ${t('last {status}', { status: d.lastStatusCode })}` : ''}${d.nextAttemptAt ? ` · ${t('next {date}', { date: when(d.nextAttemptAt) })}` : ''}`)), t('No deliveries yet.'));
   } catch (e) { showBanner(describe(e), e.code || ''); }
 }
 
@@ -536,17 +520,17 @@ async function addWebhook(event) {
   const url = $('webhook-url').value.trim();
   const events = [...$('webhook-events').querySelectorAll('input:checked')].map((i) => i.value);
   await busy($('webhook-add'), async () => {
-    const r = await change('POST', '/admin/v1/webhooks', { url, events }, `Send ${events.join(', ')} events to ${url}`);
+    const r = await change('POST', '/admin/v1/webhooks', { url, events }, t('Send {events} events to {url}', { events: events.join(', '), url }));
     if (r === false) return;
     $('webhook-secret').hidden = false;
-    $('webhook-secret').textContent = `Signing secret (shown once): ${r.secret}`;
+    $('webhook-secret').textContent = t('Signing secret (shown once): {secret}', { secret: r.secret });
     await loadWebhooks();
   });
 }
 
 async function deleteWebhook(button, hook) {
   await busy(button, async () => {
-    const r = await change('DELETE', `/admin/v1/webhooks/${encodeURIComponent(hook.id)}`, undefined, `Delete the webhook to ${hook.url}`);
+    const r = await change('DELETE', `/admin/v1/webhooks/${encodeURIComponent(hook.id)}`, undefined, t('Delete the webhook to {url}', { url: hook.url }));
     if (r === false) { button.focus(); return; }
     await loadWebhooks();
   });
@@ -592,7 +576,9 @@ async function removeClient(button, c) {
 
 // ---------------------------------------------------------------------------------------------
 
-function init() {
+async function init() {
+  lk.language = await i18n.init();
+  i18n.switcher($('language'));
   $('banner-close').addEventListener('click', clearBanner);
   $('signin').addEventListener('click', (ev) => busy(ev.currentTarget, signIn));
   $('enrol').addEventListener('click', (ev) => busy(ev.currentTarget, enrol));
@@ -614,10 +600,8 @@ function init() {
   $('webhook-form').addEventListener('submit', addWebhook);
   $('client-form').addEventListener('submit', addClient);
 
-  if (!window.PublicKeyCredential) showBanner('This browser does not support passkeys.', 'unsupported');
-  let saved = null;
-  try { saved = sessionStorage.getItem(SESSION_KEY); } catch { /* ignore */ }
-  const start = saved && !ticketFromURL() ? (app.token = saved, enter().catch(() => showSignIn())) : Promise.resolve(showSignIn());
+  browserSupport().then((support) => { if (!support.supported) showBanner(support.problem.message, support.problem.code); });
+  const start = lk.session && !ticketFromURL() ? enter().catch(() => showSignIn()) : Promise.resolve(showSignIn());
   start.finally(() => { document.body.dataset.ready = 'true'; });
 }
 

@@ -23,12 +23,15 @@ struct MailMessage: Sendable {
     let text: String
     let messageId: String
     let date: Date
+    /// The catalog the text was written from (`Content-Language`).
+    var language = "en"
 
     var bytes: [UInt8] {
         var lines = [
             "From: Latchkey <\(from)>", "To: <\(to)>", "Subject: \(Self.encodedWord(subject))", "Date: \(Self.rfc5322Date(date))",
             "Message-ID: <\(messageId)@\(from.split(separator: "@").last.map(String.init) ?? "latchkey")>", "MIME-Version: 1.0",
-            "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: quoted-printable", "Auto-Submitted: auto-generated",
+            "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: quoted-printable", "Content-Language: \(language)",
+            "Auto-Submitted: auto-generated",
             "X-Latchkey-Event: \(event.rawValue)", "",
         ]
         lines.append(Self.quotedPrintable(text))

@@ -35,13 +35,28 @@ public final class MailService: Sendable {
                               observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType.rawValue, outcome: outcome) })
     }
 
+    /// Remembers the language the account uses now (its mail speaks it from then on).
+    func remember(language: String, userId: String) { try? mail.setLanguage(userId: userId, language: language) }
+
     func start() { worker.start() }
     func stop() { worker.stop() }
 
+    /// A message to `to` for `userId` in the language the account last used (`users.language`;
+    /// English when it never said, or when the lookup fails), ready to hand to the repository call
+    /// that makes the change. `render` writes subject and text from that language's catalog.
+    func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String,
+                 _ render: (MailCatalog) -> (subject: String, text: String)) -> MailToSend {
+        let catalog = MailCatalog(language: (try? mail.language(userId: userId)) ?? nil)
+        let (subject, text) = render(catalog)
+        return compose(event, to: to, userId: userId, subject: subject, text: text, language: catalog.language)
+    }
+
     /// A message to `to` for `userId`, ready to hand to the repository call that makes the change.
-    func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String, subject: String, text: String) -> MailToSend {
+    func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String, subject: String, text: String,
+                 language: String = "en") -> MailToSend {
         let id = "mail_" + runtime.identifier()
-        let message = MailMessage(event: event, from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
+        var message = MailMessage(event: event, from: configuration.smtpFrom, to: to.value, subject: subject, text: text, messageId: id, date: runtime.now())
+        message.language = language
         let event = OutboxEvent(id: "evt_" + runtime.identifier(), type: Self.eventType, accountId: userId, data: .object([]),
                                 fanOut: [.direct(channel: MailRepository.channel, target: id)],
                                 maxAgeSeconds: configuration.webhookMaxAge, createdAt: runtime.now())

@@ -34,7 +34,9 @@ extension RouteTable {
             return .json(bytes: try s.passkeys.registrationOptions(for: requester, conditional: conditional).serialized())
         }
         add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
-            .json(status: 201, bytes: try s.passkeys.verifyRegistration(ctx.request.body).serialized())
+            let result = try s.passkeys.verifyRegistration(ctx.request.body, userAgent: ctx.request.header("User-Agent"))
+            s.rememberLanguage(of: ctx.request, userId: result["user"]?["id"]?.stringValue)
+            return .json(status: 201, bytes: result.serialized())
         }
         add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in
             let body = ctx.request.body.isEmpty ? JSONValue.object([]) : try ctx.json()
@@ -47,7 +49,9 @@ extension RouteTable {
             return .json(bytes: try s.passkeys.authenticationOptions(username: username).serialized())
         }
         add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
-            .json(bytes: try s.passkeys.verifyAuthentication(ctx.request.body).serialized())
+            let result = try s.passkeys.verifyAuthentication(ctx.request.body)
+            s.rememberLanguage(of: ctx.request, userId: result["user"]?["id"]?.stringValue)
+            return .json(bytes: result.serialized())
         }
         add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in
             .json(bytes: try s.passkeys.listPasskeys(userId: try ctx.userId).serialized())

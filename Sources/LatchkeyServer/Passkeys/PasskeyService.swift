@@ -186,11 +186,12 @@ public final class PasskeyService: Sendable {
         return options.json
     }
 
-    func verifyRegistration(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
-        try observed("registration") { () throws(ServiceError) in try finishRegistration(body) }
+    /// `userAgent`: the registering request's, for the name of a passkey whose AAGUID names no provider (`DeviceName`).
+    func verifyRegistration(_ body: [UInt8], userAgent: String? = nil) throws(ServiceError) -> JSONValue {
+        try observed("registration") { () throws(ServiceError) in try finishRegistration(body, userAgent: userAgent) }
     }
 
-    private func finishRegistration(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
+    private func finishRegistration(_ body: [UInt8], userAgent: String?) throws(ServiceError) -> JSONValue {
         let parsed: ParsedRegistration
         do { parsed = try ParsedRegistration(bytes: body) } catch { throw ServiceError(error) }
         // SPEC: the challenge is found and consumed first; any later failure still uses it up.
@@ -220,12 +221,14 @@ public final class PasskeyService: Sendable {
             guard held < configuration.maxPasskeys else { throw ServiceError(.conflict, "this account holds the most passkeys it may") }
         }
         let aaguid = formatUUID(verified.aaguid)
+        let now = runtime.now()
         let record = CredentialRecord(
             id: verified.credentialId, userId: user.id, publicKey: verified.publicKeyBytes, alg: verified.algorithm.rawValue,
             signCount: Int64(verified.signCount), aaguid: verified.aaguid, transports: verified.transports,
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
-            attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid) ?? "Passkey",
-            createdAt: runtime.now(), approvesFrom: holdEnd(state.purpose))
+            attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid)
+                ?? DeviceName.from(userAgent: userAgent, createdAt: now),
+            createdAt: now, approvesFrom: holdEnd(state.purpose))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
@@ -243,20 +246,18 @@ public final class PasskeyService: Sendable {
         var notices: [MailToSend] = []
         var cancelToken: NewCancelToken? = nil
         if newUser == nil, let to = try recovery.verifiedAddress(userId: user.id) {
-            var text = "A passkey (\(record.name)) was added to your Latchkey account."
+            var held: (date: String, link: String)? = nil
             if let until = record.approvesFrom {
                 let cancel = OpaqueSecret(prefix: RecoveryService.cancelTokenPrefix + "pk_", runtime: runtime)
                 cancelToken = NewCancelToken(hash: cancel.hash, userId: user.id, credentialId: record.id, expiresAt: until)
-                text += """
-
-                    It can sign in, but it approves nothing (payments, new device keys, account changes) until \(iso8601(until)).
-                    If this was not you, remove it now — no sign-in needed:
-                    \(mail.cancelLink(cancel.token))
-                    """
-            } else {
-                text += "\nIf this was not you, sign in with one of your other passkeys, remove it and check your sessions."
+                held = (iso8601(until), mail.cancelLink(cancel.token))
             }
-            notices.append(mail.compose(.passkeyAdded, to: to, userId: user.id, subject: "A passkey was added to your Latchkey account", text: text))
+            let name = record.name
+            notices.append(mail.compose(.passkeyAdded, to: to, userId: user.id) { l in
+                let body = l[.addedBody, ["name": name]]
+                    + (held.map { "\n" + l[.addedHeld, ["date": $0.date, "link": $0.link]] } ?? "\n" + l[.addedNotHeld])
+                return (l[.addedSubject], body)
+            })
         }
         // The account (if new), the passkey, the session, the audit line, the events and the notice: one transaction.
         let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId, method: completing == nil ? .passkey : .recovery)
@@ -372,10 +373,9 @@ public final class PasskeyService: Sendable {
         let audit = admin?.record(.passkeyRevoked, subject: userId, detail: detail)
             ?? AuditRecord(.passkeyRevoked, actor: userId, subject: userId, detail: detail)
         let notice = try recovery.verifiedAddress(userId: userId).map { to in
-            mail.compose(.passkeyRevoked, to: to, userId: userId, subject: "A passkey was removed from your Latchkey account", text: """
-                A passkey was removed from your Latchkey account\(admin == nil ? "" : " by an administrator").
-                If this was not you, sign in with one of your other passkeys and check your passkeys and sessions.
-                """)
+            mail.compose(.passkeyRevoked, to: to, userId: userId) { l in
+                (l[.revokedSubject], l[admin == nil ? .revokedBody : .revokedByAdminBody])
+            }
         }
         guard let ended = try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption ?? redeeming,

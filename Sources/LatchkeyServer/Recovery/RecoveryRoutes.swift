@@ -9,8 +9,11 @@ extension RouteTable {
         let mail = s.configuration.mailEnabled
         let emailSignIn = s.configuration.mailEnabled && s.configuration.emailSignIn
         add("PUT", "/v1/account/email", .session, stepUp: .emailChange, available: mail) { ctx in
-            .json(status: 202, bytes: try s.recovery.startVerification(try ctx.session(), body: try ctx.json(),
-                                                                       redeeming: ctx.redemption).serialized())
+            // The verification mail (and the account's mail from then on) speaks the page's language.
+            let caller = try ctx.session()
+            s.rememberLanguage(of: ctx.request, userId: caller.userId)
+            return .json(status: 202, bytes: try s.recovery.startVerification(caller, body: try ctx.json(),
+                                                                              redeeming: ctx.redemption).serialized())
         }
         add("POST", "/v1/account/email/verify", .session, available: mail) { ctx in
             .json(bytes: try s.recovery.verifyEmail(try ctx.session(), body: try ctx.json()).serialized())
@@ -25,7 +28,9 @@ extension RouteTable {
             .json(status: 202, bytes: try s.recovery.startEmailSignIn(body: try ctx.json()).serialized())
         }
         add("POST", "/v1/email/verify", .anyone, available: emailSignIn) { ctx in
-            .json(bytes: try s.recovery.verifyEmailSignIn(body: try ctx.json()).serialized())
+            let result = try s.recovery.verifyEmailSignIn(body: try ctx.json())
+            s.rememberLanguage(of: ctx.request, userId: result["user"]?["id"]?.stringValue)
+            return .json(bytes: result.serialized())
         }
         add("POST", "/v1/recovery-codes", .session, stepUp: .recoveryCodesCreation, accepting: .any) { ctx in
             guard let redemption = ctx.redemption else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up") }

@@ -19,12 +19,10 @@ extension RecoveryService {
         try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
         let code = codes.generate()
         let id = "otp_" + runtime.identifier()
-        let message = mail.compose(.emailVerify, to: email, userId: caller.userId, subject: "Your Latchkey verification code: \(code)", text: """
-            Your verification code is: \(code)
-
-            Enter it in Latchkey to confirm this address. It expires in \(configuration.otpTTL / 60) minutes and works once.
-            If you did not ask for it, ignore this message.
-            """)
+        let minutes = "\(configuration.otpTTL / 60)"
+        let message = mail.compose(.emailVerify, to: email, userId: caller.userId) { l in
+            (l[.verifySubject, ["code": code]], l[.verifyBody, ["code": code, "minutes": minutes]])
+        }
         let hash = try codes.hash(code, challengeId: id)
         let expires = try storage { () throws(StorageError) in
             try store.insert(NewCodeChallenge(id: id, purpose: .emailVerify, userId: caller.userId, email: email.value,
@@ -52,13 +50,7 @@ extension RecoveryService {
         var previous: String? = nil
         for _ in 0..<Self.emailVerifyAttempts {
             let notice = previous.flatMap { $0 == email ? nil : EmailAddress($0) }.map { to in
-                [mail.compose(.emailChanged, to: to, userId: caller.userId, subject: "The email address of your Latchkey account was changed", text: """
-                    The verified email address of your Latchkey account was just replaced by another one.
-                    Mailed recovery codes and recovery notices now go to the new address.
-
-                    If this was not you, sign in with your passkey, set your address again and check your
-                    sessions and pending recoveries.
-                    """)]
+                [mail.compose(.emailChanged, to: to, userId: caller.userId) { l in (l[.changedSubject], l[.changedBody]) }]
             } ?? []
             let outcome: VerifiedEmailOutcome
             do {
@@ -114,8 +106,8 @@ extension RecoveryService {
         let email = try Self.email(body)
         try limit("sign-in:" + email.value, per: 3600, max: Self.challengesPerHour)
         let userId = try storage { () throws(StorageError) in try store.user(email: email.value) }
-        return try mailChallenge(purpose: .emailSignIn, userId: userId, to: email, subject: "Your Latchkey sign-in code",
-                                 intro: "Your sign-in code is", audit: .emailSignInStarted)
+        return try mailChallenge(purpose: .emailSignIn, userId: userId, to: email, subject: .signInSubject,
+                                 intro: .signInIntro, audit: .emailSignInStarted)
     }
 
     /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.

@@ -95,8 +95,8 @@ public final class RecoveryService: Sendable {
         } else {
             throw ServiceError.invalid("username or email is required")
         }
-        return try mailChallenge(purpose: .recovery, userId: to == nil ? nil : userId, to: to, subject: "Your Latchkey recovery code",
-                                 intro: "Someone (hopefully you) asked to recover your account. Your recovery code is",
+        return try mailChallenge(purpose: .recovery, userId: to == nil ? nil : userId, to: to, subject: .recoveryCodeSubject,
+                                 intro: .recoveryCodeIntro,
                                  audit: .recoveryChallengeStarted)
     }
 
@@ -146,17 +146,14 @@ public final class RecoveryService: Sendable {
         let cancel = OpaqueSecret(prefix: Self.cancelTokenPrefix + "rec_", runtime: runtime)
         var cancelHash: [UInt8]? = nil
         if let address = try storage({ () throws(StorageError) in try store.email(userId: userId) }), let to = EmailAddress(address) {
-            let when = delay == 0 ? "now" : "in \(delay / 3600 > 0 ? "\(delay / 3600) hours" : "\(delay) seconds")"
             cancelHash = cancel.hash
-            notice.append(mail.compose(.recoveryStarted, to: to, userId: userId, subject: "Recovery of your Latchkey account started", text: """
-                A recovery of your Latchkey account was started (\(method == .email ? "by an emailed code" : "with a recovery code")).
-                It can register a new passkey \(when); that will sign out every other session and remove your device keys.
-
-                If this was not you, cancel it before then — no sign-in needed:
-                \(mail.cancelLink(cancel.token))
-
-                (Or sign in and cancel recovery \(id) from the banner.)
-                """))
+            let link = mail.cancelLink(cancel.token)
+            notice.append(mail.compose(.recoveryStarted, to: to, userId: userId) { l in
+                let when = delay == 0 ? l[.startedNow]
+                    : delay / 3600 > 0 ? l[.startedInHours, ["n": "\(delay / 3600)"]] : l[.startedInSeconds, ["n": "\(delay)"]]
+                return (l[.startedSubject], l[.startedBody, ["how": method == .email ? l[.startedByEmail] : l[.startedByCode],
+                                                             "when": when, "link": link, "id": id]])
+            })
         }
         let started = events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)
         let record = try storage { () throws(StorageError) in
@@ -253,7 +250,7 @@ public final class RecoveryService: Sendable {
     /// SPEC "Assurance" Limits: at most `challengesPerHour` code mails an hour per **account** and
     /// purpose, whatever username or address asked (on top of the per-identifier limit): past it the
     /// challenge still answers 202, like one for nobody, and mails nothing.
-    func mailChallenge(purpose: NewCodeChallenge.Purpose, userId: String?, to: EmailAddress?, subject: String, intro: String,
+    func mailChallenge(purpose: NewCodeChallenge.Purpose, userId: String?, to: EmailAddress?, subject: MailCatalog.Key, intro: MailCatalog.Key,
                                audit: AuditAction) throws(ServiceError) -> JSONValue {
         let id = "otp_" + runtime.identifier()
         let code = codes.generate()
@@ -261,11 +258,10 @@ public final class RecoveryService: Sendable {
         var hash = codes.unmatchable()
         if let userId, let to, try withinLimit("account-mail:\(purpose.rawValue):" + userId, per: 3600, max: Self.challengesPerHour) {
             hash = try codes.hash(code, challengeId: id)
-            message = [mail.compose(purpose == .recovery ? .recoveryCode : .emailSignIn, to: to, userId: userId, subject: "\(subject): \(code)", text: """
-                \(intro): \(code)
-
-                It expires in \(configuration.otpTTL / 60) minutes and works once. If you did not ask for it, ignore this message.
-                """)]
+            let minutes = "\(configuration.otpTTL / 60)"
+            message = [mail.compose(purpose == .recovery ? .recoveryCode : .emailSignIn, to: to, userId: userId) { l in
+                (l[subject, ["code": code]], l[intro, ["code": code]] + "\n\n" + l[.codeFooter, ["minutes": minutes]])
+            }]
         }
         let expires = try storage { () throws(StorageError) in
             try store.insert(NewCodeChallenge(id: id, purpose: purpose, userId: userId, email: nil, codeHash: hash,

@@ -8,22 +8,50 @@ import HTTP
 /// an edit shows on reload without a restart. `no-cache` plus a content ETag: the browser always
 /// revalidates (the names carry no version) and gets a 304 when nothing changed.
 enum WebAssets {
+    /// The client module's version: `export const VERSION` in web/latchkey.js says the same (the
+    /// browser suite checks it). A release that changes the module changes both.
+    static let clientVersion = "1.0.0"
+
     /// Request path → (file in the web folder, Content-Type).
     static let files: [(path: String, file: String, contentType: String)] = [
         ("/", "index.html", "text/html; charset=utf-8"),
         ("/app.js", "app.js", "text/javascript; charset=utf-8"),
-        // The WebAuthn JSON helpers, one ES module both apps import as ./webauthn.js.
-        ("/webauthn.js", "webauthn.js", "text/javascript; charset=utf-8"),
         ("/app.css", "app.css", "text/css; charset=utf-8"),
         // The OpenID Provider's page (SPEC "OpenID Provider": `<first web origin>/authorize?request=…`).
         ("/authorize", "authorize.html", "text/html; charset=utf-8"),
         ("/authorize.js", "authorize.js", "text/javascript; charset=utf-8"),
+        // The message catalogs both apps load (one per language, web/i18n/).
+        ("/i18n.js", "i18n.js", "text/javascript; charset=utf-8"),
+        ("/admin/i18n.js", "i18n.js", "text/javascript; charset=utf-8"),
+    ] + I18nCatalogs.languages.flatMap { lang in
+        [("/i18n/\(lang).json", "i18n/\(lang).json", "application/json; charset=utf-8"),
+         ("/admin/i18n/\(lang).json", "i18n/\(lang).json", "application/json; charset=utf-8")]
+    } + [
         // The admin console (SPEC "Admin console"), under /admin/ so that a separate admin listener
         // (LATCHKEY_ADMIN_LISTEN) that takes every /admin/ path takes the console with the API.
         ("/admin/", "admin/index.html", "text/html; charset=utf-8"),
         ("/admin/admin.js", "admin/admin.js", "text/javascript; charset=utf-8"),
-        ("/admin/webauthn.js", "webauthn.js", "text/javascript; charset=utf-8"),
         ("/admin/admin.css", "admin/admin.css", "text/css; charset=utf-8"),
+    ]
+
+    /// The browser client module (web/latchkey.js) any page may import, also from another origin
+    /// (a module script is fetched in CORS mode, so it carries `Access-Control-Allow-Origin: *`;
+    /// it is public code, no credentials involved). `/latchkey.js` always revalidates (no-cache +
+    /// ETag: the newest); `/latchkey/<version>/latchkey.js` never changes and is cached for a year.
+    static let clientFiles: [(path: String, file: String, contentType: String, immutable: Bool)] = [
+        ("/latchkey.js", "latchkey.js", "text/javascript; charset=utf-8", false),
+        ("/latchkey.d.ts", "latchkey.d.ts", "text/plain; charset=utf-8", false),
+        ("/latchkey/\(clientVersion)/latchkey.js", "latchkey.js", "text/javascript; charset=utf-8", true),
+        ("/latchkey/\(clientVersion)/latchkey.d.ts", "latchkey.d.ts", "text/plain; charset=utf-8", true),
+        // The console's own copy, for an admin listener that serves only /admin/… paths.
+        ("/admin/latchkey.js", "latchkey.js", "text/javascript; charset=utf-8", false),
+    ]
+
+    static let clientHeaders: [(String, String)] = [
+        ("Access-Control-Allow-Origin", "*"),
+        ("Cross-Origin-Resource-Policy", "cross-origin"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("Latchkey-Client-Version", clientVersion),
     ]
 
     /// Same-origin everything; no inline script or style, so the CSP needs no exceptions.
@@ -36,13 +64,14 @@ enum WebAssets {
         ("Cross-Origin-Opener-Policy", "same-origin"),
     ]
 
-    static func response(file: String, contentType: String, directory: String, request: Request) throws(ServiceError) -> Response {
+    static func response(file: String, contentType: String, directory: String, request: Request,
+                         cacheControl: String = "no-cache", extraHeaders: [(String, String)]? = nil) throws(ServiceError) -> Response {
         guard let data = FileManager.default.contents(atPath: directory + "/" + file) else {
             throw ServiceError.notFound(file)
         }
         let body = [UInt8](data)
         let etag = "\"\(fnv1a64(body))\""
-        var headers = [("Cache-Control", "no-cache"), ("ETag", etag)] + securityHeaders
+        var headers = [("Cache-Control", cacheControl), ("ETag", etag)] + (extraHeaders ?? securityHeaders)
         if let presented = request.header("If-None-Match"),
            presented.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag }) {
             return .empty(status: 304, headers: headers)
@@ -60,7 +89,7 @@ enum WebAssets {
 }
 
 extension RouteTable {
-    /// `GET /`, `/app.js`, `/webauthn.js`, `/app.css` and the console under `/admin/` from the web folder; also loads the AAGUID → provider-name
+    /// `GET /`, `/app.js`, `/app.css`, the catalogs, the client module (`/latchkey.js`) and the console under `/admin/` from the web folder; also loads the AAGUID → provider-name
     /// table the passkey list shows (`LATCHKEY_AAGUIDS`, default `<web folder>/aaguids.json`).
     mutating func addWebRoutes(_ s: Services) {
         let directory = s.configuration.webDirectory
@@ -68,6 +97,13 @@ extension RouteTable {
         for asset in WebAssets.files {
             add("GET", asset.path, .anyone, accepting: .any) { ctx in
                 try WebAssets.response(file: asset.file, contentType: asset.contentType, directory: directory, request: ctx.request)
+            }
+        }
+        for asset in WebAssets.clientFiles {
+            let cache = asset.immutable ? "public, max-age=31536000, immutable" : "no-cache"
+            add("GET", asset.path, .anyone, accepting: .any) { ctx in
+                try WebAssets.response(file: asset.file, contentType: asset.contentType, directory: directory, request: ctx.request,
+                                       cacheControl: cache, extraHeaders: WebAssets.clientHeaders)
             }
         }
         add("GET", "/admin", .anyone, accepting: .any) { _ in .empty(status: 308, headers: [("Location", "/admin/")]) }

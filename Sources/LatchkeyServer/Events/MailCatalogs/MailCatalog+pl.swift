@@ -1,0 +1,57 @@
+extension MailCatalog {
+    /// Polski.
+    static let pl: [Key: String] = [
+        .codeFooter: "Kod wygasa za {minutes} min i działa jeden raz. Jeśli nie prosiłeś o niego, zignoruj tę wiadomość.",
+        .signInSubject: "Twój kod logowania do Latchkey: {code}",
+        .signInIntro: "Twój kod logowania to: {code}",
+        .recoveryCodeSubject: "Twój kod odzyskiwania Latchkey: {code}",
+        .recoveryCodeIntro: "Ktoś (miejmy nadzieję, że Ty) chce odzyskać Twoje konto. Twój kod odzyskiwania to: {code}",
+        .verifySubject: "Twój kod weryfikacyjny Latchkey: {code}",
+        .verifyBody: """
+            Twój kod weryfikacyjny to: {code}
+
+            Wpisz go w Latchkey, aby potwierdzić ten adres. Wygasa za {minutes} min i działa jeden raz.
+            Jeśli nie prosiłeś o niego, zignoruj tę wiadomość.
+            """,
+        .changedSubject: "Adres e-mail Twojego konta Latchkey został zmieniony",
+        .changedBody: """
+            Zweryfikowany adres e-mail Twojego konta Latchkey został właśnie zastąpiony innym.
+            Kody odzyskiwania i powiadomienia o odzyskiwaniu trafiają teraz na nowy adres.
+
+            Jeśli to nie Ty, zaloguj się kluczem dostępu, ustaw adres ponownie i sprawdź
+            swoje sesje oraz trwające odzyskiwania.
+            """,
+        .addedSubject: "Do Twojego konta Latchkey dodano klucz dostępu",
+        .addedBody: "Do Twojego konta Latchkey dodano klucz dostępu ({name}).",
+        .addedHeld: """
+            Pozwala się zalogować, ale do {date} niczego nie zatwierdza (płatności, nowe klucze urządzeń, zmiany konta).
+            Jeśli to nie Ty, usuń go teraz — bez logowania:
+            {link}
+            """,
+        .addedNotHeld: "Jeśli to nie Ty, zaloguj się innym kluczem dostępu, usuń go i sprawdź swoje sesje.",
+        .revokedSubject: "Z Twojego konta Latchkey usunięto klucz dostępu",
+        .revokedBody: """
+            Z Twojego konta Latchkey usunięto klucz dostępu.
+            Jeśli to nie Ty, zaloguj się innym kluczem dostępu i sprawdź swoje klucze i sesje.
+            """,
+        .revokedByAdminBody: """
+            Administrator usunął klucz dostępu z Twojego konta Latchkey.
+            Jeśli to nie Ty, zaloguj się innym kluczem dostępu i sprawdź swoje klucze i sesje.
+            """,
+        .startedSubject: "Rozpoczęto odzyskiwanie Twojego konta Latchkey",
+        .startedBody: """
+            Rozpoczęto odzyskiwanie Twojego konta Latchkey ({how}).
+            Nowy klucz dostępu będzie można zarejestrować {when}; wtedy wszystkie inne sesje zostaną wylogowane, a klucze urządzeń usunięte.
+
+            Jeśli to nie Ty, anuluj je wcześniej — bez logowania:
+            {link}
+
+            (Albo zaloguj się i anuluj odzyskiwanie {id} z poziomu baneru.)
+            """,
+        .startedByEmail: "kodem wysłanym e-mailem",
+        .startedByCode: "kodem odzyskiwania",
+        .startedNow: "od razu",
+        .startedInHours: "za {n} godz.",
+        .startedInSeconds: "za {n} s",
+    ]
+}
