@@ -10,7 +10,7 @@ struct SchemathesisRegressionTests {
     /// `GET /admin/v1/audit?limit=5000` was answered as if it said 1000, and `limit=abc` as if absent:
     /// input the document calls invalid was accepted. Now 400 `invalid_request`, like every bad query.
     @Test("audit and delivery limits that are not a whole number 1…1000 → 400 invalid_request",
-          arguments: ["limit=0", "limit=1001", "limit=5000", "limit=-1", "limit=abc", "limit=1e3", "limit=+5", "limit=99999999999999999999999",
+          arguments: ["limit=", "limit=&user=%24", "before=", "limit=0", "limit=1001", "limit=5000", "limit=-1", "limit=abc", "limit=1e3", "limit=+5", "limit=99999999999999999999999",
                       "before=0", "before=-3", "before=x"])
     func queryNumbers(query: String) throws {
         let server = try Self.fixture.get()
@@ -31,7 +31,7 @@ struct SchemathesisRegressionTests {
         let server = try Self.fixture.get()
         let client = server.client()
         let admin = "Bearer \(server.adminKey)"
-        for query in ["", "limit=1", "limit=1000", "limit=", "before=1", "before=9223372036854775807"] {
+        for query in ["", "limit=1", "limit=1000", "before=1", "before=9223372036854775807"] {
             #expect(try client.get("/admin/v1/audit?\(query)", authorization: admin).status == 200, "\(query)")
         }
     }

@@ -117,11 +117,12 @@ enum QueryFields {
         return value
     }
 
-    /// A whole number in `range` (decimal digits only), nil when absent or empty. Anything else —
-    /// `-1`, `1e3`, `abc`, a number past the range — is 400 `invalid_request`, not read as the
-    /// default (Schemathesis found `?limit=5000` answered as if it were 1000).
+    /// A whole number in `range` (decimal digits only), nil when absent. Anything else — empty
+    /// (`?limit=`), `-1`, `1e3`, `abc`, a number past the range — is 400 `invalid_request`, not read
+    /// as the default (Schemathesis found `?limit=5000` answered as if it were 1000, and `?limit=`
+    /// as if absent).
     static func integer(_ request: Request, _ name: String, in range: ClosedRange<Int64>) throws(ServiceError) -> Int64? {
-        guard let value = request.queryValue(name), !value.isEmpty else { return nil }
+        guard let value = request.queryValue(name) else { return nil }
         guard value.utf8.count <= 19, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int64(value), range.contains(n) else {
             throw ServiceError.invalid("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
