@@ -188,15 +188,15 @@ extension Application {
         return origin
     }
 
-    /// What the rate limiter counts: every method on the API (`/v1/…`: ceremonies, tokens, and the
-    /// reads that query PostgreSQL per request) and the admin API, and `/readyz` (a database ping).
-    /// Left out: `/healthz` and `/metrics` (no I/O), the well-known files and JWKS (served from
-    /// memory), the web app's static files.
     /// Health, readiness and metrics: answered before the start-up steps are done.
     static func isOperations(_ request: Request) -> Bool {
         request.path == "/healthz" || request.path == "/readyz" || request.path == "/metrics"
     }
 
+    /// What the rate limiter counts: every method on the API (`/v1/…`: ceremonies, tokens, and the
+    /// reads that query PostgreSQL per request) and the admin API, and `/readyz` (a database ping).
+    /// Left out: `/healthz` and `/metrics` (no I/O), the well-known files and JWKS (served from
+    /// memory), the web app's static files.
     static func isRateLimited(_ request: Request) -> Bool {
         request.path.hasPrefix("/v1/") || request.path.hasPrefix("/admin/v1/") || request.path == "/readyz"
     }
