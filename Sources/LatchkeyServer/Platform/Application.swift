@@ -134,10 +134,10 @@ public struct Application: Responder {
             route = "preflight"
         } else if Self.isRateLimited(request), let wait = limiter.admit(clientAddress(request)) {
             response = ServiceError(.rateLimited, "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
-        } else if let waiting = startup.pendingReason, !Self.isOperations(request) {
+        } else if let step = startup.pendingStep, !Self.isOperations(request) {
             // Started without a reachable primary: nothing but health, readiness and metrics until
             // the start-up steps are done (the signing keys, the allowlist may not be loaded yet).
-            response = ServiceError(.internalError, "not ready: \(waiting.prefix { $0 != ":" })", headers: [("Retry-After", "1")]).response
+            response = ServiceError(.internalError, "not ready: \(step)", headers: [("Retry-After", "1")]).response
         } else {
             // Every database call of this request shares one budget (LATCHKEY_DB_QUERY_TIMEOUT).
             let ((answer, pattern), failure) = database.withinBudget { router.dispatch(request) }

@@ -14,7 +14,7 @@ extension RouteTable {
         }
         // 503 with the reason (its class only: the server's message, which may name hosts, goes to the log).
         add("GET", "/readyz", .anyone, accepting: .any) { _ in
-            if let waiting = s.startup.pendingReason { throw ServiceError(.internalError, "not ready: \(waiting.prefix { $0 != ":" })") }
+            if let step = s.startup.pendingStep { throw ServiceError(.internalError, "not ready: \(step)") }
             if let failure = s.database.readiness() { throw ServiceError(.internalError, "database not ready: \(failure.kind)") }
             return .json(bytes: Array(#"{"status":"ready"}"#.utf8))
         }

@@ -11,6 +11,9 @@ public final class StartupState: Sendable {
     /// Nil once started; else what start-up is waiting for.
     public var pendingReason: String? { state.withLock { $0 } }
     public var isReady: Bool { pendingReason == nil }
+    /// What a client is told while start-up waits: the step only, not the database's message after
+    /// the first `:` (which may name hosts; the log has it whole).
+    public var pendingStep: String? { pendingReason.map { String($0.prefix { $0 != ":" }) } }
 
     func waiting(_ reason: String) { state.withLock { $0 = reason } }
     func finished() { state.withLock { $0 = nil } }
