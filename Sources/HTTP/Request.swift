@@ -55,7 +55,7 @@ public struct Request: Sendable {
     /// The Content-Type's media type, lowercased and without parameters ("application/json").
     public var mediaType: String? {
         guard let contentType = header("Content-Type") else { return nil }
-        let type = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let type = contentType.firstIndex(of: ";").map { contentType[..<$0] } ?? contentType[...]
         let trimmed = trimmingWhitespace(type)
         return trimmed.isEmpty ? nil : asciiLowercased(trimmed)
     }

@@ -68,6 +68,11 @@ public struct Router: Responder {
     }
 
     private var routes: [Route] = []
+    /// Routes whose pattern has no `{parameter}`, by pattern, in registration order: a request path
+    /// spelled exactly like one of them (and with no `%`, so decoding cannot change it) is owned by
+    /// that pattern alone — an all-literal shape beats every templated one at the first segment where
+    /// they differ — so `dispatch` looks it up instead of matching every route.
+    private var literalRoutes: [String: [Int]] = [:]
 
     public init() {}
 
@@ -88,6 +93,9 @@ public struct Router: Responder {
                           segments: segments, accepts: accepts, handler: handler)
         precondition(!routes.contains { $0.method == route.method && $0.segments == route.segments },
                      "duplicate route \(route.method) \(pattern)")
+        if !segments.contains(where: { if case .parameter = $0 { true } else { false } }) {
+            literalRoutes[pattern, default: []].append(routes.count)
+        }
         routes.append(route)
     }
 
@@ -119,12 +127,12 @@ public struct Router: Responder {
     /// Answers `request` and names the route pattern that matched (nil for 404 and 405), so a
     /// caller can label metrics and logs by route rather than by raw path.
     public func dispatch(_ request: Request) -> (response: Response, pattern: String?) {
+        if let owners = literalRoutes[request.rawPath], !request.rawPath.utf8.contains(UInt8(ascii: "%")) {
+            return answer(request, owners.map { (routes[$0], []) })
+        }
         let rawSegments = request.rawPath.hasPrefix("/")
             ? request.rawPath.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
             : []
-        var best: (route: Route, parameters: [(String, String)])?
-        var getFallback: (route: Route, parameters: [(String, String)])?
-        var allowed: [String] = []
         var decoded: [String?] = Array(repeating: nil, count: rawSegments.count)
 
         // The most specific shape that matches owns the path (OpenAPI 3.1 §4.8.8.2: concrete paths
@@ -139,6 +147,15 @@ public struct Router: Responder {
             }
             matching.append((route, parameters))
         }
+        return answer(request, matching)
+    }
+
+    /// Picks the route for the request's method among those of the one shape that owns the path
+    /// (HEAD falls back to GET), or answers 404 / 405 / 415.
+    private func answer(_ request: Request, _ matching: [(route: Route, parameters: [(String, String)])]) -> (response: Response, pattern: String?) {
+        var best: (route: Route, parameters: [(String, String)])?
+        var getFallback: (route: Route, parameters: [(String, String)])?
+        var allowed: [String] = []
         for (route, parameters) in matching {
             if !allowed.contains(route.method) { allowed.append(route.method) }
             if route.method == request.method {
@@ -163,7 +180,7 @@ public struct Router: Responder {
                              headers: [("Allow", allow)]), nil)
         }
 
-        if !request.body.isEmpty, ["POST", "PUT", "PATCH"].contains(request.method),
+        if !request.body.isEmpty, request.method == "POST" || request.method == "PUT" || request.method == "PATCH",
            !route.accepts.allows(request.mediaType) {
             return (.problem(status: 415, code: "invalid_request",
                              detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here: send Content-Type: \(route.accepts.expected)"

@@ -21,7 +21,14 @@ extension JSONValue {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .number(let d): out.append(contentsOf: JSONValue.ecmaScriptString(d).utf8)
+        case .number(let d):
+            // Integers (timestamps, counts, statuses) are most numbers written: their digits go
+            // straight into `out`; ECMAScript prints them the same way (see `ecmaScriptString`).
+            if d.rounded(.towardZero) == d, abs(d) < 9_007_199_254_740_992, d != 0 {
+                JSONValue.writeInteger(Int64(d), into: &out)
+            } else {
+                out.append(contentsOf: JSONValue.ecmaScriptString(d).utf8)
+            }
         case .string(let s): JSONValue.writeString(s, into: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
@@ -60,6 +67,21 @@ extension JSONValue {
             }
         }
         return decided ?? a.utf16.lexicographicallyPrecedes(b.utf16)
+    }
+
+    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64) = (0, 0)  // up to 16 digits (|value| < 2^53), most significant last
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            for i in stride(from: count - 1, through: 0, by: -1) { out.append(buffer[i]) }
+        }
     }
 
     static func writeString(_ s: String, into out: inout [UInt8]) {

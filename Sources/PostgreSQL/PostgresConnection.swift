@@ -27,7 +27,7 @@ public final class PostgresConnection: Sendable {
         let handle: OpaquePointer  // PGconn *
         /// Set by the notice receiver when the server sends FATAL (it is closing the connection).
         let fatalFlag: UnsafeMutablePointer<Int32>
-        var statements: [StatementKey: String] = [:]
+        var statements: [StatementKey: PreparedStatement] = [:]
         var nextStatement = 0
         /// Nesting depth of `transaction { }` (savepoints beyond 1).
         var transactionDepth = 0
@@ -48,6 +48,14 @@ public final class PostgresConnection: Sendable {
     private struct StatementKey: Hashable {
         let text: String
         let types: [UInt32]
+    }
+
+    /// A statement prepared on this connection, and the column layout of its results once one
+    /// came back (built once, not per query).
+    private final class PreparedStatement {
+        let name: String
+        var layout: ColumnLayout?
+        init(name: String) { self.name = name }
     }
 
     /// Prepared statements kept per connection before new ones run unprepared.
@@ -272,7 +280,7 @@ public final class PostgresConnection: Sendable {
             // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
             // plan must not change result type" (after a schema change): prepare again, once.
             let key = StatementKey(text: sql.text, types: sql.binds.map(\.typeOID))
-            guard let name = state.statements.removeValue(forKey: key) else { throw error }
+            guard let name = state.statements.removeValue(forKey: key)?.name else { throw error }
             if error.sqlState == "26000" { state.statements.removeAll() }
             // Inside a transaction the failure aborted it: report the original error.
             guard PQtransactionStatus(state.handle) == PQTRANS_IDLE else { throw error }
@@ -288,18 +296,20 @@ public final class PostgresConnection: Sendable {
         let fatal = state.fatalFlag
         let types = sql.binds.map(\.typeOID)
         let key = StatementKey(text: sql.text, types: types)
-        var name = state.statements[key]
-        if name == nil, state.statements.count < statementCacheLimit {
+        var statement = state.statements[key]
+        if statement == nil, state.statements.count < statementCacheLimit {
             let newName = "lk_\(state.nextStatement)"
             let prepared = try Exchange.run(handle, fatal, deadline: deadline) { h in
                 types.withUnsafeBufferPointer { t in PQsendPrepare(h, newName, sql.text, Int32(types.count), t.baseAddress) }
             }
             PQclear(prepared)
             state.nextStatement += 1
-            state.statements[key] = newName
-            name = newName
+            let created = PreparedStatement(name: newName)
+            state.statements[key] = created
+            statement = created
         }
-        guard let name else { return try runUnnamed(sql, state, deadline) }
+        guard let statement else { return try runUnnamed(sql, state, deadline) }
+        let name = statement.name
         let encoded = sql.binds.map(\.wireBytes)
         let lengths = encoded.map { Int32($0?.count ?? 0) }
         let formats = sql.binds.map(\.format)
@@ -307,7 +317,9 @@ public final class PostgresConnection: Sendable {
             withPointers(encoded) { values in PQsendQueryPrepared(h, name, Int32(encoded.count), values, lengths, formats, 0) }
         }
         defer { PQclear(result) }
-        return (materialize(result), affectedRows(result))
+        let layout = statement.layout.flatMap { matches($0, result) ? $0 : nil } ?? layout(of: result)
+        statement.layout = layout
+        return (materialize(result, layout), affectedRows(result))
     }
 
     /// Parse, bind and execute through the unnamed statement (`PQsendQueryParams`): one round
@@ -321,7 +333,7 @@ public final class PostgresConnection: Sendable {
             withPointers(encoded) { values in PQsendQueryParams(h, sql.text, Int32(encoded.count), types, values, lengths, formats, 0) }
         }
         defer { PQclear(result) }
-        return (materialize(result), affectedRows(result))
+        return (materialize(result, layout(of: result)), affectedRows(result))
     }
 
     /// A failed result: a server error (`.query` with SQLSTATE) unless the connection broke,
@@ -347,16 +359,31 @@ public final class PostgresConnection: Sendable {
         return Int(String(cString: text)) ?? 0
     }
 
-    private static func materialize(_ result: OpaquePointer) -> [Row] {
-        let rowCount = Int(PQntuples(result))
+    /// The column names and types of `result`.
+    private static func layout(of result: OpaquePointer) -> ColumnLayout {
         let columnCount = Int(PQnfields(result))
-        guard columnCount > 0 else { return [] }
         var columns: [String] = []
         var types: [UInt32] = []
+        columns.reserveCapacity(columnCount)
+        types.reserveCapacity(columnCount)
         for c in 0..<columnCount {
             columns.append(PQfname(result, Int32(c)).map { String(cString: $0) } ?? "?column?")
             types.append(UInt32(PQftype(result, Int32(c))))
         }
+        return ColumnLayout(columns: columns, columnTypes: types)
+    }
+
+    /// Whether `result` has `layout`'s shape (a cheap check on a cached layout: count and types).
+    private static func matches(_ layout: ColumnLayout, _ result: OpaquePointer) -> Bool {
+        guard Int(PQnfields(result)) == layout.columnTypes.count else { return false }
+        for (c, type) in layout.columnTypes.enumerated() where UInt32(PQftype(result, Int32(c))) != type { return false }
+        return true
+    }
+
+    private static func materialize(_ result: OpaquePointer, _ layout: ColumnLayout) -> [Row] {
+        let rowCount = Int(PQntuples(result))
+        let columnCount = layout.columns.count
+        guard columnCount > 0 else { return [] }
         var cells: [(start: Int, length: Int)] = []
         cells.reserveCapacity(rowCount * columnCount)
         var bytes: [UInt8] = []
@@ -376,7 +403,7 @@ public final class PostgresConnection: Sendable {
                 cells.append((start, length))
             }
         }
-        let storage = ResultStorage(columns: columns, columnTypes: types, rowCount: rowCount, cells: cells, bytes: bytes)
+        let storage = ResultStorage(layout: layout, rowCount: rowCount, cells: cells, bytes: bytes)
         return (0..<rowCount).map { Row(storage: storage, row: $0) }
     }
 }

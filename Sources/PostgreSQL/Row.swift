@@ -4,22 +4,36 @@ public import FoundationEssentials
 public import Foundation
 #endif
 
-/// The rows of one result, copied out of libpq (text format) so no C memory outlives the call.
-final class ResultStorage: Sendable {
+/// A result's column names, their index and type OIDs. A prepared statement's result always has
+/// the same shape (PostgreSQL refuses to run one whose result type changed), so one layout is built
+/// per prepared statement and shared by every result it returns.
+final class ColumnLayout: Sendable {
     let columns: [String]
     let columnIndex: [String: Int]
     let columnTypes: [UInt32]
-    let rowCount: Int
-    /// Per cell (row-major): start offset in `bytes` and length, or length -1 for NULL.
-    let cells: [(start: Int, length: Int)]
-    let bytes: [UInt8]
 
-    init(columns: [String], columnTypes: [UInt32], rowCount: Int, cells: [(start: Int, length: Int)], bytes: [UInt8]) {
+    init(columns: [String], columnTypes: [UInt32]) {
         self.columns = columns
         var index: [String: Int] = [:]
         for (i, name) in columns.enumerated() where index[name] == nil { index[name] = i }
         self.columnIndex = index
         self.columnTypes = columnTypes
+    }
+}
+
+/// The rows of one result, copied out of libpq (text format) so no C memory outlives the call.
+final class ResultStorage: Sendable {
+    let layout: ColumnLayout
+    var columns: [String] { layout.columns }
+    var columnIndex: [String: Int] { layout.columnIndex }
+    var columnTypes: [UInt32] { layout.columnTypes }
+    let rowCount: Int
+    /// Per cell (row-major): start offset in `bytes` and length, or length -1 for NULL.
+    let cells: [(start: Int, length: Int)]
+    let bytes: [UInt8]
+
+    init(layout: ColumnLayout, rowCount: Int, cells: [(start: Int, length: Int)], bytes: [UInt8]) {
+        self.layout = layout
         self.rowCount = rowCount
         self.cells = cells
         self.bytes = bytes

@@ -1,3 +1,4 @@
+import Foundation
 import HTTP
 import Testing
 
@@ -83,6 +84,33 @@ private func echoRouter() -> Router {
         let list = router.respond(to: Request(method: "POST", target: "/v1/passkeys"))
         #expect(list.status == 405)
         #expect(list.header("allow") == "GET, HEAD")
+    }
+
+    /// The literal-path lookup (`dispatch`'s fast path) answers exactly what matching every route
+    /// answers: the same path with one letter percent-encoded cannot take the lookup (it has a `%`),
+    /// so it goes through the full match, and both must agree on status, body and Allow.
+    @Test(arguments: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"])
+    func literalLookupAgreesWithFullMatch(method: String) {
+        for pattern in ["/v1/passkeys", "/v1/device-keys/challenges", "/v1/token", "/upload"] {
+            let encoded = pattern.replacingOccurrences(of: "/v1/", with: "/v%31/")
+                .replacingOccurrences(of: "/upload", with: "/%75pload")
+            #expect(encoded != pattern && encoded.contains("%"))
+            let headers = [("Content-Type", "application/json")]
+            let plain = router.respond(to: Request(method: method, target: pattern, headers: headers, body: Array("{}".utf8)))
+            let slow = router.respond(to: Request(method: method, target: encoded, headers: headers, body: Array("{}".utf8)))
+            #expect(plain.status == slow.status, "\(method) \(pattern)")
+            #expect(plain.body == slow.body, "\(method) \(pattern)")
+            #expect(plain.header("Allow") == slow.header("Allow"), "\(method) \(pattern)")
+        }
+    }
+
+    /// A path that only looks like a literal route with a different spelling (trailing slash, a
+    /// parameter's value equal to a literal elsewhere) is not taken by the lookup.
+    @Test func literalLookupIsExact() {
+        #expect(router.respond(to: Request(method: "GET", target: "/v1/passkeys/")).status == 404)
+        #expect(String(decoding: router.respond(to: Request(method: "DELETE", target: "/v1/passkeys/challenges")).body, as: UTF8.self)
+                == "delete challenges")
+        #expect(router.respond(to: Request(method: "GET", target: "/v1/passkeys?x=1")).status == 200)
     }
 
     @Test func headFallsBackToGet() {

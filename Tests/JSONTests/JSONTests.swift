@@ -155,3 +155,16 @@ extension CanonicalJSONTests {
         #expect(try JSONParser.parse(Self.object(members: 2000), maxMembers: 4096).objectValue?.count == 2000)
     }
 }
+
+@Suite struct JSONNumberWritingTests {
+    /// Integers are written digit by digit (not through `ecmaScriptString`); both spellings must be
+    /// the same text, serialized and canonical, at the edges of the exact-integer range too.
+    @Test(arguments: [1.0, -1, 7, 10, 99, 100, -1_000_000, 1_764_633_600, 4_294_967_296,
+                      9_007_199_254_740_991, -9_007_199_254_740_991, 9_007_199_254_740_992, 1e21, 1e22,
+                      0, -0.0, 0.5, -2.5, 1e-7, 123_456_789.125])
+    func integersMatchECMAScript(value: Double) {
+        let expected = Array(JSONValue.ecmaScriptString(value).utf8)
+        #expect(JSONValue.number(value).serialized() == expected)
+        #expect(JSONValue.array([.number(value)]).canonicalized() == Array("[".utf8) + expected + Array("]".utf8))
+    }
+}

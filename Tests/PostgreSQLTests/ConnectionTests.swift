@@ -236,6 +236,23 @@ struct ConnectionTests {
         #expect(try row.date("bc").timeIntervalSince1970 < -62_135_596_800)  // before year 1
     }
 
+    @Test("a prepared statement's cached column layout reads every later result by name; another statement has its own")
+    func preparedLayoutIsReused() throws {
+        let conn = try TestDatabase.connect()
+        for n in 1...3 {
+            let rows = try conn.query("SELECT \(Int64(n)) AS first, \("v\(n)") AS second, generate_series(1, \(Int64(n))) AS third")
+            #expect(rows.count == n)
+            #expect(try rows.last?.int64("first") == Int64(n))
+            #expect(try rows.last?.string("second") == "v\(n)")
+            #expect(try rows.last?.int("third") == n)
+            #expect(rows.last?.columns == ["first", "second", "third"])
+            // Same parameter types, other text: its own layout, its own names.
+            let other = try conn.query("SELECT \("w\(n)") AS second, \(Int64(n)) AS first")
+            #expect(other.first?.columns == ["second", "first"])
+            #expect(try other.first?.string("second") == "w\(n)")
+        }
+    }
+
     @Test("executeScript runs several statements")
     func script() throws {
         let conn = try TestDatabase.connect()

@@ -197,7 +197,7 @@ struct TransactionPoolingTests {
 struct TimestampDecodingTests {
     private static func decode(_ text: String, type: UInt32 = 1184) throws -> Date {
         let bytes = Array(text.utf8)
-        let storage = ResultStorage(columns: ["at"], columnTypes: [type], rowCount: 1, cells: [(0, bytes.count)], bytes: bytes)
+        let storage = ResultStorage(layout: ColumnLayout(columns: ["at"], columnTypes: [type]), rowCount: 1, cells: [(0, bytes.count)], bytes: bytes)
         return try Row(storage: storage, row: 0).date("at")
     }
 

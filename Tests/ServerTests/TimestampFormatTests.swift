@@ -1,0 +1,36 @@
+import Foundation
+@testable import LatchkeyServer
+import Testing
+
+/// `iso8601` writes its digits itself (it is on every log line and every JSON timestamp); it must
+/// say what a calendar says, also at the edges of days, months, leap years and its 4-digit range.
+@Suite struct TimestampFormatTests {
+    @Test(arguments: [
+        (0.0, "1970-01-01T00:00:00Z"),
+        (951_782_400, "2000-02-29T00:00:00Z"),
+        (1_767_225_599, "2025-12-31T23:59:59Z"),
+        (1_767_225_600, "2026-01-01T00:00:00Z"),
+        (1_796_169_599.999, "2026-12-01T23:59:59Z"),
+        (4_107_542_400, "2100-03-01T00:00:00Z"),
+        (253_402_300_799, "9999-12-31T23:59:59Z"),
+        (-1, "1969-12-31T23:59:59Z"),
+    ])
+    func formats(seconds: Double, expected: String) {
+        #expect(iso8601(Date(timeIntervalSince1970: seconds)) == expected)
+    }
+
+    @Test func agreesWithFoundationOnADaySweep() {
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        var seconds = 1_600_000_000.0
+        for _ in 0..<400 {
+            let date = Date(timeIntervalSince1970: seconds)
+            #expect(iso8601(date) == formatter.string(from: date))
+            seconds += 86_400 * 3 + 3_671  // walks days, hours, minutes and seconds over ~3 years
+        }
+    }
+
+    @Test func yearsPastFourDigitsStillPrint() {
+        #expect(iso8601(Date(timeIntervalSince1970: 253_402_300_800)) == "10000-01-01T00:00:00Z")
+    }
+}
