@@ -26,6 +26,8 @@ typedef struct latchkey_mhd_config {
     unsigned int per_ip_connection_limit;
     size_t connection_memory_limit;
     int reuse_port;
+    /// MHD_ALLOW_SUSPEND_RESUME: the application answers on threads of its own.
+    int allow_suspend_resume;
 } latchkey_mhd_config;
 
 /// Error codes written by latchkey_mhd_start when it returns NULL.
@@ -77,6 +79,9 @@ static inline struct MHD_Daemon *latchkey_mhd_start(const latchkey_mhd_config *c
     }
     if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES) {
         flags |= MHD_USE_EPOLL;
+    }
+    if (config->allow_suspend_resume) {
+        flags |= MHD_ALLOW_SUSPEND_RESUME;
     }
 
     struct MHD_OptionItem options[12];

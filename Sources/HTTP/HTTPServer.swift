@@ -4,16 +4,23 @@ import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd. This file is the only Swift code that calls libmicrohttpd.
 ///
-/// Requests are read fully (up to `maxBodyBytes`) and handed to the `Responder` on one of
-/// libmicrohttpd's worker threads. A body that is declared or turns out to be larger gets
-/// 413 `payload_too_large` without being buffered, and the connection is closed.
+/// libmicrohttpd reads requests fully (up to `maxBodyBytes`) on one polling thread; each complete
+/// request is handed to the first free thread of a `WorkerPool`, which runs the `Responder` while
+/// its connection is suspended, then resumes it with the response. A body that is declared or turns
+/// out to be larger gets 413 `payload_too_large` without being buffered, and the connection is closed.
+///
+/// A client that shuts down its sending side (TCP half-close) before it has read the answer may
+/// have the connection closed instead: libmicrohttpd 0.9.75 reads once more when a connection
+/// resumes, and takes the FIN it finds as the client going away. HTTP clients (browsers, curl,
+/// every HTTP library) keep the connection open until the response has arrived.
 public final class HTTPServer: Sendable {
     public struct Configuration: Sendable {
         /// Numeric IPv4 or IPv6 address; "" binds every IPv4 address.
         public var host: String
         /// 0 picks an ephemeral port; read it back from `HTTPServer.port`.
         public var port: Int
-        /// Worker threads, each with its own epoll loop (1 = a single internal polling thread).
+        /// Threads that run the responder, all taking requests from one queue (libmicrohttpd's
+        /// network I/O runs on one more thread of its own).
         public var threadPoolSize: Int
         /// Idle connections are closed after this many seconds (0 = never).
         public var connectionTimeoutSeconds: Int
@@ -56,14 +63,16 @@ public final class HTTPServer: Sendable {
         guard (0...65535).contains(configuration.port) else {
             throw HTTPError(.invalidAddress, "port \(configuration.port) is out of range")
         }
-        let core = ServerCore(responder: responder, maxBodyBytes: max(0, configuration.maxBodyBytes))
+        let core = ServerCore(responder: responder, maxBodyBytes: max(0, configuration.maxBodyBytes),
+                              workers: WorkerPool(threads: configuration.threadPoolSize))
         let context = Unmanaged.passUnretained(core).toOpaque()
         var error: Int32 = 0
         let started: OpaquePointer? = configuration.host.withCString { host in
             var config = latchkey_mhd_config()
             config.host = host
             config.port = UInt16(configuration.port)
-            config.thread_pool_size = UInt32(clamping: configuration.threadPoolSize)
+            config.thread_pool_size = 1
+            config.allow_suspend_resume = 1
             config.connection_timeout_seconds = UInt32(clamping: configuration.connectionTimeoutSeconds)
             config.connection_limit = UInt32(clamping: configuration.connectionLimit)
             config.per_ip_connection_limit = UInt32(clamping: max(0, configuration.perAddressConnectionLimit))
@@ -71,6 +80,7 @@ public final class HTTPServer: Sendable {
             return latchkey_mhd_start(&config, accessHandler, context, requestCompleted, context, &error)
         }
         guard let started else {
+            core.workers.close()
             if error == Int32(LATCHKEY_MHD_BAD_HOST) {
                 throw HTTPError(.invalidAddress, "host must be a numeric IP address: \(configuration.host)")
             }
@@ -97,6 +107,10 @@ public final class HTTPServer: Sendable {
             defer { state = nil }
             return state
         }
+        // Every request a worker holds is answered and its connection resumed before the daemon
+        // goes (libmicrohttpd must not be left with suspended connections); what arrives meanwhile
+        // is answered on the polling thread itself.
+        core.workers.close()
         if let handle { MHD_stop_daemon(handle.pointer) }
     }
 
@@ -116,18 +130,21 @@ private struct DaemonHandle: @unchecked Sendable {
 private final class ServerCore: Sendable {
     let responder: any Responder
     let maxBodyBytes: Int
+    let workers: WorkerPool
     /// Per-request contexts allocated and not yet freed (a leak check for tests).
     let liveExchanges = Atomic<Int>(0)
 
-    init(responder: any Responder, maxBodyBytes: Int) {
+    init(responder: any Responder, maxBodyBytes: Int, workers: WorkerPool) {
         self.responder = responder
         self.maxBodyBytes = maxBodyBytes
+        self.workers = workers
     }
 }
 
 /// Per-request state kept in libmicrohttpd's `con_cls` between access-handler calls; retained on
-/// the first call, released in `requestCompleted`. Only touched by the connection's thread.
-private final class Exchange {
+/// the first call, released in `requestCompleted`. Only touched by the polling thread, except
+/// `answer`, which a worker fills while the connection is suspended.
+private final class Exchange: @unchecked Sendable {
     var headers: [(String, String)] = []
     var body: [UInt8] = []
     /// Upload bytes seen so far, kept or not.
@@ -135,6 +152,8 @@ private final class Exchange {
     /// The body outgrew the limit: the rest is read and dropped, then 413 is sent.
     var overflowed = false
     var responded = false
+    /// The responder's answer, from the worker to the polling thread (taken once).
+    let answer = Mutex<Response?>(nil)
 }
 
 /// How much of an oversized streamed (chunked) body is read and dropped so that the client can
@@ -197,7 +216,13 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         }
         return .YES
     }
-    if exchange.responded { return .YES }
+    if exchange.responded {
+        // Called again after a worker resumed the connection: send what it answered.
+        if let response = exchange.answer.withLock({ answer in defer { answer = nil }; return answer }) {
+            return queue(response, on: connection)
+        }
+        return .YES
+    }
     exchange.responded = true
     if exchange.overflowed { return queue(payloadTooLarge(core.maxBodyBytes), on: connection) }
 
@@ -205,7 +230,22 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
                           query: values(of: connection, kind: .GET_ARGUMENT_KIND, decodeQuery: true),
                           headers: exchange.headers, body: exchange.body, remoteAddress: clientAddress(connection))
     exchange.body = []
-    return queue(core.responder.respond(to: request), on: connection)
+    // Suspended before the job is queued, so a worker can never resume it first. libmicrohttpd
+    // calls this handler again once the worker has resumed it (the branch above).
+    let suspended = SuspendedConnection(pointer: connection)
+    MHD_suspend_connection(connection)
+    let job: WorkerPool.Job = {
+        let response = core.responder.respond(to: request)
+        exchange.answer.withLock { $0 = response }
+        MHD_resume_connection(suspended.pointer)
+    }
+    if !core.workers.submit(job) { job() }  // stopping: answered here, on the polling thread
+    return .YES
+}
+
+/// A suspended connection, handed to the one worker that resumes it.
+private struct SuspendedConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
 }
 
 private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in

@@ -216,8 +216,7 @@ struct FaultTests {
         #expect(try server.client().get("/healthz").status == 200)
         let healthSeconds = Date().timeIntervalSince(health)
         // Both blocked requests come back while the lock is still held: statement_timeout, not the
-        // ROLLBACK, ended them. (One timeout each, but libmicrohttpd may put both connections on one
-        // worker thread, which serves them one after the other: about 1.5 s and 3 s here.)
+        // ROLLBACK, ended them (one timeout each, on two of the server's workers: about 1.5 s each).
         #expect(waitFor(seconds: 30) { outcomes.withLock { $0.count } == 2 }, "a request blocked on the database did not return")
         _ = try locker.execute("ROLLBACK")
         for outcome in outcomes.withLock({ $0 }) {

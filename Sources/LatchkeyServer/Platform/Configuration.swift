@@ -70,7 +70,7 @@ public struct Configuration: Sendable {
     /// `LATCHKEY_KEY_ENCRYPTION_KEY`: seals signing keys at rest. Required outside development
     /// mode; in development mode `latchkey serve` falls back to a generated one in a file (docs/operator.md, "Keys at rest").
     public var keyEncryptionKey: KeyEncryptionKey? = nil
-    public var threads = 4
+    public var threads = 8
     public var workers = 1
     /// `LATCHKEY_WEBHOOK_MAX_AGE`: seconds after an event's creation its deliveries are retried.
     public var webhookMaxAge = 259_200

@@ -73,7 +73,7 @@ public enum ConfigurationCatalogue {
         .init("LATCHKEY_CONNECTIONS_PER_ADDRESS", "listeners", "simultaneous connections one client address may hold; `0` off",
               default: "`64` (`0` in dev mode and with `LATCHKEY_TRUST_PROXY=1`)", effective: { String($0.connectionsPerAddress) }),
         .init("LATCHKEY_MAX_BODY", "listeners", "request body limit in bytes (413 past it)", default: "`65536`"),
-        .init("LATCHKEY_THREADS", "listeners", "worker threads per process", default: "`4`"),
+        .init("LATCHKEY_THREADS", "listeners", "worker threads per process", default: "`8`"),
         .init("LATCHKEY_WORKERS", "listeners", "processes sharing the listening port (`SO_REUSEPORT`)", default: "`1`"),
         .init("LATCHKEY_DB_POOLER", "database",
               "`transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL (no named prepared statements, no session `SET`, no `LISTEN` on pooled connections)",
