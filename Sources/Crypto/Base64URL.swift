@@ -10,25 +10,41 @@ public enum Base64URL {
     }()
 
     public static func encode(_ bytes: [UInt8]) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var i = 0
-        while i + 3 <= bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out.append(alphabet[Int(n >> 18)]); out.append(alphabet[Int(n >> 12 & 63)])
-            out.append(alphabet[Int(n >> 6 & 63)]); out.append(alphabet[Int(n & 63)])
-            i += 3
+        let length = (bytes.count * 4 + 2) / 3
+        guard length > 0 else { return "" }
+        // Written straight into the string's storage through the alphabet's buffer: this runs for
+        // every token, id and challenge the server hands out.
+        return alphabet.withUnsafeBufferPointer { table in
+            bytes.withUnsafeBufferPointer { input in
+                String(unsafeUninitializedCapacity: length) { out in
+                    var i = 0, o = 0
+                    while i + 3 <= input.count {
+                        let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                        out[o] = table[Int(n >> 18)]
+                        out[o + 1] = table[Int(n >> 12 & 63)]
+                        out[o + 2] = table[Int(n >> 6 & 63)]
+                        out[o + 3] = table[Int(n & 63)]
+                        i += 3
+                        o += 4
+                    }
+                    switch input.count - i {
+                    case 1:
+                        let n = UInt32(input[i]) << 16
+                        out[o] = table[Int(n >> 18)]
+                        out[o + 1] = table[Int(n >> 12 & 63)]
+                        o += 2
+                    case 2:
+                        let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
+                        out[o] = table[Int(n >> 18)]
+                        out[o + 1] = table[Int(n >> 12 & 63)]
+                        out[o + 2] = table[Int(n >> 6 & 63)]
+                        o += 3
+                    default: break
+                    }
+                    return o
+                }
+            }
         }
-        switch bytes.count - i {
-        case 1:
-            let n = UInt32(bytes[i]) << 16
-            out.append(alphabet[Int(n >> 18)]); out.append(alphabet[Int(n >> 12 & 63)])
-        case 2:
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-            out.append(alphabet[Int(n >> 18)]); out.append(alphabet[Int(n >> 12 & 63)]); out.append(alphabet[Int(n >> 6 & 63)])
-        default: break
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     public static func decode(_ text: String) -> [UInt8]? {

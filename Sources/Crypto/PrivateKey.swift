@@ -1,9 +1,11 @@
 internal import COpenSSL
+import Synchronization
 
 /// A private signing key: token signing, and the test authenticator.
 public struct PrivateKey: Sendable {
     let handle: PKeyHandle
     public let type: KeyType
+    private let templates = SigningTemplates()
 
     init(taking pointer: OpaquePointer) {
         handle = PKeyHandle(pointer)
@@ -57,10 +59,16 @@ public struct PrivateKey: Sendable {
         }
         guard let ctx = EVP_MD_CTX_new() else { throw CryptoError(.internalFailure, "EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
-        var pctx: OpaquePointer? = nil
-        guard EVP_DigestSignInit(ctx, &pctx, md, nil, handle.pointer) == 1 else { throw CryptoError.openSSL(.unsupported, "sign init") }
-        if pss {
-            guard shim_set_pss_padding(pctx) == 1 else { throw CryptoError.openSSL(.unsupported, "PSS") }
+        // A copy of a context set up once for this key and algorithm: EVP_DigestSignInit looks up
+        // the key's provider, the signature and the digest by name on every call (OpenSSL 3).
+        let initialise = { (target: OpaquePointer) -> Bool in
+            var pctx: OpaquePointer? = nil
+            guard EVP_DigestSignInit(target, &pctx, md, nil, handle.pointer) == 1 else { return false }
+            return !pss || shim_set_pss_padding(pctx) == 1
+        }
+        // A key type whose context OpenSSL cannot copy is initialised directly.
+        guard templates.copy(into: ctx, algorithm: algorithm, setUp: initialise) || initialise(ctx) else {
+            throw CryptoError.openSSL(.unsupported, "sign init")
         }
         var length = 0
         guard message.withUnsafeBufferPointer({ EVP_DigestSign(ctx, nil, &length, $0.baseAddress, $0.count) }) == 1 else {
@@ -71,5 +79,37 @@ public struct PrivateKey: Sendable {
             signature.withUnsafeMutableBufferPointer { EVP_DigestSign(ctx, $0.baseAddress, &length, m.baseAddress, m.count) }
         }) == 1 else { throw CryptoError.openSSL(.internalFailure, "sign") }
         return Array(signature[0..<length])
+    }
+}
+
+/// Per key: one initialised signing context per algorithm, copied for each signature (a copy is
+/// independent of its template, so signatures may run on several threads at once).
+private final class SigningTemplates: Sendable {
+    private struct Contexts: @unchecked Sendable {
+        var byAlgorithm: [SignatureAlgorithm: OpaquePointer] = [:]
+    }
+    private let contexts = Mutex(Contexts())
+
+    deinit {
+        contexts.withLock { state in
+            for ctx in state.byAlgorithm.values { EVP_MD_CTX_free(ctx) }
+        }
+    }
+
+    /// Copies the template for `algorithm` into `ctx`, creating it with `setUp` the first time.
+    /// False when the template cannot be set up or copied.
+    func copy(into ctx: OpaquePointer, algorithm: SignatureAlgorithm, setUp: (OpaquePointer) -> Bool) -> Bool {
+        contexts.withLock { state in
+            if let template = state.byAlgorithm[algorithm] { return EVP_MD_CTX_copy_ex(ctx, template) == 1 || clearedFalse() }
+            guard let template = EVP_MD_CTX_new() else { return false }
+            guard setUp(template) else { EVP_MD_CTX_free(template); return false }
+            state.byAlgorithm[algorithm] = template
+            return EVP_MD_CTX_copy_ex(ctx, template) == 1 || clearedFalse()
+        }
+    }
+
+    private func clearedFalse() -> Bool {
+        CryptoError.clearQueue()
+        return false
     }
 }

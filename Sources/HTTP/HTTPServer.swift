@@ -33,10 +33,14 @@ public final class HTTPServer: Sendable {
         public var maxBodyBytes: Int
         /// SO_REUSEPORT, so several processes can listen on the same port.
         public var reusePort: Bool
+        /// libmicrohttpd's memory per connection: the request line and headers must fit (a larger
+        /// head gets 431), bodies stream through it. libmicrohttpd zeroes it for every request, so
+        /// it is sized for API requests (nginx allows 8 KiB per header line by default), not 32 KiB.
+        public var connectionMemoryBytes: Int
 
         public init(host: String = "127.0.0.1", port: Int = 8080, threadPoolSize: Int = HTTPServer.processorCount,
                     connectionTimeoutSeconds: Int = 30, connectionLimit: Int = 1000, perAddressConnectionLimit: Int = 0,
-                    maxBodyBytes: Int = 65536, reusePort: Bool = false) {
+                    maxBodyBytes: Int = 65536, reusePort: Bool = false, connectionMemoryBytes: Int = 16 * 1024) {
             self.host = host
             self.port = port
             self.threadPoolSize = threadPoolSize
@@ -45,6 +49,7 @@ public final class HTTPServer: Sendable {
             self.perAddressConnectionLimit = perAddressConnectionLimit
             self.maxBodyBytes = maxBodyBytes
             self.reusePort = reusePort
+            self.connectionMemoryBytes = connectionMemoryBytes
         }
     }
 
@@ -77,6 +82,7 @@ public final class HTTPServer: Sendable {
             config.connection_limit = UInt32(clamping: configuration.connectionLimit)
             config.per_ip_connection_limit = UInt32(clamping: max(0, configuration.perAddressConnectionLimit))
             config.reuse_port = configuration.reusePort ? 1 : 0
+            config.connection_memory_limit = max(4096, configuration.connectionMemoryBytes)
             return latchkey_mhd_start(&config, accessHandler, context, requestCompleted, context, &error)
         }
         guard let started else {

@@ -9,6 +9,13 @@ extension JSONValue {
 
     public var text: String { String(decoding: serialized(), as: UTF8.self) }
 
+    /// Appends `string` as a JSON string (quoted, escaped), for writers that build a line without
+    /// a `JSONValue` tree (the request log).
+    public static func append(string: String, to out: inout [UInt8]) { writeString(string, into: &out) }
+
+    /// Appends `number` as JSON (ECMAScript's spelling, as `serialized()` writes it).
+    public static func append(number: Double, to out: inout [UInt8]) { JSONValue.number(number).write(into: &out, canonical: false) }
+
     /// RFC 8785 (JCS) canonical form: members sorted by their UTF-16 code units, ECMAScript number
     /// formatting, the minimal escaping of RFC 8785 §3.2.2.2, no whitespace.
     public func canonicalized() -> [UInt8] {
@@ -69,6 +76,20 @@ extension JSONValue {
         return decided ?? a.utf16.lexicographicallyPrecedes(b.utf16)
     }
 
+    /// Whether any of the eight bytes is below 0x20, `"` (0x22) or `\` (0x5C): exact for "no"
+    /// (the usual answer), possibly a false "yes" after a byte that really is one.
+    @inline(__always)
+    static func mayNeedEscaping(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        let below0x20 = (word &- ones &* 0x20) & ~word & high
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let hasQuote = (quote &- ones) & ~quote & high
+        let hasBackslash = (backslash &- ones) & ~backslash & high
+        return (below0x20 | hasQuote | hasBackslash) != 0
+    }
+
     static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         if value < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = value.magnitude
@@ -88,13 +109,25 @@ extension JSONValue {
         out.append(UInt8(ascii: "\""))
         var text = s
         text.withUTF8 { bytes in
-            // Copy runs that need no escaping in one go; most strings are one such run.
+            // Copy runs that need no escaping in one go; most strings are one such run. Eight bytes
+            // at a time are checked for a control character, `"` or `\` (the word test can only
+            // say "maybe", never miss one: a maybe is looked at byte by byte).
             var runStart = 0
-            for i in 0..<bytes.count {
+            var i = 0
+            while i < bytes.count {
+                if i + 8 <= bytes.count {
+                    let word = UnsafeRawPointer(bytes.baseAddress! + i).loadUnaligned(as: UInt64.self)
+                    if !Self.mayNeedEscaping(word) {
+                        i += 8
+                        continue
+                    }
+                }
                 let byte = bytes[i]
+                i += 1
                 guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
-                runStart = i + 1
+                let escapeAt = i - 1
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<escapeAt]))
+                runStart = escapeAt + 1
                 switch byte {
                 case 0x22: out.append(contentsOf: [0x5C, 0x22])
                 case 0x5C: out.append(contentsOf: [0x5C, 0x5C])

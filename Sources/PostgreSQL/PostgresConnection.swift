@@ -46,8 +46,14 @@ public final class PostgresConnection: Sendable {
     }
 
     private struct StatementKey: Hashable {
-        let text: String
+        let text: [UInt8]
         let types: [UInt32]
+
+        /// The text hashed as one run of bytes (an array's own hashing combines element by element).
+        func hash(into hasher: inout Hasher) {
+            text.withUnsafeBytes { hasher.combine(bytes: $0) }
+            types.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     /// A statement prepared on this connection, and the column layout of its results once one
@@ -279,7 +285,7 @@ public final class PostgresConnection: Sendable {
         } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
             // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
             // plan must not change result type" (after a schema change): prepare again, once.
-            let key = StatementKey(text: sql.text, types: sql.binds.map(\.typeOID))
+            let key = StatementKey(text: sql.utf8, types: sql.binds.map(\.typeOID))
             guard let name = state.statements.removeValue(forKey: key)?.name else { throw error }
             if error.sqlState == "26000" { state.statements.removeAll() }
             // Inside a transaction the failure aborted it: report the original error.
@@ -295,7 +301,7 @@ public final class PostgresConnection: Sendable {
         let handle = state.handle
         let fatal = state.fatalFlag
         let types = sql.binds.map(\.typeOID)
-        let key = StatementKey(text: sql.text, types: types)
+        let key = StatementKey(text: sql.utf8, types: types)
         var statement = state.statements[key]
         if statement == nil, state.statements.count < statementCacheLimit {
             let newName = "lk_\(state.nextStatement)"

@@ -9,30 +9,35 @@
 /// Text that must be spliced into the statement (an identifier chosen by code, never by a client)
 /// needs the visible label `unsafeRaw:`.
 public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomStringConvertible {
-    /// The statement text, with `$1…$N` placeholders. Also the prepared-statement cache key.
-    public private(set) var text: String
+    /// The statement text as UTF-8, with `$1…$N` placeholders: built and spliced as bytes (a
+    /// login's statements are composed from fragments per request; String appends cost several
+    /// times more), and the prepared-statement cache key.
+    public private(set) var utf8: [UInt8]
     public private(set) var binds: [PostgresValue]
+
+    /// The statement text, with `$1…$N` placeholders.
+    public var text: String { String(decoding: utf8, as: UTF8.self) }
 
     /// A statement from a literal with explicit `$N` placeholders.
     public init(_ text: StaticString, binds: [PostgresValue] = []) {
-        self.text = text.description
+        self.utf8 = Array(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
         self.binds = binds
     }
 
     /// A statement whose text was assembled at run time. The label is the warning: no client
     /// input may reach `text`; values go in `binds`.
     public init(unsafeRaw text: String, binds: [PostgresValue] = []) {
-        self.text = text
+        self.utf8 = Array(text.utf8)
         self.binds = binds
     }
 
     public init(stringLiteral value: String) {
-        self.text = value
+        self.utf8 = Array(value.utf8)
         self.binds = []
     }
 
     public init(stringInterpolation: StringInterpolation) {
-        self.text = stringInterpolation.text
+        self.utf8 = stringInterpolation.bytes
         self.binds = stringInterpolation.binds
     }
 
@@ -40,32 +45,35 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
     public var description: String { "SQL(\(text), \(binds.count) binds)" }
 
     public struct StringInterpolation: StringInterpolationProtocol, Sendable {
-        var text = ""
+        var bytes: [UInt8] = []
         var binds: [PostgresValue] = []
 
         public init(literalCapacity: Int, interpolationCount: Int) {
-            text.reserveCapacity(literalCapacity + interpolationCount * 3)
+            bytes.reserveCapacity(literalCapacity + interpolationCount * 3)
             binds.reserveCapacity(interpolationCount)
         }
 
-        public mutating func appendLiteral(_ literal: String) { text += literal }
+        public mutating func appendLiteral(_ literal: String) { bytes.append(contentsOf: literal.utf8) }
 
         /// A bind parameter: appends `$N`.
         public mutating func appendInterpolation(_ value: some PostgresBindable) {
             binds.append(value.postgresValue)
-            text += "$"
-            text += String(binds.count)
+            appendPlaceholder()
         }
 
         /// A bind parameter that is NULL when the value is nil.
         public mutating func appendInterpolation<Value: PostgresBindable>(_ value: Value?) {
             binds.append(value?.postgresValue ?? .null)
-            text += "$"
-            text += String(binds.count)
+            appendPlaceholder()
+        }
+
+        private mutating func appendPlaceholder() {
+            bytes.append(UInt8(ascii: "$"))
+            Self.appendDecimal(binds.count, to: &bytes)
         }
 
         /// Spliced verbatim into the statement text. Never pass client input.
-        public mutating func appendInterpolation(unsafeRaw raw: String) { text += raw }
+        public mutating func appendInterpolation(unsafeRaw raw: String) { bytes.append(contentsOf: raw.utf8) }
 
         /// Splices another statement: its binds follow this one's, and each `$N` in its text becomes
         /// `$(M+N)` where M is the number of binds before it, so values still never reach the text.
@@ -76,34 +84,30 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
             let count = fragment.binds.count
             binds.append(contentsOf: fragment.binds)
             guard offset > 0, count > 0 else {
-                text += fragment.text
+                bytes.append(contentsOf: fragment.utf8)
                 return
             }
-            var source = fragment.text
-            let spliced = source.withUTF8 { bytes -> String in
-                var out: [UInt8] = []
-                out.reserveCapacity(bytes.count + 2 * count)
+            bytes.reserveCapacity(bytes.count + fragment.utf8.count + 2 * count)
+            fragment.utf8.withUnsafeBufferPointer { source in
                 var runStart = 0, i = 0
-                while i < bytes.count {
-                    guard bytes[i] == UInt8(ascii: "$"), i + 1 < bytes.count, Self.isDigit(bytes[i + 1]) else {
+                while i < source.count {
+                    guard source[i] == UInt8(ascii: "$"), i + 1 < source.count, Self.isDigit(source[i + 1]) else {
                         i += 1
                         continue
                     }
-                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...i]))  // up to and with the `$`
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: source[runStart...i]))  // up to and with the `$`
                     var n = 0
                     i += 1
-                    while i < bytes.count, Self.isDigit(bytes[i]) {
-                        n = n * 10 + Int(bytes[i] &- 0x30)
+                    while i < source.count, Self.isDigit(source[i]) {
+                        n = n * 10 + Int(source[i] &- 0x30)
                         i += 1
                     }
                     precondition(n >= 1 && n <= count, "fragment placeholder $\(n) has no bind")
-                    Self.appendDecimal(offset + n, to: &out)
+                    Self.appendDecimal(offset + n, to: &bytes)
                     runStart = i
                 }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
-                return String(decoding: out, as: UTF8.self)
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: source[runStart..<source.count]))
             }
-            text += spliced
         }
 
         private static func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
@@ -117,7 +121,7 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
     /// `parts` one after the other, with `separator` (plain SQL text) between them; linear in the
     /// total length (each part is spliced once).
     public static func joined(_ parts: [SQL], separator: String) -> SQL {
-        var result = StringInterpolation(literalCapacity: 0, interpolationCount: 0)
+        var result = StringInterpolation(literalCapacity: parts.reduce(0) { $0 + $1.utf8.count + separator.utf8.count }, interpolationCount: 0)
         for (i, part) in parts.enumerated() {
             if i > 0 { result.appendLiteral(separator) }
             result.appendInterpolation(fragment: part)

@@ -1,3 +1,4 @@
+import Foundation
 import JSON
 import Testing
 
@@ -166,5 +167,41 @@ extension CanonicalJSONTests {
         let expected = Array(JSONValue.ecmaScriptString(value).utf8)
         #expect(JSONValue.number(value).serialized() == expected)
         #expect(JSONValue.array([.number(value)]).canonicalized() == Array("[".utf8) + expected + Array("]".utf8))
+    }
+}
+
+@Suite struct JSONStringEscapingTests {
+    /// The eight-bytes-at-a-time scan must find every byte that needs escaping wherever it sits:
+    /// random strings dense in control characters, quotes, backslashes and multi-byte UTF-8, against
+    /// an escaper that looks at one scalar at a time.
+    @Test func wordScanFindsEveryEscape() throws {
+        let pieces = ["a", "bc", "\"", "\\", "\n", "\u{1}", "\u{1f}", " ", "~", "é", "🔑", "\u{7f}", "0123456789", "\t", "/"]
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<2000 {
+            var s = ""
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            let length = Int(state >> 58)
+            for _ in 0..<length {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                s += pieces[Int(state >> 33) % pieces.count]
+            }
+            var reference = "\""
+            for scalar in s.unicodeScalars {
+                switch scalar {
+                case "\"": reference += "\\\""
+                case "\\": reference += "\\\\"
+                case "\u{8}": reference += "\\b"
+                case "\u{c}": reference += "\\f"
+                case "\n": reference += "\\n"
+                case "\r": reference += "\\r"
+                case "\t": reference += "\\t"
+                case _ where scalar.value < 0x20: reference += String(format: "\\u%04x", scalar.value)
+                default: reference.unicodeScalars.append(scalar)
+                }
+            }
+            reference += "\""
+            #expect(JSONValue.string(s).serialized() == Array(reference.utf8), "\(Array(s.utf8))")
+            #expect(try JSONParser.parse(JSONValue.string(s).serialized()).stringValue == s)
+        }
     }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import HTTP
+import JSON
 @testable import LatchkeyServer
 import Testing
 
@@ -32,5 +34,24 @@ import Testing
 
     @Test func yearsPastFourDigitsStillPrint() {
         #expect(iso8601(Date(timeIntervalSince1970: 253_402_300_800)) == "10000-01-01T00:00:00Z")
+    }
+}
+
+/// The request log's line is written without a JSON tree; it must be the JSON object it always was.
+@Suite struct RequestLogLineTests {
+    @Test(arguments: [(200, 0.0012345, "127.0.0.1" as String?, nil as String?), (503, 5.5, nil, "timeout"),
+                      (404, 0.000004, "::1", "with \"quotes\" and \\ and \u{1}")])
+    func lineIsTheJSONObject(status: Int, seconds: Double, remote: String?, databaseError: String?) throws {
+        let request = Request(method: "POST", target: "/v1/passkeys/authentication/verify", remoteAddress: remote)
+        let at = Date(timeIntervalSince1970: 1_796_169_599)
+        let line = RequestLog.line(request: request, route: "/v1/passkeys/authentication/verify", status: status,
+                                   seconds: seconds, at: at, databaseError: databaseError)
+        #expect(line.last == 0x0A)
+        let expected = JSONValue.object([
+            ("time", .string("2026-12-01T23:59:59Z")), ("method", .string("POST")), ("route", .string("/v1/passkeys/authentication/verify")),
+            ("status", .number(Double(status))), ("ms", .number((seconds * 100_000).rounded() / 100)),
+            ("remote", remote.map { .string($0) } ?? .null),
+        ] + (databaseError.map { [("db_error", .string($0))] } ?? [])).serialized()
+        #expect(Array(line.dropLast()) == expected)
     }
 }
