@@ -2,9 +2,11 @@
 # Before/after login benchmark of two or more release binaries in one sitting, alternating them
 # round by round (so drift on the machine hits every binary alike), on the durable dev cluster.
 #
-#   bash scripts/bench-ab.sh [--rounds N] [--duration S] [--concurrency C] [--instructions] NAME=BINARY NAME=BINARY…
+#   bash scripts/bench-ab.sh [--rounds N] [--duration S] [--concurrency C] [--threads N] [--instructions] NAME=BINARY NAME=BINARY…
 #
-# Each binary serves its own database (bench_ab_<NAME>) with LATCHKEY_DEV=1; the *same* client
+# Each binary serves its own database (bench_ab_<NAME>) with LATCHKEY_DEV=1 and its own default
+# LATCHKEY_THREADS unless --threads sets one for all (the default moved from 4 to 8 with the
+# shared request queue, so each build is measured as it ships); the *same* client
 # (`latchkey bench login` of the first binary) drives every server, because on a small machine the
 # client's own CPU use moves the rate. Per round and binary it prints logins/s and the server's CPU
 # time per login (utime+stime from /proc, far steadier than the rate), then the medians.
@@ -12,16 +14,17 @@
 # only for the timed run) and prints instructions per login: the figure that does not drift.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-rounds=5 duration=8 concurrency=16 instructions=0
+rounds=5 duration=8 concurrency=16 instructions=0 threads=
 names=() bins=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --duration) duration="$2"; shift 2 ;;
     --concurrency) concurrency="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
     --instructions) instructions=1; shift ;;
     *=*) names+=("${1%%=*}"); bins+=("${1#*=}"); shift ;;
-    *) echo "usage: $0 [--rounds N] [--duration S] [--concurrency C] [--instructions] NAME=BINARY…" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--duration S] [--concurrency C] [--threads N] [--instructions] NAME=BINARY…" >&2; exit 2 ;;
   esac
 done
 [[ ${#names[@]} -ge 1 ]] || { echo "name at least one NAME=BINARY" >&2; exit 2; }
@@ -37,8 +40,8 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 serve() {  # serve NAME BINARY PORT [WRAPPER…] → pid
   local name=$1 bin=$2 port=$3; shift 3
   DATABASE_URL="$cluster/bench_ab_$name" LATCHKEY_DEV=1 LATCHKEY_LISTEN="127.0.0.1:$port" \
-    LATCHKEY_ORIGINS="http://localhost:$port" LATCHKEY_THREADS=4 LATCHKEY_RATE_LIMIT=0 \
-    "$@" "$bin" serve >"/tmp/bench-ab-$name.log" 2>&1 &
+    LATCHKEY_ORIGINS="http://localhost:$port" LATCHKEY_RATE_LIMIT=0 \
+    env ${threads:+"LATCHKEY_THREADS=$threads"} "$@" "$bin" serve >"/tmp/bench-ab-$name.log" 2>&1 &
   echo $!
 }
 wait_ready() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return 0; sleep 0.2; done; return 1; }

@@ -51,6 +51,32 @@ static inline EVP_PKEY *shim_pkey_from_ec_point(const char *group, const unsigne
     return pkey;
 }
 
+/// Domain parameters only (the curve), as the template for `shim_pkey_from_ec_point_like`.
+static inline EVP_PKEY *shim_pkey_ec_parameters(const char *group) {
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (ctx == NULL) return NULL;
+    EVP_PKEY *pkey = NULL;
+    OSSL_PARAM params[2];
+    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)group, 0);
+    params[1] = OSSL_PARAM_construct_end();
+    if (EVP_PKEY_fromdata_init(ctx) != 1 || EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_KEY_PARAMETERS, params) != 1) pkey = NULL;
+    EVP_PKEY_CTX_free(ctx);
+    return pkey;
+}
+
+/// The same key as `shim_pkey_from_ec_point`, built by copying the curve from `parameters` and
+/// setting the point (which OpenSSL checks is on the curve): about a third of the instructions of
+/// EVP_PKEY_fromdata, which looks the curve up by name and builds its group anew for every key.
+static inline EVP_PKEY *shim_pkey_from_ec_point_like(const EVP_PKEY *parameters, const unsigned char *point, size_t length) {
+    EVP_PKEY *pkey = EVP_PKEY_new();
+    if (pkey == NULL) return NULL;
+    if (EVP_PKEY_copy_parameters(pkey, parameters) != 1 || EVP_PKEY_set1_encoded_public_key(pkey, point, length) != 1) {
+        EVP_PKEY_free(pkey);
+        return NULL;
+    }
+    return pkey;
+}
+
 static inline EVP_PKEY *shim_pkey_from_rsa(const unsigned char *n, size_t nlen, const unsigned char *e, size_t elen) {
     EVP_PKEY *pkey = NULL;
     BIGNUM *bn_n = BN_bin2bn(n, (int)nlen, NULL), *bn_e = BN_bin2bn(e, (int)elen, NULL);

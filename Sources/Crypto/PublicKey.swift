@@ -54,7 +54,12 @@ public struct PublicKey: Sendable {
         guard point.count == 1 + 2 * curve.coordinateLength, point.first == 0x04 else {
             throw CryptoError(.invalidKey, "expected an uncompressed \(curve.rawValue) point")
         }
-        let pkey = point.withUnsafeBufferPointer { shim_pkey_from_ec_point(curve.openSSLName, $0.baseAddress, $0.count) }
+        let pkey = point.withUnsafeBufferPointer { buffer in
+            if let parameters = CurveParameters.shared.key(curve) {
+                return shim_pkey_from_ec_point_like(parameters, buffer.baseAddress, buffer.count)
+            }
+            return shim_pkey_from_ec_point(curve.openSSLName, buffer.baseAddress, buffer.count)
+        }
         guard let pkey else { throw CryptoError.openSSL(.invalidKey, "point is not on \(curve.rawValue)") }
         return PublicKey(taking: pkey, type: .ec(curve))
     }
@@ -171,5 +176,24 @@ public struct PublicKey: Sendable {
         }
         if rc != 1 { CryptoError.clearQueue() }
         return rc == 1
+    }
+}
+
+/// One parameters-only key per curve, made once: every imported EC key copies its curve from here
+/// (a passkey login with a cold key cache imports one key per login).
+final class CurveParameters: @unchecked Sendable {
+    static let shared = CurveParameters()
+    private let p256: OpaquePointer?, p384: OpaquePointer?, p521: OpaquePointer?
+
+    private init() {
+        p256 = shim_pkey_ec_parameters(EllipticCurve.p256.openSSLName)
+        p384 = shim_pkey_ec_parameters(EllipticCurve.p384.openSSLName)
+        p521 = shim_pkey_ec_parameters(EllipticCurve.p521.openSSLName)
+        CryptoError.clearQueue()
+    }
+
+    /// Read-only after `init`, so any thread may copy from it.
+    func key(_ curve: EllipticCurve) -> OpaquePointer? {
+        switch curve { case .p256: p256; case .p384: p384; case .p521: p521 }
     }
 }

@@ -39,6 +39,30 @@ import Testing
         #expect(throws: CryptoError.self) { try PublicKey.ec(curve: .p256, x: [1], y: [2]) }
     }
 
+    /// Points are imported by copying the curve from a parameters-only key: for every curve the
+    /// key must be the one its SPKI gives, verify that key's signatures, keep its curve and refuse a
+    /// point off the curve (and the 0x04 prefix's siblings).
+    @Test(arguments: [(EllipticCurve.p256, HashFunction.sha256), (.p384, .sha384), (.p521, .sha512)])
+    func pointImportOnEveryCurve(curve: EllipticCurve, hash: HashFunction) throws {
+        for _ in 0..<8 {
+            let privateKey = PrivateKey.generateEC(curve)
+            let key = privateKey.publicKey
+            var point = try #require(key.x963Point)
+            let imported = try PublicKey.ec(curve: curve, x963: point)
+            #expect(imported.isSameKey(as: key))
+            #expect(imported.type == .ec(curve))
+            #expect(imported.spkiDER == key.spkiDER)
+            let signature = try privateKey.sign([1, 2, 3], algorithm: .ecdsa(hash))
+            #expect(imported.verify(signature: signature, message: [1, 2, 3], algorithm: .ecdsa(hash)))
+            #expect(!imported.verify(signature: signature, message: [1, 2, 4], algorithm: .ecdsa(hash)))
+            point[point.count - 1] ^= 1
+            #expect(throws: CryptoError.self) { try PublicKey.ec(curve: curve, x963: point) }
+            point[point.count - 1] ^= 1
+            point[0] = 0x02
+            #expect(throws: CryptoError.self) { try PublicKey.ec(curve: curve, x963: point) }
+        }
+    }
+
     @Test func spkiRoundTripRefusesTrailingBytes() throws {
         let key = PrivateKey.generateEC(.p256).publicKey
         #expect(try PublicKey(spkiDER: key.spkiDER).isSameKey(as: key))
