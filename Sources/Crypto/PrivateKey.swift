@@ -1,11 +1,10 @@
 internal import COpenSSL
-import Synchronization
 
 /// A private signing key: token signing, and the test authenticator.
 public struct PrivateKey: Sendable {
     let handle: PKeyHandle
     public let type: KeyType
-    private let templates = SigningTemplates()
+    private let templates = ContextTemplates(fromSecondUse: false)
 
     init(taking pointer: OpaquePointer) {
         handle = PKeyHandle(pointer)
@@ -79,37 +78,5 @@ public struct PrivateKey: Sendable {
             signature.withUnsafeMutableBufferPointer { EVP_DigestSign(ctx, $0.baseAddress, &length, m.baseAddress, m.count) }
         }) == 1 else { throw CryptoError.openSSL(.internalFailure, "sign") }
         return Array(signature[0..<length])
-    }
-}
-
-/// Per key: one initialised signing context per algorithm, copied for each signature (a copy is
-/// independent of its template, so signatures may run on several threads at once).
-private final class SigningTemplates: Sendable {
-    private struct Contexts: @unchecked Sendable {
-        var byAlgorithm: [SignatureAlgorithm: OpaquePointer] = [:]
-    }
-    private let contexts = Mutex(Contexts())
-
-    deinit {
-        contexts.withLock { state in
-            for ctx in state.byAlgorithm.values { EVP_MD_CTX_free(ctx) }
-        }
-    }
-
-    /// Copies the template for `algorithm` into `ctx`, creating it with `setUp` the first time.
-    /// False when the template cannot be set up or copied.
-    func copy(into ctx: OpaquePointer, algorithm: SignatureAlgorithm, setUp: (OpaquePointer) -> Bool) -> Bool {
-        contexts.withLock { state in
-            if let template = state.byAlgorithm[algorithm] { return EVP_MD_CTX_copy_ex(ctx, template) == 1 || clearedFalse() }
-            guard let template = EVP_MD_CTX_new() else { return false }
-            guard setUp(template) else { EVP_MD_CTX_free(template); return false }
-            state.byAlgorithm[algorithm] = template
-            return EVP_MD_CTX_copy_ex(ctx, template) == 1 || clearedFalse()
-        }
-    }
-
-    private func clearedFalse() -> Bool {
-        CryptoError.clearQueue()
-        return false
     }
 }

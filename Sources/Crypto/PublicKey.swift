@@ -12,6 +12,7 @@ final class PKeyHandle: @unchecked Sendable {
 public struct PublicKey: Sendable {
     let handle: PKeyHandle
     public let type: KeyType
+    private let templates = ContextTemplates(fromSecondUse: true)
 
     init(taking pointer: OpaquePointer) {
         handle = PKeyHandle(pointer)
@@ -162,14 +163,16 @@ public struct PublicKey: Sendable {
         }
         guard !signature.isEmpty, let ctx = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(ctx) }
-        var pctx: OpaquePointer? = nil
-        guard EVP_DigestVerifyInit(ctx, &pctx, md, nil, handle.pointer) == 1 else {
-            CryptoError.clearQueue(); return false
+        let initialise = { (target: OpaquePointer) -> Bool in
+            var pctx: OpaquePointer? = nil
+            guard EVP_DigestVerifyInit(target, &pctx, md, nil, handle.pointer) == 1 else { return false }
+            return !pss || shim_set_pss_padding(pctx) == 1
         }
-        if pss {
-            guard shim_set_pss_padding(pctx) == 1 else {
-                CryptoError.clearQueue(); return false
-            }
+        // A key verified more than once (the server's CredentialKeyCache keeps them) copies a
+        // context set up on its second use; the first use, and any key whose context OpenSSL cannot
+        // copy, initialise directly.
+        guard templates.copy(into: ctx, algorithm: algorithm, setUp: initialise) || initialise(ctx) else {
+            CryptoError.clearQueue(); return false
         }
         let rc = signature.withUnsafeBufferPointer { s in
             EVP_DigestVerify(ctx, s.baseAddress, s.count, message.baseAddress, message.count)

@@ -1,3 +1,5 @@
+import Foundation
+import Synchronization
 import Crypto
 import Testing
 
@@ -22,6 +24,43 @@ import Testing
         sig[sig.count / 2] ^= 0x80
         #expect(!key.publicKey.verify(signature: sig, message: message, algorithm: alg))
         #expect(!key.publicKey.verify(signature: [], message: message, algorithm: alg))
+    }
+
+    /// Keys that sign or verify many times copy a context set up once (a verifying key from its
+    /// second use): every use must still answer for its own message and signature, on one key and
+    /// from several threads at once, and a key that signs with two algorithms keeps them apart.
+    @Test(arguments: [SignatureAlgorithm.ecdsa(.sha256), .ed25519, .rsaPKCS1(.sha256), .rsaPSS(.sha256)])
+    func reusedKeysAnswerEveryUse(_ alg: SignatureAlgorithm) throws {
+        let key: PrivateKey
+        switch alg {
+        case .ecdsa: key = .generateEC(.p256)
+        case .ed25519: key = .generateEd25519()
+        default: key = .generateRSA(bits: 2048)
+        }
+        let publicKey = key.publicKey
+        for round in 0..<5 {
+            let message = Array("latchkey \(round)".utf8)
+            var signature = try key.sign(message, algorithm: alg)
+            #expect(publicKey.verify(signature: signature, message: message, algorithm: alg))
+            #expect(!publicKey.verify(signature: signature, message: message + [0], algorithm: alg))
+            signature[signature.count / 2] ^= 0x80
+            #expect(!publicKey.verify(signature: signature, message: message, algorithm: alg))
+        }
+        if case .rsaPKCS1 = alg {
+            let pss = try key.sign([7], algorithm: .rsaPSS(.sha256))
+            #expect(publicKey.verify(signature: pss, message: [7], algorithm: .rsaPSS(.sha256)))
+            #expect(!publicKey.verify(signature: pss, message: [7], algorithm: .rsaPKCS1(.sha256)))
+            let pkcs1 = try key.sign([7], algorithm: .rsaPKCS1(.sha256))
+            #expect(publicKey.verify(signature: pkcs1, message: [7], algorithm: .rsaPKCS1(.sha256)))
+        }
+        let signatures = try (0..<8).map { try key.sign([UInt8($0)], algorithm: alg) }
+        let results = Mutex([Bool](repeating: false, count: 64))
+        DispatchQueue.concurrentPerform(iterations: 64) { i in
+            let ok = publicKey.verify(signature: signatures[i % 8], message: [UInt8(i % 8)], algorithm: alg)
+                && !publicKey.verify(signature: signatures[i % 8], message: [UInt8((i + 1) % 8)], algorithm: alg)
+            results.withLock { $0[i] = ok }
+        }
+        #expect(results.withLock { $0.allSatisfy { $0 } })
     }
 
     @Test func algorithmMustFitKey() throws {
