@@ -4,6 +4,15 @@ import Crypto
 import Testing
 
 @Suite struct CryptoTests {
+    /// A new key of the kind `alg` signs with (P-256 for ECDSA, RSA-2048 for both RSA schemes).
+    static func generateKey(for alg: SignatureAlgorithm) -> PrivateKey {
+        switch alg {
+        case .ecdsa: .generateEC(.p256)
+        case .ed25519: .generateEd25519()
+        default: .generateRSA(bits: 2048)
+        }
+    }
+
     @Test func sha256KnownAnswer() {
         // FIPS 180-2 "abc".
         #expect(Digest.sha256(Array("abc".utf8)).map { String(format: $0) }.joined()
@@ -12,12 +21,7 @@ import Testing
 
     @Test(arguments: [SignatureAlgorithm.ecdsa(.sha256), .ed25519, .rsaPKCS1(.sha256), .rsaPSS(.sha256)])
     func signVerifyRoundTrip(_ alg: SignatureAlgorithm) throws {
-        let key: PrivateKey
-        switch alg {
-        case .ecdsa: key = .generateEC(.p256)
-        case .ed25519: key = .generateEd25519()
-        default: key = .generateRSA(bits: 2048)
-        }
+        let key = Self.generateKey(for: alg)
         let message = Array("latchkey".utf8)
         var sig = try key.sign(message, algorithm: alg)
         #expect(key.publicKey.verify(signature: sig, message: message, algorithm: alg))
@@ -31,12 +35,7 @@ import Testing
     /// from several threads at once, and a key that signs with two algorithms keeps them apart.
     @Test(arguments: [SignatureAlgorithm.ecdsa(.sha256), .ed25519, .rsaPKCS1(.sha256), .rsaPSS(.sha256)])
     func reusedKeysAnswerEveryUse(_ alg: SignatureAlgorithm) throws {
-        let key: PrivateKey
-        switch alg {
-        case .ecdsa: key = .generateEC(.p256)
-        case .ed25519: key = .generateEd25519()
-        default: key = .generateRSA(bits: 2048)
-        }
+        let key = Self.generateKey(for: alg)
         let publicKey = key.publicKey
         for round in 0..<5 {
             let message = Array("latchkey \(round)".utf8)
