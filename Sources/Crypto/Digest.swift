@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Synchronization
 
 /// Hash functions used by WebAuthn and the attestation formats. `EVP_MD`s are fetched once.
 public enum HashFunction: Sendable, Hashable {
@@ -45,13 +46,52 @@ final class FetchedDigests: @unchecked Sendable {
     }
 }
 
-/// Bytes from the operating system's CSPRNG (OpenSSL's DRBG seeded from getrandom).
+/// Bytes from OpenSSL's CSPRNG (its DRBG, seeded from getrandom).
+///
+/// Small requests (challenges, ids, tokens: a login takes five) are served from a block drawn with
+/// one `RAND_bytes` call: each call pays the DRBG's fixed cost (~7 k instructions, a lock and a
+/// CTR-DRBG update), which is most of the price of 32 bytes. Bytes leave the block once and are
+/// erased from it as they go. The process never forks (`posix_spawn` only), so no copy of the block
+/// can be handed out twice; the DRBG state in the same memory would predict its output as well.
 public enum SecureRandom {
+    /// The largest request served from the block; larger ones call `RAND_bytes` directly.
+    static let pooledLimit = 64
+    static let blockSize = 1024
+
+    private struct Block: ~Copyable {
+        let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: SecureRandom.blockSize)
+        /// Bytes before `next` were handed out (and zeroed).
+        var next = SecureRandom.blockSize
+
+        mutating func take(_ count: Int) -> [UInt8] {
+            if next + count > SecureRandom.blockSize {
+                precondition(RAND_bytes(bytes, Int32(SecureRandom.blockSize)) == 1, "RAND_bytes failed")
+                next = 0
+            }
+            let start = bytes + next
+            next += count
+            return [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                out.baseAddress!.update(from: start, count: count)
+                start.update(repeating: 0, count: count)
+                initialized = count
+            }
+        }
+
+        deinit {
+            bytes.update(repeating: 0, count: SecureRandom.blockSize)
+            bytes.deallocate()
+        }
+    }
+
+    private static let block = Mutex(Block())
+
     public static func bytes(_ count: Int) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
-        let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
-        precondition(ok == 1, "RAND_bytes failed")
-        return out
+        guard count > 0 else { return [] }
+        if count <= pooledLimit { return block.withLock { $0.take(count) } }
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            precondition(RAND_bytes(buffer.baseAddress, Int32(count)) == 1, "RAND_bytes failed")
+            initialized = count
+        }
     }
 }
 

@@ -32,14 +32,15 @@ public struct StepUpState: Sendable, Equatable {
 
     /// The one storage encoding (canonical JSON, see `CeremonyStateCoding`).
     public func encoded() -> [UInt8] {
+        // Members in RFC 8785 order, so the canonical writer has nothing to sort.
         CeremonyStateCoding.encode(Self.ceremony, [
-            ("method", .string(Self.name(method))),
-            ("challenge", .string(Base64URL.encode(challenge))),
-            ("userId", .string(userId)),
             ("action", .string(action)),
             ("actionHash", .string(Base64URL.encode(actionHash))),
+            ("challenge", .string(Base64URL.encode(challenge))),
             ("keyBinding", .string(Base64URL.encode(keyBinding))),
             ("keyId", keyId.map { .string($0) } ?? .null),
+            ("method", .string(Self.name(method))),
+            ("userId", .string(userId)),
         ])
     }
 

@@ -58,6 +58,7 @@ enum PercentDecoding {
 
 /// ASCII case-insensitive comparison for header names (no allocation, no Unicode folding).
 func asciiCaseInsensitiveEquals(_ lhs: String, _ rhs: String) -> Bool {
+    guard lhs.utf8.count == rhs.utf8.count else { return false }
     var left = lhs.utf8.makeIterator()
     var right = rhs.utf8.makeIterator()
     while true {

@@ -45,7 +45,10 @@ extension JSONValue {
             }
             out.append(UInt8(ascii: "]"))
         case .object(let stored):
-            let members = canonical ? stored.sorted { JSONValue.utf16Precedes($0.key, $1.key) } : stored
+            // A parsed canonical text (a ceremony state's decode re-encodes it) is in order already:
+            // one pass says so, and the sort and its copy are skipped.
+            let members = canonical && !JSONValue.inCanonicalOrder(stored)
+                ? stored.sorted { JSONValue.utf16Precedes($0.key, $1.key) } : stored
             out.append(UInt8(ascii: "{"))
             for (i, m) in members.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
@@ -56,6 +59,18 @@ extension JSONValue {
             out.append(UInt8(ascii: "}"))
         }
     }
+
+    static func inCanonicalOrder(_ members: [(key: String, value: JSONValue)]) -> Bool {
+        var i = 1
+        while i < members.count {
+            guard utf16Precedes(members[i - 1].key, members[i].key) else { return false }
+            i += 1
+        }
+        return true
+    }
+
+    /// Whether member name `a` comes before `b` in RFC 8785's order (UTF-16 code units).
+    public static func canonicallyPrecedes(_ a: String, _ b: String) -> Bool { utf16Precedes(a, b) }
 
     /// RFC 8785's member order: by UTF-16 code units. Compared on the UTF-8 bytes up to the first
     /// difference: when both differing bytes are ASCII the orders agree (everything before them is

@@ -109,25 +109,3 @@ func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePoint
     defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
-
-/// Calls `body` with a C array of pointers to the given byte arrays (NULL for nil).
-func withPointers<R>(_ arrays: [[UInt8]?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-    // Copy into one buffer so every pointer stays valid for the whole call.
-    let total = arrays.reduce(0) { $0 + ($1?.count ?? 0) }
-    let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: max(total, 1))
-    defer { buffer.deallocate() }
-    var pointers: [UnsafePointer<CChar>?] = []
-    pointers.reserveCapacity(arrays.count)
-    var offset = 0
-    for array in arrays {
-        guard let array else { pointers.append(nil); continue }
-        array.withUnsafeBytes { raw in
-            if raw.count > 0 {
-                UnsafeMutableRawPointer(buffer + offset).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
-            }
-        }
-        pointers.append(UnsafePointer(buffer + offset))
-        offset += array.count
-    }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
-}

@@ -49,10 +49,43 @@ public final class PostgresConnection: Sendable {
         let text: [UInt8]
         let types: [UInt32]
 
-        /// The text hashed as one run of bytes (an array's own hashing combines element by element).
+        /// A cheap digest of the text, computed once per key: SipHash over ~1.5 kB of a login's
+        /// statement text cost ~5 k instructions per lookup. The text is the code's own SQL (values
+        /// are binds), so no client can pick colliding keys; equality still compares every byte.
+        let digest: UInt64
+
+        init(text: [UInt8], types: [UInt32]) {
+            self.text = text
+            self.types = types
+            self.digest = Self.digest(text)
+        }
+
+        static func == (a: StatementKey, b: StatementKey) -> Bool {
+            a.digest == b.digest && a.text == b.text && a.types == b.types
+        }
+
         func hash(into hasher: inout Hasher) {
-            text.withUnsafeBytes { hasher.combine(bytes: $0) }
+            hasher.combine(digest)
             types.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+
+        /// 8 bytes per step, multiply-and-rotate (the mixing of FxHash), then the tail bytes.
+        static func digest(_ bytes: [UInt8]) -> UInt64 {
+            bytes.withUnsafeBytes { raw in
+                var h = UInt64(truncatingIfNeeded: raw.count) &* 0x9E37_79B9_7F4A_7C15
+                var i = 0
+                while i + 8 <= raw.count {
+                    let word = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                    h = ((h << 5) | (h >> 59)) ^ word
+                    h = h &* 0x51_7CC1_B727_220A_95
+                    i += 8
+                }
+                while i < raw.count {
+                    h = (((h << 5) | (h >> 59)) ^ UInt64(raw[i])) &* 0x51_7CC1_B727_220A_95
+                    i += 1
+                }
+                return h
+            }
         }
     }
 
@@ -262,7 +295,7 @@ public final class PostgresConnection: Sendable {
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in
-                prepare ? try Self.runCaching(sql, &state, deadline) : try Self.runUnnamed(sql, state, deadline)
+                prepare ? try Self.runCaching(sql, &state, deadline) : try Self.runUnnamed(sql, nil, state, deadline)
             }
         }
     }
@@ -285,7 +318,7 @@ public final class PostgresConnection: Sendable {
         } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
             // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
             // plan must not change result type" (after a schema change): prepare again, once.
-            let key = StatementKey(text: sql.utf8, types: sql.binds.map(\.typeOID))
+            let key = StatementKey(text: sql.utf8, types: WireParameters(sql.binds).types)
             guard let name = state.statements.removeValue(forKey: key)?.name else { throw error }
             if error.sqlState == "26000" { state.statements.removeAll() }
             // Inside a transaction the failure aborted it: report the original error.
@@ -300,7 +333,8 @@ public final class PostgresConnection: Sendable {
     private static func runPrepared(_ sql: SQL, _ state: inout State, _ deadline: UInt64?) throws -> (rows: [Row], affected: Int) {
         let handle = state.handle
         let fatal = state.fatalFlag
-        let types = sql.binds.map(\.typeOID)
+        let parameters = WireParameters(sql.binds)
+        let types = parameters.types
         let key = StatementKey(text: sql.utf8, types: types)
         var statement = state.statements[key]
         if statement == nil, state.statements.count < statementCacheLimit {
@@ -314,13 +348,12 @@ public final class PostgresConnection: Sendable {
             state.statements[key] = created
             statement = created
         }
-        guard let statement else { return try runUnnamed(sql, state, deadline) }
+        guard let statement else { return try runUnnamed(sql, parameters, state, deadline) }
         let name = statement.name
-        let encoded = sql.binds.map(\.wireBytes)
-        let lengths = encoded.map { Int32($0?.count ?? 0) }
-        let formats = sql.binds.map(\.format)
         let result = try Exchange.run(handle, fatal, deadline: deadline) { h in
-            withPointers(encoded) { values in PQsendQueryPrepared(h, name, Int32(encoded.count), values, lengths, formats, 0) }
+            parameters.withValuePointers { values in
+                PQsendQueryPrepared(h, name, Int32(parameters.count), values, parameters.lengths, parameters.formats, 0)
+            }
         }
         defer { PQclear(result) }
         let layout = statement.layout.flatMap { matches($0, result) ? $0 : nil } ?? layout(of: result)
@@ -330,13 +363,14 @@ public final class PostgresConnection: Sendable {
 
     /// Parse, bind and execute through the unnamed statement (`PQsendQueryParams`): one round
     /// trip, and nothing is left on the server session afterwards.
-    private static func runUnnamed(_ sql: SQL, _ state: borrowing State, _ deadline: UInt64?) throws -> (rows: [Row], affected: Int) {
-        let types = sql.binds.map(\.typeOID)
-        let encoded = sql.binds.map(\.wireBytes)
-        let lengths = encoded.map { Int32($0?.count ?? 0) }
-        let formats = sql.binds.map(\.format)
+    private static func runUnnamed(_ sql: SQL, _ parameters: WireParameters?, _ state: borrowing State,
+                                   _ deadline: UInt64?) throws -> (rows: [Row], affected: Int) {
+        let parameters = parameters ?? WireParameters(sql.binds)
         let result = try Exchange.run(state.handle, state.fatalFlag, deadline: deadline) { h in
-            withPointers(encoded) { values in PQsendQueryParams(h, sql.text, Int32(encoded.count), types, values, lengths, formats, 0) }
+            parameters.withValuePointers { values in
+                PQsendQueryParams(h, sql.text, Int32(parameters.count), parameters.types, values, parameters.lengths,
+                                  parameters.formats, 0)
+            }
         }
         defer { PQclear(result) }
         return (materialize(result, layout(of: result)), affectedRows(result))

@@ -77,34 +77,6 @@ extension PostgresValue {
         }
     }
 
-    /// The parameter's bytes; text values get a terminating NUL (libpq reads them as C strings).
-    /// `nil` is SQL NULL.
-    var wireBytes: [UInt8]? {
-        switch self {
-        case .null:
-            return nil
-        case .text(let s), .json(let s):
-            var bytes = Array(s.utf8)
-            // A NUL inside text is not representable in PostgreSQL; libpq would silently
-            // truncate at it, so the encoder rejects it earlier (see SQL binding).
-            bytes.append(0)
-            return bytes
-        case .int64(let v):
-            return bigEndianBytes(UInt64(bitPattern: v))
-        case .bool(let b):
-            return [b ? 1 : 0]
-        case .bytea(let bytes):
-            return bytes
-        case .double(let d):
-            return bigEndianBytes(d.bitPattern)
-        case .timestamptz(let date):
-            // Binary timestamptz: int64 microseconds since 2000-01-01 UTC.
-            let micros = (date.timeIntervalSince1970 - Double(postgresEpochUnixSeconds)) * 1_000_000
-            let clamped = max(-9.2e18, min(9.2e18, micros.rounded()))
-            return bigEndianBytes(UInt64(bitPattern: Int64(clamped)))
-        }
-    }
-
     var containsNUL: Bool {
         switch self {
         case .text(let s), .json(let s): s.utf8.contains(0)
@@ -113,6 +85,74 @@ extension PostgresValue {
     }
 }
 
-private func bigEndianBytes(_ value: UInt64) -> [UInt8] {
-    (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) }
+/// A statement's bind parameters as libpq's `PQsendQueryParams`/`PQsendQueryPrepared` take them,
+/// built in one pass: every value's bytes in one buffer (text with a terminating NUL, since libpq
+/// reads text values as C strings), beside each parameter's type OID, length and format. A login
+/// binds ~40 values; one buffer instead of an array per value is ~1 k instructions per statement less.
+struct WireParameters {
+    private(set) var types: [UInt32] = []
+    private(set) var formats: [Int32] = []
+    private(set) var lengths: [Int32] = []
+    /// Start of each value in `bytes`; -1 for SQL NULL.
+    private var offsets: [Int] = []
+    private var bytes: [UInt8] = []
+
+    var count: Int { types.count }
+
+    init(_ binds: [PostgresValue]) {
+        types.reserveCapacity(binds.count)
+        formats.reserveCapacity(binds.count)
+        lengths.reserveCapacity(binds.count)
+        offsets.reserveCapacity(binds.count)
+        bytes.reserveCapacity(binds.count * 16)
+        for value in binds { append(value) }
+    }
+
+    private mutating func append(_ value: PostgresValue) {
+        let start = bytes.count
+        switch value {
+        case .null:
+            types.append(0); formats.append(0); lengths.append(0); offsets.append(-1)
+            return
+        case .text(let s), .json(let s):
+            // A NUL inside text is not representable in PostgreSQL; libpq would silently truncate
+            // at it, so the encoder rejects it earlier (see SQL binding).
+            bytes.append(contentsOf: s.utf8)
+            bytes.append(0)
+        case .int64(let v):
+            appendBigEndian(UInt64(bitPattern: v))
+        case .bool(let b):
+            bytes.append(b ? 1 : 0)
+        case .bytea(let data):
+            bytes.append(contentsOf: data)
+        case .double(let d):
+            appendBigEndian(d.bitPattern)
+        case .timestamptz(let date):
+            // Binary timestamptz: int64 microseconds since 2000-01-01 UTC.
+            let micros = (date.timeIntervalSince1970 - Double(postgresEpochUnixSeconds)) * 1_000_000
+            let clamped = max(-9.2e18, min(9.2e18, micros.rounded()))
+            appendBigEndian(UInt64(bitPattern: Int64(clamped)))
+        }
+        types.append(value.typeOID)
+        formats.append(value.format)
+        lengths.append(Int32(bytes.count - start))
+        offsets.append(start)
+    }
+
+    private mutating func appendBigEndian(_ value: UInt64) {
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Calls `body` with the C array of value pointers (NULL for SQL NULL), valid during the call.
+    func withValuePointers<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+        var storage = bytes
+        storage.append(0)  // a zero-length value still needs a valid pointer
+        return storage.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                let base = chars.baseAddress!
+                let pointers = offsets.map { $0 < 0 ? nil : UnsafePointer(base + $0) }
+                return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+            }
+        }
+    }
 }

@@ -19,6 +19,14 @@ final class ColumnLayout: Sendable {
         self.columnIndex = index
         self.columnTypes = columnTypes
     }
+
+    /// The first column with this name. A result of a dozen columns is scanned (comparing short
+    /// strings is cheaper than hashing one); wider ones use the index.
+    func index(of column: String) -> Int? {
+        guard columns.count <= 12 else { return columnIndex[column] }
+        for i in columns.indices where columns[i] == column { return i }
+        return nil
+    }
 }
 
 /// The rows of one result, copied out of libpq (text format) so no C memory outlives the call.
@@ -85,7 +93,7 @@ public struct Row: Sendable {
     private typealias Decoder<T> = (_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: String) throws -> T
 
     private func index(_ column: String) throws -> Int {
-        guard let index = storage.columnIndex[column] else {
+        guard let index = storage.layout.index(of: column) else {
             throw PostgresError(.decode, "no column named '\(column)' in the result", column: column)
         }
         return index
@@ -177,15 +185,18 @@ private func decodeBytes(_ bytes: ArraySlice<UInt8>, _ type: UInt32, _ column: S
 /// Pairs of hex digits (either case) → bytes; nil for an odd count or any other character.
 private func hexDigits(_ hex: ArraySlice<UInt8>) -> [UInt8]? {
     guard hex.count % 2 == 0 else { return nil }
-    var out = [UInt8]()
-    out.reserveCapacity(hex.count / 2)
-    var i = hex.startIndex
-    while i < hex.endIndex {
-        guard let hi = hexValue(hex[i]), let lo = hexValue(hex[i + 1]) else { return nil }
-        out.append(hi << 4 | lo)
-        i += 2
+    let count = hex.count / 2
+    var valid = true
+    let out = hex.withUnsafeBufferPointer { source in
+        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for i in 0..<count {
+                guard let hi = hexValue(source[2 * i]), let lo = hexValue(source[2 * i + 1]) else { valid = false; break }
+                buffer[i] = hi << 4 | lo
+            }
+            initialized = valid ? count : 0
+        }
     }
-    return out
+    return valid ? out : nil
 }
 
 /// `string_agg(encode(x, 'hex'), ',')`: comma-separated hex, each piece one value's bytes.

@@ -1,3 +1,5 @@
+import Glibc
+
 /// A statement plus its bind parameters.
 ///
 /// Interpolated values become `$N` parameters, so this is safe:
@@ -89,9 +91,13 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
             }
             bytes.reserveCapacity(bytes.count + fragment.utf8.count + 2 * count)
             fragment.utf8.withUnsafeBufferPointer { source in
+                guard let base = source.baseAddress else { return }
                 var runStart = 0, i = 0
                 while i < source.count {
-                    guard source[i] == UInt8(ascii: "$"), i + 1 < source.count, Self.isDigit(source[i + 1]) else {
+                    // memchr finds the next `$` many bytes at a time; most of a fragment is text.
+                    guard let dollar = memchr(base + i, Int32(UInt8(ascii: "$")), source.count - i) else { break }
+                    i = UnsafeRawPointer(dollar) - UnsafeRawPointer(base)
+                    guard i + 1 < source.count, Self.isDigit(source[i + 1]) else {
                         i += 1
                         continue
                     }

@@ -13,7 +13,17 @@ package struct CeremonyStateCoding {
     package static let unreadable = CoreError(.challengeInvalid, "the stored ceremony state is unreadable")
 
     package static func encode(_ ceremony: String, _ members: [(key: String, value: JSONValue)]) -> [UInt8] {
-        JSONValue.object([("ceremony", .string(ceremony)), ("v", .number(Double(version)))] + members).canonicalized()
+        // The two fixed members go where RFC 8785 puts them: a state that lists its members in
+        // that order (they do) is then written without a sort. Any order gives the same bytes.
+        var all = members
+        insertInOrder(("ceremony", .string(ceremony)), into: &all)
+        insertInOrder(("v", .number(Double(version))), into: &all)
+        return JSONValue.object(all).canonicalized()
+    }
+
+    private static func insertInOrder(_ member: (key: String, value: JSONValue), into members: inout [(key: String, value: JSONValue)]) {
+        let position = members.firstIndex { !JSONValue.canonicallyPrecedes($0.key, member.key) } ?? members.endIndex
+        members.insert(member, at: position)
     }
 
     package let json: JSONValue

@@ -149,3 +149,36 @@ func String(format byte: UInt8) -> String {
         #expect(key.publicKey.verify(signature: sig256, message: [9], algorithm: .ecdsa(.sha256)))
     }
 }
+
+/// `SecureRandom` serves small requests from a block: every size, across block boundaries and from
+/// many threads, must still give fresh random bytes (never the erased zeros, never a repeat).
+@Suite struct SecureRandomTests {
+    @Test func everySizeIsServedInFull() {
+        for count in [0, 1, 2, 15, 16, 31, 32, 33, 63, 64, 65, 100, 1024, 1025, 4096] {
+            #expect(SecureRandom.bytes(count).count == count)
+        }
+    }
+
+    /// 200 k bytes drawn in sizes that straddle the block's end: about 1/256 of them are zero (a
+    /// block handed out after erasing would make them all zero), and no 32-byte draw repeats.
+    @Test func drawsAcrossBlocksAreFreshAndDistinct() {
+        var zeros = 0, total = 0
+        var seen = Set<[UInt8]>()
+        for i in 0..<6_000 {
+            let draw = SecureRandom.bytes(i % 3 == 0 ? 32 : (i % 3 == 1 ? 63 : 7))
+            zeros += draw.count { $0 == 0 }
+            total += draw.count
+            if draw.count == 32 { #expect(seen.insert(draw).inserted) }
+        }
+        let expected = Double(total) / 256
+        #expect(Double(zeros) > expected * 0.8 && Double(zeros) < expected * 1.2, "\(zeros) zero bytes of \(total)")
+    }
+
+    @Test func concurrentDrawsNeverRepeat() async {
+        let draws = await withTaskGroup(of: [[UInt8]].self) { group in
+            for _ in 0..<8 { group.addTask { (0..<2_000).map { _ in SecureRandom.bytes(16) } } }
+            return await group.reduce(into: [[UInt8]]()) { $0 += $1 }
+        }
+        #expect(Set(draws).count == draws.count)
+    }
+}

@@ -171,6 +171,18 @@ private func echoRouter() -> Router {
         #expect(request.header("missing") == nil)
     }
 
+    @Test(arguments: [("application/json", "application/json"), ("Application/JSON ; charset=UTF-8", "application/json"),
+                      (" \ttext/plain\t ", "text/plain"), ("application/json;", "application/json"), (";charset=x", nil),
+                      (" \t ", nil), ("", nil), ("tExt/Ünïcode", "text/Ünïcode")] as [(String, String?)])
+    func mediaTypeIsLowercasedWithoutParametersOrWhitespace(field: String, expected: String?) {
+        #expect(Request(method: "POST", target: "/", headers: [("content-type", field)]).mediaType == expected)
+    }
+
+    @Test func mediaTypeNeedsAContentType() {
+        #expect(Request(method: "POST", target: "/", headers: [("Content-Length", "2")]).mediaType == nil)
+        #expect(Request(method: "POST", target: "/", headers: [("Content-Typ", "a/b"), ("CONTENT-TYPE", "c/d")]).mediaType == "c/d")
+    }
+
     @Test func malformedEscapesAreKept() {
         #expect(Request(method: "GET", target: "/%zz/%4").path == "/%zz/%4")
     }

@@ -93,6 +93,19 @@ extension CanonicalJSONTests {
         let value: JSONValue = .object([("\u{FF61}", 1), ("😀", 2), ("ab", 3), ("a", 4), ("B", 5), ("aé", 6)])
         #expect(String(decoding: value.canonicalized(), as: UTF8.self) == #"{"B":5,"a":4,"ab":3,"aé":6,"😀":2,"｡":1}"#)
     }
+
+    /// Members already in order are written as they are (no sort); every other order, and an
+    /// order that only looks sorted up to a duplicate name, still gets the one canonical text.
+    @Test func everyMemberOrderGivesOneText() {
+        let members: [(key: String, value: JSONValue)] = [("B", 5), ("a", .object([("y", 1), ("x", 2)])), ("ab", 3), ("aé", 6), ("😀", 2), ("\u{FF61}", 1)]
+        let expected = #"{"B":5,"a":{"x":2,"y":1},"ab":3,"aé":6,"😀":2,"｡":1}"#
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            #expect(String(decoding: JSONValue.object(members.shuffled(using: &random)).canonicalized(), as: UTF8.self) == expected)
+        }
+        let duplicated: JSONValue = .object([("a", 1), ("b", 2), ("b", 3), ("a", 4)])
+        #expect(String(decoding: duplicated.canonicalized(), as: UTF8.self) == #"{"a":1,"a":4,"b":2,"b":3}"#)
+    }
 }
 
 @Suite struct JSONWriterTests {

@@ -54,4 +54,19 @@ import Testing
         ] + (databaseError.map { [("db_error", .string($0))] } ?? [])).serialized()
         #expect(Array(line.dropLast()) == expected)
     }
+
+    /// Durations from 0 to ~10^10 ms, dense where requests fall: the integer-hundredths spelling is
+    /// byte for byte the Double's JSON spelling.
+    @Test func millisecondsAreSpelledAsTheirDouble() {
+        var values: [Double] = [0, 0.000004, 0.000005, 0.0000049999, 0.00001, 0.0001, 0.0099999, 0.01, 0.1, 1, 59.99999, 1e4, 1e7 - 0.000001]
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 { values.append(Double.random(in: 0..<2, using: &random)) }
+        for _ in 0..<5_000 { values.append(Double.random(in: 0..<10_000_000, using: &random)) }
+        for hundredths in 0..<3_000 { values.append(Double(hundredths) / 100_000) }
+        for seconds in values {
+            var line: [UInt8] = []
+            RequestLog.appendMilliseconds(seconds, to: &line)
+            #expect(line == JSONValue.number((seconds * 100_000).rounded() / 100).serialized(), "\(seconds)")
+        }
+    }
 }

@@ -199,7 +199,7 @@ public struct RequestLog: Sendable {
         line.append(contentsOf: #","status":"#.utf8)
         JSONValue.append(number: Double(status), to: &line)
         line.append(contentsOf: #","ms":"#.utf8)
-        JSONValue.append(number: (seconds * 100_000).rounded() / 100, to: &line)
+        appendMilliseconds(seconds, to: &line)
         line.append(contentsOf: #","remote":"#.utf8)
         if let remote = request.remoteAddress { JSONValue.append(string: remote, to: &line) } else { line.append(contentsOf: "null".utf8) }
         if let databaseError {
@@ -208,6 +208,25 @@ public struct RequestLog: Sendable {
         }
         line.append(contentsOf: "}\n".utf8)
         return line
+    }
+
+    /// `seconds` as milliseconds rounded to hundredths, spelled as JSON writes that Double
+    /// (ECMAScript's shortest form: "12.3", "0.05", "7"), from the integer count of hundredths:
+    /// formatting the Double itself cost ~6 k instructions per line. Past 2^40 hundredths (or for
+    /// a non-finite or negative duration) the Double's own spelling is used.
+    static func appendMilliseconds(_ seconds: Double, to line: inout [UInt8]) {
+        let hundredths = (seconds * 100_000).rounded()
+        guard hundredths >= 0, hundredths < 1_099_511_627_776 else {
+            JSONValue.append(number: hundredths / 100, to: &line)
+            return
+        }
+        let n = Int64(hundredths)
+        JSONValue.append(number: Double(n / 100), to: &line)
+        let fraction = Int(n % 100)
+        guard fraction != 0 else { return }
+        line.append(UInt8(ascii: "."))
+        line.append(UInt8(ascii: "0") + UInt8(fraction / 10))
+        if fraction % 10 != 0 { line.append(UInt8(ascii: "0") + UInt8(fraction % 10)) }
     }
 }
 

@@ -27,12 +27,13 @@ public struct AuthenticationState: Sendable, Equatable {
 
     /// The one storage encoding (canonical JSON, see `CeremonyStateCoding`).
     public func encoded() -> [UInt8] {
+        // Members in RFC 8785 order, so the canonical writer has nothing to sort.
         CeremonyStateCoding.encode(Self.ceremony, [
+            ("account", account.map { .string($0) } ?? .null),
+            ("allowedCredentials", allowedCredentials.map { .array($0.map { .string(Base64URL.encode($0)) }) } ?? .null),
             ("challenge", .string(Base64URL.encode(challenge))),
             ("rpId", .string(rpId)),
             ("userVerification", .string(userVerification.rawValue)),
-            ("account", account.map { .string($0) } ?? .null),
-            ("allowedCredentials", allowedCredentials.map { .array($0.map { .string(Base64URL.encode($0)) }) } ?? .null),
         ])
     }
 
