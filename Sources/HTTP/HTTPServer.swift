@@ -308,9 +308,16 @@ private func isSendable(name: String, value: String) -> Bool {
         || asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
         return false
     }
-    let forbidden: (UInt8) -> Bool = { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
-    return !name.utf8.contains(where: { forbidden($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: " ") })
-        && !value.utf8.contains(where: forbidden)
+    return !contains(name, where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: " ") })
+        && !contains(value, where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 })
+}
+
+/// Over the contiguous UTF-8 (a short string's `utf8` view is walked through its iterator, several
+/// times slower; every response header passes here).
+@inline(__always)
+private func contains(_ text: String, where predicate: (UInt8) -> Bool) -> Bool {
+    var text = text
+    return text.withUTF8 { $0.contains(where: predicate) }
 }
 
 private final class ValueCollector {

@@ -61,7 +61,8 @@ public final class PostgresConnection: Sendable {
         }
 
         static func == (a: StatementKey, b: StatementKey) -> Bool {
-            a.digest == b.digest && a.text == b.text && a.types == b.types
+            a.digest == b.digest && a.text.count == b.text.count && a.types == b.types
+                && a.text.withUnsafeBytes { x in b.text.withUnsafeBytes { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
         }
 
         func hash(into hasher: inout Hasher) {
@@ -288,7 +289,7 @@ public final class PostgresConnection: Sendable {
     // MARK: - Internals
 
     private func run(_ sql: SQL) throws -> (rows: [Row], affected: Int) {
-        if let bad = sql.binds.firstIndex(where: \.containsNUL) {
+        if let bad = sql.binds.firstIndex(where: { $0.containsNUL }) {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
         let prepare = !transactionPooling

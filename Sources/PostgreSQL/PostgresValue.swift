@@ -1,3 +1,5 @@
+import Glibc
+
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -79,7 +81,9 @@ extension PostgresValue {
 
     var containsNUL: Bool {
         switch self {
-        case .text(let s), .json(let s): s.utf8.contains(0)
+        case .text(let s), .json(let s):
+            // memchr over the contiguous UTF-8 (every bind's text is scanned once per statement).
+            { var text = s; return text.withUTF8 { $0.isEmpty ? false : memchr($0.baseAddress!, 0, $0.count) != nil } }()
         default: false
         }
     }
@@ -117,7 +121,8 @@ struct WireParameters {
         case .text(let s), .json(let s):
             // A NUL inside text is not representable in PostgreSQL; libpq would silently truncate
             // at it, so the encoder rejects it earlier (see SQL binding).
-            bytes.append(contentsOf: s.utf8)
+            var text = s
+            text.withUTF8 { bytes.append(contentsOf: $0) }
             bytes.append(0)
         case .int64(let v):
             appendBigEndian(UInt64(bitPattern: v))
