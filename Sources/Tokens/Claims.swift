@@ -54,6 +54,23 @@ public struct AccessClaims: Sendable, Equatable {
         ])
     }
 
+    /// `payload(issuer:audience:).serialized()`, written without the tree (every login signs one).
+    public func payloadBytes(issuer: String, audience: String) -> [UInt8] {
+        var writer = JSONObjectWriter(capacity: 320)
+        writer.member("iss", string: issuer)
+        writer.member("sub", string: subject)
+        writer.member("aud", string: audience)
+        writer.member("client_id", string: "latchkey")
+        writer.member("iat", integer: issuedAt)
+        writer.member("exp", integer: expiresAt)
+        writer.member("jti", string: jwtId)
+        writer.member("auth_time", integer: authTime)
+        writer.member("sid", string: sessionId)
+        writer.member("acr", string: acr)
+        writer.member("amr", strings: amr)
+        return writer.finish()
+    }
+
     /// The claims of a verified token; a member missing or of another type is `malformed`.
     public init(verified claims: JSONValue) throws(TokenError) {
         let read = ClaimReader(claims)

@@ -49,11 +49,23 @@ public struct SigningKey: Sendable {
 /// Compact JWS with ES256 (RFC 7515/7518), as RFC 9068 access tokens use.
 public enum JWT {
     public static func sign(claims: JSONValue, key: SigningKey, type: String = "at+jwt") -> String {
-        let header: JSONValue = .object([("alg", "ES256"), ("typ", .string(type)), ("kid", .string(key.kid))])
-        let input = Base64URL.encode(header.serialized()) + "." + Base64URL.encode(claims.serialized())
+        sign(payload: claims.serialized(), key: key, type: type)
+    }
+
+    /// `payload`: the claims' JSON text (the bytes the token's second part encodes).
+    public static func sign(payload: [UInt8], key: SigningKey, type: String = "at+jwt") -> String {
+        var header = JSONObjectWriter(capacity: 96)
+        header.member("alg", string: "ES256")
+        header.member("typ", string: type)
+        header.member("kid", string: key.kid)
+        var input = Base64URL.encode(header.finish())
+        input += "."
+        input += Base64URL.encode(payload)
         let der = try! key.privateKey.sign(Array(input.utf8), algorithm: .ecdsa(.sha256))
         let raw = try! ECDSASignature.rawFromDER(der, coordinateLength: 32)
-        return input + "." + Base64URL.encode(raw)
+        input += "."
+        input += Base64URL.encode(raw)
+        return input
     }
 
     /// Verifies signature, type and time window; returns the claims. `keys` maps kid → public key.

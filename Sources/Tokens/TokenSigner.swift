@@ -143,7 +143,8 @@ public final class TokenSigner: Sendable {
 
     /// An access token for `claims`.
     public func sign(_ claims: AccessClaims) throws(TokenError) -> String {
-        try sign(claims.payload(issuer: issuer, audience: audience), type: AccessClaims.type)
+        guard let key = keySet().current else { throw TokenError(.unknownKey, "no signing key") }
+        return JWT.sign(payload: claims.payloadBytes(issuer: issuer, audience: audience), key: key, type: AccessClaims.type)
     }
 
     /// A step-up token for `claims`.

@@ -37,3 +37,27 @@ import WebAuthn
         #expect(Base64URL.decode(String(token.split(separator: ".")[2]))?.count == 64)
     }
 }
+
+/// The access token's payload is written without a JSON tree: the same bytes as the tree's.
+@Suite struct AccessClaimsPayloadTests {
+    @Test(arguments: [AuthenticationClaims.passkeyVerified, .passkey, .emailOTP, .deviceKeyAttested])
+    func directPayloadIsTheTreePayload(authentication: AuthenticationClaims) {
+        for subject in ["u-1", "with \"quote\" and \\ and \u{7}", "ünï😀"] {
+            let claims = AccessClaims(subject: subject, sessionId: "s\u{0}1", jwtId: "j", issuedAt: 1_796_169_599,
+                                      expiresAt: 9_007_199_254_740_992, authTime: 0,
+                                      authentication: authentication)
+            #expect(claims.payloadBytes(issuer: "https://id.example", audience: "api")
+                    == claims.payload(issuer: "https://id.example", audience: "api").serialized())
+        }
+    }
+
+    @Test func signedTokenCarriesTheSamePayload() throws {
+        let key = SigningKey.generate()
+        let claims = AccessClaims(subject: "u", sessionId: "s", jwtId: "j", issuedAt: 100, expiresAt: 4_000_000_000, authTime: 99,
+                                  authentication: .passkey)
+        let token = JWT.sign(payload: claims.payloadBytes(issuer: "i", audience: "a"), key: key)
+        let verified = try JWT.verify(token, keys: [key.kid: key.publicKey], now: 200)
+        #expect(verified == claims.payload(issuer: "i", audience: "a"))
+        #expect(token.split(separator: ".")[0] == JWT.sign(claims: claims.payload(issuer: "i", audience: "a"), key: key).split(separator: ".")[0])
+    }
+}

@@ -56,6 +56,22 @@ import WebAuthnTesting
         #expect(try AuthenticationState(decoding: open.encoded()) == open)
     }
 
+    /// `encoded()` writes the state directly; it must be byte for byte the generic canonical
+    /// encoder's output, for every shape a state can take (and strings that need escaping).
+    @Test("The direct state encoding is the canonical encoder's", arguments: [nil, "acct-1", "a\"b\\c\u{1}é😀"] as [String?])
+    func directEncodingIsTheReference(account: String?) throws {
+        for allowed in [nil, [], [[1]], [[1, 2, 3, 4], Array(repeating: 0xFF, count: 64), [0]]] as [[[UInt8]]?] {
+            for uv in [VerificationPolicy.UserVerification.required, .preferred, .discouraged] {
+                for rpId in ["example.com", "bücher.example"] {
+                    let state = AuthenticationState(challenge: Array(0..<32), rpId: rpId, userVerification: uv, account: account,
+                                                    allowedCredentials: allowed)
+                    #expect(state.encoded() == state.referenceEncoding())
+                    #expect(try AuthenticationState(decoding: state.encoded()) == state)
+                }
+            }
+        }
+    }
+
     static let corruptions: [(String, [UInt8])] = {
         let good = CeremonyFixture.authentication().begin(allowCredentials: [CredentialDescriptor(id: [1, 2, 3, 4])],
                                                           account: "acct-1", restrictToAllowed: true).state.encoded()
