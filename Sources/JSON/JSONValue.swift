@@ -39,8 +39,11 @@ public enum JSONValue: Sendable, Hashable {
     /// The member named `key` of an object, or nil (also for non-objects).
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        for member in members where member.key == key { return member.value }
-        return nil
+        // Read in place: iterating the array copied (retained and released) every member passed.
+        return members.withUnsafeBufferPointer { members in
+            for i in members.indices where members[i].key == key { return members[i].value }
+            return nil
+        }
     }
 
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }

@@ -39,9 +39,12 @@ extension JSONValue {
         case .string(let s): JSONValue.writeString(s, into: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
-            for (i, e) in elements.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                e.write(into: &out, canonical: canonical)
+            // Through the buffer: elements are read in place, not copied (retained) one by one.
+            elements.withUnsafeBufferPointer { elements in
+                for i in elements.indices {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    elements[i].write(into: &out, canonical: canonical)
+                }
             }
             out.append(UInt8(ascii: "]"))
         case .object(let stored):
@@ -50,11 +53,13 @@ extension JSONValue {
             let members = canonical && !JSONValue.inCanonicalOrder(stored)
                 ? stored.sorted { JSONValue.utf16Precedes($0.key, $1.key) } : stored
             out.append(UInt8(ascii: "{"))
-            for (i, m) in members.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSONValue.writeString(m.key, into: &out)
-                out.append(UInt8(ascii: ":"))
-                m.value.write(into: &out, canonical: canonical)
+            members.withUnsafeBufferPointer { members in
+                for i in members.indices {
+                    if i > 0 { out.append(UInt8(ascii: ",")) }
+                    JSONValue.writeString(members[i].key, into: &out)
+                    out.append(UInt8(ascii: ":"))
+                    members[i].value.write(into: &out, canonical: canonical)
+                }
             }
             out.append(UInt8(ascii: "}"))
         }

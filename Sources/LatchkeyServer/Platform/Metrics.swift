@@ -29,8 +29,16 @@ public final class Metrics: Sendable {
         }
     }
 
+    /// One `latchkey_http_requests_total` series: kept as its parts (every request counts one, so
+    /// no label text is formatted until /metrics is read).
+    struct RequestSeries: Hashable {
+        let route: String
+        let method: String
+        let status: Int
+    }
+
     struct State {
-        var requests: [String: UInt64] = [:]            // "route|method|status"
+        var requests: [RequestSeries: UInt64] = [:]
         var latency: [String: Histogram] = [:]          // route
         var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
         var deliveries: [String: UInt64] = [:]          // "type|outcome"
@@ -44,7 +52,7 @@ public final class Metrics: Sendable {
     public func observeRequest(route: String, method: String, status: Int, seconds: Double) {
         let method = Self.methodLabel(method)
         state.withLock { s in
-            s.requests["\(route)|\(method)|\(status)", default: 0] += 1
+            s.requests[RequestSeries(route: route, method: method, status: status), default: 0] += 1
             // Mutated in place: copying the histogram out and back re-allocated its counts each time.
             s.latency[route, default: Histogram()].observe(seconds)
         }
@@ -101,7 +109,8 @@ public final class Metrics: Sendable {
         let s = state.withLock { $0 }
         var out = Exposition()
         out.sample(Family.buildInfo, [("version", LatchkeyBuild.version)], "1")
-        out.counter(Family.requests, labels: ["route", "method", "status"], s.requests)
+        out.counter(Family.requests, labels: ["route", "method", "status"],
+                    Dictionary(s.requests.map { ("\($0.key.route)|\($0.key.method)|\($0.key.status)", $0.value) }, uniquingKeysWith: +))
         out.declare(Family.latency)
         for (route, h) in s.latency.sorted(by: { $0.key < $1.key }) {
             for (i, bound) in Metrics.buckets.enumerated() {
