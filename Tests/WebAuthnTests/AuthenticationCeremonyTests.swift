@@ -67,8 +67,34 @@ import WebAuthnTesting
                                                     allowedCredentials: allowed)
                     #expect(state.encoded() == state.referenceEncoding())
                     #expect(try AuthenticationState(decoding: state.encoded()) == state)
+                    // The in-place read handles every state whose strings need no escape; the
+                    // others are left to the generic decode (which the line above just used).
+                    let inPlace = AuthenticationState.decodingInPlace(state.encoded())
+                    #expect(account?.contains(where: { $0 == "\"" || $0 == "\\" || $0.asciiValue.map { $0 < 0x20 } == true }) == true
+                            ? inPlace == nil : inPlace == state)
                 }
             }
+        }
+    }
+
+    /// Whatever the in-place read accepts, the generic decode accepts as the same state: over
+    /// every corruption of a good state, and every one-byte change of it.
+    @Test("The in-place state read never accepts what the generic decode refuses")
+    func inPlaceReadIsNoLooser() throws {
+        let good = CeremonyFixture.authentication().begin(allowCredentials: [CredentialDescriptor(id: [1, 2, 3, 4])],
+                                                          account: "acct-1", restrictToAllowed: true).state.encoded()
+        var candidates = Self.corruptions.map(\.1)
+        for position in good.indices {
+            for replacement: UInt8 in [0x00, 0x22, 0x5C, 0x41, 0x7B, 0xFF] where good[position] != replacement {
+                var changed = good
+                changed[position] = replacement
+                candidates.append(changed)
+            }
+            candidates.append(Array(good[..<position]))
+        }
+        for bytes in candidates {
+            guard let inPlace = AuthenticationState.decodingInPlace(bytes), inPlace.encoded() == bytes else { continue }
+            #expect(try AuthenticationState(decodingGenerically: bytes) == inPlace)
         }
     }
 
