@@ -110,6 +110,7 @@ struct WireParameters {
         offsets.reserveCapacity(binds.count)
         bytes.reserveCapacity(binds.count * 16)
         for value in binds { append(value) }
+        bytes.append(0)  // past the last value: a zero-length value still gets a valid pointer
     }
 
     private mutating func append(_ value: PostgresValue) {
@@ -121,8 +122,7 @@ struct WireParameters {
         case .text(let s), .json(let s):
             // A NUL inside text is not representable in PostgreSQL; libpq would silently truncate
             // at it, so the encoder rejects it earlier (see SQL binding).
-            var text = s
-            text.withUTF8 { bytes.append(contentsOf: $0) }
+            SQL.StringInterpolation.append(s, to: &bytes)
             bytes.append(0)
         case .int64(let v):
             appendBigEndian(UInt64(bitPattern: v))
@@ -150,9 +150,7 @@ struct WireParameters {
 
     /// Calls `body` with the C array of value pointers (NULL for SQL NULL), valid during the call.
     func withValuePointers<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-        var storage = bytes
-        storage.append(0)  // a zero-length value still needs a valid pointer
-        return storage.withUnsafeBufferPointer { buffer in
+        bytes.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { chars in
                 let base = chars.baseAddress!
                 let pointers = offsets.map { $0 < 0 ? nil : UnsafePointer(base + $0) }

@@ -33,7 +33,6 @@ final class ColumnLayout: Sendable {
 final class ResultStorage: Sendable {
     let layout: ColumnLayout
     var columns: [String] { layout.columns }
-    var columnIndex: [String: Int] { layout.columnIndex }
     var columnTypes: [UInt32] { layout.columnTypes }
     let rowCount: Int
     /// Per cell (row-major): start offset in `bytes` and length, or length -1 for NULL.
