@@ -1,6 +1,7 @@
 /// Writes one JSON object straight into bytes, member by member, without building a `JSONValue`
 /// tree: for the few objects every login writes (a ceremony state, an access token's claims),
-/// where the tree's allocations and generic tuple copies cost more than the text itself.
+/// where the tree's allocations and generic tuple copies cost more than the text itself, and the
+/// answer to a finished passkey ceremony. Nested objects and arrays of objects are written in place.
 ///
 /// The output is what `JSONValue.object(members).serialized()` writes for the same members in the
 /// same order (numbers are integers here; strings are escaped by the same `writeString`). Listing
@@ -10,6 +11,8 @@ public struct JSONObjectWriter {
     public private(set) var bytes: [UInt8]
     private let checksOrder: Bool
     private var lastKey: String?
+    /// Members written so far (a comma goes before every one but the first).
+    private var memberCount = 0
 
     /// `requireCanonicalOrder`: every key must come after the previous one in RFC 8785's order
     /// (a precondition, so a mis-ordered caller fails its tests instead of writing a second form).
@@ -20,12 +23,22 @@ public struct JSONObjectWriter {
         checksOrder = requireCanonicalOrder
     }
 
+    /// A nested object written into `bytes` (taken over, not copied), which already holds its
+    /// enclosing text up to the member's key.
+    private init(continuing bytes: inout [UInt8], requireCanonicalOrder: Bool) {
+        self.bytes = []
+        swap(&self.bytes, &bytes)
+        self.bytes.append(UInt8(ascii: "{"))
+        checksOrder = requireCanonicalOrder
+    }
+
     private mutating func key(_ key: String) {
         if checksOrder {
             if let lastKey { precondition(JSONValue.utf16Precedes(lastKey, key), "members out of RFC 8785 order: \(lastKey), \(key)") }
             lastKey = key
         }
-        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+        if memberCount > 0 { bytes.append(UInt8(ascii: ",")) }
+        memberCount += 1
         JSONValue.writeString(key, into: &bytes)
         bytes.append(UInt8(ascii: ":"))
     }
@@ -65,6 +78,28 @@ public struct JSONObjectWriter {
         bytes.append(UInt8(ascii: "]"))
     }
 
+    /// A nested object, its members written by `body` (in `body`'s order; RFC 8785 order is
+    /// checked when this writer checks it).
+    public mutating func member(_ key: String, object body: (inout JSONObjectWriter) -> Void) {
+        self.key(key)
+        var nested = JSONObjectWriter(continuing: &bytes, requireCanonicalOrder: checksOrder)
+        body(&nested)
+        bytes = nested.finish()
+    }
+
+    /// An array of `count` objects, the `i`-th one's members written by `element(i, &writer)`.
+    public mutating func member(_ key: String, objects count: Int, element: (Int, inout JSONObjectWriter) -> Void) {
+        self.key(key)
+        bytes.append(UInt8(ascii: "["))
+        for i in 0..<count {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            var nested = JSONObjectWriter(continuing: &bytes, requireCanonicalOrder: checksOrder)
+            element(i, &nested)
+            bytes = nested.finish()
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
     /// Any value, written as `serialized()` (or `canonicalized()`) writes it.
     public mutating func member(_ key: String, value: JSONValue, canonical: Bool = false) {
         self.key(key)
@@ -75,5 +110,15 @@ public struct JSONObjectWriter {
     public consuming func finish() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
         return bytes
+    }
+
+    /// The finished object read back as a tree, for the callers of a shape that need one: the
+    /// writer stays the shape's one definition, and the tree cannot drift from the bytes.
+    public consuming func finishedValue() -> JSONValue {
+        let text = finish()
+        do { return try JSONParser.parse(text, maxDepth: Int.max, maxMembers: Int.max) } catch {
+            // Unreachable: keys and strings are Swift strings (valid UTF-8), escaped by `writeString`.
+            preconditionFailure("JSONObjectWriter wrote text JSONParser refuses: \(error)")
+        }
     }
 }

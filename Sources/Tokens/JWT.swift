@@ -17,11 +17,15 @@ public struct SigningKey: Sendable {
     public let privateKey: PrivateKey
     public let publicKey: PublicKey
     public let kid: String
+    /// The encoded JOSE header of an access token (`typ` `at+jwt`) under this key, written once:
+    /// every login signs one.
+    let accessTokenHeader: String
 
     public init(_ privateKey: PrivateKey) {
         self.privateKey = privateKey
         self.publicKey = privateKey.publicKey
         self.kid = SigningKey.thumbprint(publicKey)
+        self.accessTokenHeader = JWT.encodedHeader(kid: kid, type: "at+jwt")
     }
 
     public static func generate() -> SigningKey { SigningKey(.generateEC(.p256)) }
@@ -54,11 +58,7 @@ public enum JWT {
 
     /// `payload`: the claims' JSON text (the bytes the token's second part encodes).
     public static func sign(payload: [UInt8], key: SigningKey, type: String = "at+jwt") -> String {
-        var header = JSONObjectWriter(capacity: 96)
-        header.member("alg", string: "ES256")
-        header.member("typ", string: type)
-        header.member("kid", string: key.kid)
-        var input = Base64URL.encode(header.finish())
+        var input = type == "at+jwt" ? key.accessTokenHeader : encodedHeader(kid: key.kid, type: type)
         input += "."
         input += Base64URL.encode(payload)
         let der = try! key.privateKey.sign(Array(input.utf8), algorithm: .ecdsa(.sha256))
@@ -66,6 +66,15 @@ public enum JWT {
         input += "."
         input += Base64URL.encode(raw)
         return input
+    }
+
+    /// The base64url JOSE header (RFC 7515 §4): ES256, `type`, `kid`.
+    static func encodedHeader(kid: String, type: String) -> String {
+        var header = JSONObjectWriter(capacity: 96)
+        header.member("alg", string: "ES256")
+        header.member("typ", string: type)
+        header.member("kid", string: kid)
+        return Base64URL.encode(header.finish())
     }
 
     /// Verifies signature, type and time window; returns the claims. `keys` maps kid → public key.

@@ -218,3 +218,40 @@ extension CanonicalJSONTests {
         }
     }
 }
+
+/// `JSONObjectWriter` writes what `JSONValue.serialized()` writes for the same members: flat,
+/// nested objects (including an empty one), arrays of objects, and strings that need escaping.
+@Suite struct JSONObjectWriterTests {
+    @Test func nestedObjectsAndArraysOfObjectsMatchTheTree() throws {
+        var writer = JSONObjectWriter(capacity: 8)  // small: the nested writers grow the shared buffer
+        writer.member("user") { user in
+            user.member("id", string: "u\"1\\")
+            user.member("n", integer: -42)
+        }
+        writer.member("empty") { _ in }
+        writer.member("list", objects: 3) { i, item in
+            item.member("i", integer: Int64(i))
+            if i == 1 { item.member("inner") { $0.member("s", strings: ["a", "\n"]) } }
+            item.member("b", bool: i == 2)
+        }
+        writer.member("none", objects: 0) { _, _ in }
+        writer.member("after", optionalString: nil)
+        let tree: JSONValue = .object([
+            ("user", .object([("id", "u\"1\\"), ("n", -42)])), ("empty", .object([])),
+            ("list", .array([.object([("i", 0), ("b", false)]),
+                             .object([("i", 1), ("inner", .object([("s", ["a", "\n"])])), ("b", false)]),
+                             .object([("i", 2), ("b", true)])])),
+            ("none", .array([])), ("after", .null),
+        ])
+        let written = writer.finish()
+        #expect(written == tree.serialized())
+        #expect(try JSONParser.parse(written) == tree)
+    }
+
+    @Test func finishedValueIsTheTreeOfTheText() {
+        var writer = JSONObjectWriter()
+        writer.member("a", string: "x")
+        writer.member("o") { $0.member("n", integer: 7) }
+        #expect(writer.finishedValue() == .object([("a", "x"), ("o", .object([("n", 7)]))]))
+    }
+}

@@ -35,8 +35,8 @@ extension RouteTable {
         }
         add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
             let result = try s.passkeys.verifyRegistration(ctx.request.body, userAgent: ctx.request.header("User-Agent"))
-            s.rememberLanguage(of: ctx.request, userId: result["user"]?["id"]?.stringValue)
-            return .json(status: 201, bytes: result.serialized())
+            s.rememberLanguage(of: ctx.request, userId: result.userId)
+            return .json(status: 201, bytes: result.body)
         }
         add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in
             let body = ctx.request.body.isEmpty ? JSONValue.object([]) : try ctx.json()
@@ -50,8 +50,8 @@ extension RouteTable {
         }
         add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
             let result = try s.passkeys.verifyAuthentication(ctx.request.body)
-            s.rememberLanguage(of: ctx.request, userId: result["user"]?["id"]?.stringValue)
-            return .json(bytes: result.serialized())
+            s.rememberLanguage(of: ctx.request, userId: result.userId)
+            return .json(bytes: result.body)
         }
         add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in
             .json(bytes: try s.passkeys.listPasskeys(userId: try ctx.userId).serialized())

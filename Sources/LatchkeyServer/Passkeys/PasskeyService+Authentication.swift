@@ -61,11 +61,11 @@ extension PasskeyService {
     }
 
     /// `conformance`: the conformance profile's `/assertion/result` (an assertion's UP flag may be clear).
-    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false) throws(ServiceError) -> JSONValue {
+    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false) throws(ServiceError) -> SignedIn {
         try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body, conformance: conformance) }
     }
 
-    func finishAuthentication(_ body: [UInt8], conformance: Bool) throws(ServiceError) -> JSONValue {
+    func finishAuthentication(_ body: [UInt8], conformance: Bool) throws(ServiceError) -> SignedIn {
         let parsed: ParsedAuthentication
         do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
         // Round trip 1: use the challenge up and fetch the credential (SPEC: consumed first, so any
@@ -111,7 +111,6 @@ extension PasskeyService {
         updated.backupEligible = outcome.verified.backupEligible
         updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
-        return .object([("user", user.json), ("passkey", passkeyJSON(updated)), ("tokens", issued.json),
-                        ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
+        return signedIn(user: user, passkey: updated, tokens: issued, accepted: accepted)
     }
 }

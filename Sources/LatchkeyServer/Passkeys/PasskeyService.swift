@@ -187,11 +187,11 @@ public final class PasskeyService: Sendable {
     }
 
     /// `userAgent`: the registering request's, for the name of a passkey whose AAGUID names no provider (`DeviceName`).
-    func verifyRegistration(_ body: [UInt8], userAgent: String? = nil) throws(ServiceError) -> JSONValue {
+    func verifyRegistration(_ body: [UInt8], userAgent: String? = nil) throws(ServiceError) -> SignedIn {
         try observed("registration") { () throws(ServiceError) in try finishRegistration(body, userAgent: userAgent) }
     }
 
-    private func finishRegistration(_ body: [UInt8], userAgent: String?) throws(ServiceError) -> JSONValue {
+    private func finishRegistration(_ body: [UInt8], userAgent: String?) throws(ServiceError) -> SignedIn {
         let parsed: ParsedRegistration
         do { parsed = try ParsedRegistration(bytes: body) } catch { throw ServiceError(error) }
         // SPEC: the challenge is found and consumed first; any later failure still uses it up.
@@ -285,8 +285,7 @@ public final class PasskeyService: Sendable {
         let issued = try sessions.issue(session, userVerified: verified.userVerified)
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
-        return .object([("user", user.json), ("passkey", passkeyJSON(record)), ("tokens", issued.json),
-                        ("signals", Signals.current(rpId: configuration.rpId, user: user, credentialIds: accepted))])
+        return signedIn(user: user, passkey: record, tokens: issued, accepted: accepted)
     }
 
     /// When a held registration's passkey starts to approve: now (its registration) +
@@ -299,7 +298,7 @@ public final class PasskeyService: Sendable {
     // MARK: Shared
 
     /// Counts each ceremony's outcome ("ok" or the error code) in /metrics.
-    func observed(_ ceremony: String, _ body: () throws(ServiceError) -> JSONValue) throws(ServiceError) -> JSONValue {
+    func observed<Answer>(_ ceremony: String, _ body: () throws(ServiceError) -> Answer) throws(ServiceError) -> Answer {
         do {
             let result = try body()
             metrics.observeCeremony(ceremony, outcome: "ok")
@@ -310,18 +309,49 @@ public final class PasskeyService: Sendable {
         }
     }
 
+    /// SPEC's passkey shape.
     func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
+        var writer = JSONObjectWriter(capacity: 320)
+        writePasskey(c, into: &writer)
+        return writer.finishedValue()
+    }
+
+    /// `passkeyJSON`'s members, written into an object (the one definition of the shape).
+    func writePasskey(_ c: CredentialRecord, into writer: inout JSONObjectWriter) {
         let aaguid = formatUUID(c.aaguid)
         // SPEC "Assurance": a held passkey signs in but approves nothing until `heldUntil` (shown only while held).
-        let held: [(key: String, value: JSONValue)] = c.approvesFrom.flatMap { $0 > runtime.now() ? [("heldUntil", .string(iso8601($0)))] : nil } ?? []
-        return .object(held + [
-            ("id", .string(Base64URL.encode(c.id))), ("name", .string(c.name)),
-            ("provider", providerName(aaguid: c.aaguid, formatted: aaguid).map { .string($0) } ?? .null),
-            ("aaguid", .string(aaguid)), ("createdAt", .string(iso8601(c.createdAt))),
-            ("lastUsedAt", c.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
-            ("backupEligible", .bool(c.backupEligible)), ("backedUp", .bool(c.backedUp)),
-            ("transports", .array(c.transports.map { .string($0) })), ("flagged", .bool(c.flagged)),
-        ])
+        if let from = c.approvesFrom, from > runtime.now() { writer.member("heldUntil", string: iso8601(from)) }
+        writer.member("id", string: Base64URL.encode(c.id))
+        writer.member("name", string: c.name)
+        writer.member("provider", optionalString: providerName(aaguid: c.aaguid, formatted: aaguid))
+        writer.member("aaguid", string: aaguid)
+        writer.member("createdAt", string: iso8601(c.createdAt))
+        writer.member("lastUsedAt", optionalString: c.lastUsedAt.map(iso8601))
+        writer.member("backupEligible", bool: c.backupEligible)
+        writer.member("backedUp", bool: c.backedUp)
+        writer.member("transports", strings: c.transports)
+        writer.member("flagged", bool: c.flagged)
+    }
+
+    /// The answer to a finished passkey ceremony, registration or login (SPEC: `user`, `passkey`,
+    /// `tokens`, `signals`), written without a JSON tree: it is the body of every login.
+    struct SignedIn {
+        let userId: String
+        let body: [UInt8]
+
+        /// The same answer as a tree (the conformance profile picks members out of it).
+        var json: JSONValue {
+            do { return try JSONParser.parse(body) } catch { preconditionFailure("SignedIn.body is written by JSONObjectWriter") }
+        }
+    }
+
+    func signedIn(user: UserRecord, passkey: CredentialRecord, tokens: SessionService.Issued, accepted: [[UInt8]]) -> SignedIn {
+        var writer = JSONObjectWriter(capacity: 1024 + tokens.accessToken.utf8.count + 48 * accepted.count)
+        writer.member("user") { user.write(into: &$0) }
+        writer.member("passkey") { writePasskey(passkey, into: &$0) }
+        writer.member("tokens") { tokens.write(into: &$0) }
+        Signals.writeCurrent(as: "signals", rpId: configuration.rpId, user: user, credentialIds: accepted, into: &writer)
+        return SignedIn(userId: user.id, body: writer.finish())
     }
 
     // MARK: The user's passkeys

@@ -15,14 +15,32 @@ enum Signals {
 
     /// `"signals"`: the account's live credential ids, and its current names.
     static func current(rpId: String, user: UserRecord, credentialIds: [[UInt8]]) -> JSONValue {
-        let handle = JSONValue.string(Base64URL.encode(user.userHandle))
-        return .array([
-            .object([("method", "signalAllAcceptedCredentials"),
-                     ("options", .object([("rpId", .string(rpId)), ("userId", handle),
-                                          ("allAcceptedCredentialIds", .array(credentialIds.map { .string(Base64URL.encode($0)) }))]))]),
-            .object([("method", "signalCurrentUserDetails"),
-                     ("options", .object([("rpId", .string(rpId)), ("userId", handle), ("name", .string(user.username)),
-                                          ("displayName", .string(user.displayName))]))]),
-        ])
+        var writer = JSONObjectWriter(capacity: 256 + 48 * credentialIds.count)
+        writeCurrent(as: "signals", rpId: rpId, user: user, credentialIds: credentialIds, into: &writer)
+        return writer.finishedValue()["signals"] ?? .array([])
+    }
+
+    /// `current` as member `key` of `writer`'s object (the one definition of the shape).
+    static func writeCurrent(as key: String, rpId: String, user: UserRecord, credentialIds: [[UInt8]],
+                             into writer: inout JSONObjectWriter) {
+        let handle = Base64URL.encode(user.userHandle)
+        writer.member(key, objects: 2) { i, signal in
+            if i == 0 {
+                signal.member("method", string: "signalAllAcceptedCredentials")
+                signal.member("options") { options in
+                    options.member("rpId", string: rpId)
+                    options.member("userId", string: handle)
+                    options.member("allAcceptedCredentialIds", strings: credentialIds.map(Base64URL.encode))
+                }
+            } else {
+                signal.member("method", string: "signalCurrentUserDetails")
+                signal.member("options") { options in
+                    options.member("rpId", string: rpId)
+                    options.member("userId", string: handle)
+                    options.member("name", string: user.username)
+                    options.member("displayName", string: user.displayName)
+                }
+            }
+        }
     }
 }

@@ -4,6 +4,15 @@ import Storage
 extension UserRecord {
     /// SPEC's `user`: `{"id","username","displayName"}` (registration, login, email sign-in).
     var json: JSONValue {
-        .object([("id", .string(id)), ("username", .string(username)), ("displayName", .string(displayName))])
+        var writer = JSONObjectWriter(capacity: 96)
+        write(into: &writer)
+        return writer.finishedValue()
+    }
+
+    /// `json`'s members, written into an object (the one definition of the shape).
+    func write(into writer: inout JSONObjectWriter) {
+        writer.member("id", string: id)
+        writer.member("username", string: username)
+        writer.member("displayName", string: displayName)
     }
 }

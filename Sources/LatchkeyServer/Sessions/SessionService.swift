@@ -42,8 +42,17 @@ public final class SessionService: Sendable {
         let refreshToken: String
         let expiresIn: Int
         var json: JSONValue {
-            .object([("access_token", .string(accessToken)), ("token_type", "Bearer"), ("expires_in", .number(Double(expiresIn))),
-                     ("refresh_token", .string(refreshToken))])
+            var writer = JSONObjectWriter(capacity: 160 + accessToken.utf8.count)
+            write(into: &writer)
+            return writer.finishedValue()
+        }
+
+        /// `json`'s members, written into an object (the one definition of the shape).
+        func write(into writer: inout JSONObjectWriter) {
+            writer.member("access_token", string: accessToken)
+            writer.member("token_type", string: "Bearer")
+            writer.member("expires_in", integer: Int64(expiresIn))
+            writer.member("refresh_token", string: refreshToken)
         }
     }
 
