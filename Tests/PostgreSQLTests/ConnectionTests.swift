@@ -205,6 +205,27 @@ struct ConnectionTests {
         #expect(error?.code == .query)
     }
 
+    /// `ColumnLayout.index(of:)` compares fingerprints (length and first seven bytes) before names:
+    /// names sharing both still resolve to their own column, a repeated name to its first column,
+    /// an absent one to none, for narrow and wide (30 columns) results alike.
+    @Test("columns are found by name among look-alikes, repeats and wide results")
+    func columnsAreFoundByName() throws {
+        let conn = try TestDatabase.connect()
+        let wide = (0..<26).map { "\($0) AS filler_\($0)" }.joined(separator: ", ")
+        for extra in ["", ", " + wide] {
+            let row = try #require(try conn.query(SQL(unsafeRaw: """
+                SELECT 1 AS user_id1, 2 AS user_id2, 3 AS user_id1, 4 AS "é", 5 AS x \(extra)
+                """)).first)
+            #expect(try row.int64("user_id2") == 2)
+            #expect(try row.int64("user_id1") == 1)
+            #expect(try row.int64("é") == 4)
+            #expect(try row.int64("x") == 5)
+            #expect(throws: PostgresError.self) { try row.int64("user_id") }
+            #expect(throws: PostgresError.self) { try row.int64("user_id3") }
+            if !extra.isEmpty { #expect(try row.int64("filler_25") == 25) }
+        }
+    }
+
     @Test("decode errors name the column")
     func decodeErrors() throws {
         let conn = try TestDatabase.connect()
