@@ -108,7 +108,16 @@ struct WireParameters {
         formats.reserveCapacity(binds.count)
         lengths.reserveCapacity(binds.count)
         offsets.reserveCapacity(binds.count)
-        bytes.reserveCapacity(binds.count * 16)
+        // The exact size (a String's UTF-8 count is stored), so the buffer is allocated once.
+        bytes.reserveCapacity(binds.reduce(1) { total, value in
+            switch value {
+            case .null: total
+            case .text(let s), .json(let s): total + s.utf8.count + 1
+            case .bytea(let data): total + data.count
+            case .bool: total + 1
+            case .int64, .double, .timestamptz: total + 8
+            }
+        })
         for value in binds { append(value) }
         bytes.append(0)  // past the last value: a zero-length value still gets a valid pointer
     }

@@ -92,12 +92,15 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
         public mutating func appendInterpolation(fragment: SQL) {
             let offset = binds.count
             let count = fragment.binds.count
+            Self.reserve(&binds, adding: count)
             binds.append(contentsOf: fragment.binds)
+            // Renumbering may lengthen a placeholder by a few digits; 3 per bind covers any statement
+            // of under a million binds whose placeholders each appear at most once or twice.
+            Self.reserve(&bytes, adding: fragment.utf8.count + 3 * count)
             guard offset > 0, count > 0 else {
                 bytes.append(contentsOf: fragment.utf8)
                 return
             }
-            bytes.reserveCapacity(bytes.count + fragment.utf8.count + 2 * count)
             fragment.utf8.withUnsafeBufferPointer { source in
                 guard let base = source.baseAddress else { return }
                 var runStart = 0, i = 0
@@ -124,6 +127,14 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
             }
         }
 
+        /// Room for `count` more elements, growing geometrically: reserving exactly `count + n` on
+        /// every splice reallocated (and copied) the whole statement each time.
+        @inline(__always)
+        private static func reserve<Element>(_ array: inout [Element], adding count: Int) {
+            let needed = array.count + count
+            if array.capacity < needed { array.reserveCapacity(Swift.max(needed, 2 * array.capacity)) }
+        }
+
         private static func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }
 
         private static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
@@ -135,7 +146,8 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
     /// `parts` one after the other, with `separator` (plain SQL text) between them; linear in the
     /// total length (each part is spliced once).
     public static func joined(_ parts: [SQL], separator: String) -> SQL {
-        var result = StringInterpolation(literalCapacity: parts.reduce(0) { $0 + $1.utf8.count + separator.utf8.count }, interpolationCount: 0)
+        var result = StringInterpolation(literalCapacity: parts.reduce(0) { $0 + $1.utf8.count + separator.utf8.count },
+                                         interpolationCount: parts.reduce(0) { $0 + $1.binds.count })
         for (i, part) in parts.enumerated() {
             if i > 0 { result.appendLiteral(separator) }
             result.appendInterpolation(fragment: part)

@@ -13,7 +13,10 @@ extension SQL {
     /// Built in one pass: each part is spliced once (`appendInterpolation(fragment:)`).
     static func with(_ ctes: [(name: String, sql: SQL)], _ final: SQL) -> SQL {
         guard !ctes.isEmpty else { return final }
-        var statement = SQL.StringInterpolation(literalCapacity: 512, interpolationCount: 0)
+        // Sized for the whole statement up front (the login's is ~1.5 kB with ~20 binds).
+        let length = ctes.reduce(final.utf8.count + 8) { $0 + $1.name.utf8.count + $1.sql.utf8.count + 8 }
+        let binds = ctes.reduce(final.binds.count) { $0 + $1.sql.binds.count }
+        var statement = SQL.StringInterpolation(literalCapacity: length, interpolationCount: binds)
         statement.appendLiteral("WITH ")
         for (i, cte) in ctes.enumerated() {
             if i > 0 { statement.appendLiteral(",\n") }
