@@ -319,7 +319,7 @@ public final class PostgresConnection: Sendable {
         } catch let error as PostgresError where error.sqlState == "26000" || error.sqlState == "0A000" {
             // "prepared statement does not exist" (after DISCARD ALL / DEALLOCATE) or "cached
             // plan must not change result type" (after a schema change): prepare again, once.
-            let key = StatementKey(text: sql.utf8, types: sql.binds.map { $0.typeOID })
+            let key = StatementKey(text: sql.composed, types: sql.binds.map { $0.typeOID })
             guard let name = state.statements.removeValue(forKey: key)?.name else { throw error }
             if error.sqlState == "26000" { state.statements.removeAll() }
             // Inside a transaction the failure aborted it: report the original error.
@@ -336,7 +336,7 @@ public final class PostgresConnection: Sendable {
         let fatal = state.fatalFlag
         let parameters = WireParameters(sql.binds)
         let types = parameters.types
-        let key = StatementKey(text: sql.utf8, types: types)
+        let key = StatementKey(text: sql.composed, types: types)
         var statement = state.statements[key]
         if statement == nil, state.statements.count < statementCacheLimit {
             let newName = "lk_\(state.nextStatement)"

@@ -14,7 +14,7 @@ extension SQL {
     static func with(_ ctes: [(name: String, sql: SQL)], _ final: SQL) -> SQL {
         guard !ctes.isEmpty else { return final }
         // Sized for the whole statement up front (the login's is ~1.5 kB with ~20 binds).
-        let length = ctes.reduce(final.utf8.count + 8) { $0 + $1.name.utf8.count + $1.sql.utf8.count + 8 }
+        let length = ctes.reduce(final.composed.count + 8) { $0 + $1.name.utf8.count + $1.sql.composed.count + 8 }
         let binds = ctes.reduce(final.binds.count) { $0 + $1.sql.binds.count }
         var statement = SQL.StringInterpolation(literalCapacity: length, interpolationCount: binds)
         statement.appendLiteral("WITH ")

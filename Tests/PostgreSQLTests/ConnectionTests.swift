@@ -226,6 +226,17 @@ struct ConnectionTests {
         }
     }
 
+    /// A statement with a placeholder used twice gives the same answer run as written and spliced
+    /// into a composed one (where the value is bound once per use).
+    @Test("explicit placeholders mean the same run directly and spliced")
+    func explicitPlaceholdersSpliced() throws {
+        let conn = try TestDatabase.connect()
+        let explicit = SQL("$2::int8 - $1::int8 + $2::int8", binds: [.int64(1), .int64(10)])
+        #expect(try conn.query("SELECT \(fragment: explicit) AS v")[0].int64("v") == 19)
+        #expect(try conn.query(SQL("SELECT $2::int8 - $1::int8 + $2::int8 AS v", binds: [.int64(1), .int64(10)]))[0].int64("v") == 19)
+        #expect(try conn.query("SELECT \(5)::int8 AS a, \(fragment: explicit) AS v, \("x") AS b")[0].int64("v") == 19)
+    }
+
     @Test("decode errors name the column")
     func decodeErrors() throws {
         let conn = try TestDatabase.connect()
