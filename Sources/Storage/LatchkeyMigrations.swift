@@ -62,6 +62,8 @@ public enum LatchkeyMigrations {
         File(version: 16, name: "account language", file: "0016_account_language.sql", sql: PackageResources._016_account_language_sql),
         // Issue 21: the OpenID Provider's clients, requests, codes, grants and client-assertion jtis.
         File(version: 17, name: "OpenID Provider", file: "0017_oauth.sql", sql: PackageResources._017_oauth_sql),
+        // Issue 24: starting a session no longer locks (and dirties) the account's row.
+        File(version: 18, name: "session owner lock", file: "0018_session_owner_lock.sql", sql: PackageResources._018_session_owner_lock_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

@@ -3,9 +3,9 @@ import PostgreSQL
 
 // Statements here are built from shared fragments (the one credential-use UPDATE, the one
 // refresh-family insert, the one audit insert) so that each thing is written in SQL exactly once.
-// A fragment is an ordinary `SQL` value with its own `$1…$N`; splicing (PostgreSQL's
-// `appendInterpolation(fragment:)`, `SQL.joined`) renumbers them as binds of the enclosing statement,
-// so values still never reach the statement text.
+// A fragment is an ordinary `SQL` value with its own binds; splicing (PostgreSQL's
+// `appendInterpolation(fragment:)`, `SQL.joined`) makes them binds of the enclosing statement, in
+// place (numbered `$1…$N` once, when the statement is prepared), so values never reach the text.
 
 extension SQL {
     /// `WITH name AS (sql), … final`: a single statement whose data-modifying CTEs all run once,

@@ -1,0 +1,14 @@
+-- Issue 24: what a login writes should not grow with the number of accounts.
+--
+-- Starting a session inserted a refresh family whose `user_id` referenced `users(id)`. PostgreSQL
+-- checks such a reference by locking the referenced row FOR KEY SHARE, which writes the lock into
+-- the user's tuple: every login dirtied a random page of `users` (a WAL record, and after each
+-- checkpoint a full-page image of 8 kB), and two logins of one account at the same time met on that
+-- row (a multixact). Measured with 1 M accounts: 2.76 → 2.06 full-page images and 21.1 → 15.4 kB of
+-- WAL per login without it (`latchkey bench login --accounts 1000000`).
+--
+-- The reference guarded nothing the code can get wrong: accounts are never deleted, and every
+-- session is started for an account the same request has just read (a passkey's owner, inside the
+-- statement that records the passkey's use; a mailed code's or a recovery's account). The
+-- credential → user reference, checked when a passkey is registered, stays.
+ALTER TABLE refresh_families DROP CONSTRAINT IF EXISTS refresh_families_user_id_fkey;
