@@ -163,14 +163,27 @@ struct VerifyFixture: @unchecked Sendable {
         -----END PRIVATE KEY-----
         """
 
+    /// The bench's Ed25519 key (a test key, nothing else uses it).
+    static let ed25519KeyPEM = """
+        -----BEGIN PRIVATE KEY-----
+        MC4CAQAwBQYDK2VwBCIEIMo/9ptdPBNEu5aRFDUGTP3ZUggH6yGWxrSGkn+CdGnA
+        -----END PRIVATE KEY-----
+        """
+
     init(_ algorithm: COSEAlgorithm) {
         self.algorithm = algorithm
-        // RSA with a fixed key: generating one costs a random amount of work (the prime search),
-        // which `--instructions` could not subtract.
-        let authenticator = algorithm == .rs256
-            ? SoftAuthenticator(algorithm: .rs256, privateKey: try! PrivateKey(pkcs8PEM: Self.rsaKeyPEM), credentialId: SecureRandom.bytes(32), userHandle: nil)
-            : SoftAuthenticator(algorithm: algorithm)
-        challenge = SecureRandom.bytes(32)
+        // RSA and EdDSA with fixed keys, a fixed credential id and challenge: `--instructions` runs
+        // each side in its own process, and the sides must verify the same bytes. Generating an RSA
+        // key costs a random amount of work (the prime search), and Ed25519 verification takes a
+        // data-dependent number of steps (it need not be constant-time on public data), so fresh
+        // keys per process moved the EdDSA ratio by ±2 %. Ed25519 and RSA PKCS#1 v1.5 signatures are
+        // deterministic; ECDSA's are not (its cost varies far less).
+        let fixedKey: String? = algorithm == .rs256 ? Self.rsaKeyPEM : algorithm == .edDSA ? Self.ed25519KeyPEM : nil
+        let authenticator = fixedKey.map {
+            SoftAuthenticator(algorithm: algorithm, privateKey: try! PrivateKey(pkcs8PEM: $0), credentialId: Array(repeating: 0x42, count: 32),
+                              userHandle: nil)
+        } ?? SoftAuthenticator(algorithm: algorithm)
+        challenge = Array(repeating: 0x5A, count: 32)
         coseKey = authenticator.publicKeyCOSE
         let json = authenticator.assertion(challenge: challenge, rpId: Self.rpId, origin: Self.origin).json()
         responseJSON = json.serialized()
