@@ -341,7 +341,10 @@ public final class PasskeyService: Sendable {
 
         /// The same answer as a tree (the conformance profile picks members out of it).
         var json: JSONValue {
-            do { return try JSONParser.parse(body) } catch { preconditionFailure("SignedIn.body is written by JSONObjectWriter") }
+            // No depth or member cap: the text is the server's own (an account may list many passkeys).
+            do { return try JSONParser.parse(body, maxDepth: Int.max, maxMembers: Int.max) } catch {
+                preconditionFailure("SignedIn.body is written by JSONObjectWriter: \(error)")
+            }
         }
     }
 
