@@ -114,8 +114,18 @@ public struct JSONObjectWriter {
 
     /// The finished object read back as a tree, for the callers of a shape that need one: the
     /// writer stays the shape's one definition, and the tree cannot drift from the bytes.
-    public consuming func finishedValue() -> JSONValue {
-        let text = finish()
+    public consuming func finishedValue() -> JSONValue { Self.tree(of: finish()) }
+
+    /// An object whose members `body` writes, as a tree (`finishedValue`).
+    public static func value(capacity: Int = 256, _ body: (inout JSONObjectWriter) -> Void) -> JSONValue {
+        var writer = JSONObjectWriter(capacity: capacity)
+        body(&writer)
+        return writer.finishedValue()
+    }
+
+    /// Text a `JSONObjectWriter` finished, read back as a tree: no depth or member cap (the text
+    /// is the server's own, not a request's).
+    public static func tree(of text: [UInt8]) -> JSONValue {
         do { return try JSONParser.parse(text, maxDepth: Int.max, maxMembers: Int.max) } catch {
             // Unreachable: keys and strings are Swift strings (valid UTF-8), escaped by `writeString`.
             preconditionFailure("JSONObjectWriter wrote text JSONParser refuses: \(error)")

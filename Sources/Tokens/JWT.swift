@@ -25,7 +25,7 @@ public struct SigningKey: Sendable {
         self.privateKey = privateKey
         self.publicKey = privateKey.publicKey
         self.kid = SigningKey.thumbprint(publicKey)
-        self.accessTokenHeader = JWT.encodedHeader(kid: kid, type: "at+jwt")
+        self.accessTokenHeader = JWT.encodedHeader(kid: kid, type: AccessClaims.type)
     }
 
     public static func generate() -> SigningKey { SigningKey(.generateEC(.p256)) }
@@ -58,7 +58,7 @@ public enum JWT {
 
     /// `payload`: the claims' JSON text (the bytes the token's second part encodes).
     public static func sign(payload: [UInt8], key: SigningKey, type: String = "at+jwt") -> String {
-        var input = type == "at+jwt" ? key.accessTokenHeader : encodedHeader(kid: key.kid, type: type)
+        var input = type == AccessClaims.type ? key.accessTokenHeader : encodedHeader(kid: key.kid, type: type)
         input += "."
         input += Base64URL.encode(payload)
         let der = try! key.privateKey.sign(Array(input.utf8), algorithm: .ecdsa(.sha256))

@@ -310,11 +310,7 @@ public final class PasskeyService: Sendable {
     }
 
     /// SPEC's passkey shape.
-    func passkeyJSON(_ c: CredentialRecord) -> JSONValue {
-        var writer = JSONObjectWriter(capacity: 320)
-        writePasskey(c, into: &writer)
-        return writer.finishedValue()
-    }
+    func passkeyJSON(_ c: CredentialRecord) -> JSONValue { JSONObjectWriter.value(capacity: 320) { writePasskey(c, into: &$0) } }
 
     /// `passkeyJSON`'s members, written into an object (the one definition of the shape).
     func writePasskey(_ c: CredentialRecord, into writer: inout JSONObjectWriter) {
@@ -340,12 +336,7 @@ public final class PasskeyService: Sendable {
         let body: [UInt8]
 
         /// The same answer as a tree (the conformance profile picks members out of it).
-        var json: JSONValue {
-            // No depth or member cap: the text is the server's own (an account may list many passkeys).
-            do { return try JSONParser.parse(body, maxDepth: Int.max, maxMembers: Int.max) } catch {
-                preconditionFailure("SignedIn.body is written by JSONObjectWriter: \(error)")
-            }
-        }
+        var json: JSONValue { JSONObjectWriter.tree(of: body) }
     }
 
     func signedIn(user: UserRecord, passkey: CredentialRecord, tokens: SessionService.Issued, accepted: [[UInt8]]) -> SignedIn {

@@ -15,9 +15,10 @@ enum Signals {
 
     /// `"signals"`: the account's live credential ids, and its current names.
     static func current(rpId: String, user: UserRecord, credentialIds: [[UInt8]]) -> JSONValue {
-        var writer = JSONObjectWriter(capacity: 256 + 48 * credentialIds.count)
-        writeCurrent(as: "signals", rpId: rpId, user: user, credentialIds: credentialIds, into: &writer)
-        return writer.finishedValue()["signals"] ?? .array([])
+        // The writer writes members of an object: this one's only member is the array.
+        JSONObjectWriter.value(capacity: 256 + 48 * credentialIds.count) {
+            writeCurrent(as: "signals", rpId: rpId, user: user, credentialIds: credentialIds, into: &$0)
+        }["signals"] ?? .array([])
     }
 
     /// `current` as member `key` of `writer`'s object (the one definition of the shape).

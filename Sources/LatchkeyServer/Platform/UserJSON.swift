@@ -3,11 +3,7 @@ import Storage
 
 extension UserRecord {
     /// SPEC's `user`: `{"id","username","displayName"}` (registration, login, email sign-in).
-    var json: JSONValue {
-        var writer = JSONObjectWriter(capacity: 96)
-        write(into: &writer)
-        return writer.finishedValue()
-    }
+    var json: JSONValue { JSONObjectWriter.value(capacity: 96) { write(into: &$0) } }
 
     /// `json`'s members, written into an object (the one definition of the shape).
     func write(into writer: inout JSONObjectWriter) {

@@ -41,11 +41,7 @@ public final class SessionService: Sendable {
         let accessToken: String
         let refreshToken: String
         let expiresIn: Int
-        var json: JSONValue {
-            var writer = JSONObjectWriter(capacity: 160 + accessToken.utf8.count)
-            write(into: &writer)
-            return writer.finishedValue()
-        }
+        var json: JSONValue { JSONObjectWriter.value(capacity: 160 + accessToken.utf8.count) { write(into: &$0) } }
 
         /// `json`'s members, written into an object (the one definition of the shape).
         func write(into writer: inout JSONObjectWriter) {
