@@ -64,6 +64,9 @@ public enum LatchkeyMigrations {
         File(version: 17, name: "OpenID Provider", file: "0017_oauth.sql", sql: PackageResources._017_oauth_sql),
         // Issue 24: starting a session no longer locks (and dirties) the account's row.
         File(version: 18, name: "session owner lock", file: "0018_session_owner_lock.sql", sql: PackageResources._018_session_owner_lock_sql),
+        // Issue 24: one index on live sessions by owner and passkey instead of one for each.
+        File(version: 19, name: "one live session index", file: "0019_one_live_session_index.sql",
+             sql: PackageResources._019_one_live_session_index_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

@@ -145,6 +145,28 @@ import Testing
         #expect(live.count == 2, "the second passkey's and the ticket's")
     }
 
+    /// Migration 19: a session start writes one entry into the live-session indexes, and that one
+    /// index serves both lookups (by owner; by owner and passkey).
+    @Test func oneLiveSessionIndexServesOwnerAndPasskeyLookups() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        let connection = try s.connect()
+        let live = try connection.query("""
+            SELECT indexrelid::regclass::text AS name FROM pg_index
+            WHERE indrelid = 'refresh_families'::regclass AND pg_get_expr(indpred, indrelid) = '(revoked_at IS NULL)'
+            """).map { try $0.string("name") }
+        #expect(live == ["refresh_families_user"])
+        try connection.execute("SET enable_seqscan = off")
+        for query: SQL in ["EXPLAIN SELECT id FROM refresh_families WHERE user_id = \(user.id) AND revoked_at IS NULL",
+                           """
+                           EXPLAIN SELECT id FROM refresh_families
+                           WHERE credential_id = \(credential.id) AND user_id = \(user.id) AND revoked_at IS NULL
+                           """] {
+            let plan = try connection.query(query).map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+            #expect(plan.contains("refresh_families_user"), "\(plan)")
+        }
+    }
+
     @Test func thePollFindsRevocationsSinceAGivenTime() throws {
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()

@@ -15,7 +15,7 @@ import Glibc
 struct SeededAccounts: @unchecked Sendable {
     let privateKey: PrivateKey
     let count: Int
-    static let cacheNote = "keyed by credential id; with N random accounts most logins miss it and import the key (cold)"
+    static let cacheNote = "keyed by credential id and key bytes, 50,000 keys, oldest out first; with N random accounts most logins miss it and import the key (cold)"
 
     static func credentialId(_ i: Int) -> [UInt8] { Array(Digest.sha256(Array("bench-credential-\(i)".utf8)).prefix(16)) }
     static func userHandle(_ i: Int) -> [UInt8] { Digest.sha256(Array("bench-handle-\(i)".utf8)) }
@@ -64,6 +64,31 @@ struct SeededAccounts: @unchecked Sendable {
         print("seeded \(count) accounts, \(count) passkeys, \(2 * count) audit lines with COPY in \(formatDecimal(monotonicNow() - start, places: 1)) s")
         fflush(nil)
         return true
+    }
+
+    /// Takes a seeded database back to what `seed` left: the sessions, challenges and audit lines
+    /// that earlier runs' logins wrote are deleted and the tables vacuumed. The credentials keep the
+    /// counters and last uses those logins stored (the bench's passkeys report counter 0, like
+    /// synced ones, so every login still passes). False when any step fails.
+    func reset(databaseURL: String) -> Bool {
+        do {
+            let c = try PostgresConnection(url: databaseURL)
+            // audit_log is append-only by trigger (0001); this is the bench's own database, and the
+            // trigger is on again before the transaction ends.
+            _ = try c.executeScript("""
+                BEGIN;
+                TRUNCATE refresh_tokens, refresh_families, challenges CASCADE;
+                ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update;
+                DELETE FROM audit_log WHERE action NOT IN ('user.created', 'passkey.registered');
+                ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_update;
+                COMMIT;
+                """)
+            for table in ["credentials", "audit_log", "users"] { _ = try c.executeScript("VACUUM (ANALYZE) \(table)") }
+            return true
+        } catch {
+            printError("resetting the bench database failed: \(error)")
+            return false
+        }
     }
 
     /// `COPY table FROM STDIN` through psql, the rows written by `row` in 1 MB chunks.
