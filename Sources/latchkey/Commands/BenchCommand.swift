@@ -19,6 +19,7 @@ enum BenchCommand: Command {
                                     [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
                latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse] [--server BIN]
+                                    [--checkpoint-once]
                \(StepUpBenchmark.usage)
                latchkey bench failover --urls U1,U2 --origin O [--concurrency C] [--duration S]   (scripts/failover-test.sh's load)
 
@@ -32,7 +33,11 @@ enum BenchCommand: Command {
                  logins/s and the ratio, p50/p95/p99, server and PostgreSQL CPU µs per login (/proc), WAL bytes,
                  full-page images and commits per login (pg_stat_wal, pg_stat_database), the database sizes;
                  --instructions: the server's instructions per login under callgrind; --reuse: keep a database
-                 already seeded with N accounts; --server BIN: run that latchkey binary as the server (an older build).
+                 already seeded with N accounts (what earlier runs' logins wrote is removed); --server BIN: run that
+                 latchkey binary as the server (an older build). Every phase starts with a CHECKPOINT, the worst
+                 case for a large database (each page a login dirties is a first touch, so a full-page image);
+                 --checkpoint-once: one CHECKPOINT before the first round only, so later rounds see what the
+                 cluster's own checkpoint cycle sees (pages dirtied earlier in the cycle are not imaged again).
         \(StepUpBenchmark.help)
         """
 
@@ -42,7 +47,7 @@ enum BenchCommand: Command {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
                                                    "admin-key", "accounts", "rounds", "count", "side", "server", "urls", "prefix"],
-                                           flags: ["help", "instructions", "reuse"])
+                                           flags: ["help", "instructions", "reuse", "checkpoint-once"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
             case "verify":

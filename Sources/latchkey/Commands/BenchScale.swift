@@ -27,6 +27,8 @@ enum ScaleBenchmark {
         var rounds = 2
         var instructions = false
         var reuse = false
+        /// `--checkpoint-once`: CHECKPOINT before the first phase only, not before every phase.
+        var checkpointOnce = false
         /// `--server BIN`: the latchkey binary the bench's servers run (default: this one), e.g. an
         /// older build to compare against; its databases carry the binary's name.
         var server: String? = nil
@@ -54,6 +56,7 @@ enum ScaleBenchmark {
         }
         o.instructions = args.has("instructions")
         o.reuse = args.has("reuse")
+        o.checkpointOnce = args.has("checkpoint-once")
         o.server = args.value("server")
         return o
     }
@@ -78,7 +81,8 @@ enum ScaleBenchmark {
         let server = o.server ?? executablePath()
         print("server binary: \(server)")
         print("latchkey bench login --accounts \(o.accounts): \(small) accounts (\"empty\") beside \(o.accounts), concurrency \(o.concurrency), "
-              + "\(o.duration) s × \(o.rounds) rounds each, alternating")
+              + "\(o.duration) s × \(o.rounds) rounds each, alternating; "
+              + (o.checkpointOnce ? "one CHECKPOINT before the first round" : "a CHECKPOINT before every phase"))
         let stats: ClusterStats
         do { stats = try ClusterStats(url: base + "/postgres") } catch {
             printError("cannot reach the cluster at \(base)/postgres: \(error)"); return ExitCode.failure
@@ -89,9 +93,11 @@ enum ScaleBenchmark {
         let sized = small == o.accounts ? [databases[0]] : databases
         var phases: [String: [Phase]] = [:]
         for round in 1...o.rounds {
-            for db in sized {
+            for (index, db) in sized.enumerated() {
+                let checkpoint = !o.checkpointOnce || (round == 1 && index == 0)
                 guard let p = measure(url: "\(base)/\(db.name)", database: db.name, accounts: db.accounts, concurrency: o.concurrency,
-                                      seconds: o.duration, stats: stats, callgrind: false, server: server) else { return ExitCode.failure }
+                                      seconds: o.duration, stats: stats, callgrind: false, checkpoint: checkpoint,
+                                      server: server) else { return ExitCode.failure }
                 phases[db.label, default: []].append(p)
                 print("round \(round) \(db.label.padding(8)) \(describe(p))")
                 fflush(nil)  // a long run shows its phases as they end, also into a file
@@ -127,7 +133,8 @@ enum ScaleBenchmark {
             guard findValgrind() != nil else { printError("--instructions needs valgrind (apt-get install valgrind)"); return ExitCode.failure }
             for db in sized {
                 guard let p = measure(url: "\(base)/\(db.name)", database: db.name, accounts: db.accounts, concurrency: 2,
-                                      seconds: max(10, o.duration), stats: stats, callgrind: true, server: server) else { return ExitCode.failure }
+                                      seconds: max(10, o.duration), stats: stats, callgrind: true, checkpoint: true,
+                                      server: server) else { return ExitCode.failure }
                 print("instructions \(db.label.padding(8)) \(Int(p.instructions / Double(max(p.logins, 1)))) per login "
                       + "(server under callgrind, \(p.logins) logins at concurrency 2, its idle background subtracted)")
             }
@@ -173,10 +180,11 @@ enum ScaleBenchmark {
     }
 
     /// One phase: a server started on `url`, a one-second warm-up, the measured load, the server stopped.
+    /// With `checkpoint`, a CHECKPOINT first, so every page the phase dirties is imaged once in the WAL.
     static func measure(url: String, database: String, accounts: Int, concurrency: Int, seconds: Double, stats: ClusterStats,
-                        callgrind: Bool, server binary: String) -> Phase? {
+                        callgrind: Bool, checkpoint: Bool, server binary: String) -> Phase? {
         let seeded = SeededAccounts(count: accounts)
-        _ = try? stats.connection.executeScript("CHECKPOINT")
+        if checkpoint { _ = try? stats.connection.executeScript("CHECKPOINT") }
         guard let before = try? stats.snapshot(database) else { printError("cannot read pg_stat_wal / pg_stat_database"); return nil }
         guard let server = BenchServer.start(databaseURL: url, callgrind: callgrind, binary: binary) else { return nil }
         defer { server.stop() }
@@ -224,11 +232,15 @@ enum LoginLoad {
     static func run(target: (host: String, port: Int, origin: String), accounts: SeededAccounts, concurrency: Int, seconds: Double) -> Result {
         let results = Mutex(Result())
         let deadline = monotonicNow() + seconds
+        // Fresh seeds every run: seeded from the thread number and the pid alone, every phase of one
+        // bench replayed the same accounts, so later rounds found their pages cached and already
+        // imaged in the WAL since the checkpoint.
+        let runSeed = UInt64(truncatingIfNeeded: Int(deadline * 1e9)) ^ UInt64(getpid())
         let threads = (0..<concurrency).map { t in
             spawnThread {
                 let c = HTTPClient(host: target.host, port: target.port)
                 var mine = Result()
-                var rng = SplitMix64(seed: UInt64(t) &* 0x9E37_79B9 &+ UInt64(getpid()))
+                var rng = SplitMix64(seed: UInt64(t) &* 0x9E37_79B9 &+ runSeed)
                 while monotonicNow() < deadline {
                     let authenticator = accounts.authenticator(Int(rng.next() % UInt64(accounts.count)))
                     let start = monotonicNow()
