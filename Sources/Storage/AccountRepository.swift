@@ -225,13 +225,16 @@ public final class AccountRepository: Sendable {
     }
 
     /// The final SELECT of a statement whose CTE `cred` is `recording(use)`: the recorded row, or
-    /// why there is none — `known` reads the statement's snapshot, from before the update.
+    /// why there is none — `known` reads the statement's snapshot, from before the update, and only
+    /// when `cred` is empty (CASE evaluates its branches lazily): a recorded use needs no second
+    /// lookup of the credential, one index descent less per login.
     /// `also`: more columns for the same row.
     static func recordedOrWhy(_ use: CredentialUse, also: SQL? = nil) -> SQL {
         let more: SQL = also.map { ", \(fragment: $0)" } ?? ""
         return """
             SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged,
-                   EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) AS known\(fragment: more)
+                   CASE WHEN EXISTS (SELECT 1 FROM cred) THEN true
+                        ELSE EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) END AS known\(fragment: more)
             """
     }
 
