@@ -66,9 +66,16 @@ free_port() {
 
 start() {  # name port handler-extra aiosmtpd-options…
   local name=$1 port=$2 extra=$3; shift 3
+  # The daemon keeps none of this script's descriptors beyond 0–2: whoever ran the script may be
+  # waiting for one of them to close (Foundation's Process learns that its child has exited when a
+  # socket the child inherited reaches end-of-file, so a test that started this script hung in
+  # waitUntilExit for as long as the daemon ran).
   # shellcheck disable=SC2086 # $extra is empty or one word
-  PYTHONPATH="$REPO/Tests/SMTP" nohup "$PY" -m aiosmtpd -n -l "127.0.0.1:$port" "$@" \
-    -c smtp_handler.FileHandler "$DIR/mail" $extra >"$DIR/$name.log" 2>&1 &
+  (
+    for fd in /proc/self/fd/*; do fd=${fd##*/}; if ((fd > 2)); then eval "exec $fd>&-"; fi; done 2>/dev/null
+    PYTHONPATH="$REPO/Tests/SMTP" exec nohup "$PY" -m aiosmtpd -n -l "127.0.0.1:$port" "$@" \
+      -c smtp_handler.FileHandler "$DIR/mail" $extra >"$DIR/$name.log" 2>&1 </dev/null
+  ) &
   echo $! >"$DIR/$name.pid"
   for _ in $(seq 1 100); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port" >"$DIR/$name.port"; return 0; fi

@@ -117,7 +117,7 @@ extension OpenIDProvider {
             throw OAuthError.invalidGrant("code_verifier does not match the code_challenge (PKCE S256)")
         }
         let authTime = Date(timeIntervalSince1970: g["auth_time"]?.doubleValue ?? 0)
-        let familyId = runtime.identifier()
+        let familyId = runtime.sessionIdentifier()
         let refresh = OpaqueSecret(prefix: "lkor_", runtime: runtime)
         let session = NewSession(familyId: familyId, userId: record.userId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
                                  method: .oauth, credentialId: g["credential_id"]?.stringValue.flatMap(Base64URL.decode), authTime: authTime)

@@ -77,7 +77,8 @@ func validateName(_ value: String, _ field: String) throws(ServiceError) {
 /// The ids Latchkey hands out and takes back in paths and bodies, by how they are made.
 enum Identifiers {
     /// `Runtime.identifier()`: base64url (no padding) of 16 random bytes, 22 characters — device
-    /// keys, step-up receipts, sessions (refresh families), users. Anything else names nothing.
+    /// keys, step-up receipts, users; sessions (refresh families) the same shape from
+    /// `Runtime.sessionIdentifier()`. Anything else names nothing.
     static func opaque(_ text: String?) -> String? {
         guard let text, text.utf8.count == 22, let bytes = Base64URL.decode(text), bytes.count == 16,
               Base64URL.encode(bytes) == text else { return nil }

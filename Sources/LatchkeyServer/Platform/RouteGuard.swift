@@ -143,7 +143,7 @@ enum Approval: Sendable {
 /// How a path parameter is parsed (`{name:kind}` in a route pattern). A segment that cannot be
 /// one names nothing: 404 `not_found`, without a lookup.
 enum PathKind: String, Sendable {
-    /// `Runtime.identifier()`: base64url of 16 random bytes (users, sessions, device keys, receipts).
+    /// `Runtime.identifier()` or `sessionIdentifier()`: base64url of 16 bytes (users, sessions, device keys, receipts).
     case opaque
     /// A passkey credential id: base64url of 1…1023 bytes.
     case credential

@@ -58,7 +58,7 @@ public final class SessionService: Sendable {
     func prepare(userId: String, credentialId: [UInt8]?, method: SessionMethod = .passkey) -> Pending {
         let refresh = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         // Whole seconds: the token's `auth_time` (NumericDate) and the stored one are the same instant.
-        let record = NewSession(familyId: runtime.identifier(), userId: userId, refreshHash: refresh.hash,
+        let record = NewSession(familyId: runtime.sessionIdentifier(), userId: userId, refreshHash: refresh.hash,
                                 ttlSeconds: configuration.refreshTokenTTL, method: method, credentialId: credentialId,
                                 authTime: Date(timeIntervalSince1970: Double(runtime.unixTime)))
         return Pending(record: record, refreshToken: refresh.token)
