@@ -39,8 +39,32 @@ expect = {
 for label, pattern in expect.items():
     if not re.search(pattern, out, re.M):
         failures.append(f'missing: {label} ({pattern})')
-# The bench's databases go again (they are scratch: a later run recreates them).
+# Again on the same databases with --reuse: what the first run's logins wrote is removed (sessions,
+# challenges, audit lines; the audit log's append-only trigger is back on afterwards), nothing is
+# seeded anew, and --checkpoint-once checkpoints before the first phase only.
+again = subprocess.run(cmd[:-6] + ['--duration', '1', '--rounds', '2', '--concurrency', '4', '--reuse', '--checkpoint-once'],
+                       capture_output=True, text=True, timeout=600)
+print(again.stdout, end='')
+if again.stderr:
+    print(again.stderr, end='', file=sys.stderr)
+if again.returncode != 0:
+    failures.append(f'--reuse: exit status {again.returncode}')
+for label, pattern in {
+    'small database reused and reset': r"^reusing latchkey_bench_accounts_64 \(64 seeded accounts; earlier runs' sessions, challenges and audit lines removed\)",
+    'seeded database reused and reset': r"^reusing latchkey_bench_accounts_100 \(100 seeded accounts; earlier runs' sessions, challenges and audit lines removed\)",
+    'one checkpoint': r'one CHECKPOINT before the first round$',
+    'second round without errors': r'^round 2 100 .* errors 0 ',
+}.items():
+    if not re.search(pattern, again.stdout, re.M):
+        failures.append(f'--reuse: missing: {label} ({pattern})')
+if re.search(r'^seeded ', again.stdout, re.M):
+    failures.append('--reuse: seeded again instead of reusing')
 base = url.rsplit('/', 1)[0]
+audit = subprocess.run(['psql', '-qAt', f'{base}/latchkey_bench_accounts_100', '-c',
+                        "SELECT tgenabled FROM pg_trigger WHERE tgname = 'audit_log_no_update'"], capture_output=True, text=True)
+if audit.stdout.strip() != 'O':
+    failures.append(f'--reuse: audit_log_no_update is not enabled after the reset ({audit.stdout.strip()!r})')
+# The bench's databases go again (they are scratch: a later run recreates them).
 for name in ('latchkey_bench_accounts_64', 'latchkey_bench_accounts_100'):
     subprocess.run(['psql', '-q', f'{base}/postgres', '-c', f'DROP DATABASE IF EXISTS {name} WITH (FORCE)'], check=False)
 for f in failures:
