@@ -6,8 +6,12 @@ import Testing
 /// Issue 24: session ids that keep new sessions' index entries together.
 @Suite("Session identifiers")
 struct SessionIdentifierTests {
-    static func runtime(at seconds: Double, random: [UInt8]) -> Runtime {
-        Runtime(random: { n in Array(random.prefix(n)) }, now: { Date(timeIntervalSince1970: seconds) })
+    /// The system's randomness (or `random`'s bytes) at a fixed instant.
+    static func runtime(at seconds: Double, random: [UInt8]? = nil) -> Runtime {
+        var runtime = Runtime.system
+        runtime.now = { Date(timeIntervalSince1970: seconds) }
+        if let random { runtime.random = { n in Array(random.prefix(n)) } }
+        return runtime
     }
 
     @Test("the first six bytes are the start in Unix milliseconds, the other ten random")
@@ -24,13 +28,11 @@ struct SessionIdentifierTests {
 
     @Test("sessions started close together share a prefix; their random part still tells them apart")
     func closeInTimeMeansCloseInTheIndex() {
-        let system = Runtime.system
-        var now = Runtime.system
-        now.now = { Date(timeIntervalSince1970: 1_764_633_600) }
+        let now = Self.runtime(at: 1_764_633_600)
         let a = now.sessionIdentifier(), b = now.sessionIdentifier()
         #expect(a != b)
         #expect(a.prefix(8) == b.prefix(8), "six bytes of time are the first eight characters")
-        let later = Self.runtime(at: 1_764_633_600 + 86_400, random: system.random(10)).sessionIdentifier()
+        let later = Self.runtime(at: 1_764_633_600 + 86_400).sessionIdentifier()
         #expect(later.prefix(4) != a.prefix(4))
     }
 }

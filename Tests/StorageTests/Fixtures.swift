@@ -80,3 +80,11 @@ extension Scratch {
         try database.audit.entries(limit: 1000, before: nil).reversed().map(\.action)
     }
 }
+
+extension PostgresConnection {
+    /// The plan PostgreSQL would run (`options`: EXPLAIN's, e.g. "ANALYZE, COSTS OFF"), one text.
+    func plan(_ query: SQL, options: String? = nil) throws -> String {
+        let explain: SQL = options.map { "EXPLAIN (\(unsafeRaw: $0)) " } ?? "EXPLAIN "
+        return try self.query("\(fragment: explain)\(fragment: query)").map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+    }
+}

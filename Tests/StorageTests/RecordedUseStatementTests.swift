@@ -7,8 +7,7 @@ import Testing
 @Suite struct RecordedUseStatementTests {
     static func plan(_ use: CredentialUse, on connection: PostgresConnection) throws -> String {
         let statement = SQL.with([("cred", AccountRepository.recording(use))], AccountRepository.recordedOrWhy(use))
-        return try connection.query("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) \(fragment: statement)")
-            .map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+        return try connection.plan(statement, options: "ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF")
     }
 
     /// Issue 24: `known` (does the credential exist at all?) is looked up only when the use was not

@@ -157,12 +157,12 @@ import Testing
             """).map { try $0.string("name") }
         #expect(live == ["refresh_families_user"])
         try connection.execute("SET enable_seqscan = off")
-        for query: SQL in ["EXPLAIN SELECT id FROM refresh_families WHERE user_id = \(user.id) AND revoked_at IS NULL",
+        for query: SQL in ["SELECT id FROM refresh_families WHERE user_id = \(user.id) AND revoked_at IS NULL",
                            """
-                           EXPLAIN SELECT id FROM refresh_families
+                           SELECT id FROM refresh_families
                            WHERE credential_id = \(credential.id) AND user_id = \(user.id) AND revoked_at IS NULL
                            """] {
-            let plan = try connection.query(query).map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+            let plan = try connection.plan(query)
             #expect(plan.contains("refresh_families_user"), "\(plan)")
         }
     }
@@ -183,8 +183,7 @@ import Testing
         // The query is served by the partial index on revoked_at.
         let connection = try s.connect()
         try connection.execute("SET enable_seqscan = off")
-        let plan = try connection.query("EXPLAIN SELECT id FROM refresh_families WHERE revoked_at > \(before.at)")
-            .map { try $0.string("QUERY PLAN") }.joined(separator: "\n")
+        let plan = try connection.plan("SELECT id FROM refresh_families WHERE revoked_at > \(before.at)")
         #expect(plan.contains("refresh_families_revoked"), "\(plan)")
     }
 

@@ -16,13 +16,14 @@ final class CredentialKeyCache: Sendable {
     }
 
     private struct Store {
+        let limit: Int
         var entries: [[UInt8]: Entry] = [:]
         /// Credential ids in insertion order, a ring once `limit` is reached; `oldest` is the next to go.
         var arrivals: [[UInt8]] = []
         var oldest = 0
 
         /// Adds or replaces `id`'s entry; returns what was evicted, so it is freed outside the lock.
-        mutating func insert(_ id: [UInt8], _ entry: Entry, limit: Int) -> Entry? {
+        mutating func insert(_ id: [UInt8], _ entry: Entry) -> Entry? {
             if entries.updateValue(entry, forKey: id) != nil { return nil }
             guard arrivals.count >= limit else {
                 arrivals.append(id)
@@ -37,20 +38,19 @@ final class CredentialKeyCache: Sendable {
         }
     }
 
-    private let store = Mutex(Store())
-    let limit: Int
+    private let store: Mutex<Store>
 
     /// 50,000 keys: a few MB of imported keys, the active passkeys of a large deployment's busy hour.
     init(limit: Int = 50_000) {
         precondition(limit > 0)
-        self.limit = limit
+        store = Mutex(Store(limit: limit))
     }
 
     func key(for credential: CredentialRecord) throws(WebAuthnError) -> COSEKey {
         if let hit = store.withLock({ $0.entries[credential.id] }), hit.keyBytes == credential.publicKey { return hit.key }
         let key = try COSEKey(bytes: credential.publicKey)
         // The evicted entry is released here, after the lock.
-        _ = store.withLock { $0.insert(credential.id, Entry(keyBytes: credential.publicKey, key: key), limit: limit) }
+        _ = store.withLock { $0.insert(credential.id, Entry(keyBytes: credential.publicKey, key: key)) }
         return key
     }
 

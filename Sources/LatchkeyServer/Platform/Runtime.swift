@@ -73,9 +73,7 @@ public struct Runtime: Sendable {
     /// with these). A session id is no secret (the refresh token is), and its start is listed with it.
     func sessionIdentifier() -> String {
         let milliseconds = UInt64(max(0, (now().timeIntervalSince1970 * 1000).rounded(.down)))
-        var bytes = (0..<6).map { UInt8(truncatingIfNeeded: milliseconds >> (40 - 8 * UInt64($0))) }
-        bytes += random(10)
-        return Base64URL.encode(bytes)
+        return Base64URL.encode(withUnsafeBytes(of: milliseconds.bigEndian) { Array($0.suffix(6)) } + random(10))
     }
 
     /// The same sources for the protocol core's ceremonies.

@@ -160,7 +160,7 @@ enum ScaleBenchmark {
             // What earlier runs' logins wrote goes, so a reused database is measured as seeded and
             // the "empty" one stays empty; kept, it grew 60 → 275 MB over a day of runs and its
             // full-page images per login rose from 0.07 to 0.9, flattering the ratio.
-            if SeededAccounts(count: accounts).reset(databaseURL: url) {
+            if SeededAccounts.reset(databaseURL: url) {
                 print("reusing \(name) (\(accounts) seeded accounts; earlier runs' sessions, challenges and audit lines removed)")
                 return true
             }
@@ -232,10 +232,10 @@ enum LoginLoad {
     static func run(target: (host: String, port: Int, origin: String), accounts: SeededAccounts, concurrency: Int, seconds: Double) -> Result {
         let results = Mutex(Result())
         let deadline = monotonicNow() + seconds
-        // Fresh seeds every run: seeded from the thread number and the pid alone, every phase of one
+        // A fresh seed every run: seeded from the thread number and the pid alone, every phase of one
         // bench replayed the same accounts, so later rounds found their pages cached and already
         // imaged in the WAL since the checkpoint.
-        let runSeed = UInt64(truncatingIfNeeded: Int(deadline * 1e9)) ^ UInt64(getpid())
+        let runSeed = UInt64.random(in: .min ... .max)
         let threads = (0..<concurrency).map { t in
             spawnThread {
                 let c = HTTPClient(host: target.host, port: target.port)

@@ -56,8 +56,7 @@ struct SeededAccounts: @unchecked Sendable {
         }
         guard ok else { return false }
         do {
-            let c = try PostgresConnection(url: databaseURL)
-            for table in ["users", "credentials", "audit_log"] { _ = try c.executeScript("VACUUM (ANALYZE) \(table)") }
+            try Self.vacuum(try PostgresConnection(url: databaseURL))
         } catch {
             printError("VACUUM after the seed failed: \(error)"); return false
         }
@@ -70,7 +69,7 @@ struct SeededAccounts: @unchecked Sendable {
     /// that earlier runs' logins wrote are deleted and the tables vacuumed. The credentials keep the
     /// counters and last uses those logins stored (the bench's passkeys report counter 0, like
     /// synced ones, so every login still passes). False when any step fails.
-    func reset(databaseURL: String) -> Bool {
+    static func reset(databaseURL: String) -> Bool {
         do {
             let c = try PostgresConnection(url: databaseURL)
             // audit_log is append-only by trigger (0001); this is the bench's own database, and the
@@ -83,12 +82,17 @@ struct SeededAccounts: @unchecked Sendable {
                 ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_update;
                 COMMIT;
                 """)
-            for table in ["credentials", "audit_log", "users"] { _ = try c.executeScript("VACUUM (ANALYZE) \(table)") }
+            try vacuum(c)
             return true
         } catch {
             printError("resetting the bench database failed: \(error)")
             return false
         }
+    }
+
+    /// VACUUM (ANALYZE) of the tables `seed` fills: hint bits set and statistics fresh before a phase.
+    private static func vacuum(_ c: PostgresConnection) throws {
+        for table in ["users", "credentials", "audit_log"] { _ = try c.executeScript("VACUUM (ANALYZE) \(table)") }
     }
 
     /// `COPY table FROM STDIN` through psql, the rows written by `row` in 1 MB chunks.
