@@ -22,6 +22,8 @@ public final class OpenIDProvider: Sendable {
     let revoked: RevokedSessions
     /// The RSA key for clients that registered `RS256` id_tokens (OpenID Discovery requires it listed).
     let rsa: RSASigningKey
+    /// Clients' JWKS for `private_key_jwt` (cached, refreshed off the request path).
+    let clientKeys: ClientKeySets
 
     static let requestTTL = 600
     static let pushedTTL = 60
@@ -45,6 +47,7 @@ public final class OpenIDProvider: Sendable {
         self.configuration = configuration
         self.runtime = runtime
         self.revoked = revoked
+        clientKeys = ClientKeySets(configuration: configuration, runtime: runtime)
     }
 
     var issuer: String { configuration.issuer }
