@@ -17,7 +17,8 @@ extension OpenIDProvider {
     static func tokenError(_ error: any Error) -> Response {
         let e = error as? OAuthError ?? OAuthError("server_error", "unexpected failure")
         var headers = noStore
-        if e.error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
+        if let retryAfter = e.retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        else if e.error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
         return .json(status: e.error == "server_error" ? 503 : e.status, bytes: e.json.serialized(), headers: headers)
     }
 
@@ -57,6 +58,23 @@ extension OpenIDProvider {
         guard methods.count <= 1 else { throw OAuthError.invalidRequest("use exactly one client authentication method") }
         let (id, proof) = methods.first ?? (fields["client_id"] ?? "", .none)
         if let named = fields["client_id"], named != id { throw OAuthError.invalidClient("client_id does not match the authenticated client") }
+        do throws(OAuthError) {
+            return try authenticate(id: id, proof: proof)
+        } catch where error.error == "invalid_client" {
+            // SPEC "Limits": failed authentications count per client id and address; a request whose
+            // authentication succeeds never reaches this counter.
+            let address = Application.clientAddress(request, trustProxy: configuration.trustProxy)
+            switch clientAuthFailures.recordFailure(clientId: id, address: address) {
+            case .counted: throw error
+            case .limited(let retryAfter):
+                var limited = OAuthError("temporarily_unavailable", "too many failed client authentications; retry later")
+                limited.retryAfter = retryAfter
+                throw limited
+            }
+        }
+    }
+
+    func authenticate(id: String, proof: ClientProof) throws(OAuthError) -> OAuthClientRecord {
         guard let client = try? clients.client(id: id) else { throw OAuthError.invalidClient("unknown client") }
         // SPEC "Client authentication": the method the client was registered with, and no other.
         guard proof.method == client.authMethod else {

@@ -25,6 +25,10 @@ public final class OpenIDProvider: Sendable {
     /// The passkey sign-in the `/authorize` page's OP session begins with.
     let passkeys: any PasskeySignIn
     let cookie: OPSessionCookie
+    /// Clients' JWKS for `private_key_jwt` (cached, refreshed off the request path).
+    let clientKeys: ClientKeySets
+    /// Failed client authentications per client id and address (SPEC "Limits").
+    let clientAuthFailures: ClientAuthFailures
 
     static let requestTTL = 600
     static let pushedTTL = 60
@@ -50,6 +54,8 @@ public final class OpenIDProvider: Sendable {
         self.configuration = configuration
         self.runtime = runtime
         self.revoked = revoked
+        clientKeys = ClientKeySets(configuration: configuration, runtime: runtime)
+        clientAuthFailures = ClientAuthFailures(clock: runtime.uptime)
     }
 
     var issuer: String { configuration.issuer }

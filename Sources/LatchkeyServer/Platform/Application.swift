@@ -219,7 +219,11 @@ extension Application {
         return ServiceError(.rateLimited, "too many requests; retry later", headers: [retry]).response
     }
 
-    func clientAddress(_ request: Request) -> String {
+    func clientAddress(_ request: Request) -> String { Self.clientAddress(request, trustProxy: trustProxy) }
+
+    /// The client's address (`LATCHKEY_TRUST_PROXY`: the last `X-Forwarded-For` hop), as every
+    /// per-address limit counts it.
+    static func clientAddress(_ request: Request, trustProxy: Bool) -> String {
         if trustProxy, let forwarded = request.header("X-Forwarded-For"),
            let last = forwarded.split(separator: ",").last.map({ String($0).trimmed }), !last.isEmpty {
             return last
