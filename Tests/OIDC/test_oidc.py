@@ -91,7 +91,63 @@ def authorize_to_request(url):
     return q['request'][0], loc
 
 
+ISSUER_ORIGIN = '{0.scheme}://{0.netloc}'.format(urllib.parse.urlparse(BASE))
+
+
+class OPBrowser:
+    """A person's browser on the /authorize page: its own cookie jar (the HttpOnly OP session cookie),
+    and the headers a same-origin page's fetch sends (Origin, Sec-Fetch-Site, a JSON body)."""
+
+    def __init__(self, pk):
+        self.pk = pk
+        self.s = requests.Session()
+        self.signed_in = False
+
+    def send(self, method, path, body=None, headers=None, origin=ISSUER_ORIGIN):
+        h = {'Sec-Fetch-Site': 'same-origin'}
+        if origin:
+            h['Origin'] = origin
+        if method != 'GET':
+            h['Content-Type'] = 'application/json'
+        h.update(headers or {})
+        data = None if method == 'GET' else json.dumps({} if body is None else body)
+        r = self.s.request(method, BASE + path, data=data, headers=h, allow_redirects=False, timeout=20)
+        try:
+            return r.status_code, r.json(), r
+        except ValueError:
+            return r.status_code, None, r
+
+    def view(self, request_id, lang=None):
+        st, body, _ = self.send('GET', f'/v1/oauth/requests/{request_id}' + (f'?lang={lang}' if lang else ''), origin=None)
+        check(st == 200, f'view: {st} {body}')
+        return body
+
+    def sign_in(self, request_id):
+        view = self.view(request_id)
+        st, body, r = self.send('POST', f'/v1/oauth/requests/{request_id}/sign-in', self.pk.get(view['publicKey']))
+        check(st == 200 and body['signedIn'], f'sign-in: {st} {body}')
+        check('HttpOnly' in r.headers.get('Set-Cookie', ''), f'the OP cookie is HttpOnly: {r.headers.get("Set-Cookie")}')
+        self.signed_in = True
+        return body
+
+    def approve(self, request_id, step_up=None):
+        if not self.signed_in:
+            self.sign_in(request_id)
+        st, body, _ = self.send('POST', f'/v1/oauth/requests/{request_id}/approve', headers={'Latchkey-Step-Up': step_up} if step_up else {})
+        return st, body
+
+    def step_up(self, action):
+        st, ch, _ = self.send('POST', '/v1/step-up/challenges', {'method': 'passkey', 'action': action})
+        check(st == 201, f'cookie step-up challenge: {st} {ch}')
+        st, v, _ = self.send('POST', '/v1/step-up/verify', {'challengeId': ch['challengeId'], 'credential': self.pk.get(ch['publicKey'])})
+        check(st == 200, f'cookie step-up verify: {st} {v}')
+        return v['access_token']
+
+
 def approve(request_id, token, step_up=None):
+    """As the page does: `token` an OPBrowser (its cookie), or a Bearer access token."""
+    if isinstance(token, OPBrowser):
+        return token.approve(request_id, step_up)
     headers = {'Latchkey-Step-Up': step_up} if step_up else {}
     return api('POST', f'/v1/oauth/requests/{request_id}/approve', token=token, headers=headers)
 
@@ -151,7 +207,7 @@ def test_discovery():
 def test_authlib_code_flow_refresh_userinfo_logout():
     cid, secret = add_client('Authlib app', '--redirect-uri', 'https://app.example/cb', '--post-logout-redirect-uri', 'https://app.example/bye')
     client = OAuth2Session(cid, secret, token_endpoint_auth_method='client_secret_basic', code_challenge_method='S256')
-    redirect, verifier, nonce, state = code_flow(client, USER_TOKEN, 'https://app.example/cb')
+    redirect, verifier, nonce, state = code_flow(client, BROWSER, 'https://app.example/cb')
     q = query_of(redirect)
     check(redirect.startswith('https://app.example/cb?'), redirect)
     check(q['iss'] == DISCOVERY['issuer'], 'RFC 9207 iss in the authorization response')
@@ -175,7 +231,7 @@ def test_authlib_code_flow_refresh_userinfo_logout():
     r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': new['refresh_token']}, auth=(cid, secret))
     check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', 'family revoked after reuse')
     # A second sign-in, then RP-initiated logout with id_token_hint.
-    redirect, verifier, nonce, state = code_flow(client, USER_TOKEN, 'https://app.example/cb')
+    redirect, verifier, nonce, state = code_flow(client, BROWSER, 'https://app.example/cb')
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://app.example/cb',
                              code_verifier=verifier)
     r = S.get(DISCOVERY['end_session_endpoint'], params={'id_token_hint': tok['id_token'], 'post_logout_redirect_uri': 'https://app.example/bye',
@@ -194,7 +250,7 @@ def test_authlib_code_flow_refresh_userinfo_logout():
 def test_client_secret_post_and_revoke():
     cid, secret = add_client('Post app', '--redirect-uri', 'https://post.example/cb')
     client = OAuth2Session(cid, secret, token_endpoint_auth_method='client_secret_post', code_challenge_method='S256')
-    redirect, verifier, nonce, _ = code_flow(client, USER_TOKEN, 'https://post.example/cb')
+    redirect, verifier, nonce, _ = code_flow(client, BROWSER, 'https://post.example/cb')
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://post.example/cb',
                              code_verifier=verifier)
     decode_id_token(tok['id_token'], cid, nonce)
@@ -211,7 +267,7 @@ def test_public_client_loopback_any_port():
     cid, secret = add_client('Native app', '--public', '--redirect-uri', 'http://127.0.0.1/callback')
     check(secret is None, 'a public client has no secret')
     client = OAuth2Session(cid, None, token_endpoint_auth_method='none', code_challenge_method='S256')
-    redirect, verifier, nonce, _ = code_flow(client, USER_TOKEN, 'http://127.0.0.1:53127/callback', scope='openid')
+    redirect, verifier, nonce, _ = code_flow(client, BROWSER, 'http://127.0.0.1:53127/callback', scope='openid')
     check(redirect.startswith('http://127.0.0.1:53127/callback?'), redirect)
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='http://127.0.0.1:53127/callback',
                              code_verifier=verifier)
@@ -259,7 +315,7 @@ def test_the_docs_flask_example_works_when_pasted():
     r = web.get('/login')
     check(r.status_code == 302 and r.headers['Location'].startswith(DISCOVERY['authorization_endpoint']), f'/login: {r.status_code}')
     request_id, _ = authorize_to_request(r.headers['Location'])
-    st, body = approve(request_id, USER_TOKEN)
+    st, body = approve(request_id, BROWSER)
     check(st == 200 and body['redirectTo'].startswith('http://localhost/auth/callback?'), f'approve {st} {body}')
     r = web.get('/auth/callback?' + urllib.parse.urlsplit(body['redirectTo']).query)
     check(r.status_code == 302, f'callback: {r.status_code} {r.get_data(as_text=True)[:300]}')
@@ -274,7 +330,7 @@ def test_the_docs_flask_example_works_when_pasted():
 def test_rs256_id_token():
     cid, secret = add_client('RS256 app', '--redirect-uri', 'https://rs.example/cb', '--id-token-alg', 'RS256')
     client = OAuth2Session(cid, secret, code_challenge_method='S256')
-    redirect, verifier, nonce, _ = code_flow(client, USER_TOKEN, 'https://rs.example/cb')
+    redirect, verifier, nonce, _ = code_flow(client, BROWSER, 'https://rs.example/cb')
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://rs.example/cb',
                              code_verifier=verifier)
     header = json.loads(base64.urlsafe_b64decode(tok['id_token'].split('.')[0] + '=='))
@@ -285,7 +341,7 @@ def test_rs256_id_token():
 def test_code_replay_revokes():
     cid, secret = add_client('Replay app', '--redirect-uri', 'https://replay.example/cb')
     client = OAuth2Session(cid, secret, code_challenge_method='S256')
-    redirect, verifier, _, _ = code_flow(client, USER_TOKEN, 'https://replay.example/cb')
+    redirect, verifier, _, _ = code_flow(client, BROWSER, 'https://replay.example/cb')
     form = {'grant_type': 'authorization_code', 'code': query_of(redirect)['code'], 'redirect_uri': 'https://replay.example/cb',
             'code_verifier': verifier}
     first = S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, secret))
@@ -335,7 +391,7 @@ def test_negative_authorization_requests():
     for bad in ['verifier', 'redirect']:
         r, verifier = raw_authorize(cid)
         request_id = query_of(r.headers['Location'])['request']
-        st, body = approve(request_id, USER_TOKEN)
+        st, body = approve(request_id, BROWSER)
         check(st == 200, f'approve {st} {body}')
         q = query_of(body['redirectTo'])
         check(q['iss'] == DISCOVERY['issuer'] and q['state'] == 'st8', 'iss/state on the code response')
@@ -349,8 +405,8 @@ def test_negative_authorization_requests():
     # A request is used up by approve: a second approve is 404.
     r, _ = raw_authorize(cid)
     request_id = query_of(r.headers['Location'])['request']
-    check(approve(request_id, USER_TOKEN)[0] == 200, 'approve once')
-    check(approve(request_id, USER_TOKEN)[0] == 404, 'request single use')
+    check(approve(request_id, BROWSER)[0] == 200, 'approve once')
+    check(approve(request_id, BROWSER)[0] == 404, 'request single use')
     # Deny → access_denied with state and iss.
     r, _ = raw_authorize(cid)
     request_id = query_of(r.headers['Location'])['request']
@@ -412,7 +468,7 @@ def test_par():
     check(r.status_code == 201 and r.json()['request_uri'].startswith('urn:ietf:params:oauth:request_uri:'), f'PAR {r.status_code} {r.text}')
     uri = r.json()['request_uri']
     request_id, _ = authorize_to_request(DISCOVERY['authorization_endpoint'] + '?' + urllib.parse.urlencode({'client_id': cid, 'request_uri': uri}))
-    st, body = approve(request_id, USER_TOKEN)
+    st, body = approve(request_id, BROWSER)
     q = query_of(body['redirectTo'])
     check(q['state'] == 'p1', 'state from the pushed request')
     client = OAuth2Session(cid, secret)
@@ -443,7 +499,7 @@ def test_private_key_jwt_with_jti_replay():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         cid, secret = add_client('JWT app', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', f'http://127.0.0.1:{server.server_port}/jwks.json')
-        redirect, verifier, nonce, _ = code_flow(OAuth2Session(cid, None, code_challenge_method='S256'), USER_TOKEN, 'https://jwt.example/cb')
+        redirect, verifier, nonce, _ = code_flow(OAuth2Session(cid, None, code_challenge_method='S256'), BROWSER, 'https://jwt.example/cb')
         now = int(time.time())
         assertion = jwt.encode({'alg': 'ES256', 'kid': 'k1'}, {'iss': cid, 'sub': cid, 'aud': DISCOVERY['token_endpoint'], 'jti': secrets.token_hex(8),
                                                               'iat': now, 'exp': now + 120}, key).decode()
@@ -463,16 +519,20 @@ def test_private_key_jwt_with_jti_replay():
 
 def test_prompt_login_and_max_age():
     cid, secret = add_client('Strict app', '--redirect-uri', 'https://neg.example/cb')
+    browser = OPBrowser(PASSKEY)
+    r, _ = raw_authorize(cid)
+    browser.sign_in(query_of(r.headers['Location'])['request'])
     for params in [{'prompt': 'login'}, {'max_age': '0'}]:
         r, _ = raw_authorize(cid, **params)
         request_id = query_of(r.headers['Location'])['request']
-        st, view = api('GET', f'/v1/oauth/requests/{request_id}')
+        view = browser.view(request_id)
         check(view['prompt'] == params.get('prompt') or view['maxAge'] == 0, f'view {view}')
-        # USER_TOKEN's sign-in was at the start of this run, before this request: refused.
-        st, body = approve(request_id, USER_TOKEN)
+        check(view['signedIn'] is not None, 'the cookie names who is signed in')
+        # The cookie's sign-in was before this request: refused, the page signs in again.
+        st, body = approve(request_id, browser)
         check(st == 401, f'{params}: an older sign-in is refused: {st} {body}')
-        fresh = sign_in(PASSKEY)
-        st, body = approve(request_id, fresh)
+        browser.sign_in(request_id)
+        st, body = approve(request_id, browser)
         check(st == 200, f'{params}: a sign-in for this request approves: {st} {body}')
 
 
@@ -551,11 +611,12 @@ def test_webhook_events():
 
 
 def main():
-    global DISCOVERY, PASSKEY, USER_TOKEN, USER_ID, USERNAME
+    global DISCOVERY, PASSKEY, USER_TOKEN, USER_ID, USERNAME, BROWSER
     DISCOVERY = S.get(BASE + '/.well-known/openid-configuration', timeout=20).json()
     subscribe_webhooks()
     USERNAME = 'oidc-' + secrets.token_hex(3)
     PASSKEY, USER_TOKEN, USER_ID = sign_up(USERNAME)
+    BROWSER = OPBrowser(PASSKEY)
     tests = [v for k, v in globals().items() if k.startswith('test_') and callable(v)]
     for t in tests:
         try:

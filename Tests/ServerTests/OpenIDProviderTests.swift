@@ -55,12 +55,23 @@ struct OpenIDProviderTests {
         Array(pairs.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
     }
 
+    /// A user-verified passkey step-up for `action` in the Bearer's session → the step-up token.
+    static func passkeyStepUp(_ client: Client, bearer: String, authenticator: SoftAuthenticator, action: JSONValue) throws -> String {
+        let c = try client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: bearer)
+        let challenge = try #require(c.json, "\(c)")
+        let assertion = try client.assertion(authenticator, options: try #require(challenge["publicKey"])).json()
+        let verified = try client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
+                                       authorization: bearer)
+        return try #require(verified.json?["access_token"]?.stringValue, "\(verified)")
+    }
+
     @Test("a request begun on one instance is approved and redeemed on another; a replayed code revokes the session it issued")
     func twoInstances() throws {
         let a = try TestServer(name: "op")
         let b = try TestServer(name: "op-b", rpIdOverride: a.rpId)
         defer { a.http.stop(); b.http.stop() }
-        let session = try a.client().signUp(SoftAuthenticator(), username: a.username("op"))
+        let owner = SoftAuthenticator()
+        let session = try a.client().signUp(owner, username: a.username("op"))
         var registration = OAuthClientService.Registration(name: "Two instances", redirectURIs: ["https://rp.example/cb"])
         registration.isPublic = false
         let created = try a.services.oauthClients.add(registration, by: .named("test"))
@@ -73,9 +84,17 @@ struct OpenIDProviderTests {
         #expect(started.status == 303)
         let location = try #require(started.header("Location"))
         let requestId = try #require(URLComponents(string: location)?.queryItems?.first { $0.name == "request" }?.value)
-        // Instance B reads and approves what A stored.
-        #expect(try b.client().get("/v1/oauth/requests/\(requestId)").status == 200)
-        let approved = try b.client().post("/v1/oauth/requests/\(requestId)/approve", .object([]), authorization: session.bearer)
+        // Instance B reads and approves what A stored. A Bearer token alone approves nothing (SPEC
+        // "Who may approve"): it needs the step-up for exactly this request, made in its session.
+        let view = try b.client().get("/v1/oauth/requests/\(requestId)")
+        #expect(view.status == 200)
+        let bare = try b.client().post("/v1/oauth/requests/\(requestId)/approve", .object([]), authorization: session.bearer)
+        #expect(bare.status == 403 && bare.code == "step_up_required", "\(bare)")
+        let action = try #require(view.json?["stepUpAction"])
+        #expect(action["requestId"]?.stringValue == requestId)
+        let stepUp = try Self.passkeyStepUp(b.client(), bearer: session.bearer, authenticator: owner, action: action)
+        let approved = try b.client().post("/v1/oauth/requests/\(requestId)/approve", .object([]), authorization: session.bearer,
+                                           headers: [("Latchkey-Step-Up", stepUp)])
         #expect(approved.status == 200, "\(approved)")
         let redirect = try #require(approved.json?["redirectTo"]?.stringValue)
         let items = URLComponents(string: redirect)?.queryItems ?? []

@@ -59,14 +59,14 @@ struct RouteGuardTests {
                 // No credentials.
                 let anonymous = try client.send(g.method, target, body: body)
                 #expect(anonymous.status < 500, "\(place): \(anonymous)")
-                if ["session", "admin", "step-up-token", "approver"].contains(g.access) {
+                if ["session", "admin", "step-up-token", "approver", "session-or-browser"].contains(g.access) {
                     #expect(anonymous.status == 401 && anonymous.code == "unauthorized", "\(place) without credentials: \(anonymous)")
                     #expect(anonymous.header("WWW-Authenticate") != nil, "\(place): 401 without a challenge")
                 }
                 // A garbage Authorization is 401 too on every route that reads it.
                 let garbage = try client.send(g.method, target, body: body, authorization: "Bearer \u{7F}garbage")
                 #expect(garbage.status < 500, "\(place): \(garbage)")
-                if ["session", "admin", "step-up-token", "registration", "approver"].contains(g.access) {
+                if ["session", "admin", "step-up-token", "registration", "approver", "session-or-browser"].contains(g.access) {
                     #expect(garbage.status == 401, "\(place) with a garbage token: \(garbage)")
                 }
                 // A plain user's access token (a passkey session, no step-up, not an admin).
@@ -77,7 +77,8 @@ struct RouteGuardTests {
                     #expect(asUser.status == 403 && asUser.code == "forbidden", "\(place) as a user: \(asUser)")
                 case "session" where g.stepUp, "registration":
                     #expect(asUser.status == 403 && asUser.code == "step_up_required", "\(place) as a user without step-up: \(asUser)")
-                case "session" where !id.isEmpty && id != "AAAAAAAAAAAAAAAAAAAAAA" && !g.pattern.hasPrefix("/v1/recovery/"):
+                case "session" where !id.isEmpty && id != "AAAAAAAAAAAAAAAAAAAAAA" && !g.pattern.hasPrefix("/v1/recovery/"),
+                     "session-or-browser" where !id.isEmpty && id != "AAAAAAAAAAAAAAAAAAAAAA":
                     #expect(asUser.status == 404 && asUser.code == "not_found", "\(place) as a user with an id that cannot be one: \(asUser)")
                 case "approver":
                     // A passkey session approves; an id that names no stored request is 404 after the caller is authorized.

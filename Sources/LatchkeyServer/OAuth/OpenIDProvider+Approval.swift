@@ -41,7 +41,6 @@ extension OpenIDProvider {
             let user = try storage { () throws(StorageError) in try accounts.user(id: browser.userId) }
             signedIn = .object([("username", .string(user?.username ?? "")), ("authTime", .string(iso8601(standing.authTime)))])
         }
-        let needsStepUp = details != .null
         return .object([
             ("client", .object([("id", .string(client.id)), ("name", .string(client.name)),
                                 ("host", .string(ConsentDisplay.host(ofRedirectURI: redirectURI, lang: lang)))])),
@@ -51,7 +50,9 @@ extension OpenIDProvider {
             ("prompt", (p["prompt"]?.stringValue).flatMap { $0.isEmpty ? nil : JSONValue.string($0) } ?? .null),
             ("maxAge", p["max_age"] ?? .null),
             ("loginHint", p["login_hint"] ?? .null),
-            ("stepUpAction", needsStepUp ? try stepUpAction(clientId: client.id, requestId: id, details: details).value : .null),
+            // The action a Bearer approval (or one with details) steps up for; the cookie alone needs
+            // none for a plain sign-in.
+            ("stepUpAction", try stepUpAction(clientId: client.id, requestId: id, details: details).value),
             ("display", .object([("lang", .string(lang)),
                                  ("lines", .array(ConsentDisplay.lines(clientName: client.name, redirectURI: redirectURI, scopes: scopes,
                                                                         details: details, lang: lang).map { .string($0) }))])),

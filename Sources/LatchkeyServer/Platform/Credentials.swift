@@ -68,8 +68,9 @@ struct CallerResolver: Sendable {
     /// The OP browser session of the cookie, from a request the issuer's own page sent (else 415 or
     /// 403, before the cookie is read); no cookie, or one of an ended session → 401.
     func browserCaller(_ request: Request) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool) {
+        guard let value = browser.cookie.value(request) else { throw ServiceError.unauthorized }
         try browser.cookie.checkSentByIssuerPage(request)
-        guard let value = browser.cookie.value(request), let found = try browser.caller(cookie: value) else { throw ServiceError.unauthorized }
+        guard let found = try browser.caller(cookie: value) else { throw ServiceError.unauthorized }
         return found
     }
 
