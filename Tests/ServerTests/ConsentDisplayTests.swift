@@ -1,3 +1,4 @@
+import HTTP
 import JSON
 @testable import LatchkeyServer
 import Testing
@@ -85,8 +86,8 @@ struct ConsentDisplayTests {
         ("en", "EUR", "1234.5", "€1,234.50"), ("de", "EUR", "1234.5", "1.234,50\u{00A0}€"),
         ("pl", "EUR", "1234.5", "1234,50\u{00A0}€"), ("pl", "PLN", "12345", "12\u{00A0}345,00\u{00A0}zł"),
         ("zh-Hans", "CNY", "42", "¥42.00"), ("en", "XYZ", "42.00", "42.00\u{00A0}XYZ"), ("de", "XYZ", "42.00", "42,00\u{00A0}XYZ"),
-        ("en", "EUR", "0.001", "€0.001"), ("en", "EUR", "1e3", "1e3 EUR"), ("en", "CHF", "-5", "-CHF\u{00A0}5.00"),
-        ("en", "eur", "5", "5 eur"),
+        ("en", "EUR", "0.001", "€0.001"), ("en", "EUR", "1e3", "1e3\u{00A0}EUR"), ("en", "CHF", "-5", "-CHF\u{00A0}5.00"),
+        ("en", "eur", "5", "5\u{00A0}eur"),
     ])
     func money(lang: String, currency: String, amount: String, expected: String) {
         let value = JSONValue.object([("currency", .string(currency)), ("amount", .string(amount))])

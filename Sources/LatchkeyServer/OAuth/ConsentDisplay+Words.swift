@@ -117,7 +117,7 @@ enum ConsentMoney {
         let raw = money["amount"].flatMap(ConsentDisplay.scalar) ?? ""
         let iso = code.utf8.count == 3 && code.utf8.allSatisfy { $0 >= 0x41 && $0 <= 0x5A }
         guard let number = decimal(raw, minor: iso ? minorDigits[code] ?? 2 : nil, lang: lang) else {
-            return [raw, code].filter { !$0.isEmpty }.joined(separator: " ")
+            return [raw, code].filter { !$0.isEmpty }.joined(separator: nbsp)
         }
         guard !code.isEmpty else { return number.sign + number.digits }
         let symbol = iso ? symbols[lang]?[code] : nil
