@@ -288,7 +288,8 @@ async function main() {
     error = e;
   }
   // The server's language for this request (SPEC: ui_locales, then Accept-Language, then the switcher).
-  await i18n.init(document, page.view ? page.view.display.lang : null);
+  // Without a view (an unknown request), the switcher's choice in the address, else the browser's.
+  await i18n.init(document, page.view ? page.view.display.lang : i18n.match(params.get('lang')));
   // Switching asks the server again in that language, so the lines (and the step-up that binds
   // them) are in it before anything is approved.
   i18n.switcher($('language'), (tag) => {
