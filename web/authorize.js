@@ -129,15 +129,18 @@ function render() {
 /** The sign-in is usable for this request: the server judges too (401 on approve), this spares a click. */
 function signedInFits(v) {
   if (!v.signedIn) return false;
-  const at = typeof v.signedIn.authTime === 'number' ? v.signedIn.authTime : Date.parse(v.signedIn.authTime) / 1000;
+  const at = seconds(v.signedIn.authTime);
   if (typeof v.maxAge === 'number' && !(Date.now() / 1000 - at <= v.maxAge)) return false;
-  // prompt=login wants a sign-in made for this request: one this tab made on this page.
-  if (String(v.prompt || '').split(' ').includes('login')) return signedInHere() === String(v.signedIn.authTime);
+  // prompt=login wants a sign-in made for this request: one this tab made on this page (the
+  // stored time may be written more or less finely than the sign-in's answer wrote it).
+  if (String(v.prompt || '').split(' ').includes('login')) return Math.abs(Number(signedInHere()) - at) < 2;
   return true;
 }
+/** `authTime` (RFC 3339, or seconds) as Unix seconds; NaN when neither. */
+const seconds = (time) => (typeof time === 'number' ? time : Date.parse(time) / 1000);
 const MARK = () => `latchkey.op.signedInFor.${page.id}`;
 function signedInHere() { try { return sessionStorage.getItem(MARK()); } catch { return null; } }
-function markSignedIn(authTime) { try { sessionStorage.setItem(MARK(), String(authTime)); } catch { /* then the server asks again */ } }
+function markSignedIn(authTime) { try { sessionStorage.setItem(MARK(), String(seconds(authTime))); } catch { /* then the server asks again */ } }
 
 function showConsent() {
   const v = page.view;
