@@ -22,6 +22,9 @@ public struct CurlResponse: Sendable {
     public let body: [UInt8]
     /// The body was longer than `maxResponseBytes` (the rest was read and dropped).
     public let truncated: Bool
+    /// The response headers named in `CurlOptions.responseHeaders` that came back, by lower-case name
+    /// (a header sent more than once: its values joined with ", ", as RFC 9110 §5.3 reads them).
+    public let headers: [String: String]
 }
 
 /// How one transfer may go. TLS peers and host names are always verified; redirects are followed only
@@ -44,6 +47,8 @@ public struct CurlOptions: Sendable {
     public var connectOnlyTo: [[UInt8]]? = nil
     /// A PEM file of the CAs the peer's certificate must chain to, instead of the system's store.
     public var caFile: String? = nil
+    /// Response headers to keep in `CurlResponse.headers` (none by default: a webhook needs none).
+    public var responseHeaders: [String] = []
     public init() {}
 }
 
@@ -148,7 +153,25 @@ public enum Curl {
         guard latchkey_curl_response_code(handle, &status) == CURLE_OK, status > 0 else {
             throw CurlError(.other, "no HTTP status")
         }
-        return CurlResponse(status: status, body: sink.bytes, truncated: sink.truncated)
+        return CurlResponse(status: status, body: sink.bytes, truncated: sink.truncated,
+                            headers: responseHeaders(handle, named: options.responseHeaders))
+    }
+
+    /// The named headers of the last response (curl_easy_header, libcurl ≥ 7.84: no header callback).
+    static func responseHeaders(_ handle: UnsafeMutableRawPointer, named names: [String]) -> [String: String] {
+        var found: [String: String] = [:]
+        for name in names {
+            var values: [String] = []
+            var header: UnsafeMutablePointer<curl_header>? = nil
+            var index = 0
+            while curl_easy_header(handle, name, index, UInt32(CURLH_HEADER), -1, &header) == CURLHE_OK, let h = header {
+                values.append(String(cString: h.pointee.value))
+                index += 1
+                if index >= h.pointee.amount { break }
+            }
+            if !values.isEmpty { found[name.lowercased()] = values.joined(separator: ", ") }
+        }
+        return found
     }
 
     /// The host (IPv6 in brackets) and port libcurl reads from `url` (its URL API: percent-escapes

@@ -43,12 +43,13 @@ public enum GatedActionType {
 }
 
 extension StepUpAction {
-    /// `{"type":"latchkey.oauth.authorize","clientId":…,"authorizationDetails":[…]}` (SPEC "OpenID
-    /// Provider"): approving an authorization request whose RFC 9396 `authorization_details` are
-    /// exactly these, for exactly that client. A step-up for other details is another action.
-    public static func oauthAuthorization(clientId: String, authorizationDetails: JSONValue) throws(DeviceKeyError) -> StepUpAction {
+    /// `{"type":"latchkey.oauth.authorize","clientId":…,"requestId":…,"authorizationDetails":[…]|null}`
+    /// (SPEC "OpenID Provider", "Approve and deny"): approving one authorization request, whose RFC
+    /// 9396 `authorization_details` are exactly these, for exactly that client. A step-up for another
+    /// request or other details is another action, so one approval approves one request.
+    public static func oauthAuthorization(clientId: String, requestId: String, authorizationDetails: JSONValue) throws(DeviceKeyError) -> StepUpAction {
         try StepUpAction(.object([("type", .string(GatedActionType.oauthAuthorization)), ("clientId", .string(clientId)),
-                                  ("authorizationDetails", authorizationDetails)]))
+                                  ("requestId", .string(requestId)), ("authorizationDetails", authorizationDetails)]))
     }
 }
 

@@ -67,6 +67,8 @@ public enum LatchkeyMigrations {
         // Issue 24: one index on live sessions by owner and passkey instead of one for each.
         File(version: 19, name: "one live session index", file: "0019_one_live_session_index.sql",
              sql: PackageResources._019_one_live_session_index_sql),
+        // Issue 32: grants bound to what approved them, the OP browser session, consents, client auth methods.
+        File(version: 20, name: "OAuth grants bound", file: "0020_oauth_grants_bound.sql", sql: PackageResources._020_oauth_grants_bound_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

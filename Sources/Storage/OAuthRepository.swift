@@ -14,10 +14,13 @@ public struct OAuthClientRecord: Sendable, Equatable {
     public var authorizationDetailsTypes: [String]
     /// `ES256` (default) or `RS256` (`id_token_signed_response_alg`).
     public var idTokenAlg: String
+    /// `token_endpoint_auth_method`: the one way this client authenticates (SPEC "Client authentication").
+    public var authMethod: OAuthClientAuthMethod
     public var createdAt: Date
 
     public init(id: String, name: String, secretHash: [UInt8]?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
-                jwksURI: String? = nil, authorizationDetailsTypes: [String] = [], idTokenAlg: String = "ES256", createdAt: Date = Date(timeIntervalSince1970: 0)) {
+                jwksURI: String? = nil, authorizationDetailsTypes: [String] = [], idTokenAlg: String = "ES256",
+                authMethod: OAuthClientAuthMethod? = nil, createdAt: Date = Date(timeIntervalSince1970: 0)) {
         self.id = id
         self.name = name
         self.secretHash = secretHash
@@ -26,10 +29,36 @@ public struct OAuthClientRecord: Sendable, Equatable {
         self.jwksURI = jwksURI
         self.authorizationDetailsTypes = authorizationDetailsTypes
         self.idTokenAlg = idTokenAlg
+        self.authMethod = authMethod ?? (jwksURI != nil ? .privateKeyJWT : secretHash == nil ? .none : .clientSecretBasic)
         self.createdAt = createdAt
     }
 
-    public var isPublic: Bool { secretHash == nil }
+    /// A public client (RFC 6749 §2.1): it cannot authenticate.
+    public var isPublic: Bool { authMethod == .none }
+}
+
+/// RFC 7591 `token_endpoint_auth_method` values Latchkey accepts.
+public enum OAuthClientAuthMethod: String, Sendable, CaseIterable {
+    case clientSecretBasic = "client_secret_basic"
+    case clientSecretPost = "client_secret_post"
+    case privateKeyJWT = "private_key_jwt"
+    case none
+}
+
+/// What approved a grant (SPEC "Grants live and die with what approved them"): the approving
+/// session (a refresh family) and the passkey (base64url id) or device key. Without a step-up the
+/// passkey is the one that began the approving session.
+public struct OAuthApprovers: Sendable, Equatable {
+    public let familyId: String
+    public let sessionCredential: [UInt8]?
+    /// The step-up that approved with its own key, if any (its receipt names the key).
+    public let stepUpJTI: String?
+
+    public init(familyId: String, sessionCredential: [UInt8]?, stepUpJTI: String?) {
+        self.familyId = familyId
+        self.sessionCredential = sessionCredential
+        self.stepUpJTI = stepUpJTI
+    }
 }
 
 /// A stored authorization request (or pushed request) as the web page and approve read it.
@@ -56,7 +85,16 @@ public enum OAuthCodeOutcome: Sendable {
 public enum OAuthRefreshOutcome: Sendable {
     case rotated(userId: String, familyId: String, authTime: Date, grant: JSONValue)
     case reused(familyId: String)
+    /// The refresh asked for more than the grant: nothing was used or written.
+    case scopeExceeded
     case invalid
+}
+
+public enum OAuthGrantStart: Sendable, Equatable {
+    case started
+    case replayed
+    /// The approving session was ended by a security revocation, or the approving passkey or device key revoked.
+    case approverRevoked
 }
 
 /// The OpenID Provider's state in PostgreSQL (migration 17): clients, requests, codes, grants and
@@ -68,7 +106,7 @@ public final class OAuthRepository: Sendable {
 
     static let clientColumns = """
         id, name, secret_hash, redirect_uris::text AS redirect_uris, post_logout_redirect_uris::text AS post_logout_redirect_uris, \
-        jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, created_at
+        jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, auth_method, created_at
         """
 
     static func strings(_ json: String) -> [String] {
@@ -83,7 +121,7 @@ public final class OAuthRepository: Sendable {
                           postLogoutRedirectURIs: strings(try r.json("post_logout_redirect_uris")),
                           jwksURI: try r.optionalString("jwks_uri"),
                           authorizationDetailsTypes: strings(try r.json("authorization_details_types")),
-                          idTokenAlg: try r.string("id_token_alg"), createdAt: try r.date("created_at"))
+                          idTokenAlg: try r.string("id_token_alg"), authMethod: try r.value("auth_method"), createdAt: try r.date("created_at"))
     }
 
     // MARK: Clients
@@ -93,10 +131,10 @@ public final class OAuthRepository: Sendable {
             try StepUpRedemption.redeem(redeeming, on: t)
             let row = try t.query("""
                 INSERT INTO oauth_clients (id, name, secret_hash, redirect_uris, post_logout_redirect_uris, jwks_uri,
-                                           authorization_details_types, id_token_alg)
+                                           authorization_details_types, id_token_alg, auth_method)
                 VALUES (\(c.id), \(c.name), \(c.secretHash), \(Self.jsonText(c.redirectURIs))::jsonb,
                         \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, \(c.jwksURI), \(Self.jsonText(c.authorizationDetailsTypes))::jsonb,
-                        \(c.idTokenAlg))
+                        \(c.idTokenAlg), \(c.authMethod.rawValue))
                 RETURNING \(unsafeRaw: Self.clientColumns)
                 """)
             try AuditRepository.write([audit], on: t)
@@ -184,7 +222,9 @@ public final class OAuthRepository: Sendable {
 
     /// Uses the request up (approve or deny), in one transaction with the step-up's redemption, the
     /// code (approve), the audit line and the events. False: unknown, used or expired (nothing written).
+    /// An approval also remembers its approvers with the code and records the consent (`scopes`).
     public func finish(requestHash: [UInt8], code: (hash: [UInt8], clientId: String, userId: String, grant: JSONValue, ttlSeconds: Int)?,
+                       approvers: OAuthApprovers? = nil, consent scopes: [String]? = nil,
                        redeeming: StepUpRedemption?, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let used = try t.execute("""
@@ -195,128 +235,30 @@ public final class OAuthRepository: Sendable {
             try StepUpRedemption.redeem(redeeming, on: t)
             if let code {
                 _ = try t.execute("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour' AND family_id IS NULL")
+                // The approving key: the step-up's (its receipt names it), else the passkey that
+                // began the approving session.
+                let credential = approvers?.sessionCredential.map(Self.base64url)
                 _ = try t.execute("""
-                    INSERT INTO oauth_codes (hash, client_id, user_id, grant_data, expires_at)
-                    VALUES (\(code.hash), \(code.clientId), \(code.userId), \(PostgresValue.json(code.grant.text))::jsonb,
-                            now() + make_interval(secs => \(code.ttlSeconds)))
+                    INSERT INTO oauth_codes (hash, client_id, user_id, grant_data, expires_at,
+                                             approving_family, approving_credential, approving_device_key)
+                    SELECT \(code.hash), \(code.clientId), \(code.userId), \(PostgresValue.json(code.grant.text))::jsonb,
+                           now() + make_interval(secs => \(code.ttlSeconds)), \(approvers?.familyId),
+                           CASE WHEN r.method IS NULL THEN \(credential) WHEN r.method = 'passkey' THEN r.key_id END,
+                           CASE WHEN r.method = 'device-key' THEN r.key_id END
+                    FROM (SELECT 1) AS one LEFT JOIN step_up_receipts r ON r.token_jti = \(approvers?.stepUpJTI)
                     """)
+                if let scopes {
+                    _ = try t.execute("""
+                        INSERT INTO oauth_consents (user_id, client_id, scopes) VALUES (\(code.userId), \(code.clientId), \(Self.jsonText(scopes))::jsonb)
+                        ON CONFLICT (user_id, client_id) DO UPDATE SET scopes = (
+                            SELECT jsonb_agg(DISTINCT v ORDER BY v) FROM jsonb_array_elements_text(oauth_consents.scopes || EXCLUDED.scopes) AS v),
+                            granted_at = now()
+                        """)
+                }
             }
             try AuditRepository.write([audit], on: t)
             try OutboxRepository.write(events, on: t)
             return true
         }
-    }
-
-    // MARK: Codes and grants
-
-    /// RFC 6749 §4.1.2: a code is used once. A second use revokes the session the first issued.
-    public func consumeCode(hash: [UInt8]) throws(StorageError) -> OAuthCodeOutcome {
-        try pool.runTransaction { t in
-            guard let row = try t.query("""
-                SELECT client_id, user_id, grant_data::text AS grant_data, used_at, family_id, expires_at > now() AS live
-                FROM oauth_codes WHERE hash = \(hash) FOR UPDATE
-                """).first else { return OAuthCodeOutcome.invalid }
-            if try !row.isNull("used_at") {
-                _ = try t.execute("UPDATE oauth_codes SET replayed_at = now() WHERE hash = \(hash)")
-                let family = try row.optionalString("family_id")
-                if let family {
-                    _ = try t.execute("UPDATE refresh_families SET revoked_at = now() WHERE id = \(family) AND revoked_at IS NULL")
-                }
-                return .replayed(revokedFamily: family)
-            }
-            _ = try t.execute("UPDATE oauth_codes SET used_at = now() WHERE hash = \(hash)")
-            guard try row.bool("live") else { return .invalid }
-            return .fresh(OAuthCodeRecord(clientId: try row.string("client_id"), userId: try row.string("user_id"),
-                                          grant: (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([])))
-        }
-    }
-
-    /// Starts the OAuth session a code's first use issues (family of method `oauth`, its first refresh
-    /// token, the grant), unless the code was replayed meanwhile (false, nothing written).
-    public func startGrant(codeHash: [UInt8], session: NewSession, clientId: String, grant: JSONValue) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            let n = try t.execute("""
-                UPDATE oauth_codes SET family_id = \(session.familyId) WHERE hash = \(codeHash) AND replayed_at IS NULL
-                """)
-            guard n > 0 else { return false }
-            _ = try t.query(SQL.with(SessionRepository.ctes(session, from: nil), "SELECT hash FROM tok"))
-            _ = try t.execute("""
-                INSERT INTO oauth_grants (family_id, client_id, grant_data)
-                VALUES (\(session.familyId), \(clientId), \(PostgresValue.json(grant.text))::jsonb)
-                """)
-            return true
-        }
-    }
-
-    /// RFC 6749 §6 with rotation at the token endpoint: only the client's own OAuth sessions; a token
-    /// presented twice revokes its family (RFC 9700 §4.14.2).
-    public func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, ttlSeconds: Int) throws(StorageError) -> OAuthRefreshOutcome {
-        try pool.runTransaction { t in
-            let used = try t.query("""
-                UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f, oauth_grants g
-                WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
-                  AND f.method = 'oauth' AND g.family_id = f.id AND g.client_id = \(clientId)
-                RETURNING r.family_id, f.user_id, f.auth_time, g.grant_data::text AS grant_data
-                """)
-            if let row = used.first {
-                let family = try row.string("family_id")
-                _ = try t.execute("UPDATE refresh_families SET last_used_at = now() WHERE id = \(family)")
-                _ = try t.execute("""
-                    INSERT INTO refresh_tokens (hash, family_id, expires_at)
-                    VALUES (\(newHash), \(family), now() + make_interval(secs => \(ttlSeconds)))
-                    """)
-                return .rotated(userId: try row.string("user_id"), familyId: family, authTime: try row.date("auth_time"),
-                                grant: (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([]))
-            }
-            let reused = try t.query("""
-                UPDATE refresh_families SET revoked_at = now()
-                WHERE id = (SELECT r.family_id FROM refresh_tokens r JOIN oauth_grants g ON g.family_id = r.family_id
-                            WHERE r.hash = \(hash) AND r.used_at IS NOT NULL AND g.client_id = \(clientId))
-                  AND revoked_at IS NULL
-                RETURNING id
-                """)
-            if let row = reused.first { return .reused(familyId: try row.string("id")) }
-            return .invalid
-        }
-    }
-
-    /// RFC 7009: revokes the OAuth session a refresh token of this client belongs to.
-    public func revoke(refreshHash: [UInt8], clientId: String) throws(StorageError) -> [String] {
-        try pool.run { c in
-            try c.query("""
-                UPDATE refresh_families SET revoked_at = now()
-                WHERE id = (SELECT r.family_id FROM refresh_tokens r JOIN oauth_grants g ON g.family_id = r.family_id
-                            WHERE r.hash = \(refreshHash) AND g.client_id = \(clientId))
-                  AND revoked_at IS NULL
-                RETURNING id
-                """).map { try $0.string("id") }
-        }
-    }
-
-    /// OpenID RP-Initiated Logout: ends the client's OAuth session `familyId` of `userId`.
-    public func endSession(familyId: String, userId: String, clientId: String) throws(StorageError) -> Bool {
-        try pool.run { c in
-            try c.execute("""
-                UPDATE refresh_families SET revoked_at = now()
-                WHERE id = \(familyId) AND user_id = \(userId) AND method = 'oauth' AND revoked_at IS NULL
-                  AND id IN (SELECT family_id FROM oauth_grants WHERE client_id = \(clientId))
-                """) > 0
-        }
-    }
-
-    /// Records a client assertion's `jti` (RFC 7523 §3 item 7): false when it was seen before.
-    public func recordAssertion(clientId: String, jtiHash: [UInt8], ttlSeconds: Int) throws(StorageError) -> Bool {
-        try pool.run { c in
-            _ = try c.execute("DELETE FROM oauth_assertion_jtis WHERE expires_at < now()")
-            return try c.execute("""
-                INSERT INTO oauth_assertion_jtis (client_id, jti_hash, expires_at)
-                VALUES (\(clientId), \(jtiHash), now() + make_interval(secs => \(ttlSeconds))) ON CONFLICT DO NOTHING
-                """) > 0
-        }
-    }
-
-    /// An audit line on its own (a refused code replay, a token issue).
-    public func audit(_ record: AuditRecord) throws(StorageError) {
-        try pool.run { c in try AuditRepository.write([record], on: c) }
     }
 }

@@ -25,9 +25,12 @@ public struct NewSession: Sendable, Equatable {
     /// When the authentication that began the session happened: every access token of the session
     /// carries it as `auth_time`, and a refresh never moves it.
     public let authTime: Date
+    /// The OP session of the `/authorize` page's cookie (SPEC "Who may approve"): its one refresh
+    /// token is the cookie's hash, never rotated and never accepted as a refresh token.
+    public let browser: Bool
 
     public init(familyId: String, userId: String, refreshHash: [UInt8], ttlSeconds: Int, method: SessionMethod,
-                credentialId: [UInt8]?, authTime: Date) {
+                credentialId: [UInt8]?, authTime: Date, browser: Bool = false) {
         self.familyId = familyId
         self.userId = userId
         self.refreshHash = refreshHash
@@ -35,6 +38,7 @@ public struct NewSession: Sendable, Equatable {
         self.method = method
         self.credentialId = credentialId
         self.authTime = authTime
+        self.browser = browser
     }
 }
 
@@ -46,6 +50,11 @@ public struct SessionRecord: Sendable, Equatable {
     public let createdAt: Date
     public let lastUsedAt: Date
     public let authTime: Date
+    /// The OP browser session (SPEC "Sessions": `"browser": true`).
+    public let browser: Bool
+    /// An `oauth` session's client (SPEC "Sessions": `clientId`, `clientName`).
+    public let clientId: String?
+    public let clientName: String?
 }
 
 /// Refresh-token families (sessions) and their tokens, rotated with reuse detection; the feed of
@@ -98,9 +107,9 @@ public final class SessionRepository: Sendable {
     static func ctes(_ session: NewSession, from source: String?) -> [(name: String, sql: SQL)] {
         let from: SQL = source.map { " FROM \(unsafeRaw: $0)" } ?? ""
         return [("fam", """
-                    INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at)
+                    INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser)
                     SELECT \(session.familyId), \(session.userId), \(session.method.rawValue), \(session.credentialId),
-                           \(session.authTime), now()\(fragment: from)
+                           \(session.authTime), now(), \(session.browser)\(fragment: from)
                     RETURNING id
                     """),
                 ("tok", """
@@ -126,7 +135,7 @@ public final class SessionRepository: Sendable {
             let used = try t.query("""
                 UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
                 WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
-                  AND f.method <> 'oauth'
+                  AND f.method <> 'oauth' AND NOT f.browser
                 RETURNING r.family_id, f.user_id
                 """)
             if let row = used.first {
@@ -162,7 +171,8 @@ public final class SessionRepository: Sendable {
     public func session(id: String, userId: String) throws(StorageError) -> (record: SessionRecord, passkeyApprovesFrom: Date?)? {
         try pool.run { c in
             try c.query("""
-                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, c.approves_from
+                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
+                       NULL::text AS client_id, NULL::text AS client_name, c.approves_from
                 FROM refresh_families f LEFT JOIN credentials c ON c.id = f.credential_id
                 WHERE f.id = \(id) AND f.user_id = \(userId) AND f.revoked_at IS NULL
                 """).first.map { r in (try SessionRepository.record(r), try r.optionalDate("approves_from")) }
@@ -172,14 +182,17 @@ public final class SessionRepository: Sendable {
     static func record(_ r: Row) throws -> SessionRecord {
         SessionRecord(id: try r.string("id"), method: try r.value("method"),
                       credentialId: try r.optionalBytes("credential_id"), createdAt: try r.date("created_at"),
-                      lastUsedAt: try r.date("last_used_at"), authTime: try r.date("auth_time"))
+                      lastUsedAt: try r.date("last_used_at"), authTime: try r.date("auth_time"), browser: try r.bool("browser"),
+                      clientId: try r.optionalString("client_id"), clientName: try r.optionalString("client_name"))
     }
 
     /// The user's live sessions (not revoked, with a refresh token still usable), newest first.
     public func list(userId: String) throws(StorageError) -> [SessionRecord] {
         try pool.run { c in
             try c.query("""
-                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time FROM refresh_families f
+                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
+                       g.client_id, oc.name AS client_name
+                FROM refresh_families f LEFT JOIN oauth_grants g ON g.family_id = f.id LEFT JOIN oauth_clients oc ON oc.id = g.client_id
                 WHERE f.user_id = \(userId) AND f.revoked_at IS NULL
                   AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
                 ORDER BY f.created_at DESC, f.id
@@ -189,12 +202,15 @@ public final class SessionRepository: Sendable {
 
     /// Revokes one live session of the user (`familyId`), or all of them (nil); returns the ids
     /// revoked (empty: none of the user's sessions matched), with one `revokedEvent` (`sessionId`)
-    /// per session revoked, in one statement.
+    /// per session revoked, in one statement. `logout`: the ending is a logout, which ends this
+    /// session alone (SPEC "Grants live and die": the OAuth grants it approved live on); any other
+    /// revocation is a security one and revokes them (migration 20's trigger, same transaction).
     @discardableResult
-    public func revoke(userId: String, familyId: String?, revokedEvent: EventTemplate? = nil) throws(StorageError) -> [String] {
+    public func revoke(userId: String, familyId: String?, logout: Bool = false, revokedEvent: EventTemplate? = nil) throws(StorageError) -> [String] {
         let one: SQL = familyId.map { "id = \($0) AND " } ?? ""
+        let endedBy: String? = logout ? "logout" : nil
         let statement = SQL.with([("rev", """
-            UPDATE refresh_families SET revoked_at = now() WHERE \(fragment: one)user_id = \(userId) AND revoked_at IS NULL
+            UPDATE refresh_families SET revoked_at = now(), ended_by = \(endedBy) WHERE \(fragment: one)user_id = \(userId) AND revoked_at IS NULL
             RETURNING id, user_id
             """)] + OutboxRepository.ctes(revokedEvent.map { [SessionRepository.rows($0, from: "rev")] } ?? []),
             "SELECT id FROM rev")

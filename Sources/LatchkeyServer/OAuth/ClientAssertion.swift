@@ -1,12 +1,12 @@
 import Crypto
-import Curl
 import Foundation
 import JSON
 import Storage
 
 /// `private_key_jwt` (OpenID Connect Core §9, RFC 7523): a JWT the client signs with a key from its
-/// `jwks_uri`, which Latchkey fetches under the webhooks' address rules (SPEC "Assurance"). Each
-/// `jti` is accepted once.
+/// `jwks_uri` (ES256, PS256 or RS256). In three steps: `parse` (nothing judged), `checkClaims` (RFC
+/// 7523 §3, on the clock alone), `verifySignature` (the client's keys, from `ClientKeySets`); then
+/// the provider records the `jti`, so each is accepted once.
 enum ClientAssertion {
     struct Parsed {
         let alg: String
@@ -15,6 +15,19 @@ enum ClientAssertion {
         let signingInput: [UInt8]
         let signature: [UInt8]
     }
+
+    /// What `checkClaims` found acceptable: the replay key and how long to remember it.
+    struct CheckedClaims {
+        let jti: String
+        let exp: Int64
+    }
+
+    /// SPEC `token_endpoint_auth_signing_alg_values_supported`.
+    static let algorithms: [String: SignatureAlgorithm] = ["ES256": .ecdsa(.sha256), "PS256": .rsaPSS(.sha256), "RS256": .rsaPKCS1(.sha256)]
+    /// RFC 7523 §3 items 4–6: tolerated clock difference between the client and us.
+    static let leeway: Int64 = 30
+    /// SPEC: `exp` at most this far ahead (plus the leeway).
+    static let maximumLifetime: Int64 = 300
 
     static func parse(_ token: String) -> Parsed? {
         guard token.utf8.count <= 8192 else { return nil }
@@ -29,17 +42,60 @@ enum ClientAssertion {
     /// The client an assertion names (`iss`), before anything is checked.
     static func issuer(_ token: String) -> String? { parse(token)?.claims["iss"]?.stringValue }
 
-    /// A public key from a JWK (EC P-256 or RSA).
-    static func key(_ jwk: JSONValue) -> PublicKey? {
-        switch jwk["kty"]?.stringValue {
-        case "EC":
-            guard jwk["crv"]?.stringValue == "P-256", let x = jwk["x"]?.stringValue.flatMap(Base64URL.decode),
-                  let y = jwk["y"]?.stringValue.flatMap(Base64URL.decode) else { return nil }
-            return try? PublicKey.ec(curve: .p256, x: x, y: y)
-        case "RSA":
-            guard let n = jwk["n"]?.stringValue.flatMap(Base64URL.decode), let e = jwk["e"]?.stringValue.flatMap(Base64URL.decode) else { return nil }
-            return try? PublicKey.rsa(modulus: n, exponent: e)
-        default: return nil
+    /// RFC 7523 §3 on the claims, `now` in Unix seconds. `audiences`: the values `aud` may hold.
+    static func checkClaims(_ a: Parsed, clientId: String, audiences: Set<String>, now: Int64) throws(OAuthError) -> CheckedClaims {
+        guard algorithms[a.alg] != nil else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
+        let c = a.claims
+        // §3 items 1–2: iss and sub are the client.
+        guard c["iss"]?.stringValue == clientId, c["sub"]?.stringValue == clientId else {
+            throw OAuthError.invalidClient("client_assertion iss and sub must be the client_id")
+        }
+        // §3 item 3: the audience is the token endpoint (the issuer and the PAR endpoint are accepted too).
+        let aud = c["aud"]?.stringValue.map { [$0] } ?? (c["aud"]?.arrayValue ?? []).compactMap(\.stringValue)
+        guard aud.contains(where: audiences.contains) else { throw OAuthError.invalidClient("client_assertion aud must be the token endpoint") }
+        // §3 item 4: exp, not past; SPEC: and at most 300 s ahead.
+        guard let exp = time(c["exp"]) else { throw OAuthError.invalidClient("client_assertion needs a numeric exp") }
+        guard exp + leeway > now else { throw OAuthError.invalidClient("client_assertion is expired") }
+        guard exp <= now + maximumLifetime + leeway else { throw OAuthError.invalidClient("client_assertion exp is more than 300 s ahead") }
+        // §3 items 5–6: nbf and iat, when present, not in the future.
+        for name in ["nbf", "iat"] {
+            guard let value = c[name], !value.isNull else { continue }
+            guard let at = time(value) else { throw OAuthError.invalidClient("client_assertion \(name) must be a number") }
+            guard at <= now + leeway else { throw OAuthError.invalidClient("client_assertion \(name) is in the future") }
+        }
+        // §3 item 7: a jti, which the caller accepts once.
+        guard let jti = c["jti"]?.stringValue, !jti.isEmpty, jti.utf8.count <= 256 else { throw OAuthError.invalidClient("client_assertion needs a jti") }
+        return CheckedClaims(jti: jti, exp: exp)
+    }
+
+    /// A NumericDate (RFC 7519 §2): seconds, a fraction rounded down; nil for anything else.
+    static func time(_ value: JSONValue?) -> Int64? {
+        guard let d = value?.doubleValue, d.isFinite, abs(d) < 9.0e15 else { return nil }
+        return Int64(d.rounded(.down))
+    }
+
+    /// RFC 7523 §3 item 9: the signature, with a key of the client's set that has the assertion's
+    /// `kid` (any key when it names none) and fits its `alg`. A `kid` the set holds is judged on the
+    /// keys held, never fetched again (`ClientKeySets`).
+    static func verifySignature(_ a: Parsed, jwksURI: String, keySets: ClientKeySets) throws(OAuthError) {
+        guard let algorithm = algorithms[a.alg] else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
+        let keys = try keySets.keys(for: jwksURI, kid: a.kid)
+        guard !keys.isEmpty else {
+            throw OAuthError.invalidClient(a.kid.map { "the client's jwks_uri has no key \"\($0)\" (yet; its keys are refreshed at most once a minute)" }
+                                           ?? "the client's jwks_uri has no usable key")
+        }
+        let signature: [UInt8]
+        if a.alg == "ES256" {
+            // RFC 7518 §3.4: R || S, 32 bytes each; OpenSSL wants DER.
+            guard a.signature.count == 64, let der = try? ECDSASignature.derFromRaw(a.signature) else {
+                throw OAuthError.invalidClient("client_assertion signature is not an ES256 signature")
+            }
+            signature = der
+        } else {
+            signature = a.signature
+        }
+        guard keys.contains(where: { $0.fits(a.alg) && $0.key.verify(signature: signature, message: a.signingInput, algorithm: algorithm) }) else {
+            throw OAuthError.invalidClient("client_assertion signature does not verify with the client's jwks_uri")
         }
     }
 }
@@ -47,70 +103,15 @@ enum ClientAssertion {
 extension OpenIDProvider {
     func verifyAssertion(_ token: String, client: OAuthClientRecord) throws(OAuthError) {
         guard let jwksURI = client.jwksURI else { throw OAuthError.invalidClient("this client has no jwks_uri for private_key_jwt") }
-        guard let a = ClientAssertion.parse(token), ["ES256", "RS256"].contains(a.alg) else {
-            throw OAuthError.invalidClient("client_assertion must be an ES256 or RS256 JWT")
-        }
-        let c = a.claims
-        guard c["iss"]?.stringValue == client.id, c["sub"]?.stringValue == client.id else {
-            throw OAuthError.invalidClient("client_assertion iss and sub must be the client_id")
-        }
-        // RFC 7523 §3: the audience is the token endpoint (the issuer and the PAR endpoint are accepted too).
+        guard let a = ClientAssertion.parse(token) else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
         let audiences = Set([issuer, issuer + "/oauth2/token", issuer + "/oauth2/par"])
-        let aud = c["aud"]?.stringValue.map { [$0] } ?? (c["aud"]?.arrayValue ?? []).compactMap(\.stringValue)
-        guard aud.contains(where: audiences.contains) else { throw OAuthError.invalidClient("client_assertion aud must be the token endpoint") }
-        let now = runtime.unixTime
-        guard let exp = c["exp"]?.intValue, Int64(exp) + 30 > now, Int64(exp) - now <= 3600 else {
-            throw OAuthError.invalidClient("client_assertion is expired or lives too long")
-        }
-        guard let jti = c["jti"]?.stringValue, !jti.isEmpty, jti.utf8.count <= 256 else { throw OAuthError.invalidClient("client_assertion needs a jti") }
-        let keys = try fetchKeys(jwksURI)
-        let candidates = keys.filter { k in
-            (a.kid == nil || k["kid"]?.stringValue == a.kid) && k["kty"]?.stringValue == (a.alg == "ES256" ? "EC" : "RSA")
-        }
-        let verified = candidates.contains { jwk in
-            guard let key = ClientAssertion.key(jwk) else { return false }
-            if a.alg == "ES256" {
-                guard a.signature.count == 64, let der = try? ECDSASignature.derFromRaw(a.signature) else { return false }
-                return key.verify(signature: der, message: a.signingInput, algorithm: .ecdsa(.sha256))
-            }
-            return key.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256))
-        }
-        guard verified else { throw OAuthError.invalidClient("client_assertion signature does not verify with the client's jwks_uri") }
+        let checked = try ClientAssertion.checkClaims(a, clientId: client.id, audiences: audiences, now: runtime.unixTime)
+        try ClientAssertion.verifySignature(a, jwksURI: jwksURI, keySets: clientKeys)
         let fresh: Bool
-        do { fresh = try store.recordAssertion(clientId: client.id, jtiHash: Digest.sha256(Array(jti.utf8)), ttlSeconds: 3700) } catch {
+        // Remembered far longer than any assertion it could replay lives (exp ≤ now + 330 s).
+        do { fresh = try store.recordAssertion(clientId: client.id, jtiHash: Digest.sha256(Array(checked.jti.utf8)), ttlSeconds: 3700) } catch {
             throw OAuthError("temporarily_unavailable", "try again")
         }
         guard fresh else { throw OAuthError.invalidClient("client_assertion jti was used before (replay)") }
-    }
-
-    /// The client's JWKS, fetched now under the webhooks' address rules: the name resolved once,
-    /// every address checked, the connection pinned to them, no redirects.
-    func fetchKeys(_ uri: String) throws(OAuthError) -> [JSONValue] {
-        let policy = WebhookAddressPolicy(configuration)
-        let destination: CheckedDestination
-        do {
-            let parsed = try WebhookURL(parsing: uri)
-            try policy.check(parsed)
-            switch parsed.host {
-            case .address(let a): destination = try policy.check(parsed, resolvedTo: [a])
-            case .name(let name):
-                guard case .success(let addresses) = runtime.resolver.addresses(of: name) else {
-                    throw OAuthError.invalidClient("the client's jwks_uri does not resolve")
-                }
-                destination = try policy.check(parsed, resolvedTo: addresses)
-            }
-        } catch let e as OAuthError { throw e } catch { throw OAuthError.invalidClient("the client's jwks_uri is refused: \(error)") }
-        var options = CurlOptions()
-        options.timeoutSeconds = 5
-        options.protocols = configuration.developmentMode ? "http,https" : "https"
-        options.maxResponseBytes = 65536
-        options.maxRedirects = 0
-        options.connectOnlyTo = destination.addresses.map(\.bytes)
-        options.caFile = configuration.webhookCAFile
-        guard let response = try? Curl.get(destination.url.text, options: options), response.status == 200, !response.truncated,
-              let jwks = try? JSONParser.parse(response.body, maxDepth: 6), let keys = jwks["keys"]?.arrayValue else {
-            throw OAuthError.invalidClient("the client's jwks_uri did not answer a JWKS")
-        }
-        return keys
     }
 }

@@ -31,6 +31,9 @@ public final class OAuthClientService: Sendable {
         public var jwksURI: String? = nil
         public var authorizationDetailsTypes: [String] = []
         public var idTokenAlg = "ES256"
+        /// `--auth-method`; nil: `private_key_jwt` with a jwks_uri, `none` for a public client, else
+        /// `client_secret_basic` (RFC 7591 §2's default).
+        public var authMethod: OAuthClientAuthMethod? = nil
 
         public init(name: String, redirectURIs: [String]) {
             self.name = name
@@ -47,14 +50,32 @@ public final class OAuthClientService: Sendable {
     public func add(_ r: Registration, by admin: AdminCaller) throws(ServiceError) -> Created {
         try validate(name: r.name, redirectURIs: r.redirectURIs, isPublic: r.isPublic, postLogout: r.postLogoutRedirectURIs,
                      jwksURI: r.jwksURI, types: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg)
+        let method = try Self.authMethod(r)
         let id = "lkc_" + runtime.identifier()
-        let secret = r.isPublic ? nil : "lks_" + Base64URL.encode(runtime.random(32))
+        // SPEC "Clients": only a client that authenticates with a secret gets one; a private_key_jwt
+        // client proves itself with its keys alone.
+        let usesSecret = method == .clientSecretBasic || method == .clientSecretPost
+        let secret = usesSecret ? "lks_" + Base64URL.encode(runtime.random(32)) : nil
         let record = OAuthClientRecord(id: id, name: r.name, secretHash: secret.map { Digest.sha256(Array($0.utf8)) },
                                        redirectURIs: r.redirectURIs, postLogoutRedirectURIs: r.postLogoutRedirectURIs, jwksURI: r.jwksURI,
-                                       authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg)
+                                       authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg, authMethod: method)
         let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
         let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
         return Created(client: stored, secret: secret)
+    }
+
+    /// The registered method, and the combinations SPEC refuses (exit 64 / 400 `invalid_request`).
+    public static func authMethod(_ r: Registration) throws(ServiceError) -> OAuthClientAuthMethod {
+        let method = r.authMethod ?? (r.isPublic ? .none : r.jwksURI != nil ? .privateKeyJWT : .clientSecretBasic)
+        switch method {
+        case .none:
+            guard r.isPublic else { throw ServiceError.invalid("auth method none is for a public client (--public)") }
+        case .privateKeyJWT:
+            guard !r.isPublic, r.jwksURI != nil else { throw ServiceError.invalid("private_key_jwt needs a confidential client with a jwks_uri") }
+        case .clientSecretBasic, .clientSecretPost:
+            guard !r.isPublic else { throw ServiceError.invalid("a public client has no secret (auth method none)") }
+        }
+        return method
     }
 
     public func list() throws(ServiceError) -> [OAuthClientRecord] { try storage { () throws(StorageError) in try store.clients() } }
@@ -108,6 +129,13 @@ public final class OAuthClientService: Sendable {
         if let v = body["jwksUri"], v != .null { r.jwksURI = try string(v, "jwksUri") }
         if let v = body["authorizationDetailsTypes"] { r.authorizationDetailsTypes = try strings(v, "authorizationDetailsTypes") }
         if let v = body["idTokenSignedResponseAlg"] { r.idTokenAlg = try string(v, "idTokenSignedResponseAlg") }
+        if let v = body["tokenEndpointAuthMethod"], v != .null {
+            guard let method = v.stringValue.flatMap(OAuthClientAuthMethod.init(rawValue:)) else {
+                throw ServiceError.invalid("tokenEndpointAuthMethod must be client_secret_basic, client_secret_post, private_key_jwt or none")
+            }
+            r.authMethod = method
+        }
+        _ = try authMethod(r)
         return r
     }
 
@@ -155,7 +183,7 @@ public final class OAuthClientService: Sendable {
     static func json(_ c: OAuthClientRecord, secret: String? = nil) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("id", .string(c.id)), ("name", .string(c.name)), ("public", .bool(c.isPublic)),
-            ("tokenEndpointAuthMethod", .string(c.isPublic ? "none" : c.jwksURI != nil ? "private_key_jwt" : "client_secret_basic")),
+            ("tokenEndpointAuthMethod", .string(c.authMethod.rawValue)),
             ("redirectUris", .array(c.redirectURIs.map { .string($0) })),
             ("postLogoutRedirectUris", .array(c.postLogoutRedirectURIs.map { .string($0) })),
             ("jwksUri", c.jwksURI.map { .string($0) } ?? .null),

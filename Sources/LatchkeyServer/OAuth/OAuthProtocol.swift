@@ -10,8 +10,10 @@ import JSON
 struct OAuthError: Error, Sendable, CustomStringConvertible {
     let error: String
     let description: String
-    /// The token endpoint's status: 400, or 401 for `invalid_client`.
-    var status: Int { error == "invalid_client" ? 401 : 400 }
+    /// Set on a refusal by a limit (SPEC "Limits"): 429 with `Retry-After`.
+    var retryAfter: Int? = nil
+    /// The token endpoint's status: 400, 401 for `invalid_client`, 429 for a limit.
+    var status: Int { retryAfter != nil ? 429 : error == "invalid_client" ? 401 : 400 }
 
     init(_ error: String, _ description: String) {
         self.error = error

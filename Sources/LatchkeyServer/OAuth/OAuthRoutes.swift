@@ -3,11 +3,13 @@ import HTTP
 import JSON
 
 extension StepUpRule {
-    /// SPEC "OpenID Provider": approving a request with `authorization_details` needs a step-up for
-    /// `{"type":"latchkey.oauth.authorize","clientId","authorizationDetails"}` — by a user-verified
-    /// passkey or a device key. The stored request is looked up after the caller is authorized.
-    static let oauthAuthorization = StepUpRule(changes: "authorization_details approvals", deviceKeyAllowed: true) { input throws(ServiceError) in
-        try input.services.openID.approvalNeed(rawId: input.rawPath["id"])
+    /// SPEC "Approve and deny": the OP session cookie alone approves a plain sign-in; a request with
+    /// `authorization_details`, or any approval by Bearer token, needs a step-up for
+    /// `{"type":"latchkey.oauth.authorize","clientId","requestId","authorizationDetails"}` — by a
+    /// user-verified passkey or a device key, made in the approving session itself (`sid`).
+    static let oauthAuthorization = StepUpRule(changes: "OpenID approvals", deviceKeyAllowed: true, sameSession: true) { input throws(ServiceError) in
+        let viaCookie = if case .browser = input.caller { true } else { false }
+        return try input.services.openID.approvalNeed(rawId: input.rawPath["id"], viaCookie: viaCookie)
     }
 }
 
@@ -20,21 +22,48 @@ extension RouteTable {
             .json(bytes: op.discovery.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
         add("GET", "/oauth2/authorize", .anyone, accepting: .any) { ctx in op.authorize(ctx.request.query) }
+        // OpenID Connect Core §3.1.2.1: the authorization endpoint takes GET and form POST alike.
+        add("POST", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
+            guard ctx.request.mediaType == "application/x-www-form-urlencoded" else {
+                return OpenIDProvider.errorPage("The authorization request must be a form (application/x-www-form-urlencoded).")
+            }
+            return op.authorize(formPairs(ctx.request.body))
+        }
         add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in op.pushed(ctx.request) }
         add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in op.token(ctx.request) }
         add("GET", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
         add("POST", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
-        add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in op.logout(ctx.request.query) }
+        add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in op.logout(ctx.request.query, cookie: op.cookie.value(ctx.request)) }
         add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in op.revoke(ctx.request) }
 
-        add("GET", "/v1/oauth/requests/{id:oauthRequest}", .anyone, accepting: .any) { ctx in
-            .json(bytes: try op.requestJSON(try ctx.path.text("id")).serialized())
+        // The /authorize page's API (SPEC "Who may approve" … "Consents"); the OP session cookie is
+        // read here and on the step-up of latchkey.oauth.authorize, nowhere else.
+        add("GET", "/v1/oauth/requests/{id:oauthRequest}", .anyoneOrBrowser, accepting: .any) { ctx in
+            let browser: SessionService.Caller? = if case .browser(let c) = ctx.caller { c } else { nil }
+            return .json(bytes: try op.requestView(try ctx.path.text("id"), chosenLanguage: ctx.request.queryValue("lang"),
+                                                   acceptLanguage: ctx.request.header("Accept-Language"), browser: browser).serialized(),
+                         headers: [("Cache-Control", "no-store")])
+        }
+        add("POST", "/v1/oauth/requests/{id:oauthRequest}/sign-in", .anyone) { ctx in
+            // Every sign-in, cookie or not, comes from the issuer's own page: a sign-in a cross-site
+            // page could post would swap the person's OP session for the attacker's.
+            try op.cookie.checkSentByIssuerPage(ctx.request)
+            let (body, cookie) = try op.signIn(try ctx.path.text("id"), credential: ctx.request.body, replacing: op.cookie.value(ctx.request))
+            return .json(bytes: body.serialized(), headers: [op.cookie.setting(cookie), ("Cache-Control", "no-store")])
         }
         add("POST", "/v1/oauth/requests/{id:oauthRequest}/approve", .approver, stepUp: .oauthAuthorization, accepting: .any) { ctx in
-            .json(bytes: try op.approve(try ctx.path.text("id"), caller: try ctx.session(), approval: ctx.approval).serialized())
+            let (caller, viaCookie) = try ctx.sessionOrBrowser()
+            return .json(bytes: try op.approve(try ctx.path.text("id"), caller: caller, viaCookie: viaCookie, approval: ctx.approval).serialized())
         }
-        add("POST", "/v1/oauth/requests/{id:oauthRequest}/deny", .session, accepting: .any) { ctx in
-            .json(bytes: try op.deny(try ctx.path.text("id"), caller: try ctx.session()).serialized())
+        add("POST", "/v1/oauth/requests/{id:oauthRequest}/deny", .sessionOrBrowser, accepting: .any) { ctx in
+            .json(bytes: try op.deny(try ctx.path.text("id"), caller: try ctx.sessionOrBrowser().caller).serialized())
+        }
+        add("GET", "/v1/oauth/consents", .sessionOrBrowser, accepting: .any) { ctx in
+            .json(bytes: try op.consents(userId: try ctx.sessionOrBrowser().caller.userId).serialized())
+        }
+        add("DELETE", "/v1/oauth/consents/{id:client}", .sessionOrBrowser, accepting: .any) { ctx in
+            try op.forgetConsent(userId: try ctx.sessionOrBrowser().caller.userId, clientId: try ctx.path.text("id"))
+            return .empty(status: 204)
         }
 
         // Clients (SPEC "Clients"): adding one or a redirect URI weakens security → the admin's step-up.

@@ -24,66 +24,95 @@ extension OpenIDProvider {
         return (r, client)
     }
 
-    /// `GET /v1/oauth/requests/{id}` (no auth: the id is the capability) →
-    /// `{"client":{"id","name"},"scopes","authorizationDetails","prompt","maxAge"}`.
-    func requestJSON(_ id: String) throws(ServiceError) -> JSONValue {
+    /// `GET /v1/oauth/requests/{id}[?lang=]` (no auth: the id is the capability; the OP session
+    /// cookie names who is signed in) → SPEC "Who may approve"'s view: the client and its redirect
+    /// host, scopes, details, the `display` lines a step-up binds, the exact `stepUpAction`, the
+    /// sign-in options whose challenge is bound to this request, and `signedIn`.
+    func requestView(_ id: String, chosenLanguage: String?, acceptLanguage: String?, browser: SessionService.Caller?) throws(ServiceError) -> JSONValue {
         let (r, client) = try storedRequest(id)
         let p = r.params
-        let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map { JSONValue.string(String($0)) }
+        let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         let details = p["authorization_details"] ?? .null
+        let redirectURI = p["redirect_uri"]?.stringValue ?? ""
+        let lang = ConsentDisplay.language(uiLocales: p["ui_locales"]?.stringValue, acceptLanguage: acceptLanguage, chosen: chosenLanguage)
+        var signedIn: JSONValue = .null
+        if let browser {
+            let standing = try sessions.standing(browser)
+            let user = try storage { () throws(StorageError) in try accounts.user(id: browser.userId) }
+            signedIn = .object([("username", .string(user?.username ?? "")), ("authTime", .string(iso8601(standing.authTime)))])
+        }
+        let needsStepUp = details != .null
         return .object([
-            ("client", .object([("id", .string(client.id)), ("name", .string(client.name))])),
-            ("scopes", .array(scopes)),
-            ("scopeDescriptions", .array(scopes.compactMap(\.stringValue).map { .string(Scopes.words($0)) })),
-            ("authorizationDetails", details == .null ? .null : details),
+            ("client", .object([("id", .string(client.id)), ("name", .string(client.name)),
+                                ("host", .string(ConsentDisplay.host(ofRedirectURI: redirectURI, lang: lang)))])),
+            ("scopes", .array(scopes.map { .string($0) })),
+            ("scopeDescriptions", .array(scopes.map { .string(Scopes.words($0)) })),
+            ("authorizationDetails", details),
             ("prompt", (p["prompt"]?.stringValue).flatMap { $0.isEmpty ? nil : JSONValue.string($0) } ?? .null),
             ("maxAge", p["max_age"] ?? .null),
             ("loginHint", p["login_hint"] ?? .null),
-            ("stepUpAction", details == .null ? .null : (try? stepUpAction(clientId: client.id, details: details))?.value ?? .null),
+            ("stepUpAction", needsStepUp ? try stepUpAction(clientId: client.id, requestId: id, details: details).value : .null),
+            ("display", .object([("lang", .string(lang)),
+                                 ("lines", .array(ConsentDisplay.lines(clientName: client.name, redirectURI: redirectURI, scopes: scopes,
+                                                                        details: details, lang: lang).map { .string($0) }))])),
+            ("approveLabel", .string(ConsentDisplay.approveLabel(details: details, lang: lang))),
+            ("publicKey", try passkeys.authenticationOptions(boundTo: OpaqueSecret.hash(id))),
+            ("signedIn", signedIn),
         ])
     }
 
-    func stepUpAction(clientId: String, details: JSONValue) throws(ServiceError) -> StepUpAction {
-        try gated { () throws(DeviceKeyError) in try StepUpAction.oauthAuthorization(clientId: clientId, authorizationDetails: details) }
+    func stepUpAction(clientId: String, requestId: String, details: JSONValue) throws(ServiceError) -> StepUpAction {
+        try gated { () throws(DeviceKeyError) in
+            try StepUpAction.oauthAuthorization(clientId: clientId, requestId: requestId, authorizationDetails: details)
+        }
     }
 
-    /// The step-up an approval needs (the route table's `StepUpRule.oauthAuthorization`): the action
-    /// for the stored request's details, none without details. An unknown id needs none (the handler says 404).
-    func approvalNeed(rawId: String?) throws(ServiceError) -> StepUpRule.Need {
-        guard let rawId, let (r, client) = try? storedRequest(rawId), let details = r.params["authorization_details"], details != .null else {
-            return .none
-        }
-        return .required(try stepUpAction(clientId: client.id, details: details))
+    /// The step-up an approval needs (the route table's `StepUpRule.oauthAuthorization`, SPEC
+    /// "Approve and deny"): the OP session cookie alone approves a plain sign-in; details, or a
+    /// Bearer token (which a thief can hold), need the step-up for exactly this request. An unknown
+    /// id needs none (the handler says 404).
+    func approvalNeed(rawId: String?, viaCookie: Bool) throws(ServiceError) -> StepUpRule.Need {
+        guard let rawId, let (r, client) = try? storedRequest(rawId) else { return .none }
+        let details = r.params["authorization_details"] ?? .null
+        if details == .null && viaCookie { return .none }
+        return .required(try stepUpAction(clientId: client.id, requestId: rawId, details: details))
     }
 
     /// `POST /v1/oauth/requests/{id}/approve` → `{"redirectTo":"<redirect_uri>?code=…&state=…&iss=…"}`.
-    func approve(_ id: String, caller: SessionService.Caller, approval: Approval?) throws(ServiceError) -> JSONValue {
+    /// The grant remembers the approving session and the approving passkey or device key.
+    func approve(_ id: String, caller: SessionService.Caller, viaCookie: Bool, approval: Approval?) throws(ServiceError) -> JSONValue {
         let (r, client) = try storedRequest(id)
         let p = r.params
         let standing = try sessions.standing(caller)
         guard standing.approves else { throw ServiceError(.forbidden, "approving needs a session begun by a passkey that is not held") }
-        let authTime = standing.authTime
-        // OpenID Connect Core §3.1.2.1: max_age and prompt=login ask for an authentication that recent.
-        // `auth_time` is whole seconds: "after the request" is compared at that precision.
-        let freshForRequest = authTime.timeIntervalSince1970 >= r.createdAt.timeIntervalSince1970.rounded(.down)
-        let maxAge = p["max_age"]?.intValue
-        if let maxAge, maxAge > 0, runtime.now().timeIntervalSince(authTime) > Double(maxAge) {
-            throw ServiceError(.unauthorized, "max_age: the sign-in is older than the client allows; sign in with your passkey again")
-        }
-        // max_age=0 is prompt=login (OpenID Connect Core §3.1.2.1): a sign-in made for this request.
-        if maxAge == 0 || (p["prompt"]?.stringValue ?? "").split(separator: " ").contains("login"), !freshForRequest {
-            throw ServiceError(.unauthorized, "prompt=login / max_age=0: sign in with your passkey again for this request")
-        }
         let details = p["authorization_details"] ?? .null
         var receiptId: String? = nil
-        if details != .null {
+        if details != .null || !viaCookie {
             guard case .stepUp(_, let receipt)? = approval else {
-                throw StepUpService.stepUpRequired("authorization_details need a step-up for \(StepUpService.text(try stepUpAction(clientId: client.id, details: details)))")
+                throw StepUpService.stepUpRequired("approving needs a step-up for \(StepUpService.text(try stepUpAction(clientId: client.id, requestId: id, details: details)))")
             }
             receiptId = receipt
         }
+        // With a step-up, the authentication the tokens describe is the step-up's assertion, now;
+        // the cookie alone stands for its sign-in, which must be as recent as the request asks.
+        let authTime = receiptId == nil ? standing.authTime : runtime.now()
+        if receiptId == nil {
+            // OpenID Connect Core §3.1.2.1: max_age and prompt=login ask for an authentication that recent.
+            // `auth_time` is whole seconds: "after the request" is compared at that precision.
+            let freshForRequest = authTime.timeIntervalSince1970 >= r.createdAt.timeIntervalSince1970.rounded(.down)
+            let maxAge = p["max_age"]?.intValue
+            if let maxAge, maxAge > 0, runtime.now().timeIntervalSince(authTime) > Double(maxAge) {
+                throw ServiceError(.unauthorized, "max_age: the sign-in is older than the client allows; sign in with your passkey again")
+            }
+            // max_age=0 is prompt=login (OpenID Connect Core §3.1.2.1): a sign-in made for this request.
+            if maxAge == 0 || (p["prompt"]?.stringValue ?? "").split(separator: " ").contains("login"), !freshForRequest {
+                throw ServiceError(.unauthorized, "prompt=login / max_age=0: sign in with your passkey again for this request")
+            }
+        }
         let code = "lkac_" + Base64URL.encode(runtime.random(32))
-        let claims = caller.acr == AuthenticationClaims.passkeyVerified.acr ? AuthenticationClaims.passkeyVerified : AuthenticationClaims.passkey
+        let claims = caller.acr == AuthenticationClaims.passkeyVerified.acr || receiptId != nil ? AuthenticationClaims.passkeyVerified
+            : AuthenticationClaims.passkey
+        let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         let grant: JSONValue = .object([
             ("redirect_uri", p["redirect_uri"] ?? .null), ("code_challenge", p["code_challenge"] ?? .null), ("scope", p["scope"] ?? ""),
             ("nonce", p["nonce"] ?? .null), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
@@ -91,15 +120,18 @@ extension OpenIDProvider {
             ("receipt_id", receiptId.map { .string($0) } ?? .null), ("resource", p["resource"] ?? .null),
             // The passkey that began the approving session: revoking it ends the OAuth session too.
             ("credential_id", standing.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
+            // SPEC "Which authentication the tokens describe": sid is the OP session's when the cookie approved.
+            ("op_sid", viaCookie ? .string(caller.sessionId) : .null),
         ])
-        let scopes = JSONValue.array((p["scope"]?.stringValue ?? "").split(separator: " ").map { .string(String($0)) })
-        let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", scopes),
+        let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", .array(scopes.map { .string($0) })),
                                                        ("receiptId", receiptId.map { .string($0) } ?? .null)]
         let event = events.event(.oauthAuthorized, userId: caller.userId, data: data)
         let audit = AuditRecord(.oauthAuthorized, actor: caller.userId, subject: caller.userId, detail: data)
+        let approvers = OAuthApprovers(familyId: caller.sessionId, sessionCredential: standing.credentialId, stepUpJTI: approval?.redemption?.jti)
         let finished = try storage { () throws(StorageError) in
             try store.finish(requestHash: OpaqueSecret.hash(id),
                              code: (OpaqueSecret.hash(code), client.id, caller.userId, grant, Self.codeTTL),
+                             approvers: approvers, consent: scopes,
                              redeeming: approval?.redemption, audit: audit, events: [event])
         }
         guard finished else { throw ServiceError.notFound("authorization request") }

@@ -32,7 +32,9 @@ extension OpenIDProvider {
             ("authorization_response_iss_parameter_supported", .bool(true)),
             ("require_pushed_authorization_requests", .bool(false)),
             ("claims_parameter_supported", .bool(false)), ("request_parameter_supported", .bool(false)),
-            ("request_uri_parameter_supported", .bool(true)), ("require_request_uri_registration", .bool(false)),
+            // RFC 9126 §5: PAR's request_uri is always accepted; no other request_uri is.
+            ("request_uri_parameter_supported", .bool(false)), ("require_request_uri_registration", .bool(false)),
+            ("ui_locales_supported", list(["en", "de", "pl", "zh"])),
         ])
     }
 
@@ -70,27 +72,38 @@ extension OpenIDProvider {
             return .json(status: 403, bytes: OAuthError("insufficient_scope", "the token has no openid scope").json.serialized(),
                          headers: [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")] + Self.noStore)
         }
-        guard let user = try? accounts.user(id: sub) else {
-            return .json(status: 401, bytes: OAuthError("invalid_token", "the account is gone").json.serialized(), headers: challenge + Self.noStore)
+        let found: (user: UserRecord, email: String?)?
+        do { found = try store.userinfo(userId: sub, sessionId: claims["sid"]?.stringValue ?? "") } catch {
+            return .json(status: 503, bytes: OAuthError("temporarily_unavailable", "try again").json.serialized(),
+                         headers: [("Retry-After", "1")] + Self.noStore)
+        }
+        guard let (user, email) = found else {
+            return .json(status: 401, bytes: OAuthError("invalid_token", "the session or the account is gone").json.serialized(),
+                         headers: challenge + Self.noStore)
         }
         var members: [(key: String, value: JSONValue)] = [("sub", .string(sub))]
         if scopes.contains("profile") { members += [("preferred_username", .string(user.username)), ("name", .string(user.displayName))] }
-        if scopes.contains("email"), let email = (try? recovery.email(userId: sub)) ?? nil {
+        if scopes.contains("email"), let email {
             members += [("email", .string(email)), ("email_verified", .bool(true))]
         }
         return .json(bytes: JSONValue.object(members).serialized(), headers: Self.noStore)
     }
 
     /// `GET /oauth2/logout` (OpenID Connect RP-Initiated Logout 1.0): ends the OAuth session the
-    /// id_token names (`sid`) and redirects to a registered `post_logout_redirect_uri`.
-    func logout(_ query: [(String, String)]) -> Response {
+    /// id_token names and redirects to a registered `post_logout_redirect_uri`. The OP browser session
+    /// of the cookie ends too when the hint was issued for it (its `sid`). A logout never cascades
+    /// (SPEC "Grants live and die"): it is an ending, not a security revocation.
+    func logout(_ query: [(String, String)], cookie: String?) -> Response {
         let (f, duplicate) = Self.single(query)
         if let duplicate { return Self.errorPage("\(duplicate) is given more than once.") }
         var client: OAuthClientRecord? = nil
         var hint: JSONValue? = nil
         if let token = f["id_token_hint"] {
-            // An expired id_token still names its session (§2: the OP should accept it).
+            // An expired id_token still names its session (§2: the OP should accept it), up to 30 days old.
             guard let claims = verifiedIdToken(token) else { return Self.errorPage("The id_token_hint is not one of this server's id_tokens.") }
+            guard let iat = claims["iat"]?.doubleValue, Double(runtime.unixTime) - iat <= 30 * 86400 else {
+                return Self.errorPage("The id_token_hint is older than 30 days.")
+            }
             hint = claims
             client = claims["aud"]?.stringValue.flatMap { try? clients.client(id: $0) } ?? nil
         }
@@ -103,18 +116,24 @@ extension OpenIDProvider {
                 return Self.errorPage("The post_logout_redirect_uri is not registered for this app.")
             }
         }
+        var headers: [(String, String)] = [("Cache-Control", "no-store")]
         if let hint, let client, let sid = hint["sid"]?.stringValue, let sub = hint["sub"]?.stringValue {
-            if (try? store.endSession(familyId: sid, userId: sub, clientId: client.id)) == true {
-                revoked.insert([sid])
+            let ended = (try? store.endSession(sid: sid, userId: sub, clientId: client.id)) ?? []
+            if !ended.isEmpty {
+                revoked.insert(ended)
                 metrics.oauth(client: client.id, outcome: "logout")
+            }
+            if let cookie, let (browser, _) = try? caller(cookie: cookie), browser.sessionId == sid, browser.userId == sub,
+               (try? store.endBrowserSession(familyId: sid)) == true {
+                revoked.insert([sid])
+                headers.append(self.cookie.clearing())
             }
         }
         guard let target = f["post_logout_redirect_uri"] else {
             return .text("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed out</title></head><body><main><h1>You are signed out</h1></main></body></html>",
-                         contentType: "text/html; charset=utf-8", headers: [("Cache-Control", "no-store")] + WebAssets.securityHeaders)
+                         contentType: "text/html; charset=utf-8", headers: headers + WebAssets.securityHeaders)
         }
-        return .empty(status: 303, headers: [("Location", RedirectURIs.appending(target, f["state"].map { [("state", $0)] } ?? [])),
-                                             ("Cache-Control", "no-store")])
+        return .empty(status: 303, headers: [("Location", RedirectURIs.appending(target, f["state"].map { [("state", $0)] } ?? []))] + headers)
     }
 
     /// One of our id_tokens (ES256 or RS256), its signature and issuer checked; expiry is not.

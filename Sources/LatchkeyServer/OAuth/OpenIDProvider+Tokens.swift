@@ -17,7 +17,8 @@ extension OpenIDProvider {
     static func tokenError(_ error: any Error) -> Response {
         let e = error as? OAuthError ?? OAuthError("server_error", "unexpected failure")
         var headers = noStore
-        if e.error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
+        if let retryAfter = e.retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        else if e.error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
         return .json(status: e.error == "server_error" ? 503 : e.status, bytes: e.json.serialized(), headers: headers)
     }
 
@@ -41,11 +42,11 @@ extension OpenIDProvider {
                   let id = formDecode(String(decoded[..<colon])), let secret = formDecode(String(decoded[decoded.index(after: colon)...])) else {
                 throw OAuthError.invalidClient("malformed Basic credentials")
             }
-            methods.append((id, .secret(secret)))
+            methods.append((id, .secret(secret, .clientSecretBasic)))
         }
         if let secret = fields["client_secret"] {
             guard let id = fields["client_id"] else { throw OAuthError.invalidClient("client_secret without client_id") }
-            methods.append((id, .secret(secret)))
+            methods.append((id, .secret(secret, .clientSecretPost)))
         }
         if let type = fields["client_assertion_type"] {
             guard type == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", let assertion = fields["client_assertion"] else {
@@ -57,11 +58,32 @@ extension OpenIDProvider {
         guard methods.count <= 1 else { throw OAuthError.invalidRequest("use exactly one client authentication method") }
         let (id, proof) = methods.first ?? (fields["client_id"] ?? "", .none)
         if let named = fields["client_id"], named != id { throw OAuthError.invalidClient("client_id does not match the authenticated client") }
+        do throws(OAuthError) {
+            return try authenticate(id: id, proof: proof)
+        } catch where error.error == "invalid_client" {
+            // SPEC "Limits": failed authentications count per client id and address; a request whose
+            // authentication succeeds never reaches this counter.
+            let address = Application.clientAddress(request, trustProxy: configuration.trustProxy)
+            switch clientAuthFailures.recordFailure(clientId: id, address: address) {
+            case .counted: throw error
+            case .limited(let retryAfter):
+                var limited = OAuthError("temporarily_unavailable", "too many failed client authentications; retry later")
+                limited.retryAfter = retryAfter
+                throw limited
+            }
+        }
+    }
+
+    func authenticate(id: String, proof: ClientProof) throws(OAuthError) -> OAuthClientRecord {
         guard let client = try? clients.client(id: id) else { throw OAuthError.invalidClient("unknown client") }
+        // SPEC "Client authentication": the method the client was registered with, and no other.
+        guard proof.method == client.authMethod else {
+            throw OAuthError.invalidClient(client.authMethod == .none ? "this client is public: it sends client_id alone"
+                                           : "this client authenticates with \(client.authMethod.rawValue)")
+        }
         switch proof {
-        case .none:
-            guard client.isPublic else { throw OAuthError.invalidClient("this client must authenticate") }
-        case .secret(let secret):
+        case .none: break
+        case .secret(let secret, _):
             guard let hash = client.secretHash, constantTimeEquals(Digest.sha256(Array(secret.utf8)), hash) else {
                 throw OAuthError.invalidClient("client authentication failed")
             }
@@ -71,7 +93,17 @@ extension OpenIDProvider {
         return client
     }
 
-    enum ClientProof { case none, secret(String), assertion(String) }
+    enum ClientProof {
+        case none, secret(String, OAuthClientAuthMethod), assertion(String)
+
+        var method: OAuthClientAuthMethod {
+            switch self {
+            case .none: .none
+            case .secret(_, let method): method
+            case .assertion: .privateKeyJWT
+            }
+        }
+    }
 
     // MARK: The token endpoint
 
@@ -79,6 +111,11 @@ extension OpenIDProvider {
         do {
             let fields = try tokenFields(request)
             let client = try authenticateClient(request, fields)
+            // SPEC "Tokens": an approval is used once, by the code exchange; nothing at the token
+            // endpoint can ask for authorization_details again.
+            guard fields["authorization_details"] == nil else {
+                throw OAuthError("invalid_authorization_details", "authorization_details are approved on the authorization request, not at the token endpoint")
+            }
             switch fields["grant_type"] {
             case "authorization_code": return Self.tokenJSON(try exchange(fields, client: client))
             case "refresh_token": return Self.tokenJSON(try refresh(fields, client: client))
@@ -121,51 +158,62 @@ extension OpenIDProvider {
         let refresh = OpaqueSecret(prefix: "lkor_", runtime: runtime)
         let session = NewSession(familyId: familyId, userId: record.userId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
                                  method: .oauth, credentialId: g["credential_id"]?.stringValue.flatMap(Base64URL.decode), authTime: authTime)
-        let started: Bool
+        let started: OAuthGrantStart
         do { started = try store.startGrant(codeHash: hash, session: session, clientId: client.id, grant: g) } catch {
             throw OAuthError("temporarily_unavailable", "try again")
         }
-        guard started else { throw OAuthError.invalidGrant("the code was already used") }
+        switch started {
+        case .started: break
+        case .replayed: throw OAuthError.invalidGrant("the code was already used")
+        case .approverRevoked:
+            // SPEC "Grants live and die with what approved them".
+            metrics.oauth(client: client.id, outcome: "approver_revoked")
+            throw OAuthError.invalidGrant("the session, passkey or device key that approved this code was revoked")
+        }
         let scopes = (g["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         try? store.audit(AuditRecord(.oauthTokenIssued, actor: record.userId, subject: record.userId,
                                      detail: [("clientId", .string(client.id)), ("grant", "authorization_code"), ("sessionId", .string(familyId))]))
         metrics.oauth(client: client.id, outcome: "token")
         return try issue(client: client, userId: record.userId, familyId: familyId, grant: g, scopes: scopes,
-                         refreshToken: scopes.contains("offline_access") ? refresh.token : nil, idToken: true)
+                         refreshToken: scopes.contains("offline_access") ? refresh.token : nil, idToken: true, carriesApproval: true)
     }
 
     func refresh(_ f: [String: String], client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
         guard let token = f["refresh_token"], !token.isEmpty else { throw OAuthError.invalidRequest("refresh_token is required") }
+        // RFC 6749 §6: the scope may repeat or narrow the grant, never widen it; checked in the
+        // rotation's statement, so a refused refresh leaves the token as it was.
+        let asked = f["scope"].map { $0.split(separator: " ").map(String.init) }
+        if let asked, asked.joined(separator: " ").utf8.count > 1024 { throw OAuthError("invalid_scope", "scope exceeds the grant") }
         let next = OpaqueSecret(prefix: "lkor_", runtime: runtime)
         let outcome: OAuthRefreshOutcome
-        do { outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, ttlSeconds: configuration.refreshTokenTTL) }
-        catch { throw OAuthError("temporarily_unavailable", "try again") }
+        do {
+            outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, scope: asked,
+                                       ttlSeconds: configuration.refreshTokenTTL)
+        } catch { throw OAuthError("temporarily_unavailable", "try again") }
         switch outcome {
         case .invalid: throw OAuthError.invalidGrant("the refresh token is invalid, expired or revoked")
+        case .scopeExceeded: throw OAuthError("invalid_scope", "scope exceeds the grant")
         case .reused(let family):
             revoked.insert([family])
             try? store.audit(AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id, detail: [("sessionId", .string(family))]))
             throw OAuthError.invalidGrant("refresh token reuse detected: the session is revoked")
         case .rotated(let userId, let familyId, _, let grant):
             var scopes = (grant["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
-            if let asked = f["scope"] {
-                // RFC 6749 §6: the scope may repeat or narrow the grant, never widen it.
-                let narrowed = asked.split(separator: " ").map(String.init)
-                guard Set(narrowed).isSubset(of: Set(scopes)) else { throw OAuthError("invalid_scope", "scope exceeds the grant") }
-                scopes = scopes.filter(narrowed.contains)
-            }
+            if let asked { scopes = scopes.filter(asked.contains) }
             metrics.oauth(client: client.id, outcome: "refresh")
             return try issue(client: client, userId: userId, familyId: familyId, grant: grant, scopes: scopes, refreshToken: next.token,
-                             idToken: scopes.contains("openid"))
+                             idToken: scopes.contains("openid"), carriesApproval: false)
         }
     }
 
     /// The token response: an access token (RFC 9068), an id_token, and the refresh token when granted.
     func issue(client: OAuthClientRecord, userId: String, familyId: String, grant g: JSONValue, scopes: [String],
-               refreshToken: String?, idToken: Bool) throws(OAuthError) -> JSONValue {
+               refreshToken: String?, idToken: Bool, carriesApproval: Bool) throws(OAuthError) -> JSONValue {
         let now = runtime.unixTime
         let ttl = min(configuration.accessTokenTTL, 300)
-        let details = g["authorization_details"] ?? .null
+        // SPEC "Tokens": only the code exchange's access token carries the approved details and the
+        // step-up's receipt; a refresh never does (an approval is used once).
+        let details = carriesApproval ? g["authorization_details"] ?? .null : .null
         var access: [(key: String, value: JSONValue)] = [
             ("iss", .string(issuer)), ("sub", .string(userId)), ("aud", g["resource"]?.stringValue.map { .string($0) } ?? .string(issuer)),
             ("client_id", .string(client.id)), ("scope", .string(scopes.joined(separator: " "))), ("iat", .number(Double(now))),
@@ -185,7 +233,9 @@ extension OpenIDProvider {
             var claims: [(key: String, value: JSONValue)] = [
                 ("iss", .string(issuer)), ("sub", .string(userId)), ("aud", .string(client.id)), ("azp", .string(client.id)),
                 ("exp", .number(Double(now + Int64(Self.idTokenTTL)))), ("iat", .number(Double(now))), ("auth_time", g["auth_time"] ?? .null),
-                ("acr", g["acr"] ?? .null), ("amr", g["amr"] ?? .null), ("sid", .string(familyId)),
+                ("acr", g["acr"] ?? .null), ("amr", g["amr"] ?? .null),
+                // SPEC "Which authentication the tokens describe": the OP session's id when the cookie approved.
+                ("sid", g["op_sid"].flatMap(\.stringValue).map { .string($0) } ?? .string(familyId)),
             ]
             if let nonce = g["nonce"], nonce != .null { claims.append(("nonce", nonce)) }
             do {

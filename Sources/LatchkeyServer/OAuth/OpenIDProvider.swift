@@ -22,6 +22,13 @@ public final class OpenIDProvider: Sendable {
     let revoked: RevokedSessions
     /// The RSA key for clients that registered `RS256` id_tokens (OpenID Discovery requires it listed).
     let rsa: RSASigningKey
+    /// The passkey sign-in the `/authorize` page's OP session begins with.
+    let passkeys: any PasskeySignIn
+    let cookie: OPSessionCookie
+    /// Clients' JWKS for `private_key_jwt` (cached, refreshed off the request path).
+    let clientKeys: ClientKeySets
+    /// Failed client authentications per client id and address (SPEC "Limits").
+    let clientAuthFailures: ClientAuthFailures
 
     static let requestTTL = 600
     static let pushedTTL = 60
@@ -32,8 +39,10 @@ public final class OpenIDProvider: Sendable {
 
     init(store: OAuthRepository, clients: OAuthClientService, sessions: SessionService, accounts: AccountRepository,
          recovery: RecoveryRepository, signer: TokenSigner, rsa: RSASigningKey, events: OutboxEvents, metrics: Metrics,
-         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions) {
+         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions, passkeys: any PasskeySignIn) {
         self.store = store
+        self.passkeys = passkeys
+        cookie = OPSessionCookie(issuer: configuration.issuer, ttlSeconds: configuration.opSessionTTL)
         self.clients = clients
         self.sessions = sessions
         self.accounts = accounts
@@ -45,6 +54,8 @@ public final class OpenIDProvider: Sendable {
         self.configuration = configuration
         self.runtime = runtime
         self.revoked = revoked
+        clientKeys = ClientKeySets(configuration: configuration, runtime: runtime)
+        clientAuthFailures = ClientAuthFailures(clock: runtime.uptime)
     }
 
     var issuer: String { configuration.issuer }
@@ -163,7 +174,7 @@ public final class OpenIDProvider: Sendable {
                 throw OAuthError("invalid_target", "resource must be an absolute https URI without a fragment")
             }
         }
-        for (name, max) in [("state", 2048), ("nonce", 512), ("login_hint", 256), ("acr_values", 512)] {
+        for (name, max) in [("state", 2048), ("nonce", 512), ("login_hint", 256), ("acr_values", 512), ("ui_locales", 256)] {
             if let v = p[name], v.utf8.count > max { throw OAuthError.invalidRequest("\(name) is longer than \(max) bytes") }
         }
         func opt(_ name: String) -> JSONValue { p[name].map { .string($0) } ?? .null }
@@ -172,7 +183,7 @@ public final class OpenIDProvider: Sendable {
             ("state", opt("state")), ("nonce", opt("nonce")), ("code_challenge", .string(challenge)),
             ("prompt", .string(prompt.sorted().joined(separator: " "))), ("max_age", maxAge.map { .number(Double($0)) } ?? .null),
             ("login_hint", opt("login_hint")), ("acr_values", opt("acr_values")), ("authorization_details", details),
-            ("resource", opt("resource")), ("pushed", .bool(pushed)),
+            ("resource", opt("resource")), ("ui_locales", opt("ui_locales")), ("pushed", .bool(pushed)),
         ])
     }
 

@@ -66,31 +66,7 @@ extension PasskeyService {
     }
 
     func finishAuthentication(_ body: [UInt8], conformance: Bool) throws(ServiceError) -> SignedIn {
-        let parsed: ParsedAuthentication
-        do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
-        // Round trip 1: use the challenge up and fetch the credential (SPEC: consumed first, so any
-        // later failure still uses it up; the credential is only looked at after the ceremony checks).
-        let (found, login, accepted) = try storage { () throws(StorageError) in
-            try challenges.consumeForLogin(hash: Digest.sha256(parsed.clientData.challenge), credentialId: parsed.response.rawId)
-        }
-        let stored = try CeremonyRules.live(found, kind: .authentication, rpId: configuration.rpId)
-        let state: AuthenticationState
-        do { state = try AuthenticationState(decoding: stored.state) } catch { throw ServiceError(error) }
-        // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
-        let checked: CeremonyCheckedAuthentication
-        do { checked = try authentication.check(parsed, state: state, policy: currentPolicy(conformance: conformance)) } catch {
-            throw ServiceError(error)
-        }
-        guard let (credential, user) = login else {
-            // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
-            // tells the client to have the passkey provider drop that credential.
-            var miss = ServiceError(.credentialUnknown, "no such passkey")
-            miss.members = [("signal", Signals.unknownCredential(rpId: configuration.rpId, credentialId: parsed.response.rawId))]
-            throw miss
-        }
-        // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
-        if let bound = state.account, bound != user.id { throw ServiceError(.credentialUnknown, "no such passkey") }
-        let outcome = try assertion.verify(checked, ceremony: authentication, state: state, credential: credential, user: user)
+        let (outcome, credential, user, accepted) = try checkedAssertion(body, conformance: conformance, boundTo: nil)
         // Round trip 2 (the one durable commit): the passkey's use, the new session and the audit line.
         // The counter is compared and stored in that one statement: a concurrent login carrying
         // the same counter that got there first makes this one sign_count_regression.
@@ -112,5 +88,61 @@ extension PasskeyService {
         updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
         updated.lastUsedAt = runtime.now()
         return signedIn(user: user, passkey: updated, tokens: issued, accepted: accepted)
+    }
+
+    /// A passkey sign-in for a ceremony another feature finishes (the OP browser session, SPEC "Who
+    /// may approve"): options whose challenge is bound to `context` (16 random bytes, then the first
+    /// 16 of HMAC(deployment secret, label ‖ context ‖ those bytes)), user verification required.
+    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> JSONValue {
+        let nonce = runtime.random(16)
+        let challenge = nonce + Array(HMAC.sha256(key: try decoySecret.value(), data: Self.bindingLabel + context + nonce).prefix(16))
+        let (options, state) = authentication.begin(allowCredentials: [], account: nil, challenge: challenge, userVerification: .required)
+        try storage { () throws(StorageError) in
+            try challenges.insert(hash: Digest.sha256(options.challenge), kind: .authentication, userId: nil,
+                                  rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+        }
+        return options.json
+    }
+
+    static let bindingLabel = Array("latchkey bound sign-in v1".utf8)
+
+    /// The assertion of a login, checked up to (not including) the session: the challenge used up
+    /// (round trip 1), the ceremony, the credential and its signature. With `context`, the challenge
+    /// must be one `authenticationOptions(boundTo:)` made for that context.
+    func checkedAssertion(_ body: [UInt8], conformance: Bool = false, boundTo context: [UInt8]?)
+        throws(ServiceError) -> (PasskeyAssertion.Outcome, CredentialRecord, UserRecord, [[UInt8]]) {
+        let parsed: ParsedAuthentication
+        do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
+        // Round trip 1: use the challenge up and fetch the credential (SPEC: consumed first, so any
+        // later failure still uses it up; the credential is only looked at after the ceremony checks).
+        let (found, login, accepted) = try storage { () throws(StorageError) in
+            try challenges.consumeForLogin(hash: Digest.sha256(parsed.clientData.challenge), credentialId: parsed.response.rawId)
+        }
+        let stored = try CeremonyRules.live(found, kind: .authentication, rpId: configuration.rpId)
+        if let context {
+            let challenge = parsed.clientData.challenge
+            let expected = challenge.count == 32
+                ? Array(HMAC.sha256(key: try decoySecret.value(), data: Self.bindingLabel + context + Array(challenge.prefix(16))).prefix(16)) : []
+            guard challenge.count == 32, constantTimeEquals(Array(challenge.suffix(16)), expected) else {
+                throw ServiceError(.challengeInvalid, "the challenge was not made for this request")
+            }
+        }
+        let state: AuthenticationState
+        do { state = try AuthenticationState(decoding: stored.state) } catch { throw ServiceError(error) }
+        // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
+        let checked: CeremonyCheckedAuthentication
+        do { checked = try authentication.check(parsed, state: state, policy: currentPolicy(conformance: conformance)) } catch {
+            throw ServiceError(error)
+        }
+        guard let (credential, user) = login else {
+            // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
+            // tells the client to have the passkey provider drop that credential.
+            var miss = ServiceError(.credentialUnknown, "no such passkey")
+            miss.members = [("signal", Signals.unknownCredential(rpId: configuration.rpId, credentialId: parsed.response.rawId))]
+            throw miss
+        }
+        // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
+        if let bound = state.account, bound != user.id { throw ServiceError(.credentialUnknown, "no such passkey") }
+        return (try assertion.verify(checked, ceremony: authentication, state: state, credential: credential, user: user), credential, user, accepted)
     }
 }

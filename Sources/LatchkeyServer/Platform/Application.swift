@@ -133,7 +133,7 @@ public struct Application: Responder {
             ])
             route = "preflight"
         } else if Self.isRateLimited(request), let wait = limiter.admit(clientAddress(request)) {
-            response = ServiceError(.rateLimited, "too many requests; retry later", headers: [("Retry-After", String(wait))]).response
+            response = Self.rateLimited(request, retryAfter: wait)
         } else if let step = startup.pendingStep, !Self.isOperations(request) {
             // Started without a reachable primary: nothing but health, readiness and metrics until
             // the start-up steps are done (the signing keys, the allowlist may not be loaded yet).
@@ -182,8 +182,9 @@ extension Application {
         if OpenIDProvider.corsPaths.contains(request.path), let origin = request.header("Origin") {
             return openID.publicClientOrigins().contains(origin) ? origin : nil
         }
+        // SPEC "The cookie routes": the OP session's routes answer no CORS (the issuer's page is same-origin).
         guard let origin = request.header("Origin"), origin.hasPrefix("https://") || origin.hasPrefix("http://"),
-              request.path.hasPrefix("/v1/") || request.path == "/.well-known/jwks.json",
+              (request.path.hasPrefix("/v1/") && !request.path.hasPrefix("/v1/oauth/")) || request.path == "/.well-known/jwks.json",
               origins.policy().allows(origin) else { return nil }
         return origin
     }
@@ -198,10 +199,31 @@ extension Application {
     /// Left out: `/healthz` and `/metrics` (no I/O), the well-known files and JWKS (served from
     /// memory), the web app's static files.
     static func isRateLimited(_ request: Request) -> Bool {
-        request.path.hasPrefix("/v1/") || request.path.hasPrefix("/admin/v1/") || request.path == "/readyz"
+        request.path.hasPrefix("/v1/") || request.path.hasPrefix("/oauth2/") || request.path.hasPrefix("/admin/v1/") || request.path == "/readyz"
     }
 
-    func clientAddress(_ request: Request) -> String {
+    /// A 429 in the format of its endpoint (SPEC "OpenID Provider" → "Limits"): the styled page at
+    /// the authorization endpoint (a person's browser, never redirected), OAuth's JSON on the other
+    /// `/oauth2/*` endpoints, problem+json elsewhere; always with `Retry-After`.
+    static func rateLimited(_ request: Request, retryAfter wait: Int) -> Response {
+        let retry = ("Retry-After", String(wait))
+        if request.path == "/oauth2/authorize" {
+            var page = OpenIDProvider.errorPage("Too many sign-in requests from this address. Wait a moment and try again.", status: 429)
+            page.headers.append(retry)
+            return page
+        }
+        if request.path.hasPrefix("/oauth2/") {
+            return .json(status: 429, bytes: OAuthError("temporarily_unavailable", "too many requests; retry later").json.serialized(),
+                         headers: [retry, ("Cache-Control", "no-store")])
+        }
+        return ServiceError(.rateLimited, "too many requests; retry later", headers: [retry]).response
+    }
+
+    func clientAddress(_ request: Request) -> String { Self.clientAddress(request, trustProxy: trustProxy) }
+
+    /// The client's address (`LATCHKEY_TRUST_PROXY`: the last `X-Forwarded-For` hop), as every
+    /// per-address limit counts it.
+    static func clientAddress(_ request: Request, trustProxy: Bool) -> String {
         if trustProxy, let forwarded = request.header("X-Forwarded-For"),
            let last = forwarded.split(separator: ",").last.map({ String($0).trimmed }), !last.isEmpty {
             return last

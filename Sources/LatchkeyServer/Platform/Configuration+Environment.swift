@@ -60,6 +60,7 @@ extension Configuration {
         if let n = try int("LATCHKEY_STEP_UP_TTL", 10...86400) { c.stepUpTTL = n }
         c.stepUpTTL = min(c.stepUpTTL, c.challengeTTL)
         if let n = try int("LATCHKEY_STEP_UP_TOKEN_TTL", 10...120) { c.stepUpTokenTTL = n }
+        if let n = try int("LATCHKEY_OP_SESSION_TTL", 60...2_592_000) { c.opSessionTTL = n }
         if let v = env["LATCHKEY_DEVICE_KEY_ATTESTATION"], !v.isEmpty {
             guard let r = DeviceKeyAttestationRequirement(rawValue: v) else {
                 throw Invalid(description: "LATCHKEY_DEVICE_KEY_ATTESTATION must be optional or required")

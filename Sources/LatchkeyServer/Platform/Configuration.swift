@@ -57,6 +57,8 @@ public struct Configuration: Sendable {
     public var embeddingOrigins: [String] = []
     public var accessTokenTTL = 300
     public var refreshTokenTTL = 30 * 24 * 3600
+    /// Seconds the OP browser session of the `/authorize` page's cookie lives (SPEC "Who may approve").
+    public var opSessionTTL = 43200
     /// `iss` of every token; see `issuer(explicit:rpId:developmentMode:configuredOrigins:)`.
     public var issuer = "https://localhost"
     /// Requests per second per client address on ceremony and token endpoints (0: off).

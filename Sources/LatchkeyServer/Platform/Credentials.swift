@@ -20,6 +20,8 @@ struct CallerResolver: Sendable {
     let recovery: RecoveryService
     let admins: AdminRepository
     let adminKeyHash: [UInt8]?
+    /// The OP browser sessions (the OpenID Provider's cookie).
+    let browser: any BrowserSessions
 
     func resolve(_ access: Access, _ request: Request) throws(ServiceError) -> RouteCaller {
         if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(access, request) { throw RecoveryService.refusedHere }
@@ -29,11 +31,24 @@ struct CallerResolver: Sendable {
         case .session:
             return .session(try sessions.session(accessToken: try Self.bearer(request)))
         case .approver:
+            guard request.header("Authorization") != nil else {
+                let (caller, approves) = try browserCaller(request)
+                guard approves else {
+                    throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
+                }
+                return .browser(caller)
+            }
             let caller = try sessions.session(accessToken: try Self.bearer(request))
             guard try sessions.standing(caller).approves else {
                 throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
             }
             return .session(caller)
+        case .sessionOrBrowser:
+            if let bearer = BearerCredentials.value(request, scheme: "Bearer") { return .session(try sessions.session(accessToken: bearer)) }
+            return .browser(try browserCaller(request).caller)
+        case .anyoneOrBrowser:
+            guard browser.cookie.value(request) != nil, let (caller, _) = try? browserCaller(request) else { return .anonymous }
+            return .browser(caller)
         case .admin:
             return try admin(try Self.bearer(request))
         case .stepUpToken:
@@ -48,6 +63,14 @@ struct CallerResolver: Sendable {
             guard let ticket = BearerCredentials.value(request, scheme: "Ticket") else { throw ServiceError.unauthorized }
             return .ticket(userId: try sessions.ticketHolder(ticket: ticket))
         }
+    }
+
+    /// The OP browser session of the cookie, from a request the issuer's own page sent (else 415 or
+    /// 403, before the cookie is read); no cookie, or one of an ended session → 401.
+    func browserCaller(_ request: Request) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool) {
+        try browser.cookie.checkSentByIssuerPage(request)
+        guard let value = browser.cookie.value(request), let found = try browser.caller(cookie: value) else { throw ServiceError.unauthorized }
+        return found
     }
 
     static func bearer(_ request: Request) throws(ServiceError) -> String {
@@ -69,7 +92,7 @@ struct CallerResolver: Sendable {
         switch access {
         case .registration, .registrationVerify:
             request.header("Latchkey-Step-Up") == nil && request.header("Latchkey-Ticket") == nil
-        case .anyone, .session, .admin, .stepUpToken, .approver:
+        case .anyone, .session, .admin, .stepUpToken, .approver, .sessionOrBrowser, .anyoneOrBrowser:
             false
         }
     }

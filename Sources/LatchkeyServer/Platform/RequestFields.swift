@@ -34,6 +34,16 @@ func formOrJSON(_ request: Request) throws(ServiceError) -> [String: String] {
     return out
 }
 
+/// A form body's pairs in order, duplicates kept (the authorization endpoint refuses them itself);
+/// a pair that does not decode is dropped, as a query's would be.
+func formPairs(_ body: [UInt8]) -> [(String, String)] {
+    String(decoding: body, as: UTF8.self).split(separator: "&").compactMap { pair in
+        let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let key = formDecode(String(kv[0])), let value = kv.count > 1 ? formDecode(String(kv[1])) : "" else { return nil }
+        return (key, value)
+    }
+}
+
 func formDecode(_ s: String) -> String? {
     var bytes: [UInt8] = []
     var it = Array(s.utf8).makeIterator()

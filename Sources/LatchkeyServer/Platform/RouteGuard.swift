@@ -35,9 +35,15 @@ enum Access: Sendable {
     /// Passkey registration options: anyone (a new account), a session, an enrolment ticket
     /// (`Authorization: Ticket …`) or a recovery token whose waiting period is over.
     case registration
-    /// A session begun by one of the account's passkeys that is not held (SPEC "Assurance":
-    /// approving an OpenID authorization request). An email session or a held passkey's → 403.
+    /// Approving an OpenID authorization request (SPEC "Who may approve"): the Bearer token of a
+    /// session begun by one of the account's passkeys that is not held (an email session or a held
+    /// passkey's → 403), or else the OP session cookie, from the issuer's own page.
     case approver
+    /// Any session's Bearer token, or else the OP session cookie from the issuer's own page (SPEC
+    /// "The cookie routes": deny, consents, and the step-up of `latchkey.oauth.authorize`).
+    case sessionOrBrowser
+    /// Anyone; the OP session cookie, when sent from the issuer's own page, names who is signed in.
+    case anyoneOrBrowser
 }
 
 extension Access {
@@ -50,6 +56,8 @@ extension Access {
         case .stepUpToken: "step-up-token"
         case .registration: "registration"
         case .approver: "approver"
+        case .sessionOrBrowser: "session-or-browser"
+        case .anyoneOrBrowser: "anyone-or-browser"
         }
     }
 }
@@ -63,14 +71,25 @@ enum RouteCaller: Sendable {
     case ticket(userId: String)
     case recovery(RecoveryRecord)
     case stepUpBearer(String)
+    /// The OP browser session, by its cookie (SPEC "The cookie routes"): its `sessionId` is the
+    /// browser family's.
+    case browser(SessionService.Caller)
 
     /// The user on whose behalf a step-up would be made, if any.
     var userId: String? {
         switch self {
-        case .session(let c), .adminUser(let c): c.userId
+        case .session(let c), .adminUser(let c), .browser(let c): c.userId
         case .ticket(let id): id
         case .recovery(let r): r.userId
         case .anonymous, .adminKey, .stepUpBearer: nil
+        }
+    }
+
+    /// The session a step-up made beside this caller must belong to (`sid`).
+    var sessionId: String? {
+        switch self {
+        case .session(let c), .adminUser(let c), .browser(let c): c.sessionId
+        default: nil
         }
     }
 }
@@ -94,6 +113,8 @@ struct StepUpRule: Sendable {
     /// A device key's step-up approves too (SPEC "OpenID Provider": authorization_details), not only a
     /// user-verified passkey's.
     var deviceKeyAllowed = false
+    /// The step-up must have been made in the caller's own session (its `sid`), SPEC "Approve and deny".
+    var sameSession = false
     let need: @Sendable (GuardInput) throws(ServiceError) -> Need
 
     /// The same action for every caller of the route.
@@ -218,6 +239,15 @@ struct RouteContext: Sendable {
         return c
     }
 
+    /// The session caller or the OP browser session (`Access.approver`, `.sessionOrBrowser`).
+    func sessionOrBrowser() throws(ServiceError) -> (caller: SessionService.Caller, browser: Bool) {
+        switch caller {
+        case .session(let c): return (c, false)
+        case .browser(let c): return (c, true)
+        default: throw ServiceError.unauthorized
+        }
+    }
+
     var userId: String {
         get throws(ServiceError) { try session().userId }
     }
@@ -307,7 +337,8 @@ extension GuardedRoute {
             throw StepUpService.stepUpRequired("a step-up needs a signed-in user")
         }
         let (jti, receiptId) = try input.services.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
-                                                                       deviceKeyAllowed: rule.deviceKeyAllowed)
+                                                                       deviceKeyAllowed: rule.deviceKeyAllowed,
+                                                                       session: rule.sameSession ? input.caller.sessionId : nil)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId)
     }
 }

@@ -97,8 +97,10 @@ public final class Services: Sendable {
         openID = OpenIDProvider(store: database.oauth, clients: oauthClients, sessions: sessions, accounts: database.accounts,
                                 recovery: database.recovery, signer: signer,
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
-                                events: events, metrics: metrics, configuration: configuration, runtime: runtime, revoked: revokedSessions)
-        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash)
+                                events: events, metrics: metrics, configuration: configuration, runtime: runtime, revoked: revokedSessions,
+                                passkeys: passkeys)
+        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash,
+                                 browser: openID)
         wakeUps.register(webhooks.worker)
         wakeUps.register(mail.worker)
     }

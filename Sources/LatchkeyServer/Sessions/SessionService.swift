@@ -132,7 +132,8 @@ public final class SessionService: Sendable {
     /// `POST /v1/logout`: ends the session the access token belongs to.
     func logout(_ caller: Caller) throws(ServiceError) {
         let ended = try storage { () throws(StorageError) in
-            try sessions.revoke(userId: caller.userId, familyId: caller.sessionId, revokedEvent: events.sessionRevoked(reason: .logout))
+            try sessions.revoke(userId: caller.userId, familyId: caller.sessionId, logout: true,
+                                revokedEvent: events.sessionRevoked(reason: .logout))
         }
         if !ended.isEmpty { events.written(channels: OutboxEvents.webhooks) }
         revoked.insert(ended)
@@ -164,6 +165,8 @@ public final class SessionService: Sendable {
         return records.filter { !revoked.contains($0.id) }.map { r in
             .object([("id", .string(r.id)), ("method", .string(r.method.rawValue)),
                      ("credentialId", r.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
+                     ("clientId", r.clientId.map { .string($0) } ?? .null), ("clientName", r.clientName.map { .string($0) } ?? .null),
+                     ("browser", .bool(r.browser)),
                      ("createdAt", .string(iso8601(r.createdAt))), ("lastUsedAt", .string(iso8601(r.lastUsedAt))),
                      ("authTime", .string(iso8601(r.authTime)))] + (current.map { [("current", .bool(r.id == $0))] } ?? []))
         }

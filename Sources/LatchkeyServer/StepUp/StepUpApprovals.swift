@@ -14,11 +14,12 @@ extension StepUpService {
     /// A valid step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
     /// Anything else is 403 `step_up_required`. Redeeming it is the change's own transaction's job.
     func checkedStepUp(_ token: String, userId: String, action: StepUpAction,
-                       changes: String, deviceKeyAllowed: Bool = false) throws(ServiceError) -> (jti: String, receiptId: String) {
+                       changes: String, deviceKeyAllowed: Bool = false, session: String? = nil) throws(ServiceError) -> (jti: String, receiptId: String) {
         guard let claims = try? signer.stepUpClaims(token) else {
             throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
         }
         guard claims.subject == userId else { throw Self.stepUpRequired("the step-up was made by another user") }
+        if let session, claims.sessionId != session { throw Self.stepUpRequired("the step-up was made in another session") }
         guard constantTimeEquals(claims.actionHash, action.hash) else {
             throw Self.stepUpRequired("the step-up approved another action (this one is \(Self.text(action)))")
         }

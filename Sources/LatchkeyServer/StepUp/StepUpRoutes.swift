@@ -24,12 +24,17 @@ extension RouteTable {
             try s.deviceKeys.revokeDeviceKey(userId: try ctx.userId, id: try ctx.path.text("id"))
             return .empty(status: 204)
         }
-        add("POST", "/v1/step-up/challenges", .session) { ctx in
-            .json(status: 201, bytes: try s.stepUp.createChallenge(userId: try ctx.userId, body: try ctx.json()).serialized())
+        // SPEC "The cookie routes": the OP session cookie stands in for a Bearer token here for the
+        // one action type the /authorize page asks for, and no other.
+        add("POST", "/v1/step-up/challenges", .sessionOrBrowser) { ctx in
+            let (caller, browser) = try ctx.sessionOrBrowser()
+            return .json(status: 201, bytes: try s.stepUp.createChallenge(userId: caller.userId, body: try ctx.json(),
+                                                                          onlyActionType: browser ? GatedActionType.oauthAuthorization : nil).serialized())
         }
-        add("POST", "/v1/step-up/verify", .session) { ctx in
-            let caller = try ctx.session()
-            return .json(bytes: try s.stepUp.verify(userId: caller.userId, sessionId: caller.sessionId, body: try ctx.json()).serialized())
+        add("POST", "/v1/step-up/verify", .sessionOrBrowser) { ctx in
+            let (caller, browser) = try ctx.sessionOrBrowser()
+            return .json(bytes: try s.stepUp.verify(userId: caller.userId, sessionId: caller.sessionId, body: try ctx.json(),
+                                                    onlyActionType: browser ? GatedActionType.oauthAuthorization : nil).serialized())
         }
         add("POST", "/v1/step-up/consume", .stepUpToken) { ctx in
             guard case .stepUpBearer(let token) = ctx.caller else { throw ServiceError.unauthorized }

@@ -65,10 +65,14 @@ public final class StepUpService: Sendable {
     // MARK: Step-up challenges
 
     /// `POST /v1/step-up/challenges` `{"keyId","action"}` or `{"method":"passkey","action"}`.
-    func createChallenge(userId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+    /// `onlyActionType`: the caller may ask for this action type alone (the OP session cookie).
+    func createChallenge(userId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> JSONValue {
         guard let actionValue = body["action"], !actionValue.isNull else { throw ServiceError.invalid("action is required") }
         let action: StepUpAction
         do { action = try StepUpAction(actionValue) } catch { throw ServiceError(error) }
+        if let onlyActionType, actionValue["type"]?.stringValue != onlyActionType {
+            throw ServiceError(.unauthorized, "this step-up needs a Bearer access token")
+        }
         let method: StepUpChallenge.Method
         let keyBinding: [UInt8]
         var keyId: String? = nil
@@ -114,7 +118,7 @@ public final class StepUpService: Sendable {
 
     /// `POST /v1/step-up/verify`: `{"challengeId","signature"}` or `{"challengeId","credential"}`,
     /// optionally with the `action` the client believes it approved (must be the bound one).
-    func verify(userId: String, sessionId: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+    func verify(userId: String, sessionId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> JSONValue {
         // Parse: nothing is used up by a malformed request.
         let input = try VerifyInput(body)
 
@@ -122,6 +126,9 @@ public final class StepUpService: Sendable {
         let stored = try CeremonyRules.consume(input.challengeId, kind: .stepUp, userId: userId, from: challenges, rpId: configuration.rpId)
         let state: StepUpState
         do { state = try StepUpState(decoding: stored.state) } catch { throw ServiceError(error) }
+        if let onlyActionType, (try? JSONParser.parse(Array(state.action.utf8)))?["type"]?.stringValue != onlyActionType {
+            throw ServiceError(.unauthorized, "this step-up needs a Bearer access token")
+        }
         do { try stepUp.checkClaim(input.claimed, state: state) } catch { throw ServiceError(error) }
 
         let now = runtime.now()

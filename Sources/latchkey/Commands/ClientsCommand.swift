@@ -11,13 +11,16 @@ enum ClientsCommand: Command {
         usage: latchkey clients add <name> --redirect-uri U [--redirect-uri U …] [--public]
                                     [--post-logout-redirect-uri U …] [--jwks-uri U]
                                     [--authorization-details-type T …] [--id-token-alg ES256|RS256]
+                                    [--auth-method client_secret_basic|client_secret_post|private_key_jwt|none]
                latchkey clients list
                latchkey clients remove <client_id>
 
         add     registers a client and prints `client_id: <id>` and, for a confidential client,
                 `client_secret: <secret>` (shown this once; stored hashed). --public: a native or
                 browser app without a secret (token endpoint auth `none`; loopback and private-use
-                scheme redirect URIs). --jwks-uri: the client authenticates with private_key_jwt.
+                scheme redirect URIs). --jwks-uri: the client authenticates with private_key_jwt
+                (and gets no secret). --auth-method: the one method the token endpoint accepts
+                from it (default client_secret_basic; none for --public).
         list    one client a line: id, name, public or confidential, redirect URIs.
         remove  deletes the client and ends every session it holds.
         Exit status: 0 done, 1 refused (invalid or unknown), 64 bad usage.
@@ -27,7 +30,7 @@ enum ClientsCommand: Command {
         let args: ParsedArguments
         do {
             args = try ParsedArguments(arguments, valued: ["redirect-uri", "post-logout-redirect-uri", "jwks-uri", "authorization-details-type",
-                                                           "id-token-alg"], flags: ["help", "public"])
+                                                           "id-token-alg", "auth-method"], flags: ["help", "public"])
         } catch { printError("latchkey clients: \(error.message)\n\n\(help)"); return ExitCode.usage }
         if args.has("help") { print(help); return ExitCode.success }
         let verb = args.positionals.first
@@ -42,6 +45,20 @@ enum ClientsCommand: Command {
             guard args.positionals.count == 1 else { printError("latchkey clients: list takes no arguments\n\n\(help)"); return ExitCode.usage }
         default: printError("latchkey clients: say add, list or remove\n\n\(help)"); return ExitCode.usage
         }
+        var authMethod: OAuthClientAuthMethod? = nil
+        if let named = args.value("auth-method") {
+            guard let method = OAuthClientAuthMethod(rawValue: named) else {
+                printError("latchkey clients: --auth-method must be client_secret_basic, client_secret_post, private_key_jwt or none"); return ExitCode.usage
+            }
+            authMethod = method
+        }
+        if verb == "add" {
+            var r = OAuthClientService.Registration(name: args.positionals[1], redirectURIs: args.all("redirect-uri"))
+            (r.isPublic, r.jwksURI, r.authMethod) = (args.has("public"), args.value("jwks-uri"), authMethod)
+            do throws(ServiceError) { _ = try OAuthClientService.authMethod(r) } catch {
+                printError("latchkey clients: \(error.detail)"); return ExitCode.usage
+            }
+        }
         let configuration: Configuration
         do { configuration = try Configuration.fromEnvironment() } catch { printError("latchkey clients: \(error)"); return ExitCode.usage }
         return withDatabase("latchkey clients", unset: "DATABASE_URL is not set\n\n\(help)") { database, _ in
@@ -55,6 +72,7 @@ enum ClientsCommand: Command {
                     r.jwksURI = args.value("jwks-uri")
                     r.authorizationDetailsTypes = args.all("authorization-details-type")
                     r.idTokenAlg = args.value("id-token-alg") ?? "ES256"
+                    r.authMethod = authMethod
                     let created = try clients.add(r, by: .named("cli"))
                     print("client_id: \(created.client.id)")
                     if let secret = created.secret { print("client_secret: \(secret)") }

@@ -1,0 +1,92 @@
+import Crypto
+import Foundation
+import JSON
+import Storage
+import Tokens
+import WebAuthn
+
+/// The OP browser sessions, as the caller resolver reads them (SPEC "The cookie routes").
+protocol BrowserSessions: Sendable {
+    var cookie: OPSessionCookie { get }
+    /// The session a cookie names, and whether it may approve (its passkey is not held); nil: no
+    /// such live session.
+    func caller(cookie value: String) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)?
+}
+
+/// The part of a passkey login the OP's sign-in borrows (the challenge bound to a request, the
+/// assertion checked up to the session), so the provider never reaches into the passkeys' store.
+protocol PasskeySignIn: Sendable {
+    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> JSONValue
+    func checkedAssertion(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?)
+        throws(ServiceError) -> (PasskeyAssertion.Outcome, CredentialRecord, UserRecord, [[UInt8]])
+    func refuseRegression(_ outcome: PasskeyAssertion.Outcome) -> ServiceError
+}
+
+extension PasskeyService: PasskeySignIn {
+    func refuseRegression(_ outcome: PasskeyAssertion.Outcome) -> ServiceError { assertion.refuseRegression(outcome) }
+}
+
+extension OpenIDProvider: BrowserSessions {
+    static let browserCookiePrefix = "lkop_"
+
+    func caller(cookie value: String) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)? {
+        guard value.hasPrefix(Self.browserCookiePrefix), value.utf8.count <= 128 else { return nil }
+        guard let found = try storage({ () throws(StorageError) in try store.browserSession(cookieHash: OpaqueSecret.hash(value)) }),
+              !revoked.contains(found.familyId) else { return nil }
+        let held = found.passkeyApprovesFrom.map { $0 > runtime.now() } ?? false
+        // The sign-in that began it required user verification (SPEC "Who may approve").
+        return (SessionService.Caller(userId: found.userId, sessionId: found.familyId, acr: AuthenticationClaims.passkeyVerified.acr),
+                found.credentialId != nil && !held)
+    }
+
+    /// `POST /v1/oauth/requests/{id}/sign-in`: the passkey answering the request's `publicKey`
+    /// (user-verified; a held passkey → 403 `recovery_pending`) begins a new OP browser session,
+    /// and the session of the cookie it replaces ends like a logout. → (`{"signedIn"}`, the new cookie).
+    func signIn(_ id: String, credential body: [UInt8], replacing oldCookie: String?) throws(ServiceError) -> (JSONValue, String) {
+        _ = try storedRequest(id)
+        let (outcome, credential, user, _) = try passkeys.checkedAssertion(body, conformance: false, boundTo: OpaqueSecret.hash(id))
+        guard outcome.verified.userVerified else { throw ServiceError(.userVerificationRequired, "the OP sign-in needs user verification") }
+        if let hold = credential.approvesFrom, hold > runtime.now() {
+            throw ServiceError(.recoveryPending, "this passkey was added by a recovery and approves nothing until \(iso8601(hold))")
+        }
+        let cookie = OpaqueSecret(prefix: Self.browserCookiePrefix, runtime: runtime)
+        let now = runtime.now()
+        let session = NewSession(familyId: runtime.sessionIdentifier(), userId: user.id, refreshHash: cookie.hash,
+                                 ttlSeconds: configuration.opSessionTTL, method: .passkey, credentialId: credential.id,
+                                 authTime: now, browser: true)
+        let replaced = oldCookie.flatMap { $0.hasPrefix(Self.browserCookiePrefix) && $0.utf8.count <= 128 ? OpaqueSecret.hash($0) : nil }
+        let ended: [String]
+        do {
+            (_, ended) = try storage { () throws(StorageError) in
+                try store.startBrowserSession(session, recording: outcome.use, replacing: replaced,
+                                              audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id,
+                                                                  detail: outcome.auditDetail + [("browser", true)])],
+                                              events: outcome.events)
+            }
+        } catch where error.code == .signCountRegression {
+            throw passkeys.refuseRegression(outcome)
+        }
+        events.written(outcome.events)
+        revoked.insert(ended)
+        let signedIn: JSONValue = .object([("username", .string(user.username)), ("authTime", .string(iso8601(now)))])
+        return (.object([("signedIn", signedIn)]), cookie.token)
+    }
+
+    // MARK: Consents (SPEC "Consents")
+
+    /// `GET /v1/oauth/consents` → `{"consents":[{"clientId","clientName","scopes","grantedAt"}]}`.
+    func consents(userId: String) throws(ServiceError) -> JSONValue {
+        let list = try storage { () throws(StorageError) in try store.consents(userId: userId) }
+        return .object([("consents", .array(list.map { c in
+            .object([("clientId", .string(c.clientId)), ("clientName", .string(c.clientName)),
+                     ("scopes", .array(c.scopes.map { .string($0) })), ("grantedAt", .string(iso8601(c.grantedAt)))])
+        }))])
+    }
+
+    /// `DELETE /v1/oauth/consents/{clientId}` → 204 (404 if none); revokes nothing else.
+    func forgetConsent(userId: String, clientId: String) throws(ServiceError) {
+        guard try storage({ () throws(StorageError) in try store.deleteConsent(userId: userId, clientId: clientId) }) else {
+            throw ServiceError.notFound("consent")
+        }
+    }
+}

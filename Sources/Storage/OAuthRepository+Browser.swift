@@ -1,0 +1,102 @@
+import Foundation
+import JSON
+import PostgreSQL
+
+/// The OP browser session behind the `/authorize` page's cookie (SPEC "Who may approve"), as one read.
+public struct BrowserSessionRecord: Sendable, Equatable {
+    public let familyId: String
+    public let userId: String
+    public let username: String
+    public let credentialId: [UInt8]?
+    public let authTime: Date
+    /// The hold of the passkey that began it, while it lasts (a held passkey approves nothing).
+    public let passkeyApprovesFrom: Date?
+}
+
+/// A remembered consent (SPEC "Consents").
+public struct OAuthConsentRecord: Sendable, Equatable {
+    public let clientId: String
+    public let clientName: String
+    public let scopes: [String]
+    public let grantedAt: Date
+}
+
+extension OAuthRepository {
+    /// Starts an OP browser session in one transaction: the passkey's use recorded (the counter's
+    /// compare-and-set, as a login), the browser family with the cookie's hash as its one token,
+    /// the audit line and events; and the session of the cookie it replaces ended like a logout
+    /// (its approvals live on). Returns the use as stored and the ids of the sessions ended.
+    public func startBrowserSession(_ session: NewSession, recording use: CredentialUse, replacing cookieHash: [UInt8]?,
+                                    audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> (RecordedUse?, [String]) {
+        try pool.runTransaction { t in
+            let recorded = try SessionRepository.start(session, recording: use, audit: audit, events: events, on: t)
+            guard let cookieHash else { return (recorded, []) }
+            let ended = try t.query("""
+                UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'
+                WHERE id = (SELECT family_id FROM refresh_tokens WHERE hash = \(cookieHash)) AND browser AND revoked_at IS NULL
+                RETURNING id
+                """).map { try $0.string("id") }
+            return (recorded, ended)
+        }
+    }
+
+    /// The live OP browser session a cookie names (unexpired, not revoked), in one read.
+    public func browserSession(cookieHash: [UInt8]) throws(StorageError) -> BrowserSessionRecord? {
+        try pool.run { c in
+            try c.query("""
+                SELECT f.id, f.user_id, u.username, f.credential_id, f.auth_time, cr.approves_from
+                FROM refresh_tokens r JOIN refresh_families f ON f.id = r.family_id JOIN users u ON u.id = f.user_id
+                LEFT JOIN credentials cr ON cr.id = f.credential_id
+                WHERE r.hash = \(cookieHash) AND r.expires_at > now() AND f.browser AND f.revoked_at IS NULL
+                """).first.map { r in
+                BrowserSessionRecord(familyId: try r.string("id"), userId: try r.string("user_id"), username: try r.string("username"),
+                                     credentialId: try r.optionalBytes("credential_id"), authTime: try r.date("auth_time"),
+                                     passkeyApprovesFrom: try r.optionalDate("approves_from"))
+            }
+        }
+    }
+
+    /// Ends an OP browser session like a logout (`/oauth2/logout`): the grants it approved live on.
+    public func endBrowserSession(familyId: String) throws(StorageError) -> Bool {
+        try pool.run { c in
+            try c.execute("""
+                UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout' WHERE id = \(familyId) AND browser AND revoked_at IS NULL
+                """) > 0
+        }
+    }
+
+    // MARK: Userinfo
+
+    /// What `/oauth2/userinfo` answers from (OpenID Connect Core §5.3), in one read: the account and
+    /// its verified address, only while the token's session `sid` is live — checked in the database,
+    /// so a revocation holds here before any instance hears of it.
+    public func userinfo(userId: String, sessionId: String) throws(StorageError) -> (user: UserRecord, email: String?)? {
+        try pool.run { c in
+            try c.query("""
+                SELECT \(unsafeRaw: AccountRepository.userColumns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")),
+                       e.email
+                FROM users u JOIN refresh_families f ON f.user_id = u.id LEFT JOIN account_emails e ON e.user_id = u.id
+                WHERE u.id = \(userId) AND f.id = \(sessionId) AND f.revoked_at IS NULL
+                """).first.map { r in (try AccountRepository.user(r), try r.optionalString("email")) }
+        }
+    }
+
+    // MARK: Consents
+
+    public func consents(userId: String) throws(StorageError) -> [OAuthConsentRecord] {
+        try pool.run { c in
+            try c.query("""
+                SELECT k.client_id, oc.name, k.scopes::text AS scopes, k.granted_at
+                FROM oauth_consents k JOIN oauth_clients oc ON oc.id = k.client_id
+                WHERE k.user_id = \(userId) ORDER BY k.granted_at DESC, k.client_id
+                """).map { r in
+                OAuthConsentRecord(clientId: try r.string("client_id"), clientName: try r.string("name"),
+                                   scopes: Self.strings(try r.json("scopes")), grantedAt: try r.date("granted_at"))
+            }
+        }
+    }
+
+    public func deleteConsent(userId: String, clientId: String) throws(StorageError) -> Bool {
+        try pool.run { c in try c.execute("DELETE FROM oauth_consents WHERE user_id = \(userId) AND client_id = \(clientId)") > 0 }
+    }
+}
