@@ -226,7 +226,8 @@ def test_deny(b, user_id):
 
 
 def test_unknown_request_says_so_in_words(b, user_id):
-    b.d.get(f'{BASE}/authorize?request=lk_req_unknown&lang=pl')
+    # Well formed (lkq_ + 32 bytes), never issued: the page says so in Polish, not in the browser's words.
+    b.d.get(f'{BASE}/authorize?request=lkq_{b64u(secrets.token_bytes(32))}&lang=pl')
     b.until(lambda: state(b) == 'error', 'the error state')
     shown = text(b, 'banner-text')
     assert shown == 'To żądanie logowania jest nieznane, wygasło lub zostało już użyte. Wróć do aplikacji i spróbuj ponownie.', shown
