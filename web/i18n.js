@@ -38,9 +38,12 @@ export function choose(preferred = (globalThis.navigator && navigator.languages)
   return 'en';
 }
 
-/** Loads the catalog and translates the document; returns the language. */
-export async function init(root = document) {
-  lang = choose();
+/**
+ * Loads the catalog and translates the document; returns the language. `wanted` (a catalog tag)
+ * is a language the server already chose for the page (the /authorize page's `display.lang`).
+ */
+export async function init(root = document, wanted = null) {
+  lang = LANGUAGES.some((l) => l.tag === wanted) ? wanted : choose();
   if (lang !== 'en') {
     try {
       const r = await fetch(new URL(`./i18n/${lang}.json`, import.meta.url), { cache: 'no-cache' });
@@ -115,8 +118,11 @@ export function relative(value, now = Date.now()) {
 /** A number in the current language. */
 export function number(n, options) { return new Intl.NumberFormat(lang, options).format(n); }
 
-/** Fills a <select> with the languages; choosing one stores it and reloads the page in it. */
-export function switcher(select) {
+/**
+ * Fills a <select> with the languages; choosing one stores it and reloads the page in it, or calls
+ * `onChoose(tag)` instead of reloading when given (a page that must ask its server again).
+ */
+export function switcher(select, onChoose = null) {
   if (!select) return;
   select.replaceChildren(...LANGUAGES.map((l) => {
     const o = document.createElement('option');
@@ -128,6 +134,6 @@ export function switcher(select) {
   }));
   select.addEventListener('change', () => {
     try { localStorage.setItem(STORE, select.value); } catch { /* this page only */ }
-    location.reload();
+    if (onChoose) onChoose(select.value); else location.reload();
   });
 }

@@ -1,6 +1,6 @@
 """The message keys of the web app and the console: every text node and translatable attribute of
-web/index.html and web/admin/index.html, and every t('…') literal in web/app.js and
-web/admin/admin.js. Keys are the English text (whitespace collapsed), as web/i18n.js looks them up.
+web/index.html, web/admin/index.html and web/authorize.html, and every t('…') / N_('…') literal in
+web/app.js, web/admin/admin.js and web/authorize.js. Keys are the English text (whitespace collapsed), as web/i18n.js looks them up.
 `python3 Tests/Browser/i18n_keys.py` prints them as JSON; `--check` fails when a catalog in
 web/i18n/ lacks one (or has a placeholder the English key does not)."""
 import html.parser
@@ -56,11 +56,11 @@ def js_keys(path):
 
 def all_keys():
     keys = []
-    for page in ('web/index.html', 'web/admin/index.html'):
+    for page in ('web/index.html', 'web/admin/index.html', 'web/authorize.html'):
         p = Texts()
         p.feed(open(os.path.join(REPO, page), encoding='utf-8').read())
         keys += p.keys
-    for js in ('web/app.js', 'web/admin/admin.js', 'web/i18n.js'):
+    for js in ('web/app.js', 'web/admin/admin.js', 'web/authorize.js', 'web/i18n.js'):
         keys += js_keys(os.path.join(REPO, js))
     seen, out = set(), []
     for k in keys:
