@@ -121,7 +121,7 @@ function render() {
     li.textContent = line;
     return li;
   }));
-  $('step-up-hint').hidden = !v.stepUpAction;
+  $('step-up-hint').hidden = !Array.isArray(v.authorizationDetails);
   $('approve').textContent = v.approveLabel;
   $('request').hidden = false;
 }
@@ -244,7 +244,7 @@ async function decide(approve) {
   $('approve').disabled = $('deny').disabled = $('switch-account').disabled = $('language').disabled = true;
   try {
     const headers = {};
-    if (approve && page.view.stepUpAction) {
+    if (approve && Array.isArray(page.view.authorizationDetails)) {
       // SPEC "Approve and deny": the step-up for exactly the request's action; the cookie stands in for a Bearer.
       setState('step-up');
       const challenge = await api('POST', '/v1/step-up/challenges', { body: { method: 'passkey', action: page.view.stepUpAction } });

@@ -30,15 +30,20 @@ def sign_up():
     username = 'idpy-' + secrets.token_hex(3)
     options = S.post(BASE + '/v1/passkeys/registration/options', json={'username': username, 'displayName': 'Idpy User'}).json()
     done = S.post(BASE + '/v1/passkeys/registration/verify', json=pk.create(options)).json()
-    return done['tokens']['access_token'], done['user']['id'], username
+    return pk, done['user']['id'], username
 
 
-def approve_in_browser(url, token):
-    """What the person does on Latchkey's page: the 303 to /authorize, then approve."""
+def approve_in_browser(url, pk):
+    """What the person does on Latchkey's page: the 303 to /authorize, a passkey sign-in there (the OP
+    session cookie, sent as the page's same-origin fetch sends it), then approve."""
     r = S.get(url, allow_redirects=False)
     assert r.status_code == 303, (r.status_code, r.text[:300])
     request_id = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers['Location']).query)['request'][0]
-    r = S.post(f'{BASE}/v1/oauth/requests/{request_id}/approve', headers={'Authorization': 'Bearer ' + token})
+    page = {'Origin': '{0.scheme}://{0.netloc}'.format(urllib.parse.urlparse(BASE)), 'Sec-Fetch-Site': 'same-origin'}
+    view = S.get(f'{BASE}/v1/oauth/requests/{request_id}', headers={'Sec-Fetch-Site': 'same-origin'}).json()
+    r = S.post(f'{BASE}/v1/oauth/requests/{request_id}/sign-in', json=pk.get(view['publicKey']), headers=page)
+    assert r.status_code == 200, (r.status_code, r.text)
+    r = S.post(f'{BASE}/v1/oauth/requests/{request_id}/approve', json={}, headers=page)
     assert r.status_code == 200, (r.status_code, r.text)
     return dict(urllib.parse.parse_qsl(urllib.parse.urlparse(r.json()['redirectTo']).query))
 
@@ -83,7 +88,7 @@ def main():
             results.append(False)
             print(f'FAIL {name}\n{traceback.format_exc()}', flush=True)
 
-    token, user_id, username = sign_up()
+    pk, user_id, username = sign_up()
     rph = RPHandler(base_url=RP_BASE, client_configs=config, httpc_params={'verify': CA})
     state = {}
 
@@ -92,7 +97,7 @@ def main():
         begun = rph.begin('latchkey', req_args={'scope': ['openid', 'profile', 'offline_access']})
         url = begun if isinstance(begun, str) else begun['url']
         assert 'code_challenge_method=S256' in url, url
-        response = approve_in_browser(url, token)
+        response = approve_in_browser(url, pk)
         assert response['iss'] == BASE, response
         result = rph.finalize(BASE, response)
         assert 'error' not in result, result

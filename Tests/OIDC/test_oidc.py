@@ -248,7 +248,7 @@ def test_authlib_code_flow_refresh_userinfo_logout():
 
 
 def test_client_secret_post_and_revoke():
-    cid, secret = add_client('Post app', '--redirect-uri', 'https://post.example/cb')
+    cid, secret = add_client('Post app', '--redirect-uri', 'https://post.example/cb', '--auth-method', 'client_secret_post')
     client = OAuth2Session(cid, secret, token_endpoint_auth_method='client_secret_post', code_challenge_method='S256')
     redirect, verifier, nonce, _ = code_flow(client, BROWSER, 'https://post.example/cb')
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://post.example/cb',
@@ -291,7 +291,7 @@ def test_revoking_the_passkey_ends_the_oauth_session():
     pk, token, user_id = sign_up('oidc-rev-' + secrets.token_hex(3))
     cid, secret = add_client('Revocation app', '--redirect-uri', 'https://rev.example/cb')
     client = OAuth2Session(cid, secret, code_challenge_method='S256')
-    redirect, verifier, _, _ = code_flow(client, token, 'https://rev.example/cb')
+    redirect, verifier, _, _ = code_flow(client, OPBrowser(pk), 'https://rev.example/cb')
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://rev.example/cb',
                              code_verifier=verifier)
     action = {'type': 'latchkey.passkey.revoke', 'credentialId': b64u(pk.cred_id)}
@@ -352,6 +352,268 @@ def test_code_replay_revokes():
     check(r.status_code == 401, f'the first use\'s access token is revoked: {r.status_code}')
     r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': first.json()['refresh_token']}, auth=(cid, secret))
     check(r.status_code == 400, 'the first use\'s refresh token is revoked')
+
+
+# ---- Issue 32: each hole of "Tried as an attacker" closed, over real HTTP and PostgreSQL -------------
+
+def grant_from(browser_or_token, pk=None, scope='openid offline_access', step=True):
+    """A confidential client's grant approved by `browser_or_token` (an OPBrowser, or a Bearer token
+    of `pk`'s account with its step-up for the request): (client, cid, secret, tokens)."""
+    cid, secret = add_client('Grant app ' + secrets.token_hex(2), '--redirect-uri', 'https://grant.example/cb')
+    client = OAuth2Session(cid, secret, code_challenge_method='S256')
+    verifier = secrets.token_urlsafe(48)
+    url, _ = client.create_authorization_url(DISCOVERY['authorization_endpoint'], redirect_uri='https://grant.example/cb', scope=scope,
+                                             code_verifier=verifier)
+    request_id, _ = authorize_to_request(url)
+    if isinstance(browser_or_token, OPBrowser):
+        st, body = approve(request_id, browser_or_token)
+    else:
+        st, view = api('GET', f'/v1/oauth/requests/{request_id}')
+        st, body = approve(request_id, browser_or_token, step_up(pk, browser_or_token, view['stepUpAction']))
+    check(st == 200, f'approve: {st} {body}')
+    return client, cid, secret, body['redirectTo'], verifier
+
+
+def exchange(client, redirect, verifier):
+    return client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://grant.example/cb',
+                              code_verifier=verifier)
+
+
+def refresh_status(cid, secret, refresh_token, **extra):
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': refresh_token, **extra}, auth=(cid, secret))
+    return r.status_code, r.json()
+
+
+def test_issue32_stolen_access_token_alone_approves_nothing():
+    """A stolen 5-minute access token (or one minted from a stolen refresh token) cannot approve a
+    request: a Bearer alone is 403 step_up_required, for a plain sign-in too (SPEC "Who may approve")."""
+    pk, token, _ = sign_up('thief-' + secrets.token_hex(3))
+    cid, _ = add_client('Any app', '--redirect-uri', 'https://any.example/cb')
+    r, _ = raw_authorize(cid, redirect_uri='https://any.example/cb', scope='openid offline_access')
+    request_id = query_of(r.headers['Location'])['request']
+    st, body = approve(request_id, token)
+    check(st == 403 and body['code'] == 'step_up_required', f'a Bearer alone: {st} {body}')
+    # A step-up made in another session (sid) is not this Bearer's.
+    other = sign_in(pk)
+    st, view = api('GET', f'/v1/oauth/requests/{request_id}')
+    foreign = step_up(pk, other, view['stepUpAction'])
+    st, body = approve(request_id, token, foreign)
+    check(st == 403 and body['code'] == 'step_up_required', f'a step-up of another session: {st} {body}')
+    st, body = approve(request_id, token, step_up(pk, token, view['stepUpAction']))
+    check(st == 200, f'the Bearer with its own step-up for this request: {st} {body}')
+
+
+def test_issue32_grant_dies_when_the_owner_ends_the_approving_session():
+    pk, token, _ = sign_up('owner-' + secrets.token_hex(3))
+    client, cid, secret, redirect, verifier = grant_from(token, pk)
+    tok = exchange(client, redirect, verifier)
+    sid = json.loads(base64.urlsafe_b64decode(token.split('.')[1] + '=='))['sid']
+    other = sign_in(pk)
+    st, _ = api('DELETE', f'/v1/sessions/{sid}', token=other)
+    check(st == 204, f'the owner ends the stolen session: {st}')
+    st, body = refresh_status(cid, secret, tok['refresh_token'])
+    check(st == 400 and body['error'] == 'invalid_grant', f'the grant died with its approving session: {st} {body}')
+    r = S.get(DISCOVERY['userinfo_endpoint'], headers={'Authorization': 'Bearer ' + tok['access_token']})
+    check(r.status_code == 401, f'its access token too, at once: {r.status_code}')
+
+
+def test_issue32_code_held_across_the_passkey_revocation_is_refused():
+    pk, token, _ = sign_up('held-' + secrets.token_hex(3))
+    second = SoftPasskey(RP_ID, BASE)
+    st, options = api('POST', '/v1/passkeys/registration/options', {}, token=token,
+                      headers={'Latchkey-Step-Up': step_up(pk, token, {'type': 'latchkey.passkey.add'})})
+    check(st == 200, f'second passkey options: {st} {options}')
+    st, done = api('POST', '/v1/passkeys/registration/verify', second.create(options), token=token)
+    check(st == 201, f'second passkey: {st} {done}')
+    browser = OPBrowser(pk)
+    client, cid, secret, redirect, verifier = grant_from(browser)
+    # The code is held while the approving passkey is revoked (from a session of the other passkey).
+    other = sign_in(second)
+    action = {'type': 'latchkey.passkey.revoke', 'credentialId': b64u(pk.cred_id)}
+    st, _ = api('DELETE', f'/v1/passkeys/{b64u(pk.cred_id)}', token=other, headers={'Latchkey-Step-Up': step_up(second, other, action)})
+    check(st == 200, f'passkey revoked: {st}')
+    r = S.post(DISCOVERY['token_endpoint'], auth=(cid, secret), data={
+        'grant_type': 'authorization_code', 'code': query_of(redirect)['code'], 'redirect_uri': 'https://grant.example/cb', 'code_verifier': verifier})
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'the held code: {r.status_code} {r.text}')
+
+
+def test_issue32_refresh_reuse_of_the_approving_session_revokes_the_grant():
+    pk, token, _ = sign_up('reuse-' + secrets.token_hex(3))
+    st, signed = api('POST', '/v1/passkeys/authentication/verify', pk.get(api('POST', '/v1/passkeys/authentication/options', {})[1]))
+    token, first_refresh = signed['tokens']['access_token'], signed['tokens']['refresh_token']
+    client, cid, secret, redirect, verifier = grant_from(token, pk)
+    tok = exchange(client, redirect, verifier)
+    st, _ = api('POST', '/v1/token', {'grant_type': 'refresh_token', 'refresh_token': first_refresh})
+    check(st == 200, f'first refresh: {st}')
+    st, body = api('POST', '/v1/token', {'grant_type': 'refresh_token', 'refresh_token': first_refresh})
+    check(st == 400 and body['code'] == 'invalid_grant', f'reuse detected: {st} {body}')
+    st, body = refresh_status(cid, secret, tok['refresh_token'])
+    check(st == 400 and body['error'] == 'invalid_grant', f'the grant died with the reused session: {st} {body}')
+
+
+def test_issue32_a_logout_ends_its_session_alone():
+    pk, token, _ = sign_up('logout-' + secrets.token_hex(3))
+    client, cid, secret, redirect, verifier = grant_from(token, pk)
+    tok = exchange(client, redirect, verifier)
+    st, _ = api('POST', '/v1/logout', token=token)
+    check(st == 204, f'logout: {st}')
+    st, body = refresh_status(cid, secret, tok['refresh_token'])
+    check(st == 200 and 'access_token' in body, f'a logout never kills a grant: {st} {body}')
+
+
+def test_issue32_a_payment_approval_is_used_once():
+    cid, secret = add_client('Once shop', '--redirect-uri', 'https://once.example/cb', '--authorization-details-type', 'payment_initiation')
+    details = [{'type': 'payment_initiation', 'instructedAmount': {'currency': 'EUR', 'amount': '42.00'}, 'creditorName': 'Merchant A'}]
+    client = OAuth2Session(cid, secret, code_challenge_method='S256')
+    verifier = secrets.token_urlsafe(48)
+    url, _ = client.create_authorization_url(DISCOVERY['authorization_endpoint'], redirect_uri='https://once.example/cb',
+                                             scope='openid offline_access', code_verifier=verifier, authorization_details=json.dumps(details))
+    request_id, _ = authorize_to_request(url)
+    view = BROWSER.view(request_id)
+    st, body = approve(request_id, BROWSER, BROWSER.step_up(view['stepUpAction']))
+    check(st == 200, f'approve: {st} {body}')
+    tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=body['redirectTo'], redirect_uri='https://once.example/cb',
+                             code_verifier=verifier)
+    first = json.loads(base64.urlsafe_b64decode(tok['access_token'].split('.')[1] + '=='))
+    check(first.get('authorization_details') == details and first.get('receipt_id'), 'the exchange carries the approval')
+    st, refreshed = refresh_status(cid, secret, tok['refresh_token'])
+    check(st == 200, f'refresh: {st} {refreshed}')
+    again = json.loads(base64.urlsafe_b64decode(refreshed['access_token'].split('.')[1] + '=='))
+    check('authorization_details' not in again and 'receipt_id' not in again and 'authorization_details' not in refreshed,
+          f'a refresh carries no approval: {again} {list(refreshed)}')
+    st, body = refresh_status(cid, secret, refreshed['refresh_token'], authorization_details=json.dumps(details))
+    check(st == 400 and body['error'] == 'invalid_authorization_details', f'asked again at the token endpoint: {st} {body}')
+    st, body = refresh_status(cid, secret, refreshed['refresh_token'])
+    check(st == 200, f'that refusal left the token as it was: {st} {body}')
+
+
+def test_issue32_the_page_shows_every_member_it_approves():
+    cid, _ = add_client('Show shop', '--redirect-uri', 'https://show.example/cb', '--authorization-details-type', 'payment_initiation')
+    detail = {'type': 'payment_initiation', 'instructedAmount': {'currency': 'EUR', 'amount': '42.00'}, 'creditorName': 'Merchant A',
+              'creditorAccount': {'iban': 'DE02100100109307118603'}, 'remittanceInformationUnstructured': 'Invoice 7781 attacker-ref',
+              'x-extra': 'hidden-payload'}
+    r, _ = raw_authorize(cid, redirect_uri='https://show.example/cb', authorization_details=json.dumps([detail]))
+    request_id = query_of(r.headers['Location'])['request']
+    for lang in ['en', 'de', 'pl', 'zh-Hans']:
+        view = BROWSER.view(request_id, lang)
+        text = '\n'.join(view['display']['lines'])
+        for value in ['DE02100100109307118603', 'Invoice 7781 attacker-ref', 'hidden-payload', 'Merchant A', 'show.example']:
+            check(value in text, f'{lang}: {value} missing from {view["display"]}')
+        check(view['display']['lang'] == lang, f'{lang}: {view["display"]["lang"]}')
+
+
+def test_issue32_the_cookie_is_accepted_only_from_the_issuers_page():
+    browser = OPBrowser(PASSKEY)
+    cid, _ = add_client('Cookie app', '--redirect-uri', 'https://cookie.example/cb')
+    r, _ = raw_authorize(cid, redirect_uri='https://cookie.example/cb')
+    request_id = query_of(r.headers['Location'])['request']
+    # A sign-in from another origin is refused before anything is looked at.
+    view = browser.view(request_id)
+    st, body, _ = browser.send('POST', f'/v1/oauth/requests/{request_id}/sign-in', PASSKEY.get(view['publicKey']), origin='https://evil.example')
+    check(st == 403 and body['code'] == 'forbidden', f'cross-origin sign-in: {st} {body}')
+    browser.sign_in(request_id)
+    # Cross-site, or no Origin, or a form body: refused.
+    st, body, _ = browser.send('POST', f'/v1/oauth/requests/{request_id}/approve', origin='https://evil.example')
+    check(st == 403, f'cross-origin approve: {st} {body}')
+    st, body, _ = browser.send('POST', f'/v1/oauth/requests/{request_id}/approve', origin=None)
+    check(st == 403, f'approve without Origin: {st} {body}')
+    st, body, _ = browser.send('POST', f'/v1/oauth/requests/{request_id}/approve', headers={'Content-Type': 'application/x-www-form-urlencoded'})
+    check(st == 415, f'a form body: {st} {body}')
+    st, body, _ = browser.send('POST', f'/v1/oauth/requests/{request_id}/approve', headers={'Sec-Fetch-Site': 'cross-site'})
+    check(st == 403, f'Sec-Fetch-Site cross-site: {st} {body}')
+    # The cookie alone is no key to any other route.
+    for method, path in [('GET', '/v1/passkeys'), ('GET', '/v1/sessions'), ('POST', '/v1/logout'), ('GET', '/v1/device-keys'),
+                         ('POST', '/v1/recovery-codes'), ('GET', '/oauth2/userinfo')]:
+        st, body, _ = browser.send(method, path)
+        check(st == 401, f'{method} {path} with the cookie alone: {st} {body}')
+    # The page's own routes answer no CORS.
+    r = browser.s.options(BASE + f'/v1/oauth/requests/{request_id}/approve', headers={'Origin': ISSUER_ORIGIN, 'Access-Control-Request-Method': 'POST'})
+    check('Access-Control-Allow-Origin' not in r.headers, f'CORS on a cookie route: {r.headers}')
+    st, body = approve(request_id, browser)
+    check(st == 200, f'the same-origin approve: {st} {body}')
+    # The cookie session is listed as a browser session, and ending it there ends it.
+    st, listed = api('GET', '/v1/sessions', token=USER_TOKEN)
+    check(any(x['browser'] for x in listed['sessions']), f'the OP session is listed: {listed}')
+
+
+def test_issue32_a_refused_refresh_leaves_the_token():
+    client, cid, secret, redirect, verifier = grant_from(BROWSER)
+    tok = exchange(client, redirect, verifier)
+    st, body = refresh_status(cid, secret, tok['refresh_token'], scope='openid offline_access email')
+    check(st == 400 and body['error'] == 'invalid_scope', f'a wider scope: {st} {body}')
+    other_cid, other_secret = add_client('Other app', '--redirect-uri', 'https://other.example/cb')
+    r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token']}, auth=(other_cid, other_secret))
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'another client: {r.status_code} {r.text}')
+    st, body = refresh_status(cid, secret, tok['refresh_token'], scope='openid')
+    check(st == 200 and body['scope'] == 'openid', f'the token was left as it was, and narrows: {st} {body}')
+    st, body = refresh_status(cid, secret, body['refresh_token'])
+    check(st == 200, f'the next good refresh is no reuse: {st} {body}')
+
+
+def test_issue32_sessions_name_their_client():
+    client, cid, secret, redirect, verifier = grant_from(BROWSER)
+    exchange(client, redirect, verifier)
+    st, listed = api('GET', '/v1/sessions', token=USER_TOKEN)
+    mine = [x for x in listed['sessions'] if x['clientId'] == cid]
+    check(len(mine) == 1 and mine[0]['method'] == 'oauth' and mine[0]['clientName'].startswith('Grant app'), f'sessions: {listed}')
+
+
+def test_issue32_private_key_jwt_client_has_no_secret_and_assertions_are_checked():
+    key = JsonWebKey.generate_key('EC', 'P-256', is_private=True)
+    public = dict(key.as_dict(is_private=False), kid='n1')
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({'keys': [public]}).encode()
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    server = http.server.HTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cid, secret = add_client('Keys only', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', f'http://127.0.0.1:{server.server_port}/jwks.json')
+        check(secret is None, 'a private_key_jwt client is given no secret')
+        r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': 'x'}, auth=(cid, 'lks_guess'))
+        check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'a secret for a private_key_jwt client: {r.status_code}')
+        now = int(time.time())
+        early = jwt.encode({'alg': 'ES256', 'kid': 'n1'}, {'iss': cid, 'sub': cid, 'aud': DISCOVERY['token_endpoint'], 'jti': secrets.token_hex(8),
+                                                          'iat': now, 'nbf': now + 600, 'exp': now + 120}, key).decode()
+        r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': 'x', 'client_id': cid,
+                                                      'client_assertion_type': 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+                                                      'client_assertion': early})
+        check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'an assertion before its nbf: {r.status_code} {r.text}')
+    finally:
+        server.shutdown()
+
+
+def test_issue32_failed_client_authentications_are_limited_per_client_and_address():
+    cid, secret = add_client('Guessed app', '--redirect-uri', 'https://guess.example/cb')
+    form = {'grant_type': 'refresh_token', 'refresh_token': 'lkor_nothing'}
+    statuses = [S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, 'wrong')).status_code for _ in range(21)]
+    check(statuses[:20] == [401] * 20 and statuses[20] == 429, f'statuses {statuses}')
+    r = S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, 'wrong'))
+    check(r.status_code == 429 and r.json()['error'] == 'temporarily_unavailable' and 'Retry-After' in r.headers, f'limited: {r.status_code} {r.text}')
+    r = S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, secret))
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'the right secret is never refused by the counter: {r.status_code} {r.text}')
+
+
+def test_issue32_authorize_by_post_and_discovery():
+    cid, _ = add_client('Form app', '--redirect-uri', 'https://form.example/cb')
+    verifier = secrets.token_urlsafe(48)
+    r = S.post(DISCOVERY['authorization_endpoint'], allow_redirects=False, data={
+        'response_type': 'code', 'client_id': cid, 'redirect_uri': 'https://form.example/cb', 'scope': 'openid',
+        'code_challenge': create_s256_code_challenge(verifier), 'code_challenge_method': 'S256'})
+    check(r.status_code == 303 and '/authorize?request=' in r.headers['Location'], f'POST /oauth2/authorize: {r.status_code} {r.text[:200]}')
+    check(DISCOVERY['request_uri_parameter_supported'] is False, 'discovery does not claim request_uri support it refuses')
+    check(DISCOVERY['ui_locales_supported'] == ['en', 'de', 'pl', 'zh'], f'ui_locales {DISCOVERY.get("ui_locales_supported")}')
+    r = S.get(DISCOVERY['authorization_endpoint'], params={'client_id': 'lkc_AAAAAAAAAAAAAAAAAAAAAA'}, headers={'Accept-Language': 'de-DE'},
+              allow_redirects=False)
+    check(r.status_code == 400 and 'lang="de"' in r.text and '/app.css' in r.text, f'the 400 page in German, styled: {r.text[:300]}')
 
 
 def raw_authorize(cid, **params):
@@ -519,9 +781,11 @@ def test_private_key_jwt_with_jti_replay():
 
 def test_prompt_login_and_max_age():
     cid, secret = add_client('Strict app', '--redirect-uri', 'https://neg.example/cb')
-    browser = OPBrowser(PASSKEY)
-    r, _ = raw_authorize(cid)
-    browser.sign_in(query_of(r.headers['Location'])['request'])
+    browser = BROWSER
+    if not browser.signed_in:
+        r, _ = raw_authorize(cid)
+        browser.sign_in(query_of(r.headers['Location'])['request'])
+        time.sleep(1.1)  # auth_time is whole seconds: the next requests must come after the sign-in's second
     for params in [{'prompt': 'login'}, {'max_age': '0'}]:
         r, _ = raw_authorize(cid, **params)
         request_id = query_of(r.headers['Location'])['request']
@@ -534,6 +798,7 @@ def test_prompt_login_and_max_age():
         browser.sign_in(request_id)
         st, body = approve(request_id, browser)
         check(st == 200, f'{params}: a sign-in for this request approves: {st} {body}')
+        time.sleep(1.1)  # auth_time is whole seconds: the next request must come after this sign-in's second
 
 
 def test_admin_clients_api():

@@ -21,19 +21,18 @@ extension RouteTable {
         add("GET", "/.well-known/openid-configuration", .anyone, accepting: .any) { _ in
             .json(bytes: op.discovery.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
-        add("GET", "/oauth2/authorize", .anyone, accepting: .any) { ctx in op.authorize(ctx.request.query) }
+        add("GET", "/oauth2/authorize", .anyone, accepting: .any) { ctx in op.authorize(ctx.request.query, acceptLanguage: ctx.request.header("Accept-Language")) }
         // OpenID Connect Core §3.1.2.1: the authorization endpoint takes GET and form POST alike.
         add("POST", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
-            guard ctx.request.mediaType == "application/x-www-form-urlencoded" else {
-                return OpenIDProvider.errorPage("The authorization request must be a form (application/x-www-form-urlencoded).")
-            }
-            return op.authorize(formPairs(ctx.request.body))
+            // A body that is not a form carries no parameters: the request reads as one without client_id.
+            let pairs = ctx.request.mediaType == "application/x-www-form-urlencoded" ? formPairs(ctx.request.body) : []
+            return op.authorize(pairs, acceptLanguage: ctx.request.header("Accept-Language"))
         }
         add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in op.pushed(ctx.request) }
         add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in op.token(ctx.request) }
         add("GET", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
         add("POST", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
-        add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in op.logout(ctx.request.query, cookie: op.cookie.value(ctx.request)) }
+        add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in op.logout(ctx.request.query, cookie: op.cookie.value(ctx.request), acceptLanguage: ctx.request.header("Accept-Language")) }
         add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in op.revoke(ctx.request) }
 
         // The /authorize page's API (SPEC "Who may approve" … "Consents"); the OP session cookie is

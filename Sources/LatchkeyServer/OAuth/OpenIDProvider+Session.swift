@@ -93,27 +93,29 @@ extension OpenIDProvider {
     /// id_token names and redirects to a registered `post_logout_redirect_uri`. The OP browser session
     /// of the cookie ends too when the hint was issued for it (its `sid`). A logout never cascades
     /// (SPEC "Grants live and die"): it is an ending, not a security revocation.
-    func logout(_ query: [(String, String)], cookie: String?) -> Response {
+    func logout(_ query: [(String, String)], cookie: String?, acceptLanguage: String?) -> Response {
         let (f, duplicate) = Self.single(query)
-        if let duplicate { return Self.errorPage("\(duplicate) is given more than once.") }
+        let lang = ConsentDisplay.language(uiLocales: f["ui_locales"], acceptLanguage: acceptLanguage, chosen: nil)
+        func page(_ problem: OAuthPages.Problem) -> Response { OAuthPages.page(problem, lang: lang, status: 400) }
+        if let duplicate { return page(.duplicateParameter(duplicate)) }
         var client: OAuthClientRecord? = nil
         var hint: JSONValue? = nil
         if let token = f["id_token_hint"] {
             // An expired id_token still names its session (§2: the OP should accept it), up to 30 days old.
-            guard let claims = verifiedIdToken(token) else { return Self.errorPage("The id_token_hint is not one of this server's id_tokens.") }
+            guard let claims = verifiedIdToken(token) else { return page(.idTokenHintRefused) }
             guard let iat = claims["iat"]?.doubleValue, Double(runtime.unixTime) - iat <= 30 * 86400 else {
-                return Self.errorPage("The id_token_hint is older than 30 days.")
+                return page(.idTokenHintExpired)
             }
             hint = claims
             client = claims["aud"]?.stringValue.flatMap { try? clients.client(id: $0) } ?? nil
         }
         if let named = f["client_id"] {
-            guard client == nil || client?.id == named else { return Self.errorPage("client_id does not match the id_token_hint.") }
+            guard client == nil || client?.id == named else { return page(.clientIdMismatch) }
             client = (try? clients.client(id: named)) ?? nil
         }
         if let target = f["post_logout_redirect_uri"] {
             guard let client, client.postLogoutRedirectURIs.contains(target) else {
-                return Self.errorPage("The post_logout_redirect_uri is not registered for this app.")
+                return page(.postLogoutURIUnregistered)
             }
         }
         var headers: [(String, String)] = [("Cache-Control", "no-store")]
@@ -130,8 +132,7 @@ extension OpenIDProvider {
             }
         }
         guard let target = f["post_logout_redirect_uri"] else {
-            return .text("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed out</title></head><body><main><h1>You are signed out</h1></main></body></html>",
-                         contentType: "text/html; charset=utf-8", headers: headers + WebAssets.securityHeaders)
+            return OAuthPages.page(.signedOut, lang: lang, status: 200, extraHeaders: headers.filter { $0.0 != "Cache-Control" })
         }
         return .empty(status: 303, headers: [("Location", RedirectURIs.appending(target, f["state"].map { [("state", $0)] } ?? []))] + headers)
     }

@@ -67,19 +67,6 @@ public final class OpenIDProvider: Sendable {
 
     // MARK: Pages that never redirect
 
-    /// RFC 6749 §4.1.2.1: an unknown client or unregistered redirect URI is told to the person, never redirected.
-    static func errorPage(_ message: String, status: Int = 400) -> Response {
-        let escaped = message.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;")
-        let html = """
-            <!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign-in request refused</title></head>
-            <body><main><h1>This sign-in request cannot continue</h1><p role="alert">\(escaped)</p>
-            <p>Go back to the app you came from and try again.</p></main></body></html>
-            """
-        return .text(status: status, html, contentType: "text/html; charset=utf-8",
-                     headers: [("Cache-Control", "no-store")] + WebAssets.securityHeaders)
-    }
-
     /// A redirect back to the client with RFC 9207's `iss` (every authorization response carries it).
     func redirect(_ uri: String, _ params: [(String, String)], state: String?) -> Response {
         var all = params
@@ -100,28 +87,31 @@ public final class OpenIDProvider: Sendable {
 
     /// `GET /oauth2/authorize`: the checks in RFC 6749 §4.1.2.1's order. An unknown client or a
     /// redirect URI that is not registered → 400 page; anything else → a redirect with `error`.
-    func authorize(_ query: [(String, String)]) -> Response {
+    func authorize(_ query: [(String, String)], acceptLanguage: String?) -> Response {
         let (fields, duplicate) = Self.single(query)
-        guard let clientId = fields["client_id"], !clientId.isEmpty else { return Self.errorPage("client_id is missing.") }
+        // RFC 6749 §4.1.2.1: what cannot be redirected is told to the person, in their language.
+        let lang = ConsentDisplay.language(uiLocales: fields["ui_locales"], acceptLanguage: acceptLanguage, chosen: nil)
+        func page(_ problem: OAuthPages.Problem, status: Int = 400) -> Response { OAuthPages.page(problem, lang: lang, status: status) }
+        guard let clientId = fields["client_id"], !clientId.isEmpty else { return page(.missingClientId) }
         let client: OAuthClientRecord
         do {
-            guard let found = try clients.client(id: clientId) else { return Self.errorPage("The app (client_id) is not registered here.") }
+            guard let found = try clients.client(id: clientId) else { return page(.unknownClient) }
             client = found
-        } catch { return Self.errorPage("The server cannot look the app up right now.", status: 503) }
+        } catch { return page(.lookupFailed, status: 503) }
         var params = fields
         if let requestURI = fields["request_uri"] {
             // RFC 9126 §4: the pushed request stands for every parameter but client_id.
             guard requestURI.hasPrefix(Self.requestURIPrefix),
                   let pushed = try? store.consumePushed(hash: OpaqueSecret.hash(requestURI), clientId: client.id) else {
-                return Self.errorPage("The request_uri is unknown, expired or already used.")
+                return page(.requestURIUnknown)
             }
             params = [:]
             for (k, v) in pushed.params.objectValue ?? [] { if let s = v.stringValue { params[k] = s } }
             params["client_id"] = client.id
         }
-        guard let presented = params["redirect_uri"], !presented.isEmpty else { return Self.errorPage("redirect_uri is missing.") }
+        guard let presented = params["redirect_uri"], !presented.isEmpty else { return page(.missingRedirectURI) }
         guard let redirectURI = RedirectURIs.match(presented, registered: client.redirectURIs, isPublic: client.isPublic) else {
-            return Self.errorPage("The redirect_uri is not registered for this app.")
+            return page(.unregisteredRedirectURI)
         }
         let state = params["state"]
         if let duplicate { return redirect(redirectURI, OAuthError.invalidRequest("\(duplicate) is given more than once").pairs, state: state) }

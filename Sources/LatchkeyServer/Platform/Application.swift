@@ -208,9 +208,8 @@ extension Application {
     static func rateLimited(_ request: Request, retryAfter wait: Int) -> Response {
         let retry = ("Retry-After", String(wait))
         if request.path == "/oauth2/authorize" {
-            var page = OpenIDProvider.errorPage("Too many sign-in requests from this address. Wait a moment and try again.", status: 429)
-            page.headers.append(retry)
-            return page
+            let lang = ConsentDisplay.language(uiLocales: request.queryValue("ui_locales"), acceptLanguage: request.header("Accept-Language"), chosen: nil)
+            return OAuthPages.page(.tooManyRequests, lang: lang, status: 429, extraHeaders: [retry])
         }
         if request.path.hasPrefix("/oauth2/") {
             return .json(status: 429, bytes: OAuthError("temporarily_unavailable", "too many requests; retry later").json.serialized(),
