@@ -163,11 +163,11 @@ public final class AccountRepository: Sendable {
         let transports = JSONValue.array(credential.transports.map { .string($0) }).text
         ctes.append(("cred", """
             INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
-                                     attestation_format, attestation_type, name, approves_from, registration_digest)
+                                     attestation_format, attestation_type, name, approves_from, registration_digest, hardware_bound)
             SELECT \(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
                    \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
                    \(credential.attestationFormat), \(credential.attestationType), \(credential.name),
-                   \(credential.approvesFrom)::timestamptz, \(registrationDigest)::bytea\(fragment: gate)
+                   \(credential.approvesFrom)::timestamptz, \(registrationDigest)::bytea, \(credential.hardwareBound)\(fragment: gate)
             RETURNING id
             """))
         ctes += SessionRepository.ctes(session, from: "cred")
@@ -356,7 +356,7 @@ public final class AccountRepository: Sendable {
 
     static let credentialColumns = """
         id, user_id, public_key, alg, sign_count, aaguid, transports::text AS transports, backup_eligible, backed_up, \
-        attestation_format, attestation_type, name, flagged, created_at, last_used_at, approves_from
+        attestation_format, attestation_type, name, flagged, created_at, last_used_at, approves_from, hardware_bound
         """
 
     static func credential(_ r: Row) throws -> CredentialRecord {
@@ -366,14 +366,15 @@ public final class AccountRepository: Sendable {
             backupEligible: try r.bool("backup_eligible"), backedUp: try r.bool("backed_up"),
             attestationFormat: try r.string("attestation_format"), attestationType: try r.string("attestation_type"),
             name: try r.string("name"), flagged: try r.bool("flagged"), createdAt: try r.date("created_at"),
-            lastUsedAt: try r.optionalDate("last_used_at"), approvesFrom: try r.optionalDate("approves_from"))
+            lastUsedAt: try r.optionalDate("last_used_at"), approvesFrom: try r.optionalDate("approves_from"),
+            hardwareBound: try r.bool("hardware_bound"))
     }
 
     /// A credential joined with its owner, as a login reads it (`credentials c JOIN users u`).
     static let loginColumns = """
         c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, \
         c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, c.approves_from, \
-        u.user_handle, u.username, u.display_name
+        c.hardware_bound, u.user_handle, u.username, u.display_name
         """
 
     static func login(_ r: Row) throws -> (CredentialRecord, UserRecord) {

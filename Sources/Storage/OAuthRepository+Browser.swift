@@ -11,6 +11,8 @@ public struct BrowserSessionRecord: Sendable, Equatable {
     public let authTime: Date
     /// The hold of the passkey that began it, while it lasts (a held passkey approves nothing).
     public let passkeyApprovesFrom: Date?
+    /// That passkey proved a hardware key at registration (OpenID EAP `phrh`).
+    public let hardware: Bool
 }
 
 /// A remembered consent (SPEC "Consents").
@@ -44,14 +46,14 @@ extension OAuthRepository {
     public func browserSession(cookieHash: [UInt8]) throws(StorageError) -> BrowserSessionRecord? {
         try pool.run { c in
             try c.query("""
-                SELECT f.id, f.user_id, u.username, f.credential_id, f.auth_time, cr.approves_from
+                SELECT f.id, f.user_id, u.username, f.credential_id, f.auth_time, cr.approves_from, COALESCE(cr.hardware_bound, false) AS hardware_bound
                 FROM refresh_tokens r JOIN refresh_families f ON f.id = r.family_id JOIN users u ON u.id = f.user_id
                 LEFT JOIN credentials cr ON cr.id = f.credential_id
                 WHERE r.hash = \(cookieHash) AND r.expires_at > now() AND f.browser AND f.revoked_at IS NULL
                 """).first.map { r in
                 BrowserSessionRecord(familyId: try r.string("id"), userId: try r.string("user_id"), username: try r.string("username"),
                                      credentialId: try r.optionalBytes("credential_id"), authTime: try r.date("auth_time"),
-                                     passkeyApprovesFrom: try r.optionalDate("approves_from"))
+                                     passkeyApprovesFrom: try r.optionalDate("approves_from"), hardware: try r.bool("hardware_bound"))
             }
         }
     }

@@ -16,11 +16,13 @@ public struct OAuthClientRecord: Sendable, Equatable {
     public var idTokenAlg: String
     /// `token_endpoint_auth_method`: the one way this client authenticates (SPEC "Client authentication").
     public var authMethod: OAuthClientAuthMethod
+    /// False only for a confidential client registered with `--pkce optional`.
+    public var pkceRequired: Bool
     public var createdAt: Date
 
     public init(id: String, name: String, secretHash: [UInt8]?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
                 jwksURI: String? = nil, authorizationDetailsTypes: [String] = [], idTokenAlg: String = "ES256",
-                authMethod: OAuthClientAuthMethod? = nil, createdAt: Date = Date(timeIntervalSince1970: 0)) {
+                authMethod: OAuthClientAuthMethod? = nil, pkceRequired: Bool = true, createdAt: Date = Date(timeIntervalSince1970: 0)) {
         self.id = id
         self.name = name
         self.secretHash = secretHash
@@ -30,6 +32,7 @@ public struct OAuthClientRecord: Sendable, Equatable {
         self.authorizationDetailsTypes = authorizationDetailsTypes
         self.idTokenAlg = idTokenAlg
         self.authMethod = authMethod ?? (jwksURI != nil ? .privateKeyJWT : secretHash == nil ? .none : .clientSecretBasic)
+        self.pkceRequired = pkceRequired
         self.createdAt = createdAt
     }
 
@@ -106,7 +109,7 @@ public final class OAuthRepository: Sendable {
 
     static let clientColumns = """
         id, name, secret_hash, redirect_uris::text AS redirect_uris, post_logout_redirect_uris::text AS post_logout_redirect_uris, \
-        jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, auth_method, created_at
+        jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, auth_method, pkce_required, created_at
         """
 
     static func strings(_ json: String) -> [String] {
@@ -121,7 +124,8 @@ public final class OAuthRepository: Sendable {
                           postLogoutRedirectURIs: strings(try r.json("post_logout_redirect_uris")),
                           jwksURI: try r.optionalString("jwks_uri"),
                           authorizationDetailsTypes: strings(try r.json("authorization_details_types")),
-                          idTokenAlg: try r.string("id_token_alg"), authMethod: try r.value("auth_method"), createdAt: try r.date("created_at"))
+                          idTokenAlg: try r.string("id_token_alg"), authMethod: try r.value("auth_method"),
+                          pkceRequired: try r.bool("pkce_required"), createdAt: try r.date("created_at"))
     }
 
     // MARK: Clients
@@ -131,10 +135,10 @@ public final class OAuthRepository: Sendable {
             try StepUpRedemption.redeem(redeeming, on: t)
             let row = try t.query("""
                 INSERT INTO oauth_clients (id, name, secret_hash, redirect_uris, post_logout_redirect_uris, jwks_uri,
-                                           authorization_details_types, id_token_alg, auth_method)
+                                           authorization_details_types, id_token_alg, auth_method, pkce_required)
                 VALUES (\(c.id), \(c.name), \(c.secretHash), \(Self.jsonText(c.redirectURIs))::jsonb,
                         \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, \(c.jwksURI), \(Self.jsonText(c.authorizationDetailsTypes))::jsonb,
-                        \(c.idTokenAlg), \(c.authMethod.rawValue))
+                        \(c.idTokenAlg), \(c.authMethod.rawValue), \(c.pkceRequired))
                 RETURNING \(unsafeRaw: Self.clientColumns)
                 """)
             try AuditRepository.write([audit], on: t)
@@ -156,7 +160,8 @@ public final class OAuthRepository: Sendable {
             let n = try t.execute("""
                 UPDATE oauth_clients SET name = \(c.name), redirect_uris = \(Self.jsonText(c.redirectURIs))::jsonb,
                     post_logout_redirect_uris = \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, jwks_uri = \(c.jwksURI),
-                    authorization_details_types = \(Self.jsonText(c.authorizationDetailsTypes))::jsonb, id_token_alg = \(c.idTokenAlg)
+                    authorization_details_types = \(Self.jsonText(c.authorizationDetailsTypes))::jsonb, id_token_alg = \(c.idTokenAlg),
+                    pkce_required = \(c.pkceRequired)
                 WHERE id = \(c.id)
                 """)
             guard n > 0 else { return false }
@@ -223,15 +228,26 @@ public final class OAuthRepository: Sendable {
     /// Uses the request up (approve or deny), in one transaction with the step-up's redemption, the
     /// code (approve), the audit line and the events. False: unknown, used or expired (nothing written).
     /// An approval also remembers its approvers with the code and records the consent (`scopes`).
-    public func finish(requestHash: [UInt8], code: (hash: [UInt8], clientId: String, userId: String, grant: JSONValue, ttlSeconds: Int)?,
+    /// Without `requestHash` (a silent sign-in, SPEC "Silent sign-in") there is no stored request
+    /// to use up, and the code is issued only while the account's consent covers `consent` scopes.
+    public func finish(requestHash: [UInt8]?, code: (hash: [UInt8], clientId: String, userId: String, grant: JSONValue, ttlSeconds: Int)?,
                        approvers: OAuthApprovers? = nil, consent scopes: [String]? = nil,
                        redeeming: StepUpRedemption?, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
-            let used = try t.execute("""
-                UPDATE oauth_requests SET used_at = now()
-                WHERE hash = \(requestHash) AND kind = 'authorize' AND used_at IS NULL AND expires_at > now()
-                """)
-            guard used > 0 else { return false }
+            if let requestHash {
+                let used = try t.execute("""
+                    UPDATE oauth_requests SET used_at = now()
+                    WHERE hash = \(requestHash) AND kind = 'authorize' AND used_at IS NULL AND expires_at > now()
+                    """)
+                guard used > 0 else { return false }
+            } else {
+                guard let code, let scopes else { return false }
+                let consented = try t.query("""
+                    SELECT 1 FROM oauth_consents WHERE user_id = \(code.userId) AND client_id = \(code.clientId)
+                      AND scopes @> \(Self.jsonText(scopes))::jsonb FOR SHARE
+                    """)
+                guard !consented.isEmpty else { return false }
+            }
             try StepUpRedemption.redeem(redeeming, on: t)
             if let code {
                 _ = try t.execute("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour' AND family_id IS NULL")
@@ -247,7 +263,7 @@ public final class OAuthRepository: Sendable {
                            CASE WHEN r.method = 'device-key' THEN r.key_id END
                     FROM (SELECT 1) AS one LEFT JOIN step_up_receipts r ON r.token_jti = \(approvers?.stepUpJTI)
                     """)
-                if let scopes {
+                if let scopes, requestHash != nil {
                     _ = try t.execute("""
                         INSERT INTO oauth_consents (user_id, client_id, scopes) VALUES (\(code.userId), \(code.clientId), \(Self.jsonText(scopes))::jsonb)
                         ON CONFLICT (user_id, client_id) DO UPDATE SET scopes = (

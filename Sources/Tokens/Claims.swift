@@ -8,12 +8,58 @@ public struct AuthenticationClaims: Sendable, Equatable {
     public let acr: String
     public let amr: [String]
 
+    public init(acr: String, amr: [String]) {
+        self.acr = acr
+        self.amr = amr
+    }
+
     public static let passkeyVerified = AuthenticationClaims(acr: "urn:latchkey:acr:passkey-uv", amr: ["pop", "user", "mfa"])
-    public static let passkey = AuthenticationClaims(acr: "urn:latchkey:acr:passkey", amr: ["pop"])
+    public static let passkey = AuthenticationClaims(acr: "urn:latchkey:acr:passkey", amr: ["pop", "user"])
     public static let deviceKeyAttested = AuthenticationClaims(acr: "urn:latchkey:acr:device-key-attested", amr: ["hwk", "pop"])
     public static let deviceKey = AuthenticationClaims(acr: "urn:latchkey:acr:device-key", amr: ["swk", "pop"])
     /// SPEC "Email sign-in": a session a mailed one-time code began.
     public static let emailOTP = AuthenticationClaims(acr: "urn:latchkey:acr:email-otp", amr: ["otp"])
+
+    /// A passkey assertion, by RFC 8176's one rule for every token (SPEC "Which authentication the
+    /// tokens describe"): `pop` (a key), `user` (UP is required), `mfa` when UV was set, `hwk` only
+    /// for a passkey proven hardware-bound at registration.
+    public static func passkey(userVerified: Bool, hardware: Bool) -> AuthenticationClaims {
+        AuthenticationClaims(acr: (userVerified ? passkeyVerified : passkey).acr,
+                             amr: ["pop", "user"] + (userVerified ? ["mfa"] : []) + (hardware ? ["hwk"] : []))
+    }
+
+    /// What OpenID tokens say of an authentication: the OpenID EAP ACR values for a passkey —
+    /// `phrh` for one proven hardware-bound (`hwk`), else `phr`, with or without UV — and the
+    /// device key's and email code's own values unchanged.
+    public var openID: AuthenticationClaims {
+        guard acr == Self.passkeyVerified.acr || acr == Self.passkey.acr else { return self }
+        return AuthenticationClaims(acr: amr.contains("hwk") ? OpenIDACR.phrh : OpenIDACR.phr, amr: amr)
+    }
+}
+
+/// The `acr` values of OpenID tokens (SPEC "OpenID Provider": OpenID EAP ACR Values 1.0 and Latchkey's own).
+public enum OpenIDACR {
+    public static let phrh = "phrh"
+    public static let phr = "phr"
+    public static let emailOTP = "urn:latchkey:acr:email-otp"
+    public static let deviceKeyAttested = "urn:latchkey:acr:device-key-attested"
+    public static let deviceKey = "urn:latchkey:acr:device-key"
+    /// Discovery's `acr_values_supported`, strongest first.
+    public static let supported = [phrh, phr, emailOTP, deviceKeyAttested, deviceKey]
+
+    /// Whether an authentication of `acr` meets one of `requested` (space-separated `acr_values`):
+    /// `phrh` meets `phr`, an attested device key meets `device-key`; the passkey acr values step-up
+    /// tokens carry are accepted as aliases (`passkey-uv` and `passkey` for `phr`).
+    public static func satisfies(_ acr: String, requested: String?) -> Bool {
+        guard let requested, !requested.isEmpty else { return true }
+        let met: Set<String> = switch acr {
+        case phrh: [phrh, phr, AuthenticationClaims.passkeyVerified.acr, AuthenticationClaims.passkey.acr]
+        case phr: [phr, AuthenticationClaims.passkeyVerified.acr, AuthenticationClaims.passkey.acr]
+        case deviceKeyAttested: [deviceKeyAttested, deviceKey]
+        default: [acr]
+        }
+        return requested.split(separator: " ").contains { met.contains(String($0)) }
+    }
 }
 
 /// The claims of an access token (RFC 9068 §2.2, `typ` `at+jwt`), typed: built here, read here, so

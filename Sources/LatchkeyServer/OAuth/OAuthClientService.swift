@@ -34,6 +34,8 @@ public final class OAuthClientService: Sendable {
         /// `--auth-method`; nil: `private_key_jwt` with a jwks_uri, `none` for a public client, else
         /// `client_secret_basic` (RFC 7591 §2's default).
         public var authMethod: OAuthClientAuthMethod? = nil
+        /// `--pkce optional` (a confidential client only): requests without PKCE carry a nonce.
+        public var pkceRequired = true
 
         public init(name: String, redirectURIs: [String]) {
             self.name = name
@@ -58,7 +60,8 @@ public final class OAuthClientService: Sendable {
         let secret = usesSecret ? "lks_" + Base64URL.encode(runtime.random(32)) : nil
         let record = OAuthClientRecord(id: id, name: r.name, secretHash: secret.map { Digest.sha256(Array($0.utf8)) },
                                        redirectURIs: r.redirectURIs, postLogoutRedirectURIs: r.postLogoutRedirectURIs, jwksURI: r.jwksURI,
-                                       authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg, authMethod: method)
+                                       authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg, authMethod: method,
+                                       pkceRequired: r.pkceRequired)
         let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
         let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
         return Created(client: stored, secret: secret)
@@ -75,6 +78,8 @@ public final class OAuthClientService: Sendable {
         case .clientSecretBasic, .clientSecretPost:
             guard !r.isPublic else { throw ServiceError.invalid("a public client has no secret (auth method none)") }
         }
+        // RFC 9700 §2.1.1: only a client that authenticates may go without PKCE (with a nonce instead).
+        guard r.pkceRequired || method != .none else { throw ServiceError.invalid("--pkce optional is for a confidential client") }
         return method
     }
 
@@ -109,6 +114,10 @@ public final class OAuthClientService: Sendable {
         if let v = body["jwksUri"] { c.jwksURI = v == .null ? nil : try Self.string(v, "jwksUri") }
         if let v = body["authorizationDetailsTypes"] { c.authorizationDetailsTypes = try Self.strings(v, "authorizationDetailsTypes") }
         if let v = body["idTokenSignedResponseAlg"] { c.idTokenAlg = try Self.string(v, "idTokenSignedResponseAlg") }
+        if let v = body["pkceRequired"] {
+            guard let b = v.boolValue, b || !c.isPublic else { throw ServiceError.invalid("pkceRequired must be a boolean, and true for a public client") }
+            c.pkceRequired = b
+        }
         try validate(name: c.name, redirectURIs: c.redirectURIs, isPublic: c.isPublic, postLogout: c.postLogoutRedirectURIs, jwksURI: c.jwksURI,
                      types: c.authorizationDetailsTypes, idTokenAlg: c.idTokenAlg)
         let audit = admin.record(.clientUpdated, subject: id, detail: Self.auditDetail(c))
@@ -129,6 +138,10 @@ public final class OAuthClientService: Sendable {
         if let v = body["jwksUri"], v != .null { r.jwksURI = try string(v, "jwksUri") }
         if let v = body["authorizationDetailsTypes"] { r.authorizationDetailsTypes = try strings(v, "authorizationDetailsTypes") }
         if let v = body["idTokenSignedResponseAlg"] { r.idTokenAlg = try string(v, "idTokenSignedResponseAlg") }
+        if let v = body["pkceRequired"] {
+            guard let b = v.boolValue else { throw ServiceError.invalid("pkceRequired must be a boolean") }
+            r.pkceRequired = b
+        }
         if let v = body["tokenEndpointAuthMethod"], v != .null {
             guard let method = v.stringValue.flatMap(OAuthClientAuthMethod.init(rawValue:)) else {
                 throw ServiceError.invalid("tokenEndpointAuthMethod must be client_secret_basic, client_secret_post, private_key_jwt or none")
@@ -183,7 +196,7 @@ public final class OAuthClientService: Sendable {
     static func json(_ c: OAuthClientRecord, secret: String? = nil) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("id", .string(c.id)), ("name", .string(c.name)), ("public", .bool(c.isPublic)),
-            ("tokenEndpointAuthMethod", .string(c.authMethod.rawValue)),
+            ("tokenEndpointAuthMethod", .string(c.authMethod.rawValue)), ("pkceRequired", .bool(c.pkceRequired)),
             ("redirectUris", .array(c.redirectURIs.map { .string($0) })),
             ("postLogoutRedirectUris", .array(c.postLogoutRedirectURIs.map { .string($0) })),
             ("jwksUri", c.jwksURI.map { .string($0) } ?? .null),

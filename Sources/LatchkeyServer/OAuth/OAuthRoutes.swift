@@ -21,12 +21,14 @@ extension RouteTable {
         add("GET", "/.well-known/openid-configuration", .anyone, accepting: .any) { _ in
             .json(bytes: op.discovery.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
-        add("GET", "/oauth2/authorize", .anyone, accepting: .any) { ctx in op.authorize(ctx.request.query, acceptLanguage: ctx.request.header("Accept-Language")) }
+        add("GET", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
+            op.authorize(ctx.request.query, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request))
+        }
         // OpenID Connect Core §3.1.2.1: the authorization endpoint takes GET and form POST alike.
         add("POST", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
             // A body that is not a form carries no parameters: the request reads as one without client_id.
             let pairs = ctx.request.mediaType == "application/x-www-form-urlencoded" ? formPairs(ctx.request.body) : []
-            return op.authorize(pairs, acceptLanguage: ctx.request.header("Accept-Language"))
+            return op.authorize(pairs, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request))
         }
         add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in op.pushed(ctx.request) }
         add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in op.token(ctx.request) }

@@ -89,7 +89,7 @@ extension OpenIDProvider {
         let details = p["authorization_details"] ?? .null
         var receiptId: String? = nil
         if details != .null || !viaCookie {
-            guard case .stepUp(_, let receipt)? = approval else {
+            guard case .stepUp(_, let receipt, _)? = approval else {
                 throw StepUpService.stepUpRequired("approving needs a step-up for \(StepUpService.text(try stepUpAction(clientId: client.id, requestId: id, details: details)))")
             }
             receiptId = receipt
@@ -110,20 +110,22 @@ extension OpenIDProvider {
                 throw ServiceError(.unauthorized, "prompt=login / max_age=0: sign in with your passkey again for this request")
             }
         }
+        // SPEC "Which authentication the tokens describe": the step-up's assertion, else the cookie
+        // session's sign-in, in OpenID's terms (EAP acr, RFC 8176 amr).
+        let authentication: AuthenticationClaims
+        if case .stepUp(_, _, let stepUp)? = approval {
+            authentication = stepUp.openID
+        } else {
+            authentication = AuthenticationClaims.passkey(userVerified: caller.acr == AuthenticationClaims.passkeyVerified.acr,
+                                                          hardware: standing.hardware).openID
+            guard OpenIDACR.satisfies(authentication.acr, requested: p["acr_values"]?.stringValue) else {
+                throw ServiceError(.unauthorized, "acr_values: this sign-in does not meet what the client asks; sign in with another passkey")
+            }
+        }
         let code = "lkac_" + Base64URL.encode(runtime.random(32))
-        let claims = caller.acr == AuthenticationClaims.passkeyVerified.acr || receiptId != nil ? AuthenticationClaims.passkeyVerified
-            : AuthenticationClaims.passkey
         let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
-        let grant: JSONValue = .object([
-            ("redirect_uri", p["redirect_uri"] ?? .null), ("code_challenge", p["code_challenge"] ?? .null), ("scope", p["scope"] ?? ""),
-            ("nonce", p["nonce"] ?? .null), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
-            ("acr", .string(claims.acr)), ("amr", .array(claims.amr.map { .string($0) })), ("authorization_details", details),
-            ("receipt_id", receiptId.map { .string($0) } ?? .null), ("resource", p["resource"] ?? .null),
-            // The passkey that began the approving session: revoking it ends the OAuth session too.
-            ("credential_id", standing.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
-            // SPEC "Which authentication the tokens describe": sid is the OP session's when the cookie approved.
-            ("op_sid", viaCookie ? .string(caller.sessionId) : .null),
-        ])
+        let grant = Self.grant(p, authTime: authTime, authentication: authentication, receiptId: receiptId,
+                               credentialId: standing.credentialId, opSessionId: viaCookie ? caller.sessionId : nil)
         let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", .array(scopes.map { .string($0) })),
                                                        ("receiptId", receiptId.map { .string($0) } ?? .null)]
         let event = events.event(.oauthAuthorized, userId: caller.userId, data: data)
@@ -141,6 +143,23 @@ extension OpenIDProvider {
         let target = RedirectURIs.appending(p["redirect_uri"]?.stringValue ?? "",
                                             [("code", code)] + (p["state"]?.stringValue.map { [("state", $0)] } ?? []) + [("iss", issuer)])
         return .object([("redirectTo", .string(target))])
+    }
+
+    /// What a code grants, stored with it and then with the grant: the request's parameters that the
+    /// token endpoint checks, and the authentication the tokens describe.
+    static func grant(_ p: JSONValue, authTime: Date, authentication: AuthenticationClaims, receiptId: String?, credentialId: [UInt8]?,
+                      opSessionId: String?) -> JSONValue {
+        .object([
+            ("redirect_uri", p["redirect_uri"] ?? .null), ("code_challenge", p["code_challenge"] ?? .null), ("scope", p["scope"] ?? ""),
+            ("nonce", p["nonce"] ?? .null), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
+            ("acr", .string(authentication.acr)), ("amr", .array(authentication.amr.map { .string($0) })),
+            ("authorization_details", p["authorization_details"] ?? .null),
+            ("receipt_id", receiptId.map { .string($0) } ?? .null), ("resource", p["resource"] ?? .null),
+            // The passkey that began the approving session: revoking it ends the OAuth session too.
+            ("credential_id", credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
+            // SPEC "Which authentication the tokens describe": sid is the OP session's when the cookie approved.
+            ("op_sid", opSessionId.map { .string($0) } ?? .null),
+        ])
     }
 
     /// `POST /v1/oauth/requests/{id}/deny` → `{"redirectTo":"…?error=access_denied&…"}`.

@@ -149,9 +149,16 @@ extension OpenIDProvider {
         guard let redirect = f["redirect_uri"], redirect == g["redirect_uri"]?.stringValue else {
             throw OAuthError.invalidGrant("redirect_uri does not match the authorization request")
         }
-        guard let verifier = f["code_verifier"], let challenge = g["code_challenge"]?.stringValue,
-              PKCE.verify(verifier: verifier, challenge: challenge) else {
-            throw OAuthError.invalidGrant("code_verifier does not match the code_challenge (PKCE S256)")
+        // SPEC "Authorization": a code issued with a challenge needs its verifier; one issued without
+        // (a `--pkce optional` client) is refused when a verifier is sent (no PKCE downgrade either way).
+        if let challenge = g["code_challenge"]?.stringValue {
+            guard let verifier = f["code_verifier"], PKCE.verify(verifier: verifier, challenge: challenge) else {
+                throw OAuthError.invalidGrant("code_verifier does not match the code_challenge (PKCE S256)")
+            }
+        } else {
+            guard f["code_verifier"] == nil, !client.pkceRequired else {
+                throw OAuthError.invalidGrant("this code was issued without a code_challenge")
+            }
         }
         let authTime = Date(timeIntervalSince1970: g["auth_time"]?.doubleValue ?? 0)
         let familyId = runtime.sessionIdentifier()

@@ -87,7 +87,8 @@ public final class OpenIDProvider: Sendable {
 
     /// `GET /oauth2/authorize`: the checks in RFC 6749 §4.1.2.1's order. An unknown client or a
     /// redirect URI that is not registered → 400 page; anything else → a redirect with `error`.
-    func authorize(_ query: [(String, String)], acceptLanguage: String?) -> Response {
+    /// `cookie`: the OP session cookie, read here only to answer `prompt=none` (SPEC "Silent sign-in").
+    func authorize(_ query: [(String, String)], acceptLanguage: String?, cookie: String? = nil) -> Response {
         let (fields, duplicate) = Self.single(query)
         // RFC 6749 §4.1.2.1: what cannot be redirected is told to the person, in their language.
         let lang = ConsentDisplay.language(uiLocales: fields["ui_locales"], acceptLanguage: acceptLanguage, chosen: nil)
@@ -117,6 +118,11 @@ public final class OpenIDProvider: Sendable {
         if let duplicate { return redirect(redirectURI, OAuthError.invalidRequest("\(duplicate) is given more than once").pairs, state: state) }
         do {
             let checked = try check(params, client: client, redirectURI: redirectURI, pushed: fields["request_uri"] != nil)
+            if checked["prompt"]?.stringValue == "none" {
+                let code = try silentSignIn(checked, client: client, cookie: cookie)
+                metrics.oauth(client: client.id, outcome: "authorized")
+                return redirect(redirectURI, [("code", code)], state: state)
+            }
             let id = Self.requestPrefix + Base64URL.encode(runtime.random(32))
             try store.storeRequest(hash: OpaqueSecret.hash(id), kind: "authorize", clientId: client.id, params: checked, ttlSeconds: Self.requestTTL)
             return .empty(status: 303, headers: [("Location", webOrigin + "/authorize?request=" + id), ("Cache-Control", "no-store")])
@@ -137,17 +143,30 @@ public final class OpenIDProvider: Sendable {
         if let mode = p["response_mode"], mode != "query" { throw OAuthError.invalidRequest("only response_mode=query is supported") }
         let scopes = Scopes.parse(p["scope"] ?? "")
         guard scopes.contains("openid") else { throw OAuthError("invalid_scope", "scope must hold openid") }
-        // RFC 7636 + SPEC: S256 for every client; a missing challenge or another method is refused (no downgrade).
-        guard let challenge = p["code_challenge"], !challenge.isEmpty else {
-            throw OAuthError.invalidRequest("code_challenge is required (PKCE S256)")
+        // RFC 7636 + SPEC: S256 for every client, except a confidential client registered with
+        // `--pkce optional`, whose request without a challenge must carry a nonce (RFC 9700 §2.1.1).
+        // Another method is refused (no downgrade).
+        let challenge = p["code_challenge"].flatMap { $0.isEmpty ? nil : $0 }
+        if let challenge {
+            guard p["code_challenge_method"] == "S256" else { throw OAuthError.invalidRequest("code_challenge_method must be S256") }
+            guard PKCE.isChallenge(challenge) else { throw OAuthError.invalidRequest("code_challenge is not a base64url SHA-256") }
+        } else {
+            guard !client.pkceRequired, !client.isPublic else { throw OAuthError.invalidRequest("code_challenge is required (PKCE S256)") }
+            guard p["code_challenge_method"] == nil else { throw OAuthError.invalidRequest("code_challenge_method without code_challenge") }
+            guard let nonce = p["nonce"], !nonce.isEmpty else { throw OAuthError.invalidRequest("without PKCE, a nonce is required") }
         }
-        guard p["code_challenge_method"] == "S256" else { throw OAuthError.invalidRequest("code_challenge_method must be S256") }
-        guard PKCE.isChallenge(challenge) else { throw OAuthError.invalidRequest("code_challenge is not a base64url SHA-256") }
         let prompt = Set((p["prompt"] ?? "").split(separator: " ").map(String.init))
+        guard prompt.isSubset(of: ["none", "login", "consent", "select_account"]) else { throw OAuthError.invalidRequest("unknown prompt value") }
         if prompt.contains("none") {
             guard prompt.count == 1 else { throw OAuthError.invalidRequest("prompt=none cannot be combined") }
-            // SPEC: no browser session cookie for the OP, so no request can be answered without the page.
-            throw OAuthError("login_required", "the user must sign in with a passkey")
+        }
+        var hintSubject: String? = nil
+        if let hint = p["id_token_hint"] {
+            // OpenID Connect Core §3.1.2.1: one of our id_tokens (an expired one too) naming the user.
+            guard hint.utf8.count <= 8192, let claims = verifiedIdToken(hint), let sub = claims["sub"]?.stringValue else {
+                throw OAuthError.invalidRequest("id_token_hint is not an id_token this server issued")
+            }
+            hintSubject = sub
         }
         var maxAge: Int? = nil
         if let m = p["max_age"] {
@@ -170,10 +189,11 @@ public final class OpenIDProvider: Sendable {
         func opt(_ name: String) -> JSONValue { p[name].map { .string($0) } ?? .null }
         return .object([
             ("client_id", .string(client.id)), ("redirect_uri", .string(redirectURI)), ("scope", .string(scopes.joined(separator: " "))),
-            ("state", opt("state")), ("nonce", opt("nonce")), ("code_challenge", .string(challenge)),
+            ("state", opt("state")), ("nonce", opt("nonce")), ("code_challenge", challenge.map { .string($0) } ?? .null),
             ("prompt", .string(prompt.sorted().joined(separator: " "))), ("max_age", maxAge.map { .number(Double($0)) } ?? .null),
             ("login_hint", opt("login_hint")), ("acr_values", opt("acr_values")), ("authorization_details", details),
             ("resource", opt("resource")), ("ui_locales", opt("ui_locales")), ("pushed", .bool(pushed)),
+            ("id_token_hint_sub", hintSubject.map { .string($0) } ?? .null),
         ])
     }
 

@@ -1,3 +1,4 @@
+import Tokens
 import Crypto
 import JSON
 import Storage
@@ -25,6 +26,11 @@ struct PasskeyAssertion: Sendable {
         /// What storing this use reports (SPEC "Events"): a suspected clone (let through by the `flag`
         /// policy), a changed backup eligibility.
         let events: [OutboxEvent]
+        /// The passkey proved a hardware key at registration (OpenID EAP `phrh`, RFC 8176 `hwk`).
+        var hardwareBound = false
+
+        /// What a token describes of this assertion (RFC 8176 `amr` by the one rule).
+        var authentication: AuthenticationClaims { .passkey(userVerified: verified.userVerified, hardware: hardwareBound) }
     }
 
     /// Steps 5–6 (allowed credential, user handle) then the signature and counter with the cached
@@ -66,7 +72,7 @@ struct PasskeyAssertion: Sendable {
                                                             backupEligible: verified.backupEligible))
         }
         return Outcome(verified: verified, key: key, use: use, auditDetail: detail, storedSignCount: credential.signCount,
-                       events: reported)
+                       events: reported, hardwareBound: credential.hardwareBound)
     }
 
     /// The use's compare-and-set failed under `reject` (another assertion carrying the same counter

@@ -74,7 +74,7 @@ extension PasskeyService {
         let recorded: RecordedUse?
         do {
             (issued, recorded) = try sessions.start(
-                userId: user.id, userVerified: outcome.verified.userVerified, recording: outcome.use,
+                userId: user.id, authentication: outcome.authentication, recording: outcome.use,
                 audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id, detail: outcome.auditDetail)],
                 events: outcome.events)
         } catch where error.code == .signCountRegression {

@@ -1,3 +1,4 @@
+import Tokens
 import Foundation
 import Crypto
 import JSON
@@ -203,7 +204,8 @@ public final class PasskeyService: Sendable {
         let state: RegistrationState
         do { state = try RegistrationState(decoding: stored.state) } catch { throw ServiceError(error) }
         let verified: VerifiedRegistration
-        do { verified = try registration.finish(parsed, state: state, policy: currentPolicy()) } catch { throw ServiceError(error) }
+        let policy = currentPolicy()
+        do { verified = try registration.finish(parsed, state: state, policy: policy) } catch { throw ServiceError(error) }
 
         let user: UserRecord
         var newUser: UserRecord? = nil
@@ -228,7 +230,8 @@ public final class PasskeyService: Sendable {
             backupEligible: verified.backupEligible, backedUp: verified.backedUp, attestationFormat: verified.format,
             attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid)
                 ?? DeviceName.from(userAgent: userAgent, createdAt: now),
-            createdAt: now, approvesFrom: holdEnd(state.purpose))
+            createdAt: now, approvesFrom: holdEnd(state.purpose),
+            hardwareBound: HardwareKey.proven(by: verified, askedForAttestation: configuration.attestation != .none, anchored: !policy.trustAnchors.isEmpty))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
@@ -282,7 +285,7 @@ public final class PasskeyService: Sendable {
             throw ServiceError(error)
         }
         events.written(written + notices.map(\.event))
-        let issued = try sessions.issue(session, userVerified: verified.userVerified)
+        let issued = try sessions.issue(session, authentication: .passkey(userVerified: verified.userVerified, hardware: record.hardwareBound))
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
         return signedIn(user: user, passkey: record, tokens: issued, accepted: accepted)

@@ -3,6 +3,7 @@ import Foundation
 import HTTP
 import JSON
 import Storage
+import Tokens
 
 // SPEC "Assurance: what each change needs (one table, checked before any handler runs)".
 //
@@ -151,12 +152,13 @@ struct GuardInput: Sendable {
 
 /// A checked approval the handler's change redeems in its own transaction.
 enum Approval: Sendable {
-    case stepUp(StepUpRedemption, receiptId: String)
+    /// A step-up, with what its assertion was (the tokens an approval issues describe it).
+    case stepUp(StepUpRedemption, receiptId: String, authentication: AuthenticationClaims)
     /// An app backend's device-key enrolment ticket (single use; redeemed by the enrolment).
     case ticket(hash: [UInt8])
 
     var redemption: StepUpRedemption? {
-        if case .stepUp(let r, _) = self { return r }
+        if case .stepUp(let r, _, _) = self { return r }
         return nil
     }
 }
@@ -260,7 +262,7 @@ struct RouteContext: Sendable {
         switch caller {
         case .adminKey: return .adminKey
         case .adminUser(let c):
-            guard case .stepUp(let r, let receiptId)? = approval else { return AdminCaller(actor: c.userId, approval: nil) }
+            guard case .stepUp(let r, let receiptId, _)? = approval else { return AdminCaller(actor: c.userId, approval: nil) }
             return AdminCaller(actor: c.userId, approval: AdminApproval(redemption: r, receiptId: receiptId, actionHash: r.actionHash))
         default: throw ServiceError.unauthorized
         }
@@ -336,9 +338,9 @@ extension GuardedRoute {
         guard let userId = input.caller.userId else {
             throw StepUpService.stepUpRequired("a step-up needs a signed-in user")
         }
-        let (jti, receiptId) = try input.services.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
+        let (jti, receiptId, authentication) = try input.services.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
                                                                        deviceKeyAllowed: rule.deviceKeyAllowed,
                                                                        session: rule.sameSession ? input.caller.sessionId : nil)
-        return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId)
+        return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId, authentication: authentication)
     }
 }

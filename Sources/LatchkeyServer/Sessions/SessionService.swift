@@ -67,21 +67,22 @@ public final class SessionService: Sendable {
     /// Stores a new session — with the passkey use that began it, in the same round trip — and
     /// issues its tokens; also returns the passkey as the use left it. A use whose counter the
     /// compare-and-set refused is `sign_count_regression` (nothing stored).
-    func start(userId: String, userVerified: Bool, recording use: CredentialUse,
+    func start(userId: String, authentication: AuthenticationClaims, recording use: CredentialUse,
                audit: [AuditRecord], events written: [OutboxEvent] = []) throws(ServiceError) -> (Issued, RecordedUse?) {
         let pending = prepare(userId: userId, credentialId: use.credentialId)
         let recorded = try storage { () throws(StorageError) in
             try sessions.start(pending.record, recording: use, audit: audit, events: written)
         }
         events.written(written)
-        return (try issue(pending, userVerified: userVerified), recorded)
+        return (try issue(pending, authentication: authentication), recorded)
     }
 
     /// The token response for a stored session.
-    func issue(_ pending: Pending, userVerified: Bool) throws(ServiceError) -> Issued {
+    /// `authentication`: the passkey ceremony that began it (an email session's is its own).
+    func issue(_ pending: Pending, authentication: AuthenticationClaims) throws(ServiceError) -> Issued {
         try issue(userId: pending.record.userId, familyId: pending.record.familyId, authTime: pending.record.authTime,
                   refreshToken: pending.refreshToken,
-                  claims: pending.record.method == .email ? .emailOTP : userVerified ? .passkeyVerified : .passkey)
+                  claims: pending.record.method == .email ? .emailOTP : authentication)
     }
 
     /// A session that a mailed one-time code began (SPEC "Email sign-in": `acr`
@@ -89,7 +90,7 @@ public final class SessionService: Sendable {
     func startEmailSession(userId: String, audit: [AuditRecord]) throws(ServiceError) -> Issued {
         let pending = prepare(userId: userId, credentialId: nil, method: .email)
         _ = try storage { () throws(StorageError) in try sessions.start(pending.record, recording: nil, audit: audit) }
-        return try issue(pending, userVerified: false)
+        return try issue(pending, authentication: .emailOTP)
     }
 
     /// `auth_time` is the session's (SPEC "Sessions"): the authentication that began it, never the refresh.
@@ -213,6 +214,8 @@ public final class SessionService: Sendable {
         let heldUntil: Date?
         /// The authentication that began the session (OpenID `auth_time`, `max_age`).
         var authTime = Date(timeIntervalSince1970: 0)
+        /// The passkey that began it proved a hardware key at registration (OpenID EAP `phrh`).
+        var hardware = false
 
         /// A session begun by one of the account's passkeys that is not held (a passkey login or
         /// registration, or the registration that completed a recovery): the account's strongest
@@ -221,11 +224,12 @@ public final class SessionService: Sendable {
     }
 
     func standing(_ caller: Caller) throws(ServiceError) -> Standing {
-        guard let (session, hold) = try storage({ () throws(StorageError) in
+        guard let (session, hold, hardware) = try storage({ () throws(StorageError) in
             try sessions.session(id: caller.sessionId, userId: caller.userId)
         }) else { throw ServiceError.unauthorized }
         let held = hold.flatMap { $0 > runtime.now() ? $0 : nil }
-        return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held, authTime: session.authTime)
+        return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held, authTime: session.authTime,
+                        hardware: hardware)
     }
 
     /// The user an enrolment ticket (single use) vouches for, using it up; an unknown, expired or

@@ -14,7 +14,8 @@ extension StepUpService {
     /// A valid step-up token (no leeway) of `userId`, made with a user-verified passkey, for exactly `action`.
     /// Anything else is 403 `step_up_required`. Redeeming it is the change's own transaction's job.
     func checkedStepUp(_ token: String, userId: String, action: StepUpAction,
-                       changes: String, deviceKeyAllowed: Bool = false, session: String? = nil) throws(ServiceError) -> (jti: String, receiptId: String) {
+                       changes: String, deviceKeyAllowed: Bool = false, session: String? = nil)
+        throws(ServiceError) -> (jti: String, receiptId: String, authentication: AuthenticationClaims) {
         guard let claims = try? signer.stepUpClaims(token) else {
             throw Self.stepUpRequired("the Latchkey-Step-Up token is invalid or expired")
         }
@@ -30,7 +31,7 @@ extension StepUpService {
         guard try approvalIsLive(claims) else {
             throw Self.stepUpRequired("the step-up's session or the key that approved it was revoked")
         }
-        return (claims.jwtId, claims.receiptId)
+        return (claims.jwtId, claims.receiptId, AuthenticationClaims(acr: claims.acr, amr: claims.amr))
     }
 
     /// SPEC "Rules that must hold": revocation is immediate. A step-up token is only as alive as the

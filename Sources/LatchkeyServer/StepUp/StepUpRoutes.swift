@@ -12,7 +12,7 @@ extension RouteTable {
         add("POST", "/v1/device-keys", .session, stepUp: .deviceKeyEnrolment) { ctx in
             guard let approval = ctx.approval else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up or Latchkey-Ticket") }
             let gate: EnrolmentGate = switch approval {
-            case .stepUp(let r, _): .stepUp(jti: r.jti, actionHash: r.actionHash)
+            case .stepUp(let r, _, _): .stepUp(jti: r.jti, actionHash: r.actionHash)
             case .ticket(let hash): .ticket(hash: hash)
             }
             return .json(status: 201, bytes: try s.deviceKeys.enrol(userId: try ctx.userId, body: try ctx.json(), gate: gate).serialized())

@@ -188,7 +188,7 @@ public final class StepUpService: Sendable {
             let outcome = try verifyPasskey(parsed, state: state, userId: userId)
             credentialUse = outcome.use
             passkeyOutcome = outcome
-            approvedWith = AuthenticationClaims.passkeyVerified
+            approvedWith = outcome.authentication
             let credentialId = Base64URL.encode(outcome.use.credentialId)
             approvedBy = credentialId
             audit += [("method", .string(StepUpMethod.passkey.rawValue)), ("keyId", .string(credentialId))]

@@ -81,3 +81,12 @@ UPDATE oauth_clients SET auth_method = CASE WHEN secret_hash IS NULL AND jwks_ur
                                             ELSE 'client_secret_basic' END;
 UPDATE oauth_clients SET secret_hash = NULL WHERE auth_method = 'private_key_jwt';
 ALTER TABLE oauth_clients ALTER COLUMN auth_method SET NOT NULL;
+
+-- 5. `--pkce optional` (SPEC "Authorization"): a confidential client may go without PKCE, and then
+--    sends a nonce; every other client keeps S256.
+ALTER TABLE oauth_clients ADD COLUMN pkce_required boolean NOT NULL DEFAULT true;
+
+-- 6. The OpenID EAP `phrh` (SPEC "Which authentication the tokens describe"): a passkey whose
+--    registration attestation was verified to a trust anchor and whose metadata or attestation
+--    format proves a hardware key. Decided once, at registration; passkeys from before are `phr`.
+ALTER TABLE credentials ADD COLUMN hardware_bound boolean NOT NULL DEFAULT false;
