@@ -82,7 +82,8 @@ enum FlowReport {
         for sample in s { sums.merge(sample.wire.tags, uniquingKeysWith: +) }
         let order = ["BEGIN", "SELECT", "INSERT", "UPDATE", "DELETE", "COMMIT", "ROLLBACK"]
         let keys = sums.keys.sorted { (order.firstIndex(of: $0) ?? order.count, $0) < (order.firstIndex(of: $1) ?? order.count, $1) }
-        let shown = keys.filter { sums[$0]! > 0 }.map { "\($0) \(formatDecimal(Double(sums[$0]!) / Double(s.count), places: 1))" }
+        // A tag in fewer than one request in twenty (a poller's) is left out.
+        let shown = keys.filter { Double(sums[$0]!) / Double(s.count) >= 0.05 }.map { "\($0) \(formatDecimal(Double(sums[$0]!) / Double(s.count), places: 1))" }
         return shown.isEmpty ? "none" : shown.joined(separator: ", ")
     }
 
