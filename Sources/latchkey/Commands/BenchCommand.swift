@@ -76,6 +76,7 @@ enum BenchCommand: Command {
                 if let accounts = args.value("accounts") { return ScaleBenchmark.run(try ScaleBenchmark.parse(args, accounts: accounts)) }
                 return LoginBenchmark.run(try LoginBenchmark.parse(args))
             case "step-up": return StepUpBenchmark.run(try StepUpBenchmark.parse(args))
+            case "oauth": return OAuthBenchmark.run(try OAuthBenchmark.parse(args))
             case "failover": return try FailoverLoad.run(args)
             case "-h", "--help": print(help); return ExitCode.success
             default: throw UsageError(message: "unknown benchmark '\(sub)'")
