@@ -164,6 +164,8 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 
 # --- issue 24: `bench login --accounts N` runs and prints every figure (functional only, ~30 s) ---
 timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || status=1
+# --- issue 32: `bench oauth` runs the whole code flow and prints every figure (functional only, ~10 s) ---
+timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || status=1
 # --- end issue 24 ---
 
 # --- failover (issue 23) ---------------------------------------------------------------------

@@ -616,6 +616,74 @@ def test_issue32_authorize_by_post_and_discovery():
     check(r.status_code == 400 and 'lang="de"' in r.text and '/app.css' in r.text, f'the 400 page in German, styled: {r.text[:300]}')
 
 
+def test_issue32_silent_sign_in_from_the_op_session_and_consent():
+    browser = OPBrowser(PASSKEY)
+    cid, secret = add_client('Silent app', '--redirect-uri', 'https://silent.example/cb', '--authorization-details-type', 'payment_initiation')
+    r, _ = raw_authorize(cid, redirect_uri='https://silent.example/cb', scope='openid profile')
+    request_id = query_of(r.headers['Location'])['request']
+    st, body = approve(request_id, browser)
+    check(st == 200, f'the first approval: {st} {body}')
+
+    def silent(jar, **params):
+        verifier = secrets.token_urlsafe(48)
+        p = {'response_type': 'code', 'client_id': cid, 'redirect_uri': 'https://silent.example/cb', 'scope': 'openid profile',
+             'state': 'quiet', 'nonce': 'n-silent', 'prompt': 'none', 'code_challenge': create_s256_code_challenge(verifier),
+             'code_challenge_method': 'S256'}
+        p.update(params)
+        resp = jar.get(DISCOVERY['authorization_endpoint'], params={k: v for k, v in p.items() if v is not None}, allow_redirects=False)
+        check(resp.status_code == 303 and resp.headers['Location'].startswith('https://silent.example/cb?'), f'{resp.status_code} {resp.text[:200]}')
+        return query_of(resp.headers['Location']), verifier
+    q, verifier = silent(browser.s)
+    check('code' in q and q['state'] == 'quiet' and q['iss'] == DISCOVERY['issuer'], f'a silent sign-in answers with a code: {q}')
+    tok = OAuth2Session(cid, secret).fetch_token(DISCOVERY['token_endpoint'], code=q['code'], redirect_uri='https://silent.example/cb',
+                                                code_verifier=verifier)
+    claims = decode_id_token(tok['id_token'], cid, 'n-silent')
+    check(claims['acr'] in ('phr', 'phrh') and {'pop', 'user', 'mfa'} <= set(claims['amr']), f'EAP acr and RFC 8176 amr: {dict(claims)}')
+    check(silent(S)[0].get('error') == 'login_required', 'no OP session cookie')
+    check(silent(browser.s, max_age='0')[0].get('error') == 'login_required', 'an elapsed max_age')
+    check(silent(browser.s, scope='openid email')[0].get('error') == 'consent_required', 'scopes never approved')
+    details = json.dumps([{'type': 'payment_initiation', 'instructedAmount': {'currency': 'EUR', 'amount': '1.00'}, 'creditorName': 'X'}])
+    check(silent(browser.s, authorization_details=details)[0].get('error') == 'interaction_required', 'details need the page')
+    check(silent(browser.s, prompt='none login')[0].get('error') == 'invalid_request', 'none with another prompt')
+    st, listed, _ = browser.send('GET', '/v1/oauth/consents', origin=None)
+    mine = [c for c in listed['consents'] if c['clientId'] == cid]
+    check(st == 200 and mine and set(mine[0]['scopes']) == {'openid', 'profile'}, f'consents: {st} {listed}')
+    st, _, _ = browser.send('DELETE', f'/v1/oauth/consents/{cid}')
+    check(st == 204, f'forget the consent: {st}')
+    check(silent(browser.s)[0].get('error') == 'consent_required', 'a forgotten consent')
+    st, _, _ = browser.send('DELETE', f'/v1/oauth/consents/{cid}')
+    check(st == 404, f'none left: {st}')
+
+
+def test_issue32_pkce_optional_for_a_confidential_client_only():
+    r = subprocess.run([BIN, 'clients', 'add', 'Public no PKCE', '--public', '--redirect-uri', 'http://127.0.0.1/cb', '--pkce', 'optional'],
+                       capture_output=True, text=True)
+    check(r.returncode == 64, f'a public client cannot drop PKCE: {r.returncode} {r.stderr}')
+    cid, secret = add_client('Legacy app', '--redirect-uri', 'https://neg.example/cb', '--pkce', 'optional')
+    r, _ = raw_authorize(cid, code_challenge=None, code_challenge_method=None)
+    check(query_of(r.headers['Location']).get('error') == 'invalid_request', 'without PKCE a nonce is required')
+    for verifier_sent in (True, False):
+        r, _ = raw_authorize(cid, code_challenge=None, code_challenge_method=None, nonce='legacy-nonce')
+        request_id = query_of(r.headers['Location'])['request']
+        st, body = approve(request_id, BROWSER)
+        check(st == 200, f'approve: {st} {body}')
+        form = {'grant_type': 'authorization_code', 'code': query_of(body['redirectTo'])['code'], 'redirect_uri': 'https://neg.example/cb'}
+        if verifier_sent:
+            form['code_verifier'] = secrets.token_urlsafe(48)
+        t = S.post(DISCOVERY['token_endpoint'], data=form, auth=(cid, secret))
+        if verifier_sent:
+            check(t.status_code == 400 and t.json()['error'] == 'invalid_grant', f'a verifier for a code without a challenge: {t.text}')
+        else:
+            check(t.status_code == 200, f'the code without PKCE: {t.status_code} {t.text}')
+            decode_id_token(t.json()['id_token'], cid, 'legacy-nonce')
+    # A code issued with a challenge is refused without its verifier, even for this client.
+    r, verifier = raw_authorize(cid)
+    st, body = approve(query_of(r.headers['Location'])['request'], BROWSER)
+    t = S.post(DISCOVERY['token_endpoint'], auth=(cid, secret),
+               data={'grant_type': 'authorization_code', 'code': query_of(body['redirectTo'])['code'], 'redirect_uri': 'https://neg.example/cb'})
+    check(t.status_code == 400 and t.json()['error'] == 'invalid_grant', f'PKCE downgrade: {t.text}')
+
+
 def raw_authorize(cid, **params):
     verifier = secrets.token_urlsafe(48)
     p = {'response_type': 'code', 'client_id': cid, 'redirect_uri': 'https://neg.example/cb', 'scope': 'openid', 'state': 'st8',
@@ -644,7 +712,7 @@ def test_negative_authorization_requests():
     # PKCE downgrade: no challenge, or the plain method.
     check(error_of(raw_authorize(cid, code_challenge=None, code_challenge_method=None)[0]) == 'invalid_request', 'no PKCE')
     check(error_of(raw_authorize(cid, code_challenge_method='plain')[0]) == 'invalid_request', 'plain PKCE')
-    check(error_of(raw_authorize(cid, prompt='none')[0]) == 'login_required', 'prompt=none')
+    check(error_of(raw_authorize(cid, prompt='none')[0]) == 'login_required', 'prompt=none without the OP session')
     check(error_of(raw_authorize(cid, scope='profile')[0]) == 'invalid_scope', 'no openid scope')
     check(error_of(raw_authorize(cid, response_type='token')[0]) == 'unsupported_response_type', 'implicit refused')
     details = json.dumps([{'type': 'account_information'}])

@@ -21,6 +21,7 @@ enum BenchCommand: Command {
                latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse] [--server BIN]
                                     [--checkpoint-once]
                \(StepUpBenchmark.usage)
+               \(OAuthBenchmark.usage)
                latchkey bench failover --urls U1,U2 --origin O [--concurrency C] [--duration S]   (scripts/failover-test.sh's load)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
@@ -39,6 +40,7 @@ enum BenchCommand: Command {
                  --checkpoint-once: one CHECKPOINT before the first round only, so later rounds see what the
                  cluster's own checkpoint cycle sees (pages dirtied earlier in the cycle are not imaged again).
         \(StepUpBenchmark.help)
+        \(OAuthBenchmark.help)
         """
 
     static func run(_ arguments: [String]) -> Int32 {
