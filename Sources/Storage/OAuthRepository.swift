@@ -64,6 +64,15 @@ public struct OAuthApprovers: Sendable, Equatable {
     }
 }
 
+/// What storing an authorization request did.
+public enum OAuthRequestStore: Sendable, Equatable {
+    case stored
+    /// An identical request is pending: its id stands.
+    case pending
+    /// The client address or the client has as many pending requests as it may.
+    case limited
+}
+
 /// A stored authorization request (or pushed request) as the web page and approve read it.
 public struct OAuthRequestRecord: Sendable {
     public let clientId: String
@@ -188,13 +197,45 @@ public final class OAuthRepository: Sendable {
 
     // MARK: Requests
 
+    /// Stores a pushed request (RFC 9126), whose id is random.
     public func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int) throws(StorageError) {
         try pool.run { c in
-            _ = try c.execute("DELETE FROM oauth_requests WHERE expires_at < now() - interval '1 hour'")
             _ = try c.execute("""
                 INSERT INTO oauth_requests (hash, kind, client_id, params, expires_at)
                 VALUES (\(hash), \(kind), \(clientId), \(PostgresValue.json(params.text))::jsonb, now() + make_interval(secs => \(ttlSeconds)))
                 """)
+        }
+    }
+
+    /// Stores an authorization request whose id is derived from its parameters (SPEC "Limits"), in
+    /// one statement: an identical pending one is `.pending` (nothing written); otherwise it is
+    /// stored (a used or expired row of the same id starts anew) while `clientAddress` stored fewer
+    /// than `perAddressPerMinute` in the last minute (nil: no such limit) and the client has fewer
+    /// than `perClient` pending, else `.limited`. Requests an hour past their expiry are deleted.
+    public func storeAuthorizationRequest(hash: [UInt8], clientId: String, params: JSONValue, ttlSeconds: Int, clientAddress: String,
+                                          perAddressPerMinute: Int?, perClient: Int) throws(StorageError) -> OAuthRequestStore {
+        try pool.run { c in
+            let row = try c.query("""
+                WITH gone AS (DELETE FROM oauth_requests WHERE expires_at < now() - interval '1 hour'),
+                existing AS (SELECT 1 FROM oauth_requests WHERE hash = \(hash) AND used_at IS NULL AND expires_at > now()),
+                room AS (
+                    SELECT NOT EXISTS (SELECT 1 FROM existing)
+                       AND (\(perAddressPerMinute)::int IS NULL OR (SELECT count(*) FROM oauth_requests
+                            WHERE client_address = \(clientAddress) AND created_at > now() - interval '1 minute') < \(perAddressPerMinute)::int)
+                       AND (SELECT count(*) FROM (SELECT 1 FROM oauth_requests WHERE client_id = \(clientId) AND used_at IS NULL
+                            AND expires_at > now() LIMIT \(perClient)) AS p) < \(perClient) AS ok),
+                ins AS (
+                    INSERT INTO oauth_requests (hash, kind, client_id, params, expires_at, client_address)
+                    SELECT \(hash), 'authorize', \(clientId), \(PostgresValue.json(params.text))::jsonb,
+                           now() + make_interval(secs => \(ttlSeconds)), \(clientAddress)
+                    FROM room WHERE ok
+                    ON CONFLICT (hash) DO UPDATE SET used_at = NULL, expires_at = EXCLUDED.expires_at, created_at = now(),
+                        params = EXCLUDED.params, client_address = EXCLUDED.client_address
+                    RETURNING 1)
+                SELECT EXISTS (SELECT 1 FROM existing) AS pending, EXISTS (SELECT 1 FROM ins) AS stored
+                """)[0]
+            if try row.bool("pending") { return OAuthRequestStore.pending }
+            return try row.bool("stored") ? .stored : .limited
         }
     }
 

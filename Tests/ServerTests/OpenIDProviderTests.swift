@@ -125,3 +125,32 @@ struct OpenIDProviderTests {
         #expect(try a.client().get("/v1/passkeys", authorization: "Bearer \(oauthAccess)").status == 401)
     }
 }
+
+extension OpenIDProviderTests {
+    @Test("SPEC Limits: an identical authorization request gets the same id; one address stores 30 a minute, then the styled 429 page")
+    func pendingRequestLimits() throws {
+        let server = try TestServer(name: "op-limits") { $0.rateLimit = 10_000; $0.trustProxy = true }
+        // An address of its own (the count is per client address across instances and tests).
+        let address = "198.51.100.\(Int.random(in: 1...254))"
+        defer { server.http.stop() }
+        var registration = OAuthClientService.Registration(name: "Limits", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        func request(_ state: String) throws -> Reply {
+            let challenge = Base64URL.encode(Digest.sha256(Array(state.utf8)))
+            let query = [("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"),
+                         ("scope", "openid"), ("state", state), ("code_challenge", challenge), ("code_challenge_method", "S256")]
+            return try server.client().send("GET", "/oauth2/authorize?" + String(decoding: Self.form(query), as: UTF8.self),
+                                            headers: [("Accept-Language", "pl"), ("X-Forwarded-For", address)])
+        }
+        let first = try request("s0")
+        let again = try request("s0")
+        #expect(first.status == 303 && again.status == 303 && first.header("Location") == again.header("Location"), "\(first) \(again)")
+        for i in 1..<30 { #expect(try request("s\(i)").status == 303) }
+        let refused = try request("s30")
+        #expect(refused.status == 429 && refused.header("Retry-After") != nil && refused.header("Location") == nil, "\(refused)")
+        #expect(refused.text.contains("lang=\"pl\""), "the 429 page in the browser's language")
+        // The pending one is still answered with its id.
+        #expect(try request("s0").header("Location") == first.header("Location"))
+    }
+}

@@ -22,13 +22,15 @@ extension RouteTable {
             .json(bytes: op.discovery.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
         add("GET", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
-            op.authorize(ctx.request.query, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request))
+            op.authorize(ctx.request.query, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request),
+                         clientAddress: Application.clientAddress(ctx.request, trustProxy: s.configuration.trustProxy))
         }
         // OpenID Connect Core §3.1.2.1: the authorization endpoint takes GET and form POST alike.
         add("POST", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
             // A body that is not a form carries no parameters: the request reads as one without client_id.
             let pairs = ctx.request.mediaType == "application/x-www-form-urlencoded" ? formPairs(ctx.request.body) : []
-            return op.authorize(pairs, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request))
+            return op.authorize(pairs, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request),
+                                clientAddress: Application.clientAddress(ctx.request, trustProxy: s.configuration.trustProxy))
         }
         add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in op.pushed(ctx.request) }
         add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in op.token(ctx.request) }

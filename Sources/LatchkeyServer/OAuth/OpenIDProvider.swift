@@ -27,6 +27,8 @@ public final class OpenIDProvider: Sendable {
     let cookie: OPSessionCookie
     /// Clients' JWKS for `private_key_jwt` (cached, refreshed off the request path).
     let clientKeys: ClientKeySets
+    /// Keys the authorization request ids (the same on every instance).
+    let requestIds: DeploymentSecret
     /// Failed client authentications per client id and address (SPEC "Limits").
     let clientAuthFailures: ClientAuthFailures
 
@@ -35,11 +37,15 @@ public final class OpenIDProvider: Sendable {
     static let codeTTL = 60
     static let idTokenTTL = 600
     static let requestPrefix = "lkq_"
+    /// SPEC "Limits": pending authorization requests one client address stores a minute (with
+    /// `LATCHKEY_RATE_LIMIT` on), and one client in all.
+    static let pendingPerAddressPerMinute = 30
+    static let pendingPerClient = 10_000
     static let requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
 
     init(store: OAuthRepository, clients: OAuthClientService, sessions: SessionService, accounts: AccountRepository,
          recovery: RecoveryRepository, signer: TokenSigner, rsa: RSASigningKey, events: OutboxEvents, metrics: Metrics,
-         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions, passkeys: any PasskeySignIn) {
+         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions, passkeys: any PasskeySignIn, keys: KeyRepository) {
         self.store = store
         self.passkeys = passkeys
         cookie = OPSessionCookie(issuer: configuration.issuer, ttlSeconds: configuration.opSessionTTL)
@@ -56,9 +62,14 @@ public final class OpenIDProvider: Sendable {
         self.revoked = revoked
         clientKeys = ClientKeySets(configuration: configuration, runtime: runtime)
         clientAuthFailures = ClientAuthFailures(clock: runtime.uptime)
+        requestIds = DeploymentSecret(name: "oauth-request-ids", keys: keys, runtime: runtime)
     }
 
     var issuer: String { configuration.issuer }
+
+    func requestIdKey() throws(OAuthError) -> [UInt8] {
+        do { return try requestIds.value() } catch { throw OAuthError("temporarily_unavailable", "try again") }
+    }
 
     /// The web app's origin: where `/authorize` lives (SPEC: `<first web origin>/authorize?request=…`).
     var webOrigin: String {
@@ -88,7 +99,7 @@ public final class OpenIDProvider: Sendable {
     /// `GET /oauth2/authorize`: the checks in RFC 6749 §4.1.2.1's order. An unknown client or a
     /// redirect URI that is not registered → 400 page; anything else → a redirect with `error`.
     /// `cookie`: the OP session cookie, read here only to answer `prompt=none` (SPEC "Silent sign-in").
-    func authorize(_ query: [(String, String)], acceptLanguage: String?, cookie: String? = nil) -> Response {
+    func authorize(_ query: [(String, String)], acceptLanguage: String?, cookie: String? = nil, clientAddress: String = "") -> Response {
         let (fields, duplicate) = Self.single(query)
         // RFC 6749 §4.1.2.1: what cannot be redirected is told to the person, in their language.
         let lang = ConsentDisplay.language(uiLocales: fields["ui_locales"], acceptLanguage: acceptLanguage, chosen: nil)
@@ -123,8 +134,13 @@ public final class OpenIDProvider: Sendable {
                 metrics.oauth(client: client.id, outcome: "authorized")
                 return redirect(redirectURI, [("code", code)], state: state)
             }
-            let id = Self.requestPrefix + Base64URL.encode(runtime.random(32))
-            try store.storeRequest(hash: OpaqueSecret.hash(id), kind: "authorize", clientId: client.id, params: checked, ttlSeconds: Self.requestTTL)
+            // SPEC "Limits": the id is a keyed hash of the request, so the same request (a reload)
+            // finds its pending row instead of writing another.
+            let id = Self.requestPrefix + Base64URL.encode(HMAC.sha256(key: try requestIdKey(), data: checked.serialized()))
+            let stored = try store.storeAuthorizationRequest(
+                hash: OpaqueSecret.hash(id), clientId: client.id, params: checked, ttlSeconds: Self.requestTTL, clientAddress: clientAddress,
+                perAddressPerMinute: configuration.rateLimit > 0 ? Self.pendingPerAddressPerMinute : nil, perClient: Self.pendingPerClient)
+            guard stored != .limited else { return OAuthPages.page(.tooManyRequests, lang: lang, status: 429, extraHeaders: [("Retry-After", "60")]) }
             return .empty(status: 303, headers: [("Location", webOrigin + "/authorize?request=" + id), ("Cache-Control", "no-store")])
         } catch let e as OAuthError {
             metrics.oauth(client: client.id, outcome: e.error)

@@ -98,7 +98,7 @@ public final class Services: Sendable {
                                 recovery: database.recovery, signer: signer,
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
                                 events: events, metrics: metrics, configuration: configuration, runtime: runtime, revoked: revokedSessions,
-                                passkeys: passkeys)
+                                passkeys: passkeys, keys: database.keys)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID)
         wakeUps.register(webhooks.worker)

@@ -90,3 +90,9 @@ ALTER TABLE oauth_clients ADD COLUMN pkce_required boolean NOT NULL DEFAULT true
 --    registration attestation was verified to a trust anchor and whose metadata or attestation
 --    format proves a hardware key. Decided once, at registration; passkeys from before are `phr`.
 ALTER TABLE credentials ADD COLUMN hardware_bound boolean NOT NULL DEFAULT false;
+
+-- 7. Pending authorization requests are bounded (SPEC "Limits"): per client address per minute and
+--    per client in all. An identical request gets the same (deterministic) id, so the row is reused.
+ALTER TABLE oauth_requests ADD COLUMN client_address text;
+CREATE INDEX oauth_requests_address ON oauth_requests(client_address, created_at) WHERE client_address IS NOT NULL;
+CREATE INDEX oauth_requests_pending ON oauth_requests(client_id) WHERE used_at IS NULL;
