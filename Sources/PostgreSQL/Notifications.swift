@@ -41,9 +41,7 @@ public final class PostgresListener: Sendable {
     /// Connects and LISTENs on every channel (lower-case letters, digits and `_` only); the LISTEN
     /// waits at most `timeout`.
     public init(url: String, channels: [String], timeout: Duration = PostgresConnection.defaultQueryTimeout) throws {
-        for channel in channels where channel.isEmpty || !channel.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }) {
-            throw PostgresError(.invalidArgument, "channel names are [a-z0-9_]+")
-        }
+        for channel in channels { try Self.check(channel) }
         state = Mutex(State(handle: try PostgresConnection.openHandle(url: url)))
         self.channels = channels
         self.url = url
@@ -52,6 +50,43 @@ public final class PostgresListener: Sendable {
             for channel in channels {
                 PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { PQsendQuery($0, "LISTEN \"\(channel)\"") })
             }
+        }
+    }
+
+    /// Channel names are spliced into `LISTEN`, so only `[a-z0-9_]+` (at most 63 bytes, an identifier) passes.
+    private static func check(_ channel: String) throws {
+        guard !channel.isEmpty, channel.utf8.count <= 63,
+              channel.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }) else {
+            throw PostgresError(.invalidArgument, "channel names are [a-z0-9_]+")
+        }
+    }
+
+    /// LISTENs on one more channel (named as in `init`), waiting at most `timeout`.
+    public func listen(_ channel: String, timeout: Duration) throws {
+        try Self.check(channel)
+        let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
+        try state.withLock { s in
+            PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { PQsendQuery($0, "LISTEN \"\(channel)\"") })
+        }
+    }
+
+    /// NOTIFY `channel` with `payload` from this connection, a round trip that must come back within
+    /// `timeout` (else `.timeout`, and the connection is given up, as with `ping`). Sent to a channel
+    /// this listener LISTENs to, the notification comes back to it: PostgreSQL delivers notifications
+    /// in the order their transactions committed, so once it is back, every notification committed
+    /// before it was sent has been received too (a heartbeat that proves the feed, not just the
+    /// socket). Its transaction commits asynchronously (`synchronous_commit` off for it alone): a
+    /// heartbeat needs no durable commit, so it never waits for a WAL flush.
+    public func notify(_ channel: String, payload: String, timeout: Duration) throws {
+        let sql: SQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(channel), \(payload))"
+        let parameters = WireParameters(sql.binds)
+        let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
+        try state.withLock { s in
+            PQclear(try Exchange.run(s.handle, s.fatalFlag, deadline: deadline) { h in
+                parameters.withValuePointers { values in
+                    PQsendQueryParams(h, sql.text, Int32(parameters.count), parameters.types, values, parameters.lengths, parameters.formats, 0)
+                }
+            })
         }
     }
 

@@ -58,7 +58,8 @@ public struct SessionRecord: Sendable, Equatable {
 }
 
 /// Refresh-token families (sessions) and their tokens, rotated with reuse detection; the feed of
-/// revocations (NOTIFY `latchkey_sessions`, migration 5, and the poll behind it).
+/// revocations (NOTIFY `latchkey_sessions`, migration 5, with a heartbeat) and the one-row check
+/// behind it.
 public final class SessionRepository: Sendable {
     let pool: PostgresPool
     /// Where LISTEN connects; nil: no LISTEN (a transaction pooler without a direct URL).
@@ -255,12 +256,25 @@ public final class SessionRepository: Sendable {
         }
     }
 
-    /// Calls `onRevoked(ids)` on every NOTIFY `latchkey_sessions` and `onConnect()` after every
-    /// (re)connect (a gap may have hidden revocations), from a thread of its own, until `stop()`.
-    /// Without a listen URL nothing listens (`isListening` stays false): callers poll `revoked(since:)`.
-    public func watchRevocations(onConnect: @escaping @Sendable () -> Void,
+    /// Whether session `id` is revoked as the database says now (an unknown id counts as revoked):
+    /// one primary-key read, the check an instance makes before accepting a token while its
+    /// revocation feed is stale (SPEC "Sessions" → "How fast."; "Performance targets" → "Round trips").
+    public func isRevoked(id: String) throws(StorageError) -> Bool {
+        try pool.run { c in
+            guard let row = try c.query("SELECT revoked_at IS NOT NULL AS revoked FROM refresh_families WHERE id = \(id)").first else {
+                return true
+            }
+            return try row.bool("revoked")
+        }
+    }
+
+    /// Calls `onRevoked(ids)` on every NOTIFY `latchkey_sessions`, from a thread of its own, until
+    /// `stop()`. After every (re)connect, `onConnect()` runs once the LISTEN is in place (a gap may
+    /// have hidden revocations: it fetches them); `heartbeat` says how alive the feed is.
+    /// Without a listen URL nothing listens (`isListening` stays false, `heartbeat.alive` never runs).
+    public func watchRevocations(heartbeat: NotificationWatch.Heartbeat, onConnect: @escaping @Sendable () throws -> Void,
                                  onRevoked: @escaping @Sendable ([String]) -> Void) -> NotificationWatch {
         NotificationWatch(url: listenURL, channel: SessionRepository.channel, threadName: "latchkey-session-watcher",
-                          onConnect: onConnect, onNotifications: onRevoked)
+                          heartbeat: heartbeat, onConnect: onConnect, onNotifications: onRevoked)
     }
 }

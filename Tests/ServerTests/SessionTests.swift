@@ -47,7 +47,8 @@ struct SessionTests {
         if listen {
             #expect(waitFor(seconds: 10, every: 0.02) { b.services.isListeningForRevocations })
         } else {
-            #expect(!b.services.isListeningForRevocations, "LISTEN is unavailable: the poll alone must carry the revocation")
+            #expect(!b.services.isListeningForRevocations)
+            #expect(b.services.isRevocationFeedStale, "LISTEN is unavailable: the database decides every token on B")
         }
         let onA = a.client()
         let onB = Client(Endpoint(port: b.port, rpId: a.rpId, origin: a.origin, adminKey: nil))
@@ -64,10 +65,9 @@ struct SessionTests {
         #expect(revoked.status == 200, "\(revoked)")
         // Refresh tokens: the database says so, at once, on any instance.
         for s in ended { #expect(try Self.refresh(onB, s.refreshToken).code == "invalid_grant") }
-        // Access tokens: refused by B once its feed (NOTIFY, else the poll) brings the revocation. The
-        // one-second promise is structural — the poll alone comes round in under a second — and the
-        // time it took is printed, not asserted (a loaded machine may take longer; see propagation).
-        #expect(RevokedSessions.pollInterval < 1, "polling alone must bring a revocation within a second")
+        // Access tokens: refused by B once its feed (NOTIFY) brings the revocation, or at once when
+        // it has no feed (the database decides). The bound itself is RevocationBoundTests'; here the
+        // time it took is printed, not asserted.
         let arrived = try propagation("revoked sessions on B (listen: \(listen))") {
             try ended.allSatisfy { try onB.get("/v1/sessions", authorization: $0.bearer).status == 401 }
         }

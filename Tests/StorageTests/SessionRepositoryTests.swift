@@ -193,7 +193,8 @@ import Testing
         let session = Fixture.session(userId: user.id)
         try s.database.sessions.start(session)
         let received = Mutex<[String]>([])
-        let watch = s.database.sessions.watchRevocations(onConnect: {}, onRevoked: { ids in received.withLock { $0 += ids } })
+        let watch = s.database.sessions.watchRevocations(heartbeat: Self.heartbeat(), onConnect: {},
+                                                         onRevoked: { ids in received.withLock { $0 += ids } })
         defer { watch.stop() }
         var waited = 0.0
         while !watch.isListening && waited < 10 { Thread.sleep(forTimeInterval: 0.02); waited += 0.02 }
@@ -204,5 +205,54 @@ import Testing
         while received.withLock({ $0.isEmpty }) && waited < 5 { Thread.sleep(forTimeInterval: 0.02); waited += 0.02 }
         Thread.sleep(forTimeInterval: 0.2)
         #expect(received.withLock { $0 } == [session.familyId])
+    }
+
+    static func heartbeat(alive: @escaping @Sendable (Double) -> Void = { _ in }, lost: @escaping @Sendable () -> Void = {}) -> NotificationWatch.Heartbeat {
+        NotificationWatch.Heartbeat(interval: 0.25, clock: { ProcessInfo.processInfo.systemUptime }, alive: alive, lost: lost)
+    }
+
+    /// SPEC "Sessions" → "How fast.": a heartbeat heard back vouches for every revocation committed
+    /// before it was sent (notifications arrive in commit order, and are handed over before it).
+    @Test func aHeartbeatHeardBackVouchesForEveryRevocationCommittedBeforeItWasSent() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let sessions = (0..<3).map { _ in Fixture.session(userId: user.id) }
+        for session in sessions { try s.database.sessions.start(session) }
+        struct Seen { var ids: Set<String> = []; var alive: [(at: Double, ids: Set<String>)] = []; var lost = 0 }
+        let seen = Mutex(Seen())
+        let watch = s.database.sessions.watchRevocations(
+            heartbeat: Self.heartbeat(alive: { at in seen.withLock { $0.alive.append((at, $0.ids)) } },
+                                      lost: { seen.withLock { $0.lost += 1 } }),
+            onConnect: {}, onRevoked: { ids in seen.withLock { $0.ids.formUnion(ids) } })
+        defer { watch.stop() }
+        func heard(after t: Double) -> Bool {
+            for _ in 0..<500 {
+                if seen.withLock({ $0.alive.contains { $0.at >= t } }) { return true }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            return false
+        }
+        #expect(heard(after: 0), "the feed is heard from once listening")
+        for session in sessions {
+            try s.database.sessions.revoke(userId: user.id, familyId: session.familyId)
+            let answered = ProcessInfo.processInfo.systemUptime
+            watch.beat()
+            #expect(heard(after: answered))
+            // Every sign of life stamped after the commit came with the revocation already handed over.
+            #expect(seen.withLock { $0.alive.filter { $0.at >= answered }.allSatisfy { $0.ids.contains(session.familyId) } })
+        }
+
+        // The LISTEN connection killed: the watch reports it lost, reconnects, and is heard from again.
+        let admin = try s.connect()
+        let before = ProcessInfo.processInfo.systemUptime
+        let killed = try admin.query("""
+            SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%pg_notify%'
+            """)
+        #expect(killed.count == 1)
+        var waited = 0
+        while seen.withLock({ $0.lost }) == 0 && waited < 500 { Thread.sleep(forTimeInterval: 0.02); waited += 1 }
+        #expect(seen.withLock { $0.lost } == 1)
+        #expect(heard(after: before), "heard from again after the reconnect")
     }
 }

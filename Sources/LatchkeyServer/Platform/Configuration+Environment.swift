@@ -44,6 +44,11 @@ extension Configuration {
             guard let d = Double(v), d >= 0.1, d <= 600 else { throw Invalid(description: "LATCHKEY_DB_QUERY_TIMEOUT must be 0.1…600 seconds") }
             c.databaseQueryTimeout = d
         }
+        if let v = env["LATCHKEY_REVOCATION_MAX_LAG"], !v.isEmpty {
+            // Above the 250 ms heartbeat with room for a round trip; at most a minute (an access token lives five).
+            guard let d = Double(v), d >= 0.5, d <= 60 else { throw Invalid(description: "LATCHKEY_REVOCATION_MAX_LAG must be 0.5…60 seconds") }
+            c.revocationMaxLag = d
+        }
         if let v = env["LATCHKEY_USER_VERIFICATION"] {
             guard let uv = VerificationPolicy.UserVerification(rawValue: v) else {
                 throw Invalid(description: "LATCHKEY_USER_VERIFICATION must be required, preferred or discouraged")

@@ -20,12 +20,17 @@ public struct Configuration: Sendable {
     /// `LATCHKEY_DB_POOLER=transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL,
     /// so no session state is used on pooled connections.
     public var databasePooler: PoolerMode = .none
-    /// `LATCHKEY_DB_LISTEN_URL`: a direct (unpooled) connection for the change feed's LISTEN;
-    /// behind a transaction pooler without it, instances poll (every cache expires within a second).
+    /// `LATCHKEY_DB_LISTEN_URL`: a direct (unpooled) connection for the change and revocation feeds'
+    /// LISTEN; behind a transaction pooler without it, caches expire within a second and every
+    /// token's session is read from the database (the revocation feed is down).
     public var databaseListenURL: String? = nil
     /// `LATCHKEY_DB_QUERY_TIMEOUT` (seconds): a request's whole budget for database calls, and the
     /// longest any one call waits; then it is cancelled, its connection dropped, and the request 503.
     public var databaseQueryTimeout = 5.0
+    /// `LATCHKEY_REVOCATION_MAX_LAG` (seconds): a revocation answered by any instance is in force on
+    /// every instance this long after the answer; a revocation feed not heard from for longer means
+    /// each token's session is read from the database (SPEC "Sessions" → "How fast.").
+    public var revocationMaxLag = 1.0
     public var userVerification: VerificationPolicy.UserVerification = .preferred
     public var challengeTTL = 300
     public var maxBody = 65536

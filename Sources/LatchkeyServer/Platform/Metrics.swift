@@ -102,10 +102,13 @@ public final class Metrics: Sendable {
         public static let outboxOldest = MetricFamily("latchkey_outbox_oldest_pending_seconds", .gauge,
                                                       "Age of the oldest pending delivery's event, by channel (0 when none).")
         public static let oauth = MetricFamily("latchkey_oauth_total", .counter, "OpenID Provider outcomes by client: approvals, refusals, tokens, errors.")
-        public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, databaseFailures, deliveries, outboxDepth, outboxOldest, oauth]
+        public static let revocationFeedStale = MetricFamily("latchkey_revocation_feed_stale", .gauge,
+                                                             "1 while the revocation feed has not been heard from within LATCHKEY_REVOCATION_MAX_LAG or its LISTEN is down (each token's session is then read from the database), else 0.")
+        public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, databaseFailures, deliveries, outboxDepth, outboxOldest, oauth,
+                                 revocationFeedStale]
     }
 
-    public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil) -> String {
+    public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil, revocationFeedStale: Bool? = nil) -> String {
         let s = state.withLock { $0 }
         var out = Exposition()
         out.sample(Family.buildInfo, [("version", LatchkeyBuild.version)], "1")
@@ -127,6 +130,7 @@ public final class Metrics: Sendable {
         out.counter(Family.databaseFailures, labels: ["class"], s.databaseFailures)
         out.counter(Family.deliveries, labels: ["type", "outcome"], s.deliveries)
         out.counter(Family.oauth, labels: ["client", "outcome"], s.oauth)
+        if let revocationFeedStale { out.sample(Family.revocationFeedStale, [], revocationFeedStale ? "1" : "0") }
         if let outbox {
             // Every channel (webhook, mail, …), even when empty.
             let byChannel = Dictionary(outbox.map { ($0.channel, $0) }, uniquingKeysWith: { a, _ in a })

@@ -24,7 +24,8 @@ extension RouteTable {
         add("GET", "/metrics", .anyone, accepting: .any) { _ in
             let st = s.database.connectionStats
             let outbox = try? s.database.outbox.depth(now: s.runtime.now())
-            return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting), outbox: outbox),
+            return .text(s.metrics.render(pool: (st.open, st.inUse, st.waiting), outbox: outbox,
+                                          revocationFeedStale: s.isRevocationFeedStale),
                          contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
     }

@@ -64,7 +64,8 @@ public final class Services: Sendable {
         signer = TokenSigner(source: SigningKeyStore(keys: database.keys, kek: configuration.keyEncryptionKey, runtime: runtime),
                              issuer: configuration.issuer, audience: configuration.rpId, clock: runtime.tokenClock)
         origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode, runtime: runtime)
-        revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, runtime: runtime)
+        revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, maxLag: configuration.revocationMaxLag,
+                                          sessions: database.sessions, runtime: runtime)
         let wakeUps = OutboxWakeUps()
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge, wakeUps: wakeUps)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
@@ -134,10 +135,11 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop(); $0 = watch }
     }
 
-    /// 6. Sessions revoked anywhere are refused here within a second: the last access-token TTL's
-    ///    revocations loaded now, then NOTIFY `latchkey_sessions` (on a direct connection) and a
-    ///    poll every half second (which alone suffices behind a transaction pooler).
-    public func startRevocationFeed() throws(StorageError) { try revokedSessions.start(database.sessions) }
+    /// 6. Sessions revoked anywhere are refused here within `LATCHKEY_REVOCATION_MAX_LAG`: the last
+    ///    access-token TTL's revocations loaded now, then NOTIFY `latchkey_sessions` (on a direct
+    ///    connection) with a heartbeat every 250 ms; while the feed is not heard from (or there is no
+    ///    direct connection at all), each token's session is read from the database (RevokedSessions).
+    public func startRevocationFeed() throws(StorageError) { try revokedSessions.start() }
 
     /// 7. Authenticator metadata: the BLOB is loaded (a bad one is reported and fails closed) and
     ///    its files are watched; `SIGHUP` reloads at once (`metadata.reload()`).
@@ -161,8 +163,12 @@ public final class Services: Sendable {
     /// True while the change feed is connected.
     public var isListening: Bool { changeFeed.withLock { $0?.isListening ?? false } }
 
-    /// True while the revocation feed's LISTEN is connected (else the poll alone carries it).
+    /// True while the revocation feed's LISTEN is connected and caught up.
     public var isListeningForRevocations: Bool { revokedSessions.isListening }
+
+    /// True while the revocation feed has not been heard from within `LATCHKEY_REVOCATION_MAX_LAG`
+    /// (tokens are then checked in the database): `latchkey_revocation_feed_stale`.
+    public var isRevocationFeedStale: Bool { revokedSessions.isStale }
 
     public func stop() {
         changeFeed.withLock { $0?.stop(); $0 = nil }

@@ -2,108 +2,162 @@ import Foundation
 import Storage
 import Synchronization
 
-/// The ids of sessions revoked within the last access-token TTL (+ margin), so Latchkey's own
-/// Bearer endpoints refuse a revoked session's access tokens before they expire (SPEC "Sessions")
-/// without a database round trip per request: `contains` is a lookup in memory.
+/// Whether a session's tokens may still be accepted here (SPEC "Sessions" → "How fast."): a
+/// revocation is in force on the instance that answered it before it answers, and on every other
+/// instance within `LATCHKEY_REVOCATION_MAX_LAG` (`lag`) of that answer.
 ///
-/// Fed three ways, so a revocation anywhere reaches this instance within a second:
-/// (a) `insert`, at once, by this instance's own revocations; (b) NOTIFY `latchkey_sessions`
-/// (migration 5's trigger) through a LISTEN connection, when there is a direct one; (c) a poll
-/// every `pollInterval` of the sessions revoked since the last poll — it holds even without LISTEN
-/// (behind a transaction pooler without `LATCHKEY_DB_LISTEN_URL`) and across a lost LISTEN.
-/// An id is forgotten `retention` seconds after this instance learned of it: by then every access
-/// token of that session has expired (none is issued after the revocation commits).
+/// The ids of sessions revoked within the last access-token TTL (+ margin) are kept in memory, fed
+/// by this instance's own revocations (`insert`) and by the revocation feed: NOTIFY
+/// `latchkey_sessions` (migration 5's trigger, delivered at commit) on a LISTEN connection of its
+/// own. The feed proves itself every `heartbeatInterval`: it NOTIFYs itself and hears it back
+/// (`NotificationWatch.Heartbeat`), and since notifications arrive in commit order, a heartbeat sent
+/// at `aliveAt` and heard back means every revocation committed before `aliveAt` is in `ids`.
+///
+/// So the check (`refuses`) is exact, not a race against a poll: while the feed was heard from
+/// within `lag` (`isStale` false), a revocation answered more than `lag` ago is in memory and the
+/// check costs nothing; while it was not (the LISTEN connection down, catching up, hung, or no
+/// direct URL at all), the session's row in PostgreSQL decides — one primary-key read, the "only
+/// extra read" SPEC "Performance targets" allows a stale instance. `latchkey_revocation_feed_stale`
+/// reports which. An id is forgotten `retention` seconds after this instance learned of it: by then
+/// every access token of that session has expired.
 public final class RevokedSessions: Sendable {
-    /// id → the monotonic time at which it may be forgotten.
-    private let ids = Mutex<[String: Double]>([:])
-    private let feed = Mutex<(watch: NotificationWatch?, poll: StopFlag?)>((nil, nil))
+    private struct State {
+        /// id → the monotonic time at which it may be forgotten.
+        var ids: [String: Double] = [:]
+        /// The clock's reading when the newest heartbeat heard back was sent; nil while the LISTEN
+        /// connection is down or catching up (nothing is known about what it may have missed).
+        var aliveAt: Double? = nil
+        var prunedAt: Double
+    }
+
+    private let state: Mutex<State>
+    private let watch = Mutex<NotificationWatch?>(nil)
+    private let sessions: SessionRepository
     /// Access-token TTL + margin (clock skew between instances, a refresh racing the revocation).
     let retention: Double
-    /// Monotonic seconds (`Runtime.uptime`): when an id may be forgotten.
+    /// `LATCHKEY_REVOCATION_MAX_LAG`: the longest the feed may go unheard before the database decides.
+    let lag: Double
+    /// Monotonic seconds (`Runtime.uptime`).
     let clock: @Sendable () -> Double
 
-    /// How often the fallback poll runs: under a second, so polling alone meets "within one second".
-    static let pollInterval = 0.5
-    /// How far before the last poll's database time the next one looks: a revocation's
-    /// `revoked_at` is its transaction's start, which may precede a poll that its commit follows.
-    static let pollOverlap = 10.0
+    /// SPEC: each instance pings its revocation feed every 250 ms.
+    static let heartbeatInterval = 0.25
     static let margin = 60
+    /// How often ids past their retention are dropped.
+    static let pruneInterval = 30.0
 
-    init(accessTokenTTL: Int, runtime: Runtime) {
+    init(accessTokenTTL: Int, maxLag: Double, sessions: SessionRepository, runtime: Runtime) {
         retention = Double(accessTokenTTL + Self.margin)
+        lag = maxLag
         clock = runtime.uptime
+        self.sessions = sessions
+        state = Mutex(State(prunedAt: runtime.uptime()))
     }
 
-    /// True when `sessionId` was revoked recently enough that its access tokens may still be unexpired.
-    func contains(_ sessionId: String) -> Bool {
-        ids.withLock { $0[sessionId] != nil }
-    }
-
-    /// Records revocations (this instance's own, or learned from the feed).
-    func insert(_ sessionIds: some Sequence<String>) {
-        let forgetAt = clock() + retention
-        ids.withLock { d in for id in sessionIds { d[id] = max(d[id] ?? 0, forgetAt) } }
-    }
-
-    var count: Int { ids.withLock { $0.count } }
-
-    private func prune() {
+    /// True when the feed has not been heard from within `lag` (or its LISTEN connection is down):
+    /// tokens are then checked against the database (`refuses`).
+    var isStale: Bool {
         let now = clock()
-        ids.withLock { d in d = d.filter { $0.value > now } }
+        return state.withLock { Self.isStale($0, now: now, lag: lag) }
+    }
+
+    private static func isStale(_ s: State, now: Double, lag: Double) -> Bool {
+        guard let aliveAt = s.aliveAt else { return true }
+        return now - aliveAt > lag
+    }
+
+    /// True when a token of `sessionId` must be refused: revoked as far as this instance knows,
+    /// or — while the feed is stale — as the database says (one indexed read; a revoked answer is
+    /// remembered). Staleness and the set are read under one lock, so a sign of life can never
+    /// vouch for a set read before the revocations that preceded it arrived.
+    func refuses(_ sessionId: String) throws(StorageError) -> Bool {
+        let now = clock()
+        let (known, stale) = state.withLock { s in (s.ids[sessionId] != nil, Self.isStale(s, now: now, lag: lag)) }
+        if known { return true }
+        guard stale else { return false }
+        guard try sessions.isRevoked(id: sessionId) else { return false }
+        learn([sessionId])
+        return true
+    }
+
+    /// True when `sessionId` is among the revocations this instance knows of (memory only: for
+    /// lists already read from the database; a token is accepted through `refuses`).
+    func contains(_ sessionId: String) -> Bool {
+        state.withLock { $0.ids[sessionId] != nil }
+    }
+
+    /// This instance's own revocations, committed and about to be answered: in force here at once.
+    /// Then waits (at most `lag`) for the feed to be heard from after this call, so what the same
+    /// transaction revoked without naming it (the OAuth grants migration 20's triggers end with a
+    /// passkey, a session or a device key) is in force here before the answer too. A stale feed
+    /// needs no wait: the database decides every token until it is heard from again.
+    func insert(_ sessionIds: some Sequence<String>) {
+        learn(sessionIds)
+        settle()
+    }
+
+    var count: Int { state.withLock { $0.ids.count } }
+
+    private func learn(_ sessionIds: some Sequence<String>) {
+        let now = clock()
+        let forgetAt = now + retention
+        state.withLock { s in
+            for id in sessionIds { s.ids[id] = max(s.ids[id] ?? 0, forgetAt) }
+            if now - s.prunedAt >= Self.pruneInterval {
+                s.ids = s.ids.filter { $0.value > now }
+                s.prunedAt = now
+            }
+        }
+    }
+
+    /// Blocks until a heartbeat sent after this call is heard back, or the feed is stale.
+    private func settle() {
+        let since = clock()
+        guard let watch = watch.withLock({ $0 }), !isStale else { return }
+        watch.beat()
+        // A bounded wait (the slices decide nothing: the heartbeat or staleness does).
+        let slice = 0.002
+        for _ in 0..<Int((lag / slice).rounded(.up)) + 1 {
+            let done = state.withLock { s in (s.aliveAt ?? -.infinity) >= since } || isStale
+            if done { return }
+            Thread.sleep(forTimeInterval: slice)
+        }
     }
 
     // MARK: Feed
 
     /// Start-up step: loads the revocations of the last `retention` seconds (so tokens of sessions
-    /// revoked before this instance started are refused too), then starts the LISTEN watch (when
-    /// `sessions` has a direct connection) and the poll thread. Calling it again restarts the feed.
-    func start(_ sessions: SessionRepository) throws(StorageError) {
+    /// revoked before this instance started are refused too), then starts the LISTEN watch with its
+    /// heartbeat. After every (re)connect the watch fetches those revocations again before it counts
+    /// as heard from (what was revoked while it was away). Calling it again restarts the feed.
+    func start() throws(StorageError) {
         stop()
-        let first = try sessions.revoked(since: nil, lookbackSeconds: Int(retention.rounded(.up)))
-        insert(first.ids)
-        let watch = sessions.watchRevocations(onConnect: {}, onRevoked: { [self] ids in insert(ids) })
-        let stopped = StopFlag()
-        feed.withLock { $0 = (watch, stopped) }
-        let thread = Thread { [self] in poll(sessions, from: first.at, until: stopped) }
-        thread.name = "latchkey-session-poll"
-        thread.start()
+        learn(try sessions.revoked(since: nil, lookbackSeconds: Int(retention.rounded(.up))).ids)
+        let heartbeat = NotificationWatch.Heartbeat(
+            interval: Self.heartbeatInterval, clock: clock,
+            alive: { [self] sentAt in state.withLock { s in s.aliveAt = max(s.aliveAt ?? sentAt, sentAt) } },
+            lost: { [self] in state.withLock { $0.aliveAt = nil } })
+        let started = sessions.watchRevocations(
+            heartbeat: heartbeat,
+            onConnect: { [self] in
+                state.withLock { $0.aliveAt = nil }
+                learn(try sessions.revoked(since: nil, lookbackSeconds: Int(retention.rounded(.up))).ids)
+            },
+            onRevoked: { [self] ids in learn(ids) })
+        watch.withLock { $0 = started }
     }
 
-    private func poll(_ sessions: SessionRepository, from start: Date, until stopped: StopFlag) {
-        var last = start
-        var sincePrune = 0.0
-        while !stopped.isSet {
-            Thread.sleep(forTimeInterval: Self.pollInterval)
-            if stopped.isSet { break }
-            // The database being down keeps the last position: the next poll covers the gap.
-            if let (revoked, at) = try? sessions.revoked(since: last.addingTimeInterval(-Self.pollOverlap),
-                                                         lookbackSeconds: Int(retention)) {
-                insert(revoked)
-                last = at
-            }
-            sincePrune += Self.pollInterval
-            if sincePrune >= 30 { prune(); sincePrune = 0 }
-        }
-    }
+    /// True while the LISTEN connection is up (revocations arrive at once).
+    var isListening: Bool { watch.withLock { $0?.isListening ?? false } }
 
-    /// True while the LISTEN connection is up (revocations arrive at once, not at the next poll).
-    var isListening: Bool { feed.withLock { $0.watch?.isListening ?? false } }
-
-    /// Stops the watch and the poll (within half a second).
+    /// Stops the watch (within a quarter of a second); the feed is stale from now on.
     func stop() {
-        feed.withLock { f in
-            f.watch?.stop()
-            f.poll?.set()
-            f = (nil, nil)
+        watch.withLock { w in
+            w?.stop()
+            w = nil
         }
+        state.withLock { $0.aliveAt = nil }
     }
 
     deinit { stop() }
-}
-
-/// A flag one thread sets and another polls.
-private final class StopFlag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set() { value.withLock { $0 = true } }
 }

@@ -7,7 +7,7 @@ import Tokens
 /// Sessions (SPEC "Sessions"): a session is a refresh-token family; this service starts them,
 /// rotates, lists and ends them, issues the access tokens that go with them, and says who a
 /// request's bearer token belongs to — refusing a revoked session's tokens before they expire
-/// (`RevokedSessions`, no database round trip).
+/// (`RevokedSessions`: in memory while the revocation feed is heard from, else one indexed read).
 public final class SessionService: Sendable {
     let sessions: SessionRepository
     let accounts: AccountRepository
@@ -199,9 +199,11 @@ public final class SessionService: Sendable {
     }
 
     /// The signed-in user and session of a Bearer access token: valid signature and time, and a
-    /// session not revoked (checked in memory against `RevokedSessions`, no database round trip).
+    /// session not revoked (SPEC "Sessions" → "How fast."): checked in memory against
+    /// `RevokedSessions`, and in the database too while its feed is stale.
     func session(accessToken token: String) throws(ServiceError) -> Caller {
-        guard let claims = try? signer.accessClaims(token), !revoked.contains(claims.sessionId) else { throw ServiceError.unauthorized }
+        guard let claims = try? signer.accessClaims(token) else { throw ServiceError.unauthorized }
+        guard try !storage({ () throws(StorageError) in try revoked.refuses(claims.sessionId) }) else { throw ServiceError.unauthorized }
         return Caller(userId: claims.subject, sessionId: claims.sessionId, acr: claims.acr)
     }
 

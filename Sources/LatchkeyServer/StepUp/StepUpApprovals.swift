@@ -39,7 +39,7 @@ extension StepUpService {
     /// it (the receipt's device key or passkey, still live): a logout, a session ended, a recovery,
     /// or a revoked device key or passkey also ends the approvals they made, before they expire.
     func approvalIsLive(_ claims: StepUpClaims) throws(ServiceError) -> Bool {
-        guard !revoked.contains(claims.sessionId),
+        guard try !storage({ () throws(StorageError) in try revoked.refuses(claims.sessionId) }),
               let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: claims.receiptId) }),
               receipt.userId == claims.subject else { return false }
         if receipt.method == .deviceKey {
