@@ -22,9 +22,13 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     let configuration: Configuration
     let runtime: Runtime
     let enrolment: DeviceKeyEnrolmentCeremony
+    /// A revoked key's approvals (the OAuth grants migration 20's trigger ends with it) are refused
+    /// here before the revocation is answered.
+    let revoked: RevokedSessions
 
     init(deviceKeys: DeviceKeyRepository, challenges: ChallengeRepository, trust: AttestationTrust, events: OutboxEvents,
-         configuration: Configuration, runtime: Runtime) {
+         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions) {
+        self.revoked = revoked
         self.deviceKeys = deviceKeys
         self.challenges = challenges
         self.trust = trust
@@ -137,6 +141,9 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
             try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption,
                                   revokedEvent: events.template(.deviceKeyRevoked))
         }) else { throw ServiceError.notFound("device key") }
+        // SPEC "Grants live and die": the grants it approved ended in that transaction; wait for this
+        // instance's feed to have heard of them before answering.
+        revoked.insert([])
         events.written(channels: OutboxEvents.webhooks)
     }
 

@@ -84,7 +84,7 @@ public final class Services: Sendable {
                                   events: events, recovery: recovery, mail: mail, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         deviceKeys = DeviceKeyService(deviceKeys: database.deviceKeys, challenges: database.challenges, trust: attestationTrust,
-                                      events: events, configuration: configuration, runtime: runtime)
+                                      events: events, configuration: configuration, runtime: runtime, revoked: revokedSessions)
         stepUp = StepUpService(deviceKeys: database.deviceKeys, keys: deviceKeys, accounts: database.accounts, challenges: database.challenges,
                                signer: signer, assertion: assertion, origins: origins, events: events,
                                revoked: revokedSessions, configuration: configuration, runtime: runtime)
