@@ -15,6 +15,13 @@ public struct AuditRecord: Sendable, Equatable {
         self.subject = subject
         self.detail = detail
     }
+
+    /// This line with `extra` members added to its detail (what only the statement learns).
+    func with(detail extra: [(key: String, value: JSONValue)]) -> AuditRecord {
+        var copy = self
+        copy.detail = .object((detail.objectValue ?? []) + extra)
+        return copy
+    }
 }
 
 /// The audit log: written by every repository through `insert`, read here.

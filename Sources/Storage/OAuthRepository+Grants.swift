@@ -7,7 +7,8 @@ extension OAuthRepository {
     // MARK: Codes and grants
 
     /// RFC 6749 §4.1.2: a code is used once. A second use revokes the session the first issued.
-    public func consumeCode(hash: [UInt8]) throws(StorageError) -> OAuthCodeOutcome {
+    /// `replayAudit` is written with a replay's revocation, in its transaction.
+    public func consumeCode(hash: [UInt8], replayAudit: AuditRecord) throws(StorageError) -> OAuthCodeOutcome {
         try pool.runTransaction { t in
             guard let row = try t.query("""
                 SELECT client_id, user_id, grant_data::text AS grant_data, used_at, family_id, expires_at > now() AS live
@@ -19,6 +20,7 @@ extension OAuthRepository {
                 if let family {
                     _ = try t.execute("UPDATE refresh_families SET revoked_at = now() WHERE id = \(family) AND revoked_at IS NULL")
                 }
+                try AuditRepository.write([replayAudit.with(detail: [("sessionId", family.map { .string($0) } ?? .null)])], on: t)
                 return .replayed(revokedFamily: family)
             }
             _ = try t.execute("UPDATE oauth_codes SET used_at = now() WHERE hash = \(hash)")
@@ -33,7 +35,8 @@ extension OAuthRepository {
     /// what approved it was revoked since (`.approverRevoked`): nothing written either way. The
     /// approvers are locked `FOR SHARE`, so a revocation running now either commits first (and is
     /// seen here) or waits for this grant (and its cascade revokes it).
-    public func startGrant(codeHash: [UInt8], session: NewSession, clientId: String, grant: JSONValue) throws(StorageError) -> OAuthGrantStart {
+    public func startGrant(codeHash: [UInt8], session: NewSession, clientId: String, grant: JSONValue,
+                           audit: AuditRecord) throws(StorageError) -> OAuthGrantStart {
         try pool.runTransaction { t in
             guard let code = try t.query("""
                 SELECT approving_family, approving_credential, approving_device_key FROM oauth_codes
@@ -57,6 +60,7 @@ extension OAuthRepository {
                 INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
                 VALUES (\(session.familyId), \(clientId), \(PostgresValue.json(grant.text))::jsonb, \(family), \(credential), \(deviceKey))
                 """)
+            try AuditRepository.write([audit], on: t)
             return .started
         }
     }
@@ -73,7 +77,7 @@ extension OAuthRepository {
     /// `scope`: the scopes the refresh asks for (nil: the grant's); more than the grant is
     /// `.scopeExceeded`, and like every refusal it leaves the token as it was (SPEC "Tokens").
     public func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]? = nil,
-                       ttlSeconds: Int) throws(StorageError) -> OAuthRefreshOutcome {
+                       ttlSeconds: Int, reuseAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         let asked: String? = scope?.joined(separator: " ")
         return try pool.runTransaction { t in
             let used = try t.query("""
@@ -100,7 +104,11 @@ extension OAuthRepository {
                   AND revoked_at IS NULL
                 RETURNING id
                 """)
-            if let row = reused.first { return .reused(familyId: try row.string("id")) }
+            if let row = reused.first {
+                let family = try row.string("id")
+                try AuditRepository.write([reuseAudit.with(detail: [("sessionId", .string(family))])], on: t)
+                return .reused(familyId: family)
+            }
             let usable = try t.query("""
                 SELECT 1 FROM refresh_tokens r JOIN refresh_families f ON f.id = r.family_id JOIN oauth_grants g ON g.family_id = f.id
                 WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.revoked_at IS NULL AND g.client_id = \(clientId)
@@ -140,16 +148,12 @@ extension OAuthRepository {
     /// Records a client assertion's `jti` (RFC 7523 §3 item 7): false when it was seen before.
     public func recordAssertion(clientId: String, jtiHash: [UInt8], ttlSeconds: Int) throws(StorageError) -> Bool {
         try pool.run { c in
-            _ = try c.execute("DELETE FROM oauth_assertion_jtis WHERE expires_at < now()")
-            return try c.execute("""
+            try !c.query("""
+                WITH gone AS (DELETE FROM oauth_assertion_jtis WHERE expires_at < now())
                 INSERT INTO oauth_assertion_jtis (client_id, jti_hash, expires_at)
                 VALUES (\(clientId), \(jtiHash), now() + make_interval(secs => \(ttlSeconds))) ON CONFLICT DO NOTHING
-                """) > 0
+                RETURNING 1
+                """).isEmpty
         }
-    }
-
-    /// An audit line on its own (a refused code replay, a token issue).
-    public func audit(_ record: AuditRecord) throws(StorageError) {
-        try pool.run { c in try AuditRepository.write([record], on: c) }
     }
 }

@@ -10,12 +10,29 @@ public final class OAuthClientService: Sendable {
     let store: OAuthRepository
     let configuration: Configuration
     let runtime: Runtime
+    /// Every client, by id and in order: each OAuth request, the token endpoint's CORS and discovery
+    /// look clients up, so they are read at most once a second, and at once after a change anywhere
+    /// (the config change feed; migration 20's trigger on `oauth_clients`).
+    private let cache: RefreshingCache<(byId: [String: OAuthClientRecord], all: [OAuthClientRecord])>
 
     init(store: OAuthRepository, configuration: Configuration, runtime: Runtime) {
         self.store = store
         self.configuration = configuration
         self.runtime = runtime
+        cache = RefreshingCache(maxAge: 1, clock: runtime.uptime)
     }
+
+    private func cached() throws(ServiceError) -> (byId: [String: OAuthClientRecord], all: [OAuthClientRecord]) {
+        try storage { () throws(StorageError) in
+            try cache.get { () throws(StorageError) in
+                let all = try store.clients()
+                return (Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }), all)
+            }
+        }
+    }
+
+    /// After a change on this instance (other instances hear of it on the change feed).
+    func invalidate() { cache.invalidate() }
 
     /// For the command line (`latchkey clients`): straight on the database.
     public convenience init(database: Database, configuration: Configuration) {
@@ -64,6 +81,7 @@ public final class OAuthClientService: Sendable {
                                        pkceRequired: r.pkceRequired)
         let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
         let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
+        invalidate()
         return Created(client: stored, secret: secret)
     }
 
@@ -83,11 +101,16 @@ public final class OAuthClientService: Sendable {
         return method
     }
 
-    public func list() throws(ServiceError) -> [OAuthClientRecord] { try storage { () throws(StorageError) in try store.clients() } }
+    public func list() throws(ServiceError) -> [OAuthClientRecord] { try cached().all }
 
+    /// A client from the cache; one it does not hold yet is read (a client is usable at once on every
+    /// instance, SPEC "Clients", even before the change feed's notice arrives).
     public func client(id: String) throws(ServiceError) -> OAuthClientRecord? {
         guard Self.isClientId(id) else { return nil }
-        return try storage { () throws(StorageError) in try store.client(id: id) }
+        if let hit = try cached().byId[id] { return hit }
+        let read = try storage { () throws(StorageError) in try store.client(id: id) }
+        if read != nil { invalidate() }
+        return read
     }
 
     /// Removes the client; its OAuth sessions end with it (the ids, for the revoked-session set).
@@ -95,6 +118,7 @@ public final class OAuthClientService: Sendable {
         guard Self.isClientId(id) else { throw ServiceError.notFound("client") }
         let audit = admin.record(.clientRemoved, subject: id)
         let ended: [String]?
+        defer { invalidate() }
         do throws(StorageError) { ended = try store.deleteClient(id: id, audit: audit, redeeming: admin.redemption) } catch {
             if case .notFound = error { throw ServiceError.notFound("client") }
             throw ServiceError(error)
@@ -122,6 +146,7 @@ public final class OAuthClientService: Sendable {
                      types: c.authorizationDetailsTypes, idTokenAlg: c.idTokenAlg)
         let audit = admin.record(.clientUpdated, subject: id, detail: Self.auditDetail(c))
         let client = c
+        defer { invalidate() }
         guard try storage({ () throws(StorageError) in try store.updateClient(client, audit: audit, redeeming: admin.redemption) }) else {
             throw ServiceError.notFound("client")
         }

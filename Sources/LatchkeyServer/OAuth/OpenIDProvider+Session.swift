@@ -120,7 +120,10 @@ extension OpenIDProvider {
         }
         var headers: [(String, String)] = [("Cache-Control", "no-store")]
         if let hint, let client, let sid = hint["sid"]?.stringValue, let sub = hint["sub"]?.stringValue {
-            let ended = (try? store.endSession(sid: sid, userId: sub, clientId: client.id)) ?? []
+            let ended: [String]
+            do { ended = try store.endSession(sid: sid, userId: sub, clientId: client.id) } catch {
+                return OAuthPages.page(.lookupFailed, lang: lang, status: 503, extraHeaders: [("Retry-After", "1")])
+            }
             if !ended.isEmpty {
                 revoked.insert(ended)
                 metrics.oauth(client: client.id, outcome: "logout")
@@ -155,7 +158,11 @@ extension OpenIDProvider {
             let fields = try tokenFields(request)
             let client = try authenticateClient(request, fields)
             guard let token = fields["token"], !token.isEmpty else { throw OAuthError.invalidRequest("token is required") }
-            if let ended = try? store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id), !ended.isEmpty {
+            let ended: [String]
+            do { ended = try store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id) } catch {
+                throw OAuthError("temporarily_unavailable", "try again")
+            }
+            if !ended.isEmpty {
                 revoked.insert(ended)
                 metrics.oauth(client: client.id, outcome: "revoked")
             }

@@ -131,15 +131,14 @@ extension OpenIDProvider {
         guard let code = f["code"], !code.isEmpty else { throw OAuthError.invalidRequest("code is required") }
         let hash = OpaqueSecret.hash(code)
         let outcome: OAuthCodeOutcome
-        do { outcome = try store.consumeCode(hash: hash) } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        let replayAudit = AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id)
+        do { outcome = try store.consumeCode(hash: hash, replayAudit: replayAudit) } catch { throw OAuthError("temporarily_unavailable", "try again") }
         let record: OAuthCodeRecord
         switch outcome {
         case .invalid: throw OAuthError.invalidGrant("the code is unknown or expired")
         case .replayed(let family):
             // RFC 6749 §4.1.2: a code used twice revokes what its first use issued.
             if let family { revoked.insert([family]) }
-            try? store.audit(AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id,
-                                         detail: [("sessionId", family.map { .string($0) } ?? .null)]))
             metrics.oauth(client: client.id, outcome: "code_replayed")
             throw OAuthError.invalidGrant("the code was already used; the tokens it issued are revoked")
         case .fresh(let r): record = r
@@ -166,7 +165,9 @@ extension OpenIDProvider {
         let session = NewSession(familyId: familyId, userId: record.userId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
                                  method: .oauth, credentialId: g["credential_id"]?.stringValue.flatMap(Base64URL.decode), authTime: authTime)
         let started: OAuthGrantStart
-        do { started = try store.startGrant(codeHash: hash, session: session, clientId: client.id, grant: g) } catch {
+        let issuedAudit = AuditRecord(.oauthTokenIssued, actor: record.userId, subject: record.userId,
+                                      detail: [("clientId", .string(client.id)), ("grant", "authorization_code"), ("sessionId", .string(familyId))])
+        do { started = try store.startGrant(codeHash: hash, session: session, clientId: client.id, grant: g, audit: issuedAudit) } catch {
             throw OAuthError("temporarily_unavailable", "try again")
         }
         switch started {
@@ -178,8 +179,6 @@ extension OpenIDProvider {
             throw OAuthError.invalidGrant("the session, passkey or device key that approved this code was revoked")
         }
         let scopes = (g["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
-        try? store.audit(AuditRecord(.oauthTokenIssued, actor: record.userId, subject: record.userId,
-                                     detail: [("clientId", .string(client.id)), ("grant", "authorization_code"), ("sessionId", .string(familyId))]))
         metrics.oauth(client: client.id, outcome: "token")
         return try issue(client: client, userId: record.userId, familyId: familyId, grant: g, scopes: scopes,
                          refreshToken: scopes.contains("offline_access") ? refresh.token : nil, idToken: true, carriesApproval: true)
@@ -195,14 +194,14 @@ extension OpenIDProvider {
         let outcome: OAuthRefreshOutcome
         do {
             outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, scope: asked,
-                                       ttlSeconds: configuration.refreshTokenTTL)
+                                       ttlSeconds: configuration.refreshTokenTTL,
+                                       reuseAudit: AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id))
         } catch { throw OAuthError("temporarily_unavailable", "try again") }
         switch outcome {
         case .invalid: throw OAuthError.invalidGrant("the refresh token is invalid, expired or revoked")
         case .scopeExceeded: throw OAuthError("invalid_scope", "scope exceeds the grant")
         case .reused(let family):
             revoked.insert([family])
-            try? store.audit(AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id, detail: [("sessionId", .string(family))]))
             throw OAuthError.invalidGrant("refresh token reuse detected: the session is revoked")
         case .rotated(let userId, let familyId, _, let grant):
             var scopes = (grant["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)

@@ -128,9 +128,10 @@ public final class Services: Sendable {
     /// 5. Other instances' allowlist and app changes reach this one at once (NOTIFY on a direct
     ///    connection; behind a transaction pooler without a direct URL, the one-second cache expiry).
     public func startChangeFeed() {
-        let watch = database.config.watch { [origins, wellKnown] in
+        let watch = database.config.watch { [origins, wellKnown, oauthClients] in
             origins.invalidate()
             wellKnown.invalidate()
+            oauthClients.invalidate()
         }
         changeFeed.withLock { $0?.stop(); $0 = watch }
     }

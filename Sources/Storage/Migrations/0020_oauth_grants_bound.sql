@@ -96,3 +96,8 @@ ALTER TABLE credentials ADD COLUMN hardware_bound boolean NOT NULL DEFAULT false
 ALTER TABLE oauth_requests ADD COLUMN client_address text;
 CREATE INDEX oauth_requests_address ON oauth_requests(client_address, created_at) WHERE client_address IS NOT NULL;
 CREATE INDEX oauth_requests_pending ON oauth_requests(client_id) WHERE used_at IS NULL;
+
+-- 8. Clients are cached by every instance (they are looked up by every OAuth request, CORS and
+--    discovery); a change anywhere reaches the others on the config change feed of migration 2.
+CREATE TRIGGER oauth_clients_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON oauth_clients
+    FOR EACH STATEMENT EXECUTE FUNCTION latchkey_config_changed();
