@@ -214,6 +214,7 @@ public final class PostgresConnection: Sendable {
     /// simple query protocol. Returns the rows affected by the last statement.
     @discardableResult
     public func executeScript(_ text: String) throws -> Int {
+        PostgresDeadline.roundTrip()
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in
@@ -269,6 +270,7 @@ public final class PostgresConnection: Sendable {
             throw error
         }
         if depth == 1 {
+            PostgresDeadline.roundTrip()
             let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
             let status = try state.withLock { state -> String in
                 try Self.markingLoss(&state) { state in
@@ -293,6 +295,7 @@ public final class PostgresConnection: Sendable {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
         let prepare = !transactionPooling
+        PostgresDeadline.roundTrip()
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in

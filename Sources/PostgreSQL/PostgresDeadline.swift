@@ -11,8 +11,15 @@ public final class PostgresBudget: Sendable {
     /// Monotonic nanoseconds (`ConditionLock.monotonicNanoseconds`); `nil`: no deadline (migrations).
     public let deadline: UInt64?
     private let failure = Mutex<PostgresError?>(nil)
+    private let trips = Mutex(0)
 
     init(deadline: UInt64?) { self.deadline = deadline }
+
+    /// The round trips to PostgreSQL made under this budget (each statement, BEGIN and COMMIT): one
+    /// request's, for SPEC "Performance targets" → "Round trips".
+    public var roundTrips: Int { trips.withLock { $0 } }
+
+    func countRoundTrip() { trips.withLock { $0 += 1 } }
 
     /// The last error a database call raised under this budget (for the 503's log line and metric).
     public var lastFailure: PostgresError? { failure.withLock { $0 } }
@@ -46,6 +53,9 @@ public enum PostgresDeadline {
         guard let deadline = budget.deadline else { return nil }
         return min(own, deadline)
     }
+
+    /// Counts one round trip on the bound budget (if any).
+    static func roundTrip() { current?.countRoundTrip() }
 
     /// Records `error` on the bound budget (if any) and returns it, for `throw PostgresDeadline.noted(e)`.
     static func noted(_ error: PostgresError) -> PostgresError {

@@ -101,8 +101,14 @@ public final class Database: Sendable {
     /// `queryTimeout`; returns what the last database failure inside it was, if any (for the
     /// 503's log line and metric: `DatabaseFailure.kind`).
     public func withinBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?) {
+        let (value, failure, _) = try withinCountedBudget(body)
+        return (value, failure)
+    }
+
+    /// `withinBudget`, and how many round trips to PostgreSQL `body` made (statements, BEGIN, COMMIT).
+    public func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: Int) {
         let (value, budget) = try PostgresDeadline.within(seconds: queryTimeout, body)
-        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) })
+        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) }, budget.roundTrips)
     }
 
     /// `url` with `synchronous_commit=off` for every session (URI or key=value conninfo).

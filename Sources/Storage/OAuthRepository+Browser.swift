@@ -24,21 +24,25 @@ public struct OAuthConsentRecord: Sendable, Equatable {
 }
 
 extension OAuthRepository {
-    /// Starts an OP browser session in one transaction: the passkey's use recorded (the counter's
+    /// Starts an OP browser session in one statement: the passkey's use recorded (the counter's
     /// compare-and-set, as a login), the browser family with the cookie's hash as its one token,
     /// the audit line and events; and the session of the cookie it replaces ended like a logout
-    /// (its approvals live on). Returns the use as stored and the ids of the sessions ended.
+    /// (its approvals live on), only when the new one starts. Returns the use as stored and the ids
+    /// of the sessions ended; `.notFound` / `.conflict(.signCountRegression)` as a login's.
     public func startBrowserSession(_ session: NewSession, recording use: CredentialUse, replacing cookieHash: [UInt8]?,
-                                    audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> (RecordedUse?, [String]) {
-        try pool.runTransaction { t in
-            let recorded = try SessionRepository.start(session, recording: use, audit: audit, events: events, on: t)
-            guard let cookieHash else { return (recorded, []) }
-            let ended = try t.query("""
-                UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'
-                WHERE id = (SELECT family_id FROM refresh_tokens WHERE hash = \(cookieHash)) AND browser AND revoked_at IS NULL
-                RETURNING id
-                """).map { try $0.string("id") }
-            return (recorded, ended)
+                                    audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> (RecordedUse, [String]) {
+        var ctes = [("cred", AccountRepository.recording(use))] + SessionRepository.ctes(session, from: "cred")
+            + AuditRepository.cte(audit, onlyIf: "tok") + OutboxRepository.ctes(events, onlyIf: "tok")
+        ctes.append(("ended", """
+            UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'
+            WHERE id = (SELECT family_id FROM refresh_tokens WHERE hash = \(cookieHash)) AND browser AND revoked_at IS NULL
+              AND EXISTS (SELECT 1 FROM tok)
+            RETURNING id
+            """))
+        return try pool.run { c in
+            let row = try c.query(SQL.with(ctes, AccountRepository.recordedOrWhy(use, also: "(SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended")))[0]
+            let recorded = try AccountRepository.recorded(row)
+            return (recorded, Self.strings(try row.string("ended")))
         }
     }
 

@@ -87,13 +87,6 @@ public struct OAuthCodeRecord: Sendable {
     public let grant: JSONValue
 }
 
-public enum OAuthCodeOutcome: Sendable {
-    case fresh(OAuthCodeRecord)
-    /// Used before: the session its first use issued (if any) is revoked now.
-    case replayed(revokedFamily: String?)
-    case invalid
-}
-
 public enum OAuthRefreshOutcome: Sendable {
     case rotated(userId: String, familyId: String, authTime: Date, grant: JSONValue)
     case reused(familyId: String)
@@ -102,9 +95,12 @@ public enum OAuthRefreshOutcome: Sendable {
     case invalid
 }
 
-public enum OAuthGrantStart: Sendable, Equatable {
-    case started
-    case replayed
+public enum OAuthCodeRedemption: Sendable {
+    case started(OAuthCodeRecord)
+    /// Used before: the session its first use issued (if any) is revoked now.
+    case replayed(revokedFamily: String?)
+    /// Unknown, expired, another client's, another redirect URI, or the wrong PKCE verifier.
+    case invalid(String)
     /// The approving session was ended by a security revocation, or the approving passkey or device key revoked.
     case approverRevoked
 }
@@ -274,48 +270,71 @@ public final class OAuthRepository: Sendable {
     public func finish(requestHash: [UInt8]?, code: (hash: [UInt8], clientId: String, userId: String, grant: JSONValue, ttlSeconds: Int)?,
                        approvers: OAuthApprovers? = nil, consent scopes: [String]? = nil,
                        redeeming: StepUpRedemption?, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            if let requestHash {
-                let used = try t.execute("""
-                    UPDATE oauth_requests SET used_at = now()
-                    WHERE hash = \(requestHash) AND kind = 'authorize' AND used_at IS NULL AND expires_at > now()
-                    """)
-                guard used > 0 else { return false }
-            } else {
-                guard let code, let scopes else { return false }
-                let consented = try t.query("""
-                    SELECT 1 FROM oauth_consents WHERE user_id = \(code.userId) AND client_id = \(code.clientId)
-                      AND scopes @> \(Self.jsonText(scopes))::jsonb FOR SHARE
-                    """)
-                guard !consented.isEmpty else { return false }
-            }
-            try StepUpRedemption.redeem(redeeming, on: t)
-            if let code {
-                _ = try t.execute("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour' AND family_id IS NULL")
-                // The approving key: the step-up's (its receipt names it), else the passkey that
-                // began the approving session.
-                let credential = approvers?.sessionCredential.map(Self.base64url)
-                _ = try t.execute("""
-                    INSERT INTO oauth_codes (hash, client_id, user_id, grant_data, expires_at,
-                                             approving_family, approving_credential, approving_device_key)
-                    SELECT \(code.hash), \(code.clientId), \(code.userId), \(PostgresValue.json(code.grant.text))::jsonb,
-                           now() + make_interval(secs => \(code.ttlSeconds)), \(approvers?.familyId),
-                           CASE WHEN r.method IS NULL THEN \(credential) WHEN r.method = 'passkey' THEN r.key_id END,
-                           CASE WHEN r.method = 'device-key' THEN r.key_id END
-                    FROM (SELECT 1) AS one LEFT JOIN step_up_receipts r ON r.token_jti = \(approvers?.stepUpJTI)
-                    """)
-                if let scopes, requestHash != nil {
-                    _ = try t.execute("""
-                        INSERT INTO oauth_consents (user_id, client_id, scopes) VALUES (\(code.userId), \(code.clientId), \(Self.jsonText(scopes))::jsonb)
-                        ON CONFLICT (user_id, client_id) DO UPDATE SET scopes = (
-                            SELECT jsonb_agg(DISTINCT v ORDER BY v) FROM jsonb_array_elements_text(oauth_consents.scopes || EXCLUDED.scopes) AS v),
-                            granted_at = now()
-                        """)
-                }
-            }
-            try AuditRepository.write([audit], on: t)
-            try OutboxRepository.write(events, on: t)
-            return true
+        // One statement: the request used up (or the consent that stands for it), the step-up's
+        // receipt redeemed, the code with its approvers, the consent, the audit line and the event —
+        // all or nothing. `go` holds a row only when the request is there and the receipt was redeemed.
+        var ctes: [(name: String, sql: SQL)] = []
+        if let requestHash {
+            ctes.append(("pending", """
+                SELECT hash FROM oauth_requests
+                WHERE hash = \(requestHash) AND kind = 'authorize' AND used_at IS NULL AND expires_at > now() FOR UPDATE
+                """))
+        } else if let code, let scopes {
+            ctes.append(("pending", """
+                SELECT user_id FROM oauth_consents WHERE user_id = \(code.userId) AND client_id = \(code.clientId)
+                  AND scopes @> \(Self.jsonText(scopes))::jsonb FOR SHARE
+                """))
+        } else {
+            return false
         }
+        if let r = redeeming {
+            ctes.append(("red", """
+                UPDATE step_up_receipts SET consumed_at = now()
+                WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
+                  AND EXISTS (SELECT 1 FROM pending)
+                RETURNING id
+                """))
+            ctes.append(("go", "SELECT 1 AS one FROM pending WHERE EXISTS (SELECT 1 FROM red)"))
+        } else {
+            ctes.append(("go", "SELECT 1 AS one FROM pending"))
+        }
+        if let requestHash {
+            ctes.append(("used", """
+                UPDATE oauth_requests SET used_at = now() WHERE hash = \(requestHash) AND EXISTS (SELECT 1 FROM go) RETURNING hash
+                """))
+        }
+        if let code {
+            // The approving key: the step-up's (its receipt names it), else the passkey that began
+            // the approving session.
+            let credential = approvers?.sessionCredential.map(Self.base64url)
+            ctes.append(("sweep", "DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour' AND family_id IS NULL"))
+            ctes.append(("code", """
+                INSERT INTO oauth_codes (hash, client_id, user_id, grant_data, expires_at,
+                                         approving_family, approving_credential, approving_device_key)
+                SELECT \(code.hash), \(code.clientId), \(code.userId), \(PostgresValue.json(code.grant.text))::jsonb,
+                       now() + make_interval(secs => \(code.ttlSeconds)), \(approvers?.familyId),
+                       CASE WHEN r.method IS NULL THEN \(credential) WHEN r.method = 'passkey' THEN r.key_id END,
+                       CASE WHEN r.method = 'device-key' THEN r.key_id END
+                FROM go LEFT JOIN step_up_receipts r ON r.token_jti = \(approvers?.stepUpJTI)
+                RETURNING hash
+                """))
+            if let scopes, requestHash != nil {
+                ctes.append(("consent", """
+                    INSERT INTO oauth_consents (user_id, client_id, scopes)
+                    SELECT \(code.userId), \(code.clientId), \(Self.jsonText(scopes))::jsonb FROM go
+                    ON CONFLICT (user_id, client_id) DO UPDATE SET scopes = (
+                        SELECT jsonb_agg(DISTINCT v ORDER BY v) FROM jsonb_array_elements_text(oauth_consents.scopes || EXCLUDED.scopes) AS v),
+                        granted_at = now()
+                    RETURNING user_id
+                    """))
+            }
+        }
+        ctes += AuditRepository.cte([audit], onlyIf: "go") + OutboxRepository.ctes(events, onlyIf: "go")
+        let row = try pool.run { c in
+            try c.query(SQL.with(ctes, "SELECT EXISTS (SELECT 1 FROM go) AS done, EXISTS (SELECT 1 FROM pending) AS pending"))[0]
+        }
+        let (done, pending) = ((try? row.bool("done")) ?? false, (try? row.bool("pending")) ?? false)
+        if !done, pending, redeeming != nil { throw StorageError.conflict(.stepUpUsed) }
+        return done
     }
 }

@@ -106,7 +106,7 @@ struct OpenIDProviderTests {
                                   ("code_verifier", verifier)])
         let tokens = try a.client().send("POST", "/oauth2/token", body: exchange, contentType: "application/x-www-form-urlencoded", authorization: basic)
         #expect(tokens.status == 200, "\(tokens)")
-        let refresh = try #require(tokens.json?["refresh_token"]?.stringValue)
+        let refresh = try #require(tokens.json?["refresh_token"]?.stringValue, "\(tokens)")
         // The same code again, on the other instance: invalid_grant, and the first use's session is revoked.
         let replay = try b.client().send("POST", "/oauth2/token", body: exchange, contentType: "application/x-www-form-urlencoded", authorization: basic)
         #expect(replay.status == 400 && replay.json?["error"]?.stringValue == "invalid_grant", "\(replay)")

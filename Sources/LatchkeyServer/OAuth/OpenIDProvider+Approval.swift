@@ -1,3 +1,4 @@
+import Synchronization
 import Crypto
 import DeviceKeys
 import Foundation
@@ -15,13 +16,29 @@ extension OpenIDProvider {
             && Base64URL.decode(String(id.dropFirst(requestPrefix.utf8.count)))?.count == 32
     }
 
-    func storedRequest(_ id: String) throws(ServiceError) -> (OAuthRequestRecord, OAuthClientRecord) {
-        guard Self.isRequestId(id),
-              let r = try storage({ () throws(StorageError) in try store.request(hash: OpaqueSecret.hash(id)) }),
-              let client = try clients.client(id: r.clientId) else {
+    /// `handedOver`: the approve route's guard read this request a moment ago for the step-up it
+    /// needs (`approvalNeed`); the handler takes that read instead of a second one. Nothing is
+    /// trusted from it that the approval's one write does not check again (the request unused).
+    func storedRequest(_ id: String, handedOver: Bool = false) throws(ServiceError) -> (OAuthRequestRecord, OAuthClientRecord) {
+        guard Self.isRequestId(id) else { throw ServiceError.notFound("authorization request") }
+        let now = runtime.uptime()
+        let taken = handedOver ? guardReads.withLock { $0.removeValue(forKey: id) }.flatMap { now - $0.at < 2 ? $0.record : nil } : nil
+        var read = taken
+        if read == nil { read = try storage { () throws(StorageError) in try store.request(hash: OpaqueSecret.hash(id)) } }
+        guard let r = read, let client = try clients.client(id: r.clientId) else {
             throw ServiceError.notFound("authorization request")
         }
         return (r, client)
+    }
+
+    /// Hands a request the approve route's guard read over to its handler (at most 1,024 kept,
+    /// each for 2 s).
+    func handOver(_ id: String, _ record: OAuthRequestRecord) {
+        let now = runtime.uptime()
+        guardReads.withLock { reads in
+            if reads.count >= 1024 { reads = reads.filter { now - $0.value.at < 2 } }
+            if reads.count < 1024 { reads[id] = (record, now) }
+        }
     }
 
     /// `GET /v1/oauth/requests/{id}[?lang=]` (no auth: the id is the capability; the OP session
@@ -38,8 +55,9 @@ extension OpenIDProvider {
         var signedIn: JSONValue = .null
         if let browser {
             let standing = try sessions.standing(browser)
-            let user = try storage { () throws(StorageError) in try accounts.user(id: browser.userId) }
-            signedIn = .object([("username", .string(user?.username ?? "")), ("authTime", .string(iso8601(standing.authTime)))])
+            var username = browser.username
+            if username == nil { username = try storage { () throws(StorageError) in try accounts.user(id: browser.userId) }?.username }
+            signedIn = .object([("username", .string(username ?? "")), ("authTime", .string(iso8601(standing.authTime)))])
         }
         return .object([
             ("client", .object([("id", .string(client.id)), ("name", .string(client.name)),
@@ -74,6 +92,7 @@ extension OpenIDProvider {
     /// id needs none (the handler says 404).
     func approvalNeed(rawId: String?, viaCookie: Bool) throws(ServiceError) -> StepUpRule.Need {
         guard let rawId, let (r, client) = try? storedRequest(rawId) else { return .none }
+        handOver(rawId, r)
         let details = r.params["authorization_details"] ?? .null
         if details == .null && viaCookie { return .none }
         return .required(try stepUpAction(clientId: client.id, requestId: rawId, details: details))
@@ -82,7 +101,7 @@ extension OpenIDProvider {
     /// `POST /v1/oauth/requests/{id}/approve` → `{"redirectTo":"<redirect_uri>?code=…&state=…&iss=…"}`.
     /// The grant remembers the approving session and the approving passkey or device key.
     func approve(_ id: String, caller: SessionService.Caller, viaCookie: Bool, approval: Approval?) throws(ServiceError) -> JSONValue {
-        let (r, client) = try storedRequest(id)
+        let (r, client) = try storedRequest(id, handedOver: true)
         let p = r.params
         let standing = try sessions.standing(caller)
         guard standing.approves else { throw ServiceError(.forbidden, "approving needs a session begun by a passkey that is not held") }

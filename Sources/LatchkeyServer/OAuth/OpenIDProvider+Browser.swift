@@ -33,17 +33,21 @@ extension OpenIDProvider: BrowserSessions {
         guard value.hasPrefix(Self.browserCookiePrefix), value.utf8.count <= 128 else { return nil }
         guard let found = try storage({ () throws(StorageError) in try store.browserSession(cookieHash: OpaqueSecret.hash(value)) }),
               !revoked.contains(found.familyId) else { return nil }
-        let held = found.passkeyApprovesFrom.map { $0 > runtime.now() } ?? false
+        let heldUntil = found.passkeyApprovesFrom.flatMap { $0 > runtime.now() ? $0 : nil }
+        let standing = SessionService.Standing(method: .passkey, credentialId: found.credentialId, heldUntil: heldUntil,
+                                               authTime: found.authTime, hardware: found.hardware)
         // The sign-in that began it required user verification (SPEC "Who may approve").
-        return (SessionService.Caller(userId: found.userId, sessionId: found.familyId, acr: AuthenticationClaims.passkeyVerified.acr),
-                found.credentialId != nil && !held)
+        return (SessionService.Caller(userId: found.userId, sessionId: found.familyId, acr: AuthenticationClaims.passkeyVerified.acr,
+                                      standing: standing, username: found.username), standing.approves)
     }
 
     /// `POST /v1/oauth/requests/{id}/sign-in`: the passkey answering the request's `publicKey`
     /// (user-verified; a held passkey → 403 `recovery_pending`) begins a new OP browser session,
     /// and the session of the cookie it replaces ends like a logout. → (`{"signedIn"}`, the new cookie).
     func signIn(_ id: String, credential body: [UInt8], replacing oldCookie: String?) throws(ServiceError) -> (JSONValue, String) {
-        _ = try storedRequest(id)
+        // The challenge is bound to this request id (a keyed hash over it), so the request itself
+        // need not be read: a sign-in for a request since used or expired only begins the session.
+        guard Self.isRequestId(id) else { throw ServiceError.notFound("authorization request") }
         let (outcome, credential, user, _) = try passkeys.checkedAssertion(body, conformance: false, boundTo: OpaqueSecret.hash(id))
         guard outcome.verified.userVerified else { throw ServiceError(.userVerificationRequired, "the OP sign-in needs user verification") }
         if let hold = credential.approvesFrom, hold > runtime.now() {

@@ -129,55 +129,36 @@ extension OpenIDProvider {
 
     func exchange(_ f: [String: String], client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
         guard let code = f["code"], !code.isEmpty else { throw OAuthError.invalidRequest("code is required") }
-        let hash = OpaqueSecret.hash(code)
-        let outcome: OAuthCodeOutcome
-        let replayAudit = AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id)
-        do { outcome = try store.consumeCode(hash: hash, replayAudit: replayAudit) } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        // RFC 7636 §4.6: the challenge a well-formed verifier makes; a malformed one matches nothing.
+        let verifierChallenge = f["code_verifier"].map { PKCE.isVerifier($0) ? Base64URL.encode(Digest.sha256(Array($0.utf8))) : "" }
+        let familyId = runtime.sessionIdentifier()
+        let refresh = OpaqueSecret(prefix: "lkor_", runtime: runtime)
+        let outcome: OAuthCodeRedemption
+        do {
+            outcome = try store.redeemCode(
+                hash: OpaqueSecret.hash(code),
+                presented: .init(clientId: client.id, redirectURI: f["redirect_uri"], verifierChallenge: verifierChallenge,
+                                 pkceOptional: !client.pkceRequired),
+                familyId: familyId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
+                replayAudit: AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id),
+                issuedAudit: AuditRecord(.oauthTokenIssued, actor: AuditActor.server, subject: nil,
+                                         detail: [("clientId", .string(client.id)), ("grant", "authorization_code"), ("sessionId", .string(familyId))]))
+        } catch { throw OAuthError("temporarily_unavailable", "try again") }
         let record: OAuthCodeRecord
         switch outcome {
-        case .invalid: throw OAuthError.invalidGrant("the code is unknown or expired")
+        case .started(let r): record = r
+        case .invalid(let why): throw OAuthError.invalidGrant(why)
         case .replayed(let family):
             // RFC 6749 §4.1.2: a code used twice revokes what its first use issued.
             if let family { revoked.insert([family]) }
             metrics.oauth(client: client.id, outcome: "code_replayed")
             throw OAuthError.invalidGrant("the code was already used; the tokens it issued are revoked")
-        case .fresh(let r): record = r
-        }
-        let g = record.grant
-        guard record.clientId == client.id else { throw OAuthError.invalidGrant("the code was issued to another client") }
-        guard let redirect = f["redirect_uri"], redirect == g["redirect_uri"]?.stringValue else {
-            throw OAuthError.invalidGrant("redirect_uri does not match the authorization request")
-        }
-        // SPEC "Authorization": a code issued with a challenge needs its verifier; one issued without
-        // (a `--pkce optional` client) is refused when a verifier is sent (no PKCE downgrade either way).
-        if let challenge = g["code_challenge"]?.stringValue {
-            guard let verifier = f["code_verifier"], PKCE.verify(verifier: verifier, challenge: challenge) else {
-                throw OAuthError.invalidGrant("code_verifier does not match the code_challenge (PKCE S256)")
-            }
-        } else {
-            guard f["code_verifier"] == nil, !client.pkceRequired else {
-                throw OAuthError.invalidGrant("this code was issued without a code_challenge")
-            }
-        }
-        let authTime = Date(timeIntervalSince1970: g["auth_time"]?.doubleValue ?? 0)
-        let familyId = runtime.sessionIdentifier()
-        let refresh = OpaqueSecret(prefix: "lkor_", runtime: runtime)
-        let session = NewSession(familyId: familyId, userId: record.userId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
-                                 method: .oauth, credentialId: g["credential_id"]?.stringValue.flatMap(Base64URL.decode), authTime: authTime)
-        let started: OAuthGrantStart
-        let issuedAudit = AuditRecord(.oauthTokenIssued, actor: record.userId, subject: record.userId,
-                                      detail: [("clientId", .string(client.id)), ("grant", "authorization_code"), ("sessionId", .string(familyId))])
-        do { started = try store.startGrant(codeHash: hash, session: session, clientId: client.id, grant: g, audit: issuedAudit) } catch {
-            throw OAuthError("temporarily_unavailable", "try again")
-        }
-        switch started {
-        case .started: break
-        case .replayed: throw OAuthError.invalidGrant("the code was already used")
         case .approverRevoked:
             // SPEC "Grants live and die with what approved them".
             metrics.oauth(client: client.id, outcome: "approver_revoked")
             throw OAuthError.invalidGrant("the session, passkey or device key that approved this code was revoked")
         }
+        let g = record.grant
         let scopes = (g["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         metrics.oauth(client: client.id, outcome: "token")
         return try issue(client: client, userId: record.userId, familyId: familyId, grant: g, scopes: scopes,

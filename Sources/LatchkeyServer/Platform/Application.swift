@@ -117,6 +117,7 @@ public struct Application: Responder {
         var response: Response
         var route = "unmatched"
         var databaseFailure: DatabaseFailure? = nil
+        var roundTrips = 0
         let served = serves(request)
         let corsOrigin = served ? allowedCORSOrigin(request) : nil
         if !served {
@@ -140,8 +141,9 @@ public struct Application: Responder {
             response = ServiceError(.internalError, "not ready: \(step)", headers: [("Retry-After", "1")]).response
         } else {
             // Every database call of this request shares one budget (LATCHKEY_DB_QUERY_TIMEOUT).
-            let ((answer, pattern), failure) = database.withinBudget { router.dispatch(request) }
+            let ((answer, pattern), failure, trips) = database.withinCountedBudget { router.dispatch(request) }
             response = answer
+            roundTrips = trips
             if let pattern { route = pattern }
             if response.status == 503 { databaseFailure = failure }
         }
@@ -161,7 +163,7 @@ public struct Application: Responder {
             response.headers.append(("Cache-Control", "no-store"))
         }
         let seconds = runtime.uptime() - start
-        metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds)
+        metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds, roundTrips: roundTrips)
         if response.status == 503 {
             // Every 503 names the database failure behind it (its class is a metric label).
             metrics.observeDatabaseFailure(databaseFailure?.kind ?? (startup.isReady ? "other" : "not_ready"))

@@ -38,10 +38,12 @@ struct CallerResolver: Sendable {
                 }
                 return .browser(caller)
             }
-            let caller = try sessions.session(accessToken: try Self.bearer(request))
-            guard try sessions.standing(caller).approves else {
+            var caller = try sessions.session(accessToken: try Self.bearer(request))
+            let standing = try sessions.standing(caller)
+            guard standing.approves else {
                 throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
             }
+            caller.standing = standing
             return .session(caller)
         case .sessionOrBrowser:
             if let bearer = BearerCredentials.value(request, scheme: "Bearer") { return .session(try sessions.session(accessToken: bearer)) }

@@ -44,15 +44,17 @@ public final class Metrics: Sendable {
         var deliveries: [String: UInt64] = [:]          // "type|outcome"
         var databaseFailures: [String: UInt64] = [:]    // DatabaseFailure.kind, or not_ready / other
         var oauth: [String: UInt64] = [:]               // "client|outcome"
+        var roundTrips: [String: UInt64] = [:]          // "route|method"
     }
 
     private let state = Mutex(State())
     public init() {}
 
-    public func observeRequest(route: String, method: String, status: Int, seconds: Double) {
+    public func observeRequest(route: String, method: String, status: Int, seconds: Double, roundTrips: Int = 0) {
         let method = Self.methodLabel(method)
         state.withLock { s in
             s.requests[RequestSeries(route: route, method: method, status: status), default: 0] += 1
+            if roundTrips > 0 { s.roundTrips[route + "|" + method, default: 0] += UInt64(roundTrips) }
             // Mutated in place: copying the histogram out and back re-allocated its counts each time.
             s.latency[route, default: Histogram()].observe(seconds)
         }
@@ -104,8 +106,10 @@ public final class Metrics: Sendable {
         public static let oauth = MetricFamily("latchkey_oauth_total", .counter, "OpenID Provider outcomes by client: approvals, refusals, tokens, errors.")
         public static let revocationFeedStale = MetricFamily("latchkey_revocation_feed_stale", .gauge,
                                                              "1 while the revocation feed has not been heard from within LATCHKEY_REVOCATION_MAX_LAG or its LISTEN is down (each token's session is then read from the database), else 0.")
+        public static let roundTrips = MetricFamily("latchkey_db_round_trips_total", .counter,
+                                                    "Round trips to PostgreSQL (statements, BEGIN, COMMIT) made by requests, by route and method.")
         public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, databaseFailures, deliveries, outboxDepth, outboxOldest, oauth,
-                                 revocationFeedStale]
+                                 revocationFeedStale, roundTrips]
     }
 
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil, revocationFeedStale: Bool? = nil) -> String {
@@ -130,6 +134,7 @@ public final class Metrics: Sendable {
         out.counter(Family.databaseFailures, labels: ["class"], s.databaseFailures)
         out.counter(Family.deliveries, labels: ["type", "outcome"], s.deliveries)
         out.counter(Family.oauth, labels: ["client", "outcome"], s.oauth)
+        out.counter(Family.roundTrips, labels: ["route", "method"], s.roundTrips)
         if let revocationFeedStale { out.sample(Family.revocationFeedStale, [], revocationFeedStale ? "1" : "0") }
         if let outbox {
             // Every channel (webhook, mail, …), even when empty.

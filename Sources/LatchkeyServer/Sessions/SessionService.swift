@@ -196,6 +196,11 @@ public final class SessionService: Sendable {
         /// How the session began (`urn:latchkey:acr:passkey-uv` for a user-verified passkey ceremony;
         /// a refreshed token says `urn:latchkey:acr:passkey`).
         var acr: String? = nil
+        /// How the session stands, when the caller's resolution already read it (`Access.approver`,
+        /// the OP session cookie): the handler does not read it again.
+        var standing: Standing? = nil
+        /// The account's username, when the resolution read it (the OP session cookie).
+        var username: String? = nil
     }
 
     /// The signed-in user and session of a Bearer access token: valid signature and time, and a
@@ -226,6 +231,7 @@ public final class SessionService: Sendable {
     }
 
     func standing(_ caller: Caller) throws(ServiceError) -> Standing {
+        if let known = caller.standing { return known }
         guard let (session, hold, hardware) = try storage({ () throws(StorageError) in
             try sessions.session(id: caller.sessionId, userId: caller.userId)
         }) else { throw ServiceError.unauthorized }

@@ -1,0 +1,123 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+import Storage
+import Testing
+import WebAuthnTesting
+@testable import LatchkeyServer
+
+/// SPEC "Performance targets" → "Round trips", for the OpenID Provider: the whole code flow (PAR →
+/// authorize → the page's view → sign-in → approve → token → userinfo → refresh) run once, each
+/// request's round trips to PostgreSQL read from `latchkey_db_round_trips_total` (counted by the
+/// request's database budget: every statement, BEGIN and COMMIT), and held to the figures below.
+/// The aim is one read and one write a request; a figure above it is named here until it gets there.
+@Suite("OpenID Provider round trips")
+struct OAuthRoundTripTests {
+    /// Round trips each route may make at most (today's figures; docs/sizing.md lists them).
+    static let budget: [String: Int] = [
+        "POST /oauth2/par": 1,
+        // The pushed request used up, the authorization request stored.
+        "GET /oauth2/authorize": 2,
+        "GET /v1/oauth/requests/{id}": 2,
+        "POST /v1/oauth/requests/{id}/sign-in": 2,
+        // The cookie's session, the request (read once: the guard hands it to the handler), the one write.
+        "POST /v1/oauth/requests/{id}/approve": 3,
+        // BEGIN, the code and its approvers locked, the grant written, COMMIT.
+        "POST /oauth2/token": 4,
+        "GET /oauth2/userinfo": 1,
+    ]
+
+    static func roundTrips(_ server: TestServer) throws -> [String: Int] {
+        let text = try server.client().get("/metrics").text
+        var out: [String: Int] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("latchkey_db_round_trips_total{") {
+            // latchkey_db_round_trips_total{route="…",method="…"} N
+            // Route patterns hold braces and no quotes or commas: read the quoted values by name.
+            func label(_ name: String) -> String {
+                guard let start = line.range(of: name + "=\"") else { return "" }
+                return String(line[start.upperBound...].prefix { $0 != "\"" })
+            }
+            let (route, method) = (label("route"), label("method"))
+            out["\(method) \(route)"] = Int(line.split(separator: " ").last ?? "0") ?? 0
+        }
+        return out
+    }
+
+    @Test("each OAuth route of the code flow stays within its round trips")
+    func codeFlow() throws {
+        let server = try TestServer(name: "op-trips")
+        defer { server.http.stop() }
+        let client = server.client()
+        let owner = SoftAuthenticator()
+        _ = try client.signUp(owner, username: server.username("trips"))
+        var registration = OAuthClientService.Registration(name: "Trips", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(try #require(created.secret))".utf8))
+        // Run the flow once to warm what every instance keeps (the client cache, the keys request ids
+        // and challenges are bound with), then measure the second.
+        func flow() throws -> ([String: Int], Int) {
+            var measured: [String: Int] = [:]
+            let verifier = Base64URL.encode(SecureRandom.bytes(32))
+            let form = "application/x-www-form-urlencoded"
+                func step(_ name: String, _ body: () throws -> Reply) throws -> Reply {
+                let before = try Self.roundTrips(server)
+                let reply = try body()
+                let after = try Self.roundTrips(server)
+                measured[name] = (after[name] ?? 0) - (before[name] ?? 0)
+                return reply
+            }
+            let pushed = try step("POST /oauth2/par") {
+                try client.send("POST", "/oauth2/par", body: OpenIDProviderTests.form([
+                    ("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"),
+                    ("scope", "openid offline_access"), ("code_challenge", Base64URL.encode(Digest.sha256(Array(verifier.utf8)))),
+                    ("code_challenge_method", "S256")]), contentType: form, authorization: basic)
+            }
+            let requestURI = try #require(pushed.json?["request_uri"]?.stringValue, "\(pushed)")
+            let started = try step("GET /oauth2/authorize") {
+                try client.get("/oauth2/authorize?client_id=\(created.client.id)&request_uri=" + requestURI.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+            }
+            let requestId = try #require(URLComponents(string: started.header("Location") ?? "")?.queryItems?.first { $0.name == "request" }?.value)
+            let page = [("Origin", server.origin), ("Sec-Fetch-Site", "same-origin")]
+            let view = try step("GET /v1/oauth/requests/{id}") {
+                try client.send("GET", "/v1/oauth/requests/\(requestId)", headers: [("Sec-Fetch-Site", "same-origin")])
+            }
+            let assertion = try client.assertion(owner, options: try #require(view.json?["publicKey"])).json()
+            let signedIn = try step("POST /v1/oauth/requests/{id}/sign-in") {
+                try client.send("POST", "/v1/oauth/requests/\(requestId)/sign-in", body: assertion.serialized(), headers: page)
+            }
+            #expect(signedIn.status == 200, "\(signedIn)")
+            let cookie = try #require(signedIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init))
+            let approved = try step("POST /v1/oauth/requests/{id}/approve") {
+                try client.send("POST", "/v1/oauth/requests/\(requestId)/approve", body: Array("{}".utf8), headers: page + [("Cookie", cookie)])
+            }
+            #expect(approved.status == 200, "\(approved)")
+            let code = try #require(URLComponents(string: approved.json?["redirectTo"]?.stringValue ?? "")?.queryItems?.first { $0.name == "code" }?.value)
+            let tokens = try step("POST /oauth2/token") {
+                try client.send("POST", "/oauth2/token", body: OpenIDProviderTests.form([
+                    ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", "https://rp.example/cb"), ("code_verifier", verifier)]),
+                    contentType: form, authorization: basic)
+            }
+            #expect(tokens.status == 200, "\(tokens)")
+            let access = try #require(tokens.json?["access_token"]?.stringValue)
+            let info = try step("GET /oauth2/userinfo") { try client.get("/oauth2/userinfo", authorization: "Bearer \(access)") }
+            #expect(info.status == 200, "\(info)")
+            let refresh = try #require(tokens.json?["refresh_token"]?.stringValue)
+            let before = try Self.roundTrips(server)["POST /oauth2/token"] ?? 0
+            let refreshed = try client.send("POST", "/oauth2/token", body: OpenIDProviderTests.form([("grant_type", "refresh_token"), ("refresh_token", refresh)]),
+                                            contentType: form, authorization: basic)
+            #expect(refreshed.status == 200, "\(refreshed)")
+            let refreshTrips = (try Self.roundTrips(server)["POST /oauth2/token"] ?? 0) - before
+            return (measured, refreshTrips)
+        }
+        _ = try flow()
+        let (measured, refreshTrips) = try flow()
+        print("OAuth round trips per request: \(measured.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")), refresh \(refreshTrips)")
+        for (route, limit) in Self.budget {
+            let n = try #require(measured[route], "\(route) was not measured")
+            #expect(n >= 1 && n <= limit, "\(route): \(n) round trips (at most \(limit))")
+        }
+        #expect(refreshTrips == 1, "refresh: \(refreshTrips) round trips")
+    }
+}
