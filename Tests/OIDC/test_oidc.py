@@ -684,6 +684,40 @@ def test_issue32_pkce_optional_for_a_confidential_client_only():
     check(t.status_code == 400 and t.json()['error'] == 'invalid_grant', f'PKCE downgrade: {t.text}')
 
 
+def test_issue32_logout_asks_before_ending_the_op_session():
+    browser = OPBrowser(PASSKEY)
+    cid, secret = add_client('Logout app', '--redirect-uri', 'https://bye.example/cb', '--post-logout-redirect-uri', 'https://bye.example/out')
+    r, verifier = raw_authorize(cid, redirect_uri='https://bye.example/cb', scope='openid offline_access')
+    request_id = query_of(r.headers['Location'])['request']
+    st, body = approve(request_id, browser)
+    check(st == 200, f'approve: {st} {body}')
+    tok = S.post(DISCOVERY['token_endpoint'], auth=(cid, secret), data={'grant_type': 'authorization_code', 'code': query_of(body['redirectTo'])['code'],
+                                                                         'redirect_uri': 'https://bye.example/cb', 'code_verifier': verifier}).json()
+    # A new sign-in on the page: the hint names the OP session it replaced.
+    r, _ = raw_authorize(cid, redirect_uri='https://bye.example/cb')
+    browser.sign_in(query_of(r.headers['Location'])['request'])
+    logout = {'id_token_hint': tok['id_token'], 'post_logout_redirect_uri': 'https://bye.example/out', 'state': 'st-out'}
+    page = browser.s.get(DISCOVERY['end_session_endpoint'], params=logout, allow_redirects=False, headers={'Accept-Language': 'de'})
+    check(page.status_code == 200 and 'data-state="confirm"' in page.text and 'lang="de"' in page.text and '/logout.js' in page.text,
+          f'the confirmation page: {page.status_code} {page.text[:300]}')
+    st, body = refresh_status(cid, secret, tok['refresh_token'])
+    check(st == 400 and body['error'] == 'invalid_grant', f'the grant the hint names ended at once: {st} {body}')
+    st, body, _ = browser.send('POST', '/oauth2/logout', {'confirm': True, 'client_id': cid, 'post_logout_redirect_uri': 'https://bye.example/out'},
+                               origin='https://evil.example')
+    check(st == 403, f'a confirmation from another origin: {st} {body}')
+    st, body, _ = browser.send('POST', '/oauth2/logout', {'confirm': False, 'client_id': cid, 'post_logout_redirect_uri': 'https://bye.example/out',
+                                                          'state': 'st-out'})
+    check(st == 200 and body['redirectTo'] == 'https://bye.example/out?state=st-out', f'stay signed in: {st} {body}')
+    st, _, _ = browser.send('GET', '/v1/oauth/consents', origin=None)
+    check(st == 200, f'the OP session lives on: {st}')
+    st, body, r = browser.send('POST', '/oauth2/logout', {'confirm': True})
+    check(st == 200 and body['redirectTo'] is None and 'Max-Age=0' in r.headers.get('Set-Cookie', ''), f'sign out of Latchkey: {st} {body}')
+    st, _, _ = browser.send('GET', '/v1/oauth/consents', origin=None)
+    check(st == 401, f'the OP session ended: {st}')
+    st, body, _ = browser.send('POST', '/oauth2/logout', {'confirm': True, 'client_id': cid, 'post_logout_redirect_uri': 'https://evil.example/'})
+    check(st == 400, f'an unregistered post_logout_redirect_uri: {st} {body}')
+
+
 def raw_authorize(cid, **params):
     verifier = secrets.token_urlsafe(48)
     p = {'response_type': 'code', 'client_id': cid, 'redirect_uri': 'https://neg.example/cb', 'scope': 'openid', 'state': 'st8',

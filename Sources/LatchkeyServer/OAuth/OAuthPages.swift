@@ -90,7 +90,7 @@ enum OAuthPages {
                      headers: [("Cache-Control", "no-store"), ("Content-Language", lang)] + extraHeaders + WebAssets.securityHeaders)
     }
 
-    static func text(_ key: String, _ lang: String) -> String { catalogs[lang]?[key] ?? key }
+    static func text(_ key: String, _ lang: String) -> String { catalogs[lang]?[key] ?? logoutWords[lang]?[key] ?? key }
 
     static func escape(_ s: String) -> String {
         var out = ""

@@ -36,7 +36,20 @@ extension RouteTable {
         add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in op.token(ctx.request) }
         add("GET", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
         add("POST", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
-        add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in op.logout(ctx.request.query, cookie: op.cookie.value(ctx.request), acceptLanguage: ctx.request.header("Accept-Language")) }
+        add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in
+            op.logout(ctx.request.query, cookie: op.cookie.value(ctx.request), acceptLanguage: ctx.request.header("Accept-Language"))
+        }
+        // RP-Initiated Logout §2 allows a form POST too; a JSON POST is the confirmation page's answer
+        // (SPEC "Userinfo and logout"), which the OP session cookie authenticates, from the issuer's page only.
+        add("POST", "/oauth2/logout", .anyone, accepting: .any) { ctx in
+            guard ctx.request.mediaType != "application/x-www-form-urlencoded" else {
+                return op.logout(formPairs(ctx.request.body), cookie: op.cookie.value(ctx.request),
+                                 acceptLanguage: ctx.request.header("Accept-Language"))
+            }
+            try op.cookie.checkSentByIssuerPage(ctx.request)
+            let (answer, ended) = try op.confirmLogout(try ctx.json(), cookie: op.cookie.value(ctx.request))
+            return .json(bytes: answer.serialized(), headers: ended ? [op.cookie.clearing()] : [])
+        }
         add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in op.revoke(ctx.request) }
 
         // The /authorize page's API (SPEC "Who may approve" … "Consents"); the OP session cookie is

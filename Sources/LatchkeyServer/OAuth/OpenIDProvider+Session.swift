@@ -119,6 +119,7 @@ extension OpenIDProvider {
             }
         }
         var headers: [(String, String)] = [("Cache-Control", "no-store")]
+        var confirmed = false
         if let hint, let client, let sid = hint["sid"]?.stringValue, let sub = hint["sub"]?.stringValue {
             let ended: [String]
             do { ended = try store.endSession(sid: sid, userId: sub, clientId: client.id) } catch {
@@ -132,12 +133,40 @@ extension OpenIDProvider {
                (try? store.endBrowserSession(familyId: sid)) == true {
                 revoked.insert([sid])
                 headers.append(self.cookie.clearing())
+                confirmed = true
             }
+        }
+        // An OP session the hint was not issued for ends only when the person says so.
+        if !confirmed, let cookie, (try? caller(cookie: cookie)) != nil, let client {
+            return OAuthPages.logoutConfirmation(clientName: client.name, clientId: client.id, postLogoutRedirectURI: f["post_logout_redirect_uri"],
+                                                 state: f["state"], lang: lang)
         }
         guard let target = f["post_logout_redirect_uri"] else {
             return OAuthPages.page(.signedOut, lang: lang, status: 200, extraHeaders: headers.filter { $0.0 != "Cache-Control" })
         }
         return .empty(status: 303, headers: [("Location", RedirectURIs.appending(target, f["state"].map { [("state", $0)] } ?? []))] + headers)
+    }
+
+    /// The logout confirmation's answer (a JSON `POST /oauth2/logout` from the issuer's page, under the
+    /// cookie routes' rules): `{"confirm": true}` ends the OP session of the cookie (a logout: no grant
+    /// ends with it), `false` leaves it; either way → `{"redirectTo"}` (the registered
+    /// `post_logout_redirect_uri` with `state`, or null).
+    func confirmLogout(_ body: JSONValue, cookie: String?) throws(ServiceError) -> (JSONValue, ended: Bool) {
+        guard let confirm = body["confirm"]?.boolValue else { throw ServiceError.invalid("confirm must be true or false") }
+        var target: String? = nil
+        if let uri = body["post_logout_redirect_uri"]?.stringValue {
+            guard let clientId = body["client_id"]?.stringValue, let client = try clients.client(id: clientId),
+                  client.postLogoutRedirectURIs.contains(uri) else {
+                throw ServiceError.invalid("the post_logout_redirect_uri is not registered for this app")
+            }
+            target = RedirectURIs.appending(uri, body["state"]?.stringValue.map { [("state", $0)] } ?? [])
+        }
+        var ended = false
+        if confirm, let cookie, let (browser, _) = try caller(cookie: cookie) {
+            ended = try storage { () throws(StorageError) in try store.endBrowserSession(familyId: browser.sessionId) }
+            if ended { revoked.insert([browser.sessionId]) }
+        }
+        return (.object([("redirectTo", target.map { .string($0) } ?? .null)]), ended)
     }
 
     /// One of our id_tokens (ES256 or RS256), its signature and issuer checked; expiry is not.

@@ -20,6 +20,8 @@ enum WebAssets {
         // The OpenID Provider's page (SPEC "OpenID Provider": `<first web origin>/authorize?request=…`).
         ("/authorize", "authorize.html", "text/html; charset=utf-8"),
         ("/authorize.js", "authorize.js", "text/javascript; charset=utf-8"),
+        // The logout confirmation's script (SPEC "Userinfo and logout"; the page is OAuthPages').
+        ("/logout.js", "logout.js", "text/javascript; charset=utf-8"),
         // The message catalogs both apps load (one per language, web/i18n/).
         ("/i18n.js", "i18n.js", "text/javascript; charset=utf-8"),
         ("/admin/i18n.js", "i18n.js", "text/javascript; charset=utf-8"),
