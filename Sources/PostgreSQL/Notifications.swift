@@ -78,7 +78,9 @@ public final class PostgresListener: Sendable {
     /// socket). Its transaction commits asynchronously (`synchronous_commit` off for it alone): a
     /// heartbeat needs no durable commit, so it never waits for a WAL flush.
     public func notify(_ channel: String, payload: String, timeout: Duration) throws {
-        let sql: SQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify(\(channel), \(payload))"
+        // The leading comment names the connection in pg_stat_activity as a listener's (the
+        // failover test and operators count LISTEN sessions by it), whatever it last sent.
+        let sql: SQL = "-- latchkey: LISTEN heartbeat\nSELECT set_config('synchronous_commit', 'off', true), pg_notify(\(channel), \(payload))"
         let parameters = WireParameters(sql.binds)
         let deadline = ConditionLock.monotonicNanoseconds() &+ timeout.nanosecondsClamped
         try state.withLock { s in
