@@ -71,7 +71,7 @@ extension OpenIDProvider: BrowserSessions {
             throw passkeys.refuseRegression(outcome)
         }
         events.written(outcome.events)
-        revoked.insert(ended)
+        revoked.insertLogout(ended)
         let signedIn: JSONValue = .object([("username", .string(user.username)), ("authTime", .string(iso8601(now)))])
         return (.object([("signedIn", signedIn)]), cookie.token)
     }

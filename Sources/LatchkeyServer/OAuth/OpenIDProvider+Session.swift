@@ -126,12 +126,12 @@ extension OpenIDProvider {
                 return OAuthPages.page(.lookupFailed, lang: lang, status: 503, extraHeaders: [("Retry-After", "1")])
             }
             if !ended.isEmpty {
-                revoked.insert(ended)
+                revoked.insertLogout(ended)
                 metrics.oauth(client: client.id, outcome: "logout")
             }
             if let cookie, let (browser, _) = try? caller(cookie: cookie), browser.sessionId == sid, browser.userId == sub,
                (try? store.endBrowserSession(familyId: sid)) == true {
-                revoked.insert([sid])
+                revoked.insertLogout([sid])
                 headers.append(self.cookie.clearing())
                 confirmed = true
             }
@@ -164,7 +164,7 @@ extension OpenIDProvider {
         var ended = false
         if confirm, let cookie, let (browser, _) = try caller(cookie: cookie) {
             ended = try storage { () throws(StorageError) in try store.endBrowserSession(familyId: browser.sessionId) }
-            if ended { revoked.insert([browser.sessionId]) }
+            if ended { revoked.insertLogout([browser.sessionId]) }
         }
         return (.object([("redirectTo", target.map { .string($0) } ?? .null)]), ended)
     }

@@ -96,6 +96,10 @@ public final class RevokedSessions: Sendable {
         settle()
     }
 
+    /// Sessions this instance ended by a logout (SPEC "Grants live and die": a logout revokes nothing
+    /// else, so there is nothing the feed must bring first): in force here at once, no wait.
+    func insertLogout(_ sessionIds: some Sequence<String>) { learn(sessionIds) }
+
     var count: Int { state.withLock { $0.ids.count } }
 
     private func learn(_ sessionIds: some Sequence<String>) {

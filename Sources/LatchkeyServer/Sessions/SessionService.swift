@@ -137,7 +137,7 @@ public final class SessionService: Sendable {
                                 revokedEvent: events.sessionRevoked(reason: .logout))
         }
         if !ended.isEmpty { events.written(channels: OutboxEvents.webhooks) }
-        revoked.insert(ended)
+        revoked.insertLogout(ended)
     }
 
     // MARK: The user's sessions
