@@ -76,6 +76,24 @@ def add_client(name, *args):
     return fields['client_id'], fields.get('client_secret')
 
 
+def serve_jwks(public):
+    """A client's jwks_uri on loopback (dev mode lets the server fetch it): (server, its URL)."""
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({'keys': [public]}).encode()
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    server = http.server.HTTPServer(('127.0.0.1', 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f'http://127.0.0.1:{server.server_port}/jwks.json'
+
+
 DISCOVERY = None
 
 
@@ -562,21 +580,9 @@ def test_issue32_private_key_jwt_client_has_no_secret_and_assertions_are_checked
     key = JsonWebKey.generate_key('EC', 'P-256', is_private=True)
     public = dict(key.as_dict(is_private=False), kid='n1')
 
-    class H(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps({'keys': [public]}).encode()
-            self.send_response(200)
-            self.send_header('Content-Type', 'application/json')
-            self.send_header('Content-Length', str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-    server = http.server.HTTPServer(('127.0.0.1', 0), H)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, jwks_url = serve_jwks(public)
     try:
-        cid, secret = add_client('Keys only', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', f'http://127.0.0.1:{server.server_port}/jwks.json')
+        cid, secret = add_client('Keys only', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', jwks_url)
         check(secret is None, 'a private_key_jwt client is given no secret')
         r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': 'x'}, auth=(cid, 'lks_guess'))
         check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'a secret for a private_key_jwt client: {r.status_code}')
@@ -848,21 +854,9 @@ def test_private_key_jwt_with_jti_replay():
     public = key.as_dict(is_private=False)
     public['kid'] = 'k1'
 
-    class H(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps({'keys': [public]}).encode()
-            self.send_response(200)
-            self.send_header('Content-Type', 'application/json')
-            self.send_header('Content-Length', str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-    server = http.server.HTTPServer(('127.0.0.1', 0), H)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, jwks_url = serve_jwks(public)
     try:
-        cid, secret = add_client('JWT app', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', f'http://127.0.0.1:{server.server_port}/jwks.json')
+        cid, secret = add_client('JWT app', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', jwks_url)
         redirect, verifier, nonce, _ = code_flow(OAuth2Session(cid, None, code_challenge_method='S256'), BROWSER, 'https://jwt.example/cb')
         now = int(time.time())
         assertion = jwt.encode({'alg': 'ES256', 'kid': 'k1'}, {'iss': cid, 'sub': cid, 'aud': DISCOVERY['token_endpoint'], 'jti': secrets.token_hex(8),

@@ -15,23 +15,9 @@ extension OAuthPages {
         let message = t("{name} signed you out. You are still signed in to Latchkey in this browser: other apps can sign you in without asking again.")
             .replacingOccurrences(of: "{name}", with: "<strong>" + escape(clientName) + "</strong>")
         func data(_ name: String, _ value: String?) -> String { value.map { " data-\(name)=\"\(escape($0))\"" } ?? "" }
-        let html = """
-            <!doctype html>
-            <html lang="\(lang)">
-            <head>
-              <meta charset="utf-8">
-              <meta name="viewport" content="width=device-width, initial-scale=1">
-              <meta name="color-scheme" content="light dark">
-              <title>\(t("Sign out of Latchkey too?")) — Latchkey</title>
-              <link rel="stylesheet" href="/app.css">
-              <link rel="icon" href="data:,">
-              <script type="module" src="/logout.js"></script>
-            </head>
-            <body data-state="confirm"\(data("client", clientId))\(data("redirect", postLogoutRedirectURI))\(data("state", state))>
-              <header class="topbar">
-                <div class="brand"><span class="brand-name">Latchkey</span></div>
-              </header>
-              <main id="main">
+        let html = document(title: t("Sign out of Latchkey too?"), lang: lang, head: "\n  <script type=\"module\" src=\"/logout.js\"></script>",
+                            bodyAttributes: " data-state=\"confirm\"" + data("client", clientId) + data("redirect", postLogoutRedirectURI) + data("state", state),
+                            main: """
                 <section class="card" aria-labelledby="logout-title">
                   <h1 id="logout-title">\(t("Sign out of Latchkey too?"))</h1>
                   <p id="logout-message">\(message)</p>
@@ -40,12 +26,8 @@ extension OAuthPages {
                   <button type="button" class="btn btn-primary" id="logout-confirm">\(t("Sign out of Latchkey"))</button>
                   <button type="button" class="btn btn-quiet" id="logout-stay">\(t("Stay signed in"))</button>
                 </section>
-              </main>
-            </body>
-            </html>
-            """
-        return .text(status: 200, html, contentType: "text/html; charset=utf-8",
-                     headers: [("Cache-Control", "no-store"), ("Content-Language", lang)] + WebAssets.securityHeaders)
+            """)
+        return response(html, lang: lang, status: 200)
     }
 
     /// The confirmation page's words in the languages of `catalogs` (English is the key).

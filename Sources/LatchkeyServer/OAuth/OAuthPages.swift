@@ -59,35 +59,48 @@ enum OAuthPages {
         // from the query never becomes markup.
         if let name = texts.name { message = message.replacingOccurrences(of: "{name}", with: "<code>" + escape(name) + "</code>") }
         let hint = texts.hint.map { "\n      <p class=\"hint\">\(escape(text($0, lang)))</p>" } ?? ""
-        let html = """
-            <!doctype html>
-            <html lang="\(lang)">
-            <head>
-              <meta charset="utf-8">
-              <meta name="viewport" content="width=device-width, initial-scale=1">
-              <meta name="color-scheme" content="light dark">
-              <title>\(title) — Latchkey</title>
-              <link rel="stylesheet" href="/app.css">
-              <link rel="icon" href="data:,">
-            </head>
-            <body data-state="error">
-              <header class="topbar">
-                <div class="brand">
-                  <span class="logo" aria-hidden="true"><svg viewBox="0 0 24 24" width="22" height="22"><path fill="currentColor" d="M7 14a5 5 0 1 1 4.9-6H22v4h-2v3h-3v-3h-5.1A5 5 0 0 1 7 14Zm0-3a2 2 0 1 0 0-4 2 2 0 0 0 0 4Z"/></svg></span>
-                  <span class="brand-name">Latchkey</span>
-                </div>
-              </header>
-              <main id="main">
+        let html = document(title: title, lang: lang, bodyAttributes: " data-state=\"error\"", main: """
                 <section class="card" aria-labelledby="problem-title">
                   <h1 id="problem-title">\(title)</h1>
                   <p id="problem" role="alert">\(message)</p>\(hint)
                 </section>
-              </main>
-            </body>
-            </html>
-            """
-        return .text(status: status, html, contentType: "text/html; charset=utf-8",
-                     headers: [("Cache-Control", "no-store"), ("Content-Language", lang)] + extraHeaders + WebAssets.securityHeaders)
+            """)
+        return response(html, lang: lang, status: status, extraHeaders: extraHeaders)
+    }
+
+    /// A page as an answer: never cached, its language said, the web app's security headers.
+    static func response(_ html: String, lang: String, status: Int, extraHeaders: [(String, String)] = []) -> Response {
+        .text(status: status, html, contentType: "text/html; charset=utf-8",
+              headers: [("Cache-Control", "no-store"), ("Content-Language", lang)] + extraHeaders + WebAssets.securityHeaders)
+    }
+
+    /// Every page's shell, styled like /authorize (web/authorize.html: /app.css, the top bar): `title`
+    /// and `main` already escaped; `head` adds elements (a script of this origin, never inline).
+    static func document(title: String, lang: String, head: String = "", bodyAttributes: String, main: String) -> String {
+        """
+        <!doctype html>
+        <html lang="\(lang)">
+        <head>
+          <meta charset="utf-8">
+          <meta name="viewport" content="width=device-width, initial-scale=1">
+          <meta name="color-scheme" content="light dark">
+          <title>\(title) — Latchkey</title>
+          <link rel="stylesheet" href="/app.css">
+          <link rel="icon" href="data:,">\(head)
+        </head>
+        <body\(bodyAttributes)>
+          <header class="topbar">
+            <div class="brand">
+              <span class="logo" aria-hidden="true"><svg viewBox="0 0 24 24" width="22" height="22"><path fill="currentColor" d="M7 14a5 5 0 1 1 4.9-6H22v4h-2v3h-3v-3h-5.1A5 5 0 0 1 7 14Zm0-3a2 2 0 1 0 0-4 2 2 0 0 0 0 4Z"/></svg></span>
+              <span class="brand-name">Latchkey</span>
+            </div>
+          </header>
+          <main id="main">
+        \(main)
+          </main>
+        </body>
+        </html>
+        """
     }
 
     static func text(_ key: String, _ lang: String) -> String { catalogs[lang]?[key] ?? logoutWords[lang]?[key] ?? key }
