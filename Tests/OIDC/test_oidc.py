@@ -617,6 +617,8 @@ def test_issue32_authorize_by_post_and_discovery():
     check(r.status_code == 303 and '/authorize?request=' in r.headers['Location'], f'POST /oauth2/authorize: {r.status_code} {r.text[:200]}')
     check(DISCOVERY['request_uri_parameter_supported'] is False, 'discovery does not claim request_uri support it refuses')
     check(DISCOVERY['ui_locales_supported'] == ['en', 'de', 'pl', 'zh'], f'ui_locales {DISCOVERY.get("ui_locales_supported")}')
+    check(DISCOVERY['acr_values_supported'][:2] == ['phrh', 'phr'], f'EAP acr values {DISCOVERY.get("acr_values_supported")}')
+    check(DISCOVERY['token_endpoint_auth_signing_alg_values_supported'] == ['ES256', 'PS256', 'RS256'], 'assertion algorithms')
     r = S.get(DISCOVERY['authorization_endpoint'], params={'client_id': 'lkc_AAAAAAAAAAAAAAAAAAAAAA'}, headers={'Accept-Language': 'de-DE'},
               allow_redirects=False)
     check(r.status_code == 400 and 'lang="de"' in r.text and '/app.css' in r.text, f'the 400 page in German, styled: {r.text[:300]}')

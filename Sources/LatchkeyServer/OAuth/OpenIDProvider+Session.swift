@@ -20,13 +20,15 @@ extension OpenIDProvider {
             ("grant_types_supported", list(["authorization_code", "refresh_token"])),
             ("code_challenge_methods_supported", list(["S256"])),
             ("token_endpoint_auth_methods_supported", list(["client_secret_basic", "client_secret_post", "private_key_jwt", "none"])),
-            ("token_endpoint_auth_signing_alg_values_supported", list(["ES256", "RS256"])),
+            ("token_endpoint_auth_signing_alg_values_supported", list(["ES256", "PS256", "RS256"])),
             ("revocation_endpoint_auth_methods_supported", list(["client_secret_basic", "client_secret_post", "private_key_jwt", "none"])),
             ("id_token_signing_alg_values_supported", list(["ES256", "RS256"])), ("subject_types_supported", list(["public"])),
             ("scopes_supported", list(Scopes.supported)),
             ("claims_supported", list(["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "acr", "amr", "sid", "azp",
                                         "preferred_username", "name", "email", "email_verified"])),
-            ("acr_values_supported", list([AuthenticationClaims.passkeyVerified.acr, AuthenticationClaims.passkey.acr])),
+            // OpenID EAP ACR values (and the device-key and email values); the passkey acr values of
+            // step-up tokens are accepted in acr_values as aliases, not listed.
+            ("acr_values_supported", list(OpenIDACR.supported)),
             ("prompt_values_supported", list(["none", "login", "consent"])),
             ("authorization_details_types_supported", list(authorizationDetailsTypes)),
             ("authorization_response_iss_parameter_supported", .bool(true)),
