@@ -1,0 +1,62 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+import Storage
+import Testing
+import WebAuthnTesting
+@testable import LatchkeyServer
+
+/// SPEC "The cookie routes": the OP session cookie is accepted on the /authorize page's routes alone.
+/// A real cookie (from a passkey sign-in on a request) is sent alone, from the issuer's own origin,
+/// to every other route of the table that needs a caller: each answers 401, as without it.
+@Suite("OP session cookie: no key anywhere else")
+struct OPCookieTests {
+    /// The routes whose guard reads the cookie (`Access.approver`, `.sessionOrBrowser`, `.anyoneOrBrowser`).
+    static let cookieAccess: Set<String> = ["approver", "session-or-browser", "anyone-or-browser"]
+
+    @Test("the cookie alone, from the issuer's page, is 401 on every route that needs a caller and does not read it")
+    func cookieAloneElsewhere() throws {
+        let server = try TestServer(name: "op-cookie")
+        defer { server.http.stop() }
+        let client = server.client()
+        let owner = SoftAuthenticator()
+        _ = try client.signUp(owner, username: server.username("cookie"))
+        var registration = OAuthClientService.Registration(name: "Cookie", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        let challenge = Base64URL.encode(Digest.sha256(Array("cookie-verifier-cookie-verifier-cookie-verifier".utf8)))
+        let started = try client.get("/oauth2/authorize?response_type=code&client_id=\(created.client.id)&redirect_uri=https%3A%2F%2Frp.example%2Fcb"
+                                     + "&scope=openid&code_challenge=\(challenge)&code_challenge_method=S256")
+        let requestId = try #require(URLComponents(string: started.header("Location") ?? "")?.queryItems?.first { $0.name == "request" }?.value,
+                                     "\(started)")
+        let view = try client.send("GET", "/v1/oauth/requests/\(requestId)", headers: [("Sec-Fetch-Site", "same-origin")])
+        let assertion = try client.assertion(owner, options: try #require(view.json?["publicKey"])).json()
+        let page = [("Origin", server.origin), ("Sec-Fetch-Site", "same-origin")]
+        let signedIn = try client.send("POST", "/v1/oauth/requests/\(requestId)/sign-in", body: assertion.serialized(), headers: page)
+        #expect(signedIn.status == 200, "\(signedIn)")
+        let setCookie = try #require(signedIn.header("Set-Cookie"))
+        #expect(setCookie.contains("HttpOnly") && setCookie.contains("Path=/") && setCookie.contains("SameSite=Lax"), "\(setCookie)")
+        let cookie = try #require(setCookie.split(separator: ";").first.map(String.init))
+        // The cookie works where it should: the consents of its account.
+        let consents = try client.send("GET", "/v1/oauth/consents", headers: [("Sec-Fetch-Site", "same-origin"), ("Cookie", cookie)])
+        #expect(consents.status == 200, "\(consents)")
+
+        var walked = 0
+        for g in Application(services: server.services).guards where g.enabled && !Self.cookieAccess.contains(g.access)
+            && ["session", "admin", "step-up-token"].contains(g.access) {
+            let target = RouteGuardTests.target(g.pattern, "AAAAAAAAAAAAAAAAAAAAAA")
+            let body = ["POST", "PUT", "PATCH"].contains(g.method) ? Array("{}".utf8) : []
+            let reply = try client.send(g.method, target, body: body, headers: page + [("Cookie", cookie)])
+            #expect(reply.status == 401 && reply.code == "unauthorized", "\(g.method) \(g.pattern) with the OP cookie alone: \(reply)")
+            walked += 1
+        }
+        #expect(walked > 30, "\(walked) routes walked")
+        // Nor does it stand in for a Bearer at the token refresh or userinfo.
+        let refresh = try client.send("POST", "/v1/token", body: Array(#"{"grant_type":"refresh_token","refresh_token":"x"}"#.utf8),
+                                      headers: page + [("Cookie", cookie)])
+        #expect(refresh.status == 400 || refresh.status == 401, "\(refresh)")
+        let info = try client.send("GET", "/oauth2/userinfo", headers: page + [("Cookie", cookie)])
+        #expect(info.status == 401, "\(info)")
+    }
+}
