@@ -1,3 +1,4 @@
+import Crypto
 import DeviceKeys
 import HTTP
 import JSON
@@ -21,36 +22,57 @@ extension RouteTable {
         add("GET", "/.well-known/openid-configuration", .anyone, accepting: .any) { _ in
             .json(bytes: op.discovery.serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
+        let trustProxy = s.configuration.trustProxy
+        let address: @Sendable (Request) -> String = { r in Application.clientAddress(r, trustProxy: trustProxy) }
+        @Sendable func authorizeRequest(_ r: Request, _ parameters: [(String, String)]) -> AuthorizeRequest {
+            AuthorizeRequest(parameters: parameters, acceptLanguage: r.header("Accept-Language"), cookie: op.cookie.value(r), clientAddress: address(r))
+        }
         add("GET", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
-            op.authorize(ctx.request.query, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request),
-                         clientAddress: Application.clientAddress(ctx.request, trustProxy: s.configuration.trustProxy))
+            OAuthEdge.render(op.authorize(authorizeRequest(ctx.request, ctx.request.query)), cookie: op.cookie)
         }
         // OpenID Connect Core §3.1.2.1: the authorization endpoint takes GET and form POST alike.
         add("POST", "/oauth2/authorize", .anyone, accepting: .any) { ctx in
             // A body that is not a form carries no parameters: the request reads as one without client_id.
             let pairs = ctx.request.mediaType == "application/x-www-form-urlencoded" ? formPairs(ctx.request.body) : []
-            return op.authorize(pairs, acceptLanguage: ctx.request.header("Accept-Language"), cookie: op.cookie.value(ctx.request),
-                                clientAddress: Application.clientAddress(ctx.request, trustProxy: s.configuration.trustProxy))
+            return OAuthEdge.render(op.authorize(authorizeRequest(ctx.request, pairs)), cookie: op.cookie)
         }
-        add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in op.pushed(ctx.request) }
-        add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in op.token(ctx.request) }
-        add("GET", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
-        add("POST", "/oauth2/userinfo", .anyone, accepting: .any) { ctx in op.userinfo(ctx.request) }
+        // RFC 6749 §5 and RFC 9126: JSON answers, and errors as §5.2 says.
+        add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in
+            OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))) }
+        }
+        add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in
+            OAuthEdge.json { () throws(OAuthError) in try op.token(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))) }
+        }
+        add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in
+            // RFC 7009 §2.2: 200 whatever the token was, once the client authenticated.
+            do throws(OAuthError) {
+                try op.revoke(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request)))
+                return .empty(status: 200, headers: OAuthEdge.noStore)
+            } catch { return error.tokenResponse }
+        }
+        for method in ["GET", "POST"] {
+            add(method, "/oauth2/userinfo", .anyone, accepting: .any) { ctx in
+                do throws(OAuthError) {
+                    return .json(bytes: try op.userinfo(accessToken: BearerCredentials.value(ctx.request, scheme: "Bearer")).serialized(),
+                                 headers: OAuthEdge.noStore)
+                } catch { return error.bearerResponse }
+            }
+        }
         add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in
-            op.logout(ctx.request.query, cookie: op.cookie.value(ctx.request), acceptLanguage: ctx.request.header("Accept-Language"))
+            OAuthEdge.render(op.logout(LogoutRequest(parameters: ctx.request.query, cookie: op.cookie.value(ctx.request),
+                                                     acceptLanguage: ctx.request.header("Accept-Language"))), cookie: op.cookie)
         }
         // RP-Initiated Logout §2 allows a form POST too; a JSON POST is the confirmation page's answer
         // (SPEC "Userinfo and logout"), which the OP session cookie authenticates, from the issuer's page only.
         add("POST", "/oauth2/logout", .anyone, accepting: .any) { ctx in
             guard ctx.request.mediaType != "application/x-www-form-urlencoded" else {
-                return op.logout(formPairs(ctx.request.body), cookie: op.cookie.value(ctx.request),
-                                 acceptLanguage: ctx.request.header("Accept-Language"))
+                return OAuthEdge.render(op.logout(LogoutRequest(parameters: formPairs(ctx.request.body), cookie: op.cookie.value(ctx.request),
+                                                                acceptLanguage: ctx.request.header("Accept-Language"))), cookie: op.cookie)
             }
             try op.cookie.checkSentByIssuerPage(ctx.request)
             let (answer, ended) = try op.confirmLogout(try ctx.json(), cookie: op.cookie.value(ctx.request))
             return .json(bytes: answer.serialized(), headers: ended ? [op.cookie.clearing()] : [])
         }
-        add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in op.revoke(ctx.request) }
 
         // The /authorize page's API (SPEC "Who may approve" … "Consents"); the OP session cookie is
         // read here and on the step-up of latchkey.oauth.authorize, nowhere else.
@@ -102,5 +124,70 @@ extension RouteTable {
             s.sessions.ended(try s.oauthClients.remove(id: try ctx.path.text("id"), by: try ctx.admin()))
             return .empty(status: 204)
         }
+    }
+}
+
+/// The OpenID Provider's edge: OAuth requests parsed into values, and the provider's answers and
+/// `OAuthError`s rendered (RFC 6749 §5.2 JSON; RFC 6750 §3.1 challenges; redirects and pages).
+enum OAuthEdge {
+    static let noStore = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
+
+    /// A token-style request (RFC 6749 §3.2: form-encoded, each parameter once) and its client's
+    /// `Authorization: Basic` (§2.3.1: the id and secret form-encoded before base64).
+    static func clientRequest(_ request: Request, address: String) throws(OAuthError) -> ClientRequest {
+        guard request.mediaType == "application/x-www-form-urlencoded" else {
+            throw OAuthError.invalidRequest("the body must be application/x-www-form-urlencoded")
+        }
+        let form = OAuthParameters(formPairs(request.body))
+        if let duplicate = form.duplicate { throw OAuthError.invalidRequest("\(duplicate) is given more than once") }
+        var basic: BasicCredentials? = nil
+        if let value = BearerCredentials.value(request, scheme: "Basic") {
+            if let decoded = Base64.decodeStandard(value).map({ String(decoding: $0, as: UTF8.self) }), let colon = decoded.firstIndex(of: ":"),
+               let id = formDecode(String(decoded[..<colon])), let secret = formDecode(String(decoded[decoded.index(after: colon)...])) {
+                basic = .pair(clientId: id, secret: secret)
+            } else {
+                basic = .malformed
+            }
+        }
+        return ClientRequest(form: form, basic: basic, address: address)
+    }
+
+    /// A JSON answer, or the error as RFC 6749 §5.2 says.
+    static func json(status: Int = 200, _ body: () throws(OAuthError) -> JSONValue) -> Response {
+        do throws(OAuthError) { return .json(status: status, bytes: try body().serialized(), headers: noStore) } catch { return error.tokenResponse }
+    }
+
+    static func render(_ answer: BrowserAnswer, cookie: OPSessionCookie) -> Response {
+        switch answer {
+        case .redirect(let location, let clear):
+            return .empty(status: 303, headers: [("Location", location), ("Cache-Control", "no-store")] + (clear ? [cookie.clearing()] : []))
+        case .page(let problem, let lang, let status, let retryAfter, let clear):
+            return OAuthPages.page(problem, lang: lang, status: status,
+                                   extraHeaders: (retryAfter.map { [("Retry-After", String($0))] } ?? []) + (clear ? [cookie.clearing()] : []))
+        case .logoutConfirmation(let name, let id, let uri, let state, let lang):
+            return OAuthPages.logoutConfirmation(clientName: name, clientId: id, postLogoutRedirectURI: uri, state: state, lang: lang)
+        }
+    }
+}
+
+extension OAuthError {
+    /// RFC 6749 §5.2: JSON; `invalid_client` 401 with `WWW-Authenticate`; a limit 429 with
+    /// `Retry-After`; `server_error` 503.
+    var tokenResponse: Response {
+        var headers = OAuthEdge.noStore
+        if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        else if error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
+        return .json(status: error == "server_error" ? 503 : status, bytes: json.serialized(), headers: headers)
+    }
+
+    /// RFC 6750 §3.1 (userinfo): `invalid_token` 401, `insufficient_scope` 403, each with its
+    /// `WWW-Authenticate: Bearer` challenge; a database that cannot answer 503.
+    var bearerResponse: Response {
+        let (status, headers): (Int, [(String, String)]) = switch error {
+        case "insufficient_scope": (403, [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")])
+        case "temporarily_unavailable": (503, [("Retry-After", "1")])
+        default: (401, [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
+        }
+        return .json(status: status, bytes: json.serialized(), headers: headers + OAuthEdge.noStore)
     }
 }

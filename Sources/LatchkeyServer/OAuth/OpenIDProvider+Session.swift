@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import HTTP
 import JSON
 import Storage
 import Tokens
@@ -62,44 +61,37 @@ extension OpenIDProvider {
     }
 
     /// `GET|POST /oauth2/userinfo` (OpenID Connect Core §5.3): claims as the token's scopes allow.
-    func userinfo(_ request: Request) -> Response {
-        let challenge = [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]
-        guard let token = BearerCredentials.value(request, scheme: "Bearer"), let claims = oauthAccessClaims(token),
-              let sub = claims["sub"]?.stringValue else {
-            return .json(status: 401, bytes: OAuthError("invalid_token", "the access token is invalid, expired or revoked").json.serialized(),
-                         headers: challenge + Self.noStore)
+    /// Refusals are RFC 6750 §3.1's: `invalid_token` (401), `insufficient_scope` (403).
+    func userinfo(accessToken token: String?) throws(OAuthError) -> JSONValue {
+        guard let token, let claims = oauthAccessClaims(token), let sub = claims["sub"]?.stringValue else {
+            throw OAuthError("invalid_token", "the access token is invalid, expired or revoked")
         }
         let scopes = Set((claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init))
-        guard scopes.contains("openid") else {
-            return .json(status: 403, bytes: OAuthError("insufficient_scope", "the token has no openid scope").json.serialized(),
-                         headers: [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")] + Self.noStore)
-        }
+        guard scopes.contains("openid") else { throw OAuthError("insufficient_scope", "the token has no openid scope") }
         let found: (user: UserRecord, email: String?)?
         do { found = try store.userinfo(userId: sub, sessionId: claims["sid"]?.stringValue ?? "") } catch {
-            return .json(status: 503, bytes: OAuthError("temporarily_unavailable", "try again").json.serialized(),
-                         headers: [("Retry-After", "1")] + Self.noStore)
+            throw OAuthError("temporarily_unavailable", "try again")
         }
-        guard let (user, email) = found else {
-            return .json(status: 401, bytes: OAuthError("invalid_token", "the session or the account is gone").json.serialized(),
-                         headers: challenge + Self.noStore)
-        }
+        guard let (user, email) = found else { throw OAuthError("invalid_token", "the session or the account is gone") }
         var members: [(key: String, value: JSONValue)] = [("sub", .string(sub))]
         if scopes.contains("profile") { members += [("preferred_username", .string(user.username)), ("name", .string(user.displayName))] }
         if scopes.contains("email"), let email {
             members += [("email", .string(email)), ("email_verified", .bool(true))]
         }
-        return .json(bytes: JSONValue.object(members).serialized(), headers: Self.noStore)
+        return .object(members)
     }
 
     /// `GET /oauth2/logout` (OpenID Connect RP-Initiated Logout 1.0): ends the OAuth session the
     /// id_token names and redirects to a registered `post_logout_redirect_uri`. The OP browser session
     /// of the cookie ends too when the hint was issued for it (its `sid`). A logout never cascades
     /// (SPEC "Grants live and die"): it is an ending, not a security revocation.
-    func logout(_ query: [(String, String)], cookie: String?, acceptLanguage: String?) -> Response {
-        let (f, duplicate) = Self.single(query)
-        let lang = ConsentDisplay.language(uiLocales: f["ui_locales"], acceptLanguage: acceptLanguage, chosen: nil)
-        func page(_ problem: OAuthPages.Problem) -> Response { OAuthPages.page(problem, lang: lang, status: 400) }
-        if let duplicate { return page(.duplicateParameter(duplicate)) }
+    func logout(_ request: LogoutRequest) -> BrowserAnswer {
+        let given = OAuthParameters(request.parameters)
+        let f = given.fields
+        let cookie = request.cookie
+        let lang = ConsentDisplay.language(uiLocales: f["ui_locales"], acceptLanguage: request.acceptLanguage, chosen: nil)
+        func page(_ problem: OAuthPages.Problem) -> BrowserAnswer { .page(problem, lang: lang) }
+        if let duplicate = given.duplicate { return page(.duplicateParameter(duplicate)) }
         var client: OAuthClientRecord? = nil
         var hint: JSONValue? = nil
         if let token = f["id_token_hint"] {
@@ -120,12 +112,11 @@ extension OpenIDProvider {
                 return page(.postLogoutURIUnregistered)
             }
         }
-        var headers: [(String, String)] = [("Cache-Control", "no-store")]
         var confirmed = false
         if let hint, let client, let sid = hint["sid"]?.stringValue, let sub = hint["sub"]?.stringValue {
             let ended: [String]
             do { ended = try store.endSession(sid: sid, userId: sub, clientId: client.id) } catch {
-                return OAuthPages.page(.lookupFailed, lang: lang, status: 503, extraHeaders: [("Retry-After", "1")])
+                return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1)
             }
             if !ended.isEmpty {
                 revoked.insertLogout(ended)
@@ -134,19 +125,16 @@ extension OpenIDProvider {
             if let cookie, let (browser, _) = try? caller(cookie: cookie), browser.sessionId == sid, browser.userId == sub,
                (try? store.endBrowserSession(familyId: sid)) == true {
                 revoked.insertLogout([sid])
-                headers.append(self.cookie.clearing())
                 confirmed = true
             }
         }
         // An OP session the hint was not issued for ends only when the person says so.
         if !confirmed, let cookie, (try? caller(cookie: cookie)) != nil, let client {
-            return OAuthPages.logoutConfirmation(clientName: client.name, clientId: client.id, postLogoutRedirectURI: f["post_logout_redirect_uri"],
-                                                 state: f["state"], lang: lang)
+            return .logoutConfirmation(clientName: client.name, clientId: client.id, postLogoutRedirectURI: f["post_logout_redirect_uri"],
+                                       state: f["state"], lang: lang)
         }
-        guard let target = f["post_logout_redirect_uri"] else {
-            return OAuthPages.page(.signedOut, lang: lang, status: 200, extraHeaders: headers.filter { $0.0 != "Cache-Control" })
-        }
-        return .empty(status: 303, headers: [("Location", RedirectURIs.appending(target, f["state"].map { [("state", $0)] } ?? []))] + headers)
+        guard let target = f["post_logout_redirect_uri"] else { return .page(.signedOut, lang: lang, status: 200, clearCookie: confirmed) }
+        return .redirect(RedirectURIs.appending(target, f["state"].map { [("state", $0)] } ?? []), clearCookie: confirmed)
     }
 
     /// The logout confirmation's answer (a JSON `POST /oauth2/logout` from the issuer's page, under the
@@ -184,22 +172,16 @@ extension OpenIDProvider {
 
     /// `POST /oauth2/revoke` (RFC 7009): the client's refresh token ends its session; 200 whatever
     /// the token was (§2.2), after the client authenticated.
-    func revoke(_ request: Request) -> Response {
-        do {
-            let fields = try tokenFields(request)
-            let client = try authenticateClient(request, fields)
-            guard let token = fields["token"], !token.isEmpty else { throw OAuthError.invalidRequest("token is required") }
-            let ended: [String]
-            do { ended = try store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id) } catch {
-                throw OAuthError("temporarily_unavailable", "try again")
-            }
-            if !ended.isEmpty {
-                revoked.insert(ended)
-                metrics.oauth(client: client.id, outcome: "revoked")
-            }
-            return .empty(status: 200, headers: Self.noStore)
-        } catch {
-            return Self.tokenError(error)
+    func revoke(_ request: ClientRequest) throws(OAuthError) {
+        let client = try authenticateClient(request)
+        guard let token = request.form["token"], !token.isEmpty else { throw OAuthError.invalidRequest("token is required") }
+        let ended: [String]
+        do { ended = try store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id) } catch {
+            throw OAuthError("temporarily_unavailable", "try again")
+        }
+        if !ended.isEmpty {
+            revoked.insert(ended)
+            metrics.oauth(client: client.id, outcome: "revoked")
         }
     }
 

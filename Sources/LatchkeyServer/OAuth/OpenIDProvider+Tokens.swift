@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import HTTP
 import JSON
 import Storage
 import Tokens
@@ -9,40 +8,17 @@ import Tokens
 /// every client) and refresh grants, client authentication, and the tokens: an id_token (ES256, or
 /// RS256 for a client that registered it) and an RFC 9068 access token carrying the grant.
 extension OpenIDProvider {
-    static let noStore = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
-
-    static func tokenJSON(status: Int = 200, _ body: JSONValue) -> Response { .json(status: status, bytes: body.serialized(), headers: noStore) }
-
-    /// RFC 6749 §5.2 errors: JSON, `invalid_client` 401 with `WWW-Authenticate`.
-    static func tokenError(_ error: any Error) -> Response {
-        let e = error as? OAuthError ?? OAuthError("server_error", "unexpected failure")
-        var headers = noStore
-        if let retryAfter = e.retryAfter { headers.append(("Retry-After", String(retryAfter))) }
-        else if e.error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
-        return .json(status: e.error == "server_error" ? 503 : e.status, bytes: e.json.serialized(), headers: headers)
-    }
-
-    /// The form of a token-endpoint request (RFC 6749 §3.2: form-encoded, each parameter once).
-    func tokenFields(_ request: Request) throws(OAuthError) -> [String: String] {
-        guard request.mediaType == "application/x-www-form-urlencoded" else {
-            throw OAuthError.invalidRequest("the body must be application/x-www-form-urlencoded")
-        }
-        do { return try formOrJSON(request) } catch { throw OAuthError.invalidRequest(error.detail) }
-    }
-
     // MARK: Client authentication
 
     /// `client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none` (a public client):
     /// exactly one; a confidential client must prove itself.
-    func authenticateClient(_ request: Request, _ fields: [String: String]) throws(OAuthError) -> OAuthClientRecord {
+    func authenticateClient(_ request: ClientRequest) throws(OAuthError) -> OAuthClientRecord {
+        let fields = request.form.fields
         var methods: [(id: String, proof: ClientProof)] = []
-        if let basic = BearerCredentials.value(request, scheme: "Basic") {
-            guard let decoded = Base64.decodeStandard(basic).map({ String(decoding: $0, as: UTF8.self) }),
-                  let colon = decoded.firstIndex(of: ":"),
-                  let id = formDecode(String(decoded[..<colon])), let secret = formDecode(String(decoded[decoded.index(after: colon)...])) else {
-                throw OAuthError.invalidClient("malformed Basic credentials")
-            }
-            methods.append((id, .secret(secret, .clientSecretBasic)))
+        switch request.basic {
+        case .pair(let id, let secret)?: methods.append((id, .secret(secret, .clientSecretBasic)))
+        case .malformed?: throw OAuthError.invalidClient("malformed Basic credentials")
+        case nil: break
         }
         if let secret = fields["client_secret"] {
             guard let id = fields["client_id"] else { throw OAuthError.invalidClient("client_secret without client_id") }
@@ -63,8 +39,7 @@ extension OpenIDProvider {
         } catch where error.error == "invalid_client" {
             // SPEC "Limits": failed authentications count per client id and address; a request whose
             // authentication succeeds never reaches this counter.
-            let address = Application.clientAddress(request, trustProxy: configuration.trustProxy)
-            switch clientAuthFailures.recordFailure(clientId: id, address: address) {
+            switch clientAuthFailures.recordFailure(clientId: id, address: request.address) {
             case .counted: throw error
             case .limited(let retryAfter):
                 var limited = OAuthError("temporarily_unavailable", "too many failed client authentications; retry later")
@@ -107,23 +82,19 @@ extension OpenIDProvider {
 
     // MARK: The token endpoint
 
-    func token(_ request: Request) -> Response {
-        do {
-            let fields = try tokenFields(request)
-            let client = try authenticateClient(request, fields)
-            // SPEC "Tokens": an approval is used once, by the code exchange; nothing at the token
-            // endpoint can ask for authorization_details again.
-            guard fields["authorization_details"] == nil else {
-                throw OAuthError("invalid_authorization_details", "authorization_details are approved on the authorization request, not at the token endpoint")
-            }
-            switch fields["grant_type"] {
-            case "authorization_code": return Self.tokenJSON(try exchange(fields, client: client))
-            case "refresh_token": return Self.tokenJSON(try refresh(fields, client: client))
-            case nil, "": throw OAuthError.invalidRequest("grant_type is required")
-            default: throw OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
-            }
-        } catch {
-            return Self.tokenError(error)
+    func token(_ request: ClientRequest) throws(OAuthError) -> JSONValue {
+        let client = try authenticateClient(request)
+        let fields = request.form.fields
+        // SPEC "Tokens": an approval is used once, by the code exchange; nothing at the token
+        // endpoint can ask for authorization_details again.
+        guard fields["authorization_details"] == nil else {
+            throw OAuthError("invalid_authorization_details", "authorization_details are approved on the authorization request, not at the token endpoint")
+        }
+        switch fields["grant_type"] {
+        case "authorization_code": return try exchange(fields, client: client)
+        case "refresh_token": return try refresh(fields, client: client)
+        case nil, "": throw OAuthError.invalidRequest("grant_type is required")
+        default: throw OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
         }
     }
 

@@ -1,7 +1,6 @@
 import Synchronization
 import Crypto
 import Foundation
-import HTTP
 import JSON
 import Storage
 import Tokens
@@ -82,31 +81,24 @@ public final class OpenIDProvider: Sendable {
     // MARK: Pages that never redirect
 
     /// A redirect back to the client with RFC 9207's `iss` (every authorization response carries it).
-    func redirect(_ uri: String, _ params: [(String, String)], state: String?) -> Response {
+    func redirect(_ uri: String, _ params: [(String, String)], state: String?) -> BrowserAnswer {
         var all = params
         if let state { all.append(("state", state)) }
         all.append(("iss", issuer))
-        return .empty(status: 303, headers: [("Location", RedirectURIs.appending(uri, all)), ("Cache-Control", "no-store")])
+        return .redirect(RedirectURIs.appending(uri, all))
     }
 
     // MARK: Authorization requests
 
-    /// The query (or pushed form) as a dictionary; a parameter given twice is refused (RFC 6749 §3.1).
-    static func single(_ pairs: [(String, String)]) -> (fields: [String: String], duplicate: String?) {
-        var out: [String: String] = [:]
-        var duplicate: String? = nil
-        for (k, v) in pairs where out.updateValue(v, forKey: k) != nil { duplicate = duplicate ?? k }
-        return (out, duplicate)
-    }
-
-    /// `GET /oauth2/authorize`: the checks in RFC 6749 §4.1.2.1's order. An unknown client or a
-    /// redirect URI that is not registered → 400 page; anything else → a redirect with `error`.
-    /// `cookie`: the OP session cookie, read here only to answer `prompt=none` (SPEC "Silent sign-in").
-    func authorize(_ query: [(String, String)], acceptLanguage: String?, cookie: String? = nil, clientAddress: String = "") -> Response {
-        let (fields, duplicate) = Self.single(query)
+    /// `/oauth2/authorize`: the checks in RFC 6749 §4.1.2.1's order. An unknown client or a redirect
+    /// URI that is not registered → a page in the person's language; anything else → a redirect with
+    /// `error`. The OP session cookie is read here only to answer `prompt=none` (SPEC "Silent sign-in").
+    func authorize(_ request: AuthorizeRequest) -> BrowserAnswer {
+        let given = OAuthParameters(request.parameters)
+        let fields = given.fields
         // RFC 6749 §4.1.2.1: what cannot be redirected is told to the person, in their language.
-        let lang = ConsentDisplay.language(uiLocales: fields["ui_locales"], acceptLanguage: acceptLanguage, chosen: nil)
-        func page(_ problem: OAuthPages.Problem, status: Int = 400) -> Response { OAuthPages.page(problem, lang: lang, status: status) }
+        let lang = ConsentDisplay.language(uiLocales: fields["ui_locales"], acceptLanguage: request.acceptLanguage, chosen: nil)
+        func page(_ problem: OAuthPages.Problem, status: Int = 400) -> BrowserAnswer { .page(problem, lang: lang, status: status) }
         guard let clientId = fields["client_id"], !clientId.isEmpty else { return page(.missingClientId) }
         let client: OAuthClientRecord
         do {
@@ -129,27 +121,31 @@ public final class OpenIDProvider: Sendable {
             return page(.unregisteredRedirectURI)
         }
         let state = params["state"]
-        if let duplicate { return redirect(redirectURI, OAuthError.invalidRequest("\(duplicate) is given more than once").pairs, state: state) }
-        do {
+        if let duplicate = given.duplicate {
+            return redirect(redirectURI, OAuthError.invalidRequest("\(duplicate) is given more than once").pairs, state: state)
+        }
+        do throws(OAuthError) {
             let checked = try check(params, client: client, redirectURI: redirectURI, pushed: fields["request_uri"] != nil)
             if checked["prompt"]?.stringValue == "none" {
-                let code = try silentSignIn(checked, client: client, cookie: cookie)
+                let code = try silentSignIn(checked, client: client, cookie: request.cookie)
                 metrics.oauth(client: client.id, outcome: "authorized")
                 return redirect(redirectURI, [("code", code)], state: state)
             }
             // SPEC "Limits": the id is a keyed hash of the request, so the same request (a reload)
             // finds its pending row instead of writing another.
             let id = Self.requestPrefix + Base64URL.encode(HMAC.sha256(key: try requestIdKey(), data: checked.serialized()))
-            let stored = try store.storeAuthorizationRequest(
-                hash: OpaqueSecret.hash(id), clientId: client.id, params: checked, ttlSeconds: Self.requestTTL, clientAddress: clientAddress,
-                perAddressPerMinute: configuration.rateLimit > 0 ? Self.pendingPerAddressPerMinute : nil, perClient: Self.pendingPerClient)
-            guard stored != .limited else { return OAuthPages.page(.tooManyRequests, lang: lang, status: 429, extraHeaders: [("Retry-After", "60")]) }
-            return .empty(status: 303, headers: [("Location", webOrigin + "/authorize?request=" + id), ("Cache-Control", "no-store")])
-        } catch let e as OAuthError {
-            metrics.oauth(client: client.id, outcome: e.error)
-            return redirect(redirectURI, e.pairs, state: state)
+            let stored: OAuthRequestStore
+            do {
+                stored = try store.storeAuthorizationRequest(
+                    hash: OpaqueSecret.hash(id), clientId: client.id, params: checked, ttlSeconds: Self.requestTTL,
+                    clientAddress: request.clientAddress,
+                    perAddressPerMinute: configuration.rateLimit > 0 ? Self.pendingPerAddressPerMinute : nil, perClient: Self.pendingPerClient)
+            } catch { throw OAuthError("temporarily_unavailable", "try again") }
+            guard stored != .limited else { return .page(.tooManyRequests, lang: lang, status: 429, retryAfter: 60) }
+            return .redirect(webOrigin + "/authorize?request=" + id)
         } catch {
-            return redirect(redirectURI, OAuthError("temporarily_unavailable", "try again").pairs, state: state)
+            metrics.oauth(client: client.id, outcome: error.error)
+            return redirect(redirectURI, error.pairs, state: state)
         }
     }
 
@@ -217,28 +213,24 @@ public final class OpenIDProvider: Sendable {
     }
 
     /// `POST /oauth2/par` (RFC 9126): the client authenticates and pushes its parameters; errors are
-    /// JSON (there is no redirect yet). → 201 `{"request_uri","expires_in"}`.
-    func pushed(_ request: Request) -> Response {
-        do {
-            let fields = try tokenFields(request)
-            let client = try authenticateClient(request, fields)
-            guard fields["request_uri"] == nil else { throw OAuthError.invalidRequest("request_uri cannot be pushed") }
-            guard let presented = fields["redirect_uri"],
-                  let redirectURI = RedirectURIs.match(presented, registered: client.redirectURIs, isPublic: client.isPublic) else {
-                throw OAuthError.invalidRequest("redirect_uri is missing or not registered for this client")
-            }
-            var params = fields
-            for secret in ["client_secret", "client_assertion", "client_assertion_type"] { params[secret] = nil }
-            _ = try check(params, client: client, redirectURI: redirectURI, pushed: true)
-            let uri = Self.requestURIPrefix + Base64URL.encode(runtime.random(32))
-            let stored = JSONValue.object(params.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
-            do {
-                try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: stored, ttlSeconds: Self.pushedTTL)
-            } catch { throw OAuthError("temporarily_unavailable", "try again") }
-            return Self.tokenJSON(status: 201, .object([("request_uri", .string(uri)), ("expires_in", .number(Double(Self.pushedTTL)))]))
-        } catch {
-            return Self.tokenError(error)
+    /// JSON (there is no redirect yet). → `{"request_uri","expires_in"}` (201).
+    func pushed(_ request: ClientRequest) throws(OAuthError) -> JSONValue {
+        let client = try authenticateClient(request)
+        let fields = request.form.fields
+        guard fields["request_uri"] == nil else { throw OAuthError.invalidRequest("request_uri cannot be pushed") }
+        guard let presented = fields["redirect_uri"],
+              let redirectURI = RedirectURIs.match(presented, registered: client.redirectURIs, isPublic: client.isPublic) else {
+            throw OAuthError.invalidRequest("redirect_uri is missing or not registered for this client")
         }
+        var params = fields
+        for secret in ["client_secret", "client_assertion", "client_assertion_type"] { params[secret] = nil }
+        _ = try check(params, client: client, redirectURI: redirectURI, pushed: true)
+        let uri = Self.requestURIPrefix + Base64URL.encode(runtime.random(32))
+        let stored = JSONValue.object(params.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+        do {
+            try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: stored, ttlSeconds: Self.pushedTTL)
+        } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        return .object([("request_uri", .string(uri)), ("expires_in", .number(Double(Self.pushedTTL)))])
     }
 }
 

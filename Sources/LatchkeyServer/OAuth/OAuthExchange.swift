@@ -1,0 +1,64 @@
+import Foundation
+
+// The OpenID Provider's requests and answers as values (ARCHITECTURE.md: services never see HTTP).
+// The routes (OAuthRoutes.swift) parse a request into one of these, the provider decides, and the
+// routes render its answer — `OAuthError` as RFC 6749 §5.2 JSON, a `BrowserAnswer` as a redirect
+// or a page — at the same edge as `ServiceError`.
+
+/// A form or query of an OAuth endpoint: each parameter once (RFC 6749 §3.1), the first one given
+/// twice named.
+struct OAuthParameters: Sendable {
+    let fields: [String: String]
+    let duplicate: String?
+
+    init(_ pairs: [(String, String)]) {
+        var fields: [String: String] = [:]
+        var duplicate: String? = nil
+        for (k, v) in pairs where fields.updateValue(v, forKey: k) != nil { duplicate = duplicate ?? k }
+        self.fields = fields
+        self.duplicate = duplicate
+    }
+
+    subscript(_ name: String) -> String? { fields[name] }
+}
+
+/// `Authorization: Basic` of a client (RFC 6749 §2.3.1), decoded at the edge.
+enum BasicCredentials: Sendable {
+    case pair(clientId: String, secret: String)
+    case malformed
+}
+
+/// A request to an endpoint where the client authenticates (token, PAR, revocation): its form,
+/// its Basic credentials, and the address failed authentications are counted by (SPEC "Limits").
+struct ClientRequest: Sendable {
+    let form: OAuthParameters
+    let basic: BasicCredentials?
+    let address: String
+}
+
+/// `/oauth2/authorize` (GET query or POST form): the parameters, the browser's languages, the OP
+/// session cookie (read only for `prompt=none`) and the client address (SPEC "Limits").
+struct AuthorizeRequest: Sendable {
+    let parameters: [(String, String)]
+    let acceptLanguage: String?
+    let cookie: String?
+    let clientAddress: String
+}
+
+/// `/oauth2/logout` (RP-Initiated Logout 1.0, GET or form POST).
+struct LogoutRequest: Sendable {
+    let parameters: [(String, String)]
+    let cookie: String?
+    let acceptLanguage: String?
+}
+
+/// Where a browser-facing endpoint sends the person.
+enum BrowserAnswer: Sendable {
+    /// 303 to `location` (back to the client, or to the /authorize page); `clearCookie`: the OP
+    /// session it ended.
+    case redirect(String, clearCookie: Bool = false)
+    /// A page in `lang` that never redirects (RFC 6749 §4.1.2.1), or the signed-out page.
+    case page(OAuthPages.Problem, lang: String, status: Int = 400, retryAfter: Int? = nil, clearCookie: Bool = false)
+    /// SPEC "Userinfo and logout": sign out of Latchkey too?
+    case logoutConfirmation(clientName: String, clientId: String, postLogoutRedirectURI: String?, state: String?, lang: String)
+}
