@@ -238,8 +238,16 @@ final class ClientKeySets: Sendable {
             return (.refuse(entry.failure ?? OAuthError.invalidClient("the client's jwks_uri did not answer a JWKS")), nil)
         }
         let matching = kid.map { k in entry.keys.filter { $0.kid == k } } ?? entry.keys
-        // A known kid refreshes only when the set is about to go stale; an unknown one whenever allowed.
-        let due = matching.isEmpty || now - fetchedAt >= entry.lifetime - Self.refreshAhead
+        if matching.isEmpty, kid != nil {
+            // An unknown kid (a key the client has just rotated in) is fetched for on this request, at
+            // most once a minute per jwks_uri: the rotation's first assertion verifies, and a forged
+            // kid costs at most one fetch a minute.
+            if let running = entry.inFlight { return (.wait(running), nil) }
+            if mayFetch { return (.fetchHere(start()), nil) }
+            return (.use([]), nil)
+        }
+        // A known kid refreshes off the request path, when the set is about to go stale.
+        let due = now - fetchedAt >= entry.lifetime - Self.refreshAhead
         return (.use(matching), due && mayFetch ? start() : nil)
     }
 
