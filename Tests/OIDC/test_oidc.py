@@ -243,6 +243,10 @@ def test_authlib_code_flow_refresh_userinfo_logout():
     old_refresh = tok['refresh_token']
     new = client.refresh_token(DISCOVERY['token_endpoint'], refresh_token=old_refresh)
     check(new['refresh_token'] != old_refresh and 'access_token' in new, 'rotated')
+    # OpenID Connect Core §12.2: the refreshed id_token keeps sub, auth_time and acr, without a nonce.
+    again = jwt.decode(new['id_token'], jwks())
+    check(again['sub'] == claims['sub'] and again['auth_time'] == claims['auth_time'] and again['acr'] == claims['acr']
+          and 'nonce' not in again, f'refreshed id_token {dict(again)}')
     # Reuse of the rotated-out token revokes the family: the new refresh token dies too.
     r = S.post(DISCOVERY['token_endpoint'], data={'grant_type': 'refresh_token', 'refresh_token': old_refresh}, auth=(cid, secret))
     check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'reuse: {r.status_code} {r.text}')

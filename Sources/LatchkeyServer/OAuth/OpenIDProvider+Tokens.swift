@@ -195,7 +195,8 @@ extension OpenIDProvider {
                 // SPEC "Which authentication the tokens describe": the OP session's id when the cookie approved.
                 ("sid", g["op_sid"].flatMap(\.stringValue).map { .string($0) } ?? .string(familyId)),
             ]
-            if let nonce = g["nonce"], nonce != .null { claims.append(("nonce", nonce)) }
+            // OpenID Connect Core §12.2: a refreshed id_token carries no nonce (the code exchange's does).
+            if carriesApproval, let nonce = g["nonce"], nonce != .null { claims.append(("nonce", nonce)) }
             do {
                 let signed = client.idTokenAlg == "RS256" ? try rsa.sign(.object(claims), type: "JWT")
                     : try signer.sign(.object(claims), type: "JWT")
