@@ -171,40 +171,26 @@ extension OpenIDProvider {
         let ttl = min(configuration.accessTokenTTL, 300)
         // SPEC "Tokens": only the code exchange's access token carries the approved details and the
         // step-up's receipt; a refresh never does (an approval is used once).
-        let details = carriesApproval ? g["authorization_details"] ?? .null : .null
-        var access: [(key: String, value: JSONValue)] = [
-            ("iss", .string(issuer)), ("sub", .string(userId)), ("aud", g["resource"]?.stringValue.map { .string($0) } ?? .string(issuer)),
-            ("client_id", .string(client.id)), ("scope", .string(scopes.joined(separator: " "))), ("iat", .number(Double(now))),
-            ("exp", .number(Double(now + Int64(ttl)))), ("jti", .string(runtime.identifier())), ("sid", .string(familyId)),
-            ("auth_time", g["auth_time"] ?? .null), ("acr", g["acr"] ?? .null), ("amr", g["amr"] ?? .null),
-        ]
-        if details != .null {
-            access.append(("authorization_details", details))
-            if let receipt = g["receipt_id"], receipt != .null { access.append(("receipt_id", receipt)) }
+        let details = carriesApproval ? g["authorization_details"].flatMap { $0 == .null ? nil : $0 } : nil
+        let authentication = g["acr"]?.stringValue.map { acr in
+            GrantAuthentication(authTime: Int64(g["auth_time"]?.doubleValue ?? 0), acr: acr, amr: (g["amr"]?.arrayValue ?? []).compactMap(\.stringValue))
         }
+        let access = OAuthAccessClaims(issuer: issuer, subject: userId, audience: g["resource"]?.stringValue ?? issuer, clientId: client.id,
+                                       scope: scopes, issuedAt: now, lifetime: Int64(ttl), jwtId: runtime.identifier(), sessionId: familyId,
+                                       authentication: authentication, authorizationDetails: details, receiptId: g["receipt_id"]?.stringValue)
         var body: [(key: String, value: JSONValue)] = []
-        do {
-            body.append(("access_token", .string(try signer.sign(.object(access), type: "at+jwt"))))
-        } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
+        do { body.append(("access_token", .string(try signer.sign(access)))) } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
         body += [("token_type", "Bearer"), ("expires_in", .number(Double(ttl))), ("scope", .string(scopes.joined(separator: " ")))]
         if idToken {
-            var claims: [(key: String, value: JSONValue)] = [
-                ("iss", .string(issuer)), ("sub", .string(userId)), ("aud", .string(client.id)), ("azp", .string(client.id)),
-                ("exp", .number(Double(now + Int64(Self.idTokenTTL)))), ("iat", .number(Double(now))), ("auth_time", g["auth_time"] ?? .null),
-                ("acr", g["acr"] ?? .null), ("amr", g["amr"] ?? .null),
-                // SPEC "Which authentication the tokens describe": the OP session's id when the cookie approved.
-                ("sid", g["op_sid"].flatMap(\.stringValue).map { .string($0) } ?? .string(familyId)),
-            ]
-            // OpenID Connect Core §12.2: a refreshed id_token carries no nonce (the code exchange's does).
-            if carriesApproval, let nonce = g["nonce"], nonce != .null { claims.append(("nonce", nonce)) }
+            let claims = IDTokenClaims(issuer: issuer, subject: userId, clientId: client.id, issuedAt: now, lifetime: Int64(Self.idTokenTTL),
+                                       sessionId: g["op_sid"]?.stringValue ?? familyId, authentication: authentication,
+                                       nonce: carriesApproval ? g["nonce"]?.stringValue : nil)
             do {
-                let signed = client.idTokenAlg == "RS256" ? try rsa.sign(.object(claims), type: "JWT")
-                    : try signer.sign(.object(claims), type: "JWT")
-                body.append(("id_token", .string(signed)))
+                body.append(("id_token", .string(client.idTokenAlg == "RS256" ? try rsa.sign(claims.payload, type: "JWT") : try signer.sign(claims))))
             } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
         }
         if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
-        if details != .null { body.append(("authorization_details", details)) }
+        if let details { body.append(("authorization_details", details)) }
         return .object(body)
     }
 }
