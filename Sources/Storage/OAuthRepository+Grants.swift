@@ -23,75 +23,92 @@ extension OAuthRepository {
         }
     }
 
-    /// A code's redemption, in one transaction (BEGIN, the code and its approvers read, one write,
-    /// COMMIT): used once (RFC 6749 §4.1.2: a second use revokes the session the first issued, with
-    /// `replayAudit`); it must be live, the presenting client's, for the same redirect URI, with the
-    /// PKCE verifier of its challenge (or, issued without one, none); and what approved it must still
-    /// stand (SPEC "Grants live and die": the approvers are locked `FOR SHARE`, so a revocation
-    /// running now either commits first and is seen here, or waits for this grant and its cascade
-    /// revokes it). Then the `oauth` family (the session), its first refresh token, the grant and
-    /// `issuedAudit` (its actor and subject: the code's user) are written. A refused code is used up
-    /// all the same.
+    /// A code's redemption in two statements, no transaction: the code used up (the read), then the
+    /// grant (the write).
+    ///
+    /// 1. RFC 6749 §4.1.2: a code is used once — its first use marks it used and reads it; any later
+    ///    use marks it replayed and revokes the session the first issued, with `replayAudit`.
+    /// 2. It must be live, the presenting client's, for the same redirect URI, with the PKCE
+    ///    verifier of its challenge (or, issued without one, none). Then, only while the code was
+    ///    not replayed meanwhile and what approved it still stands (SPEC "Grants live and die": the
+    ///    approvers are locked `FOR SHARE`, so a revocation running now either commits first and is
+    ///    seen, or waits for this grant and its cascade revokes it): the `oauth` family, its first
+    ///    refresh token, the grant and `issuedAudit` (its actor and subject: the code's user).
+    /// A refused code stays used up.
     public func redeemCode(hash: [UInt8], presented: CodePresentation, familyId: String, refreshHash: [UInt8], ttlSeconds: Int,
                            replayAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthCodeRedemption {
-        try pool.runTransaction { t in
-            guard let row = try t.query("""
-                SELECT c.client_id, c.user_id, c.grant_data::text AS grant_data, c.used_at, c.family_id, c.expires_at > now() AS live,
-                       c.approving_family, c.approving_credential, c.approving_device_key,
-                       (c.approving_family IS NULL OR EXISTS (SELECT 1 FROM refresh_families f WHERE f.id = c.approving_family
-                            AND (f.revoked_at IS NULL OR f.ended_by = 'logout') FOR SHARE))
-                   AND (c.approving_credential IS NULL OR EXISTS (SELECT 1 FROM credentials k
-                            WHERE k.id = latchkey_from_base64url(c.approving_credential) AND k.revoked_at IS NULL FOR SHARE))
-                   AND (c.approving_device_key IS NULL OR EXISTS (SELECT 1 FROM device_keys d
-                            WHERE d.id = c.approving_device_key AND d.revoked_at IS NULL FOR SHARE)) AS approvers_live
-                FROM oauth_codes c WHERE c.hash = \(hash) FOR UPDATE OF c
-                """).first else { return OAuthCodeRedemption.invalid("the code is unknown or expired") }
-            if try !row.isNull("used_at") {
-                let family = try row.optionalString("family_id")
-                let revoked: SQL = family.map { "UPDATE refresh_families SET revoked_at = now() WHERE id = \($0) AND revoked_at IS NULL RETURNING id" }
-                    ?? "SELECT NULL::text AS id WHERE false"
-                _ = try t.query(SQL.with([("replay", "UPDATE oauth_codes SET replayed_at = now() WHERE hash = \(hash) RETURNING hash"),
-                                          ("rev", revoked)]
-                                         + AuditRepository.cte([replayAudit.with(detail: [("sessionId", family.map { .string($0) } ?? .null)])]),
-                                         "SELECT 1 FROM replay"))
-                return .replayed(revokedFamily: family)
+        let template = AuditTemplate(actor: replayAudit.actor, action: replayAudit.action, detail: replayAudit.detail)
+        let consumed = try pool.run { c in
+            try c.query(SQL.with([
+                ("c", "SELECT hash, used_at IS NOT NULL AS replay FROM oauth_codes WHERE hash = \(hash) FOR UPDATE"),
+                ("fresh", """
+                    UPDATE oauth_codes o SET used_at = now() FROM c WHERE o.hash = c.hash AND NOT c.replay
+                    RETURNING o.client_id, o.user_id, o.grant_data::text AS grant_data, o.expires_at > now() AS live
+                    """),
+                ("replayed", """
+                    UPDATE oauth_codes o SET replayed_at = now() FROM c WHERE o.hash = c.hash AND c.replay RETURNING o.family_id
+                    """),
+                ("rev", """
+                    UPDATE refresh_families SET revoked_at = now() WHERE id = (SELECT family_id FROM replayed) AND revoked_at IS NULL RETURNING id
+                    """),
+            ] + AuditRepository.cte([template.rows(from: "replayed", subject: "\(replayAudit.subject)::text",
+                                                   members: [("sessionId", "replayed.family_id")])]),
+                "SELECT EXISTS (SELECT 1 FROM replayed) AS replay, (SELECT family_id FROM replayed) AS family, fresh.* FROM (SELECT 1) AS one LEFT JOIN fresh ON true"
+            )).first.map { row -> (replay: Bool, family: String?, code: (client: String, user: String, grant: JSONValue, live: Bool)?) in
+                let code = try row.isNull("user_id") ? nil : (try row.string("client_id"), try row.string("user_id"),
+                                                                 (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([]),
+                                                                 try row.bool("live"))
+                return (try row.bool("replay"), try row.optionalString("family"), code)
             }
-            let grant = (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([])
-            let challenge = grant["code_challenge"]?.stringValue
-            let refusal: String? =
-                try !row.bool("live") ? "the code is unknown or expired"
-                : try row.string("client_id") != presented.clientId ? "the code was issued to another client"
-                : presented.redirectURI == nil || presented.redirectURI != grant["redirect_uri"]?.stringValue
-                    ? "redirect_uri does not match the authorization request"
-                : challenge.map { !Self.constantTimeEqual($0, presented.verifierChallenge) } ?? (presented.verifierChallenge != nil || !presented.pkceOptional)
-                    ? "code_verifier does not match the code_challenge (PKCE S256)"
-                : nil
-            if let refusal {
-                _ = try t.execute("UPDATE oauth_codes SET used_at = now() WHERE hash = \(hash)")
-                return .invalid(refusal)
-            }
-            guard try row.bool("approvers_live") else {
-                _ = try t.execute("UPDATE oauth_codes SET used_at = now() WHERE hash = \(hash)")
-                return .approverRevoked
-            }
-            let userId = try row.string("user_id")
-            let session = NewSession(familyId: familyId, userId: userId, refreshHash: refreshHash, ttlSeconds: ttlSeconds, method: .oauth,
-                                     credentialId: grant["credential_id"]?.stringValue.flatMap(Self.bytes(base64url:)),
-                                     authTime: Date(timeIntervalSince1970: grant["auth_time"]?.doubleValue ?? 0))
-            let (family, credential, deviceKey) = (try row.optionalString("approving_family"), try row.optionalString("approving_credential"),
-                                                   try row.optionalString("approving_device_key"))
-            _ = try t.query(SQL.with([("used", "UPDATE oauth_codes SET used_at = now(), family_id = \(familyId) WHERE hash = \(hash) RETURNING hash")]
-                                     + SessionRepository.ctes(session, from: "used")
-                                     + [("granted", """
-                                        INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
-                                        SELECT fam.id, \(presented.clientId), \(PostgresValue.json(grant.text))::jsonb, \(family), \(credential), \(deviceKey)
-                                        FROM fam RETURNING family_id
-                                        """)]
-                                     + AuditRepository.cte([AuditRecord(actor: userId, action: issuedAudit.action, subject: userId,
-                                                                        detail: issuedAudit.detail)], onlyIf: "tok"),
-                                     "SELECT hash FROM tok"))
-            return .started(OAuthCodeRecord(clientId: presented.clientId, userId: userId, grant: grant))
         }
+        guard let consumed else { return .invalid("the code is unknown or expired") }
+        if consumed.replay { return .replayed(revokedFamily: consumed.family) }
+        guard let code = consumed.code else { return .invalid("the code is unknown or expired") }
+        let grant = code.grant
+        let challenge = grant["code_challenge"]?.stringValue
+        let refusal: String? =
+            !code.live ? "the code is unknown or expired"
+            : code.client != presented.clientId ? "the code was issued to another client"
+            : presented.redirectURI == nil || presented.redirectURI != grant["redirect_uri"]?.stringValue
+                ? "redirect_uri does not match the authorization request"
+            : challenge.map { !Self.constantTimeEqual($0, presented.verifierChallenge) } ?? (presented.verifierChallenge != nil || !presented.pkceOptional)
+                ? "code_verifier does not match the code_challenge (PKCE S256)"
+            : nil
+        if let refusal { return .invalid(refusal) }
+        let session = NewSession(familyId: familyId, userId: code.user, refreshHash: refreshHash, ttlSeconds: ttlSeconds, method: .oauth,
+                                 credentialId: grant["credential_id"]?.stringValue.flatMap(Self.bytes(base64url:)),
+                                 authTime: Date(timeIntervalSince1970: grant["auth_time"]?.doubleValue ?? 0))
+        let issued = AuditRecord(actor: code.user, action: issuedAudit.action, subject: code.user, detail: issuedAudit.detail)
+        let started = try pool.run { c in
+            try c.query(SQL.with([
+                ("live", """
+                    SELECT (k.approving_family IS NULL OR EXISTS (SELECT 1 FROM refresh_families f WHERE f.id = k.approving_family
+                                AND (f.revoked_at IS NULL OR f.ended_by = 'logout') FOR SHARE))
+                       AND (k.approving_credential IS NULL OR EXISTS (SELECT 1 FROM credentials r
+                                WHERE r.id = latchkey_from_base64url(k.approving_credential) AND r.revoked_at IS NULL FOR SHARE))
+                       AND (k.approving_device_key IS NULL OR EXISTS (SELECT 1 FROM device_keys d
+                                WHERE d.id = k.approving_device_key AND d.revoked_at IS NULL FOR SHARE)) AS ok
+                    FROM oauth_codes k WHERE k.hash = \(hash)
+                    """),
+                ("gate", """
+                    UPDATE oauth_codes SET family_id = \(familyId)
+                    WHERE hash = \(hash) AND replayed_at IS NULL AND (SELECT ok FROM live)
+                    RETURNING approving_family, approving_credential, approving_device_key
+                    """),
+            ] + SessionRepository.ctes(session, from: "gate") + [
+                ("granted", """
+                    INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
+                    SELECT fam.id, \(presented.clientId), \(PostgresValue.json(grant.text))::jsonb,
+                           gate.approving_family, gate.approving_credential, gate.approving_device_key
+                    FROM fam, gate RETURNING family_id
+                    """),
+            ] + AuditRepository.cte([issued], onlyIf: "tok"),
+                "SELECT EXISTS (SELECT 1 FROM tok) AS started, EXISTS (SELECT 1 FROM live WHERE ok) AS live"
+            )).first.map { row in (try row.bool("started"), try row.bool("live")) }
+        }
+        guard let started else { return .approverRevoked }
+        if started.0 { return .started(OAuthCodeRecord(clientId: presented.clientId, userId: code.user, grant: grant)) }
+        return started.1 ? .replayed(revokedFamily: nil) : .approverRevoked
     }
 
     /// `a` and `b` equal, compared in time independent of where they differ (nil equals nothing).

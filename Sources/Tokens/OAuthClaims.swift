@@ -1,3 +1,4 @@
+import Crypto
 import JSON
 
 /// What an OpenID grant's tokens say of the authentication behind them (SPEC "Which authentication
@@ -111,4 +112,17 @@ extension TokenSigner {
     public func sign(_ claims: OAuthAccessClaims) throws(TokenError) -> String { try sign(claims.payload, type: AccessClaims.type) }
 
     public func sign(_ claims: IDTokenClaims) throws(TokenError) -> String { try sign(claims.payload, type: "JWT") }
+}
+
+extension JWT {
+    /// A compact JWS signed RS256 (RFC 7518 §3.3) with `key`, named by `kid`: the id_tokens of
+    /// clients that registered RS256 (OpenID Discovery §3 requires it offered).
+    public static func signRS256(claims: JSONValue, key: PrivateKey, kid: String, type: String = "JWT") throws(TokenError) -> String {
+        let header: JSONValue = .object([("alg", "RS256"), ("typ", .string(type)), ("kid", .string(kid))])
+        let input = Base64URL.encode(header.serialized()) + "." + Base64URL.encode(claims.serialized())
+        guard let signature = try? key.sign(Array(input.utf8), algorithm: .rsaPKCS1(.sha256)) else {
+            throw TokenError(.unknownKey, "RS256 signing failed")
+        }
+        return input + "." + Base64URL.encode(signature)
+    }
 }

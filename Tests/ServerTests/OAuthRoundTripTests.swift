@@ -23,8 +23,8 @@ struct OAuthRoundTripTests {
         "POST /v1/oauth/requests/{id}/sign-in": 2,
         // The cookie's session, the request (read once: the guard hands it to the handler), the one write.
         "POST /v1/oauth/requests/{id}/approve": 3,
-        // BEGIN, the code and its approvers locked, the grant written, COMMIT.
-        "POST /oauth2/token": 4,
+        // The code used up (and read), the grant written with its approvers locked.
+        "POST /oauth2/token": 2,
         "GET /oauth2/userinfo": 1,
     ]
 

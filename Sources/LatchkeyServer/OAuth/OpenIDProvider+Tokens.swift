@@ -186,7 +186,7 @@ extension OpenIDProvider {
                                        sessionId: g["op_sid"]?.stringValue ?? familyId, authentication: authentication,
                                        nonce: carriesApproval ? g["nonce"]?.stringValue : nil)
             do {
-                body.append(("id_token", .string(client.idTokenAlg == "RS256" ? try rsa.sign(claims.payload, type: "JWT") : try signer.sign(claims))))
+                body.append(("id_token", .string(client.idTokenAlg == "RS256" ? try rsa.sign(claims) : try signer.sign(claims))))
             } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
         }
         if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }

@@ -55,12 +55,11 @@ final class RSASigningKey: Sendable {
         return .object(members + [("use", "sig"), ("alg", "RS256"), ("kid", .string(kid))])
     }
 
-    /// A compact JWS, RS256.
-    func sign(_ claims: JSONValue, type: String) throws(ServiceError) -> String {
+    /// An id_token, RS256 (signed in Tokens).
+    func sign(_ claims: IDTokenClaims) throws(ServiceError) -> String {
         let (key, kid) = try key()
-        let header: JSONValue = .object([("alg", "RS256"), ("typ", .string(type)), ("kid", .string(kid))])
-        let input = Base64URL.encode(header.serialized()) + "." + Base64URL.encode(claims.serialized())
-        guard let sig = try? key.sign(Array(input.utf8), algorithm: .rsaPKCS1(.sha256)) else { throw ServiceError(.internalError, "RS256 signing failed") }
-        return input + "." + Base64URL.encode(sig)
+        do { return try JWT.signRS256(claims: claims.payload, key: key, kid: kid) } catch {
+            throw ServiceError(.internalError, "RS256 signing failed")
+        }
     }
 }
