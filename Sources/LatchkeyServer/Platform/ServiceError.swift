@@ -68,11 +68,14 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "\(code.rawValue): \(detail)" }
     public var status: Int { code.status }
+    /// The problem document's `code`: SPEC's, where a 415 is `invalid_request` as the router answers it.
+    var problemCode: String { code == .unsupportedMediaType ? Code.invalidRequest.rawValue : code.rawValue }
+
     public var response: Response {
-        guard !members.isEmpty else { return Response.problem(status: status, code: code.rawValue, detail: detail, headers: headers) }
+        guard !members.isEmpty else { return Response.problem(status: status, code: problemCode, detail: detail, headers: headers) }
         let body = JSONValue.object([
-            ("type", .string(Problem.typeBase + code.rawValue)), ("title", .string(Response.reasonPhrase(for: status))),
-            ("status", .number(Double(status))), ("detail", .string(detail)), ("code", .string(code.rawValue)),
+            ("type", .string(Problem.typeBase + problemCode)), ("title", .string(Response.reasonPhrase(for: status))),
+            ("status", .number(Double(status))), ("detail", .string(detail)), ("code", .string(problemCode)),
         ] + members)
         return Response(status: status, headers: [("Content-Type", Problem.mediaType)] + headers, body: body.serialized())
     }
