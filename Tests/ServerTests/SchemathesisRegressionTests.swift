@@ -64,4 +64,15 @@ struct SchemathesisRegressionTests {
             #expect(reply.header("Allow") == allow, "\(method) \(path): \(reply.header("Allow") ?? "-")")
         }
     }
+
+    /// `POST /oauth2/logout` without a body (and a cookie route with a text body) answered 415 with
+    /// `code` `unsupported_media_type`, where the document and the router's own 415s say `invalid_request`.
+    @Test("a 415 of the OP cookie routes says invalid_request", arguments: [("POST", "/oauth2/logout", "text/plain"),
+                                                                         ("POST", "/oauth2/logout", nil as String?)])
+    func cookieRoute415(method: String, path: String, contentType: String?) throws {
+        let server = try Self.fixture.get()
+        let reply = try server.client().send(method, path, body: contentType == nil ? [] : Array("x".utf8), contentType: contentType,
+                                             headers: [("Origin", server.origin)])
+        expectProblem(reply, 415, "invalid_request")
+    }
 }
