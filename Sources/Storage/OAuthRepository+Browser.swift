@@ -48,16 +48,26 @@ extension OAuthRepository {
 
     /// The live OP browser session a cookie names (unexpired, not revoked), in one read.
     public func browserSession(cookieHash: [UInt8]) throws(StorageError) -> BrowserSessionRecord? {
+        try browserSession(cookieHash: cookieHash, withRequest: nil)?.session
+    }
+
+    /// The live OP browser session a cookie names and, in the same read, the pending authorization
+    /// request `requestHash` names (the approve route needs both: one read, then its one write).
+    public func browserSession(cookieHash: [UInt8], withRequest requestHash: [UInt8]?)
+        throws(StorageError) -> (session: BrowserSessionRecord, request: OAuthRequestRecord?)? {
         try pool.run { c in
             try c.query("""
-                SELECT f.id, f.user_id, u.username, f.credential_id, f.auth_time, cr.approves_from, COALESCE(cr.hardware_bound, false) AS hardware_bound
+                SELECT f.id, f.user_id, u.username, f.credential_id, f.auth_time, cr.approves_from, COALESCE(cr.hardware_bound, false) AS hardware_bound,
+                       q.client_id, q.params::text AS params, q.created_at
                 FROM refresh_tokens r JOIN refresh_families f ON f.id = r.family_id JOIN users u ON u.id = f.user_id
                 LEFT JOIN credentials cr ON cr.id = f.credential_id
+                LEFT JOIN oauth_requests q ON q.hash = \(requestHash) AND q.kind = 'authorize' AND q.used_at IS NULL AND q.expires_at > now()
                 WHERE r.hash = \(cookieHash) AND r.expires_at > now() AND f.browser AND f.revoked_at IS NULL
                 """).first.map { r in
-                BrowserSessionRecord(familyId: try r.string("id"), userId: try r.string("user_id"), username: try r.string("username"),
-                                     credentialId: try r.optionalBytes("credential_id"), authTime: try r.date("auth_time"),
-                                     passkeyApprovesFrom: try r.optionalDate("approves_from"), hardware: try r.bool("hardware_bound"))
+                (BrowserSessionRecord(familyId: try r.string("id"), userId: try r.string("user_id"), username: try r.string("username"),
+                                      credentialId: try r.optionalBytes("credential_id"), authTime: try r.date("auth_time"),
+                                      passkeyApprovesFrom: try r.optionalDate("approves_from"), hardware: try r.bool("hardware_bound")),
+                 try r.isNull("client_id") ? nil : try Self.request(r))
             }
         }
     }

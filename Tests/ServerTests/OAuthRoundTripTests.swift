@@ -21,8 +21,8 @@ struct OAuthRoundTripTests {
         "GET /oauth2/authorize": 2,
         "GET /v1/oauth/requests/{id}": 2,
         "POST /v1/oauth/requests/{id}/sign-in": 2,
-        // The cookie's session, the request (read once: the guard hands it to the handler), the one write.
-        "POST /v1/oauth/requests/{id}/approve": 3,
+        // The cookie's session and the request in one read, the one write.
+        "POST /v1/oauth/requests/{id}/approve": 2,
         // The code used up (and read), the grant written with its approvers locked.
         "POST /oauth2/token": 2,
         "GET /oauth2/userinfo": 1,

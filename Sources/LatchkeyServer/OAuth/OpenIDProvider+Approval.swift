@@ -16,9 +16,10 @@ extension OpenIDProvider {
             && Base64URL.decode(String(id.dropFirst(requestPrefix.utf8.count)))?.count == 32
     }
 
-    /// `handedOver`: the approve route's guard read this request a moment ago for the step-up it
-    /// needs (`approvalNeed`); the handler takes that read instead of a second one. Nothing is
-    /// trusted from it that the approval's one write does not check again (the request unused).
+    /// `handedOver`: this request was read a moment ago by this request's own resolution (with the
+    /// OP session cookie's session, in one query) or by the approve route's guard (`approvalNeed`);
+    /// take that read instead of a second one. Nothing is trusted from it that the one write of an
+    /// approval or a refusal does not check again (the request still unused).
     func storedRequest(_ id: String, handedOver: Bool = false) throws(ServiceError) -> (OAuthRequestRecord, OAuthClientRecord) {
         guard Self.isRequestId(id) else { throw ServiceError.notFound("authorization request") }
         let now = runtime.uptime()
@@ -46,7 +47,7 @@ extension OpenIDProvider {
     /// host, scopes, details, the `display` lines a step-up binds, the exact `stepUpAction`, the
     /// sign-in options whose challenge is bound to this request, and `signedIn`.
     func requestView(_ id: String, chosenLanguage: String?, acceptLanguage: String?, browser: SessionService.Caller?) throws(ServiceError) -> JSONValue {
-        let (r, client) = try storedRequest(id)
+        let (r, client) = try storedRequest(id, handedOver: browser != nil)
         let p = r.params
         let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         let details = p["authorization_details"] ?? .null
@@ -91,7 +92,7 @@ extension OpenIDProvider {
     /// Bearer token (which a thief can hold), need the step-up for exactly this request. An unknown
     /// id needs none (the handler says 404).
     func approvalNeed(rawId: String?, viaCookie: Bool) throws(ServiceError) -> StepUpRule.Need {
-        guard let rawId, let (r, client) = try? storedRequest(rawId) else { return .none }
+        guard let rawId, let (r, client) = try? storedRequest(rawId, handedOver: true) else { return .none }
         handOver(rawId, r)
         let details = r.params["authorization_details"] ?? .null
         if details == .null && viaCookie { return .none }
@@ -183,7 +184,7 @@ extension OpenIDProvider {
 
     /// `POST /v1/oauth/requests/{id}/deny` → `{"redirectTo":"…?error=access_denied&…"}`.
     func deny(_ id: String, caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
-        let (r, client) = try storedRequest(id)
+        let (r, client) = try storedRequest(id, handedOver: true)
         let p = r.params
         let scopes = JSONValue.array((p["scope"]?.stringValue ?? "").split(separator: " ").map { .string(String($0)) })
         let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", scopes), ("receiptId", .null)]

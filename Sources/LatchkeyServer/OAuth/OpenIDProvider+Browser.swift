@@ -11,6 +11,9 @@ protocol BrowserSessions: Sendable {
     /// The session a cookie names, and whether it may approve (its passkey is not held); nil: no
     /// such live session.
     func caller(cookie value: String) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)?
+    /// `caller(cookie:)`, reading in the same query the authorization request `requestId` names
+    /// (the approve route's): handed over to its guard and handler, which then read nothing more.
+    func caller(cookie value: String, preloading requestId: String?) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)?
 }
 
 /// The part of a passkey login the OP's sign-in borrows (the challenge bound to a request, the
@@ -30,9 +33,16 @@ extension OpenIDProvider: BrowserSessions {
     static let browserCookiePrefix = "lkop_"
 
     func caller(cookie value: String) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)? {
+        try caller(cookie: value, preloading: nil)
+    }
+
+    func caller(cookie value: String, preloading requestId: String?) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)? {
         guard value.hasPrefix(Self.browserCookiePrefix), value.utf8.count <= 128 else { return nil }
-        guard let found = try storage({ () throws(StorageError) in try store.browserSession(cookieHash: OpaqueSecret.hash(value)) }),
-              !revoked.contains(found.familyId) else { return nil }
+        let request = requestId.flatMap { Self.isRequestId($0) ? $0 : nil }
+        guard let (found, pending) = try storage({ () throws(StorageError) in
+            try store.browserSession(cookieHash: OpaqueSecret.hash(value), withRequest: request.map(OpaqueSecret.hash))
+        }), !revoked.contains(found.familyId) else { return nil }
+        if let request, let pending { handOver(request, pending) }
         let heldUntil = found.passkeyApprovesFrom.flatMap { $0 > runtime.now() ? $0 : nil }
         let standing = SessionService.Standing(method: .passkey, credentialId: found.credentialId, heldUntil: heldUntil,
                                                authTime: found.authTime, hardware: found.hardware)

@@ -23,7 +23,9 @@ struct CallerResolver: Sendable {
     /// The OP browser sessions (the OpenID Provider's cookie).
     let browser: any BrowserSessions
 
-    func resolve(_ access: Access, _ request: Request) throws(ServiceError) -> RouteCaller {
+    /// `requestId`: the authorization request the route names (the approve route), read with the
+    /// OP session cookie's session in one query.
+    func resolve(_ access: Access, _ request: Request, requestId: String? = nil) throws(ServiceError) -> RouteCaller {
         if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(access, request) { throw RecoveryService.refusedHere }
         switch access {
         case .anyone, .registrationVerify:
@@ -32,7 +34,7 @@ struct CallerResolver: Sendable {
             return .session(try sessions.session(accessToken: try Self.bearer(request)))
         case .approver:
             guard request.header("Authorization") != nil else {
-                let (caller, approves) = try browserCaller(request)
+                let (caller, approves) = try browserCaller(request, preloading: requestId)
                 guard approves else {
                     throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
                 }
@@ -47,9 +49,9 @@ struct CallerResolver: Sendable {
             return .session(caller)
         case .sessionOrBrowser:
             if let bearer = BearerCredentials.value(request, scheme: "Bearer") { return .session(try sessions.session(accessToken: bearer)) }
-            return .browser(try browserCaller(request).caller)
+            return .browser(try browserCaller(request, preloading: requestId).caller)
         case .anyoneOrBrowser:
-            guard browser.cookie.value(request) != nil, let (caller, _) = try? browserCaller(request) else { return .anonymous }
+            guard browser.cookie.value(request) != nil, let (caller, _) = try? browserCaller(request, preloading: requestId) else { return .anonymous }
             return .browser(caller)
         case .admin:
             return try admin(try Self.bearer(request))
@@ -69,10 +71,10 @@ struct CallerResolver: Sendable {
 
     /// The OP browser session of the cookie, from a request the issuer's own page sent (else 415 or
     /// 403, before the cookie is read); no cookie, or one of an ended session → 401.
-    func browserCaller(_ request: Request) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool) {
+    func browserCaller(_ request: Request, preloading requestId: String? = nil) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool) {
         guard let value = browser.cookie.value(request) else { throw ServiceError.unauthorized }
         try browser.cookie.checkSentByIssuerPage(request)
-        guard let found = try browser.caller(cookie: value) else { throw ServiceError.unauthorized }
+        guard let found = try browser.caller(cookie: value, preloading: requestId) else { throw ServiceError.unauthorized }
         return found
     }
 

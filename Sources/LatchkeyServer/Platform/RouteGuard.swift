@@ -299,7 +299,7 @@ struct GuardedRoute: Sendable {
 extension GuardedRoute {
     /// SPEC's order, up to the handler: caller → body → step-up → path ids.
     func check(_ request: Request, _ raw: PathParameters, _ s: Services) throws(ServiceError) -> RouteContext {
-        let caller = try s.callers.resolve(access, request)
+        let caller = try s.callers.resolve(access, request, requestId: kinds.contains { $0.kind == .oauthRequest } ? raw["id"] : nil)
         var body: JSONValue? = nil
         var approval: Approval? = nil
         if let stepUp {
