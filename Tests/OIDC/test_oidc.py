@@ -91,7 +91,8 @@ def serve_jwks(public):
             pass
     server = http.server.HTTPServer(('127.0.0.1', 0), H)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f'http://127.0.0.1:{server.server_port}/jwks.json'
+    # A path of its own: a later test's server may get the same port, and the cache is per jwks_uri.
+    return server, f'http://127.0.0.1:{server.server_port}/jwks-{secrets.token_hex(4)}.json'
 
 
 DISCOVERY = None
@@ -233,6 +234,7 @@ def test_authlib_code_flow_refresh_userinfo_logout():
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://app.example/cb',
                              code_verifier=verifier)
     check({'access_token', 'id_token', 'refresh_token', 'expires_in'} <= set(tok), f'token response {list(tok)}')
+    check('authorization_details' not in tok, f'no details were asked for: {tok.get("authorization_details")}')
     check(tok['token_type'].lower() == 'bearer' and tok['expires_in'] <= 300, 'access token lifetime')
     claims = decode_id_token(tok['id_token'], cid, nonce)
     check(claims['sub'] == USER_ID and claims['azp'] == cid and 'sid' in claims and 'auth_time' in claims, f'id_token {dict(claims)}')

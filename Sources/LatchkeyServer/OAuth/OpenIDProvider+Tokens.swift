@@ -171,7 +171,8 @@ extension OpenIDProvider {
         let ttl = min(configuration.accessTokenTTL, 300)
         // SPEC "Tokens": only the code exchange's access token carries the approved details and the
         // step-up's receipt; a refresh never does (an approval is used once).
-        let details = carriesApproval ? g["authorization_details"].flatMap { $0 == .null ? nil : $0 } : nil
+        var details: JSONValue? = nil
+        if carriesApproval, let approved = g["authorization_details"], approved != .null { details = approved }
         let authentication = g["acr"]?.stringValue.map { acr in
             GrantAuthentication(authTime: Int64(g["auth_time"]?.doubleValue ?? 0), acr: acr, amr: (g["amr"]?.arrayValue ?? []).compactMap(\.stringValue))
         }
