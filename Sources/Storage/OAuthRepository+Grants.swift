@@ -65,13 +65,15 @@ extension OAuthRepository {
         if consumed.replay { return .replayed(revokedFamily: consumed.family) }
         guard let code = consumed.code else { return .invalid("the code is unknown or expired") }
         let grant = code.grant
+        // A plain compare: the challenge is public (the client sent it in the authorization request),
+        // and what is compared with it is a hash of the verifier, not the verifier.
         let challenge = grant["code_challenge"]?.stringValue
         let refusal: String? =
             !code.live ? "the code is unknown or expired"
             : code.client != presented.clientId ? "the code was issued to another client"
             : presented.redirectURI == nil || presented.redirectURI != grant["redirect_uri"]?.stringValue
                 ? "redirect_uri does not match the authorization request"
-            : challenge.map { !Self.constantTimeEqual($0, presented.verifierChallenge) } ?? (presented.verifierChallenge != nil || !presented.pkceOptional)
+            : challenge.map { $0 != presented.verifierChallenge } ?? (presented.verifierChallenge != nil || !presented.pkceOptional)
                 ? "code_verifier does not match the code_challenge (PKCE S256)"
             : nil
         if let refusal { return .invalid(refusal) }
@@ -111,25 +113,11 @@ extension OAuthRepository {
         return started.1 ? .replayed(revokedFamily: nil) : .approverRevoked
     }
 
-    /// `a` and `b` equal, compared in time independent of where they differ (nil equals nothing).
-    static func constantTimeEqual(_ a: String, _ b: String?) -> Bool {
-        guard let b else { return false }
-        let (x, y) = (Array(a.utf8), Array(b.utf8))
-        guard x.count == y.count else { return false }
-        return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-    }
-
+    /// The passkey id a grant spells in base64url (Storage has no Crypto module to decode it with).
     static func bytes(base64url text: String) -> [UInt8]? {
         var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while s.utf8.count % 4 != 0 { s += "=" }
         return Data(base64Encoded: s).map { Array($0) }
-    }
-
-    /// The credential id as step-up receipts and grants spell it (base64url, no padding).
-    static func base64url(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        while text.hasSuffix("=") { text.removeLast() }
-        return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
     }
 
     /// RFC 6749 §6 with rotation at the token endpoint: only the client's own OAuth sessions; a token

@@ -306,14 +306,14 @@ public final class OAuthRepository: Sendable {
         if let code {
             // The approving key: the step-up's (its receipt names it), else the passkey that began
             // the approving session.
-            let credential = approvers?.sessionCredential.map(Self.base64url)
+            let credential = approvers?.sessionCredential
             ctes.append(("sweep", "DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour' AND family_id IS NULL"))
             ctes.append(("code", """
                 INSERT INTO oauth_codes (hash, client_id, user_id, grant_data, expires_at,
                                          approving_family, approving_credential, approving_device_key)
                 SELECT \(code.hash), \(code.clientId), \(code.userId), \(PostgresValue.json(code.grant.text))::jsonb,
                        now() + make_interval(secs => \(code.ttlSeconds)), \(approvers?.familyId),
-                       CASE WHEN r.method IS NULL THEN \(credential) WHEN r.method = 'passkey' THEN r.key_id END,
+                       CASE WHEN r.method IS NULL THEN latchkey_base64url(\(credential)::bytea) WHEN r.method = 'passkey' THEN r.key_id END,
                        CASE WHEN r.method = 'device-key' THEN r.key_id END
                 FROM go LEFT JOIN step_up_receipts r ON r.token_jti = \(approvers?.stepUpJTI)
                 RETURNING hash

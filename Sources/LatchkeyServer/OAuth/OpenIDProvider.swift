@@ -13,7 +13,6 @@ public final class OpenIDProvider: Sendable {
     let clients: OAuthClientService
     let sessions: SessionService
     let accounts: AccountRepository
-    let recovery: RecoveryRepository
     let signer: TokenSigner
     let events: OutboxEvents
     let metrics: Metrics
@@ -46,7 +45,7 @@ public final class OpenIDProvider: Sendable {
     static let requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
 
     init(store: OAuthRepository, clients: OAuthClientService, sessions: SessionService, accounts: AccountRepository,
-         recovery: RecoveryRepository, signer: TokenSigner, rsa: RSASigningKey, events: OutboxEvents, metrics: Metrics,
+         signer: TokenSigner, rsa: RSASigningKey, events: OutboxEvents, metrics: Metrics,
          configuration: Configuration, runtime: Runtime, revoked: RevokedSessions, passkeys: any PasskeySignIn, keys: KeyRepository) {
         self.store = store
         self.passkeys = passkeys
@@ -54,7 +53,6 @@ public final class OpenIDProvider: Sendable {
         self.clients = clients
         self.sessions = sessions
         self.accounts = accounts
-        self.recovery = recovery
         self.signer = signer
         self.rsa = rsa
         self.events = events

@@ -96,7 +96,7 @@ public final class Services: Sendable {
                                   metrics: metrics, configuration: configuration, runtime: runtime)
         oauthClients = OAuthClientService(store: database.oauth, configuration: configuration, runtime: runtime)
         openID = OpenIDProvider(store: database.oauth, clients: oauthClients, sessions: sessions, accounts: database.accounts,
-                                recovery: database.recovery, signer: signer,
+                                signer: signer,
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
                                 events: events, metrics: metrics, configuration: configuration, runtime: runtime, revoked: revokedSessions,
                                 passkeys: passkeys, keys: database.keys)
