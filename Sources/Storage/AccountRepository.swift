@@ -295,13 +295,18 @@ public final class AccountRepository: Sendable {
             + MailRepository.ctes(mail, onlyIf: "rev"),
             "SELECT EXISTS (SELECT 1 FROM rev) AS revoked, (SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended")
         let run = { (c: PostgresConnection) throws -> [String]? in
-            let row = try c.query(statement)[0]
-            guard try row.bool("revoked") else { return nil }
+            // Redeemed first: the approving passkey may be the one revoked here, and it is judged
+            // live as it was before this change.
             try StepUpRedemption.redeem(redeeming, on: c)
+            let row = try c.query(statement)[0]
+            guard try row.bool("revoked") else {
+                if redeeming != nil { throw StorageError.notFound }  // rolls the redemption back
+                return nil
+            }
             return try row.stringArray("ended")
         }
         if redeeming == nil { return try pool.run(run) }
-        return try pool.runTransaction(run)
+        do { return try pool.runTransaction(run) } catch .notFound { return nil }
     }
 
     /// `template` once per credential row of `from`, with the members SPEC "Events" gives

@@ -16,16 +16,31 @@ public struct StepUpRedemption: Sendable, Equatable {
     }
 
     /// Marks the receipt consumed on `t` (inside the change's transaction); throws
-    /// `.conflict(.stepUpUsed)` when there is no such unused receipt, so the caller's transaction rolls back.
+    /// `.conflict(.stepUpUsed)` when there is no such unused receipt, or when the key that made it
+    /// has been revoked since, so the caller's transaction rolls back.
     static func redeem(_ redemption: StepUpRedemption?, on t: PostgresConnection) throws {
         guard let r = redemption else { return }
         let used = try t.query("""
             UPDATE step_up_receipts SET consumed_at = now()
             WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
+              AND \(unsafeRaw: approverIsLive)
             RETURNING id
             """)
         if used.isEmpty { throw StorageError.conflict(.stepUpUsed) }
     }
+
+    /// SPEC "Rules that must hold": an approval is only as alive as the key that made it. A
+    /// predicate on a `step_up_receipts` row, true while its device key or passkey is the user's
+    /// and not revoked. Checked by the statement that redeems the receipt, so a revocation
+    /// committed before it wins, with no read of its own.
+    public static let approverIsLive = """
+        CASE step_up_receipts.method
+          WHEN 'device-key' THEN EXISTS (SELECT 1 FROM device_keys live_key WHERE live_key.id = step_up_receipts.key_id
+                                         AND live_key.user_id = step_up_receipts.user_id AND live_key.revoked_at IS NULL)
+          ELSE EXISTS (SELECT 1 FROM credentials live_key WHERE live_key.id = latchkey_from_base64url(step_up_receipts.key_id)
+                       AND live_key.user_id = step_up_receipts.user_id AND live_key.revoked_at IS NULL)
+        END
+        """
 }
 
 /// One admin: a user with the admin role.

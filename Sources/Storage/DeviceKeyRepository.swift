@@ -92,6 +92,7 @@ public final class DeviceKeyRepository: Sendable {
             opened = """
                 UPDATE step_up_receipts SET consumed_at = now()
                 WHERE token_jti = \(jti) AND user_id = \(key.userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
+                  AND \(unsafeRaw: StepUpRedemption.approverIsLive)
                 RETURNING id
                 """
         case .ticket(let hash):
@@ -160,11 +161,14 @@ public final class DeviceKeyRepository: Sendable {
             + OutboxRepository.ctes(revokedEvent.map { [DeviceKeyRepository.rows($0, from: "rev")] } ?? []),
             "SELECT id FROM rev")
         guard let redeeming else { return try pool.run { c in !(try c.query(statement)).isEmpty } }
-        return try pool.runTransaction { t in
-            guard !(try t.query(statement)).isEmpty else { return false }
-            try StepUpRedemption.redeem(redeeming, on: t)
-            return true
-        }
+        do {
+            return try pool.runTransaction { t in
+                // Redeemed first: the approving key is judged live as it was before this change.
+                try StepUpRedemption.redeem(redeeming, on: t)
+                guard !(try t.query(statement)).isEmpty else { throw StorageError.notFound }  // rolls the redemption back
+                return true
+            }
+        } catch .notFound { return false }
     }
 
     /// `template` once per device key row of `from` (`columns`), with the members SPEC "Events"
@@ -251,11 +255,18 @@ public final class DeviceKeyRepository: Sendable {
             let used = try c.query("""
                 UPDATE step_up_receipts SET consumed_at = now()
                 WHERE token_jti = \(jti) AND user_id = \(userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
+                  AND \(unsafeRaw: StepUpRedemption.approverIsLive)
                 RETURNING id, action
                 """)
             if let r = used.first { return .consumed(receiptId: try r.string("id"), action: try r.string("action")) }
-            let exists = try c.query("SELECT 1 AS one FROM step_up_receipts WHERE token_jti = \(jti) AND user_id = \(userId)")
-            return exists.isEmpty ? .unknown : .alreadyUsed
+            // Why not (a refusal only): used, or another action's, is alreadyUsed; an unused receipt
+            // whose key was revoked is as good as unknown.
+            let found = try c.query("""
+                SELECT consumed_at IS NOT NULL AS used, \(unsafeRaw: StepUpRedemption.approverIsLive) AS live
+                FROM step_up_receipts WHERE token_jti = \(jti) AND user_id = \(userId)
+                """)
+            guard let row = found.first else { return .unknown }
+            return try row.bool("used") || row.bool("live") ? .alreadyUsed : .unknown
         }
     }
 

@@ -15,6 +15,17 @@ public struct BrowserSessionRecord: Sendable, Equatable {
     public let hardware: Bool
 }
 
+/// A Bearer caller's session as an approver (SPEC "Who may approve"), read with the request it approves.
+public struct ApproverSessionRecord: Sendable, Equatable {
+    public let method: SessionMethod
+    public let credentialId: [UInt8]?
+    public let authTime: Date
+    /// The hold of the passkey that began it, while it lasts (a held passkey approves nothing).
+    public let passkeyApprovesFrom: Date?
+    /// That passkey proved a hardware key at registration (OpenID EAP `phrh`).
+    public let hardware: Bool
+}
+
 /// A remembered consent (SPEC "Consents").
 public struct OAuthConsentRecord: Sendable, Equatable {
     public let clientId: String
@@ -67,6 +78,27 @@ extension OAuthRepository {
                 (BrowserSessionRecord(familyId: try r.string("id"), userId: try r.string("user_id"), username: try r.string("username"),
                                       credentialId: try r.optionalBytes("credential_id"), authTime: try r.date("auth_time"),
                                       passkeyApprovesFrom: try r.optionalDate("approves_from"), hardware: try r.bool("hardware_bound")),
+                 try r.isNull("client_id") ? nil : try Self.request(r))
+            }
+        }
+    }
+
+    /// A live session of `userId` (the Bearer caller's `sid`) as an approver's standing — how it
+    /// began, the hold of its passkey — and, in the same read, the pending authorization request
+    /// `requestHash` names: the approve route's one read.
+    public func approverSession(familyId: String, userId: String, withRequest requestHash: [UInt8]?)
+        throws(StorageError) -> (session: ApproverSessionRecord, request: OAuthRequestRecord?)? {
+        try pool.run { c in
+            try c.query("""
+                SELECT f.method, f.credential_id, f.auth_time, cr.approves_from, COALESCE(cr.hardware_bound, false) AS hardware_bound,
+                       q.client_id, q.params::text AS params, q.created_at
+                FROM refresh_families f LEFT JOIN credentials cr ON cr.id = f.credential_id
+                LEFT JOIN oauth_requests q ON q.hash = \(requestHash) AND q.kind = 'authorize' AND q.used_at IS NULL AND q.expires_at > now()
+                WHERE f.id = \(familyId) AND f.user_id = \(userId) AND f.revoked_at IS NULL
+                """).first.map { r in
+                (ApproverSessionRecord(method: try r.value("method"), credentialId: try r.optionalBytes("credential_id"),
+                                       authTime: try r.date("auth_time"), passkeyApprovesFrom: try r.optionalDate("approves_from"),
+                                       hardware: try r.bool("hardware_bound")),
                  try r.isNull("client_id") ? nil : try Self.request(r))
             }
         }

@@ -186,18 +186,41 @@ extension OAuthRepository {
         }
     }
 
-    /// OpenID RP-Initiated Logout: ends the client's OAuth sessions of `userId` that an id_token's
-    /// `sid` names — the `oauth` family itself, or those the OP browser session `sid` approved —
-    /// as a logout (no cascade). Returns the ids ended.
-    public func endSession(sid: String, userId: String, clientId: String) throws(StorageError) -> [String] {
+    /// RP-Initiated Logout's one write: the OAuth sessions of `clientId` that `sid` names end (the
+    /// grant issued in that session, or every grant its OP browser session approved, `op_sid`), and so does the OP browser session `sid` when the cookie `cookieHash` names
+    /// exactly it. Also says whether the cookie names a live OP browser session at all (the
+    /// confirmation page's question). A logout never cascades (`ended_by = 'logout'`).
+    public func logout(sid: String, userId: String, clientId: String, cookieHash: [UInt8]?)
+        throws(StorageError) -> (ended: [String], browserEnded: Bool, cookieSession: String?) {
         try pool.run { c in
-            try c.query("""
-                UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'
-                WHERE user_id = \(userId) AND method = 'oauth' AND revoked_at IS NULL
-                  AND id IN (SELECT family_id FROM oauth_grants
-                             WHERE client_id = \(clientId) AND (family_id = \(sid) OR grant_data->>'op_sid' = \(sid)))
-                RETURNING id
-                """).map { try $0.string("id") }
+            let rows = try c.query("""
+                WITH oauth_ended AS (
+                    UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'
+                    WHERE user_id = \(userId) AND method = 'oauth' AND revoked_at IS NULL
+                      AND id IN (SELECT family_id FROM oauth_grants
+                                 WHERE client_id = \(clientId) AND (family_id = \(sid) OR grant_data->>'op_sid' = \(sid)))
+                    RETURNING id),
+                cookie_session AS (
+                    SELECT f.id FROM refresh_tokens r JOIN refresh_families f ON f.id = r.family_id
+                    WHERE r.hash = \(cookieHash) AND r.expires_at > now() AND f.browser AND f.revoked_at IS NULL),
+                browser_ended AS (
+                    UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'
+                    WHERE id = \(sid) AND user_id = \(userId) AND browser AND revoked_at IS NULL AND id IN (SELECT id FROM cookie_session)
+                    RETURNING id)
+                SELECT id, 'oauth' AS kind FROM oauth_ended
+                UNION ALL SELECT id, 'browser' FROM browser_ended
+                UNION ALL SELECT id, 'cookie' FROM cookie_session
+                """)
+            var ended: [String] = [], browserEnded = false, cookieSession: String? = nil
+            for r in rows {
+                let id = try r.string("id")
+                switch try r.string("kind") {
+                case "oauth": ended.append(id)
+                case "browser": browserEnded = true
+                default: cookieSession = id
+                }
+            }
+            return (ended, browserEnded, cookieSession)
         }
     }
 

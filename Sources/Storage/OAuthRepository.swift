@@ -71,6 +71,8 @@ public enum OAuthRequestStore: Sendable, Equatable {
     case pending
     /// The client address or the client has as many pending requests as it may.
     case limited
+    /// The pushed request it stands for was used up by another request first: nothing stored.
+    case pushedGone
 }
 
 /// A stored authorization request (or pushed request) as the web page and approve read it.
@@ -209,13 +211,19 @@ public final class OAuthRepository: Sendable {
     /// than `perAddressPerMinute` in the last minute (nil: no such limit) and the client has fewer
     /// than `perClient` pending, else `.limited`. Requests an hour past their expiry are deleted.
     public func storeAuthorizationRequest(hash: [UInt8], clientId: String, params: JSONValue, ttlSeconds: Int, clientAddress: String,
-                                          perAddressPerMinute: Int?, perClient: Int) throws(StorageError) -> OAuthRequestStore {
-        try pool.run { c in
+                                          perAddressPerMinute: Int?, perClient: Int,
+                                          usingUpPushed pushed: [UInt8]? = nil) throws(StorageError) -> OAuthRequestStore {
+        // With a pushed request, storing and using it up are one statement: a second use of its
+        // request_uri, however close, stores nothing.
+        let used = Self.pushedUsedUp(pushed ?? [])
+        let usingUp: SQL = pushed == nil ? "" : "\(unsafeRaw: used.name) AS (\(fragment: used.sql)),\n"
+        let won: SQL = pushed == nil ? "true" : "EXISTS (SELECT 1 FROM \(unsafeRaw: used.name))"
+        return try pool.run { c in
             let row = try c.query("""
-                WITH gone AS (DELETE FROM oauth_requests WHERE expires_at < now() - interval '1 hour'),
+                WITH \(fragment: usingUp)gone AS (DELETE FROM oauth_requests WHERE expires_at < now() - interval '1 hour'),
                 existing AS (SELECT 1 FROM oauth_requests WHERE hash = \(hash) AND used_at IS NULL AND expires_at > now()),
                 room AS (
-                    SELECT NOT EXISTS (SELECT 1 FROM existing)
+                    SELECT NOT EXISTS (SELECT 1 FROM existing) AND \(fragment: won)
                        AND (\(perAddressPerMinute)::int IS NULL OR (SELECT count(*) FROM oauth_requests
                             WHERE client_address = \(clientAddress) AND created_at > now() - interval '1 minute') < \(perAddressPerMinute)::int)
                        AND (SELECT count(*) FROM (SELECT 1 FROM oauth_requests WHERE client_id = \(clientId) AND used_at IS NULL
@@ -228,8 +236,9 @@ public final class OAuthRepository: Sendable {
                     ON CONFLICT (hash) DO UPDATE SET used_at = NULL, expires_at = EXCLUDED.expires_at, created_at = now(),
                         params = EXCLUDED.params, client_address = EXCLUDED.client_address
                     RETURNING 1)
-                SELECT EXISTS (SELECT 1 FROM existing) AS pending, EXISTS (SELECT 1 FROM ins) AS stored
+                SELECT EXISTS (SELECT 1 FROM existing) AS pending, EXISTS (SELECT 1 FROM ins) AS stored, \(fragment: won) AS won
                 """)[0]
+            guard try row.bool("won") else { return OAuthRequestStore.pushedGone }
             if try row.bool("pending") { return OAuthRequestStore.pending }
             return try row.bool("stored") ? .stored : .limited
         }
@@ -251,15 +260,24 @@ public final class OAuthRepository: Sendable {
                            createdAt: try r.date("created_at"))
     }
 
-    /// A pushed request (RFC 9126), used up by the authorization request that names it.
-    public func consumePushed(hash: [UInt8], clientId: String) throws(StorageError) -> OAuthRequestRecord? {
+    /// A pushed request (RFC 9126) of `clientId`, unused and unexpired. Read only: the statement
+    /// that stores the authorization request it stands for uses it up (`usingUpPushed`).
+    public func pushed(hash: [UInt8], clientId: String) throws(StorageError) -> OAuthRequestRecord? {
         try pool.run { c in
             try c.query("""
-                UPDATE oauth_requests SET used_at = now()
+                SELECT client_id, params::text AS params, created_at FROM oauth_requests
                 WHERE hash = \(hash) AND kind = 'par' AND client_id = \(clientId) AND used_at IS NULL AND expires_at > now()
-                RETURNING client_id, params::text AS params, created_at
                 """).first.map(Self.request)
         }
+    }
+
+    /// A CTE that uses up the pushed request `hash` (RFC 9126 §2.2: one use), returning a row only
+    /// for the statement that won it.
+    static func pushedUsedUp(_ hash: [UInt8]) -> (name: String, sql: SQL) {
+        ("pushed_used", """
+            UPDATE oauth_requests SET used_at = now()
+            WHERE hash = \(hash) AND kind = 'par' AND used_at IS NULL AND expires_at > now() RETURNING 1 AS one
+            """)
     }
 
     /// Uses the request up (approve or deny), in one transaction with the step-up's redemption, the
@@ -268,12 +286,13 @@ public final class OAuthRepository: Sendable {
     /// Without `requestHash` (a silent sign-in, SPEC "Silent sign-in") there is no stored request
     /// to use up, and the code is issued only while the account's consent covers `consent` scopes.
     public func finish(requestHash: [UInt8]?, code: (hash: [UInt8], clientId: String, userId: String, grant: JSONValue, ttlSeconds: Int)?,
-                       approvers: OAuthApprovers? = nil, consent scopes: [String]? = nil,
+                       approvers: OAuthApprovers? = nil, consent scopes: [String]? = nil, usingUpPushed pushed: [UInt8]? = nil,
                        redeeming: StepUpRedemption?, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
         // One statement: the request used up (or the consent that stands for it), the step-up's
         // receipt redeemed, the code with its approvers, the consent, the audit line and the event —
         // all or nothing. `go` holds a row only when the request is there and the receipt was redeemed.
-        var ctes: [(name: String, sql: SQL)] = []
+        var ctes: [(name: String, sql: SQL)] = pushed.map { [Self.pushedUsedUp($0)] } ?? []
+        let won: SQL = pushed == nil ? "" : " AND EXISTS (SELECT 1 FROM pushed_used)"
         if let requestHash {
             ctes.append(("pending", """
                 SELECT hash FROM oauth_requests
@@ -282,7 +301,7 @@ public final class OAuthRepository: Sendable {
         } else if let code, let scopes {
             ctes.append(("pending", """
                 SELECT user_id FROM oauth_consents WHERE user_id = \(code.userId) AND client_id = \(code.clientId)
-                  AND scopes @> \(Self.jsonText(scopes))::jsonb FOR SHARE
+                  AND scopes @> \(Self.jsonText(scopes))::jsonb\(fragment: won) FOR SHARE
                 """))
         } else {
             return false
@@ -291,7 +310,7 @@ public final class OAuthRepository: Sendable {
             ctes.append(("red", """
                 UPDATE step_up_receipts SET consumed_at = now()
                 WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
-                  AND EXISTS (SELECT 1 FROM pending)
+                  AND \(unsafeRaw: StepUpRedemption.approverIsLive) AND EXISTS (SELECT 1 FROM pending)
                 RETURNING id
                 """))
             ctes.append(("go", "SELECT 1 AS one FROM pending WHERE EXISTS (SELECT 1 FROM red)"))

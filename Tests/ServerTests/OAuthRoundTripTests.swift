@@ -127,4 +127,115 @@ struct OAuthRoundTripTests {
         }
         #expect(refreshTrips == 1, "refresh: \(refreshTrips) round trips")
     }
+
+    /// The routes outside the code flow's happy path, each once warm: a Bearer approval with its
+    /// step-up (the session's standing and the request in one read; the step-up's key checked by the
+    /// statement that redeems it), deny by Bearer and by the OP cookie, consents, revocation,
+    /// RP-initiated logout, and discovery.
+    static let otherBudget: [String: Int] = [
+        "POST /v1/oauth/requests/{id}/approve": 2,
+        "POST /v1/oauth/requests/{id}/deny": 2,
+        "GET /v1/oauth/consents": 1,
+        "DELETE /v1/oauth/consents/{id}": 1,
+        "POST /oauth2/revoke": 1,
+        "GET /oauth2/logout": 1,
+        "GET /.well-known/openid-configuration": 0,
+        "GET /.well-known/jwks.json": 0,
+    ]
+
+    @Test("approve by Bearer and step-up, deny, consents, revoke, logout and discovery stay within their round trips")
+    func otherRoutes() throws {
+        let server = try TestServer(name: "op-trips-2")
+        defer { server.http.stop() }
+        let client = server.client()
+        let owner = SoftAuthenticator()
+        let session = try client.signUp(owner, username: server.username("trips2"))
+        var registration = OAuthClientService.Registration(name: "Trips", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        registration.postLogoutRedirectURIs = ["https://rp.example/bye"]
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(try #require(created.secret))".utf8))
+        let form = "application/x-www-form-urlencoded"
+        let page = [("Origin", server.origin), ("Sec-Fetch-Site", "same-origin")]
+        var measured: [String: Int] = [:]
+        func step(_ name: String, _ body: () throws -> Reply) throws -> Reply {
+            let before = try Self.roundTrips(server)
+            let reply = try body()
+            let after = try Self.roundTrips(server)
+            measured[name] = min(measured[name] ?? .max, (after[name] ?? 0) - (before[name] ?? 0))
+            return reply
+        }
+        func started(_ verifier: String) throws -> String {
+            let query = OpenIDProviderTests.form([
+                ("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"),
+                ("scope", "openid offline_access"), ("nonce", Base64URL.encode(SecureRandom.bytes(8))),
+                ("code_challenge", Base64URL.encode(Digest.sha256(Array(verifier.utf8)))), ("code_challenge_method", "S256")])
+            let reply = try client.get("/oauth2/authorize?" + String(decoding: query, as: UTF8.self))
+            return try #require(URLComponents(string: reply.header("Location") ?? "")?.queryItems?.first { $0.name == "request" }?.value, "\(reply)")
+        }
+        for _ in 0..<3 {
+            // Approve by Bearer, with the step-up for exactly this request.
+            let verifier = Base64URL.encode(SecureRandom.bytes(32))
+            let requestId = try started(verifier)
+            let view = try client.get("/v1/oauth/requests/\(requestId)")
+            let action = try #require(view.json?["stepUpAction"], "\(view)")
+            let stepUp = try OpenIDProviderTests.passkeyStepUp(client, bearer: session.bearer, authenticator: owner, action: action)
+            let approved = try step("POST /v1/oauth/requests/{id}/approve") {
+                try client.post("/v1/oauth/requests/\(requestId)/approve", .object([]), authorization: session.bearer,
+                                headers: [("Latchkey-Step-Up", stepUp)])
+            }
+            #expect(approved.status == 200, "\(approved)")
+            let code = try #require(URLComponents(string: approved.json?["redirectTo"]?.stringValue ?? "")?.queryItems?.first { $0.name == "code" }?.value)
+            let tokens = try client.send("POST", "/oauth2/token", body: OpenIDProviderTests.form([
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", "https://rp.example/cb"), ("code_verifier", verifier)]),
+                contentType: form, authorization: basic)
+            #expect(tokens.status == 200, "\(tokens)")
+
+            // Deny by Bearer, and by the OP cookie of a sign-in on the page.
+            let denied = try started(Base64URL.encode(SecureRandom.bytes(32)))
+            let byBearer = try step("POST /v1/oauth/requests/{id}/deny") {
+                try client.post("/v1/oauth/requests/\(denied)/deny", .object([]), authorization: session.bearer)
+            }
+            #expect(byBearer.status == 200, "\(byBearer)")
+            let other = try started(Base64URL.encode(SecureRandom.bytes(32)))
+            let otherView = try client.send("GET", "/v1/oauth/requests/\(other)", headers: [("Sec-Fetch-Site", "same-origin")])
+            let assertion = try client.assertion(owner, options: try #require(otherView.json?["publicKey"])).json()
+            let signedIn = try client.send("POST", "/v1/oauth/requests/\(other)/sign-in", body: assertion.serialized(), headers: page)
+            let cookie = try #require(signedIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init), "\(signedIn)")
+            let byCookie = try step("POST /v1/oauth/requests/{id}/deny") {
+                try client.send("POST", "/v1/oauth/requests/\(other)/deny", body: Array("{}".utf8), headers: page + [("Cookie", cookie)])
+            }
+            #expect(byCookie.status == 200, "\(byCookie)")
+
+            let consents = try step("GET /v1/oauth/consents") { try client.get("/v1/oauth/consents", authorization: session.bearer) }
+            #expect(consents.status == 200, "\(consents)")
+            let forgotten = try step("DELETE /v1/oauth/consents/{id}") {
+                try client.send("DELETE", "/v1/oauth/consents/\(created.client.id)", authorization: session.bearer)
+            }
+            #expect(forgotten.status == 204, "\(forgotten)")
+
+            let refresh = try #require(tokens.json?["refresh_token"]?.stringValue)
+            let revoked = try step("POST /oauth2/revoke") {
+                try client.send("POST", "/oauth2/revoke", body: OpenIDProviderTests.form([("token", refresh)]), contentType: form, authorization: basic)
+            }
+            #expect(revoked.status == 200, "\(revoked)")
+
+            // RP-initiated logout with the id_token of a fresh grant, from the browser that holds the OP cookie.
+            let idToken = try #require(tokens.json?["id_token"]?.stringValue)
+            let logout = try step("GET /oauth2/logout") {
+                try client.send("GET", "/oauth2/logout?" + String(decoding: OpenIDProviderTests.form([
+                    ("id_token_hint", idToken), ("post_logout_redirect_uri", "https://rp.example/bye")]), as: UTF8.self),
+                    headers: [("Cookie", cookie)])
+            }
+            #expect([200, 303].contains(logout.status), "\(logout)")
+
+            _ = try step("GET /.well-known/openid-configuration") { try client.get("/.well-known/openid-configuration") }
+            _ = try step("GET /.well-known/jwks.json") { try client.get("/.well-known/jwks.json") }
+        }
+        print("OAuth round trips per request (other routes): \(measured.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+        for (route, limit) in Self.otherBudget {
+            let n = try #require(measured[route], "\(route) was not measured")
+            #expect(n <= limit, "\(route): \(n) round trips (at most \(limit))")
+        }
+    }
 }

@@ -14,6 +14,10 @@ protocol BrowserSessions: Sendable {
     /// `caller(cookie:)`, reading in the same query the authorization request `requestId` names
     /// (the approve route's): handed over to its guard and handler, which then read nothing more.
     func caller(cookie value: String, preloading requestId: String?) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)?
+    /// A Bearer caller's standing as an approver (how its session began, the hold of that passkey),
+    /// reading in the same query the authorization request `requestId` names; 401 when the session
+    /// is gone.
+    func approverStanding(_ caller: SessionService.Caller, preloading requestId: String?) throws(ServiceError) -> SessionService.Standing
 }
 
 /// The part of a passkey login the OP's sign-in borrows (the challenge bound to a request, the
@@ -49,6 +53,17 @@ extension OpenIDProvider: BrowserSessions {
         // The sign-in that began it required user verification (SPEC "Who may approve").
         return (SessionService.Caller(userId: found.userId, sessionId: found.familyId, acr: AuthenticationClaims.passkeyVerified.acr,
                                       standing: standing, username: found.username), standing.approves)
+    }
+
+    func approverStanding(_ caller: SessionService.Caller, preloading requestId: String?) throws(ServiceError) -> SessionService.Standing {
+        let request = requestId.flatMap { Self.isRequestId($0) ? $0 : nil }
+        guard let (found, pending) = try storage({ () throws(StorageError) in
+            try store.approverSession(familyId: caller.sessionId, userId: caller.userId, withRequest: request.map(OpaqueSecret.hash))
+        }) else { throw ServiceError.unauthorized }
+        if let request, let pending { handOver(request, pending) }
+        return SessionService.Standing(method: found.method, credentialId: found.credentialId,
+                                       heldUntil: found.passkeyApprovesFrom.flatMap { $0 > runtime.now() ? $0 : nil },
+                                       authTime: found.authTime, hardware: found.hardware)
     }
 
     /// `POST /v1/oauth/requests/{id}/sign-in`: the passkey answering the request's `publicKey`

@@ -112,24 +112,29 @@ extension OpenIDProvider {
                 return page(.postLogoutURIUnregistered)
             }
         }
+        let cookieHash = cookie.flatMap { $0.hasPrefix(Self.browserCookiePrefix) && $0.utf8.count <= 128 ? OpaqueSecret.hash($0) : nil }
         var confirmed = false
+        var cookieSession: String? = nil
         if let hint, let client, let sid = hint["sid"]?.stringValue, let sub = hint["sub"]?.stringValue {
-            let ended: [String]
-            do { ended = try store.endSession(sid: sid, userId: sub, clientId: client.id) } catch {
+            // One write: the sessions the hint names end, the cookie's with them when it is that very session.
+            let outcome: (ended: [String], browserEnded: Bool, cookieSession: String?)
+            do { outcome = try store.logout(sid: sid, userId: sub, clientId: client.id, cookieHash: cookieHash) } catch {
                 return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1)
             }
-            if !ended.isEmpty {
-                revoked.insertLogout(ended)
+            if !outcome.ended.isEmpty {
+                revoked.insertLogout(outcome.ended)
                 metrics.oauth(client: client.id, outcome: "logout")
             }
-            if let cookie, let (browser, _) = try? caller(cookie: cookie), browser.sessionId == sid, browser.userId == sub,
-               (try? store.endBrowserSession(familyId: sid)) == true {
+            if outcome.browserEnded {
                 revoked.insertLogout([sid])
                 confirmed = true
             }
+            cookieSession = outcome.cookieSession
+        } else if let cookie, client != nil {
+            cookieSession = (try? caller(cookie: cookie))??.caller.sessionId
         }
         // An OP session the hint was not issued for ends only when the person says so.
-        if !confirmed, let cookie, (try? caller(cookie: cookie)) != nil, let client {
+        if !confirmed, let cookieSession, !revoked.contains(cookieSession), let client {
             return .logoutConfirmation(clientName: client.name, clientId: client.id, postLogoutRedirectURI: f["post_logout_redirect_uri"],
                                        state: f["state"], lang: lang)
         }

@@ -10,8 +10,9 @@ extension OpenIDProvider {
     /// The code for a `prompt=none` request, or `login_required` (no live cookie, an elapsed
     /// `max_age`, unmet `acr_values`, an `id_token_hint` for another user), `interaction_required`
     /// (`authorization_details` always need the page) or `consent_required` (no remembered consent
-    /// for these scopes). The code's approvers are the OP session and its passkey.
-    func silentSignIn(_ p: JSONValue, client: OAuthClientRecord, cookie: String?) throws(OAuthError) -> String {
+    /// for these scopes). The code's approvers are the OP session and its passkey. A pushed request
+    /// the request came from is used up by the statement that issues the code.
+    func silentSignIn(_ p: JSONValue, client: OAuthClientRecord, cookie: String?, usingUpPushed pushed: [UInt8]? = nil) throws(OAuthError) -> String {
         let loginRequired = OAuthError("login_required", "the user must sign in with a passkey")
         guard let cookie, cookie.hasPrefix(Self.browserCookiePrefix), cookie.utf8.count <= 128,
               let session = try? store.browserSession(cookieHash: OpaqueSecret.hash(cookie)), !revoked.contains(session.familyId),
@@ -35,7 +36,7 @@ extension OpenIDProvider {
         do {
             issued = try store.finish(requestHash: nil, code: (OpaqueSecret.hash(code), client.id, session.userId, grant, Self.codeTTL),
                                       approvers: OAuthApprovers(familyId: session.familyId, sessionCredential: session.credentialId, stepUpJTI: nil),
-                                      consent: scopes, redeeming: nil, audit: audit, events: [event])
+                                      consent: scopes, usingUpPushed: pushed, redeeming: nil, audit: audit, events: [event])
         } catch { throw OAuthError("temporarily_unavailable", "try again") }
         guard issued else { throw OAuthError("consent_required", "the user has not approved these scopes for this app") }
         events.written([event])

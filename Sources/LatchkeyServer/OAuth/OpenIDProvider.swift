@@ -104,12 +104,15 @@ public final class OpenIDProvider: Sendable {
             client = found
         } catch { return page(.lookupFailed, status: 503) }
         var params = fields
+        var pushedHash: [UInt8]? = nil
         if let requestURI = fields["request_uri"] {
-            // RFC 9126 §4: the pushed request stands for every parameter but client_id.
+            // RFC 9126 §4: the pushed request stands for every parameter but client_id. It is read
+            // here and used up by the statement that stores what it stands for (§2.2: one use).
             guard requestURI.hasPrefix(Self.requestURIPrefix),
-                  let pushed = try? store.consumePushed(hash: OpaqueSecret.hash(requestURI), clientId: client.id) else {
+                  let pushed = try? store.pushed(hash: OpaqueSecret.hash(requestURI), clientId: client.id) else {
                 return page(.requestURIUnknown)
             }
+            pushedHash = OpaqueSecret.hash(requestURI)
             params = [:]
             for (k, v) in pushed.params.objectValue ?? [] { if let s = v.stringValue { params[k] = s } }
             params["client_id"] = client.id
@@ -125,7 +128,7 @@ public final class OpenIDProvider: Sendable {
         do throws(OAuthError) {
             let checked = try check(params, client: client, redirectURI: redirectURI, pushed: fields["request_uri"] != nil)
             if checked["prompt"]?.stringValue == "none" {
-                let code = try silentSignIn(checked, client: client, cookie: request.cookie)
+                let code = try silentSignIn(checked, client: client, cookie: request.cookie, usingUpPushed: pushedHash)
                 metrics.oauth(client: client.id, outcome: "authorized")
                 return redirect(redirectURI, [("code", code)], state: state)
             }
@@ -137,8 +140,10 @@ public final class OpenIDProvider: Sendable {
                 stored = try store.storeAuthorizationRequest(
                     hash: OpaqueSecret.hash(id), clientId: client.id, params: checked, ttlSeconds: Self.requestTTL,
                     clientAddress: request.clientAddress,
-                    perAddressPerMinute: configuration.rateLimit > 0 ? Self.pendingPerAddressPerMinute : nil, perClient: Self.pendingPerClient)
+                    perAddressPerMinute: configuration.rateLimit > 0 ? Self.pendingPerAddressPerMinute : nil, perClient: Self.pendingPerClient,
+                    usingUpPushed: pushedHash)
             } catch { throw OAuthError("temporarily_unavailable", "try again") }
+            guard stored != .pushedGone else { return page(.requestURIUnknown) }
             guard stored != .limited else { return .page(.tooManyRequests, lang: lang, status: 429, retryAfter: 60) }
             return .redirect(webOrigin + "/authorize?request=" + id)
         } catch {

@@ -23,8 +23,8 @@ struct CallerResolver: Sendable {
     /// The OP browser sessions (the OpenID Provider's cookie).
     let browser: any BrowserSessions
 
-    /// `requestId`: the authorization request the route names (the approve route), read with the
-    /// OP session cookie's session in one query.
+    /// `requestId`: the authorization request the route names (the approve and deny routes), read
+    /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query.
     func resolve(_ access: Access, _ request: Request, requestId: String? = nil) throws(ServiceError) -> RouteCaller {
         if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(access, request) { throw RecoveryService.refusedHere }
         switch access {
@@ -41,7 +41,7 @@ struct CallerResolver: Sendable {
                 return .browser(caller)
             }
             var caller = try sessions.session(accessToken: try Self.bearer(request))
-            let standing = try sessions.standing(caller)
+            let standing = try browser.approverStanding(caller, preloading: requestId)
             guard standing.approves else {
                 throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
             }

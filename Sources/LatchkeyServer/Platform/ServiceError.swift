@@ -123,7 +123,7 @@ extension ServiceError {
         case .conflict(.signCountRegression):
             self = ServiceError(.signCountRegression, "the sign count is not above the stored one: another use with it came first")
         case .conflict(.stepUpUsed):
-            self = ServiceError(.stepUpRequired, "the step-up was already used: approve this change again")
+            self = ServiceError(.stepUpRequired, "the step-up was already used, or the key that made it was revoked since: approve this change again")
         case .conflict: self = ServiceError(.conflict, "the change conflicts with stored data")
         case .notFound: self = ServiceError.notFound("record")
         case .unstorableInput: self = .invalid("a value contains a character that cannot be stored (NUL)")

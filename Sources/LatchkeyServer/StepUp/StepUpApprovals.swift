@@ -6,8 +6,8 @@ import Tokens
 
 /// The one check behind every gated change (SPEC "Assurance"): a step-up token the route table's
 /// `StepUpRule` asks for, made by the caller with a user-verified passkey for exactly that action,
-/// whose session and approving key are still live. Checked here; redeemed by the change's own
-/// transaction (`StepUpRedemption`).
+/// whose session is still live. Checked here; redeemed by the change's own statement
+/// (`StepUpRedemption`), which also holds the approving key to being live.
 extension StepUpService {
     static func stepUpRequired(_ detail: String) -> ServiceError { ServiceError(.stepUpRequired, detail) }
 
@@ -28,28 +28,19 @@ extension StepUpService {
         guard claims.acr == AuthenticationClaims.passkeyVerified.acr || (deviceKeyAllowed && deviceKey) else {
             throw Self.stepUpRequired("\(changes) are approved with a user-verified passkey step-up")
         }
-        guard try approvalIsLive(claims) else {
-            throw Self.stepUpRequired("the step-up's session or the key that approved it was revoked")
+        guard try sessionIsLive(claims) else {
+            throw Self.stepUpRequired("the session that asked for the step-up has ended")
         }
         return (claims.jwtId, claims.receiptId, AuthenticationClaims(acr: claims.acr, amr: claims.amr))
     }
 
     /// SPEC "Rules that must hold": revocation is immediate. A step-up token is only as alive as the
-    /// session that asked for it (`sid`, checked like access tokens are) and the key that approved
-    /// it (the receipt's device key or passkey, still live): a logout, a session ended, a recovery,
-    /// or a revoked device key or passkey also ends the approvals they made, before they expire.
-    func approvalIsLive(_ claims: StepUpClaims) throws(ServiceError) -> Bool {
-        guard try !storage({ () throws(StorageError) in try revoked.refuses(claims.sessionId) }),
-              let receipt = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: claims.receiptId) }),
-              receipt.userId == claims.subject else { return false }
-        if receipt.method == .deviceKey {
-            return try storage { () throws(StorageError) in try deviceKeys.key(id: receipt.keyId) }?.revokedAt == nil
-        }
-        guard let credentialId = Base64URL.decode(receipt.keyId),
-              let (credential, _) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: credentialId) }) else {
-            return false
-        }
-        return credential.userId == receipt.userId
+    /// session that asked for it (`sid`, checked like access tokens are: from the revocation feed,
+    /// a read only while the feed is stale) and the key that approved it. The key is checked by the
+    /// statement that redeems the receipt (`StepUpRedemption.approverIsLive`), so a revoked device
+    /// key or passkey ends the approvals it made before they expire, at no extra read.
+    func sessionIsLive(_ claims: StepUpClaims) throws(ServiceError) -> Bool {
+        try !storage({ () throws(StorageError) in try revoked.refuses(claims.sessionId) })
     }
 
     static func text(_ action: StepUpAction) -> String { String(decoding: action.canonical, as: UTF8.self) }

@@ -274,8 +274,8 @@ public final class StepUpService: Sendable {
         guard constantTimeEquals(presented, tokenHash) else {
             throw ServiceError(.actionMismatch, "this step-up token was issued for another action")
         }
-        guard try approvalIsLive(claims) else {
-            throw ServiceError(.unauthorized, "the step-up's session or the key that approved it was revoked")
+        guard try sessionIsLive(claims) else {
+            throw ServiceError(.unauthorized, "the session that asked for the step-up has ended")
         }
         switch try storage({ () throws(StorageError) in try deviceKeys.consumeStepUpToken(jti: jti, userId: sub, actionHash: presented) }) {
         case .consumed(let receiptId, let action):
