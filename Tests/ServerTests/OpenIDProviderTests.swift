@@ -153,4 +153,30 @@ extension OpenIDProviderTests {
         // The pending one is still answered with its id.
         #expect(try request("s0").header("Location") == first.header("Location"))
     }
+
+    @Test("RFC 9126 §2.2: a pushed request is used once, even by two authorization requests at the same moment")
+    func pushedRequestUsedOnceUnderRace() throws {
+        let server = try TestServer(name: "op-par-race")
+        defer { server.http.stop() }
+        var registration = OAuthClientService.Registration(name: "PAR race", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(try #require(created.secret))".utf8))
+        for round in 0..<8 {
+            let verifier = Base64URL.encode(SecureRandom.bytes(32))
+            let pushed = try server.client().send("POST", "/oauth2/par", body: Self.form([
+                ("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"),
+                ("scope", "openid"), ("state", "r\(round)"), ("code_challenge", Base64URL.encode(Digest.sha256(Array(verifier.utf8)))),
+                ("code_challenge_method", "S256")]), contentType: "application/x-www-form-urlencoded", authorization: basic)
+            let uri = try #require(pushed.json?["request_uri"]?.stringValue, "\(pushed)")
+            let path = "/oauth2/authorize?" + String(decoding: Self.form([("client_id", created.client.id), ("request_uri", uri)]), as: UTF8.self)
+            let statuses = ConcurrentResults()
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                statuses.append((try? server.client().get(path).status) ?? 0)
+            }
+            #expect(statuses.values.sorted() == [303, 400], "round \(round): \(statuses.values)")
+            #expect(try server.client().get(path).status == 400, "and never again")
+        }
+    }
 }
+
