@@ -36,6 +36,47 @@ struct ClientRequest: Sendable {
     let address: String
 }
 
+/// `POST /oauth2/token`: the client's request and the grant it asks for, parsed (RFC 6749 §4.1.3,
+/// §6). A grant that cannot be parsed is kept as its error, answered only after the client
+/// authenticated (an unauthenticated caller learns nothing about its form).
+struct TokenRequest: Sendable {
+    let client: ClientRequest
+    let grant: Result<TokenGrant, OAuthError>
+
+    init(_ client: ClientRequest) {
+        self.client = client
+        grant = Result { () throws(OAuthError) in try TokenGrant(client.form) }
+    }
+}
+
+enum TokenGrant: Sendable, Equatable {
+    /// RFC 6749 §4.1.3; `verifier` is RFC 7636's `code_verifier`.
+    case authorizationCode(code: String, redirectURI: String?, verifier: String?)
+    /// RFC 6749 §6; `scope`, when given, may only repeat or narrow the grant.
+    case refreshToken(String, scope: [String]?)
+
+    init(_ form: OAuthParameters) throws(OAuthError) {
+        let f = form.fields
+        // SPEC "Tokens": an approval is used once, by the code exchange; nothing at the token
+        // endpoint can ask for authorization_details again.
+        guard f["authorization_details"] == nil else {
+            throw OAuthError("invalid_authorization_details", "authorization_details are approved on the authorization request, not at the token endpoint")
+        }
+        switch f["grant_type"] {
+        case "authorization_code":
+            guard let code = f["code"], !code.isEmpty else { throw OAuthError.invalidRequest("code is required") }
+            self = .authorizationCode(code: code, redirectURI: f["redirect_uri"], verifier: f["code_verifier"])
+        case "refresh_token":
+            guard let token = f["refresh_token"], !token.isEmpty else { throw OAuthError.invalidRequest("refresh_token is required") }
+            let scope = f["scope"].map { $0.split(separator: " ").map(String.init) }
+            if let scope, scope.joined(separator: " ").utf8.count > 1024 { throw OAuthError("invalid_scope", "scope exceeds the grant") }
+            self = .refreshToken(token, scope: scope)
+        case nil, "": throw OAuthError.invalidRequest("grant_type is required")
+        default: throw OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+        }
+    }
+}
+
 /// `/oauth2/authorize` (GET query or POST form): the parameters, the browser's languages, the OP
 /// session cookie (read only for `prompt=none`) and the client address (SPEC "Limits").
 struct AuthorizeRequest: Sendable {

@@ -41,7 +41,9 @@ extension RouteTable {
             OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))) }
         }
         add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in
-            OAuthEdge.json { () throws(OAuthError) in try op.token(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))) }
+            OAuthEdge.json { () throws(OAuthError) in
+                try op.token(TokenRequest(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))))
+            }
         }
         add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in
             // RFC 7009 §2.2: 200 whatever the token was, once the client authenticated.

@@ -82,33 +82,26 @@ extension OpenIDProvider {
 
     // MARK: The token endpoint
 
-    func token(_ request: ClientRequest) throws(OAuthError) -> JSONValue {
-        let client = try authenticateClient(request)
-        let fields = request.form.fields
-        // SPEC "Tokens": an approval is used once, by the code exchange; nothing at the token
-        // endpoint can ask for authorization_details again.
-        guard fields["authorization_details"] == nil else {
-            throw OAuthError("invalid_authorization_details", "authorization_details are approved on the authorization request, not at the token endpoint")
-        }
-        switch fields["grant_type"] {
-        case "authorization_code": return try exchange(fields, client: client)
-        case "refresh_token": return try refresh(fields, client: client)
-        case nil, "": throw OAuthError.invalidRequest("grant_type is required")
-        default: throw OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+    func token(_ request: TokenRequest) throws(OAuthError) -> JSONValue {
+        let client = try authenticateClient(request.client)
+        switch try request.grant.get() {
+        case .authorizationCode(let code, let redirectURI, let verifier):
+            return try exchange(code: code, redirectURI: redirectURI, verifier: verifier, client: client)
+        case .refreshToken(let token, let scope):
+            return try refresh(token, scope: scope, client: client)
         }
     }
 
-    func exchange(_ f: [String: String], client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
-        guard let code = f["code"], !code.isEmpty else { throw OAuthError.invalidRequest("code is required") }
+    func exchange(code: String, redirectURI: String?, verifier: String?, client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
         // RFC 7636 §4.6: the challenge a well-formed verifier makes; a malformed one matches nothing.
-        let verifierChallenge = f["code_verifier"].map { PKCE.isVerifier($0) ? Base64URL.encode(Digest.sha256(Array($0.utf8))) : "" }
+        let verifierChallenge = verifier.map { PKCE.isVerifier($0) ? Base64URL.encode(Digest.sha256(Array($0.utf8))) : "" }
         let familyId = runtime.sessionIdentifier()
         let refresh = OpaqueSecret(prefix: "lkor_", runtime: runtime)
         let outcome: OAuthCodeRedemption
         do {
             outcome = try store.redeemCode(
                 hash: OpaqueSecret.hash(code),
-                presented: .init(clientId: client.id, redirectURI: f["redirect_uri"], verifierChallenge: verifierChallenge,
+                presented: .init(clientId: client.id, redirectURI: redirectURI, verifierChallenge: verifierChallenge,
                                  pkceOptional: !client.pkceRequired),
                 familyId: familyId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
                 replayAudit: AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id),
@@ -136,12 +129,9 @@ extension OpenIDProvider {
                          refreshToken: scopes.contains("offline_access") ? refresh.token : nil, idToken: true, carriesApproval: true)
     }
 
-    func refresh(_ f: [String: String], client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
-        guard let token = f["refresh_token"], !token.isEmpty else { throw OAuthError.invalidRequest("refresh_token is required") }
+    func refresh(_ token: String, scope asked: [String]?, client: OAuthClientRecord) throws(OAuthError) -> JSONValue {
         // RFC 6749 §6: the scope may repeat or narrow the grant, never widen it; checked in the
         // rotation's statement, so a refused refresh leaves the token as it was.
-        let asked = f["scope"].map { $0.split(separator: " ").map(String.init) }
-        if let asked, asked.joined(separator: " ").utf8.count > 1024 { throw OAuthError("invalid_scope", "scope exceeds the grant") }
         let next = OpaqueSecret(prefix: "lkor_", runtime: runtime)
         let outcome: OAuthRefreshOutcome
         do {
