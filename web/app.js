@@ -1,5 +1,5 @@
 // Latchkey web app: passkey sign-up, sign-in (button and autofill), passkey management and a
-// step-up approval, against Latchkey's /v1 API (SPEC.md). No build step, no dependencies.
+// step-up approval, against Latchkey's /v1 API (docs/api.md). No build step, no dependencies.
 //
 // Everything that talks to the server or the browser's WebAuthn API goes through the client module
 // /latchkey.js (the one any other page imports too): tokens in sessionStorage (this tab only), one
@@ -66,7 +66,9 @@ const CODE_MESSAGES = {
   invalid_grant: N_('Your session has expired. Please sign in again.'),
   internal_error: N_('Something went wrong on our side. Please try again in a moment.'),
   code_invalid: N_('That code is not right. Check the email and try again.'),
-  recovery_pending: N_('Your recovery is still in its waiting period. Come back when it ends.'),
+  // Outside a recovery, the refusal of a held passkey (one added by a recovery, an email sign-in or a
+  // ticket), which approves nothing until its hold ends; a recovery's own waiting period is 'recovery:'.
+  recovery_pending: N_('This passkey was added recently and is on hold, so it cannot approve changes yet. Use another passkey, or try again when its hold ends (shown in your passkey list).'),
   step_up_required: N_('This needs a fresh approval with your passkey.'),
   network: N_('Cannot reach the server. Check your connection and try again.'),
 };
@@ -81,6 +83,7 @@ const CONTEXT_MESSAGES = {
   'stepup:challenge_invalid': N_('The approval expired or was already used. Nothing was sent — please approve again.'),
   'code:challenge_invalid': N_('That code expired, was already used, or was tried too often. Ask for a new one.'),
   'recovery:unauthorized': N_('This recovery was cancelled, already used or has expired. Start again.'),
+  'recovery:recovery_pending': N_('Your recovery is still in its waiting period. Come back when it ends.'),
   'recovery:code_invalid': N_('That recovery code is not right, or was already used.'),
   'email:conflict': N_('Another account has already verified this address.'),
 };
