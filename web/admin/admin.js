@@ -1,4 +1,4 @@
-// Latchkey admin console (SPEC "Admin console"). No build step, no dependencies, nothing fetched from
+// Latchkey admin console (docs/admin-console.md). No build step, no dependencies, nothing fetched from
 // elsewhere. Signs the admin in with a discoverable passkey (user verification required); every
 // change the server answers with 403 step_up_required is shown to the admin, approved with a
 // passkey step-up bound to exactly that request ({"type":"latchkey.admin","method","path","body"}),
@@ -539,7 +539,7 @@ async function loadAudit(event, { older = false } = {}) {
   rowsEl.dataset.end = entries.length < AUDIT_PAGE ? 'true' : 'false';
 }
 
-// --- Webhooks (SPEC "Events"; the API may not be on this server yet)
+// --- Webhooks (docs/webhooks.md; the API may not be on this server yet)
 
 const EVENTS = ['user.created', 'passkey.created', 'passkey.renamed', 'passkey.revoked', 'passkey.clone_suspected',
   'passkey.backup_eligibility_changed', 'device_key.enrolled', 'device_key.revoked', 'step_up.approved', 'session.revoked',
@@ -603,7 +603,7 @@ async function deleteWebhook(button, hook) {
   });
 }
 
-// --- OpenID clients (SPEC "OpenID Provider", "Clients"): adding one or a redirect URI is a weakening change
+// --- OpenID clients (docs/oidc.md): adding one or a redirect URI is a weakening change
 
 async function loadClients() {
   const { clients } = await api('GET', '/admin/v1/clients');
