@@ -44,6 +44,7 @@ DOCS_SHOTS = os.path.join(REPO, 'docs', 'screenshots')
 CATALOGS = {lang: json.load(open(os.path.join(REPO, 'web', 'i18n', f'{lang}.json'), encoding='utf-8'))
             for lang in LANGS if lang != 'en'}
 STATE = {}
+I18N_SHOTS = os.path.join(w.SHOTS, 'i18n')
 
 
 def psql(sql, *args):
@@ -121,6 +122,7 @@ def banner_colours(b):
 # The user app
 
 def test_sign_up(b):
+    os.makedirs(I18N_SHOTS, exist_ok=True)
     b.d.set_window_size(*PHONE)
     set_language(b, 'en')
     b.wait_view('welcome')
@@ -201,7 +203,8 @@ def test_good_news_is_not_an_error(b):
         assert c['icon'] not in (c['danger'], c['dangerSoft']), f'{lang}: good news with the error icon {c}'
         if lang == 'en':
             assert b.el('banner-text').text == 'The recovery was cancelled. Its code no longer works.', b.el('banner-text').text
-        b.d.save_screenshot(os.path.join(w.SHOTS, 'i18n', f'{lang}-phone-recovery-cancelled.png'))
+        b.d.execute_script("document.getElementById('banner').scrollIntoView({block: 'start'})")
+        b.d.save_screenshot(os.path.join(I18N_SHOTS, f'{lang}-phone-recovery-cancelled.png'))
         b.el('banner-close').click()
 
 
@@ -215,6 +218,7 @@ def test_held_passkey_refusal_says_it_is_held(b):
             set_language(b, lang)
             b.wait_view('account')
             b.until(lambda: b.body('held-passkeys') == '1', f'{lang}: the held passkey listed')
+            b.until(lambda: b.body('pending-recovery') in ('yes', 'no'), f'{lang}: the recovery settings')
             assert b.body('pending-recovery') == 'no', 'no recovery is pending'
             record_problems(b)
             b.el('codes-create').click()
@@ -323,7 +327,7 @@ def test_console_tabs_are_all_in_view_on_a_phone(b):
         for tab in tabs:
             assert tab['left'] >= 0 and tab['right'] <= tab['width'] + .5, f'{lang}: tab {tab["text"]!r} is clipped by the window {tab}'
             assert tab['inStrip'] and tab['onTop'], f'{lang}: tab {tab["text"]!r} is cut off or covered {tab}'
-        b.d.save_screenshot(os.path.join(w.SHOTS, 'i18n', f'{lang}-phone-admin-tabs.png'))
+        b.d.save_screenshot(os.path.join(I18N_SHOTS, f'{lang}-phone-admin-tabs.png'))
         # Each tab opens its page from where it is.
         open_page(b, 'clients')
         open_page(b, 'origins')
@@ -346,6 +350,14 @@ def test_console_refusals_are_in_the_page_language(b):
         b.el('banner-close').click() if b.d.find_elements(By.ID, 'banner-close') else None
 
 
+def filtered_rows(b, action, what):
+    """The audit table's cell texts, once every row shown is a line of `action` (the filter's answer, not the page's first load)."""
+    read = """return [...document.querySelectorAll('#audit-rows > tr')].map((tr) =>
+                ({ action: tr.dataset.action, cells: [...tr.cells].map((td) => td.innerText) }));"""
+    b.until(lambda: (lambda rows: rows and all(r['action'] == action for r in rows))(b.d.execute_script(read)), what)
+    return [r['cells'] for r in b.d.execute_script(read)]
+
+
 def test_audit_log_rows_and_paging(b):
     assert STATE.get('admin'), 'the admin enrolled'
     action = f'test.paging.{TAG}'
@@ -359,22 +371,26 @@ def test_audit_log_rows_and_paging(b):
         b.el('audit-action').clear()
         b.el('audit-action').send_keys('step_up.approved')
         b.el('audit-apply').click()
-        b.until(lambda: int(b.el('audit-rows').get_attribute('data-count') or 0) > 0, f'{lang}: step-up lines')
-        cells = [td.text for td in b.d.find_elements(By.CSS_SELECTOR, '#audit-rows td')]
+        rows = filtered_rows(b, 'step_up.approved', f'{lang}: step-up lines')
+        cells = [c for r in rows for c in r]
         assert not [c for c in cells if 'undefined' in c], f'{lang}: undefined in {[c for c in cells if "undefined" in c][:3]}'
-        approvals = [td.text for td in b.d.find_elements(By.CSS_SELECTOR, '#audit-rows td.approval')]
+        approvals = [r[4] for r in rows]
         assert all(a.strip() for a in approvals), f'{lang}: a step-up line without its approval {approvals[:3]}'
-        b.d.save_screenshot(os.path.join(w.SHOTS, 'i18n', f'{lang}-phone-admin-audit-step-ups.png'))
+        if lang == 'en':
+            assert all(a.startswith('receipt ') and 'by passkey' in a for a in approvals), approvals[:3]
+        b.d.execute_script("document.getElementById('audit-rows').scrollIntoView({block: 'start'})")
+        b.d.save_screenshot(os.path.join(I18N_SHOTS, f'{lang}-phone-admin-audit-step-ups.png'))
     # Paging: the newest 100, then the 20 before them, then the end.
     b.el('audit-action').clear()
     b.el('audit-action').send_keys(action)
     b.el('audit-apply').click()
-    b.until(lambda: b.el('audit-rows').get_attribute('data-count') == '100', 'the newest 100 lines')
+    rows = filtered_rows(b, action, 'the newest lines')
+    assert len(rows) == 100, len(rows)
     more = b.el('audit-more')
     assert more.is_displayed(), 'a way to older lines'
     more.click()
     b.until(lambda: b.el('audit-rows').get_attribute('data-count') == '120', 'all 120 lines')
-    subjects = [tr.find_elements(By.TAG_NAME, 'td')[3].text for tr in b.d.find_elements(By.CSS_SELECTOR, '#audit-rows > tr')]
+    subjects = [r[3] for r in filtered_rows(b, action, 'all 120 lines')]
     assert subjects == [f'row-{n}' for n in range(120, 0, -1)], subjects[:5] + subjects[-5:]
     assert not b.el('audit-more').is_displayed(), 'no older lines left'
     b.d.set_window_size(1280, 1100)

@@ -498,12 +498,15 @@ function approvalText(detail) {
 }
 
 function auditRow(e) {
+  // Each cell carries its column's heading (in the page's language): a phone shows the rows stacked, labelled.
+  const label = [...document.querySelectorAll('table.audit thead th')].map((th) => th.textContent.trim());
+  const cell = (i, props, ...children) => el('td', { ...props, dataset: { label: label[i] || '' } }, ...children);
   return el('tr', { dataset: { action: e.action, actor: e.actor, id: String(e.id) } },
-    el('td', {}, when(e.at)),
-    el('td', {}, e.actorUsername ? `${e.actorUsername} (${e.actor})` : e.actor),
-    el('td', {}, el('code', {}, e.action)),
-    el('td', {}, e.subject || ''),
-    el('td', { class: 'approval' }, approvalText(e.detail)));
+    cell(0, {}, when(e.at)),
+    cell(1, {}, e.actorUsername ? `${e.actorUsername} (${e.actor})` : e.actor),
+    cell(2, {}, el('code', {}, e.action)),
+    cell(3, {}, e.subject || ''),
+    cell(4, { class: 'approval' }, approvalText(e.detail)));
 }
 
 /** The filter as query parameters (a username is looked up; anything else is taken as a user id). */
