@@ -17,7 +17,8 @@ const page = { id: '', view: null, conditional: null };
 
 // Every failure in a sentence of the page's language; a browser's or server's own text never shows.
 const SERVER_MESSAGES = {
-  recovery_pending: N_('This passkey is on hold after an account recovery, so it cannot sign in or approve anything yet.'),
+  // A held passkey: added by a recovery, an email sign-in or a ticket, it approves nothing until its hold ends.
+  recovery_pending: N_('This passkey was added recently and is on hold, so it cannot sign in to apps or approve anything yet. Use another passkey.'),
   forbidden: N_('This sign-in may not approve this request. Sign in with a passkey of the account and try again.'),
   not_found: N_('This sign-in request is unknown, expired or already used. Go back to the app and try again.'),
   step_up_required: N_('This needs a fresh approval with your passkey.'),
