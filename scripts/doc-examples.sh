@@ -7,6 +7,13 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 eval "$(bash scripts/install-deps.sh)"
+# Every relative link in the Markdown names a file of the repository, and nothing names a contract file
+# that is not in it (Tests/Docs/check_links.py, static, a second). A failure here fails the stage
+# after the examples still ran.
+links_status=0
+python3 Tests/Docs/check_links.py || links_status=1
+# The docs' $ADMIN_KEY examples name where scripts/run.sh's development admin key comes from.
+timeout 60 python3 Tests/Docs/check_dev_admin_key.py || links_status=1
 if [[ -n "${DATABASE_URL:-}" ]]; then url="$DATABASE_URL"; else url="$(bash scripts/dev-postgres.sh --test | tail -n 1)"; fi
 psql -q "${url%/*}/postgres" -c "DROP DATABASE IF EXISTS latchkey_docs WITH (FORCE)" -c "CREATE DATABASE latchkey_docs"
 if [[ -z "${LATCHKEY_BIN:-}" ]]; then
@@ -29,3 +36,4 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 python3 Tests/Docs/run_examples.py
+exit "$links_status"

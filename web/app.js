@@ -1,5 +1,5 @@
 // Latchkey web app: passkey sign-up, sign-in (button and autofill), passkey management and a
-// step-up approval, against Latchkey's /v1 API (SPEC.md). No build step, no dependencies.
+// step-up approval, against Latchkey's /v1 API (docs/api.md). No build step, no dependencies.
 //
 // Everything that talks to the server or the browser's WebAuthn API goes through the client module
 // /latchkey.js (the one any other page imports too): tokens in sessionStorage (this tab only), one
@@ -41,7 +41,7 @@ const lk = new Latchkey({
 // ---------------------------------------------------------------------------------------------
 // Messages
 
-/** What each SPEC error code means to the person in front of the screen. */
+/** What each problem code means to the person in front of the screen. */
 const CODE_MESSAGES = {
   invalid_request: N_('The request was not accepted. Please reload the page and try again.'),
   challenge_invalid: N_('That attempt expired or was already used. Please try again.'),
@@ -66,7 +66,9 @@ const CODE_MESSAGES = {
   invalid_grant: N_('Your session has expired. Please sign in again.'),
   internal_error: N_('Something went wrong on our side. Please try again in a moment.'),
   code_invalid: N_('That code is not right. Check the email and try again.'),
-  recovery_pending: N_('Your recovery is still in its waiting period. Come back when it ends.'),
+  // Outside a recovery, the refusal of a held passkey (one added by a recovery, an email sign-in or a
+  // ticket), which approves nothing until its hold ends; a recovery's own waiting period is 'recovery:'.
+  recovery_pending: N_('This passkey was added recently and is on hold, so it cannot approve changes yet. Use another passkey, or try again when its hold ends (shown in your passkey list).'),
   step_up_required: N_('This needs a fresh approval with your passkey.'),
   network: N_('Cannot reach the server. Check your connection and try again.'),
 };
@@ -81,6 +83,7 @@ const CONTEXT_MESSAGES = {
   'stepup:challenge_invalid': N_('The approval expired or was already used. Nothing was sent — please approve again.'),
   'code:challenge_invalid': N_('That code expired, was already used, or was tried too often. Ask for a new one.'),
   'recovery:unauthorized': N_('This recovery was cancelled, already used or has expired. Start again.'),
+  'recovery:recovery_pending': N_('Your recovery is still in its waiting period. Come back when it ends.'),
   'recovery:code_invalid': N_('That recovery code is not right, or was already used.'),
   'email:conflict': N_('Another account has already verified this address.'),
 };
@@ -95,7 +98,7 @@ const CEREMONY_WORDS = {
   upgrade: { cancelled: N_('No passkey was saved. You can add one any time.'), what: N_('saving a passkey') },
 };
 
-/** A failure from the server (SPEC's codes), as opposed to one from the browser's passkey prompt. */
+/** A failure from the server (Latchkey's problem codes), as opposed to one from the browser's passkey prompt. */
 const SERVER_SIDE = (e) => e instanceof LatchkeyError && (e.status > 0 || e.code === 'network');
 
 /** One sentence for any failure of `context` ('signup', 'signin', 'add', 'stepup', …). */
@@ -504,7 +507,7 @@ function renderSession(s) {
   return li;
 }
 
-/** Revoking the passkey this session began with ends the session too (SPEC "Sessions"). */
+/** Revoking the passkey this session began with ends the session too (docs/api.md, DELETE /v1/passkeys/{id}). */
 function sessionEndedWithPasskey() {
   lk.forget();
   showWelcome();
@@ -513,7 +516,7 @@ function sessionEndedWithPasskey() {
   startConditional();
 }
 
-// SPEC "Assurance": changes that weaken an account's protection need one of its passkeys *now*,
+// docs/assurance.md: changes that weaken an account's protection need one of its passkeys *now*,
 // bound to exactly that change. The client sends the change; when the server answers
 // `step_up_required` its confirmStepUp hook shows the sentence below, and it asks for a passkey
 // approval of that change and sends it again. (An email session adding its first passkey, or an
@@ -825,7 +828,7 @@ async function verifyEmail() {
   });
 }
 
-/** New recovery codes behind a passkey step-up for exactly this action (SPEC "Recovery codes"). */
+/** New recovery codes behind a passkey step-up for exactly this action (docs/recovery.md). */
 async function createRecoveryCodes() {
   clearBanner();
   await busy($('codes-create'), t('Waiting for your passkey…'), async () => {
@@ -902,7 +905,7 @@ async function busy(button, label, work) {
   }
 }
 
-/** SPEC "Assurance": the banner lists held passkeys beside pending recoveries. */
+/** docs/assurance.md: the banner lists held passkeys beside pending recoveries. */
 function showHeldPasskeys(passkeys) {
   const held = (passkeys || []).filter((pk) => pk.heldUntil);
   $('held-passkeys').hidden = held.length === 0;
@@ -916,7 +919,7 @@ function showHeldPasskeys(passkeys) {
 
 /**
  * `/?cancel=<token>` from a "recovery started" or "passkey added" mail: say what it undoes, ask, and
- * only then post it (SPEC "Assurance": no session needed — the owner may have none left).
+ * only then post it (docs/assurance.md: no session needed — the owner may have none left).
  */
 function openCancelLink() {
   const token = new URLSearchParams(window.location.search).get('cancel');

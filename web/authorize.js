@@ -1,4 +1,4 @@
-// The OpenID Provider's page (SPEC "OpenID Provider", "Who may approve" and "The `/authorize`
+// The OpenID Provider's page (docs/oidc.md: who may approve and the `/authorize`
 // page"): /authorize?request=<id>[&lang=<tag>]. It reads the stored request as the server words it
 // (`display.lines`: what the page shows is what a step-up approves, so nothing is worded here),
 // signs the person in with a passkey into the OP session cookie (conditional UI first, then a
@@ -17,7 +17,8 @@ const page = { id: '', view: null, conditional: null };
 
 // Every failure in a sentence of the page's language; a browser's or server's own text never shows.
 const SERVER_MESSAGES = {
-  recovery_pending: N_('This passkey is on hold after an account recovery, so it cannot sign in or approve anything yet.'),
+  // A held passkey: added by a recovery, an email sign-in or a ticket, it approves nothing until its hold ends.
+  recovery_pending: N_('This passkey was added recently and is on hold, so it cannot sign in to apps or approve anything yet. Use another passkey.'),
   forbidden: N_('This sign-in may not approve this request. Sign in with a passkey of the account and try again.'),
   not_found: N_('This sign-in request is unknown, expired or already used. Go back to the app and try again.'),
   step_up_required: N_('This needs a fresh approval with your passkey.'),
@@ -115,7 +116,7 @@ function render() {
   const v = page.view;
   $('request-title').textContent = t('{app} wants to use your Latchkey account', { app: v.client.name });
   $('client-host').textContent = t('After you decide, you go back to {host}.', { host: v.client.host });
-  // The server's lines, as text and in order: they are what the step-up binds (SPEC).
+  // The server's lines, as text and in order: they are what the step-up binds.
   $('lines').replaceChildren(...v.display.lines.map((line) => {
     const li = document.createElement('li');
     li.textContent = line;
@@ -245,7 +246,7 @@ async function decide(approve) {
   try {
     const headers = {};
     if (approve && Array.isArray(page.view.authorizationDetails)) {
-      // SPEC "Approve and deny": the step-up for exactly the request's action; the cookie stands in for a Bearer.
+      // docs/oidc.md: the step-up for exactly the request's action; the cookie stands in for a Bearer.
       setState('step-up');
       const challenge = await api('POST', '/v1/step-up/challenges', { body: { method: 'passkey', action: page.view.stepUpAction } });
       const credential = await assertion(challenge.publicKey);
@@ -290,7 +291,7 @@ async function main() {
   } catch (e) {
     error = e;
   }
-  // The server's language for this request (SPEC: ui_locales, then Accept-Language, then the switcher).
+  // The server's language for this request (ui_locales, then Accept-Language, then the switcher).
   // Without a view (an unknown request), the switcher's choice in the address, else the browser's.
   await i18n.init(document, page.view ? page.view.display.lang : i18n.match(params.get('lang')));
   // Switching asks the server again in that language, so the lines (and the step-up that binds

@@ -2,7 +2,7 @@
 
 export declare const VERSION: string;
 
-/** SPEC's problem codes. */
+/** Latchkey's problem codes. */
 export type ServerCode =
   | 'invalid_request' | 'challenge_invalid' | 'origin_not_allowed' | 'rp_id_mismatch'
   | 'user_presence_required' | 'user_verification_required' | 'signature_invalid' | 'attestation_invalid'
@@ -28,7 +28,7 @@ export declare class LatchkeyError extends Error {
   constructor(code: ServerCode | ClientCode | string, message: string,
     details?: { status?: number; problem?: Problem | null; retryAfter?: number | null; cause?: unknown });
   readonly name: 'LatchkeyError';
-  /** Stable: one of SPEC's codes or a ClientCode. */
+  /** Stable: one of Latchkey's problem codes or a ClientCode. */
   code: ServerCode | ClientCode | string;
   /** HTTP status; 0 when the failure happened in the browser. */
   status: number;

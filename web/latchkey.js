@@ -1,4 +1,4 @@
-// latchkey.js — the browser client for a Latchkey server (SPEC.md "HTTP contract (v1)").
+// latchkey.js — the browser client for a Latchkey server (docs/api.md, also served at /openapi.json).
 //
 // One ES module, no dependencies, no build step. Import it from the server that runs Latchkey:
 //
@@ -7,7 +7,7 @@
 //   const { user } = await lk.signIn();
 //
 // What it does: the WebAuthn ceremonies (sign-up, sign-in by button or by autofill = conditional
-// UI, adding a passkey), passkey list / rename / revoke, sessions, the step-ups SPEC's "Assurance"
+// UI, adding a passkey), passkey list / rename / revoke, sessions, the step-ups docs/assurance.md
 // table asks for (tried without; on 403 `step_up_required` a user-verified passkey approval of
 // exactly that change, then sent again), step-up for an app's own action, recovery, email sign-in,
 // the Signal API hints the server sends, and token refresh (one refresh in flight: refresh tokens
@@ -24,7 +24,7 @@ export const VERSION = '1.0.0';
 // Errors
 
 /**
- * Client-side codes, beside SPEC's: `network` (no answer), `cancelled` (the person closed the
+ * Client-side codes, beside the server's: `network` (no answer), `cancelled` (the person closed the
  * passkey prompt), `timeout` (the prompt timed out), `aborted` (the page aborted it), `invalid_state`
  * (this authenticator already holds a passkey for the account), `security` (this page's address may
  * not use passkeys for the server's rpId: see `explainOrigin`), `not_supported`,
@@ -35,7 +35,7 @@ export const VERSION = '1.0.0';
 export const CLIENT_CODES = Object.freeze(['network', 'cancelled', 'timeout', 'aborted', 'invalid_state', 'security',
   'not_supported', 'unsupported_browser', 'insecure_context', 'declined', 'unknown']);
 
-/** A failure, as a value: `code` is stable (SPEC's codes or `CLIENT_CODES`), `status` the HTTP status (0 when none). */
+/** A failure, as a value: `code` is stable (Latchkey's problem codes or `CLIENT_CODES`), `status` the HTTP status (0 when none). */
 export class LatchkeyError extends Error {
   /**
    * @param {string} code
@@ -264,7 +264,7 @@ export async function startAuthentication(optionsJSON, { signal, mediation } = {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Signal API (SPEC "Signal API")
+// Signal API (docs/api.md, Signals)
 
 /** The three WebAuthn Signal API methods the server may ask for. */
 export const SIGNAL_METHODS = Object.freeze(['signalUnknownCredential', 'signalAllAcceptedCredentials', 'signalCurrentUserDetails']);
@@ -304,7 +304,7 @@ function defaultStorage() {
   try { const s = globalThis.sessionStorage; s.getItem('latchkey.probe'); return s; } catch { return memoryStorage(); }
 }
 
-/** The action a passkey step-up approves for each gated change (SPEC "Assurance"). */
+/** The action a passkey step-up approves for each gated change (docs/assurance.md). */
 export const actions = Object.freeze({
   addPasskey: () => ({ type: 'latchkey.passkey.add' }),
   revokePasskey: (credentialId) => ({ type: 'latchkey.passkey.revoke', credentialId }),
@@ -536,7 +536,7 @@ export class Latchkey {
   // --- Step-up ---------------------------------------------------------------------------------
 
   /**
-   * A user-verified passkey approval of exactly `action` (SPEC "Step-up"). → `{token, actionHash,
+   * A user-verified passkey approval of exactly `action` (docs/step-up.md). → `{token, actionHash,
    * receiptId, expiresIn}`; `token` goes as `Latchkey-Step-Up` (Latchkey's own changes) or to your
    * backend, which spends it at `POST /v1/step-up/consume`.
    */

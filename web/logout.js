@@ -1,4 +1,4 @@
-// The OpenID Provider's logout confirmation (SPEC "Userinfo and logout"): an app signed the person
+// The OpenID Provider's logout confirmation (docs/oidc.md): an app signed the person
 // out and asks Latchkey to end its own browser session too; that happens only when they say so.
 // The page (rendered by the server, in their language) carries what to post back in data
 // attributes; this posts it as JSON from the issuer's own origin and follows the answer.

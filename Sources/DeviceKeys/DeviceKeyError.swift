@@ -1,7 +1,7 @@
 @_exported import ProtocolCore
 
 /// Why a device key, signature or step-up input was refused: the core's one error shape
-/// (`CoreError`, shared with WebAuthn). `code` is one of SPEC.md's stable error codes; `reason` is
+/// (`CoreError`, shared with WebAuthn). `code` is one of the API's stable problem codes (docs/api.md); `reason` is
 /// safe to show a client and never echoes key material or signatures.
 public typealias DeviceKeyError = CoreError
 

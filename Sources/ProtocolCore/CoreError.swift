@@ -1,5 +1,5 @@
 /// Why the protocol core (WebAuthn, DeviceKeys) refused an input: one shape for both modules, which
-/// name it `WebAuthnError` and `DeviceKeyError`. `code` is one of SPEC.md's stable error codes;
+/// name it `WebAuthnError` and `DeviceKeyError`. `code` is one of the API's stable problem codes (docs/api.md);
 /// `reason` is safe to show a client and never contains secrets, key material or raw input.
 /// Equality compares `code` only.
 public struct CoreError: Error, Hashable, CustomStringConvertible, Sendable {

@@ -1,7 +1,7 @@
 @_exported import ProtocolCore
 
 /// Why a ceremony was refused: the core's one error shape (`CoreError`, shared with DeviceKeys).
-/// `code` is one of SPEC.md's stable error codes; `reason` is safe to show a client and never
+/// `code` is one of the API's stable problem codes (docs/api.md); `reason` is safe to show a client and never
 /// contains secrets or raw input. Re-exported, so `import WebAuthn` is all a client needs.
 public typealias WebAuthnError = CoreError
 

@@ -131,7 +131,7 @@ def test_non_admin_is_refused(b):
     b.tab_to(b.el('signin'))
     b.keys(Keys.ENTER)
     b.until(lambda: b.body('view') == 'refused', 'the refusal')
-    assert 'not an admin' in b.el('refused-text').text, b.el('refused-text').text
+    assert b.el('refused-text').text == 'This account has no access to the admin console.', b.el('refused-text').text
     assert b.el('tabs').is_displayed() is False
     b.shot('admin-01-non-admin-refused')
     status, _, body = request_json('GET', '/admin/v1/origins', headers={'Authorization': 'Bearer ' + user_token})

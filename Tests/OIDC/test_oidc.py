@@ -327,7 +327,9 @@ def test_revoking_the_passkey_ends_the_oauth_session():
 
 def test_the_docs_flask_example_works_when_pasted():
     """docs/oidc.md's Python web app, exactly as written there (placeholders filled in), run with Flask's
-    test client: /login → the page's approval → /auth/callback signs the user in; /pay asks for the payment."""
+    test client: /login → the page's approval → /auth/callback signs the user in with the userinfo
+    profile and lands on / (which names them); /pay asks for the payment; Deny and a forged callback
+    get pages that say so (not a 404 or a 500); /logout signs out."""
     import re
     doc = open(os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'oidc.md'), encoding='utf-8').read()
     block = re.search(r'## 2\. A Python web app.*?```python\n(.*?)```', doc, re.S).group(1)
@@ -344,11 +346,30 @@ def test_the_docs_flask_example_works_when_pasted():
     r = web.get('/auth/callback?' + urllib.parse.urlsplit(body['redirectTo']).query)
     check(r.status_code == 302, f'callback: {r.status_code} {r.get_data(as_text=True)[:300]}')
     with web.session_transaction() as session:
-        check(session['user']['sub'] == USER_ID, f'signed in: {session.get("user")}')
+        user = session['user']
+        check(user['sub'] == USER_ID, f'signed in: {user}')
+        # The profile claims, from the userinfo endpoint as the page says.
+        check(user.get('preferred_username') and 'name' in user, f'the profile claims: {user}')
+    # Where the callback sends the person: the app's own page, which names them.
+    r = web.get(r.headers['Location'])
+    page = r.get_data(as_text=True)
+    check(r.status_code == 200 and 'Signed in as' in page, f'/ after the sign-in: {r.status_code} {page[:300]}')
     r = web.get('/pay')
     request_id, _ = authorize_to_request(r.headers['Location'])
     st, view = api('GET', f'/v1/oauth/requests/{request_id}')
     check(view['authorizationDetails'][0]['creditorName'] == 'Merchant A', f'the payment is asked for: {view}')
+    # Deny: the callback gets ?error=access_denied and says so (no server error).
+    r = web.get('/login')
+    request_id, _ = authorize_to_request(r.headers['Location'])
+    st, body = api('POST', f'/v1/oauth/requests/{request_id}/deny', token=USER_TOKEN)
+    check(st == 200 and 'error=access_denied' in body['redirectTo'], f'deny: {st} {body}')
+    r = web.get('/auth/callback?' + urllib.parse.urlsplit(body['redirectTo']).query)
+    check(r.status_code == 403 and 'did not allow' in r.get_data(as_text=True), f'callback after Deny: {r.status_code} {r.get_data(as_text=True)[:300]}')
+    # A callback that is not the answer to this browser's request (a stale or forged state): a 400 page, not a 500.
+    r = web.get('/auth/callback?code=forged&state=forged')
+    check(r.status_code == 400 and 'Signing in failed' in r.get_data(as_text=True), f'forged callback: {r.status_code} {r.get_data(as_text=True)[:300]}')
+    r = web.get('/logout')
+    check(r.status_code == 302 and 'Sign in with Latchkey' in web.get('/').get_data(as_text=True), 'signed out')
 
 
 def test_rs256_id_token():

@@ -280,6 +280,11 @@ struct RecoveryTests {
         let byEmail = try emailSession(a)
         // The automatic upgrade: a passkey from the email session is registered and signs in at once.
         let held = try passkeyAdded(a, from: byEmail)
+        // Its notice names the end of the hold for people ("… until 7 December 2026, 08:05 UTC"), not in ISO 8601.
+        let notice = try #require(try TestSMTP.waitForMessage(to: a.email, containing: "X-Latchkey-Event: passkey.added"))
+        #expect(notice.contains(/until \d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December) \d{4}, \d{2}:\d{2} UTC\./),
+                "\(notice)")
+        #expect(!notice.contains(/\d{4}-\d{2}-\d{2}T\d{2}:/), "\(notice)")
         // But a mailbox alone must not approve a payment, enrol a device key or create recovery
         // codes sooner than a recovery could: its step-ups are recovery_pending until the delay ends.
         expectProblem(try passkeyStepUp(held, action: StepUpTests.transfer), 403, "recovery_pending")

@@ -1,4 +1,4 @@
-// Latchkey admin console (SPEC "Admin console"). No build step, no dependencies, nothing fetched from
+// Latchkey admin console (docs/admin-console.md). No build step, no dependencies, nothing fetched from
 // elsewhere. Signs the admin in with a discoverable passkey (user verification required); every
 // change the server answers with 403 step_up_required is shown to the admin, approved with a
 // passkey step-up bound to exactly that request ({"type":"latchkey.admin","method","path","body"}),
@@ -33,8 +33,42 @@ function showBanner(text, code = '') {
 function clearBanner() { $('banner').hidden = true; $('banner').dataset.code = ''; }
 function announce(text) { $('status').textContent = ''; setTimeout(() => { $('status').textContent = text; }, 30); }
 
+/** Marks a catalog key that is looked up later (Tests/Browser/i18n_keys.py collects it). */
+const N_ = (text) => text;
+
+/**
+ * The console's sentence for each problem `code` the admin API answers. The server's `detail` is
+ * English for logs and developers; a page shows its own catalog's words, in its language.
+ */
+const CODE_MESSAGES = {
+  invalid_request: N_('The server did not accept this input. Check the fields and try again.'),
+  unauthorized: N_('Your admin session ended. Sign in again with your passkey.'),
+  forbidden: N_('This account may not do that.'),
+  not_found: N_('That was not found. It may already have been removed.'),
+  conflict: N_('That conflicts with something that already exists.'),
+  step_up_required: N_('This change needs a fresh approval with your passkey.'),
+  challenge_invalid: N_('The approval expired or was already used. Nothing changed: try again.'),
+  origin_not_allowed: N_('This web address is not on the origin allowlist, so passkeys cannot be used here.'),
+  credential_exists: N_('This device already has a passkey for this account.'),
+  credential_unknown: N_('That passkey is not registered here. Use another passkey.'),
+  user_verification_required: N_('This needs your screen lock, fingerprint or face. Try again and verify it is you.'),
+  recovery_pending: N_('This passkey is new and on hold, so it cannot approve changes yet. Use another passkey.'),
+  payload_too_large: N_('The request was too large.'),
+  rate_limited: N_('Too many attempts. Please wait a moment and try again.'),
+  internal_error: N_('Something went wrong on the server. Please try again in a moment.'),
+  network: N_('Cannot reach the server. Check your connection and try again.'),
+};
+
+/** A failure the server answered (its problem+json), in the console's words for its `code`. */
+function serverMessage(code) {
+  return CODE_MESSAGES[code] ? t(CODE_MESSAGES[code]) : t('The server refused the request ({code}).', { code });
+}
+
 function describe(error) {
   if (error instanceof LatchkeyError) {
+    // A server's refusal carries its problem body (and an English detail): shown by code. A
+    // LatchkeyError the console made itself carries its own translated sentence.
+    if ((error.status > 0 && error.problem) || error.code === 'network') return serverMessage(error.code);
     if (error.status > 0) return error.message;
     if (error.isCancellation) return t('The passkey prompt was cancelled or timed out.');
     if (error.code === 'invalid_state') return t('This device already has a passkey for this account.');
@@ -127,7 +161,7 @@ async function enrol() {
 async function enter() {
   const r = await request('GET', '/admin/v1/me');
   if (r.status === 403) {
-    $('refused-text').textContent = (r.json && r.json.detail) || t('This account has no access to the admin console.');
+    $('refused-text').textContent = t('This account has no access to the admin console.');
     setView('refused');
     $('refused-title').focus();
     return;
@@ -344,7 +378,8 @@ async function refreshPreview() {
   const problems = $('pv-problems');
   if (!r.ok) {
     preview.dataset.state = 'invalid';
-    problems.replaceChildren(el('li', { class: 'invalid' }, t('Not a valid declaration yet: {detail}', { detail: (r.json && r.json.detail) || r.status })));
+    problems.replaceChildren(el('li', { class: 'invalid', dataset: { code: (r.json && r.json.code) || '' } },
+      t('Not a valid declaration yet: check the fields above.')));
     return;
   }
   const byName = Object.fromEntries(r.json.files.map((f) => [f.name, f]));
@@ -449,30 +484,65 @@ async function revoke(button, path, summary) {
 
 // --- Audit log
 
-async function loadAudit(event) {
-  if (event) event.preventDefault();
-  const params = new URLSearchParams({ limit: '100' });
+/** Entries per page; "Older entries" asks for the next page before the oldest one shown. */
+const AUDIT_PAGE = 100;
+
+/** What a line's approval was, from the detail it carries: a step-up's receipt and method, an admin change's action hash. */
+function approvalText(detail) {
+  if (!detail || typeof detail !== 'object') return '';
+  const parts = [];
+  if (detail.receiptId) parts.push(t('receipt {receipt}', { receipt: detail.receiptId }));
+  if (detail.actionHash) parts.push(t('action {hash}', { hash: detail.actionHash }));
+  if (detail.method) parts.push(t('by {method}', { method: detail.method === 'passkey' ? t('passkey') : detail.method === 'device-key' ? t('device key') : detail.method }));
+  return parts.join(' · ');
+}
+
+function auditRow(e) {
+  // Each cell carries its column's heading (in the page's language): a phone shows the rows stacked, labelled.
+  const label = [...document.querySelectorAll('table.audit thead th')].map((th) => th.textContent.trim());
+  const cell = (i, props, ...children) => el('td', { ...props, dataset: { label: label[i] || '' } }, ...children);
+  return el('tr', { dataset: { action: e.action, actor: e.actor, id: String(e.id) } },
+    cell(0, {}, when(e.at)),
+    cell(1, {}, e.actorUsername ? `${e.actorUsername} (${e.actor})` : e.actor),
+    cell(2, {}, el('code', {}, e.action)),
+    cell(3, {}, e.subject || ''),
+    cell(4, { class: 'approval' }, approvalText(e.detail)));
+}
+
+/** The filter as query parameters (a username is looked up; anything else is taken as a user id). */
+async function auditFilter() {
+  const params = new URLSearchParams({ limit: String(AUDIT_PAGE) });
   const who = $('audit-user').value.trim();
   const action = $('audit-action').value.trim();
   if (who) {
-    // A username is looked up; anything else is taken as a user id.
     const { users } = await api('GET', `/admin/v1/users?username=${encodeURIComponent(who)}`).catch(() => ({ users: [] }));
     const exact = users.find((u) => u.username === who);
     params.set('user', exact ? exact.id : who);
   }
   if (action) params.set('action', action);
-  const { entries } = await api('GET', `/admin/v1/audit?${params}`);
-  const rows = entries.map((e) => el('tr', { dataset: { action: e.action, actor: e.actor } },
-    el('td', {}, when(e.at)),
-    el('td', {}, e.actorUsername ? `${e.actorUsername} (${e.actor})` : e.actor),
-    el('td', {}, el('code', {}, e.action)),
-    el('td', {}, e.subject || ''),
-    el('td', { class: 'approval' }, e.detail && e.detail.receiptId ? t('receipt {receipt} · action {hash}', { receipt: e.detail.receiptId, hash: e.detail.actionHash }) : '')));
-  $('audit-rows').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5 }, t('No entries match.')))]));
-  $('audit-rows').dataset.count = String(rows.length);
+  return params;
 }
 
-// --- Webhooks (SPEC "Events"; the API may not be on this server yet)
+/** The newest page for the filter (the form, the tab), or with `older` the page before the last row shown. */
+async function loadAudit(event, { older = false } = {}) {
+  if (event) event.preventDefault();
+  const rowsEl = $('audit-rows');
+  const params = older && app.auditParams ? new URLSearchParams(app.auditParams) : await auditFilter();
+  app.auditParams = params.toString();
+  if (older) params.set('before', String(app.auditOldest));
+  const { entries } = await api('GET', `/admin/v1/audit?${params}`);
+  const rows = entries.map(auditRow);
+  if (older) rowsEl.append(...rows);
+  else rowsEl.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colSpan: 5 }, t('No entries match.')))]));
+  if (entries.length) app.auditOldest = entries[entries.length - 1].id;
+  const shown = rowsEl.querySelectorAll('tr[data-id]').length;
+  rowsEl.dataset.count = String(shown);
+  // A full page may have more behind it; a short one is the end of the log.
+  $('audit-more').hidden = entries.length < AUDIT_PAGE;
+  rowsEl.dataset.end = entries.length < AUDIT_PAGE ? 'true' : 'false';
+}
+
+// --- Webhooks (docs/webhooks.md; the API may not be on this server yet)
 
 const EVENTS = ['user.created', 'passkey.created', 'passkey.renamed', 'passkey.revoked', 'passkey.clone_suspected',
   'passkey.backup_eligibility_changed', 'device_key.enrolled', 'device_key.revoked', 'step_up.approved', 'session.revoked',
@@ -536,7 +606,7 @@ async function deleteWebhook(button, hook) {
   });
 }
 
-// --- OpenID clients (SPEC "OpenID Provider", "Clients"): adding one or a redirect URI is a weakening change
+// --- OpenID clients (docs/oidc.md): adding one or a redirect URI is a weakening change
 
 async function loadClients() {
   const { clients } = await api('GET', '/admin/v1/clients');
@@ -597,6 +667,7 @@ async function init() {
     () => { $('android-package').value = ''; $('android-fps').value = ''; }));
   $('user-form').addEventListener('submit', findUsers);
   $('audit-form').addEventListener('submit', (ev) => loadAudit(ev).catch((e) => showBanner(describe(e), e.code || '')));
+  $('audit-more').addEventListener('click', () => busy($('audit-more'), () => loadAudit(null, { older: true })));
   $('webhook-form').addEventListener('submit', addWebhook);
   $('client-form').addEventListener('submit', addClient);
 

@@ -249,16 +249,16 @@ public final class PasskeyService: Sendable {
         var notices: [MailToSend] = []
         var cancelToken: NewCancelToken? = nil
         if newUser == nil, let to = try recovery.verifiedAddress(userId: user.id) {
-            var held: (date: String, link: String)? = nil
+            var held: (until: Date, link: String)? = nil
             if let until = record.approvesFrom {
                 let cancel = OpaqueSecret(prefix: RecoveryService.cancelTokenPrefix + "pk_", runtime: runtime)
                 cancelToken = NewCancelToken(hash: cancel.hash, userId: user.id, credentialId: record.id, expiresAt: until)
-                held = (iso8601(until), mail.cancelLink(cancel.token))
+                held = (until, mail.cancelLink(cancel.token))
             }
             let name = record.name
             notices.append(mail.compose(.passkeyAdded, to: to, userId: user.id) { l in
                 let body = l[.addedBody, ["name": name]]
-                    + (held.map { "\n" + l[.addedHeld, ["date": $0.date, "link": $0.link]] } ?? "\n" + l[.addedNotHeld])
+                    + (held.map { "\n" + l[.addedHeld, ["date": l.dateTime($0.until), "link": $0.link]] } ?? "\n" + l[.addedNotHeld])
                 return (l[.addedSubject], body)
             })
         }

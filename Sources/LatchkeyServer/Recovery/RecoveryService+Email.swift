@@ -19,9 +19,9 @@ extension RecoveryService {
         try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
         let code = codes.generate()
         let id = "otp_" + runtime.identifier()
-        let minutes = "\(configuration.otpTTL / 60)"
+        let ttl = configuration.otpTTL
         let message = mail.compose(.emailVerify, to: email, userId: caller.userId) { l in
-            (l[.verifySubject, ["code": code]], l[.verifyBody, ["code": code, "minutes": minutes]])
+            (l[.verifySubject, ["code": code]], l[.verifyBody, ["code": code, "minutes": l.duration(seconds: ttl)]])
         }
         let hash = try codes.hash(code, challengeId: id)
         let expires = try storage { () throws(StorageError) in

@@ -141,6 +141,7 @@ public final class RecoveryService: Sendable {
         let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
         let id = "rec_" + runtime.identifier()
         let delay = configuration.recoveryDelaySeconds
+        let notBefore = Date(timeIntervalSince1970: Double(runtime.unixTime + Int64(delay)))
         var notice: [MailToSend] = []
         // SPEC "Assurance": the owner hears of it at once and can undo it from the mail, without a session.
         let cancel = OpaqueSecret(prefix: Self.cancelTokenPrefix + "rec_", runtime: runtime)
@@ -149,8 +150,7 @@ public final class RecoveryService: Sendable {
             cancelHash = cancel.hash
             let link = mail.cancelLink(cancel.token)
             notice.append(mail.compose(.recoveryStarted, to: to, userId: userId) { l in
-                let when = delay == 0 ? l[.startedNow]
-                    : delay / 3600 > 0 ? l[.startedInHours, ["n": "\(delay / 3600)"]] : l[.startedInSeconds, ["n": "\(delay)"]]
+                let when = delay == 0 ? l[.startedNow] : l[.startedLater, ["duration": l.duration(seconds: delay), "date": l.dateTime(notBefore)]]
                 return (l[.startedSubject], l[.startedBody, ["how": method == .email ? l[.startedByEmail] : l[.startedByCode],
                                                              "when": when, "link": link, "id": id]])
             })
@@ -258,9 +258,9 @@ public final class RecoveryService: Sendable {
         var hash = codes.unmatchable()
         if let userId, let to, try withinLimit("account-mail:\(purpose.rawValue):" + userId, per: 3600, max: Self.challengesPerHour) {
             hash = try codes.hash(code, challengeId: id)
-            let minutes = "\(configuration.otpTTL / 60)"
+            let ttl = configuration.otpTTL
             message = [mail.compose(purpose == .recovery ? .recoveryCode : .emailSignIn, to: to, userId: userId) { l in
-                (l[subject, ["code": code]], l[intro, ["code": code]] + "\n\n" + l[.codeFooter, ["minutes": minutes]])
+                (l[subject, ["code": code]], l[intro, ["code": code]] + "\n\n" + l[.codeFooter, ["minutes": l.duration(seconds: ttl)]])
             }]
         }
         let expires = try storage { () throws(StorageError) in

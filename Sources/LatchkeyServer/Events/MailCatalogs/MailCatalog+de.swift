@@ -1,7 +1,7 @@
 extension MailCatalog {
     /// Deutsch.
     static let de: [Key: String] = [
-        .codeFooter: "Er läuft in {minutes} Minuten ab und funktioniert einmal. Wenn Sie ihn nicht angefordert haben, ignorieren Sie diese Nachricht.",
+        .codeFooter: "Er läuft in {minutes} ab und funktioniert einmal. Wenn Sie ihn nicht angefordert haben, ignorieren Sie diese Nachricht.",
         .signInSubject: "Ihr Latchkey-Anmeldecode: {code}",
         .signInIntro: "Ihr Anmeldecode lautet: {code}",
         .recoveryCodeSubject: "Ihr Latchkey-Wiederherstellungscode: {code}",
@@ -10,7 +10,7 @@ extension MailCatalog {
         .verifyBody: """
             Ihr Bestätigungscode lautet: {code}
 
-            Geben Sie ihn in Latchkey ein, um diese Adresse zu bestätigen. Er läuft in {minutes} Minuten ab und funktioniert einmal.
+            Geben Sie ihn in Latchkey ein, um diese Adresse zu bestätigen. Er läuft in {minutes} ab und funktioniert einmal.
             Wenn Sie ihn nicht angefordert haben, ignorieren Sie diese Nachricht.
             """,
         .changedSubject: "Die E-Mail-Adresse Ihres Latchkey-Kontos wurde geändert",
@@ -51,7 +51,13 @@ extension MailCatalog {
         .startedByEmail: "mit einem per E-Mail gesendeten Code",
         .startedByCode: "mit einem Wiederherstellungscode",
         .startedNow: "ab sofort",
-        .startedInHours: "in {n} Stunden",
-        .startedInSeconds: "in {n} Sekunden",
+        .startedLater: "in {duration} ({date})",
+        .hoursOne: "{n} Stunde", .hoursFew: "{n} Stunden", .hoursOther: "{n} Stunden",
+        .minutesOne: "{n} Minute", .minutesFew: "{n} Minuten", .minutesOther: "{n} Minuten",
+        .secondsOne: "{n} Sekunde", .secondsFew: "{n} Sekunden", .secondsOther: "{n} Sekunden",
+        .dateTime: "{day}. {month} {year}, {time} UTC",
     ]
+
+    /// Monatsnamen, für `dateTime`.
+    static let deMonths: [String] = ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober", "November", "Dezember"]
 }

@@ -1,7 +1,7 @@
 extension MailCatalog {
     /// English (the fallback for every other catalog).
     static let en: [Key: String] = [
-        .codeFooter: "It expires in {minutes} minutes and works once. If you did not ask for it, ignore this message.",
+        .codeFooter: "It expires in {minutes} and works once. If you did not ask for it, ignore this message.",
         .signInSubject: "Your Latchkey sign-in code: {code}",
         .signInIntro: "Your sign-in code is: {code}",
         .recoveryCodeSubject: "Your Latchkey recovery code: {code}",
@@ -10,7 +10,7 @@ extension MailCatalog {
         .verifyBody: """
             Your verification code is: {code}
 
-            Enter it in Latchkey to confirm this address. It expires in {minutes} minutes and works once.
+            Enter it in Latchkey to confirm this address. It expires in {minutes} and works once.
             If you did not ask for it, ignore this message.
             """,
         .changedSubject: "The email address of your Latchkey account was changed",
@@ -51,7 +51,13 @@ extension MailCatalog {
         .startedByEmail: "by an emailed code",
         .startedByCode: "with a recovery code",
         .startedNow: "now",
-        .startedInHours: "in {n} hours",
-        .startedInSeconds: "in {n} seconds",
+        .startedLater: "in {duration} ({date})",
+        .hoursOne: "{n} hour", .hoursFew: "{n} hours", .hoursOther: "{n} hours",
+        .minutesOne: "{n} minute", .minutesFew: "{n} minutes", .minutesOther: "{n} minutes",
+        .secondsOne: "{n} second", .secondsFew: "{n} seconds", .secondsOther: "{n} seconds",
+        .dateTime: "{day} {month} {year}, {time} UTC",
     ]
+
+    /// Month names, for `dateTime`.
+    static let enMonths: [String] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 }

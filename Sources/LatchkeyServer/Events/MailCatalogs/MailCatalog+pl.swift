@@ -1,7 +1,7 @@
 extension MailCatalog {
     /// Polski.
     static let pl: [Key: String] = [
-        .codeFooter: "Kod wygasa za {minutes} min i działa jeden raz. Jeśli nie prosiłeś o niego, zignoruj tę wiadomość.",
+        .codeFooter: "Kod wygasa za {minutes} i działa jeden raz. Jeśli nie prosiłeś o niego, zignoruj tę wiadomość.",
         .signInSubject: "Twój kod logowania do Latchkey: {code}",
         .signInIntro: "Twój kod logowania to: {code}",
         .recoveryCodeSubject: "Twój kod odzyskiwania Latchkey: {code}",
@@ -10,7 +10,7 @@ extension MailCatalog {
         .verifyBody: """
             Twój kod weryfikacyjny to: {code}
 
-            Wpisz go w Latchkey, aby potwierdzić ten adres. Wygasa za {minutes} min i działa jeden raz.
+            Wpisz go w Latchkey, aby potwierdzić ten adres. Wygasa za {minutes} i działa jeden raz.
             Jeśli nie prosiłeś o niego, zignoruj tę wiadomość.
             """,
         .changedSubject: "Adres e-mail Twojego konta Latchkey został zmieniony",
@@ -51,7 +51,14 @@ extension MailCatalog {
         .startedByEmail: "kodem wysłanym e-mailem",
         .startedByCode: "kodem odzyskiwania",
         .startedNow: "od razu",
-        .startedInHours: "za {n} godz.",
-        .startedInSeconds: "za {n} s",
+        .startedLater: "za {duration} ({date})",
+        // After "za" (accusative): 1 godzinę, 2–4 godziny (22–24 …), 5–21 godzin.
+        .hoursOne: "{n} godzinę", .hoursFew: "{n} godziny", .hoursOther: "{n} godzin",
+        .minutesOne: "{n} minutę", .minutesFew: "{n} minuty", .minutesOther: "{n} minut",
+        .secondsOne: "{n} sekundę", .secondsFew: "{n} sekundy", .secondsOther: "{n} sekund",
+        .dateTime: "{day} {month} {year}, {time} UTC",
     ]
+
+    /// Month names in the genitive ("7 grudnia 2026"), for `dateTime`.
+    static let plMonths: [String] = ["stycznia", "lutego", "marca", "kwietnia", "maja", "czerwca", "lipca", "sierpnia", "września", "października", "listopada", "grudnia"]
 }

@@ -1,7 +1,7 @@
 extension MailCatalog {
     /// 简体中文.
     static let zhHans: [Key: String] = [
-        .codeFooter: "验证码将在 {minutes} 分钟后失效，且只能使用一次。如果不是您本人申请的，请忽略此邮件。",
+        .codeFooter: "验证码将在 {minutes}后失效，且只能使用一次。如果不是您本人申请的，请忽略此邮件。",
         .signInSubject: "您的 Latchkey 登录验证码：{code}",
         .signInIntro: "您的登录验证码是：{code}",
         .recoveryCodeSubject: "您的 Latchkey 恢复验证码：{code}",
@@ -10,7 +10,7 @@ extension MailCatalog {
         .verifyBody: """
             您的验证码是：{code}
 
-            请在 Latchkey 中输入以确认此地址。验证码将在 {minutes} 分钟后失效，且只能使用一次。
+            请在 Latchkey 中输入以确认此地址。验证码将在 {minutes}后失效，且只能使用一次。
             如果不是您本人申请的，请忽略此邮件。
             """,
         .changedSubject: "您的 Latchkey 账户邮箱地址已更改",
@@ -50,7 +50,13 @@ extension MailCatalog {
         .startedByEmail: "通过邮件验证码",
         .startedByCode: "通过恢复码",
         .startedNow: "现在",
-        .startedInHours: " {n} 小时后",
-        .startedInSeconds: " {n} 秒后",
+        .startedLater: " {duration}后（{date}）",
+        .hoursOne: "{n} 小时", .hoursFew: "{n} 小时", .hoursOther: "{n} 小时",
+        .minutesOne: "{n} 分钟", .minutesFew: "{n} 分钟", .minutesOther: "{n} 分钟",
+        .secondsOne: "{n} 秒", .secondsFew: "{n} 秒", .secondsOther: "{n} 秒",
+        .dateTime: "{year}年{month}月{day}日 {time} UTC",
     ]
+
+    /// Month numbers ("12月"), for `dateTime`.
+    static let zhHansMonths: [String] = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"]
 }

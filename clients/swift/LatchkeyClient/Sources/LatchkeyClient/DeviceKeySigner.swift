@@ -5,7 +5,7 @@ import Foundation
 /// It answers the two questions the server asks: prove you hold the key (enrolment), and approve
 /// this challenge (step-up).
 public protocol DeviceKeySigner: Sendable {
-    /// `ios` or `android` (SPEC: the two platforms the server knows; macOS apps use `ios`).
+    /// `ios` or `android` (the two platforms the server knows; macOS apps use `ios`).
     var platform: String { get }
     /// Proof of possession over the enrolment challenge's bytes.
     func enrolmentProof(challenge: Data) async throws(LatchkeyError) -> DeviceKeyEnrolmentProof

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Device keys (SPEC "Device keys", "Trust chain"): enrolling one is itself a gated change, so it
+/// Device keys (docs/step-up.md): enrolling one is itself a gated change, so it
 /// carries either a step-up token for `{"type":"latchkey.device-key.enrol","deviceId":…}` made with
 /// a user-verified passkey, or a device-key ticket an app backend obtained for this user.
 extension Latchkey {

@@ -4,7 +4,7 @@ import Foundation
 /// on iOS `PasskeyAuthorization.assert(_:)`, in tests a software authenticator.
 public typealias PasskeyAssertionProvider = @Sendable (AuthenticationOptions) async throws -> AssertionCredential
 
-/// Step-up (SPEC "Step-up", "Trust chain"): a one-time challenge bound to the user, the approving
+/// Step-up (docs/step-up.md): a one-time challenge bound to the user, the approving
 /// key and the action's hash; the key approves it; the answer is a short-lived token scoped to that
 /// action. Every challenge the client receives is checked against the hash of the action it asked
 /// for, so a server (or anything in between) that binds another action is caught on the device.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Latchkey's HTTP contract (SPEC "HTTP contract (v1)") for an app: the passkey ceremonies, sessions,
+/// Latchkey's HTTP contract (docs/api.md) for an app: the passkey ceremonies, sessions,
 /// step-up, device keys. Stateless: tokens are passed in and handed back, so the app decides where
 /// they live (the Keychain, usually).
 ///
@@ -44,7 +44,7 @@ public struct Latchkey: Sendable {
     }
 
     /// Options for another passkey on an account: a session's access token (with a step-up token
-    /// for `StepUpAction.passkeyAddition` from a passkey session, SPEC "Assurance"), an enrolment
+    /// for `StepUpAction.passkeyAddition` from a passkey session, docs/assurance.md), an enrolment
     /// ticket, or a recovery token. `conditional`: options for an automatic passkey upgrade.
     public func registrationOptions(_ authorization: Authorization, stepUpToken: String? = nil,
                                     conditional: Bool = false) async throws(LatchkeyError) -> RegistrationOptions {

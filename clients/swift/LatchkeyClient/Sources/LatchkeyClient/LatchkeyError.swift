@@ -1,7 +1,7 @@
 import Foundation
 
 /// Every failure the client reports. A refusal by the server carries the problem document's stable
-/// `code` (SPEC "Errors": `challenge_invalid`, `step_up_required`, `rate_limited`, …) and its HTTP
+/// `code` (docs/api.md: `challenge_invalid`, `step_up_required`, `rate_limited`, …) and its HTTP
 /// status; failures that happen on the device have codes of their own (`transport`,
 /// `unexpected_response`, `invalid_json`, `authenticator`, `unsupported`).
 ///
@@ -44,7 +44,7 @@ public struct LatchkeyError: Error, Hashable, Sendable, CustomStringConvertible 
         public init(stringLiteral value: String) { rawValue = value }
         public var description: String { rawValue }
 
-        // The server's codes (SPEC "Errors").
+        // The server's codes (docs/api.md).
         public static let invalidRequest: Code = "invalid_request"
         public static let challengeInvalid: Code = "challenge_invalid"
         public static let originNotAllowed: Code = "origin_not_allowed"
@@ -73,7 +73,7 @@ public struct LatchkeyError: Error, Hashable, Sendable, CustomStringConvertible 
         // Failures on this side.
         /// The request did not get an answer (no network, TLS, timeout).
         public static let transport: Code = "transport"
-        /// The server answered something that is not what SPEC promises (no problem `code`, a
+        /// The server answered something that is not what docs/api.md promises (no problem `code`, a
         /// missing member): a proxy in the way, or a server of another version.
         public static let unexpectedResponse: Code = "unexpected_response"
         /// Text that is not JSON, or JSON the server would refuse to hash (an action that is not a

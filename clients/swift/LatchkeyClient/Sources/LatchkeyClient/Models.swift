@@ -1,6 +1,6 @@
 import Foundation
 
-// The server's answers (SPEC "Shapes and decisions"), decoded. Each keeps the whole `json` too, so
+// The server's answers (docs/api.md), decoded. Each keeps the whole `json` too, so
 // a member this version does not name is still there.
 
 /// `user` = `{"id","username","displayName"}`.

@@ -51,7 +51,7 @@ public struct StepUpAction: Sendable, Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(hash) }
 }
 
-/// The changes Latchkey itself gates behind a step-up (SPEC "Trust chain", "Assurance"): built here
+/// The changes Latchkey itself gates behind a step-up (docs/step-up.md, docs/assurance.md): built here
 /// exactly as the server builds them.
 extension StepUpAction {
     /// `{"type":"latchkey.device-key.enrol","deviceId":…}`: enrolling or replacing this device's key.

@@ -184,7 +184,7 @@ struct AndroidGuideTests {
             let (s8, refused) = try await post("device-key-enrolment", try await enrolmentValues(), bearer: access,
                                                headers: [("Latchkey-Step-Up", try await enrolmentStepUp())])
             #expect(s8 == 400 && refused["code"]?.stringValue == "attestation_invalid", "\(refused)")
-            // Without `attestation` (an emulator; SPEC: optional by default): enrolled, not attested.
+            // Without `attestation` (an emulator; optional by default): enrolled, not attested.
             let (s9, enrolled) = try await post("device-key-enrolment", try await enrolmentValues(), bearer: access,
                                                 headers: [("Latchkey-Step-Up", try await enrolmentStepUp())],
                                                 change: { body in

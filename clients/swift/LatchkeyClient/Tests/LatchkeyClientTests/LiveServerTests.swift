@@ -114,7 +114,7 @@ struct LiveServerTests {
     }
 
     /// Adding a second passkey from a passkey session needs a step-up for `latchkey.passkey.add`;
-    /// revoking one needs one for that credential (SPEC "Assurance").
+    /// revoking one needs one for that credential (docs/assurance.md).
     @Test("a second passkey and a revocation, each with its step-up")
     func addAndRevoke() async throws {
         try await withLiveServer("client-add") { server in

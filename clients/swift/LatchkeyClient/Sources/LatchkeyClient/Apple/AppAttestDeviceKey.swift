@@ -2,7 +2,7 @@
 @preconcurrency import DeviceCheck
 import Foundation
 
-/// An App Attest key (SPEC "Trust chain", format `apple-appattest`): Apple attests that the key
+/// An App Attest key (docs/step-up.md, format `apple-appattest`): Apple attests that the key
 /// lives in this device's Secure Enclave and belongs to your genuine app (team id + bundle id, which
 /// the server must list as a declared iOS app). It cannot make plain signatures: enrolment sends
 /// its attestation (whose nonce binds the enrolment challenge), and step-ups send App Attest

@@ -2,8 +2,7 @@
 @preconcurrency import AuthenticationServices
 import Foundation
 
-// The bridge between AuthenticationServices and the W3C JSON shapes the server speaks (SPEC "Who
-// uses it", iOS apps): the options become ASAuthorization requests, the results become
+// The bridge between AuthenticationServices and the W3C JSON shapes the server speaks (docs/integration/ios.md): the options become ASAuthorization requests, the results become
 // RegistrationResponseJSON / AuthenticationResponseJSON with every binary field base64url.
 // The associated domain `webcredentials:<rpId>` must be in the app's entitlements, and the server
 // must list the app (`latchkey apps add ios …`) so its apple-app-site-association names it.

@@ -5,7 +5,7 @@ import LocalAuthentication
 import Security
 
 /// A P-256 key that lives in the Secure Enclave and signs only after Face ID / Touch ID (or the
-/// passcode, as `accessControl` says): the device key of SPEC "Device keys". The private key never
+/// passcode, as `accessControl` says): the device key of docs/step-up.md. The private key never
 /// leaves the enclave; what the Keychain keeps (`dataRepresentation`) is a handle that only this
 /// device's enclave can use. The public key goes to the server as its 65-byte X9.63 point.
 ///
