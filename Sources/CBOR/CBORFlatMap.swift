@@ -5,7 +5,7 @@ extension CBORDecoder {
     /// longer head, another type, a duplicate, trailing bytes — gives nil, and the caller decodes
     /// with `decode`, which decides. So this accepts a subset of what `decode` accepts and yields
     /// the same value for it (a stored credential key is parsed on every login that misses the
-    /// key cache: this is most of the COSE parsing time of an RS256 login, issue 24).
+    /// key cache: this is most of the COSE parsing time of an RS256 login).
     public static func decodeFlatIntegerMap(_ bytes: [UInt8]) -> CBORValue? {
         bytes.withUnsafeBufferPointer { b -> CBORValue? in
             guard b.count <= defaultMaxBytes, let first = b.first, first >> 5 == 5, first & 0x1F < 24 else { return nil }

@@ -35,9 +35,9 @@ public final class HTTPServer: Sendable {
         public var reusePort: Bool
         /// libmicrohttpd's memory per connection: the request line and headers must fit (a larger
         /// head gets libmicrohttpd's own 414 or 431), bodies stream through it. 32 KiB, its default:
-        /// with 16 KiB, Schemathesis's long percent-encoded path ids got an HTML 414 instead of the
-        /// API's problem answer (libmicrohttpd zeroes this memory per request, so smaller would be
-        /// cheaper, but not at that price).
+        /// with 16 KiB, long percent-encoded path ids get an HTML 414 instead of the API's problem
+        /// answer (libmicrohttpd zeroes this memory per request, so smaller would be cheaper, but
+        /// not at that price).
         public var connectionMemoryBytes: Int
 
         public init(host: String = "127.0.0.1", port: Int = 8080, threadPoolSize: Int = HTTPServer.processorCount,

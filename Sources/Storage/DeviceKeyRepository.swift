@@ -8,7 +8,7 @@ public enum DevicePlatform: String, Sendable, CaseIterable {
     case android
 }
 
-/// What a device key's attestation proved (column `device_keys.attestation_format`, issue 10).
+/// What a device key's attestation proved (column `device_keys.attestation_format`).
 public enum DeviceKeyAttestationFormat: String, Sendable, CaseIterable {
     case none
     case androidKey = "android-key"
@@ -24,7 +24,7 @@ public enum DeviceKeySecurityLevel: String, Sendable, CaseIterable {
     case unknown
 }
 
-/// A device key to store (issue 5), verified by the DeviceKeys module before it gets here.
+/// A device key to store, verified by the DeviceKeys module before it gets here.
 public struct NewDeviceKey: Sendable, Equatable {
     public let id: String
     public let userId: String

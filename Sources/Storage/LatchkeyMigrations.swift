@@ -21,53 +21,53 @@ public enum LatchkeyMigrations {
         // either table notifies every instance on channel `latchkey_config` (delivered at commit).
         File(version: 2, name: "associated apps and change notifications", file: "0002_apps.sql",
              sql: PackageResources._002_apps_sql),
-        // Issue 5: hardware-bound device keys and step-up receipts.
+        // Hardware-bound device keys and step-up receipts.
         File(version: 3, name: "device keys and step-up receipts", file: "0003_device_keys.sql",
              sql: PackageResources._003_device_keys_sql),
-        // Issue 9: challenges carry the core's encoded ceremony state instead of a policy JSON.
+        // Challenges carry the core's encoded ceremony state.
         File(version: 4, name: "ceremony state on challenges", file: "0004_ceremony_state.sql",
              sql: PackageResources._004_ceremony_state_sql),
-        // Issue 10: sessions record how they began (method, passkey, auth_time); revoking one
+        // Sessions record how they began (method, passkey, auth_time); revoking one
         // notifies every instance on channel `latchkey_sessions`.
         File(version: 5, name: "sessions bound to how they began", file: "0005_sessions.sql",
              sql: PackageResources._005_sessions_sql),
-        // Issue 10: device-key tickets and what a device key's attestation proved.
+        // Device-key tickets and what a device key's attestation proved.
         File(version: 6, name: "device-key trust chain", file: "0006_device_key_trust.sql",
              sql: PackageResources._006_device_key_trust_sql),
-        // Issue 13: signing keys sealed at rest (AES-256-GCM envelope); plaintext PEM only until sealed.
+        // Signing keys sealed at rest (AES-256-GCM envelope); plaintext PEM only until sealed.
         File(version: 7, name: "signing keys encrypted at rest", file: "0007_encrypted_keys.sql",
              sql: PackageResources._007_encrypted_keys_sql),
-        // Issue 12: the outbox (events written with the change they report, fanned out to webhook
+        // The outbox (events written with the change they report, fanned out to webhook
         // deliveries claimed with SKIP LOCKED and leases) and webhook endpoints.
         File(version: 8, name: "outbox and webhooks", file: "0008_outbox.sql", sql: PackageResources._008_outbox_sql),
-        // Issue 11: verified email, one-time codes, per-account limits, recovery codes, recoveries,
+        // Verified email, one-time codes, per-account limits, recovery codes, recoveries,
         // and mail messages (sent through the outbox on channel `mail`).
         File(version: 9, name: "recovery and fallback sign-in", file: "0009_recovery.sql", sql: PackageResources._009_recovery_sql),
-        // Issue 14: admins are users with the admin role; indexes for the audit log's filters.
+        // Admins are users with the admin role; indexes for the audit log's filters.
         File(version: 10, name: "admins and audit filters", file: "0010_admins.sql",
              sql: PackageResources._010_admins_sql),
         // A passkey added from an email sign-in approves step-ups only after the recovery delay.
         File(version: 11, name: "passkey approval hold", file: "0011_passkey_approval_hold.sql",
              sql: PackageResources._011_passkey_approval_hold_sql),
-        // Issue 19: single-use cancel links for recoveries and held passkeys (SPEC "Assurance").
+        // Single-use cancel links for recoveries and held passkeys (SPEC "Assurance").
         File(version: 12, name: "cancel tokens", file: "0012_cancel_tokens.sql", sql: PackageResources._012_cancel_tokens_sql),
-        // Issue 19: the last accepted MDS3 BLOB number per signing root (no rollback to an older list).
+        // The last accepted MDS3 BLOB number per signing root (no rollback to an older list).
         File(version: 13, name: "metadata BLOB state", file: "0013_metadata_state.sql", sql: PackageResources._013_metadata_state_sql),
-        // Issue 24: HOT credential updates (fillfactor), challenge churn vacuumed promptly, one index
+        // HOT credential updates (fillfactor), challenge churn vacuumed promptly, one index
         // write less per challenge and per self-audited line.
         File(version: 14, name: "login path at scale", file: "0014_login_at_scale.sql", sql: PackageResources._014_login_at_scale_sql),
-        // Issue 23: a retried registration whose first try committed is recognised (409 credential_exists).
+        // A retried registration whose first try committed is recognised (409 credential_exists).
         File(version: 15, name: "registration digest", file: "0015_registration_digest.sql", sql: PackageResources._015_registration_digest_sql),
-        // Issue 22: the language an account last used, for its mail.
+        // The language an account last used, for its mail.
         File(version: 16, name: "account language", file: "0016_account_language.sql", sql: PackageResources._016_account_language_sql),
-        // Issue 21: the OpenID Provider's clients, requests, codes, grants and client-assertion jtis.
+        // The OpenID Provider's clients, requests, codes, grants and client-assertion jtis.
         File(version: 17, name: "OpenID Provider", file: "0017_oauth.sql", sql: PackageResources._017_oauth_sql),
-        // Issue 24: starting a session no longer locks (and dirties) the account's row.
+        // Starting a session does not lock (and dirty) the account's row.
         File(version: 18, name: "session owner lock", file: "0018_session_owner_lock.sql", sql: PackageResources._018_session_owner_lock_sql),
-        // Issue 24: one index on live sessions by owner and passkey instead of one for each.
+        // One index on live sessions by owner and passkey instead of one for each.
         File(version: 19, name: "one live session index", file: "0019_one_live_session_index.sql",
              sql: PackageResources._019_one_live_session_index_sql),
-        // Issue 32: grants bound to what approved them, the OP browser session, consents, client auth methods.
+        // Grants bound to what approved them, the OP browser session, consents, client auth methods.
         File(version: 20, name: "OAuth grants bound", file: "0020_oauth_grants_bound.sql", sql: PackageResources._020_oauth_grants_bound_sql),
     ]
 

@@ -76,7 +76,7 @@ public struct DeviceKeyRecord: Sendable {
     public let name: String
     public let publicKey: [UInt8]
     public let attested: Bool
-    /// What the attestation proved (issue 10).
+    /// What the attestation proved.
     public let attestationFormat: DeviceKeyAttestationFormat
     public let securityLevel: DeviceKeySecurityLevel
     /// The declared app the attestation names.

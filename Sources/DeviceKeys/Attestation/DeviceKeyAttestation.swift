@@ -1,7 +1,7 @@
 import Crypto
 import JSON
 
-// Shared types of device-key attestation (issue 10): Android Key Attestation and Apple App Attest
+// Shared types of device-key attestation: Android Key Attestation and Apple App Attest
 // both produce an `AttestedDeviceKey` under one `DeviceKeyAttestationPolicy`. The declarations follow
 // the contract in notes/device-key-attestation-api.md exactly; the App Attest branch compiles against it.
 

@@ -26,7 +26,7 @@ enum AuditAction: String, Sendable {
     case adminRemoved = "admin.removed"
     /// `latchkey admins grant`: an existing account got the role (detail: the passkeys and device keys it held).
     case adminGranted = "admin.granted"
-    // Issue 11: every step of email verification, email sign-in and recovery.
+    // Every step of email verification, email sign-in and recovery.
     case emailVerificationStarted = "email.verification_started"
     case emailVerified = "email.verified"
     case emailSignInStarted = "email.sign_in_started"

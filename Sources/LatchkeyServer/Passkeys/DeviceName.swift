@@ -1,6 +1,6 @@
 import Foundation
 
-/// The name a new passkey gets when its AAGUID names no provider (issue 22: not "Passkey", which
+/// The name a new passkey gets when its AAGUID names no provider (not "Passkey", which
 /// the list then showed twice, and «Passkey "Passkey"» in the sessions): the device it was made on,
 /// from the registering request's User-Agent ("Chrome on Android", "Safari on iPhone"), else the day
 /// it was made ("Passkey of 2026-12-01"). Only a label the person can rename; never trusted.

@@ -26,7 +26,7 @@ extension RouteTable {
                 conditional = try Self.conditional(ctx)
             default:
                 // A new account's options are never conditional, but a malformed `mediation` is refused
-                // here as everywhere (Schemathesis found `"mediation":"AAA"` accepted on this path).
+                // here as everywhere (`"mediation":"AAA"` is 400 on this path too).
                 _ = try Self.conditional(ctx)
                 let (username, displayName) = try RequestFields.accountNames(try ctx.json())
                 requester = .newAccount(username: username, displayName: displayName)

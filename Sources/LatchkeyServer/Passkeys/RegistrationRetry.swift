@@ -3,8 +3,7 @@ import JSON
 import Storage
 import WebAuthn
 
-/// Issue 23, "a client can tell it worked from it failed": a registration whose COMMIT happened
-/// but whose answer was lost (the primary failed over after COMMIT, a synchronous-replication wait
+/// A registration whose COMMIT happened but whose answer was lost (the primary failed over after COMMIT, a synchronous-replication wait
 /// was cancelled, the request's database budget ran out on COMMIT) looks like a failure to the
 /// client, which retries with the same response. Its challenge is used up by then; instead of
 /// `challenge_invalid` the retry is answered 409 `credential_exists` naming the stored passkey, and

@@ -197,7 +197,7 @@ public struct Configuration: Sendable {
     /// The token issuer (`iss`) is a property of the deployment, identical on every instance behind
     /// one origin: `LATCHKEY_ISSUER`, else in dev mode the first web origin of `LATCHKEY_ORIGINS`,
     /// else `https://<rpId>`. Never the listen port: instances on 8081 and 8082 behind one proxy
-    /// must accept each other's tokens (issue 13, defect 10).
+    /// must accept each other's tokens.
     static func issuer(explicit: String?, rpId: String, developmentMode: Bool, configuredOrigins: [String]) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         if developmentMode, let web = configuredOrigins.first(where: { $0.hasPrefix("https://") || $0.hasPrefix("http://") }) {

@@ -57,7 +57,7 @@ func formDecode(_ s: String) -> String? {
     return String(validating: bytes, as: UTF8.self)
 }
 
-// MARK: The edge: what a string or an id from a client may be (issue 13, defect 1)
+// MARK: The edge: what a string or an id from a client may be
 //
 // SPEC: no input yields a 5xx. Every string and id a route hands to a service is checked here
 // first, so nothing PostgreSQL cannot hold (a NUL byte) or has no business holding (control
@@ -130,8 +130,7 @@ enum QueryFields {
 
     /// A whole number in `range` (decimal digits only), nil when absent. Anything else — empty
     /// (`?limit=`), `-1`, `1e3`, `abc`, a number past the range — is 400 `invalid_request`, not read
-    /// as the default (Schemathesis found `?limit=5000` answered as if it were 1000, and `?limit=`
-    /// as if absent).
+    /// as the default (`?limit=5000` is not 1000, and `?limit=` is not absent).
     static func integer(_ request: Request, _ name: String, in range: ClosedRange<Int64>) throws(ServiceError) -> Int64? {
         guard let value = request.queryValue(name) else { return nil }
         guard value.utf8.count <= 19, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int64(value), range.contains(n) else {

@@ -41,7 +41,7 @@ extension RouteTable {
             return .json(bytes: try s.stepUp.consume(token: token, body: try ctx.json()).serialized())
         }
         add("GET", "/v1/step-up/receipts/{id:opaque}", .session, accepting: .any) { ctx in
-            // The owner only. The admin key is accepted on /admin/v1/* alone (issue 13, defect 5):
+            // The owner only. The admin key is accepted on /admin/v1/* alone:
             // auditors read receipts at /admin/v1/step-up/receipts/{id}, behind the admin listener.
             .json(bytes: try s.stepUp.receipt(id: try ctx.path.text("id"), userId: try ctx.userId).serialized())
         }

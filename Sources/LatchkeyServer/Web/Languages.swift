@@ -1,7 +1,7 @@
 import Foundation
 import HTTP
 
-/// The languages the web app, the console and the mails speak (issue 22): one catalog per language
+/// The languages the web app, the console and the mails speak: one catalog per language
 /// in `web/i18n/<tag>.json` for the pages and `Events/MailCatalogs/MailCatalog+<tag>.swift` for
 /// mail; English the fallback.
 enum I18nCatalogs {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Every mail Latchkey sends, in the account's language (issue 22): one catalog per language beside
+/// Every mail Latchkey sends, in the account's language: one catalog per language beside
 /// this file (`MailCatalog+<tag>.swift`), keyed by `MailCatalog.Key`; `{name}` placeholders are
 /// filled by `text(_:_:)`. The language is the one the account last used (`users.language`,
 /// remembered from Accept-Language when a session starts or the address is set); English when
