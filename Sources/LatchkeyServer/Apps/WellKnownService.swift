@@ -1,5 +1,4 @@
 import Foundation
-import HTTP
 import JSON
 import Storage
 import WellKnown
@@ -27,11 +26,12 @@ public final class WellKnownService: Sendable {
 
     func invalidate() { files.invalidate() }
 
-    func response(for name: String) throws(ServiceError) -> Response {
+    /// The file served at `/.well-known/<name>`: the pinned folder's, else the built one.
+    func file(_ name: String) throws(ServiceError) -> [UInt8] {
         var bytes = pinnedFile(name)
         if bytes == nil { bytes = try builtFiles()[name] }
         guard let bytes else { throw ServiceError.notFound(name) }
-        return .json(bytes: bytes, headers: [("Cache-Control", "public, max-age=300")])
+        return bytes
     }
 
     /// A file of the pinned folder (`LATCHKEY_WELLKNOWN_DIR`), nil when none is pinned or the file is absent.

@@ -35,7 +35,7 @@ extension RouteTable {
         }
         add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
             let result = try s.passkeys.verifyRegistration(ctx.request.body, userAgent: ctx.request.header("User-Agent"))
-            s.rememberLanguage(of: ctx.request, userId: result.userId)
+            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: result.userId)
             return .json(status: 201, bytes: result.body)
         }
         add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in
@@ -50,7 +50,7 @@ extension RouteTable {
         }
         add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
             let result = try s.passkeys.verifyAuthentication(ctx.request.body)
-            s.rememberLanguage(of: ctx.request, userId: result.userId)
+            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: result.userId)
             return .json(bytes: result.body)
         }
         add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in

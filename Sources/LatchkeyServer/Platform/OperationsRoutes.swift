@@ -6,7 +6,9 @@ extension RouteTable {
     /// Health, readiness, metrics, the OpenAPI document and the association files (the web app: Web/WebRoutes.swift).
     mutating func addOperationsRoutes(_ s: Services) {
         for name in WellKnownService.names {
-            add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in try s.wellKnown.response(for: name) }
+            add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in
+                .json(bytes: try s.wellKnown.file(name), headers: [("Cache-Control", "public, max-age=300")])
+            }
         }
         // Never touches the database: a hung primary must not make the process look dead.
         add("GET", "/healthz", .anyone, accepting: .any) { _ in

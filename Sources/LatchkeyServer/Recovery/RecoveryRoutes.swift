@@ -11,7 +11,7 @@ extension RouteTable {
         add("PUT", "/v1/account/email", .session, stepUp: .emailChange, available: mail) { ctx in
             // The verification mail (and the account's mail from then on) speaks the page's language.
             let caller = try ctx.session()
-            s.rememberLanguage(of: ctx.request, userId: caller.userId)
+            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: caller.userId)
             return .json(status: 202, bytes: try s.recovery.startVerification(caller, body: try ctx.json(),
                                                                               redeeming: ctx.redemption).serialized())
         }
@@ -29,7 +29,7 @@ extension RouteTable {
         }
         add("POST", "/v1/email/verify", .anyone, available: emailSignIn) { ctx in
             let result = try s.recovery.verifyEmailSignIn(body: try ctx.json())
-            s.rememberLanguage(of: ctx.request, userId: result["user"]?["id"]?.stringValue)
+            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: result["user"]?["id"]?.stringValue)
             return .json(bytes: result.serialized())
         }
         add("POST", "/v1/recovery-codes", .session, stepUp: .recoveryCodesCreation, accepting: .any) { ctx in

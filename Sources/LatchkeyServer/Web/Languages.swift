@@ -1,5 +1,4 @@
 import Foundation
-import HTTP
 
 /// The languages the web app, the console and the mails speak: one catalog per language
 /// in `web/i18n/<tag>.json` for the pages and `Events/MailCatalogs/MailCatalog+<tag>.swift` for
@@ -41,8 +40,8 @@ enum I18nCatalogs {
 extension Services {
     /// Remembers the request's Accept-Language as the account's language, for its mail: called
     /// where a session starts and where the address is set (the moments the person is at the page).
-    func rememberLanguage(of request: Request, userId: String?) {
-        guard let userId, let language = I18nCatalogs.negotiate(request.header("Accept-Language")) else { return }
+    func rememberLanguage(_ acceptLanguage: String?, userId: String?) {
+        guard let userId, let language = I18nCatalogs.negotiate(acceptLanguage) else { return }
         mail.remember(language: language, userId: userId)
     }
 }
