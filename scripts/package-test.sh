@@ -47,7 +47,7 @@ server="${DATABASE_URL%/*}"
 dbname="latchkey_package_$$"
 psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $dbname" -c "CREATE DATABASE $dbname"
 export deb db="$server/$dbname" rp_id=vm.latchkey.test
-port="$(first_free_port 18380)"
+port="$(first_free_port 18380 /nonexistent)"
 export listen="127.0.0.1:$port"
 log="$REPO/data/package/serve.log"
 server_pid=""
