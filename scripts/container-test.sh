@@ -142,5 +142,5 @@ if podman-compose -p "$project" -f compose.yaml -f "$override" --podman-run-args
 else
   echo "FAIL podman-compose up:"; tail -n 30 "$work/compose.log"; status=1
 fi
-cat "$timings"
+echo "timings:"; cat "$timings"
 exit $status

@@ -39,13 +39,14 @@ t0=$SECONDS
 deb="$(bash scripts/package.sh | tail -n 1)"
 step "package.sh (build the .deb)" $((SECONDS - t0))
 dpkg-deb --info "$deb" | sed -n '/Package:/,/Description:/p'
-dpkg-deb --contents "$deb" | awk '{ print $1, $2, $6 }' | grep -E ' \./(usr/bin/latchkey|etc/latchkey/latchkey\.env|lib/systemd/system/latchkey\.service|usr/share/latchkey/web/index\.html)$' \
-  | tee /dev/stderr | wc -l | grep -qx 4 || { echo "FAIL the .deb lacks the binary, the env file, the unit or the web app"; status=1; }
+contents="$(dpkg-deb --contents "$deb" | awk '{ print $1, $2, $6 }' \
+  | grep -E ' \./(usr/bin/latchkey|etc/latchkey/latchkey\.env|lib/systemd/system/latchkey\.service|usr/share/latchkey/web/index\.html)$' || true)"
+echo "$contents"
+[[ "$(wc -l <<<"$contents")" == 4 ]] || { echo "FAIL the .deb lacks the binary, the env file, the unit or the web app"; status=1; }
 
 # This run's values for what the guide has the operator set.
 server="${DATABASE_URL%/*}"
 dbname="latchkey_package_$$"
-psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $dbname" -c "CREATE DATABASE $dbname"
 export deb db="$server/$dbname" rp_id=vm.latchkey.test
 port="$(first_free_port 18380 /nonexistent)"
 export listen="127.0.0.1:$port"
@@ -78,6 +79,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cleanup  # a run that was killed may have left the package installed
+psql -q "$server/postgres" -c "CREATE DATABASE $dbname"
 
 t0=$SECONDS
 if bash -euo pipefail -c "$(block vm-install)"; then
@@ -86,8 +88,9 @@ else
   echo "FAIL the vm-install block"; exit 1
 fi
 id latchkey
-stat -c '%a %U:%G %n' /etc/latchkey/latchkey.env | tee /dev/stderr | grep -qx '640 root:latchkey /etc/latchkey/latchkey.env' \
-  || { echo "FAIL /etc/latchkey/latchkey.env is not 0640 root:latchkey"; status=1; }
+mode="$(stat -c '%a %U:%G %n' /etc/latchkey/latchkey.env)"
+[[ "$mode" == "640 root:latchkey /etc/latchkey/latchkey.env" ]] && echo "ok   $mode" \
+  || { echo "FAIL /etc/latchkey/latchkey.env is $mode, not 0640 root:latchkey"; status=1; }
 if ldd /usr/bin/latchkey | grep -E 'libswift|/opt/swift|not found'; then echo "FAIL the installed binary needs the toolchain"; status=1; fi
 
 t0=$SECONDS
@@ -130,5 +133,5 @@ else
   echo "FAIL the vm-remove block"; status=1
 fi
 step "stop and purge" $((SECONDS - t0))
-cat "$timings"
+echo "timings:"; cat "$timings"
 exit $status

@@ -45,7 +45,8 @@ arch="$(dpkg --print-architecture)"
 # load in turn is their packages' business).
 depends=()
 for soname in $(objdump -p "$binary" | awk '$1 == "NEEDED" { print $2 }'); do
-  path="$(awk -v s="$soname" '$1 == s && $2 == "=>" { print $3 }' <<<"$libs")"
+  # "soname => /path (…)", or the loader's own "/lib64/ld-linux-x86-64.so.2 (…)".
+  path="$(awk -v s="$soname" '$1 == s && $2 == "=>" { print $3 } substr($1, length($1) - length(s)) == "/" s { print $1 }' <<<"$libs" | head -n 1)"
   [[ -n "$path" ]] || die "ldd does not resolve $soname"
   owner="$(dpkg -S "$path" 2>/dev/null || dpkg -S "$(readlink -f "$path")" 2>/dev/null || true)"
   [[ -n "$owner" ]] || die "no Debian package owns $path ($soname)"
