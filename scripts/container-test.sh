@@ -5,9 +5,10 @@
 # built here when missing), started with host networking against a database of its own on the test
 # PostgreSQL and the key-encryption key from a podman secret; checked at /readyz, by a passkey sign-up
 # and sign-in (Tests/Deploy/signup.py) and that it runs as a non-root user. Then compose.yaml's
-# latchkey service, started the same way by podman-compose (an override file under data/ points it at
-# the test PostgreSQL and a free port; postgres and mail are not started: their images are in a
-# registry), answers /readyz. Everything it started is stopped and removed. Timings in
+# latchkey service, started by podman-compose with an override file under data/: the service on the
+# project's bridge reaches the test PostgreSQL through a relay on the bridge's gateway address, and
+# postgres and mail, whose images are in a registry, are idle base-image containers; it answers
+# /readyz. Everything it started is stopped and removed. Timings in
 # data/container/timings.txt. Needs root.
 #   DATABASE_URL   any database URL on the test cluster (its server part is used)
 set -euo pipefail
@@ -33,9 +34,13 @@ secret="latchkey_kek_$tag"
 dbname="latchkey_container_$$"
 compose_db="latchkey_compose_$$"
 override="$work/compose.override.yaml"
+relay_pid=""
 cleanup() {
   podman rm -f -t 5 "$name" >/dev/null 2>&1 || true
-  [[ -f "$override" ]] && podman-compose -p "$project" -f compose.yaml -f "$override" down -t 5 >/dev/null 2>&1 || true
+  [[ -f "$override" ]] && podman-compose -p "$project" -f compose.yaml -f "$override" down -v -t 5 >/dev/null 2>&1 || true
+  podman network rm -f "${project}_default" >/dev/null 2>&1 || true
+  podman volume rm -f "${project}_postgres" >/dev/null 2>&1 || true
+  [[ -n "$relay_pid" ]] && kill "$relay_pid" 2>/dev/null || true
   podman secret rm "$secret" >/dev/null 2>&1 || true
   podman rmi -f "$image" "${project}_latchkey" >/dev/null 2>&1 || true
   rm -f "$override" "$work/kek.b64"
@@ -70,7 +75,7 @@ port="$(first_free_port 18480 /nonexistent)"
 rp_id=container.latchkey.test
 t0=$SECONDS
 # shellcheck disable=SC2086
-podman run -d --name "$name" --network host $LATCHKEY_ULIMITS \
+podman run -d --name "$name" --network host --no-healthcheck $LATCHKEY_ULIMITS \
   --secret "$secret,target=latchkey_kek,mode=0444" \
   -e LATCHKEY_KEY_ENCRYPTION_KEY=@/run/secrets/latchkey_kek \
   -e DATABASE_URL="$server/$dbname" -e LATCHKEY_RP_ID="$rp_id" -e LATCHKEY_ORIGINS="https://$rp_id" \
@@ -107,18 +112,29 @@ podman stop -t 10 "$name" >/dev/null
 podman rm "$name" >/dev/null
 step "stop" $((SECONDS - t0))
 
-# compose.yaml's latchkey service, by podman-compose, on the test PostgreSQL.
+# compose.yaml's latchkey service, by podman-compose, on the test PostgreSQL. podman-compose 1.0.3
+# cannot put a service on the host network (it adds the project network too), so the service stays on
+# the project's bridge and reaches the test PostgreSQL (listening on 127.0.0.1) through a relay on the
+# bridge's gateway address only. postgres and mail, whose images are in a registry, run the base
+# image idle instead; /readyz is asked inside the latchkey container (latchkey healthcheck).
 psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $compose_db" -c "CREATE DATABASE $compose_db"
-cport="$(first_free_port $((port + 1)) /nonexistent)"
+hostport="${server##*@}"; hostport="${hostport%%/*}"
+network="${project}_default"
+podman network create --label "io.podman.compose.project=$project" "$network" >/dev/null
+gateway="$(podman network inspect -f '{{range .Subnets}}{{.Gateway}}{{end}}' "$network")"
+relay_port="$(first_free_port $((port + 1)) /nonexistent)"
 cat > "$override" <<YAML
 # written by scripts/container-test.sh: compose.yaml's latchkey service on the test PostgreSQL
 services:
+  postgres:
+    image: $base
+    command: ["sleep", "infinity"]
+  mail:
+    image: $base
+    command: ["sleep", "infinity"]
   latchkey:
-    network_mode: host
     environment:
-      DATABASE_URL: $server/$compose_db
-      LATCHKEY_LISTEN: 127.0.0.1:$cport
-      LATCHKEY_ORIGINS: http://localhost:$cport
+      DATABASE_URL: postgresql://postgres@host.containers.internal:$relay_port/$compose_db
 secrets:
   latchkey_kek:
     file: $work/kek.b64
@@ -126,18 +142,23 @@ YAML
 t0=$SECONDS
 # shellcheck disable=SC2086
 if podman-compose -p "$project" -f compose.yaml -f "$override" --podman-run-args "$LATCHKEY_ULIMITS" \
-     --podman-build-args "--format docker" up -d --no-deps latchkey >"$work/compose.log" 2>&1; then
+     --podman-build-args "--format docker" up -d >"$work/compose.log" 2>&1; then
+  # The bridge has its gateway address once a container is on it; serve waits for the database.
+  python3 Tests/Deploy/tcp_relay.py "$gateway" "$relay_port" "${hostport%:*}" "${hostport##*:}" >"$work/relay.log" 2>&1 &
+  relay_pid=$!
   ready=0
-  for _ in $(seq 1 600); do
-    if curl -fsS -o /dev/null "http://127.0.0.1:$cport/readyz" 2>/dev/null; then ready=1; break; fi
-    sleep 0.1
+  for _ in $(seq 1 300); do
+    if podman exec "${project}_latchkey_1" /usr/bin/latchkey healthcheck --url http://127.0.0.1:8080/readyz >/dev/null 2>&1; then
+      ready=1; break
+    fi
+    sleep 0.2
   done
   if ((ready)); then
     step "podman-compose up until /readyz" $((SECONDS - t0))
     echo "ok   compose.yaml (podman-compose) answers /readyz"
   else
     echo "FAIL compose.yaml's latchkey did not become ready:"; tail -n 30 "$work/compose.log"
-    podman-compose -p "$project" -f compose.yaml -f "$override" logs latchkey 2>&1 | tail -n 30; status=1
+    podman logs "${project}_latchkey_1" 2>&1 | tail -n 30; status=1
   fi
 else
   echo "FAIL podman-compose up:"; tail -n 30 "$work/compose.log"; status=1
