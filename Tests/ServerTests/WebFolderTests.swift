@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyServer
+import PostgreSQL
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -115,7 +116,7 @@ struct WebFolderTests {
                                      directory: elsewhere)
         defer { serve.stop() }
         let port = try serve.waitUntilServing()
-        let client = Client(Endpoint(port: port, rpId: "", origin: ""))
+        let client = Client(Endpoint(port: port, rpId: "", origin: "", adminKey: nil))
         for page in Self.pages {
             let reply = try client.get(page)
             #expect(reply.status == 200, "\(page): \(reply)")
