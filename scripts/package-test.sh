@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The .deb installed on this machine as on a Debian 12 VM: builds it (scripts/package.sh), then runs
-# docs/operator.md's "Install on a VM" blocks as written there (```sh vm-install, vm-start, vm-check,
-# vm-remove), with this run's values for the variables the guide has the operator set: the package
+# docs/operator.md's "Install on a VM" blocks as written there (```sh norun: vm-install, vm-start,
+# vm-check, vm-remove), with this run's values for the variables the guide has the operator set: the package
 # against a database of its own on the test PostgreSQL (DATABASE_URL's cluster), served as the
 # `latchkey` user from / (no web/ there: the pages come from /usr/share/latchkey/web), checked at
 # /readyz, by a passkey sign-up and sign-in (Tests/Deploy/signup.py) and `latchkey config check` from
@@ -22,14 +22,14 @@ timings="$REPO/data/package/timings.txt"
 status=0
 step() { printf '%-34s %5ss\n' "$1" "$2" | tee -a "$timings"; }
 
-# The guide's blocks, by tag.
+# The guide's blocks, by tag (```sh norun: vm-install, …: the docs' example runner leaves them to this script).
 block() {
   python3 - "$1" <<'PY'
 import re, sys
 text = open("docs/operator.md").read()
-blocks = re.findall(r"^```sh " + re.escape(sys.argv[1]) + r"\n(.*?)^```$", text, re.M | re.S)
+blocks = re.findall(r"^```sh norun: " + re.escape(sys.argv[1]) + r",[^\n]*\n(.*?)^```$", text, re.M | re.S)
 if len(blocks) != 1:
-    sys.exit(f"docs/operator.md: expected one ```sh {sys.argv[1]} block, found {len(blocks)}")
+    sys.exit(f"docs/operator.md: expected one ```sh norun: {sys.argv[1]}, … block, found {len(blocks)}")
 print(blocks[0], end="")
 PY
 }
