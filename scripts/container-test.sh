@@ -47,6 +47,7 @@ cleanup() {
   for db in "$dbname" "$compose_db"; do psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true; done
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT   # so that `timeout` still runs the clean-up
 
 t0=$SECONDS
 base="$(bash scripts/container-base.sh | tail -n 1)"

@@ -78,6 +78,7 @@ cleanup() {
   psql -q "$server/postgres" -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT   # so that `timeout` still runs the clean-up
 cleanup  # a run that was killed may have left the package installed
 psql -q "$server/postgres" -c "CREATE DATABASE $dbname"
 
