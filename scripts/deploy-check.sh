@@ -63,7 +63,7 @@ PY
 # systemd-analyze verify on the unit (the binary path pointed at the built one), where systemd is
 # installed; a container without it skips this line and says so.
 if command -v systemd-analyze >/dev/null 2>&1; then
-  sed -e "s#/opt/latchkey/bin/latchkey#$LATCHKEY_BIN#" deploy/systemd/latchkey.service > "$work/latchkey.service"
+  sed -e "s#/usr/bin/latchkey#$LATCHKEY_BIN#" deploy/systemd/latchkey.service > "$work/latchkey.service"
   if out="$(cd "$work" && systemd-analyze verify --man=no ./latchkey.service 2>&1)" && [[ -z "$out" ]]; then
     echo "ok   systemd-analyze verify: deploy/systemd/latchkey.service"
   else

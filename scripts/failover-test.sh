@@ -240,7 +240,7 @@ ORIGIN="http://localhost:8080"
 start_latchkey() {  # $1 = name, $2 = port, $3 = DATABASE_URL
   env LATCHKEY_DEV=1 LATCHKEY_RP_ID=localhost LATCHKEY_ORIGINS="$ORIGIN" LATCHKEY_LISTEN="127.0.0.1:$2" \
       LATCHKEY_THREADS=4 LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktdGVzdC1rZWstMzItYnl0ZXMtLS0tLS0=}" \
-      LATCHKEY_MAIL_DIR="$DIR/mail-$1" DATABASE_URL="$3" "$LATCHKEY_BIN" serve >"$DIR/latchkey-$1.log" 2>&1 &
+      LATCHKEY_MAIL_DIR="$DIR/mail-$1" LATCHKEY_WEB_DIR="$REPO/web" DATABASE_URL="$3" "$LATCHKEY_BIN" serve >"$DIR/latchkey-$1.log" 2>&1 &
   echo $! >"$DIR/latchkey-$1.pid"; started_pids+=($!)
 }
 URL_A="postgresql://postgres@127.0.0.1:$P_HAP/postgres"

@@ -198,13 +198,15 @@ def container():
     with open(os.path.join(REPO, "deploy/container/Containerfile")) as f:
         text = f.read()
     health = re.search(r"^HEALTHCHECK .*CMD (\[.*\])\s*$", text, re.M)
-    check(health is not None and '"/opt/latchkey/bin/latchkey", "healthcheck"' in health.group(1),
+    check(health is not None and '"/usr/bin/latchkey", "healthcheck"' in health.group(1),
           "container: HEALTHCHECK runs `latchkey healthcheck` (exec form, no shell)")
-    check("COPY --from=build /src/.build/release/latchkey /opt/latchkey/bin/latchkey" in text, "container: the binary is where HEALTHCHECK runs it")
+    check(re.search(r"^COPY dist/latchkey_\*\.deb ", text, re.M) and "dpkg -i /tmp/latchkey_*.deb" in text,
+          "container: the .deb of scripts/package.sh is installed (the binary is where HEALTHCHECK runs it)")
+    check(re.search(r"^USER latchkey$", text, re.M), "container: runs as the package's non-root user")
     check(not re.search(r"^COPY\s+wellknown", text, re.M), "container: wellknown/ is not shipped")
     with open(os.path.join(REPO, ".dockerignore")) as f:
         ignored = {l.strip() for l in f if l.strip() and not l.startswith("#")}
-    check({".build/", "data/", ".git/"} <= ignored, ".dockerignore: .build/, data/ and .git/ stay out of `COPY . .`")
+    check({".build/", "data/", ".git/"} <= ignored, ".dockerignore: .build/, data/ and .git/ stay out of the build context")
 
 
 def main():

@@ -13,8 +13,9 @@ import WebAuthnTesting
 /// Faults, with real components: a PostgreSQL cluster of this suite's own (which it stops, starts
 /// and locks; the shared test cluster the other suites use is never touched), real HTTP on
 /// loopback, and the real `latchkey serve` binary where a process has to die.
-/// Serialized: the tests take turns with the one fault cluster.
-@Suite("Faults: database restart, kill -9, slow database, idle connections", .serialized)
+/// Serialized: the tests take turns with the one fault cluster, which is stopped once the suite is
+/// done (`.stopsFaultCluster`): the test run leaves no server of its own running.
+@Suite("Faults: database restart, kill -9, slow database, idle connections", .serialized, .stopsFaultCluster)
 struct FaultTests {
     // MARK: PostgreSQL restarted under login load
 
@@ -334,6 +335,21 @@ enum FaultCluster {
         guard status == 0 else { throw TestSetupError("dev-postgres.sh \(arguments) failed (status \(status))") }
         return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
     }
+}
+
+/// Stops the fault cluster after the suite it marks, however its tests ended (the tests start it on
+/// first use).
+struct StopsFaultCluster: SuiteTrait, TestScoping {
+    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        defer {
+            do { try FaultCluster.stop() } catch { Issue.record("the fault cluster did not stop: \(error)") }
+        }
+        try await function()
+    }
+}
+
+extension Trait where Self == StopsFaultCluster {
+    static var stopsFaultCluster: Self { Self() }
 }
 
 /// Runs `argv` with stdout to `stdoutPath` (stderr inherited) and returns its exit status.

@@ -117,10 +117,11 @@ final class ServeProcess: Sendable {
         return nil
     }
 
-    init(binary: String, environment: [String: String]) throws {
+    init(binary: String, environment: [String: String], directory: URL? = nil) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["serve"]
+        if let directory { process.currentDirectoryURL = directory }
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }
         for (k, v) in environment { env[k] = v }
         process.environment = env

@@ -84,7 +84,7 @@ extension Configuration {
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
         if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
         if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }
-        if let v = env["LATCHKEY_WEB_DIR"], !v.isEmpty { c.webDirectory = v }
+        c.webDirectory = WebFolder.resolve(setting: env["LATCHKEY_WEB_DIR"])
         c.aaguidFile = env["LATCHKEY_AAGUIDS"].flatMap { $0.isEmpty ? nil : $0 } ?? c.webDirectory + "/aaguids.json"
         if let v = env["LATCHKEY_SIGN_COUNT_POLICY"] {
             guard let p = VerificationPolicy.SignCountPolicy(rawValue: v) else {

@@ -188,7 +188,10 @@ public enum ConfigurationCatalogue {
         .init("LATCHKEY_WELLKNOWN_DIR", "files",
               "override: a folder whose `apple-app-site-association`, `assetlinks.json`, `webauthn` are served instead of the files built from the declared apps; `serve` warns when a pinned file disagrees with them",
               default: "unset: built from the declared apps (`latchkey apps`)", effective: { $0.wellKnownDirectory ?? "" }),
-        .init("LATCHKEY_WEB_DIR", "files", "the web app (and admin console) folder served at `/`", default: "`web`"),
+        .init("LATCHKEY_WEB_DIR", "files",
+              "the web app (and admin console) folder served at `/`; `serve` refuses to start (exit 64) while a file it serves is missing there",
+              default: "unset: `./web` if it holds `index.html`, else `../share/latchkey/web` beside the binary (the .deb's `/usr/share/latchkey/web`)",
+              effective: { $0.webDirectory }),
         .init("LATCHKEY_AAGUIDS", "files", "AAGUID → provider name file", default: "`<LATCHKEY_WEB_DIR>/aaguids.json`",
               effective: { $0.aaguidFile }),
     ]

@@ -133,6 +133,7 @@ extension Configuration {
             return "LATCHKEY_KEY_ENCRYPTION_KEY is not set (required outside development mode: base64 of 32 bytes from "
                 + "`openssl rand -base64 32`, or @/path/to/file holding it, e.g. a Kubernetes Secret volume or systemd LoadCredential=)"
         }
+        if let web = webFolderRefusal() { return web }
         return nil
     }
 }

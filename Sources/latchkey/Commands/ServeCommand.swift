@@ -61,6 +61,11 @@ enum ServeCommand: Command {
             printError("latchkey serve: \(error.description)")
             return ExitCode.usage
         }
+        // The pages it serves, before it listens: a server started from another folder would answer 404 at `/`.
+        if let refusal = configuration.webFolderRefusal() {
+            printError("latchkey serve: \(refusal)")
+            return ExitCode.usage
+        }
         if !isChild {
             for warning in configuration.warnings() { printError("latchkey serve: warning: \(warning)") }
         }

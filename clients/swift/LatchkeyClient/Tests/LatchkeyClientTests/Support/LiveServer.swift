@@ -64,6 +64,8 @@ final class LiveServer: Sendable {
         env["LATCHKEY_DEV"] = "0"
         env["LATCHKEY_RATE_LIMIT"] = "0"
         env["LATCHKEY_THREADS"] = "2"
+        // It runs in a scratch folder: serve refuses to start without its web folder.
+        env["LATCHKEY_WEB_DIR"] = Self.repositoryRoot.appendingPathComponent("web").path
         env["LATCHKEY_KEY_ENCRYPTION_KEY"] = Self.keyEncryptionKey
         for (k, v) in extra { env[k] = v }
         if !prepare.isEmpty {
