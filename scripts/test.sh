@@ -30,6 +30,10 @@ stop_started_servers() {
 trap stop_started_servers EXIT
 
 # The throwaway test cluster (its own folder and port, durability off): dev-postgres.sh --test.
+# Each stage that fails is named here and listed at the end, so the last lines say what failed.
+failures=()
+failed() { status=1; failures+=("$1"); echo "STAGE FAILED: $1"; }
+
 url="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 export DATABASE_URL="${url%/*}/latchkey_test"
 echo "test database: $DATABASE_URL"
@@ -63,8 +67,9 @@ export LATCHKEY_OPENAPI_TRAFFIC="$REPO/data/openapi-traffic.jsonl"
 rm -f "$LATCHKEY_OPENAPI_TRAFFIC"
 swift test --skip-build 2>&1 | tee data/swift-test.log
 status=${PIPESTATUS[0]}
+[[ $status -eq 0 ]] || failed "swift test (every suite)"
 python3 scripts/conformance-tally.py "$LATCHKEY_CONFORMANCE_REPORT" | tee data/conformance-tally.txt
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/conformance-tally.py"
 unset LATCHKEY_CONFORMANCE_REPORT LATCHKEY_OPENAPI_TRAFFIC
 
 # The ceremony suites again, with the server talking to PostgreSQL only through PgBouncer in
@@ -74,13 +79,13 @@ unset LATCHKEY_CONFORMANCE_REPORT LATCHKEY_OPENAPI_TRAFFIC
 echo "ceremony suites through PgBouncer (transaction pooling): $LATCHKEY_PGBOUNCER_URL"
 DATABASE_URL="$LATCHKEY_PGBOUNCER_URL" LATCHKEY_DB_POOLER=transaction timeout 900 \
   swift test --skip-build --filter "CeremonyTests|CeremonyFailureTests|StepUpTests" 2>&1 | tee data/swift-test-pgbouncer.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "swift test --skip-build --filter CeremonyTests|CeremonyFailureTests|StepUpTests"
 set -e
 
 swift build --product latchkey
-python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || status=1
+python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || failed "Tests/CLI/inspect-vectors.py"
 # Every device-key vector (Android Key Attestation chains, App Attest objects) through `inspect device-key`.
-python3 Tests/CLI/inspect-device-keys.py "$(swift build --show-bin-path)/latchkey" || status=1
+python3 Tests/CLI/inspect-device-keys.py "$(swift build --show-bin-path)/latchkey" || failed "Tests/CLI/inspect-device-keys.py"
 
 # Fuzzing (README "Fuzzing, fault tests and the challenge model"): inputs a fuzzer once flagged
 # replay through the normal build's harness, then every libFuzzer target runs for
@@ -89,12 +94,12 @@ python3 Tests/CLI/inspect-device-keys.py "$(swift build --show-bin-path)/latchke
 # data/fuzz/summary.txt keeps executions per second and corpus sizes per target.
 swift build --product latchkey-fuzz
 for dir in Tests/Fuzz/Regressions/*/; do
-  "$(swift build --show-bin-path)/latchkey-fuzz" "$(basename "$dir")" "$dir" || status=1
+  "$(swift build --show-bin-path)/latchkey-fuzz" "$(basename "$dir")" "$dir" || failed "fuzz"
 done
-bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || status=1
+bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || failed "scripts/fuzz.sh"
 
 # The challenge lifecycle in Promela (Tests/Model/challenges.pml), exhaustively through spin.
-bash scripts/model-check.sh || status=1
+bash scripts/model-check.sh || failed "scripts/model-check.sh"
 
 # Every server these scripts start on the test cluster seals its signing keys under one key-encryption
 # key (each dev-mode server would otherwise make its own key file where it runs, and the next one could
@@ -102,7 +107,7 @@ bash scripts/model-check.sh || status=1
 export LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktdGVzdC1rZWstMzItYnl0ZXMtLS0tLS0=}"
 
 # The committed association files against the declared apps, and a live server's well-known URLs.
-LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || status=1
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || failed "scripts/ci-wellknown.sh"
 
 # ==== OpenAPI (issue 25) =========================================================================
 # The contract in Sources/LatchkeyServer/OpenAPI/openapi.json (served at /openapi.json; the route
@@ -113,22 +118,22 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 #  3. Schemathesis (PyPI) against a dev server from the built binary, generated from the document it
 #     serves: no 5xx, documented statuses, content types, headers and bodies, invalid input refused.
 #     Bounded: 25 examples per operation and LATCHKEY_SCHEMATHESIS_SECONDS (default 120) in all.
-python3 scripts/openapi/api-reference.py --check || status=1
+python3 scripts/openapi/api-reference.py --check || failed "scripts/openapi/api-reference.py"
 openapi_venv="$(bash scripts/openapi/venv.sh)"
 # A failing check must not end the run here (set -e with pipefail would): the stages after it still run.
 set +e
 "$openapi_venv/bin/python" scripts/openapi/validate-traffic.py "$REPO/data/openapi-traffic.jsonl" 2>&1 | tee data/openapi-traffic.txt
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/openapi/validate-traffic.py"
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/openapi/schemathesis.sh 2>&1 \
   | tee data/schemathesis.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/openapi/schemathesis.sh"
 set -e
 # ==== end OpenAPI =================================================================================
 
 # The web app at `/` in real headless Chromium with a WebAuthn virtual authenticator: installs
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
-  bash Tests/Browser/run.sh || status=1
+  bash Tests/Browser/run.sh || failed "Tests/Browser/run.sh"
 
 # --- OpenID Provider (issue 21) -----------------------------------------------------------------
 # Authlib and idpyoidc (PyPI, in a venv under data/, installed when missing) against a real server on
@@ -137,7 +142,7 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE
 # the negative tests (Tests/OIDC/run.sh, about 30 s; bounded). The Chromium redirect test is in the
 # browser suite above (Tests/Browser/test_oidc.py).
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_OIDC_DATABASE_URL="$url" \
-  timeout 600 bash Tests/OIDC/run.sh || status=1
+  timeout 600 bash Tests/OIDC/run.sh || failed "Tests/OIDC/run.sh"
 # --- end OpenID Provider ------------------------------------------------------------------------
 
 # ---- clients/swift/LatchkeyClient (issue 22, point 2) -------------------------------------------
@@ -152,10 +157,10 @@ set +e
 LATCHKEY_BINARY="$(swift build --show-bin-path)/latchkey" timeout 900 bash -c '
   swift build --package-path clients/swift/LatchkeyClient --build-tests &&
   swift test --package-path clients/swift/LatchkeyClient --skip-build' 2>&1 | tee data/swift-client-test.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "clients/swift/LatchkeyClient tests"
 # Its Apple-only code and docs/integration/ios.md's snippets, type-checked against SDK stubs (20 s).
 bash clients/swift/AppleSDKStubs/check.sh 2>&1 | tee data/swift-client-apple-check.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "clients/swift/AppleSDKStubs/check.sh"
 set -e
 # ---- end clients/swift/LatchkeyClient -----------------------------------------------------------
 # ---- web/latchkey.js and the languages (issue 22, points 1, 3 and 4) -------------------------------
@@ -167,8 +172,8 @@ set -e
 eval "$(bash scripts/install-deps.sh nodejs)"
 set +e
 timeout 120 node --test Tests/Browser/latchkey-module.test.mjs 2>&1 | tee data/web-module-test.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-timeout 60 python3 Tests/Browser/i18n_keys.py --check || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "Tests/Browser/latchkey-module.test.mjs"
+timeout 60 python3 Tests/Browser/i18n_keys.py --check || failed "Tests/Browser/i18n_keys.py"
 set -e
 # ---- end web/latchkey.js and the languages ------------------------------------------------------
 
@@ -176,14 +181,14 @@ set -e
 # The deploy files give serve a configuration it starts with (config check on the Kubernetes
 # manifest, the systemd unit and compose.yaml; nginx -t), and every `sh run` example in README.md
 # and docs/ runs against a dev server. About 20 seconds together.
-LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" bash scripts/deploy-check.sh || status=1
-LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/doc-examples.sh || status=1
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" bash scripts/deploy-check.sh || failed "scripts/deploy-check.sh"
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/doc-examples.sh || failed "scripts/doc-examples.sh"
 # ---- end issue 25 ---------------------------------------------------------------------------
 
 # --- issue 24: `bench login --accounts N` runs and prints every figure (functional only, ~30 s) ---
-timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || status=1
+timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-login-accounts.py"
 # --- issue 32: `bench oauth` runs the whole code flow and prints every figure (functional only, ~10 s) ---
-timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || status=1
+timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-oauth.py"
 # --- end issue 24 ---
 
 # --- failover (issue 23) ---------------------------------------------------------------------
@@ -194,7 +199,7 @@ timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/lat
 if [[ "${LATCHKEY_SKIP_FAILOVER_TEST:-0}" == 1 ]]; then
   echo "failover test: SKIPPED (LATCHKEY_SKIP_FAILOVER_TEST=1)"
 else
-  LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" timeout 600 bash scripts/failover-test.sh || status=1
+  LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" timeout 600 bash scripts/failover-test.sh || failed "scripts/failover-test.sh"
 fi
 # --- end of failover ---------------------------------------------------------------------------
 
@@ -208,16 +213,22 @@ fi
 # timings are in data/package/timings.txt and data/container/timings.txt.
 set +e
 DATABASE_URL="$url" timeout 1200 bash scripts/package-test.sh 2>&1 | tee data/package-test.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/package-test.sh"
 DATABASE_URL="$url" timeout 900 bash scripts/container-test.sh 2>&1 | tee data/container-test.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/container-test.sh"
 set -e
 # ---- end of the install ------------------------------------------------------------------------
 
 # ---- issue 33: the run stops every server it started -------------------------------------------
 stop_started_servers
 trap - EXIT
-bash scripts/leftover-servers.sh --since data/servers-before.txt || status=1
+bash scripts/leftover-servers.sh --since data/servers-before.txt || failed "scripts/leftover-servers.sh"
 # ---- end of the servers check ------------------------------------------------------------------
 
+if (( ${#failures[@]} )); then
+  echo "scripts/test.sh: ${#failures[@]} stage(s) failed:"
+  for f in "${failures[@]}"; do echo "  - $f"; done
+else
+  echo "scripts/test.sh: every stage passed"
+fi
 exit $status
