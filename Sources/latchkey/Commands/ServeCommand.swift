@@ -38,9 +38,10 @@ enum ServeCommand: Command {
         } catch {
             printError("latchkey serve: \(error.description)"); return ExitCode.usage
         }
-        guard !configuration.databaseURL.isEmpty else {
-            printError("latchkey serve: DATABASE_URL is not set (scripts/run.sh starts a private PostgreSQL and sets it)")
-            return ExitCode.usage
+        // SPEC "Outside dev mode": the whole configuration, the key-encryption key included, is
+        // checked before the first socket or database connection; a refusal names the setting and the fix.
+        if let refusal = configuration.startRefusal() {
+            printError("latchkey serve: \(refusal)"); return ExitCode.usage
         }
         let isChild = Configuration.processEnvironment()["LATCHKEY_WORKER_CHILD"] == "1"
         // Block the signals we wait for before any thread starts, so they all inherit the mask.
