@@ -12,7 +12,9 @@ import WebAuthnTesting
 struct AdminListenerTests {
     @Test("LATCHKEY_ADMIN_LISTEN: host:port, not the public listener's")
     func configuration() throws {
-        let c = try Configuration.fromEnvironment(["LATCHKEY_LISTEN": "0.0.0.0:8080", "LATCHKEY_ADMIN_LISTEN": "127.0.0.1:9090"])
+        // Outside dev mode it needs LATCHKEY_ADMIN_ORIGIN (ConfigurationRulesTests).
+        let c = try Configuration.fromEnvironment(["LATCHKEY_LISTEN": "0.0.0.0:8080", "LATCHKEY_ADMIN_LISTEN": "127.0.0.1:9090",
+                                                   "LATCHKEY_ORIGINS": "https://localhost", "LATCHKEY_ADMIN_ORIGIN": "https://localhost"])
         #expect(c.adminListen == ListenAddress(host: "127.0.0.1", port: 9090))
         #expect(try Configuration.fromEnvironment([:]).adminListen == nil)
         #expect(throws: Configuration.Invalid.self) { try Configuration.fromEnvironment(["LATCHKEY_ADMIN_LISTEN": "9090"]) }

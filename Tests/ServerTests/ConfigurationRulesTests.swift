@@ -155,4 +155,40 @@ struct ConfigurationRulesTests {
         }
         #expect(seen >= 2, "the systemd and Kubernetes files set LATCHKEY_ADMIN_KEY")
     }
+
+    @Test("latchkey config check: the same refusals as serve, each naming the setting and the fix")
+    func configCheck() throws {
+        let base = ["DATABASE_URL": "postgresql://latchkey@127.0.0.1:1/latchkey", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText]
+        for (bad, says) in [(["LATCHKEY_RP_ID": "https://example.com"], "LATCHKEY_RP_ID=https://example.com has a scheme: the rpId is the host name alone"),
+                            (["LATCHKEY_RP_ID": "co.uk"], "LATCHKEY_RP_ID=co.uk is a public suffix"),
+                            (["LATCHKEY_EMAIL_SIGN_IN": "maybe"], "LATCHKEY_EMAIL_SIGN_IN=maybe is not a boolean"),
+                            (["LATCHKEY_ADMIN_KEY": "change-me"], "LATCHKEY_ADMIN_KEY is the example value change-me"),
+                            (["LATCHKEY_ADMIN_LISTEN": "127.0.0.1:9090"], "needs LATCHKEY_ADMIN_ORIGIN")] {
+            var env = base.merging(Self.production) { $1 }
+            env.merge(bad) { $1 }
+            let check = try LatchkeyCLI.run(["config", "check"], environment: env)
+            #expect(check.status == 1 && check.stdout.contains("refused: latchkey serve would not start: ") && check.stdout.contains(says),
+                    "\(bad): \(check)")
+        }
+        // LATCHKEY_DEV=true is development mode (it used to be read as off).
+        let dev = try LatchkeyCLI.run(["config", "check"], environment: ["DATABASE_URL": base["DATABASE_URL"]!, "LATCHKEY_DEV": "true"])
+        #expect(dev.status == 0 && dev.stdout.contains("warning: LATCHKEY_DEV=1: development mode"), "\(dev)")
+    }
+
+    @Test("latchkey origins add refuses an origin that can never work for the rpId (exit 64, nothing stored)")
+    func originsAddRefuses() throws {
+        let rpId = "cli-origins-\(uniqueSuffix()).latchkey.test"
+        let env = ["DATABASE_URL": try TestDatabase.url(), "LATCHKEY_RP_ID": rpId]
+        for (origin, dev) in [("https://192.0.2.7", false), ("http://localhost:4321", true), ("https://co.uk", false)] {
+            var e = env
+            if dev { e["LATCHKEY_DEV"] = "1" }
+            let add = try LatchkeyCLI.run(["origins", "add", origin], environment: e)
+            #expect(add.status == 64 && add.stderr.contains("can never work for rpId \(rpId)"), "\(origin): \(add)")
+        }
+        let related = "https://shop-\(uniqueSuffix()).example"
+        let ok = try LatchkeyCLI.run(["origins", "add", "https://www.\(rpId)"], environment: env)
+        #expect(ok.status == 0, "\(ok)")
+        #expect(try LatchkeyCLI.run(["origins", "add", related], environment: env).status == 0)
+        for o in ["https://www.\(rpId)", related] { _ = try LatchkeyCLI.run(["origins", "remove", o], environment: env) }
+    }
 }

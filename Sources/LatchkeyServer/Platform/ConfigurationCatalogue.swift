@@ -56,7 +56,7 @@ public enum ConfigurationCatalogue {
               "seconds the OpenID Provider's browser session lives (the `/authorize` page's HttpOnly cookie; 60–2592000)",
               default: "`43200` (12 h)", effective: { String($0.opSessionTTL) }),
         .init("LATCHKEY_ISSUER", "core",
-              "`iss` of access and step-up tokens: a property of the deployment, the same on every instance (never derived from the listen port); outside dev mode its origin must be one of `LATCHKEY_ORIGINS`",
+              "`iss` of access and step-up tokens: a property of the deployment, the same on every instance (never derived from the listen port); outside dev mode its origin must be one of the web origins of `LATCHKEY_ORIGINS` (with none there, of the stored allowlist)",
               default: "`https://<rpId>`; in dev mode the first web origin of `LATCHKEY_ORIGINS`", effective: { $0.issuer }),
         .init("LATCHKEY_DEV", "core",
               "`1`: development mode (`http://localhost` origins, a generated key-encryption key, mail as `.eml` files, webhooks to loopback, the conformance profile may be on); never in production. Every boolean setting takes `1/0`, `true/false`, `yes/no` or `on/off` (any case); any other value is refused",

@@ -116,7 +116,8 @@ extension Configuration {
             out.append("no LATCHKEY_SMTP_URL: mail is off, so email sign-in, verified addresses and recovery by email answer 404")
         }
         if !developmentMode, origins.isEmpty {
-            out.append("no LATCHKEY_ORIGINS: only the origins already stored in the database are allowed (latchkey origins list)")
+            out.append("no LATCHKEY_ORIGINS: only the origins already stored in the database are allowed (latchkey origins list), "
+                       + "and the issuer's origin \(Configuration.origin(ofURL: issuer)) must be one of them")
         }
         for (name, value) in [("DATABASE_URL", databaseURL), ("LATCHKEY_DB_LISTEN_URL", databaseListenURL ?? "")] where value.contains("change-me") {
             out.append("\(name) still holds the example password change-me")

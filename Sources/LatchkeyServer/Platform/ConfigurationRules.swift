@@ -131,7 +131,9 @@ extension Configuration {
             if let problem = Self.originReachProblem(origin, rpId: rpId) { throw Invalid(description: "LATCHKEY_ORIGINS: \(problem)") }
         }
         let web = Set(origins.filter { !$0.hasPrefix("android:") }.map { $0.lowercased() })
-        if !developmentMode {
+        // With no web origin in LATCHKEY_ORIGINS the allowlist lives in the database alone, which is
+        // not read before the first connection: `warnings()` says what the issuer then needs.
+        if !developmentMode, !web.isEmpty {
             let issuerOrigin = Self.origin(ofURL: issuer).lowercased()
             if !web.contains(issuerOrigin) {
                 throw Invalid(description: "LATCHKEY_ISSUER=\(issuer): its origin \(issuerOrigin) is not among LATCHKEY_ORIGINS "
