@@ -97,10 +97,12 @@ def watch_prompts(b):
         .observe(document.body, { attributes: true, attributeFilter: ['data-stepup'] });""")
 
 
-def refused_without_a_prompt(b, what):
+def refused_without_a_prompt(b, what, shot=None):
     b.until(lambda: b.el('banner').is_displayed() and b.el('banner').get_attribute('data-code') == 'invalid_request',
             f'the refusal of {what}')
     assert not b.d.execute_script('return window.__prompted'), f'{what}: the passkey was asked for a change refused anyway'
+    if shot:
+        b.shot(shot)
     b.el('banner-close').click()
 
 
@@ -118,8 +120,7 @@ def test_checks_before_the_passkey_prompt(b):
     b.el('ios-team').send_keys('ABCDE')
     b.el('ios-bundle').send_keys('com.example.short')
     b.el('ios-add').click()
-    refused_without_a_prompt(b, 'a 5-character Team ID')
-    b.shot('admin-listener-04-refused-before-step-up')
+    refused_without_a_prompt(b, 'a 5-character Team ID', shot='admin-listener-04-refused-before-step-up')
 
 
 TESTS = [
