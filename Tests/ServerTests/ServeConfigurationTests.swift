@@ -24,7 +24,9 @@ struct ServeConfigurationTests {
             serve.killHard()
             return (nil, serve.output)
         }
-        usleep(100_000)  // the pipe's last bytes
+        // The pipe's last bytes: the reader thread may not have read them yet (bounded; a loaded machine is slow).
+        for _ in 0..<60 where serve.output.isEmpty { usleep(50_000) }
+        usleep(50_000)
         return (serve.exitStatus, serve.output)
     }
 

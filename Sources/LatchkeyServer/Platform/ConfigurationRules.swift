@@ -1,8 +1,5 @@
 import Foundation
 import WellKnown
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The rules a setting's value must keep (SPEC "Rules that must hold", "Outside dev mode"), each
 /// refusal naming the setting, the value and the fix. `fromEnvironment` applies the ones about one
@@ -87,11 +84,9 @@ extension Configuration {
         }
     }
 
-    /// `127.0.0.1`, `2130706433`, `0x7f000001`, `127.1`: what inet_aton reads as an IPv4 address.
-    static func isIPv4Literal(_ host: String) -> Bool {
-        var address = in_addr()
-        return inet_aton(host, &address) != 0
-    }
+    /// `127.0.0.1`, `2130706433`, `0x7f000001`, `127.1`, or any host whose last label is a number:
+    /// what a browser's URL parser reads as an IPv4 address (or refuses), never a domain name.
+    static func isIPv4Literal(_ host: String) -> Bool { IPAddress.ipv4(host: host[...]) != .name }
 
     /// Why a web origin can never work for `rpId`, or nil when it can: its host is the rpId or under
     /// it, or it can be a related origin (WebAuthn L3 §5.11: https, a host with a registrable domain,
