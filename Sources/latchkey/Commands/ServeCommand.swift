@@ -21,7 +21,10 @@ enum ServeCommand: Command {
         LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required outside development mode),
         LATCHKEY_DEV, …
         LATCHKEY_ADMIN_LISTEN=host:port serves /admin/… (API and console) only on that second
-        listener; the public listener then answers 404 there.
+        listener; the public listener then answers 404 there. The console is reached at
+        LATCHKEY_ADMIN_ORIGIN (required with it outside development mode).
+        The whole configuration, the key-encryption key included, is checked before the first
+        socket or database connection: a refusal exits 64 naming the setting and the fix.
         LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
         processes sharing the listening port (SO_REUSEPORT). With LATCHKEY_MDS_BLOB set, SIGHUP
         reloads the metadata BLOB (so does a change of the file, checked every LATCHKEY_MDS_POLL s).
