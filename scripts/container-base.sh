@@ -11,7 +11,7 @@ log() { printf 'container-base: %s\n' "$*" >&2; }
 IMAGE=localhost/latchkey-base:bookworm
 CACHE="${LATCHKEY_CONTAINER_CACHE:-$REPO/data/container}"
 # What the .deb's Depends need at run time (deploy/debian/control), and the CA bundle for webhooks.
-INCLUDE=libssl3,libcbor0.8,libpq5,libmicrohttpd12,libcurl4,ca-certificates,passwd
+INCLUDE=libssl3,libcbor0.8,libpq5,libmicrohttpd12,libcurl4,ca-certificates,passwd,publicsuffix
 MIRROR="${LATCHKEY_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 eval "$(bash "$REPO/scripts/podman-setup.sh")"

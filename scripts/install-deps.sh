@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what Latchkey needs to build, test and run on Debian 12, only when missing:
 # the C libraries it links (OpenSSL 3, libcbor, libpq, libmicrohttpd, libcurl over OpenSSL for webhooks and `mds fetch`), pkg-config, PostgreSQL,
-# python3 (the CLI vector check) and python3-aiosmtpd (the real SMTP server the tests mail, scripts/smtp.sh). The Swift 6 toolchain must already be installed
+# python3 (the CLI vector check), python3-aiosmtpd (the real SMTP server the tests mail, scripts/smtp.sh) and
+# publicsuffix (the Public Suffix List that LATCHKEY_RP_ID and related origins are checked against). The Swift 6 toolchain must already be installed
 # (/opt/swift on this project's machines); it is not in Debian's archive.
 # Arguments: more Debian packages to install when missing (Tests/Browser/run.sh: chromium, …).
 # Prints `export PATH=…` when swift is not on PATH yet: callers run `eval "$(bash scripts/install-deps.sh)"`.
 set -euo pipefail
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
-packages=(libssl-dev libcbor-dev libpq-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config postgresql python3 ca-certificates libcurl4 python3-aiosmtpd "$@")
+packages=(libssl-dev libcbor-dev libpq-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config postgresql python3 ca-certificates libcurl4 python3-aiosmtpd publicsuffix "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -52,8 +52,8 @@ for soname in $(objdump -p "$binary" | awk '$1 == "NEEDED" { print $2 }'); do
   [[ -n "$owner" ]] || die "no Debian package owns $path ($soname)"
   depends+=("${owner%%:*}")
 done
-# useradd/groupadd for postinst.
-depends+=(passwd)
+# useradd/groupadd for postinst; the Public Suffix List the rpId is checked against at start.
+depends+=(passwd publicsuffix)
 depends_line="$(printf '%s\n' "${depends[@]}" | sort -u | paste -sd, - | sed 's/,/, /g')"
 log "Depends: $depends_line"
 

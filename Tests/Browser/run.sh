@@ -7,8 +7,9 @@
 # starts `latchkey serve` on a free port in development mode, runs Tests/Browser/test_web.py, and
 # Tests/Browser/test_client.py (the client module /latchkey.js and the pages' languages: a German
 # browser's pages and mail, every page at phone and desktop widths in each language), then
-# Tests/Browser/test_admin.py drives the admin console at /admin/, Tests/Browser/test_pages.py checks
-# what people read at phone width in each language, and Tests/Browser/test_firefox.py
+# Tests/Browser/test_admin.py drives the admin console at /admin/ (Tests/Browser/test_admin_listener.py
+# the console on its own LATCHKEY_ADMIN_LISTEN listener), Tests/Browser/test_pages.py checks what
+# people read at phone width in each language, and Tests/Browser/test_firefox.py
 # runs sign-up / sign-in / revoke and the module in Firefox ESR over Marionette, and
 # Tests/Browser/test_oidc.py the OpenID redirect dance through /authorize; then stops the server.
 # Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the server's log to
@@ -97,6 +98,11 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY
   LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   timeout 600 "$VENV/bin/python" Tests/Browser/test_pages.py || status=1
+# The console on its own listener (LATCHKEY_ADMIN_LISTEN; issue 33): a server of its own on two more
+# ports, the console whole there, its enrolment link, and the checks made before the passkey prompt.
+LATCHKEY_BIN="$LATCHKEY_BIN" LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
+  timeout 300 "$VENV/bin/python" Tests/Browser/test_admin_listener.py || status=1
 # The OpenID redirect dance (SPEC "OpenID Provider"): a tiny relying party served by the test signs
 # in through /oauth2/authorize and the /authorize page, and a payment needs the step-up.
 LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_BIN="$LATCHKEY_BIN" \

@@ -34,7 +34,7 @@ ADMIN = f'root-{TAG}'
 FINGERPRINT = '14:6D:E9:83:C5:73:06:50:D8:EE:B9:95:2F:34:FC:64:16:A0:83:42:E6:1D:BE:A8:8A:04:96:B2:3F:CF:44:E5'
 APK_KEY_HASH = 'android:apk-key-hash:FG3pg8VzBlDY7rmVLzT8ZBagg0LmHb6oigSWsj_PROU'
 PACKAGE = f'com.example.console{TAG}'
-SHOP = f'https://shop-{TAG}.example'
+SHOP = f'https://shop-{TAG}.localhost'  # under rpId localhost: an origin that can work for it
 
 
 def fresh_authenticator(b):

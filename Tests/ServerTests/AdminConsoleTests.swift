@@ -118,6 +118,39 @@ struct AdminConsoleTests {
         #expect(try server.client().get("/v1/passkeys", authorization: victim.bearer).status == 200)
     }
 
+    /// Issue 33, point 9: the console asked for the passkey first and was refused after. What the
+    /// request and the configuration alone decide is 400 before the step-up (SPEC "Assurance").
+    @Test("origins and apps: checks that need only the request and the configuration answer 400 before step_up_required")
+    func requestChecksBeforeTheStepUp() throws {
+        let server = try Self.fixture.get()
+        let a = try admin(server)
+        let refused: [(String, JSONValue)] = [
+            ("/admin/v1/origins", .object([("origin", "http://localhost:4321")])),           // http:// outside dev mode
+            ("/admin/v1/origins", .object([("origin", "https://192.0.2.7")])),               // never under the rpId, never related
+            ("/admin/v1/origins", .object([("origin", "https://co.uk")])),                   // a public suffix
+            ("/admin/v1/origins", .object([("androidFingerprint", "AB:CD:EF")])),            // a malformed fingerprint
+            ("/admin/v1/origins", .object([])),
+            ("/admin/v1/apps", .object([("platform", "ios"), ("teamId", "ABCDE"), ("bundleId", "com.example.short")])),
+            ("/admin/v1/apps", .object([("platform", "android"), ("packageName", "com.example.fp"), ("fingerprints", .array(["SHA256: AB:CD"]))])),
+        ]
+        for (path, body) in refused {
+            let r = try send(a.client, "POST", path, body, bearer: a.bearer)
+            #expect(r.status == 400 && r.code == "invalid_request", "\(path) \(String(decoding: body.serialized(), as: UTF8.self)): \(r)")
+        }
+        // Well-formed (the keytool line too): the step-up is asked for, and nothing changed without it.
+        let accepted: [(String, JSONValue)] = [
+            ("/admin/v1/origins", .object([("origin", .string("https://www.\(server.rpId)"))])),
+            ("/admin/v1/origins", .object([("origin", .string("https://related-\(uniqueSuffix()).example"))])),
+            ("/admin/v1/origins", .object([("androidFingerprint", .string("SHA256: " + Self.fingerprint))])),
+            ("/admin/v1/apps", .object([("platform", "android"), ("packageName", "com.example.keytool"),
+                                        ("fingerprints", .array([.string("SHA256: " + Self.fingerprint)]))])),
+        ]
+        for (path, body) in accepted {
+            let r = try send(a.client, "POST", path, body, bearer: a.bearer)
+            #expect(r.status == 403 && r.code == "step_up_required", "\(path) \(String(decoding: body.serialized(), as: UTF8.self)): \(r)")
+        }
+    }
+
     @Test("a step-up for another change (path, body or method) is refused; the right one works once")
     func stepUpBoundToTheChange() throws {
         let server = try Self.fixture.get()

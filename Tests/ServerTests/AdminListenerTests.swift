@@ -12,7 +12,9 @@ import WebAuthnTesting
 struct AdminListenerTests {
     @Test("LATCHKEY_ADMIN_LISTEN: host:port, not the public listener's")
     func configuration() throws {
-        let c = try Configuration.fromEnvironment(["LATCHKEY_LISTEN": "0.0.0.0:8080", "LATCHKEY_ADMIN_LISTEN": "127.0.0.1:9090"])
+        // Outside dev mode it needs LATCHKEY_ADMIN_ORIGIN (ConfigurationRulesTests).
+        let c = try Configuration.fromEnvironment(["LATCHKEY_LISTEN": "0.0.0.0:8080", "LATCHKEY_ADMIN_LISTEN": "127.0.0.1:9090",
+                                                   "LATCHKEY_ORIGINS": "https://localhost", "LATCHKEY_ADMIN_ORIGIN": "https://localhost"])
         #expect(c.adminListen == ListenAddress(host: "127.0.0.1", port: 9090))
         #expect(try Configuration.fromEnvironment([:]).adminListen == nil)
         #expect(throws: Configuration.Invalid.self) { try Configuration.fromEnvironment(["LATCHKEY_ADMIN_LISTEN": "9090"]) }
@@ -29,9 +31,10 @@ struct AdminListenerTests {
         }
         let rpId = "adminlisten-\(uniqueSuffix()).latchkey.test"
         let origin = "https://\(rpId)"
-        let adminKey = "admin-\(uniqueSuffix())"
+        let adminKey = "admin-\(uniqueSuffix())-\(uniqueSuffix())-\(uniqueSuffix())"
         let serve = try ServeProcess(binary: binary, environment: [
             "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_ADMIN_LISTEN": "127.0.0.1:0",
+            "LATCHKEY_ADMIN_ORIGIN": origin,
             "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": origin, "LATCHKEY_ADMIN_KEY": adminKey, "LATCHKEY_THREADS": "2",
             "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
         ])
@@ -56,6 +59,11 @@ struct AdminListenerTests {
         let adminPort = try #require(Self.adminPort(serve), "no admin listener reported: \(serve.output)")
         #expect(adminPort != publicPort)
         let onAdmin = Client(Endpoint(port: adminPort, rpId: rpId, origin: origin, adminKey: adminKey))
+        // Issue 33: the console is whole on the admin listener — every file it loads is answered there.
+        for path in try Self.consoleFiles(onAdmin) {
+            let reply = try onAdmin.get(path)
+            #expect(reply.status == 200, "the console loads \(path) from the admin listener: \(reply)")
+        }
         let origins = try onAdmin.get("/admin/v1/origins", authorization: key)
         #expect(origins.status == 200, "\(origins)")
         #expect(origins.json?["origins"]?.arrayValue?.contains { $0["origin"]?.stringValue == origin } == true)
@@ -68,11 +76,17 @@ struct AdminListenerTests {
 
         // Issue 25: the console works from the admin listener alone — its sign-in, first-passkey,
         // step-up and logout calls (/v1/…) are answered there, not 404.
-        let added = try LatchkeyCLI.run(["admins", "add", "console-\(uniqueSuffix())", "--origin", origin],
-                                        environment: ["DATABASE_URL": try TestDatabase.url(), "LATCHKEY_RP_ID": rpId,
-                                                      "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText])
+        // Issue 33: the link `admins add` prints is at LATCHKEY_ADMIN_ORIGIN (what the TLS front routes
+        // to the admin listener), and without that setting it refuses (exit 64) naming it.
+        var cli = ["DATABASE_URL": try TestDatabase.url(), "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": origin,
+                   "LATCHKEY_ADMIN_LISTEN": "127.0.0.1:9090", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText]
+        let unset = try LatchkeyCLI.run(["admins", "add", "console-\(uniqueSuffix())"], environment: cli)
+        #expect(unset.status == 64 && unset.stderr.contains("LATCHKEY_ADMIN_ORIGIN"), "\(unset)")
+        cli["LATCHKEY_ADMIN_ORIGIN"] = origin
+        let added = try LatchkeyCLI.run(["admins", "add", "console-\(uniqueSuffix())"], environment: cli)
         #expect(added.status == 0, "\(added)")
         let link = try #require(added.lines.last)
+        #expect(link.hasPrefix(origin + "/admin/?ticket="), "\(added)")
         let ticket = try #require(link.range(of: "?ticket=").map { String(link[$0.upperBound...]) }, "\(added)")
         let authenticator = SoftAuthenticator()
         let (_, registered) = try onAdmin.register(authenticator, authorization: "Ticket \(ticket)")
@@ -85,6 +99,37 @@ struct AdminListenerTests {
             ("type", "latchkey.admin"), ("method", "POST"), ("path", "/admin/v1/origins"), ("body", .null)]))]), authorization: bearer)
         #expect(challenge.status == 201, "\(challenge)")
         #expect(try onAdmin.post("/v1/logout", .object([]), authorization: bearer).status < 400)
+    }
+
+    /// Every same-origin file the console at /admin/ loads: the page's `href`/`src`, the stylesheets'
+    /// `@import`/`url()`, the scripts' static `import … from '…'` (relative paths resolved).
+    static func consoleFiles(_ client: Client) throws -> [String] {
+        var found: [String] = []
+        var queue = ["/admin/"]
+        func resolve(_ reference: String, from base: String) -> String? {
+            guard !reference.hasPrefix("data:"), !reference.hasPrefix("#"), !reference.contains("://") else { return nil }
+            if reference.hasPrefix("/") { return reference }
+            var parts = base.split(separator: "/", omittingEmptySubsequences: false).dropLast().map(String.init)
+            for segment in reference.split(separator: "/") {
+                if segment == ".." { parts.removeLast() } else if segment != "." { parts.append(String(segment)) }
+            }
+            return parts.joined(separator: "/")
+        }
+        let patterns = [#"(?:href|src)="([^"]+)""#, #"url\(\s*["']?([^"')]+)["']?\s*\)"#, #"@import\s+["']([^"']+)["']"#,
+                        #"(?:import|from)\s*\(?\s*'(\.{0,2}/[^']+)'"#].map { try! NSRegularExpression(pattern: $0) }
+        while let path = queue.popLast() {
+            guard !found.contains(path) else { continue }
+            found.append(path)
+            let reply = try client.get(path)
+            guard reply.status == 200 else { continue }
+            let text = reply.text
+            for pattern in patterns {
+                for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                    if let r = Range(match.range(at: 1), in: text), let next = resolve(String(text[r]), from: path) { queue.append(next) }
+                }
+            }
+        }
+        return found
     }
 
     /// Bounded wait for the admin listener's port in serve's start-up lines.

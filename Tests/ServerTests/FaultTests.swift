@@ -93,7 +93,7 @@ struct FaultTests {
         let origin = "https://\(rpId)"
         let environment = [
             "DATABASE_URL": url, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": origin,
-            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "4", "LATCHKEY_DEV": "0", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
+            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())-\(uniqueSuffix())-\(uniqueSuffix())", "LATCHKEY_THREADS": "4", "LATCHKEY_DEV": "0", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
             "LATCHKEY_WORKERS": "1", "LATCHKEY_RATE_LIMIT": "0",
         ]
         let database = try PostgresConnection(url: url)
@@ -251,7 +251,7 @@ struct FaultTests {
         let rpId = "idle-\(uniqueSuffix()).latchkey.test"
         let serve = try ServeProcess(binary: binary, environment: [
             "DATABASE_URL": url, "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId, "LATCHKEY_ORIGINS": "https://\(rpId)",
-            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
+            "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())-\(uniqueSuffix())-\(uniqueSuffix())", "LATCHKEY_THREADS": "2", "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
             // The per-address cap (default 64 outside dev mode) would refuse the 1,000 from one address:
             // this test is about idle connections not starving others, so the cap is lifted here.
             "LATCHKEY_RATE_LIMIT": "0", "LATCHKEY_CONNECTIONS_PER_ADDRESS": "0",

@@ -12,8 +12,11 @@ struct IssuerTests {
 
     @Test("LATCHKEY_ISSUER wins; else https://<rpId>, or in dev mode the first configured web origin")
     func derivation() throws {
-        #expect(try Self.issuer(["LATCHKEY_ISSUER": "https://id.example", "LATCHKEY_RP_ID": "example.com"]) == "https://id.example")
-        #expect(try Self.issuer(["LATCHKEY_RP_ID": "example.com", "LATCHKEY_LISTEN": "127.0.0.1:8081"]) == "https://example.com")
+        // Outside dev mode the issuer's origin is one of LATCHKEY_ORIGINS (ConfigurationRulesTests).
+        #expect(try Self.issuer(["LATCHKEY_ISSUER": "https://id.example", "LATCHKEY_RP_ID": "example.com",
+                                 "LATCHKEY_ORIGINS": "https://example.com,https://id.example"]) == "https://id.example")
+        #expect(try Self.issuer(["LATCHKEY_RP_ID": "example.com", "LATCHKEY_LISTEN": "127.0.0.1:8081",
+                                 "LATCHKEY_ORIGINS": "https://example.com"]) == "https://example.com")
         let dev = ["LATCHKEY_DEV": "1", "LATCHKEY_RP_ID": "localhost",
                    "LATCHKEY_ORIGINS": "android:apk-key-hash:xT5ZucZJ9N7oq3j3awG8J8pjl3bDJJ1tIJe6Wd6QRYY,http://localhost:8080"]
         #expect(try Self.issuer(dev) == "http://localhost:8080")
@@ -21,7 +24,7 @@ struct IssuerTests {
 
     @Test("instances on other ports of one deployment derive the same issuer", arguments: [false, true])
     func samePerPort(_ development: Bool) throws {
-        var env = ["LATCHKEY_RP_ID": "localhost"]
+        var env = ["LATCHKEY_RP_ID": "localhost", "LATCHKEY_ORIGINS": "https://localhost"]
         if development { env["LATCHKEY_DEV"] = "1"; env["LATCHKEY_ORIGINS"] = "http://localhost:8080" }
         let issuers = try ["127.0.0.1:8081", "127.0.0.1:8082", "0.0.0.0:9000"].map { listen in
             var e = env

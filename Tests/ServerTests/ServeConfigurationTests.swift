@@ -24,7 +24,9 @@ struct ServeConfigurationTests {
             serve.killHard()
             return (nil, serve.output)
         }
-        usleep(100_000)  // the pipe's last bytes
+        // The pipe's last bytes: the reader thread may not have read them yet (bounded; a loaded machine is slow).
+        for _ in 0..<60 where serve.output.isEmpty { usleep(50_000) }
+        usleep(50_000)
         return (serve.exitStatus, serve.output)
     }
 
@@ -57,6 +59,12 @@ struct ServeConfigurationTests {
         ["LATCHKEY_CONFORMANCE": "1"],
         ["LATCHKEY_ORIGINS": "http://localhost:8080"],
         ["LATCHKEY_WEBHOOK_CA": "/nonexistent/latchkey-webhook-ca.pem"],
+        // Issue 33: the key-encryption key, the rpId, booleans, the admin key, the admin origin.
+        ["LATCHKEY_KEY_ENCRYPTION_KEY": ""],
+        ["LATCHKEY_RP_ID": "co.uk"],
+        ["LATCHKEY_TRUST_PROXY": "maybe"],
+        ["LATCHKEY_ADMIN_KEY": "change-me"],
+        ["LATCHKEY_ADMIN_ORIGIN": "https://elsewhere.example"],
     ])
     func validatedBeforeListening(bad: [String: String]) throws {
         let holder = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 1), responder: Router())
@@ -72,13 +80,26 @@ struct ServeConfigurationTests {
         #expect(output.contains(bad.keys.first!), "\(bad): names the variable: \(output)")
     }
 
+    /// Issue 33, point 6: without a key-encryption key and with the database down, serve used to print
+    /// "listening", then wait for the database forever while /healthz said ok.
+    @Test("no key-encryption key and no database: serve exits 64 at once naming the key and the fix, without listening")
+    func noKEKRefusedBeforeTheDatabase() throws {
+        var env = Self.production(databaseURL: "postgresql://latchkey@127.0.0.1:1/latchkey?connect_timeout=1")
+        env["LATCHKEY_KEY_ENCRYPTION_KEY"] = nil
+        let (status, output) = try Self.runServe(env, seconds: 20)
+        #expect(status == 64, "\(output)")
+        #expect(output.contains("LATCHKEY_KEY_ENCRYPTION_KEY is not set") && output.contains("openssl rand -base64 32"), "\(output)")
+        #expect(!output.contains("listening"), "\(output)")
+    }
+
     @Test("outside dev mode serve logs a warning naming the stored http:// origins it ignores, and serves")
     func warnsAboutStoredHTTPOrigins() throws {
         let scratch = try TestDatabase.Scratch()
         let local = "http://localhost:\(Int.random(in: 20000...60000))"
         do {
             // A dev-mode instance put it there.
-            let dev = try TestServer(name: "serve-origins-dev") { c in
+            // rpId localhost: the only rpId an http://localhost origin can work for.
+            let dev = try TestServer(name: "serve-origins-dev", rpIdOverride: "localhost") { c in
                 c.databaseURL = scratch.url
                 c.developmentMode = true
                 c.origins = [local]

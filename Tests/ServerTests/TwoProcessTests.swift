@@ -26,7 +26,7 @@ struct TwoProcessTests {
         let origin = "https://\(rpId)"
         let environment = [
             "DATABASE_URL": try TestDatabase.url(), "LATCHKEY_LISTEN": "127.0.0.1:0", "LATCHKEY_RP_ID": rpId,
-            "LATCHKEY_ORIGINS": origin, "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())", "LATCHKEY_THREADS": "2",
+            "LATCHKEY_ORIGINS": origin, "LATCHKEY_ADMIN_KEY": "admin-\(uniqueSuffix())-\(uniqueSuffix())-\(uniqueSuffix())", "LATCHKEY_THREADS": "2",
             "LATCHKEY_DEV": "0", "LATCHKEY_WORKERS": "1", "LATCHKEY_KEY_ENCRYPTION_KEY": TestDatabase.keyEncryptionKeyText,
         ]
         let a = try ServeProcess(binary: binary, environment: environment)

@@ -265,8 +265,20 @@ function when(iso) {
 // --- Origins
 
 /** keytool's "AB:CD:…" SHA-256 → the android:apk-key-hash: origin (base64url of the 32 bytes). */
+/**
+ * A signing-certificate fingerprint as admins paste it → its android:apk-key-hash origin, or null.
+ * Takes what the server and `latchkey apk-key-hash` take: keytool's AB:CD:… (also the whole line,
+ * `SHA256: AB:CD:…`, or the Play Console's `SHA-256 certificate fingerprint: …`), 64 hex digits,
+ * the 43-character base64url hash, or the origin itself.
+ */
 function apkKeyHash(fingerprint) {
-  const hex = fingerprint.replace(/[\s:]/g, '');
+  let text = fingerprint.replace(/\s/g, '');
+  if (text.startsWith('android:apk-key-hash:')) text = text.slice('android:apk-key-hash:'.length);
+  const label = /^([^:]*):/.exec(text);
+  if (label && label[1].length > 2 && label[1].toLowerCase().startsWith('sha')) text = text.slice(label[0].length);
+  if (/^[A-Za-z0-9_-]{43}$/.test(text) && base64url.encode(base64url.decode(text)) === text) return `android:apk-key-hash:${text}`;
+  if (text.includes(':') && !text.split(':').every((pair) => pair.length === 2)) return null;
+  const hex = text.replace(/:/g, '');
   if (!/^[0-9a-fA-F]{64}$/.test(hex)) return null;
   const bytes = new Uint8Array(32);
   for (let i = 0; i < 32; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);

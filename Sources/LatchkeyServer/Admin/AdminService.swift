@@ -68,6 +68,14 @@ public final class AdminService: Sendable {
 
     /// `{"origin"}` or `{"androidFingerprint"}` → (the normalised origin, added now?).
     public func addOrigin(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (String, Bool) {
+        let origin = try Self.checkedOrigin(body, configuration)
+        return (origin, try addValidOrigin(origin, source: "admin", by: caller))
+    }
+
+    /// The origin a `POST /admin/v1/origins` body names, normalised, or 400 `invalid_request`: its
+    /// form (`http://` only in development mode), and whether it can ever work for the rpId. It needs
+    /// only the request and the configuration, so the route checks it before the step-up (SPEC "Assurance").
+    static func checkedOrigin(_ body: JSONValue, _ configuration: Configuration) throws(ServiceError) -> String {
         let candidate: String
         if let fingerprint = body["androidFingerprint"]?.stringValue {
             switch OriginRules.androidOrigin(fromFingerprint: fingerprint) {
@@ -84,7 +92,8 @@ public final class AdminService: Sendable {
         case .success(let o): origin = o
         case .failure(let e): throw ServiceError.invalid(e.reason)
         }
-        return (origin, try addValidOrigin(origin, source: "admin", by: caller))
+        if let problem = Configuration.originReachProblem(origin, rpId: configuration.rpId) { throw ServiceError.invalid(problem) }
+        return origin
     }
 
     private func addValidOrigin(_ origin: String, source: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
@@ -113,13 +122,7 @@ public final class AdminService: Sendable {
 
     /// Creates or replaces the app (same id) → (app JSON, created?). The allowlist follows in the same transaction.
     public func putApp(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (JSONValue, Bool) {
-        let app = try AppDeclarations.parse(body)
-        if case .ios = app {
-            // SPEC: iOS apps report https://<rpId>; that origin must be a valid allowlist entry.
-            if case .failure(let e) = OriginRules.validate("https://" + configuration.rpId, developmentMode: configuration.developmentMode) {
-                throw ServiceError.invalid("rpId \(configuration.rpId) cannot carry an iOS app: \(e.reason)")
-            }
-        }
+        let app = try Self.checkedApp(body, configuration)
         let record = AppDeclarations.record(app, rpId: configuration.rpId)
         let detail: [(key: String, value: JSONValue)] = [
             ("rpId", .string(record.rpId)), ("platform", .string(record.platform)),
@@ -133,6 +136,20 @@ public final class AdminService: Sendable {
         }
         changed()
         return (AppDeclarations.json(app, rpId: configuration.rpId), change == .created)
+    }
+
+    /// The app a `POST /admin/v1/apps` body declares, or 400 `invalid_request` (a malformed Team ID,
+    /// package or fingerprint; an iOS app on an rpId that cannot carry one). Request and configuration
+    /// only: the route checks it before the step-up (SPEC "Assurance").
+    static func checkedApp(_ body: JSONValue, _ configuration: Configuration) throws(ServiceError) -> AssociatedApp {
+        let app = try AppDeclarations.parse(body)
+        if case .ios = app {
+            // SPEC: iOS apps report https://<rpId>; that origin must be a valid allowlist entry.
+            if case .failure(let e) = OriginRules.validate("https://" + configuration.rpId, developmentMode: configuration.developmentMode) {
+                throw ServiceError.invalid("rpId \(configuration.rpId) cannot carry an iOS app: \(e.reason)")
+            }
+        }
+        return app
     }
 
     public func removeApp(_ id: String, by caller: AdminCaller) throws(ServiceError) {

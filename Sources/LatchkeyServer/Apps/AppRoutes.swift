@@ -10,7 +10,9 @@ extension RouteTable {
         add("GET", "/admin/v1/apps", .admin, accepting: .any) { _ in
             .json(bytes: try s.admin.listApps().serialized())
         }
-        add("POST", "/admin/v1/apps", .admin, stepUp: .adminChange) { ctx in
+        add("POST", "/admin/v1/apps", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
+            _ = try AdminService.checkedApp(body, c)
+        })) { ctx in
             let (app, created) = try s.admin.putApp(try ctx.json(), by: try ctx.admin())
             return .json(status: created ? 201 : 200, bytes: app.serialized())
         }

@@ -8,8 +8,11 @@ import Glibc
 extension Configuration {
     public static func fromEnvironment(_ env: [String: String] = Configuration.processEnvironment()) throws(Invalid) -> Configuration {
         var c = Configuration()
-        c.developmentMode = env["LATCHKEY_DEV"] == "1"
-        if let v = env["LATCHKEY_RP_ID"], !v.isEmpty { c.rpId = v }
+        c.developmentMode = try developmentMode(env)
+        if let v = env["LATCHKEY_RP_ID"], !v.isEmpty {
+            try checkRPId(v)
+            c.rpId = v
+        }
         if let v = env["LATCHKEY_RP_NAME"], !v.isEmpty { c.rpName = v }
         if let v = env["LATCHKEY_LISTEN"], !v.isEmpty {
             guard let address = ListenAddress(parsing: v) else { throw Invalid(description: "LATCHKEY_LISTEN must be host:port") }
@@ -23,17 +26,28 @@ extension Configuration {
             }
             c.adminListen = address
         }
+        if let v = env["LATCHKEY_ADMIN_ORIGIN"], !v.trimmed.isEmpty {
+            c.adminOrigin = v.trimmed
+            c.adminOriginExplicit = true
+        } else if let admin = c.adminListen, c.developmentMode, admin.port != 0, c.rpId == "localhost",
+                  ["127.0.0.1", "0.0.0.0", "::", "::1"].contains(admin.host) {
+            // Development mode: the console is opened on the admin listener itself.
+            c.adminOrigin = "http://localhost:\(admin.port)"
+        }
         if let v = env["LATCHKEY_ORIGINS"] {
             c.origins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         } else if c.developmentMode {
-            c.origins = ["http://localhost:\(c.listenPort)"]
+            c.origins = ["http://localhost:\(c.listenPort)"] + (c.adminOrigin.map { [$0] } ?? [])
         }
         c.issuer = Self.issuer(explicit: env["LATCHKEY_ISSUER"], rpId: c.rpId, developmentMode: c.developmentMode,
                                configuredOrigins: env["LATCHKEY_ORIGINS"] == nil ? [] : c.origins)
         if let v = env["LATCHKEY_EMBEDDING_ORIGINS"] {
             c.embeddingOrigins = v.split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
         }
-        if let v = env["LATCHKEY_ADMIN_KEY"], !v.isEmpty { c.adminKeyHash = AdminKey.hash(v) }
+        if let v = env["LATCHKEY_ADMIN_KEY"], !v.isEmpty {
+            try checkAdminKey(v, developmentMode: c.developmentMode)
+            c.adminKeyHash = AdminKey.hash(v)
+        }
         c.databaseURL = env["DATABASE_URL"] ?? ""
         if let v = env["LATCHKEY_DB_POOLER"], !v.isEmpty {
             guard let mode = PoolerMode(rawValue: v) else { throw Invalid(description: "LATCHKEY_DB_POOLER must be transaction (or unset)") }
@@ -74,11 +88,11 @@ extension Configuration {
         }
         if let v = env["LATCHKEY_ATTESTATION_ROOTS"], !v.isEmpty { c.attestationRootsDirectory = v }
         if let v = env["LATCHKEY_ATTESTATION_STATUS"], !v.isEmpty { c.attestationStatusFile = v }
-        c.appAttestDevelopment = env["LATCHKEY_APP_ATTEST_DEVELOPMENT"] == "1"
-        c.requireVerifiedBoot = env["LATCHKEY_DEVICE_KEY_REQUIRE_VERIFIED_BOOT"] == "1"
+        c.appAttestDevelopment = try boolean("LATCHKEY_APP_ATTEST_DEVELOPMENT", env) ?? false
+        c.requireVerifiedBoot = try boolean("LATCHKEY_DEVICE_KEY_REQUIRE_VERIFIED_BOOT", env) ?? false
         // On by default in production; off in development mode, where benchmarks and demos run from one address.
         c.rateLimit = try int("LATCHKEY_RATE_LIMIT", 0...100_000) ?? (c.developmentMode ? 0 : 50)
-        c.trustProxy = env["LATCHKEY_TRUST_PROXY"] == "1"
+        c.trustProxy = try boolean("LATCHKEY_TRUST_PROXY", env) ?? false
         c.connectionsPerAddress = try int("LATCHKEY_CONNECTIONS_PER_ADDRESS", 0...100_000)
             ?? (c.developmentMode || c.trustProxy ? 0 : 64)
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
@@ -105,7 +119,7 @@ extension Configuration {
                 throw Invalid(description: "LATCHKEY_HINTS: \(hint) is not security-key, client-device or hybrid")
             }
         }
-        c.webhookAllowPrivate = env["LATCHKEY_WEBHOOK_ALLOW_PRIVATE"] == "1"
+        c.webhookAllowPrivate = try boolean("LATCHKEY_WEBHOOK_ALLOW_PRIVATE", env) ?? false
         if let v = env["LATCHKEY_WEBHOOK_CA"], !v.isEmpty { c.webhookCAFile = v }
         if let n = try int("LATCHKEY_OUTBOX_SENDERS", 0...256) { c.outboxSenders = n }
         if let n = try int("LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY", 1...64) { c.webhookEndpointConcurrency = n }
@@ -119,7 +133,7 @@ extension Configuration {
             }
             c.outboxLease = d
         }
-        c.emailSignIn = env["LATCHKEY_EMAIL_SIGN_IN"] == "1"
+        c.emailSignIn = try boolean("LATCHKEY_EMAIL_SIGN_IN", env) ?? false
         if let n = try int("LATCHKEY_OTP_DIGITS", 6...10) { c.otpDigits = n }
         if let n = try int("LATCHKEY_RECOVERY_DELAY", 0...(30 * 86400)) { c.recoveryDelay = n }
         if let n = try int("LATCHKEY_MAX_PASSKEYS", 1...1000) { c.maxPasskeys = n }
@@ -176,7 +190,7 @@ extension Configuration {
             guard c.mdsBlobPath != nil else { throw Invalid(description: "LATCHKEY_REQUIRE_CERTIFIED needs LATCHKEY_MDS_BLOB") }
             c.requireCertified = level
         }
-        c.conformance = env["LATCHKEY_CONFORMANCE"] == "1"
+        c.conformance = try boolean("LATCHKEY_CONFORMANCE", env) ?? false
         try c.validate()
         return c
     }

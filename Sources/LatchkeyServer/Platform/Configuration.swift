@@ -15,6 +15,13 @@ public struct Configuration: Sendable {
     /// `LATCHKEY_ADMIN_LISTEN`: when set, `/admin/…` (the admin API and console) is served only on
     /// this second listener, and is 404 on the public one. Unset: both on the public listener.
     public var adminListen: ListenAddress? = nil
+    /// `LATCHKEY_ADMIN_ORIGIN`: the origin the console is reached at (allowlisted, host under the
+    /// rpId), where `latchkey admins add` points its link. Required outside development mode with
+    /// `LATCHKEY_ADMIN_LISTEN`; in development mode with a local rpId the admin listener's
+    /// `http://localhost:<port>` by default. nil: the first web origin (`consoleOrigin`).
+    public var adminOrigin: String? = nil
+    /// `adminOrigin` came from `LATCHKEY_ADMIN_ORIGIN` (not a default).
+    public var adminOriginExplicit = false
     public var adminKeyHash: [UInt8]? = nil
     public var databaseURL = ""
     /// `LATCHKEY_DB_POOLER=transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL,
@@ -174,6 +181,7 @@ public struct Configuration: Sendable {
                           + "(UP = 0, RS1) and is never served outside development mode")
         }
         for origin in origins { _ = try OriginRules.validate(origin, developmentMode: developmentMode).mapError() }
+        try validateSite()
         if let ca = webhookCAFile {
             guard let handle = fopen(ca, "rb") else { throw Invalid(description: "LATCHKEY_WEBHOOK_CA: \(ca) cannot be read") }
             fclose(handle)

@@ -55,8 +55,10 @@ public struct ConfigurationReport: Sendable {
         var warnings = env.keys.filter { $0.hasPrefix("LATCHKEY_") && !known.contains($0) }.sorted().map {
             "\($0) is not a Latchkey setting (a typo?); it is ignored"
         }
-        if let key = env["LATCHKEY_ADMIN_KEY"], !key.isEmpty, key == "change-me" || key.utf8.count < 24 {
-            warnings.append("LATCHKEY_ADMIN_KEY is \(key == "change-me" ? "still the example change-me" : "short"): use a long random one (openssl rand -base64 32)")
+        // Outside development mode such a key is refused (`fromEnvironment`); in it, a word of warning.
+        if let key = env["LATCHKEY_ADMIN_KEY"], !key.isEmpty, Configuration.exampleAdminKeys.contains(key) || key.count < 32 {
+            warnings.append("LATCHKEY_ADMIN_KEY is \(Configuration.exampleAdminKeys.contains(key) ? "the example \(key)" : "short"): "
+                            + "use a long random one (openssl rand -base64 32); outside development mode it is refused")
         }
         var refusal = parseRefusal
         if let c = configuration {
@@ -114,7 +116,8 @@ extension Configuration {
             out.append("no LATCHKEY_SMTP_URL: mail is off, so email sign-in, verified addresses and recovery by email answer 404")
         }
         if !developmentMode, origins.isEmpty {
-            out.append("no LATCHKEY_ORIGINS: only the origins already stored in the database are allowed (latchkey origins list)")
+            out.append("no LATCHKEY_ORIGINS: only the origins already stored in the database are allowed (latchkey origins list), "
+                       + "and the issuer's origin \(Configuration.origin(ofURL: issuer)) must be one of them")
         }
         for (name, value) in [("DATABASE_URL", databaseURL), ("LATCHKEY_DB_LISTEN_URL", databaseListenURL ?? "")] where value.contains("change-me") {
             out.append("\(name) still holds the example password change-me")
@@ -128,7 +131,10 @@ extension Configuration {
 
     /// The refusals of `serve` that the environment alone decides, beyond `fromEnvironment`'s.
     public func startRefusal() -> String? {
-        if databaseURL.isEmpty { return "DATABASE_URL is not set" }
+        if databaseURL.isEmpty {
+            return "DATABASE_URL is not set: a libpq URI such as postgresql://latchkey:<password>@127.0.0.1:5432/latchkey "
+                + "(scripts/run.sh starts a private PostgreSQL and sets it)"
+        }
         if keyEncryptionKey == nil, !developmentMode {
             return "LATCHKEY_KEY_ENCRYPTION_KEY is not set (required outside development mode: base64 of 32 bytes from "
                 + "`openssl rand -base64 32`, or @/path/to/file holding it, e.g. a Kubernetes Secret volume or systemd LoadCredential=)"

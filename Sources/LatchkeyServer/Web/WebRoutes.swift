@@ -34,6 +34,9 @@ enum WebAssets {
         ("/admin/", "admin/index.html", "text/html; charset=utf-8"),
         ("/admin/admin.js", "admin/admin.js", "text/javascript; charset=utf-8"),
         ("/admin/admin.css", "admin/admin.css", "text/css; charset=utf-8"),
+        // The app's stylesheet the console builds on, under /admin/ too: the admin listener serves
+        // only /admin/ paths, and the console must be whole there.
+        ("/admin/app.css", "app.css", "text/css; charset=utf-8"),
     ]
 
     /// The browser client module (web/latchkey.js) any page may import, also from another origin

@@ -28,6 +28,9 @@ enum OriginsCommand: Command {
 
         Origins are https://host[:port], android:apk-key-hash:<base64url SHA-256>, or (with
         LATCHKEY_DEV=1) http://localhost[:port]. A keytool SHA-256 fingerprint is converted.
+        add refuses (exit 64) a web origin that can never work for the rpId (LATCHKEY_RP_ID, default
+        localhost): its host must be the rpId or under it, or able to be a related origin (https,
+        a registrable domain; listed at https://<rpId>/.well-known/webauthn).
         """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -36,8 +39,9 @@ enum OriginsCommand: Command {
             if args.has("help") { print(help); return ExitCode.success }
             guard let verb = args.positionals.first else { throw UsageError(message: "say list, add or remove") }
             let env = Configuration.processEnvironment()
-            var configuration = Configuration()
-            configuration.developmentMode = env["LATCHKEY_DEV"] == "1"
+            // The rpId decides which origins can ever work (SPEC: `origins add` refuses the others).
+            let configuration: Configuration
+            do { configuration = try Configuration.site(env) } catch { throw UsageError(message: error.description) }
             return try withDatabase("latchkey origins", unset: "DATABASE_URL is not set\n\n\(help)") { (database, _) throws(UsageError) in
                 let admin = AdminService(database: database, configuration: configuration)
                 let target = args.positionals.dropFirst().first

@@ -14,8 +14,9 @@ enum AdminsCommand: Command {
 
         add     creates the user <username> with the admin role and prints, as its last line, the
                 one-time enrolment link <origin>/admin/?ticket=<ticket> for the admin's first
-                passkey: single use, 10 minutes. <origin> is --origin, else the admin listener
-                (LATCHKEY_ADMIN_LISTEN, for rpId localhost), else the first web origin of
+                passkey: single use, 10 minutes. <origin> is --origin, else LATCHKEY_ADMIN_ORIGIN
+                (required outside development mode with LATCHKEY_ADMIN_LISTEN: exit 64 without it),
+                else the admin listener (LATCHKEY_ADMIN_LISTEN, for rpId localhost), else the first web origin of
                 LATCHKEY_ORIGINS, else the first allowlisted web origin on the rpId's host in the
                 database (what a running dev server seeded: http://localhost:8080), else
                 LATCHKEY_ISSUER; the line before it says which. A username that exists is
@@ -66,9 +67,7 @@ enum AdminsCommand: Command {
                     let added = try admin.addAdmin(username: target!, by: .named("cli"))
                     print("\(added.user.username) is now an admin (user \(added.user.id))")
                     print("enrolment link (origin from \(from); --origin URL to change it), single use, until \(iso(added.expiresAt)):")
-                    var base = origin
-                    while base.hasSuffix("/") { base.removeLast() }
-                    print("\(base)/admin/?ticket=\(added.ticket)")
+                    print(Configuration.enrolmentLink(origin: origin, ticket: added.ticket))
                 case "grant":
                     let preview = try admin.adminGrantPreview(username: target!)
                     printTrusted(preview)

@@ -68,9 +68,10 @@ enum AppsCommand: Command {
         if let server = args.value("server") {
             return viaServer(server, verb: verb, body: body, removeId: removeId, key: env["LATCHKEY_ADMIN_KEY"] ?? "")
         }
-        var configuration = Configuration()
-        configuration.rpId = args.value("rp-id") ?? env["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
-        configuration.developmentMode = env["LATCHKEY_DEV"] == "1"
+        let configuration: Configuration
+        do { configuration = try Configuration.site(env, rpId: args.value("rp-id")) } catch {
+            printError("latchkey apps: \(error.description)"); return ExitCode.usage
+        }
         return withDatabase("latchkey apps", unset: "DATABASE_URL is not set (or use --server URL)") { database, _ in
             viaDatabase(verb, body: body, removeId: removeId, service: AdminService(database: database, configuration: configuration))
         }

@@ -36,7 +36,7 @@ enum KeysCommand: Command {
             guard let verb = args.positionals.first, args.positionals.count == 1 else { throw UsageError(message: "say list or rotate") }
             let env = Configuration.processEnvironment()
             var configuration = Configuration()
-            configuration.developmentMode = env["LATCHKEY_DEV"] == "1"
+            do { configuration.developmentMode = try Configuration.developmentMode(env) } catch { throw UsageError(message: error.description) }
             var newKEK: KeyEncryptionKey? = nil
             do throws(Configuration.Invalid) {
                 if let v = env["LATCHKEY_KEY_ENCRYPTION_KEY"], !v.isEmpty {

@@ -21,7 +21,10 @@ enum ServeCommand: Command {
         LATCHKEY_ADMIN_KEY, LATCHKEY_KEY_ENCRYPTION_KEY (required outside development mode),
         LATCHKEY_DEV, …
         LATCHKEY_ADMIN_LISTEN=host:port serves /admin/… (API and console) only on that second
-        listener; the public listener then answers 404 there.
+        listener; the public listener then answers 404 there. The console is reached at
+        LATCHKEY_ADMIN_ORIGIN (required with it outside development mode).
+        The whole configuration, the key-encryption key included, is checked before the first
+        socket or database connection: a refusal exits 64 naming the setting and the fix.
         LATCHKEY_THREADS sets the worker threads per process; LATCHKEY_WORKERS starts that many
         processes sharing the listening port (SO_REUSEPORT). With LATCHKEY_MDS_BLOB set, SIGHUP
         reloads the metadata BLOB (so does a change of the file, checked every LATCHKEY_MDS_POLL s).
@@ -38,9 +41,10 @@ enum ServeCommand: Command {
         } catch {
             printError("latchkey serve: \(error.description)"); return ExitCode.usage
         }
-        guard !configuration.databaseURL.isEmpty else {
-            printError("latchkey serve: DATABASE_URL is not set (scripts/run.sh starts a private PostgreSQL and sets it)")
-            return ExitCode.usage
+        // SPEC "Outside dev mode": the whole configuration, the key-encryption key included, is
+        // checked before the first socket or database connection; a refusal names the setting and the fix.
+        if let refusal = configuration.startRefusal() {
+            printError("latchkey serve: \(refusal)"); return ExitCode.usage
         }
         let isChild = Configuration.processEnvironment()["LATCHKEY_WORKER_CHILD"] == "1"
         // Block the signals we wait for before any thread starts, so they all inherit the mask.

@@ -49,7 +49,7 @@ final class LiveServer: Sendable {
         databaseURL = base + databaseName
         rpId = "\(name)-\(suffix).latchkey.test"
         origin = "https://\(rpId)"
-        adminKey = "admin-\(suffix)-\(UInt64.random(in: 0...UInt64.max))"
+        adminKey = "admin-\(suffix)-\(UInt64.random(in: 0...UInt64.max))-0123456789abcdef"  // outside dev mode: at least 32 characters
         scratch = FileManager.default.temporaryDirectory.appendingPathComponent(databaseName)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         try Self.run("psql", ["-q", "-v", "ON_ERROR_STOP=1", adminDatabaseURL, "-c", "CREATE DATABASE \(databaseName)"])
