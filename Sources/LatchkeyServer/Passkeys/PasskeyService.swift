@@ -91,6 +91,9 @@ public final class PasskeyService: Sendable {
         case named(username: String, displayName: String)
         /// A recovery token whose recovery is pending and due: the registration completes it.
         case recovery(RecoveryRecord)
+        /// An enrolment ticket (valid when the options were asked for): another passkey for its
+        /// account, held when the account has one or the ticket always holds; the verify uses it up.
+        case ticket(EnrolmentTicket)
     }
 
     /// Whether a passkey added to an existing account is held.
@@ -124,6 +127,7 @@ public final class PasskeyService: Sendable {
         var purpose = RegistrationPurpose.addToAccount
         var held = Hold.notHeld
         var redeeming: StepUpRedemption? = nil
+        var ticketHash: [UInt8]? = nil
         let user: UserRecord
         let isNew: Bool
         switch requester {
@@ -141,6 +145,12 @@ public final class PasskeyService: Sendable {
             isNew = false
             held = hold
             redeeming = r
+        case .ticket(let ticket):
+            guard let u = try storage({ () throws(StorageError) in try accounts.user(id: ticket.userId) }) else { throw ServiceError.unauthorized }
+            user = u
+            isNew = false
+            held = ticket.holds ? .held : .ifAccountHasPasskeys
+            ticketHash = ticket.hash
         case .named(let username, let displayName):
             if let u = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
                 user = u
@@ -182,7 +192,7 @@ public final class PasskeyService: Sendable {
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL,
-                                  redeeming: redeeming)
+                                  redeeming: redeeming, ticketHash: ticketHash)
         }
         return options.json
     }
@@ -269,7 +279,7 @@ public final class PasskeyService: Sendable {
         do {
             let revoked = try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written,
                                                 completing: completing, mail: notices, cancelToken: cancelToken,
-                                                registrationDigest: Self.registrationDigest(parsed))
+                                                registrationDigest: Self.registrationDigest(parsed), redeemingTicket: stored.ticketHash)
             if let revoked {
                 // Refused here at once; every other instance within a second (RevokedSessions' feed).
                 sessions.ended(revoked.sessions)
@@ -277,6 +287,8 @@ public final class PasskeyService: Sendable {
             }
         } catch .notFound where completing != nil {
             throw ServiceError(.unauthorized, "the recovery was cancelled, completed or expired")
+        } catch .notFound where stored.ticketHash != nil {
+            throw ServiceError(.challengeInvalid, "the enrolment ticket was used by another registration")
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch .conflict(.credentialExists) {
@@ -404,10 +416,11 @@ public final class PasskeyService: Sendable {
                 (l[.revokedSubject], l[admin == nil ? .revokedBody : .revokedByAdminBody])
             }
         }
+        // SPEC "Assurance": the statement itself refuses the last way in (`.conflict(.lastWayIn)`, 409 `last_passkey`).
         guard let ended = try storage({ () throws(StorageError) in
                   try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption ?? redeeming,
-                                      mail: notice.map { [$0] } ?? [], revokedEvent: events.template(.passkeyRevoked),
-                                      sessionEvent: events.sessionRevoked(reason: .passkeyRevoked))
+                                      keeping: lastWayInRule, mail: notice.map { [$0] } ?? [],
+                                      revokedEvent: events.template(.passkeyRevoked), sessionEvent: events.sessionRevoked(reason: .passkeyRevoked))
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
