@@ -40,13 +40,15 @@ struct LastWayInTests {
         return (without, with)
     }
 
-    static func sql(_ statement: SQL) throws {
-        let c = try PostgresConnection(url: try TestDatabase.url())
+    static func sql(url: String? = nil, _ statement: SQL) throws {
+        let c = try PostgresConnection(url: try url ?? TestDatabase.url())
         _ = try c.execute(statement)
     }
 
-    static func giveRecoveryCode(_ userId: String, used: Bool = false) throws {
-        try sql("""
+    /// An unused (or used) recovery code for the account, straight in the database (`url`: another
+    /// test database than the shared one): a way in besides its passkeys.
+    static func giveRecoveryCode(_ userId: String, used: Bool = false, url: String? = nil) throws {
+        try sql(url: url, """
             INSERT INTO recovery_codes (user_id, code_hash, used_at)
             VALUES (\(userId), \(Array(uniqueSuffix().utf8)), CASE WHEN \(used) THEN now() END)
             """)
@@ -175,15 +177,23 @@ struct LastWayInTests {
         let accounts = server.database.accounts
         let tag = "lastway-\(uniqueSuffix())"
         let bId = b.credentialId
-        let thread = Thread { outcome.withLock { $0 = Self.revoking(bId, of: userId, tag: tag, in: accounts) } }
+        let thread = Thread {
+            let result = Self.revoking(bId, of: userId, tag: tag, in: accounts)
+            outcome.withLock { $0 = result }
+        }
         thread.start()
         // The second revocation is waiting for the first's row lock (not finished, not failed).
         let monitor = try PostgresConnection(url: try TestDatabase.url())
-        #expect(try waitFor {
+        let waiting = try waitFor {
             try monitor.query("""
-                SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND query LIKE '%acct%'
+                SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND starts_with(query, 'WITH acct AS')
                 """)[0].int("n") > 0
-        }, "the revoking statement never waited for the row lock")
+        }
+        let activity = try monitor.query("""
+            SELECT coalesce(wait_event_type, '-') || ' ' || left(query, 60) AS q FROM pg_stat_activity WHERE pid <> pg_backend_pid()
+            """).map { try $0.string("q") }
+        #expect(waiting, "the revoking statement never waited for the row lock: \(activity)")
         #expect(outcome.withLock { $0 } == nil)
         _ = try first.execute("COMMIT")
         #expect(waitFor { outcome.withLock { $0 } != nil })
