@@ -56,6 +56,7 @@ def test_module_story(b):
     assert r['version'] == VERSION and r['passkeys'] == 1 and r['renamed'] == 'Firefox key', r
     assert r['consumed'] and r['second'] == 'conflict', r
     assert r['taken'] == ['LatchkeyError', 'conflict', 409], r
+    assert r['lastPasskey'] == 'last_passkey' and r['codes'] == 10, r
     assert r['sessions'] == 1 and r['sessionEnded'] is True and r['after'] is None, r
 
 

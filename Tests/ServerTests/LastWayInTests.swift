@@ -117,6 +117,22 @@ struct LastWayInTests {
         #expect(with.status == 200, "\(with)")
     }
 
+    @Test("an email session: 409 last_passkey (not step_up_required) where its address does not count")
+    func emailSession() throws {
+        // One deployment (one rpId, one database) on two instances: A mails (its SMTP server is the
+        // test's), B does not — as after SMTP was turned off, the email session living on.
+        let a = try TestServer(name: "lastway-email") { RecoveryTests.mailSettings(&$0) }
+        let b = try TestServer(name: "lastway-email", rpIdOverride: a.rpId)
+        let recovery = RecoveryTests()
+        let account = try recovery.account(a)
+        let session = try recovery.emailSession(account)
+        let path = "/v1/passkeys/\(Base64URL.encode(account.authenticator.credentialId))"
+        // With email recovery on, the address is a way in: an email session is refused the revocation by the step-up rule.
+        expectProblem(try a.client().send("DELETE", path, authorization: session.bearer), 403, "step_up_required")
+        // Without it, the passkey is the last way in: that is said first.
+        expectProblem(try b.client().send("DELETE", path, authorization: session.bearer), 409, "last_passkey")
+    }
+
     @Test("the admin API's revocation obeys the rule: 409 last_passkey, then 204 once the account has a recovery code")
     func adminRevocation() throws {
         let server = try Self.withoutMail.get()

@@ -115,7 +115,8 @@ async function enrol() {
   try {
     await lk.passkeys.enrolWithTicket(ticket, { userVerification: 'required' });
   } catch (e) {
-    if (e instanceof LatchkeyError && e.status === 401 && !lk.session) {
+    // Only the options request answers 401 here, and only for the ticket (it carries no session).
+    if (e instanceof LatchkeyError && e.status === 401) {
       history.replaceState(null, '', '/admin/');
       showSignIn();
       document.body.dataset.enrolment = 'used-up';
