@@ -306,6 +306,7 @@ async function showAccount(method) {
   announce(t('Signed in as {username}.', { username: user.username }));
   $('upgrade-offer').hidden = true;
   $('codes-shown').hidden = true;
+  delete document.body.dataset.recoveryCodes;
   await loadPasskeys();
   await loadSessions();
   await loadRecoverySettings();

@@ -4,7 +4,7 @@ import JSON
 import Storage
 import WebAuthn
 
-/// The admin role from the command line (`latchkey admins add|grant|list|remove`, SPEC "Admin
+/// The admin role from the command line (`latchkey admins add|link|grant|list|remove`, SPEC "Admin
 /// console" and "Assurance": Admins). A new admin is a new account that enrols its first passkey
 /// through a ticket; an existing account becomes an admin only through `grantAdmin`, after its
 /// passkeys and device keys were shown — never by `add`, or whoever registered the name first would
