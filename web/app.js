@@ -20,6 +20,7 @@ const SESSION_KEY = 'latchkey.session';
 const app = {
   conditionalGeneration: 0,
   why: null,            // the sentence shown while a step-up is asked for
+  emailRecovery: false, // the deployment mails recovery codes (GET /v1/sign-in/methods)
 };
 
 /** The one client: an access token it cannot renew ends the session here, with a sentence. */
@@ -69,6 +70,7 @@ const CODE_MESSAGES = {
   // Outside a recovery, the refusal of a held passkey (one added by a recovery, an email sign-in or a
   // ticket), which approves nothing until its hold ends; a recovery's own waiting period is 'recovery:'.
   recovery_pending: N_('This passkey was added recently and is on hold, so it cannot approve changes yet. Use another passkey, or try again when its hold ends (shown in your passkey list).'),
+  last_passkey: N_('This passkey is your last way in. Add a recovery method or another passkey first.'),
   step_up_required: N_('This needs a fresh approval with your passkey.'),
   network: N_('Cannot reach the server. Check your connection and try again.'),
 };
@@ -297,6 +299,7 @@ async function showAccount(method) {
     autofill: t('You signed in with a passkey from autofill.'),
     button: t('You signed in with a passkey.'),
     restored: t('You are signed in.'),
+    ticket: t('You saved a new passkey with the link from your administrator.'),
     email: t('You signed in with an email code.'),
     recovery: t('You recovered your account with a new passkey. Every other session and device key was signed out.'),
   }[method] || t('You are signed in with a passkey.');
@@ -306,6 +309,7 @@ async function showAccount(method) {
   announce(t('Signed in as {username}.', { username: user.username }));
   $('upgrade-offer').hidden = true;
   $('codes-shown').hidden = true;
+  delete document.body.dataset.recoveryCodes;
   await loadPasskeys();
   await loadSessions();
   await loadRecoverySettings();
@@ -380,6 +384,7 @@ function renderPasskey(pk) {
   input.id = inputId;
   form.querySelector('label').htmlFor = inputId;
   const confirm = li.querySelector('.pk-confirm');
+  const last = li.querySelector('.pk-last');
 
   const closeRename = () => { form.hidden = true; li.classList.remove('editing'); renameStart.focus(); };
   renameStart.addEventListener('click', () => {
@@ -410,6 +415,7 @@ function renderPasskey(pk) {
 
   revokeStart.addEventListener('click', () => {
     form.hidden = true;
+    last.hidden = true;
     confirm.hidden = false;
     confirm.querySelector('.pk-confirm-no').focus();
   });
@@ -426,10 +432,32 @@ function renderPasskey(pk) {
       await loadSessions();
       $('passkeys-title').focus();
     } catch (err) {
+      if (err instanceof LatchkeyError && err.code === 'last_passkey') { offerAnotherWayIn(confirm, last); return; }
       showError(err, 'revoke');
     }
   });
+  last.querySelector('.pk-last-close').addEventListener('click', () => { last.hidden = true; revokeStart.focus(); });
+  last.querySelector('.pk-last-codes').addEventListener('click', () => { last.hidden = true; createRecoveryCodes(); });
+  last.querySelector('.pk-last-email').addEventListener('click', () => {
+    last.hidden = true;
+    $('email-new').scrollIntoView({ block: 'center' });
+    $('email-new').focus();
+  });
+  last.querySelector('.pk-last-add').addEventListener('click', () => { last.hidden = true; addPasskey(); });
   return li;
+}
+
+/**
+ * SPEC "Assurance", the last way in: the server refuses (409 `last_passkey`, before any passkey is
+ * asked for) to revoke the account's last passkey while it has no recovery code and no verified
+ * address. The page says why and offers the ways to add one first.
+ */
+function offerAnotherWayIn(confirm, last) {
+  confirm.hidden = true;
+  last.hidden = false;
+  last.querySelector('.pk-last-email').hidden = !app.emailRecovery;
+  document.body.dataset.lastWayIn = 'refused';
+  last.focus();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -590,6 +618,7 @@ async function loadMethods() {
     const m = await lk.methods();
     $('email-signin-start').hidden = !m.emailSignIn;
     document.body.dataset.emailSignIn = m.emailSignIn ? 'on' : 'off';
+    app.emailRecovery = Boolean(m.emailRecovery);
   } catch { $('email-signin-start').hidden = true; }
 }
 
@@ -954,6 +983,42 @@ function openCancelLink() {
   $('cancel-link-title').focus();
 }
 
+/**
+ * `/?ticket=<ticket>`: a one-time enrolment link an admin issued for an account that lost every way in
+ * (SPEC "Admin console" → "Tickets."). A passkey that fails to register keeps the link working; a
+ * used or expired link is said in words, never a silent return to the sign-in page.
+ */
+function openTicketLink() {
+  const ticket = new URLSearchParams(window.location.search).get('ticket');
+  if (!ticket) return false;
+  $('ticket-link').hidden = false;
+  document.body.dataset.ticketLink = 'offered';
+  $('ticket-link-create').addEventListener('click', async () => {
+    clearBanner();
+    await busy($('ticket-link-create'), t('Waiting for your passkey…'), async () => {
+      try {
+        await lk.passkeys.enrolWithTicket(ticket);
+      } catch (e) {
+        if (e instanceof LatchkeyError && e.status === 401) {
+          $('ticket-link').hidden = true;
+          window.history.replaceState(null, '', window.location.pathname);
+          document.body.dataset.ticketLink = 'used-up';
+          showBanner(t('This enrolment link is used up or expired. Ask for a new one.'), 'error', 'ticket_used_up');
+          return;
+        }
+        showError(e, 'add');
+        return;
+      }
+      $('ticket-link').hidden = true;
+      window.history.replaceState(null, '', window.location.pathname);
+      document.body.dataset.ticketLink = 'done';
+      startSession('ticket');
+    });
+  });
+  $('ticket-link-title').focus();
+  return true;
+}
+
 async function init() {
   // The page's language first (navigator.languages, or the switcher's choice): the catalog
   // translates the page, and the client asks the server in it (Accept-Language; the account's
@@ -1004,6 +1069,7 @@ async function init() {
     showBanner(originProblem(''), 'error', 'security');
   }
   openCancelLink();
+  openTicketLink();
   if (lk.session) {
     showAccount('restored');
   } else {

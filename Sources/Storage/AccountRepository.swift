@@ -144,15 +144,31 @@ public final class AccountRepository: Sendable {
     /// → `.conflict(.credentialExists)`. With `completing` (a registration made with a recovery
     /// token), the recovery is completed in that same statement — it revokes what existed before
     /// the statement, so the new session and passkey survive it — and `.notFound` (nothing written)
-    /// when the recovery is no longer pending and due; returns what it revoked.
+    /// when the recovery is no longer pending and due; returns what it revoked. With
+    /// `redeemingTicket`, the enrolment ticket is used up in that same statement, and `.notFound`
+    /// (nothing written) when it was used meanwhile.
     @discardableResult
     public func register(newUser: UserRecord?, credential: CredentialRecord, session: NewSession,
                          audit: AuditRecord, events: [OutboxEvent] = [],
                          completing: RecoveryCompletion? = nil, mail: [MailToSend] = [],
-                         cancelToken: NewCancelToken? = nil, registrationDigest: [UInt8]? = nil) throws(StorageError) -> RecoveryRevocations? {
+                         cancelToken: NewCancelToken? = nil, registrationDigest: [UInt8]? = nil,
+                         redeemingTicket ticketHash: [UInt8]? = nil) throws(StorageError) -> RecoveryRevocations? {
         var ctes = completing?.ctes(userId: credential.userId, keeping: credential.id) ?? []
-        // Everything below is written only with the completed recovery (when there is one).
-        let gate: SQL = completing == nil ? "" : "\nWHERE EXISTS (SELECT 1 FROM \(unsafeRaw: RecoveryCompletion.completed))"
+        var gates: [String] = []
+        if completing != nil { gates.append(RecoveryCompletion.completed) }
+        if let ticketHash {
+            // The ticket the options request presented is used up here, with the passkey it enrols; its
+            // validity was judged then, so only a use in between (another ceremony it started) refuses.
+            ctes.append(("tick", """
+                UPDATE enrolment_tickets SET used_at = now()
+                WHERE hash = \(ticketHash) AND user_id = \(credential.userId) AND purpose = 'passkey' AND used_at IS NULL
+                RETURNING hash
+                """))
+            gates.append("tick")
+        }
+        // Everything below is written only with the completed recovery and the used ticket (when there is one).
+        let gate: SQL = gates.isEmpty ? ""
+            : "\nWHERE \(unsafeRaw: gates.map { "EXISTS (SELECT 1 FROM \($0))" }.joined(separator: " AND "))"
         if let u = newUser {
             ctes.append(("usr", """
                 INSERT INTO users (id, user_handle, username, display_name)
@@ -269,46 +285,6 @@ public final class AccountRepository: Sendable {
         return try pool.run { c in try c.query(statement).first.map(AccountRepository.credential) }
     }
 
-    /// Revokes the user's live credential and, in the same statement, every live session it began
-    /// (SPEC "Sessions"), with `audit`, `revokedEvent` (`credentialId`, `aaguid`, `name`), one
-    /// `sessionEvent` per ended session (`sessionId`) and the `mail`. Returns the ids of those
-    /// sessions, or nil when the user has no such live credential (nothing written then).
-    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
-    public func revoke(userId: String, credentialId: [UInt8], audit: AuditRecord, redeeming: StepUpRedemption? = nil,
-                       mail: [MailToSend] = [], revokedEvent: EventTemplate? = nil,
-                       sessionEvent: EventTemplate? = nil) throws(StorageError) -> [String]? {
-        let statement = SQL.with([
-            ("rev", """
-                UPDATE credentials SET revoked_at = now() WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
-                RETURNING id, user_id, aaguid, name
-                """),
-            ("ended", """
-                UPDATE refresh_families SET revoked_at = now()
-                WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM rev)
-                RETURNING id, user_id
-                """),
-        ]
-            + AuditRepository.cte([audit], onlyIf: "rev")
-            + OutboxRepository.ctes((revokedEvent.map { [AccountRepository.rows($0, from: "rev")] } ?? [])
-                                    + (sessionEvent.map { [SessionRepository.rows($0, from: "ended")] } ?? [])
-                                    + [.events(mail.map(\.event))], onlyIf: "rev")
-            + MailRepository.ctes(mail, onlyIf: "rev"),
-            "SELECT EXISTS (SELECT 1 FROM rev) AS revoked, (SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended")
-        let run = { (c: PostgresConnection) throws -> [String]? in
-            // Redeemed first: the approving passkey may be the one revoked here, and it is judged
-            // live as it was before this change.
-            try StepUpRedemption.redeem(redeeming, on: c)
-            let row = try c.query(statement)[0]
-            guard try row.bool("revoked") else {
-                if redeeming != nil { throw StorageError.notFound }  // rolls the redemption back
-                return nil
-            }
-            return try row.stringArray("ended")
-        }
-        if redeeming == nil { return try pool.run(run) }
-        do { return try pool.runTransaction(run) } catch .notFound { return nil }
-    }
-
     /// `template` once per credential row of `from`, with the members SPEC "Events" gives
     /// `passkey.*`: `credentialId` (base64url) and, unless `idOnly`, `aaguid` and `name`.
     static func rows(_ template: EventTemplate, from: String, idOnly: Bool = false) -> EventRows {
@@ -317,37 +293,6 @@ public final class AccountRepository: Sendable {
                              members: [("credentialId", SQL.base64url(id))] + (idOnly ? [] : [
                                  ("aaguid", SQL.uuidText("\(unsafeRaw: from).aaguid")), ("name", "\(unsafeRaw: from).name"),
                              ]))
-    }
-
-    // MARK: Enrolment tickets
-
-    /// Stores a single-use ticket with its audit line (one statement); returns when it expires.
-    /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
-    public func createTicket(hash: [UInt8], userId: String, purpose: TicketPurpose = .passkey, ttlSeconds: Int,
-                             audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Date {
-        try pool.runTransaction { c in
-            try StepUpRedemption.redeem(redeeming, on: c)
-            let statement = SQL.with([
-                ("ticket", """
-                    INSERT INTO enrolment_tickets (hash, user_id, purpose, expires_at)
-                    VALUES (\(hash), \(userId), \(purpose.rawValue), now() + make_interval(secs => \(ttlSeconds))) RETURNING expires_at
-                    """),
-                ("audit", AuditRepository.insert([audit], onlyIf: "ticket")),
-            ], "SELECT expires_at FROM ticket")
-            return try c.query(statement)[0].date("expires_at")
-        }
-    }
-
-    /// Uses a passkey-enrolment ticket up; returns its user when it was valid (unused and unexpired).
-    /// Device-key tickets are used up only by `DeviceKeyRepository.enrol` (`EnrolmentGate.ticket`).
-    public func consumeTicket(hash: [UInt8]) throws(StorageError) -> String? {
-        try pool.run { c in
-            try c.query("""
-                UPDATE enrolment_tickets SET used_at = now()
-                WHERE hash = \(hash) AND purpose = 'passkey' AND used_at IS NULL AND expires_at > now()
-                RETURNING user_id
-                """).first.map { try $0.string("user_id") }
-        }
     }
 
     // MARK: Rows

@@ -65,6 +65,10 @@ public struct AdminGrantCandidate: Sendable {
     /// Live (not revoked) passkeys and device keys, oldest first.
     public let passkeys: [CredentialRecord]
     public let deviceKeys: [DeviceKeyRecord]
+    /// Recoveries still pending (not completed, cancelled or expired), newest first.
+    public var pendingRecoveries: [RecoveryRecord] = []
+    /// The ids of the passkeys still held (`approves_from` after the database's now).
+    public var heldPasskeys: Set<[UInt8]> = []
 }
 
 public enum AdminGrantOutcome: Sendable, Equatable {
@@ -73,6 +77,8 @@ public enum AdminGrantOutcome: Sendable, Equatable {
     case unknownUser
     /// A passkey or device key was added or revoked since the candidate was read: nothing granted.
     case changed
+    /// A held passkey or a pending recovery, and the grant was not made despite them: nothing granted.
+    case pending
 }
 
 /// The admin role (migration 10) and the admin console's user lookups.
@@ -124,16 +130,21 @@ public final class AdminRepository: Sendable {
                 FROM users WHERE username = \(username)
                 """).first else { return nil }
             let user = try AccountRepository.user(row)
-            return AdminGrantCandidate(user: user, isAdmin: try row.bool("is_admin"),
-                                       passkeys: try Self.passkeys(userId: user.id, on: t), deviceKeys: try Self.deviceKeys(userId: user.id, on: t))
+            var candidate = AdminGrantCandidate(user: user, isAdmin: try row.bool("is_admin"),
+                                                passkeys: try Self.passkeys(userId: user.id, on: t), deviceKeys: try Self.deviceKeys(userId: user.id, on: t))
+            candidate.pendingRecoveries = try Self.pendingRecoveries(userId: user.id, on: t)
+            candidate.heldPasskeys = try Self.heldPasskeys(userId: user.id, on: t)
+            return candidate
         }
     }
 
     /// `latchkey admins grant`: the role for `shown.user`, with `audit`, in one transaction — only
     /// while the account holds exactly the passkeys and device keys that were shown (the user row
-    /// is locked first, so none can be added until the grant commits). Nothing is written unless
-    /// the outcome is `.granted`.
-    public func grant(existing shown: AdminGrantCandidate, by actor: String, audit: AuditRecord) throws(StorageError) -> AdminGrantOutcome {
+    /// is locked first, so none can be added until the grant commits). Unless `despitePending`, a
+    /// held passkey or a pending recovery refuses it (`.pending`, SPEC "Assurance": Admins). Nothing
+    /// is written unless the outcome is `.granted`.
+    public func grant(existing shown: AdminGrantCandidate, by actor: String, audit: AuditRecord,
+                      despitePending: Bool = false) throws(StorageError) -> AdminGrantOutcome {
         try pool.runTransaction { t in
             // FOR UPDATE conflicts with the FOR KEY SHARE lock a new credential's or device key's
             // foreign key takes on its user: additions wait for this transaction.
@@ -142,6 +153,10 @@ public final class AdminRepository: Sendable {
             let deviceKeys = try Self.deviceKeys(userId: shown.user.id, on: t).map(\.id)
             guard Set(passkeys) == Set(shown.passkeys.map(\.id)), Set(deviceKeys) == Set(shown.deviceKeys.map(\.id)) else {
                 return .changed
+            }
+            if !despitePending {
+                guard try Self.heldPasskeys(userId: shown.user.id, on: t).isEmpty,
+                      try Self.pendingRecoveries(userId: shown.user.id, on: t).isEmpty else { return .pending }
             }
             guard try t.execute("""
                 INSERT INTO admins (user_id, created_by) VALUES (\(shown.user.id), \(actor)) ON CONFLICT DO NOTHING
@@ -156,6 +171,19 @@ public final class AdminRepository: Sendable {
             SELECT \(unsafeRaw: AccountRepository.credentialColumns) FROM credentials
             WHERE user_id = \(userId) AND revoked_at IS NULL ORDER BY created_at, id
             """).map(AccountRepository.credential)
+    }
+
+    private static func pendingRecoveries(userId: String, on t: PostgresConnection) throws -> [RecoveryRecord] {
+        try t.query("""
+            SELECT \(unsafeRaw: RecoveryRepository.columns) FROM recoveries
+            WHERE user_id = \(userId) AND status = 'pending' AND expires_at > now() ORDER BY created_at DESC
+            """).map(RecoveryRepository.recovery)
+    }
+
+    private static func heldPasskeys(userId: String, on t: PostgresConnection) throws -> Set<[UInt8]> {
+        Set(try t.query("""
+            SELECT id FROM credentials WHERE user_id = \(userId) AND revoked_at IS NULL AND approves_from > now()
+            """).map { try $0.bytes("id") })
     }
 
     private static func deviceKeys(userId: String, on t: PostgresConnection) throws -> [DeviceKeyRecord] {

@@ -16,13 +16,17 @@ public struct StoredChallenge: Sendable, Equatable {
     /// The ceremony state exactly as inserted (the core's encoding; storage does not read it).
     public let state: [UInt8]
     public let expired: Bool
+    /// The enrolment ticket (its hash) a registration's options request presented: the verify that
+    /// stores the passkey uses it up (`AccountRepository.register`'s `redeemingTicket`).
+    public var ticketHash: [UInt8]? = nil
 
-    public init(kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8], expired: Bool) {
+    public init(kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8], expired: Bool, ticketHash: [UInt8]? = nil) {
         self.kind = kind
         self.userId = userId
         self.rpId = rpId
         self.state = state
         self.expired = expired
+        self.ticketHash = ticketHash
     }
 }
 
@@ -39,12 +43,14 @@ public final class ChallengeRepository: Sendable {
     }
 
     /// With `redeeming` (a step-up the ceremony needed: adding a passkey, SPEC "Assurance"), only
-    /// together with that step-up's redemption, in one transaction.
+    /// together with that step-up's redemption, in one transaction. `ticketHash`: the enrolment
+    /// ticket the options request presented, kept for the verify that uses it up.
     public func insert(hash: [UInt8], kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8],
-                       ttlSeconds: Int, redeeming: StepUpRedemption? = nil) throws(StorageError) {
+                       ttlSeconds: Int, redeeming: StepUpRedemption? = nil, ticketHash: [UInt8]? = nil) throws(StorageError) {
         let insert: SQL = """
-            INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at)
-            VALUES (\(hash), \(kind.rawValue), \(userId), \(rpId), \(state), now() + make_interval(secs => \(ttlSeconds)))
+            INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at, ticket_hash)
+            VALUES (\(hash), \(kind.rawValue), \(userId), \(rpId), \(state), now() + make_interval(secs => \(ttlSeconds)),
+                    \(ticketHash)::bytea)
             """
         guard let redeeming else {
             try pool.run { c in try c.execute(insert) }
@@ -65,8 +71,12 @@ public final class ChallengeRepository: Sendable {
                 DELETE FROM challenges
                 WHERE hash = \(hash) AND (\(kind?.rawValue)::text IS NULL OR purpose = \(kind?.rawValue))
                   AND (\(userId)::text IS NULL OR user_id = \(userId))
-                RETURNING \(unsafeRaw: ChallengeRepository.columns)
-                """).first.map(ChallengeRepository.challenge)
+                RETURNING \(unsafeRaw: ChallengeRepository.columns), ticket_hash
+                """).first.map { r in
+                var challenge = try ChallengeRepository.challenge(r)
+                challenge.ticketHash = try r.isNull("ticket_hash") ? nil : try r.bytes("ticket_hash")
+                return challenge
+            }
         }
     }
 

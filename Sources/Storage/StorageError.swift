@@ -23,6 +23,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The step-up token a change was to redeem was already used (or is not this user's, or
         /// for another action): the change was rolled back.
         case stepUpUsed
+        /// The credential is the account's last way in (SPEC "Assurance"): no other live passkey,
+        /// no unused recovery code, and no verified address that counts; nothing was revoked.
+        case lastWayIn
         case other(String)       // the constraint's name
     }
 
@@ -32,6 +35,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(.credentialExists): "conflict: credential already registered"
         case .conflict(.signCountRegression): "conflict: sign count not above the stored one"
         case .conflict(.stepUpUsed): "conflict: the step-up was already used"
+        case .conflict(.lastWayIn): "conflict: the account's last way in"
         case .conflict(.other(let constraint)): "conflict: \(constraint)"
         case .notFound: "not found"
         case .unstorableInput: "a value PostgreSQL cannot hold (a NUL character)"

@@ -229,6 +229,33 @@ def test_remove_origin_lands_only_after_the_step_up(b):
     assert SHOP not in origins_now(b)
 
 
+def psql(statement):
+    """One statement on the server's database (LATCHKEY_DATABASE_URL): what the story's other person does
+    outside this browser."""
+    database = os.environ.get('LATCHKEY_DATABASE_URL')
+    if not database:
+        raise Skip('LATCHKEY_DATABASE_URL is needed')
+    subprocess.run(['psql', '-v', 'ON_ERROR_STOP=1', '-q', database, '-c', statement], check=True, capture_output=True, timeout=60)
+
+
+def test_used_up_enrolment_link_says_so(b):
+    """A link whose ticket is used up or expired: the console says so, in words, on the sign-in screen
+    (it used to drop there silently)."""
+    token = admin_token(b)
+    load_console(b, '?ticket=lkt_' + secrets.token_urlsafe(24))
+    b.until(lambda: b.el('enrol').is_displayed(), 'the enrolment screen')
+    b.el('enrol').click()
+    b.until(lambda: b.body('enrolment') == 'used-up', 'the used-up link to be said')
+    text = b.wait_banner('ticket_used_up')
+    assert 'used up or expired' in text and 'latchkey admins link' in text, text
+    assert b.body('view') == 'signin' and 'ticket' not in b.d.current_url
+    b.shot('admin-02a-enrolment-link-used-up')
+    # Back into the console: the admin's session is still there.
+    load_console(b)
+    b.until(lambda: b.body('view') == 'console', 'the console again')
+    assert admin_token(b) == token
+
+
 def test_find_user_and_revoke_their_passkey(b):
     open_page(b, 'users')
     b.el('user-q').send_keys(PLAIN, Keys.ENTER)
@@ -240,6 +267,25 @@ def test_find_user_and_revoke_their_passkey(b):
     assert 'Chrome on Linux' in item.text and 'passkey' in item.text.lower(), item.text
     assert b.el('user-sessions').get_attribute('data-count') == '1'
     b.shot('admin-06-user')
+    # SPEC "Assurance": the account's last way in is refused (409) before the admin is asked to approve.
+    item.find_element(By.CSS_SELECTOR, '.pk-revoke').click()
+    text = b.wait_banner('last_passkey')
+    assert 'last way in' in text, text
+    assert b.body('stepup') != 'open'
+    assert b.el('user-passkeys').get_attribute('data-count') == '1'
+    # The way back for an account that lost every way in: a one-time enrolment link, shown to the admin.
+    b.el('user-ticket').click()
+    approve(b)
+    b.until(lambda: b.body('account-ticket') == 'issued' and b.el('user-ticket-shown').is_displayed(), 'the enrolment link')
+    link = b.el('user-ticket-link').text
+    assert link.startswith(BASE + '/?ticket=lkt_'), link
+    status, _, _ = request_json('POST', '/v1/passkeys/registration/options', body={},
+                                headers={'Authorization': 'Ticket ' + link.split('ticket=')[1]})
+    assert status == 200, f'the link opens a registration ({status})'
+    b.shot('admin-06a-user-enrolment-link')
+    # The user adds a recovery code (outside this browser): now the passkey may go.
+    psql(f"INSERT INTO recovery_codes (user_id, code_hash) SELECT id, decode(md5(random()::text), 'hex') FROM users WHERE username = '{PLAIN}'")
+    item = b.d.find_element(By.CSS_SELECTOR, '#user-passkeys > li')
     item.find_element(By.CSS_SELECTOR, '.pk-revoke').click()
     approve(b)
     b.until(lambda: b.el('user-passkeys').get_attribute('data-count') == '0', 'the passkey revoked')
@@ -323,6 +369,7 @@ TESTS = [
     test_console_files_are_served_safely,
     test_non_admin_is_refused,
     test_first_admin_enrols_from_the_link,
+    test_used_up_enrolment_link_says_so,
     test_android_origin_by_fingerprint,
     test_android_app_preview_updates,
     test_remove_origin_lands_only_after_the_step_up,

@@ -56,6 +56,7 @@ def test_module_story(b):
     assert r['version'] == VERSION and r['passkeys'] == 1 and r['renamed'] == 'Firefox key', r
     assert r['consumed'] and r['second'] == 'conflict', r
     assert r['taken'] == ['LatchkeyError', 'conflict', 409], r
+    assert r['lastPasskey'] == 'last_passkey' and r['codes'] == 10, r
     assert r['sessions'] == 1 and r['sessionEnded'] is True and r['after'] is None, r
 
 
@@ -159,6 +160,17 @@ def test_every_page_in_every_language(_):
                 assert abs(out.rect['y'] + out.rect['height'] / 2 - (bar.rect['y'] + bar.rect['height'] / 2)) <= 2
                 no_horizontal_overflow(b, f'{lang} {width} account')
                 shoot(b, lang, width, 'account')
+                # The last-passkey refusal (SPEC "Assurance": the last way in), in words and with the
+                # ways to add a recovery method first, fitting the width.
+                item = b.d.find_element(By.CSS_SELECTOR, '#passkeys > li')
+                item.find_element(By.CSS_SELECTOR, '.pk-revoke-start').click()
+                item.find_element(By.CSS_SELECTOR, '.pk-confirm-yes').click()
+                last = item.find_element(By.CSS_SELECTOR, '.pk-last')
+                b.until(lambda: last.is_displayed(), f'{lang} {width}: the last-passkey refusal')
+                no_horizontal_overflow(b, f'{lang} {width} last passkey')
+                b.d.execute_script('arguments[0].scrollIntoView({block: "center"})', last)
+                shoot(b, lang, width, 'last-passkey')
+                item.find_element(By.CSS_SELECTOR, '.pk-last-close').click()
     finally:
         b.d.quit()
     count = len([n for n in os.listdir(SHOTS) if n.endswith('.png')])

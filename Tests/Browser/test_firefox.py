@@ -77,6 +77,12 @@ def test_sign_up_sign_in_revoke(ff, auth):
     print(f'  signed in again by {method}', flush=True)
     until(ff, lambda: passkey_count(ff) == '1', 'one passkey listed after sign-in')
 
+    # The account's last way in is kept: the page says why and offers a recovery method first.
+    ff.click('#passkeys li .pk-revoke-start')
+    ff.click('#passkeys li .pk-confirm-yes')
+    until(ff, lambda: body(ff, 'last-way-in') == 'refused', 'the last-way-in refusal')
+    ff.click('#passkeys li .pk-last-codes')
+    until(ff, lambda: body(ff, 'recovery-codes') == '10', 'ten recovery codes')
     # Revoke the passkey this session began with: a passkey step-up bound to it, then the session ends.
     ff.click('#passkeys li .pk-revoke-start')
     ff.click('#passkeys li .pk-confirm-yes')
@@ -100,6 +106,7 @@ def test_module_directly(ff, auth):
     assert r['signedUp'] == f'ffmod-{STAMP}' and r['passkeys'] == 1 and r['renamed'] == 'Firefox key', r
     assert r['consumed'] and r['second'] == 'conflict', r
     assert r['taken'] == ['LatchkeyError', 'conflict', 409], r
+    assert r['lastPasskey'] == 'last_passkey' and r['codes'] == 10, r
     assert r['sessions'] == 1 and r['sessionEnded'] is True and r['after'] is None, r
 
 

@@ -390,6 +390,31 @@ def test_sessions_mark_this_device_and_end_another_with_keyboard_only(b):
     assert b.body('view') == 'account'
 
 
+def test_last_passkey_is_kept_and_a_recovery_method_offered(b):
+    """SPEC "Assurance", the last way in: the account's only passkey, with no recovery code and no
+    verified address, is not revoked (409 last_passkey, before any passkey is asked for); the page says
+    why and offers a recovery method first. The codes made here let the next test revoke it."""
+    item = b.wait_passkeys(1)[0]
+    item.find_element(By.CSS_SELECTOR, '.pk-revoke-start').click()
+    item.find_element(By.CSS_SELECTOR, '.pk-confirm-yes').click()
+    last = item.find_element(By.CSS_SELECTOR, '.pk-last')
+    b.until(lambda: b.body('last-way-in') == 'refused' and last.is_displayed(), 'the last-way-in refusal')
+    assert b.body('approval') != 'latchkey.passkey.revoke', 'no passkey was asked for a revocation the server refuses'
+    assert not item.find_element(By.CSS_SELECTOR, '.pk-confirm').is_displayed()
+    assert b.focused() == last, 'focus moves to the explanation'
+    assert 'last way in' in last.text, last.text
+    # Email recovery is on here (dev mode's mail goes to the SMTP server): the address is offered too.
+    assert item.find_element(By.CSS_SELECTOR, '.pk-last-email').is_displayed()
+    assert len(b.wait_passkeys(1)) == 1
+    b.shot('07a-last-passkey-refused')
+    # Keyboard only: Tab to "Create recovery codes", Enter; the codes need the passkey's approval.
+    b.tab_to(item.find_element(By.CSS_SELECTOR, '.pk-last-codes'))
+    b.keys(Keys.ENTER)
+    b.until(lambda: b.body('recovery-codes') == '10', 'ten recovery codes')
+    assert not last.is_displayed()
+    b.d.execute_script("document.getElementById('passkeys-title').focus()")
+
+
 def test_revoke_with_keyboard_only(b):
     token_before = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']
     item = b.wait_passkeys(1)[0]
@@ -652,6 +677,7 @@ TESTS = [
     test_adding_a_passkey_this_device_already_has_says_so,
     test_step_up_approves_the_transfer,
     test_sessions_mark_this_device_and_end_another_with_keyboard_only,
+    test_last_passkey_is_kept_and_a_recovery_method_offered,
     test_revoke_with_keyboard_only,
     test_revoked_passkey_cannot_sign_in,
     test_recovery_settings_email_and_codes,

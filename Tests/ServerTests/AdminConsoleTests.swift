@@ -95,6 +95,7 @@ struct AdminConsoleTests {
             ("POST", "/admin/v1/users/ext-\(uniqueSuffix())/enrolment-tickets", .object([("username", .string(server.username("t")))])),
             ("POST", "/admin/v1/users/ext-\(uniqueSuffix())/device-key-tickets", nil),
             ("DELETE", "/admin/v1/users/\(victim.userId)/passkeys/\(credentialId)", nil),
+            ("POST", "/admin/v1/accounts/\(victim.userId)/enrolment-tickets", nil),
             ("DELETE", "/admin/v1/users/\(victim.userId)/device-keys/none", nil),
             ("DELETE", "/admin/v1/users/\(victim.userId)/sessions/none", nil),
         ], origin, added)
@@ -105,6 +106,8 @@ struct AdminConsoleTests {
         let server = try Self.fixture.get()
         let a = try admin(server)
         let victim = try server.client().signUp(SoftAuthenticator(), username: server.username("victim"))
+        // A recovery code: revoking the victim's only passkey is not refused as the last way in (409) first.
+        try LastWayInTests.giveRecoveryCode(victim.userId, url: try Self.scratch.get().url)
         let (list, kept, absent) = try changes(server, victim: victim)
         for (method, path, body) in list {
             let r = try send(a.client, method, path, body, bearer: a.bearer)
@@ -301,6 +304,8 @@ struct AdminConsoleTests {
         let a = try admin(server)
         let name = server.username("found")
         let victim = try server.client().signUp(SoftAuthenticator(), username: name)
+        // A recovery code keeps a way in: the admin may revoke the account's only passkey.
+        try LastWayInTests.giveRecoveryCode(victim.userId, url: try Self.scratch.get().url)
         let found = try a.client.get("/admin/v1/users?username=\(name)", authorization: a.bearer)
         let summary = try #require(found.json?["users"]?.arrayValue?.first, "\(found)")
         #expect(summary["id"]?.stringValue == victim.userId && summary["admin"]?.boolValue == false)

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import JSON
 import LatchkeyServer
+import PostgreSQL
 import PostgreSQLTesting
 import Storage
 import Testing
@@ -93,7 +94,8 @@ struct AdminsCLITests {
         let session = try server.client().signUp(SoftAuthenticator(), username: name)
         let refused = try admins("add", name)
         #expect(refused.status == 1, "\(refused)")
-        #expect(refused.stderr.contains("\(name) exists") && refused.stderr.contains("admins grant"), "\(refused)")
+        #expect(refused.stderr.contains("\(name) exists") && refused.stderr.contains("admins grant") && refused.stderr.contains("admins link"),
+                "\(refused)")
         #expect(!refused.stdout.contains("ticket="))
         #expect(try !server.database.admins.isAdmin(userId: session.userId))
         #expect(try audit("admin.added", subject: session.userId).isEmpty)
@@ -148,6 +150,74 @@ struct AdminsCLITests {
         let again = try admins("grant", name)
         #expect(again.status == 0 && again.stdout.contains("was already an admin"), "\(again)")
         #expect(try audit("admin.granted", subject: session.userId).count == 1)
+    }
+
+    /// The ticket of the link a command printed as its last line.
+    func ticket(_ outcome: LatchkeyCLI.Outcome) throws -> String {
+        let line = try #require(outcome.lines.last, "\(outcome)")
+        #expect(line.hasPrefix("\(server.origin)/admin/?ticket=lkt_"), "\(outcome)")
+        return String(try #require(line.split(separator: "=").last))
+    }
+
+    @Test func linkPrintsAFreshLinkForAnAdminWithNoPasskeyReplacingTheUnusedOne() throws {
+        let name = server.username("admin")
+        let added = try admins("add", name)
+        #expect(added.status == 0, "\(added)")
+        let first = try ticket(added)
+        let linked = try admins("link", name)
+        #expect(linked.status == 0, "\(linked)")
+        // Printed exactly as add prints it: the origin line, then the link.
+        let originLine = { (o: LatchkeyCLI.Outcome) in o.lines.dropLast().last?.prefix { $0 != ")" } }
+        #expect(originLine(linked) != nil && originLine(linked) == originLine(added), "\(added)\n\(linked)")
+        let second = try ticket(linked)
+        #expect(second != first)
+        let client = server.client()
+        // The earlier link no longer works; the new one enrols the admin's first passkey.
+        expectProblem(try client.post("/v1/passkeys/registration/options", .object([]), authorization: "Ticket \(first)"), 401, "unauthorized")
+        #expect(try client.register(SoftAuthenticator(), authorization: "Ticket \(second)").reply.status == 201)
+        let user = try #require(try server.database.accounts.user(username: name))
+        #expect(try audit("ticket.issued", subject: user.id).first?.actor == "cli")
+
+        // An admin with a passkey signs in with it: no link.
+        let again = try admins("link", name)
+        #expect(again.status == 1 && again.stderr.contains("has a passkey") && !again.stdout.contains("ticket="), "\(again)")
+        // An account that is no admin, and an unknown username: refused.
+        let plain = server.username("plain")
+        _ = try client.signUp(SoftAuthenticator(), username: plain)
+        let notAdmin = try admins("link", plain)
+        #expect(notAdmin.status == 1 && notAdmin.stderr.contains("not an admin") && notAdmin.stderr.contains("admins grant"), "\(notAdmin)")
+        let unknown = try admins("link", server.username("nobody"))
+        #expect(unknown.status == 1 && unknown.stderr.contains("not found"), "\(unknown)")
+        #expect(try admins("link").status == 64)
+    }
+
+    @Test func grantRefusesWhileAPasskeyIsHeldOrARecoveryIsPendingUnlessDespitePending() throws {
+        let db = try PostgresConnection(url: try TestDatabase.url())
+        // A held passkey (added without the owner's passkey: it approves nothing for an hour).
+        let heldName = server.username("held")
+        let held = try server.client().signUp(SoftAuthenticator(), username: heldName)
+        _ = try db.execute("UPDATE credentials SET approves_from = now() + interval '1 hour' WHERE user_id = \(held.userId)")
+        let refused = try admins("grant", heldName)
+        #expect(refused.status == 1 && refused.stderr.contains("--despite-pending"), "\(refused)")
+        #expect(refused.stdout.contains("heldUntil 20") && refused.stdout.contains("pending recoveries (0): none"), "\(refused)")
+        #expect(try !server.database.admins.isAdmin(userId: held.userId))
+        let despite = try admins("grant", heldName, "--despite-pending")
+        #expect(despite.status == 0 && despite.stdout.contains("\(heldName) is now an admin"), "\(despite)")
+        #expect(try audit("admin.granted", subject: held.userId).first?.detail["despitePending"]?.boolValue == true)
+
+        // A pending recovery.
+        let recoveringName = server.username("recovering")
+        let recovering = try server.client().signUp(SoftAuthenticator(), username: recoveringName)
+        let recoveryId = "rec_\(uniqueSuffix())"
+        _ = try db.execute("""
+            INSERT INTO recoveries (id, user_id, method, token_hash, not_before, expires_at)
+            VALUES (\(recoveryId), \(recovering.userId), 'recovery-code', \(Array(recoveryId.utf8)), now() + interval '1 day', now() + interval '2 days')
+            """)
+        let pending = try admins("grant", recoveringName)
+        #expect(pending.status == 1 && pending.stdout.contains("pending recoveries (1):") && pending.stdout.contains(recoveryId), "\(pending)")
+        #expect(try !server.database.admins.isAdmin(userId: recovering.userId))
+        #expect(try admins("grant", recoveringName, "--despite-pending").status == 0)
+        #expect(try admins("list", "--despite-pending").status == 64)
     }
 
     @Test func grantRefusesAnUnknownUsername() throws {

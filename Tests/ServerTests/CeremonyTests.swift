@@ -159,6 +159,9 @@ struct CeremonyTests {
         #expect(foreignDelete.code == "not_found")
         #expect(try client.signIn(theirs).userId == other.userId)
 
+        // The account's last way in is kept (409, before the step-up); with a recovery code it may go.
+        expectProblem(try client.send("DELETE", "/v1/passkeys/\(myId)", authorization: me.bearer), 409, "last_passkey")
+        try LastWayInTests.giveRecoveryCode(me.userId)
         // Without the step-up SPEC "Assurance" asks for, nothing happens.
         expectProblem(try client.send("DELETE", "/v1/passkeys/\(myId)", authorization: me.bearer), 403, "step_up_required")
         let deleted = try client.revokePasskey(mine.credentialId, authorization: me.bearer, approver: mine)

@@ -79,7 +79,8 @@ struct TwoProcessTests {
         #expect(try onA.get("/v1/passkeys", authorization: session.bearer).code == "unauthorized")
         let current = Session(reply: try #require(try onA.login(authenticator).reply.json))
 
-        // Revoked through A → refused by B at once.
+        // Revoked through A → refused by B at once (a recovery code keeps the account a way in: SPEC "Assurance").
+        try LastWayInTests.giveRecoveryCode(userId)
         let revoked = try onA.revokePasskey(authenticator.credentialId, authorization: current.bearer, approver: authenticator)
         #expect(revoked.status == 200)
         let afterB = try #require(try onB.authenticationOptions().json)

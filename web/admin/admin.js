@@ -138,17 +138,24 @@ async function signIn() {
   await enter();
 }
 
-/** The one-time link from `latchkey admins add`: the ticket vouches for the admin's first passkey. */
+/**
+ * The one-time link from `latchkey admins add` or `latchkey admins link`: the ticket vouches for the
+ * admin's first passkey. A ceremony that fails keeps the ticket (the link still works: try again);
+ * a ticket the server refuses (401: used up or expired) is said, not dropped into the sign-in screen.
+ */
 async function enrol() {
   clearBanner();
   const ticket = ticketFromURL();
   try {
     await lk.passkeys.enrolWithTicket(ticket, { userVerification: 'required' });
   } catch (e) {
-    if (e instanceof LatchkeyError && e.status > 0 && !lk.session) {
+    // Only the options request answers 401 here, and only for the ticket (it carries no session).
+    if (e instanceof LatchkeyError && e.status === 401) {
       history.replaceState(null, '', '/admin/');
       showSignIn();
-      throw new LatchkeyError(e.code, t('This enrolment link is used up or expired. Ask for a new one (latchkey admins add).'), { status: e.status });
+      document.body.dataset.enrolment = 'used-up';
+      showBanner(t('This enrolment link is used up or expired. Ask for a new one (latchkey admins link <username>).'), 'ticket_used_up');
+      return;
     }
     throw e;
   }
@@ -481,8 +488,31 @@ async function openUser(id, focus = true) {
       el('button', { type: 'button', class: 'btn btn-small btn-remove s-end', textContent: t('End'), 'aria-label': t('End this session'),
         onclick: (ev) => revoke(ev.currentTarget, `${base}/sessions/${encodeURIComponent(s.id)}`, t('End one of {user}’s sessions', { user: d.user.username })) }))),
     t('No live sessions.'));
+    $('user-ticket-shown').hidden = true;
+    $('user-ticket').dataset.user = d.user.id;
     if (focus) $('user-name').focus();
   } catch (e) { if (!told(e)) showBanner(describe(e), e.code || ''); }
+}
+
+/**
+ * SPEC "Admin console" → "Tickets.": a one-time enrolment link for an account that lost every way in.
+ * The passkey it registers is held, and the account's verified address hears of it.
+ */
+async function issueAccountTicket() {
+  const button = $('user-ticket');
+  const user = app.user;
+  if (!user) return;
+  await busy(button, async () => {
+    const path = `/admin/v1/accounts/${encodeURIComponent(user.id)}/enrolment-tickets`;
+    const r = await change('POST', path, undefined, t('Issue a one-time enrolment link for {user}', { user: user.username }));
+    if (r === false) { button.focus(); return; }
+    const link = `${location.origin}/?ticket=${encodeURIComponent(r.ticket)}`;
+    $('user-ticket-link').textContent = link;
+    $('user-ticket-until').textContent = t('It works once, until {date}.', { date: when(r.expiresAt) });
+    $('user-ticket-shown').hidden = false;
+    document.body.dataset.accountTicket = 'issued';
+    $('user-ticket-shown').focus();
+  });
 }
 
 async function revoke(button, path, summary) {
@@ -678,6 +708,7 @@ async function init() {
   $('android-form').addEventListener('submit', (ev) => addApp(ev, androidDeclaration(), $('android-add'),
     () => { $('android-package').value = ''; $('android-fps').value = ''; }));
   $('user-form').addEventListener('submit', findUsers);
+  $('user-ticket').addEventListener('click', issueAccountTicket);
   $('audit-form').addEventListener('submit', (ev) => loadAudit(ev).catch((e) => showBanner(describe(e), e.code || '')));
   $('audit-more').addEventListener('click', () => busy($('audit-more'), () => loadAudit(null, { older: true })));
   $('webhook-form').addEventListener('submit', addWebhook);

@@ -27,6 +27,10 @@ extension RouteTable {
             .json(status: 201, bytes: try s.admin.enrolmentTicket(externalId: try ctx.path.text("externalId"), body: try ctx.json(),
                                                                   by: try ctx.admin()).serialized())
         }
+        add("POST", "/admin/v1/accounts/{userId:opaque}/enrolment-tickets", .admin, stepUp: .adminUserChange, accepting: .any) { ctx in
+            // SPEC "Admin console" → "Tickets.": the way back in for an account that lost every way in.
+            .json(status: 201, bytes: try s.admin.accountTicket(userId: try ctx.path.text("userId"), by: try ctx.admin()).serialized())
+        }
         add("POST", "/admin/v1/users/{externalId:externalId}/device-key-tickets", .admin, stepUp: .adminChange, accepting: .any) { ctx in
             .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: try ctx.path.text("externalId"), by: try ctx.admin()).serialized())
         }
@@ -54,7 +58,7 @@ extension RouteTable {
         add("GET", "/admin/v1/users/{id:opaque}", .admin, accepting: .any) { ctx in
             .json(bytes: try s.users.user(id: try ctx.path.text("id")).serialized())
         }
-        add("DELETE", "/admin/v1/users/{id:opaque}/passkeys/{credentialId:credential}", .admin, stepUp: .adminChange,
+        add("DELETE", "/admin/v1/users/{id:opaque}/passkeys/{credentialId:credential}", .admin, stepUp: .adminPasskeyRevocation,
             accepting: .any) { ctx in
             try s.users.revokePasskey(userId: try ctx.path.text("id"), credentialId: try ctx.path.bytes("credentialId"), by: try ctx.admin())
             return .empty(status: 204)

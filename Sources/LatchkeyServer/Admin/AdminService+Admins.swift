@@ -4,7 +4,7 @@ import JSON
 import Storage
 import WebAuthn
 
-/// The admin role from the command line (`latchkey admins add|grant|list|remove`, SPEC "Admin
+/// The admin role from the command line (`latchkey admins add|link|grant|list|remove`, SPEC "Admin
 /// console" and "Assurance": Admins). A new admin is a new account that enrols its first passkey
 /// through a ticket; an existing account becomes an admin only through `grantAdmin`, after its
 /// passkeys and device keys were shown — never by `add`, or whoever registered the name first would
@@ -20,10 +20,32 @@ extension AdminService {
                                    audit: caller.record(.adminAdded, subject: candidate.id,
                                                         detail: [("username", .string(candidate.username)), ("granted", .bool(true))]))
         }) else {
-            throw ServiceError(.conflict, "\(username) exists; `latchkey admins grant \(username)` gives an existing account the admin role")
+            throw ServiceError(.conflict, "\(username) exists: `latchkey admins grant \(username)` gives an existing account the admin role, "
+                               + "and `latchkey admins link \(username)` prints a new enrolment link for an admin with no passkey")
         }
         let (ticket, expires) = try passkeyTicket(userId: user.id, by: caller)
         return (user, ticket, expires)
+    }
+
+    /// `latchkey admins link <username>`: a fresh single-use, 10-minute enrolment ticket for an admin
+    /// who has no passkey (a link that expired, or was used by a registration that did not finish),
+    /// replacing any unused one. An unknown username → 404 `not_found`; an account that is no admin,
+    /// or an admin with a passkey → 409 `conflict` (nothing written).
+    public func adminLink(username: String, by caller: AdminCaller) throws(ServiceError) -> (user: UserRecord, ticket: String, expiresAt: Date) {
+        try validateName(username, "username")
+        let ticket = OpaqueSecret(prefix: "lkt_", runtime: runtime)
+        let outcome = try storage { () throws(StorageError) in
+            try admins.enrolmentLink(username: username, hash: ticket.hash, ttlSeconds: Self.ticketTTL,
+                                     audit: caller.template(.ticketIssued, detail: [("username", .string(username))]))
+        }
+        switch outcome {
+        case .issued(let user, let expiresAt): return (user, ticket.token, expiresAt)
+        case .unknownUser: throw ServiceError.notFound("user \(username)")
+        case .notAdmin:
+            throw ServiceError(.conflict, "\(username) is not an admin: `latchkey admins grant \(username)` gives an existing account the role")
+        case .hasPasskey:
+            throw ServiceError(.conflict, "\(username) has a passkey: they sign in with it at the console (an enrolment link is for an admin with none)")
+        }
     }
 
     /// What `latchkey admins grant <username>` shows before granting; 404 `not_found` for an unknown username.
@@ -36,15 +58,16 @@ extension AdminService {
 
     /// Gives the shown account the admin role (audited `admin.granted` with the passkeys and device
     /// keys it held). True when granted, false when it was an admin already (nothing written);
-    /// 409 `conflict` when its passkeys or device keys changed since `preview` was read.
-    public func grantAdmin(_ preview: AdminGrantPreview, by caller: AdminCaller) throws(ServiceError) -> Bool {
+    /// 409 `conflict` when its passkeys or device keys changed since `preview` was read, or while it
+    /// has a held passkey or a pending recovery unless `despitePending` (SPEC "Assurance": Admins).
+    public func grantAdmin(_ preview: AdminGrantPreview, despitePending: Bool = false, by caller: AdminCaller) throws(ServiceError) -> Bool {
         let shown = preview.candidate
         let outcome = try storage { () throws(StorageError) in
             try admins.grant(existing: shown, by: caller.actor, audit: caller.record(.adminGranted, subject: shown.user.id, detail: [
                 ("username", .string(shown.user.username)),
                 ("passkeys", .array(shown.passkeys.map { .string(Base64URL.encode($0.id)) })),
                 ("deviceKeys", .array(shown.deviceKeys.map { .string($0.id) })),
-            ]))
+            ] + (despitePending ? [("despitePending", true)] : [])), despitePending: despitePending)
         }
         switch outcome {
         case .granted: return true
@@ -52,6 +75,9 @@ extension AdminService {
         case .unknownUser: throw ServiceError.notFound("user \(shown.user.username)")
         case .changed:
             throw ServiceError(.conflict, "\(shown.user.username)'s passkeys or device keys changed while granting; nothing was granted, run it again")
+        case .pending:
+            throw ServiceError(.conflict, "\(shown.user.username) has a held passkey or a pending recovery (shown above): someone may be taking "
+                               + "the account over, so nothing was granted; wait until it is settled, or grant with --despite-pending")
         }
     }
 
@@ -84,15 +110,24 @@ public struct AdminGrantPreview: Sendable {
         public let lastUsedAt: Date?
         /// Approves step-ups only from then (a passkey added from an email sign-in).
         public let approvesFrom: Date?
+        /// While the passkey is held: when the hold ends (SPEC's `heldUntil`).
+        public let heldUntil: Date?
     }
 
     public var passkeys: [Passkey] {
         candidate.passkeys.map { c in
             let aaguid = formatUUID(c.aaguid)
             return Passkey(id: Base64URL.encode(c.id), provider: PasskeyProviders.name(aaguid: aaguid), aaguid: aaguid, name: c.name,
-                           createdAt: c.createdAt, lastUsedAt: c.lastUsedAt, approvesFrom: c.approvesFrom)
+                           createdAt: c.createdAt, lastUsedAt: c.lastUsedAt, approvesFrom: c.approvesFrom,
+                           heldUntil: candidate.heldPasskeys.contains(c.id) ? c.approvesFrom : nil)
         }
     }
 
     public var deviceKeys: [DeviceKeyRecord] { candidate.deviceKeys }
+
+    /// Recoveries of the account still pending, newest first.
+    public var pendingRecoveries: [RecoveryRecord] { candidate.pendingRecoveries }
+
+    /// A held passkey or a pending recovery: `grant` refuses unless told `--despite-pending`.
+    public var hasPending: Bool { !candidate.heldPasskeys.isEmpty || !candidate.pendingRecoveries.isEmpty }
 }

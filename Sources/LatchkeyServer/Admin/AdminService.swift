@@ -194,14 +194,27 @@ public final class AdminService: Sendable {
         return .object([("ticket", .string(ticket)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
     }
 
-    /// A single-use, 10-minute passkey-enrolment ticket for `userId` (`Authorization: Ticket …` on registration options).
-    func passkeyTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> (String, Date) {
+    /// A single-use, 10-minute passkey-enrolment ticket for `userId` (`Authorization: Ticket …` on
+    /// registration options). `holds`: the passkey it registers is held whatever the account has.
+    func passkeyTicket(userId: String, holds: Bool = false, by caller: AdminCaller) throws(ServiceError) -> (String, Date) {
         let ticket = OpaqueSecret(prefix: "lkt_", runtime: runtime)
+        let detail: [(key: String, value: JSONValue)] = holds ? [("holds", true)] : []
         let expires = try storage { () throws(StorageError) in
             try accounts.createTicket(hash: ticket.hash, userId: userId, ttlSeconds: Self.ticketTTL,
-                                      audit: caller.record(.ticketIssued, subject: userId), redeeming: caller.redemption)
+                                      audit: caller.record(.ticketIssued, subject: userId, detail: detail), redeeming: caller.redemption,
+                                      holds: holds)
         }
         return (ticket.token, expires)
+    }
+
+    /// `POST /admin/v1/accounts/{userId}/enrolment-tickets` (SPEC "Admin console" → "Tickets."): a
+    /// ticket for an existing account by Latchkey's id — the way back in for an account with no
+    /// `externalId` that lost every way in. The passkey it registers is held even when the account
+    /// has none, and its verified address (if any) hears of it with the cancel link.
+    func accountTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
+        guard try storage({ () throws(StorageError) in try accounts.user(id: userId) }) != nil else { throw ServiceError.notFound("user") }
+        let (ticket, expires) = try passkeyTicket(userId: userId, holds: true, by: caller)
+        return .object([("ticket", .string(ticket)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(userId))])
     }
 
     /// `POST /admin/v1/users/{externalId}/device-key-tickets`: the app backend vouches that its user

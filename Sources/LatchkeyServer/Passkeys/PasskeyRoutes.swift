@@ -20,9 +20,10 @@ extension RouteTable {
                 // or one a held passkey began may go without, and its new passkey is held.
                 requester = .user(caller.userId, held: ctx.approval == nil ? .held : .notHeld, redeeming: ctx.redemption)
                 conditional = try Self.conditional(ctx)
-            case .ticket(let userId):
-                // An app backend vouches: held when the account already has a passkey (SPEC "Assurance").
-                requester = .user(userId, held: .ifAccountHasPasskeys, redeeming: nil)
+            case .ticket(let ticket):
+                // An app backend vouches: held when the account already has a passkey (SPEC "Assurance");
+                // an admin's ticket by account id always holds. The verify uses the ticket up.
+                requester = .ticket(ticket)
                 conditional = try Self.conditional(ctx)
             default:
                 // A new account's options are never conditional, but a malformed `mediation` is refused
@@ -80,10 +81,12 @@ extension StepUpRule {
         return try input.services.sessions.standing(caller).approves ? .required(action) : .optional(action)
     }
 
-    /// `{"type":"latchkey.passkey.revoke","credentialId":<the id in the path>}`, from every kind of session.
-    static let passkeyRevocation = StepUpRule.always("passkey revocations") { input throws(ServiceError) in
+    /// `{"type":"latchkey.passkey.revoke","credentialId":<the id in the path>}`, from every kind of
+    /// session; the account's last way in is 409 `last_passkey` before it (SPEC "Assurance").
+    static let passkeyRevocation = StepUpRule(changes: "passkey revocations") { input throws(ServiceError) in
+        try refusingLastWayIn(input, userId: input.caller.userId, credential: "id")
         let id = input.rawPath["id"] ?? ""
-        return try gated { () throws(DeviceKeyError) in try StepUpAction.passkeyRevocation(credentialId: id) }
+        return .required(try gated { () throws(DeviceKeyError) in try StepUpAction.passkeyRevocation(credentialId: id) })
     }
 }
 

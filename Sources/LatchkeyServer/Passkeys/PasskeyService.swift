@@ -91,6 +91,9 @@ public final class PasskeyService: Sendable {
         case named(username: String, displayName: String)
         /// A recovery token whose recovery is pending and due: the registration completes it.
         case recovery(RecoveryRecord)
+        /// An enrolment ticket (valid when the options were asked for): another passkey for its
+        /// account, held when the account has one or the ticket always holds; the verify uses it up.
+        case ticket(EnrolmentTicket)
     }
 
     /// Whether a passkey added to an existing account is held.
@@ -124,6 +127,7 @@ public final class PasskeyService: Sendable {
         var purpose = RegistrationPurpose.addToAccount
         var held = Hold.notHeld
         var redeeming: StepUpRedemption? = nil
+        var ticketHash: [UInt8]? = nil
         let user: UserRecord
         let isNew: Bool
         switch requester {
@@ -141,6 +145,12 @@ public final class PasskeyService: Sendable {
             isNew = false
             held = hold
             redeeming = r
+        case .ticket(let ticket):
+            guard let u = try storage({ () throws(StorageError) in try accounts.user(id: ticket.userId) }) else { throw ServiceError.unauthorized }
+            user = u
+            isNew = false
+            held = ticket.holds ? .held : .ifAccountHasPasskeys
+            ticketHash = ticket.hash
         case .named(let username, let displayName):
             if let u = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
                 user = u
@@ -182,7 +192,7 @@ public final class PasskeyService: Sendable {
         try storage { () throws(StorageError) in
             try challenges.insert(hash: Digest.sha256(options.challenge), kind: .registration, userId: isNew ? nil : user.id,
                                   rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL,
-                                  redeeming: redeeming)
+                                  redeeming: redeeming, ticketHash: ticketHash)
         }
         return options.json
     }
@@ -269,7 +279,7 @@ public final class PasskeyService: Sendable {
         do {
             let revoked = try accounts.register(newUser: newUser, credential: record, session: session.record, audit: audit, events: written,
                                                 completing: completing, mail: notices, cancelToken: cancelToken,
-                                                registrationDigest: Self.registrationDigest(parsed))
+                                                registrationDigest: Self.registrationDigest(parsed), redeemingTicket: stored.ticketHash)
             if let revoked {
                 // Refused here at once; every other instance within a second (RevokedSessions' feed).
                 sessions.ended(revoked.sessions)
@@ -277,6 +287,8 @@ public final class PasskeyService: Sendable {
             }
         } catch .notFound where completing != nil {
             throw ServiceError(.unauthorized, "the recovery was cancelled, completed or expired")
+        } catch .notFound where stored.ticketHash != nil {
+            throw ServiceError(.challengeInvalid, "the enrolment ticket was used by another registration")
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch .conflict(.credentialExists) {
@@ -349,70 +361,5 @@ public final class PasskeyService: Sendable {
         writer.member("tokens") { tokens.write(into: &$0) }
         Signals.writeCurrent(as: "signals", rpId: configuration.rpId, user: user, credentialIds: accepted, into: &writer)
         return SignedIn(userId: user.id, body: writer.finish())
-    }
-
-    // MARK: The user's passkeys
-
-    /// Whether the account has a live passkey (SPEC "Assurance": then an address change needs its step-up).
-    func hasPasskeys(userId: String) throws(ServiceError) -> Bool {
-        !(try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }).isEmpty
-    }
-
-    /// The user's live passkeys in SPEC's passkey shape (the admin console's users page shows the same).
-    func passkeysJSON(userId: String) throws(ServiceError) -> [JSONValue] {
-        try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(passkeyJSON)
-    }
-
-    func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
-        let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
-        return .object([("passkeys", .array(credentials.map(passkeyJSON))),
-                        ("signals", try signals(userId: userId, credentials: credentials))])
-    }
-
-    /// SPEC "Signal API": the account's accepted credentials and current names (nil when the account is gone).
-    func signals(userId: String, credentials: [CredentialRecord]? = nil) throws(ServiceError) -> JSONValue {
-        guard let user = try storage({ () throws(StorageError) in try accounts.user(id: userId) }) else { throw ServiceError.unauthorized }
-        let live: [CredentialRecord]
-        if let credentials { live = credentials } else {
-            live = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
-        }
-        return Signals.current(rpId: configuration.rpId, user: user, credentialIds: live.map(\.id))
-    }
-
-    /// The renamed passkey's JSON, plus `signals` (SPEC "Signal API": the new name reaches the provider).
-    func renamePasskey(userId: String, credentialId: [UInt8], name: String) throws(ServiceError) -> JSONValue {
-        guard let record = try storage({ () throws(StorageError) in
-            try accounts.rename(userId: userId, credentialId: credentialId, name: name, renamedEvent: events.template(.passkeyRenamed))
-        }) else { throw ServiceError.notFound("passkey") }
-        events.written(channels: OutboxEvents.webhooks)
-        guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
-        return .object(members + [("signals", try signals(userId: userId))])
-    }
-
-    /// Revokes the passkey and, in the same transaction, the sessions it began: their refresh
-    /// tokens are invalid_grant at once and their access tokens refused here at once (and on every
-    /// other instance within a second, through RevokedSessions' feed).
-    /// Returns `{"signals":[…]}` with the credentials that remain (SPEC: DELETE answers 200 with it).
-    /// `by`: an admin revoking another user's passkey (audited as that admin, approval redeemed with it).
-    func revokePasskey(userId: String, credentialId: [UInt8], by admin: AdminCaller? = nil,
-                       redeeming: StepUpRedemption? = nil) throws(ServiceError) -> JSONValue {
-        let detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credentialId)))]
-        let audit = admin?.record(.passkeyRevoked, subject: userId, detail: detail)
-            ?? AuditRecord(.passkeyRevoked, actor: userId, subject: userId, detail: detail)
-        let notice = try recovery.verifiedAddress(userId: userId).map { to in
-            mail.compose(.passkeyRevoked, to: to, userId: userId) { l in
-                (l[.revokedSubject], l[admin == nil ? .revokedBody : .revokedByAdminBody])
-            }
-        }
-        guard let ended = try storage({ () throws(StorageError) in
-                  try accounts.revoke(userId: userId, credentialId: credentialId, audit: audit, redeeming: admin?.redemption ?? redeeming,
-                                      mail: notice.map { [$0] } ?? [], revokedEvent: events.template(.passkeyRevoked),
-                                      sessionEvent: events.sessionRevoked(reason: .passkeyRevoked))
-              }) else { throw ServiceError.notFound("passkey") }
-        sessions.ended(ended)
-        assertion.keyCache.forget(credentialId)
-        // passkey.revoked and session.revoked (built inside the call), and the notice when there is one.
-        events.written(channels: notice == nil ? OutboxEvents.webhooks : OutboxEvents.webhooks.union(OutboxEvents.mail))
-        return .object([("signals", try signals(userId: userId))])
     }
 }

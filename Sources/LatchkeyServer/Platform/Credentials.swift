@@ -65,7 +65,7 @@ struct CallerResolver: Sendable {
             }
             guard request.header("Authorization") != nil else { return .anonymous }
             guard let ticket = BearerCredentials.value(request, scheme: "Ticket") else { throw ServiceError.unauthorized }
-            return .ticket(userId: try sessions.ticketHolder(ticket: ticket))
+            return .ticket(try sessions.ticketHolder(ticket: ticket))
         }
     }
 

@@ -69,7 +69,7 @@ enum RouteCaller: Sendable {
     case session(SessionService.Caller)
     case adminKey
     case adminUser(SessionService.Caller)
-    case ticket(userId: String)
+    case ticket(EnrolmentTicket)
     case recovery(RecoveryRecord)
     case stepUpBearer(String)
     /// The OP browser session, by its cookie (SPEC "The cookie routes"): its `sessionId` is the
@@ -80,7 +80,7 @@ enum RouteCaller: Sendable {
     var userId: String? {
         switch self {
         case .session(let c), .adminUser(let c), .browser(let c): c.userId
-        case .ticket(let id): id
+        case .ticket(let t): t.userId
         case .recovery(let r): r.userId
         case .anonymous, .adminKey, .stepUpBearer: nil
         }
@@ -116,6 +116,9 @@ struct StepUpRule: Sendable {
     var deviceKeyAllowed = false
     /// The step-up must have been made in the caller's own session (its `sid`), SPEC "Approve and deny".
     var sameSession = false
+    /// The admin key may not make this change at all (403 `forbidden`, in the caller's place in
+    /// SPEC's order): only an admin user, with their step-up (SPEC "Admin console").
+    var adminKeyRefused = false
     let need: @Sendable (GuardInput) throws(ServiceError) -> Need
 
     /// The same action for every caller of the route.
@@ -132,6 +135,13 @@ struct StepUpRule: Sendable {
             try StepUpAction.adminChange(method: input.request.method, path: input.request.rawPath, body: input.body)
         })
     }
+
+    /// `adminChange` that the admin key may never make (an enrolment ticket for an existing account).
+    static let adminUserChange: StepUpRule = {
+        var rule = StepUpRule(changes: "admin changes", need: adminChange.need)
+        rule.adminKeyRefused = true
+        return rule
+    }()
 }
 
 /// Builds one of the gated actions; their JSON is ours, so a failure would be a programming error
@@ -300,6 +310,9 @@ extension GuardedRoute {
     /// SPEC's order, up to the handler: caller → body → step-up → path ids.
     func check(_ request: Request, _ raw: PathParameters, _ s: Services) throws(ServiceError) -> RouteContext {
         let caller = try s.callers.resolve(access, request, requestId: kinds.contains { $0.kind == .oauthRequest } ? raw["id"] : nil)
+        if stepUp?.adminKeyRefused == true, case .adminKey = caller {
+            throw ServiceError(.forbidden, "the admin key cannot make this change: an admin signs in with their passkey and approves it")
+        }
         var body: JSONValue? = nil
         var approval: Approval? = nil
         if let stepUp {

@@ -33,6 +33,8 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
         case stepUpRequired = "step_up_required"
         case codeInvalid = "code_invalid"
         case recoveryPending = "recovery_pending"
+        /// Revoking the account's last way in (SPEC "Assurance"): 409.
+        case lastPasskey = "last_passkey"
         /// The database (or another dependency) failed: the only 5xx, never caused by input.
         case internalError = "internal_error"
 
@@ -42,7 +44,7 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
             case .unauthorized: 401
             case .forbidden, .stepUpRequired, .recoveryPending: 403
             case .notFound: 404
-            case .conflict, .credentialExists: 409
+            case .conflict, .credentialExists, .lastPasskey: 409
             case .payloadTooLarge: 413
             case .unsupportedMediaType: 415
             case .rateLimited: 429
@@ -124,6 +126,7 @@ extension ServiceError {
             self = ServiceError(.signCountRegression, "the sign count is not above the stored one: another use with it came first")
         case .conflict(.stepUpUsed):
             self = ServiceError(.stepUpRequired, "the step-up was already used, or the key that made it was revoked since: approve this change again")
+        case .conflict(.lastWayIn): self = ServiceError(.lastPasskey, PasskeyService.lastWayInDetail)
         case .conflict: self = ServiceError(.conflict, "the change conflicts with stored data")
         case .notFound: self = ServiceError.notFound("record")
         case .unstorableInput: self = .invalid("a value contains a character that cannot be stored (NUL)")

@@ -240,12 +240,13 @@ public final class SessionService: Sendable {
                         hardware: hardware)
     }
 
-    /// The user an enrolment ticket (single use) vouches for, using it up; an unknown, expired or
-    /// used one is 401 with the `Ticket` challenge.
-    func ticketHolder(ticket: String) throws(ServiceError) -> String {
-        guard let userId = try storage({ () throws(StorageError) in try accounts.consumeTicket(hash: OpaqueSecret.hash(ticket)) }) else {
+    /// The enrolment ticket (single use) and the user it vouches for; an unknown, expired or used
+    /// one is 401 with the `Ticket` challenge. Nothing is used up here: the registration verify that
+    /// stores the passkey uses the ticket (SPEC "Assurance": a ceremony that fails keeps it).
+    func ticketHolder(ticket: String) throws(ServiceError) -> EnrolmentTicket {
+        guard let found = try storage({ () throws(StorageError) in try accounts.ticket(hash: OpaqueSecret.hash(ticket)) }) else {
             throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used", headers: [("WWW-Authenticate", "Ticket")])
         }
-        return userId
+        return found
     }
 }
