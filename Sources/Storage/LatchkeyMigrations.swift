@@ -69,7 +69,7 @@ public enum LatchkeyMigrations {
              sql: PackageResources._019_one_live_session_index_sql),
         // Grants bound to what approved them, the OP browser session, consents, client auth methods.
         File(version: 20, name: "OAuth grants bound", file: "0020_oauth_grants_bound.sql", sql: PackageResources._020_oauth_grants_bound_sql),
-        // Issue 33: a ticket is used up by the verify that stores its passkey; tickets that always hold.
+        // A ticket is used up by the verify that stores its passkey; tickets that always hold.
         File(version: 21, name: "enrolment ticket redemption", file: "0021_enrolment_ticket_redemption.sql",
              sql: PackageResources._021_enrolment_ticket_redemption_sql),
     ]

@@ -1,4 +1,3 @@
-import HTTP
 import Storage
 
 /// SPEC "Assurance", the last way in: an account's last passkey cannot be revoked while it has no
@@ -23,21 +22,5 @@ extension PasskeyService {
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) {
         let ways = try storage { () throws(StorageError) in try accounts.waysIn(userId: userId, besides: credentialId) }
         if Self.isLastWayIn(ways, addressCounts: lastWayInRule.addressCounts) { throw ServiceError(.lastPasskey, Self.lastWayInDetail) }
-    }
-}
-
-extension StepUpRule {
-    /// SPEC "Assurance": the last way in is refused (409) before the step-up is asked, whatever the
-    /// caller; `credential` is the path parameter naming the passkey (one that cannot be one is
-    /// left to the path check, 404).
-    static func refusingLastWayIn(_ input: GuardInput, userId: String?, credential: String) throws(ServiceError) {
-        guard let userId, let id = Identifiers.credential(input.rawPath[credential]) else { return }
-        try input.services.passkeys.refuseLastWayIn(userId: userId, credentialId: id)
-    }
-
-    /// The admin API's revocation of a user's passkey: the last-way-in rule first, then `adminChange`.
-    static let adminPasskeyRevocation = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
-        try refusingLastWayIn(input, userId: Identifiers.opaque(input.rawPath["id"]), credential: "credentialId")
-        return try adminChange.need(input)
     }
 }

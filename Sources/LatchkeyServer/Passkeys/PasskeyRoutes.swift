@@ -105,3 +105,19 @@ extension RouteTable {
         return text == "conditional"
     }
 }
+
+extension StepUpRule {
+    /// SPEC "Assurance": the last way in is refused (409) before the step-up is asked, whatever the
+    /// caller; `credential` is the path parameter naming the passkey (one that cannot be one is
+    /// left to the path check, 404).
+    static func refusingLastWayIn(_ input: GuardInput, userId: String?, credential: String) throws(ServiceError) {
+        guard let userId, let id = Identifiers.credential(input.rawPath[credential]) else { return }
+        try input.services.passkeys.refuseLastWayIn(userId: userId, credentialId: id)
+    }
+
+    /// The admin API's revocation of a user's passkey: the last-way-in rule first, then `adminChange`.
+    static let adminPasskeyRevocation = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
+        try refusingLastWayIn(input, userId: Identifiers.opaque(input.rawPath["id"]), credential: "credentialId")
+        return try adminChange.need(input)
+    }
+}
