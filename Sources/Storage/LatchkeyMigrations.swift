@@ -69,6 +69,9 @@ public enum LatchkeyMigrations {
              sql: PackageResources._019_one_live_session_index_sql),
         // Issue 32: grants bound to what approved them, the OP browser session, consents, client auth methods.
         File(version: 20, name: "OAuth grants bound", file: "0020_oauth_grants_bound.sql", sql: PackageResources._020_oauth_grants_bound_sql),
+        // Issue 34: writing outbox deliveries NOTIFYs `latchkey_outbox` (the channel as payload), so
+        // every instance's workers look at once instead of at their next poll.
+        File(version: 21, name: "outbox wake-ups", file: "0021_outbox_wake_ups.sql", sql: PackageResources._021_outbox_wake_ups_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

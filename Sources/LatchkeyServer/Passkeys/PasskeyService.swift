@@ -284,7 +284,6 @@ public final class PasskeyService: Sendable {
         } catch {
             throw ServiceError(error)
         }
-        events.written(written + notices.map(\.event))
         let issued = try sessions.issue(session, authentication: .passkey(userVerified: verified.userVerified, hardware: record.hardwareBound))
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)
@@ -384,7 +383,6 @@ public final class PasskeyService: Sendable {
         guard let record = try storage({ () throws(StorageError) in
             try accounts.rename(userId: userId, credentialId: credentialId, name: name, renamedEvent: events.template(.passkeyRenamed))
         }) else { throw ServiceError.notFound("passkey") }
-        events.written(channels: OutboxEvents.webhooks)
         guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
         return .object(members + [("signals", try signals(userId: userId))])
     }
@@ -411,8 +409,6 @@ public final class PasskeyService: Sendable {
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
-        // passkey.revoked and session.revoked (built inside the call), and the notice when there is one.
-        events.written(channels: notice == nil ? OutboxEvents.webhooks : OutboxEvents.webhooks.union(OutboxEvents.mail))
         return .object([("signals", try signals(userId: userId))])
     }
 }
