@@ -173,8 +173,9 @@ public final class ConfigRepository: Sendable {
     /// direct connection, never a pooled one (a pooled connection is reused by other work and would
     /// miss or swallow notifications). Without a listen URL (transaction pooler, no `listenURL`)
     /// nothing listens: `isListening` stays false, and callers' caches must expire on their own.
-    public func watch(onChange: @escaping @Sendable () -> Void) -> NotificationWatch {
-        NotificationWatch(url: listenURL, channel: ConfigRepository.channel, threadName: "latchkey-config-watcher",
+    /// `feeds` (the outbox's wake-ups) share the connection: one LISTEN session per instance for both.
+    public func watch(also feeds: [NotificationWatch.Feed] = [], onChange: @escaping @Sendable () -> Void) -> NotificationWatch {
+        NotificationWatch(url: listenURL, channel: ConfigRepository.channel, threadName: "latchkey-config-watcher", also: feeds,
                           onConnect: onChange, onNotifications: { _ in onChange() })
     }
 }

@@ -72,6 +72,9 @@ public enum LatchkeyMigrations {
         // A ticket is used up by the verify that stores its passkey; tickets that always hold.
         File(version: 21, name: "enrolment ticket redemption", file: "0021_enrolment_ticket_redemption.sql",
              sql: PackageResources._021_enrolment_ticket_redemption_sql),
+        // Writing outbox deliveries NOTIFYs `latchkey_outbox` (the channel as payload), so
+        // every instance's workers look at once instead of at their next poll.
+        File(version: 22, name: "outbox wake-ups", file: "0022_outbox_wake_ups.sql", sql: PackageResources._022_outbox_wake_ups_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

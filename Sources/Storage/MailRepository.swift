@@ -21,8 +21,8 @@ public struct MailToSend: Sendable {
 
 /// Mail waiting to go out (`mail_messages`, migration 9). A change that mails writes the message
 /// with `ctes` inside its own statement (and the message's `event` with its other events); the
-/// mail consumer (`MailService`, the outbox channel `channel`) reads it with `mail(id:)` and
-/// clears it with `sent(id:)`.
+/// mail consumer (`MailService`, the outbox channel `channel`) gets it with its delivery's claim
+/// (`OutboxRepository.claim`, `ClaimedDelivery.mail`) and clears it with `sent(id:)`.
 public final class MailRepository: Sendable {
     let pool: PostgresPool
 
@@ -44,14 +44,6 @@ public final class MailRepository: Sendable {
             SELECT m.id, m.recipient, m.message FROM (VALUES \(fragment: rows)) AS m (id, recipient, message)\(fragment: condition)
             RETURNING id
             """)]
-    }
-
-    /// A queued mail (nil once sent, or unknown).
-    public func mail(id: String) throws(StorageError) -> (recipient: String, message: [UInt8])? {
-        try pool.run { c in
-            try c.query("SELECT recipient, message FROM mail_messages WHERE id = \(id) AND sent_at IS NULL AND message IS NOT NULL")
-                .first.map { (try $0.string("recipient"), try $0.bytes("message")) }
-        }
     }
 
     /// A mail went out: its text (which may hold a code) is cleared.

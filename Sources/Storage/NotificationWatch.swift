@@ -2,9 +2,11 @@ import Foundation
 import PostgreSQL
 import Synchronization
 
-/// A running LISTEN on one channel (ConfigRepository.watch, SessionRepository.watchRevocations):
-/// a thread of its own with a dedicated direct connection, never a pooled one (a pooled connection
-/// is reused by other work and would miss or swallow notifications). It reconnects with backoff;
+/// A running LISTEN on one channel (ConfigRepository.watch, SessionRepository.watchRevocations),
+/// and on the channels of any further `Feed`s given to it, which share its connection (the outbox's
+/// wake-ups ride on the config feed's): a thread of its own with a dedicated direct connection,
+/// never a pooled one (a pooled connection is reused by other work and would miss or swallow
+/// notifications). It reconnects with backoff;
 /// `onConnect` runs after every (re)connect, because a gap may have hidden notifications, and the
 /// watch counts as listening only once it returned (a throw drops the connection and tries again).
 /// Without a URL (a transaction pooler and no direct URL) nothing listens and `isListening` stays false.
@@ -35,6 +37,20 @@ public final class NotificationWatch: Sendable {
         }
     }
 
+    /// One more channel on the watch's connection, with its own handlers: `onConnect` after every
+    /// (re)connect (once the LISTEN is in place), `onNotifications` with the payloads of its channel.
+    public struct Feed: Sendable {
+        public let channel: String
+        public let onConnect: @Sendable () -> Void
+        public let onNotifications: @Sendable ([String]) -> Void
+
+        public init(channel: String, onConnect: @escaping @Sendable () -> Void, onNotifications: @escaping @Sendable ([String]) -> Void) {
+            self.channel = channel
+            self.onConnect = onConnect
+            self.onNotifications = onNotifications
+        }
+    }
+
     private let stopped = Mutex(false)
     private let listening = Mutex(false)
     /// Set by `beat()`: the next heartbeat goes out within a slice, not at its turn.
@@ -46,11 +62,15 @@ public final class NotificationWatch: Sendable {
     /// Heartbeats sent and not heard back past which the connection is given up and made again.
     static let unansweredLimit = 16
 
-    init(url: String?, channel: String, threadName: String, heartbeat: Heartbeat? = nil,
+    init(url: String?, channel: String, threadName: String, heartbeat: Heartbeat? = nil, also feeds: [Feed] = [],
          onConnect: @escaping @Sendable () throws -> Void, onNotifications: @escaping @Sendable ([String]) -> Void) {
         guard let url else { return }
+        let all = [Feed(channel: channel, onConnect: {}, onNotifications: onNotifications)] + feeds
         let thread = Thread { [self] in
-            self.run(url: url, channel: channel, heartbeat: heartbeat, onConnect: onConnect, onNotifications: onNotifications)
+            self.run(url: url, feeds: all, heartbeat: heartbeat, onConnect: {
+                try onConnect()
+                for feed in feeds { feed.onConnect() }
+            })
         }
         thread.name = threadName
         thread.start()
@@ -67,11 +87,11 @@ public final class NotificationWatch: Sendable {
 
     private var isStopped: Bool { stopped.withLock { $0 } }
 
-    private func run(url: String, channel: String, heartbeat: Heartbeat?, onConnect: @escaping @Sendable () throws -> Void,
-                     onNotifications: @escaping @Sendable ([String]) -> Void) {
+    /// `feeds[0]` is the watch's own channel (the heartbeat's is named after it).
+    private func run(url: String, feeds: [Feed], heartbeat: Heartbeat?, onConnect: @escaping @Sendable () throws -> Void) {
         var backoff = 0.1
         while !isStopped {
-            guard let (listener, alive) = connect(url: url, channel: channel, heartbeat: heartbeat, onConnect: onConnect) else {
+            guard let (listener, alive) = connect(url: url, channels: feeds.map(\.channel), heartbeat: heartbeat, onConnect: onConnect) else {
                 Thread.sleep(forTimeInterval: backoff)
                 backoff = min(backoff * 2, 2)
                 continue
@@ -79,9 +99,9 @@ public final class NotificationWatch: Sendable {
             backoff = 0.1
             listening.withLock { $0 = true }
             if let heartbeat, let alive {
-                beating(listener, channel: channel, alive: alive, heartbeat: heartbeat, onNotifications: onNotifications)
+                beating(listener, alive: alive, heartbeat: heartbeat, feeds: feeds)
             } else {
-                quiet(listener, onNotifications: onNotifications)
+                quiet(listener, feeds: feeds)
             }
             listening.withLock { $0 = false }
             heartbeat?.lost()
@@ -89,13 +109,13 @@ public final class NotificationWatch: Sendable {
     }
 
     /// A new LISTEN connection (and the heartbeat's channel), caught up by `onConnect`; nil when any step failed.
-    private func connect(url: String, channel: String, heartbeat: Heartbeat?,
+    private func connect(url: String, channels: [String], heartbeat: Heartbeat?,
                          onConnect: () throws -> Void) -> (PostgresListener, alive: String?)? {
         do {
-            let listener = try PostgresListener(url: url, channels: [channel])
+            let listener = try PostgresListener(url: url, channels: channels)
             var alive: String? = nil
             if heartbeat != nil {
-                let name = "\(channel)_alive_\(listener.backendPID)"
+                let name = "\(channels[0])_alive_\(listener.backendPID)"
                 try listener.listen(name, timeout: Self.roundTripLimit)
                 alive = name
             }
@@ -110,12 +130,12 @@ public final class NotificationWatch: Sendable {
     /// Without a heartbeat: waits a quarter of a second at a time. A hung primary's kernel still
     /// answers keepalives: a round trip every couple of quiet seconds is what notices it, so the
     /// LISTEN moves to the new primary after a failover.
-    private func quiet(_ listener: PostgresListener, onNotifications: @Sendable ([String]) -> Void) {
+    private func quiet(_ listener: PostgresListener, feeds: [Feed]) {
         var quietWaits = 0
         while !isStopped {
             do {
                 let received = try listener.wait(timeout: 0.25)
-                if !received.isEmpty, !isStopped { onNotifications(received.map(\.payload)) }
+                if !received.isEmpty, !isStopped { hand(received, to: feeds) }
                 quietWaits = received.isEmpty ? quietWaits + 1 : 0
                 if quietWaits >= 8 {
                     quietWaits = 0
@@ -130,8 +150,7 @@ public final class NotificationWatch: Sendable {
     /// With a heartbeat: a NOTIFY to `alive` every `interval` (or at once after `beat()`); what comes
     /// back on `channel` goes to `onNotifications` first, then the newest heartbeat heard back to
     /// `alive` — in that order, so an owner that sees the sign of life already holds what preceded it.
-    private func beating(_ listener: PostgresListener, channel: String, alive: String, heartbeat: Heartbeat,
-                         onNotifications: @Sendable ([String]) -> Void) {
+    private func beating(_ listener: PostgresListener, alive: String, heartbeat: Heartbeat, feeds: [Feed]) {
         let slicesPerBeat = max(1, Int((heartbeat.interval / Self.slice).rounded()))
         var sent: [UInt64: Double] = [:]  // heartbeat number → the clock when it was sent
         var number: UInt64 = 0
@@ -149,8 +168,7 @@ public final class NotificationWatch: Sendable {
                 let received = try listener.wait(timeout: Self.slice)
                 untilBeat -= 1
                 if received.isEmpty || isStopped { continue }
-                let revocations = received.filter { $0.channel == channel }.map(\.payload)
-                if !revocations.isEmpty { onNotifications(revocations) }
+                hand(received, to: feeds)
                 let heard = received.filter { $0.channel == alive }.compactMap { UInt64($0.payload) }.max()
                 if let heard, let at = sent[heard] {
                     heartbeat.alive(at)
@@ -159,6 +177,16 @@ public final class NotificationWatch: Sendable {
             } catch {
                 return
             }
+        }
+    }
+}
+
+extension NotificationWatch {
+    /// Each feed gets the payloads of its own channel, in the order they came (nothing when none did).
+    private func hand(_ received: [PostgresNotification], to feeds: [Feed]) {
+        for feed in feeds {
+            let payloads = received.filter { $0.channel == feed.channel }.map(\.payload)
+            if !payloads.isEmpty { feed.onNotifications(payloads) }
         }
     }
 }

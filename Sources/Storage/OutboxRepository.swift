@@ -2,97 +2,9 @@ import Foundation
 import JSON
 import PostgreSQL
 
-/// One event for the outbox (migration 8), built by the service that makes the change and handed to
-/// the repository method that makes it, like an `AuditRecord`: Storage writes it in the same
-/// transaction (or statement) as the change, and fans it out there and then.
-public struct OutboxEvent: Sendable, Equatable {
-    /// Where an event goes, decided when it is written.
-    public enum FanOut: Sendable, Equatable {
-        /// One delivery (channel `webhook`) per live webhook endpoint subscribed to the event's type
-        /// at write time. No endpoint subscribed and no other fan-out: the event is not stored at all.
-        case webhooks
-        /// One delivery on `channel` to `target`, whatever the subscriptions (mail: `channel` `.mail`,
-        /// `target` the mail's own id — whatever its consumer needs to find it).
-        case direct(channel: OutboxChannel, target: String)
-    }
-
-    /// Unique, and what receivers see as the event's id (Standard Webhooks' `webhook-id`).
-    public let id: String
-    public let type: EventType
-    /// The account the event is about: deliveries to one target go out in write order per account.
-    public let accountId: String
-    public let data: JSONValue
-    public let fanOut: [FanOut]
-    /// Deliveries are retried until this many seconds after the event was written, then given up.
-    public let maxAgeSeconds: Int
-    /// When the event was written, on the server's clock (`Runtime.now`): the outbox keeps time by
-    /// the app's clock, never the database's (see `OutboxRepository`).
-    public let createdAt: Date
-
-    public init(id: String, type: EventType, accountId: String, data: JSONValue, fanOut: [FanOut] = [.webhooks], maxAgeSeconds: Int,
-                createdAt: Date) {
-        self.id = id
-        self.type = type
-        self.accountId = accountId
-        self.data = data
-        self.fanOut = fanOut
-        self.maxAgeSeconds = maxAgeSeconds
-        self.createdAt = createdAt
-    }
-
-    /// `createdAt` + the age limit: a retry that would fall on or after it gives up instead.
-    public var expiresAt: Date { createdAt.addingTimeInterval(Double(maxAgeSeconds)) }
-}
-
-/// A delivery a worker claimed: the event, where it goes, and the lease that lets this worker (and
-/// no other) record its outcome.
-public struct ClaimedDelivery: Sendable {
-    public let eventId: String
-    public let type: EventType
-    public let accountId: String
-    public let data: JSONValue
-    public let createdAt: Date
-    public let channel: OutboxChannel
-    public let target: String
-    /// This attempt's number, from 1.
-    public let attempt: Int
-    public let leaseId: String
-    /// Until when the lease is this claim's: after it the delivery is due again (to any instance).
-    public let leasedUntil: Date
-    public let expiresAt: Date
-}
-
-/// A delivery as the admin API lists it.
-public struct DeliveryRecord: Sendable, Equatable {
-    public enum Status: String, Sendable { case pending, delivered, failed, cancelled }
-    public let eventId: String
-    public let type: EventType
-    public let status: Status
-    public let attempts: Int
-    public let lastStatusCode: Int?
-    public let lastError: String?
-    /// Only while pending.
-    public let nextAttemptAt: Date?
-    public let createdAt: Date
-}
-
-/// Pending deliveries on one channel, for /metrics.
-public struct OutboxDepth: Sendable, Equatable {
-    public let channel: OutboxChannel
-    public let pending: Int
-    /// Seconds since the oldest pending delivery's event was written (0 when none).
-    public let oldestPendingSeconds: Double
-
-    public init(channel: OutboxChannel, pending: Int, oldestPendingSeconds: Double) {
-        self.channel = channel
-        self.pending = pending
-        self.oldestPendingSeconds = oldestPendingSeconds
-    }
-}
-
 /// The outbox: events and their deliveries. Writers go through `ctes` / `write` (inside another
-/// repository's statement or transaction); consumers (webhooks, mail) through `claim` and the
-/// outcome calls. Storage decides no policy: the caller says how long a lease lasts, when to retry
+/// repository's statement or transaction), and their commit NOTIFYs every instance (`wakeUps`);
+/// consumers (webhooks, mail) go through `claim` and the outcome calls. Storage decides no policy: the caller says how long a lease lasts, when to retry
 /// and when to give up.
 ///
 /// Time: the outbox runs on the caller's clock (`Runtime.now` in the server), never the database's.
@@ -205,6 +117,8 @@ public final class OutboxRepository: Sendable {
     /// worker that dies holding one gives it back when its lease ends. A delivery waits while an
     /// earlier pending delivery (lower `seq`) for the same target and account exists: per target, an
     /// account's events go out in write order. Targets in `excluding` (the caller's busy ones) are skipped.
+    /// The same statement returns what sending needs — the live webhook endpoint, the unsent mail —
+    /// so a delivery costs no read of its own.
     public func claim(channel: OutboxChannel, limit: Int, leaseSeconds: Double, leaseId: String,
                       excluding targets: [String] = [], now: Date) throws(StorageError) -> [ClaimedDelivery] {
         guard limit > 0 else { return [] }
@@ -221,16 +135,25 @@ public final class OutboxRepository: Sendable {
                                         WHERE p.channel = c.channel AND p.target = c.target AND p.account_id = c.account_id
                                           AND p.status = 'pending' AND p.seq < c.seq)
                       ORDER BY c.next_attempt_at, c.seq LIMIT \(limit)
-                      FOR UPDATE SKIP LOCKED) AS pick,
-                     outbox_events e
-                WHERE d.event_id = pick.event_id AND d.channel = pick.channel AND d.target = pick.target AND e.id = d.event_id
+                      FOR UPDATE SKIP LOCKED) AS pick
+                     JOIN outbox_events e ON e.id = pick.event_id
+                     LEFT JOIN webhook_endpoints w
+                       ON pick.channel = \(OutboxChannel.webhook.rawValue) AND w.id = pick.target AND w.deleted_at IS NULL
+                     LEFT JOIN mail_messages m
+                       ON pick.channel = \(OutboxChannel.mail.rawValue) AND m.id = pick.target AND m.sent_at IS NULL AND m.message IS NOT NULL
+                WHERE d.event_id = pick.event_id AND d.channel = pick.channel AND d.target = pick.target
                 RETURNING d.event_id, e.type, e.account_id, e.data::text AS data, e.created_at, d.channel, d.target, d.attempts,
-                          d.leased_until, d.expires_at, d.seq
+                          d.leased_until, d.expires_at, d.seq,
+                          w.id AS endpoint_id, w.url AS endpoint_url, w.events::text AS endpoint_events, w.secret AS endpoint_secret,
+                          w.created_at AS endpoint_created_at, m.recipient AS mail_recipient, m.message AS mail_message
                 """).sorted { (try? $0.int64("seq")) ?? 0 < (try? $1.int64("seq")) ?? 0 }.map { r in
-                ClaimedDelivery(eventId: try r.string("event_id"), type: try r.value("type"), accountId: try r.string("account_id"),
-                                data: try r.jsonValue("data"), createdAt: try r.date("created_at"), channel: try r.value("channel"),
-                                target: try r.string("target"), attempt: try r.int("attempts"), leaseId: leaseId,
-                                leasedUntil: try r.date("leased_until"), expiresAt: try r.date("expires_at"))
+                let endpoint = try r.optionalString("endpoint_id") == nil ? nil : try WebhookRepository.endpoint(r, prefix: "endpoint_")
+                let mail = try r.optionalBytes("mail_message").map { QueuedMail(recipient: try r.string("mail_recipient"), message: $0) }
+                return ClaimedDelivery(eventId: try r.string("event_id"), type: try r.value("type"), accountId: try r.string("account_id"),
+                                       data: try r.jsonValue("data"), createdAt: try r.date("created_at"), channel: try r.value("channel"),
+                                       target: try r.string("target"), attempt: try r.int("attempts"), leaseId: leaseId,
+                                       leasedUntil: try r.date("leased_until"), expiresAt: try r.date("expires_at"),
+                                       endpoint: endpoint, mail: mail)
             }
         }
     }
@@ -311,6 +234,22 @@ public final class OutboxRepository: Sendable {
                   AND NOT EXISTS (SELECT 1 FROM outbox_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
                 """)
         }
+    }
+
+    // MARK: Wake-ups
+
+    /// The NOTIFY channel migration 21's trigger raises at the commit of every statement that wrote
+    /// deliveries, once per outbox channel written to (the payload: `webhook`, `mail`).
+    static let wakeUpChannel = "latchkey_outbox"
+
+    /// The outbox's wake-ups as one more feed on a shared LISTEN connection (`ConfigRepository.watch`):
+    /// `wake` gets the outbox channels deliveries were just written to, and all of them after every
+    /// (re)connect (notifications sent while the connection was down are lost).
+    public static func wakeUps(_ wake: @escaping @Sendable (Set<OutboxChannel>) -> Void) -> NotificationWatch.Feed {
+        NotificationWatch.Feed(channel: wakeUpChannel, onConnect: { wake(Set(OutboxChannel.allCases)) }, onNotifications: { payloads in
+            let channels = Set(payloads.compactMap(OutboxChannel.init(rawValue:)))
+            if !channels.isEmpty { wake(channels) }
+        })
     }
 
     // MARK: Reading

@@ -58,19 +58,7 @@ public final class WebhookRepository: Sendable {
         try pool.run { c in
             try c.query("""
                 SELECT \(unsafeRaw: WebhookRepository.columns) FROM webhook_endpoints WHERE deleted_at IS NULL ORDER BY created_at, id
-                """).map(WebhookRepository.endpoint)
-        }
-    }
-
-    /// The live endpoints among `ids` (a sender's batch).
-    public func endpoints(ids: [String]) throws(StorageError) -> [WebhookEndpointRecord] {
-        guard !ids.isEmpty else { return [] }
-        let list = PostgresValue.text(JSONValue.array(ids.map { .string($0) }).text)
-        return try pool.run { c in
-            try c.query("""
-                SELECT \(unsafeRaw: WebhookRepository.columns) FROM webhook_endpoints
-                WHERE deleted_at IS NULL AND \(list)::jsonb ? id
-                """).map(WebhookRepository.endpoint)
+                """).map { try WebhookRepository.endpoint($0) }
         }
     }
 
@@ -96,12 +84,13 @@ public final class WebhookRepository: Sendable {
 
     static let columns = "id, url, events::text AS events, secret, created_at"
 
-    static func endpoint(_ r: Row) throws -> WebhookEndpointRecord {
-        let events = try r.stringArray("events").map { name in
-            guard let type = EventType(rawValue: name) else { throw ColumnDecodeError(column: "events", reason: "unknown event type \(name)") }
+    /// An endpoint from `columns` (each name after `prefix`, as the outbox's claim returns them).
+    static func endpoint(_ r: Row, prefix: String = "") throws -> WebhookEndpointRecord {
+        let events = try r.stringArray(prefix + "events").map { name in
+            guard let type = EventType(rawValue: name) else { throw ColumnDecodeError(column: prefix + "events", reason: "unknown event type \(name)") }
             return type
         }
-        return WebhookEndpointRecord(id: try r.string("id"), url: try r.string("url"), events: events,
-                                     sealedSecret: try r.bytes("secret"), createdAt: try r.date("created_at"))
+        return WebhookEndpointRecord(id: try r.string(prefix + "id"), url: try r.string(prefix + "url"), events: events,
+                                     sealedSecret: try r.bytes(prefix + "secret"), createdAt: try r.date(prefix + "created_at"))
     }
 }

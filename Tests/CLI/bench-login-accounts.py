@@ -4,6 +4,8 @@ starts its own servers, measures the small and the seeded database in one run an
 it promises. Nothing here looks at how fast anything was (tests never assert on time): only that each
 figure is printed, that logins succeeded without errors, and that the databases it made are dropped.
 
+Then once more through the cluster's Unix socket (`postgresql://user@/db?host=/socket/dir&port=P`).
+
 usage: bench-login-accounts.py <latchkey binary> <database URL on the cluster to use>"""
 import re, subprocess, sys
 
@@ -60,12 +62,41 @@ for label, pattern in {
 if re.search(r'^seeded ', again.stdout, re.M):
     failures.append('--reuse: seeded again instead of reusing')
 base = url.rsplit('/', 1)[0]
+# Through the cluster's Unix socket, given the libpq way as `?host=/directory` (the URL's authority
+# empty, its query holding slashes): the bench reaches every database it makes with the URL's own
+# parameters, so the run works and no TCP address is involved.
+def show(setting):
+    return subprocess.run(['psql', '-qAt', url, '-c', f'SHOW {setting}'], capture_output=True, text=True).stdout.strip()
+sockets, port = show('unix_socket_directories').split(',')[0].strip(), show('port')
+user = re.match(r'postgres(?:ql)?://([^@:/]+)', url)
+if not sockets or not port or not user:
+    failures.append(f'socket: cannot find the socket directory ({sockets!r}), port ({port!r}) or user of {url}')
+else:
+    socket_url = f'postgresql://{user.group(1)}@/{url.rsplit("/", 1)[1].split("?")[0]}?host={sockets}&port={port}'
+    print(f'through the socket: {socket_url}')
+    via = subprocess.run([binary, 'bench', 'login', '--accounts', '8', '--database-url', socket_url, '--duration', '1',
+                          '--rounds', '1', '--concurrency', '2'], capture_output=True, text=True, timeout=600)
+    print(via.stdout, end='')
+    if via.stderr:
+        print(via.stderr, end='', file=sys.stderr)
+    if via.returncode != 0:
+        failures.append(f'socket: exit status {via.returncode}')
+    for label, pattern in {
+        'seeded through the socket': r'^seeded 8 accounts, 8 passkeys, 16 audit lines with COPY',
+        'logins through the socket without errors': r'^round 1 empty +logins [1-9]\d* .* errors 0 ',
+    }.items():
+        if not re.search(pattern, via.stdout, re.M):
+            failures.append(f'socket: missing: {label} ({pattern})')
+    made = subprocess.run(['psql', '-qAt', socket_url, '-c', "SELECT count(*) FROM pg_database WHERE datname = 'latchkey_bench_accounts_8'"],
+                          capture_output=True, text=True).stdout.strip()
+    if made != '1':
+        failures.append(f'socket: latchkey_bench_accounts_8 was not made on the cluster ({made!r})')
 audit = subprocess.run(['psql', '-qAt', f'{base}/latchkey_bench_accounts_100', '-c',
                         "SELECT tgenabled FROM pg_trigger WHERE tgname = 'audit_log_no_update'"], capture_output=True, text=True)
 if audit.stdout.strip() != 'O':
     failures.append(f'--reuse: audit_log_no_update is not enabled after the reset ({audit.stdout.strip()!r})')
 # The bench's databases go again (they are scratch: a later run recreates them).
-for name in ('latchkey_bench_accounts_64', 'latchkey_bench_accounts_100'):
+for name in ('latchkey_bench_accounts_64', 'latchkey_bench_accounts_100', 'latchkey_bench_accounts_8'):
     subprocess.run(['psql', '-q', f'{base}/postgres', '-c', f'DROP DATABASE IF EXISTS {name} WITH (FORCE)'], check=False)
 for f in failures:
     print('FAIL', f)

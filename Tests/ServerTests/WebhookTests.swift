@@ -141,29 +141,33 @@ struct WebhookTests {
         }
     }
 
-    @Test("an event written on this instance wakes its worker at commit: it is sent without waiting for a poll")
-    func writeWakesTheWorker() throws {
-        // A database of its own (no other suite's writes or senders), and a poll of an hour: the
-        // worker's one look at start-up finds nothing, so only the write's wake-up can send the event.
+    @Test("an event written on another instance wakes this one's worker through NOTIFY: sent without waiting for a poll")
+    func writeElsewhereWakesTheWorker() throws {
+        // A database of its own (no other suite's writes or senders) shared by two instances: the
+        // writer sends nothing, the sender polls once an hour. The sender's one look at start-up
+        // finds nothing, so only the `latchkey_outbox` notification of the writer's commit can send it.
         let scratch = try TestDatabase.Scratch()
-        let server = try TestServer.sending(name: "wake") { c in
+        let sender = try TestServer.sending(name: "wake") { c in
             c.databaseURL = scratch.url
             c.outboxPollInterval = 3600
         }
-        let worker = try #require(server.services.events.wakeUps.worker(channel: OutboxRepository.webhookChannel))
-        #expect(waitFor { worker.machine.snapshot.ticks >= 1 }, "the start-up look happened")
+        let writer = try TestServer(name: "wake", rpIdOverride: sender.rpId) { c in
+            c.databaseURL = scratch.url
+            c.developmentMode = true
+        }
+        let worker = sender.services.webhooks.worker
+        #expect(waitFor { worker.counts.claims >= 1 && sender.services.isListening }, "the start-up look happened; the feed listens")
         let receiver = try TestReceiver()
         defer { receiver.stop() }
-        let client = server.client()
-        let hookId = try client.subscribe(receiver.url, ["user.created"]).id
-        defer { client.unsubscribe(hookId) }
-        let before = (wakeUps: worker.wakeUps, claiming: worker.machine.snapshot.claimingTicks)
+        let hookId = try writer.client().subscribe(receiver.url, ["user.created"]).id
+        defer { writer.client().unsubscribe(hookId) }
+        let before = worker.counts
 
-        let user = try client.signUp(SoftAuthenticator(), username: server.username("wake"))
+        let user = try writer.client().signUp(SoftAuthenticator(), username: writer.username("wake"))
         let got = receiver.wait { d in d.contains { $0.data?["userId"]?.stringValue == user.userId } }
         #expect(got.contains { $0.data?["userId"]?.stringValue == user.userId && $0.type == "user.created" })
-        #expect(worker.wakeUps > before.wakeUps, "the sign-up's commit poked the worker")
-        #expect(worker.machine.snapshot.claimingTicks > before.claiming)
+        #expect(worker.counts.wakeUps > before.wakeUps, "the writer's commit woke the other instance's worker")
+        #expect(worker.counts.claimingClaims > before.claimingClaims)
     }
 
     @Test("a receiver answering 500 gets the same webhook-id again (new timestamp, valid signature) until it answers 2xx")

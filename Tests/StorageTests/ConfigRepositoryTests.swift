@@ -55,6 +55,26 @@ import Testing
         try await waitUntil { !watch.isListening }  // its connection closed before the database is dropped
     }
 
+    @Test func theOutboxWakeUpsShareTheChangeFeedsConnection() async throws {
+        let s = try TestDatabase.scratch()
+        let woken = Mutex<[Set<OutboxChannel>]>([])
+        let changes = Atomic(0)
+        let watch = s.database.config.watch(also: [OutboxRepository.wakeUps { channels in woken.withLock { $0.append(channels) } }]) {
+            changes.add(1, ordering: .relaxed)
+        }
+        // On connect: every channel (a notification may have been missed while nobody listened).
+        try await waitUntil { watch.isListening && woken.withLock { $0 } == [Set(OutboxChannel.allCases)] }
+        let listeners = try s.count("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%LISTEN%'")
+        #expect(listeners == 1, "one LISTEN session for both feeds")
+        try s.database.outbox.append([OutboxEvent(id: TestDatabase.uniqueName("evt"), type: .mailMessage, accountId: "a", data: .object([]),
+                                                  fanOut: [.direct(channel: .mail, target: "m1")], maxAgeSeconds: 60, createdAt: Date())])
+        try await waitUntil { woken.withLock { $0.count } == 2 }
+        #expect(woken.withLock { $0.last } == [.mail])
+        #expect(changes.load(ordering: .relaxed) == 1, "an outbox write is no config change")
+        watch.stop()
+        try await waitUntil { !watch.isListening }
+    }
+
     @Test func noListenBehindATransactionPoolerWithoutAListenURL() async throws {
         let s = try TestDatabase.scratch(pooler: .transaction)
         let watch = s.database.config.watch {}

@@ -73,6 +73,54 @@ import Testing
         #expect(try claim(s).isEmpty, "the webhook channel does not see it")
     }
 
+    @Test func theClaimReturnsWhatSendingNeeds() throws {
+        let s = try TestDatabase.scratch()
+        let live = try Self.endpoint(s, [.userCreated])
+        let gone = try Self.endpoint(s, [.userCreated])
+        try s.database.outbox.append([Self.event(account: "a")])
+        // Deleted after the claim could see its delivery (a delete normally cancels them first).
+        try s.connect().execute("UPDATE webhook_endpoints SET deleted_at = now() WHERE id = \(gone)")
+        let batch = try claim(s)
+        let toLive = try #require(batch.first { $0.target == live })
+        #expect(toLive.endpoint?.id == live && toLive.endpoint?.url == "https://example.com/\(live)" && toLive.endpoint?.events == [.userCreated]
+                && toLive.endpoint?.sealedSecret == [1, 2, 3] && toLive.mail == nil)
+        #expect(batch.first { $0.target == gone }.map { $0.endpoint == nil && $0.mail == nil } == true, "a deleted endpoint comes back as nil")
+
+        let c = try s.connect()
+        try c.execute("INSERT INTO mail_messages (id, recipient, message) VALUES ('mail-1', 'a@example.com', \(Array("Subject: hi\r\n\r\nhi".utf8)))")
+        try c.execute("INSERT INTO mail_messages (id, recipient, message) VALUES ('mail-2', 'b@example.com', \(Array("x".utf8)))")
+        try s.database.mail.sent(id: "mail-2")
+        try s.database.outbox.append([Self.event(.mailMessage, account: "m1", fanOut: [.direct(channel: .mail, target: "mail-1")]),
+                                      Self.event(.mailMessage, account: "m2", fanOut: [.direct(channel: .mail, target: "mail-2")])])
+        let mail = try s.database.outbox.claim(channel: .mail, limit: 5, leaseSeconds: 30, leaseId: "l1", now: Self.t0)
+        #expect(mail.first { $0.target == "mail-1" }?.mail == QueuedMail(recipient: "a@example.com", message: Array("Subject: hi\r\n\r\nhi".utf8)))
+        #expect(mail.first { $0.target == "mail-2" }.map { $0.mail == nil && $0.endpoint == nil } == true, "already sent: nothing to send")
+    }
+
+    @Test func writingDeliveriesNotifiesEveryListenerAtCommit() throws {
+        let s = try TestDatabase.scratch()
+        let listener = try PostgresListener(url: s.url, channels: ["latchkey_outbox"])
+        try Self.endpoint(s, [.userCreated])
+        // Two deliveries on one channel in one statement: one notification, the channel its payload.
+        try s.database.outbox.append([Self.event(account: "a"), Self.event(account: "b")])
+        // Nobody subscribed: nothing written, nobody woken. A change that fails: rolled back, nobody woken.
+        try s.database.outbox.append([Self.event(.sessionRevoked)])
+        let user = Fixture.user()
+        try s.database.accounts.register(newUser: user, credential: Fixture.credential(userId: user.id),
+                                         session: Fixture.session(userId: user.id), audit: Fixture.audit("x"), events: [])
+        let clash = Fixture.user(username: user.username)
+        #expect(throws: StorageError.conflict(.usernameTaken)) {
+            try s.database.accounts.register(newUser: clash, credential: Fixture.credential(userId: clash.id),
+                                             session: Fixture.session(userId: clash.id), audit: Fixture.audit("x"),
+                                             events: [Self.event(account: clash.id)])
+        }
+        try s.database.outbox.append([Self.event(.mailMessage, fanOut: [.direct(channel: .mail, target: "mail-9")])])
+        // Notifications arrive in commit order: once the mail's is here, whatever came before it is too.
+        var payloads: [String] = []
+        for _ in 0..<200 where !payloads.contains("mail") { payloads += try listener.wait(timeout: 0.05).map(\.payload) }
+        #expect(payloads == ["webhook", "mail"])
+    }
+
     @Test func theCallersClockIsWhatIsStored() throws {
         let s = try TestDatabase.scratch()
         let target = try Self.endpoint(s, [.userCreated])

@@ -184,7 +184,6 @@ public final class AdminService: Sendable {
         do {
             let upserted = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate, events: [created])
             user = upserted.0
-            if upserted.created { events.written([created]) }
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch {

@@ -78,7 +78,6 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
                                  enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
         }
         guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
-        events.written(channels: OutboxEvents.webhooks)
         return Self.deviceKeyJSON(record)
     }
 
@@ -144,7 +143,6 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         // SPEC "Grants live and die": the grants it approved ended in that transaction; wait for this
         // instance's feed to have heard of them before answering.
         revoked.insert([])
-        events.written(channels: OutboxEvents.webhooks)
     }
 
     /// What the DeviceKeys core proved, as Storage keeps it.

@@ -15,7 +15,8 @@ public final class MailService: Sendable {
     let configuration: Configuration
     let runtime: Runtime
     let events: OutboxEvents
-    let worker: OutboxWorker
+    /// This instance's consumer of channel `mail`.
+    public let worker: OutboxWorker
 
     /// The outbox event type of a mail (never a webhook type: it fans out to its mail delivery only).
     static let eventType = EventType.mailMessage
@@ -69,11 +70,10 @@ public final class MailService: Sendable {
         return origin + "/?cancel=" + token
     }
 
+    /// One attempt: the message came with the claim (no read of its own).
     static func deliver(_ d: ClaimedDelivery, mail: MailRepository, configuration: Configuration) -> OutboxWorker.Outcome {
-        let queued: (recipient: String, message: [UInt8])?
-        do { queued = try mail.mail(id: d.target) } catch { return .retry(statusCode: nil, error: "database: \(error)") }
         // Already sent (a retry after the outcome could not be recorded) or gone: nothing to do.
-        guard let queued else { return .delivered(statusCode: nil) }
+        guard let queued = d.mail else { return .delivered(statusCode: nil) }
         if let url = configuration.smtpURL {
             var settings = SMTPSettings(url: url, user: configuration.smtpUser, password: configuration.smtpPassword)
             settings.caFile = configuration.smtpCAFile

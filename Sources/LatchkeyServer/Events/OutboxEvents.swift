@@ -25,33 +25,18 @@ public enum SessionRevocationReason: String, Sendable {
 /// reported (the sessions a revocation ended, the passkey it revoked), the builder is a template
 /// (`EventTemplate`) and the repository's statement adds the members that row knows: the passkey
 /// and device-key members, and `sessionId`, are written there, in `AccountRepository.rows`,
-/// `DeviceKeyRepository.rows` and `SessionRepository.rows`. Then say `written(_:)` once the call
-/// has returned: it wakes this instance's workers for them. The event id comes from the injected
-/// randomness, its time from the injected clock; the give-up age from `LATCHKEY_WEBHOOK_MAX_AGE`.
+/// `DeviceKeyRepository.rows` and `SessionRepository.rows`. Nobody wakes the senders by hand: the
+/// commit that wrote deliveries NOTIFYs every instance (migration 21, `OutboxRepository.wakeUps`).
+/// The event id comes from the injected randomness, its time from the injected clock; the give-up
+/// age from `LATCHKEY_WEBHOOK_MAX_AGE`.
 public struct OutboxEvents: Sendable {
     let runtime: Runtime
     let maxAgeSeconds: Int
-    /// This instance's workers, woken by `written`.
-    public let wakeUps: OutboxWakeUps
 
-    public init(runtime: Runtime, maxAgeSeconds: Int, wakeUps: OutboxWakeUps = OutboxWakeUps()) {
+    public init(runtime: Runtime, maxAgeSeconds: Int) {
         self.runtime = runtime
         self.maxAgeSeconds = maxAgeSeconds
-        self.wakeUps = wakeUps
     }
-
-    /// The change that stored `events` committed (the repository call returned): this instance's
-    /// workers for their channels look now instead of at their next poll. Events that the call did
-    /// not store after all (nobody subscribed) cost one look that finds nothing.
-    public func written(_ events: [OutboxEvent]) { wakeUps.wake(for: events) }
-
-    /// The same for events a repository call built inside its transaction (from a closure given to
-    /// it), so not in the caller's hands: the channels they go to.
-    public func written(channels: Set<OutboxChannel>) { wakeUps.wake(channels: channels) }
-
-    /// The builders' events fan out to webhooks; mail goes on its own channel.
-    public static let webhooks: Set<OutboxChannel> = [OutboxRepository.webhookChannel]
-    public static let mail: Set<OutboxChannel> = [MailRepository.channel]
 
     /// An event of `type` about `userId`, fanned out to the subscribed webhooks (plus `fanOut`).
     public func event(_ type: EventType, userId: String, data: [(key: String, value: JSONValue)],

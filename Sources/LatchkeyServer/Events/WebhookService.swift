@@ -14,7 +14,8 @@ public final class WebhookService: Sendable {
     let metrics: Metrics
     let configuration: Configuration
     let runtime: Runtime
-    let worker: OutboxWorker
+    /// This instance's consumer of channel `webhook`.
+    public let worker: OutboxWorker
 
     /// The sealed secret's associated-data purpose (`SecretSealer`).
     static let secretPurpose = "webhook-secret"
@@ -30,7 +31,7 @@ public final class WebhookService: Sendable {
         var policy = OutboxWorker.Policy(senders: configuration.outboxSenders, perTarget: configuration.webhookEndpointConcurrency,
                                          leaseSeconds: configuration.outboxLease, retryBase: configuration.webhookRetryBase)
         policy.pollInterval = configuration.outboxPollInterval
-        let sender = WebhookSender(webhooks: webhooks, sealer: sealer, configuration: configuration, runtime: runtime)
+        let sender = WebhookSender(sealer: sealer, configuration: configuration, runtime: runtime)
         worker = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: outbox, policy: policy, runtime: runtime,
                               deliver: { sender.deliver($0) },
                               observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
@@ -104,22 +105,14 @@ public final class WebhookService: Sendable {
 }
 
 /// One attempt of one delivery: sign, post, read the status. Stateless; runs on the worker's senders.
+/// The endpoint came with the claim (no read of its own).
 struct WebhookSender: Sendable {
-    let webhooks: WebhookRepository
     let sealer: SecretSealer
     let configuration: Configuration
     let runtime: Runtime
 
     func deliver(_ d: ClaimedDelivery) -> OutboxWorker.Outcome {
-        let endpoint: WebhookEndpointRecord
-        do {
-            guard let found = try webhooks.endpoints(ids: [d.target]).first else {
-                return .giveUp(statusCode: nil, error: "the endpoint was deleted")
-            }
-            endpoint = found
-        } catch {
-            return .retry(statusCode: nil, error: "database unavailable")
-        }
+        guard let endpoint = d.endpoint else { return .giveUp(statusCode: nil, error: "the endpoint was deleted") }
         let key: [UInt8]
         do { key = try sealer.open(endpoint.sealedSecret, purpose: WebhookService.secretPurpose, id: endpoint.id) } catch {
             return .retry(statusCode: nil, error: error.detail)

@@ -158,7 +158,6 @@ extension OpenIDProvider {
                              redeeming: approval?.redemption, audit: audit, events: [event])
         }
         guard finished else { throw ServiceError.notFound("authorization request") }
-        events.written([event])
         metrics.oauth(client: client.id, outcome: "authorized")
         let target = RedirectURIs.appending(p["redirect_uri"]?.stringValue ?? "",
                                             [("code", code)] + (p["state"]?.stringValue.map { [("state", $0)] } ?? []) + [("iss", issuer)])
@@ -193,7 +192,6 @@ extension OpenIDProvider {
         guard try storage({ () throws(StorageError) in
             try store.finish(requestHash: OpaqueSecret.hash(id), code: nil, redeeming: nil, audit: audit, events: [event])
         }) else { throw ServiceError.notFound("authorization request") }
-        events.written([event])
         metrics.oauth(client: client.id, outcome: "denied")
         let params = [("error", "access_denied"), ("error_description", "the user refused the request")]
             + (p["state"]?.stringValue.map { [("state", $0)] } ?? []) + [("iss", issuer)]

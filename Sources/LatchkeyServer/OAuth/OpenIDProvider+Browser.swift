@@ -95,7 +95,6 @@ extension OpenIDProvider: BrowserSessions {
         } catch where error.code == .signCountRegression {
             throw passkeys.refuseRegression(outcome)
         }
-        events.written(outcome.events)
         revoked.insertLogout(ended)
         let signedIn: JSONValue = .object([("username", .string(user.username)), ("authTime", .string(iso8601(now)))])
         return (.object([("signedIn", signedIn)]), cookie.token)

@@ -39,7 +39,6 @@ extension OpenIDProvider {
                                       consent: scopes, usingUpPushed: pushed, redeeming: nil, audit: audit, events: [event])
         } catch { throw OAuthError("temporarily_unavailable", "try again") }
         guard issued else { throw OAuthError("consent_required", "the user has not approved these scopes for this app") }
-        events.written([event])
         return code
     }
 }

@@ -49,9 +49,9 @@ struct PasskeyAssertion: Sendable {
                 // §7.2 step 22: a possible clone. The refusal stands even if recording it fails.
                 let suspected = events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,
                                                       receivedSignCount: Int64(checked.parsed.authenticatorData.signCount))
-                if (try? accounts.flag(credentialId: credential.id, audit: AuditRecord(
+                _ = try? accounts.flag(credentialId: credential.id, audit: AuditRecord(
                     .passkeyFlagged, actor: AuditActor.server, subject: user.id, detail: [("reason", "sign_count_regression")]),
-                    events: [suspected])) != nil { events.written([suspected]) }
+                    events: [suspected])
             }
             throw ServiceError(error)
         }
@@ -82,10 +82,10 @@ struct PasskeyAssertion: Sendable {
         let use = outcome.use
         let suspected = events.cloneSuspected(userId: use.userId, credentialId: use.credentialId, storedSignCount: outcome.storedSignCount,
                                               receivedSignCount: use.signCount)
-        if (try? accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
+        _ = try? accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
             .passkeyFlagged, actor: AuditActor.server, subject: use.userId,
             detail: [("reason", "sign_count_regression"), ("credentialId", .string(Base64URL.encode(use.credentialId)))]),
-            events: [suspected])) != nil { events.written([suspected]) }
+            events: [suspected])
         return ServiceError(.signCountRegression, "sign count \(use.signCount) is not above the stored one: another use came first")
     }
 }

@@ -37,7 +37,6 @@ extension PasskeyService {
         guard let record = try storage({ () throws(StorageError) in
             try accounts.rename(userId: userId, credentialId: credentialId, name: name, renamedEvent: events.template(.passkeyRenamed))
         }) else { throw ServiceError.notFound("passkey") }
-        events.written(channels: OutboxEvents.webhooks)
         guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
         return .object(members + [("signals", try signals(userId: userId))])
     }
@@ -65,8 +64,6 @@ extension PasskeyService {
               }) else { throw ServiceError.notFound("passkey") }
         sessions.ended(ended)
         assertion.keyCache.forget(credentialId)
-        // passkey.revoked and session.revoked (built inside the call), and the notice when there is one.
-        events.written(channels: notice == nil ? OutboxEvents.webhooks : OutboxEvents.webhooks.union(OutboxEvents.mail))
         return .object([("signals", try signals(userId: userId))])
     }
 }

@@ -296,7 +296,6 @@ public final class PasskeyService: Sendable {
         } catch {
             throw ServiceError(error)
         }
-        events.written(written + notices.map(\.event))
         let issued = try sessions.issue(session, authentication: .passkey(userVerified: verified.userVerified, hardware: record.hardwareBound))
         let accepted = newUser != nil ? [record.id]
             : try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(\.id)

@@ -99,8 +99,8 @@ public struct Configuration: Sendable {
     /// `LATCHKEY_OUTBOX_LEASE`: seconds a claimed delivery stays this instance's (longer than a send
     /// can take, so no two instances hold one delivery at once); a killed instance's claims come back after it.
     public var outboxLease = 30.0
-    /// Seconds between an idle outbox worker's looks for deliveries other instances wrote (this
-    /// instance's own writes wake it at once). Not an environment variable: tests lengthen it.
+    /// Seconds between an idle outbox worker's looks for due deliveries: the safety net under the
+    /// `latchkey_outbox` notifications, which wake every instance at once. Not an environment variable: tests lengthen it.
     public var outboxPollInterval = 0.25
     /// Outgoing webhook timeout (SPEC: 10 s). The lease must stay well above it.
     public var webhookTimeout = 10

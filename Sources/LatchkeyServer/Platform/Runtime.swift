@@ -14,8 +14,8 @@ import WebAuthn
 //    ceremony and step-up times, a new passkey's hold (`approves_from`) and the step-ups checked
 //    against it, webhook-timestamp and mail Date headers, log lines, MDS and attestation validity.
 // 2. The outbox: `Runtime.now`, never the database's clock. The worker decides when a delivery is
-//    retried, when it is given up (LATCHKEY_WEBHOOK_MAX_AGE) and when a lease has run out
-//    (OutboxStateMachine); every instant the outbox's SQL stores or compares — created_at,
+//    retried, when it is given up (LATCHKEY_WEBHOOK_MAX_AGE), when a lease has run out, and when its
+//    poll and housekeeping are due (OutboxStateMachine on `OutboxClock`); every instant the outbox's SQL stores or compares — created_at,
 //    expires_at, next_attempt_at, leased_until, finished_at — is that clock, passed as a bind
 //    (OutboxRepository; the one `now()` left there stamps a cancelled delivery's finished_at beside
 //    its endpoint's deleted_at, a record nothing decides on). So decision and query read one clock,
@@ -27,8 +27,7 @@ import WebAuthn
 //    compare those columns with its own clock; where it must, it reads the database's `now()` in
 //    the same statement (`RecoveryRepository.recovery(tokenHash:)`'s `db_now`).
 // 4. Time elapsed inside one process — cache ages, rate-limit buckets, the revoked-session set's
-//    retention, the signer's reload bound, request latency, the outbox's housekeeping cadence:
-//    `Runtime.uptime`, monotonic.
+//    retention, the signer's reload bound, request latency: `Runtime.uptime`, monotonic.
 // 5. Waiting is not reading: a thread's timed wait (the outbox's poll, the revocation poll, a
 //    pause while the database is down) is a semaphore timeout or `Thread.sleep`; nothing is
 //    decided on it.

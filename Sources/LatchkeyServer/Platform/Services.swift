@@ -15,8 +15,8 @@ import Synchronization
 ///               RecoveryService ─▶ recovery (codes, limits, recoveries), SessionService, StepUpService, MailService
 ///               MailService ─▶ recovery (mail rows), outbox; its OutboxWorker sends (channel `mail`: SMTP or .eml)
 ///     every service that makes a reported change builds its OutboxEvents and hands them to the
-///     repository call that makes it (one transaction), then says `events.written(…)`: this
-///     instance's workers for those channels (OutboxWakeUps) look at once, not at their next poll.
+///     repository call that makes it (one transaction); its commit NOTIFYs `latchkey_outbox`, which
+///     every instance's change feed hands to its workers for those channels (`startChangeFeed`).
 public final class Services: Sendable {
     public let configuration: Configuration
     public let database: Database
@@ -66,8 +66,7 @@ public final class Services: Sendable {
         origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode, runtime: runtime)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, maxLag: configuration.revocationMaxLag,
                                           sessions: database.sessions, runtime: runtime)
-        let wakeUps = OutboxWakeUps()
-        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge, wakeUps: wakeUps)
+        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
         sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
@@ -102,8 +101,6 @@ public final class Services: Sendable {
                                 passkeys: passkeys, keys: database.keys)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID)
-        wakeUps.register(webhooks.worker)
-        wakeUps.register(mail.worker)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
@@ -127,8 +124,14 @@ public final class Services: Sendable {
 
     /// 5. Other instances' allowlist and app changes reach this one at once (NOTIFY on a direct
     ///    connection; behind a transaction pooler without a direct URL, the one-second cache expiry).
+    ///    The same connection LISTENs for the outbox's wake-ups: deliveries written on any instance
+    ///    wake this one's workers for their channel (else their poll finds them).
     public func startChangeFeed() {
-        let watch = database.config.watch { [origins, wellKnown, oauthClients] in
+        let workers = [webhooks.worker, mail.worker]
+        let outbox = OutboxRepository.wakeUps { channels in
+            for worker in workers where channels.contains(worker.channel) { worker.wakeUp() }
+        }
+        let watch = database.config.watch(also: [outbox]) { [origins, wellKnown, oauthClients] in
             origins.invalidate()
             wellKnown.invalidate()
             oauthClients.invalidate()

@@ -31,7 +31,6 @@ extension RecoveryService {
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
                              redeeming: redeeming)
         }
-        events.written([message.event])
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
 
@@ -63,7 +62,6 @@ extension RecoveryService {
                 throw ServiceError(error)
             }
             guard case .previousChanged(let current) = outcome else {
-                events.written(channels: OutboxEvents.webhooks.union(OutboxEvents.mail))
                 return .object([("email", .string(email)), ("verified", true)])
             }
             previous = current

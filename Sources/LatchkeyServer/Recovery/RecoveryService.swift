@@ -166,7 +166,6 @@ public final class RecoveryService: Sendable {
                             events: [started],
                             cancelTokenHash: cancelHash)
         }
-        events.written([started] + notice.map(\.event))
         return .object([("recoveryToken", .string(token.token)),
                         // The durations this call gave the database (one clock, rule 3: its `expires_at` is now() + these).
                         ("expiresIn", .number(Double(delay + configuration.recoveryTokenTTL))),
@@ -186,7 +185,6 @@ public final class RecoveryService: Sendable {
                                                 detail: [("recoveryId", .string(recoveryId))]),
                              events: [cancelled])
         }) else { throw ServiceError.notFound("recovery") }
-        events.written([cancelled])
     }
 
     /// Mailed cancel links' tokens (`<first web origin>/?cancel=<token>`): `lkcan_rec_…` for a recovery,
@@ -208,7 +206,6 @@ public final class RecoveryService: Sendable {
                 passkeyEvent: events.template(.passkeyRevoked), sessionEvent: events.sessionRevoked(reason: .passkeyRevoked)))
         }
         guard let undone else { throw ServiceError.notFound("cancel link") }
-        events.written(channels: OutboxEvents.webhooks)
         if case .passkey(_, let credential, let ended) = undone {
             sessions.ended(ended)
             keyCache.forget(credential.id)
@@ -268,7 +265,6 @@ public final class RecoveryService: Sendable {
                                               maxAttempts: OneTimeCode.maxAttempts, ttlSeconds: configuration.otpTTL),
                              mail: message, audit: [AuditRecord(audit, actor: AuditActor.server, subject: userId)])
         }
-        events.written(message.map(\.event))
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
 

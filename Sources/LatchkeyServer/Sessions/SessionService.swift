@@ -73,7 +73,6 @@ public final class SessionService: Sendable {
         let recorded = try storage { () throws(StorageError) in
             try sessions.start(pending.record, recording: use, audit: audit, events: written)
         }
-        events.written(written)
         return (try issue(pending, authentication: authentication), recorded)
     }
 
@@ -123,7 +122,6 @@ public final class SessionService: Sendable {
                              claims: method == .email ? .emailOTP : .passkey)
         case .reused(let familyId):
             revoked.insert([familyId])
-            events.written(channels: OutboxEvents.webhooks)
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
         case .invalid:
             throw ServiceError(.invalidGrant, "the refresh token is invalid, expired or revoked")
@@ -136,7 +134,6 @@ public final class SessionService: Sendable {
             try sessions.revoke(userId: caller.userId, familyId: caller.sessionId, logout: true,
                                 revokedEvent: events.sessionRevoked(reason: .logout))
         }
-        if !ended.isEmpty { events.written(channels: OutboxEvents.webhooks) }
         revoked.insertLogout(ended)
     }
 
@@ -155,7 +152,6 @@ public final class SessionService: Sendable {
             try sessions.revoke(userId: caller.userId, familyId: sessionId, revokedEvent: events.sessionRevoked(reason: .ended))
         }
         guard !ended.isEmpty else { throw ServiceError.notFound("session") }
-        events.written(channels: OutboxEvents.webhooks)
         revoked.insert(ended)
     }
 

@@ -224,7 +224,6 @@ public final class StepUpService: Sendable {
             }
             throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
         }
-        events.written(reported)
         let token: String
         do {
             token = try signer.sign(StepUpClaims(subject: userId, sessionId: sessionId, jwtId: jti, issuedAt: Int64(now.timeIntervalSince1970),

@@ -62,8 +62,7 @@ enum OAuthBenchmark {
     static let database = "latchkey_bench_oauth"
 
     static func run(_ o: Options) -> Int32 {
-        let base = o.databaseURL.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        let url = "\(base)/\(database)"
+        let url = BenchDatabaseURL.database(database, of: o.databaseURL)
         guard let upstream = PostgresWireCounter.parse(url) else {
             printError("bench oauth: --database-url must be a postgresql://host:port/… URL (the relay connects over TCP)"); return ExitCode.usage
         }
@@ -72,12 +71,12 @@ enum OAuthBenchmark {
               + "\(o.counted) flows counted one request at a time, \(o.rounds) round\(o.rounds == 1 ? "" : "s") alternating login and oauth")
         let stats: ClusterStats
         do {
-            stats = try ClusterStats(url: base + "/postgres")
+            stats = try ClusterStats(url: BenchDatabaseURL.database("postgres", of: o.databaseURL))
             // A name made here, never input.
             _ = try stats.connection.executeScript("DROP DATABASE IF EXISTS \(database) WITH (FORCE)")
             _ = try stats.connection.executeScript("CREATE DATABASE \(database)")
         } catch {
-            printError("cannot create \(database) on \(base): \(error)"); return ExitCode.failure
+            printError("cannot create \(database) on the cluster of --database-url: \(error)"); return ExitCode.failure
         }
         defer { _ = try? stats.connection.executeScript("DROP DATABASE IF EXISTS \(database) WITH (FORCE)") }
         guard let relay = PostgresWireCounter(upstreamHost: upstream.host, upstreamPort: upstream.port) else { return ExitCode.failure }

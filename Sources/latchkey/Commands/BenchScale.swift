@@ -72,7 +72,8 @@ enum ScaleBenchmark {
     }
 
     static func run(_ o: Options) -> Int32 {
-        let base = o.databaseURL.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        // Every database of the bench is on D's cluster, reached with D's own parameters.
+        func url(_ database: String) -> String { BenchDatabaseURL.database(database, of: o.databaseURL) }
         let small = min(smallAccounts, o.accounts)
         // Database names: digits and [a-z_] only, made here.
         let suffix = o.server.map { "_" + String(($0.split(separator: "/").last ?? "").lowercased().map { $0.isLetter || $0.isNumber ? $0 : "_" }) } ?? ""
@@ -84,18 +85,18 @@ enum ScaleBenchmark {
               + "\(o.duration) s × \(o.rounds) rounds each, alternating; "
               + (o.checkpointOnce ? "one CHECKPOINT before the first round" : "a CHECKPOINT before every phase"))
         let stats: ClusterStats
-        do { stats = try ClusterStats(url: base + "/postgres") } catch {
-            printError("cannot reach the cluster at \(base)/postgres: \(error)"); return ExitCode.failure
+        do { stats = try ClusterStats(url: url("postgres")) } catch {
+            printError("cannot reach the cluster of --database-url (database postgres): \(error)"); return ExitCode.failure
         }
         for db in databases where !(small == o.accounts && db.label != "empty") {
-            guard prepare(base: base, name: db.name, accounts: db.accounts, reuse: o.reuse, stats: stats, server: server) else { return ExitCode.failure }
+            guard prepare(url: url(db.name), name: db.name, accounts: db.accounts, reuse: o.reuse, stats: stats, server: server) else { return ExitCode.failure }
         }
         let sized = small == o.accounts ? [databases[0]] : databases
         var phases: [String: [Phase]] = [:]
         for round in 1...o.rounds {
             for (index, db) in sized.enumerated() {
                 let checkpoint = !o.checkpointOnce || (round == 1 && index == 0)
-                guard let p = measure(url: "\(base)/\(db.name)", database: db.name, accounts: db.accounts, concurrency: o.concurrency,
+                guard let p = measure(url: url(db.name), database: db.name, accounts: db.accounts, concurrency: o.concurrency,
                                       seconds: o.duration, stats: stats, callgrind: false, checkpoint: checkpoint,
                                       server: server) else { return ExitCode.failure }
                 phases[db.label, default: []].append(p)
@@ -132,7 +133,7 @@ enum ScaleBenchmark {
         if o.instructions {
             guard findValgrind() != nil else { printError("--instructions needs valgrind (apt-get install valgrind)"); return ExitCode.failure }
             for db in sized {
-                guard let p = measure(url: "\(base)/\(db.name)", database: db.name, accounts: db.accounts, concurrency: 2,
+                guard let p = measure(url: url(db.name), database: db.name, accounts: db.accounts, concurrency: 2,
                                       seconds: max(10, o.duration), stats: stats, callgrind: true, checkpoint: true,
                                       server: server) else { return ExitCode.failure }
                 print("instructions \(db.label.padding(8)) \(Int(p.instructions / Double(max(p.logins, 1)))) per login "
@@ -153,8 +154,7 @@ enum ScaleBenchmark {
     static func megabytes(_ bytes: Int64) -> String { "\(formatDecimal(Double(bytes) / 1_048_576, places: 1)) MB" }
 
     /// Creates, migrates and seeds `name` unless `reuse` and it already holds `accounts` seeded accounts.
-    static func prepare(base: String, name: String, accounts: Int, reuse: Bool, stats: ClusterStats, server: String) -> Bool {
-        let url = "\(base)/\(name)"
+    static func prepare(url: String, name: String, accounts: Int, reuse: Bool, stats: ClusterStats, server: String) -> Bool {
         if reuse, let n = try? PostgresConnection(url: url).query("SELECT count(*)::bigint AS n FROM users WHERE username LIKE 'seed-%'").first?.int64("n"),
            n == accounts {
             // What earlier runs' logins wrote goes, so a reused database is measured as seeded and
