@@ -214,7 +214,8 @@ public final class PostgresConnection: Sendable {
     /// simple query protocol. Returns the rows affected by the last statement.
     @discardableResult
     public func executeScript(_ text: String) throws -> Int {
-        PostgresDeadline.roundTrip()
+        let control = ["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains { text.hasPrefix($0) }
+        PostgresDeadline.roundTrip(control ? .control : SQL.writes(Array(text.utf8)) ? .write : .read)
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in
@@ -270,7 +271,7 @@ public final class PostgresConnection: Sendable {
             throw error
         }
         if depth == 1 {
-            PostgresDeadline.roundTrip()
+            PostgresDeadline.roundTrip(.control)
             let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
             let status = try state.withLock { state -> String in
                 try Self.markingLoss(&state) { state in
@@ -295,7 +296,7 @@ public final class PostgresConnection: Sendable {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
         let prepare = !transactionPooling
-        PostgresDeadline.roundTrip()
+        PostgresDeadline.roundTrip(sql.writes ? .write : .read)
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in

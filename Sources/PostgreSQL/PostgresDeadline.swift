@@ -11,15 +11,18 @@ public final class PostgresBudget: Sendable {
     /// Monotonic nanoseconds (`ConditionLock.monotonicNanoseconds`); `nil`: no deadline (migrations).
     public let deadline: UInt64?
     private let failure = Mutex<PostgresError?>(nil)
-    private let trips = Mutex(0)
+    private let trips = Mutex(RoundTripCounts())
 
     init(deadline: UInt64?) { self.deadline = deadline }
 
     /// The round trips to PostgreSQL made under this budget (each statement, BEGIN and COMMIT): one
     /// request's, for SPEC "Performance targets" → "Round trips".
-    public var roundTrips: Int { trips.withLock { $0 } }
+    public var roundTrips: Int { trips.withLock { $0.total } }
 
-    func countRoundTrip() { trips.withLock { $0 += 1 } }
+    /// The same, by kind: reads, writes and transaction control.
+    public var counts: RoundTripCounts { trips.withLock { $0 } }
+
+    func countRoundTrip(_ kind: RoundTripKind) { trips.withLock { $0.add(kind) } }
 
     /// The last error a database call raised under this budget (for the 503's log line and metric).
     public var lastFailure: PostgresError? { failure.withLock { $0 } }
@@ -54,8 +57,8 @@ public enum PostgresDeadline {
         return min(own, deadline)
     }
 
-    /// Counts one round trip on the bound budget (if any).
-    static func roundTrip() { current?.countRoundTrip() }
+    /// Counts one round trip of `kind` on the bound budget (if any).
+    static func roundTrip(_ kind: RoundTripKind) { current?.countRoundTrip(kind) }
 
     /// Records `error` on the bound budget (if any) and returns it, for `throw PostgresDeadline.noted(e)`.
     static func noted(_ error: PostgresError) -> PostgresError {

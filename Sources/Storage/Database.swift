@@ -106,9 +106,9 @@ public final class Database: Sendable {
     }
 
     /// `withinBudget`, and how many round trips to PostgreSQL `body` made (statements, BEGIN, COMMIT).
-    public func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: Int) {
+    public func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: RoundTripCounts) {
         let (value, budget) = try PostgresDeadline.within(seconds: queryTimeout, body)
-        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) }, budget.roundTrips)
+        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) }, budget.counts)
     }
 
     /// `url` with `synchronous_commit=off` for every session (URI or key=value conninfo).

@@ -23,101 +23,96 @@ extension OAuthRepository {
         }
     }
 
-    /// A code's redemption in two statements, no transaction: the code used up (the read), then the
-    /// grant (the write).
+    /// A code's redemption, in one statement (SPEC "Tokens": the code exchange is one write with its
+    /// audit line).
     ///
-    /// 1. RFC 6749 §4.1.2: a code is used once — its first use marks it used and reads it; any later
-    ///    use marks it replayed and revokes the session the first issued, with `replayAudit`.
+    /// 1. RFC 6749 §4.1.2: a code is used once — its first use marks it used; any later use marks it
+    ///    replayed and revokes the session the first issued, with `replayAudit`.
     /// 2. It must be live, the presenting client's, for the same redirect URI, with the PKCE
-    ///    verifier of its challenge (or, issued without one, none). Then, only while the code was
-    ///    not replayed meanwhile and what approved it still stands (SPEC "Grants live and die": the
-    ///    approvers are locked `FOR SHARE`, so a revocation running now either commits first and is
-    ///    seen, or waits for this grant and its cascade revokes it): the `oauth` family, its first
-    ///    refresh token, the grant and `issuedAudit` (its actor and subject: the code's user).
+    ///    verifier of its challenge (or, issued without one, none) — checked in the statement.
+    ///    Then, only while what approved it still stands (SPEC "Grants live and die": the approvers
+    ///    are locked `FOR SHARE`, so a revocation running now either commits first and is seen, or
+    ///    waits for this grant and its cascade revokes it): the `oauth` family, its first refresh
+    ///    token, the grant and `issuedAudit` (its actor and subject: the code's user).
+    /// The code's row is locked first, so a concurrent use of it waits and then sees it used.
     /// A refused code stays used up.
     public func redeemCode(hash: [UInt8], presented: CodePresentation, familyId: String, refreshHash: [UInt8], ttlSeconds: Int,
                            replayAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthCodeRedemption {
-        let template = AuditTemplate(actor: replayAudit.actor, action: replayAudit.action, detail: replayAudit.detail)
-        let consumed = try pool.run { c in
-            try c.query(SQL.with([
-                ("c", "SELECT hash, used_at IS NOT NULL AS replay FROM oauth_codes WHERE hash = \(hash) FOR UPDATE"),
-                ("fresh", """
-                    UPDATE oauth_codes o SET used_at = now() FROM c WHERE o.hash = c.hash AND NOT c.replay
-                    RETURNING o.client_id, o.user_id, o.grant_data::text AS grant_data, o.expires_at > now() AS live
-                    """),
-                ("replayed", """
-                    UPDATE oauth_codes o SET replayed_at = now() FROM c WHERE o.hash = c.hash AND c.replay RETURNING o.family_id
-                    """),
-                ("rev", """
-                    UPDATE refresh_families SET revoked_at = now() WHERE id = (SELECT family_id FROM replayed) AND revoked_at IS NULL RETURNING id
-                    """),
-            ] + AuditRepository.cte([template.rows(from: "replayed", subject: "\(replayAudit.subject)::text",
-                                                   members: [("sessionId", "replayed.family_id")])]),
-                "SELECT EXISTS (SELECT 1 FROM replayed) AS replay, (SELECT family_id FROM replayed) AS family, fresh.* FROM (SELECT 1) AS one LEFT JOIN fresh ON true"
-            )).first.map { row -> (replay: Bool, family: String?, code: (client: String, user: String, grant: JSONValue, live: Bool)?) in
-                let code = try row.isNull("user_id") ? nil : (try row.string("client_id"), try row.string("user_id"),
-                                                                 (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([]),
-                                                                 try row.bool("live"))
-                return (try row.bool("replay"), try row.optionalString("family"), code)
-            }
-        }
-        guard let consumed else { return .invalid("the code is unknown or expired") }
-        if consumed.replay { return .replayed(revokedFamily: consumed.family) }
-        guard let code = consumed.code else { return .invalid("the code is unknown or expired") }
-        let grant = code.grant
-        // A plain compare: the challenge is public (the client sent it in the authorization request),
-        // and what is compared with it is a hash of the verifier, not the verifier.
-        let challenge = grant["code_challenge"]?.stringValue
-        let refusal: String? =
-            !code.live ? "the code is unknown or expired"
-            : code.client != presented.clientId ? "the code was issued to another client"
-            : presented.redirectURI == nil || presented.redirectURI != grant["redirect_uri"]?.stringValue
-                ? "redirect_uri does not match the authorization request"
-            : challenge.map { $0 != presented.verifierChallenge } ?? (presented.verifierChallenge != nil || !presented.pkceOptional)
-                ? "code_verifier does not match the code_challenge (PKCE S256)"
-            : nil
-        if let refusal { return .invalid(refusal) }
-        let session = NewSession(familyId: familyId, userId: code.user, refreshHash: refreshHash, ttlSeconds: ttlSeconds, method: .oauth,
-                                 credentialId: grant["credential_id"]?.stringValue.flatMap(Self.bytes(base64url:)),
-                                 authTime: Date(timeIntervalSince1970: grant["auth_time"]?.doubleValue ?? 0))
-        let issued = AuditRecord(actor: code.user, action: issuedAudit.action, subject: code.user, detail: issuedAudit.detail)
-        let started = try pool.run { c in
-            try c.query(SQL.with([
-                ("live", """
-                    SELECT (k.approving_family IS NULL OR EXISTS (SELECT 1 FROM refresh_families f WHERE f.id = k.approving_family
-                                AND (f.revoked_at IS NULL OR f.ended_by = 'logout') FOR SHARE))
-                       AND (k.approving_credential IS NULL OR EXISTS (SELECT 1 FROM credentials r
-                                WHERE r.id = latchkey_from_base64url(k.approving_credential) AND r.revoked_at IS NULL FOR SHARE))
-                       AND (k.approving_device_key IS NULL OR EXISTS (SELECT 1 FROM device_keys d
-                                WHERE d.id = k.approving_device_key AND d.revoked_at IS NULL FOR SHARE)) AS ok
-                    FROM oauth_codes k WHERE k.hash = \(hash)
-                    """),
-                ("gate", """
-                    UPDATE oauth_codes SET family_id = \(familyId)
-                    WHERE hash = \(hash) AND replayed_at IS NULL AND (SELECT ok FROM live)
-                    RETURNING approving_family, approving_credential, approving_device_key
-                    """),
-            ] + SessionRepository.ctes(session, from: "gate") + [
-                ("granted", """
-                    INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
-                    SELECT fam.id, \(presented.clientId), \(PostgresValue.json(grant.text))::jsonb,
-                           gate.approving_family, gate.approving_credential, gate.approving_device_key
-                    FROM fam, gate RETURNING family_id
-                    """),
-            ] + AuditRepository.cte([issued], onlyIf: "tok"),
-                "SELECT EXISTS (SELECT 1 FROM tok) AS started, EXISTS (SELECT 1 FROM live WHERE ok) AS live"
-            )).first.map { row in (try row.bool("started"), try row.bool("live")) }
-        }
-        guard let started else { return .approverRevoked }
-        if started.0 { return .started(OAuthCodeRecord(clientId: presented.clientId, userId: code.user, grant: grant)) }
-        return started.1 ? .replayed(revokedFamily: nil) : .approverRevoked
-    }
-
-    /// The passkey id a grant spells in base64url (Storage has no Crypto module to decode it with).
-    static func bytes(base64url text: String) -> [UInt8]? {
-        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while s.utf8.count % 4 != 0 { s += "=" }
-        return Data(base64Encoded: s).map { Array($0) }
+        let replayed = AuditTemplate(actor: replayAudit.actor, action: replayAudit.action, detail: replayAudit.detail)
+        let issued = AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail)
+        let statement = SQL.with([
+            ("c", """
+                SELECT hash, used_at IS NOT NULL AS replay, client_id, grant_data, expires_at > now() AS live,
+                       approving_family, approving_credential, approving_device_key
+                FROM oauth_codes WHERE hash = \(hash) FOR UPDATE
+                """),
+            ("checked", """
+                SELECT c.*, CASE
+                    WHEN NOT c.live THEN 'the code is unknown or expired'
+                    WHEN c.client_id <> \(presented.clientId) THEN 'the code was issued to another client'
+                    WHEN \(presented.redirectURI)::text IS NULL OR \(presented.redirectURI)::text IS DISTINCT FROM c.grant_data->>'redirect_uri'
+                        THEN 'redirect_uri does not match the authorization request'
+                    WHEN (c.grant_data->>'code_challenge') IS NOT NULL
+                        AND (c.grant_data->>'code_challenge') IS DISTINCT FROM \(presented.verifierChallenge)::text
+                        THEN 'code_verifier does not match the code_challenge (PKCE S256)'
+                    WHEN (c.grant_data->>'code_challenge') IS NULL
+                        AND (\(presented.verifierChallenge)::text IS NOT NULL OR NOT \(presented.pkceOptional)::boolean)
+                        THEN 'code_verifier does not match the code_challenge (PKCE S256)'
+                    END AS refusal
+                FROM c WHERE NOT c.replay
+                """),
+            ("approvers", """
+                SELECT (checked.approving_family IS NULL OR EXISTS (SELECT 1 FROM refresh_families f WHERE f.id = checked.approving_family
+                            AND (f.revoked_at IS NULL OR f.ended_by = 'logout') FOR SHARE))
+                   AND (checked.approving_credential IS NULL OR EXISTS (SELECT 1 FROM credentials r
+                            WHERE r.id = latchkey_from_base64url(checked.approving_credential) AND r.revoked_at IS NULL FOR SHARE))
+                   AND (checked.approving_device_key IS NULL OR EXISTS (SELECT 1 FROM device_keys d
+                            WHERE d.id = checked.approving_device_key AND d.revoked_at IS NULL FOR SHARE)) AS ok
+                FROM checked WHERE checked.refusal IS NULL
+                """),
+            ("fresh", """
+                UPDATE oauth_codes o SET used_at = now(), family_id = CASE WHEN (SELECT ok FROM approvers) THEN \(familyId) END
+                FROM checked WHERE o.hash = checked.hash
+                RETURNING o.user_id, o.grant_data, o.family_id, o.approving_family, o.approving_credential, o.approving_device_key
+                """),
+            ("gate", "SELECT * FROM fresh WHERE family_id IS NOT NULL"),
+            ("replayed", """
+                UPDATE oauth_codes o SET replayed_at = now() FROM c WHERE o.hash = c.hash AND c.replay RETURNING o.family_id
+                """),
+            ("rev", """
+                UPDATE refresh_families SET revoked_at = now() WHERE id = (SELECT family_id FROM replayed) AND revoked_at IS NULL RETURNING id
+                """),
+            ("fam", """
+                INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser)
+                SELECT \(familyId), gate.user_id, 'oauth', latchkey_from_base64url(gate.grant_data->>'credential_id'),
+                       to_timestamp((gate.grant_data->>'auth_time')::float8), now(), false
+                FROM gate RETURNING id
+                """),
+            ("tok", """
+                INSERT INTO refresh_tokens (hash, family_id, expires_at)
+                SELECT \(refreshHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash
+                """),
+            ("granted", """
+                INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
+                SELECT fam.id, \(presented.clientId), gate.grant_data, gate.approving_family, gate.approving_credential, gate.approving_device_key
+                FROM fam, gate RETURNING family_id
+                """),
+        ] + AuditRepository.cte([replayed.rows(from: "replayed", subject: "\(replayAudit.subject)::text",
+                                               members: [("sessionId", "replayed.family_id")]),
+                                 issued.rows(from: "gate JOIN tok ON true", subject: "gate.user_id")]),
+            """
+            SELECT (SELECT replay FROM c) AS replay, (SELECT family_id FROM replayed) AS family, (SELECT refusal FROM checked) AS refusal,
+                   EXISTS (SELECT 1 FROM tok) AS started, (SELECT user_id FROM fresh) AS user_id, (SELECT grant_data::text FROM fresh) AS grant_data
+            """)
+        let row = try pool.run { c in try c.query(statement)[0] }
+        do {
+            guard try !row.isNull("replay") else { return .invalid("the code is unknown or expired") }
+            if try row.bool("replay") { return .replayed(revokedFamily: try row.optionalString("family")) }
+            if let refusal = try row.optionalString("refusal") { return .invalid(refusal) }
+            guard try row.bool("started"), let userId = try row.optionalString("user_id") else { return .approverRevoked }
+            let grant = (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([])
+            return .started(OAuthCodeRecord(clientId: presented.clientId, userId: userId, grant: grant))
+        } catch { throw StorageError(error) }
     }
 
     /// RFC 6749 §6 with rotation at the token endpoint: only the client's own OAuth sessions; a token

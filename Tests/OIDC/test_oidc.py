@@ -318,6 +318,10 @@ def test_revoking_the_passkey_ends_the_oauth_session():
     redirect, verifier, _, _ = code_flow(client, OPBrowser(pk), 'https://rev.example/cb')
     tok = client.fetch_token(DISCOVERY['token_endpoint'], authorization_response=redirect, redirect_uri='https://rev.example/cb',
                              code_verifier=verifier)
+    # The account's last passkey is its last way in: recovery codes first, so that it may be revoked.
+    codes = {'type': 'latchkey.recovery-codes.create'}
+    st, body = api('POST', '/v1/recovery-codes', token=token, headers={'Latchkey-Step-Up': step_up(pk, token, codes)})
+    check(st == 201, f'recovery codes: {st} {body}')
     action = {'type': 'latchkey.passkey.revoke', 'credentialId': b64u(pk.cred_id)}
     st, body = api('DELETE', f'/v1/passkeys/{b64u(pk.cred_id)}', token=token, headers={'Latchkey-Step-Up': step_up(pk, token, action)})
     check(st == 200, f'passkey revoked: {st} {body}')

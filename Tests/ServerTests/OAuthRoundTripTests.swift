@@ -23,8 +23,8 @@ struct OAuthRoundTripTests {
         "POST /v1/oauth/requests/{id}/sign-in": 2,
         // The cookie's session and the request in one read, the one write.
         "POST /v1/oauth/requests/{id}/approve": 2,
-        // The code used up (and read), the grant written with its approvers locked.
-        "POST /oauth2/token": 2,
+        // One statement: the code used up and checked, its approvers locked, the grant written.
+        "POST /oauth2/token": 1,
         "GET /oauth2/userinfo": 1,
     ]
 

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import PostgreSQL
 import JSON
 import Storage
 import WebAuthn
@@ -24,6 +25,9 @@ public struct Application: Responder {
     }
 
     let router: Router
+    /// Told each request's route and its round trips to PostgreSQL by kind (the round-trip
+    /// invariant's tests record them; nil in a served deployment, which has the metric).
+    public var databaseWork: (@Sendable (_ route: String, _ method: String, _ status: Int, _ trips: RoundTripCounts) -> Void)?
     private(set) var listener: Listener = .all
     let metrics: Metrics
     let log: RequestLog
@@ -117,7 +121,7 @@ public struct Application: Responder {
         var response: Response
         var route = "unmatched"
         var databaseFailure: DatabaseFailure? = nil
-        var roundTrips = 0
+        var roundTrips = RoundTripCounts()
         let served = serves(request)
         let corsOrigin = served ? allowedCORSOrigin(request) : nil
         if !served {
@@ -163,7 +167,8 @@ public struct Application: Responder {
             response.headers.append(("Cache-Control", "no-store"))
         }
         let seconds = runtime.uptime() - start
-        metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds, roundTrips: roundTrips)
+        metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds, roundTrips: roundTrips.total)
+        databaseWork?(route, request.method, response.status, roundTrips)
         if response.status == 503 {
             // Every 503 names the database failure behind it (its class is a metric label).
             metrics.observeDatabaseFailure(databaseFailure?.kind ?? (startup.isReady ? "other" : "not_ready"))

@@ -92,7 +92,14 @@ final class TestServer: Sendable {
         try services.start()
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
-                              responder: Application(services: services))
+                              responder: Self.application(services))
+    }
+
+    /// The server's responder; with `LATCHKEY_ROUND_TRIP_LOG`, each request's round trips are logged.
+    static func application(_ services: Services) -> Application {
+        var application = Application(services: services)
+        if let log = RoundTripLog.shared { application.databaseWork = log.record }
+        return application
     }
 
     /// The test deployment's LATCHKEY_KEY_ENCRYPTION_KEY as the environment gives it (processes spawned by tests).
@@ -349,6 +356,36 @@ final class TrafficLog: Sendable {
             ("method", .string(method)), ("target", .string(target)), ("status", .number(Double(reply.status))),
             ("contentType", reply.contentType.map { .string($0) } ?? .null),
             ("body", .string(String(decoding: reply.body, as: UTF8.self))),
+        ]).serialized() + Array("\n".utf8)
+        handle.withLock { h in
+            guard let h else { return }
+            h.seekToEndOfFile()
+            h.write(Data(line))
+        }
+    }
+}
+
+/// With `LATCHKEY_ROUND_TRIP_LOG=<file>` (scripts/test.sh sets it), every request a test server
+/// answers is appended as one JSON line — route, method, status, and its round trips to PostgreSQL
+/// by kind — and scripts/round-trips.py holds each route to ARCHITECTURE.md's "Round trips" after
+/// the suites (SPEC "Performance targets": at most one read and one write a request).
+final class RoundTripLog: Sendable {
+    static let shared: RoundTripLog? = ProcessInfo.processInfo.environment["LATCHKEY_ROUND_TRIP_LOG"].flatMap {
+        $0.isEmpty ? nil : RoundTripLog(path: $0)
+    }
+
+    private let handle: Mutex<FileHandle?>
+
+    init?(path: String) {
+        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let h = FileHandle(forWritingAtPath: path) else { return nil }
+        handle = Mutex(h)
+    }
+
+    @Sendable func record(route: String, method: String, status: Int, trips: RoundTripCounts) {
+        let line = JSONValue.object([
+            ("route", .string(route)), ("method", .string(method)), ("status", .number(Double(status))),
+            ("reads", .number(Double(trips.reads))), ("writes", .number(Double(trips.writes))), ("control", .number(Double(trips.control))),
         ]).serialized() + Array("\n".utf8)
         handle.withLock { h in
             guard let h else { return }

@@ -1,0 +1,64 @@
+/// What one round trip to PostgreSQL was, for SPEC "Performance targets" → "Round trips" (at most
+/// one read and one write a request): a statement that reads only, one that writes (it inserts,
+/// updates or deletes, or notifies, in any part of it — a `WITH … UPDATE … SELECT` writes), or
+/// transaction control (BEGIN, COMMIT, ROLLBACK, savepoints).
+public enum RoundTripKind: Sendable {
+    case read, write, control
+}
+
+/// The round trips one request made, by kind.
+public struct RoundTripCounts: Sendable, Equatable, CustomStringConvertible {
+    public var reads = 0
+    public var writes = 0
+    public var control = 0
+
+    public init(reads: Int = 0, writes: Int = 0, control: Int = 0) {
+        self.reads = reads
+        self.writes = writes
+        self.control = control
+    }
+
+    public var total: Int { reads + writes + control }
+    public var description: String { "\(reads) read(s), \(writes) write(s), \(control) control" }
+
+    mutating func add(_ kind: RoundTripKind) {
+        switch kind {
+        case .read: reads += 1
+        case .write: writes += 1
+        case .control: control += 1
+        }
+    }
+}
+
+extension SQL {
+    /// Whether the statement writes: a data-changing keyword (INSERT, UPDATE, DELETE, MERGE,
+    /// TRUNCATE, NOTIFY, `pg_notify`) as a word of its text, `FOR UPDATE` / `FOR NO KEY UPDATE`
+    /// (row locks of a read) not counted. Case-insensitive; a scan of the bytes, no allocation.
+    public var writes: Bool { SQL.writes(composed) }
+
+    static func writes(_ text: [UInt8]) -> Bool {
+        func isWordByte(_ b: UInt8) -> Bool { (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x5F }
+        func upper(_ b: UInt8) -> UInt8 { (b >= 0x61 && b <= 0x7A) ? b - 0x20 : b }
+        var i = 0
+        var previous: ArraySlice<UInt8> = []
+        while i < text.count {
+            guard isWordByte(text[i]) else { i += 1; continue }
+            let start = i
+            while i < text.count, isWordByte(text[i]) { i += 1 }
+            let word = text[start..<i]
+            if word.count >= 5, word.count <= 9 {
+                let u = word.map(upper)
+                switch String(decoding: u, as: UTF8.self) {
+                case "INSERT", "DELETE", "MERGE", "TRUNCATE", "NOTIFY", "PG_NOTIFY": return true
+                case "UPDATE":
+                    // `FOR UPDATE`, `FOR NO KEY UPDATE`: a lock, not a write.
+                    let p = String(decoding: previous.map(upper), as: UTF8.self)
+                    if p != "FOR" && p != "KEY" { return true }
+                default: break
+                }
+            }
+            previous = word
+        }
+        return false
+    }
+}
