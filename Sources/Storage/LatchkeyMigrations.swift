@@ -69,6 +69,9 @@ public enum LatchkeyMigrations {
              sql: PackageResources._019_one_live_session_index_sql),
         // Issue 32: grants bound to what approved them, the OP browser session, consents, client auth methods.
         File(version: 20, name: "OAuth grants bound", file: "0020_oauth_grants_bound.sql", sql: PackageResources._020_oauth_grants_bound_sql),
+        // Issue 34: sealed login challenges: their single use recorded at verify; ceremony-sealing keys a KEK rotation retired.
+        File(version: 21, name: "sealed login challenges", file: "0021_sealed_login_challenges.sql",
+             sql: PackageResources._021_sealed_login_challenges_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests
