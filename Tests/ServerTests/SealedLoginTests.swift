@@ -46,7 +46,9 @@ struct SealedLoginTests {
 
     @Test("a known and an unknown username: the same statements, one read, challenges of one length and layout, decoys for the unknown")
     func knownAndUnknownLookAlike() throws {
-        let server = try Self.fixture.get()
+        // A server of its own: the round-trip counter is per route, and the suite's tests run in parallel.
+        let server = try TestServer(name: "sealed-alike")
+        defer { server.http.stop() }
         let client = server.client()
         let known = server.username("known")
         _ = try client.signUp(SoftAuthenticator(), username: known)
@@ -75,7 +77,8 @@ struct SealedLoginTests {
 
     @Test("a verify is two round trips (BEGIN with the read, the statement with COMMIT); a replay is challenge_invalid")
     func verifyRoundTrips() throws {
-        let server = try Self.fixture.get()
+        let server = try TestServer(name: "sealed-trips")
+        defer { server.http.stop() }
         let client = server.client()
         let authenticator = SoftAuthenticator()
         let username = server.username("trips")
@@ -150,5 +153,72 @@ struct SealedLoginTests {
             }
         }
         #expect(outcomes.sorted() == ["200", "400 sign_count_regression"], "\(outcomes)")
+    }
+
+    /// Services over `scratch` with `kek` and `runtime`, migrated and with signing keys.
+    static func services(_ scratch: TestDatabase.Scratch, kek: KeyEncryptionKey?, runtime: Runtime = .system) throws -> (Services, Database) {
+        var c = Configuration()
+        c.rpId = "seal.latchkey.test"
+        c.issuer = "https://seal.latchkey.test"
+        c.databaseURL = scratch.url
+        c.keyEncryptionKey = kek
+        // LATCHKEY_DB_POOLER=transaction: through PgBouncer, as the ceremony suites run again in CI.
+        c.databasePooler = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) ?? .none
+        let database = Database(url: scratch.url, connections: 2, pooler: c.databasePooler)
+        let services = Services(configuration: c, database: database, runtime: runtime, log: RequestLog(enabled: false))
+        _ = try services.migrate()
+        if kek != nil { try services.prepareSigningKeys() }
+        return (services, database)
+    }
+
+    @Test("after keys rotate --new-key, the previous sealing key opens challenges for LATCHKEY_CHALLENGE_TTL, then no more")
+    func previousKeyAfterRotation() throws {
+        let scratch = try TestDatabase.Scratch()
+        let (old, _) = KeyEncryptionTests.kek()
+        let (new, _) = KeyEncryptionTests.kek()
+        let (running, runningDB) = try Self.services(scratch, kek: old)
+        defer { running.stop(); runningDB.shutdown() }
+        // Issued by an instance still on the old KEK, before and after the rotation.
+        let before = try challengeBytes(try running.passkeys.authenticationOptions(username: nil))
+        _ = try SigningKeyStore(keys: runningDB.keys, kek: old).reencrypt(to: new)
+        let after = try challengeBytes(try running.passkeys.authenticationOptions(username: nil))
+
+        let clock = ManualClock()
+        let (restarted, restartedDB) = try Self.services(scratch, kek: new, runtime: clock.runtime())
+        defer { restarted.stop(); restartedDB.shutdown() }
+        let seal = restarted.passkeys.seal
+        let rpId = restarted.configuration.rpId
+        func opens(_ challenge: [UInt8]) -> Bool {
+            (try? seal.open(challenge, plaintextLength: SealedAuthentication.plaintextLength, rpId: rpId)) != nil
+        }
+        let own = try challengeBytes(try restarted.passkeys.authenticationOptions(username: nil))
+        #expect(opens(before) && opens(after) && opens(own))
+        #expect(Array(own[1..<CeremonySeal.headerSize]) == CeremonySeal.key(from: new).id)
+        #expect(Array(before[1..<CeremonySeal.headerSize]) == CeremonySeal.key(from: old).id)
+        clock.advance(Double(restarted.configuration.challengeTTL) + 1)
+        #expect(!opens(before) && !opens(after), "the previous key is no longer accepted")
+        #expect(opens(own))
+
+        // A KEK the rotation did not come from knows nothing of the old key.
+        let (other, _) = KeyEncryptionTests.kek()
+        let stranger = CeremonySeal(kek: other, keys: restartedDB.keys, runtime: .system, challengeTTL: 300)
+        #expect((try? stranger.open(before, plaintextLength: SealedAuthentication.plaintextLength, rpId: rpId)) == nil)
+    }
+
+    @Test("without a KEK (development mode) the sealing key is generated once and kept in the database, for every instance")
+    func developmentKeyInTheDatabase() throws {
+        let scratch = try TestDatabase.Scratch()
+        let database = Database(url: scratch.url, connections: 2,
+                                pooler: ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) ?? .none)
+        defer { database.shutdown() }
+        _ = try database.migrate()
+        let one = CeremonySeal(kek: nil, keys: database.keys, runtime: .system, challengeTTL: 300)
+        let two = CeremonySeal(kek: nil, keys: database.keys, runtime: .system, challengeTTL: 300)
+        let plaintext = Array(repeating: UInt8(7), count: SealedAuthentication.plaintextLength)
+        let sealed = try one.seal(plaintext, rpId: "dev.latchkey.test")
+        #expect(try two.open(sealed, plaintextLength: plaintext.count, rpId: "dev.latchkey.test") == plaintext)
+        #expect((try? two.open(sealed, plaintextLength: plaintext.count, rpId: "other.latchkey.test")) == nil)
+        let stored = try database.pool.query("SELECT value FROM server_secrets WHERE name = 'ceremony-seal'")
+        #expect(try stored.map { try $0.bytes("value").count } == [32])
     }
 }
