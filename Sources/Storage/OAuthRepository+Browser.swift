@@ -38,19 +38,10 @@ extension OAuthRepository {
     /// Starts an OP browser session in one statement: the passkey's use recorded (the counter's
     /// compare-and-set, as a login), the browser family with the cookie's hash as its one token,
     /// the audit line and events; and the session of the cookie it replaces ended like a logout
-    /// (its approvals live on), only when the new one starts. Returns the use as stored and the ids
-    /// of the sessions ended; `.notFound` / `.conflict(.signCountRegression)` as a login's. The OP
-    /// sign-in itself writes this inside its login's transaction (`LoginRepository.login`).
-    public func startBrowserSession(_ session: NewSession, recording use: CredentialUse, replacing cookieHash: [UInt8]?,
-                                    audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> (RecordedUse, [String]) {
-        try pool.run { c in
-            try Self.browserSessionStarted(try c.query(Self.startBrowserSession(session, recording: use, replacing: cookieHash, audit: audit,
-                                                                               events: events, onlyIf: nil, also: nil))[0])
-        }
-    }
-
-    /// `startBrowserSession`'s statement; with `onlyIf` (a CTE among `prefix`), only when that CTE
-    /// returned a row. `also`: more columns for the final row.
+    /// (its approvals live on), only when the new one starts. The OP sign-in writes it inside its
+    /// login's transaction (`LoginRepository.login`, `LoginWrite.browserSession`), whose row gives
+    /// the use as stored and the ids of the sessions ended (`browserSessionStarted`). With `onlyIf`
+    /// (a CTE among `prefix`), only when that CTE returned a row; `also`: more columns for the final row.
     static func startBrowserSession(_ session: NewSession, recording use: CredentialUse, replacing cookieHash: [UInt8]?,
                                     audit: [AuditRecord], events: [OutboxEvent], onlyIf gate: String?, also: SQL?,
                                     prefix: [(name: String, sql: SQL)] = []) -> SQL {
