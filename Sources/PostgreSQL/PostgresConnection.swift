@@ -23,7 +23,7 @@ import Synchronization
 /// session's settings anyway: `client_encoding=UTF8` is a startup parameter (which PgBouncer tracks
 /// per client), and `timestamptz` text carries its own offset for any server `TimeZone`.
 public final class PostgresConnection: Sendable {
-    private struct State: ~Copyable {
+    struct State: ~Copyable {
         let handle: OpaquePointer  // PGconn *
         /// Set by the notice receiver when the server sends FATAL (it is closing the connection).
         let fatalFlag: UnsafeMutablePointer<Int32>
@@ -45,7 +45,7 @@ public final class PostgresConnection: Sendable {
         }
     }
 
-    private struct StatementKey: Hashable {
+    struct StatementKey: Hashable {
         let text: [UInt8]
         let types: [UInt32]
 
@@ -92,7 +92,7 @@ public final class PostgresConnection: Sendable {
 
     /// A statement prepared on this connection, and the column layout of its results once one
     /// came back (built once, not per query).
-    private final class PreparedStatement {
+    final class PreparedStatement {
         let name: String
         var layout: ColumnLayout?
         init(name: String) { self.name = name }
@@ -101,7 +101,7 @@ public final class PostgresConnection: Sendable {
     /// Prepared statements kept per connection before new ones run unprepared.
     static let statementCacheLimit = 500
 
-    private let state: Mutex<State>
+    let state: Mutex<State>
 
     /// Whether this connection avoids session state (see the type's documentation).
     public let transactionPooling: Bool
@@ -308,7 +308,7 @@ public final class PostgresConnection: Sendable {
     /// A connection error (lost socket, or the server's 57P/08 "closing this session") or a
     /// timeout marks the connection broken for good, so a pool never reuses it. Every failure is
     /// noted on the bound budget (the 503's log line names its class).
-    private static func markingLoss<T>(_ state: inout State, _ body: (inout State) throws -> T) throws -> T {
+    static func markingLoss<T>(_ state: inout State, _ body: (inout State) throws -> T) throws -> T {
         do {
             return try body(&state)
         } catch let error as PostgresError {

@@ -31,6 +31,22 @@ public struct RoundTripCounts: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension SQL {
+    /// What running this statement alone is: control, a write, or a read.
+    public var roundTripKind: RoundTripKind {
+        let head = composed.prefix(9).map { ($0 >= 0x61 && $0 <= 0x7A) ? $0 - 0x20 : $0 }
+        let text = String(decoding: head, as: UTF8.self)
+        if ["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains(where: { text.hasPrefix($0) }) { return .control }
+        return writes ? .write : .read
+    }
+
+    /// What a pipeline of `statements` is as one round trip: a write if any of them writes, else a
+    /// read if any reads, else control (`BEGIN` + a read is a read; a write + `COMMIT` a write).
+    public static func roundTripKind(_ statements: [SQL]) -> RoundTripKind {
+        let kinds = statements.map(\.roundTripKind)
+        if kinds.contains(.write) { return .write }
+        return kinds.contains(.read) ? .read : .control
+    }
+
     /// Whether the statement writes: a data-changing keyword (INSERT, UPDATE, DELETE, MERGE,
     /// TRUNCATE, NOTIFY, `pg_notify`) as a word of its text, `FOR UPDATE` / `FOR NO KEY UPDATE`
     /// (row locks of a read) not counted. Case-insensitive; a scan of the bytes, no allocation.

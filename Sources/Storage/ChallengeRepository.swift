@@ -30,7 +30,9 @@ public struct StoredChallenge: Sendable, Equatable {
     }
 }
 
-/// Challenges are stored by SHA-256 and consumed with one `DELETE … RETURNING`.
+/// Challenges of the ceremonies whose state is stored (registration, device-key enrolment, step-up)
+/// are stored by SHA-256 and consumed with one `DELETE … RETURNING`; a sign-in's is sealed into the
+/// challenge itself (`LoginRepository`).
 public final class ChallengeRepository: Sendable {
     /// The asynchronous-commit pool (see `Database.challengePool`).
     let pool: PostgresPool
@@ -80,35 +82,18 @@ public final class ChallengeRepository: Sendable {
         }
     }
 
-    /// A login's first round trip: consumes the challenge (whatever its kind: the caller checks)
-    /// and fetches the live credential with its owner (nil when unknown or revoked) in one statement,
-    /// with the ids of every live credential of that owner, oldest first (the Signal API's
-    /// `allAcceptedCredentialIds`; empty without a credential).
-    public func consumeForLogin(hash: [UInt8], credentialId: [UInt8]) throws(StorageError)
-        -> (StoredChallenge?, (CredentialRecord, UserRecord)?, accepted: [[UInt8]]) {
-        try pool.run { c in
-            let rows = try c.query("""
-                WITH ch AS (DELETE FROM challenges WHERE hash = \(hash) RETURNING \(unsafeRaw: ChallengeRepository.columns))
-                SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, \(unsafeRaw: AccountRepository.loginColumns),
-                       (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a
-                        WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted
-                FROM ch LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
-                        LEFT JOIN users u ON u.id = c.user_id
-                """)
-            guard let r = rows.first else { return (nil, nil, []) }
-            let challenge = try ChallengeRepository.challenge(r)
-            guard try !r.isNull("id") else { return (challenge, nil, []) }
-            let accepted = try r.hexList("accepted")
-            return (challenge, try AccountRepository.login(r), accepted)
+    /// Drops challenges that expired over an hour ago, and the used ids of sealed challenges that
+    /// expired over a minute ago (any instance may run this now and then). A verify records an id
+    /// only while its challenge is live (`LoginRepository.used`), so an id the sweep took can never
+    /// be recorded again: the minute covers a verify statement still running when it expired.
+    public func purgeExpired() throws(StorageError) {
+        try maintenance.run { c in
+            try c.execute("DELETE FROM challenges WHERE expires_at < now() - interval '1 hour'")
+            try c.execute("DELETE FROM used_challenges WHERE expires_at < now() - interval '1 minute'")
         }
     }
 
-    /// Drops challenges that expired over an hour ago (any instance may run this now and then).
-    public func purgeExpired() throws(StorageError) {
-        try maintenance.run { c in try c.execute("DELETE FROM challenges WHERE expires_at < now() - interval '1 hour'") }
-    }
-
-    /// `bound_user`, not `user_id`: a login joins credentials, whose `user_id` is the credential's owner.
+    /// `bound_user`: the user the challenge was issued for (a registration's, a step-up's).
     static let columns = "purpose, user_id AS bound_user, rp_id, state, expires_at <= now() AS expired"
 
     static func challenge(_ r: Row) throws -> StoredChallenge {

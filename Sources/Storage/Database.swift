@@ -24,6 +24,8 @@ public final class Database: Sendable {
     private let directURL: String?
 
     public let challenges: ChallengeRepository
+    /// A passkey login's one read and one write (sealed challenges' single use, the session).
+    public let logins: LoginRepository
     /// Users, credentials (passkeys), enrolment tickets.
     public let accounts: AccountRepository
     /// Refresh-token families (sessions) and tokens, and their revocation feed.
@@ -70,6 +72,7 @@ public final class Database: Sendable {
         }
         let listen = listenURL ?? (pooler == .none ? url : nil)
         challenges = ChallengeRepository(pool: challengePool, maintenance: pool)
+        logins = LoginRepository(pool: pool)
         accounts = AccountRepository(pool: pool)
         sessions = SessionRepository(pool: pool, listenURL: listen)
         deviceKeys = DeviceKeyRepository(pool: pool)

@@ -66,7 +66,8 @@ public final class KeyRepository: Sendable {
     /// Rewrites every key's envelope (`changes`: kid, the envelope read, its replacement) in one
     /// transaction, with the rows locked. False, and nothing written, when the table no longer
     /// holds exactly the envelopes read (a key added or changed meanwhile: read again and retry).
-    public func reseal(_ changes: [(kid: String, from: [UInt8], to: [UInt8])]) throws(StorageError) -> Bool {
+    public func reseal(_ changes: [(kid: String, from: [UInt8], to: [UInt8])],
+                       retiring ceremonyKey: (keyId: [UInt8], sealed: [UInt8])? = nil) throws(StorageError) -> Bool {
         try pool.runTransaction { t in
             let rows = try t.query("SELECT kid, sealed_key FROM signing_keys FOR UPDATE")
             var current: [String: [UInt8]?] = [:]
@@ -76,7 +77,25 @@ public final class KeyRepository: Sendable {
             for change in changes {
                 try t.execute("UPDATE signing_keys SET sealed_key = \(change.to) WHERE kid = \(change.kid)")
             }
+            if let ceremonyKey {
+                // The ceremony-sealing key the old KEK derived: still accepted for a challenge's lifetime.
+                try t.execute("""
+                    INSERT INTO ceremony_seal_keys (key_id, sealed_key) VALUES (\(ceremonyKey.keyId), \(ceremonyKey.sealed))
+                    ON CONFLICT (key_id) DO UPDATE SET sealed_key = EXCLUDED.sealed_key, retired_at = now()
+                    """)
+            }
             return true
+        }
+    }
+
+    /// Ceremony-sealing keys a KEK rotation retired less than `acceptedForSeconds` ago (by the
+    /// database's clock), each with the seconds it stays accepted.
+    public func retiredCeremonySealKeys(acceptedForSeconds: Int) throws(StorageError) -> [(keyId: [UInt8], sealed: [UInt8], remaining: Double)] {
+        try pool.run { c in
+            try c.query("""
+                SELECT key_id, sealed_key, extract(epoch FROM retired_at + make_interval(secs => \(acceptedForSeconds)) - now())::float8 AS remaining
+                FROM ceremony_seal_keys WHERE retired_at + make_interval(secs => \(acceptedForSeconds)) > now()
+                """).map { (try $0.bytes("key_id"), try $0.bytes("sealed_key"), try $0.double("remaining")) }
         }
     }
 

@@ -38,11 +38,14 @@ extension OAuthRepository {
     /// Starts an OP browser session in one statement: the passkey's use recorded (the counter's
     /// compare-and-set, as a login), the browser family with the cookie's hash as its one token,
     /// the audit line and events; and the session of the cookie it replaces ended like a logout
-    /// (its approvals live on), only when the new one starts. Returns the use as stored and the ids
-    /// of the sessions ended; `.notFound` / `.conflict(.signCountRegression)` as a login's.
-    public func startBrowserSession(_ session: NewSession, recording use: CredentialUse, replacing cookieHash: [UInt8]?,
-                                    audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> (RecordedUse, [String]) {
-        var ctes = [("cred", AccountRepository.recording(use))] + SessionRepository.ctes(session, from: "cred")
+    /// (its approvals live on), only when the new one starts. The OP sign-in writes it inside its
+    /// login's transaction (`LoginRepository.login`, `LoginWrite.browserSession`), whose row gives
+    /// the use as stored and the ids of the sessions ended (`browserSessionStarted`). With `onlyIf`
+    /// (a CTE among `prefix`), only when that CTE returned a row; `also`: more columns for the final row.
+    static func startBrowserSession(_ session: NewSession, recording use: CredentialUse, replacing cookieHash: [UInt8]?,
+                                    audit: [AuditRecord], events: [OutboxEvent], onlyIf gate: String?, also: SQL?,
+                                    prefix: [(name: String, sql: SQL)] = []) -> SQL {
+        var ctes = prefix + [("cred", AccountRepository.recording(use, onlyIf: gate))] + SessionRepository.ctes(session, from: "cred")
             + AuditRepository.cte(audit, onlyIf: "tok") + OutboxRepository.ctes(events, onlyIf: "tok")
         ctes.append(("ended", """
             UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'
@@ -50,11 +53,14 @@ extension OAuthRepository {
               AND EXISTS (SELECT 1 FROM tok)
             RETURNING id
             """))
-        return try pool.run { c in
-            let row = try c.query(SQL.with(ctes, AccountRepository.recordedOrWhy(use, also: "(SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended")))[0]
-            let recorded = try AccountRepository.recorded(row)
-            return (recorded, Self.strings(try row.string("ended")))
-        }
+        let more: SQL = also.map { ", \(fragment: $0)" } ?? ""
+        return SQL.with(ctes, AccountRepository.recordedOrWhy(use, also: "(SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended\(fragment: more)"))
+    }
+
+    /// The row of `startBrowserSession`'s statement as its result.
+    static func browserSessionStarted(_ row: Row) throws -> (RecordedUse, [String]) {
+        let recorded = try AccountRepository.recorded(row)
+        return (recorded, Self.strings(try row.string("ended")))
     }
 
     /// The live OP browser session a cookie names (unexpired, not revoked), in one read.

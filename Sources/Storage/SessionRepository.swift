@@ -77,7 +77,7 @@ public final class SessionRepository: Sendable {
     /// credential's use is recorded in that same statement (a compare-and-set on its counter, see
     /// `AccountRepository.recording`), and the session exists only if the use was stored: unknown
     /// credential → `.notFound`, counter refused → `.conflict(.signCountRegression)`, nothing
-    /// written either way. A login is `consumeForLogin`, then this — two round trips. Returns the
+    /// written either way. A passkey login writes the same statement through `LoginRepository.login`. Returns the
     /// credential as the use left it (nil without a use).
     @discardableResult
     public func start(_ session: NewSession, recording use: CredentialUse? = nil,

@@ -2,15 +2,17 @@
  * The challenge lifecycle, as Latchkey implements it, for spin.
  *
  *   options  → ChallengeRepository.insert     INSERT … expires_at = now() + LATCHKEY_CHALLENGE_TTL
- *   verify   → ChallengeRepository.consume    one DELETE … RETURNING (kind / user filter for step-up),
- *              or .consumeForLogin              expired = expires_at <= now() computed in the statement
+ *   verify   → ChallengeRepository.consume    one DELETE … RETURNING (kind / user filter for step-up,
+ *                                              none for a registration); expired = expires_at <= now()
+ *                                              computed in the statement
+ * (A sign-in's challenge is sealed, not stored: Tests/Model/sealed-challenges.pml.)
  *            → CeremonyRules.live             found? not expired? this ceremony's kind and rpId?
  *   serve    → ChallengeRepository.purgeExpired  DELETE rows expired more than GRACE ago
  *
  * Every SQL statement is one atomic step (PostgreSQL runs each DELETE … RETURNING on a row under
  * its row lock: of concurrent deletes of one row exactly one returns it). Two server instances
  * share the one database; the clock moves on its own, so a consume can race with expiry and with
- * the purge. One challenge is issued, for `authentication` (a login) or `stepUp` (bound to alice);
+ * the purge. One challenge is issued, for `registration` or `stepUp` (bound to alice);
  * alice presents it on instance A and replays it on instance B, each time to either ceremony;
  * mallory, signed in as herself, presents it to step-up on B.
  *
@@ -32,7 +34,7 @@
 
 /* CeremonyKind */
 #define NOKIND          0
-#define AUTHENTICATION  1
+#define REGISTRATION  1
 #define STEPUP          2
 /* users */
 #define NOUSER  0
@@ -67,7 +69,7 @@ inline insert(kind, user) {
     }
 }
 
-/* ChallengeRepository.consume(hash, kind:, userId:) / consumeForLogin(hash) (filter NOKIND, NOUSER):
+/* ChallengeRepository.consume(hash, kind:, userId:) (a registration's: filter NOKIND, NOUSER):
  * one DELETE … WHERE hash = $1 [AND purpose = $2 AND user_id = $3] RETURNING …, expires_at <= now() */
 inline consume(fkind, fuser, found, kind, user, rp, expired, at, who) {
 #ifndef BROKEN_CONSUME
@@ -107,14 +109,14 @@ inline live(found, kind, rp, expired, want, verdict) {
 }
 
 /* Alice presents the challenge on one instance, to either ceremony (the right one, or by mistake
- * the other): PasskeyService.verifyAuthentication (consumeForLogin: no filter, whatever the kind)
+ * the other): PasskeyService.verifyRegistration (consume: no filter, whatever the kind)
  * or StepUpService (consume filtered by kind stepUp and her user id). */
 proctype AliceVerify(byte instance) {
     bool found, expired;
     byte kind, user, rp, at, verdict, want;
     issued;
     if
-    :: want = AUTHENTICATION; consume(NOKIND, NOUSER, found, kind, user, rp, expired, at, ALICE)
+    :: want = REGISTRATION; consume(NOKIND, NOUSER, found, kind, user, rp, expired, at, ALICE)
     :: want = STEPUP; consume(STEPUP, ALICE, found, kind, user, rp, expired, at, ALICE)
     fi;
     live(found, kind, rp, expired, want, verdict);
@@ -179,7 +181,7 @@ init {
     };
     /* options: either ceremony, issued whenever the clock stands */
     if
-    :: insert(AUTHENTICATION, NOUSER)
+    :: insert(REGISTRATION, NOUSER)
     :: insert(STEPUP, ALICE)
     fi;
     done == 5;

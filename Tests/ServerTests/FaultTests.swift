@@ -199,13 +199,14 @@ struct FaultTests {
 
         let locker = try PostgresConnection(url: url)
         _ = try locker.execute("BEGIN")
-        _ = try locker.execute("LOCK TABLE challenges IN ACCESS EXCLUSIVE MODE")
+        // Username-first sign-in options read the account (discoverable ones need no database at all).
+        _ = try locker.execute("LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
         let endpoint = server.endpoint
         let outcomes = Mutex<[(status: Int, problem: Bool, seconds: Double)]>([])
         let blocked = (0..<2).map { _ in
             Thread {
                 let start = Date()
-                let reply = try? Client(endpoint).authenticationOptions()
+                let reply = try? Client(endpoint).authenticationOptions(username: "slow-\(uniqueSuffix())")
                 outcomes.withLock { $0.append((reply?.status ?? -1, reply?.isProblem ?? false, Date().timeIntervalSince(start))) }
             }
         }
@@ -226,7 +227,7 @@ struct FaultTests {
         // No thread or connection stays stuck: more concurrent requests than threads all succeed.
         let after = onThreads(8) { _, start in
             start()
-            return (try? Client(endpoint).authenticationOptions().status) ?? -1
+            return (try? Client(endpoint).authenticationOptions(username: "after-\(uniqueSuffix())").status) ?? -1
         }
         #expect(after.allSatisfy { $0 == 200 }, "after the lock: \(after)")
         #expect(waitFor(seconds: 5) {

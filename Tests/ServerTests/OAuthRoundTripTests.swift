@@ -19,7 +19,9 @@ struct OAuthRoundTripTests {
         "POST /oauth2/par": 1,
         // The pushed request used up, the authorization request stored.
         "GET /oauth2/authorize": 2,
-        "GET /v1/oauth/requests/{id}": 2,
+        // The request read; the passkey challenge it carries is sealed, not stored.
+        "GET /v1/oauth/requests/{id}": 1,
+        // One transaction: BEGIN with the read, the one statement (the challenge's use with the session) with COMMIT.
         "POST /v1/oauth/requests/{id}/sign-in": 2,
         // The cookie's session and the request in one read, the one write.
         "POST /v1/oauth/requests/{id}/approve": 2,

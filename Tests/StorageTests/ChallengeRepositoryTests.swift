@@ -45,35 +45,6 @@ import Testing
         #expect(try s.database.challenges.consume(hash: hash)?.expired == true)
     }
 
-    @Test func consumeForLoginReturnsTheChallengeAndTheCredential() throws {
-        let s = try TestDatabase.scratch()
-        let (user, credential) = try s.registered(signCount: 3)
-        let hash = Fixture.bytes()
-        try s.database.challenges.insert(hash: hash, kind: .authentication, userId: nil, rpId: "example.com", state: [9, 9], ttlSeconds: 60)
-        let (challenge, login, accepted) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
-        #expect(accepted == [credential.id], "the owner's live credentials, for the Signal API")
-        #expect(challenge == StoredChallenge(kind: .authentication, userId: nil, rpId: "example.com", state: [9, 9], expired: false))
-        let (foundCredential, foundUser) = try #require(login)
-        #expect(foundUser == user)
-        #expect(foundCredential.id == credential.id && foundCredential.userId == user.id && foundCredential.signCount == 3)
-        // Used up: the second round finds neither.
-        let (again, noLogin, _) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credential.id)
-        #expect(again == nil && noLogin == nil)
-    }
-
-    @Test func consumeForLoginWithAnUnknownOrRevokedCredential() throws {
-        let s = try TestDatabase.scratch()
-        let (user, credential) = try s.registered()
-        _ = try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked"))
-        for credentialId in [Fixture.bytes(16), credential.id] {
-            let hash = Fixture.bytes()
-            try s.database.challenges.insert(hash: hash, kind: .authentication, userId: user.id, rpId: "example.com", state: [1], ttlSeconds: 60)
-            let (challenge, login, _) = try s.database.challenges.consumeForLogin(hash: hash, credentialId: credentialId)
-            #expect(challenge?.userId == user.id)
-            #expect(login == nil)
-        }
-    }
-
     @Test func purgeDropsOnlyLongExpiredChallenges() throws {
         let s = try TestDatabase.scratch()
         let old = Fixture.bytes(), fresh = Fixture.bytes()
@@ -82,5 +53,19 @@ import Testing
         try s.database.challenges.purgeExpired()
         #expect(try s.database.challenges.consume(hash: old) == nil)
         #expect(try s.database.challenges.consume(hash: fresh)?.expired == true)
+    }
+
+    @Test func purgeDropsUsedChallengeIdsAMinuteAfterTheirExpiry() throws {
+        let s = try TestDatabase.scratch()
+        let old = UsedChallenge(id: Fixture.bytes(16), expiresAt: Date().addingTimeInterval(-120))
+        let recent = UsedChallenge(id: Fixture.bytes(16), expiresAt: Date().addingTimeInterval(-10))
+        for used in [old, recent] {
+            #expect(try s.database.logins.login(used, credentialId: Fixture.bytes(16)) { _ in .refused(flag: nil) } == .challengeUnusable,
+                    "expired by the database's clock: not recorded")
+            try s.connect().execute("INSERT INTO used_challenges (id, expires_at) VALUES (\(used.id), \(used.expiresAt))")
+        }
+        try s.database.challenges.purgeExpired()
+        let left = try s.connect().query("SELECT id FROM used_challenges").map { try $0.bytes("id") }
+        #expect(left == [recent.id])
     }
 }

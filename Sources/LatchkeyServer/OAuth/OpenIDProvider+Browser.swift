@@ -21,17 +21,15 @@ protocol BrowserSessions: Sendable {
 }
 
 /// The part of a passkey login the OP's sign-in borrows (the challenge bound to a request, the
-/// assertion checked up to the session), so the provider never reaches into the passkeys' store.
+/// assertion checked and the login's one statement, which the provider decides), so the provider
+/// never reaches into the passkeys' store.
 protocol PasskeySignIn: Sendable {
     func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> JSONValue
-    func checkedAssertion(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?)
-        throws(ServiceError) -> (PasskeyAssertion.Outcome, CredentialRecord, UserRecord, [[UInt8]])
-    func refuseRegression(_ outcome: PasskeyAssertion.Outcome) -> ServiceError
+    func checkedLogin(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?,
+                      write: (CheckedLogin) throws(ServiceError) -> LoginWrite) throws(ServiceError) -> (CheckedLogin, LoginWritten)
 }
 
-extension PasskeyService: PasskeySignIn {
-    func refuseRegression(_ outcome: PasskeyAssertion.Outcome) -> ServiceError { assertion.refuseRegression(outcome) }
-}
+extension PasskeyService: PasskeySignIn {}
 
 extension OpenIDProvider: BrowserSessions {
     static let browserCookiePrefix = "lkop_"
@@ -70,31 +68,29 @@ extension OpenIDProvider: BrowserSessions {
     /// (user-verified; a held passkey → 403 `recovery_pending`) begins a new OP browser session,
     /// and the session of the cookie it replaces ends like a logout. → (`{"signedIn"}`, the new cookie).
     func signIn(_ id: String, credential body: [UInt8], replacing oldCookie: String?) throws(ServiceError) -> (JSONValue, String) {
-        // The challenge is bound to this request id (a keyed hash over it), so the request itself
+        // The challenge is bound to this request id (its digest sealed in), so the request itself
         // need not be read: a sign-in for a request since used or expired only begins the session.
         guard Self.isRequestId(id) else { throw ServiceError.notFound("authorization request") }
-        let (outcome, credential, user, _) = try passkeys.checkedAssertion(body, conformance: false, boundTo: OpaqueSecret.hash(id))
-        guard outcome.verified.userVerified else { throw ServiceError(.userVerificationRequired, "the OP sign-in needs user verification") }
-        if let hold = credential.approvesFrom, hold > runtime.now() {
-            throw ServiceError(.recoveryPending, "this passkey was added by a recovery and approves nothing until \(iso8601(hold))")
-        }
         let cookie = OpaqueSecret(prefix: Self.browserCookiePrefix, runtime: runtime)
         let now = runtime.now()
-        let session = NewSession(familyId: runtime.sessionIdentifier(), userId: user.id, refreshHash: cookie.hash,
-                                 ttlSeconds: configuration.opSessionTTL, method: .passkey, credentialId: credential.id,
-                                 authTime: now, browser: true)
         let replaced = oldCookie.flatMap { $0.hasPrefix(Self.browserCookiePrefix) && $0.utf8.count <= 128 ? OpaqueSecret.hash($0) : nil }
-        let ended: [String]
-        do {
-            (_, ended) = try storage { () throws(StorageError) in
-                try store.startBrowserSession(session, recording: outcome.use, replacing: replaced,
-                                              audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id,
-                                                                  detail: outcome.auditDetail + [("browser", true)])],
-                                              events: outcome.events)
+        // The sign-in's one statement: the challenge's use, the passkey's use, the browser session,
+        // the replaced session ended, the audit line and the events. A refusal here still uses the challenge.
+        let (login, written) = try passkeys.checkedLogin(body, conformance: false, boundTo: OpaqueSecret.hash(id)) { login throws(ServiceError) in
+            guard login.outcome.verified.userVerified else { throw ServiceError(.userVerificationRequired, "the OP sign-in needs user verification") }
+            if let hold = login.credential.approvesFrom, hold > now {
+                throw ServiceError(.recoveryPending, "this passkey was added by a recovery and approves nothing until \(iso8601(hold))")
             }
-        } catch where error.code == .signCountRegression {
-            throw passkeys.refuseRegression(outcome)
+            let session = NewSession(familyId: runtime.sessionIdentifier(), userId: login.user.id, refreshHash: cookie.hash,
+                                     ttlSeconds: configuration.opSessionTTL, method: .passkey, credentialId: login.credential.id,
+                                     authTime: now, browser: true)
+            return .browserSession(session, recording: login.outcome.use, replacing: replaced,
+                                   audit: [AuditRecord(.passkeyLogin, actor: login.user.id, subject: login.user.id,
+                                                       detail: login.outcome.auditDetail + [("browser", true)])],
+                                   events: login.outcome.events)
         }
+        guard case .browserSession(_, let ended) = written else { throw ServiceError(.internalError, "the sign-in wrote no session") }
+        let user = login.user
         revoked.insertLogout(ended)
         let signedIn: JSONValue = .object([("username", .string(user.username)), ("authTime", .string(iso8601(now)))])
         return (.object([("signedIn", signedIn)]), cookie.token)

@@ -33,27 +33,44 @@ struct PasskeyAssertion: Sendable {
         var authentication: AuthenticationClaims { .passkey(userVerified: verified.userVerified, hardware: hardwareBound) }
     }
 
+    /// A refused assertion, and the flag its refusal writes (a counter that went back: a possible clone).
+    struct Refusal: Error {
+        let error: ServiceError
+        let flag: CredentialFlag?
+    }
+
     /// Steps 5–6 (allowed credential, user handle) then the signature and counter with the cached
     /// key. A counter regression refused under the `reject` policy still flags the credential.
     func verify(_ checked: CeremonyCheckedAuthentication, ceremony: AuthenticationCeremony, state: AuthenticationState,
                 credential: CredentialRecord, user: UserRecord) throws(ServiceError) -> Outcome {
+        do { return try verifyDeferringFlag(checked, ceremony: ceremony, state: state, credential: credential, user: user) } catch {
+            // §7.2 step 22: a possible clone. The refusal stands even if recording it fails.
+            if let flag = error.flag {
+                _ = try? accounts.flag(credentialId: flag.credentialId, audit: flag.audit, events: flag.events)
+            }
+            throw error.error
+        }
+    }
+
+    /// `verify`, the flag of a refusal handed back to be written by the caller's one statement
+    /// (a login's, with the challenge's use) instead of its own.
+    func verifyDeferringFlag(_ checked: CeremonyCheckedAuthentication, ceremony: AuthenticationCeremony, state: AuthenticationState,
+                             credential: CredentialRecord, user: UserRecord) throws(Refusal) -> Outcome {
         let key: COSEKey
-        do { key = try keyCache.key(for: credential) } catch { throw ServiceError(error) }
+        do { key = try keyCache.key(for: credential) } catch { throw Refusal(error: ServiceError(error), flag: nil) }
         let stored = StoredCredential(publicKey: key, signCount: UInt32(clamping: credential.signCount),
                                       backupEligible: credential.backupEligible)
         let verified: VerifiedAuthentication
         do {
             verified = try ceremony.finish(checked, state: state, credential: stored, userHandle: user.userHandle)
         } catch {
-            if error.code == .signCountRegression {
-                // §7.2 step 22: a possible clone. The refusal stands even if recording it fails.
-                let suspected = events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,
-                                                      receivedSignCount: Int64(checked.parsed.authenticatorData.signCount))
-                _ = try? accounts.flag(credentialId: credential.id, audit: AuditRecord(
-                    .passkeyFlagged, actor: AuditActor.server, subject: user.id, detail: [("reason", "sign_count_regression")]),
-                    events: [suspected])
-            }
-            throw ServiceError(error)
+            guard error.code == .signCountRegression else { throw Refusal(error: ServiceError(error), flag: nil) }
+            let suspected = events.cloneSuspected(userId: user.id, credentialId: credential.id, storedSignCount: credential.signCount,
+                                                  receivedSignCount: Int64(checked.parsed.authenticatorData.signCount))
+            throw Refusal(error: ServiceError(error), flag: CredentialFlag(
+                credentialId: credential.id,
+                audit: AuditRecord(.passkeyFlagged, actor: AuditActor.server, subject: user.id, detail: [("reason", "sign_count_regression")]),
+                events: [suspected]))
         }
         var detail: [(key: String, value: JSONValue)] = [("credentialId", .string(Base64URL.encode(credential.id))),
                                                          ("origin", .string(verified.origin))]

@@ -50,8 +50,8 @@ extension RouteTable {
             return .json(bytes: try s.passkeys.authenticationOptions(username: username).serialized())
         }
         add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
-            let result = try s.passkeys.verifyAuthentication(ctx.request.body)
-            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: result.userId)
+            // The language memo rides in the login's one statement.
+            let result = try s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))
             return .json(bytes: result.body)
         }
         add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in

@@ -6,7 +6,9 @@ import WebAuthn
 
 /// Passkey sign-in (SPEC "HTTP contract"; WebAuthn L3 §7.2): request options (discoverable, or
 /// username-first with decoys that do not tell whether an account exists) and the assertion's
-/// verification, in two round trips (ARCHITECTURE.md "A login, through the code").
+/// verification. Options write nothing: the ceremony state is sealed into the challenge
+/// (`SealedAuthentication`). A verify is one transaction of two round trips and one commit
+/// (ARCHITECTURE.md "A login, through the code").
 extension PasskeyService {
     /// `userVerification` / `extensions`: the conformance profile's options request.
     func authenticationOptions(username: String?, userVerification asked: VerificationPolicy.UserVerification? = nil,
@@ -14,24 +16,31 @@ extension PasskeyService {
         var allow: [CredentialDescriptor] = []
         var account: String? = nil
         if let username {
-            if let user = try storage({ () throws(StorageError) in try accounts.user(username: username) }) {
-                account = user.id
-                allow = try storage { () throws(StorageError) in try accounts.credentials(userId: user.id) }.map(CredentialDescriptor.init)
-            }
-            if allow.isEmpty {
-                // No such account (or no passkey): a decoy list derived from the username and a
-                // deployment secret, stable across calls and instances, so the answer does not
-                // reveal whether the account exists.
-                allow = Self.decoyCredentials(username: username, secret: try decoySecret.value())
-            }
+            // One read, the same statement whether or not the account exists; the decoys are derived
+            // either way, and an unknown username seals a random user id of the same shape.
+            let found = try storage { () throws(StorageError) in try logins.account(username: username) }
+            let decoys = Self.decoyCredentials(username: username, secret: try decoySecret.value())
+            account = found?.userId ?? runtime.identifier()
+            allow = found?.credentials.map { CredentialDescriptor(id: $0.id, transports: $0.transports) } ?? []
+            // No such account (or no passkey): a decoy list derived from the username and a
+            // deployment secret, stable across calls and instances, so the answer does not
+            // reveal whether the account exists.
+            if allow.isEmpty { allow = decoys }
         }
-        let (options, state) = authentication.begin(allowCredentials: allow, account: account,
-                                                    userVerification: userVerification(asked), extensions: extensions)
-        try storage { () throws(StorageError) in
-            try challenges.insert(hash: Digest.sha256(options.challenge), kind: .authentication, userId: account,
-                                  rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
-        }
+        let uv = userVerification(asked) ?? configuration.userVerification
+        let challenge = try sealedChallenge(SealedAuthentication(userVerification: uv, account: account, context: nil,
+                                                                 expiresAt: challengeExpiry(), random: runtime.random(32)))
+        let (options, _) = authentication.begin(allowCredentials: allow, account: account, challenge: challenge, userVerification: uv,
+                                                extensions: extensions)
         return options.json
+    }
+
+    /// When a challenge sealed now expires (LATCHKEY_CHALLENGE_TTL).
+    func challengeExpiry() -> Date { runtime.now().addingTimeInterval(Double(configuration.challengeTTL)) }
+
+    func sealedChallenge(_ state: SealedAuthentication) throws(ServiceError) -> [UInt8] {
+        guard let plaintext = state.plaintext() else { throw ServiceError(.internalError, "an account id too long to seal") }
+        return try seal.seal(plaintext, rpId: configuration.rpId)
     }
 
     /// Shapes real passkeys have in `allowCredentials`: credential id lengths common among passkey
@@ -61,88 +70,42 @@ extension PasskeyService {
     }
 
     /// `conformance`: the conformance profile's `/assertion/result` (an assertion's UP flag may be clear).
-    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false) throws(ServiceError) -> SignedIn {
-        try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body, conformance: conformance) }
+    /// `language`: the language the request asked for (`Accept-Language`), remembered for the
+    /// account's mail by the login's one statement.
+    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil) throws(ServiceError) -> SignedIn {
+        try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body, conformance: conformance, language: language) }
     }
 
-    func finishAuthentication(_ body: [UInt8], conformance: Bool) throws(ServiceError) -> SignedIn {
-        let (outcome, credential, user, accepted) = try checkedAssertion(body, conformance: conformance, boundTo: nil)
-        // Round trip 2 (the one durable commit): the passkey's use, the new session and the audit line.
-        // The counter is compared and stored in that one statement: a concurrent login carrying
-        // the same counter that got there first makes this one sign_count_regression.
-        let issued: SessionService.Issued
-        let recorded: RecordedUse?
-        do {
-            (issued, recorded) = try sessions.start(
-                userId: user.id, authentication: outcome.authentication, recording: outcome.use,
-                audit: [AuditRecord(.passkeyLogin, actor: user.id, subject: user.id, detail: outcome.auditDetail)],
-                events: outcome.events)
-        } catch where error.code == .signCountRegression {
-            throw assertion.refuseRegression(outcome)
+    func finishAuthentication(_ body: [UInt8], conformance: Bool, language: String?) throws(ServiceError) -> SignedIn {
+        var pending: SessionService.Pending? = nil
+        let (login, written) = try checkedLogin(body, conformance: conformance, boundTo: nil) { login throws(ServiceError) in
+            // The one statement: the challenge's use, the counter's compare-and-set, the session,
+            // the audit line, the events and the language memo.
+            let session = sessions.prepare(userId: login.user.id, credentialId: login.outcome.use.credentialId)
+            pending = session
+            return .session(session.record, recording: login.outcome.use,
+                            audit: [AuditRecord(.passkeyLogin, actor: login.user.id, subject: login.user.id, detail: login.outcome.auditDetail)],
+                            events: login.outcome.events, language: language)
         }
+        guard case .session(let recorded) = written, let pending else { throw ServiceError(.internalError, "the login wrote no session") }
+        let issued = try sessions.issue(pending, authentication: login.outcome.authentication)
         // The passkey as this login left it.
-        var updated = credential
-        updated.signCount = recorded?.signCount ?? max(credential.signCount, outcome.use.signCount)
-        updated.backedUp = outcome.use.backedUp
-        updated.backupEligible = outcome.verified.backupEligible
-        updated.flagged = recorded?.flagged ?? (credential.flagged || outcome.use.cloneWarning)
+        var updated = login.credential
+        updated.signCount = recorded.signCount
+        updated.backedUp = login.outcome.use.backedUp
+        updated.backupEligible = login.outcome.verified.backupEligible
+        updated.flagged = recorded.flagged
         updated.lastUsedAt = runtime.now()
-        return signedIn(user: user, passkey: updated, tokens: issued, accepted: accepted)
+        return signedIn(user: login.user, passkey: updated, tokens: issued, accepted: login.accepted)
     }
 
     /// A passkey sign-in for a ceremony another feature finishes (the OP browser session, SPEC "Who
-    /// may approve"): options whose challenge is bound to `context` (16 random bytes, then the first
-    /// 16 of HMAC(deployment secret, label ‖ context ‖ those bytes)), user verification required.
+    /// may approve"): options whose sealed state is bound to `context`, user verification required.
     func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> JSONValue {
-        let nonce = runtime.random(16)
-        let challenge = nonce + Array(HMAC.sha256(key: try decoySecret.value(), data: Self.bindingLabel + context + nonce).prefix(16))
-        let (options, state) = authentication.begin(allowCredentials: [], account: nil, challenge: challenge, userVerification: .required)
-        try storage { () throws(StorageError) in
-            try challenges.insert(hash: Digest.sha256(options.challenge), kind: .authentication, userId: nil,
-                                  rpId: configuration.rpId, state: state.encoded(), ttlSeconds: configuration.challengeTTL)
-        }
+        let challenge = try sealedChallenge(SealedAuthentication(userVerification: .required, account: nil,
+                                                                 context: SealedAuthentication.contextDigest(context),
+                                                                 expiresAt: challengeExpiry(), random: runtime.random(32)))
+        let (options, _) = authentication.begin(allowCredentials: [], account: nil, challenge: challenge, userVerification: .required)
         return options.json
-    }
-
-    static let bindingLabel = Array("latchkey bound sign-in v1".utf8)
-
-    /// The assertion of a login, checked up to (not including) the session: the challenge used up
-    /// (round trip 1), the ceremony, the credential and its signature. With `context`, the challenge
-    /// must be one `authenticationOptions(boundTo:)` made for that context.
-    func checkedAssertion(_ body: [UInt8], conformance: Bool = false, boundTo context: [UInt8]?)
-        throws(ServiceError) -> (PasskeyAssertion.Outcome, CredentialRecord, UserRecord, [[UInt8]]) {
-        let parsed: ParsedAuthentication
-        do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
-        // Round trip 1: use the challenge up and fetch the credential (SPEC: consumed first, so any
-        // later failure still uses it up; the credential is only looked at after the ceremony checks).
-        let (found, login, accepted) = try storage { () throws(StorageError) in
-            try challenges.consumeForLogin(hash: Digest.sha256(parsed.clientData.challenge), credentialId: parsed.response.rawId)
-        }
-        let stored = try CeremonyRules.live(found, kind: .authentication, rpId: configuration.rpId)
-        if let context {
-            let challenge = parsed.clientData.challenge
-            let expected = challenge.count == 32
-                ? Array(HMAC.sha256(key: try decoySecret.value(), data: Self.bindingLabel + context + Array(challenge.prefix(16))).prefix(16)) : []
-            guard challenge.count == 32, constantTimeEquals(Array(challenge.suffix(16)), expected) else {
-                throw ServiceError(.challengeInvalid, "the challenge was not made for this request")
-            }
-        }
-        let state: AuthenticationState
-        do { state = try AuthenticationState(decoding: stored.state) } catch { throw ServiceError(error) }
-        // SPEC order: type → origin → rpIdHash → UP → UV, then the credential.
-        let checked: CeremonyCheckedAuthentication
-        do { checked = try authentication.check(parsed, state: state, policy: currentPolicy(conformance: conformance)) } catch {
-            throw ServiceError(error)
-        }
-        guard let (credential, user) = login else {
-            // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
-            // tells the client to have the passkey provider drop that credential.
-            var miss = ServiceError(.credentialUnknown, "no such passkey")
-            miss.members = [("signal", Signals.unknownCredential(rpId: configuration.rpId, credentialId: parsed.response.rawId))]
-            throw miss
-        }
-        // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
-        if let bound = state.account, bound != user.id { throw ServiceError(.credentialUnknown, "no such passkey") }
-        return (try assertion.verify(checked, ceremony: authentication, state: state, credential: credential, user: user), credential, user, accepted)
     }
 }

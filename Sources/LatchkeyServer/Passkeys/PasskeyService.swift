@@ -5,12 +5,17 @@ import JSON
 import Storage
 import WebAuthn
 
-/// Passkey ceremonies (SPEC "HTTP contract") and the user's passkey list. Stateless: each
-/// ceremony's state is the core's `RegistrationState` / `AuthenticationState`, kept in a challenge
-/// row in PostgreSQL, so any instance can finish what another began.
+/// Passkey ceremonies (SPEC "HTTP contract") and the user's passkey list. Stateless: a
+/// registration's state (the core's `RegistrationState`) is kept in a challenge row in PostgreSQL,
+/// a sign-in's is sealed into its challenge (`SealedAuthentication`), so any instance can finish
+/// what another began.
 public final class PasskeyService: Sendable {
     let accounts: AccountRepository
     let challenges: ChallengeRepository
+    /// A sign-in's one read and one write.
+    let logins: LoginRepository
+    /// The ceremony-sealing key a sign-in's challenge is sealed under.
+    let seal: CeremonySeal
     let sessions: SessionService
     let assertion: PasskeyAssertion
     let origins: OriginCache
@@ -35,7 +40,8 @@ public final class PasskeyService: Sendable {
     static let conformanceAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .ed25519, .es384, .es512, .ps256, .ps384, .ps512,
                                                          .rs256, .rs384, .rs512, .rs1]
 
-    init(accounts: AccountRepository, challenges: ChallengeRepository, sessions: SessionService, assertion: PasskeyAssertion,
+    init(accounts: AccountRepository, challenges: ChallengeRepository, logins: LoginRepository, seal: CeremonySeal,
+         sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
          recovery: any AccountRecovery, mail: MailService, configuration: Configuration, runtime: Runtime) {
         self.mail = mail
@@ -43,6 +49,8 @@ public final class PasskeyService: Sendable {
         self.recovery = recovery
         self.accounts = accounts
         self.challenges = challenges
+        self.logins = logins
+        self.seal = seal
         self.sessions = sessions
         self.assertion = assertion
         self.origins = origins

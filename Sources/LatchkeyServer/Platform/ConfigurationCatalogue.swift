@@ -100,7 +100,7 @@ public enum ConfigurationCatalogue {
 
     static let keys: [ConfigurationVariable] = [
         .init("LATCHKEY_KEY_ENCRYPTION_KEY", "keys",
-              "key-encryption key that seals token signing keys and webhook secrets in PostgreSQL: base64 of 32 bytes (`openssl rand -base64 32`), or `@/path/to/file` holding it (a Kubernetes Secret volume, systemd `LoadCredential=`)",
+              "key-encryption key that seals token signing keys and webhook secrets in PostgreSQL (the ceremony-sealing key of sign-in challenges derives from it): base64 of 32 bytes (`openssl rand -base64 32`), or `@/path/to/file` holding it (a Kubernetes Secret volume, systemd `LoadCredential=`)",
               default: "required outside dev mode; dev mode: generated once into `LATCHKEY_DEV_KEY_FILE`", .secret),
         .init("LATCHKEY_DEV_KEY_FILE", "keys", "dev mode without a key-encryption key: the file it is generated into and read from (mode 0600)",
               default: "`data/dev-key-encryption-key` under the working directory (printed as an absolute path)"),

@@ -77,7 +77,10 @@ public final class Services: Sendable {
         recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
                                    events: events, configuration: configuration, runtime: runtime)
-        passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, sessions: sessions, assertion: assertion,
+        passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, logins: database.logins,
+                                  seal: CeremonySeal(kek: configuration.keyEncryptionKey, keys: database.keys, runtime: runtime,
+                                                     challengeTTL: configuration.challengeTTL),
+                                  sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
                                   events: events, recovery: recovery, mail: mail, configuration: configuration, runtime: runtime)

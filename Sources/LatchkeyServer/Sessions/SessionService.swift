@@ -64,18 +64,6 @@ public final class SessionService: Sendable {
         return Pending(record: record, refreshToken: refresh.token)
     }
 
-    /// Stores a new session — with the passkey use that began it, in the same round trip — and
-    /// issues its tokens; also returns the passkey as the use left it. A use whose counter the
-    /// compare-and-set refused is `sign_count_regression` (nothing stored).
-    func start(userId: String, authentication: AuthenticationClaims, recording use: CredentialUse,
-               audit: [AuditRecord], events written: [OutboxEvent] = []) throws(ServiceError) -> (Issued, RecordedUse?) {
-        let pending = prepare(userId: userId, credentialId: use.credentialId)
-        let recorded = try storage { () throws(StorageError) in
-            try sessions.start(pending.record, recording: use, audit: audit, events: written)
-        }
-        return (try issue(pending, authentication: authentication), recorded)
-    }
-
     /// The token response for a stored session.
     /// `authentication`: the passkey ceremony that began it (an email session's is its own).
     func issue(_ pending: Pending, authentication: AuthenticationClaims) throws(ServiceError) -> Issued {

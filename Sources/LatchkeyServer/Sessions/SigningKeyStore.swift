@@ -110,7 +110,8 @@ public final class SigningKeyStore: SigningKeySource, Sendable {
     }
 
     /// `latchkey keys rotate --new-key`: every key, retired ones too, re-sealed under `newKEK` in one
-    /// transaction. Returns how many. Every key must open under the current KEK first.
+    /// transaction, with the ceremony-sealing key the current KEK derives (`CeremonySeal`: accepted
+    /// for LATCHKEY_CHALLENGE_TTL more). Returns how many. Every key must open under the current KEK first.
     public func reencrypt(to newKEK: KeyEncryptionKey) throws(SigningKeyError) -> Int {
         try prepare()  // seals leftovers, proves the current KEK opens every live key
         let kek = try requireKEK()
@@ -130,8 +131,12 @@ public final class SigningKeyStore: SigningKeySource, Sendable {
                     """)
             }
         }
+        let retiring: (keyId: [UInt8], sealed: [UInt8])
+        do { retiring = try Self.retiringCeremonyKey(from: kek, to: newKEK, random: runtime.random) } catch {
+            throw SigningKeyError(code: .storage, description: "cannot seal the retiring ceremony-sealing key: \(error)")
+        }
         let done: Bool
-        do { done = try keys.reseal(changes) } catch { throw SigningKeyError.storage(error) }
+        do { done = try keys.reseal(changes, retiring: retiring) } catch { throw SigningKeyError.storage(error) }
         guard done else {
             throw SigningKeyError(code: .conflict, description: "the signing keys changed while re-encrypting them; nothing was written, run it again")
         }

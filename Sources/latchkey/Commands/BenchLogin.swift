@@ -187,23 +187,29 @@ enum LoginBenchmark {
     }
 }
 
-/// pgbench with the statements one login costs the server (keep in step with Storage): the options'
-/// challenge INSERT (the core's encoded AuthenticationState, ~160 bytes) and the verify's consume-and-
-/// lookup (ChallengeRepository.consumeForLogin), both with asynchronous commit as the server's
-/// challenge connections have; then the one durable statement (SessionRepository.start(recording:)):
-/// the counter's compare-and-set, the refresh family bound to its passkey, its token, the audit line.
-/// Prepared statements, like the server's; the two SETs are the baseline's only extra round trips.
+/// pgbench with the statements one login costs the server (keep in step with Storage's
+/// LoginRepository.login): options write nothing (the state is sealed into the challenge); the
+/// verify is one transaction — BEGIN and the read (the challenge's use, the credential with its
+/// owner and accepted ids), then the one statement (the challenge's id recorded, the counter's
+/// compare-and-set, the refresh family bound to its passkey, its token, the audit line) and COMMIT.
+/// Prepared statements and two pipelines (BEGIN with the read, the write with COMMIT): the server's
+/// round trips.
 enum PgbenchBaseline {
     static func script(credentialHex: String, rpId: String) -> String {
-        let state = String(repeating: "7b", count: 160)
         let advances = "(0 > sign_count OR (0 = 0 AND sign_count = 0))"
+        // The challenge's id from two random numbers and the client: a constant per transaction (an
+        // id built with clock_timestamp() is volatile, and its lookup a sequential scan).
         return """
         \\set r random(1, 2000000000)
-        SET synchronous_commit = off;
-        INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at) VALUES (sha256((:client_id || '-' || :r || '-' || clock_timestamp())::bytea), 'authentication', NULL, '\(rpId)', decode('\(state)', 'hex'), now() + make_interval(secs => 300)) RETURNING encode(hash, 'hex') AS h \\gset
-        WITH ch AS (DELETE FROM challenges WHERE hash = decode(:h, 'hex') RETURNING purpose, user_id AS bound_user, rp_id, state, expires_at <= now() AS expired) SELECT ch.purpose, ch.bound_user, ch.rp_id, ch.state, ch.expired, c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, u.user_handle, u.username, u.display_name, (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted FROM ch LEFT JOIN credentials c ON c.id = decode('\(credentialHex)', 'hex') AND c.revoked_at IS NULL LEFT JOIN users u ON u.id = c.user_id;
-        SET synchronous_commit = on;
-        WITH cred AS (UPDATE credentials SET sign_count = GREATEST(sign_count, 0), backed_up = false, flagged = flagged OR false OR NOT \(advances), last_used_at = now() WHERE id = decode('\(credentialHex)', 'hex') AND \(advances) RETURNING id, user_id, sign_count, flagged), fam AS (INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at) SELECT md5(random()::text || clock_timestamp()::text), user_id, 'passkey', id, now(), now() FROM cred RETURNING id, user_id), tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at) SELECT sha256((random()::text || clock_timestamp()::text)::bytea), fam.id, now() + make_interval(secs => 2592000) FROM fam RETURNING hash), audit AS (INSERT INTO audit_log (actor, action, subject, detail) SELECT fam.user_id, 'passkey.login', fam.user_id, '{"bench": true}'::jsonb FROM fam, tok RETURNING id) SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged, EXISTS (SELECT 1 FROM credentials WHERE id = decode('\(credentialHex)', 'hex')) AS known;
+        \\set s random(1, 2000000000)
+        \\startpipeline
+        BEGIN;
+        SELECT EXISTS (SELECT 1 FROM used_challenges WHERE id = decode(lpad(to_hex(:r::bigint), 8, '0') || lpad(to_hex(:s::bigint), 8, '0') || lpad(to_hex(:client_id::bigint), 8, '0') || '00000000', 'hex')) AS used, now() + interval '300 seconds' > now() AS live, c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, c.approves_from, c.hardware_bound, u.user_handle, u.username, u.display_name, (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted FROM (VALUES (1)) AS one (x) LEFT JOIN credentials c ON c.id = decode('\(credentialHex)', 'hex') AND c.revoked_at IS NULL LEFT JOIN users u ON u.id = c.user_id;
+        \\endpipeline
+        \\startpipeline
+        WITH used AS (INSERT INTO used_challenges (id, expires_at) SELECT decode(lpad(to_hex(:r::bigint), 8, '0') || lpad(to_hex(:s::bigint), 8, '0') || lpad(to_hex(:client_id::bigint), 8, '0') || '00000000', 'hex'), now() + interval '300 seconds' WHERE now() + interval '300 seconds' > statement_timestamp() ON CONFLICT (id) DO NOTHING RETURNING id), cred AS (UPDATE credentials SET sign_count = GREATEST(sign_count, 0), backed_up = false, flagged = flagged OR false OR NOT \(advances), last_used_at = now() WHERE id = decode('\(credentialHex)', 'hex') AND \(advances) AND EXISTS (SELECT 1 FROM used) RETURNING id, user_id, sign_count, flagged), fam AS (INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at) SELECT md5(random()::text || clock_timestamp()::text), user_id, 'passkey', id, now(), now() FROM cred RETURNING id, user_id), tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at) SELECT sha256((random()::text || clock_timestamp()::text)::bytea), fam.id, now() + make_interval(secs => 2592000) FROM fam RETURNING hash), audit AS (INSERT INTO audit_log (actor, action, subject, detail) SELECT fam.user_id, 'passkey.login', fam.user_id, '{"bench": true}'::jsonb FROM fam, tok RETURNING id) SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged, CASE WHEN EXISTS (SELECT 1 FROM cred) THEN true ELSE EXISTS (SELECT 1 FROM credentials WHERE id = decode('\(credentialHex)', 'hex')) END AS known, EXISTS (SELECT 1 FROM used) AS fresh;
+        COMMIT;
+        \\endpipeline
 
         """
     }

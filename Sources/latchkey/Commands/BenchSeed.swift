@@ -77,6 +77,7 @@ struct SeededAccounts: @unchecked Sendable {
             _ = try c.executeScript("""
                 BEGIN;
                 TRUNCATE refresh_tokens, refresh_families, challenges CASCADE;
+                DO $$ BEGIN IF to_regclass('used_challenges') IS NOT NULL THEN TRUNCATE used_challenges; END IF; END $$;
                 ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update;
                 DELETE FROM audit_log WHERE action NOT IN ('user.created', 'passkey.registered');
                 ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_update;
