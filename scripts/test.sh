@@ -65,12 +65,18 @@ rm -f "$LATCHKEY_CONFORMANCE_REPORT"
 # The HTTP suites' test client records every exchange here; the OpenAPI block below validates them.
 export LATCHKEY_OPENAPI_TRAFFIC="$REPO/data/openapi-traffic.jsonl"
 rm -f "$LATCHKEY_OPENAPI_TRAFFIC"
+# Every request's round trips to PostgreSQL by kind; scripts/round-trips.py holds each route to
+# ARCHITECTURE.md "Round trips per route" after the suites.
+export LATCHKEY_ROUND_TRIP_LOG="$REPO/data/round-trips.jsonl"
+rm -f "$LATCHKEY_ROUND_TRIP_LOG"
 swift test --skip-build 2>&1 | tee data/swift-test.log
 status=${PIPESTATUS[0]}
 [[ $status -eq 0 ]] || failed "swift test (every suite)"
 python3 scripts/conformance-tally.py "$LATCHKEY_CONFORMANCE_REPORT" | tee data/conformance-tally.txt
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/conformance-tally.py"
-unset LATCHKEY_CONFORMANCE_REPORT LATCHKEY_OPENAPI_TRAFFIC
+python3 scripts/round-trips.py "$LATCHKEY_ROUND_TRIP_LOG" ARCHITECTURE.md | tee data/round-trips.txt
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/round-trips.py"
+unset LATCHKEY_CONFORMANCE_REPORT LATCHKEY_OPENAPI_TRAFFIC LATCHKEY_ROUND_TRIP_LOG
 
 # The ceremony suites again, with the server talking to PostgreSQL only through PgBouncer in
 # transaction mode, as a deployment past one server's connection limit does. Session state used

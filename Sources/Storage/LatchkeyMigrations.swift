@@ -82,7 +82,6 @@ public enum LatchkeyMigrations {
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests
     /// checks the numbers run 1…N with exactly these missing). Take a number out when its file lands.
-    /// 21 (enrolment ticket redemption) and 22 (outbox wake-ups) are issue 34's other branches.
     public static let reserved: Set<Int> = []
 
     /// `all` as PostgreSQL.Migrator takes them.
