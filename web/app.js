@@ -448,7 +448,7 @@ function renderPasskey(pk) {
 }
 
 /**
- * SPEC "Assurance", the last way in: the server refuses (409 `last_passkey`, before any passkey is
+ * The last way in (docs/assurance.md): the server refuses (409 `last_passkey`, before any passkey is
  * asked for) to revoke the account's last passkey while it has no recovery code and no verified
  * address. The page says why and offers the ways to add one first.
  */
@@ -985,7 +985,7 @@ function openCancelLink() {
 
 /**
  * `/?ticket=<ticket>`: a one-time enrolment link an admin issued for an account that lost every way in
- * (SPEC "Admin console" → "Tickets."). A passkey that fails to register keeps the link working; a
+ * (docs/admin-console.md). A passkey that fails to register keeps the link working; a
  * used or expired link is said in words, never a silent return to the sign-in page.
  */
 function openTicketLink() {

@@ -53,6 +53,7 @@ const CODE_MESSAGES = {
   credential_unknown: N_('That passkey is not registered here. Use another passkey.'),
   user_verification_required: N_('This needs your screen lock, fingerprint or face. Try again and verify it is you.'),
   recovery_pending: N_('This passkey is new and on hold, so it cannot approve changes yet. Use another passkey.'),
+  last_passkey: N_("This passkey is the account's last way in: it has no other passkey, no unused recovery code and no verified address. Issue an enrolment link or have a recovery method added first."),
   payload_too_large: N_('The request was too large.'),
   rate_limited: N_('Too many attempts. Please wait a moment and try again.'),
   internal_error: N_('Something went wrong on the server. Please try again in a moment.'),
@@ -495,7 +496,7 @@ async function openUser(id, focus = true) {
 }
 
 /**
- * SPEC "Admin console" → "Tickets.": a one-time enrolment link for an account that lost every way in.
+ * A one-time enrolment link for an account that lost every way in.
  * The passkey it registers is held, and the account's verified address hears of it.
  */
 async function issueAccountTicket() {
