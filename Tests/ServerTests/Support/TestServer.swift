@@ -339,11 +339,28 @@ extension JSONValue {
 /// content type and body — and scripts/openapi/validate-traffic.py checks each response against the
 /// OpenAPI document after the suites: the document is proven on the traffic the suites really see.
 final class TrafficLog: Sendable {
-    static let shared: TrafficLog? = ProcessInfo.processInfo.environment["LATCHKEY_OPENAPI_TRAFFIC"].flatMap {
-        $0.isEmpty ? nil : TrafficLog(path: $0)
-    }
+    static let shared: TrafficLog? = JSONLines.fromEnvironment("LATCHKEY_OPENAPI_TRAFFIC").map(TrafficLog.init)
 
+    private let lines: JSONLines
+    init(_ lines: JSONLines) { self.lines = lines }
+
+    func record(method: String, target: String, reply: Reply) {
+        lines.append(.object([
+            ("method", .string(method)), ("target", .string(target)), ("status", .number(Double(reply.status))),
+            ("contentType", reply.contentType.map { .string($0) } ?? .null),
+            ("body", .string(String(decoding: reply.body, as: UTF8.self))),
+        ]))
+    }
+}
+
+/// A file the suites append JSON lines to, from any thread (named by an environment variable).
+final class JSONLines: Sendable {
     private let handle: Mutex<FileHandle?>
+
+    static func fromEnvironment(_ name: String) -> JSONLines? {
+        guard let path = ProcessInfo.processInfo.environment[name], !path.isEmpty else { return nil }
+        return JSONLines(path: path)
+    }
 
     init?(path: String) {
         if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
@@ -351,12 +368,8 @@ final class TrafficLog: Sendable {
         handle = Mutex(h)
     }
 
-    func record(method: String, target: String, reply: Reply) {
-        let line = JSONValue.object([
-            ("method", .string(method)), ("target", .string(target)), ("status", .number(Double(reply.status))),
-            ("contentType", reply.contentType.map { .string($0) } ?? .null),
-            ("body", .string(String(decoding: reply.body, as: UTF8.self))),
-        ]).serialized() + Array("\n".utf8)
+    func append(_ value: JSONValue) {
+        let line = value.serialized() + Array("\n".utf8)
         handle.withLock { h in
             guard let h else { return }
             h.seekToEndOfFile()
@@ -370,27 +383,15 @@ final class TrafficLog: Sendable {
 /// by kind — and scripts/round-trips.py holds each route to ARCHITECTURE.md's "Round trips" after
 /// the suites (SPEC "Performance targets": at most one read and one write a request).
 final class RoundTripLog: Sendable {
-    static let shared: RoundTripLog? = ProcessInfo.processInfo.environment["LATCHKEY_ROUND_TRIP_LOG"].flatMap {
-        $0.isEmpty ? nil : RoundTripLog(path: $0)
-    }
+    static let shared: RoundTripLog? = JSONLines.fromEnvironment("LATCHKEY_ROUND_TRIP_LOG").map(RoundTripLog.init)
 
-    private let handle: Mutex<FileHandle?>
-
-    init?(path: String) {
-        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
-        guard let h = FileHandle(forWritingAtPath: path) else { return nil }
-        handle = Mutex(h)
-    }
+    private let lines: JSONLines
+    init(_ lines: JSONLines) { self.lines = lines }
 
     @Sendable func record(route: String, method: String, status: Int, trips: RoundTripCounts) {
-        let line = JSONValue.object([
+        lines.append(.object([
             ("route", .string(route)), ("method", .string(method)), ("status", .number(Double(status))),
             ("reads", .number(Double(trips.reads))), ("writes", .number(Double(trips.writes))), ("control", .number(Double(trips.control))),
-        ]).serialized() + Array("\n".utf8)
-        handle.withLock { h in
-            guard let h else { return }
-            h.seekToEndOfFile()
-            h.write(Data(line))
-        }
+        ]))
     }
 }
