@@ -42,6 +42,18 @@ public enum PostgresDeadline {
         return (value, budget)
     }
 
+    /// Runs `body` under the bound budget's deadline but without counting its round trips against
+    /// the request (SPEC "Performance targets" → "Round trips": the revocation check of a stale
+    /// instance is the one extra read a request may make, and it is not the route's own cost).
+    public static func uncounted<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        guard let outer = current else { return try body() }
+        let inner = PostgresBudget(deadline: outer.deadline)
+        defer { if let failure = inner.lastFailure { outer.record(failure) } }
+        var result: Result<T, E>? = nil
+        $current.withValue(inner) { result = Result { () throws(E) in try body() } }
+        return try result!.get()
+    }
+
     /// Runs `body` without a client-side deadline (and with `statement_timeout = 0` in its
     /// transactions): schema migrations, whose statements may rightly run for minutes.
     public static func unbounded<T>(_ body: () throws -> T) rethrows -> T {

@@ -1,4 +1,5 @@
 import Foundation
+import PostgreSQL
 import Storage
 import Synchronization
 
@@ -75,7 +76,8 @@ public final class RevokedSessions: Sendable {
         let (known, stale) = state.withLock { s in (s.ids[sessionId] != nil, Self.isStale(s, now: now, lag: lag)) }
         if known { return true }
         guard stale else { return false }
-        guard try sessions.isRevoked(id: sessionId) else { return false }
+        // The one extra read a request may make (a stale feed), outside the route's round trips.
+        guard try PostgresDeadline.uncounted({ () throws(StorageError) in try sessions.isRevoked(id: sessionId) }) else { return false }
         learn([sessionId])
         return true
     }
