@@ -13,6 +13,9 @@ defect people saw:
   recovery: the refusal of a held passkey says that the passkey is on hold;
 - a server `detail` (English, for developers) inside a de/pl/zh page: every banner text is one of
   the page catalog's sentences, and no problem's `detail` the page received appears in it;
+- the association checker's English `message` and `fix` in the console's apps preview: an
+  allowlisted Android origin with no app makes the preview report a problem, and none of the
+  problems' English texts the preview answered appears on the apps page in any language;
 - the console's tab strip cut off: every tab lies inside the window and its strip, and is the
   element at its own centre (nothing covers it);
 - `undefined` in the audit log and only its newest 100 rows: no cell says undefined, a step-up's
@@ -23,6 +26,7 @@ defect people saw:
 Fixture data comes through the real database where the story cannot make it quickly: a passkey put
 on hold (`credentials.approves_from`, as a recovery's new passkey is) and 120 audit lines for paging.
 """
+import base64
 import json
 import os
 import re
@@ -32,7 +36,7 @@ import sys
 from selenium.webdriver.common.by import By
 
 import test_web as w
-from test_admin import approve, fresh_authenticator, load_console, open_page
+from test_admin import admin_token, approve, fresh_authenticator, load_console, open_page
 
 LANGS = ['en', 'de', 'pl', 'zh-Hans']
 PHONE = (390, 844)
@@ -44,6 +48,10 @@ DOCS_SHOTS = os.path.join(REPO, 'docs', 'screenshots')
 CATALOGS = {lang: json.load(open(os.path.join(REPO, 'web', 'i18n', f'{lang}.json'), encoding='utf-8'))
             for lang in LANGS if lang != 'en'}
 STATE = {}
+# An Android signing key no app declares: allowlisted by fingerprint, it has no app in assetlinks.json.
+ORPHAN_KEY = w.secrets.token_bytes(32)
+ORPHAN_FINGERPRINT = ':'.join(f'{x:02X}' for x in ORPHAN_KEY)
+ORPHAN_ORIGIN = 'android:apk-key-hash:' + base64.urlsafe_b64encode(ORPHAN_KEY).decode().rstrip('=')
 I18N_SHOTS = os.path.join(w.SHOTS, 'i18n')
 
 
@@ -350,6 +358,52 @@ def test_console_refusals_are_in_the_page_language(b):
         b.el('banner-close').click() if b.d.find_elements(By.ID, 'banner-close') else None
 
 
+def latchkey_cli(*args):
+    binary, database = os.environ.get('LATCHKEY_BIN'), os.environ.get('LATCHKEY_DATABASE_URL')
+    if not binary or not database:
+        raise w.Skip('LATCHKEY_BIN and LATCHKEY_DATABASE_URL are needed to run latchkey')
+    env = dict(os.environ, DATABASE_URL=database, LATCHKEY_DEV='1', LATCHKEY_RP_ID='localhost', LATCHKEY_ORIGINS=w.BASE)
+    out = subprocess.run([binary, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, (args, out.stdout, out.stderr)
+    return out.stdout
+
+
+def test_console_checker_problems_are_in_the_page_language(b):
+    assert STATE.get('admin'), 'the admin enrolled'
+    latchkey_cli('origins', 'add', '--android-fingerprint', ORPHAN_FINGERPRINT)
+    STATE['orphan'] = True
+    for lang in LANGS:
+        set_language(b, lang, '/admin/')
+        b.until(lambda: b.body('view') == 'console', 'the console')
+        # What the preview answers the page: the English texts that must not reach it.
+        status, _, body = w.http('POST', '/admin/v1/wellknown/preview', {},
+                                 headers={'Authorization': 'Bearer ' + admin_token(b)})
+        assert status == 200, (status, body)
+        problems = json.loads(body)['problems']
+        assert any(p['code'] == 'origin_without_app' and p['file'] == 'assetlinks.json' for p in problems), problems
+        open_page(b, 'apps')
+        b.until(lambda: b.el('preview').get_attribute('data-state') == 'problems'
+                and b.d.find_elements(By.CSS_SELECTOR, '#pv-problems > li[data-code="origin_without_app"]'),
+                f'{lang}: the preview reports the Android origin without an app')
+        shown = b.el('pv-problems').text
+        for p in problems:
+            for field in ('message', 'fix'):
+                assert p[field] not in shown, f'{lang}: the checker\'s English {field} {p[field]!r} is shown: {shown!r}'
+        items = b.d.find_elements(By.CSS_SELECTOR, '#pv-problems > li')
+        assert len(items) == len(problems), (len(items), problems)
+        for li in items:
+            text = li.text.strip()
+            assert text and 'undefined' not in text, f'{lang}: {text!r}'
+            fix = li.find_element(By.CSS_SELECTOR, '.fix').text.strip()
+            sentence = li.get_attribute('textContent')[:-len(li.find_element(By.CSS_SELECTOR, '.fix').get_attribute('textContent'))].strip()
+            assert catalog_sentence(lang, sentence), f'{lang}: {sentence!r} is not a sentence of the {lang} catalog'
+            assert catalog_sentence(lang, fix), f'{lang}: {fix!r} is not a sentence of the {lang} catalog'
+        b.d.execute_script("document.getElementById('pv-problems').scrollIntoView({block: 'center'})")
+        b.d.save_screenshot(os.path.join(I18N_SHOTS, f'{lang}-phone-admin-apps-problems.png'))
+    latchkey_cli('origins', 'remove', ORPHAN_ORIGIN)
+    STATE.pop('orphan')
+
+
 def filtered_rows(b, action, what):
     """The audit table's cell texts, once every row shown is a line of `action` (the filter's answer, not the page's first load)."""
     read = """return [...document.querySelectorAll('#audit-rows > tr')].map((tr) =>
@@ -407,6 +461,7 @@ TESTS = [
     test_admin_enrols,
     test_console_tabs_are_all_in_view_on_a_phone,
     test_console_refusals_are_in_the_page_language,
+    test_console_checker_problems_are_in_the_page_language,
     test_audit_log_rows_and_paging,
 ]
 
@@ -416,6 +471,8 @@ def cleanup():
     if binary and database:
         env = dict(os.environ, DATABASE_URL=database, LATCHKEY_DEV='1', LATCHKEY_RP_ID='localhost')
         subprocess.run([binary, 'admins', 'remove', ADMIN], env=env, capture_output=True, timeout=60)
+        if STATE.get('orphan'):
+            subprocess.run([binary, 'origins', 'remove', ORPHAN_ORIGIN], env=env, capture_output=True, timeout=60)
 
 
 if __name__ == '__main__':

@@ -387,6 +387,38 @@ function pretty(text) {
   try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; }
 }
 
+/**
+ * The console's words for each problem `code` the association checker answers in the preview
+ * (the files as built or kept in LATCHKEY_WELLKNOWN_DIR; how they are served is `latchkey wellknown
+ * check --url`'s business). The problem's `message` and `fix` are English for the CLI and logs; the
+ * console says its own sentence, with the file and the rpId the problem and the preview carry.
+ */
+const CHECKER_MESSAGES = {
+  empty_file: [N_('{file} is empty.'), N_('Write the JSON document into it, or remove it from LATCHKEY_WELLKNOWN_DIR so the server builds it.')],
+  invalid_json: [N_('{file} is not valid JSON, so the platforms ignore it.'), N_('Fix its syntax, or regenerate it with latchkey wellknown build.')],
+  aasa_no_webcredentials: [N_('{file} has no usable webcredentials.apps list, so iOS will not offer passkeys for {rpId} in these apps.'), N_('List each app as "TEAMID.bundle.id" under webcredentials.apps (declare iOS apps here).')],
+  appid_without_team: [N_('{file} names an app that is not TEAMID.bundle.id.'), N_('Prefix the bundle ID with the 10-character Team ID.')],
+  assetlinks_shape: [N_('{file} is not shaped as Android expects (a list of statements, each with a package name and fingerprints).'), N_('Regenerate it with latchkey wellknown build, or declare the Android apps here.')],
+  missing_relation: [N_('An app in {file} lacks the relation get_login_creds, so Android will not use passkeys for {rpId} in it.'), N_('Add "delegate_permission/common.get_login_creds" to the relation list of that statement.')],
+  malformed_fingerprint: [N_('A fingerprint in {file} is not 32 colon-separated hex bytes.'), N_('Copy the SHA-256 line from keytool -list -v or the Play Console.')],
+  fingerprint_not_allowlisted: [N_('A signing fingerprint in {file} is not on the origin allowlist, so the server refuses the passkeys of that app.'), N_('Declare the Android app here, or add its android:apk-key-hash origin on the Origins page.')],
+  origin_without_app: [N_('An allowlisted Android origin has no app in {file}, so Android will not offer passkeys to it.'), N_('Declare the Android app with that fingerprint here, or remove the origin on the Origins page.')],
+  ios_origin_not_allowlisted: [N_('{file} names iOS apps, but https://{rpId} is not on the origin allowlist.'), N_('Add https://{rpId} on the Origins page (declaring an iOS app here does it for you).')],
+  related_origins_shape: [N_('{file} has no origins list.'), N_('Write {"origins": ["https://other.example"]}, or regenerate it with latchkey wellknown build.')],
+  related_origin_invalid: [N_('{file} lists an entry that is not an https://host[:port] origin.'), N_('List origins as https://host[:port] without a path.')],
+  related_origins_labels: [N_('{file} lists more distinct domain labels than browsers honour; origins beyond the first ones will fail.'), N_('Keep the related origins to at most 5 registrable-domain labels.')],
+};
+
+/** A checker problem in the console's language; a code it does not know is named, never its English text. */
+function checkerWords(problem, rpId) {
+  const known = CHECKER_MESSAGES[problem.code];
+  const values = { file: problem.file, rpId, code: problem.code };
+  return known
+    ? { message: t(known[0], values), fix: t(known[1], values) }
+    : { message: t('{file}: the association checker reports {code}.', values),
+        fix: t('Run latchkey wellknown check for the details.') };
+}
+
 /** POST /admin/v1/wellknown/preview: the files with the declaration being typed, and the checks. */
 async function refreshPreview() {
   const seq = ++app.previewSeq;
@@ -410,7 +442,10 @@ async function refreshPreview() {
   $('preview-note').textContent = (candidate ? t('With the app you are typing, before it is added.') : t('As served now.')) + ' '
     + (kept.length ? t('Served from LATCHKEY_WELLKNOWN_DIR (declarations do not change them): {files}.', { files: kept.join(', ') }) : '');
   problems.replaceChildren(...(r.json.problems.length
-    ? r.json.problems.map((p) => el('li', { dataset: { code: p.code } }, `${p.file}: ${p.message}`, el('span', { class: 'fix' }, t('Fix: {fix}', { fix: p.fix }))))
+    ? r.json.problems.map((p) => {
+      const words = checkerWords(p, r.json.rpId);
+      return el('li', { dataset: { code: p.code } }, words.message, el('span', { class: 'fix' }, t('Fix: {fix}', { fix: words.fix })));
+    })
     : [el('li', { class: 'ok' }, t('ok: valid association files for rpId {rpId}', { rpId: r.json.rpId }))]));
   preview.dataset.state = r.json.ok ? 'ok' : 'problems';
   preview.dataset.for = candidate ? `${candidate.platform}:${candidate.packageName || `${candidate.teamId}.${candidate.bundleId}`}` : '';
