@@ -77,6 +77,18 @@ def test_first_admin_enrols_on_the_admin_listener(b):
     assert out.returncode == 0, out.stderr
     link = out.stdout.strip().splitlines()[-1]
     assert link.startswith(ADMIN_BASE + '/admin/?ticket='), out.stdout
+    # The enrolment screen on the admin listener, in each language at phone width (docs/screenshots).
+    shots = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs', 'screenshots')
+    b.d.set_window_size(390, 844)
+    for lang in ['en', 'de', 'pl', 'zh-Hans']:
+        b.d.get(link)
+        b.d.execute_script("localStorage.setItem('latchkey.language', arguments[0])", lang)
+        b.d.get(link)
+        b.until(lambda: b.body('ready') == 'true' and b.el('enrol').is_displayed()
+                and b.d.execute_script('return document.documentElement.lang') == lang, f'the enrolment screen in {lang}')
+        b.d.save_screenshot(os.path.join(shots, f'admin-enrolment-{lang}-phone.png'))
+    b.d.execute_script("localStorage.setItem('latchkey.language', 'en')")
+    b.d.set_window_size(1280, 1100)
     b.d.get(link)
     b.until(lambda: b.body('ready') == 'true' and b.el('enrol').is_displayed(), 'the enrolment screen')
     b.shot('admin-listener-01-enrolment')
