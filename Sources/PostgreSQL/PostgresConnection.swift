@@ -214,8 +214,7 @@ public final class PostgresConnection: Sendable {
     /// simple query protocol. Returns the rows affected by the last statement.
     @discardableResult
     public func executeScript(_ text: String) throws -> Int {
-        let control = ["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains { text.hasPrefix($0) }
-        PostgresDeadline.roundTrip(control ? .control : SQL.writes(Array(text.utf8)) ? .write : .read)
+        PostgresDeadline.roundTrip(SQL.kind(Array(text.utf8)))
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in

@@ -32,12 +32,10 @@ public struct RoundTripCounts: Sendable, Equatable, CustomStringConvertible {
 
 extension SQL {
     /// What running this statement alone is: control, a write, or a read.
-    public var roundTripKind: RoundTripKind {
-        let head = composed.prefix(9).map { ($0 >= 0x61 && $0 <= 0x7A) ? $0 - 0x20 : $0 }
-        let text = String(decoding: head, as: UTF8.self)
-        if ["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"].contains(where: { text.hasPrefix($0) }) { return .control }
-        return writes ? .write : .read
-    }
+    public var roundTripKind: RoundTripKind { SQL.kind(composed) }
+
+    /// What running `text` alone is: control, a write, or a read.
+    static func kind(_ text: [UInt8]) -> RoundTripKind { isControl(text) ? .control : writes(text) ? .write : .read }
 
     /// What a pipeline of `statements` is as one round trip: a write if any of them writes, else a
     /// read if any reads, else control (`BEGIN` + a read is a read; a write + `COMMIT` a write).
@@ -53,28 +51,37 @@ extension SQL {
     public var writes: Bool { SQL.writes(composed) }
 
     static func writes(_ text: [UInt8]) -> Bool {
-        func isWordByte(_ b: UInt8) -> Bool { (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x5F }
-        func upper(_ b: UInt8) -> UInt8 { (b >= 0x61 && b <= 0x7A) ? b - 0x20 : b }
         var i = 0
-        var previous: ArraySlice<UInt8> = []
+        var previous = 0..<0
         while i < text.count {
             guard isWordByte(text[i]) else { i += 1; continue }
             let start = i
             while i < text.count, isWordByte(text[i]) { i += 1 }
             let word = text[start..<i]
-            if word.count >= 5, word.count <= 9 {
-                let u = word.map(upper)
-                switch String(decoding: u, as: UTF8.self) {
-                case "INSERT", "DELETE", "MERGE", "TRUNCATE", "NOTIFY", "PG_NOTIFY": return true
-                case "UPDATE":
-                    // `FOR UPDATE`, `FOR NO KEY UPDATE`: a lock, not a write.
-                    let p = String(decoding: previous.map(upper), as: UTF8.self)
-                    if p != "FOR" && p != "KEY" { return true }
-                default: break
-                }
-            }
-            previous = word
+            if writingKeywords.contains(where: { matches(word, $0) }) { return true }
+            // `FOR UPDATE`, `FOR NO KEY UPDATE`: a lock, not a write.
+            if matches(word, update), !matches(text[previous], forKeyword), !matches(text[previous], key) { return true }
+            previous = start..<i
         }
         return false
+    }
+
+    static let writingKeywords: [[UInt8]] = ["INSERT", "DELETE", "MERGE", "TRUNCATE", "NOTIFY", "PG_NOTIFY"].map { Array($0.utf8) }
+    static let update = Array("UPDATE".utf8), forKeyword = Array("FOR".utf8), key = Array("KEY".utf8)
+    static let control: [[UInt8]] = ["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"].map { Array($0.utf8) }
+
+    static func isWordByte(_ b: UInt8) -> Bool { (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x5F }
+
+    /// `word` is `keyword` (upper-case ASCII), in any case.
+    static func matches(_ word: ArraySlice<UInt8>, _ keyword: [UInt8]) -> Bool {
+        guard word.count == keyword.count else { return false }
+        return zip(word, keyword).allSatisfy { w, k in (w >= 0x61 && w <= 0x7A ? w - 0x20 : w) == k }
+    }
+
+    /// The first word of `text` is transaction control.
+    static func isControl(_ text: [UInt8]) -> Bool {
+        var end = text.startIndex
+        while end < text.endIndex, isWordByte(text[end]) { end += 1 }
+        return control.contains { matches(text[..<end], $0) }
     }
 }
