@@ -192,7 +192,7 @@ struct AdminsCLITests {
     }
 
     @Test func grantRefusesWhileAPasskeyIsHeldOrARecoveryIsPendingUnlessDespitePending() throws {
-        let db = try PostgresConnection(url: try TestDatabase.url())
+        let db = try TestDatabase.connect()
         // A held passkey (added without the owner's passkey: it approves nothing for an hour).
         let heldName = server.username("held")
         let held = try server.client().signUp(SoftAuthenticator(), username: heldName)

@@ -95,7 +95,7 @@ struct EnrolmentTicketTests {
         let old = SoftAuthenticator()
         let user = try client.signUp(old, username: server.username("lost"))
         let address = "lost-\(uniqueSuffix())@latchkey.test"
-        let db = try PostgresConnection(url: try TestDatabase.url())
+        let db = try TestDatabase.connect()
         _ = try db.execute("INSERT INTO account_emails (user_id, email) VALUES (\(user.userId), \(address))")
         // Locked out: the account's only passkey is gone (as accounts were before the last-way-in rule).
         _ = try db.execute("UPDATE credentials SET revoked_at = now() WHERE user_id = \(user.userId)")

@@ -41,7 +41,7 @@ struct LastWayInTests {
     }
 
     static func sql(url: String? = nil, _ statement: SQL) throws {
-        let c = try PostgresConnection(url: try url ?? TestDatabase.url())
+        let c = try TestDatabase.connect(url)
         _ = try c.execute(statement)
     }
 
@@ -186,7 +186,7 @@ struct LastWayInTests {
         #expect(try a.client.register(b, authorization: a.session.bearer, approver: a.authenticator).reply.status == 201)
         let userId = a.session.userId
         // Both passkeys are live when the second revocation reads; the first holds its row until it commits.
-        let first = try PostgresConnection(url: try TestDatabase.url())
+        let first = try TestDatabase.connect()
         _ = try first.execute("BEGIN")
         _ = try first.execute("UPDATE credentials SET revoked_at = now() WHERE id = \(a.authenticator.credentialId) AND user_id = \(userId)")
         let outcome = Mutex<String?>(nil)
@@ -199,7 +199,7 @@ struct LastWayInTests {
         }
         thread.start()
         // The second revocation is waiting for the first's row lock (not finished, not failed).
-        let monitor = try PostgresConnection(url: try TestDatabase.url())
+        let monitor = try TestDatabase.connect()
         let waiting = try waitFor {
             try monitor.query("""
                 SELECT count(*)::int AS n FROM pg_stat_activity

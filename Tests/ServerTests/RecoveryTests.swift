@@ -108,7 +108,7 @@ struct RecoveryTests {
         #expect(again.code == "challenge_invalid", "\(again)")
         #expect(try a.client.get("/v1/account/recovery", authorization: a.bearer).json?["email"]?.stringValue == TestSMTP.normalised(a.email))
         // SPEC: addresses never appear in events or audit lines; the code never in events.
-        let db = try PostgresConnection(url: TestDatabase.url())
+        let db = try TestDatabase.connect()
         let local = String(a.email.split(separator: "@")[0])
         let leaks = try db.query("""
             SELECT (SELECT count(*) FROM outbox_events WHERE data::text LIKE '%' || \(local) || '%' OR data::text LIKE '%' || \(code) || '%')
@@ -467,7 +467,7 @@ struct RecoveryTests {
         let twice = try c.post("/v1/passkeys/registration/options", .object([]), authorization: "Bearer \(token)")
         #expect(twice.status == 401 && twice.code == "unauthorized", "\(twice)")
         // Audit: every step.
-        let db = try PostgresConnection(url: TestDatabase.url())
+        let db = try TestDatabase.connect()
         let actions = try db.query("SELECT action FROM audit_log WHERE subject = \(a.session.userId) ORDER BY id").map { try $0.string("action") }
         for step in ["recovery.challenge_started", "recovery.started", "recovery.completed"] { #expect(actions.contains(step), "\(actions)") }
     }
@@ -501,7 +501,7 @@ struct RecoveryTests {
         // The owner's new session lives; the banner shows no pending recovery; the cancellation is audited.
         let state = try server.client().get("/v1/account/recovery", authorization: owner.bearer)
         #expect(state.json?["pendingRecoveries"]?.arrayValue?.isEmpty == true, "\(state)")
-        let db = try PostgresConnection(url: TestDatabase.url())
+        let db = try TestDatabase.connect()
         let status = try db.query("SELECT status FROM recoveries WHERE id = \(attackers["recoveryId"]!.stringValue!)")[0].string("status")
         #expect(status == "cancelled")
         let cancelled = try db.query("""
@@ -658,7 +658,7 @@ struct RecoveryTests {
         #expect(started.status == 202)
         let code = try TestSMTP.code(to: a.email, timeoutSeconds: 60)
         #expect(code.count == 6)
-        let db = try PostgresConnection(url: TestDatabase.url())
+        let db = try TestDatabase.connect()
         let rows = try db.query("""
             SELECT d.attempts, d.status FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
             WHERE d.channel = 'mail' AND e.account_id = \(a.session.userId) ORDER BY d.seq DESC LIMIT 1

@@ -14,6 +14,14 @@ import WebAuthnTesting
 enum TestDatabase {
     static func url() throws -> String { try TestCluster.url() }
     static let repositoryRoot = TestCluster.repositoryRoot
+
+    /// A connection of the test's own to `url` (default: the shared test database). Through PgBouncer
+    /// in transaction pooling (`LATCHKEY_DB_POOLER=transaction`) it prepares nothing: a named
+    /// statement prepared on one pooled server session is unknown to the next.
+    static func connect(_ url: String? = nil) throws -> PostgresConnection {
+        let pooled = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) == .transaction
+        return try PostgresConnection(url: try url ?? Self.url(), transactionPooling: pooled)
+    }
 }
 
 extension TestDatabase {
