@@ -214,7 +214,7 @@ public final class PostgresConnection: Sendable {
     /// simple query protocol. Returns the rows affected by the last statement.
     @discardableResult
     public func executeScript(_ text: String) throws -> Int {
-        PostgresDeadline.roundTrip(SQL.kind(Array(text.utf8)))
+        PostgresDeadline.roundTrip(SQL.kind(Array(text.utf8)), text)
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in
@@ -270,7 +270,7 @@ public final class PostgresConnection: Sendable {
             throw error
         }
         if depth == 1 {
-            PostgresDeadline.roundTrip(.control)
+            PostgresDeadline.roundTrip(.control, "COMMIT")
             let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
             let status = try state.withLock { state -> String in
                 try Self.markingLoss(&state) { state in
@@ -295,7 +295,7 @@ public final class PostgresConnection: Sendable {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
         let prepare = !transactionPooling
-        PostgresDeadline.roundTrip(sql.writes ? .write : .read)
+        PostgresDeadline.roundTrip(sql.writes ? .write : .read, sql.text)
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in

@@ -12,8 +12,14 @@ public final class PostgresBudget: Sendable {
     public let deadline: UInt64?
     private let failure = Mutex<PostgresError?>(nil)
     private let trips = Mutex(RoundTripCounts())
+    /// Whether each round trip's statement text is kept (in `trace`, in order).
+    private let tracing: Bool
+    private let trace = Mutex<[String]>([])
 
-    init(deadline: UInt64?) { self.deadline = deadline }
+    init(deadline: UInt64?, tracing: Bool = false) {
+        self.deadline = deadline
+        self.tracing = tracing
+    }
 
     /// The round trips to PostgreSQL made under this budget (each statement, BEGIN and COMMIT): one
     /// request's, for SPEC "Performance targets" → "Round trips".
@@ -22,7 +28,14 @@ public final class PostgresBudget: Sendable {
     /// The same, by kind: reads, writes and transaction control.
     public var counts: RoundTripCounts { trips.withLock { $0 } }
 
-    func countRoundTrip(_ kind: RoundTripKind) { trips.withLock { $0.add(kind) } }
+    /// The statements sent under this budget, one entry per round trip (a pipeline's statements
+    /// joined by `; `), when traced; empty otherwise. Binds are never part of it.
+    public var statements: [String] { trace.withLock { $0 } }
+
+    func countRoundTrip(_ kind: RoundTripKind, _ text: () -> String) {
+        trips.withLock { $0.add(kind) }
+        if tracing { let statement = text(); trace.withLock { $0.append(statement) } }
+    }
 
     /// The last error a database call raised under this budget (for the 503's log line and metric).
     public var lastFailure: PostgresError? { failure.withLock { $0 } }
@@ -36,8 +49,9 @@ public enum PostgresDeadline {
 
     /// Runs `body` with every database call inside it bounded, together, by `seconds` from now.
     /// Returns the budget too, so the caller can read `lastFailure` afterwards.
-    public static func within<T>(seconds: Double, _ body: () throws -> T) rethrows -> (T, PostgresBudget) {
-        let budget = PostgresBudget(deadline: ConditionLock.monotonicNanoseconds() &+ UInt64(max(0, seconds) * 1e9))
+    /// With `tracing`, the budget also keeps each round trip's statement text (`statements`).
+    public static func within<T>(seconds: Double, tracing: Bool = false, _ body: () throws -> T) rethrows -> (T, PostgresBudget) {
+        let budget = PostgresBudget(deadline: ConditionLock.monotonicNanoseconds() &+ UInt64(max(0, seconds) * 1e9), tracing: tracing)
         let value = try $current.withValue(budget) { try body() }
         return (value, budget)
     }
@@ -69,8 +83,8 @@ public enum PostgresDeadline {
         return min(own, deadline)
     }
 
-    /// Counts one round trip of `kind` on the bound budget (if any).
-    static func roundTrip(_ kind: RoundTripKind) { current?.countRoundTrip(kind) }
+    /// Counts one round trip of `kind` on the bound budget (if any); `text` is read only when traced.
+    static func roundTrip(_ kind: RoundTripKind, _ text: @autoclosure () -> String) { current?.countRoundTrip(kind, text) }
 
     /// Records `error` on the bound budget (if any) and returns it, for `throw PostgresDeadline.noted(e)`.
     static func noted(_ error: PostgresError) -> PostgresError {

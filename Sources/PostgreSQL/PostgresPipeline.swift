@@ -19,7 +19,7 @@ extension PostgresConnection {
             }
         }
         let prepare = !transactionPooling
-        PostgresDeadline.roundTrip(SQL.roundTripKind(statements))
+        PostgresDeadline.roundTrip(SQL.roundTripKind(statements), statements.map(\.text).joined(separator: "; "))
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         return try state.withLock { state in
             try Self.markingLoss(&state) { state in try Self.runPipeline(statements, &state, deadline, prepare: prepare) }

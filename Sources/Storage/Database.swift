@@ -3,6 +3,17 @@ import PostgreSQL
 /// How the server reaches PostgreSQL.
 /// `.transaction`: PgBouncer (or alike) in transaction pooling mode in front — no named prepared
 /// statements, no session-level SET, no LISTEN on pooled connections, no asynchronous-commit pool.
+/// What one request asked of PostgreSQL: its round trips by kind and, when traced, each one's
+/// statement text (no binds).
+public struct DatabaseWork: Sendable, Equatable {
+    public var roundTrips: RoundTripCounts
+    public var statements: [String]
+    public init(roundTrips: RoundTripCounts = RoundTripCounts(), statements: [String] = []) {
+        self.roundTrips = roundTrips
+        self.statements = statements
+    }
+}
+
 public enum PoolerMode: String, Sendable {
     case none
     case transaction
@@ -110,8 +121,16 @@ public final class Database: Sendable {
 
     /// `withinBudget`, and how many round trips to PostgreSQL `body` made (statements, BEGIN, COMMIT).
     public func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: RoundTripCounts) {
-        let (value, budget) = try PostgresDeadline.within(seconds: queryTimeout, body)
-        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) }, budget.counts)
+        let (value, failure, work) = try withinTracedBudget(tracing: false, body)
+        return (value, failure, work.roundTrips)
+    }
+
+    /// `withinCountedBudget`, and with `tracing` each round trip's statement text too (for the test
+    /// that an unknown username or address costs the same statements as a known one).
+    public func withinTracedBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork) {
+        let (value, budget) = try PostgresDeadline.within(seconds: queryTimeout, tracing: tracing, body)
+        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) },
+                DatabaseWork(roundTrips: budget.counts, statements: budget.statements))
     }
 
     /// `url` with `synchronous_commit=off` for every session (URI or key=value conninfo).

@@ -54,8 +54,10 @@ struct LastWayInTests {
             """)
     }
 
-    static func giveVerifiedAddress(_ userId: String) throws {
-        try sql("INSERT INTO account_emails (user_id, email) VALUES (\(userId), \("last-\(uniqueSuffix())@latchkey.test"))")
+    /// `email` (default: a fresh one) as the account's verified address, straight in the database.
+    static func giveVerifiedAddress(_ userId: String, email: String? = nil) throws {
+        let address = email.map(TestSMTP.normalised) ?? "last-\(uniqueSuffix())@latchkey.test"
+        try sql("INSERT INTO account_emails (user_id, email) VALUES (\(userId), \(address))")
     }
 
     @Test("the only passkey, no recovery code, no address: 409 last_passkey before the step-up is asked, and with one")

@@ -47,7 +47,13 @@ public final class MailService: Sendable {
     /// that makes the change. `render` writes subject and text from that language's catalog.
     func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String,
                  _ render: (MailCatalog) -> (subject: String, text: String)) -> MailToSend {
-        let catalog = MailCatalog(language: (try? mail.language(userId: userId)) ?? nil)
+        compose(event, to: to, userId: userId, language: (try? mail.language(userId: userId)) ?? nil, render)
+    }
+
+    /// The same in `language` (the account's, read with the rest of what the change needs; nil: English).
+    func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String, language: String?,
+                 _ render: (MailCatalog) -> (subject: String, text: String)) -> MailToSend {
+        let catalog = MailCatalog(language: language)
         let (subject, text) = render(catalog)
         return compose(event, to: to, userId: userId, subject: subject, text: text, language: catalog.language)
     }

@@ -27,7 +27,9 @@ public struct Application: Responder {
     let router: Router
     /// Told each request's route and its round trips to PostgreSQL by kind (the round-trip
     /// invariant's tests record them; nil in a served deployment, which has the metric).
-    public var databaseWork: (@Sendable (_ route: String, _ method: String, _ status: Int, _ trips: RoundTripCounts) -> Void)?
+    public var databaseWork: (@Sendable (_ route: String, _ method: String, _ status: Int, _ work: DatabaseWork) -> Void)?
+    /// `databaseWork` is also told each round trip's statement text (tests only: it costs a string per trip).
+    public var traceStatements = false
     private(set) var listener: Listener = .all
     let metrics: Metrics
     let log: RequestLog
@@ -121,7 +123,7 @@ public struct Application: Responder {
         var response: Response
         var route = "unmatched"
         var databaseFailure: DatabaseFailure? = nil
-        var roundTrips = RoundTripCounts()
+        var work = DatabaseWork()
         let served = serves(request)
         let corsOrigin = served ? allowedCORSOrigin(request) : nil
         if !served {
@@ -145,9 +147,9 @@ public struct Application: Responder {
             response = ServiceError(.internalError, "not ready: \(step)", headers: [("Retry-After", "1")]).response
         } else {
             // Every database call of this request shares one budget (LATCHKEY_DB_QUERY_TIMEOUT).
-            let ((answer, pattern), failure, trips) = database.withinCountedBudget { router.dispatch(request) }
+            let ((answer, pattern), failure, traced) = database.withinTracedBudget(tracing: traceStatements) { router.dispatch(request) }
             response = answer
-            roundTrips = trips
+            work = traced
             if let pattern { route = pattern }
             if response.status == 503 { databaseFailure = failure }
         }
@@ -167,8 +169,8 @@ public struct Application: Responder {
             response.headers.append(("Cache-Control", "no-store"))
         }
         let seconds = runtime.uptime() - start
-        metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds, roundTrips: roundTrips.total)
-        databaseWork?(route, request.method, response.status, roundTrips)
+        metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds, roundTrips: work.roundTrips.total)
+        databaseWork?(route, request.method, response.status, work)
         if response.status == 503 {
             // Every 503 names the database failure behind it (its class is a metric label).
             metrics.observeDatabaseFailure(databaseFailure?.kind ?? (startup.isReady ? "other" : "not_ready"))

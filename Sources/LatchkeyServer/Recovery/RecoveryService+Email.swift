@@ -102,10 +102,8 @@ extension RecoveryService {
         guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let email = try Self.email(body)
-        try limit("sign-in:" + email.value, per: 3600, max: Self.challengesPerHour)
-        let userId = try storage { () throws(StorageError) in try store.user(email: email.value) }
-        return try mailChallenge(purpose: .emailSignIn, userId: userId, to: email, subject: .signInSubject,
-                                 intro: .signInIntro, audit: .emailSignInStarted)
+        return try startCodeChallenge(.emailSignIn, lookup: .email(email.value), identifier: "sign-in:" + email.value,
+                                      subject: .signInSubject, intro: .signInIntro, audit: .emailSignInStarted)
     }
 
     /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.

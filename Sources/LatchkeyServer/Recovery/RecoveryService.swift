@@ -77,27 +77,15 @@ public final class RecoveryService: Sendable {
     /// only to a verified address.
     func startRecovery(body: JSONValue) throws(ServiceError) -> JSONValue {
         try requireMail()
-        var userId: String? = nil
-        var to: EmailAddress? = nil
         if let username = body["username"]?.stringValue {
             try validateName(username, "username")
-            try limit("recovery:u:" + username, per: 3600, max: Self.challengesPerHour)
-            if let user = try storage({ () throws(StorageError) in try accounts.user(username: username) }),
-               let address = try storage({ () throws(StorageError) in try store.email(userId: user.id) }) {
-                userId = user.id
-                to = EmailAddress(address)
-            }
-        } else if body["email"] != nil {
-            let email = try Self.email(body)
-            try limit("recovery:e:" + email.value, per: 3600, max: Self.challengesPerHour)
-            userId = try storage { () throws(StorageError) in try store.user(email: email.value) }
-            to = email
-        } else {
-            throw ServiceError.invalid("username or email is required")
+            return try startCodeChallenge(.recovery, lookup: .username(username), identifier: "recovery:u:" + username,
+                                          subject: .recoveryCodeSubject, intro: .recoveryCodeIntro, audit: .recoveryChallengeStarted)
         }
-        return try mailChallenge(purpose: .recovery, userId: to == nil ? nil : userId, to: to, subject: .recoveryCodeSubject,
-                                 intro: .recoveryCodeIntro,
-                                 audit: .recoveryChallengeStarted)
+        guard body["email"] != nil else { throw ServiceError.invalid("username or email is required") }
+        let email = try Self.email(body)
+        return try startCodeChallenge(.recovery, lookup: .email(email.value), identifier: "recovery:e:" + email.value,
+                                      subject: .recoveryCodeSubject, intro: .recoveryCodeIntro, audit: .recoveryChallengeStarted)
     }
 
     /// `POST /v1/recovery/verify` `{"challengeId","code"}` or `{"username","recoveryCode"}` → 200
@@ -240,33 +228,6 @@ public final class RecoveryService: Sendable {
     }
 
     // MARK: Shared
-
-    /// A challenge for `purpose`: mailed to `to` when `userId` is someone's, else stored with a hash
-    /// no code matches — the same rows written, the same answer.
-    ///
-    /// SPEC "Assurance" Limits: at most `challengesPerHour` code mails an hour per **account** and
-    /// purpose, whatever username or address asked (on top of the per-identifier limit): past it the
-    /// challenge still answers 202, like one for nobody, and mails nothing.
-    func mailChallenge(purpose: NewCodeChallenge.Purpose, userId: String?, to: EmailAddress?, subject: MailCatalog.Key, intro: MailCatalog.Key,
-                               audit: AuditAction) throws(ServiceError) -> JSONValue {
-        let id = "otp_" + runtime.identifier()
-        let code = codes.generate()
-        var message: [MailToSend] = []
-        var hash = codes.unmatchable()
-        if let userId, let to, try withinLimit("account-mail:\(purpose.rawValue):" + userId, per: 3600, max: Self.challengesPerHour) {
-            hash = try codes.hash(code, challengeId: id)
-            let ttl = configuration.otpTTL
-            message = [mail.compose(purpose == .recovery ? .recoveryCode : .emailSignIn, to: to, userId: userId) { l in
-                (l[subject, ["code": code]], l[intro, ["code": code]] + "\n\n" + l[.codeFooter, ["minutes": l.duration(seconds: ttl)]])
-            }]
-        }
-        let expires = try storage { () throws(StorageError) in
-            try store.insert(NewCodeChallenge(id: id, purpose: purpose, userId: userId, email: nil, codeHash: hash,
-                                              maxAttempts: OneTimeCode.maxAttempts, ttlSeconds: configuration.otpTTL),
-                             mail: message, audit: [AuditRecord(audit, actor: AuditActor.server, subject: userId)])
-        }
-        return Self.challengeJSON(id: id, expiresAt: expires)
-    }
 
     /// Counts one attempt and compares: wrong → `code_invalid`; unknown, used, expired or out of
     /// attempts → `challenge_invalid`; right → the challenge, used up (single use even under

@@ -74,8 +74,13 @@ final class TestServer: Sendable {
     let http: HTTPServer
     var port: Int { http.port }
 
-    /// `rpIdOverride`: another instance of the same deployment (one rpId, one origin).
-    init(name: String, rpIdOverride: String? = nil, runtime: Runtime = .system, configure: (inout Configuration) -> Void = { _ in }) throws {
+    /// The statements of each request, when the server was made `tracing` (else nil).
+    let traces: StatementTraces?
+
+    /// `rpIdOverride`: another instance of the same deployment (one rpId, one origin). `tracing`:
+    /// every request's statements are kept in `traces`.
+    init(name: String, rpIdOverride: String? = nil, runtime: Runtime = .system, tracing: Bool = false,
+         configure: (inout Configuration) -> Void = { _ in }) throws {
         rpId = rpIdOverride ?? "\(name)-\(uniqueSuffix()).latchkey.test"
         origin = "https://\(rpId)"
         adminKey = "admin-\(uniqueSuffix())-\(uniqueSuffix())"
@@ -98,15 +103,27 @@ final class TestServer: Sendable {
         database = Database(url: c.databaseURL, connections: 6, pooler: c.databasePooler, listenURL: c.databaseListenURL)
         services = Services(configuration: c, database: database, runtime: runtime, log: RequestLog(enabled: false))
         try services.start()
+        let traces = tracing ? StatementTraces() : nil
+        self.traces = traces
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody),
-                              responder: Self.application(services))
+                              responder: Self.application(services, traces: traces))
     }
 
-    /// The server's responder; with `LATCHKEY_ROUND_TRIP_LOG`, each request's round trips are logged.
-    static func application(_ services: Services) -> Application {
+    /// The server's responder; with `LATCHKEY_ROUND_TRIP_LOG`, each request's round trips are
+    /// logged; with `traces`, each request's statements are kept there.
+    static func application(_ services: Services, traces: StatementTraces? = nil) -> Application {
         var application = Application(services: services)
-        if let log = RoundTripLog.shared { application.databaseWork = log.record }
+        let log = RoundTripLog.shared
+        if let traces {
+            application.traceStatements = true
+            application.databaseWork = { route, method, status, work in
+                log?.record(route: route, method: method, status: status, work: work)
+                traces.record(route: "\(method) \(route)", work.statements)
+            }
+        } else if let log {
+            application.databaseWork = log.record
+        }
         return application
     }
 
@@ -390,13 +407,24 @@ final class JSONLines: Sendable {
 /// answers is appended as one JSON line — route, method, status, and its round trips to PostgreSQL
 /// by kind — and scripts/round-trips.py holds each route to ARCHITECTURE.md's "Round trips" after
 /// the suites (SPEC "Performance targets": at most one read and one write a request).
+/// Each request's statements by route ("POST /v1/…"), in the order the requests ended.
+final class StatementTraces: Sendable {
+    private let byRoute = Mutex<[String: [[String]]]>([:])
+
+    func record(route: String, _ statements: [String]) { byRoute.withLock { $0[route, default: []].append(statements) } }
+
+    /// The statements of the last request to `route`.
+    func last(_ route: String) -> [String]? { byRoute.withLock { $0[route]?.last } }
+}
+
 final class RoundTripLog: Sendable {
     static let shared: RoundTripLog? = JSONLines.fromEnvironment("LATCHKEY_ROUND_TRIP_LOG").map(RoundTripLog.init)
 
     private let lines: JSONLines
     init(_ lines: JSONLines) { self.lines = lines }
 
-    @Sendable func record(route: String, method: String, status: Int, trips: RoundTripCounts) {
+    @Sendable func record(route: String, method: String, status: Int, work: DatabaseWork) {
+        let trips = work.roundTrips
         lines.append(.object([
             ("route", .string(route)), ("method", .string(method)), ("status", .number(Double(status))),
             ("reads", .number(Double(trips.reads))), ("writes", .number(Double(trips.writes))), ("control", .number(Double(trips.control))),
