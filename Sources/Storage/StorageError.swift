@@ -12,6 +12,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// the database's. The edge checks ids and strings first; this is the net under it, so such an
     /// input is a 400, not a 503 (SPEC: no input yields a 5xx).
     case unstorableInput
+    /// A stored value could not be read as the code expects (NULL where a value must be, another
+    /// type): a bug or a schema out of step with the code, never the database being down; names the column.
+    case undecodable(column: String)
     /// The database could not be reached or failed.
     case unavailable(String)
 
@@ -39,6 +42,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict(.other(let constraint)): "conflict: \(constraint)"
         case .notFound: "not found"
         case .unstorableInput: "a value PostgreSQL cannot hold (a NUL character)"
+        case .undecodable(let column): "stored data could not be read: column \(column)"
         case .unavailable(let reason): "database unavailable: \(reason)"
         }
     }
@@ -48,6 +52,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         switch error {
         case let error as StorageError:
             self = error
+        case let error as PostgresError where error.code == .decode:
+            self = .undecodable(column: error.column ?? "unknown")
         case let error as PostgresError where error.code == .invalidArgument && error.reason.contains("NUL"):
             self = .unstorableInput
         case let error as PostgresError where error.isUniqueViolation:

@@ -33,4 +33,16 @@ import Testing
         #expect(first == [1, 2, 3])
         #expect(try s.database.keys.secret(named: "pepper", candidate: [9]) == [1, 2, 3])
     }
+
+    /// A stored value the code cannot read (here a NULL where the schema promised a value) is the
+    /// code's or the schema's fault, not the database being down: `undecodable` names the column,
+    /// where it was reported as `unavailable` (and so as an outage) before.
+    @Test func aValueThatCannotBeReadIsUndecodableNamingItsColumn() throws {
+        let s = try TestDatabase.scratch()
+        let c = try s.connect()
+        try c.execute("INSERT INTO users (id, user_handle, username, display_name) VALUES ('u1', '\\x01', 'one', 'One')")
+        try c.execute("ALTER TABLE account_emails ALTER COLUMN email DROP NOT NULL")
+        try c.execute("INSERT INTO account_emails (user_id, email) VALUES ('u1', NULL)")
+        #expect(throws: StorageError.undecodable(column: "email")) { try s.database.recovery.email(userId: "u1") }
+    }
 }

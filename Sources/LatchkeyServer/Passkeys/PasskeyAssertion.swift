@@ -44,9 +44,10 @@ struct PasskeyAssertion: Sendable {
     func verify(_ checked: CeremonyCheckedAuthentication, ceremony: AuthenticationCeremony, state: AuthenticationState,
                 credential: CredentialRecord, user: UserRecord) throws(ServiceError) -> Outcome {
         do { return try verifyDeferringFlag(checked, ceremony: ceremony, state: state, credential: credential, user: user) } catch {
-            // §7.2 step 22: a possible clone. The refusal stands even if recording it fails.
+            // §7.2 step 22: a possible clone. The refusal stands either way; a flag that cannot be
+            // recorded fails the request (503) rather than being lost without a word.
             if let flag = error.flag {
-                _ = try? accounts.flag(credentialId: flag.credentialId, audit: flag.audit, events: flag.events)
+                _ = try storage { () throws(StorageError) in try accounts.flag(credentialId: flag.credentialId, audit: flag.audit, events: flag.events) }
             }
             throw error.error
         }
@@ -95,14 +96,19 @@ struct PasskeyAssertion: Sendable {
     /// The use's compare-and-set failed under `reject` (another assertion carrying the same counter
     /// was stored first, or the counter went back meanwhile): nothing was stored; the refusal is
     /// `sign_count_regression` and the credential is flagged as a possible clone (§7.2 step 22).
+    /// A flag that cannot be recorded is the error instead (503): the refusal stands either way.
     func refuseRegression(_ outcome: Outcome) -> ServiceError {
         let use = outcome.use
         let suspected = events.cloneSuspected(userId: use.userId, credentialId: use.credentialId, storedSignCount: outcome.storedSignCount,
                                               receivedSignCount: use.signCount)
-        _ = try? accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
-            .passkeyFlagged, actor: AuditActor.server, subject: use.userId,
-            detail: [("reason", "sign_count_regression"), ("credentialId", .string(Base64URL.encode(use.credentialId)))]),
-            events: [suspected])
+        do {
+            _ = try accounts.flag(credentialId: use.credentialId, audit: AuditRecord(
+                .passkeyFlagged, actor: AuditActor.server, subject: use.userId,
+                detail: [("reason", "sign_count_regression"), ("credentialId", .string(Base64URL.encode(use.credentialId)))]),
+                events: [suspected])
+        } catch {
+            return ServiceError(error)
+        }
         return ServiceError(.signCountRegression, "sign count \(use.signCount) is not above the stored one: another use came first")
     }
 }

@@ -130,6 +130,7 @@ extension ServiceError {
         case .conflict: self = ServiceError(.conflict, "the change conflicts with stored data")
         case .notFound: self = ServiceError.notFound("record")
         case .unstorableInput: self = .invalid("a value contains a character that cannot be stored (NUL)")
+        case .undecodable(let column): self = ServiceError(.internalError, "stored data could not be read (column \(column))")
         case .unavailable: self = .storageUnavailable
         }
     }
