@@ -80,11 +80,7 @@ extension AccountRepository {
                 WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL\(fragment: open)
                 RETURNING id, user_id, aaguid, name
                 """),
-            ("ended", """
-                UPDATE refresh_families SET revoked_at = now()
-                WHERE credential_id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM rev)
-                RETURNING id, user_id
-                """),
+            RevocationCascade.sessionsOfPasskeys(from: "rev"),
         ]
         let statement = SQL.with(ctes
             + AuditRepository.cte([audit], onlyIf: "rev")

@@ -74,11 +74,7 @@ extension RecoveryRepository {
                 WHERE c.id = tok.credential AND c.user_id = tok.owner AND c.revoked_at IS NULL AND c.approves_from > \(now)::timestamptz
                 RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
                 """),
-            ("ended", """
-                UPDATE refresh_families f SET revoked_at = now() FROM pk
-                WHERE f.credential_id = pk.id AND f.user_id = pk.user_id AND f.revoked_at IS NULL
-                RETURNING f.id, f.user_id
-                """),
+            RevocationCascade.sessionsOfPasskeys(from: "pk"),
         ]
             + AuditRepository.cte([
                 records.recoveryAudit.rows(from: "rec", subject: "rec.user_id", members: [("recoveryId", "rec.id")]),
