@@ -174,7 +174,7 @@ struct PipelineTests {
     func challenge() {
         func out(_ response: Response, _ headers: [(String, String)] = []) -> Response {
             var response = response
-            Challenge().leave(&response, Exchange(Self.request("/v1/account", headers)))
+            AuthChallenge().leave(&response, Exchange(Self.request("/v1/account", headers)))
             return response
         }
         let refusal = ServiceError.unauthorized.response
@@ -282,7 +282,7 @@ struct PipelineTests {
     static func pipeline(_ router: Router, listener: Application.Listener = .all, rate: Int = 0, startup: StartupState,
                          log: RecordingLog, metrics: Metrics = Metrics()) -> Pipeline {
         let observation = Observation(runtime: ManualClock().runtime(), metrics: metrics, log: log, startup: startup)
-        return Pipeline(stages: [observation, CacheDefault(), Challenge(), ListenerFilter(listener: listener), cors, Preflight(),
+        return Pipeline(stages: [observation, CacheDefault(), AuthChallenge(), ListenerFilter(listener: listener), cors, Preflight(),
                                  RateLimit(limiter: RateLimiter(ratePerSecond: rate, clock: { 0 }), trustProxy: false), StartupGate(startup: startup)],
                         dispatch: RouteDispatch(router: router, budget: FixedBudget(failure: nil, trips: RoundTripCounts())))
     }

@@ -5,9 +5,6 @@ import JSON
 import Storage
 import Tokens
 
-/// The web page's side of an authorization request (SPEC "OpenID Provider"): read it, approve it
-/// (a session begun by a not-held passkey, plus the action-bound step-up for `authorization_details`),
-/// or refuse it. Only a successful approve or deny uses the request up.
 /// A pending authorization request as this HTTP request's guard read it (with the caller's session,
 /// or by the approval's step-up rule), for its handler: `record` nil when no pending request has
 /// `id` (unknown, used or expired).
@@ -16,6 +13,9 @@ struct AuthorizationRequestRead: Sendable {
     let record: OAuthRequestRecord?
 }
 
+/// The web page's side of an authorization request (SPEC "OpenID Provider"): read it, approve it
+/// (a session begun by a not-held passkey, plus the action-bound step-up for `authorization_details`),
+/// or refuse it. Only a successful approve or deny uses the request up.
 extension OpenIDProvider {
     /// A request id as the page sends it: `lkq_` + base64url of 32 bytes.
     static func isRequestId(_ id: String) -> Bool {

@@ -63,13 +63,13 @@ public struct Application: Responder {
                               trustProxy: services.configuration.trustProxy)
         startupGate = StartupGate(startup: services.startup)
         dispatch = RouteDispatch(router: router, budget: services.database)
-        pipeline = Pipeline(stages: [], dispatch: dispatch)
+        pipeline = Pipeline(stages: [], dispatch: dispatch)  // every part is set: now the stages can be listed
         pipeline = assemble()
     }
 
     /// The stages, outermost first (PipelineStages.swift says what each one does).
     private func assemble() -> Pipeline {
-        Pipeline(stages: [observation, CacheDefault(), Challenge(), ListenerFilter(listener: listener), cors, Preflight(), rateLimit, startupGate],
+        Pipeline(stages: [observation, CacheDefault(), AuthChallenge(), ListenerFilter(listener: listener), cors, Preflight(), rateLimit, startupGate],
                  dispatch: dispatch)
     }
 

@@ -5,7 +5,7 @@ import Storage
 
 // The request pipeline's stages, outermost first (`Application.pipeline` lists them in this order):
 //
-//   Observation → CacheDefault → Challenge → ListenerFilter → CORS → Preflight → RateLimit
+//   Observation → CacheDefault → AuthChallenge → ListenerFilter → CORS → Preflight → RateLimit
 //   → StartupGate → RouteDispatch (the route table, within the database budget)
 //
 // A request not served by the listener is 404 before CORS is looked at; a preflight is answered
@@ -64,7 +64,7 @@ struct CacheDefault: RequestStage {
 /// RFC 6750 §3.1: a bearer token that was sent and refused (expired, revoked, malformed, unknown) →
 /// `invalid_token`; a request without one gets the bare Bearer challenge. A refusal with a
 /// challenge of its own (an enrolment ticket's `Ticket`) keeps it.
-struct Challenge: RequestStage {
+struct AuthChallenge: RequestStage {
     func leave(_ response: inout Response, _ exchange: Exchange) {
         guard response.status == 401, response.header("WWW-Authenticate") == nil else { return }
         let refused = BearerCredentials.value(exchange.request, scheme: "Bearer") != nil
