@@ -49,8 +49,8 @@ struct GuardLookupTests {
 
     /// 503 `internal_error`: the database could not answer.
     static func isUnavailable(_ response: Response) throws -> Bool {
-        let code = (try JSONParser.parse(response.body))["code"]?.stringValue
-        return response.status == 503 && code == "internal_error"
+        guard response.status == 503 else { return false }
+        return (try JSONParser.parse(response.body))["code"]?.stringValue == "internal_error"
     }
 
     static var approve: String { "/v1/oauth/requests/\(requestId)/approve" }
