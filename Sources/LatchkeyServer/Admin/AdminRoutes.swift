@@ -97,8 +97,8 @@ extension StepUpRule {
     /// fingerprint), so the console never asks for a passkey to approve a change that will be refused.
     static func adminChange(checking check: @escaping @Sendable (JSONValue, Configuration) throws(ServiceError) -> Void) -> StepUpRule {
         StepUpRule(changes: adminChange.changes) { input throws(ServiceError) in
-            try check(input.body ?? .object([]), input.services.configuration)
-            return try adminChange.need(input)
+            try check(input.body ?? .object([]), input.lookups.configuration)
+            return try adminChange.need(&input)
         }
     }
 }

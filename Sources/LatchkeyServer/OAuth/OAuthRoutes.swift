@@ -2,15 +2,30 @@ import Crypto
 import DeviceKeys
 import HTTP
 import JSON
+import Storage
 
 extension StepUpRule {
     /// SPEC "Approve and deny": the OP session cookie alone approves a plain sign-in; a request with
     /// `authorization_details`, or any approval by Bearer token, needs a step-up for
     /// `{"type":"latchkey.oauth.authorize","clientId","requestId","authorizationDetails"}` — by a
     /// user-verified passkey or a device key, made in the approving session itself (`sid`).
+    ///
+    /// The request is the one the caller's resolution read with its session, else read here; either
+    /// way it is handed to the handler (`RouteContext.loads`). An id that cannot be one is left to
+    /// the path check (404); no such pending request needs no step-up (the handler says 404); a
+    /// lookup that fails fails the request.
     static let oauthAuthorization = StepUpRule(changes: "OpenID approvals", deviceKeyAllowed: true, sameSession: true) { input throws(ServiceError) in
         let viaCookie = if case .browser = input.caller { true } else { false }
-        return try input.services.openID.approvalNeed(rawId: input.rawPath["id"], viaCookie: viaCookie)
+        guard let id = input.rawPath["id"], OpenIDProvider.isRequestId(id) else { return .none }
+        let read: AuthorizationRequestRead
+        if let loaded = input.loads.authorizationRequest, loaded.id == id {
+            read = loaded
+        } else {
+            read = AuthorizationRequestRead(id: id, record: try input.lookups.pendingAuthorization(id: id))
+            input.loads.authorizationRequest = read
+        }
+        guard let record = read.record, let client = try input.lookups.client(id: record.clientId) else { return .none }
+        return try OpenIDProvider.approvalNeed(record, client: client, requestId: id, viaCookie: viaCookie)
     }
 }
 
@@ -81,7 +96,8 @@ extension RouteTable {
         add("GET", "/v1/oauth/requests/{id:oauthRequest}", .anyoneOrBrowser, accepting: .any) { ctx in
             let browser: SessionService.Caller? = if case .browser(let c) = ctx.caller { c } else { nil }
             return .json(bytes: try op.requestView(try ctx.path.text("id"), chosenLanguage: ctx.request.queryValue("lang"),
-                                                   acceptLanguage: ctx.request.header("Accept-Language"), browser: browser).serialized(),
+                                                   acceptLanguage: ctx.request.header("Accept-Language"), browser: browser,
+                                                   read: ctx.loads.authorizationRequest).serialized(),
                          headers: [("Cache-Control", "no-store")])
         }
         add("POST", "/v1/oauth/requests/{id:oauthRequest}/sign-in", .anyone) { ctx in
@@ -93,10 +109,12 @@ extension RouteTable {
         }
         add("POST", "/v1/oauth/requests/{id:oauthRequest}/approve", .approver, stepUp: .oauthAuthorization, accepting: .any) { ctx in
             let (caller, viaCookie) = try ctx.sessionOrBrowser()
-            return .json(bytes: try op.approve(try ctx.path.text("id"), caller: caller, viaCookie: viaCookie, approval: ctx.approval).serialized())
+            return .json(bytes: try op.approve(try ctx.path.text("id"), caller: caller, viaCookie: viaCookie, approval: ctx.approval,
+                                               read: ctx.loads.authorizationRequest).serialized())
         }
         add("POST", "/v1/oauth/requests/{id:oauthRequest}/deny", .sessionOrBrowser, accepting: .any) { ctx in
-            .json(bytes: try op.deny(try ctx.path.text("id"), caller: try ctx.sessionOrBrowser().caller).serialized())
+            .json(bytes: try op.deny(try ctx.path.text("id"), caller: try ctx.sessionOrBrowser().caller,
+                                     read: ctx.loads.authorizationRequest).serialized())
         }
         add("GET", "/v1/oauth/consents", .sessionOrBrowser, accepting: .any) { ctx in
             .json(bytes: try op.consents(userId: try ctx.sessionOrBrowser().caller.userId).serialized())

@@ -1,10 +1,17 @@
-import Synchronization
 import Crypto
 import DeviceKeys
 import Foundation
 import JSON
 import Storage
 import Tokens
+
+/// A pending authorization request as this HTTP request's guard read it (with the caller's session,
+/// or by the approval's step-up rule), for its handler: `record` nil when no pending request has
+/// `id` (unknown, used or expired).
+struct AuthorizationRequestRead: Sendable {
+    let id: String
+    let record: OAuthRequestRecord?
+}
 
 /// The web page's side of an authorization request (SPEC "OpenID Provider"): read it, approve it
 /// (a session begun by a not-held passkey, plus the action-bound step-up for `authorization_details`),
@@ -16,38 +23,32 @@ extension OpenIDProvider {
             && Base64URL.decode(String(id.dropFirst(requestPrefix.utf8.count)))?.count == 32
     }
 
-    /// `handedOver`: this request was read a moment ago by this request's own resolution (with the
-    /// OP session cookie's session, in one query) or by the approve route's guard (`approvalNeed`);
-    /// take that read instead of a second one. Nothing is trusted from it that the one write of an
-    /// approval or a refusal does not check again (the request still unused).
-    func storedRequest(_ id: String, handedOver: Bool = false) throws(ServiceError) -> (OAuthRequestRecord, OAuthClientRecord) {
+    /// `read`: this request as the route's guard read it a moment ago (with the caller's session,
+    /// in one query, or by the approval's step-up rule), taken instead of a second read. Nothing is
+    /// trusted from it that the one write of an approval or a refusal does not check again (the
+    /// request still unused).
+    func storedRequest(_ id: String, read: AuthorizationRequestRead? = nil) throws(ServiceError) -> (OAuthRequestRecord, OAuthClientRecord) {
         guard Self.isRequestId(id) else { throw ServiceError.notFound("authorization request") }
-        let now = runtime.uptime()
-        let taken = handedOver ? guardReads.withLock { $0.removeValue(forKey: id) }.flatMap { now - $0.at < 2 ? $0.record : nil } : nil
-        var read = taken
-        if read == nil { read = try storage { () throws(StorageError) in try store.request(hash: OpaqueSecret.hash(id)) } }
-        guard let r = read, let client = try clients.client(id: r.clientId) else {
+        let record: OAuthRequestRecord?
+        if let read, read.id == id { record = read.record } else { record = try pendingRequest(id) }
+        guard let r = record, let client = try clients.client(id: r.clientId) else {
             throw ServiceError.notFound("authorization request")
         }
         return (r, client)
     }
 
-    /// Hands a request the approve route's guard read over to its handler (at most 1,024 kept,
-    /// each for 2 s).
-    func handOver(_ id: String, _ record: OAuthRequestRecord) {
-        let now = runtime.uptime()
-        guardReads.withLock { reads in
-            if reads.count >= 1024 { reads = reads.filter { now - $0.value.at < 2 } }
-            if reads.count < 1024 { reads[id] = (record, now) }
-        }
+    /// The pending authorization request `id` names (unused, unexpired); nil: none.
+    func pendingRequest(_ id: String) throws(ServiceError) -> OAuthRequestRecord? {
+        try storage { () throws(StorageError) in try store.request(hash: OpaqueSecret.hash(id)) }
     }
 
     /// `GET /v1/oauth/requests/{id}[?lang=]` (no auth: the id is the capability; the OP session
     /// cookie names who is signed in) → SPEC "Who may approve"'s view: the client and its redirect
     /// host, scopes, details, the `display` lines a step-up binds, the exact `stepUpAction`, the
     /// sign-in options whose challenge is bound to this request, and `signedIn`.
-    func requestView(_ id: String, chosenLanguage: String?, acceptLanguage: String?, browser: SessionService.Caller?) throws(ServiceError) -> JSONValue {
-        let (r, client) = try storedRequest(id, handedOver: browser != nil)
+    func requestView(_ id: String, chosenLanguage: String?, acceptLanguage: String?, browser: SessionService.Caller?,
+                     read: AuthorizationRequestRead?) throws(ServiceError) -> JSONValue {
+        let (r, client) = try storedRequest(id, read: read)
         let p = r.params
         let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         let details = p["authorization_details"] ?? .null
@@ -71,7 +72,7 @@ extension OpenIDProvider {
             ("loginHint", p["login_hint"] ?? .null),
             // The action a Bearer approval (or one with details) steps up for; the cookie alone needs
             // none for a plain sign-in.
-            ("stepUpAction", try stepUpAction(clientId: client.id, requestId: id, details: details).value),
+            ("stepUpAction", try Self.stepUpAction(clientId: client.id, requestId: id, details: details).value),
             ("display", .object([("lang", .string(lang)),
                                  ("lines", .array(ConsentDisplay.lines(clientName: client.name, redirectURI: redirectURI, scopes: scopes,
                                                                         details: details, lang: lang).map { .string($0) }))])),
@@ -81,28 +82,28 @@ extension OpenIDProvider {
         ])
     }
 
-    func stepUpAction(clientId: String, requestId: String, details: JSONValue) throws(ServiceError) -> StepUpAction {
+    static func stepUpAction(clientId: String, requestId: String, details: JSONValue) throws(ServiceError) -> StepUpAction {
         try gated { () throws(DeviceKeyError) in
             try StepUpAction.oauthAuthorization(clientId: clientId, requestId: requestId, authorizationDetails: details)
         }
     }
 
-    /// The step-up an approval needs (the route table's `StepUpRule.oauthAuthorization`, SPEC
-    /// "Approve and deny"): the OP session cookie alone approves a plain sign-in; details, or a
-    /// Bearer token (which a thief can hold), need the step-up for exactly this request. An unknown
-    /// id needs none (the handler says 404).
-    func approvalNeed(rawId: String?, viaCookie: Bool) throws(ServiceError) -> StepUpRule.Need {
-        guard let rawId, let (r, client) = try? storedRequest(rawId, handedOver: true) else { return .none }
-        handOver(rawId, r)
+    /// The step-up approving the pending request `r` (of `client`) needs (the route table's
+    /// `StepUpRule.oauthAuthorization`, SPEC "Approve and deny"): the OP session cookie alone
+    /// approves a plain sign-in; details, or a Bearer token (which a thief can hold), need the
+    /// step-up for exactly this request.
+    static func approvalNeed(_ r: OAuthRequestRecord, client: OAuthClientRecord, requestId: String,
+                             viaCookie: Bool) throws(ServiceError) -> StepUpRule.Need {
         let details = r.params["authorization_details"] ?? .null
         if details == .null && viaCookie { return .none }
-        return .required(try stepUpAction(clientId: client.id, requestId: rawId, details: details))
+        return .required(try stepUpAction(clientId: client.id, requestId: requestId, details: details))
     }
 
     /// `POST /v1/oauth/requests/{id}/approve` → `{"redirectTo":"<redirect_uri>?code=…&state=…&iss=…"}`.
     /// The grant remembers the approving session and the approving passkey or device key.
-    func approve(_ id: String, caller: SessionService.Caller, viaCookie: Bool, approval: Approval?) throws(ServiceError) -> JSONValue {
-        let (r, client) = try storedRequest(id, handedOver: true)
+    func approve(_ id: String, caller: SessionService.Caller, viaCookie: Bool, approval: Approval?,
+                 read: AuthorizationRequestRead?) throws(ServiceError) -> JSONValue {
+        let (r, client) = try storedRequest(id, read: read)
         let p = r.params
         let standing = try sessions.standing(caller)
         guard standing.approves else { throw ServiceError(.forbidden, "approving needs a session begun by a passkey that is not held") }
@@ -110,7 +111,7 @@ extension OpenIDProvider {
         var receiptId: String? = nil
         if details != .null || !viaCookie {
             guard case .stepUp(_, let receipt, _)? = approval else {
-                throw StepUpService.stepUpRequired("approving needs a step-up for \(StepUpService.text(try stepUpAction(clientId: client.id, requestId: id, details: details)))")
+                throw StepUpService.stepUpRequired("approving needs a step-up for \(StepUpService.text(try Self.stepUpAction(clientId: client.id, requestId: id, details: details)))")
             }
             receiptId = receipt
         }
@@ -182,8 +183,8 @@ extension OpenIDProvider {
     }
 
     /// `POST /v1/oauth/requests/{id}/deny` → `{"redirectTo":"…?error=access_denied&…"}`.
-    func deny(_ id: String, caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
-        let (r, client) = try storedRequest(id, handedOver: true)
+    func deny(_ id: String, caller: SessionService.Caller, read: AuthorizationRequestRead?) throws(ServiceError) -> JSONValue {
+        let (r, client) = try storedRequest(id, read: read)
         let p = r.params
         let scopes = JSONValue.array((p["scope"]?.stringValue ?? "").split(separator: " ").map { .string(String($0)) })
         let data: [(key: String, value: JSONValue)] = [("clientId", .string(client.id)), ("scopes", scopes), ("receiptId", .null)]

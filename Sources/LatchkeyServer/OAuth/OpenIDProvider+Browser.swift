@@ -12,12 +12,14 @@ protocol BrowserSessions: Sendable {
     /// such live session.
     func caller(cookie value: String) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)?
     /// `caller(cookie:)`, reading in the same query the authorization request `requestId` names
-    /// (the approve route's): handed over to its guard and handler, which then read nothing more.
-    func caller(cookie value: String, preloading requestId: String?) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)?
+    /// (the approve and deny routes'), for the route's guard and handler, which then read it no more.
+    func caller(cookie value: String, preloading requestId: String?)
+        throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool, request: AuthorizationRequestRead?)?
     /// A Bearer caller's standing as an approver (how its session began, the hold of that passkey),
     /// reading in the same query the authorization request `requestId` names; 401 when the session
     /// is gone.
-    func approverStanding(_ caller: SessionService.Caller, preloading requestId: String?) throws(ServiceError) -> SessionService.Standing
+    func approverStanding(_ caller: SessionService.Caller, preloading requestId: String?)
+        throws(ServiceError) -> (standing: SessionService.Standing, request: AuthorizationRequestRead?)
 }
 
 /// The part of a passkey login the OP's sign-in borrows (the challenge bound to a request, the
@@ -35,33 +37,35 @@ extension OpenIDProvider: BrowserSessions {
     static let browserCookiePrefix = "lkop_"
 
     func caller(cookie value: String) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)? {
-        try caller(cookie: value, preloading: nil)
+        try caller(cookie: value, preloading: nil).map { ($0.caller, $0.approves) }
     }
 
-    func caller(cookie value: String, preloading requestId: String?) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool)? {
+    func caller(cookie value: String, preloading requestId: String?)
+        throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool, request: AuthorizationRequestRead?)? {
         guard value.hasPrefix(Self.browserCookiePrefix), value.utf8.count <= 128 else { return nil }
         let request = requestId.flatMap { Self.isRequestId($0) ? $0 : nil }
         guard let (found, pending) = try storage({ () throws(StorageError) in
             try store.browserSession(cookieHash: OpaqueSecret.hash(value), withRequest: request.map(OpaqueSecret.hash))
         }), !revoked.contains(found.familyId) else { return nil }
-        if let request, let pending { handOver(request, pending) }
         let heldUntil = found.passkeyApprovesFrom.flatMap { $0 > runtime.now() ? $0 : nil }
         let standing = SessionService.Standing(method: .passkey, credentialId: found.credentialId, heldUntil: heldUntil,
                                                authTime: found.authTime, hardware: found.hardware)
         // The sign-in that began it required user verification (SPEC "Who may approve").
         return (SessionService.Caller(userId: found.userId, sessionId: found.familyId, acr: AuthenticationClaims.passkeyVerified.acr,
-                                      standing: standing, username: found.username), standing.approves)
+                                      standing: standing, username: found.username), standing.approves,
+                request.map { AuthorizationRequestRead(id: $0, record: pending) })
     }
 
-    func approverStanding(_ caller: SessionService.Caller, preloading requestId: String?) throws(ServiceError) -> SessionService.Standing {
+    func approverStanding(_ caller: SessionService.Caller, preloading requestId: String?)
+        throws(ServiceError) -> (standing: SessionService.Standing, request: AuthorizationRequestRead?) {
         let request = requestId.flatMap { Self.isRequestId($0) ? $0 : nil }
         guard let (found, pending) = try storage({ () throws(StorageError) in
             try store.approverSession(familyId: caller.sessionId, userId: caller.userId, withRequest: request.map(OpaqueSecret.hash))
         }) else { throw ServiceError.unauthorized }
-        if let request, let pending { handOver(request, pending) }
-        return SessionService.Standing(method: found.method, credentialId: found.credentialId,
-                                       heldUntil: found.passkeyApprovesFrom.flatMap { $0 > runtime.now() ? $0 : nil },
-                                       authTime: found.authTime, hardware: found.hardware)
+        let standing = SessionService.Standing(method: found.method, credentialId: found.credentialId,
+                                               heldUntil: found.passkeyApprovesFrom.flatMap { $0 > runtime.now() ? $0 : nil },
+                                               authTime: found.authTime, hardware: found.hardware)
+        return (standing, request.map { AuthorizationRequestRead(id: $0, record: pending) })
     }
 
     /// `POST /v1/oauth/requests/{id}/sign-in`: the passkey answering the request's `publicKey`

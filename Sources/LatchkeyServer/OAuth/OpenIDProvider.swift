@@ -1,4 +1,3 @@
-import Synchronization
 import Crypto
 import Foundation
 import JSON
@@ -26,8 +25,6 @@ public final class OpenIDProvider: Sendable {
     let cookie: OPSessionCookie
     /// Clients' JWKS for `private_key_jwt` (cached, refreshed off the request path).
     let clientKeys: ClientKeySets
-    /// The requests the approve route's guard read, for its handler (`storedRequest(_:handedOver:)`).
-    let guardReads = Mutex<[String: (record: OAuthRequestRecord, at: Double)]>([:])
     /// Keys the authorization request ids (the same on every instance).
     let requestIds: DeploymentSecret
     /// Failed client authentications per client id and address (SPEC "Limits").

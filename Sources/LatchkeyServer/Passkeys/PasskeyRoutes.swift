@@ -78,7 +78,7 @@ extension StepUpRule {
         guard case .session(let caller) = input.caller else { return .none }
         _ = try RouteTable.conditional(input.body)  // a malformed body is invalid_request before the step-up
         let action = try gated { () throws(DeviceKeyError) in try StepUpAction.passkeyAddition() }
-        return try input.services.sessions.standing(caller).approves ? .required(action) : .optional(action)
+        return try input.lookups.standing(caller).approves ? .required(action) : .optional(action)
     }
 
     /// `{"type":"latchkey.passkey.revoke","credentialId":<the id in the path>}`, from every kind of
@@ -112,12 +112,12 @@ extension StepUpRule {
     /// left to the path check, 404).
     static func refusingLastWayIn(_ input: GuardInput, userId: String?, credential: String) throws(ServiceError) {
         guard let userId, let id = Identifiers.credential(input.rawPath[credential]) else { return }
-        try input.services.passkeys.refuseLastWayIn(userId: userId, credentialId: id)
+        try input.lookups.refuseLastWayIn(userId: userId, credentialId: id)
     }
 
     /// The admin API's revocation of a user's passkey: the last-way-in rule first, then `adminChange`.
     static let adminPasskeyRevocation = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
         try refusingLastWayIn(input, userId: Identifiers.opaque(input.rawPath["id"]), credential: "credentialId")
-        return try adminChange.need(input)
+        return try adminChange.need(&input)
     }
 }

@@ -25,32 +25,25 @@ public struct Application: Responder {
     }
 
     let router: Router
+    /// The request pipeline: the stages of PipelineStages.swift, assembled from the parts below.
+    private(set) var pipeline: Pipeline
+    private(set) var listener: Listener = .all
     /// Told each request's route and its round trips to PostgreSQL by kind (the round-trip
     /// invariant's tests record them; nil in a served deployment, which has the metric).
-    public var databaseWork: (@Sendable (_ route: String, _ method: String, _ status: Int, _ work: DatabaseWork) -> Void)?
+    public var databaseWork: (@Sendable (_ route: String, _ method: String, _ status: Int, _ work: DatabaseWork) -> Void)? {
+        didSet { observation.databaseWork = databaseWork; pipeline = assemble() }
+    }
     /// `databaseWork` is also told each round trip's statement text (tests only: it costs a string per trip).
-    public var traceStatements = false
-    private(set) var listener: Listener = .all
-    let metrics: Metrics
-    let log: RequestLog
-    let limiter: RateLimiter
-    let trustProxy: Bool
-    let origins: OriginCache
-    let runtime: Runtime
-    let database: Database
-    let startup: StartupState
-    let openID: OpenIDProvider
+    public var traceStatements = false {
+        didSet { dispatch.tracing = traceStatements; pipeline = assemble() }
+    }
+    private var observation: Observation
+    let cors: CORS
+    let rateLimit: RateLimit
+    let startupGate: StartupGate
+    private(set) var dispatch: RouteDispatch
 
     public init(services: Services) {
-        origins = services.origins
-        runtime = services.runtime
-        database = services.database
-        startup = services.startup
-        openID = services.openID
-        metrics = services.metrics
-        log = services.log
-        limiter = RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime)
-        trustProxy = services.configuration.trustProxy
         var routes = RouteTable(services: services)
         // Each feature folder registers its own routes (<Feature>/<Feature>Routes.swift).
         routes.addPasskeyRoutes(services)
@@ -67,6 +60,21 @@ public struct Application: Responder {
         router = routes.router
         guards = routes.declared.map { DeclaredGuard(method: $0.method, pattern: $0.pattern, access: $0.access.name, stepUp: $0.stepUp != nil,
                                                 enabled: $0.available) }
+        observation = Observation(runtime: services.runtime, metrics: services.metrics, log: services.log, startup: services.startup)
+        let (openID, origins) = (services.openID, services.origins)
+        cors = CORS(publicClientOrigins: { openID.publicClientOrigins() }, allowlisted: { origins.policy().allows($0) })
+        rateLimit = RateLimit(limiter: RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime),
+                              trustProxy: services.configuration.trustProxy)
+        startupGate = StartupGate(startup: services.startup)
+        dispatch = RouteDispatch(router: router, budget: services.database)
+        pipeline = Pipeline(stages: [], dispatch: dispatch)  // every part is set: now the stages can be listed
+        pipeline = assemble()
+    }
+
+    /// The stages, outermost first (PipelineStages.swift says what each one does).
+    private func assemble() -> Pipeline {
+        Pipeline(stages: [observation, CacheDefault(), AuthChallenge(), ListenerFilter(listener: listener), cors, Preflight(), rateLimit, startupGate],
+                 dispatch: dispatch)
     }
 
     /// What each route declares (SPEC "Assurance"): for the test that walks every route and proves
@@ -91,6 +99,7 @@ public struct Application: Responder {
     public func serving(_ listener: Listener) -> Application {
         var copy = self
         copy.listener = listener
+        copy.pipeline = copy.assemble()
         return copy
     }
 
@@ -110,94 +119,10 @@ public struct Application: Responder {
         "/v1/step-up/challenges", "/v1/step-up/verify", "/v1/logout",
     ]
 
-    func serves(_ request: Request) -> Bool {
-        switch listener {
-        case .all: true
-        case .publicOnly: !Self.isAdminPath(request)
-        case .adminOnly: Self.isAdminPath(request) || Self.consolePaths.contains(request.path)
-        }
-    }
-
-    public func respond(to request: Request) -> Response {
-        let start = runtime.uptime()
-        var response: Response
-        var route = "unmatched"
-        var databaseFailure: DatabaseFailure? = nil
-        var work = DatabaseWork()
-        let served = serves(request)
-        let corsOrigin = served ? allowedCORSOrigin(request) : nil
-        if !served {
-            // Not on this listener: the same answer as a path that does not exist.
-            response = .problem(status: 404, code: "not_found", detail: "No resource at this path.")
-        } else if request.method == "OPTIONS", corsOrigin != nil, request.header("Access-Control-Request-Method") != nil {
-            // CORS preflight from an allowlisted web origin (a page on another host of the site):
-            // every method the /v1 routes use (PUT: /v1/account/email) and every request header
-            // they read (the step-up and ticket headers of device-key enrolment and recovery codes).
-            response = .empty(status: 204, headers: [
-                ("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE"),
-                ("Access-Control-Allow-Headers", "Authorization, Content-Type, Latchkey-Step-Up, Latchkey-Ticket"),
-                ("Access-Control-Max-Age", "600"),
-            ])
-            route = "preflight"
-        } else if Self.isRateLimited(request), let wait = limiter.admit(clientAddress(request)) {
-            response = Self.rateLimited(request, retryAfter: wait)
-        } else if let step = startup.pendingStep, !Self.isOperations(request) {
-            // Started without a reachable primary: nothing but health, readiness and metrics until
-            // the start-up steps are done (the signing keys, the allowlist may not be loaded yet).
-            response = ServiceError(.internalError, "not ready: \(step)", headers: [("Retry-After", "1")]).response
-        } else {
-            // Every database call of this request shares one budget (LATCHKEY_DB_QUERY_TIMEOUT).
-            let ((answer, pattern), failure, traced) = database.withinTracedBudget(tracing: traceStatements) { router.dispatch(request) }
-            response = answer
-            work = traced
-            if let pattern { route = pattern }
-            if response.status == 503 { databaseFailure = failure }
-        }
-        if let origin = corsOrigin {
-            response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
-                                 ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")]
-        }
-        if response.status == 401, response.header("WWW-Authenticate") == nil {
-            // RFC 9110 §15.5.2: every 401 names a challenge — here, the one place that answers them all.
-            // RFC 6750 §3.1: a bearer token that was sent and refused (expired, revoked, malformed,
-            // unknown) → `invalid_token`; a request without one gets the bare Bearer challenge. A
-            // refusal with a challenge of its own (an enrolment ticket's `Ticket`) keeps it.
-            let refused = BearerCredentials.value(request, scheme: "Bearer") != nil
-            response.headers.append(("WWW-Authenticate", refused ? #"Bearer error="invalid_token""# : "Bearer"))
-        }
-        if response.header("Cache-Control") == nil {
-            response.headers.append(("Cache-Control", "no-store"))
-        }
-        let seconds = runtime.uptime() - start
-        metrics.observeRequest(route: route, method: request.method, status: response.status, seconds: seconds, roundTrips: work.roundTrips.total)
-        databaseWork?(route, request.method, response.status, work)
-        if response.status == 503 {
-            // Every 503 names the database failure behind it (its class is a metric label).
-            metrics.observeDatabaseFailure(databaseFailure?.kind ?? (startup.isReady ? "other" : "not_ready"))
-            log.unavailable(request: request, route: route, failure: databaseFailure, notReady: startup.pendingReason, at: runtime.now())
-        }
-        log.write(request: request, route: route, status: response.status, seconds: seconds, at: runtime.now(),
-                  databaseError: databaseFailure?.kind)
-        return response
-    }
+    public func respond(to request: Request) -> Response { pipeline.respond(to: request) }
 }
 
 extension Application {
-    /// The request's `Origin` when it is an allowlisted web origin and the path is part of the
-    /// public API (`/v1/…`, JWKS); admin routes never answer cross-origin.
-    func allowedCORSOrigin(_ request: Request) -> String? {
-        // SPEC "OpenID Provider": the token endpoint (and userinfo, revocation, discovery) answers CORS
-        // for the origins of a public client's redirect URIs (a browser app exchanging its own code).
-        if OpenIDProvider.corsPaths.contains(request.path), let origin = request.header("Origin") {
-            return openID.publicClientOrigins().contains(origin) ? origin : nil
-        }
-        // SPEC "The cookie routes": the OP session's routes answer no CORS (the issuer's page is same-origin).
-        guard let origin = request.header("Origin"), origin.hasPrefix("https://") || origin.hasPrefix("http://"),
-              (request.path.hasPrefix("/v1/") && !request.path.hasPrefix("/v1/oauth/")) || request.path == "/.well-known/jwks.json",
-              origins.policy().allows(origin) else { return nil }
-        return origin
-    }
-
     /// Health, readiness and metrics: answered before the start-up steps are done.
     static func isOperations(_ request: Request) -> Bool {
         request.path == "/healthz" || request.path == "/readyz" || request.path == "/metrics"
@@ -226,8 +151,6 @@ extension Application {
         }
         return ServiceError(.rateLimited, "too many requests; retry later", headers: [retry]).response
     }
-
-    func clientAddress(_ request: Request) -> String { Self.clientAddress(request, trustProxy: trustProxy) }
 
     /// The client's address (`LATCHKEY_TRUST_PROXY`: the last `X-Forwarded-For` hop), as every
     /// per-address limit counts it.

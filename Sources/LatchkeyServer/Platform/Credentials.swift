@@ -24,8 +24,8 @@ struct CallerResolver: Sendable {
     let browser: any BrowserSessions
 
     /// `requestId`: the authorization request the route names (the approve and deny routes), read
-    /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query.
-    func resolve(_ access: Access, _ request: Request, requestId: String? = nil) throws(ServiceError) -> RouteCaller {
+    /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query, into `loads`.
+    func resolve(_ access: Access, _ request: Request, requestId: String? = nil, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
         if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(access, request) { throw RecoveryService.refusedHere }
         switch access {
         case .anyone, .registrationVerify:
@@ -34,14 +34,16 @@ struct CallerResolver: Sendable {
             return .session(try sessions.session(accessToken: try Self.bearer(request)))
         case .approver:
             guard request.header("Authorization") != nil else {
-                let (caller, approves) = try browserCaller(request, preloading: requestId)
+                let (caller, approves, read) = try browserCaller(request, preloading: requestId)
+                loads.authorizationRequest = read
                 guard approves else {
                     throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
                 }
                 return .browser(caller)
             }
             var caller = try sessions.session(accessToken: try Self.bearer(request))
-            let standing = try browser.approverStanding(caller, preloading: requestId)
+            let (standing, read) = try browser.approverStanding(caller, preloading: requestId)
+            loads.authorizationRequest = read
             guard standing.approves else {
                 throw ServiceError(.forbidden, "approving needs a session begun by one of the account's passkeys that is not held")
             }
@@ -49,10 +51,21 @@ struct CallerResolver: Sendable {
             return .session(caller)
         case .sessionOrBrowser:
             if let bearer = BearerCredentials.value(request, scheme: "Bearer") { return .session(try sessions.session(accessToken: bearer)) }
-            return .browser(try browserCaller(request, preloading: requestId).caller)
-        case .anyoneOrBrowser:
-            guard browser.cookie.value(request) != nil, let (caller, _) = try? browserCaller(request, preloading: requestId) else { return .anonymous }
+            let (caller, _, read) = try browserCaller(request, preloading: requestId)
+            loads.authorizationRequest = read
             return .browser(caller)
+        case .anyoneOrBrowser:
+            // No cookie, one of an ended session, or one a cross-site page sent: the caller is
+            // anonymous. A lookup that fails fails the request.
+            guard browser.cookie.value(request) != nil else { return .anonymous }
+            do throws(ServiceError) {
+                let (caller, _, read) = try browserCaller(request, preloading: requestId)
+                loads.authorizationRequest = read
+                return .browser(caller)
+            } catch {
+                if error.code == .internalError { throw error }
+                return .anonymous
+            }
         case .admin:
             return try admin(try Self.bearer(request))
         case .stepUpToken:
@@ -71,7 +84,8 @@ struct CallerResolver: Sendable {
 
     /// The OP browser session of the cookie, from a request the issuer's own page sent (else 415 or
     /// 403, before the cookie is read); no cookie, or one of an ended session → 401.
-    func browserCaller(_ request: Request, preloading requestId: String? = nil) throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool) {
+    func browserCaller(_ request: Request, preloading requestId: String? = nil)
+        throws(ServiceError) -> (caller: SessionService.Caller, approves: Bool, request: AuthorizationRequestRead?) {
         guard let value = browser.cookie.value(request) else { throw ServiceError.unauthorized }
         try browser.cookie.checkSentByIssuerPage(request)
         guard let found = try browser.caller(cookie: value, preloading: requestId) else { throw ServiceError.unauthorized }

@@ -119,7 +119,9 @@ struct StepUpRule: Sendable {
     /// The admin key may not make this change at all (403 `forbidden`, in the caller's place in
     /// SPEC's order): only an admin user, with their step-up (SPEC "Admin console").
     var adminKeyRefused = false
-    let need: @Sendable (GuardInput) throws(ServiceError) -> Need
+    /// What this caller's change needs; a rule that reads something the handler needs too puts it
+    /// in `input.loads`. A lookup that fails throws (never `.none`).
+    let need: @Sendable (inout GuardInput) throws(ServiceError) -> Need
 
     /// The same action for every caller of the route.
     static func always(_ changes: String, ticketInstead: Bool = false,
@@ -151,13 +153,15 @@ func gated(_ build: () throws(DeviceKeyError) -> StepUpAction) throws(ServiceErr
 }
 
 /// What a step-up rule sees: the caller, the request, its parsed JSON body and its path
-/// parameters as sent (the step-up names an id as the client wrote it, before it is parsed).
+/// parameters as sent (the step-up names an id as the client wrote it, before it is parsed), the
+/// guard's lookups, and what the guard read so far (handed on to the handler).
 struct GuardInput: Sendable {
     let request: Request
     let caller: RouteCaller
     let body: JSONValue?
     let rawPath: PathParameters
-    let services: Services
+    let lookups: any GuardLookups
+    var loads: GuardLoads
 }
 
 /// A checked approval the handler's change redeems in its own transaction.
@@ -238,6 +242,8 @@ struct RouteContext: Sendable {
     /// The JSON body when the route's guard already parsed it.
     let parsedBody: JSONValue?
     let approval: Approval?
+    /// What the guard read that the handler needs too.
+    let loads: GuardLoads
 
     /// The body as a JSON object (parsed once: by the guard when its step-up needed it).
     func json() throws(ServiceError) -> JSONValue {
@@ -308,8 +314,9 @@ struct GuardedRoute: Sendable {
 
 extension GuardedRoute {
     /// SPEC's order, up to the handler: caller → body → step-up → path ids.
-    func check(_ request: Request, _ raw: PathParameters, _ s: Services) throws(ServiceError) -> RouteContext {
-        let caller = try s.callers.resolve(access, request, requestId: kinds.contains { $0.kind == .oauthRequest } ? raw["id"] : nil)
+    func check(_ request: Request, _ raw: PathParameters, _ lookups: any GuardLookups) throws(ServiceError) -> RouteContext {
+        var loads = GuardLoads()
+        let caller = try lookups.caller(access, request, requestId: kinds.contains { $0.kind == .oauthRequest } ? raw["id"] : nil, loads: &loads)
         if stepUp?.adminKeyRefused == true, case .adminKey = caller {
             throw ServiceError(.forbidden, "the admin key cannot make this change: an admin signs in with their passkey and approves it")
         }
@@ -318,19 +325,21 @@ extension GuardedRoute {
         if let stepUp {
             // The step-up's action may name what the body says: a malformed body is 400 before it is looked at.
             if !request.body.isEmpty { body = try jsonBody(request) }
-            approval = try Self.approve(stepUp, GuardInput(request: request, caller: caller, body: body, rawPath: raw, services: s))
+            var input = GuardInput(request: request, caller: caller, body: body, rawPath: raw, lookups: lookups, loads: loads)
+            approval = try Self.approve(stepUp, &input)
+            loads = input.loads
         }
         var typed = TypedPath()
         for (name, kind) in kinds {
             guard let value = raw[name].flatMap(kind.parse) else { throw ServiceError.notFound("resource") }
             typed.values[name] = value
         }
-        return RouteContext(request: request, caller: caller, path: typed, parsedBody: body, approval: approval)
+        return RouteContext(request: request, caller: caller, path: typed, parsedBody: body, approval: approval, loads: loads)
     }
 
     /// The step-up (or ticket) the rule asks of this caller, checked but not redeemed.
-    static func approve(_ rule: StepUpRule, _ input: GuardInput) throws(ServiceError) -> Approval? {
-        let need = try rule.need(input)
+    static func approve(_ rule: StepUpRule, _ input: inout GuardInput) throws(ServiceError) -> Approval? {
+        let need = try rule.need(&input)
         let action: StepUpAction
         let required: Bool
         switch need {
@@ -351,9 +360,9 @@ extension GuardedRoute {
         guard let userId = input.caller.userId else {
             throw StepUpService.stepUpRequired("a step-up needs a signed-in user")
         }
-        let (jti, receiptId, authentication) = try input.services.stepUp.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
-                                                                       deviceKeyAllowed: rule.deviceKeyAllowed,
-                                                                       session: rule.sameSession ? input.caller.sessionId : nil)
+        let (jti, receiptId, authentication) = try input.lookups.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
+                                                                               deviceKeyAllowed: rule.deviceKeyAllowed,
+                                                                               session: rule.sameSession ? input.caller.sessionId : nil)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId, authentication: authentication)
     }
 }

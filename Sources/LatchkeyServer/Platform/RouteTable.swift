@@ -5,12 +5,15 @@ import HTTP
 /// handler; every `ServiceError` becomes RFC 9457 problem+json with SPEC's code, and anything
 /// unexpected a 503 problem (never a crash, never a stack trace).
 struct RouteTable {
-    let services: Services
+    /// What the guards look up (the callers, and what the step-up rules read); nothing else.
+    let lookups: any GuardLookups
     var router = Router()
     /// Every route as declared (for the sweep that proves each one's guard).
     private(set) var declared: [GuardedRoute] = []
 
-    init(services: Services) { self.services = services }
+    init(services: Services) { lookups = ServiceLookups(services) }
+
+    init(lookups: any GuardLookups) { self.lookups = lookups }
 
     /// Registers `handler` for `method` on `declared` (`/v1/passkeys/{id:credential}`), callable by
     /// `access`, with `stepUp` for its change; `available` false → 404 (a feature this deployment has off).
@@ -20,11 +23,11 @@ struct RouteTable {
         let (routerPattern, kinds) = GuardedRoute.split(pattern)
         let route = GuardedRoute(method: method, pattern: routerPattern, access: access, stepUp: stepUp, kinds: kinds, available: available)
         declared.append(route)
-        let s = services
+        let lookups = lookups
         router.add(method, routerPattern, accepting: accepting) { request, params in
             do {
                 guard route.available else { throw ServiceError.notFound("resource") }
-                return try handler(try route.check(request, params, s))
+                return try handler(try route.check(request, params, lookups))
             } catch let error as ServiceError {
                 return error.response
             } catch {

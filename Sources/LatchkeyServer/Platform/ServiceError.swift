@@ -83,7 +83,7 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     }
 
     static func invalid(_ detail: String) -> ServiceError { ServiceError(.invalidRequest, detail) }
-    /// Its challenge (`WWW-Authenticate`) is added by `Application`, which sees whether a token was sent.
+    /// Its challenge (`WWW-Authenticate`) is added by the pipeline's `AuthChallenge` stage, which sees whether a token was sent.
     static let unauthorized = ServiceError(.unauthorized, "missing or invalid credentials")
     static func notFound(_ what: String) -> ServiceError { ServiceError(.notFound, "\(what) not found") }
     static let storageUnavailable = ServiceError(.internalError, "storage unavailable")

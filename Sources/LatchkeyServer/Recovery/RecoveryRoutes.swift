@@ -66,7 +66,7 @@ extension StepUpRule {
         let body = input.body ?? .object([])
         _ = try RecoveryService.email(body)
         guard let userId = input.caller.userId, let email = body["email"]?.stringValue,
-              try input.services.passkeys.hasPasskeys(userId: userId) else { return .none }
+              try input.lookups.hasPasskeys(userId: userId) else { return .none }
         return .required(try gated { () throws(DeviceKeyError) in try StepUpAction.emailChange(email: email) })
     }
 }

@@ -1,0 +1,77 @@
+import DeviceKeys
+import HTTP
+import Storage
+import Tokens
+
+/// What a route's guard may look up (SPEC "Assurance"): who the caller is, and what the step-up
+/// rules read to decide what a change needs. Nothing else of the services. Every lookup throws
+/// what stopped it (a database that cannot answer is 503): a guard never takes a failed lookup
+/// for "allowed" or "no step-up needed".
+protocol GuardLookups: Sendable {
+    /// The settings the admin rules check a body against before asking for a step-up.
+    var configuration: Configuration { get }
+    /// The caller of a route with `access` (`CallerResolver`); what it read beside the caller's
+    /// session goes into `loads`.
+    func caller(_ access: Access, _ request: Request, requestId: String?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller
+    /// How a session began and whether its passkey is held.
+    func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing
+    func hasPasskeys(userId: String) throws(ServiceError) -> Bool
+    /// 409 `last_passkey` when revoking this passkey would leave the account no way in.
+    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError)
+    /// The pending authorization request `id` names; nil: none (unknown, used or expired).
+    func pendingAuthorization(id: String) throws(ServiceError) -> OAuthRequestRecord?
+    func client(id: String) throws(ServiceError) -> OAuthClientRecord?
+    /// A presented step-up checked against the action (not redeemed: the handler's change does).
+    func checkedStepUp(_ token: String, userId: String, action: StepUpAction, changes: String, deviceKeyAllowed: Bool,
+                       session: String?) throws(ServiceError) -> (jti: String, receiptId: String, authentication: AuthenticationClaims)
+}
+
+/// What the guard read that the handler needs too: handed to it in `RouteContext.loads`, so the
+/// handler does not read it again.
+struct GuardLoads: Sendable {
+    /// The authorization request a route's `{id:oauthRequest}` names, read with the caller's session
+    /// (the OP cookie's, or a Bearer approver's) or by the approval's step-up rule.
+    var authorizationRequest: AuthorizationRequestRead? = nil
+}
+
+/// The guards' lookups in a served instance: the services that answer them.
+struct ServiceLookups: GuardLookups {
+    let configuration: Configuration
+    let callers: CallerResolver
+    let sessions: SessionService
+    let passkeys: PasskeyService
+    let openID: OpenIDProvider
+    let clients: OAuthClientService
+    let stepUp: StepUpService
+
+    init(_ s: Services) {
+        configuration = s.configuration
+        callers = s.callers
+        sessions = s.sessions
+        passkeys = s.passkeys
+        openID = s.openID
+        clients = s.oauthClients
+        stepUp = s.stepUp
+    }
+
+    func caller(_ access: Access, _ request: Request, requestId: String?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
+        try callers.resolve(access, request, requestId: requestId, loads: &loads)
+    }
+
+    func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing { try sessions.standing(caller) }
+
+    func hasPasskeys(userId: String) throws(ServiceError) -> Bool { try passkeys.hasPasskeys(userId: userId) }
+
+    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) {
+        try passkeys.refuseLastWayIn(userId: userId, credentialId: credentialId)
+    }
+
+    func pendingAuthorization(id: String) throws(ServiceError) -> OAuthRequestRecord? { try openID.pendingRequest(id) }
+
+    func client(id: String) throws(ServiceError) -> OAuthClientRecord? { try clients.client(id: id) }
+
+    func checkedStepUp(_ token: String, userId: String, action: StepUpAction, changes: String, deviceKeyAllowed: Bool,
+                       session: String?) throws(ServiceError) -> (jti: String, receiptId: String, authentication: AuthenticationClaims) {
+        try stepUp.checkedStepUp(token, userId: userId, action: action, changes: changes, deviceKeyAllowed: deviceKeyAllowed, session: session)
+    }
+}

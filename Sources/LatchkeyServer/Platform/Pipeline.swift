@@ -1,0 +1,98 @@
+import HTTP
+import PostgreSQL
+import Storage
+
+/// One request on its way through the pipeline: the request, and what the stages learned about it
+/// for the stages after them (and for the way out).
+struct Exchange {
+    let request: Request
+    /// When the request came in (`Runtime.uptime`).
+    var start = 0.0
+    /// The label of metrics and the log: the router pattern that answered, `preflight` or `unmatched`.
+    var route = "unmatched"
+    /// The allowlisted web origin the answer names (CORS); nil: no CORS headers.
+    var corsOrigin: String? = nil
+    /// The handler's round trips to PostgreSQL, by kind.
+    var roundTrips = RoundTripCounts()
+    /// Each round trip's statement text, when the dispatch traces them (tests); else empty.
+    var statements: [String] = []
+    /// The database failure behind a 503 the handler answered.
+    var databaseFailure: DatabaseFailure? = nil
+
+    init(_ request: Request) { self.request = request }
+}
+
+/// One concern of the request pipeline. On the way in, a stage may answer the request itself (the
+/// stages after it never see it); on the way out, every stage the request reached, innermost
+/// first, may add to the answer.
+protocol RequestStage: Sendable {
+    /// Nil passes the request on.
+    func enter(_ exchange: inout Exchange) -> Response?
+    func leave(_ response: inout Response, _ exchange: Exchange)
+}
+
+extension RequestStage {
+    func enter(_ exchange: inout Exchange) -> Response? { nil }
+    func leave(_ response: inout Response, _ exchange: Exchange) {}
+}
+
+/// The stages in order, then the route table, which answers whatever reaches it. Built once; a
+/// request walks a fixed array of values (no closures made, nothing allocated by the walk itself).
+struct Pipeline: Sendable {
+    let stages: [any RequestStage]
+    let dispatch: RouteDispatch
+
+    func respond(to request: Request) -> Response {
+        var exchange = Exchange(request)
+        var reached = stages.count
+        var answer: Response? = nil
+        for index in stages.indices {
+            if let early = stages[index].enter(&exchange) {
+                answer = early
+                reached = index + 1
+                break
+            }
+        }
+        var response = answer ?? dispatch.answer(&exchange)
+        for index in stages.indices.prefix(reached).reversed() {
+            stages[index].leave(&response, exchange)
+        }
+        return response
+    }
+}
+
+/// Every database call of one request shares one budget (`LATCHKEY_DB_QUERY_TIMEOUT`), and its
+/// round trips are counted (`Database.withinCountedBudget`).
+protocol RequestBudget: Sendable {
+    func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: RoundTripCounts)
+    /// The same, with each round trip's statement text when `tracing`.
+    func withinTracedBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork)
+}
+
+extension RequestBudget {
+    func withinTracedBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork) {
+        let (value, failure, trips) = try withinCountedBudget(body)
+        return (value, failure, DatabaseWork(roundTrips: trips))
+    }
+}
+
+extension Database: RequestBudget {}
+
+/// The innermost responder: the route table, within the request's database budget. Names the
+/// route that answered, the round trips it made and, for a 503, the database failure behind it.
+struct RouteDispatch: Sendable {
+    let router: Router
+    let budget: any RequestBudget
+    /// Keep each round trip's statement text (`Application.traceStatements`: tests only).
+    var tracing = false
+
+    func answer(_ exchange: inout Exchange) -> Response {
+        let request = exchange.request
+        let ((response, pattern), failure, work) = budget.withinTracedBudget(tracing: tracing) { router.dispatch(request) }
+        exchange.roundTrips = work.roundTrips
+        exchange.statements = work.statements
+        if let pattern { exchange.route = pattern }
+        if response.status == 503 { exchange.databaseFailure = failure }
+        return response
+    }
+}
