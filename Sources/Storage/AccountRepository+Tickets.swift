@@ -50,12 +50,15 @@ extension AccountRepository {
     /// otherwise. Reading it uses nothing up: the registration verify that stores the passkey does
     /// (`register`'s `redeemingTicket`), so a ceremony that fails keeps its ticket.
     public func ticket(hash: [UInt8]) throws(StorageError) -> EnrolmentTicket? {
-        try pool.run { c in
-            try c.query("""
-                SELECT user_id, holds FROM enrolment_tickets
-                WHERE hash = \(hash) AND purpose = 'passkey' AND used_at IS NULL AND expires_at > now()
-                """).first.map { EnrolmentTicket(hash: hash, userId: try $0.string("user_id"), holds: try $0.bool("holds")) }
-        }
+        try pool.run { c in try AccountRepository.ticket(hash: hash, on: c) }
+    }
+
+    /// `ticket(hash:)` on `connection` (the sessions' store reads it too, for a ticket's bearer).
+    static func ticket(hash: [UInt8], on connection: PostgresConnection) throws -> EnrolmentTicket? {
+        try connection.query("""
+            SELECT user_id, holds FROM enrolment_tickets
+            WHERE hash = \(hash) AND purpose = 'passkey' AND used_at IS NULL AND expires_at > now()
+            """).first.map { EnrolmentTicket(hash: hash, userId: try $0.string("user_id"), holds: try $0.bool("holds")) }
     }
 
     /// Uses a passkey-enrolment ticket up; returns its user when it was valid (unused and unexpired).

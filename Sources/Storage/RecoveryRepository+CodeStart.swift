@@ -95,7 +95,7 @@ extension RecoveryRepository {
     /// The one write of a start: the limits counted, the challenge stored (with the code's hash
     /// only when a mail goes), its mail and event (only then), the audit line, and expired
     /// challenges swept — one statement, whose text and binds do not depend on `sends`.
-    public func start(_ s: CodeChallengeStart) throws(StorageError) -> CodeChallengeStarted {
+    public func startChallenge(_ s: CodeChallengeStart) throws(StorageError) -> CodeChallengeStarted {
         let c = s.challenge
         let statement = SQL.with([
             ("id_limit", Self.bump(s.identifierLimit, onlyIf: "TRUE")),

@@ -278,3 +278,11 @@ public final class SessionRepository: Sendable {
                           heartbeat: heartbeat, onConnect: onConnect, onNotifications: onRevoked)
     }
 }
+
+extension SessionRepository {
+    /// The passkey-enrolment ticket with this hash while it is valid (the bearer of an enrolment
+    /// ticket, as a request's caller is resolved); the same read as `AccountRepository.ticket(hash:)`.
+    public func ticket(hash: [UInt8]) throws(StorageError) -> EnrolmentTicket? {
+        try pool.run { c in try AccountRepository.ticket(hash: hash, on: c) }
+    }
+}

@@ -156,6 +156,25 @@ struct ArchitectureTests {
         #expect(found.isEmpty, "\(found)")
     }
 
+    /// A feature with a store protocol names its repositories only where they conform to it: its
+    /// service and routes see the protocol alone (and the service tests an in-memory store).
+    @Test("Recovery/ and Sessions/ name a repository only where it conforms to their store protocol")
+    func storeProtocolsHideRepositories() throws {
+        let conformances: [String: Set<String>] = [
+            "Recovery": ["RecoveryStore.swift"],
+            "Sessions": ["SessionStore.swift", "RevokedSessions.swift", "SigningKeyStore.swift"],
+        ]
+        let repository = try Regex(#"\b(\w+Repository)\b"#)
+        var found: [String] = []
+        for (folder, allowed) in conformances {
+            for (path, lines) in try Self.sources("Sources/LatchkeyServer/" + folder) {
+                guard !allowed.contains(String(path.split(separator: "/").last ?? "")) else { continue }
+                for (n, line) in lines.enumerated() where Self.code(line).contains(repository) { found.append("\(path):\(n + 1)") }
+            }
+        }
+        #expect(found.isEmpty, "\(found)")
+    }
+
     @Test("comments in Sources/ state rules, not history (no issue numbers)")
     func commentsStateRules() throws {
         let history = try Regex(#"(?i)\bissue \d+\b|\bschemathesis (found|flagged)\b"#)

@@ -5,11 +5,11 @@ import Synchronization
 /// instance needs it first), read on first use and then kept in memory.
 final class DeploymentSecret: Sendable {
     let name: String
-    let keys: KeyRepository
+    let keys: any DeploymentSecretSource
     let runtime: Runtime
     private let cached = Mutex<[UInt8]?>(nil)
 
-    init(name: String, keys: KeyRepository, runtime: Runtime) {
+    init(name: String, keys: any DeploymentSecretSource, runtime: Runtime) {
         self.name = name
         self.keys = keys
         self.runtime = runtime
@@ -24,3 +24,11 @@ final class DeploymentSecret: Sendable {
         return secret
     }
 }
+
+/// Where deployment secrets are kept: `KeyRepository` (table `server_secrets`), or a test's memory.
+protocol DeploymentSecretSource: Sendable {
+    /// The secret named `name`, stored as `candidate` when there is none yet.
+    func secret(named name: String, candidate: [UInt8]) throws(StorageError) -> [UInt8]
+}
+
+extension KeyRepository: DeploymentSecretSource {}

@@ -67,14 +67,14 @@ public final class Services: Sendable {
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, maxLag: configuration.revocationMaxLag,
                                           sessions: database.sessions, runtime: runtime)
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
-        sessions = SessionService(sessions: database.sessions, accounts: database.accounts, signer: signer,
+        sessions = SessionService(sessions: database.sessions, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
         mail = MailService(mail: database.mail, outbox: database.outbox, events: events, metrics: metrics,
                            configuration: configuration, runtime: runtime)
         let assertion = PasskeyAssertion(accounts: database.accounts, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(configuration.signCountPolicy))
-        recovery = RecoveryService(store: database.recovery, accounts: database.accounts, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
+        recovery = RecoveryService(store: database.recovery, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
                                    events: events, configuration: configuration, runtime: runtime)
         passkeys = PasskeyService(accounts: database.accounts, challenges: database.challenges, logins: database.logins,

@@ -14,7 +14,7 @@ extension RecoveryService {
                             subject: MailCatalog.Key, intro: MailCatalog.Key, audit: AuditAction) throws(ServiceError) -> JSONValue {
         let recipient = try storage { () throws(StorageError) in try store.recipient(lookup) }
         let start = try codeChallengeStart(purpose, recipient: recipient, identifier: identifier, subject: subject, intro: intro, audit: audit)
-        switch try storage({ () throws(StorageError) in try store.start(start) }) {
+        switch try storage({ () throws(StorageError) in try store.startChallenge(start) }) {
         case .started(let expires):
             return Self.challengeJSON(id: start.challenge.id, expiresAt: expires)
         case .limited(let retry):

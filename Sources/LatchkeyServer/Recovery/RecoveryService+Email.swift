@@ -29,7 +29,7 @@ extension RecoveryService {
                                               codeHash: hash, maxAttempts: OneTimeCode.maxAttempts,
                                               ttlSeconds: configuration.otpTTL),
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
-                             redeeming: redeeming)
+                             events: [], redeeming: redeeming)
         }
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
@@ -75,14 +75,11 @@ extension RecoveryService {
 
     /// `GET /v1/account/recovery`: what the settings page shows.
     func accountState(_ caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
-        let (email, left, pending) = try storage { () throws(StorageError) in
-            (try store.email(userId: caller.userId), try store.unusedRecoveryCodes(userId: caller.userId),
-             try store.pending(userId: caller.userId))
-        }
+        let state = try storage { () throws(StorageError) in try store.accountState(userId: caller.userId) }
         return .object([
-            ("email", email.map { .string($0) } ?? .null), ("verified", .bool(email != nil)),
-            ("recoveryCodesLeft", .number(Double(left))),
-            ("pendingRecoveries", .array(pending.map { r in
+            ("email", state.email.map { .string($0) } ?? .null), ("verified", .bool(state.email != nil)),
+            ("recoveryCodesLeft", .number(Double(state.recoveryCodesLeft))),
+            ("pendingRecoveries", .array(state.pending.map { r in
                 .object([("recoveryId", .string(r.id)), ("method", .string(r.method.rawValue)), ("notBefore", .string(iso8601(r.notBefore))),
                          ("expiresAt", .string(iso8601(r.expiresAt)))])
             })),
@@ -111,7 +108,7 @@ extension RecoveryService {
         guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let attempt = try check(body, purpose: .emailSignIn)
-        guard let userId = attempt.userId, let user = try storage({ () throws(StorageError) in try accounts.user(id: userId) }) else {
+        guard let userId = attempt.userId, let user = try storage({ () throws(StorageError) in try store.user(id: userId) }) else {
             throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
         }
         let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)])

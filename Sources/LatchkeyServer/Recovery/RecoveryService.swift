@@ -11,12 +11,11 @@ import Storage
 /// answers nor a 429 tell whether an account exists. Addresses never reach logs, metrics, events
 /// or audit details.
 public final class RecoveryService: Sendable {
-    let store: RecoveryRepository
-    let accounts: AccountRepository
+    let store: any RecoveryStore
     let sessions: SessionService
     /// Verified passkeys' keys in memory: a passkey a cancel link revokes is forgotten at once.
     let keyCache: CredentialKeyCache
-    let mail: MailService
+    let mail: any MailComposer
     let codes: OneTimeCode
     let recoveryCodes: RecoveryCodes
     let events: OutboxEvents
@@ -29,10 +28,9 @@ public final class RecoveryService: Sendable {
     /// Address changes an account may start per hour (each mails a code to a new address).
     static let verificationsPerHour = 5
 
-    init(store: RecoveryRepository, accounts: AccountRepository, sessions: SessionService, keyCache: CredentialKeyCache, mail: MailService,
+    init(store: any RecoveryStore, sessions: SessionService, keyCache: CredentialKeyCache, mail: any MailComposer,
          secret: DeploymentSecret, events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
         self.store = store
-        self.accounts = accounts
         self.sessions = sessions
         self.keyCache = keyCache
         self.mail = mail
@@ -100,32 +98,33 @@ public final class RecoveryService: Sendable {
             // Counted before comparing (atomically, every instance on one row), so concurrent guesses
             // never exceed the limit; a right code gives its count back.
             let key = Self.limitKey("recovery-code:" + username)
-            let (count, retry) = try storage { () throws(StorageError) in try store.bump(key: key, windowSeconds: 86400) }
+            let (count, retry) = try storage { () throws(StorageError) in try store.bump(key: key, windowSeconds: 86400, by: 1) }
             guard count <= Self.wrongRecoveryCodesPerDay else {
                 throw ServiceError(.rateLimited, "too many wrong recovery codes; retry later", headers: [("Retry-After", String(retry))])
             }
-            let user = try storage { () throws(StorageError) in try accounts.user(username: username) }
+            let account = try storage { () throws(StorageError) in try store.account(username: username) }
             var used = false
-            if let user {
-                let hash = try recoveryCodes.hash(code, userId: user.id)
-                used = try storage { () throws(StorageError) in try store.useRecoveryCode(userId: user.id, hash: hash) }
+            if let account {
+                let hash = try recoveryCodes.hash(code, userId: account.userId)
+                used = try storage { () throws(StorageError) in try store.useRecoveryCode(userId: account.userId, hash: hash) }
             }
-            guard let user, used else {
-                try? store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: user?.id))
+            guard let account, used else {
+                try? store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: account?.userId))
                 throw ServiceError(.codeInvalid, "wrong or used recovery code")
             }
             try storage { () throws(StorageError) in try store.unbump(key: key) }
-            return try begin(userId: user.id, method: .recoveryCode)
+            return try begin(userId: account.userId, address: account.email, method: .recoveryCode)
         }
         try requireMail()
         let attempt = try check(body, purpose: .recovery)
         guard let userId = attempt.userId else { throw ServiceError(.challengeInvalid, "unknown, expired or used challenge") }
-        return try begin(userId: userId, method: .email)
+        let address = try storage { () throws(StorageError) in try store.email(userId: userId) }
+        return try begin(userId: userId, address: address, method: .email)
     }
 
     /// Issues the recovery token: not usable before now + LATCHKEY_RECOVERY_DELAY; the verified
-    /// address (if any) is told at once, with how to cancel.
-    private func begin(userId: String, method: RecoveryMethod) throws(ServiceError) -> JSONValue {
+    /// address (`address`, the account's, if any) is told at once, with how to cancel.
+    private func begin(userId: String, address: String?, method: RecoveryMethod) throws(ServiceError) -> JSONValue {
         let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
         let id = "rec_" + runtime.identifier()
         let delay = configuration.recoveryDelaySeconds
@@ -134,7 +133,7 @@ public final class RecoveryService: Sendable {
         // SPEC "Assurance": the owner hears of it at once and can undo it from the mail, without a session.
         let cancel = OpaqueSecret(prefix: Self.cancelTokenPrefix + "rec_", runtime: runtime)
         var cancelHash: [UInt8]? = nil
-        if let address = try storage({ () throws(StorageError) in try store.email(userId: userId) }), let to = EmailAddress(address) {
+        if let address, let to = EmailAddress(address) {
             cancelHash = cancel.hash
             let link = mail.cancelLink(cancel.token)
             notice.append(mail.compose(.recoveryStarted, to: to, userId: userId) { l in
@@ -256,7 +255,7 @@ public final class RecoveryService: Sendable {
     /// Counts one use of limit `name` (a fixed window of `seconds`, every instance on one row):
     /// the count so far and the seconds until the window ends.
     func bump(_ name: String, per seconds: Int) throws(ServiceError) -> (count: Int, retryAfter: Int) {
-        try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds) }
+        try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds, by: 1) }
     }
 
     /// Counts one use of a limit; false past `max` (the caller goes on without what it limits).

@@ -33,7 +33,7 @@ public final class RevokedSessions: Sendable {
 
     private let state: Mutex<State>
     private let watch = Mutex<NotificationWatch?>(nil)
-    private let sessions: SessionRepository
+    private let sessions: any SessionRevocationSource
     /// Access-token TTL + margin (clock skew between instances, a refresh racing the revocation).
     let retention: Double
     /// `LATCHKEY_REVOCATION_MAX_LAG`: the longest the feed may go unheard before the database decides.
@@ -47,7 +47,7 @@ public final class RevokedSessions: Sendable {
     /// How often ids past their retention are dropped.
     static let pruneInterval = 30.0
 
-    init(accessTokenTTL: Int, maxLag: Double, sessions: SessionRepository, runtime: Runtime) {
+    init(accessTokenTTL: Int, maxLag: Double, sessions: any SessionRevocationSource, runtime: Runtime) {
         retention = Double(accessTokenTTL + Self.margin)
         lag = maxLag
         clock = runtime.uptime
@@ -167,3 +167,17 @@ public final class RevokedSessions: Sendable {
 
     deinit { stop() }
 }
+
+/// Where revocations are read from: `SessionRepository` (the revocation feed and the one-row
+/// check), or a test's memory.
+protocol SessionRevocationSource: Sendable {
+    /// Whether session `id` is revoked now (an unknown id counts as revoked).
+    func isRevoked(id: String) throws(StorageError) -> Bool
+    /// The sessions revoked after `since` (nil: in the last `lookbackSeconds`), with the source's clock.
+    func revoked(since: Date?, lookbackSeconds: Int) throws(StorageError) -> (ids: [String], at: Date)
+    /// Calls `onRevoked` for every revocation as it is committed, until the watch is stopped.
+    func watchRevocations(heartbeat: NotificationWatch.Heartbeat, onConnect: @escaping @Sendable () throws -> Void,
+                          onRevoked: @escaping @Sendable ([String]) -> Void) -> NotificationWatch
+}
+
+extension SessionRepository: SessionRevocationSource {}

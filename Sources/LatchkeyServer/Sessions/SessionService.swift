@@ -9,8 +9,7 @@ import Tokens
 /// request's bearer token belongs to — refusing a revoked session's tokens before they expire
 /// (`RevokedSessions`: in memory while the revocation feed is heard from, else one indexed read).
 public final class SessionService: Sendable {
-    let sessions: SessionRepository
-    let accounts: AccountRepository
+    let sessions: any SessionStore
     let signer: TokenSigner
     let configuration: Configuration
     let runtime: Runtime
@@ -18,12 +17,11 @@ public final class SessionService: Sendable {
     let events: OutboxEvents
 
 
-    init(sessions: SessionRepository, accounts: AccountRepository, signer: TokenSigner, configuration: Configuration, runtime: Runtime,
+    init(sessions: any SessionStore, signer: TokenSigner, configuration: Configuration, runtime: Runtime,
          revoked: RevokedSessions, events: OutboxEvents) {
         self.events = events
         self.sessions = sessions
         self.revoked = revoked
-        self.accounts = accounts
         self.signer = signer
         self.configuration = configuration
         self.runtime = runtime
@@ -76,7 +74,7 @@ public final class SessionService: Sendable {
     /// `urn:latchkey:acr:email-otp`, `amr` `["otp"]`), stored with its audit line.
     func startEmailSession(userId: String, audit: [AuditRecord]) throws(ServiceError) -> Issued {
         let pending = prepare(userId: userId, credentialId: nil, method: .email)
-        _ = try storage { () throws(StorageError) in try sessions.start(pending.record, recording: nil, audit: audit) }
+        _ = try storage { () throws(StorageError) in try sessions.start(session: pending.record, audit: audit) }
         return try issue(pending, authentication: .emailOTP)
     }
 
@@ -137,7 +135,7 @@ public final class SessionService: Sendable {
     func end(_ caller: Caller, sessionId: String) throws(ServiceError) {
         guard !sessionId.isEmpty, sessionId.utf8.count <= 64 else { throw ServiceError.notFound("session") }
         let ended = try storage { () throws(StorageError) in
-            try sessions.revoke(userId: caller.userId, familyId: sessionId, revokedEvent: events.sessionRevoked(reason: .ended))
+            try sessions.revoke(userId: caller.userId, familyId: sessionId, logout: false, revokedEvent: events.sessionRevoked(reason: .ended))
         }
         guard !ended.isEmpty else { throw ServiceError.notFound("session") }
         revoked.insert(ended)
@@ -228,7 +226,7 @@ public final class SessionService: Sendable {
     /// one is 401 with the `Ticket` challenge. Nothing is used up here: the registration verify that
     /// stores the passkey uses the ticket (SPEC "Assurance": a ceremony that fails keeps it).
     func ticketHolder(ticket: String) throws(ServiceError) -> EnrolmentTicket {
-        guard let found = try storage({ () throws(StorageError) in try accounts.ticket(hash: OpaqueSecret.hash(ticket)) }) else {
+        guard let found = try storage({ () throws(StorageError) in try sessions.ticket(hash: OpaqueSecret.hash(ticket)) }) else {
             throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used", headers: [("WWW-Authenticate", "Ticket")])
         }
         return found

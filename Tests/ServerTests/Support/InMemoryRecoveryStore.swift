@@ -1,0 +1,272 @@
+import Foundation
+import JSON
+@testable import LatchkeyServer
+@testable import Storage
+import Crypto
+
+/// `RecoveryStore` in memory, keeping the rules `RecoveryRepository`'s SQL keeps: fixed-window
+/// limits, a challenge's attempts counted before the compare and only while it is unused, unexpired
+/// and has attempts left, single use, recovery codes used once, a recovery's delay and lifetime on
+/// the store's clock, a cancel link used once and only while what it names can still be undone,
+/// step-up receipts redeemed once, and each change written whole or not at all.
+struct InMemoryRecoveryStore: RecoveryStore {
+    let tables: InMemoryTables
+
+    func bump(key: [UInt8], windowSeconds: Int, by delta: Int) throws(StorageError) -> (count: Int, retryAfter: Int) {
+        try tables.change { (t, now) throws(StorageError) in
+            let window = Double(windowSeconds)
+            var limit = InMemoryTables.Limit(windowStart: now, count: delta)
+            if let l = t.limits[key], l.windowStart.addingTimeInterval(window) > now {
+                limit = InMemoryTables.Limit(windowStart: l.windowStart, count: l.count + delta)
+            }
+            t.limits[key] = limit
+            let left = limit.windowStart.addingTimeInterval(window).timeIntervalSince(now)
+            return (limit.count, max(1, Int(left.rounded(.up))))
+        }
+    }
+
+    func unbump(key: [UInt8]) throws(StorageError) {
+        try tables.change { (t, _) throws(StorageError) in
+            if let l = t.limits[key] { t.limits[key]?.count = max(0, l.count - 1) }
+        }
+    }
+
+    func user(email: String) throws(StorageError) -> String? {
+        try tables.read { t throws(StorageError) in t.emails.first { $0.value == email }?.key }
+    }
+
+    func email(userId: String) throws(StorageError) -> String? {
+        try tables.read { t throws(StorageError) in t.emails[userId] }
+    }
+
+    func account(username: String) throws(StorageError) -> RecoveryAccount? {
+        try tables.read { t throws(StorageError) in
+            t.users.values.first { $0.username == username }.map { RecoveryAccount(userId: $0.id, email: t.emails[$0.id]) }
+        }
+    }
+
+    func recipient(_ lookup: CodeRecipientLookup) throws(StorageError) -> CodeRecipient {
+        try tables.read { t throws(StorageError) in
+            let userId: String? = switch lookup {
+            case .username(let name): t.users.values.first { $0.username == name }?.id
+            case .email(let address): t.emails.first { $0.value == address }?.key
+            }
+            // The in-memory users keep no mail language (English).
+            return CodeRecipient(userId: userId, email: userId.flatMap { t.emails[$0] }, language: nil)
+        }
+    }
+
+    /// `RecoveryRepository.startChallenge`: the identifier's limit counted always; past it nothing
+    /// else. The account's counted only when a mail may go; past it the challenge is stored with the
+    /// unmatchable hash and no mail. Expired challenges swept.
+    func startChallenge(_ s: CodeChallengeStart) throws(StorageError) -> CodeChallengeStarted {
+        try tables.change { (t, now) throws(StorageError) in
+            func bump(_ limit: CodeStartLimit) -> (count: Int, retry: Int) {
+                let window = Double(limit.windowSeconds)
+                var counted = InMemoryTables.Limit(windowStart: now, count: 1)
+                if let l = t.limits[limit.key], l.windowStart.addingTimeInterval(window) > now {
+                    counted = InMemoryTables.Limit(windowStart: l.windowStart, count: l.count + 1)
+                }
+                t.limits[limit.key] = counted
+                return (counted.count, max(1, Int(counted.windowStart.addingTimeInterval(window).timeIntervalSince(now).rounded(.up))))
+            }
+            let identifier = bump(s.identifierLimit)
+            t.challenges = t.challenges.filter { $0.value.expiresAt >= now.addingTimeInterval(-86400) }
+            guard identifier.count <= s.identifierLimit.max else { return .limited(retryAfter: identifier.retry) }
+            let mails = s.sends && bump(s.accountLimit).count <= s.accountLimit.max
+            let c = s.challenge
+            guard t.challenges[c.id] == nil else { throw StorageError.conflict(.other("otp_challenges_pkey")) }
+            let expires = now.addingTimeInterval(Double(c.ttlSeconds))
+            t.challenges[c.id] = InMemoryTables.Challenge(id: c.id, purpose: c.purpose, userId: c.userId, email: nil,
+                                                          codeHash: mails ? c.codeHash : s.unmatchableHash,
+                                                          maxAttempts: c.maxAttempts, expiresAt: expires)
+            t.audit.append(s.audit)
+            if mails {
+                t.mail.append(s.mail)
+                InMemoryTables.events([s.mail.event], in: &t)
+            }
+            return .started(expiresAt: expires)
+        }
+    }
+
+    func user(id: String) throws(StorageError) -> UserRecord? {
+        try tables.read { t throws(StorageError) in t.users[id] }
+    }
+
+    func accountState(userId: String) throws(StorageError) -> RecoveryAccountState {
+        let now = tables.now()
+        return try tables.read { t throws(StorageError) in
+            let pending = t.recoveries.values
+                .filter { $0.record.userId == userId && $0.record.status == .pending && $0.record.expiresAt > now }
+                .sorted { $0.createdAt > $1.createdAt }.map(\.record)
+            return RecoveryAccountState(email: t.emails[userId],
+                                        recoveryCodesLeft: t.recoveryCodes.filter { $0.userId == userId && $0.usedAt == nil }.count,
+                                        pending: pending)
+        }
+    }
+
+    func setVerifiedEmail(userId: String, email: String, previous: String?, notice: [MailToSend], audit: AuditRecord,
+                          events: [OutboxEvent]) throws(StorageError) -> VerifiedEmailOutcome {
+        try tables.change { (t, now) throws(StorageError) in
+            let current = t.emails[userId]
+            guard current == previous else { return .previousChanged(current: current) }
+            // The unique index on account_emails.email.
+            if t.emails.contains(where: { $0.key != userId && $0.value == email }) { throw StorageError.conflict(.other("account_emails_email")) }
+            // Codes already mailed to a replaced address stop working with it.
+            if let current, current != email {
+                for (id, c) in t.challenges where c.userId == userId && c.usedAt == nil && [.emailSignIn, .recovery].contains(c.purpose) {
+                    t.challenges[id]?.usedAt = now
+                }
+            }
+            t.emails[userId] = email
+            t.audit.append(audit)
+            InMemoryTables.events(notice.map(\.event) + events, in: &t)
+            t.mail += notice
+            return .stored
+        }
+    }
+
+    func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
+                redeeming: StepUpRedemption?) throws(StorageError) -> Date {
+        try tables.change { (t, now) throws(StorageError) in
+            try InMemoryTables.redeem(redeeming, in: &t)
+            guard t.challenges[challenge.id] == nil else { throw StorageError.conflict(.other("otp_challenges_pkey")) }
+            let expires = now.addingTimeInterval(Double(challenge.ttlSeconds))
+            t.challenges[challenge.id] = InMemoryTables.Challenge(id: challenge.id, purpose: challenge.purpose, userId: challenge.userId,
+                                                                  email: challenge.email, codeHash: challenge.codeHash,
+                                                                  maxAttempts: challenge.maxAttempts, expiresAt: expires)
+            t.mail += mail
+            t.audit += audit
+            InMemoryTables.events(mail.map(\.event) + events, in: &t)
+            // Expired challenges go a day after they expire.
+            t.challenges = t.challenges.filter { $0.value.expiresAt >= now.addingTimeInterval(-86400) }
+            return expires
+        }
+    }
+
+    func attempt(id: String, purpose: NewCodeChallenge.Purpose) throws(StorageError) -> CodeAttempt? {
+        try tables.change { (t, now) throws(StorageError) in
+            guard let c = t.challenges[id], c.purpose == purpose, c.usedAt == nil, c.expiresAt > now, c.attempts < c.maxAttempts else {
+                return nil
+            }
+            t.challenges[id]?.attempts += 1
+            return CodeAttempt(id: c.id, purpose: purpose, userId: c.userId, email: c.email, codeHash: c.codeHash)
+        }
+    }
+
+    func use(id: String) throws(StorageError) -> Bool {
+        try tables.change { (t, now) throws(StorageError) in
+            guard let c = t.challenges[id], c.usedAt == nil else { return false }
+            t.challenges[id]?.usedAt = now
+            return true
+        }
+    }
+
+    func replaceRecoveryCodes(userId: String, hashes: [[UInt8]], audit: AuditRecord, redeeming: StepUpRedemption) throws(StorageError) {
+        try tables.change { (t, _) throws(StorageError) in
+            try InMemoryTables.redeem(redeeming, in: &t)
+            t.recoveryCodes.removeAll { $0.userId == userId }
+            t.recoveryCodes += hashes.map { InMemoryTables.RecoveryCode(userId: userId, hash: $0) }
+            t.audit.append(audit)
+        }
+    }
+
+    func useRecoveryCode(userId: String, hash: [UInt8]) throws(StorageError) -> Bool {
+        try tables.change { (t, now) throws(StorageError) in
+            guard let i = t.recoveryCodes.firstIndex(where: { $0.userId == userId && $0.hash == hash && $0.usedAt == nil }) else { return false }
+            t.recoveryCodes[i].usedAt = now
+            return true
+        }
+    }
+
+    func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
+               cancelTokenHash: [UInt8]?) throws(StorageError) -> RecoveryRecord {
+        try tables.change { (t, now) throws(StorageError) in
+            guard t.recoveries[r.id] == nil else { throw StorageError.conflict(.other("recoveries_pkey")) }
+            let record = RecoveryRecord(id: r.id, userId: r.userId, method: r.method,
+                                        notBefore: now.addingTimeInterval(Double(r.delaySeconds)),
+                                        expiresAt: now.addingTimeInterval(Double(r.delaySeconds + r.ttlSeconds)), status: .pending)
+            t.recoveries[r.id] = InMemoryTables.Recovery(record: record, tokenHash: r.tokenHash, createdAt: now)
+            if let cancelTokenHash {
+                t.cancelTokens.append(InMemoryTables.CancelToken(hash: cancelTokenHash, userId: r.userId, recoveryId: r.id, credentialId: nil,
+                                                                 expiresAt: record.expiresAt))
+            }
+            t.mail += mail
+            t.audit.append(audit)
+            InMemoryTables.events(mail.map(\.event) + events, in: &t)
+            return record
+        }
+    }
+
+    func recovery(tokenHash: [UInt8]) throws(StorageError) -> (RecoveryRecord, now: Date)? {
+        let now = tables.now()
+        return try tables.read { t throws(StorageError) in
+            t.recoveries.values.first { $0.tokenHash == tokenHash }.map { ($0.record, now) }
+        }
+    }
+
+    func recovery(id: String) throws(StorageError) -> RecoveryRecord? {
+        try tables.read { t throws(StorageError) in t.recoveries[id]?.record }
+    }
+
+    func cancel(id: String, userId: String, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
+        try tables.change { (t, now) throws(StorageError) in
+            guard let r = t.recoveries[id], r.record.userId == userId, r.record.status == .pending else { return false }
+            t.recoveries[id]?.record = r.record.with(status: .cancelled)
+            t.audit.append(audit)
+            InMemoryTables.events(events, in: &t)
+            _ = now
+            return true
+        }
+    }
+
+    func useCancelToken(hash: [UInt8], now appNow: Date, records: CancelLinkRecords) throws(StorageError) -> CancelTarget? {
+        do {
+            return try tables.change { (t, now) throws(StorageError) -> CancelTarget? in
+                // A recovery's link lives as long as the recovery (the store's clock); a held passkey's
+                // as long as its hold (the server's clock, passed in).
+                guard let i = t.cancelTokens.firstIndex(where: {
+                    $0.hash == hash && $0.usedAt == nil && $0.expiresAt > ($0.recoveryId == nil ? appNow : now)
+                }) else { return nil }
+                t.cancelTokens[i].usedAt = now
+                let token = t.cancelTokens[i]
+                if let id = token.recoveryId, let r = t.recoveries[id], r.record.userId == token.userId, r.record.status == .pending,
+                   r.record.expiresAt > now {
+                    t.recoveries[id]?.record = r.record.with(status: .cancelled)
+                    InMemoryTables.audit(records.recoveryAudit, subject: token.userId, detail: [("recoveryId", .string(id))], in: &t)
+                    t.events.append(.init(type: records.recoveryEvent.type, accountId: token.userId, key: id))
+                    return .recovery(userId: token.userId, recoveryId: id, method: r.record.method)
+                }
+                if let credentialId = token.credentialId,
+                   let c = t.credentials.first(where: { $0.id == credentialId && $0.userId == token.userId }),
+                   !t.revokedCredentials.contains(credentialId), let hold = c.approvesFrom, hold > appNow {
+                    t.revokedCredentials.insert(credentialId)
+                    var ended: [String] = []
+                    for (id, f) in t.families where f.credentialId == credentialId && f.userId == token.userId && f.revokedAt == nil {
+                        t.families[id]?.revokedAt = now
+                        ended.append(id)
+                    }
+                    InMemoryTables.audit(records.passkeyAudit, subject: token.userId,
+                                         detail: [("credentialId", .string(Base64URL.encode(credentialId)))], in: &t)
+                    t.events.append(.init(type: records.passkeyEvent.type, accountId: token.userId, key: Base64URL.encode(credentialId)))
+                    t.events += ended.map { .init(type: records.sessionEvent.type, accountId: token.userId, key: $0) }
+                    return .passkey(userId: token.userId, credential: c, endedSessions: ended)
+                }
+                // The token was good but what it names is over: nothing is written, the token stays unused.
+                throw StorageError.notFound
+            }
+        } catch .notFound {
+            return nil
+        }
+    }
+
+    func appendAudit(_ record: AuditRecord) throws(StorageError) {
+        try tables.change { (t, _) throws(StorageError) in t.audit.append(record) }
+    }
+}
+
+extension RecoveryRecord {
+    func with(status: Status) -> RecoveryRecord {
+        RecoveryRecord(id: id, userId: userId, method: method, notBefore: notBefore, expiresAt: expiresAt, status: status)
+    }
+}
