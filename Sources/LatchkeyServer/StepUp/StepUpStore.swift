@@ -38,40 +38,6 @@ protocol StepUpStore: Sendable {
     func redeemStepUpToken(jti: String, userId: String, actionHash: [UInt8]) throws(StorageError) -> ConsumeOutcome
 }
 
-/// The step-up's store in PostgreSQL. A passkey step-up reads the account's credentials: the one
-/// place this feature reads `AccountRepository` (ARCHITECTURE.md, "Which store each feature uses").
-struct PostgresStepUpStore: StepUpStore {
-    let deviceKeys: DeviceKeyRepository
-    let challenges: ChallengeRepository
-    let accounts: AccountRepository
-
-    func insertChallenge(hash: [UInt8], userId: String, rpId: String, state: [UInt8], ttlSeconds: Int) throws(StorageError) {
-        try challenges.insert(hash: hash, kind: .stepUp, userId: userId, rpId: rpId, state: state, ttlSeconds: ttlSeconds)
-    }
-
-    func consumeChallenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge? {
-        try challenges.consume(hash: hash, kind: .stepUp, userId: userId)
-    }
-
-    func passkeys(userId: String) throws(StorageError) -> [CredentialRecord] { try accounts.credentials(userId: userId) }
-
-    func passkey(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? { try accounts.credentialForLogin(id: id) }
-
-    func deviceKey(id: String) throws(StorageError) -> DeviceKeyRecord? { try deviceKeys.key(id: id) }
-
-    func insertReceipt(_ receipt: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64?,
-                       credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> Bool {
-        try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
-                                     credentialUse: credentialUse, audit: audit, events: events)
-    }
-
-    func receipt(id: String) throws(StorageError) -> StepUpReceiptRecord? { try deviceKeys.receipt(id: id) }
-
-    func redeemStepUpToken(jti: String, userId: String, actionHash: [UInt8]) throws(StorageError) -> ConsumeOutcome {
-        try deviceKeys.consumeStepUpToken(jti: jti, userId: userId, actionHash: actionHash)
-    }
-}
-
 /// The revocation feed as step-up and device keys use it (`RevokedSessions`): whether a session's
 /// tokens are refused, and this instance's own revocations put in force before they are answered.
 protocol SessionRevocations: Sendable {
