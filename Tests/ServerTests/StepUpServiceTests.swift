@@ -151,6 +151,44 @@ struct StepUpServiceTests {
         #expect(try w.store.receipt(id: "r1") == nil)
     }
 
+    @Test("the approval's one write keeps its compare-and-sets: an App Attest counter or a passkey counter not above the stored one writes nothing")
+    func receiptCompareAndSet() throws {
+        let w = try StepUpWorld()
+        let ana = w.person("ana")
+        let phone = StepUpWorld.Phone()
+        let keyId = try w.enrolled(ana, phone, passkey: w.passkey(ana))
+        func receipt(_ n: Int, method: StepUpMethod = .deviceKey, keyId: String) -> StepUpReceiptRecord {
+            StepUpReceiptRecord(id: "r\(n)", userId: ana.id, method: method, keyId: keyId, publicKey: [1], challenge: [1], signedData: [1],
+                                signature: [1], action: "{}", actionHash: [UInt8](repeating: 0, count: 32), keyBinding: "",
+                                tokenJTI: "j\(n)", tokenExpiresAt: w.clock.now(), createdAt: w.clock.now())
+        }
+        // Two approvals that read the same counter: the one stored first wins, the other writes nothing.
+        #expect(try w.store.insertReceipt(receipt(1, keyId: keyId), liveDeviceKeyId: keyId, appAttestCounter: 7, credentialUse: nil,
+                                          audit: [], events: []))
+        #expect(try !w.store.insertReceipt(receipt(2, keyId: keyId), liveDeviceKeyId: keyId, appAttestCounter: 7, credentialUse: nil,
+                                           audit: [], events: []))
+        #expect(try w.store.receipt(id: "r2") == nil && w.store.deviceKey(id: keyId)?.appAttestCounter == 7)
+
+        let authenticator = w.passkey(ana, SoftAuthenticator(signCount: 4))
+        let credentialId = Base64URL.encode(authenticator.credentialId)
+        func use(_ count: Int64) -> CredentialUse {
+            CredentialUse(credentialId: authenticator.credentialId, userId: ana.id, signCount: count, backedUp: false, cloneWarning: false,
+                          onRegression: .reject)
+        }
+        #expect(try w.store.insertReceipt(receipt(3, method: .passkey, keyId: credentialId), liveDeviceKeyId: nil, appAttestCounter: nil,
+                                          credentialUse: use(5), audit: [], events: []))
+        #expect(throws: StorageError.conflict(.signCountRegression)) {
+            try w.store.insertReceipt(receipt(4, method: .passkey, keyId: credentialId), liveDeviceKeyId: nil, appAttestCounter: nil,
+                                      credentialUse: use(5), audit: [], events: [])
+        }
+        #expect(throws: StorageError.notFound) {
+            try w.store.insertReceipt(receipt(5, method: .passkey, keyId: "AAAA"), liveDeviceKeyId: nil, appAttestCounter: nil,
+                                      credentialUse: CredentialUse(credentialId: [0, 0, 0], userId: ana.id, signCount: 9, backedUp: false,
+                                                                   cloneWarning: false, onRegression: .reject), audit: [], events: [])
+        }
+        #expect(try w.store.receipt(id: "r4") == nil && w.tables.passkeyRow(id: authenticator.credentialId)?.record.signCount == 5)
+    }
+
     @Test("the action the client claims must be the bound one: action_mismatch, and the challenge is used up")
     func claimedActionMismatch() throws {
         let w = try StepUpWorld()
