@@ -57,9 +57,10 @@ struct StoreContractTests {
         func unique() -> String { uniqueSuffix() + uniqueSuffix() }
         func hash() -> [UInt8] { Digest32.random() }
         func outcome<T>(_ body: () throws -> T) -> String {
-            do { return "\(try body())" } catch StorageError.conflict(.signCountRegression) { return "conflict(signCountRegression)" } catch StorageError.notFound {
-                return "notFound"
-            } catch { return "\(error)" }
+            do { return "\(try body())" }
+            catch StorageError.conflict(.signCountRegression) { return "conflict(signCountRegression)" }
+            catch StorageError.notFound { return "notFound" }
+            catch { return "\(error)" }
         }
         let state: [UInt8] = [1, 2, 3]
 
@@ -113,14 +114,17 @@ struct StoreContractTests {
                          attestation: nil, appAttestCounter: 1)
         }
         let template = AuditTemplate(actor: nil, action: "device_key.enrolled")
+        func enrol(_ key: NewDeviceKey, _ gate: EnrolmentGate) throws -> String {
+            try keys.enrol(key, gate: gate, audit: template, enrolled: [], replacedEvent: nil).map { _ in "stored" } ?? "nil"
+        }
         let wrongAction = EnrolmentGate.stepUp(jti: gateJTI, actionHash: [UInt8](repeating: 9, count: 32))
-        out.append("enrol: wrong action \(try keys.enrol(key(unique()), gate: wrongAction, audit: template, enrolled: [], replacedEvent: nil).map { _ in "stored" } ?? "nil")")
+        out.append("enrol: wrong action \(try enrol(key(unique()), wrongAction))")
         let gate = EnrolmentGate.stepUp(jti: gateJTI, actionHash: action.hash)
-        out.append("enrol: other user \(try keys.enrol(key(unique(), user: otherUserId), gate: gate, audit: template, enrolled: [], replacedEvent: nil).map { _ in "stored" } ?? "nil")")
+        out.append("enrol: other user \(try enrol(key(unique(), user: otherUserId), gate))")
         let oldId = unique()
         let first = try #require(try keys.enrol(key(oldId), gate: gate, audit: template, enrolled: [], replacedEvent: nil))
         out.append("enrol: replaced=\(first.replaced ?? "nil")")
-        out.append("enrol: gate again \(try keys.enrol(key(unique()), gate: gate, audit: template, enrolled: [], replacedEvent: nil).map { _ in "stored" } ?? "nil")")
+        out.append("enrol: gate again \(try enrol(key(unique()), gate))")
         // A second gate (another passkey approval) for the same device: the new key replaces the old.
         let secondJTI = unique()
         _ = try stepUp.insertReceipt(receipt(secondJTI, method: .passkey, keyId: credentialId, actionHash: action.hash), liveDeviceKeyId: nil,

@@ -55,8 +55,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let input = try EnrolmentInput(body)
 
         // The challenge is used up from here on, whatever happens next.
-        let stored = try CeremonyRules.live(try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) },
-                                            kind: .deviceKeyEnrolment, rpId: configuration.rpId)
+        let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+        let stored = try CeremonyRules.live(found, kind: .deviceKeyEnrolment, rpId: configuration.rpId)
         let state: DeviceKeyEnrolmentState
         do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
         let proven = try verifyEnrolment(input, state: state)

@@ -119,8 +119,8 @@ public final class StepUpService: Sendable {
         let input = try VerifyInput(body)
 
         // The challenge: this user's, for step-up, unexpired. Used up from here on.
-        let stored = try CeremonyRules.live(try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) },
-                                            kind: .stepUp, rpId: configuration.rpId)
+        let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+        let stored = try CeremonyRules.live(found, kind: .stepUp, rpId: configuration.rpId)
         let state: StepUpState
         do { state = try StepUpState(decoding: stored.state) } catch { throw ServiceError(error) }
         if let onlyActionType, (try? JSONParser.parse(Array(state.action.utf8)))?["type"]?.stringValue != onlyActionType {
