@@ -86,6 +86,15 @@ public struct DeviceKeyRecord: Sendable {
     public let createdAt: Date
     public let lastUsedAt: Date?
     public let revokedAt: Date?
+
+    public init(id: String, userId: String, deviceId: String, platform: DevicePlatform, name: String, publicKey: [UInt8], attested: Bool,
+                attestationFormat: DeviceKeyAttestationFormat, securityLevel: DeviceKeySecurityLevel, app: String?, appAttestCounter: Int64?,
+                createdAt: Date, lastUsedAt: Date?, revokedAt: Date?) {
+        self.id = id; self.userId = userId; self.deviceId = deviceId; self.platform = platform; self.name = name
+        self.publicKey = publicKey; self.attested = attested; self.attestationFormat = attestationFormat
+        self.securityLevel = securityLevel; self.app = app; self.appAttestCounter = appAttestCounter
+        self.createdAt = createdAt; self.lastUsedAt = lastUsedAt; self.revokedAt = revokedAt
+    }
 }
 
 /// How a step-up was approved (column `step_up_receipts.method`).

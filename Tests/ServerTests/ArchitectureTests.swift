@@ -134,22 +134,30 @@ struct ArchitectureTests {
             return
         }
         var granted: [String: Set<String>] = [:]
+        // A crossing "`XRepository` in `File` only" is named in that file alone (the store protocol's PostgreSQL side).
+        var confined: [String: [String: String]] = [:]
+        let only = try Regex(#"`(\w+Repository)` in `(\w+)` only"#)
         for row in page[start.upperBound...].split(separator: "\n").prefix { !$0.hasPrefix("## ") } where row.hasPrefix("| `") {
             let cells = row.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
             guard cells.count >= 2 else { continue }
             let folder = cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`/"))
             let names = try Regex(#"`(\w+Repository)`"#)
             granted[folder] = Set(cells.dropFirst().joined(separator: " ").matches(of: names).map { String($0.output[1].substring ?? "") })
+            for match in cells.dropFirst().joined(separator: " ").matches(of: only) {
+                confined[folder, default: [:]][String(match.output[1].substring ?? "")] = String(match.output[2].substring ?? "")
+            }
         }
         let repository = try Regex(#"\b(\w+Repository)\b"#)
         var found: [String] = []
         for (path, lines) in try Self.sources("Sources/LatchkeyServer") {
             let folder = String(path.dropFirst("Sources/LatchkeyServer/".count).prefix { $0 != "/" })
             let allowed = granted[folder] ?? []
+            let file = String(path.split(separator: "/").last ?? "").replacingOccurrences(of: ".swift", with: "")
             for (n, line) in lines.enumerated() {
                 for match in Self.code(line).matches(of: repository) {
                     let name = String(match.output[1].substring ?? "")
-                    if !allowed.contains(name) { found.append("\(path):\(n + 1): \(name)") }
+                    let elsewhere = confined[folder]?[name].map { $0 != file } ?? false
+                    if !allowed.contains(name) || elsewhere { found.append("\(path):\(n + 1): \(name)") }
                 }
             }
         }

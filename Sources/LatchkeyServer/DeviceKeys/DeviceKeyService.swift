@@ -15,22 +15,20 @@ protocol LiveDeviceKeys: Sendable {
 /// Attestation, Apple App Attest), the list and revocation. The gate in front of enrolment (a
 /// passkey step-up or a device-key ticket) is the route table's (`StepUpRule.deviceKeyEnrolment`).
 public final class DeviceKeyService: LiveDeviceKeys, Sendable {
-    let deviceKeys: DeviceKeyRepository
-    let challenges: ChallengeRepository
-    let trust: AttestationTrust
+    let store: any DeviceKeyStore
+    let trust: any AttestationPolicySource
     let events: OutboxEvents
     let configuration: Configuration
     let runtime: Runtime
     let enrolment: DeviceKeyEnrolmentCeremony
     /// A revoked key's approvals (the OAuth grants migration 20's trigger ends with it) are refused
     /// here before the revocation is answered.
-    let revoked: RevokedSessions
+    let revoked: any SessionRevocations
 
-    init(deviceKeys: DeviceKeyRepository, challenges: ChallengeRepository, trust: AttestationTrust, events: OutboxEvents,
-         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions) {
+    init(store: any DeviceKeyStore, trust: any AttestationPolicySource, events: OutboxEvents,
+         configuration: Configuration, runtime: Runtime, revoked: any SessionRevocations) {
         self.revoked = revoked
-        self.deviceKeys = deviceKeys
-        self.challenges = challenges
+        self.store = store
         self.trust = trust
         self.events = events
         self.configuration = configuration
@@ -43,8 +41,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     func enrolmentChallenge(userId: String) throws(ServiceError) -> JSONValue {
         let (options, state) = enrolment.begin(userId: userId)
         try storage { () throws(StorageError) in
-            try challenges.insert(hash: options.challengeId, kind: .deviceKeyEnrolment, userId: userId, rpId: configuration.rpId,
-                                  state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+            try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: configuration.rpId,
+                                      state: state.encoded(), ttlSeconds: configuration.challengeTTL)
         }
         return .object([("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
                         ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt)))])
@@ -57,7 +55,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let input = try EnrolmentInput(body)
 
         // The challenge is used up from here on, whatever happens next.
-        let stored = try CeremonyRules.consume(input.challengeId, kind: .deviceKeyEnrolment, userId: userId, from: challenges, rpId: configuration.rpId)
+        let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+        let stored = try CeremonyRules.live(found, kind: .deviceKeyEnrolment, rpId: configuration.rpId)
         let state: DeviceKeyEnrolmentState
         do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
         let proven = try verifyEnrolment(input, state: state)
@@ -71,11 +70,11 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let enrolled = try storage { () throws(StorageError) in
             // The statement adds `replaced` (the key it revoked, or null) to the line, and writes
             // `device_key.revoked` for that key.
-            try deviceKeys.enrol(key, gate: gate, audit: AuditTemplate(.deviceKeyEnrolled, actor: userId, detail: [
-                                     ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
-                                     ("attested", .bool(key.attested)), ("gate", .string(gate.auditName)),
-                                 ]),
-                                 enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
+            try store.enrol(key, gate: gate, audit: AuditTemplate(.deviceKeyEnrolled, actor: userId, detail: [
+                                ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
+                                ("attested", .bool(key.attested)), ("gate", .string(gate.auditName)),
+                            ]),
+                            enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
         }
         guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
         return Self.deviceKeyJSON(record)
@@ -123,7 +122,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     }
 
     func deviceKeysJSON(userId: String) throws(ServiceError) -> [JSONValue] {
-        try storage { () throws(StorageError) in try deviceKeys.list(userId: userId) }.map(Self.deviceKeyJSON)
+        try storage { () throws(StorageError) in try store.list(userId: userId) }.map(Self.deviceKeyJSON)
     }
 
     /// `GET /v1/device-keys` → `{"deviceKeys":[…]}`.
@@ -137,8 +136,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let audit = admin?.record(.deviceKeyRevoked, subject: userId, detail: detail)
             ?? AuditRecord(.deviceKeyRevoked, actor: userId, subject: userId, detail: detail)
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
-            try deviceKeys.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption,
-                                  revokedEvent: events.template(.deviceKeyRevoked))
+            try store.revoke(userId: userId, id: id, audit: audit, redeeming: admin?.redemption,
+                             revokedEvent: events.template(.deviceKeyRevoked))
         }) else { throw ServiceError.notFound("device key") }
         // SPEC "Grants live and die": the grants it approved ended in that transaction; wait for this
         // instance's feed to have heard of them before answering.
@@ -175,7 +174,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
 
     /// The caller's own live key; another user's key is 404, a revoked one `key_revoked`.
     func liveKey(id: String, userId: String) throws(ServiceError) -> DeviceKeyRecord {
-        guard let key = try storage({ () throws(StorageError) in try deviceKeys.key(id: id) }), key.userId == userId else {
+        guard let key = try storage({ () throws(StorageError) in try store.key(id: id) }), key.userId == userId else {
             throw ServiceError.notFound("device key")
         }
         guard key.revokedAt == nil else { throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again") }

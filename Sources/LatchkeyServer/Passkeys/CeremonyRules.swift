@@ -21,13 +21,6 @@ enum CeremonyRules {
         guard record.kind == kind, record.rpId == rpId else { throw ServiceError(.challengeInvalid, "challenge belongs to another ceremony") }
         return record
     }
-
-    /// Uses up this user's challenge of `kind` (device-key enrolment, step-up); unknown, used,
-    /// another user's or expired → challenge_invalid.
-    static func consume(_ hash: [UInt8], kind: CeremonyKind, userId: String, from challenges: ChallengeRepository,
-                        rpId: String) throws(ServiceError) -> StoredChallenge {
-        try live(try storage { () throws(StorageError) in try challenges.consume(hash: hash, kind: kind, userId: userId) }, kind: kind, rpId: rpId)
-    }
 }
 
 extension CredentialDescriptor {

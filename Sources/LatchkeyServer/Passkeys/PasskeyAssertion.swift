@@ -8,7 +8,8 @@ import WebAuthn
 /// for a passkey step-up alike — so both record the counter, the backup state and a possible clone
 /// the same way (WebAuthn L3 §7.2 steps 5, 6, 20–22).
 struct PasskeyAssertion: Sendable {
-    let accounts: AccountRepository
+    /// Where a refused assertion's possible clone is flagged (`AccountRepository`).
+    let accounts: any CredentialFlags
     let keyCache: CredentialKeyCache
     let events: OutboxEvents
     /// LATCHKEY_SIGN_COUNT_POLICY as the storing statement's compare-and-set applies it.
@@ -122,3 +123,11 @@ extension CredentialUse.OnRegression {
         }
     }
 }
+
+/// Flags a passkey as a possible clone, with its audit line and events, in one statement;
+/// `.notFound` when there is no such credential (`AccountRepository.flag`).
+protocol CredentialFlags: Sendable {
+    func flag(credentialId: [UInt8], audit: AuditRecord, events: [OutboxEvent]) throws(StorageError)
+}
+
+extension AccountRepository: CredentialFlags {}

@@ -85,10 +85,12 @@ public final class Services: Sendable {
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
                                   events: events, recovery: recovery, mail: mail, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
-        deviceKeys = DeviceKeyService(deviceKeys: database.deviceKeys, challenges: database.challenges, trust: attestationTrust,
-                                      events: events, configuration: configuration, runtime: runtime, revoked: revokedSessions)
-        stepUp = StepUpService(deviceKeys: database.deviceKeys, keys: deviceKeys, accounts: database.accounts, challenges: database.challenges,
-                               signer: signer, assertion: assertion, origins: origins, events: events,
+        deviceKeys = DeviceKeyService(store: PostgresDeviceKeyStore(deviceKeys: database.deviceKeys, challenges: database.challenges),
+                                      trust: attestationTrust, events: events, configuration: configuration, runtime: runtime,
+                                      revoked: revokedSessions)
+        stepUp = StepUpService(store: PostgresStepUpStore(deviceKeys: database.deviceKeys, challenges: database.challenges,
+                                                          accounts: database.accounts),
+                               keys: deviceKeys, signer: signer, assertion: assertion, origins: origins, events: events,
                                revoked: revokedSessions, configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: runtime)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,

@@ -13,12 +13,10 @@ import WebAuthn
 /// ceremonies: the core's ceremony state lives in a challenge row. Device-key enrolment is
 /// DeviceKeyService's; the checks behind every gated change are in StepUpApprovals.swift.
 public final class StepUpService: Sendable {
-    let deviceKeys: DeviceKeyRepository
-    let accounts: AccountRepository
-    let challenges: ChallengeRepository
+    let store: any StepUpStore
     let signer: TokenSigner
     let assertion: PasskeyAssertion
-    let origins: OriginCache
+    let origins: any OriginAllowlist
     let configuration: Configuration
     let runtime: Runtime
     /// The caller's live device keys (DeviceKeyService).
@@ -29,22 +27,20 @@ public final class StepUpService: Sendable {
     let passkeyPolicy: VerificationPolicy
     let events: OutboxEvents
     /// Sessions ended lately (the same set access tokens are checked against): a step-up token dies with its session.
-    let revoked: RevokedSessions
+    let revoked: any SessionRevocations
 
     /// JWT `typ` of a step-up token: never accepted where an access token is expected, and back.
     public static let tokenType = StepUpClaims.type
     /// SPEC: a step-up token lives at most two minutes.
     static let maxTokenTTL = 120
 
-    init(deviceKeys: DeviceKeyRepository, keys: any LiveDeviceKeys, accounts: AccountRepository, challenges: ChallengeRepository,
-         signer: TokenSigner, assertion: PasskeyAssertion, origins: OriginCache, events: OutboxEvents, revoked: RevokedSessions,
+    init(store: any StepUpStore, keys: any LiveDeviceKeys, signer: TokenSigner, assertion: PasskeyAssertion,
+         origins: any OriginAllowlist, events: OutboxEvents, revoked: any SessionRevocations,
          configuration: Configuration, runtime: Runtime) {
         self.revoked = revoked
         self.keys = keys
         self.events = events
-        self.deviceKeys = deviceKeys
-        self.accounts = accounts
-        self.challenges = challenges
+        self.store = store
         self.signer = signer
         self.assertion = assertion
         self.origins = origins
@@ -87,7 +83,7 @@ public final class StepUpService: Sendable {
             keyId = id
         } else if let m = body["method"], !m.isNull {
             guard m.stringValue == "passkey" else { throw ServiceError.invalid("method must be \"passkey\" (or send keyId)") }
-            let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
+            let credentials = try storage { () throws(StorageError) in try store.passkeys(userId: userId) }
             guard !credentials.isEmpty else { throw ServiceError(.credentialUnknown, "the account has no passkey") }
             method = .passkey
             keyBinding = PasskeyBinding(credentialIds: credentials.map(\.id), rpId: configuration.rpId).bytes
@@ -98,8 +94,8 @@ public final class StepUpService: Sendable {
 
         let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, action: action)
         try storage { () throws(StorageError) in
-            try challenges.insert(hash: options.challengeId, kind: .stepUp, userId: userId, rpId: configuration.rpId,
-                                  state: state.encoded(), ttlSeconds: configuration.stepUpTTL)
+            try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: configuration.rpId,
+                                      state: state.encoded(), ttlSeconds: configuration.stepUpTTL)
         }
         var out: [(key: String, value: JSONValue)] = [
             ("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
@@ -123,7 +119,8 @@ public final class StepUpService: Sendable {
         let input = try VerifyInput(body)
 
         // The challenge: this user's, for step-up, unexpired. Used up from here on.
-        let stored = try CeremonyRules.consume(input.challengeId, kind: .stepUp, userId: userId, from: challenges, rpId: configuration.rpId)
+        let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+        let stored = try CeremonyRules.live(found, kind: .stepUp, rpId: configuration.rpId)
         let state: StepUpState
         do { state = try StepUpState(decoding: stored.state) } catch { throw ServiceError(error) }
         if let onlyActionType, (try? JSONParser.parse(Array(state.action.utf8)))?["type"]?.stringValue != onlyActionType {
@@ -210,8 +207,8 @@ public final class StepUpService: Sendable {
         let reported = [events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
                                               receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
         do throws(StorageError) {
-            receiptStored = try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
-                                                         credentialUse: credentialUse, audit: [approved], events: reported)
+            receiptStored = try store.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
+                                                    credentialUse: credentialUse, audit: [approved], events: reported)
         } catch .conflict(.signCountRegression) where passkeyOutcome != nil {
             throw assertion.refuseRegression(passkeyOutcome!)
         } catch {
@@ -219,7 +216,7 @@ public final class StepUpService: Sendable {
         }
         guard receiptStored else {
             if appAttestCounter != nil, let keyId = liveDeviceKeyId,
-               try storage({ () throws(StorageError) in try deviceKeys.key(id: keyId) })?.revokedAt == nil {
+               try storage({ () throws(StorageError) in try store.deviceKey(id: keyId) })?.revokedAt == nil {
                 throw ServiceError(.signatureInvalid, "App Attest counter already used by another approval")
             }
             throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
@@ -244,7 +241,7 @@ public final class StepUpService: Sendable {
         policy.origins = origins.policy()
         let checked: CeremonyCheckedAuthentication
         do { checked = try passkeyCeremony.check(parsed, state: authentication, policy: policy) } catch { throw ServiceError(error) }
-        guard let (credential, user) = try storage({ () throws(StorageError) in try accounts.credentialForLogin(id: parsed.response.rawId) }),
+        guard let (credential, user) = try storage({ () throws(StorageError) in try store.passkey(id: parsed.response.rawId) }),
               user.id == userId else {
             throw ServiceError(.credentialUnknown, "no such passkey on this account")
         }
@@ -276,7 +273,7 @@ public final class StepUpService: Sendable {
         guard try sessionIsLive(claims) else {
             throw ServiceError(.unauthorized, "the session that asked for the step-up has ended")
         }
-        switch try storage({ () throws(StorageError) in try deviceKeys.consumeStepUpToken(jti: jti, userId: sub, actionHash: presented) }) {
+        switch try storage({ () throws(StorageError) in try store.redeemStepUpToken(jti: jti, userId: sub, actionHash: presented) }) {
         case .consumed(let receiptId, let action):
             return .object([("sub", .string(sub)), ("actionHash", .string(text)), ("action", Self.actionJSON(action)),
                             ("receiptId", .string(receiptId)), ("acr", .string(claims.acr)), ("amr", .array(claims.amr.map { .string($0) })),
@@ -295,7 +292,7 @@ public final class StepUpService: Sendable {
 
     /// `GET /v1/step-up/receipts/{id}`: everything needed to re-verify the approval offline.
     func receipt(id: String, userId: String?) throws(ServiceError) -> JSONValue {
-        guard !id.isEmpty, id.utf8.count <= 64, let r = try storage({ () throws(StorageError) in try deviceKeys.receipt(id: id) }) else {
+        guard !id.isEmpty, id.utf8.count <= 64, let r = try storage({ () throws(StorageError) in try store.receipt(id: id) }) else {
             throw ServiceError.notFound("receipt")
         }
         if let userId, r.userId != userId { throw ServiceError.notFound("receipt") }

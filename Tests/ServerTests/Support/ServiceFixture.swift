@@ -136,15 +136,6 @@ final class RecordingMail: MailComposer {
     func last(_ event: MailMessage.Event, to: String) -> Composed? { all.last { $0.event == event && $0.to == to } }
 }
 
-/// Signing keys in memory.
-final class MemorySigningKeys: SigningKeySource {
-    private let keys = Mutex<[SigningKey]>([])
-    func prepare() throws(SigningKeyError) {}
-    func load() throws(SigningKeyError) -> [StoredSigningKey] { keys.withLock { $0.map { .key($0) } } }
-    func newestKeyAge() throws(SigningKeyError) -> TimeInterval? { keys.withLock { $0.isEmpty ? nil : 0 } }
-    func add(_ key: SigningKey) throws(SigningKeyError) { keys.withLock { $0.insert(key, at: 0) } }
-}
-
 /// Deployment secrets in memory: the first candidate offered for a name is kept.
 final class MemorySecrets: DeploymentSecretSource {
     private let secrets = Mutex<[String: [UInt8]]>([:])

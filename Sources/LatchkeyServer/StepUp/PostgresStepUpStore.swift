@@ -1,0 +1,36 @@
+import Storage
+
+/// The step-up's store in PostgreSQL: receipts beside the device keys, the stored challenges, and
+/// the account's credentials a passkey step-up binds and checks — the one file of this feature
+/// that names `AccountRepository` (ARCHITECTURE.md, "Which store each feature uses").
+struct PostgresStepUpStore: StepUpStore {
+    let deviceKeys: DeviceKeyRepository
+    let challenges: ChallengeRepository
+    let accounts: AccountRepository
+
+    func insertChallenge(hash: [UInt8], userId: String, rpId: String, state: [UInt8], ttlSeconds: Int) throws(StorageError) {
+        try challenges.insert(hash: hash, kind: .stepUp, userId: userId, rpId: rpId, state: state, ttlSeconds: ttlSeconds)
+    }
+
+    func consumeChallenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge? {
+        try challenges.consume(hash: hash, kind: .stepUp, userId: userId)
+    }
+
+    func passkeys(userId: String) throws(StorageError) -> [CredentialRecord] { try accounts.credentials(userId: userId) }
+
+    func passkey(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? { try accounts.credentialForLogin(id: id) }
+
+    func deviceKey(id: String) throws(StorageError) -> DeviceKeyRecord? { try deviceKeys.key(id: id) }
+
+    func insertReceipt(_ receipt: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64?,
+                       credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> Bool {
+        try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
+                                     credentialUse: credentialUse, audit: audit, events: events)
+    }
+
+    func receipt(id: String) throws(StorageError) -> StepUpReceiptRecord? { try deviceKeys.receipt(id: id) }
+
+    func redeemStepUpToken(jti: String, userId: String, actionHash: [UInt8]) throws(StorageError) -> ConsumeOutcome {
+        try deviceKeys.consumeStepUpToken(jti: jti, userId: userId, actionHash: actionHash)
+    }
+}

@@ -1,0 +1,55 @@
+import Storage
+import WebAuthn
+
+/// Everything a step-up reads and writes (SPEC "Step-up"): its challenges, the passkeys a passkey
+/// step-up is bound to and checked against, the receipts and the one redemption of each token.
+/// Expiries are the store's own clock (a stored challenge's is the database's `now()`); the service
+/// passes durations. `PostgresStepUpStore` is the server's; the tests keep the same rules in memory.
+protocol StepUpStore: Sendable {
+    /// Stores a step-up challenge's ceremony state for `ttlSeconds`.
+    func insertChallenge(hash: [UInt8], userId: String, rpId: String, state: [UInt8], ttlSeconds: Int) throws(StorageError)
+
+    /// Uses up `userId`'s step-up challenge `hash`: of concurrent callers exactly one gets it, an
+    /// expired one included (`expired`); nil when unknown, used, another user's or another ceremony's.
+    func consumeChallenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge?
+
+    /// The user's live passkeys, oldest first: what a passkey step-up challenge is bound to.
+    func passkeys(userId: String) throws(StorageError) -> [CredentialRecord]
+
+    /// A live passkey and its owner: what a passkey step-up's assertion is checked against.
+    func passkey(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)?
+
+    /// A device key by id, revoked or not.
+    func deviceKey(id: String) throws(StorageError) -> DeviceKeyRecord?
+
+    /// The approval's one write: the receipt with `audit` and `events`, only while `liveDeviceKeyId`
+    /// (when given) is live and its App Attest counter below `appAttestCounter` (false otherwise,
+    /// nothing written), and with the passkey's use stored by compare-and-set on its counter
+    /// (`.notFound` / `.conflict(.signCountRegression)`, nothing written). As
+    /// `DeviceKeyRepository.insertReceipt`.
+    func insertReceipt(_ receipt: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64?,
+                       credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> Bool
+
+    func receipt(id: String) throws(StorageError) -> StepUpReceiptRecord?
+
+    /// Redeems a step-up token once, for its own action, while the key that approved it is live:
+    /// the first caller wins, a later one (or one for another action) is `.alreadyUsed`, a token
+    /// nobody stored or whose key was revoked before it was used is `.unknown`.
+    func redeemStepUpToken(jti: String, userId: String, actionHash: [UInt8]) throws(StorageError) -> ConsumeOutcome
+}
+
+/// The revocation feed as step-up and device keys use it (`RevokedSessions`): whether a session's
+/// tokens are refused, and this instance's own revocations put in force before they are answered.
+protocol SessionRevocations: Sendable {
+    func refuses(_ sessionId: String) throws(StorageError) -> Bool
+    func insert(_ sessionIds: some Sequence<String>)
+}
+
+extension RevokedSessions: SessionRevocations {}
+
+/// The web origins a passkey step-up's assertion may come from, as allowed now (`OriginCache`).
+protocol OriginAllowlist: Sendable {
+    func policy() -> OriginPolicy
+}
+
+extension OriginCache: OriginAllowlist {}
