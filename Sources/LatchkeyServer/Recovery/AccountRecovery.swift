@@ -19,6 +19,6 @@ extension RecoveryService: AccountRecovery {
         guard let r = try storage({ () throws(StorageError) in try store.recovery(id: recoveryId) }), r.userId == userId else {
             throw ServiceError(.unauthorized, "the recovery is no longer pending")
         }
-        return Self.completion(r, events: events, revokePasskeys: configuration.recoveryRevokesPasskeys)
+        return Self.completion(r, events: events, revokePasskeys: policy.revokesPasskeys)
     }
 }

@@ -31,7 +31,7 @@ extension RecoveryService {
         let hash = try codes.hash(code, challengeId: id)
         let address = recipient.email.flatMap(EmailAddress.init)
         let account = address == nil ? nil : recipient.userId
-        let ttl = configuration.otpTTL
+        let ttl = policy.codeTTL
         let message = mail.compose(purpose == .recovery ? .recoveryCode : .emailSignIn, to: address ?? Self.nobody,
                                    userId: account ?? "", language: recipient.language) { l in
             (l[subject, ["code": code]], l[intro, ["code": code]] + "\n\n" + l[.codeFooter, ["minutes": l.duration(seconds: ttl)]])

@@ -19,7 +19,7 @@ extension RecoveryService {
         try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
         let code = codes.generate()
         let id = "otp_" + runtime.identifier()
-        let ttl = configuration.otpTTL
+        let ttl = policy.codeTTL
         let message = mail.compose(.emailVerify, to: email, userId: caller.userId) { l in
             (l[.verifySubject, ["code": code]], l[.verifyBody, ["code": code, "minutes": l.duration(seconds: ttl)]])
         }
@@ -27,7 +27,7 @@ extension RecoveryService {
         let expires = try storage { () throws(StorageError) in
             try store.insert(NewCodeChallenge(id: id, purpose: .emailVerify, userId: caller.userId, email: email.value,
                                               codeHash: hash, maxAttempts: OneTimeCode.maxAttempts,
-                                              ttlSeconds: configuration.otpTTL),
+                                              ttlSeconds: policy.codeTTL),
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
                              events: [], redeeming: redeeming)
         }
@@ -88,15 +88,15 @@ extension RecoveryService {
 
     /// `GET /v1/sign-in/methods`: which fallback ways in this deployment offers (the web app asks).
     func methods() -> JSONValue {
-        .object([("passkey", true), ("emailSignIn", .bool(configuration.emailSignIn && configuration.mailEnabled)),
-                 ("emailRecovery", .bool(configuration.mailEnabled)), ("recoveryCodes", true)])
+        .object([("passkey", true), ("emailSignIn", .bool(policy.emailSignIn && policy.mailEnabled)),
+                 ("emailRecovery", .bool(policy.mailEnabled)), ("recoveryCodes", true)])
     }
 
     // MARK: Email sign-in
 
     /// `POST /v1/email/challenges` `{"email"}` → 202 whether or not the address is anyone's.
     func startEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
-        guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
+        guard policy.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let email = try Self.email(body)
         return try startCodeChallenge(.emailSignIn, lookup: .email(email.value), identifier: "sign-in:" + email.value,
@@ -105,7 +105,7 @@ extension RecoveryService {
 
     /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.
     func verifyEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
-        guard configuration.emailSignIn else { throw ServiceError.notFound("resource") }
+        guard policy.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let attempt = try check(body, purpose: .emailSignIn)
         guard let userId = attempt.userId, let user = try storage({ () throws(StorageError) in try store.user(id: userId) }) else {

@@ -19,7 +19,7 @@ public final class RecoveryService: Sendable {
     let codes: OneTimeCode
     let recoveryCodes: RecoveryCodes
     let events: OutboxEvents
-    let configuration: Configuration
+    let policy: RecoveryPolicy
     let runtime: Runtime
 
     /// SPEC "Limits per account".
@@ -29,15 +29,15 @@ public final class RecoveryService: Sendable {
     static let verificationsPerHour = 5
 
     init(store: any RecoveryStore, sessions: SessionService, keyCache: CredentialKeyCache, mail: any MailComposer,
-         secret: DeploymentSecret, events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
+         secret: DeploymentSecret, events: OutboxEvents, policy: RecoveryPolicy, runtime: Runtime) {
         self.store = store
         self.sessions = sessions
         self.keyCache = keyCache
         self.mail = mail
         self.events = events
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
-        codes = OneTimeCode(digits: configuration.otpDigits, runtime: runtime, secret: secret)
+        codes = OneTimeCode(digits: policy.codeDigits, runtime: runtime, secret: secret)
         recoveryCodes = RecoveryCodes(runtime: runtime, secret: secret)
     }
 
@@ -50,7 +50,7 @@ public final class RecoveryService: Sendable {
 
     /// The email endpoints exist only when mail can go out (SPEC: outside dev mode, 404 without SMTP).
     func requireMail() throws(ServiceError) {
-        guard configuration.mailEnabled else { throw ServiceError.notFound("resource") }
+        guard policy.mailEnabled else { throw ServiceError.notFound("resource") }
     }
 
     // MARK: Recovery codes
@@ -109,7 +109,10 @@ public final class RecoveryService: Sendable {
                 used = try storage { () throws(StorageError) in try store.useRecoveryCode(userId: account.userId, hash: hash) }
             }
             guard let account, used else {
-                try? store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: account?.userId))
+                // The refusal's audit line is written or the request fails (503): never dropped.
+                try storage { () throws(StorageError) in
+                    try store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: account?.userId))
+                }
                 throw ServiceError(.codeInvalid, "wrong or used recovery code")
             }
             try storage { () throws(StorageError) in try store.unbump(key: key) }
@@ -127,7 +130,7 @@ public final class RecoveryService: Sendable {
     private func begin(userId: String, address: String?, method: RecoveryMethod) throws(ServiceError) -> JSONValue {
         let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
         let id = "rec_" + runtime.identifier()
-        let delay = configuration.recoveryDelaySeconds
+        let delay = policy.delaySeconds
         let notBefore = Date(timeIntervalSince1970: Double(runtime.unixTime + Int64(delay)))
         var notice: [MailToSend] = []
         // SPEC "Assurance": the owner hears of it at once and can undo it from the mail, without a session.
@@ -145,7 +148,7 @@ public final class RecoveryService: Sendable {
         let started = events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)
         let record = try storage { () throws(StorageError) in
             try store.start(NewRecovery(id: id, userId: userId, method: method, tokenHash: token.hash, delaySeconds: delay,
-                                        ttlSeconds: configuration.recoveryTokenTTL),
+                                        ttlSeconds: policy.tokenTTL),
                             mail: notice,
                             audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
                                                detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue)),
@@ -155,7 +158,7 @@ public final class RecoveryService: Sendable {
         }
         return .object([("recoveryToken", .string(token.token)),
                         // The durations this call gave the database (one clock, rule 3: its `expires_at` is now() + these).
-                        ("expiresIn", .number(Double(delay + configuration.recoveryTokenTTL))),
+                        ("expiresIn", .number(Double(delay + policy.tokenTTL))),
                         ("notBefore", .string(iso8601(record.notBefore))), ("recoveryId", .string(id))])
     }
 
@@ -242,8 +245,10 @@ public final class RecoveryService: Sendable {
             throw ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
         }
         guard try codes.matches(code, challengeId: id, stored: attempt.codeHash) else {
-            try? store.appendAudit(AuditRecord(.codeRejected, actor: AuditActor.server, subject: attempt.userId,
-                                               detail: [("purpose", .string(purpose.rawValue))]))
+            try storage { () throws(StorageError) in
+                try store.appendAudit(AuditRecord(.codeRejected, actor: AuditActor.server, subject: attempt.userId,
+                                                  detail: [("purpose", .string(purpose.rawValue))]))
+            }
             throw ServiceError(.codeInvalid, "wrong code")
         }
         guard try storage({ () throws(StorageError) in try store.use(id: id) }) else {

@@ -48,7 +48,7 @@ struct ServiceFixture {
         sessions = SessionService(sessions: store, signer: signer, configuration: c, runtime: runtime, revoked: revoked, events: events)
         recovery = RecoveryService(store: InMemoryRecoveryStore(tables: tables), sessions: sessions, keyCache: keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: MemorySecrets(), runtime: runtime),
-                                   events: events, configuration: c, runtime: runtime)
+                                   events: events, policy: RecoveryPolicy(c), runtime: runtime)
     }
 
     /// Randomness that is the same on every run: SHA-256 of a counter.
