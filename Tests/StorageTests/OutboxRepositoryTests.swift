@@ -97,6 +97,23 @@ import Testing
         #expect(mail.first { $0.target == "mail-2" }.map { $0.mail == nil && $0.endpoint == nil } == true, "already sent: nothing to send")
     }
 
+    /// ARCHITECTURE.md "A webhook delivery, through the code": a delivery costs its claim (which
+    /// brings the endpoint along) and its record, one statement each, and no read of its own.
+    @Test func aDeliveryIsItsClaimAndItsRecord() throws {
+        let s = try TestDatabase.scratch()
+        try Self.endpoint(s, [.userCreated])
+        try s.database.outbox.append([Self.event(account: "a")])
+        let (batch, claiming) = try PostgresDeadline.within(seconds: 5, tracing: true) { try claim(s) }
+        let delivery = try #require(batch.first)
+        #expect(delivery.endpoint != nil)
+        #expect(claiming.counts == RoundTripCounts(writes: 1), "\(claiming.statements)")
+        let (recorded, recording) = try PostgresDeadline.within(seconds: 5, tracing: true) {
+            try s.database.outbox.delivered(delivery, statusCode: 204, now: Self.at(1))
+        }
+        #expect(recorded)
+        #expect(recording.counts == RoundTripCounts(writes: 1), "\(recording.statements)")
+    }
+
     @Test func writingDeliveriesNotifiesEveryListenerAtCommit() throws {
         let s = try TestDatabase.scratch()
         let listener = try PostgresListener(url: s.url, channels: ["latchkey_outbox"])
