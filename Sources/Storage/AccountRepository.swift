@@ -273,18 +273,6 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// nil when the user has no such live credential. `renamedEvent` (`credentialId`, `aaguid`, the
-    /// new `name`) is written in the same statement.
-    public func rename(userId: String, credentialId: [UInt8], name: String,
-                       renamedEvent: EventTemplate? = nil) throws(StorageError) -> CredentialRecord? {
-        let statement = SQL.with([("ren", """
-            UPDATE credentials SET name = \(name) WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL
-            RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
-            """)] + OutboxRepository.ctes(renamedEvent.map { [AccountRepository.rows($0, from: "ren")] } ?? []),
-            "SELECT \(unsafeRaw: AccountRepository.credentialColumns) FROM ren")
-        return try pool.run { c in try c.query(statement).first.map(AccountRepository.credential) }
-    }
-
     /// `template` once per credential row of `from`, with the members SPEC "Events" gives
     /// `passkey.*`: `credentialId` (base64url) and, unless `idOnly`, `aaguid` and `name`.
     static func rows(_ template: EventTemplate, from: String, idOnly: Bool = false) -> EventRows {

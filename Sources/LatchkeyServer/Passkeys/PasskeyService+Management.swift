@@ -16,29 +16,31 @@ extension PasskeyService {
         try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }.map(passkeyJSON)
     }
 
+    /// The passkeys and the Signal API's lists, from one read.
     func listPasskeys(userId: String) throws(ServiceError) -> JSONValue {
-        let credentials = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
-        return .object([("passkeys", .array(credentials.map(passkeyJSON))),
-                        ("signals", try signals(userId: userId, credentials: credentials))])
+        guard let account = try storage({ () throws(StorageError) in try accounts.passkeys(userId: userId) }) else { throw ServiceError.unauthorized }
+        return .object([("passkeys", .array(account.credentials.map(passkeyJSON))), ("signals", signals(account))])
     }
 
-    /// SPEC "Signal API": the account's accepted credentials and current names (nil when the account is gone).
-    func signals(userId: String, credentials: [CredentialRecord]? = nil) throws(ServiceError) -> JSONValue {
-        guard let user = try storage({ () throws(StorageError) in try accounts.user(id: userId) }) else { throw ServiceError.unauthorized }
-        let live: [CredentialRecord]
-        if let credentials { live = credentials } else {
-            live = try storage { () throws(StorageError) in try accounts.credentials(userId: userId) }
-        }
-        return Signals.current(rpId: configuration.rpId, user: user, credentialIds: live.map(\.id))
+    /// SPEC "Signal API": the account's accepted credentials and current names, from one read (an
+    /// account that is gone → 401).
+    func signals(userId: String) throws(ServiceError) -> JSONValue {
+        guard let account = try storage({ () throws(StorageError) in try accounts.passkeys(userId: userId) }) else { throw ServiceError.unauthorized }
+        return signals(account)
     }
 
-    /// The renamed passkey's JSON, plus `signals` (SPEC "Signal API": the new name reaches the provider).
+    func signals(_ account: AccountPasskeys) -> JSONValue {
+        Signals.current(rpId: configuration.rpId, user: account.user, credentialIds: account.credentials.map(\.id))
+    }
+
+    /// The renamed passkey's JSON, plus `signals` (SPEC "Signal API": the new name reaches the
+    /// provider) — one statement renames and returns the account's passkeys after it.
     func renamePasskey(userId: String, credentialId: [UInt8], name: String) throws(ServiceError) -> JSONValue {
-        guard let record = try storage({ () throws(StorageError) in
+        guard let (record, account) = try storage({ () throws(StorageError) in
             try accounts.rename(userId: userId, credentialId: credentialId, name: name, renamedEvent: events.template(.passkeyRenamed))
         }) else { throw ServiceError.notFound("passkey") }
         guard case .object(let members) = passkeyJSON(record) else { return passkeyJSON(record) }
-        return .object(members + [("signals", try signals(userId: userId))])
+        return .object(members + [("signals", signals(account))])
     }
 
     /// Revokes the passkey and, in the same transaction, the sessions it began: their refresh
