@@ -50,9 +50,9 @@ extension PasskeyService {
     }
 
     /// `conditional`: options for conditional create (SPEC: `{"mediation":"conditional"}` with a session
-    /// or a recovery token); `request`: the conformance profile's options request. At most one read
-    /// (an existing account with its passkeys and, with a step-up, whether it can still be redeemed;
-    /// a new account's username), no write.
+    /// or a recovery token); `request`: the conformance profile's options request. One read (an
+    /// existing account with its passkeys and, with a step-up, whether it can still be redeemed; a
+    /// new account's username; the conformance profile's account by name, then that), no write.
     func registrationOptions(for requester: Requester, conditional: Bool = false,
                              request: RegistrationRequest? = nil) throws(ServiceError) -> JSONValue {
         var purpose = RegistrationPurpose.addToAccount
@@ -204,7 +204,7 @@ extension PasskeyService {
             throw ServiceError(error)
         }
         switch written {
-        case .challengeUnusable: throw ServiceError(.challengeInvalid, "challenge already used")
+        case .challengeUnusable: throw ServiceError(.challengeInvalid, "unknown, already used or expired challenge")
         case .refused: throw refusal ?? ServiceError(.internalError, "a refused registration without its reason")
         case .recoveryEnded: throw ServiceError(.unauthorized, "the recovery was cancelled, completed or expired")
         case .ticketUsed: throw ServiceError(.challengeInvalid, "the enrolment ticket was used by another registration")
