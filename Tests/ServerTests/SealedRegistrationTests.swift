@@ -111,25 +111,32 @@ struct SealedRegistrationTests {
     @Test("a verify is one read and one write; a replay is the saved-retry answer, another response to it challenge_invalid")
     func verifyRoundTrips() throws {
         // A server of its own: the round-trip counter is per route, and the suite's tests run in parallel.
-        // Its clock stands still, so the origin allowlist read once stays fresh (it is re-read every second).
+        // Its clock stands still, so the origin allowlist read once stays fresh (it is re-read every
+        // second). Other suites' admin changes on the same database still invalidate it now and then
+        // (the change feed), so three registrations are counted and the cheapest must be exact.
         let server = try TestServer(name: "sealed-reg-trips", runtime: ManualClock().runtime())
         defer { server.http.stop() }
         let client = server.client()
         _ = try client.signUp(SoftAuthenticator(), username: server.username("warm"))  // the sealing key, the origins
-        let optionsRoute = "POST /v1/passkeys/registration/options"
-        var options: JSONValue = .null
-        let optionTrips = try SealedLoginTests.trips(server, optionsRoute) {
-            options = try #require(try client.registrationOptions(username: server.username("trips")).json)
+        var optionTrips: [Int] = [], verifyTrips: [Int] = []
+        var first: (options: JSONValue, body: [UInt8], reply: Reply)? = nil
+        for _ in 0..<3 {
+            var options: JSONValue = .null
+            optionTrips.append(try SealedLoginTests.trips(server, "POST /v1/passkeys/registration/options") {
+                options = try #require(try client.registrationOptions(username: server.username("trips")).json)
+            })
+            let body = try Self.response(server, SoftAuthenticator(), options)
+            var reply: Reply? = nil
+            verifyTrips.append(try SealedLoginTests.trips(server, "POST /v1/passkeys/registration/verify") {
+                reply = try Self.verify(client, body, headers: [("Accept-Language", "de")])
+            })
+            #expect(reply?.status == 201, "\(String(describing: reply))")
+            if first == nil, let reply { first = (options, body, reply) }
         }
-        #expect(optionTrips == 1, "the username's one read: \(optionTrips)")
-        let authenticator = SoftAuthenticator()
-        let body = try Self.response(server, authenticator, options)
-        var reply: Reply? = nil
-        let trips = try SealedLoginTests.trips(server, "POST /v1/passkeys/registration/verify") {
-            reply = try Self.verify(client, body, headers: [("Accept-Language", "de")])
-        }
-        #expect(reply?.status == 201, "\(String(describing: reply))")
-        #expect(trips == 2, "the read and the statement: \(trips)")
+        #expect(optionTrips.min() == 1, "the username's one read: \(optionTrips)")
+        #expect(verifyTrips.min() == 2, "the read and the statement: \(verifyTrips)")
+        let (options, body, registered) = try #require(first)
+        let reply: Reply? = registered
         // The language memo rode in the same statement (a new account: in its row).
         let userId = try #require(reply?.json?["user"]?["id"]?.stringValue)
         #expect(try server.database.pool.query("SELECT language FROM users WHERE id = \(userId)")[0].optionalString("language") == "de")
