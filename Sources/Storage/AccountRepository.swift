@@ -114,19 +114,6 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// The live credential `id` and its owner when it was registered by the response whose
-    /// clientDataJSON has SHA-256 `digest` (`register`'s `registrationDigest`): a registration
-    /// retried after its first try committed. Nil otherwise.
-    public func credentialRegistered(id: [UInt8], digest: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? {
-        try pool.run { c in
-            try c.query("""
-                SELECT \(unsafeRaw: AccountRepository.loginColumns)
-                FROM credentials c JOIN users u ON u.id = c.user_id
-                WHERE c.id = \(id) AND c.registration_digest = \(digest) AND c.revoked_at IS NULL
-                """).first.map(AccountRepository.login)
-        }
-    }
-
     /// The credential and its owner for a login; nil when unknown or revoked.
     public func credentialForLogin(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? {
         try pool.run { c in
@@ -153,50 +140,9 @@ public final class AccountRepository: Sendable {
                          completing: RecoveryCompletion? = nil, mail: [MailToSend] = [],
                          cancelToken: NewCancelToken? = nil, registrationDigest: [UInt8]? = nil,
                          redeemingTicket ticketHash: [UInt8]? = nil) throws(StorageError) -> RecoveryRevocations? {
-        var ctes = completing?.ctes(userId: credential.userId, keeping: credential.id) ?? []
-        var gates: [String] = []
-        if completing != nil { gates.append(RecoveryCompletion.completed) }
-        if let ticketHash {
-            // The ticket the options request presented is used up here, with the passkey it enrols; its
-            // validity was judged then, so only a use in between (another ceremony it started) refuses.
-            ctes.append(("tick", """
-                UPDATE enrolment_tickets SET used_at = now()
-                WHERE hash = \(ticketHash) AND user_id = \(credential.userId) AND purpose = 'passkey' AND used_at IS NULL
-                RETURNING hash
-                """))
-            gates.append("tick")
-        }
-        // Everything below is written only with the completed recovery and the used ticket (when there is one).
-        let gate: SQL = gates.isEmpty ? ""
-            : "\nWHERE \(unsafeRaw: gates.map { "EXISTS (SELECT 1 FROM \($0))" }.joined(separator: " AND "))"
-        if let u = newUser {
-            ctes.append(("usr", """
-                INSERT INTO users (id, user_handle, username, display_name)
-                SELECT \(u.id), \(u.userHandle), \(u.username), \(u.displayName)\(fragment: gate)
-                RETURNING id
-                """))
-        }
-        let transports = JSONValue.array(credential.transports.map { .string($0) }).text
-        ctes.append(("cred", """
-            INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
-                                     attestation_format, attestation_type, name, approves_from, registration_digest, hardware_bound)
-            SELECT \(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
-                   \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
-                   \(credential.attestationFormat), \(credential.attestationType), \(credential.name),
-                   \(credential.approvesFrom)::timestamptz, \(registrationDigest)::bytea, \(credential.hardwareBound)\(fragment: gate)
-            RETURNING id
-            """))
-        ctes += SessionRepository.ctes(session, from: "cred")
-        ctes += AuditRepository.cte((completing?.auditRows ?? []) + [.records([audit])], onlyIf: "tok")
-        ctes += OutboxRepository.ctes((completing?.eventRows ?? []) + [.events(events + mail.map(\.event))], onlyIf: "tok")
-        ctes += MailRepository.ctes(mail, onlyIf: "tok")
-        if let t = cancelToken {
-            ctes.append(("cancel_token", """
-                INSERT INTO cancel_tokens (hash, user_id, credential_id, expires_at)
-                SELECT \(t.hash), \(t.userId), \(t.credentialId), \(t.expiresAt) WHERE EXISTS (SELECT 1 FROM tok)
-                RETURNING hash
-                """))
-        }
+        let (ctes, _) = Self.registering(NewRegistration(newUser: newUser, credential: credential, session: session, audit: audit,
+                                                         events: events, completing: completing, mail: mail, cancelToken: cancelToken,
+                                                         registrationDigest: registrationDigest, ticketHash: ticketHash), after: nil)
         let final: SQL = "SELECT EXISTS (SELECT 1 FROM tok) AS stored\(fragment: completing?.revokedColumns ?? "")"
         return try pool.run { c in
             let row = try c.query(SQL.with(ctes, final))[0]

@@ -16,23 +16,20 @@ public struct StoredChallenge: Sendable, Equatable {
     /// The ceremony state exactly as inserted (the core's encoding; storage does not read it).
     public let state: [UInt8]
     public let expired: Bool
-    /// The enrolment ticket (its hash) a registration's options request presented: the verify that
-    /// stores the passkey uses it up (`AccountRepository.register`'s `redeemingTicket`).
-    public var ticketHash: [UInt8]? = nil
 
-    public init(kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8], expired: Bool, ticketHash: [UInt8]? = nil) {
+    public init(kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8], expired: Bool) {
         self.kind = kind
         self.userId = userId
         self.rpId = rpId
         self.state = state
         self.expired = expired
-        self.ticketHash = ticketHash
     }
 }
 
-/// Challenges of the ceremonies whose state is stored (registration, device-key enrolment, step-up)
-/// are stored by SHA-256 and consumed with one `DELETE … RETURNING`; a sign-in's is sealed into the
-/// challenge itself (`LoginRepository`).
+/// Challenges of the ceremonies whose state is stored (device-key enrolment, step-up) are stored by
+/// SHA-256 and consumed with one `DELETE … RETURNING`; a sign-in's and a registration's are sealed
+/// into the challenge itself (`LoginRepository`, `AccountRepository.finishRegistration`). The
+/// `ticket_hash` column is no longer written (a registration's ticket travels sealed).
 public final class ChallengeRepository: Sendable {
     /// The asynchronous-commit pool (see `Database.challengePool`).
     let pool: PostgresPool
@@ -44,23 +41,12 @@ public final class ChallengeRepository: Sendable {
         self.maintenance = maintenance
     }
 
-    /// With `redeeming` (a step-up the ceremony needed: adding a passkey, SPEC "Assurance"), only
-    /// together with that step-up's redemption, in one transaction. `ticketHash`: the enrolment
-    /// ticket the options request presented, kept for the verify that uses it up.
-    public func insert(hash: [UInt8], kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8],
-                       ttlSeconds: Int, redeeming: StepUpRedemption? = nil, ticketHash: [UInt8]? = nil) throws(StorageError) {
-        let insert: SQL = """
-            INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at, ticket_hash)
-            VALUES (\(hash), \(kind.rawValue), \(userId), \(rpId), \(state), now() + make_interval(secs => \(ttlSeconds)),
-                    \(ticketHash)::bytea)
-            """
-        guard let redeeming else {
-            try pool.run { c in try c.execute(insert) }
-            return
-        }
-        try pool.runTransaction { t in
-            try StepUpRedemption.redeem(redeeming, on: t)
-            try t.execute(insert)
+    public func insert(hash: [UInt8], kind: CeremonyKind, userId: String?, rpId: String, state: [UInt8], ttlSeconds: Int) throws(StorageError) {
+        try pool.run { c in
+            try c.execute("""
+                INSERT INTO challenges (hash, purpose, user_id, rp_id, state, expires_at)
+                VALUES (\(hash), \(kind.rawValue), \(userId), \(rpId), \(state), now() + make_interval(secs => \(ttlSeconds)))
+                """)
         }
     }
 
@@ -73,12 +59,8 @@ public final class ChallengeRepository: Sendable {
                 DELETE FROM challenges
                 WHERE hash = \(hash) AND (\(kind?.rawValue)::text IS NULL OR purpose = \(kind?.rawValue))
                   AND (\(userId)::text IS NULL OR user_id = \(userId))
-                RETURNING \(unsafeRaw: ChallengeRepository.columns), ticket_hash
-                """).first.map { r in
-                var challenge = try ChallengeRepository.challenge(r)
-                challenge.ticketHash = try r.isNull("ticket_hash") ? nil : try r.bytes("ticket_hash")
-                return challenge
-            }
+                RETURNING \(unsafeRaw: ChallengeRepository.columns)
+                """).first.map(ChallengeRepository.challenge)
         }
     }
 

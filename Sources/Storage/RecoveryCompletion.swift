@@ -54,13 +54,15 @@ extension RecoveryCompletion {
 
     /// The completion as CTEs of the registration's statement (a shared fragment). They see the
     /// database as it was before the statement, so the registration's own passkey and session
-    /// (`keeping`, and the family inserted beside them) are never among what they revoke.
-    func ctes(userId: String, keeping credentialId: [UInt8]) -> [(name: String, sql: SQL)] {
+    /// (`keeping`, and the family inserted beside them) are never among what they revoke. With
+    /// `onlyIf` (a CTE of the same statement), only when that CTE returned a row.
+    func ctes(userId: String, keeping credentialId: [UInt8], onlyIf: String? = nil) -> [(name: String, sql: SQL)] {
         let done: SQL = "EXISTS (SELECT 1 FROM \(unsafeRaw: Self.completed))"
+        let gate: SQL = onlyIf.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
         return [
             (Self.completed, """
                 UPDATE recoveries SET status = 'completed', finished_at = now()
-                WHERE id = \(recoveryId) AND user_id = \(userId) AND status = 'pending' AND not_before <= now() AND expires_at > now()
+                WHERE id = \(recoveryId) AND user_id = \(userId) AND status = 'pending' AND not_before <= now() AND expires_at > now()\(fragment: gate)
                 RETURNING id
                 """),
             ("rec_others", """

@@ -25,10 +25,11 @@ extension FaultTests {
         defer { _ = try? FaultCluster.signal(SIGCONT) }
         #expect(!stopped.isEmpty)
         let endpoint = server.endpoint
-        // More requests than worker threads, each of which needs the database.
+        // More requests than worker threads, each of which needs the database (username-first
+        // options read the account; discoverable ones touch no database).
         let replies = onThreads(4) { _, start in
             start()
-            return (try? Client(endpoint).authenticationOptions()).map { ($0.status, $0.isProblem) } ?? (-1, false)
+            return (try? Client(endpoint).authenticationOptions(username: username)).map { ($0.status, $0.isProblem) } ?? (-1, false)
         }
         #expect(replies.allSatisfy { $0.0 == 503 && $0.1 }, "while hung: \(replies)")
         #expect(try server.client().get("/healthz").status == 200, "/healthz answers while the database is hung")

@@ -35,8 +35,9 @@ extension RouteTable {
             return .json(bytes: try s.passkeys.registrationOptions(for: requester, conditional: conditional).serialized())
         }
         add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
-            let result = try s.passkeys.verifyRegistration(ctx.request.body, userAgent: ctx.request.header("User-Agent"))
-            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: result.userId)
+            // The language memo rides in the registration's one statement.
+            let result = try s.passkeys.verifyRegistration(ctx.request.body, userAgent: ctx.request.header("User-Agent"),
+                                                           language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))
             return .json(status: 201, bytes: result.body)
         }
         add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in

@@ -6,8 +6,8 @@ import Storage
 /// statement (SPEC "Recovery": every other session and every device key revoked).
 protocol AccountRecovery: Sendable {
     func verifiedAddress(userId: String) throws(ServiceError) -> EmailAddress?
-    /// Recovery `recoveryId` of `userId`, still pending, as the registration completes it; 401 otherwise.
-    func completion(recoveryId: String, userId: String) throws(ServiceError) -> RecoveryCompletion
+    /// What completing `recovery` (as the registration read it) writes in the registration's statement.
+    func completion(of recovery: RecoveryRecord) -> RecoveryCompletion
 }
 
 extension RecoveryService: AccountRecovery {
@@ -15,10 +15,7 @@ extension RecoveryService: AccountRecovery {
         try storage { () throws(StorageError) in try store.email(userId: userId) }.flatMap { EmailAddress($0) }
     }
 
-    func completion(recoveryId: String, userId: String) throws(ServiceError) -> RecoveryCompletion {
-        guard let r = try storage({ () throws(StorageError) in try store.recovery(id: recoveryId) }), r.userId == userId else {
-            throw ServiceError(.unauthorized, "the recovery is no longer pending")
-        }
-        return Self.completion(r, events: events, revokePasskeys: policy.revokesPasskeys)
+    func completion(of recovery: RecoveryRecord) -> RecoveryCompletion {
+        Self.completion(recovery, events: events, revokePasskeys: policy.revokesPasskeys)
     }
 }

@@ -24,7 +24,8 @@ public struct RegistrationCeremony: Sendable {
         self.environment = environment
     }
 
-    /// Options for `user` with a fresh 32-byte challenge from `environment.random`, and the state
+    /// Options for `user` with `challenge` (a server that seals its state into the challenge), else
+    /// a fresh 32-byte one from `environment.random`, and the state
     /// that `finish` checks against. `excludeCredentials`: the account's existing passkeys, so an
     /// authenticator that already holds one says so instead of making a second. `request`: what this
     /// one ceremony asks for instead of the defaults (the FIDO conformance profile's options request);
@@ -32,8 +33,10 @@ public struct RegistrationCeremony: Sendable {
     /// `conditional`: options for conditional create (the one registration that may lack UP);
     /// `purpose`: what the server begins it for, returned in the state.
     public func begin(user: UserEntity, account: String?, purpose: RegistrationPurpose, excludeCredentials: [CredentialDescriptor],
-                      request: Request = Request(), conditional: Bool = false) -> (options: CreationOptions, state: RegistrationState) {
-        let challenge = environment.challenge()
+                      request: Request = Request(), conditional: Bool = false,
+                      challenge: [UInt8]? = nil) -> (options: CreationOptions, state: RegistrationState) {
+        if let challenge { precondition(challenge.count >= 16, "a WebAuthn challenge is at least 16 bytes (§13.4.3)") }
+        let challenge = challenge ?? environment.challenge()
         let algorithms = request.algorithms ?? algorithms
         let userVerification = request.userVerification ?? userVerification
         var extensions = CreationOptions.defaultExtensions
