@@ -7,7 +7,7 @@ import Tokens
 /// Discovery, userinfo, RP-initiated logout and revocation (SPEC "OpenID Provider").
 extension OpenIDProvider {
     /// `GET /.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §3).
-    var discovery: JSONValue {
+    func discovery() throws(ServiceError) -> JSONValue {
         let base = issuer
         func list(_ items: [String]) -> JSONValue { .array(items.map { .string($0) }) }
         return .object([
@@ -29,7 +29,7 @@ extension OpenIDProvider {
             // step-up tokens are accepted in acr_values as aliases, not listed.
             ("acr_values_supported", list(OpenIDACR.supported)),
             ("prompt_values_supported", list(["none", "login", "consent"])),
-            ("authorization_details_types_supported", list(authorizationDetailsTypes)),
+            ("authorization_details_types_supported", list(try authorizationDetailsTypes())),
             ("authorization_response_iss_parameter_supported", .bool(true)),
             ("require_pushed_authorization_requests", .bool(false)),
             ("claims_parameter_supported", .bool(false)), ("request_parameter_supported", .bool(false)),
@@ -40,8 +40,8 @@ extension OpenIDProvider {
     }
 
     /// Every type some client may ask for.
-    var authorizationDetailsTypes: [String] {
-        Array(Set(((try? clients.list()) ?? []).flatMap(\.authorizationDetailsTypes))).sorted()
+    func authorizationDetailsTypes() throws(ServiceError) -> [String] {
+        Array(Set(try clients.list().flatMap(\.authorizationDetailsTypes))).sorted()
     }
 
     /// The JWKS: the ES256 keys and the RS256 key.
@@ -70,7 +70,7 @@ extension OpenIDProvider {
         guard scopes.contains("openid") else { throw OAuthError("insufficient_scope", "the token has no openid scope") }
         let found: (user: UserRecord, email: String?)?
         do { found = try store.userinfo(userId: sub, sessionId: claims["sid"]?.stringValue ?? "") } catch {
-            throw OAuthError("temporarily_unavailable", "try again")
+            throw OAuthError.unavailable
         }
         guard let (user, email) = found else { throw OAuthError("invalid_token", "the session or the account is gone") }
         var members: [(key: String, value: JSONValue)] = [("sub", .string(sub))]
@@ -101,11 +101,13 @@ extension OpenIDProvider {
                 return page(.idTokenHintExpired)
             }
             hint = claims
-            client = claims["aud"]?.stringValue.flatMap { try? clients.client(id: $0) } ?? nil
+            if let audience = claims["aud"]?.stringValue {
+                do { client = try clients.client(id: audience) } catch { return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1) }
+            }
         }
         if let named = f["client_id"] {
             guard client == nil || client?.id == named else { return page(.clientIdMismatch) }
-            client = (try? clients.client(id: named)) ?? nil
+            do { client = try clients.client(id: named) } catch { return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1) }
         }
         if let target = f["post_logout_redirect_uri"] {
             guard let client, client.postLogoutRedirectURIs.contains(target) else {
@@ -131,7 +133,9 @@ extension OpenIDProvider {
             }
             cookieSession = outcome.cookieSession
         } else if let cookie, client != nil {
-            cookieSession = (try? caller(cookie: cookie))??.caller.sessionId
+            do { cookieSession = try caller(cookie: cookie)?.caller.sessionId } catch {
+                return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1)
+            }
         }
         // An OP session the hint was not issued for ends only when the person says so.
         if !confirmed, let cookieSession, !revoked.contains(cookieSession), let client {
@@ -182,7 +186,7 @@ extension OpenIDProvider {
         guard let token = request.form["token"], !token.isEmpty else { throw OAuthError.invalidRequest("token is required") }
         let ended: [String]
         do { ended = try store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id) } catch {
-            throw OAuthError("temporarily_unavailable", "try again")
+            throw OAuthError.unavailable
         }
         if !ended.isEmpty {
             revoked.insert(ended)
@@ -193,10 +197,14 @@ extension OpenIDProvider {
     /// The endpoints a browser app (a public client) calls itself.
     static let corsPaths: Set<String> = ["/oauth2/token", "/oauth2/revoke", "/oauth2/userinfo", "/.well-known/openid-configuration"]
 
-    /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs.
+    /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs. CORS fails
+    /// closed: while the clients cannot be read no origin is named (the request itself then fails
+    /// on its own read), which refuses a browser nothing the route would have granted.
     func publicClientOrigins() -> Set<String> {
         var out: Set<String> = []
-        for client in (try? clients.list()) ?? [] where client.isPublic {
+        let all: [OAuthClientRecord]
+        do { all = try clients.list() } catch { return [] }
+        for client in all where client.isPublic {
             for uri in client.redirectURIs {
                 guard let u = URLComponents(string: uri), let scheme = u.scheme, scheme == "https" || scheme == "http", let host = u.host else { continue }
                 out.insert("\(scheme)://\(host)" + (u.port.map { ":\($0)" } ?? ""))
