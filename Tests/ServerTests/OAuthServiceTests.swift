@@ -95,7 +95,7 @@ struct OAuthServiceTests {
         #expect(tokens["token_type"]?.stringValue == "Bearer")
         #expect(tokens["refresh_token"]?.stringValue?.hasPrefix("lkor_") == true)
         let idToken = try #require(tokens["id_token"]?.stringValue)
-        let claims = try #require(w.provider.verifiedIdToken(idToken))
+        let claims = try #require(try w.provider.verifiedIdToken(idToken))
         #expect(claims["sub"]?.stringValue == alice.id)
         #expect(claims["nonce"]?.stringValue == "n-1")
         #expect(claims["aud"]?.stringValue == c.id)
@@ -396,6 +396,21 @@ struct OAuthServiceTests {
         }
         w.oauth.fail([])
         #expect(try w.provider.discovery()["issuer"]?.stringValue == w.policy.issuer)
+        // An RS256 hint while the RS256 key cannot be had (no key-encryption key here to seal one):
+        // the server's failure, not a refused hint; a hint that is no token of ours is refused.
+        func part(_ json: String) -> String { Base64URL.encode(Array(json.utf8)) }
+        let rs256 = part(#"{"alg":"RS256","typ":"JWT","kid":"k"}"#) + "." + part(#"{"iss":"\#(w.policy.issuer)"}"#) + "."
+            + Base64URL.encode([UInt8](repeating: 7, count: 256))
+        guard case .page(.lookupFailed, _, 503, _, _) = w.provider.logout(LogoutRequest(parameters: [("id_token_hint", rs256)],
+                                                                                        cookie: nil, acceptLanguage: nil)) else {
+            Issue.record("an RS256 hint whose key cannot be read is a 503")
+            return
+        }
+        guard case .page(.idTokenHintRefused, _, 400, _, _) = w.provider.logout(LogoutRequest(parameters: [("id_token_hint", "a.b.c")],
+                                                                                              cookie: nil, acceptLanguage: nil)) else {
+            Issue.record("a hint that is no id_token of ours is refused")
+            return
+        }
     }
 }
 

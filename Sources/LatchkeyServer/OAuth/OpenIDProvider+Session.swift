@@ -96,7 +96,9 @@ extension OpenIDProvider {
         var hint: JSONValue? = nil
         if let token = f["id_token_hint"] {
             // An expired id_token still names its session (§2: the OP should accept it), up to 30 days old.
-            guard let claims = verifiedIdToken(token) else { return page(.idTokenHintRefused) }
+            let verified: JSONValue?
+            do { verified = try verifiedIdToken(token) } catch { return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1) }
+            guard let claims = verified else { return page(.idTokenHintRefused) }
             guard let iat = claims["iat"]?.doubleValue, Double(runtime.unixTime) - iat <= 30 * 86400 else {
                 return page(.idTokenHintExpired)
             }
@@ -169,12 +171,15 @@ extension OpenIDProvider {
     }
 
     /// One of our id_tokens (ES256 or RS256), its signature and issuer checked; expiry is not.
-    func verifiedIdToken(_ token: String) -> JSONValue? {
+    /// Throws only when the RS256 key an RS256 token needs cannot be read.
+    func verifiedIdToken(_ token: String) throws(OAuthError) -> JSONValue? {
         let now = runtime.unixTime
         if let claims = try? JWT.verify(token, keys: signer.keySet().all, type: "JWT", now: now, leewaySeconds: 10 * 365 * 86400),
            claims["iss"]?.stringValue == issuer { return claims }
-        guard let a = ClientAssertion.parse(token), a.alg == "RS256", let (key, kid) = try? rsa.key(), a.kid == kid,
-              key.publicKey.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256)),
+        guard let a = ClientAssertion.parse(token), a.alg == "RS256" else { return nil }
+        let (key, kid): (PrivateKey, String)
+        do { (key, kid) = try rsa.key() } catch { throw OAuthError.unavailable }
+        guard a.kid == kid, key.publicKey.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256)),
               a.claims["iss"]?.stringValue == issuer else { return nil }
         return a.claims
     }

@@ -168,7 +168,7 @@ public final class OpenIDProvider: Sendable {
         var hintSubject: String? = nil
         if let hint = p["id_token_hint"] {
             // OpenID Connect Core §3.1.2.1: one of our id_tokens (an expired one too) naming the user.
-            guard hint.utf8.count <= 8192, let claims = verifiedIdToken(hint), let sub = claims["sub"]?.stringValue else {
+            guard hint.utf8.count <= 8192, let claims = try verifiedIdToken(hint), let sub = claims["sub"]?.stringValue else {
                 throw OAuthError.invalidRequest("id_token_hint is not an id_token this server issued")
             }
             hintSubject = sub
