@@ -171,6 +171,7 @@ struct ArchitectureTests {
         let conformances: [String: Set<String>] = [
             "Recovery": ["RecoveryStore.swift"],
             "Sessions": ["SessionStore.swift", "RevokedSessions.swift", "SigningKeyStore.swift"],
+            "OAuth": ["OAuthStore.swift", "PostgresOAuthStore.swift", "RSASigningKey.swift"],
         ]
         let repository = try Regex(#"\b(\w+Repository)\b"#)
         var found: [String] = []

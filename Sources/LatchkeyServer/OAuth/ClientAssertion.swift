@@ -110,7 +110,7 @@ extension OpenIDProvider {
         let fresh: Bool
         // Remembered far longer than any assertion it could replay lives (exp ≤ now + 330 s).
         do { fresh = try store.recordAssertion(clientId: client.id, jtiHash: Digest.sha256(Array(checked.jti.utf8)), ttlSeconds: 3700) } catch {
-            throw OAuthError("temporarily_unavailable", "try again")
+            throw OAuthError.unavailable
         }
         guard fresh else { throw OAuthError.invalidClient("client_assertion jti was used before (replay)") }
     }

@@ -65,11 +65,6 @@ struct JWKSFetcher: Sendable {
         self.resolver = resolver
     }
 
-    init(configuration: Configuration, resolver: HostResolver) {
-        self.init(policy: WebhookAddressPolicy(configuration), protocols: configuration.developmentMode ? "http,https" : "https",
-                  caFile: configuration.webhookCAFile, resolver: resolver)
-    }
-
     func fetch(_ uri: String) throws(OAuthError) -> FetchedKeySet {
         let destination: CheckedDestination
         do {
@@ -181,10 +176,6 @@ final class ClientKeySets: Sendable {
         self.fetcher = fetcher
         self.clock = clock
         self.capacity = max(1, capacity)
-    }
-
-    convenience init(configuration: Configuration, runtime: Runtime) {
-        self.init(fetcher: JWKSFetcher(configuration: configuration, resolver: runtime.resolver), clock: runtime.uptime)
     }
 
     /// The keys of `uri`'s set that a JWS with this `kid` may be verified with: those with that

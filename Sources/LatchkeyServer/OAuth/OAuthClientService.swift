@@ -7,17 +7,17 @@ import Storage
 /// `/admin/v1/clients`. The secret is shown once and stored as its SHA-256 (compared in constant time).
 /// Adding a client or a redirect URI weakens security: the admin routes declare the admin's step-up.
 public final class OAuthClientService: Sendable {
-    let store: OAuthRepository
-    let configuration: Configuration
+    let store: any OAuthStore
+    let policy: OAuthPolicy
     let runtime: Runtime
     /// Every client, by id and in order: each OAuth request, the token endpoint's CORS and discovery
     /// look clients up, so they are read at most once a second, and at once after a change anywhere
     /// (the config change feed; migration 20's trigger on `oauth_clients`).
     private let cache: RefreshingCache<(byId: [String: OAuthClientRecord], all: [OAuthClientRecord])>
 
-    init(store: OAuthRepository, configuration: Configuration, runtime: Runtime) {
+    init(store: any OAuthStore, policy: OAuthPolicy, runtime: Runtime) {
         self.store = store
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
         cache = RefreshingCache(maxAge: 1, clock: runtime.uptime)
     }
@@ -36,7 +36,7 @@ public final class OAuthClientService: Sendable {
 
     /// For the command line (`latchkey clients`): straight on the database.
     public convenience init(database: Database, configuration: Configuration) {
-        self.init(store: database.oauth, configuration: configuration, runtime: .system)
+        self.init(store: PostgresOAuthStore(oauth: database.oauth, accounts: database.accounts), policy: OAuthPolicy(configuration), runtime: .system)
     }
 
     /// What a new client is, before it is stored.
@@ -183,14 +183,14 @@ public final class OAuthClientService: Sendable {
             throw ServiceError.invalid("name must be 1…200 printable characters")
         }
         guard !redirectURIs.isEmpty, redirectURIs.count <= 20 else { throw ServiceError.invalid("redirectUris needs 1…20 URIs") }
-        for uri in redirectURIs + postLogout where !RedirectURIs.registrable(uri, isPublic: isPublic, developmentMode: configuration.developmentMode) {
+        for uri in redirectURIs + postLogout where !RedirectURIs.registrable(uri, isPublic: isPublic, developmentMode: policy.developmentMode) {
             throw ServiceError.invalid("\(uri) cannot be a redirect URI (https, or for a public client loopback http://127.0.0.1 or a private-use scheme)")
         }
         for t in types where t.isEmpty || t.utf8.count > 200 { throw ServiceError.invalid("authorizationDetailsTypes holds an empty or over-long type") }
         guard ["ES256", "RS256"].contains(idTokenAlg) else { throw ServiceError.invalid("idTokenSignedResponseAlg must be ES256 or RS256") }
         if let jwksURI {
             // SPEC: a client's jwks_uri is fetched under the webhooks' address rules.
-            try WebhookAddressPolicy(configuration).check(try WebhookURL(parsing: jwksURI))
+            try policy.jwksAddresses.check(try WebhookURL(parsing: jwksURI))
         }
     }
 

@@ -12,8 +12,11 @@ struct OAuthError: Error, Sendable, CustomStringConvertible {
     let description: String
     /// Set on a refusal by a limit (SPEC "Limits"): 429 with `Retry-After`.
     var retryAfter: Int? = nil
-    /// The token endpoint's status: 400, 401 for `invalid_client`, 429 for a limit.
-    var status: Int { retryAfter != nil ? 429 : error == "invalid_client" ? 401 : 400 }
+    /// Set when the store could not answer: a server error (503), never a refusal of the client.
+    var serverSide = false
+    /// The token endpoint's status: 400, 401 for `invalid_client`, 429 for a limit, 503 when the
+    /// store could not answer.
+    var status: Int { serverSide ? 503 : retryAfter != nil ? 429 : error == "invalid_client" ? 401 : 400 }
 
     init(_ error: String, _ description: String) {
         self.error = error
@@ -23,6 +26,12 @@ struct OAuthError: Error, Sendable, CustomStringConvertible {
     static func invalidRequest(_ d: String) -> OAuthError { OAuthError("invalid_request", d) }
     static func invalidGrant(_ d: String) -> OAuthError { OAuthError("invalid_grant", d) }
     static func invalidClient(_ d: String) -> OAuthError { OAuthError("invalid_client", d) }
+    /// The store (or a key it holds) could not answer: RFC 6749 §4.1.2.1's `temporarily_unavailable`, 503.
+    static var unavailable: OAuthError {
+        var e = OAuthError("temporarily_unavailable", "try again")
+        e.serverSide = true
+        return e
+    }
 
     var json: JSONValue { .object([("error", .string(error)), ("error_description", .string(description))]) }
 }

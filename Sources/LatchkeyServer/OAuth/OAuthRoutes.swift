@@ -35,7 +35,7 @@ extension RouteTable {
     mutating func addOAuthRoutes(_ s: Services) {
         let op = s.openID
         add("GET", "/.well-known/openid-configuration", .anyone, accepting: .any) { _ in
-            .json(bytes: op.discovery.serialized(), headers: [("Cache-Control", "public, max-age=300")])
+            .json(bytes: try op.discovery().serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
         let trustProxy = s.configuration.trustProxy
         let address: @Sendable (Request) -> String = { r in Application.clientAddress(r, trustProxy: trustProxy) }
@@ -192,10 +192,11 @@ enum OAuthEdge {
 
 extension OAuthError {
     /// RFC 6749 §5.2: JSON; `invalid_client` 401 with `WWW-Authenticate`; a limit 429 with
-    /// `Retry-After`; `server_error` 503.
+    /// `Retry-After`; `server_error`, and a store that could not answer, 503.
     var tokenResponse: Response {
         var headers = OAuthEdge.noStore
         if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
+        else if serverSide { headers.append(("Retry-After", "1")) }
         else if error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
         return .json(status: error == "server_error" ? 503 : status, bytes: json.serialized(), headers: headers)
     }

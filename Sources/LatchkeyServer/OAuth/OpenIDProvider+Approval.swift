@@ -58,7 +58,7 @@ extension OpenIDProvider {
         if let browser {
             let standing = try sessions.standing(browser)
             var username = browser.username
-            if username == nil { username = try storage { () throws(StorageError) in try accounts.user(id: browser.userId) }?.username }
+            if username == nil { username = try storage { () throws(StorageError) in try store.username(userId: browser.userId) } }
             signedIn = .object([("username", .string(username ?? "")), ("authTime", .string(iso8601(standing.authTime)))])
         }
         return .object([
@@ -154,8 +154,8 @@ extension OpenIDProvider {
         let approvers = OAuthApprovers(familyId: caller.sessionId, sessionCredential: standing.credentialId, stepUpJTI: approval?.redemption?.jti)
         let finished = try storage { () throws(StorageError) in
             try store.finish(requestHash: OpaqueSecret.hash(id),
-                             code: (OpaqueSecret.hash(code), client.id, caller.userId, grant, Self.codeTTL),
-                             approvers: approvers, consent: scopes,
+                             code: (OpaqueSecret.hash(code), client.id, caller.userId, grant, policy.codeTTL),
+                             approvers: approvers, consent: scopes, usingUpPushed: nil,
                              redeeming: approval?.redemption, audit: audit, events: [event])
         }
         guard finished else { throw ServiceError.notFound("authorization request") }
@@ -191,7 +191,8 @@ extension OpenIDProvider {
         let event = events.event(.oauthDenied, userId: caller.userId, data: data)
         let audit = AuditRecord(.oauthDenied, actor: caller.userId, subject: caller.userId, detail: data)
         guard try storage({ () throws(StorageError) in
-            try store.finish(requestHash: OpaqueSecret.hash(id), code: nil, redeeming: nil, audit: audit, events: [event])
+            try store.finish(requestHash: OpaqueSecret.hash(id), code: nil, approvers: nil, consent: nil, usingUpPushed: nil,
+                             redeeming: nil, audit: audit, events: [event])
         }) else { throw ServiceError.notFound("authorization request") }
         metrics.oauth(client: client.id, outcome: "denied")
         let params = [("error", "access_denied"), ("error_description", "the user refused the request")]

@@ -86,7 +86,7 @@ extension OpenIDProvider: BrowserSessions {
                 throw ServiceError(.recoveryPending, "this passkey was added by a recovery and approves nothing until \(iso8601(hold))")
             }
             let session = NewSession(familyId: runtime.sessionIdentifier(), userId: login.user.id, refreshHash: cookie.hash,
-                                     ttlSeconds: configuration.opSessionTTL, method: .passkey, credentialId: login.credential.id,
+                                     ttlSeconds: policy.opSessionTTL, method: .passkey, credentialId: login.credential.id,
                                      authTime: now, browser: true)
             return .browserSession(session, recording: login.outcome.use, replacing: replaced,
                                    audit: [AuditRecord(.passkeyLogin, actor: login.user.id, subject: login.user.id,

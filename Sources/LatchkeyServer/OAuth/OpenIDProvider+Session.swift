@@ -7,7 +7,7 @@ import Tokens
 /// Discovery, userinfo, RP-initiated logout and revocation (SPEC "OpenID Provider").
 extension OpenIDProvider {
     /// `GET /.well-known/openid-configuration` (OpenID Connect Discovery 1.0 §3).
-    var discovery: JSONValue {
+    func discovery() throws(ServiceError) -> JSONValue {
         let base = issuer
         func list(_ items: [String]) -> JSONValue { .array(items.map { .string($0) }) }
         return .object([
@@ -29,7 +29,7 @@ extension OpenIDProvider {
             // step-up tokens are accepted in acr_values as aliases, not listed.
             ("acr_values_supported", list(OpenIDACR.supported)),
             ("prompt_values_supported", list(["none", "login", "consent"])),
-            ("authorization_details_types_supported", list(authorizationDetailsTypes)),
+            ("authorization_details_types_supported", list(try authorizationDetailsTypes())),
             ("authorization_response_iss_parameter_supported", .bool(true)),
             ("require_pushed_authorization_requests", .bool(false)),
             ("claims_parameter_supported", .bool(false)), ("request_parameter_supported", .bool(false)),
@@ -40,8 +40,8 @@ extension OpenIDProvider {
     }
 
     /// Every type some client may ask for.
-    var authorizationDetailsTypes: [String] {
-        Array(Set(((try? clients.list()) ?? []).flatMap(\.authorizationDetailsTypes))).sorted()
+    func authorizationDetailsTypes() throws(ServiceError) -> [String] {
+        Array(Set(try clients.list().flatMap(\.authorizationDetailsTypes))).sorted()
     }
 
     /// The JWKS: the ES256 keys and the RS256 key.
@@ -70,7 +70,7 @@ extension OpenIDProvider {
         guard scopes.contains("openid") else { throw OAuthError("insufficient_scope", "the token has no openid scope") }
         let found: (user: UserRecord, email: String?)?
         do { found = try store.userinfo(userId: sub, sessionId: claims["sid"]?.stringValue ?? "") } catch {
-            throw OAuthError("temporarily_unavailable", "try again")
+            throw OAuthError.unavailable
         }
         guard let (user, email) = found else { throw OAuthError("invalid_token", "the session or the account is gone") }
         var members: [(key: String, value: JSONValue)] = [("sub", .string(sub))]
@@ -96,16 +96,20 @@ extension OpenIDProvider {
         var hint: JSONValue? = nil
         if let token = f["id_token_hint"] {
             // An expired id_token still names its session (§2: the OP should accept it), up to 30 days old.
-            guard let claims = verifiedIdToken(token) else { return page(.idTokenHintRefused) }
+            let verified: JSONValue?
+            do { verified = try verifiedIdToken(token) } catch { return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1) }
+            guard let claims = verified else { return page(.idTokenHintRefused) }
             guard let iat = claims["iat"]?.doubleValue, Double(runtime.unixTime) - iat <= 30 * 86400 else {
                 return page(.idTokenHintExpired)
             }
             hint = claims
-            client = claims["aud"]?.stringValue.flatMap { try? clients.client(id: $0) } ?? nil
+            if let audience = claims["aud"]?.stringValue {
+                do { client = try clients.client(id: audience) } catch { return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1) }
+            }
         }
         if let named = f["client_id"] {
             guard client == nil || client?.id == named else { return page(.clientIdMismatch) }
-            client = (try? clients.client(id: named)) ?? nil
+            do { client = try clients.client(id: named) } catch { return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1) }
         }
         if let target = f["post_logout_redirect_uri"] {
             guard let client, client.postLogoutRedirectURIs.contains(target) else {
@@ -131,7 +135,9 @@ extension OpenIDProvider {
             }
             cookieSession = outcome.cookieSession
         } else if let cookie, client != nil {
-            cookieSession = (try? caller(cookie: cookie))??.caller.sessionId
+            do { cookieSession = try caller(cookie: cookie)?.caller.sessionId } catch {
+                return .page(.lookupFailed, lang: lang, status: 503, retryAfter: 1)
+            }
         }
         // An OP session the hint was not issued for ends only when the person says so.
         if !confirmed, let cookieSession, !revoked.contains(cookieSession), let client {
@@ -165,12 +171,15 @@ extension OpenIDProvider {
     }
 
     /// One of our id_tokens (ES256 or RS256), its signature and issuer checked; expiry is not.
-    func verifiedIdToken(_ token: String) -> JSONValue? {
+    /// Throws only when the RS256 key an RS256 token needs cannot be read.
+    func verifiedIdToken(_ token: String) throws(OAuthError) -> JSONValue? {
         let now = runtime.unixTime
         if let claims = try? JWT.verify(token, keys: signer.keySet().all, type: "JWT", now: now, leewaySeconds: 10 * 365 * 86400),
            claims["iss"]?.stringValue == issuer { return claims }
-        guard let a = ClientAssertion.parse(token), a.alg == "RS256", let (key, kid) = try? rsa.key(), a.kid == kid,
-              key.publicKey.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256)),
+        guard let a = ClientAssertion.parse(token), a.alg == "RS256" else { return nil }
+        let (key, kid): (PrivateKey, String)
+        do { (key, kid) = try rsa.key() } catch { throw OAuthError.unavailable }
+        guard a.kid == kid, key.publicKey.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256)),
               a.claims["iss"]?.stringValue == issuer else { return nil }
         return a.claims
     }
@@ -182,7 +191,7 @@ extension OpenIDProvider {
         guard let token = request.form["token"], !token.isEmpty else { throw OAuthError.invalidRequest("token is required") }
         let ended: [String]
         do { ended = try store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id) } catch {
-            throw OAuthError("temporarily_unavailable", "try again")
+            throw OAuthError.unavailable
         }
         if !ended.isEmpty {
             revoked.insert(ended)
@@ -193,10 +202,14 @@ extension OpenIDProvider {
     /// The endpoints a browser app (a public client) calls itself.
     static let corsPaths: Set<String> = ["/oauth2/token", "/oauth2/revoke", "/oauth2/userinfo", "/.well-known/openid-configuration"]
 
-    /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs.
+    /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs. CORS fails
+    /// closed: while the clients cannot be read no origin is named (the request itself then fails
+    /// on its own read), which refuses a browser nothing the route would have granted.
     func publicClientOrigins() -> Set<String> {
         var out: Set<String> = []
-        for client in (try? clients.list()) ?? [] where client.isPublic {
+        let all: [OAuthClientRecord]
+        do { all = try clients.list() } catch { return [] }
+        for client in all where client.isPublic {
             for uri in client.redirectURIs {
                 guard let u = URLComponents(string: uri), let scheme = u.scheme, scheme == "https" || scheme == "http", let host = u.host else { continue }
                 out.insert("\(scheme)://\(host)" + (u.port.map { ":\($0)" } ?? ""))

@@ -14,9 +14,11 @@ extension OpenIDProvider {
     /// the request came from is used up by the statement that issues the code.
     func silentSignIn(_ p: JSONValue, client: OAuthClientRecord, cookie: String?, usingUpPushed pushed: [UInt8]? = nil) throws(OAuthError) -> String {
         let loginRequired = OAuthError("login_required", "the user must sign in with a passkey")
-        guard let cookie, cookie.hasPrefix(Self.browserCookiePrefix), cookie.utf8.count <= 128,
-              let session = try? store.browserSession(cookieHash: OpaqueSecret.hash(cookie)), !revoked.contains(session.familyId),
-              session.credentialId != nil, (session.passkeyApprovesFrom.map { $0 <= runtime.now() } ?? true) else { throw loginRequired }
+        guard let cookie, cookie.hasPrefix(Self.browserCookiePrefix), cookie.utf8.count <= 128 else { throw loginRequired }
+        let found: BrowserSessionRecord?
+        do { found = try store.browserSession(cookieHash: OpaqueSecret.hash(cookie), withRequest: nil)?.session } catch { throw OAuthError.unavailable }
+        guard let session = found, !revoked.contains(session.familyId), session.credentialId != nil,
+              (session.passkeyApprovesFrom.map { $0 <= runtime.now() } ?? true) else { throw loginRequired }
         if let maxAge = p["max_age"]?.intValue, runtime.now().timeIntervalSince(session.authTime) > Double(maxAge) { throw loginRequired }
         let authentication = AuthenticationClaims.passkey(userVerified: true, hardware: session.hardware).openID
         guard OpenIDACR.satisfies(authentication.acr, requested: p["acr_values"]?.stringValue) else { throw loginRequired }
@@ -34,10 +36,10 @@ extension OpenIDProvider {
         let audit = AuditRecord(.oauthAuthorized, actor: session.userId, subject: session.userId, detail: data + [("silent", true)])
         let issued: Bool
         do {
-            issued = try store.finish(requestHash: nil, code: (OpaqueSecret.hash(code), client.id, session.userId, grant, Self.codeTTL),
+            issued = try store.finish(requestHash: nil, code: (OpaqueSecret.hash(code), client.id, session.userId, grant, policy.codeTTL),
                                       approvers: OAuthApprovers(familyId: session.familyId, sessionCredential: session.credentialId, stepUpJTI: nil),
                                       consent: scopes, usingUpPushed: pushed, redeeming: nil, audit: audit, events: [event])
-        } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        } catch { throw OAuthError.unavailable }
         guard issued else { throw OAuthError("consent_required", "the user has not approved these scopes for this app") }
         return code
     }

@@ -50,7 +50,9 @@ extension OpenIDProvider {
     }
 
     func authenticate(id: String, proof: ClientProof) throws(OAuthError) -> OAuthClientRecord {
-        guard let client = try? clients.client(id: id) else { throw OAuthError.invalidClient("unknown client") }
+        let found: OAuthClientRecord?
+        do { found = try clients.client(id: id) } catch { throw OAuthError.unavailable }
+        guard let client = found else { throw OAuthError.invalidClient("unknown client") }
         // SPEC "Client authentication": the method the client was registered with, and no other.
         guard proof.method == client.authMethod else {
             throw OAuthError.invalidClient(client.authMethod == .none ? "this client is public: it sends client_id alone"
@@ -103,11 +105,11 @@ extension OpenIDProvider {
                 hash: OpaqueSecret.hash(code),
                 presented: .init(clientId: client.id, redirectURI: redirectURI, verifierChallenge: verifierChallenge,
                                  pkceOptional: !client.pkceRequired),
-                familyId: familyId, refreshHash: refresh.hash, ttlSeconds: configuration.refreshTokenTTL,
+                familyId: familyId, refreshHash: refresh.hash, ttlSeconds: policy.refreshTokenTTL,
                 replayAudit: AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id),
                 issuedAudit: AuditRecord(.oauthTokenIssued, actor: AuditActor.server, subject: nil,
                                          detail: [("clientId", .string(client.id)), ("grant", "authorization_code"), ("sessionId", .string(familyId))]))
-        } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        } catch { throw OAuthError.unavailable }
         let record: OAuthCodeRecord
         switch outcome {
         case .started(let r): record = r
@@ -136,9 +138,9 @@ extension OpenIDProvider {
         let outcome: OAuthRefreshOutcome
         do {
             outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, scope: asked,
-                                       ttlSeconds: configuration.refreshTokenTTL,
+                                       ttlSeconds: policy.refreshTokenTTL,
                                        reuseAudit: AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id))
-        } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        } catch { throw OAuthError.unavailable }
         switch outcome {
         case .invalid: throw OAuthError.invalidGrant("the refresh token is invalid, expired or revoked")
         case .scopeExceeded: throw OAuthError("invalid_scope", "scope exceeds the grant")
@@ -158,7 +160,7 @@ extension OpenIDProvider {
     func issue(client: OAuthClientRecord, userId: String, familyId: String, grant g: JSONValue, scopes: [String],
                refreshToken: String?, idToken: Bool, carriesApproval: Bool) throws(OAuthError) -> JSONValue {
         let now = runtime.unixTime
-        let ttl = min(configuration.accessTokenTTL, 300)
+        let ttl = policy.accessTokenTTL
         // SPEC "Tokens": only the code exchange's access token carries the approved details and the
         // step-up's receipt; a refresh never does (an approval is used once).
         var details: JSONValue? = nil
@@ -170,15 +172,15 @@ extension OpenIDProvider {
                                        scope: scopes, issuedAt: now, lifetime: Int64(ttl), jwtId: runtime.identifier(), sessionId: familyId,
                                        authentication: authentication, authorizationDetails: details, receiptId: g["receipt_id"]?.stringValue)
         var body: [(key: String, value: JSONValue)] = []
-        do { body.append(("access_token", .string(try signer.sign(access)))) } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
+        do { body.append(("access_token", .string(try signer.sign(access)))) } catch { throw OAuthError.unavailable }
         body += [("token_type", "Bearer"), ("expires_in", .number(Double(ttl))), ("scope", .string(scopes.joined(separator: " ")))]
         if idToken {
-            let claims = IDTokenClaims(issuer: issuer, subject: userId, clientId: client.id, issuedAt: now, lifetime: Int64(Self.idTokenTTL),
+            let claims = IDTokenClaims(issuer: issuer, subject: userId, clientId: client.id, issuedAt: now, lifetime: Int64(policy.idTokenTTL),
                                        sessionId: g["op_sid"]?.stringValue ?? familyId, authentication: authentication,
                                        nonce: carriesApproval ? g["nonce"]?.stringValue : nil)
             do {
                 body.append(("id_token", .string(client.idTokenAlg == "RS256" ? try rsa.sign(claims) : try signer.sign(claims))))
-            } catch { throw OAuthError("temporarily_unavailable", "no signing key") }
+            } catch { throw OAuthError.unavailable }
         }
         if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
         if let details { body.append(("authorization_details", details)) }

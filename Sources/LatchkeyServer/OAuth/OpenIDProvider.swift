@@ -5,19 +5,18 @@ import Storage
 import Tokens
 
 /// The OpenID Provider (SPEC "OpenID Provider"): authorization requests (and PAR), the page's
-/// approve/deny, the token endpoint, userinfo, logout and revocation. Every piece of state is in
-/// PostgreSQL (`OAuthRepository`), so any instance finishes what another began.
+/// approve/deny, the token endpoint, userinfo, logout and revocation. Every piece of state is in its
+/// store (`OAuthStore`: PostgreSQL in the server), so any instance finishes what another began.
 public final class OpenIDProvider: Sendable {
-    let store: OAuthRepository
+    let store: any OAuthStore
     let clients: OAuthClientService
     let sessions: SessionService
-    let accounts: AccountRepository
     let signer: TokenSigner
     let events: OutboxEvents
     let metrics: Metrics
-    let configuration: Configuration
+    let policy: OAuthPolicy
     let runtime: Runtime
-    let revoked: RevokedSessions
+    let revoked: any OAuthRevocations
     /// The RSA key for clients that registered `RS256` id_tokens (OpenID Discovery requires it listed).
     let rsa: RSASigningKey
     /// The passkey sign-in the `/authorize` page's OP session begins with.
@@ -30,48 +29,37 @@ public final class OpenIDProvider: Sendable {
     /// Failed client authentications per client id and address (SPEC "Limits").
     let clientAuthFailures: ClientAuthFailures
 
-    static let requestTTL = 600
-    static let pushedTTL = 60
-    static let codeTTL = 60
-    static let idTokenTTL = 600
     static let requestPrefix = "lkq_"
-    /// SPEC "Limits": pending authorization requests one client address stores a minute (with
-    /// `LATCHKEY_RATE_LIMIT` on), and one client in all.
-    static let pendingPerAddressPerMinute = 30
-    static let pendingPerClient = 10_000
     static let requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
 
-    init(store: OAuthRepository, clients: OAuthClientService, sessions: SessionService, accounts: AccountRepository,
-         signer: TokenSigner, rsa: RSASigningKey, events: OutboxEvents, metrics: Metrics,
-         configuration: Configuration, runtime: Runtime, revoked: RevokedSessions, passkeys: any PasskeySignIn, keys: KeyRepository) {
+    init(store: any OAuthStore, clients: OAuthClientService, sessions: SessionService, signer: TokenSigner, rsa: RSASigningKey,
+         events: OutboxEvents, metrics: Metrics, policy: OAuthPolicy, runtime: Runtime, revoked: any OAuthRevocations,
+         passkeys: any PasskeySignIn, requestIds: DeploymentSecret) {
         self.store = store
         self.passkeys = passkeys
-        cookie = OPSessionCookie(issuer: configuration.issuer, ttlSeconds: configuration.opSessionTTL)
+        cookie = OPSessionCookie(issuer: policy.issuer, ttlSeconds: policy.opSessionTTL)
         self.clients = clients
         self.sessions = sessions
-        self.accounts = accounts
         self.signer = signer
         self.rsa = rsa
         self.events = events
         self.metrics = metrics
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
         self.revoked = revoked
-        clientKeys = ClientKeySets(configuration: configuration, runtime: runtime)
+        clientKeys = ClientKeySets(fetcher: policy.jwksFetcher(resolver: runtime.resolver), clock: runtime.uptime)
         clientAuthFailures = ClientAuthFailures(clock: runtime.uptime)
-        requestIds = DeploymentSecret(name: "oauth-request-ids", keys: keys, runtime: runtime)
+        self.requestIds = requestIds
     }
 
-    var issuer: String { configuration.issuer }
+    var issuer: String { policy.issuer }
 
     func requestIdKey() throws(OAuthError) -> [UInt8] {
-        do { return try requestIds.value() } catch { throw OAuthError("temporarily_unavailable", "try again") }
+        do { return try requestIds.value() } catch { throw OAuthError.unavailable }
     }
 
     /// The web app's origin: where `/authorize` lives (SPEC: `<first web origin>/authorize?request=…`).
-    var webOrigin: String {
-        configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? issuer
-    }
+    var webOrigin: String { policy.webOrigin }
 
     // MARK: Pages that never redirect
 
@@ -105,10 +93,12 @@ public final class OpenIDProvider: Sendable {
         if let requestURI = fields["request_uri"] {
             // RFC 9126 §4: the pushed request stands for every parameter but client_id. It is read
             // here and used up by the statement that stores what it stands for (§2.2: one use).
-            guard requestURI.hasPrefix(Self.requestURIPrefix),
-                  let pushed = try? store.pushed(hash: OpaqueSecret.hash(requestURI), clientId: client.id) else {
-                return page(.requestURIUnknown)
+            guard requestURI.hasPrefix(Self.requestURIPrefix) else { return page(.requestURIUnknown) }
+            let found: OAuthRequestRecord?
+            do { found = try store.pushed(hash: OpaqueSecret.hash(requestURI), clientId: client.id) } catch {
+                return page(.lookupFailed, status: 503)
             }
+            guard let pushed = found else { return page(.requestURIUnknown) }
             pushedHash = OpaqueSecret.hash(requestURI)
             params = [:]
             for (k, v) in pushed.params.objectValue ?? [] { if let s = v.stringValue { params[k] = s } }
@@ -135,11 +125,11 @@ public final class OpenIDProvider: Sendable {
             let stored: OAuthRequestStore
             do {
                 stored = try store.storeAuthorizationRequest(
-                    hash: OpaqueSecret.hash(id), clientId: client.id, params: checked, ttlSeconds: Self.requestTTL,
+                    hash: OpaqueSecret.hash(id), clientId: client.id, params: checked, ttlSeconds: policy.requestTTL,
                     clientAddress: request.clientAddress,
-                    perAddressPerMinute: configuration.rateLimit > 0 ? Self.pendingPerAddressPerMinute : nil, perClient: Self.pendingPerClient,
+                    perAddressPerMinute: policy.pendingPerAddressPerMinute, perClient: policy.pendingPerClient,
                     usingUpPushed: pushedHash)
-            } catch { throw OAuthError("temporarily_unavailable", "try again") }
+            } catch { throw OAuthError.unavailable }
             guard stored != .pushedGone else { return page(.requestURIUnknown) }
             guard stored != .limited else { return .page(.tooManyRequests, lang: lang, status: 429, retryAfter: 60) }
             return .redirect(webOrigin + "/authorize?request=" + id)
@@ -178,7 +168,7 @@ public final class OpenIDProvider: Sendable {
         var hintSubject: String? = nil
         if let hint = p["id_token_hint"] {
             // OpenID Connect Core §3.1.2.1: one of our id_tokens (an expired one too) naming the user.
-            guard hint.utf8.count <= 8192, let claims = verifiedIdToken(hint), let sub = claims["sub"]?.stringValue else {
+            guard hint.utf8.count <= 8192, let claims = try verifiedIdToken(hint), let sub = claims["sub"]?.stringValue else {
                 throw OAuthError.invalidRequest("id_token_hint is not an id_token this server issued")
             }
             hintSubject = sub
@@ -193,7 +183,7 @@ public final class OpenIDProvider: Sendable {
             details = try AuthorizationDetails.parse(text, allowed: client.authorizationDetailsTypes)
         }
         if let resource = p["resource"] {
-            guard let u = URLComponents(string: resource), u.scheme == "https" || (configuration.developmentMode && u.scheme == "http"),
+            guard let u = URLComponents(string: resource), u.scheme == "https" || (policy.developmentMode && u.scheme == "http"),
                   u.fragment == nil, !(u.host ?? "").isEmpty else {
                 throw OAuthError("invalid_target", "resource must be an absolute https URI without a fragment")
             }
@@ -228,9 +218,9 @@ public final class OpenIDProvider: Sendable {
         let uri = Self.requestURIPrefix + Base64URL.encode(runtime.random(32))
         let stored = JSONValue.object(params.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
         do {
-            try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: stored, ttlSeconds: Self.pushedTTL)
-        } catch { throw OAuthError("temporarily_unavailable", "try again") }
-        return .object([("request_uri", .string(uri)), ("expires_in", .number(Double(Self.pushedTTL)))])
+            try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: stored, ttlSeconds: policy.pushedTTL)
+        } catch { throw OAuthError.unavailable }
+        return .object([("request_uri", .string(uri)), ("expires_in", .number(Double(policy.pushedTTL)))])
     }
 }
 

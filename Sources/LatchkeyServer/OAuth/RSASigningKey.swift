@@ -8,12 +8,12 @@ import Tokens
 /// §3 requires RS256 listed). Made once by whichever instance needs it first, sealed under the KEK
 /// like the ES256 keys, shared through PostgreSQL, and published in the JWKS beside them.
 final class RSASigningKey: Sendable {
-    let keys: KeyRepository
+    let keys: any RSAKeySource
     let sealer: SecretSealer
     private let cached = Mutex<(key: PrivateKey, kid: String)?>(nil)
     static let name = "oidc-rs256-signing-key"
 
-    init(keys: KeyRepository, sealer: SecretSealer) {
+    init(keys: any RSAKeySource, sealer: SecretSealer) {
         self.keys = keys
         self.sealer = sealer
     }
@@ -63,3 +63,12 @@ final class RSASigningKey: Sendable {
         }
     }
 }
+
+/// Where the sealed RS256 key is kept (`KeyRepository`'s `server_secrets`, or a test's memory): a
+/// secret created empty by the first `secret(named:candidate: [])`, then filled once.
+protocol RSAKeySource: DeploymentSecretSource {
+    /// Sets the secret `name` to `value` only while it is still empty: the first instance to fill it wins.
+    func replaceEmptySecret(named name: String, with value: [UInt8]) throws(StorageError)
+}
+
+extension KeyRepository: RSAKeySource {}

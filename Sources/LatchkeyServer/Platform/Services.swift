@@ -98,12 +98,13 @@ public final class Services: Sendable {
         users = UserAdministration(admins: database.admins, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
         webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                   metrics: metrics, configuration: configuration, runtime: runtime)
-        oauthClients = OAuthClientService(store: database.oauth, configuration: configuration, runtime: runtime)
-        openID = OpenIDProvider(store: database.oauth, clients: oauthClients, sessions: sessions, accounts: database.accounts,
-                                signer: signer,
+        let oauthStore = PostgresOAuthStore(oauth: database.oauth, accounts: database.accounts)
+        let oauthPolicy = OAuthPolicy(configuration)
+        oauthClients = OAuthClientService(store: oauthStore, policy: oauthPolicy, runtime: runtime)
+        openID = OpenIDProvider(store: oauthStore, clients: oauthClients, sessions: sessions, signer: signer,
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
-                                events: events, metrics: metrics, configuration: configuration, runtime: runtime, revoked: revokedSessions,
-                                passkeys: passkeys, keys: database.keys)
+                                events: events, metrics: metrics, policy: oauthPolicy, runtime: runtime, revoked: revokedSessions,
+                                passkeys: passkeys, requestIds: DeploymentSecret(name: "oauth-request-ids", keys: database.keys, runtime: runtime))
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID)
     }

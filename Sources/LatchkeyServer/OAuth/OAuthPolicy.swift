@@ -1,0 +1,48 @@
+import Foundation
+
+/// The OpenID Provider's settings, read once from the `Configuration` (SPEC "OpenID Provider",
+/// "Tokens", "Limits"): what the provider and its clients decide with, and nothing else.
+struct OAuthPolicy: Sendable {
+    /// `iss` of every token and authorization response, and the base of the endpoints.
+    var issuer: String
+    /// Where `/authorize` lives (SPEC: `<first web origin>/authorize?request=…`): the first http(s)
+    /// origin, else the issuer.
+    var webOrigin: String
+    /// The OP browser session's lifetime (its cookie's too).
+    var opSessionTTL: Int
+    /// An OAuth session's refresh token, from its last rotation.
+    var refreshTokenTTL: Int
+    /// An OAuth access token's lifetime: the server's, at most 300 s.
+    var accessTokenTTL: Int
+    var idTokenTTL = 600
+    /// A pending authorization request, a pushed one (RFC 9126 §2.2 `expires_in`), a code.
+    var requestTTL = 600
+    var pushedTTL = 60
+    var codeTTL = 60
+    /// SPEC "Limits": pending authorization requests one client address stores a minute (nil: no
+    /// such limit, with `LATCHKEY_RATE_LIMIT` off), and one client in all.
+    var pendingPerAddressPerMinute: Int?
+    var pendingPerClient = 10_000
+    /// Development mode: `http` resources and redirect URIs on loopback.
+    var developmentMode: Bool
+    /// Where a client's `jwks_uri` may point and be fetched from (the webhooks' address rules).
+    var jwksAddresses: WebhookAddressPolicy
+    var jwksCAFile: String?
+
+    init(_ configuration: Configuration) {
+        issuer = configuration.issuer
+        webOrigin = configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? configuration.issuer
+        opSessionTTL = configuration.opSessionTTL
+        refreshTokenTTL = configuration.refreshTokenTTL
+        accessTokenTTL = min(configuration.accessTokenTTL, 300)
+        pendingPerAddressPerMinute = configuration.rateLimit > 0 ? 30 : nil
+        developmentMode = configuration.developmentMode
+        jwksAddresses = WebhookAddressPolicy(configuration)
+        jwksCAFile = configuration.webhookCAFile
+    }
+
+    /// The fetch of clients' JWKS under these rules.
+    func jwksFetcher(resolver: HostResolver) -> JWKSFetcher {
+        JWKSFetcher(policy: jwksAddresses, protocols: developmentMode ? "http,https" : "https", caFile: jwksCAFile, resolver: resolver)
+    }
+}
