@@ -92,6 +92,14 @@ class Renderer:
             out.append("| " + " | ".join(str(c).replace("\n", " ").replace("|", "\\|") for c in row) + " |")
         return out
 
+    @staticmethod
+    def common_status(response):
+        """A common response's status: a problem's `status` const, or an OAuth error's `x-status`."""
+        if "x-status" in response:
+            return response["x-status"]
+        schema = next(iter(response["content"].values()))["schema"] if response.get("content") else None
+        return schema and schema["allOf"][1]["properties"]["status"]["const"]
+
     def response_codes(self, response):
         response = self.resolve(response)
         for media, content in response.get("content", {}).items():
@@ -176,8 +184,7 @@ class Renderer:
             out.append("")
         out += ["## Common responses", ""]
         out += self.table(["name", "status", "meaning", "codes"],
-                          [(name, r["content"] and next(iter(r["content"].values()))["schema"]["allOf"][1]["properties"]["status"]["const"],
-                            r["description"], self.response_codes(r)[1]) for name, r in self.responses.items()])
+                          [(name, self.common_status(r), r["description"], self.response_codes(r)[1]) for name, r in self.responses.items()])
         out.append("")
         return "\n".join(out)
 
