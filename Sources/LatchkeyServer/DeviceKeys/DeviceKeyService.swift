@@ -18,6 +18,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     let store: any DeviceKeyStore
     let trust: any AttestationPolicySource
     let events: OutboxEvents
+    /// The relying party the ceremonies are bound to (its rpId is taken from here alone).
+    let relyingParty: RelyingParty
     let configuration: Configuration
     let runtime: Runtime
     let enrolment: DeviceKeyEnrolmentCeremony
@@ -26,7 +28,8 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     let revoked: any SessionRevocations
 
     init(store: any DeviceKeyStore, trust: any AttestationPolicySource, events: OutboxEvents,
-         configuration: Configuration, runtime: Runtime, revoked: any SessionRevocations) {
+         relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime, revoked: any SessionRevocations) {
+        self.relyingParty = relyingParty
         self.revoked = revoked
         self.store = store
         self.trust = trust
@@ -41,7 +44,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     func enrolmentChallenge(userId: String) throws(ServiceError) -> JSONValue {
         let (options, state) = enrolment.begin(userId: userId)
         try storage { () throws(StorageError) in
-            try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: configuration.rpId,
+            try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
                                       state: state.encoded(), ttlSeconds: configuration.challengeTTL)
         }
         return .object([("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
@@ -56,7 +59,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
 
         // The challenge is used up from here on, whatever happens next.
         let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
-        let stored = try CeremonyRules.live(found, kind: .deviceKeyEnrolment, rpId: configuration.rpId)
+        let stored = try CeremonyRules.live(found, kind: .deviceKeyEnrolment, rpId: relyingParty.id)
         let state: DeviceKeyEnrolmentState
         do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
         let proven = try verifyEnrolment(input, state: state)

@@ -40,7 +40,7 @@ extension PasskeyService {
 
     func sealedChallenge(_ state: SealedAuthentication) throws(ServiceError) -> [UInt8] {
         guard let plaintext = state.plaintext() else { throw ServiceError(.internalError, "an account id too long to seal") }
-        return try seal.seal(plaintext, rpId: configuration.rpId)
+        return try seal.seal(plaintext, rpId: relyingParty.id)
     }
 
     /// Shapes real passkeys have in `allowCredentials`: credential id lengths common among passkey

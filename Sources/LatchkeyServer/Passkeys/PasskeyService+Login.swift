@@ -26,9 +26,9 @@ extension PasskeyService {
         let parsed: ParsedAuthentication
         do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
         let sealed = try SealedAuthentication(plaintext: seal.open(parsed.clientData.challenge, plaintextLength: SealedAuthentication.plaintextLength,
-                                                                   rpId: configuration.rpId))
+                                                                   rpId: relyingParty.id))
         guard sealed.expiresAt > runtime.now() else { throw ServiceError(.challengeInvalid, "challenge expired") }
-        let state = AuthenticationState(challenge: parsed.clientData.challenge, rpId: configuration.rpId, userVerification: sealed.userVerification,
+        let state = AuthenticationState(challenge: parsed.clientData.challenge, rpId: relyingParty.id, userVerification: sealed.userVerification,
                                         account: sealed.account, allowedCredentials: nil)
         // Everything the decision needs from memory is at hand before the transaction begins.
         let policy = currentPolicy(conformance: conformance)
@@ -80,7 +80,7 @@ extension PasskeyService {
             // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
             // tells the client to have the passkey provider drop that credential.
             var miss = ServiceError(.credentialUnknown, "no such passkey")
-            miss.members = [("signal", Signals.unknownCredential(rpId: configuration.rpId, credentialId: parsed.response.rawId))]
+            miss.members = [("signal", Signals.unknownCredential(rpId: relyingParty.id, credentialId: parsed.response.rawId))]
             throw refuse(miss)
         }
         // Username-first: the credential must belong to the account the options were for (§7.2 step 5).

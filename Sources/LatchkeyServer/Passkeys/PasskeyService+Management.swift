@@ -30,7 +30,7 @@ extension PasskeyService {
     }
 
     func signals(_ account: AccountPasskeys) -> JSONValue {
-        Signals.current(rpId: configuration.rpId, user: account.user, credentialIds: account.credentials.map(\.id))
+        Signals.current(rpId: relyingParty.id, user: account.user, credentialIds: account.credentials.map(\.id))
     }
 
     /// The renamed passkey's JSON, plus `signals` (SPEC "Signal API": the new name reaches the

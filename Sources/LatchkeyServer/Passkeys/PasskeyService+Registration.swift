@@ -130,7 +130,7 @@ extension PasskeyService {
         let (options, _) = registration.begin(
             user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
             purpose: purpose, excludeCredentials: existing, request: ceremonyRequest, conditional: conditional,
-            challenge: try seal.seal(plaintext, rpId: configuration.rpId))
+            challenge: try seal.seal(plaintext, rpId: relyingParty.id))
         return options.json
     }
 
@@ -148,7 +148,7 @@ extension PasskeyService {
         guard length >= SealedRegistration.fixedLength, length <= SealedRegistration.maxPlaintextLength else {
             throw ServiceError(.challengeInvalid, "unknown challenge")
         }
-        return try SealedRegistration(plaintext: seal.open(challenge, plaintextLength: length, rpId: configuration.rpId))
+        return try SealedRegistration(plaintext: seal.open(challenge, plaintextLength: length, rpId: relyingParty.id))
     }
 
     /// SPEC "Rules that must hold" → Challenges: the challenge opened, then one read
@@ -251,7 +251,7 @@ extension PasskeyService {
         } else {
             throw ServiceError(.challengeInvalid, "the ceremony's account no longer exists")
         }
-        let state = RegistrationState(challenge: parsed.clientData.challenge, rpId: configuration.rpId, userVerification: sealed.userVerification,
+        let state = RegistrationState(challenge: parsed.clientData.challenge, rpId: relyingParty.id, userVerification: sealed.userVerification,
                                       algorithms: sealed.conformanceAlgorithms ? Self.conformanceAlgorithms : Self.offeredAlgorithms,
                                       user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName),
                                       account: user.id, purpose: sealed.purpose, conditional: sealed.conditional)

@@ -20,6 +20,8 @@ public final class PasskeyService: Sendable {
     let origins: OriginCache
     let metrics: Metrics
     let metadata: MetadataStore
+    /// The relying party the ceremonies are bound to (its rpId is taken from here alone).
+    let relyingParty: RelyingParty
     let configuration: Configuration
     let runtime: Runtime
     let decoySecret: DeploymentSecret
@@ -42,7 +44,8 @@ public final class PasskeyService: Sendable {
     init(accounts: AccountRepository, challenges: ChallengeRepository, logins: LoginRepository, seal: CeremonySeal,
          sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
-         recovery: any AccountRecovery, mail: MailService, configuration: Configuration, runtime: Runtime) {
+         recovery: any AccountRecovery, mail: MailService, relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
+        self.relyingParty = relyingParty
         self.mail = mail
         self.events = events
         self.recovery = recovery
@@ -59,10 +62,10 @@ public final class PasskeyService: Sendable {
         self.configuration = configuration
         self.runtime = runtime
         registration = RegistrationCeremony(
-            rp: RelyingParty(id: configuration.rpId, name: configuration.rpName), algorithms: Self.offeredAlgorithms,
+            rp: relyingParty.entity, algorithms: Self.offeredAlgorithms,
             userVerification: configuration.userVerification, attestation: configuration.attestation,
             timeoutSeconds: configuration.challengeTTL, hints: configuration.hints, environment: runtime.ceremonies)
-        authentication = AuthenticationCeremony(rpId: configuration.rpId, userVerification: configuration.userVerification,
+        authentication = AuthenticationCeremony(rpId: relyingParty.id, userVerification: configuration.userVerification,
                                                 timeoutSeconds: configuration.challengeTTL, hints: configuration.hints,
                                                 environment: runtime.ceremonies)
         policyTemplate = CeremonyRules.verificationPolicy(configuration)
@@ -135,7 +138,7 @@ public final class PasskeyService: Sendable {
         writer.member("user") { user.write(into: &$0) }
         writer.member("passkey") { writePasskey(passkey, into: &$0) }
         writer.member("tokens") { tokens.write(into: &$0) }
-        Signals.writeCurrent(as: "signals", rpId: configuration.rpId, user: user, credentialIds: accepted, into: &writer)
+        Signals.writeCurrent(as: "signals", rpId: relyingParty.id, user: user, credentialIds: accepted, into: &writer)
         return SignedIn(userId: user.id, body: writer.finish())
     }
 }

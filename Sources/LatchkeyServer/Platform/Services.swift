@@ -19,6 +19,8 @@ import Synchronization
 ///     every instance's change feed hands to its workers for those channels (`startChangeFeed`).
 public final class Services: Sendable {
     public let configuration: Configuration
+    /// The relying party every ceremony is bound to, built once from `configuration`.
+    public let relyingParty: RelyingParty
     public let database: Database
     public let runtime: Runtime
     public let metrics = Metrics()
@@ -58,6 +60,7 @@ public final class Services: Sendable {
 
     public init(configuration: Configuration, database: Database, runtime: Runtime = .system, log: RequestLog = RequestLog(enabled: true)) {
         self.configuration = configuration
+        relyingParty = RelyingParty(configuration)
         self.database = database
         self.runtime = runtime
         self.log = log
@@ -83,15 +86,15 @@ public final class Services: Sendable {
                                   sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
-                                  events: events, recovery: recovery, mail: mail, configuration: configuration, runtime: runtime)
+                                  events: events, recovery: recovery, mail: mail, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         deviceKeys = DeviceKeyService(store: PostgresDeviceKeyStore(deviceKeys: database.deviceKeys, challenges: database.challenges),
-                                      trust: attestationTrust, events: events, configuration: configuration, runtime: runtime,
+                                      trust: attestationTrust, events: events, relyingParty: relyingParty, configuration: configuration, runtime: runtime,
                                       revoked: revokedSessions)
         stepUp = StepUpService(store: PostgresStepUpStore(deviceKeys: database.deviceKeys, challenges: database.challenges,
                                                           accounts: database.accounts),
                                keys: deviceKeys, signer: signer, assertion: assertion, origins: origins, events: events,
-                               revoked: revokedSessions, configuration: configuration, runtime: runtime)
+                               revoked: revokedSessions, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
         wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: runtime)
         admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
                              origins: origins, wellKnown: wellKnown, events: events, configuration: configuration, runtime: runtime)

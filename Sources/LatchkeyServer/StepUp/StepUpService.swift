@@ -17,6 +17,8 @@ public final class StepUpService: Sendable {
     let signer: TokenSigner
     let assertion: PasskeyAssertion
     let origins: any OriginAllowlist
+    /// The relying party the ceremonies are bound to (its rpId is taken from here alone).
+    let relyingParty: RelyingParty
     let configuration: Configuration
     let runtime: Runtime
     /// The caller's live device keys (DeviceKeyService).
@@ -36,7 +38,8 @@ public final class StepUpService: Sendable {
 
     init(store: any StepUpStore, keys: any LiveDeviceKeys, signer: TokenSigner, assertion: PasskeyAssertion,
          origins: any OriginAllowlist, events: OutboxEvents, revoked: any SessionRevocations,
-         configuration: Configuration, runtime: Runtime) {
+         relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
+        self.relyingParty = relyingParty
         self.revoked = revoked
         self.keys = keys
         self.events = events
@@ -47,7 +50,7 @@ public final class StepUpService: Sendable {
         self.configuration = configuration
         self.runtime = runtime
         stepUp = StepUpCeremony(ttlSeconds: configuration.stepUpTTL, environment: runtime.deviceKeys)
-        passkeyCeremony = AuthenticationCeremony(rpId: configuration.rpId, userVerification: .required,
+        passkeyCeremony = AuthenticationCeremony(rpId: relyingParty.id, userVerification: .required,
                                                  timeoutSeconds: configuration.stepUpTTL, hints: configuration.hints,
                                                  environment: runtime.ceremonies)
         var policy = CeremonyRules.verificationPolicy(configuration)
@@ -86,7 +89,7 @@ public final class StepUpService: Sendable {
             let credentials = try storage { () throws(StorageError) in try store.passkeys(userId: userId) }
             guard !credentials.isEmpty else { throw ServiceError(.credentialUnknown, "the account has no passkey") }
             method = .passkey
-            keyBinding = PasskeyBinding(credentialIds: credentials.map(\.id), rpId: configuration.rpId).bytes
+            keyBinding = PasskeyBinding(credentialIds: credentials.map(\.id), rpId: relyingParty.id).bytes
             allow = credentials.map(CredentialDescriptor.init)
         } else {
             throw ServiceError.invalid("keyId or \"method\":\"passkey\" is required")
@@ -94,7 +97,7 @@ public final class StepUpService: Sendable {
 
         let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, action: action)
         try storage { () throws(StorageError) in
-            try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: configuration.rpId,
+            try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
                                       state: state.encoded(), ttlSeconds: configuration.stepUpTTL)
         }
         var out: [(key: String, value: JSONValue)] = [
@@ -120,7 +123,7 @@ public final class StepUpService: Sendable {
 
         // The challenge: this user's, for step-up, unexpired. Used up from here on.
         let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
-        let stored = try CeremonyRules.live(found, kind: .stepUp, rpId: configuration.rpId)
+        let stored = try CeremonyRules.live(found, kind: .stepUp, rpId: relyingParty.id)
         let state: StepUpState
         do { state = try StepUpState(decoding: stored.state) } catch { throw ServiceError(error) }
         if let onlyActionType, (try? JSONParser.parse(Array(state.action.utf8)))?["type"]?.stringValue != onlyActionType {
@@ -235,7 +238,7 @@ public final class StepUpService: Sendable {
     /// verification required, by one of the user's passkeys that the challenge was bound to.
     func verifyPasskey(_ parsed: ParsedAuthentication, state: StepUpState, userId: String) throws(ServiceError) -> PasskeyAssertion.Outcome {
         let binding = try PasskeyBinding(decoding: state.keyBinding)
-        let authentication = AuthenticationState(challenge: state.challenge, rpId: configuration.rpId, userVerification: .required,
+        let authentication = AuthenticationState(challenge: state.challenge, rpId: relyingParty.id, userVerification: .required,
                                                  account: userId, allowedCredentials: binding.credentialIds)
         var policy = passkeyPolicy
         policy.origins = origins.policy()
