@@ -189,16 +189,19 @@ public final class SessionRepository: Sendable {
 
     /// The user's live sessions (not revoked, with a refresh token still usable), newest first.
     public func list(userId: String) throws(StorageError) -> [SessionRecord] {
-        try pool.run { c in
-            try c.query("""
-                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
-                       g.client_id, oc.name AS client_name
-                FROM refresh_families f LEFT JOIN oauth_grants g ON g.family_id = f.id LEFT JOIN oauth_clients oc ON oc.id = g.client_id
-                WHERE f.user_id = \(userId) AND f.revoked_at IS NULL
-                  AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
-                ORDER BY f.created_at DESC, f.id
-                """).map(SessionRepository.record)
-        }
+        try pool.run { c in try c.query(SessionRepository.live(userId: userId)).map(SessionRepository.record) }
+    }
+
+    /// `list`'s statement (the admin console's user page reads it in its one pipelined read too).
+    static func live(userId: String) -> SQL {
+        """
+        SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
+               g.client_id, oc.name AS client_name
+        FROM refresh_families f LEFT JOIN oauth_grants g ON g.family_id = f.id LEFT JOIN oauth_clients oc ON oc.id = g.client_id
+        WHERE f.user_id = \(userId) AND f.revoked_at IS NULL
+          AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
+        ORDER BY f.created_at DESC, f.id
+        """
     }
 
     /// Revokes one live session of the user (`familyId`), or all of them (nil); returns the ids
