@@ -40,6 +40,17 @@ extension AdminRepository {
         }
     }
 
+    /// The admin API's caller in one round trip: whether the user has the admin role, and the
+    /// session its token names as `SessionRepository.session(id:userId:)` reads it (nil: revoked).
+    public func adminSession(userId: String, sessionId: String) throws(StorageError)
+        -> (isAdmin: Bool, session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?) {
+        try pool.run { c in
+            let rows = try c.pipeline(["SELECT 1 AS one FROM admins WHERE user_id = \(userId)",
+                                       SessionRepository.standing(id: sessionId, userId: userId)])
+            return (!rows[0].isEmpty, try rows[1].first.map(SessionRepository.standing))
+        }
+    }
+
     /// The console's user rows (`UserSummary`) matching `condition` on `users u`.
     static func summaries(where condition: SQL) -> SQL {
         """

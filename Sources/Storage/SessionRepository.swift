@@ -170,14 +170,21 @@ public final class SessionRepository: Sendable {
     /// One session of the user, not revoked (nil: unknown, another user's, or revoked), with the
     /// approval hold of the passkey that began it (nil: none, or not a passkey session) — one round trip.
     public func session(id: String, userId: String) throws(StorageError) -> (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)? {
-        try pool.run { c in
-            try c.query("""
-                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
-                       NULL::text AS client_id, NULL::text AS client_name, c.approves_from, COALESCE(c.hardware_bound, false) AS hardware_bound
-                FROM refresh_families f LEFT JOIN credentials c ON c.id = f.credential_id
-                WHERE f.id = \(id) AND f.user_id = \(userId) AND f.revoked_at IS NULL
-                """).first.map { r in (try SessionRepository.record(r), try r.optionalDate("approves_from"), try r.bool("hardware_bound")) }
-        }
+        try pool.run { c in try c.query(SessionRepository.standing(id: id, userId: userId)).first.map(SessionRepository.standing) }
+    }
+
+    /// `session(id:userId:)`'s statement and its row (the admin API's caller reads it with the admin role).
+    static func standing(id: String, userId: String) -> SQL {
+        """
+        SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
+               NULL::text AS client_id, NULL::text AS client_name, c.approves_from, COALESCE(c.hardware_bound, false) AS hardware_bound
+        FROM refresh_families f LEFT JOIN credentials c ON c.id = f.credential_id
+        WHERE f.id = \(id) AND f.user_id = \(userId) AND f.revoked_at IS NULL
+        """
+    }
+
+    static func standing(_ r: Row) throws -> (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool) {
+        (try SessionRepository.record(r), try r.optionalDate("approves_from"), try r.bool("hardware_bound"))
     }
 
     static func record(_ r: Row) throws -> SessionRecord {

@@ -219,9 +219,13 @@ public final class SessionService: Sendable {
 
     func standing(_ caller: Caller) throws(ServiceError) -> Standing {
         if let known = caller.standing { return known }
-        guard let (session, hold, hardware) = try storage({ () throws(StorageError) in
-            try sessions.session(id: caller.sessionId, userId: caller.userId)
-        }) else { throw ServiceError.unauthorized }
+        return try standing(loaded: try storage { () throws(StorageError) in try sessions.session(id: caller.sessionId, userId: caller.userId) })
+    }
+
+    /// A session's standing from its row as read (`SessionStore.session(id:userId:)`); nil, a
+    /// session revoked since its token was issued, is 401.
+    func standing(loaded: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?) throws(ServiceError) -> Standing {
+        guard let (session, hold, hardware) = loaded else { throw ServiceError.unauthorized }
         let held = hold.flatMap { $0 > runtime.now() ? $0 : nil }
         return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held, authTime: session.authTime,
                         hardware: hardware)
