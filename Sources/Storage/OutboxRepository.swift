@@ -270,20 +270,25 @@ public final class OutboxRepository: Sendable {
 
     /// The deliveries to one target, newest first.
     public func deliveries(channel: OutboxChannel, target: String, limit: Int) throws(StorageError) -> [DeliveryRecord] {
-        try pool.run { c in
-            try c.query("""
-                SELECT d.event_id, e.type, d.status, d.attempts, d.last_status_code, d.last_error, d.next_attempt_at, e.created_at
-                FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
-                WHERE d.channel = \(channel.rawValue) AND d.target = \(target) ORDER BY d.seq DESC LIMIT \(limit)
-                """).map { r in
-                let status: DeliveryRecord.Status = try r.value("status")
-                return DeliveryRecord(eventId: try r.string("event_id"), type: try r.value("type"), status: status,
-                                      attempts: try r.int("attempts"), lastStatusCode: try r.optionalInt("last_status_code"),
-                                      lastError: try r.optionalString("last_error"),
-                                      nextAttemptAt: status == .pending ? try r.date("next_attempt_at") : nil,
-                                      createdAt: try r.date("created_at"))
-            }
-        }
+        try pool.run { c in try c.query(OutboxRepository.deliveries(channel: channel, target: target, limit: limit)).map(OutboxRepository.delivery) }
+    }
+
+    /// `deliveries`' statement (a webhook's deliveries are read with their endpoint in one pipeline).
+    static func deliveries(channel: OutboxChannel, target: String, limit: Int) -> SQL {
+        """
+        SELECT d.event_id, e.type, d.status, d.attempts, d.last_status_code, d.last_error, d.next_attempt_at, e.created_at
+        FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
+        WHERE d.channel = \(channel.rawValue) AND d.target = \(target) ORDER BY d.seq DESC LIMIT \(limit)
+        """
+    }
+
+    static func delivery(_ r: Row) throws -> DeliveryRecord {
+        let status: DeliveryRecord.Status = try r.value("status")
+        return DeliveryRecord(eventId: try r.string("event_id"), type: try r.value("type"), status: status,
+                              attempts: try r.int("attempts"), lastStatusCode: try r.optionalInt("last_status_code"),
+                              lastError: try r.optionalString("last_error"),
+                              nextAttemptAt: status == .pending ? try r.date("next_attempt_at") : nil,
+                              createdAt: try r.date("created_at"))
     }
 
     /// Cancels the pending deliveries to one target (an endpoint being deleted), on `connection`.

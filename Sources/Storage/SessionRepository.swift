@@ -170,14 +170,21 @@ public final class SessionRepository: Sendable {
     /// One session of the user, not revoked (nil: unknown, another user's, or revoked), with the
     /// approval hold of the passkey that began it (nil: none, or not a passkey session) — one round trip.
     public func session(id: String, userId: String) throws(StorageError) -> (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)? {
-        try pool.run { c in
-            try c.query("""
-                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
-                       NULL::text AS client_id, NULL::text AS client_name, c.approves_from, COALESCE(c.hardware_bound, false) AS hardware_bound
-                FROM refresh_families f LEFT JOIN credentials c ON c.id = f.credential_id
-                WHERE f.id = \(id) AND f.user_id = \(userId) AND f.revoked_at IS NULL
-                """).first.map { r in (try SessionRepository.record(r), try r.optionalDate("approves_from"), try r.bool("hardware_bound")) }
-        }
+        try pool.run { c in try c.query(SessionRepository.standing(id: id, userId: userId)).first.map(SessionRepository.standing) }
+    }
+
+    /// `session(id:userId:)`'s statement and its row (the admin API's caller reads it with the admin role).
+    static func standing(id: String, userId: String) -> SQL {
+        """
+        SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
+               NULL::text AS client_id, NULL::text AS client_name, c.approves_from, COALESCE(c.hardware_bound, false) AS hardware_bound
+        FROM refresh_families f LEFT JOIN credentials c ON c.id = f.credential_id
+        WHERE f.id = \(id) AND f.user_id = \(userId) AND f.revoked_at IS NULL
+        """
+    }
+
+    static func standing(_ r: Row) throws -> (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool) {
+        (try SessionRepository.record(r), try r.optionalDate("approves_from"), try r.bool("hardware_bound"))
     }
 
     static func record(_ r: Row) throws -> SessionRecord {
@@ -189,16 +196,19 @@ public final class SessionRepository: Sendable {
 
     /// The user's live sessions (not revoked, with a refresh token still usable), newest first.
     public func list(userId: String) throws(StorageError) -> [SessionRecord] {
-        try pool.run { c in
-            try c.query("""
-                SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
-                       g.client_id, oc.name AS client_name
-                FROM refresh_families f LEFT JOIN oauth_grants g ON g.family_id = f.id LEFT JOIN oauth_clients oc ON oc.id = g.client_id
-                WHERE f.user_id = \(userId) AND f.revoked_at IS NULL
-                  AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
-                ORDER BY f.created_at DESC, f.id
-                """).map(SessionRepository.record)
-        }
+        try pool.run { c in try c.query(SessionRepository.live(userId: userId)).map(SessionRepository.record) }
+    }
+
+    /// `list`'s statement (the admin console's user page reads it in its one pipelined read too).
+    static func live(userId: String) -> SQL {
+        """
+        SELECT f.id, f.method, f.credential_id, f.created_at, f.last_used_at, f.auth_time, f.browser,
+               g.client_id, oc.name AS client_name
+        FROM refresh_families f LEFT JOIN oauth_grants g ON g.family_id = f.id LEFT JOIN oauth_clients oc ON oc.id = g.client_id
+        WHERE f.user_id = \(userId) AND f.revoked_at IS NULL
+          AND EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
+        ORDER BY f.created_at DESC, f.id
+        """
     }
 
     /// Revokes one live session of the user (`familyId`), or all of them (nil); returns the ids

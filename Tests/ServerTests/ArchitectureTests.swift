@@ -166,12 +166,14 @@ struct ArchitectureTests {
 
     /// A feature with a store protocol names its repositories only where they conform to it: its
     /// service and routes see the protocol alone (and the service tests an in-memory store).
-    @Test("Recovery/ and Sessions/ name a repository only where it conforms to their store protocol")
+    @Test("Recovery/, Sessions/, Admin/ and Apps/ name a repository only where it conforms to their store protocol")
     func storeProtocolsHideRepositories() throws {
         let conformances: [String: Set<String>] = [
             "Recovery": ["RecoveryStore.swift"],
             "Sessions": ["SessionStore.swift", "RevokedSessions.swift", "SigningKeyStore.swift"],
             "OAuth": ["OAuthStore.swift", "PostgresOAuthStore.swift", "RSASigningKey.swift"],
+            "Admin": ["PostgresAdminStore.swift"],
+            "Apps": ["AppStore.swift"],
         ]
         let repository = try Regex(#"\b(\w+Repository)\b"#)
         var found: [String] = []

@@ -155,7 +155,7 @@ struct WebhookTests {
             c.databaseURL = scratch.url
             c.developmentMode = true
         }
-        let worker = sender.services.webhooks.worker
+        let worker = sender.services.webhookWorker
         #expect(waitFor { worker.counts.claims >= 1 && sender.services.isListening }, "the start-up look happened; the feed listens")
         let receiver = try TestReceiver()
         defer { receiver.stop() }

@@ -16,7 +16,7 @@ extension AdminService {
         try validateName(username, "username")
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: username)
         guard let user = try storage({ () throws(StorageError) in
-            try admins.createAdmin(candidate, by: caller.actor,
+            try store.createAdmin(candidate, by: caller.actor,
                                    audit: caller.record(.adminAdded, subject: candidate.id,
                                                         detail: [("username", .string(candidate.username)), ("granted", .bool(true))]))
         }) else {
@@ -35,7 +35,7 @@ extension AdminService {
         try validateName(username, "username")
         let ticket = OpaqueSecret(prefix: "lkt_", runtime: runtime)
         let outcome = try storage { () throws(StorageError) in
-            try admins.enrolmentLink(username: username, hash: ticket.hash, ttlSeconds: Self.ticketTTL,
+            try store.enrolmentLink(username: username, hash: ticket.hash, ttlSeconds: Self.ticketTTL,
                                      audit: caller.template(.ticketIssued, detail: [("username", .string(username))]))
         }
         switch outcome {
@@ -50,7 +50,7 @@ extension AdminService {
 
     /// What `latchkey admins grant <username>` shows before granting; 404 `not_found` for an unknown username.
     public func adminGrantPreview(username: String) throws(ServiceError) -> AdminGrantPreview {
-        guard let candidate = try storage({ () throws(StorageError) in try admins.grantCandidate(username: username) }) else {
+        guard let candidate = try storage({ () throws(StorageError) in try store.grantCandidate(username: username) }) else {
             throw ServiceError.notFound("user \(username)")
         }
         return AdminGrantPreview(candidate: candidate)
@@ -63,7 +63,7 @@ extension AdminService {
     public func grantAdmin(_ preview: AdminGrantPreview, despitePending: Bool = false, by caller: AdminCaller) throws(ServiceError) -> Bool {
         let shown = preview.candidate
         let outcome = try storage { () throws(StorageError) in
-            try admins.grant(existing: shown, by: caller.actor, audit: caller.record(.adminGranted, subject: shown.user.id, detail: [
+            try store.grant(existing: shown, by: caller.actor, audit: caller.record(.adminGranted, subject: shown.user.id, detail: [
                 ("username", .string(shown.user.username)),
                 ("passkeys", .array(shown.passkeys.map { .string(Base64URL.encode($0.id)) })),
                 ("deviceKeys", .array(shown.deviceKeys.map { .string($0.id) })),
@@ -82,13 +82,13 @@ extension AdminService {
     }
 
     public func listAdmins() throws(ServiceError) -> [AdminRecord] {
-        try storage { () throws(StorageError) in try admins.admins() }
+        try storage { () throws(StorageError) in try store.admins() }
     }
 
     /// Takes the role away; the user and their passkeys stay. False when `username` is no admin.
     public func removeAdmin(username: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
         try storage { () throws(StorageError) in
-            try admins.revoke(username: username, audit: caller.template(.adminRemoved, detail: [("username", .string(username))]))
+            try store.revoke(username: username, audit: caller.template(.adminRemoved, detail: [("username", .string(username))]))
         } != nil
     }
 }

@@ -8,12 +8,9 @@ import WellKnown
 /// The admin API's work (SPEC "/admin/v1"): the origin allowlist, the associated apps, enrolment
 /// tickets for app backends and the audit log. The CLI uses it too, with its own actor name.
 public final class AdminService: Sendable {
-    let config: ConfigRepository
-    let accounts: AccountRepository
-    let audit: AuditRepository
-    let origins: OriginCache
-    let wellKnown: WellKnownService
-    let admins: AdminRepository
+    let store: any AdminStore
+    let origins: any DroppedOnChange
+    let wellKnown: any DroppedOnChange
     let events: OutboxEvents
     let configuration: Configuration
     let runtime: Runtime
@@ -21,14 +18,10 @@ public final class AdminService: Sendable {
     /// SPEC: enrolment tickets are single use and live 10 minutes.
     static let ticketTTL = 600
 
-    init(config: ConfigRepository, accounts: AccountRepository, audit: AuditRepository, admins: AdminRepository, origins: OriginCache,
-         wellKnown: WellKnownService,
-         events: OutboxEvents, configuration: Configuration, runtime: Runtime) {
-        self.admins = admins
+    init(store: any AdminStore, origins: any DroppedOnChange, wellKnown: any DroppedOnChange, events: OutboxEvents, configuration: Configuration,
+         runtime: Runtime) {
+        self.store = store
         self.events = events
-        self.config = config
-        self.accounts = accounts
-        self.audit = audit
         self.origins = origins
         self.wellKnown = wellKnown
         self.configuration = configuration
@@ -38,9 +31,9 @@ public final class AdminService: Sendable {
     /// For the CLI: the admin work straight on a database, without a server.
     public convenience init(database: Database, configuration: Configuration) {
         let origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode, runtime: .system)
-        self.init(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins, origins: origins,
-                  wellKnown: WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: .system),
-                  events: OutboxEvents(runtime: .system, maxAgeSeconds: configuration.webhookMaxAge),
+        self.init(store: PostgresAdminStore(database), origins: origins,
+                  wellKnown: WellKnownService(store: database.config, configuration: configuration, runtime: .system),
+                  events: OutboxEvents(runtime: .system, maxAgeSeconds: WebhookPolicy(configuration).maxAgeSeconds),
                   configuration: configuration, runtime: .system)
     }
 
@@ -49,7 +42,7 @@ public final class AdminService: Sendable {
     /// `GET /admin/v1/me`: who the console is signed in as.
     func me(_ caller: AdminCaller) throws(ServiceError) -> JSONValue {
         guard caller.actor != AuditActor.adminKey else { return .object([("actor", .string(caller.actor)), ("user", .null)]) }
-        let summary = try storage { () throws(StorageError) in try admins.userSummary(id: caller.actor) }
+        let summary = try storage { () throws(StorageError) in try store.userSummary(id: caller.actor) }
         return .object([("actor", .string(caller.actor)), ("user", summary.map(Self.userJSON) ?? .null)])
     }
 
@@ -61,7 +54,7 @@ public final class AdminService: Sendable {
     }
 
     public func listOrigins() throws(ServiceError) -> JSONValue {
-        .object([("origins", .array(try storage { () throws(StorageError) in try config.origins() }.map {
+        .object([("origins", .array(try storage { () throws(StorageError) in try store.origins() }.map {
             .object([("origin", .string($0.origin)), ("source", .string($0.source))])
         }))])
     }
@@ -98,7 +91,7 @@ public final class AdminService: Sendable {
 
     private func addValidOrigin(_ origin: String, source: String, by caller: AdminCaller) throws(ServiceError) -> Bool {
         let created = try storage { () throws(StorageError) in
-            try config.addOrigin(origin, source: source, audit: caller.record(.originAdded, subject: origin), redeeming: caller.redemption)
+            try store.addOrigin(origin, source: source, audit: caller.record(.originAdded, subject: origin), redeeming: caller.redemption)
         }
         origins.invalidate()
         return created
@@ -106,7 +99,7 @@ public final class AdminService: Sendable {
 
     public func removeOrigin(_ origin: String, by caller: AdminCaller) throws(ServiceError) {
         guard try storage({ () throws(StorageError) in
-            try config.removeOrigin(origin, audit: caller.record(.originRemoved, subject: origin), redeeming: caller.redemption)
+            try store.removeOrigin(origin, audit: caller.record(.originRemoved, subject: origin), redeeming: caller.redemption)
         }) else { throw ServiceError.notFound("origin") }
         origins.invalidate()
     }
@@ -114,7 +107,7 @@ public final class AdminService: Sendable {
     // MARK: Apps
 
     public func listApps() throws(ServiceError) -> JSONValue {
-        let rows = try storage { () throws(StorageError) in try config.apps(rpId: configuration.rpId) }
+        let rows = try storage { () throws(StorageError) in try store.apps(rpId: configuration.rpId) }
         return .object([("apps", .array(rows.compactMap { r in
             AppDeclarations.app(r).map { AppDeclarations.json($0, rpId: r.rpId, createdAt: r.createdAt) }
         }))])
@@ -130,7 +123,7 @@ public final class AdminService: Sendable {
         ]
         let subject = record.platform + ":" + record.appId
         let change = try storage { () throws(StorageError) in
-            try config.putApp(record, created: caller.record(.appAdded, subject: subject, detail: detail),
+            try store.putApp(record, created: caller.record(.appAdded, subject: subject, detail: detail),
                               updated: caller.record(.appUpdated, subject: subject, detail: detail),
                               origins: .appOrigins(actor: caller.actor), redeeming: caller.redemption)
         }
@@ -157,7 +150,7 @@ public final class AdminService: Sendable {
         guard let (platform, appId) = AppDeclarations.parseIdentifier(id) else { throw ServiceError.notFound("app") }
         let rpId = configuration.rpId
         guard try storage({ () throws(StorageError) in
-            try config.removeApp(rpId: rpId, platform: platform, appId: appId,
+            try store.removeApp(rpId: rpId, platform: platform, appId: appId,
                                  audit: caller.record(.appRemoved, subject: platform + ":" + appId,
                                                       detail: [("rpId", .string(rpId)), ("platform", .string(platform))]),
                                  origins: .appOrigins(actor: caller.actor), redeeming: caller.redemption)
@@ -182,7 +175,7 @@ public final class AdminService: Sendable {
         let user: UserRecord
         let created = events.userCreated(userId: candidate.id, username: candidate.username)
         do {
-            let upserted = try accounts.upsertExternalUser(externalId: externalId, candidate: candidate, events: [created])
+            let upserted = try store.upsertExternalUser(externalId: externalId, candidate: candidate, events: [created])
             user = upserted.0
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
@@ -199,9 +192,9 @@ public final class AdminService: Sendable {
         let ticket = OpaqueSecret(prefix: "lkt_", runtime: runtime)
         let detail: [(key: String, value: JSONValue)] = holds ? [("holds", true)] : []
         let expires = try storage { () throws(StorageError) in
-            try accounts.createTicket(hash: ticket.hash, userId: userId, ttlSeconds: Self.ticketTTL,
-                                      audit: caller.record(.ticketIssued, subject: userId, detail: detail), redeeming: caller.redemption,
-                                      holds: holds)
+            try store.createTicket(hash: ticket.hash, userId: userId, purpose: .passkey, ttlSeconds: Self.ticketTTL,
+                                   audit: caller.record(.ticketIssued, subject: userId, detail: detail), redeeming: caller.redemption,
+                                   holds: holds)
         }
         return (ticket.token, expires)
     }
@@ -211,7 +204,7 @@ public final class AdminService: Sendable {
     /// `externalId` that lost every way in. The passkey it registers is held even when the account
     /// has none, and its verified address (if any) hears of it with the cancel link.
     func accountTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
-        guard try storage({ () throws(StorageError) in try accounts.user(id: userId) }) != nil else { throw ServiceError.notFound("user") }
+        guard try storage({ () throws(StorageError) in try store.user(id: userId) }) != nil else { throw ServiceError.notFound("user") }
         let (ticket, expires) = try passkeyTicket(userId: userId, holds: true, by: caller)
         return .object([("ticket", .string(ticket)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(userId))])
     }
@@ -221,13 +214,13 @@ public final class AdminService: Sendable {
     /// e.g. after its own strong check when the user has no passkey on this phone. Single use, 10 minutes.
     func deviceKeyTicket(externalId: String, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
-        guard let user = try storage({ () throws(StorageError) in try accounts.user(externalId: externalId) }) else {
+        guard let user = try storage({ () throws(StorageError) in try store.user(externalId: externalId) }) else {
             throw ServiceError.notFound("user")
         }
         let ticket = OpaqueSecret(prefix: "lkd_", runtime: runtime)
         let expires = try storage { () throws(StorageError) in
-            try accounts.createTicket(hash: ticket.hash, userId: user.id, purpose: .deviceKey, ttlSeconds: Self.ticketTTL,
-                                      audit: caller.record(.deviceKeyTicketIssued, subject: user.id), redeeming: caller.redemption)
+            try store.createTicket(hash: ticket.hash, userId: user.id, purpose: .deviceKey, ttlSeconds: Self.ticketTTL,
+                                   audit: caller.record(.deviceKeyTicketIssued, subject: user.id), redeeming: caller.redemption, holds: false)
         }
         return .object([("ticket", .string(ticket.token)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
     }
@@ -246,7 +239,7 @@ public final class AdminService: Sendable {
         if prefix { action?.removeLast() }
         guard (user?.utf8.count ?? 0) <= 128, (action?.utf8.count ?? 0) <= 128 else { throw ServiceError.invalid("filters are at most 128 characters") }
         let entries = try storage { () throws(StorageError) in
-            try audit.entries(limit: n, before: cursor, user: user, action: action, actionPrefix: prefix)
+            try store.auditEntries(limit: n, before: cursor, user: user, action: action, actionPrefix: prefix)
         }
         return .object([("entries", .array(entries.map { e in
             .object([("id", .number(Double(e.id))), ("at", .string(iso8601(e.at))), ("actor", .string(e.actor)),

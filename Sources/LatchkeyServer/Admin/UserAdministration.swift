@@ -2,17 +2,18 @@ import JSON
 import Storage
 
 /// The admin console's users page (SPEC "Admin console"): find a user, see their passkeys, device
-/// keys and sessions, and revoke them. Each piece of work is the owning feature's, reached through
-/// the service that owns it; this only puts the page together. Changes are approved by the route
+/// keys and sessions, and revoke them. The page is read in one query of the admin store
+/// (`AdminStore.userPage`) and each resource rendered by the feature that owns it; a revocation
+/// is the owning feature's work, reached through its service. Changes are approved by the route
 /// table (`StepUpRule.adminChange`) and redeemed by the owning service's transaction.
 final class UserAdministration: Sendable {
-    let admins: AdminRepository
+    let store: any AdminStore
     let passkeys: PasskeyService
     let deviceKeys: DeviceKeyService
     let sessions: SessionService
 
-    init(admins: AdminRepository, passkeys: PasskeyService, deviceKeys: DeviceKeyService, sessions: SessionService) {
-        self.admins = admins
+    init(store: any AdminStore, passkeys: PasskeyService, deviceKeys: DeviceKeyService, sessions: SessionService) {
+        self.store = store
         self.passkeys = passkeys
         self.deviceKeys = deviceKeys
         self.sessions = sessions
@@ -22,7 +23,7 @@ final class UserAdministration: Sendable {
     func findUsers(username: String?) throws(ServiceError) -> JSONValue {
         guard let username, !username.isEmpty else { throw ServiceError.invalid("username is required") }
         guard username.utf8.count <= 64 else { throw ServiceError.invalid("username is at most 64 characters") }
-        let found = try storage { () throws(StorageError) in try admins.findUsers(usernamePrefix: username, limit: 20) }
+        let found = try storage { () throws(StorageError) in try store.findUsers(usernamePrefix: username, limit: 20) }
         return .object([("users", .array(found.map(AdminService.userJSON)))])
     }
 
@@ -30,12 +31,12 @@ final class UserAdministration: Sendable {
     /// names included), device keys (with what their attestation proved) and live sessions.
     func user(id: String) throws(ServiceError) -> JSONValue {
         guard !id.isEmpty, id.utf8.count <= 64,
-              let summary = try storage({ () throws(StorageError) in try admins.userSummary(id: id) }) else { throw ServiceError.notFound("user") }
+              let page = try storage({ () throws(StorageError) in try store.userPage(id: id) }) else { throw ServiceError.notFound("user") }
         return .object([
-            ("user", AdminService.userJSON(summary)),
-            ("passkeys", .array(try passkeys.passkeysJSON(userId: id))),
-            ("deviceKeys", .array(try deviceKeys.deviceKeysJSON(userId: id))),
-            ("sessions", .array(try sessions.sessionsJSON(userId: id))),
+            ("user", AdminService.userJSON(page.summary)),
+            ("passkeys", .array(page.passkeys.map(passkeys.passkeyJSON))),
+            ("deviceKeys", .array(page.deviceKeys.map(DeviceKeyService.deviceKeyJSON))),
+            ("sessions", .array(sessions.sessionsJSON(page.sessions))),
         ])
     }
 

@@ -8,8 +8,7 @@ import WellKnown
 /// on the change feed) — unless the operator pinned a folder (`LATCHKEY_WELLKNOWN_DIR`), whose
 /// files then win; `pinnedDisagreements()` says where they differ from the declarations.
 public final class WellKnownService: Sendable {
-    let config: ConfigRepository
-    let origins: OriginCache
+    let store: any AppStore
     let configuration: Configuration
     private let files: RefreshingCache<[String: [UInt8]]>
 
@@ -17,9 +16,8 @@ public final class WellKnownService: Sendable {
     static let maxAge = 1.0
     static let names = ["apple-app-site-association", "assetlinks.json", "webauthn"]
 
-    init(config: ConfigRepository, origins: OriginCache, configuration: Configuration, runtime: Runtime) {
-        self.config = config
-        self.origins = origins
+    init(store: any AppStore, configuration: Configuration, runtime: Runtime) {
+        self.store = store
         self.configuration = configuration
         files = RefreshingCache(maxAge: Self.maxAge, clock: runtime.uptime)
     }
@@ -45,7 +43,7 @@ public final class WellKnownService: Sendable {
     /// nothing is pinned.
     public func pinnedDisagreements() throws(ServiceError) -> [AssociationProblem] {
         guard configuration.wellKnownDirectory != nil else { return [] }
-        let apps = AppDeclarations.apps(try storage { () throws(StorageError) in try config.apps(rpId: configuration.rpId) })
+        let apps = AppDeclarations.apps(try storage { () throws(StorageError) in try store.apps(rpId: configuration.rpId) })
         let documents = Self.names.map { WellKnownDocument(name: $0, body: pinnedFile($0)) }
         return AssociationChecker(rpId: configuration.rpId).checkDeclared(documents, apps: apps)
     }
@@ -53,10 +51,9 @@ public final class WellKnownService: Sendable {
     /// The three files built from this rpId's apps and the allowlist.
     public func builtFiles() throws(ServiceError) -> [String: [UInt8]] {
         try files.get { () throws(ServiceError) -> [String: [UInt8]] in
-            let rows = try storage { () throws(StorageError) in try config.apps(rpId: configuration.rpId) }
-            let allowlist = try storage { () throws(StorageError) in try config.origins() }.map(\.origin)
+            let rows = try storage { () throws(StorageError) in try store.declarations(rpId: configuration.rpId) }
             var fresh: [String: [UInt8]] = [:]
-            for f in AssociationFiles.build(apps: AppDeclarations.apps(rows), origins: allowlist, rpId: configuration.rpId) {
+            for f in AssociationFiles.build(apps: AppDeclarations.apps(rows.apps), origins: rows.origins.map(\.origin), rpId: configuration.rpId) {
                 fresh[f.name] = f.bytes
             }
             return fresh
@@ -67,14 +64,14 @@ public final class WellKnownService: Sendable {
     /// served — now, or once `app` is declared (replacing the app with its id) — with the allowlist
     /// that would follow, and the problems `latchkey wellknown check` would report on them. Reads only.
     func preview(candidate: AssociatedApp?) throws(ServiceError) -> JSONValue {
-        var apps = AppDeclarations.apps(try storage { () throws(StorageError) in try config.apps(rpId: configuration.rpId) })
+        let rows = try storage { () throws(StorageError) in try store.declarations(rpId: configuration.rpId) }
+        var apps = AppDeclarations.apps(rows.apps)
         if let candidate {
             apps.removeAll { $0.identifier == candidate.identifier }
             apps.append(candidate)
         }
         // The allowlist as ConfigRepository.syncAppOrigins would leave it: hand-added origins, plus what the apps need.
-        let rows = try storage { () throws(StorageError) in try config.origins() }
-        var allowlist = rows.filter { $0.source != "app" }.map(\.origin)
+        var allowlist = rows.origins.filter { $0.source != "app" }.map(\.origin)
         for origin in apps.flatMap({ $0.origins(rpId: configuration.rpId) }) where !allowlist.contains(origin) { allowlist.append(origin) }
         allowlist.sort()
         var documents: [WellKnownDocument] = []

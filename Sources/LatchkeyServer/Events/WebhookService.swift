@@ -5,36 +5,32 @@ import JSON
 import Storage
 
 /// Webhooks (SPEC "Events: signed webhooks from an outbox"): the admin API for endpoints and their
-/// deliveries, and the sender — the `deliver` of this instance's `OutboxWorker` on channel `webhook`,
-/// which signs each attempt in the Standard Webhooks wire format and posts it over libcurl.
+/// deliveries (`WebhookStore`), and the sender — the `deliver` of the `OutboxWorker` on channel
+/// `webhook` (`worker`), which signs each attempt in the Standard Webhooks wire format and posts it
+/// over libcurl. Every setting comes from one `WebhookPolicy`.
 public final class WebhookService: Sendable {
-    let webhooks: WebhookRepository
-    let outbox: OutboxRepository
+    let store: any WebhookStore
     let sealer: SecretSealer
-    let metrics: Metrics
-    let configuration: Configuration
+    let policy: WebhookPolicy
     let runtime: Runtime
-    /// This instance's consumer of channel `webhook`.
-    public let worker: OutboxWorker
 
     /// The sealed secret's associated-data purpose (`SecretSealer`).
     static let secretPurpose = "webhook-secret"
 
-    init(webhooks: WebhookRepository, outbox: OutboxRepository, sealer: SecretSealer, metrics: Metrics, configuration: Configuration,
-         runtime: Runtime) {
-        self.webhooks = webhooks
-        self.outbox = outbox
+    init(store: any WebhookStore, sealer: SecretSealer, policy: WebhookPolicy, runtime: Runtime) {
+        self.store = store
         self.sealer = sealer
-        self.metrics = metrics
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
-        var policy = OutboxWorker.Policy(senders: configuration.outboxSenders, perTarget: configuration.webhookEndpointConcurrency,
-                                         leaseSeconds: configuration.outboxLease, retryBase: configuration.webhookRetryBase)
-        policy.pollInterval = configuration.outboxPollInterval
-        let sender = WebhookSender(sealer: sealer, configuration: configuration, runtime: runtime)
-        worker = OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: outbox, policy: policy, runtime: runtime,
-                              deliver: { sender.deliver($0) },
-                              observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
+    }
+
+    /// This instance's consumer of channel `webhook`: each claimed delivery signed and sent by a `WebhookSender`.
+    static func worker(outbox: OutboxRepository, sealer: SecretSealer, policy: WebhookPolicy, metrics: Metrics,
+                       runtime: Runtime) -> OutboxWorker {
+        let sender = WebhookSender(sealer: sealer, policy: policy, runtime: runtime)
+        return OutboxWorker(channel: OutboxRepository.webhookChannel, outbox: outbox, policy: policy.outbox, runtime: runtime,
+                            deliver: { sender.deliver($0) },
+                            observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
     }
 
     // MARK: Admin API
@@ -42,7 +38,7 @@ public final class WebhookService: Sendable {
     /// `POST /admin/v1/webhooks` `{"url","events"}` → `{"id","url","events","secret"}` (the secret shown once).
     func create(_ body: JSONValue, by caller: AdminCaller = .adminKey) throws(ServiceError) -> JSONValue {
         guard let url = body["url"]?.stringValue else { throw ServiceError.invalid("url is required") }
-        try WebhookAddressPolicy(configuration).check(try WebhookURL(parsing: url))
+        try policy.destinations.check(try WebhookURL(parsing: url))
         guard let list = body["events"]?.arrayValue, !list.isEmpty else { throw ServiceError.invalid("events must be a non-empty list") }
         var events: [EventType] = []
         for item in list {
@@ -56,7 +52,7 @@ public final class WebhookService: Sendable {
         let key = runtime.random(32)
         let sealed = try sealer.seal(key, purpose: Self.secretPurpose, id: id)
         let record = try storage { () throws(StorageError) in
-            try webhooks.create(NewWebhookEndpoint(id: id, url: url, events: events, sealedSecret: sealed),
+            try store.create(NewWebhookEndpoint(id: id, url: url, events: events, sealedSecret: sealed),
                                 audit: caller.record(.webhookCreated, subject: id,
                                                      detail: [("url", .string(url)), ("events", .array(events.map { .string($0.rawValue) }))]),
                                 redeeming: caller.redemption)
@@ -67,7 +63,7 @@ public final class WebhookService: Sendable {
 
     /// `GET /admin/v1/webhooks` (no secrets).
     func list() throws(ServiceError) -> JSONValue {
-        .object([("webhooks", .array(try storage { () throws(StorageError) in try webhooks.list() }.map { w in
+        .object([("webhooks", .array(try storage { () throws(StorageError) in try store.list() }.map { w in
             .object([("id", .string(w.id)), ("url", .string(w.url)), ("events", .array(w.events.map { .string($0.rawValue) })),
                      ("createdAt", .string(iso8601(w.createdAt)))])
         }))])
@@ -76,17 +72,17 @@ public final class WebhookService: Sendable {
     /// `DELETE /admin/v1/webhooks/{id}`: its pending deliveries are cancelled in the same transaction.
     func delete(id: String, by caller: AdminCaller = .adminKey) throws(ServiceError) {
         guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in
-            try webhooks.delete(id: id, audit: caller.record(.webhookDeleted, subject: id), redeeming: caller.redemption)
+            try store.delete(id: id, audit: caller.record(.webhookDeleted, subject: id), redeeming: caller.redemption)
         }) else { throw ServiceError.notFound("webhook") }
     }
 
     /// `GET /admin/v1/webhooks/{id}/deliveries?limit=`, newest first.
     func deliveries(id: String, limit: Int64?) throws(ServiceError) -> JSONValue {
-        guard !id.isEmpty, id.utf8.count <= 64, try storage({ () throws(StorageError) in try webhooks.exists(id: id) }) else {
+        let n = Int(min(max(limit ?? 50, 1), 1000))
+        guard !id.isEmpty, id.utf8.count <= 64,
+              let rows = try storage({ () throws(StorageError) in try store.deliveries(endpointId: id, limit: n) }) else {
             throw ServiceError.notFound("webhook")
         }
-        let n = Int(min(max(limit ?? 50, 1), 1000))
-        let rows = try storage { () throws(StorageError) in try outbox.deliveries(channel: OutboxRepository.webhookChannel, target: id, limit: n) }
         return .object([("deliveries", .array(rows.map { d in
             .object([("eventId", .string(d.eventId)), ("type", .string(d.type.rawValue)),
                      // A cancelled delivery (its endpoint deleted) is never sent: SPEC's statuses call that failed.
@@ -96,19 +92,13 @@ public final class WebhookService: Sendable {
                      ("nextAttemptAt", d.nextAttemptAt.map { .string(iso8601($0)) } ?? .null)])
         }))])
     }
-
-    // MARK: Sending
-
-    /// Start-up step: this instance's senders (none with LATCHKEY_OUTBOX_SENDERS=0).
-    func start() { worker.start() }
-    func stop() { worker.stop() }
 }
 
 /// One attempt of one delivery: sign, post, read the status. Stateless; runs on the worker's senders.
 /// The endpoint came with the claim (no read of its own).
 struct WebhookSender: Sendable {
     let sealer: SecretSealer
-    let configuration: Configuration
+    let policy: WebhookPolicy
     let runtime: Runtime
 
     func deliver(_ d: ClaimedDelivery) -> OutboxWorker.Outcome {
@@ -128,13 +118,13 @@ struct WebhookSender: Sendable {
         let headers = [("Content-Type", "application/json"), ("webhook-id", d.eventId), ("webhook-timestamp", String(timestamp)),
                        ("webhook-signature", WebhookSignature.sign(id: d.eventId, timestamp: timestamp, body: body, key: key))]
         var options = CurlOptions()
-        options.timeoutSeconds = configuration.webhookTimeout
-        options.protocols = configuration.developmentMode ? "http,https" : "https"
+        options.timeoutSeconds = policy.timeoutSeconds
+        options.protocols = policy.protocols
         options.maxResponseBytes = 1024
         options.userAgent = "Latchkey-Webhooks/1"
         options.maxRedirects = 0  // a 3xx is an answer (retried), never followed
         options.connectOnlyTo = destination.addresses.map(\.bytes)
-        options.caFile = configuration.webhookCAFile
+        options.caFile = policy.caFile
         do {
             let response = try Curl.post(destination.url.text, headers: headers, body: body, options: options)
             if (200...299).contains(response.status) { return .delivered(statusCode: response.status) }
@@ -146,7 +136,7 @@ struct WebhookSender: Sendable {
 
     /// The URL parsed and checked, its host resolved (a literal is its own address), every address checked.
     func destination(_ url: String) throws(ServiceError) -> CheckedDestination {
-        let policy = WebhookAddressPolicy(configuration)
+        let policy = self.policy.destinations
         let parsed = try WebhookURL(parsing: url)
         try policy.check(parsed)
         switch parsed.host {

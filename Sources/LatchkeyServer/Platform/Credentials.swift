@@ -124,13 +124,15 @@ struct CallerResolver: Sendable {
     func admin(_ presented: String) throws(ServiceError) -> RouteCaller {
         if let adminKeyHash, AdminKey.matches(presented, hash: adminKeyHash) { return .adminKey }
         let caller = try sessions.session(accessToken: presented)  // verifies the token once; a revoked session is 401 too
-        guard try storage({ () throws(StorageError) in try admins.isAdmin(userId: caller.userId) }) else {
-            throw ServiceError(.forbidden, "this account is not an admin")
+        // The admin role and the session's standing, in one read.
+        let (isAdmin, session) = try storage { () throws(StorageError) in
+            try admins.adminSession(userId: caller.userId, sessionId: caller.sessionId)
         }
+        guard isAdmin else { throw ServiceError(.forbidden, "this account is not an admin") }
         guard caller.acr == AuthenticationClaims.passkeyVerified.acr else {
             throw ServiceError(.forbidden, "the admin API needs a sign-in with a user-verified passkey (a refreshed token is not one)")
         }
-        guard try sessions.standing(caller).approves else {
+        guard try sessions.standing(loaded: session).approves else {
             throw ServiceError(.forbidden, "this session was begun by a passkey that is still held: it cannot use the admin API yet")
         }
         return .adminUser(caller)

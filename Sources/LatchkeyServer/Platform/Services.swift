@@ -10,8 +10,8 @@ import Synchronization
 ///
 ///     routes ─▶ PasskeyService ─┬─▶ PasskeyAssertion ─▶ accounts
 ///               StepUpService ──┘        SessionService ─▶ sessions, TokenSigner ─▶ keys
-///               AdminService ─▶ config, audit, accounts   WellKnownService ─▶ config
-///               WebhookService ─▶ webhooks, outbox, SecretSealer; its OutboxWorker sends (channel `webhook`)
+///               AdminService ─▶ AdminStore                WellKnownService ─▶ AppStore (config)
+///               WebhookService ─▶ webhooks, SecretSealer; the webhook OutboxWorker sends (channel `webhook`)
 ///               RecoveryService ─▶ recovery (codes, limits, recoveries), SessionService, StepUpService, MailService
 ///               MailService ─▶ recovery (mail rows), outbox; its OutboxWorker sends (channel `mail`: SMTP or .eml)
 ///     every service that makes a reported change builds its OutboxEvents and hands them to the
@@ -42,6 +42,8 @@ public final class Services: Sendable {
     public let wellKnown: WellKnownService
     public let admin: AdminService
     public let webhooks: WebhookService
+    /// This instance's webhook senders (channel `webhook`).
+    public let webhookWorker: OutboxWorker
     /// Mail through the outbox (channel `mail`): its OutboxWorker sends over SMTP or writes `.eml` files.
     public let mail: MailService
     /// Verified email, one-time codes, email sign-in, recovery codes and recoveries.
@@ -69,7 +71,8 @@ public final class Services: Sendable {
         origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode, runtime: runtime)
         revokedSessions = RevokedSessions(accessTokenTTL: configuration.accessTokenTTL, maxLag: configuration.revocationMaxLag,
                                           sessions: database.sessions, runtime: runtime)
-        events = OutboxEvents(runtime: runtime, maxAgeSeconds: configuration.webhookMaxAge)
+        let webhookPolicy = WebhookPolicy(configuration)
+        events = OutboxEvents(runtime: runtime, maxAgeSeconds: webhookPolicy.maxAgeSeconds)
         sessions = SessionService(sessions: database.sessions, signer: signer,
                                   configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
@@ -95,12 +98,15 @@ public final class Services: Sendable {
                                                           accounts: database.accounts),
                                keys: deviceKeys, signer: signer, assertion: assertion, origins: origins, events: events,
                                revoked: revokedSessions, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
-        wellKnown = WellKnownService(config: database.config, origins: origins, configuration: configuration, runtime: runtime)
-        admin = AdminService(config: database.config, accounts: database.accounts, audit: database.audit, admins: database.admins,
-                             origins: origins, wellKnown: wellKnown, events: events, configuration: configuration, runtime: runtime)
-        users = UserAdministration(admins: database.admins, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
-        webhooks = WebhookService(webhooks: database.webhooks, outbox: database.outbox, sealer: SecretSealer(configuration: configuration, runtime: runtime),
-                                  metrics: metrics, configuration: configuration, runtime: runtime)
+        wellKnown = WellKnownService(store: database.config, configuration: configuration, runtime: runtime)
+        let adminStore = PostgresAdminStore(database)
+        admin = AdminService(store: adminStore, origins: origins, wellKnown: wellKnown, events: events, configuration: configuration,
+                             runtime: runtime)
+        users = UserAdministration(store: adminStore, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
+        let webhookSealer = SecretSealer(configuration: configuration, runtime: runtime)
+        webhooks = WebhookService(store: database.webhooks, sealer: webhookSealer, policy: webhookPolicy, runtime: runtime)
+        webhookWorker = WebhookService.worker(outbox: database.outbox, sealer: webhookSealer, policy: webhookPolicy, metrics: metrics,
+                                              runtime: runtime)
         let oauthStore = PostgresOAuthStore(oauth: database.oauth, accounts: database.accounts)
         let oauthPolicy = OAuthPolicy(configuration)
         oauthClients = OAuthClientService(store: oauthStore, policy: oauthPolicy, runtime: runtime)
@@ -136,7 +142,7 @@ public final class Services: Sendable {
     ///    The same connection LISTENs for the outbox's wake-ups: deliveries written on any instance
     ///    wake this one's workers for their channel (else their poll finds them).
     public func startChangeFeed() {
-        let workers = [webhooks.worker, mail.worker]
+        let workers = [webhookWorker, mail.worker]
         let outbox = OutboxRepository.wakeUps { channels in
             for worker in workers where channels.contains(worker.channel) { worker.wakeUp() }
         }
@@ -162,7 +168,7 @@ public final class Services: Sendable {
     ///    claimed with SKIP LOCKED leases, sent, and recorded (see OutboxWorker).
     ///    Mail goes out the same way (channel `mail`, its own worker).
     public func startOutbox() {
-        webhooks.start()
+        webhookWorker.start()
         mail.start()
     }
 
@@ -186,7 +192,7 @@ public final class Services: Sendable {
     public func stop() {
         changeFeed.withLock { $0?.stop(); $0 = nil }
         revokedSessions.stop()
-        webhooks.stop()
+        webhookWorker.stop()
         mail.stop()
         metadata.stopWatching()
     }

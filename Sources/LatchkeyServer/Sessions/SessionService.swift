@@ -144,8 +144,13 @@ public final class SessionService: Sendable {
     /// One renderer for both views: `current`, the caller's own session id, adds `current` to each
     /// entry (SPEC "Sessions"); the admin console's view (no current) leaves it out.
     func sessionsJSON(userId: String, current: String? = nil) throws(ServiceError) -> [JSONValue] {
-        let records = try storage { () throws(StorageError) in try sessions.list(userId: userId) }
-        return records.filter { !revoked.contains($0.id) }.map { r in
+        sessionsJSON(try storage { () throws(StorageError) in try sessions.list(userId: userId) }, current: current)
+    }
+
+    /// The sessions' one rendering (SPEC's session shape), without those this instance knows were
+    /// revoked since they were read; with `current`, which one is the caller's.
+    func sessionsJSON(_ records: [SessionRecord], current: String? = nil) -> [JSONValue] {
+        records.filter { !revoked.contains($0.id) }.map { r in
             .object([("id", .string(r.id)), ("method", .string(r.method.rawValue)),
                      ("credentialId", r.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
                      ("clientId", r.clientId.map { .string($0) } ?? .null), ("clientName", r.clientName.map { .string($0) } ?? .null),
@@ -214,9 +219,13 @@ public final class SessionService: Sendable {
 
     func standing(_ caller: Caller) throws(ServiceError) -> Standing {
         if let known = caller.standing { return known }
-        guard let (session, hold, hardware) = try storage({ () throws(StorageError) in
-            try sessions.session(id: caller.sessionId, userId: caller.userId)
-        }) else { throw ServiceError.unauthorized }
+        return try standing(loaded: try storage { () throws(StorageError) in try sessions.session(id: caller.sessionId, userId: caller.userId) })
+    }
+
+    /// A session's standing from its row as read (`SessionStore.session(id:userId:)`); nil, a
+    /// session revoked since its token was issued, is 401.
+    func standing(loaded: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?) throws(ServiceError) -> Standing {
+        guard let (session, hold, hardware) = loaded else { throw ServiceError.unauthorized }
         let held = hold.flatMap { $0 > runtime.now() ? $0 : nil }
         return Standing(method: session.method, credentialId: session.credentialId, heldUntil: held, authTime: session.authTime,
                         hardware: hardware)

@@ -1,0 +1,64 @@
+import Foundation
+import JSON
+import PostgreSQL
+@testable import Storage
+import Testing
+
+/// The admin API's joined reads, each one round trip on the real server: the console's user page,
+/// an admin caller's role with its session, a webhook's deliveries with its endpoint, and the apps
+/// with the allowlist. Each answers what the separate reads it replaces answered.
+@Suite struct AdminReadsTests {
+    func oneRead<T>(_ body: () throws -> T) throws -> T {
+        let (value, budget) = try PostgresDeadline.within(seconds: 10) { try body() }
+        #expect(budget.counts.reads == 1 && budget.counts.total == 1, "\(budget.counts)")
+        return value
+    }
+
+    @Test func userPageIsTheAccountWithItsLivePasskeysDeviceKeysAndSessions() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        _ = try s.enrol(Fixture.deviceKey(userId: user.id))
+        let page = try #require(try oneRead { try s.database.admins.userPage(id: user.id) })
+        #expect(page.summary == (try s.database.admins.userSummary(id: user.id)))
+        #expect(page.passkeys.map(\.id) == [credential.id])
+        #expect(page.passkeys.map(\.id) == (try s.database.accounts.credentials(userId: user.id)).map(\.id))
+        #expect(page.deviceKeys.map(\.id) == (try s.database.deviceKeys.list(userId: user.id)).map(\.id) && page.deviceKeys.count == 1)
+        #expect(page.sessions == (try s.database.sessions.list(userId: user.id)) && page.sessions.count == 1)
+        #expect(try oneRead { try s.database.admins.userPage(id: "nobody") } == nil)
+    }
+
+    @Test func adminSessionIsTheRoleWithTheSessionsStanding() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let sessionId = try #require(try s.database.sessions.list(userId: user.id).first?.id)
+        let (isAdmin, session) = try oneRead { try s.database.admins.adminSession(userId: user.id, sessionId: sessionId) }
+        #expect(!isAdmin)
+        #expect(session?.record.id == sessionId)
+        let candidate = try #require(try s.database.admins.grantCandidate(username: user.username))
+        #expect(try s.database.admins.grant(existing: candidate, by: "cli", audit: Fixture.audit("admin.granted")) == .granted)
+        #expect(try s.database.admins.adminSession(userId: user.id, sessionId: sessionId).isAdmin)
+        #expect(try s.database.admins.adminSession(userId: user.id, sessionId: "other").session == nil)
+    }
+
+    @Test func deliveriesAreNilForAnAbsentOrDeletedEndpoint() throws {
+        let s = try TestDatabase.scratch()
+        let endpoint = try s.database.webhooks.create(NewWebhookEndpoint(id: Fixture.id(), url: "https://hooks.example.com/x", events: [.userCreated],
+                                                                         sealedSecret: Fixture.bytes()), audit: Fixture.audit("webhook.created"))
+        #expect(try oneRead { try s.database.webhooks.deliveries(endpointId: endpoint.id, limit: 10) } == [])
+        #expect(try oneRead { try s.database.webhooks.deliveries(endpointId: "absent", limit: 10) } == nil)
+        #expect(try s.database.webhooks.delete(id: endpoint.id, audit: Fixture.audit("webhook.deleted")))
+        #expect(try s.database.webhooks.deliveries(endpointId: endpoint.id, limit: 10) == nil)
+    }
+
+    @Test func declarationsAreTheAppsAndTheAllowlist() throws {
+        let s = try TestDatabase.scratch()
+        _ = try s.database.config.addOrigin("https://a.example.com", source: "admin", audit: Fixture.audit("origin.added"))
+        let app = AppRecord(rpId: "example.com", platform: "ios", appId: "ABCDE12345.com.example.app")
+        let origins = AppOriginAudit(added: Fixture.template("origin.added"), removed: Fixture.template("origin.removed"))
+        _ = try s.database.config.putApp(app, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: origins)
+        let rows = try oneRead { try s.database.config.declarations(rpId: "example.com") }
+        #expect(rows.apps == (try s.database.config.apps(rpId: "example.com")))
+        #expect(rows.origins.map(\.origin) == (try s.database.config.origins()).map(\.origin))
+        #expect(rows.origins.map(\.source) == ["admin", "app"])
+    }
+}
