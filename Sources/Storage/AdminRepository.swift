@@ -29,6 +29,19 @@ public struct StepUpRedemption: Sendable, Equatable {
         if used.isEmpty { throw StorageError.conflict(.stepUpUsed) }
     }
 
+    /// `redeem` as a CTE `redeemed` of the change's own statement (one row when the receipt was
+    /// unused, the user's, for this action and its key still live); the rest of the statement writes
+    /// only `WHERE EXISTS (SELECT 1 FROM redeemed)`. Nothing when there is no redemption.
+    static func cte(_ redemption: StepUpRedemption?) -> [(name: String, sql: SQL)] {
+        guard let r = redemption else { return [] }
+        return [("redeemed", """
+            UPDATE step_up_receipts SET consumed_at = now()
+            WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
+              AND \(unsafeRaw: approverIsLive)
+            RETURNING id
+            """)]
+    }
+
     /// SPEC "Rules that must hold": an approval is only as alive as the key that made it. A
     /// predicate on a `step_up_receipts` row, true while its device key or passkey is the user's
     /// and not revoked. Checked by the statement that redeems the receipt, so a revocation

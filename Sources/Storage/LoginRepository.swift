@@ -140,13 +140,7 @@ public final class LoginRepository: Sendable {
         case .session(let session, let use, let audit, let events, let language):
             var ctes = [used, ("cred", AccountRepository.recording(use, onlyIf: "used"))] + SessionRepository.ctes(session, from: "cred")
                 + AuditRepository.cte(audit, onlyIf: "tok") + OutboxRepository.ctes(events, onlyIf: "tok")
-            if let language {
-                ctes.append(("lang", """
-                    UPDATE users SET language = \(language)
-                    WHERE id = \(session.userId) AND language IS DISTINCT FROM \(language) AND EXISTS (SELECT 1 FROM tok)
-                    RETURNING id
-                    """))
-            }
+            ctes += MailRepository.languageMemo(userId: session.userId, language: language, onlyIf: "tok")
             return SQL.with(ctes, AccountRepository.recordedOrWhy(use, also: fresh))
         case .browserSession(let session, let use, let replacing, let audit, let events):
             return OAuthRepository.startBrowserSession(session, recording: use, replacing: replacing, audit: audit, events: events,

@@ -56,10 +56,15 @@ public final class MailRepository: Sendable {
         try pool.run { c in try c.query("SELECT language FROM users WHERE id = \(userId)").first.flatMap { try $0.optionalString("language") } }
     }
 
-    /// Remembers `language` as the account's (written only when it changed).
-    public func setLanguage(userId: String, language: String) throws(StorageError) {
-        try pool.run { c in
-            _ = try c.execute("UPDATE users SET language = \(language) WHERE id = \(userId) AND language IS DISTINCT FROM \(language)")
-        }
+    /// The language memo (the account's mail language from now on: the one it last used) as a CTE
+    /// `lang` of the change's own statement, written only when it changed and only when `onlyIf`'s
+    /// CTE returned a row; nothing when `language` is nil.
+    static func languageMemo(userId: String, language: String?, onlyIf cte: String) -> [(name: String, sql: SQL)] {
+        guard let language else { return [] }
+        return [("lang", """
+            UPDATE users SET language = \(language)
+            WHERE id = \(userId) AND language IS DISTINCT FROM \(language) AND EXISTS (SELECT 1 FROM \(unsafeRaw: cte))
+            RETURNING id
+            """)]
     }
 }

@@ -165,20 +165,25 @@ public final class RecoveryRepository: Sendable {
     /// is one), with audit lines and events.
     /// With `redeeming` (the step-up an address change needs, SPEC "Assurance"), only together with its redemption.
     public func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord] = [],
-                       events: [OutboxEvent] = [], redeeming: StepUpRedemption? = nil) throws(StorageError) -> Date {
-        let statement = SQL.with([("ch", """
+                       events: [OutboxEvent] = [], redeeming: StepUpRedemption? = nil,
+                       language: String? = nil) throws(StorageError) -> Date {
+        // One statement: the step-up redeemed (when there is one; the rest is written only if it
+        // was), the challenge, its mail, audit lines and events, the account's language memo, and
+        // the sweep of challenges expired a day ago (cheap: indexed).
+        let gate: SQL = redeeming == nil ? "" : "\nWHERE EXISTS (SELECT 1 FROM redeemed)"
+        let statement = SQL.with(StepUpRedemption.cte(redeeming) + [("ch", """
             INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
-            VALUES (\(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
-                    \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds)))
-            RETURNING expires_at
-            """)]
-            + MailRepository.ctes(mail) + AuditRepository.cte(audit) + OutboxRepository.ctes(mail.map(\.event) + events),
-            "SELECT expires_at FROM ch")
-        return try pool.runTransaction { t in
-            try StepUpRedemption.redeem(redeeming, on: t)
-            let expires = try t.query(statement)[0].date("expires_at")
-            // Expired challenges go now and then (cheap: indexed).
-            try t.execute("DELETE FROM otp_challenges WHERE expires_at < now() - interval '1 day'")
+            SELECT \(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
+                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: gate)
+            RETURNING expires_at, user_id
+            """), ("swept", "DELETE FROM otp_challenges WHERE expires_at < now() - interval '1 day'")]
+            + MailRepository.ctes(mail, onlyIf: "ch") + AuditRepository.cte(audit, onlyIf: "ch")
+            + OutboxRepository.ctes(mail.map(\.event) + events, onlyIf: "ch")
+            + (challenge.userId.map { MailRepository.languageMemo(userId: $0, language: language, onlyIf: "ch") } ?? []),
+            "SELECT (SELECT expires_at FROM ch) AS expires_at")
+        return try pool.run { c in
+            // No challenge: the step-up was used, not the user's, or its key revoked since.
+            guard let expires = try c.query(statement)[0].optionalDate("expires_at") else { throw StorageError.conflict(.stepUpUsed) }
             return expires
         }
     }

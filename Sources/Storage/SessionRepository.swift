@@ -80,21 +80,23 @@ public final class SessionRepository: Sendable {
     /// written either way. A passkey login writes the same statement through `LoginRepository.login`. Returns the
     /// credential as the use left it (nil without a use).
     @discardableResult
+    /// `language`: the account's mail language from now on, written with the session.
     public func start(_ session: NewSession, recording use: CredentialUse? = nil,
-                      audit: [AuditRecord] = [], events: [OutboxEvent] = []) throws(StorageError) -> RecordedUse? {
-        try pool.run { c in try SessionRepository.start(session, recording: use, audit: audit, events: events, on: c) }
+                      audit: [AuditRecord] = [], events: [OutboxEvent] = [], language: String? = nil) throws(StorageError) -> RecordedUse? {
+        try pool.run { c in try SessionRepository.start(session, recording: use, audit: audit, events: events, language: language, on: c) }
     }
 
     /// `start` on `connection`.
     @discardableResult
     static func start(_ session: NewSession, recording use: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent] = [],
-                      on connection: PostgresConnection) throws -> RecordedUse? {
+                      language: String? = nil, on connection: PostgresConnection) throws -> RecordedUse? {
         // The family's row source: the recorded credential when there is one, so a use and its
         // session are written together or not at all.
         let ctes = (use.map { [("cred", AccountRepository.recording($0))] } ?? [])
             + SessionRepository.ctes(session, from: use == nil ? nil : "cred")
             + AuditRepository.cte(audit, onlyIf: "tok")
             + OutboxRepository.ctes(events, onlyIf: "tok")
+            + MailRepository.languageMemo(userId: session.userId, language: language, onlyIf: "tok")
         guard let use else {
             guard !(try connection.query(SQL.with(ctes, "SELECT hash FROM tok"))).isEmpty else { throw StorageError.notFound }
             return nil

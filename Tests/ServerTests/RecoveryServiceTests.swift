@@ -175,9 +175,9 @@ import Tokens
         f.tables.addCredential(id: [4, 5, 6], userId: alice.id, approvesFrom: now.addingTimeInterval(60))
         let store = InMemorySessionStore(tables: f.tables)
         let held = f.sessions.prepare(userId: alice.id, credentialId: [1, 2, 3])
-        try store.start(session: held.record, audit: [])
+        try store.start(session: held.record, audit: [], language: nil)
         let other = f.sessions.prepare(userId: alice.id, credentialId: nil, method: .email)
-        try store.start(session: other.record, audit: [])
+        try store.start(session: other.record, audit: [], language: nil)
         f.tables.addCancelToken(hash: OpaqueSecret.hash("lkcan_pk_one"), userId: alice.id, credentialId: [1, 2, 3], expiresAt: now.addingTimeInterval(3600))
         f.tables.addCancelToken(hash: OpaqueSecret.hash("lkcan_pk_two"), userId: alice.id, credentialId: [4, 5, 6], expiresAt: now.addingTimeInterval(3600))
 

@@ -15,7 +15,7 @@ import Tokens
     static func session(_ f: ServiceFixture, userId: String, credentialId: [UInt8]? = [9, 9],
                         method: SessionMethod = .passkey) throws -> (pending: SessionService.Pending, issued: SessionService.Issued) {
         let pending = f.sessions.prepare(userId: userId, credentialId: credentialId, method: method)
-        try InMemorySessionStore(tables: f.tables).start(session: pending.record, audit: [])
+        try InMemorySessionStore(tables: f.tables).start(session: pending.record, audit: [], language: nil)
         return (pending, try f.sessions.issue(pending, authentication: .passkeyVerified))
     }
 

@@ -36,8 +36,6 @@ public final class MailService: Sendable {
                               observe: { [metrics] _, outcome in metrics.observeDelivery(type: MailService.eventType.rawValue, outcome: outcome) })
     }
 
-    /// Remembers the language the account uses now (its mail speaks it from then on).
-    func remember(language: String, userId: String) { try? mail.setLanguage(userId: userId, language: language) }
 
     func start() { worker.start() }
     func stop() { worker.stop() }

@@ -11,9 +11,9 @@ extension RouteTable {
         add("PUT", "/v1/account/email", .session, stepUp: .emailChange, available: mail) { ctx in
             // The verification mail (and the account's mail from then on) speaks the page's language.
             let caller = try ctx.session()
-            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: caller.userId)
-            return .json(status: 202, bytes: try s.recovery.startVerification(caller, body: try ctx.json(),
-                                                                              redeeming: ctx.redemption).serialized())
+            return .json(status: 202, bytes: try s.recovery.startVerification(
+                caller, body: try ctx.json(), redeeming: ctx.redemption,
+                language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language"))).serialized())
         }
         add("POST", "/v1/account/email/verify", .session, available: mail) { ctx in
             .json(bytes: try s.recovery.verifyEmail(try ctx.session(), body: try ctx.json()).serialized())
@@ -28,9 +28,8 @@ extension RouteTable {
             .json(status: 202, bytes: try s.recovery.startEmailSignIn(body: try ctx.json()).serialized())
         }
         add("POST", "/v1/email/verify", .anyone, available: emailSignIn) { ctx in
-            let result = try s.recovery.verifyEmailSignIn(body: try ctx.json())
-            s.rememberLanguage(ctx.request.header("Accept-Language"), userId: result["user"]?["id"]?.stringValue)
-            return .json(bytes: result.serialized())
+            .json(bytes: try s.recovery.verifyEmailSignIn(
+                body: try ctx.json(), language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language"))).serialized())
         }
         add("POST", "/v1/recovery-codes", .session, stepUp: .recoveryCodesCreation, accepting: .any) { ctx in
             guard let redemption = ctx.redemption else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up") }

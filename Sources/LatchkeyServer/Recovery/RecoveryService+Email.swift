@@ -13,23 +13,28 @@ extension RecoveryService {
 
     /// `PUT /v1/account/email` `{"email"}` → 202 `{"challengeId","expiresAt"}`; the code goes to that address.
     /// `redeeming`: the `latchkey.email.change` step-up the route checked (SPEC "Assurance"), used up here.
-    func startVerification(_ caller: SessionService.Caller, body: JSONValue, redeeming: StepUpRedemption?) throws(ServiceError) -> JSONValue {
+    /// `language`: the page's (Accept-Language), which the mail is written in and the account's mail
+    /// speaks from now on (its memo written with the challenge); nil: the account's own.
+    func startVerification(_ caller: SessionService.Caller, body: JSONValue, redeeming: StepUpRedemption?,
+                           language: String? = nil) throws(ServiceError) -> JSONValue {
         try requireMail()
         let email = try Self.email(body)
         try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
         let code = codes.generate()
         let id = "otp_" + runtime.identifier()
         let ttl = policy.codeTTL
-        let message = mail.compose(.emailVerify, to: email, userId: caller.userId) { l in
+        let render = { (l: MailCatalog) in
             (l[.verifySubject, ["code": code]], l[.verifyBody, ["code": code, "minutes": l.duration(seconds: ttl)]])
         }
+        let message = language.map { mail.compose(.emailVerify, to: email, userId: caller.userId, language: $0, render) }
+            ?? mail.compose(.emailVerify, to: email, userId: caller.userId, render)
         let hash = try codes.hash(code, challengeId: id)
         let expires = try storage { () throws(StorageError) in
             try store.insert(NewCodeChallenge(id: id, purpose: .emailVerify, userId: caller.userId, email: email.value,
                                               codeHash: hash, maxAttempts: OneTimeCode.maxAttempts,
                                               ttlSeconds: policy.codeTTL),
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
-                             events: [], redeeming: redeeming)
+                             events: [], redeeming: redeeming, language: language)
         }
         return Self.challengeJSON(id: id, expiresAt: expires)
     }
@@ -104,14 +109,16 @@ extension RecoveryService {
     }
 
     /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.
-    func verifyEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
+    /// `language`: the page's, the account's mail language from now on (written with the session).
+    func verifyEmailSignIn(body: JSONValue, language: String? = nil) throws(ServiceError) -> JSONValue {
         guard policy.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let attempt = try check(body, purpose: .emailSignIn)
         guard let userId = attempt.userId, let user = try storage({ () throws(StorageError) in try store.user(id: userId) }) else {
             throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
         }
-        let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)])
+        let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)],
+                                                    language: language)
         return .object([("user", user.json), ("tokens", issued.json)])
     }
 }

@@ -43,8 +43,9 @@ protocol RecoveryStore: Sendable {
     func startChallenge(_ start: CodeChallengeStart) throws(StorageError) -> CodeChallengeStarted
 
     /// Stores a challenge with its mail, audit lines and events (and `redeeming`'s redemption); its expiry.
+    /// `language`: the account's language memo, written with it (nil: unchanged).
     func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
-                redeeming: StepUpRedemption?) throws(StorageError) -> Date
+                redeeming: StepUpRedemption?, language: String?) throws(StorageError) -> Date
     /// Counts one attempt on a live challenge of `purpose` (unused, unexpired, attempts left); nil when none.
     func attempt(id: String, purpose: NewCodeChallenge.Purpose) throws(StorageError) -> CodeAttempt?
     /// Uses a challenge up; false when it was used already.

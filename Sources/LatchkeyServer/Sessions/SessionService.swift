@@ -72,9 +72,9 @@ public final class SessionService: Sendable {
 
     /// A session that a mailed one-time code began (SPEC "Email sign-in": `acr`
     /// `urn:latchkey:acr:email-otp`, `amr` `["otp"]`), stored with its audit line.
-    func startEmailSession(userId: String, audit: [AuditRecord]) throws(ServiceError) -> Issued {
+    func startEmailSession(userId: String, audit: [AuditRecord], language: String? = nil) throws(ServiceError) -> Issued {
         let pending = prepare(userId: userId, credentialId: nil, method: .email)
-        _ = try storage { () throws(StorageError) in try sessions.start(session: pending.record, audit: audit) }
+        _ = try storage { () throws(StorageError) in try sessions.start(session: pending.record, audit: audit, language: language) }
         return try issue(pending, authentication: .emailOTP)
     }
 

@@ -6,8 +6,9 @@ import Storage
 /// lifetimes, single use and reuse detection are the store's to keep atomically: a token presented
 /// a second time revokes its whole family (RFC 9700 §4.14.2) in the same change.
 protocol SessionStore: Sendable {
-    /// Stores a session that no passkey ceremony began (an email sign-in), with its audit lines.
-    func start(session: NewSession, audit: [AuditRecord]) throws(StorageError)
+    /// Stores a session that no passkey ceremony began (an email sign-in), with its audit lines and
+    /// the account's language memo (`language`: the one the request asked for, nil to keep it).
+    func start(session: NewSession, audit: [AuditRecord], language: String?) throws(StorageError)
     /// Uses the presented refresh token up and adds `newHash` to its live family; a used one revokes
     /// the family with `reuseAudit` and `reuseEvent`.
     func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int, reuseAudit: AuditTemplate,
@@ -25,7 +26,7 @@ protocol SessionStore: Sendable {
 }
 
 extension SessionRepository: SessionStore {
-    func start(session: NewSession, audit: [AuditRecord]) throws(StorageError) {
-        try start(session, recording: nil, audit: audit, events: [])
+    func start(session: NewSession, audit: [AuditRecord], language: String?) throws(StorageError) {
+        try start(session, recording: nil, audit: audit, events: [], language: language)
     }
 }

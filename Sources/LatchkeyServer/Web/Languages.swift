@@ -36,12 +36,3 @@ enum I18nCatalogs {
         return ranked.lazy.compactMap { match($0.tag) }.first
     }
 }
-
-extension Services {
-    /// Remembers the request's Accept-Language as the account's language, for its mail: called
-    /// where a session starts and where the address is set (the moments the person is at the page).
-    func rememberLanguage(_ acceptLanguage: String?, userId: String?) {
-        guard let userId, let language = I18nCatalogs.negotiate(acceptLanguage) else { return }
-        mail.remember(language: language, userId: userId)
-    }
-}

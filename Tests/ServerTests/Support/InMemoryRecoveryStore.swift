@@ -126,8 +126,9 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
+    /// The in-memory users keep no mail language: `language` is not stored here.
     func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
-                redeeming: StepUpRedemption?) throws(StorageError) -> Date {
+                redeeming: StepUpRedemption?, language: String?) throws(StorageError) -> Date {
         try tables.change { (t, now) throws(StorageError) in
             try InMemoryTables.redeem(redeeming, in: &t)
             guard t.challenges[challenge.id] == nil else { throw StorageError.conflict(.other("otp_challenges_pkey")) }

@@ -11,7 +11,8 @@ import Foundation
 struct InMemorySessionStore: SessionStore, SessionRevocationSource {
     let tables: InMemoryTables
 
-    func start(session: NewSession, audit: [AuditRecord]) throws(StorageError) {
+    /// The in-memory users keep no mail language: `language` is not stored here.
+    func start(session: NewSession, audit: [AuditRecord], language: String?) throws(StorageError) {
         try tables.change { (t, now) throws(StorageError) in
             guard t.families[session.familyId] == nil else { throw StorageError.conflict(.other("refresh_families_pkey")) }
             guard t.refreshTokens[session.refreshHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
