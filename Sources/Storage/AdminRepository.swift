@@ -32,14 +32,32 @@ public struct StepUpRedemption: Sendable, Equatable {
     /// `redeem` as a CTE `redeemed` of the change's own statement (one row when the receipt was
     /// unused, the user's, for this action and its key still live); the rest of the statement writes
     /// only `WHERE EXISTS (SELECT 1 FROM redeemed)`. Nothing when there is no redemption.
-    static func cte(_ redemption: StepUpRedemption?) -> [(name: String, sql: SQL)] {
+    /// With `onlyIf`, redeemed only when that CTE returned a row (a change with nothing to do spends nothing).
+    static func cte(_ redemption: StepUpRedemption?, onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
         guard let r = redemption else { return [] }
+        let condition: SQL = cte.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
         return [("redeemed", """
             UPDATE step_up_receipts SET consumed_at = now()
             WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
-              AND \(unsafeRaw: approverIsLive)
+              AND \(unsafeRaw: approverIsLive)\(fragment: condition)
             RETURNING id
             """)]
+    }
+
+    /// ` WHERE EXISTS (SELECT 1 FROM redeemed)` after `cte(redemption)`, or nothing without one: what
+    /// a change's own writes are conditioned on.
+    static func gate(_ redemption: StepUpRedemption?, and condition: SQL? = nil) -> SQL {
+        switch (redemption, condition) {
+        case (nil, nil): ""
+        case (nil, let c?): "\nWHERE \(fragment: c)"
+        case (_?, nil): "\nWHERE EXISTS (SELECT 1 FROM redeemed)"
+        case (_?, let c?): "\nWHERE EXISTS (SELECT 1 FROM redeemed) AND \(fragment: c)"
+        }
+    }
+
+    /// Whether `cte(redemption)` redeemed (true without one), as a column of the final SELECT.
+    static func held(_ redemption: StepUpRedemption?) -> SQL {
+        redemption == nil ? "true" : "EXISTS (SELECT 1 FROM redeemed)"
     }
 
     /// SPEC "Rules that must hold": an approval is only as alive as the key that made it. A

@@ -44,23 +44,33 @@ public final class ConfigRepository: Sendable {
     /// up (single use, SPEC), and a replay of it is refused rather than answered 200 again.
     public func addOrigin(_ origin: String, source: String, audit: AuditRecord,
                           redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            let n = try t.execute("INSERT INTO origins (origin, source) VALUES (\(origin), \(source)) ON CONFLICT (origin) DO NOTHING")
-            try StepUpRedemption.redeem(redeeming, on: t)
-            if n > 0 { try AuditRepository.write([audit], on: t) }
-            return n > 0
+        // One statement: the redemption, then (only if it held) the origin and its audit line.
+        let statement = SQL.with(StepUpRedemption.cte(redeeming) + [("added", """
+            INSERT INTO origins (origin, source) SELECT \(origin), \(source)\(fragment: StepUpRedemption.gate(redeeming))
+            ON CONFLICT (origin) DO NOTHING RETURNING origin
+            """)] + AuditRepository.cte([audit], onlyIf: "added"),
+            "SELECT EXISTS (SELECT 1 FROM added) AS added, \(fragment: StepUpRedemption.held(redeeming)) AS redeemed")
+        return try pool.run { c in
+            let row = try c.query(statement)[0]
+            guard try row.bool("redeemed") else { throw StorageError.conflict(.stepUpUsed) }
+            return try row.bool("added")
         }
     }
 
     /// True when the origin was removed (with `audit`), false when it was not there.
     public func removeOrigin(_ origin: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            let n = try t.execute("DELETE FROM origins WHERE origin = \(origin)")
-            if n > 0 {
-                try StepUpRedemption.redeem(redeeming, on: t)
-                try AuditRepository.write([audit], on: t)
-            }
-            return n > 0
+        // One statement: the origin found (locked), the step-up redeemed only if it is there (an
+        // absent origin spends nothing), then the removal and its audit line only if that held.
+        let statement = SQL.with([("target", "SELECT origin FROM origins WHERE origin = \(origin) FOR UPDATE")]
+            + StepUpRedemption.cte(redeeming, onlyIf: "target") + [("removed", """
+            DELETE FROM origins WHERE origin IN (SELECT origin FROM target)\(fragment: redeeming == nil ? "" : " AND EXISTS (SELECT 1 FROM redeemed)")
+            RETURNING origin
+            """)] + AuditRepository.cte([audit], onlyIf: "removed"),
+            "SELECT EXISTS (SELECT 1 FROM target) AS present, EXISTS (SELECT 1 FROM removed) AS removed")
+        return try pool.run { c in
+            let row = try c.query(statement)[0]
+            if try row.bool("present"), !(try row.bool("removed")) { throw StorageError.conflict(.stepUpUsed) }
+            return try row.bool("removed")
         }
     }
 

@@ -12,7 +12,7 @@ import PostgreSQL
 /// `next_attempt_at`, `leased_until` and `finished_at` — is a bind the caller passes, so what the
 /// worker decides and what SQL compares read one clock, and a test steps it. (The one `now()` left
 /// is `cancelPending`'s `finished_at`, a record stamped with the endpoint's `deleted_at` beside it
-/// in the deleting transaction, which no decision reads.)
+/// in the deleting statement, which no decision reads.)
 public final class OutboxRepository: Sendable {
     let pool: PostgresPool
 
@@ -291,11 +291,12 @@ public final class OutboxRepository: Sendable {
                               createdAt: try r.date("created_at"))
     }
 
-    /// Cancels the pending deliveries to one target (an endpoint being deleted), on `connection`.
-    static func cancelPending(channel: OutboxChannel, target: String, on connection: PostgresConnection) throws {
-        try connection.execute("""
+    /// The pending deliveries to the targets `targets` (a CTE of the statement: endpoints being
+    /// deleted) cancelled, as a CTE `cancelled` of that statement.
+    static func cancelPending(channel: OutboxChannel, targets: String) -> (name: String, sql: SQL) {
+        ("cancelled", """
             UPDATE outbox_deliveries SET status = 'cancelled', finished_at = now(), lease_id = NULL, leased_until = NULL
-            WHERE channel = \(channel.rawValue) AND target = \(target) AND status = 'pending'
+            WHERE channel = \(channel.rawValue) AND target IN (SELECT id FROM \(unsafeRaw: targets)) AND status = 'pending'
             """)
     }
 }

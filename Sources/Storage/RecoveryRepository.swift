@@ -215,11 +215,19 @@ public final class RecoveryRepository: Sendable {
     /// step-up that approved it (a used one rolls the change back: `.conflict(.stepUpUsed)`).
     public func replaceRecoveryCodes(userId: String, hashes: [[UInt8]], audit: AuditRecord,
                                      redeeming: StepUpRedemption) throws(StorageError) {
-        try pool.runTransaction { t in
-            try StepUpRedemption.redeem(redeeming, on: t)
-            try t.execute("DELETE FROM recovery_codes WHERE user_id = \(userId)")
-            for h in hashes { try t.execute("INSERT INTO recovery_codes (user_id, code_hash) VALUES (\(userId), \(h))") }
-            try AuditRepository.write([audit], on: t)
+        // One statement: the redemption, then (only if it held) the old codes gone, the new ones and the audit line.
+        let rows = SQL.joined(hashes.map { "(\($0)::bytea)" }, separator: ", ")
+        let statement = SQL.with(StepUpRedemption.cte(redeeming) + [
+            ("gone", "DELETE FROM recovery_codes WHERE user_id = \(userId) AND EXISTS (SELECT 1 FROM redeemed)"),
+            ("fresh", """
+                INSERT INTO recovery_codes (user_id, code_hash)
+                SELECT \(userId), h.hash FROM (VALUES \(fragment: rows)) AS h (hash) WHERE EXISTS (SELECT 1 FROM redeemed)
+                RETURNING code_hash
+                """),
+        ] + AuditRepository.cte([audit], onlyIf: "redeemed"),
+            "SELECT EXISTS (SELECT 1 FROM redeemed) AS redeemed")
+        try pool.run { c in
+            guard try c.query(statement)[0].bool("redeemed") else { throw StorageError.conflict(.stepUpUsed) }
         }
     }
 

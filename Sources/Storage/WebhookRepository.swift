@@ -38,18 +38,19 @@ public final class WebhookRepository: Sendable {
     /// With `redeeming` (an admin's approval), only together with that step-up's redemption.
     public func create(_ endpoint: NewWebhookEndpoint, audit: AuditRecord,
                        redeeming: StepUpRedemption? = nil) throws(StorageError) -> WebhookEndpointRecord {
-        try pool.runTransaction { c in
-            try StepUpRedemption.redeem(redeeming, on: c)
-            let events = JSONValue.array(endpoint.events.map { .string($0.rawValue) }).text
-            let statement = SQL.with([
-                ("w", """
-                    INSERT INTO webhook_endpoints (id, url, events, secret)
-                    VALUES (\(endpoint.id), \(endpoint.url), \(PostgresValue.text(events))::jsonb, \(endpoint.sealedSecret))
-                    RETURNING \(unsafeRaw: WebhookRepository.columns)
-                    """),
-                ("audit", AuditRepository.insert([audit], onlyIf: "w")),
-            ], "SELECT * FROM w")
-            return try WebhookRepository.endpoint(try c.query(statement)[0])
+        // One statement: the redemption, then (only if it held) the endpoint and its audit line.
+        let events = JSONValue.array(endpoint.events.map { .string($0.rawValue) }).text
+        let statement = SQL.with(StepUpRedemption.cte(redeeming) + [
+            ("w", """
+                INSERT INTO webhook_endpoints (id, url, events, secret)
+                SELECT \(endpoint.id), \(endpoint.url), \(PostgresValue.text(events))::jsonb, \(endpoint.sealedSecret)\(fragment: StepUpRedemption.gate(redeeming))
+                RETURNING \(unsafeRaw: WebhookRepository.columns)
+                """),
+            ("audit", AuditRepository.insert([audit], onlyIf: "w")),
+        ], "SELECT * FROM w")
+        return try pool.run { c in
+            guard let row = try c.query(statement).first else { throw StorageError.conflict(.stepUpUsed) }
+            return try WebhookRepository.endpoint(row)
         }
     }
 
@@ -71,14 +72,21 @@ public final class WebhookRepository: Sendable {
     /// false when there is no such live endpoint (nothing written). New events no longer fan out to it
     /// from the commit on, on every instance (the fan-out reads this table in the writer's transaction).
     public func delete(id: String, audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            guard try t.execute("UPDATE webhook_endpoints SET deleted_at = now() WHERE id = \(id) AND deleted_at IS NULL") > 0 else {
-                return false
-            }
-            try StepUpRedemption.redeem(redeeming, on: t)
-            try OutboxRepository.cancelPending(channel: OutboxRepository.webhookChannel, target: id, on: t)
-            try AuditRepository.write([audit], on: t)
-            return true
+        // One statement: the live endpoint found (locked), the step-up redeemed only if it is there,
+        // then the deletion, its pending deliveries cancelled and the audit line only if that held.
+        let statement = SQL.with([("target", "SELECT id FROM webhook_endpoints WHERE id = \(id) AND deleted_at IS NULL FOR UPDATE")]
+            + StepUpRedemption.cte(redeeming, onlyIf: "target") + [
+            ("gone", """
+                UPDATE webhook_endpoints SET deleted_at = now() WHERE id IN (SELECT id FROM target)\(fragment: redeeming == nil ? "" : " AND EXISTS (SELECT 1 FROM redeemed)")
+                RETURNING id
+                """),
+            OutboxRepository.cancelPending(channel: OutboxRepository.webhookChannel, targets: "gone"),
+        ] + AuditRepository.cte([audit], onlyIf: "gone"),
+            "SELECT EXISTS (SELECT 1 FROM target) AS present, EXISTS (SELECT 1 FROM gone) AS deleted")
+        return try pool.run { c in
+            let row = try c.query(statement)[0]
+            if try row.bool("present"), !(try row.bool("deleted")) { throw StorageError.conflict(.stepUpUsed) }
+            return try row.bool("deleted")
         }
     }
 
