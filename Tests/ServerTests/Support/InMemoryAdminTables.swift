@@ -85,20 +85,10 @@ final class InMemoryAdminTables: Sendable {
     }
 
     /// One transaction: `body` edits a copy, which replaces the rows only if it returns.
-    func change<T>(_ body: (inout Rows, Date) throws(StorageError) -> T) throws(StorageError) -> T {
+    func change<T: Sendable>(_ body: (inout Rows, Date) throws(StorageError) -> T) throws(StorageError) -> T {
         if down.withLock({ $0 }) { throw StorageError.unavailable("in-memory store set down") }
         let now = self.now()
-        let outcome: Result<T, StorageError> = rows.withLock { r in
-            var copy = r
-            do throws(StorageError) {
-                let value = try body(&copy, now)
-                r = copy
-                return .success(value)
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try outcome.get()
+        return try rows.allOrNothing { (r: inout Rows) throws(StorageError) -> T in try body(&r, now) }
     }
 
     var snapshot: Rows { rows.withLock { $0 } }

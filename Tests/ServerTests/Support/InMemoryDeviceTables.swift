@@ -83,14 +83,9 @@ final class InMemoryDeviceTables: Sendable {
     init(now: @escaping @Sendable () -> Date) { self.now = now }
 
     /// Runs `body` as one statement: a thrown error leaves the rows as they were.
-    func statement<T>(_ body: (inout Rows, Date) throws(StorageError) -> T) throws(StorageError) -> T {
+    func statement<T: Sendable>(_ body: (inout Rows, Date) throws(StorageError) -> T) throws(StorageError) -> T {
         let at = now()
-        return try rows.withLock { (rows: inout Rows) throws(StorageError) -> T in
-            var copy = rows
-            let result = try body(&copy, at)
-            rows = copy
-            return result
-        }
+        return try rows.allOrNothing { (rows: inout Rows) throws(StorageError) -> T in try body(&rows, at) }
     }
 
     // MARK: What a test sets up and reads back

@@ -93,17 +93,9 @@ final class InMemoryOAuthTables: Sendable {
     }
 
     func change<T: Sendable>(_ body: (inout Rows, inout InMemoryTables.Tables, Date) throws(StorageError) -> T) throws(StorageError) -> T {
-        let outcome: Result<T, StorageError> = rows.withLock { r in
-            var copy = r
-            do throws(StorageError) {
-                let value = try shared.change { (t, now) throws(StorageError) in try body(&copy, &t, now) }
-                r = copy
-                return .success(value)
-            } catch {
-                return .failure(error)
-            }
+        try rows.allOrNothing { (r: inout Rows) throws(StorageError) -> T in
+            try shared.change { (t, now) throws(StorageError) in try body(&r, &t, now) }
         }
-        return try outcome.get()
     }
 
     var snapshot: Rows { rows.withLock { $0 } }

@@ -113,19 +113,9 @@ final class InMemoryTables: Sendable {
     }
 
     /// One atomic change: `body` edits a copy, which replaces the tables only if it returns.
-    func change<T>(_ body: (inout Tables, Date) throws(StorageError) -> T) throws(StorageError) -> T {
+    func change<T: Sendable>(_ body: (inout Tables, Date) throws(StorageError) -> T) throws(StorageError) -> T {
         let now = self.now()
-        let outcome: Result<T, StorageError> = tables.withLock { t in
-            var copy = t
-            do throws(StorageError) {
-                let value = try body(&copy, now)
-                t = copy
-                return .success(value)
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try outcome.get()
+        return try tables.allOrNothing { (t: inout Tables) throws(StorageError) -> T in try body(&t, now) }
     }
 
     // MARK: What a test sets up or looks at

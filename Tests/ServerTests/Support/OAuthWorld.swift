@@ -34,7 +34,7 @@ struct OAuthWorld {
         policy = OAuthPolicy(base.configuration)
         clients = OAuthClientService(store: store, policy: policy, runtime: base.runtime)
         provider = OpenIDProvider(store: store, clients: clients, sessions: base.sessions, signer: base.signer,
-                                  rsa: RSASigningKey(keys: MemoryRSAKeys(), sealer: SecretSealer(configuration: base.configuration, runtime: base.runtime)),
+                                  rsa: RSASigningKey(keys: MemorySecrets(), sealer: SecretSealer(configuration: base.configuration, runtime: base.runtime)),
                                   events: OutboxEvents(runtime: base.runtime, maxAgeSeconds: base.configuration.webhookMaxAge), metrics: Metrics(),
                                   policy: policy, runtime: base.runtime, revoked: base.revoked, passkeys: NoPasskeySignIn(),
                                   requestIds: DeploymentSecret(name: "oauth-request-ids", keys: MemorySecrets(), runtime: base.runtime))
@@ -160,16 +160,8 @@ struct NoPasskeySignIn: PasskeySignIn {
     }
 }
 
-/// The RS256 key's secret in memory: created empty, filled once.
-final class MemoryRSAKeys: RSAKeySource {
-    private let secrets = Mutex<[String: [UInt8]]>([:])
-    func secret(named name: String, candidate: [UInt8]) throws(StorageError) -> [UInt8] {
-        secrets.withLock { s in
-            if let known = s[name] { return known }
-            s[name] = candidate
-            return candidate
-        }
-    }
+/// The RS256 key's secret in memory: created empty, filled once (`MemorySecrets` keeps the rest).
+extension MemorySecrets: RSAKeySource {
     func replaceEmptySecret(named name: String, with value: [UInt8]) throws(StorageError) {
         secrets.withLock { s in if s[name]?.isEmpty ?? true { s[name] = value } }
     }

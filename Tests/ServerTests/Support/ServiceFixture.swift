@@ -138,7 +138,7 @@ final class RecordingMail: MailComposer {
 
 /// Deployment secrets in memory: the first candidate offered for a name is kept.
 final class MemorySecrets: DeploymentSecretSource {
-    private let secrets = Mutex<[String: [UInt8]]>([:])
+    let secrets = Mutex<[String: [UInt8]]>([:])
     func secret(named name: String, candidate: [UInt8]) throws(StorageError) -> [UInt8] {
         secrets.withLock { s in
             if let known = s[name] { return known }
