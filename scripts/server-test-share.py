@@ -12,7 +12,7 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-NEEDS_THE_HOUSE = re.compile(r"TestServer|TestDatabase|Scratch|PostgresConnection|\.client\(\)|TestSMTP|latchkeyBinary|Process\(")
+NEEDS_THE_HOUSE = re.compile(r"TestServer|TestDatabase|Scratch|PostgresConnection|TestSMTP|latchkeyBinary|Process\(|TestCluster")
 
 
 def main() -> int:
