@@ -58,11 +58,12 @@ extension RecoveryRepository {
     /// a hold is the app's instant, rule 1; a recovery's lifetime is the database's, rule 3).
     public func useCancelToken(hash: [UInt8], now: Date, records: CancelLinkRecords) throws(StorageError) -> CancelTarget? {
         let statement = SQL.with([
+            // The token found and locked; it is used up below only when what it names could be undone.
             ("tok", """
-                UPDATE cancel_tokens SET used_at = now()
+                SELECT user_id AS owner, recovery_id AS recovery, credential_id AS credential FROM cancel_tokens
                 WHERE hash = \(hash) AND used_at IS NULL
                   AND expires_at > CASE WHEN recovery_id IS NULL THEN \(now)::timestamptz ELSE now() END
-                RETURNING user_id AS owner, recovery_id AS recovery, credential_id AS credential
+                FOR UPDATE
                 """),
             ("rec", """
                 UPDATE recoveries r SET status = 'cancelled', finished_at = now() FROM tok
@@ -75,6 +76,11 @@ extension RecoveryRepository {
                 RETURNING \(unsafeRaw: AccountRepository.credentialColumns)
                 """),
             RevocationCascade.sessionsOfPasskeys(from: "pk"),
+            ("spent", """
+                UPDATE cancel_tokens SET used_at = now()
+                WHERE hash = \(hash) AND (EXISTS (SELECT 1 FROM rec) OR EXISTS (SELECT 1 FROM pk))
+                RETURNING hash
+                """),
         ]
             + AuditRepository.cte([
                 records.recoveryAudit.rows(from: "rec", subject: "rec.user_id", members: [("recoveryId", "rec.id")]),
@@ -91,20 +97,17 @@ extension RecoveryRepository {
                    (SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended
             FROM tok LEFT JOIN rec ON true LEFT JOIN pk ON true
             """)
-        do {
-            return try pool.runTransaction { t -> CancelTarget? in
-                guard let row = try t.query(statement).first else { return nil }
-                let userId = try row.string("owner")
-                if let recoveryId = try row.optionalString("recovery_id") {
-                    return .recovery(userId: userId, recoveryId: recoveryId, method: try row.value("recovery_method"))
-                }
-                if !(try row.isNull("id")) {
-                    return .passkey(userId: userId, credential: try AccountRepository.credential(row), endedSessions: try row.stringArray("ended"))
-                }
-                // The token was good but what it names is over: the token stays unused.
-                throw StorageError.notFound
+        return try pool.run { c -> CancelTarget? in
+            // No row: an unknown, used or expired token. A row naming neither: what it names is
+            // over, and the token stayed unused (nothing was written).
+            guard let row = try c.query(statement).first else { return nil }
+            let userId = try row.string("owner")
+            if let recoveryId = try row.optionalString("recovery_id") {
+                return .recovery(userId: userId, recoveryId: recoveryId, method: try row.value("recovery_method"))
             }
-        } catch .notFound {
+            if !(try row.isNull("id")) {
+                return .passkey(userId: userId, credential: try AccountRepository.credential(row), endedSessions: try row.stringArray("ended"))
+            }
             return nil
         }
     }

@@ -93,3 +93,41 @@ import Testing
             .replacingOccurrences(of: "=", with: "")
     }
 }
+
+/// A cancel link on PostgreSQL: one statement that spends the token only when what it names could
+/// still be undone.
+@Suite struct CancelLinkStatementTests {
+    static let records = CancelLinkRecords(recoveryAudit: Fixture.template("recovery.cancelled"), recoveryEvent: Fixture.event(.recoveryCancelled),
+                                           passkeyAudit: Fixture.template("passkey.revoked"), passkeyEvent: Fixture.event(.passkeyRevoked),
+                                           sessionEvent: Fixture.event(.sessionRevoked))
+
+    @Test func aHeldPasskeysLinkRevokesItOnceAndALinkWhoseHoldEndedStaysUnused() throws {
+        let s = try TestDatabase.scratch()
+        let user = Fixture.user()
+        let held = Fixture.credential(userId: user.id), over = Fixture.credential(userId: user.id)
+        try s.database.accounts.register(newUser: user, credential: held, session: Fixture.session(userId: user.id, credentialId: held.id),
+                                         audit: Fixture.audit("passkey.registered"))
+        try s.database.accounts.register(newUser: nil, credential: over, session: Fixture.session(userId: user.id, credentialId: over.id),
+                                         audit: Fixture.audit("passkey.registered"))
+        let c = try s.connect()
+        let now = Date()
+        try c.execute("UPDATE credentials SET approves_from = \(now.addingTimeInterval(3600)) WHERE id = \(held.id)")
+        try c.execute("UPDATE credentials SET approves_from = \(now.addingTimeInterval(-60)) WHERE id = \(over.id)")
+        for (hash, credential) in [([UInt8](repeating: 1, count: 32), held.id), ([UInt8](repeating: 2, count: 32), over.id)] {
+            try c.execute("""
+                INSERT INTO cancel_tokens (hash, user_id, credential_id, expires_at) VALUES (\(hash), \(user.id), \(credential), \(now.addingTimeInterval(3600)))
+                """)
+        }
+        let (undone, work) = try PostgresDeadline.within(seconds: 5) {
+            try s.database.recovery.useCancelToken(hash: [UInt8](repeating: 1, count: 32), now: now, records: Self.records)
+        }
+        guard case .passkey(_, let credential, let ended)? = undone else { Issue.record("\(String(describing: undone))"); return }
+        #expect(credential.id == held.id && ended.count == 1)
+        #expect(work.counts == RoundTripCounts(writes: 1), "one statement, no transaction around it")
+        #expect(try s.database.recovery.useCancelToken(hash: [UInt8](repeating: 1, count: 32), now: now, records: Self.records) == nil, "used once")
+        // The hold has ended: nothing to undo, so nothing is written and the token stays unused.
+        #expect(try s.database.recovery.useCancelToken(hash: [UInt8](repeating: 2, count: 32), now: now, records: Self.records) == nil)
+        #expect(try s.count("SELECT count(*) AS n FROM cancel_tokens WHERE used_at IS NULL AND hash = \([UInt8](repeating: 2, count: 32))") == 1)
+        #expect(try s.count("SELECT count(*) AS n FROM credentials WHERE revoked_at IS NULL AND id = \(over.id)") == 1)
+    }
+}
