@@ -134,39 +134,42 @@ public final class SessionRepository: Sendable {
     /// unchanged; `last_used_at` moves.
     public func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int, reuseAudit: AuditTemplate,
                        reuseEvent: EventTemplate? = nil) throws(StorageError) -> RefreshOutcome {
-        try pool.runTransaction { t in
-            let used = try t.query("""
-                UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
-                WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
-                  AND f.method <> 'oauth' AND NOT f.browser
-                RETURNING r.family_id, f.user_id
-                """)
-            if let row = used.first {
-                let family = try row.string("family_id")
-                // Locks the family row: a revocation committed meanwhile is seen here, and one that
-                // comes later waits for this refresh (the revoked-session set then covers its token).
-                let live = try t.query("""
-                    UPDATE refresh_families SET last_used_at = now() WHERE id = \(family) AND revoked_at IS NULL RETURNING auth_time, method
-                    """)
-                guard let session = live.first else { return RefreshOutcome.invalid }
-                try t.execute("""
-                    INSERT INTO refresh_tokens (hash, family_id, expires_at)
-                    VALUES (\(newHash), \(family), now() + make_interval(secs => \(ttlSeconds)))
-                    """)
-                return .rotated(userId: try row.string("user_id"), familyId: family, authTime: try session.date("auth_time"),
-                                method: try session.value("method"))
+        // The rotation is one statement: the token used up, the family's last use (its row lock: a
+        // revocation committed meanwhile is seen, one that comes later waits for this refresh, and
+        // the revoked-session set then covers its token) and the next token, only while it lives.
+        let rotated = try pool.run { c in
+            try c.query("""
+                WITH used AS (
+                    UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
+                    WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
+                      AND f.method <> 'oauth' AND NOT f.browser
+                    RETURNING r.family_id, f.user_id),
+                fam AS (UPDATE refresh_families SET last_used_at = now() WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL
+                        RETURNING id, auth_time, method),
+                tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at)
+                        SELECT \(newHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash)
+                SELECT used.family_id, used.user_id, fam.auth_time, fam.method, EXISTS (SELECT 1 FROM tok) AS rotated
+                FROM used LEFT JOIN fam ON true
+                """).first.map { row -> RefreshOutcome in
+                guard try row.bool("rotated") else { return .invalid }
+                return .rotated(userId: try row.string("user_id"), familyId: try row.string("family_id"), authTime: try row.date("auth_time"),
+                                method: try row.value("method"))
             }
-            let reused = try t.query(SQL.with([("reused", """
+        }
+        if let rotated { return rotated }
+        // Refused: a token presented a second time revokes its family, with the audit line and the
+        // event, in a statement of its own (a new snapshot: a concurrent first use is seen).
+        let reused = try pool.run { c in
+            try c.query(SQL.with([("reused", """
                 UPDATE refresh_families SET revoked_at = now()
                 WHERE id = (SELECT family_id FROM refresh_tokens WHERE hash = \(hash) AND used_at IS NOT NULL) AND revoked_at IS NULL
                 RETURNING id, user_id
                 """)]
                 + AuditRepository.cte([reuseAudit.rows(from: "reused", subject: "reused.user_id")])
                 + OutboxRepository.ctes(reuseEvent.map { [SessionRepository.rows($0, from: "reused")] } ?? []),
-                "SELECT id FROM reused"))
-            if let row = reused.first { return .reused(familyId: try row.string("id")) }
-            return .invalid
+                "SELECT id FROM reused")).first.map { try $0.string("id") }
         }
+        return reused.map { .reused(familyId: $0) } ?? .invalid
     }
 
     /// One session of the user, not revoked (nil: unknown, another user's, or revoked), with the
