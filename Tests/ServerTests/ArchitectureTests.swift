@@ -186,6 +186,23 @@ struct ArchitectureTests {
         #expect(found.isEmpty, "\(found)")
     }
 
+    /// ARCHITECTURE.md "How the services reach each other": a service returns values, and the
+    /// resource's renderer beside its routes makes them JSON. In these features no function of a
+    /// service file (one not named `…Routes.swift` or `…Renderer.swift`) returns `JSONValue`.
+    @Test("Passkeys/, Sessions/, DeviceKeys/ and StepUp/ services return values, never JSONValue")
+    func servicesReturnValues() throws {
+        let folders = ["Passkeys", "Sessions", "DeviceKeys", "StepUp"]
+        let returnsJSON = try Regex(#"->[^{]*\bJSONValue\b"#)
+        var found: [String] = []
+        for folder in folders {
+            for (path, lines) in try Self.sources("Sources/LatchkeyServer/" + folder) {
+                if path.hasSuffix("Routes.swift") || path.hasSuffix("Renderer.swift") { continue }
+                for (n, line) in lines.enumerated() where Self.code(line).contains(returnsJSON) { found.append("\(path):\(n + 1)") }
+            }
+        }
+        #expect(found.isEmpty, "\(found)")
+    }
+
     @Test("comments in Sources/ state rules, not history (no issue numbers)")
     func commentsStateRules() throws {
         let history = try Regex(#"(?i)\bissue \d+\b|\bschemathesis (found|flagged)\b"#)

@@ -21,7 +21,7 @@ struct DeviceKeyServiceTests {
         let passkey = w.passkey(ana)
         let phone = StepUpWorld.Phone()
         let gate = try w.enrolmentGate(ana, passkey, deviceId: phone.deviceId)
-        let answer = try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, phone), gate: gate)
+        let answer = DeviceKeyRenderer.deviceKey(try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, phone), gate: gate))
         let keyId = try #require(answer["id"]?.stringValue)
         #expect(answer["deviceId"]?.stringValue == phone.deviceId && answer["platform"] == "android" && answer["attested"] == false)
         #expect(answer["attestation"]?["format"] == "none")
@@ -34,7 +34,7 @@ struct DeviceKeyServiceTests {
 
         // The same step-up again: already used.
         expectRefusal(.stepUpRequired) { try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, phone), gate: gate) }
-        #expect(try w.deviceKeys.listDeviceKeys(userId: ana.id)["deviceKeys"]?.arrayValue?.count == 1)
+        #expect(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: ana.id))["deviceKeys"]?.arrayValue?.count == 1)
     }
 
     @Test("a proof by another key, a used, expired or another user's challenge: refused, and the gate stays unused")
@@ -53,12 +53,12 @@ struct DeviceKeyServiceTests {
         let anas = try w.enrolmentBody(ana, phone)
         expectRefusal(.challengeInvalid) { try w.deviceKeys.enrol(userId: bob.id, body: anas, gate: gate) }
         // A step-up challenge id is not an enrolment one.
-        let keyless = try w.stepUp.createChallenge(userId: ana.id, body: .object([("method", "passkey"), ("action", StepUpWorld.transfer)]))
+        let keyless = StepUpRenderer.challenge(try w.stepUp.createChallenge(userId: ana.id, body: .object([("method", "passkey"), ("action", StepUpWorld.transfer)])))
         expectRefusal(.challengeInvalid) {
             try w.deviceKeys.enrol(userId: ana.id, body: anas.setting("challengeId", keyless["challengeId"]), gate: gate)
         }
         // Nothing was stored, and the gate is still unused: it lets the good enrolment through.
-        #expect(try w.deviceKeys.listDeviceKeys(userId: ana.id)["deviceKeys"]?.arrayValue == [])
+        #expect(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: ana.id))["deviceKeys"]?.arrayValue == [])
         _ = try w.deviceKeys.enrol(userId: ana.id, body: anas, gate: gate)
 
         // Expired: the enrolment challenge lives LATCHKEY_CHALLENGE_TTL (300 s) on the store's clock.
@@ -87,7 +87,7 @@ struct DeviceKeyServiceTests {
         // A passkey revoked after it approved: its approval dies with it.
         w.tables.revokePasskey(id: passkey.credentialId)
         expectRefusal(.stepUpRequired) { try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, other), gate: forOther) }
-        #expect(try w.deviceKeys.listDeviceKeys(userId: ana.id)["deviceKeys"]?.arrayValue == [])
+        #expect(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: ana.id))["deviceKeys"]?.arrayValue == [])
     }
 
     @Test("a device-key ticket lets one enrolment through: the user's, unused, unexpired")
@@ -98,7 +98,7 @@ struct DeviceKeyServiceTests {
         let hash = Digest.sha256(Array("ticket".utf8))
         w.tables.addTicket(hash: hash, userId: ana.id, ttlSeconds: 600)
         expectRefusal(.stepUpRequired) { try w.deviceKeys.enrol(userId: bob.id, body: try w.enrolmentBody(bob, phone), gate: .ticket(hash: hash)) }
-        let answer = try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, phone), gate: .ticket(hash: hash))
+        let answer = DeviceKeyRenderer.deviceKey(try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, phone), gate: .ticket(hash: hash)))
         #expect(answer["deviceId"]?.stringValue == phone.deviceId)
         #expect(w.tables.audit.last?.detail["gate"] == "ticket")
         expectRefusal(.stepUpRequired) { try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, phone), gate: .ticket(hash: hash)) }
@@ -127,7 +127,7 @@ struct DeviceKeyServiceTests {
         var new = StepUpWorld.Phone()
         new.deviceId = old.deviceId
         let newId = try w.enrolled(ana, new, passkey: passkey)
-        let list = try #require(try w.deviceKeys.listDeviceKeys(userId: ana.id)["deviceKeys"]?.arrayValue)
+        let list = try #require(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: ana.id))["deviceKeys"]?.arrayValue)
         #expect(list.map { $0["id"]?.stringValue } == [newId])
         #expect(try w.store.deviceKey(id: oldId)?.revokedAt != nil)
         #expect(w.tables.audit.last?.detail["replaced"]?.stringValue == oldId)
@@ -146,9 +146,9 @@ struct DeviceKeyServiceTests {
         let firstId = try w.enrolled(ana, first, passkey: passkey)
         w.clock.advance(1)
         let secondId = try w.enrolled(ana, second, passkey: passkey)
-        let listed = try #require(try w.deviceKeys.listDeviceKeys(userId: ana.id)["deviceKeys"]?.arrayValue)
+        let listed = try #require(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: ana.id))["deviceKeys"]?.arrayValue)
         #expect(listed.map { $0["id"]?.stringValue } == [firstId, secondId])
-        #expect(try w.deviceKeys.listDeviceKeys(userId: bob.id)["deviceKeys"]?.arrayValue == [])
+        #expect(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: bob.id))["deviceKeys"]?.arrayValue == [])
 
         let open = try w.approve(ana, first, keyId: firstId)
         expectRefusal(.notFound) { try w.deviceKeys.revokeDeviceKey(userId: bob.id, id: firstId) }
@@ -159,7 +159,7 @@ struct DeviceKeyServiceTests {
         #expect(w.tables.events.last?.type == .deviceKeyRevoked && w.tables.events.last?.data["keyId"]?.stringValue == firstId)
         expectRefusal(.notFound) { try w.deviceKeys.revokeDeviceKey(userId: ana.id, id: firstId) }
         expectRefusal(.notFound) { try w.deviceKeys.revokeDeviceKey(userId: ana.id, id: "") }
-        #expect(try w.deviceKeys.listDeviceKeys(userId: ana.id)["deviceKeys"]?.arrayValue?.map { $0["id"]?.stringValue } == [secondId])
+        #expect(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: ana.id))["deviceKeys"]?.arrayValue?.map { $0["id"]?.stringValue } == [secondId])
         // The approval it made before is no longer redeemable.
         expectRefusal(.unauthorized) { try w.consume(open["access_token"], action: StepUpWorld.transfer) }
     }
@@ -198,13 +198,13 @@ struct DeviceKeyServiceTests {
         let passkey = w.passkey(ana)
         let deviceId = "iphone"
         let gate = try w.enrolmentGate(ana, passkey, deviceId: deviceId)
-        let c = try w.deviceKeys.enrolmentChallenge(userId: ana.id)
+        let c = DeviceKeyRenderer.enrolmentChallenge(try w.deviceKeys.enrolmentChallenge(userId: ana.id))
         builder.clientDataHash = Digest.sha256(try #require(c["challenge"]?.stringValue.flatMap(Base64URL.decode)))
         let body: JSONValue = .object([
             ("deviceId", .string(deviceId)), ("platform", "ios"), ("challengeId", c["challengeId"]!),
             ("appAttest", .object([("keyId", .string(Base64URL.encode(builder.keyId))), ("attestationObject", .string(Base64URL.encode(builder.object())))])),
         ])
-        let enrolled = try w.deviceKeys.enrol(userId: ana.id, body: body, gate: gate)
+        let enrolled = DeviceKeyRenderer.deviceKey(try w.deviceKeys.enrol(userId: ana.id, body: body, gate: gate))
         #expect(enrolled["attested"] == true && enrolled["attestation"]?["format"] == "apple-appattest")
         let keyId = try #require(enrolled["id"]?.stringValue)
 
@@ -212,8 +212,8 @@ struct DeviceKeyServiceTests {
             let s = try w.challenge(ana, keyId: keyId)
             let bytes = try #require(s["challenge"]?.stringValue.flatMap(Base64URL.decode))
             let assertion = try builder.assertion(counter: counter, clientDataHash: Digest.sha256(bytes))
-            return try w.stepUp.verify(userId: ana.id, sessionId: ana.sessionId,
-                                       body: .object([("challengeId", s["challengeId"]!), ("assertion", .string(Base64URL.encode(assertion)))]))
+            return StepUpRenderer.verified(try w.stepUp.verify(userId: ana.id, sessionId: ana.sessionId,
+                                                               body: .object([("challengeId", s["challengeId"]!), ("assertion", .string(Base64URL.encode(assertion)))])))
         }
         let first = try approve(counter: 1)
         #expect(try w.signer.stepUpClaims(try #require(first["access_token"]?.stringValue)).acr == AuthenticationClaims.deviceKeyAttested.acr)
@@ -231,6 +231,6 @@ struct DeviceKeyServiceTests {
         let phone = StepUpWorld.Phone()
         let gate = try w.enrolmentGate(ana, w.passkey(ana), deviceId: phone.deviceId)
         expectRefusal(.attestationInvalid) { try w.deviceKeys.enrol(userId: ana.id, body: try w.enrolmentBody(ana, phone), gate: gate) }
-        #expect(try w.deviceKeys.listDeviceKeys(userId: ana.id)["deviceKeys"]?.arrayValue == [])
+        #expect(DeviceKeyRenderer.list(try w.deviceKeys.listDeviceKeys(userId: ana.id))["deviceKeys"]?.arrayValue == [])
     }
 }

@@ -263,7 +263,7 @@ import Tokens
         let access = try #require(signedIn["tokens"]?["access_token"]?.stringValue)
         let caller = try f.sessions.session(accessToken: access)
         #expect(caller.userId == alice.id && caller.acr == AuthenticationClaims.emailOTP.acr)
-        #expect(try f.sessions.list(caller)["sessions"]?.arrayValue?.first?["method"]?.stringValue == "email")
+        #expect(try f.sessions.list(caller).sessions.first?.method == .email)
         #expect(refusal { _ = try f.recovery.verifyEmailSignIn(body: Self.body([("challengeId", id), ("code", code)])) } == .challengeInvalid)
         // Switched off: 404.
         let off = try ServiceFixture { $0.emailSignIn = false }

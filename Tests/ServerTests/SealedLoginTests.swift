@@ -5,6 +5,7 @@ import JSON
 import PostgreSQL
 import Storage
 import Testing
+import WebAuthn
 import WebAuthnTesting
 @testable import LatchkeyServer
 
@@ -179,9 +180,9 @@ struct SealedLoginTests {
         let (running, runningDB) = try Self.services(scratch, kek: old)
         defer { running.stop(); runningDB.shutdown() }
         // Issued by an instance still on the old KEK, before and after the rotation.
-        let before = try challengeBytes(try running.passkeys.authenticationOptions(username: nil))
+        let before = try try running.passkeys.authenticationOptions(username: nil).challenge
         _ = try SigningKeyStore(keys: runningDB.keys, kek: old).reencrypt(to: new)
-        let after = try challengeBytes(try running.passkeys.authenticationOptions(username: nil))
+        let after = try try running.passkeys.authenticationOptions(username: nil).challenge
 
         let clock = ManualClock()
         let (restarted, restartedDB) = try Self.services(scratch, kek: new, runtime: clock.runtime())
@@ -191,7 +192,7 @@ struct SealedLoginTests {
         func opens(_ challenge: [UInt8]) -> Bool {
             (try? seal.open(challenge, plaintextLength: SealedAuthentication.plaintextLength, rpId: rpId)) != nil
         }
-        let own = try challengeBytes(try restarted.passkeys.authenticationOptions(username: nil))
+        let own = try try restarted.passkeys.authenticationOptions(username: nil).challenge
         #expect(opens(before) && opens(after) && opens(own))
         #expect(Array(own[1..<CeremonySeal.headerSize]) == CeremonySeal.key(from: new).id)
         #expect(Array(before[1..<CeremonySeal.headerSize]) == CeremonySeal.key(from: old).id)

@@ -29,16 +29,16 @@ import Tokens
         _ = try Self.session(f, userId: bob.id)
         let caller = try f.sessions.session(accessToken: first.issued.accessToken)
         #expect(caller.userId == alice.id && caller.sessionId == first.pending.record.familyId)
-        let listed = try #require(try f.sessions.list(caller)["sessions"]?.arrayValue)
+        let listed = try #require(SessionRenderer.list(try f.sessions.list(caller))["sessions"]?.arrayValue)
         #expect(listed.map { $0["id"]?.stringValue } == [second.pending.record.familyId, first.pending.record.familyId])
         #expect(listed.map { $0["current"]?.boolValue } == [false, true])
         #expect(listed.map { $0["method"]?.stringValue } == ["email", "passkey"])
         #expect(listed[1]["credentialId"]?.stringValue == Base64URL.encode([9, 9]))
         // The admin console's view has no `current`.
-        #expect(try f.sessions.sessionsJSON(userId: alice.id).allSatisfy { $0["current"] == nil })
+        #expect(try f.sessions.list(caller).sessions.map { SessionRenderer.session($0) }.allSatisfy { $0["current"] == nil })
         // A session whose refresh tokens have all expired is not listed.
         f.clock.advance(Double(f.configuration.refreshTokenTTL) - 5)
-        #expect(try f.sessions.list(caller)["sessions"]?.arrayValue?.map { $0["id"]?.stringValue } == [second.pending.record.familyId])
+        #expect(try f.sessions.list(caller).sessions.map(\.id) == [second.pending.record.familyId])
     }
 
     @Test("ending one session: its tokens are refused at once; ending it again, or another user's, is 404")
@@ -55,7 +55,7 @@ import Tokens
         #expect(refusal { _ = try f.sessions.session(accessToken: other.issued.accessToken) } == .unauthorized)
         #expect(refusal { _ = try f.sessions.refresh(other.issued.refreshToken) } == .invalidGrant)
         #expect(refusal { try f.sessions.end(caller, sessionId: other.pending.record.familyId) } == .notFound)
-        #expect(try f.sessions.list(caller)["sessions"]?.arrayValue?.count == 1)
+        #expect(try f.sessions.list(caller).sessions.count == 1)
         #expect(f.tables.snapshot.events.map(\.key) == [other.pending.record.familyId])
         // Bob's session is untouched.
         #expect(try f.sessions.session(accessToken: bobs.issued.accessToken).userId == bob.id)
@@ -123,7 +123,7 @@ import Tokens
         #expect(refusal { _ = try f.sessions.refresh(mine.issued.refreshToken) } == .invalidGrant)
         #expect(f.tables.snapshot.families[mine.pending.record.familyId]?.endedBy == "logout")
         let caller = try f.sessions.session(accessToken: other.issued.accessToken)
-        #expect(try f.sessions.list(caller)["sessions"]?.arrayValue?.map { $0["id"]?.stringValue } == [other.pending.record.familyId])
+        #expect(try f.sessions.list(caller).sessions.map(\.id) == [other.pending.record.familyId])
     }
 
     @Test("an admin ends a session with an approval used once; an unknown one is 404 and uses nothing")

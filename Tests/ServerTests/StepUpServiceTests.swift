@@ -85,7 +85,7 @@ struct StepUpServiceTests {
         #expect(w.tables.events.last?.type == .stepUpApproved && w.tables.events.last?.data["receiptId"]?.stringValue == receiptId)
         #expect(try w.store.deviceKey(id: keyId)?.lastUsedAt == w.clock.now())
         // The owner reads the receipt; nobody else.
-        #expect(try w.stepUp.receipt(id: receiptId, userId: ana.id)["keyId"]?.stringValue == keyId)
+        #expect(try w.stepUp.receipt(id: receiptId, userId: ana.id).keyId == keyId)
         expectRefusal(.notFound) { try w.stepUp.receipt(id: receiptId, userId: "user-bob") }
     }
 
@@ -301,7 +301,7 @@ struct StepUpServiceTests {
         _ = try w.approveWithPasskey(carol, held, action: StepUpWorld.transfer)
 
         // Revoked after the challenge: no such passkey.
-        let c = try w.stepUp.createChallenge(userId: ana.id, body: .object([("method", "passkey"), ("action", StepUpWorld.transfer)]))
+        let c = StepUpRenderer.challenge(try w.stepUp.createChallenge(userId: ana.id, body: .object([("method", "passkey"), ("action", StepUpWorld.transfer)])))
         w.tables.revokePasskey(id: authenticator.credentialId)
         let bytes = try #require(c["publicKey"]?["challenge"]?.stringValue.flatMap(Base64URL.decode))
         let credential = authenticator.assertion(challenge: bytes, rpId: "localhost", origin: StepUpWorld.origin).json()

@@ -36,7 +36,7 @@ extension RouteTable {
         }
         add("GET", "/admin/v1/step-up/receipts/{id:opaque}", .admin, accepting: .any) { ctx in
             // An auditor's copy of any user's step-up receipt (the owner's is /v1/step-up/receipts/{id}).
-            .json(bytes: try s.stepUp.receipt(id: try ctx.path.text("id"), userId: nil).serialized())
+            .json(bytes: StepUpRenderer.receipt(try s.stepUp.receipt(id: try ctx.path.text("id"), userId: nil)).serialized())
         }
         add("GET", "/admin/v1/audit", .admin, accepting: .any) { ctx in
             let req = ctx.request

@@ -34,9 +34,9 @@ final class UserAdministration: Sendable {
               let page = try storage({ () throws(StorageError) in try store.userPage(id: id) }) else { throw ServiceError.notFound("user") }
         return .object([
             ("user", AdminService.userJSON(page.summary)),
-            ("passkeys", .array(page.passkeys.map(passkeys.passkeyJSON))),
-            ("deviceKeys", .array(page.deviceKeys.map(DeviceKeyService.deviceKeyJSON))),
-            ("sessions", .array(sessions.sessionsJSON(page.sessions))),
+            ("passkeys", .array(page.passkeys.map { PasskeyRenderer.passkey(passkeys.shown($0)) })),
+            ("deviceKeys", .array(page.deviceKeys.map(DeviceKeyRenderer.deviceKey))),
+            ("sessions", .array(sessions.live(page.sessions).map { SessionRenderer.session($0) })),
         ])
     }
 

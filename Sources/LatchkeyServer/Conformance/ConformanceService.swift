@@ -34,7 +34,7 @@ public struct ConformanceService: Sendable {
         }
         request.extensions = try Self.extensions(body)
         let options = try passkeys.registrationOptions(for: .named(username: username, displayName: displayName), request: request)
-        return Self.ok(options)
+        return Self.ok(PasskeyRenderer.options(options))
     }
 
     /// `POST /attestation/result`: the credential JSON → the passkey service's registration.
@@ -49,7 +49,7 @@ public struct ConformanceService: Sendable {
         let options = try passkeys.authenticationOptions(
             username: username, userVerification: try Self.userVerification(body["userVerification"], "userVerification"),
             extensions: try Self.extensions(body))
-        return Self.ok(options)
+        return Self.ok(PasskeyRenderer.options(options))
     }
 
     /// `POST /assertion/result`: the assertion JSON → the passkey service's authentication, with the

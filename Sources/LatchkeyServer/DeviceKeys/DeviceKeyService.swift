@@ -41,20 +41,19 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
 
     /// `POST /v1/device-keys/challenges`: the bytes the new key signs as proof of possession (and
     /// an Android app passes to `setAttestationChallenge`).
-    func enrolmentChallenge(userId: String) throws(ServiceError) -> JSONValue {
+    func enrolmentChallenge(userId: String) throws(ServiceError) -> EnrolmentOptions {
         let (options, state) = enrolment.begin(userId: userId)
         try storage { () throws(StorageError) in
             try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
                                       state: state.encoded(), ttlSeconds: configuration.challengeTTL)
         }
-        return .object([("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
-                        ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt)))])
+        return options
     }
 
     /// `POST /v1/device-keys`, its gate checked by the route (SPEC "Trust chain": a user-verified
     /// passkey step-up for exactly this deviceId, or a device-key ticket): use the challenge up, then
-    /// check the proof; the gate is used up in the same transaction that stores the key.
-    func enrol(userId: String, body: JSONValue, gate: EnrolmentGate) throws(ServiceError) -> JSONValue {
+    /// check the proof; the gate is used up in the same transaction that stores the key. Returns the key as stored.
+    func enrol(userId: String, body: JSONValue, gate: EnrolmentGate) throws(ServiceError) -> DeviceKeyRecord {
         let input = try EnrolmentInput(body)
 
         // The challenge is used up from here on, whatever happens next.
@@ -80,7 +79,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
                             enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
         }
         guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
-        return Self.deviceKeyJSON(record)
+        return record
     }
 
     /// Proof of possession, and of hardware when the body carries an attestation (SPEC "Trust chain":
@@ -124,13 +123,9 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         return (key, attested)
     }
 
-    func deviceKeysJSON(userId: String) throws(ServiceError) -> [JSONValue] {
-        try storage { () throws(StorageError) in try store.list(userId: userId) }.map(Self.deviceKeyJSON)
-    }
-
-    /// `GET /v1/device-keys` → `{"deviceKeys":[…]}`.
-    func listDeviceKeys(userId: String) throws(ServiceError) -> JSONValue {
-        .object([("deviceKeys", .array(try deviceKeysJSON(userId: userId)))])
+    /// `GET /v1/device-keys`: the user's device keys.
+    func listDeviceKeys(userId: String) throws(ServiceError) -> [DeviceKeyRecord] {
+        try storage { () throws(StorageError) in try store.list(userId: userId) }
     }
 
     /// The user's own revocation, or an admin's (`by`: audited as that admin, approval redeemed with it).
@@ -164,15 +159,6 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         case .software: .software
         case .unknown: .unknown
         }
-    }
-
-    static func deviceKeyJSON(_ k: DeviceKeyRecord) -> JSONValue {
-        .object([("id", .string(k.id)), ("deviceId", .string(k.deviceId)), ("platform", .string(k.platform.rawValue)), ("name", .string(k.name)),
-                 ("createdAt", .string(iso8601(k.createdAt))), ("lastUsedAt", k.lastUsedAt.map { .string(iso8601($0)) } ?? .null),
-                 ("attested", .bool(k.attested)),
-                 // SPEC "Trust chain": the response tells the truth about what was proven.
-                 ("attestation", .object([("format", .string(k.attestationFormat.rawValue)), ("securityLevel", .string(k.securityLevel.rawValue)),
-                                          ("app", k.app.map { .string($0) } ?? .null)]))])
     }
 
     /// The caller's own live key; another user's key is 404, a revoked one `key_revoked`.

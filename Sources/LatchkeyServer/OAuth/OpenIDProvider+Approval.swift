@@ -77,7 +77,7 @@ extension OpenIDProvider {
                                  ("lines", .array(ConsentDisplay.lines(clientName: client.name, redirectURI: redirectURI, scopes: scopes,
                                                                         details: details, lang: lang).map { .string($0) }))])),
             ("approveLabel", .string(ConsentDisplay.approveLabel(details: details, lang: lang))),
-            ("publicKey", try passkeys.authenticationOptions(boundTo: OpaqueSecret.hash(id))),
+            ("publicKey", PasskeyRenderer.options(try passkeys.authenticationOptions(boundTo: OpaqueSecret.hash(id)))),
             ("signedIn", signedIn),
         ])
     }

@@ -26,7 +26,7 @@ protocol BrowserSessions: Sendable {
 /// assertion checked and the login's one statement, which the provider decides), so the provider
 /// never reaches into the passkeys' store.
 protocol PasskeySignIn: Sendable {
-    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> JSONValue
+    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> RequestOptions
     func checkedLogin(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?,
                       write: (CheckedLogin) throws(ServiceError) -> LoginWrite) throws(ServiceError) -> (CheckedLogin, LoginWritten)
 }

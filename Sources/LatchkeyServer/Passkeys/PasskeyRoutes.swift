@@ -32,7 +32,7 @@ extension RouteTable {
                 let (username, displayName) = try RequestFields.accountNames(try ctx.json())
                 requester = .newAccount(username: username, displayName: displayName)
             }
-            return .json(bytes: try s.passkeys.registrationOptions(for: requester, conditional: conditional).serialized())
+            return .json(bytes: PasskeyRenderer.options(try s.passkeys.registrationOptions(for: requester, conditional: conditional)).serialized())
         }
         add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
             // The language memo rides in the registration's one statement.
@@ -48,7 +48,7 @@ extension RouteTable {
                 try validateName(name, "username")
                 username = name
             }
-            return .json(bytes: try s.passkeys.authenticationOptions(username: username).serialized())
+            return .json(bytes: PasskeyRenderer.options(try s.passkeys.authenticationOptions(username: username)).serialized())
         }
         add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
             // The language memo rides in the login's one statement.
@@ -56,17 +56,18 @@ extension RouteTable {
             return .json(bytes: result.body)
         }
         add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in
-            .json(bytes: try s.passkeys.listPasskeys(userId: try ctx.userId).serialized())
+            .json(bytes: PasskeyRenderer.list(try s.passkeys.listPasskeys(userId: try ctx.userId)).serialized())
         }
         add("PATCH", "/v1/passkeys/{id:credential}", .session) { ctx in
             guard let name = try ctx.json()["name"]?.stringValue else { throw ServiceError.invalid("name is required") }
             try validateName(name, "name")
-            return .json(bytes: try s.passkeys.renamePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"), name: name).serialized())
+            let renamed = try s.passkeys.renamePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"), name: name)
+            return .json(bytes: PasskeyRenderer.renamed(renamed).serialized())
         }
         add("DELETE", "/v1/passkeys/{id:credential}", .session, stepUp: .passkeyRevocation, accepting: .any) { ctx in
             // SPEC "Signal API": DELETE answers 200 with the credentials that remain.
-            .json(bytes: try s.passkeys.revokePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"),
-                                                      redeeming: ctx.redemption).serialized())
+            let remaining = try s.passkeys.revokePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"), redeeming: ctx.redemption)
+            return .json(bytes: PasskeyRenderer.remaining(remaining).serialized())
         }
     }
 }

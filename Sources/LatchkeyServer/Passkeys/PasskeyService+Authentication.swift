@@ -12,7 +12,7 @@ import WebAuthn
 extension PasskeyService {
     /// `userVerification` / `extensions`: the conformance profile's options request.
     func authenticationOptions(username: String?, userVerification asked: VerificationPolicy.UserVerification? = nil,
-                               extensions: JSONValue? = nil) throws(ServiceError) -> JSONValue {
+                               extensions: JSONValue? = nil) throws(ServiceError) -> RequestOptions {
         var allow: [CredentialDescriptor] = []
         var account: String? = nil
         if let username {
@@ -32,7 +32,7 @@ extension PasskeyService {
                                                                  expiresAt: challengeExpiry(), random: runtime.random(32)))
         let (options, _) = authentication.begin(allowCredentials: allow, account: account, challenge: challenge, userVerification: uv,
                                                 extensions: extensions)
-        return options.json
+        return options
     }
 
     /// When a challenge sealed now expires (LATCHKEY_CHALLENGE_TTL).
@@ -101,11 +101,11 @@ extension PasskeyService {
 
     /// A passkey sign-in for a ceremony another feature finishes (the OP browser session, SPEC "Who
     /// may approve"): options whose sealed state is bound to `context`, user verification required.
-    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> JSONValue {
+    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> RequestOptions {
         let challenge = try sealedChallenge(SealedAuthentication(userVerification: .required, account: nil,
                                                                  context: SealedAuthentication.contextDigest(context),
                                                                  expiresAt: challengeExpiry(), random: runtime.random(32)))
         let (options, _) = authentication.begin(allowCredentials: [], account: nil, challenge: challenge, userVerification: .required)
-        return options.json
+        return options
     }
 }

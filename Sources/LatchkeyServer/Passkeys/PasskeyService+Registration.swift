@@ -54,7 +54,7 @@ extension PasskeyService {
     /// existing account with its passkeys and, with a step-up, whether it can still be redeemed; a
     /// new account's username; the conformance profile's account by name, then that), no write.
     func registrationOptions(for requester: Requester, conditional: Bool = false,
-                             request: RegistrationRequest? = nil) throws(ServiceError) -> JSONValue {
+                             request: RegistrationRequest? = nil) throws(ServiceError) -> CreationOptions {
         var purpose = RegistrationPurpose.addToAccount
         var held = Hold.notHeld
         var redeeming: StepUpRedemption? = nil
@@ -131,7 +131,7 @@ extension PasskeyService {
             user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName), account: user.id,
             purpose: purpose, excludeCredentials: existing, request: ceremonyRequest, conditional: conditional,
             challenge: try seal.seal(plaintext, rpId: relyingParty.id))
-        return options.json
+        return options
     }
 
     /// `userAgent`: the registering request's, for the name of a passkey whose AAGUID names no

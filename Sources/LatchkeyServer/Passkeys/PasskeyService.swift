@@ -103,28 +103,20 @@ public final class PasskeyService: Sendable {
         }
     }
 
-    /// SPEC's passkey shape.
-    func passkeyJSON(_ c: CredentialRecord) -> JSONValue { JSONObjectWriter.value(capacity: 320) { writePasskey(c, into: &$0) } }
-
-    /// `passkeyJSON`'s members, written into an object (the one definition of the shape).
-    func writePasskey(_ c: CredentialRecord, into writer: inout JSONObjectWriter) {
+    /// A passkey as it is shown now: its provider's name, and the end of its hold while it lasts.
+    func shown(_ c: CredentialRecord) -> ShownPasskey {
         let aaguid = formatUUID(c.aaguid)
-        // SPEC "Assurance": a held passkey signs in but approves nothing until `heldUntil` (shown only while held).
-        if let from = c.approvesFrom, from > runtime.now() { writer.member("heldUntil", string: iso8601(from)) }
-        writer.member("id", string: Base64URL.encode(c.id))
-        writer.member("name", string: c.name)
-        writer.member("provider", optionalString: providerName(aaguid: c.aaguid, formatted: aaguid))
-        writer.member("aaguid", string: aaguid)
-        writer.member("createdAt", string: iso8601(c.createdAt))
-        writer.member("lastUsedAt", optionalString: c.lastUsedAt.map(iso8601))
-        writer.member("backupEligible", bool: c.backupEligible)
-        writer.member("backedUp", bool: c.backedUp)
-        writer.member("transports", strings: c.transports)
-        writer.member("flagged", bool: c.flagged)
+        let held = c.approvesFrom.flatMap { $0 > runtime.now() ? $0 : nil }
+        return ShownPasskey(record: c, aaguid: aaguid, provider: providerName(aaguid: c.aaguid, formatted: aaguid), heldUntil: held)
+    }
+
+    /// The Signal API's lists for `user` with these live credentials (SPEC "Signal API").
+    func signals(user: UserRecord, credentialIds: [[UInt8]]) -> PasskeySignals {
+        PasskeySignals(rpId: relyingParty.id, user: user, credentialIds: credentialIds)
     }
 
     /// The answer to a finished passkey ceremony, registration or login (SPEC: `user`, `passkey`,
-    /// `tokens`, `signals`), written without a JSON tree: it is the body of every login.
+    /// `tokens`, `signals`), rendered once as bytes (`PasskeyRenderer.signedIn`): it is the body of every login.
     struct SignedIn {
         let userId: String
         let body: [UInt8]
@@ -134,11 +126,35 @@ public final class PasskeyService: Sendable {
     }
 
     func signedIn(user: UserRecord, passkey: CredentialRecord, tokens: SessionService.Issued, accepted: [[UInt8]]) -> SignedIn {
-        var writer = JSONObjectWriter(capacity: 1024 + tokens.accessToken.utf8.count + 48 * accepted.count)
-        writer.member("user") { user.write(into: &$0) }
-        writer.member("passkey") { writePasskey(passkey, into: &$0) }
-        writer.member("tokens") { tokens.write(into: &$0) }
-        Signals.writeCurrent(as: "signals", rpId: relyingParty.id, user: user, credentialIds: accepted, into: &writer)
-        return SignedIn(userId: user.id, body: writer.finish())
+        SignedIn(userId: user.id, body: PasskeyRenderer.signedIn(user: user, passkey: shown(passkey), tokens: tokens,
+                                                                 signals: signals(user: user, credentialIds: accepted)))
     }
+}
+
+/// A passkey as the service shows it (SPEC's passkey shape): the stored record, its AAGUID as text,
+/// its provider's name (metadata statement or AAGUID table) and, while held, when its hold ends.
+struct ShownPasskey: Sendable {
+    let record: CredentialRecord
+    let aaguid: String
+    let provider: String?
+    let heldUntil: Date?
+}
+
+/// The Signal API's lists for one account (SPEC "Signal API"): its live credential ids and current names.
+struct PasskeySignals: Sendable {
+    let rpId: String
+    let user: UserRecord
+    let credentialIds: [[UInt8]]
+}
+
+/// `GET /v1/passkeys`: the account's live passkeys and their Signal API lists.
+struct PasskeyList: Sendable {
+    let passkeys: [ShownPasskey]
+    let signals: PasskeySignals
+}
+
+/// A renamed passkey and the account's lists after it (the new name reaches the provider).
+struct RenamedPasskey: Sendable {
+    let passkey: ShownPasskey
+    let signals: PasskeySignals
 }

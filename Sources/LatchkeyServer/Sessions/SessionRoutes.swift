@@ -18,7 +18,7 @@ extension RouteTable {
                     throw ServiceError.invalid("grant_type must be refresh_token")
                 }
                 guard let token = fields["refresh_token"], !token.isEmpty else { throw ServiceError.invalid("refresh_token is required") }
-                return .json(bytes: try s.sessions.refresh(token).json.serialized(), headers: noStore)
+                return .json(bytes: SessionRenderer.tokens(try s.sessions.refresh(token)).serialized(), headers: noStore)
             } catch {
                 // SPEC's problem document, plus RFC 6749 §5.2's `error` / `error_description` so an
                 // OAuth client library reads the same refusal (`code` stays SPEC's).
@@ -44,7 +44,7 @@ extension RouteTable {
     /// The signed-in user's sessions (SPEC "Sessions"): list them, end one.
     mutating func addSessionRoutes(_ s: Services) {
         add("GET", "/v1/sessions", .session, accepting: .any) { ctx in
-            .json(bytes: try s.sessions.list(try ctx.session()).serialized())
+            .json(bytes: SessionRenderer.list(try s.sessions.list(try ctx.session())).serialized())
         }
         add("DELETE", "/v1/sessions/{id:opaque}", .session, accepting: .any) { ctx in
             try s.sessions.end(try ctx.session(), sessionId: try ctx.path.text("id"))

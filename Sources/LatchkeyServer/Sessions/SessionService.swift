@@ -39,15 +39,8 @@ public final class SessionService: Sendable {
         let accessToken: String
         let refreshToken: String
         let expiresIn: Int
-        var json: JSONValue { JSONObjectWriter.value(capacity: 160 + accessToken.utf8.count) { write(into: &$0) } }
-
-        /// `json`'s members, written into an object (the one definition of the shape).
-        func write(into writer: inout JSONObjectWriter) {
-            writer.member("access_token", string: accessToken)
-            writer.member("token_type", string: "Bearer")
-            writer.member("expires_in", integer: Int64(expiresIn))
-            writer.member("refresh_token", string: refreshToken)
-        }
+        /// SPEC's `tokens` object (`SessionRenderer.tokens`).
+        var json: JSONValue { SessionRenderer.tokens(self) }
     }
 
     /// A new session for `userId` that `credentialId`'s passkey ceremony (registration or login)
@@ -126,8 +119,8 @@ public final class SessionService: Sendable {
     // MARK: The user's sessions
 
     /// `GET /v1/sessions`: the caller's live sessions; `current` marks the one the token belongs to.
-    func list(_ caller: Caller) throws(ServiceError) -> JSONValue {
-        .object([("sessions", .array(try sessionsJSON(userId: caller.userId, current: caller.sessionId)))])
+    func list(_ caller: Caller) throws(ServiceError) -> SessionList {
+        SessionList(sessions: live(try storage { () throws(StorageError) in try sessions.list(userId: caller.userId) }), current: caller.sessionId)
     }
 
     /// `DELETE /v1/sessions/{id}`: ends one of the caller's live sessions; anyone else's, or an
@@ -141,23 +134,10 @@ public final class SessionService: Sendable {
         revoked.insert(ended)
     }
 
-    /// One renderer for both views: `current`, the caller's own session id, adds `current` to each
-    /// entry (SPEC "Sessions"); the admin console's view (no current) leaves it out.
-    func sessionsJSON(userId: String, current: String? = nil) throws(ServiceError) -> [JSONValue] {
-        sessionsJSON(try storage { () throws(StorageError) in try sessions.list(userId: userId) }, current: current)
-    }
-
-    /// The sessions' one rendering (SPEC's session shape), without those this instance knows were
-    /// revoked since they were read; with `current`, which one is the caller's.
-    func sessionsJSON(_ records: [SessionRecord], current: String? = nil) -> [JSONValue] {
-        records.filter { !revoked.contains($0.id) }.map { r in
-            .object([("id", .string(r.id)), ("method", .string(r.method.rawValue)),
-                     ("credentialId", r.credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
-                     ("clientId", r.clientId.map { .string($0) } ?? .null), ("clientName", r.clientName.map { .string($0) } ?? .null),
-                     ("browser", .bool(r.browser)),
-                     ("createdAt", .string(iso8601(r.createdAt))), ("lastUsedAt", .string(iso8601(r.lastUsedAt))),
-                     ("authTime", .string(iso8601(r.authTime)))] + (current.map { [("current", .bool(r.id == $0))] } ?? []))
-        }
+    /// The sessions as read, without those this instance knows were revoked since (the user's list
+    /// and the admin console's users page).
+    func live(_ records: [SessionRecord]) -> [SessionRecord] {
+        records.filter { !revoked.contains($0.id) }
     }
 
     /// `DELETE /admin/v1/users/{id}/sessions/{sessionId}`: an admin ends a user's session (audited,
@@ -173,6 +153,12 @@ public final class SessionService: Sendable {
 
     /// Sessions another service ended in its own transaction (a passkey's revocation): refused here at once.
     func ended(_ sessionIds: [String]) { revoked.insert(sessionIds) }
+
+    /// `GET /v1/sessions`: the caller's live sessions, and which one is the caller's (SPEC "Sessions").
+    struct SessionList: Sendable {
+        let sessions: [SessionRecord]
+        let current: String
+    }
 
     // MARK: Who is asking
 

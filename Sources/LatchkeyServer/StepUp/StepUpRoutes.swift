@@ -7,7 +7,7 @@ extension RouteTable {
     /// Device keys and step-up (SPEC "Device keys", "Step-up", "Trust chain").
     mutating func addStepUpRoutes(_ s: Services) {
         add("POST", "/v1/device-keys/challenges", .session, accepting: .any) { ctx in
-            .json(status: 201, bytes: try s.deviceKeys.enrolmentChallenge(userId: try ctx.userId).serialized())
+            .json(status: 201, bytes: DeviceKeyRenderer.enrolmentChallenge(try s.deviceKeys.enrolmentChallenge(userId: try ctx.userId)).serialized())
         }
         add("POST", "/v1/device-keys", .session, stepUp: .deviceKeyEnrolment) { ctx in
             guard let approval = ctx.approval else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up or Latchkey-Ticket") }
@@ -15,10 +15,11 @@ extension RouteTable {
             case .stepUp(let r, _, _): .stepUp(jti: r.jti, actionHash: r.actionHash)
             case .ticket(let hash): .ticket(hash: hash)
             }
-            return .json(status: 201, bytes: try s.deviceKeys.enrol(userId: try ctx.userId, body: try ctx.json(), gate: gate).serialized())
+            let enrolled = try s.deviceKeys.enrol(userId: try ctx.userId, body: try ctx.json(), gate: gate)
+            return .json(status: 201, bytes: DeviceKeyRenderer.deviceKey(enrolled).serialized())
         }
         add("GET", "/v1/device-keys", .session, accepting: .any) { ctx in
-            .json(bytes: try s.deviceKeys.listDeviceKeys(userId: try ctx.userId).serialized())
+            .json(bytes: DeviceKeyRenderer.list(try s.deviceKeys.listDeviceKeys(userId: try ctx.userId)).serialized())
         }
         add("DELETE", "/v1/device-keys/{id:opaque}", .session, accepting: .any) { ctx in
             try s.deviceKeys.revokeDeviceKey(userId: try ctx.userId, id: try ctx.path.text("id"))
@@ -28,22 +29,24 @@ extension RouteTable {
         // one action type the /authorize page asks for, and no other.
         add("POST", "/v1/step-up/challenges", .sessionOrBrowser) { ctx in
             let (caller, browser) = try ctx.sessionOrBrowser()
-            return .json(status: 201, bytes: try s.stepUp.createChallenge(userId: caller.userId, body: try ctx.json(),
-                                                                          onlyActionType: browser ? GatedActionType.oauthAuthorization : nil).serialized())
+            let issued = try s.stepUp.createChallenge(userId: caller.userId, body: try ctx.json(),
+                                                      onlyActionType: browser ? GatedActionType.oauthAuthorization : nil)
+            return .json(status: 201, bytes: StepUpRenderer.challenge(issued).serialized())
         }
         add("POST", "/v1/step-up/verify", .sessionOrBrowser) { ctx in
             let (caller, browser) = try ctx.sessionOrBrowser()
-            return .json(bytes: try s.stepUp.verify(userId: caller.userId, sessionId: caller.sessionId, body: try ctx.json(),
-                                                    onlyActionType: browser ? GatedActionType.oauthAuthorization : nil).serialized())
+            let verified = try s.stepUp.verify(userId: caller.userId, sessionId: caller.sessionId, body: try ctx.json(),
+                                               onlyActionType: browser ? GatedActionType.oauthAuthorization : nil)
+            return .json(bytes: StepUpRenderer.verified(verified).serialized())
         }
         add("POST", "/v1/step-up/consume", .stepUpToken) { ctx in
             guard case .stepUpBearer(let token) = ctx.caller else { throw ServiceError.unauthorized }
-            return .json(bytes: try s.stepUp.consume(token: token, body: try ctx.json()).serialized())
+            return .json(bytes: StepUpRenderer.consumed(try s.stepUp.consume(token: token, body: try ctx.json())).serialized())
         }
         add("GET", "/v1/step-up/receipts/{id:opaque}", .session, accepting: .any) { ctx in
             // The owner only. The admin key is accepted on /admin/v1/* alone:
             // auditors read receipts at /admin/v1/step-up/receipts/{id}, behind the admin listener.
-            .json(bytes: try s.stepUp.receipt(id: try ctx.path.text("id"), userId: try ctx.userId).serialized())
+            .json(bytes: StepUpRenderer.receipt(try s.stepUp.receipt(id: try ctx.path.text("id"), userId: try ctx.userId)).serialized())
         }
     }
 }

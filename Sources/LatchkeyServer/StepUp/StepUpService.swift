@@ -65,7 +65,7 @@ public final class StepUpService: Sendable {
 
     /// `POST /v1/step-up/challenges` `{"keyId","action"}` or `{"method":"passkey","action"}`.
     /// `onlyActionType`: the caller may ask for this action type alone (the OP session cookie).
-    func createChallenge(userId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> JSONValue {
+    func createChallenge(userId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> StepUpChallengeIssued {
         guard let actionValue = body["action"], !actionValue.isNull else { throw ServiceError.invalid("action is required") }
         let action: StepUpAction
         do { action = try StepUpAction(actionValue) } catch { throw ServiceError(error) }
@@ -100,24 +100,20 @@ public final class StepUpService: Sendable {
             try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
                                       state: state.encoded(), ttlSeconds: configuration.stepUpTTL)
         }
-        var out: [(key: String, value: JSONValue)] = [
-            ("challengeId", .string(Base64URL.encode(options.challengeId))), ("challenge", .string(Base64URL.encode(options.challenge))),
-            ("expiresAt", .string(iso8601(unixSeconds: options.expiresAt))), ("actionHash", .string(Base64URL.encode(options.actionHash))),
-        ]
+        var publicKey: RequestOptions? = nil
         if method == .passkey {
             // PublicKeyCredentialRequestOptionsJSON, user verification required: the step-up is the biometric.
-            let (request, _) = passkeyCeremony.begin(allowCredentials: allow, account: userId, challenge: options.challenge,
-                                                     restrictToAllowed: true)
-            out.append(("publicKey", request.json))
+            publicKey = passkeyCeremony.begin(allowCredentials: allow, account: userId, challenge: options.challenge,
+                                              restrictToAllowed: true).options
         }
-        return .object(out)
+        return StepUpChallengeIssued(options: options, publicKey: publicKey)
     }
 
     // MARK: Step-up verification
 
     /// `POST /v1/step-up/verify`: `{"challengeId","signature"}` or `{"challengeId","credential"}`,
     /// optionally with the `action` the client believes it approved (must be the bound one).
-    func verify(userId: String, sessionId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> JSONValue {
+    func verify(userId: String, sessionId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> VerifiedStepUp {
         // Parse: nothing is used up by a malformed request.
         let input = try VerifyInput(body)
 
@@ -230,8 +226,7 @@ public final class StepUpService: Sendable {
                                                  lifetime: Int64(tokenTTL), authentication: approvedWith, actionHash: state.actionHash,
                                                  receiptId: receiptId))
         } catch { throw ServiceError(.internalError, "no signing key") }
-        return .object([("access_token", .string(token)), ("token_type", "Bearer"), ("expires_in", .number(Double(tokenTTL))),
-                        ("actionHash", .string(Base64URL.encode(state.actionHash))), ("receiptId", .string(receiptId))])
+        return VerifiedStepUp(token: token, expiresIn: tokenTTL, actionHash: state.actionHash, receiptId: receiptId)
     }
 
     /// The passkey method: a WebAuthn assertion (L3 §7.2) over the step-up challenge bytes, with user
@@ -263,7 +258,7 @@ public final class StepUpService: Sendable {
     /// `POST /v1/step-up/consume` with the step-up token as Bearer and `{"actionHash"}`: 200 the
     /// first time for the action the token was issued for; `action_mismatch` for any other
     /// action (the token stays unused); `conflict` once used.
-    func consume(token: String, body: JSONValue) throws(ServiceError) -> JSONValue {
+    func consume(token: String, body: JSONValue) throws(ServiceError) -> ConsumedStepUp {
         guard let claims = try? signer.stepUpClaims(token) else { throw ServiceError.unauthorized }
         let sub = claims.subject, jti = claims.jwtId, tokenHash = claims.actionHash
         guard let text = body["actionHash"]?.stringValue else { throw ServiceError.invalid("actionHash is required") }
@@ -278,9 +273,7 @@ public final class StepUpService: Sendable {
         }
         switch try storage({ () throws(StorageError) in try store.redeemStepUpToken(jti: jti, userId: sub, actionHash: presented) }) {
         case .consumed(let receiptId, let action):
-            return .object([("sub", .string(sub)), ("actionHash", .string(text)), ("action", Self.actionJSON(action)),
-                            ("receiptId", .string(receiptId)), ("acr", .string(claims.acr)), ("amr", .array(claims.amr.map { .string($0) })),
-                            ("auth_time", .number(Double(claims.authTime)))])
+            return ConsumedStepUp(claims: claims, actionHash: text, action: action, receiptId: receiptId)
         case .alreadyUsed:
             throw ServiceError(.conflict, "this step-up token was already used")
         case .unknown:
@@ -288,40 +281,40 @@ public final class StepUpService: Sendable {
         }
     }
 
-    /// A stored action (canonical JSON we wrote ourselves) as JSON; null if it ever failed to parse.
-    static func actionJSON(_ canonical: String) -> JSONValue { (try? JSONParser.parse(Array(canonical.utf8))) ?? .null }
-
     // MARK: Receipts
 
     /// `GET /v1/step-up/receipts/{id}`: everything needed to re-verify the approval offline.
-    func receipt(id: String, userId: String?) throws(ServiceError) -> JSONValue {
+    func receipt(id: String, userId: String?) throws(ServiceError) -> StepUpReceiptRecord {
         guard !id.isEmpty, id.utf8.count <= 64, let r = try storage({ () throws(StorageError) in try store.receipt(id: id) }) else {
             throw ServiceError.notFound("receipt")
         }
         if let userId, r.userId != userId { throw ServiceError.notFound("receipt") }
-        var layout: JSONValue = .null
-        if let c = try? StepUpChallenge(parsing: r.challenge) {  // display only: the stored bytes are what was signed
-            layout = .object([("magic", "LKSTEPUP"), ("version", .number(Double(StepUpChallenge.version))),
-                              ("method", .string(c.method == .deviceKey ? "device-key" : "passkey")),
-                              ("nonce", .string(Base64URL.encode(c.nonce))), ("userHash", .string(Base64URL.encode(c.userHash))),
-                              ("keyHash", .string(Base64URL.encode(c.keyHash))), ("actionHash", .string(Base64URL.encode(c.actionHash)))])
-        }
-        let pem = PEM.encode(r.publicKey, label: "PUBLIC KEY")
-        var out: [(key: String, value: JSONValue)] = [
-            ("id", .string(r.id)), ("userId", .string(r.userId)), ("method", .string(r.method.rawValue)), ("keyId", .string(r.keyId)),
-            ("publicKey", .string(Base64URL.encode(r.publicKey))), ("publicKeyPEM", .string(pem)),
-            ("challenge", .string(Base64URL.encode(r.challenge))), ("challengeFields", layout),
-            ("signedData", .string(Base64URL.encode(r.signedData))), ("signature", .string(Base64URL.encode(r.signature))),
-            ("signatureAlgorithm", "ECDSA-SHA256 (DER)"),
-            ("action", Self.actionJSON(r.action)), ("actionCanonical", .string(r.action)),
-            ("actionHash", .string(Base64URL.encode(r.actionHash))), ("keyBinding", .string(r.keyBinding)),
-            ("tokenId", .string(r.tokenJTI)), ("createdAt", .string(iso8601(r.createdAt))),
-            ("consumedAt", r.consumedAt.map { .string(iso8601($0)) } ?? .null),
-        ]
-        if let c = r.clientDataJSON { out.append(("clientDataJSON", .string(Base64URL.encode(c)))) }
-        if let a = r.authenticatorData { out.append(("authenticatorData", .string(Base64URL.encode(a)))) }
-        return .object(out)
+        return r
     }
+}
+
+/// `POST /v1/step-up/challenges`: the challenge (the core's options) and, for the passkey method,
+/// the WebAuthn request options over the same challenge bytes.
+struct StepUpChallengeIssued: Sendable {
+    let options: StepUpOptions
+    let publicKey: RequestOptions?
+}
+
+/// `POST /v1/step-up/verify`: the step-up token and the receipt that records the approval.
+struct VerifiedStepUp: Sendable {
+    let token: String
+    let expiresIn: Int
+    let actionHash: [UInt8]
+    let receiptId: String
+}
+
+/// `POST /v1/step-up/consume`: the token's claims, the action hash as presented and the approved
+/// action (canonical JSON, as stored).
+struct ConsumedStepUp: Sendable {
+    let claims: StepUpClaims
+    let actionHash: String
+    let action: String
+    let receiptId: String
 }
 
 /// What a passkey step-up challenge's key hash covers: the user's passkeys at issue time, as RFC 8785

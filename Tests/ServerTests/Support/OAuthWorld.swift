@@ -6,6 +6,7 @@ import JSON
 import Synchronization
 import Testing
 import Tokens
+import WebAuthn
 
 /// `OpenIDProvider` and `OAuthClientService` as the server builds them, over the in-memory OAuth
 /// store beside `ServiceFixture`'s sessions (one set of shared rows), on its stepped clock and fixed
@@ -150,8 +151,9 @@ func oauthError(_ body: () throws(OAuthError) -> Any) -> OAuthError? {
 
 /// The OP's passkey sign-in is the passkeys' work, tested with them: here it only makes options.
 struct NoPasskeySignIn: PasskeySignIn {
-    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> JSONValue {
-        .object([("challenge", .string(Base64URL.encode(context)))])
+    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> RequestOptions {
+        RequestOptions(challenge: context, timeoutMilliseconds: 60_000, rpId: "localhost", allowCredentials: [],
+                       userVerification: .required, hints: [])
     }
 
     func checkedLogin(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?,

@@ -94,13 +94,13 @@ struct StepUpWorld {
     static let transfer: JSONValue = .object([("type", "transfer"), ("amount", "200.00"), ("currency", "EUR")])
 
     func challenge(_ p: Person, keyId: String, action: JSONValue = StepUpWorld.transfer) throws -> JSONValue {
-        try stepUp.createChallenge(userId: p.id, body: .object([("keyId", .string(keyId)), ("action", action)]))
+        StepUpRenderer.challenge(try stepUp.createChallenge(userId: p.id, body: .object([("keyId", .string(keyId)), ("action", action)])))
     }
 
     func verify(_ p: Person, _ challenge: JSONValue, signature: String, claimed: JSONValue? = nil) throws -> JSONValue {
         var body: [(key: String, value: JSONValue)] = [("challengeId", challenge["challengeId"]!), ("signature", .string(signature))]
         if let claimed { body.append(("action", claimed)) }
-        return try stepUp.verify(userId: p.id, sessionId: p.sessionId, body: .object(body))
+        return StepUpRenderer.verified(try stepUp.verify(userId: p.id, sessionId: p.sessionId, body: .object(body)))
     }
 
     /// A device-key approval of `action`: its step-up token answer.
@@ -112,17 +112,17 @@ struct StepUpWorld {
     /// A passkey approval of `action` with `authenticator` (`change` edits the assertion first).
     func approveWithPasskey(_ p: Person, _ authenticator: SoftAuthenticator, action: JSONValue,
                             change: (inout AssertionBuilder) -> Void = { _ in }) throws -> JSONValue {
-        let c = try stepUp.createChallenge(userId: p.id, body: .object([("method", "passkey"), ("action", action)]))
+        let c = StepUpRenderer.challenge(try stepUp.createChallenge(userId: p.id, body: .object([("method", "passkey"), ("action", action)])))
         let bytes = try #require(c["publicKey"]?["challenge"]?.stringValue.flatMap(Base64URL.decode))
         var builder = authenticator.assertion(challenge: bytes, rpId: configuration.rpId, origin: Self.origin)
         change(&builder)
-        return try stepUp.verify(userId: p.id, sessionId: p.sessionId,
-                                 body: .object([("challengeId", c["challengeId"]!), ("credential", builder.json())]))
+        return StepUpRenderer.verified(try stepUp.verify(userId: p.id, sessionId: p.sessionId,
+                                                         body: .object([("challengeId", c["challengeId"]!), ("credential", builder.json())])))
     }
 
     func consume(_ token: JSONValue?, action: JSONValue) throws -> JSONValue {
         let hash = Base64URL.encode(Digest.sha256(action.canonicalized()))
-        return try stepUp.consume(token: try #require(token?.stringValue), body: .object([("actionHash", .string(hash))]))
+        return StepUpRenderer.consumed(try stepUp.consume(token: try #require(token?.stringValue), body: .object([("actionHash", .string(hash))])))
     }
 
     // MARK: Device keys, as the routes call them
@@ -137,7 +137,7 @@ struct StepUpWorld {
     }
 
     func enrolmentBody(_ p: Person, _ phone: Phone, signedBy signer: Phone? = nil) throws -> JSONValue {
-        let c = try deviceKeys.enrolmentChallenge(userId: p.id)
+        let c = DeviceKeyRenderer.enrolmentChallenge(try deviceKeys.enrolmentChallenge(userId: p.id))
         return .object([("deviceId", .string(phone.deviceId)), ("publicKey", .string(Base64URL.encode(phone.publicKey))),
                         ("platform", "android"), ("name", "Test phone"), ("challengeId", c["challengeId"]!),
                         ("signature", .string(try (signer ?? phone).sign(c["challenge"])))])
@@ -147,7 +147,7 @@ struct StepUpWorld {
     func enrolled(_ p: Person, _ phone: Phone, passkey: SoftAuthenticator) throws -> String {
         let gate = try enrolmentGate(p, passkey, deviceId: phone.deviceId)
         let answer = try deviceKeys.enrol(userId: p.id, body: try enrolmentBody(p, phone), gate: gate)
-        return try #require(answer["id"]?.stringValue)
+        return answer.id
     }
 }
 
