@@ -4,9 +4,9 @@ import Storage
 
 /// The admin API's resources rendered (SPEC "/admin/v1", "Admin console"): origins, audit entries,
 /// who is signed in, tickets, and the users page. Pure functions, members in the documented order.
-public enum AdminRenderer {
+enum AdminRenderer {
     /// `{"origins":[{"origin","source"}]}`.
-    public static func origins(_ origins: [(origin: String, source: String)]) -> JSONValue {
+    static func origins(_ origins: [(origin: String, source: String)]) -> JSONValue {
         .object([("origins", .array(origins.map { .object([("origin", .string($0.origin)), ("source", .string($0.source))]) }))])
     }
 

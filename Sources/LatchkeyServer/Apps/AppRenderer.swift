@@ -6,7 +6,7 @@ import WellKnown
 /// `/admin/v1/wellknown/preview`, and `latchkey apps`): pure functions, members in the documented order.
 public enum AppRenderer {
     /// `{"apps":[…]}`.
-    public static func apps(_ apps: [DeclaredApp]) -> JSONValue {
+    static func apps(_ apps: [DeclaredApp]) -> JSONValue {
         .object([("apps", .array(apps.map(app)))])
     }
 
