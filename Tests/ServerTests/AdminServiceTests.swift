@@ -65,8 +65,8 @@ struct AdminServiceTests {
         // An admin declared the second origin by hand before any app needed it.
         _ = try w.admin.addOrigin(.object([("androidFingerprint", .string(other))]), by: .adminKey)
 
-        let (json, created) = try w.admin.putApp(w.androidApp(), by: .adminKey)
-        #expect(created && json["id"]?.stringValue == "android:com.example.app")
+        let (app, created) = try w.admin.putApp(w.androidApp(), by: .adminKey)
+        #expect(created && AppRenderer.app(app)["id"]?.stringValue == "android:com.example.app" && app.createdAt == nil)
         #expect(w.tables.snapshot.origins[first] == "app")
         #expect(w.audit.map(\.action).suffix(2) == ["app.added", "origin.added"])
 
@@ -84,7 +84,7 @@ struct AdminServiceTests {
         try w.admin.removeApp("android:com.example.app", by: .adminKey)
         #expect(w.tables.snapshot.apps.isEmpty)
         #expect(w.tables.snapshot.origins[second] == "admin")
-        #expect(try w.admin.listApps()["apps"]?.arrayValue?.isEmpty == true)
+        #expect(try w.admin.listApps().isEmpty)
     }
 
     @Test("an iOS app adds https://<rpId>, listed with its origins")
@@ -92,7 +92,7 @@ struct AdminServiceTests {
         let w = AdminWorld()
         _ = try w.admin.putApp(.object([("platform", "ios"), ("appId", .string(AdminWorld.teamApp))]), by: .adminKey)
         #expect(w.tables.snapshot.origins["https://admin.test"] == "app")
-        let listed = try #require(try w.admin.listApps()["apps"]?.arrayValue?.first)
+        let listed = try #require(try AppRenderer.apps(try w.admin.listApps())["apps"]?.arrayValue?.first)
         #expect(listed["teamId"]?.stringValue == "ABCDE12345")
         #expect(listed["origins"] == .array(["https://admin.test"]))
         #expect(listed["createdAt"]?.stringValue == iso8601(w.clock.now()))
@@ -102,18 +102,19 @@ struct AdminServiceTests {
     func enrolmentTickets() throws {
         let w = AdminWorld()
         let first = try w.admin.enrolmentTicket(externalId: "ext-1", body: .object([("username", "ana")]), by: .adminKey)
-        let userId = try #require(first["userId"]?.stringValue)
-        #expect(first["expiresAt"]?.stringValue == iso8601(w.clock.now().addingTimeInterval(600)))
+        let userId = first.userId
+        #expect(first.expiresAt == w.clock.now().addingTimeInterval(600))
+        #expect(AdminRenderer.ticket(first)["expiresAt"]?.stringValue == iso8601(w.clock.now().addingTimeInterval(600)))
         let again = try w.admin.enrolmentTicket(externalId: "ext-1", body: .object([("username", "ana")]), by: .adminKey)
-        #expect(again["userId"]?.stringValue == userId)
+        #expect(again.userId == userId)
         #expect(w.tables.snapshot.users.count == 1)
         expectRefusal(.conflict) { try w.admin.enrolmentTicket(externalId: "ext-2", body: .object([("username", "ana")]), by: .adminKey) }
         expectRefusal(.invalidRequest) { try w.admin.enrolmentTicket(externalId: "", body: .object([("username", "bob")]), by: .adminKey) }
 
-        let token = try #require(first["ticket"]?.stringValue)
+        let token = first.ticket
         #expect(try w.store.redeemTicket(hash: OpaqueSecret.hash(token), purpose: .passkey) == userId)
         #expect(try w.store.redeemTicket(hash: OpaqueSecret.hash(token), purpose: .passkey) == nil, "single use")
-        let late = try #require(again["ticket"]?.stringValue)
+        let late = again.ticket
         w.clock.advance(601)
         #expect(try w.store.redeemTicket(hash: OpaqueSecret.hash(late), purpose: .passkey) == nil, "expired")
         #expect(w.audit.filter { $0.action == "ticket.issued" }.count == 2)
@@ -127,7 +128,7 @@ struct AdminServiceTests {
         #expect(w.tables.snapshot.tickets.isEmpty && w.audit.isEmpty)
         let ana = w.tables.addUser("ana", externalId: "ext-ana")
         let dk = try w.admin.deviceKeyTicket(externalId: "ext-ana", by: .adminKey)
-        #expect(dk["ticket"]?.stringValue?.hasPrefix("lkd_") == true)
+        #expect(dk.ticket.hasPrefix("lkd_"))
         _ = try w.admin.accountTicket(userId: ana.id, by: .adminKey)
         let tickets = w.tables.snapshot.tickets
         #expect(tickets.map(\.purpose) == [.deviceKey, .passkey])
@@ -142,17 +143,18 @@ struct AdminServiceTests {
         _ = try w.admin.addOrigin(.object([("origin", "https://a.admin.test")]), by: .named(ana.id))
         _ = try w.admin.accountTicket(userId: ana.id, by: .adminKey)
         _ = try w.admin.putApp(w.androidApp(), by: .adminKey)
-        let all = try #require(try w.admin.auditLog(limit: nil, before: nil)["entries"]?.arrayValue)
-        let ids = all.compactMap { $0["id"]?.doubleValue }
+        let all = try w.admin.auditLog(limit: nil, before: nil)
+        let ids = all.map(\.id)
         #expect(ids == ids.sorted(by: >) && ids.count == 4)
-        #expect(all.last?["actorUsername"]?.stringValue == "ana")
-        let page = try #require(try w.admin.auditLog(limit: 2, before: nil)["entries"]?.arrayValue)
-        let next = try #require(try w.admin.auditLog(limit: 2, before: Int64(page[1]["id"]?.doubleValue ?? 0))["entries"]?.arrayValue)
-        #expect((page + next).map { $0["id"] } == all.map { $0["id"] })
-        #expect(try w.admin.auditLog(limit: nil, before: nil, user: ana.id)["entries"]?.arrayValue?.count == 2)
-        #expect(try w.admin.auditLog(limit: nil, before: nil, action: "origin.*")["entries"]?.arrayValue?.count == 2)
-        #expect(try w.admin.auditLog(limit: nil, before: nil, action: "origin.added")["entries"]?.arrayValue?.count == 2)
-        #expect(try w.admin.auditLog(limit: 0, before: nil)["entries"]?.arrayValue?.count == 1, "a limit below 1 reads one")
+        #expect(all.last?.actorUsername == "ana")
+        #expect(AdminRenderer.auditEntries(all)["entries"]?.arrayValue?.last?["actorUsername"]?.stringValue == "ana")
+        let page = try w.admin.auditLog(limit: 2, before: nil)
+        let next = try w.admin.auditLog(limit: 2, before: page[1].id)
+        #expect((page + next).map(\.id) == ids)
+        #expect(try w.admin.auditLog(limit: nil, before: nil, user: ana.id).count == 2)
+        #expect(try w.admin.auditLog(limit: nil, before: nil, action: "origin.*").count == 2)
+        #expect(try w.admin.auditLog(limit: nil, before: nil, action: "origin.added").count == 2)
+        #expect(try w.admin.auditLog(limit: 0, before: nil).count == 1, "a limit below 1 reads one")
         expectRefusal(.invalidRequest) { try w.admin.auditLog(limit: nil, before: nil, action: String(repeating: "a", count: 129)) }
     }
 
@@ -194,7 +196,7 @@ struct AdminServiceTests {
         #expect(page.sessions.map(\.id) == ["s2", "s1"], "newest first")
         #expect(try w.store.userPage(id: ann.id)?.passkeys.isEmpty == true)
         #expect(try w.store.userPage(id: "usr_nobody") == nil)
-        #expect(AdminService.userJSON(page.summary)["admin"] == .bool(false))
+        #expect(AdminRenderer.user(page.summary)["admin"] == .bool(false))
     }
 
     @Test("a storage failure fails the request as 503 internal_error, never an empty answer or a skipped write")

@@ -23,8 +23,8 @@ import Tokens
         let alice = f.tables.addUser("alice")
         let caller = SessionService.Caller(userId: alice.id, sessionId: "s1")
         let started = try f.recovery.startVerification(caller, body: Self.body([("email", " Alice@Example.ORG ")]), redeeming: nil)
-        let id = try #require(started["challengeId"]?.stringValue)
-        #expect(started["expiresAt"]?.stringValue == iso8601(f.clock.now().addingTimeInterval(Double(f.configuration.otpTTL))))
+        let id = started.id
+        #expect(started.expiresAt == f.clock.now().addingTimeInterval(Double(f.configuration.otpTTL)))
         // The address is normalised (domain lower-cased) and the code goes there, written with the challenge.
         let code = try f.mailedCode(.emailVerify, to: "Alice@example.org")
         #expect(f.tables.snapshot.mail.map(\.recipient) == ["Alice@example.org"])
@@ -32,7 +32,8 @@ import Tokens
         #expect(refusal { _ = try f.recovery.verifyEmail(caller, body: Self.body([("challengeId", id), ("code", Self.wrong(code))])) } == .codeInvalid)
         #expect(f.tables.snapshot.audit.contains { $0.action == "otp.rejected" })
         let verified = try f.recovery.verifyEmail(caller, body: Self.body([("challengeId", id), ("code", code)]))
-        #expect(verified["email"]?.stringValue == "Alice@example.org")
+        #expect(verified.email == "Alice@example.org")
+        #expect(RecoveryRenderer.verified(verified) == .object([("email", "Alice@example.org"), ("verified", true)]))
         #expect(try f.recovery.verifiedAddress(userId: alice.id)?.value == "Alice@example.org")
         #expect(f.tables.snapshot.events.contains { $0.type == .emailVerified && $0.accountId == alice.id })
         #expect(refusal { _ = try f.recovery.verifyEmail(caller, body: Self.body([("challengeId", id), ("code", code)])) } == .challengeInvalid)
@@ -43,7 +44,7 @@ import Tokens
         let f = try ServiceFixture()
         let alice = f.tables.addUser("alice")
         let caller = SessionService.Caller(userId: alice.id, sessionId: "s1")
-        let id = try #require(try f.recovery.startVerification(caller, body: Self.body([("email", "a@example.org")]), redeeming: nil)["challengeId"]?.stringValue)
+        let id = try f.recovery.startVerification(caller, body: Self.body([("email", "a@example.org")]), redeeming: nil).id
         let code = try f.mailedCode(.emailVerify, to: "a@example.org")
         for _ in 0..<OneTimeCode.maxAttempts {
             #expect(refusal { _ = try f.recovery.verifyEmail(caller, body: Self.body([("challengeId", id), ("code", Self.wrong(code))])) } == .codeInvalid)
@@ -57,7 +58,7 @@ import Tokens
         let f = try ServiceFixture()
         let alice = f.tables.addUser("alice")
         let caller = SessionService.Caller(userId: alice.id, sessionId: "s1")
-        let id = try #require(try f.recovery.startVerification(caller, body: Self.body([("email", "a@example.org")]), redeeming: nil)["challengeId"]?.stringValue)
+        let id = try f.recovery.startVerification(caller, body: Self.body([("email", "a@example.org")]), redeeming: nil).id
         let code = try f.mailedCode(.emailVerify, to: "a@example.org")
         f.clock.advance(Double(f.configuration.otpTTL))
         #expect(refusal { _ = try f.recovery.verifyEmail(caller, body: Self.body([("challengeId", id), ("code", code)])) } == .challengeInvalid)
@@ -71,7 +72,7 @@ import Tokens
         _ = f.tables.addUser("bob")  // no verified address
         var answers: [JSONValue] = []
         for username in ["alice", "bob", "nobody"] {
-            answers.append(try f.recovery.startRecovery(body: Self.body([("username", username)])))
+            answers.append(RecoveryRenderer.challenge(try f.recovery.startRecovery(body: Self.body([("username", username)]))))
         }
         #expect(Set(answers.map { $0.objectMembers?.map(\.key) ?? [] }) == [["challengeId", "expiresAt"]])
         #expect(Set(answers.map { $0["expiresAt"]?.stringValue }).count == 1)
@@ -86,8 +87,8 @@ import Tokens
             #expect(refusal { _ = try f.recovery.verifyRecovery(body: Self.body([("challengeId", id), ("code", "000000")])) } == .codeInvalid)
         }
         // By address: the same answer whether or not the address is anyone's.
-        let byAddress = try f.recovery.startRecovery(body: Self.body([("email", "ALICE@example.org")]))
-        let byNobody = try f.recovery.startRecovery(body: Self.body([("email", "nobody@example.org")]))
+        let byAddress = RecoveryRenderer.challenge(try f.recovery.startRecovery(body: Self.body([("email", "ALICE@example.org")])))
+        let byNobody = RecoveryRenderer.challenge(try f.recovery.startRecovery(body: Self.body([("email", "nobody@example.org")])))
         #expect(byAddress.objectMembers?.map(\.key) == byNobody.objectMembers?.map(\.key))
         #expect(f.tables.snapshot.mail.map(\.event.accountId) == [alice.id])
     }
@@ -108,13 +109,14 @@ import Tokens
     func recoveryByEmail() throws {
         let f = try ServiceFixture()
         let alice = f.tables.addUser("alice", email: "alice@example.org")
-        let id = try #require(try f.recovery.startRecovery(body: Self.body([("username", "alice")]))["challengeId"]?.stringValue)
+        let id = try f.recovery.startRecovery(body: Self.body([("username", "alice")])).id
         let code = try f.mailedCode(.recoveryCode, to: "alice@example.org")
         let started = try f.recovery.verifyRecovery(body: Self.body([("challengeId", id), ("code", code)]))
-        let token = try #require(started["recoveryToken"]?.stringValue)
-        let recoveryId = try #require(started["recoveryId"]?.stringValue)
-        #expect(started["notBefore"]?.stringValue == iso8601(f.clock.now().addingTimeInterval(3600)))
-        #expect(started["expiresIn"]?.doubleValue == Double(3600 + f.configuration.recoveryTokenTTL))
+        let token = started.token
+        let recoveryId = started.recoveryId
+        #expect(started.notBefore == f.clock.now().addingTimeInterval(3600))
+        #expect(started.expiresIn == 3600 + f.configuration.recoveryTokenTTL)
+        #expect(RecoveryRenderer.recovery(started).objectMembers?.map(\.key) == ["recoveryToken", "expiresIn", "notBefore", "recoveryId"])
         // The code was used up with it.
         #expect(refusal { _ = try f.recovery.verifyRecovery(body: Self.body([("challengeId", id), ("code", code)])) } == .challengeInvalid)
         #expect(try f.cancelToken(to: "alice@example.org").hasPrefix("lkcan_rec_"))
@@ -122,8 +124,9 @@ import Tokens
 
         // The settings page shows it pending.
         let state = try f.recovery.accountState(SessionService.Caller(userId: alice.id, sessionId: "s"))
-        #expect(state["pendingRecoveries"]?.arrayValue?.first?["recoveryId"]?.stringValue == recoveryId)
-        #expect(state["email"]?.stringValue == "alice@example.org")
+        #expect(state.pending.first?.id == recoveryId)
+        #expect(state.email == "alice@example.org")
+        #expect(RecoveryRenderer.accountState(state)["pendingRecoveries"]?.arrayValue?.first?["recoveryId"]?.stringValue == recoveryId)
 
         #expect(refusal { _ = try f.recovery.authorizeRegistration(token: token) } == .recoveryPending)
         f.clock.advance(3600)
@@ -142,26 +145,26 @@ import Tokens
         let alice = f.tables.addUser("alice", email: "alice@example.org")
         let codes = try f.recovery.createRecoveryCodes(SessionService.Caller(userId: alice.id, sessionId: "s"),
                                                        redeeming: Self.receipt(f, userId: alice.id))
-        let list = try #require(codes["codes"]?.arrayValue?.compactMap { $0.stringValue })
+        let list = codes.codes
 
         let first = try f.recovery.verifyRecovery(body: Self.body([("username", "alice"), ("recoveryCode", list[0])]))
         let link = try f.cancelToken(to: "alice@example.org")
         try f.recovery.cancel(token: .object([("cancelToken", .string(link))]))
         #expect(refusal { try f.recovery.cancel(token: .object([("cancelToken", .string(link))])) } == .notFound)
         f.clock.advance(3600)
-        #expect(refusal { _ = try f.recovery.authorizeRegistration(token: first["recoveryToken"]!.stringValue!) } == .unauthorized)
-        #expect(f.tables.snapshot.events.contains { $0.type == .recoveryCancelled && $0.key == first["recoveryId"]?.stringValue })
+        #expect(refusal { _ = try f.recovery.authorizeRegistration(token: first.token) } == .unauthorized)
+        #expect(f.tables.snapshot.events.contains { $0.type == .recoveryCancelled && $0.key == first.recoveryId })
         #expect(refusal { try f.recovery.cancel(token: .object([("cancelToken", "lkcan_rec_unknown")])) } == .notFound)
         #expect(refusal { try f.recovery.cancel(token: .object([("cancelToken", "not-a-link")])) } == .notFound)
         #expect(refusal { try f.recovery.cancel(token: .object([("cancel", "x")])) } == .invalidRequest)
 
         let second = try f.recovery.verifyRecovery(body: Self.body([("username", "alice"), ("recoveryCode", list[1])]))
-        let secondId = try #require(second["recoveryId"]?.stringValue)
+        let secondId = second.recoveryId
         let bob = SessionService.Caller(userId: f.tables.addUser("bob").id, sessionId: "sb")
         #expect(refusal { try f.recovery.cancel(bob, recoveryId: secondId) } == .notFound)
         try f.recovery.cancel(SessionService.Caller(userId: alice.id, sessionId: "s"), recoveryId: secondId)
         #expect(refusal { try f.recovery.cancel(SessionService.Caller(userId: alice.id, sessionId: "s"), recoveryId: secondId) } == .notFound)
-        #expect(refusal { _ = try f.recovery.authorizeRegistration(token: second["recoveryToken"]!.stringValue!) } == .unauthorized)
+        #expect(refusal { _ = try f.recovery.authorizeRegistration(token: second.token) } == .unauthorized)
         // A cancelled recovery's link undoes nothing more.
         #expect(refusal { try f.recovery.cancel(token: .object([("cancelToken", .string(try f.cancelToken(to: "alice@example.org")))])) } == .notFound)
     }
@@ -203,19 +206,19 @@ import Tokens
         let alice = f.tables.addUser("alice")
         let caller = SessionService.Caller(userId: alice.id, sessionId: "s")
         let approval = Self.receipt(f, userId: alice.id)
-        let codes = try #require(try f.recovery.createRecoveryCodes(caller, redeeming: approval)["codes"]?.arrayValue?.compactMap { $0.stringValue })
+        let codes = try f.recovery.createRecoveryCodes(caller, redeeming: approval).codes
         #expect(codes.count == 10 && Set(codes).count == 10)
         #expect(codes.allSatisfy { $0.wholeMatch(of: #/[a-z2-9]{4}-[a-z2-9]{4}-[a-z2-9]{4}/#) != nil })
-        #expect(try f.recovery.accountState(caller)["recoveryCodesLeft"]?.doubleValue == 10)
+        #expect(try f.recovery.accountState(caller).recoveryCodesLeft == 10)
         // The approval is used up: the same one again changes nothing.
         #expect(refusal { _ = try f.recovery.createRecoveryCodes(caller, redeeming: approval) } == .stepUpRequired)
         #expect(f.tables.snapshot.recoveryCodes.count == 10)
 
         // Typed in upper case with spaces: still the code.
         let started = try f.recovery.verifyRecovery(body: Self.body([("username", "alice"), ("recoveryCode", codes[3].uppercased().replacingOccurrences(of: "-", with: " "))]))
-        #expect(started["recoveryToken"]?.stringValue?.hasPrefix("lkrec_") == true)
+        #expect(started.token.hasPrefix("lkrec_"))
         #expect(refusal { _ = try f.recovery.verifyRecovery(body: Self.body([("username", "alice"), ("recoveryCode", codes[3])])) } == .codeInvalid)
-        #expect(try f.recovery.accountState(caller)["recoveryCodesLeft"]?.doubleValue == 9)
+        #expect(try f.recovery.accountState(caller).recoveryCodesLeft == 9)
         // Another account's code, or an unknown username: the same refusal.
         _ = f.tables.addUser("bob")
         #expect(refusal { _ = try f.recovery.verifyRecovery(body: Self.body([("username", "bob"), ("recoveryCode", codes[4])])) } == .codeInvalid)
@@ -224,7 +227,7 @@ import Tokens
         #expect(f.mail.all.isEmpty)
 
         // New codes replace the old ones.
-        let fresh = try #require(try f.recovery.createRecoveryCodes(caller, redeeming: Self.receipt(f, userId: alice.id, jti: "second"))["codes"]?.arrayValue)
+        let fresh = try f.recovery.createRecoveryCodes(caller, redeeming: Self.receipt(f, userId: alice.id, jti: "second")).codes
         #expect(fresh.count == 10)
         #expect(refusal { _ = try f.recovery.verifyRecovery(body: Self.body([("username", "alice"), ("recoveryCode", codes[5])])) } == .codeInvalid)
     }
@@ -233,8 +236,8 @@ import Tokens
     func wrongRecoveryCodesLimit() throws {
         let f = try ServiceFixture()
         let alice = f.tables.addUser("alice")
-        let codes = try #require(try f.recovery.createRecoveryCodes(SessionService.Caller(userId: alice.id, sessionId: "s"),
-                                                                   redeeming: Self.receipt(f, userId: alice.id))["codes"]?.arrayValue?.compactMap { $0.stringValue })
+        let codes = try f.recovery.createRecoveryCodes(SessionService.Caller(userId: alice.id, sessionId: "s"),
+                                                       redeeming: Self.receipt(f, userId: alice.id)).codes
         let wrong = Self.body([("username", "alice"), ("recoveryCode", "aaaa-aaaa-aaaa")])
         for _ in 0..<(RecoveryService.wrongRecoveryCodesPerDay - 1) { #expect(refusal { _ = try f.recovery.verifyRecovery(body: wrong) } == .codeInvalid) }
         _ = try f.recovery.verifyRecovery(body: Self.body([("username", "alice"), ("recoveryCode", codes[0])]))
@@ -251,16 +254,18 @@ import Tokens
         let alice = f.tables.addUser("alice", email: "alice@example.org")
         let known = try f.recovery.startEmailSignIn(body: Self.body([("email", "alice@example.org")]))
         let unknown = try f.recovery.startEmailSignIn(body: Self.body([("email", "nobody@example.org")]))
-        #expect(known.objectMembers?.map(\.key) == unknown.objectMembers?.map(\.key))
+        #expect(RecoveryRenderer.challenge(known).objectMembers?.map(\.key) == RecoveryRenderer.challenge(unknown).objectMembers?.map(\.key))
+        #expect(known.expiresAt == unknown.expiresAt)
         #expect(f.tables.snapshot.mail.map(\.recipient) == ["alice@example.org"])
         let code = try f.mailedCode(.emailSignIn, to: "alice@example.org")
         // A recovery code's challenge is not a sign-in one.
-        let id = try #require(known["challengeId"]?.stringValue)
+        let id = known.id
         #expect(refusal { _ = try f.recovery.verifyRecovery(body: Self.body([("challengeId", id), ("code", code)])) } == .challengeInvalid)
 
         let signedIn = try f.recovery.verifyEmailSignIn(body: Self.body([("challengeId", id), ("code", code)]))
-        #expect(signedIn["user"]?["id"]?.stringValue == alice.id)
-        let access = try #require(signedIn["tokens"]?["access_token"]?.stringValue)
+        #expect(signedIn.user.id == alice.id)
+        let access = signedIn.tokens.accessToken
+        #expect(RecoveryRenderer.signIn(signedIn)["tokens"]?["access_token"]?.stringValue == access)
         let caller = try f.sessions.session(accessToken: access)
         #expect(caller.userId == alice.id && caller.acr == AuthenticationClaims.emailOTP.acr)
         #expect(try f.sessions.list(caller).sessions.first?.method == .email)
@@ -275,9 +280,9 @@ import Tokens
         let f = try ServiceFixture()
         let alice = f.tables.addUser("alice", email: "old@example.org")
         let caller = SessionService.Caller(userId: alice.id, sessionId: "s")
-        let signIn = try #require(try f.recovery.startEmailSignIn(body: Self.body([("email", "old@example.org")]))["challengeId"]?.stringValue)
+        let signIn = try f.recovery.startEmailSignIn(body: Self.body([("email", "old@example.org")])).id
         let oldCode = try f.mailedCode(.emailSignIn, to: "old@example.org")
-        let id = try #require(try f.recovery.startVerification(caller, body: Self.body([("email", "new@example.org")]), redeeming: nil)["challengeId"]?.stringValue)
+        let id = try f.recovery.startVerification(caller, body: Self.body([("email", "new@example.org")]), redeeming: nil).id
         _ = try f.recovery.verifyEmail(caller, body: Self.body([("challengeId", id), ("code", try f.mailedCode(.emailVerify, to: "new@example.org"))]))
         #expect(f.mail.last(.emailChanged, to: "old@example.org") != nil)
         #expect(f.tables.snapshot.mail.contains { $0.recipient == "old@example.org" && $0.id == f.mail.last(.emailChanged, to: "old@example.org")?.id })
@@ -285,7 +290,7 @@ import Tokens
 
         // An address another account has verified is a conflict, and nothing changes.
         let bob = SessionService.Caller(userId: f.tables.addUser("bob").id, sessionId: "sb")
-        let taken = try #require(try f.recovery.startVerification(bob, body: Self.body([("email", "new@example.org")]), redeeming: nil)["challengeId"]?.stringValue)
+        let taken = try f.recovery.startVerification(bob, body: Self.body([("email", "new@example.org")]), redeeming: nil).id
         let code = try f.mailedCode(.emailVerify, to: "new@example.org")
         #expect(refusal { _ = try f.recovery.verifyEmail(bob, body: Self.body([("challengeId", taken), ("code", code)])) } == .conflict)
         #expect(try f.recovery.verifiedAddress(userId: bob.userId) == nil)

@@ -25,14 +25,15 @@ struct WebhookServiceTests {
 
         let made = try w.webhooks.create(.object([("url", .string(Self.url)), ("events", .array(["user.created", "passkey.created", "user.created"]))]),
                                          by: w.approved(ana, action: "hook"))
-        let id = try #require(made["id"]?.stringValue)
-        #expect(made["events"] == .array(["user.created", "passkey.created"]))
-        let secret = try #require(made["secret"]?.stringValue)
+        let id = made.endpoint.id
+        #expect(made.endpoint.events == [.userCreated, .passkeyCreated])
+        let secret = made.secret
+        #expect(WebhookRenderer.created(made)["events"] == .array(["user.created", "passkey.created"]))
         let stored = try #require(w.tables.snapshot.endpoints.first?.record)
         #expect(!stored.sealedSecret.isEmpty && WebhookSignature.key(fromSecret: secret) != stored.sealedSecret)
         let sealer = SecretSealer(configuration: w.configuration, runtime: w.runtime)
         #expect(try sealer.open(stored.sealedSecret, purpose: WebhookService.secretPurpose, id: id) == WebhookSignature.key(fromSecret: secret))
-        #expect(try w.webhooks.list()["webhooks"]?.arrayValue?.first?["secret"] == nil, "the list never shows it")
+        #expect(try WebhookRenderer.endpoints(w.webhooks.list())["webhooks"]?.arrayValue?.first?["secret"] == nil, "the list never shows it")
         let line = try #require(w.audit.last)
         #expect(line.action == "webhook.created" && line.subject == id && line.detail["receiptId"]?.stringValue == "rcpt-hook")
     }
@@ -47,15 +48,15 @@ struct WebhookServiceTests {
     @Test("events fan out to the endpoints subscribed and live when they are written; deliveries newest first, within the limit")
     func deliveries() throws {
         let w = AdminWorld()
-        let users = try #require(try w.webhooks.create(.object([("url", .string(Self.url)), ("events", .array(["user.created"]))]))["id"]?.stringValue)
-        let keys = try #require(try w.webhooks.create(.object([("url", .string(Self.url)), ("events", .array(["passkey.created"]))]))["id"]?.stringValue)
+        let users = try w.webhooks.create(.object([("url", .string(Self.url)), ("events", .array(["user.created"]))])).endpoint.id
+        let keys = try w.webhooks.create(.object([("url", .string(Self.url)), ("events", .array(["passkey.created"]))])).endpoint.id
         for n in 1...3 { _ = try w.admin.enrolmentTicket(externalId: "ext-\(n)", body: .object([("username", .string("user\(n)"))]), by: .adminKey) }
-        let listed = try #require(try w.webhooks.deliveries(id: users, limit: nil)["deliveries"]?.arrayValue)
+        let listed = try #require(WebhookRenderer.deliveries(try w.webhooks.deliveries(id: users, limit: nil))["deliveries"]?.arrayValue)
         #expect(listed.count == 3)
         #expect(listed.map { $0["status"] } == Array(repeating: .string("pending"), count: 3))
         #expect(listed.first?["eventId"]?.stringValue == w.tables.snapshot.events.last?.id, "newest first")
-        #expect(try w.webhooks.deliveries(id: users, limit: 2)["deliveries"]?.arrayValue?.count == 2)
-        #expect(try w.webhooks.deliveries(id: keys, limit: nil)["deliveries"]?.arrayValue?.isEmpty == true)
+        #expect(try w.webhooks.deliveries(id: users, limit: 2).count == 2)
+        #expect(try w.webhooks.deliveries(id: keys, limit: nil).isEmpty)
         expectRefusal(.notFound) { try w.webhooks.deliveries(id: "wh_nobody", limit: nil) }
         expectRefusal(.notFound) { try w.webhooks.deliveries(id: "", limit: nil) }
     }
@@ -64,14 +65,14 @@ struct WebhookServiceTests {
     func delete() throws {
         let w = AdminWorld()
         let ana = w.tables.addUser("ana", admin: true)
-        let id = try #require(try w.webhooks.create(.object([("url", .string(Self.url)), ("events", .array(["user.created"]))]))["id"]?.stringValue)
+        let id = try w.webhooks.create(.object([("url", .string(Self.url)), ("events", .array(["user.created"]))])).endpoint.id
         _ = try w.admin.enrolmentTicket(externalId: "ext-1", body: .object([("username", "bob")]), by: .adminKey)
         expectRefusal(.notFound) { try w.webhooks.delete(id: "wh_nobody", by: w.approved(ana, action: "del-absent")) }
         #expect(w.tables.snapshot.receipts.allSatisfy { !$0.consumed }, "a 404 leaves the step-up unused")
         try w.webhooks.delete(id: id, by: w.approved(ana, action: "del"))
         #expect(w.tables.snapshot.deliveries.map(\.status) == [.cancelled])
         #expect(w.audit.last?.action == "webhook.deleted")
-        #expect(try w.webhooks.list()["webhooks"]?.arrayValue?.isEmpty == true)
+        #expect(try w.webhooks.list().isEmpty)
         expectRefusal(.notFound) { try w.webhooks.deliveries(id: id, limit: nil) }
         expectRefusal(.notFound) { try w.webhooks.delete(id: id) }
         // Events written after the deletion no longer fan out to it.

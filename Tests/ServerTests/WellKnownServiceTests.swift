@@ -39,7 +39,7 @@ struct WellKnownServiceTests {
         let before = w.tables.snapshot
         let other = Array(repeating: "CD", count: 32).joined(separator: ":")
         let candidate = try AppDeclarations.parse(w.androidApp(fingerprints: [other]))
-        let preview = try w.wellKnown.preview(candidate: candidate)
+        let preview = AppRenderer.preview(try w.wellKnown.preview(candidate: candidate))
         let origins = try #require(preview["origins"]?.arrayValue).compactMap(\.stringValue)
         // The replaced fingerprint's origin (synced from the app) is gone; the hand-added one stays.
         #expect(origins == ["android:apk-key-hash:" + Base64URL.encode([UInt8](repeating: 0xCD, count: 32)), "https://login.admin.test"])
@@ -55,7 +55,9 @@ struct WellKnownServiceTests {
     @Test("an iOS app's preview names the app in the Apple file; a storage failure fails the files with 503 internal_error")
     func iosAndFailure() throws {
         let w = AdminWorld()
-        let preview = try w.wellKnown.preview(candidate: try AppDeclarations.parse(.object([("platform", "ios"), ("appId", .string(AdminWorld.teamApp))])))
+        let value = try w.wellKnown.preview(candidate: try AppDeclarations.parse(.object([("platform", "ios"), ("appId", .string(AdminWorld.teamApp))])))
+        #expect(value.ok && value.origins == ["https://admin.test"])
+        let preview = AppRenderer.preview(value)
         let apple = try #require(preview["files"]?.arrayValue?.first { $0["name"]?.stringValue == "apple-app-site-association" })
         #expect(apple["content"]?.stringValue?.contains(AdminWorld.teamApp) == true)
         #expect(preview["origins"] == .array(["https://admin.test"]))

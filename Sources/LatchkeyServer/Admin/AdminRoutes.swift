@@ -7,16 +7,16 @@ extension RouteTable {
     /// `StepUpRule.adminChange` (with a user token, a step-up for exactly that request). Every change is audited.
     mutating func addAdminRoutes(_ s: Services) {
         add("GET", "/admin/v1/me", .admin, accepting: .any) { ctx in
-            .json(bytes: try s.admin.me(try ctx.admin()).serialized())
+            .json(bytes: AdminRenderer.identity(try s.admin.me(try ctx.admin())).serialized())
         }
         add("GET", "/admin/v1/origins", .admin, accepting: .any) { _ in
-            .json(bytes: try s.admin.listOrigins().serialized())
+            .json(bytes: AdminRenderer.origins(try s.admin.listOrigins()).serialized())
         }
         add("POST", "/admin/v1/origins", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
             _ = try AdminService.checkedOrigin(body, c)
         })) { ctx in
             let (origin, created) = try s.admin.addOrigin(try ctx.json(), by: try ctx.admin())
-            return .json(status: created ? 201 : 200, bytes: JSONValue.object([("origin", .string(origin))]).serialized())
+            return .json(status: created ? 201 : 200, bytes: AdminRenderer.origin(origin).serialized())
         }
         add("DELETE", "/admin/v1/origins/{origin:text}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
             // Only a valid origin was ever added; a segment that cannot be one names nothing.
@@ -24,15 +24,17 @@ extension RouteTable {
             return .empty(status: 204)
         }
         add("POST", "/admin/v1/users/{externalId:externalId}/enrolment-tickets", .admin, stepUp: .adminChange) { ctx in
-            .json(status: 201, bytes: try s.admin.enrolmentTicket(externalId: try ctx.path.text("externalId"), body: try ctx.json(),
-                                                                  by: try ctx.admin()).serialized())
+            .json(status: 201, bytes: AdminRenderer.ticket(try s.admin.enrolmentTicket(externalId: try ctx.path.text("externalId"),
+                                                                                       body: try ctx.json(), by: try ctx.admin())).serialized())
         }
         add("POST", "/admin/v1/accounts/{userId:opaque}/enrolment-tickets", .admin, stepUp: .adminUserChange, accepting: .any) { ctx in
             // SPEC "Admin console" → "Tickets.": the way back in for an account that lost every way in.
-            .json(status: 201, bytes: try s.admin.accountTicket(userId: try ctx.path.text("userId"), by: try ctx.admin()).serialized())
+            .json(status: 201, bytes: AdminRenderer.ticket(try s.admin.accountTicket(userId: try ctx.path.text("userId"),
+                                                                                  by: try ctx.admin())).serialized())
         }
         add("POST", "/admin/v1/users/{externalId:externalId}/device-key-tickets", .admin, stepUp: .adminChange, accepting: .any) { ctx in
-            .json(status: 201, bytes: try s.admin.deviceKeyTicket(externalId: try ctx.path.text("externalId"), by: try ctx.admin()).serialized())
+            .json(status: 201, bytes: AdminRenderer.ticket(try s.admin.deviceKeyTicket(externalId: try ctx.path.text("externalId"),
+                                                                                    by: try ctx.admin())).serialized())
         }
         add("GET", "/admin/v1/step-up/receipts/{id:opaque}", .admin, accepting: .any) { ctx in
             // An auditor's copy of any user's step-up receipt (the owner's is /v1/step-up/receipts/{id}).
@@ -40,10 +42,11 @@ extension RouteTable {
         }
         add("GET", "/admin/v1/audit", .admin, accepting: .any) { ctx in
             let req = ctx.request
-            return .json(bytes: try s.admin.auditLog(limit: try QueryFields.integer(req, "limit", in: 1...1000),
-                                                     before: try QueryFields.integer(req, "before", in: 1...Int64.max),
-                                                     user: try QueryFields.text(req, "user", max: 128),
-                                                     action: try QueryFields.text(req, "action", max: 128)).serialized())
+            let entries = try s.admin.auditLog(limit: try QueryFields.integer(req, "limit", in: 1...1000),
+                                               before: try QueryFields.integer(req, "before", in: 1...Int64.max),
+                                               user: try QueryFields.text(req, "user", max: 128),
+                                               action: try QueryFields.text(req, "action", max: 128))
+            return .json(bytes: AdminRenderer.auditEntries(entries).serialized())
         }
         addAdminUserRoutes(s)
     }
@@ -53,10 +56,14 @@ extension RouteTable {
     /// backend's external id).
     mutating func addAdminUserRoutes(_ s: Services) {
         add("GET", "/admin/v1/users", .admin, accepting: .any) { ctx in
-            .json(bytes: try s.users.findUsers(username: try QueryFields.text(ctx.request, "username", max: 256)).serialized())
+            .json(bytes: AdminRenderer.users(try s.users.findUsers(username: try QueryFields.text(ctx.request, "username", max: 256))).serialized())
         }
         add("GET", "/admin/v1/users/{id:opaque}", .admin, accepting: .any) { ctx in
-            .json(bytes: try s.users.user(id: try ctx.path.text("id")).serialized())
+            // Passkeys, device keys and sessions as their features render them (the page's seam to those renderers).
+            .json(bytes: AdminRenderer.userPage(try s.users.user(id: try ctx.path.text("id")),
+                                                passkey: { PasskeyRenderer.passkey(s.passkeys.shown($0)) },
+                                                deviceKey: DeviceKeyRenderer.deviceKey,
+                                                sessions: { s.sessions.live($0).map { SessionRenderer.session($0) } }).serialized())
         }
         add("DELETE", "/admin/v1/users/{id:opaque}/passkeys/{credentialId:credential}", .admin, stepUp: .adminPasskeyRevocation,
             accepting: .any) { ctx in
@@ -73,10 +80,10 @@ extension RouteTable {
         }
         // Webhooks (SPEC "Events"): endpoints and their deliveries.
         add("POST", "/admin/v1/webhooks", .admin, stepUp: .adminChange) { ctx in
-            .json(status: 201, bytes: try s.webhooks.create(try ctx.json(), by: try ctx.admin()).serialized())
+            .json(status: 201, bytes: WebhookRenderer.created(try s.webhooks.create(try ctx.json(), by: try ctx.admin())).serialized())
         }
         add("GET", "/admin/v1/webhooks", .admin, accepting: .any) { _ in
-            .json(bytes: try s.webhooks.list().serialized())
+            .json(bytes: WebhookRenderer.endpoints(try s.webhooks.list()).serialized())
         }
         add("DELETE", "/admin/v1/webhooks/{id:webhook}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
             // SPEC "Admin console": deleting a webhook weakens security, so a user token needs its step-up.
@@ -84,8 +91,8 @@ extension RouteTable {
             return .empty(status: 204)
         }
         add("GET", "/admin/v1/webhooks/{id:webhook}/deliveries", .admin, accepting: .any) { ctx in
-            .json(bytes: try s.webhooks.deliveries(id: try ctx.path.text("id"),
-                                                   limit: try QueryFields.integer(ctx.request, "limit", in: 1...1000)).serialized())
+            .json(bytes: WebhookRenderer.deliveries(try s.webhooks.deliveries(
+                id: try ctx.path.text("id"), limit: try QueryFields.integer(ctx.request, "limit", in: 1...1000))).serialized())
         }
     }
 }

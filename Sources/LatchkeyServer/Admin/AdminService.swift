@@ -40,10 +40,10 @@ public final class AdminService: Sendable {
     // MARK: Who is asking
 
     /// `GET /admin/v1/me`: who the console is signed in as.
-    func me(_ caller: AdminCaller) throws(ServiceError) -> JSONValue {
-        guard caller.actor != AuditActor.adminKey else { return .object([("actor", .string(caller.actor)), ("user", .null)]) }
+    func me(_ caller: AdminCaller) throws(ServiceError) -> AdminIdentity {
+        guard caller.actor != AuditActor.adminKey else { return AdminIdentity(actor: caller.actor, user: nil) }
         let summary = try storage { () throws(StorageError) in try store.userSummary(id: caller.actor) }
-        return .object([("actor", .string(caller.actor)), ("user", summary.map(Self.userJSON) ?? .null)])
+        return AdminIdentity(actor: caller.actor, user: summary)
     }
 
     // MARK: Origins
@@ -53,10 +53,9 @@ public final class AdminService: Sendable {
         for origin in configuration.origins { _ = try addValidOrigin(origin, source: "config", by: .named(AuditActor.server)) }
     }
 
-    public func listOrigins() throws(ServiceError) -> JSONValue {
-        .object([("origins", .array(try storage { () throws(StorageError) in try store.origins() }.map {
-            .object([("origin", .string($0.origin)), ("source", .string($0.source))])
-        }))])
+    /// The allowlist: each origin with where it came from (`config`, `admin`, `app`).
+    public func listOrigins() throws(ServiceError) -> [(origin: String, source: String)] {
+        try storage { () throws(StorageError) in try store.origins() }
     }
 
     /// `{"origin"}` or `{"androidFingerprint"}` → (the normalised origin, added now?).
@@ -106,15 +105,14 @@ public final class AdminService: Sendable {
 
     // MARK: Apps
 
-    public func listApps() throws(ServiceError) -> JSONValue {
+    /// The declared apps that still validate.
+    public func listApps() throws(ServiceError) -> [DeclaredApp] {
         let rows = try storage { () throws(StorageError) in try store.apps(rpId: configuration.rpId) }
-        return .object([("apps", .array(rows.compactMap { r in
-            AppDeclarations.app(r).map { AppDeclarations.json($0, rpId: r.rpId, createdAt: r.createdAt) }
-        }))])
+        return rows.compactMap { r in AppDeclarations.app(r).map { DeclaredApp(app: $0, rpId: r.rpId, createdAt: r.createdAt) } }
     }
 
-    /// Creates or replaces the app (same id) → (app JSON, created?). The allowlist follows in the same transaction.
-    public func putApp(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (JSONValue, Bool) {
+    /// Creates or replaces the app (same id) → (the app, created?). The allowlist follows in the same transaction.
+    public func putApp(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (DeclaredApp, Bool) {
         let app = try Self.checkedApp(body, configuration)
         let record = AppDeclarations.record(app, rpId: configuration.rpId)
         let detail: [(key: String, value: JSONValue)] = [
@@ -128,7 +126,7 @@ public final class AdminService: Sendable {
                               origins: .appOrigins(actor: caller.actor), redeeming: caller.redemption)
         }
         changed()
-        return (AppDeclarations.json(app, rpId: configuration.rpId), change == .created)
+        return (DeclaredApp(app: app, rpId: configuration.rpId, createdAt: nil), change == .created)
     }
 
     /// The app a `POST /admin/v1/apps` body declares, or 400 `invalid_request` (a malformed Team ID,
@@ -168,7 +166,7 @@ public final class AdminService: Sendable {
 
     /// `POST /admin/v1/users/{externalId}/enrolment-tickets`: the app backend's user (created on first
     /// use) may enrol a passkey with this single-use, 10-minute ticket.
-    func enrolmentTicket(externalId: String, body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
+    func enrolmentTicket(externalId: String, body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> IssuedTicket {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
         let (username, displayName) = try RequestFields.accountNames(body)
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
@@ -183,7 +181,7 @@ public final class AdminService: Sendable {
             throw ServiceError(error)
         }
         let (ticket, expires) = try passkeyTicket(userId: user.id, by: caller)
-        return .object([("ticket", .string(ticket)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
+        return IssuedTicket(ticket: ticket, expiresAt: expires, userId: user.id)
     }
 
     /// A single-use, 10-minute passkey-enrolment ticket for `userId` (`Authorization: Ticket …` on
@@ -203,16 +201,16 @@ public final class AdminService: Sendable {
     /// ticket for an existing account by Latchkey's id — the way back in for an account with no
     /// `externalId` that lost every way in. The passkey it registers is held even when the account
     /// has none, and its verified address (if any) hears of it with the cancel link.
-    func accountTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
+    func accountTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> IssuedTicket {
         guard try storage({ () throws(StorageError) in try store.user(id: userId) }) != nil else { throw ServiceError.notFound("user") }
         let (ticket, expires) = try passkeyTicket(userId: userId, holds: true, by: caller)
-        return .object([("ticket", .string(ticket)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(userId))])
+        return IssuedTicket(ticket: ticket, expiresAt: expires, userId: userId)
     }
 
     /// `POST /admin/v1/users/{externalId}/device-key-tickets`: the app backend vouches that its user
     /// (who must have enrolled before: the ticket is bound to that account) may enrol a device key,
     /// e.g. after its own strong check when the user has no passkey on this phone. Single use, 10 minutes.
-    func deviceKeyTicket(externalId: String, by caller: AdminCaller) throws(ServiceError) -> JSONValue {
+    func deviceKeyTicket(externalId: String, by caller: AdminCaller) throws(ServiceError) -> IssuedTicket {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
         guard let user = try storage({ () throws(StorageError) in try store.user(externalId: externalId) }) else {
             throw ServiceError.notFound("user")
@@ -222,7 +220,7 @@ public final class AdminService: Sendable {
             try store.createTicket(hash: ticket.hash, userId: user.id, purpose: .deviceKey, ttlSeconds: Self.ticketTTL,
                                    audit: caller.record(.deviceKeyTicketIssued, subject: user.id), redeeming: caller.redemption, holds: false)
         }
-        return .object([("ticket", .string(ticket.token)), ("expiresAt", .string(iso8601(expires))), ("userId", .string(user.id))])
+        return IssuedTicket(ticket: ticket.token, expiresAt: expires, userId: user.id)
     }
 
     // MARK: Audit
@@ -230,7 +228,7 @@ public final class AdminService: Sendable {
     /// `GET /admin/v1/audit?limit=&before=&user=&action=`: newest first. `user` (a user id) keeps
     /// the lines that user made or that are about them; `action` keeps one action (`origin.removed`),
     /// or with a final `*` every action starting with the rest (`origin.*`).
-    func auditLog(limit: Int64?, before: Int64?, user: String? = nil, action: String? = nil) throws(ServiceError) -> JSONValue {
+    func auditLog(limit: Int64?, before: Int64?, user: String? = nil, action: String? = nil) throws(ServiceError) -> [AuditEntry] {
         let n = Int(min(max(limit ?? 100, 1), 1000))
         let cursor = before
         let user = user.flatMap { $0.isEmpty ? nil : $0 }
@@ -238,23 +236,23 @@ public final class AdminService: Sendable {
         let prefix = action?.hasSuffix("*") ?? false
         if prefix { action?.removeLast() }
         guard (user?.utf8.count ?? 0) <= 128, (action?.utf8.count ?? 0) <= 128 else { throw ServiceError.invalid("filters are at most 128 characters") }
-        let entries = try storage { () throws(StorageError) in
+        return try storage { () throws(StorageError) in
             try store.auditEntries(limit: n, before: cursor, user: user, action: action, actionPrefix: prefix)
         }
-        return .object([("entries", .array(entries.map { e in
-            .object([("id", .number(Double(e.id))), ("at", .string(iso8601(e.at))), ("actor", .string(e.actor)),
-                     ("actorUsername", e.actorUsername.map { .string($0) } ?? .null),
-                     ("action", .string(e.action)), ("subject", e.subject.map { .string($0) } ?? .null), ("detail", e.detail)])
-        }))])
     }
+}
 
-    // MARK: Users (the console's view)
+/// Who the console is signed in as: the admin key (no user) or an admin user's account.
+struct AdminIdentity: Sendable {
+    let actor: String
+    let user: UserSummary?
+}
 
-    static func userJSON(_ s: UserSummary) -> JSONValue {
-        .object([("id", .string(s.user.id)), ("username", .string(s.user.username)), ("displayName", .string(s.user.displayName)),
-                 ("externalId", s.externalId.map { .string($0) } ?? .null), ("createdAt", .string(iso8601(s.createdAt))),
-                 ("admin", .bool(s.isAdmin))])
-    }
+/// A single-use, 10-minute ticket for `userId`, shown once.
+struct IssuedTicket: Sendable {
+    let ticket: String
+    let expiresAt: Date
+    let userId: String
 }
 
 /// Who makes an admin request: the admin key (`admin-key`), an admin user (their user id), or the

@@ -3,7 +3,7 @@ import Storage
 
 /// The admin console's users page (SPEC "Admin console"): find a user, see their passkeys, device
 /// keys and sessions, and revoke them. The page is read in one query of the admin store
-/// (`AdminStore.userPage`) and each resource rendered by the feature that owns it; a revocation
+/// (`AdminStore.userPage`) and returned as that value (`AdminRenderer.userPage` renders it); a revocation
 /// is the owning feature's work, reached through its service. Changes are approved by the route
 /// table (`StepUpRule.adminChange`) and redeemed by the owning service's transaction.
 final class UserAdministration: Sendable {
@@ -20,24 +20,18 @@ final class UserAdministration: Sendable {
     }
 
     /// `GET /admin/v1/users?username=`: users whose username starts with it, the exact match first (at most 20).
-    func findUsers(username: String?) throws(ServiceError) -> JSONValue {
+    func findUsers(username: String?) throws(ServiceError) -> [UserSummary] {
         guard let username, !username.isEmpty else { throw ServiceError.invalid("username is required") }
         guard username.utf8.count <= 64 else { throw ServiceError.invalid("username is at most 64 characters") }
-        let found = try storage { () throws(StorageError) in try store.findUsers(usernamePrefix: username, limit: 20) }
-        return .object([("users", .array(found.map(AdminService.userJSON)))])
+        return try storage { () throws(StorageError) in try store.findUsers(usernamePrefix: username, limit: 20) }
     }
 
     /// `GET /admin/v1/users/{id}`: the user with their passkeys (SPEC's passkey shape, provider
     /// names included), device keys (with what their attestation proved) and live sessions.
-    func user(id: String) throws(ServiceError) -> JSONValue {
+    func user(id: String) throws(ServiceError) -> AdminUserPage {
         guard !id.isEmpty, id.utf8.count <= 64,
               let page = try storage({ () throws(StorageError) in try store.userPage(id: id) }) else { throw ServiceError.notFound("user") }
-        return .object([
-            ("user", AdminService.userJSON(page.summary)),
-            ("passkeys", .array(page.passkeys.map { PasskeyRenderer.passkey(passkeys.shown($0)) })),
-            ("deviceKeys", .array(page.deviceKeys.map(DeviceKeyRenderer.deviceKey))),
-            ("sessions", .array(sessions.live(page.sessions).map { SessionRenderer.session($0) })),
-        ])
+        return page
     }
 
     func revokePasskey(userId: String, credentialId: [UInt8], by caller: AdminCaller) throws(ServiceError) {

@@ -4,7 +4,7 @@ import Storage
 import WellKnown
 
 /// Associated native apps: the admin's declaration (API body, or what the CLI assembled from flags)
-/// ↔ the typed `AssociatedApp` ↔ the stored `AppRecord` ↔ the API's JSON. The one declaration the
+/// ↔ the typed `AssociatedApp` ↔ the stored `AppRecord` (`AppRenderer` gives the API's JSON). The one declaration the
 /// origin allowlist and the three well-known files follow from.
 public enum AppDeclarations {
     /// iOS: `{"platform":"ios","teamId","bundleId"}` or `{"platform":"ios","appId":"TEAMID.bundle.id"}`;
@@ -69,21 +69,6 @@ public enum AppDeclarations {
         }
     }
 
-    public static func json(_ app: AssociatedApp, rpId: String, createdAt: Date? = nil) -> JSONValue {
-        var m: [(key: String, value: JSONValue)] = [("id", .string(app.identifier)), ("platform", .string(app.platform))]
-        switch app {
-        case .ios(let a):
-            m += [("appId", .string(a.appID)), ("teamId", .string(a.teamId)), ("bundleId", .string(a.bundleId))]
-        case .android(let a):
-            m += [("packageName", .string(a.packageName)),
-                  ("fingerprints", .array(a.fingerprints.map { .object([("sha256", .string($0.keytool)), ("origin", .string($0.origin))]) })),
-                  ("handleAllUrls", .bool(a.handleAllURLs))]
-        }
-        m.append(("origins", .array(app.origins(rpId: rpId).map { .string($0) })))
-        if let createdAt { m.append(("createdAt", .string(iso8601(createdAt)))) }
-        return .object(m)
-    }
-
     /// `ios:TEAMID.bundle.id` / `android:package` → (platform, appId).
     public static func parseIdentifier(_ id: String) -> (platform: String, appId: String)? {
         guard let colon = id.firstIndex(of: ":") else { return nil }
@@ -97,4 +82,11 @@ public enum AppDeclarations {
 
     /// Every app of `rpId` that still validates.
     public static func apps(_ rows: [AppRecord]) -> [AssociatedApp] { rows.compactMap(app) }
+}
+
+/// A declared app of `rpId` as the admin API shows it; `createdAt` once it is read back from storage.
+public struct DeclaredApp: Sendable {
+    public let app: AssociatedApp
+    public let rpId: String
+    public let createdAt: Date?
 }

@@ -8,13 +8,13 @@ extension RouteTable {
     /// android:package}` → 204, 404 when absent. `POST /admin/v1/wellknown/preview` reads only.
     mutating func addAppRoutes(_ s: Services) {
         add("GET", "/admin/v1/apps", .admin, accepting: .any) { _ in
-            .json(bytes: try s.admin.listApps().serialized())
+            .json(bytes: AppRenderer.apps(try s.admin.listApps()).serialized())
         }
         add("POST", "/admin/v1/apps", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
             _ = try AdminService.checkedApp(body, c)
         })) { ctx in
             let (app, created) = try s.admin.putApp(try ctx.json(), by: try ctx.admin())
-            return .json(status: created ? 201 : 200, bytes: app.serialized())
+            return .json(status: created ? 201 : 200, bytes: AppRenderer.app(app).serialized())
         }
         add("DELETE", "/admin/v1/apps/{id:text}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
             try s.admin.removeApp(try ctx.path.text("id"), by: try ctx.admin())
@@ -25,7 +25,7 @@ extension RouteTable {
         add("POST", "/admin/v1/wellknown/preview", .admin) { ctx in
             let body = try ctx.json()
             let candidate = try body["app"].flatMap { $0.isNull ? nil : $0 }.map { v throws(ServiceError) in try AppDeclarations.parse(v) }
-            return .json(bytes: try s.wellKnown.preview(candidate: candidate).serialized())
+            return .json(bytes: AppRenderer.preview(try s.wellKnown.preview(candidate: candidate)).serialized())
         }
     }
 }

@@ -63,7 +63,7 @@ public final class WellKnownService: Sendable {
     /// `POST /admin/v1/wellknown/preview` `{"app": <declaration>?}`: the three files that would be
     /// served — now, or once `app` is declared (replacing the app with its id) — with the allowlist
     /// that would follow, and the problems `latchkey wellknown check` would report on them. Reads only.
-    func preview(candidate: AssociatedApp?) throws(ServiceError) -> JSONValue {
+    func preview(candidate: AssociatedApp?) throws(ServiceError) -> WellKnownPreview {
         let rows = try storage { () throws(StorageError) in try store.declarations(rpId: configuration.rpId) }
         var apps = AppDeclarations.apps(rows.apps)
         if let candidate {
@@ -75,25 +75,33 @@ public final class WellKnownService: Sendable {
         for origin in apps.flatMap({ $0.origins(rpId: configuration.rpId) }) where !allowlist.contains(origin) { allowlist.append(origin) }
         allowlist.sort()
         var documents: [WellKnownDocument] = []
-        var files: [JSONValue] = []
+        var files: [WellKnownPreview.File] = []
         for built in AssociationFiles.build(apps: apps, origins: allowlist, rpId: configuration.rpId) {
             // A file in LATCHKEY_WELLKNOWN_DIR is what is served, whatever the declarations say.
             let kept = pinnedFile(built.name)
             let bytes = kept ?? built.bytes
             documents.append(WellKnownDocument(name: built.name, body: bytes))
-            files.append(.object([("name", .string(built.name)), ("path", .string("/.well-known/" + built.name)),
-                                  ("source", .string(kept == nil ? "built" : "directory")),
-                                  ("content", .string(String(decoding: bytes, as: UTF8.self))),
-                                  // What the declarations build, when a kept file overrides it.
-                                  ("built", kept == nil ? .null : .string(String(decoding: built.bytes, as: UTF8.self)))]))
+            files.append(WellKnownPreview.File(name: built.name, content: bytes, built: kept == nil ? nil : built.bytes))
         }
         let problems = AssociationChecker(rpId: configuration.rpId, origins: allowlist).check(documents)
-        return .object([
-            ("rpId", .string(configuration.rpId)), ("origins", .array(allowlist.map { .string($0) })), ("files", .array(files)),
-            ("problems", .array(problems.map { p in
-                .object([("code", .string(p.code.rawValue)), ("file", .string(p.file)), ("message", .string(p.message)), ("fix", .string(p.fix))])
-            })),
-            ("ok", .bool(problems.isEmpty)),
-        ])
+        return WellKnownPreview(rpId: configuration.rpId, origins: allowlist, files: files, problems: problems)
     }
+}
+
+/// What `POST /admin/v1/wellknown/preview` shows: the files that would be served, the allowlist
+/// that would follow, and what `latchkey wellknown check` would report on them.
+struct WellKnownPreview: Sendable {
+    struct File: Sendable {
+        let name: String
+        /// What is served: the built file, or the one kept in LATCHKEY_WELLKNOWN_DIR.
+        let content: [UInt8]
+        /// What the declarations build, when a kept file overrides it.
+        let built: [UInt8]?
+    }
+
+    let rpId: String
+    let origins: [String]
+    let files: [File]
+    let problems: [AssociationProblem]
+    var ok: Bool { problems.isEmpty }
 }

@@ -36,7 +36,7 @@ public final class WebhookService: Sendable {
     // MARK: Admin API
 
     /// `POST /admin/v1/webhooks` `{"url","events"}` → `{"id","url","events","secret"}` (the secret shown once).
-    func create(_ body: JSONValue, by caller: AdminCaller = .adminKey) throws(ServiceError) -> JSONValue {
+    func create(_ body: JSONValue, by caller: AdminCaller = .adminKey) throws(ServiceError) -> CreatedWebhook {
         guard let url = body["url"]?.stringValue else { throw ServiceError.invalid("url is required") }
         try policy.destinations.check(try WebhookURL(parsing: url))
         guard let list = body["events"]?.arrayValue, !list.isEmpty else { throw ServiceError.invalid("events must be a non-empty list") }
@@ -57,16 +57,12 @@ public final class WebhookService: Sendable {
                                                      detail: [("url", .string(url)), ("events", .array(events.map { .string($0.rawValue) }))]),
                                 redeeming: caller.redemption)
         }
-        return .object([("id", .string(record.id)), ("url", .string(record.url)), ("events", .array(record.events.map { .string($0.rawValue) })),
-                        ("secret", .string(WebhookSignature.secret(key: key)))])
+        return CreatedWebhook(endpoint: record, secret: WebhookSignature.secret(key: key))
     }
 
     /// `GET /admin/v1/webhooks` (no secrets).
-    func list() throws(ServiceError) -> JSONValue {
-        .object([("webhooks", .array(try storage { () throws(StorageError) in try store.list() }.map { w in
-            .object([("id", .string(w.id)), ("url", .string(w.url)), ("events", .array(w.events.map { .string($0.rawValue) })),
-                     ("createdAt", .string(iso8601(w.createdAt)))])
-        }))])
+    func list() throws(ServiceError) -> [WebhookEndpointRecord] {
+        try storage { () throws(StorageError) in try store.list() }
     }
 
     /// `DELETE /admin/v1/webhooks/{id}`: its pending deliveries are cancelled in the same transaction.
@@ -77,21 +73,20 @@ public final class WebhookService: Sendable {
     }
 
     /// `GET /admin/v1/webhooks/{id}/deliveries?limit=`, newest first.
-    func deliveries(id: String, limit: Int64?) throws(ServiceError) -> JSONValue {
+    func deliveries(id: String, limit: Int64?) throws(ServiceError) -> [DeliveryRecord] {
         let n = Int(min(max(limit ?? 50, 1), 1000))
         guard !id.isEmpty, id.utf8.count <= 64,
               let rows = try storage({ () throws(StorageError) in try store.deliveries(endpointId: id, limit: n) }) else {
             throw ServiceError.notFound("webhook")
         }
-        return .object([("deliveries", .array(rows.map { d in
-            .object([("eventId", .string(d.eventId)), ("type", .string(d.type.rawValue)),
-                     // A cancelled delivery (its endpoint deleted) is never sent: SPEC's statuses call that failed.
-                     ("status", .string(d.status == .cancelled ? "failed" : d.status.rawValue)),
-                     ("attempts", .number(Double(d.attempts))),
-                     ("lastStatusCode", d.lastStatusCode.map { .number(Double($0)) } ?? .null),
-                     ("nextAttemptAt", d.nextAttemptAt.map { .string(iso8601($0)) } ?? .null)])
-        }))])
+        return rows
     }
+}
+
+/// A new endpoint with its signing secret (`whsec_…`), shown this once.
+struct CreatedWebhook: Sendable {
+    let endpoint: WebhookEndpointRecord
+    let secret: String
 }
 
 /// One attempt of one delivery: sign, post, read the status. Stateless; runs on the worker's senders.

@@ -216,19 +216,4 @@ public final class OAuthClientService: Sendable {
     static func auditDetail(_ c: OAuthClientRecord) -> [(key: String, value: JSONValue)] {
         [("name", .string(c.name)), ("redirectUris", .array(c.redirectURIs.map { .string($0) })), ("public", .bool(c.isPublic))]
     }
-
-    /// The one rendering of a client (never its secret hash).
-    static func json(_ c: OAuthClientRecord, secret: String? = nil) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [
-            ("id", .string(c.id)), ("name", .string(c.name)), ("public", .bool(c.isPublic)),
-            ("tokenEndpointAuthMethod", .string(c.authMethod.rawValue)), ("pkceRequired", .bool(c.pkceRequired)),
-            ("redirectUris", .array(c.redirectURIs.map { .string($0) })),
-            ("postLogoutRedirectUris", .array(c.postLogoutRedirectURIs.map { .string($0) })),
-            ("jwksUri", c.jwksURI.map { .string($0) } ?? .null),
-            ("authorizationDetailsTypes", .array(c.authorizationDetailsTypes.map { .string($0) })),
-            ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("createdAt", .string(iso8601(c.createdAt))),
-        ]
-        if let secret { members.append(("clientSecret", .string(secret))) }
-        return .object(members)
-    }
 }

@@ -126,19 +126,19 @@ extension RouteTable {
 
         // Clients (SPEC "Clients"): adding one or a redirect URI weakens security → the admin's step-up.
         add("GET", "/admin/v1/clients", .admin, accepting: .any) { _ in
-            .json(bytes: JSONValue.object([("clients", .array(try s.oauthClients.list().map { OAuthClientService.json($0) }))]).serialized())
+            .json(bytes: OAuthClientRenderer.clients(try s.oauthClients.list()).serialized())
         }
         add("GET", "/admin/v1/clients/{id:client}", .admin, accepting: .any) { ctx in
             guard let c = try s.oauthClients.client(id: try ctx.path.text("id")) else { throw ServiceError.notFound("client") }
-            return .json(bytes: OAuthClientService.json(c).serialized())
+            return .json(bytes: OAuthClientRenderer.client(c).serialized())
         }
         add("POST", "/admin/v1/clients", .admin, stepUp: .adminChange) { ctx in
             let created = try s.oauthClients.add(try OAuthClientService.registration(try ctx.json()), by: try ctx.admin())
-            return .json(status: 201, bytes: OAuthClientService.json(created.client, secret: created.secret).serialized())
+            return .json(status: 201, bytes: OAuthClientRenderer.client(created.client, secret: created.secret).serialized())
         }
         add("PATCH", "/admin/v1/clients/{id:client}", .admin, stepUp: .adminChange) { ctx in
-            .json(bytes: OAuthClientService.json(try s.oauthClients.update(id: try ctx.path.text("id"), body: try ctx.json(),
-                                                                            by: try ctx.admin())).serialized())
+            .json(bytes: OAuthClientRenderer.client(try s.oauthClients.update(id: try ctx.path.text("id"), body: try ctx.json(),
+                                                                                by: try ctx.admin())).serialized())
         }
         add("DELETE", "/admin/v1/clients/{id:client}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
             s.sessions.ended(try s.oauthClients.remove(id: try ctx.path.text("id"), by: try ctx.admin()))

@@ -11,35 +11,36 @@ extension RouteTable {
         add("PUT", "/v1/account/email", .session, stepUp: .emailChange, available: mail) { ctx in
             // The verification mail (and the account's mail from then on) speaks the page's language.
             let caller = try ctx.session()
-            return .json(status: 202, bytes: try s.recovery.startVerification(
+            return .json(status: 202, bytes: RecoveryRenderer.challenge(try s.recovery.startVerification(
                 caller, body: try ctx.json(), redeeming: ctx.redemption,
-                language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language"))).serialized())
+                language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))).serialized())
         }
         add("POST", "/v1/account/email/verify", .session, available: mail) { ctx in
-            .json(bytes: try s.recovery.verifyEmail(try ctx.session(), body: try ctx.json()).serialized())
+            .json(bytes: RecoveryRenderer.verified(try s.recovery.verifyEmail(try ctx.session(), body: try ctx.json())).serialized())
         }
         add("GET", "/v1/account/recovery", .session, accepting: .any) { ctx in
-            .json(bytes: try s.recovery.accountState(try ctx.session()).serialized())
+            .json(bytes: RecoveryRenderer.accountState(try s.recovery.accountState(try ctx.session())).serialized())
         }
         add("GET", "/v1/sign-in/methods", .anyone, accepting: .any) { _ in
-            .json(bytes: s.recovery.methods().serialized())
+            .json(bytes: RecoveryRenderer.methods(s.recovery.methods()).serialized())
         }
         add("POST", "/v1/email/challenges", .anyone, available: emailSignIn) { ctx in
-            .json(status: 202, bytes: try s.recovery.startEmailSignIn(body: try ctx.json()).serialized())
+            .json(status: 202, bytes: RecoveryRenderer.challenge(try s.recovery.startEmailSignIn(body: try ctx.json())).serialized())
         }
         add("POST", "/v1/email/verify", .anyone, available: emailSignIn) { ctx in
-            .json(bytes: try s.recovery.verifyEmailSignIn(
-                body: try ctx.json(), language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language"))).serialized())
+            .json(bytes: RecoveryRenderer.signIn(try s.recovery.verifyEmailSignIn(
+                body: try ctx.json(), language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))).serialized())
         }
         add("POST", "/v1/recovery-codes", .session, stepUp: .recoveryCodesCreation, accepting: .any) { ctx in
             guard let redemption = ctx.redemption else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up") }
-            return .json(status: 201, bytes: try s.recovery.createRecoveryCodes(try ctx.session(), redeeming: redemption).serialized())
+            return .json(status: 201, bytes: RecoveryRenderer.recoveryCodes(try s.recovery.createRecoveryCodes(try ctx.session(),
+                                                                                                redeeming: redemption)).serialized())
         }
         add("POST", "/v1/recovery/challenges", .anyone, available: mail) { ctx in
-            .json(status: 202, bytes: try s.recovery.startRecovery(body: try ctx.json()).serialized())
+            .json(status: 202, bytes: RecoveryRenderer.challenge(try s.recovery.startRecovery(body: try ctx.json())).serialized())
         }
         add("POST", "/v1/recovery/verify", .anyone) { ctx in
-            .json(bytes: try s.recovery.verifyRecovery(body: try ctx.json()).serialized())
+            .json(bytes: RecoveryRenderer.recovery(try s.recovery.verifyRecovery(body: try ctx.json())).serialized())
         }
         add("DELETE", "/v1/recovery/{id:recovery}", .session, accepting: .any) { ctx in
             try s.recovery.cancel(try ctx.session(), recoveryId: try ctx.path.text("id"))

@@ -11,12 +11,12 @@ extension RecoveryService {
     /// per account": per username or address, whether or not an account has it — past it 429 —
     /// and per account, past which the start answers as for nobody and mails nothing).
     func startCodeChallenge(_ purpose: NewCodeChallenge.Purpose, lookup: CodeRecipientLookup, identifier: String,
-                            subject: MailCatalog.Key, intro: MailCatalog.Key, audit: AuditAction) throws(ServiceError) -> JSONValue {
+                            subject: MailCatalog.Key, intro: MailCatalog.Key, audit: AuditAction) throws(ServiceError) -> MailedChallenge {
         let recipient = try storage { () throws(StorageError) in try store.recipient(lookup) }
         let start = try codeChallengeStart(purpose, recipient: recipient, identifier: identifier, subject: subject, intro: intro, audit: audit)
         switch try storage({ () throws(StorageError) in try store.startChallenge(start) }) {
         case .started(let expires):
-            return Self.challengeJSON(id: start.challenge.id, expiresAt: expires)
+            return MailedChallenge(id: start.challenge.id, expiresAt: expires)
         case .limited(let retry):
             throw ServiceError(.rateLimited, "too many requests for this account; retry later", headers: [("Retry-After", String(retry))])
         }

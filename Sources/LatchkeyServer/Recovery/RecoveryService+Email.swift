@@ -16,7 +16,7 @@ extension RecoveryService {
     /// `language`: the page's (Accept-Language), which the mail is written in and the account's mail
     /// speaks from now on (its memo written with the challenge); nil: the account's own.
     func startVerification(_ caller: SessionService.Caller, body: JSONValue, redeeming: StepUpRedemption?,
-                           language: String? = nil) throws(ServiceError) -> JSONValue {
+                           language: String? = nil) throws(ServiceError) -> MailedChallenge {
         try requireMail()
         let email = try Self.email(body)
         try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
@@ -36,11 +36,11 @@ extension RecoveryService {
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
                              events: [], redeeming: redeeming, language: language)
         }
-        return Self.challengeJSON(id: id, expiresAt: expires)
+        return MailedChallenge(id: id, expiresAt: expires)
     }
 
     /// `POST /v1/account/email/verify` `{"challengeId","code"}` → 200 `{"email","verified":true}`.
-    func verifyEmail(_ caller: SessionService.Caller, body: JSONValue) throws(ServiceError) -> JSONValue {
+    func verifyEmail(_ caller: SessionService.Caller, body: JSONValue) throws(ServiceError) -> VerifiedAddress {
         try requireMail()
         let attempt = try check(body, purpose: .emailVerify)
         guard attempt.userId == caller.userId, let email = attempt.email else {
@@ -67,7 +67,7 @@ extension RecoveryService {
                 throw ServiceError(error)
             }
             guard case .previousChanged(let current) = outcome else {
-                return .object([("email", .string(email)), ("verified", true)])
+                return VerifiedAddress(email: email)
             }
             previous = current
         }
@@ -79,28 +79,19 @@ extension RecoveryService {
     static let emailVerifyAttempts = 4
 
     /// `GET /v1/account/recovery`: what the settings page shows.
-    func accountState(_ caller: SessionService.Caller) throws(ServiceError) -> JSONValue {
-        let state = try storage { () throws(StorageError) in try store.accountState(userId: caller.userId) }
-        return .object([
-            ("email", state.email.map { .string($0) } ?? .null), ("verified", .bool(state.email != nil)),
-            ("recoveryCodesLeft", .number(Double(state.recoveryCodesLeft))),
-            ("pendingRecoveries", .array(state.pending.map { r in
-                .object([("recoveryId", .string(r.id)), ("method", .string(r.method.rawValue)), ("notBefore", .string(iso8601(r.notBefore))),
-                         ("expiresAt", .string(iso8601(r.expiresAt)))])
-            })),
-        ])
+    func accountState(_ caller: SessionService.Caller) throws(ServiceError) -> RecoveryAccountState {
+        try storage { () throws(StorageError) in try store.accountState(userId: caller.userId) }
     }
 
     /// `GET /v1/sign-in/methods`: which fallback ways in this deployment offers (the web app asks).
-    func methods() -> JSONValue {
-        .object([("passkey", true), ("emailSignIn", .bool(policy.emailSignIn && policy.mailEnabled)),
-                 ("emailRecovery", .bool(policy.mailEnabled)), ("recoveryCodes", true)])
+    func methods() -> SignInMethods {
+        SignInMethods(emailSignIn: policy.emailSignIn && policy.mailEnabled, emailRecovery: policy.mailEnabled)
     }
 
     // MARK: Email sign-in
 
     /// `POST /v1/email/challenges` `{"email"}` → 202 whether or not the address is anyone's.
-    func startEmailSignIn(body: JSONValue) throws(ServiceError) -> JSONValue {
+    func startEmailSignIn(body: JSONValue) throws(ServiceError) -> MailedChallenge {
         guard policy.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let email = try Self.email(body)
@@ -110,7 +101,7 @@ extension RecoveryService {
 
     /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.
     /// `language`: the page's, the account's mail language from now on (written with the session).
-    func verifyEmailSignIn(body: JSONValue, language: String? = nil) throws(ServiceError) -> JSONValue {
+    func verifyEmailSignIn(body: JSONValue, language: String? = nil) throws(ServiceError) -> EmailSignIn {
         guard policy.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let attempt = try check(body, purpose: .emailSignIn)
@@ -119,6 +110,6 @@ extension RecoveryService {
         }
         let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)],
                                                     language: language)
-        return .object([("user", user.json), ("tokens", issued.json)])
+        return EmailSignIn(user: user, tokens: issued)
     }
 }

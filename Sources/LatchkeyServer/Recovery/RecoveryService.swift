@@ -56,7 +56,7 @@ public final class RecoveryService: Sendable {
     // MARK: Recovery codes
 
     /// `POST /v1/recovery-codes` behind a user-verified passkey step-up → 201 `{"codes":[10]}`, shown once.
-    func createRecoveryCodes(_ caller: SessionService.Caller, redeeming approval: StepUpRedemption) throws(ServiceError) -> JSONValue {
+    func createRecoveryCodes(_ caller: SessionService.Caller, redeeming approval: StepUpRedemption) throws(ServiceError) -> IssuedRecoveryCodes {
         let fresh = recoveryCodes.generate()
         var hashes: [[UInt8]] = []
         for c in fresh { hashes.append(try recoveryCodes.hash(c, userId: caller.userId)) }
@@ -66,14 +66,14 @@ public final class RecoveryService: Sendable {
                                                               detail: [("count", .number(Double(hashes.count)))]),
                                            redeeming: approval)
         }
-        return .object([("codes", .array(fresh.map { .string($0) }))])
+        return IssuedRecoveryCodes(codes: fresh)
     }
 
     // MARK: Recovery
 
     /// `POST /v1/recovery/challenges` `{"username"}` or `{"email"}` → 202 always; the code goes
     /// only to a verified address.
-    func startRecovery(body: JSONValue) throws(ServiceError) -> JSONValue {
+    func startRecovery(body: JSONValue) throws(ServiceError) -> MailedChallenge {
         try requireMail()
         if let username = body["username"]?.stringValue {
             try validateName(username, "username")
@@ -88,7 +88,7 @@ public final class RecoveryService: Sendable {
 
     /// `POST /v1/recovery/verify` `{"challengeId","code"}` or `{"username","recoveryCode"}` → 200
     /// `{"recoveryToken","expiresIn","notBefore","recoveryId"}`.
-    func verifyRecovery(body: JSONValue) throws(ServiceError) -> JSONValue {
+    func verifyRecovery(body: JSONValue) throws(ServiceError) -> StartedRecovery {
         if body["recoveryCode"] != nil || body["username"] != nil {
             guard let username = body["username"]?.stringValue, let code = body["recoveryCode"]?.stringValue else {
                 throw ServiceError.invalid("username and recoveryCode are required")
@@ -127,7 +127,7 @@ public final class RecoveryService: Sendable {
 
     /// Issues the recovery token: not usable before now + LATCHKEY_RECOVERY_DELAY; the verified
     /// address (`address`, the account's, if any) is told at once, with how to cancel.
-    private func begin(userId: String, address: String?, method: RecoveryMethod) throws(ServiceError) -> JSONValue {
+    private func begin(userId: String, address: String?, method: RecoveryMethod) throws(ServiceError) -> StartedRecovery {
         let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
         let id = "rec_" + runtime.identifier()
         let delay = policy.delaySeconds
@@ -156,10 +156,8 @@ public final class RecoveryService: Sendable {
                             events: [started],
                             cancelTokenHash: cancelHash)
         }
-        return .object([("recoveryToken", .string(token.token)),
-                        // The durations this call gave the database (one clock, rule 3: its `expires_at` is now() + these).
-                        ("expiresIn", .number(Double(delay + policy.tokenTTL))),
-                        ("notBefore", .string(iso8601(record.notBefore))), ("recoveryId", .string(id))])
+        // The durations this call gave the database (one clock, rule 3: its `expires_at` is now() + these).
+        return StartedRecovery(token: token.token, expiresIn: delay + policy.tokenTTL, notBefore: record.notBefore, recoveryId: id)
     }
 
     /// `DELETE /v1/recovery/{id}` from any session of the account → 204; 404 otherwise.
@@ -282,9 +280,5 @@ public final class RecoveryService: Sendable {
         guard let raw = body["email"]?.stringValue else { throw ServiceError.invalid("email is required") }
         guard let email = EmailAddress(raw) else { throw ServiceError.invalid("email is not a valid address") }
         return email
-    }
-
-    static func challengeJSON(id: String, expiresAt: Date) -> JSONValue {
-        .object([("challengeId", .string(id)), ("expiresAt", .string(iso8601(expiresAt)))])
     }
 }

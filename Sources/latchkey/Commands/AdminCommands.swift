@@ -54,9 +54,7 @@ enum OriginsCommand: Command {
                 do throws(ServiceError) {
                     switch verb {
                     case "list":
-                        for o in try admin.listOrigins()["origins"]?.arrayValue ?? [] {
-                            print("\(o["origin"]?.stringValue ?? "")\t\(o["source"]?.stringValue ?? "")")
-                        }
+                        for o in try admin.listOrigins() { print("\(o.origin)\t\(o.source)") }
                     case "add":
                         let body: JSONValue = args.value("android-fingerprint").map { .object([("androidFingerprint", .string($0))]) }
                             ?? .object([("origin", .string(target ?? ""))])

@@ -81,10 +81,10 @@ enum AppsCommand: Command {
         do throws(ServiceError) {
             switch verb {
             case "list":
-                for app in try service.listApps()["apps"]?.arrayValue ?? [] { print(app.text) }
+                for app in try service.listApps() { print(AppRenderer.app(app).text) }
             case "add":
                 let (app, created) = try service.putApp(body!, by: .named("cli"))
-                print((created ? "added " : "updated ") + app.text)
+                print((created ? "added " : "updated ") + AppRenderer.app(app).text)
             default:
                 try service.removeApp(removeId!, by: .named("cli"))
                 print("removed \(removeId!)")

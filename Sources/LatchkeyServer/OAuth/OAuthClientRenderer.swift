@@ -1,0 +1,26 @@
+import Foundation
+import JSON
+import Storage
+
+/// OpenID clients rendered (`/admin/v1/clients`): the one rendering of a client, never its secret
+/// hash; the secret itself only in the answer that created it.
+enum OAuthClientRenderer {
+    /// `{"clients":[…]}`.
+    static func clients(_ list: [OAuthClientRecord]) -> JSONValue {
+        .object([("clients", .array(list.map { client($0) }))])
+    }
+
+    static func client(_ c: OAuthClientRecord, secret: String? = nil) -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = [
+            ("id", .string(c.id)), ("name", .string(c.name)), ("public", .bool(c.isPublic)),
+            ("tokenEndpointAuthMethod", .string(c.authMethod.rawValue)), ("pkceRequired", .bool(c.pkceRequired)),
+            ("redirectUris", .array(c.redirectURIs.map { .string($0) })),
+            ("postLogoutRedirectUris", .array(c.postLogoutRedirectURIs.map { .string($0) })),
+            ("jwksUri", c.jwksURI.map { .string($0) } ?? .null),
+            ("authorizationDetailsTypes", .array(c.authorizationDetailsTypes.map { .string($0) })),
+            ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("createdAt", .string(iso8601(c.createdAt))),
+        ]
+        if let secret { members.append(("clientSecret", .string(secret))) }
+        return .object(members)
+    }
+}
