@@ -72,6 +72,8 @@ stop
 # 5. A deployment's own app, with the example files pinned: served as pinned, warned, and refused by the check.
 "$bin" apps add ios --team-id ZZZZZ99999 --bundle-id com.example.yours
 start "$work/pinned.log" LATCHKEY_WELLKNOWN_DIR="$REPO/wellknown"
+# The warning comes once the start-up steps have read the apps, which may be after /healthz answers.
+for _ in $(seq 50); do grep -q "disagree with the declared apps" "$work/pinned.log" && break; sleep 0.2; done
 grep -q "disagree with the declared apps" "$work/pinned.log" || { echo "wellknown: serve did not warn about the pinned files"; cat "$work/pinned.log"; exit 1; }
 grep -q "ZZZZZ99999.com.example.yours" "$work/pinned.log" || { echo "wellknown: the warning does not name the missing app"; cat "$work/pinned.log"; exit 1; }
 if "$bin" wellknown check --url "http://localhost:$port" --rp-id localhost --database >"$work/check.txt" 2>&1; then

@@ -301,6 +301,12 @@ def test_public_client_loopback_any_port():
 
 def test_token_endpoint_cors_for_public_clients_only():
     cid, _ = add_client('SPA', '--public', '--redirect-uri', 'https://spa.example/cb')
+    # The server's client list is at most a second old: a client the CLI just added may take that long to count.
+    for _ in range(30):
+        r = S.options(DISCOVERY['token_endpoint'], headers={'Origin': 'https://spa.example', 'Access-Control-Request-Method': 'POST'})
+        if r.headers.get('Access-Control-Allow-Origin'):
+            break
+        time.sleep(0.1)
     for origin, allowed in [('https://spa.example', True), ('https://evil.example', False)]:
         r = S.options(DISCOVERY['token_endpoint'], headers={'Origin': origin, 'Access-Control-Request-Method': 'POST'})
         got = r.headers.get('Access-Control-Allow-Origin')
