@@ -239,20 +239,16 @@ public final class RecoveryService: Sendable {
         // SPEC "Assurance": a body id that cannot be one is invalid_request, and never reaches SQL.
         guard isPrintableText(id), isPrintableText(code) else { throw ServiceError.invalid("challengeId and code must be printable text") }
         guard id.utf8.count <= 64, code.utf8.count <= 32 else { throw ServiceError(.challengeInvalid, "unknown challenge") }
-        guard let attempt = try storage({ () throws(StorageError) in try store.attempt(id: id, purpose: purpose) }) else {
-            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
+        // One statement counts the attempt, compares and uses the challenge up (or audits the miss).
+        let presented = try codes.hash(OneTimeCode.canonical(code), challengeId: id)
+        let rejected = AuditTemplate(.codeRejected, actor: AuditActor.server, detail: [("purpose", .string(purpose.rawValue))])
+        switch try storage({ () throws(StorageError) in
+            try store.tryCode(id: id, purpose: purpose, presentedHash: presented, rejected: rejected)
+        }) {
+        case .noChallenge: throw ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
+        case .wrong: throw ServiceError(.codeInvalid, "wrong code")
+        case .right(let attempt): return attempt
         }
-        guard try codes.matches(code, challengeId: id, stored: attempt.codeHash) else {
-            try storage { () throws(StorageError) in
-                try store.appendAudit(AuditRecord(.codeRejected, actor: AuditActor.server, subject: attempt.userId,
-                                                  detail: [("purpose", .string(purpose.rawValue))]))
-            }
-            throw ServiceError(.codeInvalid, "wrong code")
-        }
-        guard try storage({ () throws(StorageError) in try store.use(id: id) }) else {
-            throw ServiceError(.challengeInvalid, "the challenge was already used")
-        }
-        return attempt
     }
 
     /// Counts one use of limit `name` (a fixed window of `seconds`, every instance on one row):

@@ -155,6 +155,21 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
+    func tryCode(id: String, purpose: NewCodeChallenge.Purpose, presentedHash: [UInt8], rejected: AuditTemplate) throws(StorageError) -> CodeTry {
+        try tables.change { (t, now) throws(StorageError) -> CodeTry in
+            guard let c = t.challenges[id], c.purpose == purpose, c.usedAt == nil, c.expiresAt > now, c.attempts < c.maxAttempts else {
+                return .noChallenge
+            }
+            t.challenges[id]?.attempts += 1
+            guard c.codeHash == presentedHash else {
+                InMemoryTables.audit(rejected, subject: c.userId ?? "", detail: [], in: &t)
+                return .wrong
+            }
+            t.challenges[id]?.usedAt = now
+            return .right(CodeAttempt(id: c.id, purpose: c.purpose, userId: c.userId, email: c.email, codeHash: c.codeHash))
+        }
+    }
+
     func use(id: String) throws(StorageError) -> Bool {
         try tables.change { (t, now) throws(StorageError) in
             guard let c = t.challenges[id], c.usedAt == nil else { return false }
