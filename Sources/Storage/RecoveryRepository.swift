@@ -188,27 +188,6 @@ public final class RecoveryRepository: Sendable {
         }
     }
 
-    /// Counts one attempt on a live challenge of `purpose` (not used, not expired, attempts left)
-    /// and returns what to compare against; nil when there is no such live challenge. The count is
-    /// one statement, so concurrent guesses never exceed the attempts.
-    public func attempt(id: String, purpose: NewCodeChallenge.Purpose) throws(StorageError) -> CodeAttempt? {
-        try pool.run { c in
-            try c.query("""
-                UPDATE otp_challenges SET attempts = attempts + 1
-                WHERE id = \(id) AND purpose = \(purpose.rawValue) AND used_at IS NULL AND expires_at > now() AND attempts < max_attempts
-                RETURNING id, purpose, user_id, email, code_hash
-                """).first.map { r in
-                CodeAttempt(id: try r.string("id"), purpose: purpose, userId: try r.optionalString("user_id"),
-                            email: try r.optionalString("email"), codeHash: try r.bytes("code_hash"))
-            }
-        }
-    }
-
-    /// Uses a challenge up (a right code); false when a concurrent submission used it first.
-    public func use(id: String) throws(StorageError) -> Bool {
-        try pool.run { c in try c.execute("UPDATE otp_challenges SET used_at = now() WHERE id = \(id) AND used_at IS NULL") > 0 }
-    }
-
     // MARK: Recovery codes
 
     /// Replaces the account's recovery codes with `hashes`, with the audit line, redeeming the

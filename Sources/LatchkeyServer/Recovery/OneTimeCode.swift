@@ -24,10 +24,6 @@ struct OneTimeCode: Sendable {
     /// A hash no code matches (a challenge for an address nobody has).
     func unmatchable() -> [UInt8] { runtime.random(32) }
 
-    /// True when `presented` is the code behind `stored` (constant time over the hashes).
-    func matches(_ presented: String, challengeId id: String, stored: [UInt8]) throws(ServiceError) -> Bool {
-        constantTimeEquals(try hash(Self.canonical(presented), challengeId: id), stored)
-    }
 
     /// What a person may type: spaces and dashes are ignored.
     static func canonical(_ code: String) -> String { String(code.filter { $0 != " " && $0 != "-" }) }

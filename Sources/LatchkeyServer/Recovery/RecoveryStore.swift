@@ -46,13 +46,9 @@ protocol RecoveryStore: Sendable {
     /// `language`: the account's language memo, written with it (nil: unchanged).
     func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
                 redeeming: StepUpRedemption?, language: String?) throws(StorageError) -> Date
-    /// Counts one attempt on a live challenge of `purpose` (unused, unexpired, attempts left); nil when none.
-    func attempt(id: String, purpose: NewCodeChallenge.Purpose) throws(StorageError) -> CodeAttempt?
     /// One submission of a code: the attempt counted, the challenge used up when `presentedHash` is
     /// its code's, `rejected` written once when it is not — all or nothing.
     func tryCode(id: String, purpose: NewCodeChallenge.Purpose, presentedHash: [UInt8], rejected: AuditTemplate) throws(StorageError) -> CodeTry
-    /// Uses a challenge up; false when it was used already.
-    func use(id: String) throws(StorageError) -> Bool
 
     // MARK: Recovery codes
 

@@ -145,16 +145,6 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
-    func attempt(id: String, purpose: NewCodeChallenge.Purpose) throws(StorageError) -> CodeAttempt? {
-        try tables.change { (t, now) throws(StorageError) in
-            guard let c = t.challenges[id], c.purpose == purpose, c.usedAt == nil, c.expiresAt > now, c.attempts < c.maxAttempts else {
-                return nil
-            }
-            t.challenges[id]?.attempts += 1
-            return CodeAttempt(id: c.id, purpose: purpose, userId: c.userId, email: c.email, codeHash: c.codeHash)
-        }
-    }
-
     func tryCode(id: String, purpose: NewCodeChallenge.Purpose, presentedHash: [UInt8], rejected: AuditTemplate) throws(StorageError) -> CodeTry {
         try tables.change { (t, now) throws(StorageError) -> CodeTry in
             guard let c = t.challenges[id], c.purpose == purpose, c.usedAt == nil, c.expiresAt > now, c.attempts < c.maxAttempts else {
@@ -167,14 +157,6 @@ struct InMemoryRecoveryStore: RecoveryStore {
             }
             t.challenges[id]?.usedAt = now
             return .right(CodeAttempt(id: c.id, purpose: c.purpose, userId: c.userId, email: c.email, codeHash: c.codeHash))
-        }
-    }
-
-    func use(id: String) throws(StorageError) -> Bool {
-        try tables.change { (t, now) throws(StorageError) in
-            guard let c = t.challenges[id], c.usedAt == nil else { return false }
-            t.challenges[id]?.usedAt = now
-            return true
         }
     }
 
