@@ -9,7 +9,7 @@ import WebAuthn
 /// verification. Options write nothing: the ceremony state is sealed into the challenge
 /// (`SealedAuthentication`). A verify is one transaction of two round trips and one commit
 /// (ARCHITECTURE.md "A login, through the code").
-extension PasskeyService {
+extension PasskeyLogin {
     /// `userVerification` / `extensions`: the conformance profile's options request.
     func authenticationOptions(username: String?, userVerification asked: VerificationPolicy.UserVerification? = nil,
                                extensions: JSONValue? = nil) throws(ServiceError) -> RequestOptions {
@@ -72,11 +72,11 @@ extension PasskeyService {
     /// `conformance`: the conformance profile's `/assertion/result` (an assertion's UP flag may be clear).
     /// `language`: the language the request asked for (`Accept-Language`), remembered for the
     /// account's mail by the login's one statement.
-    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil) throws(ServiceError) -> SignedIn {
+    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil) throws(ServiceError) -> PasskeyService.SignedIn {
         try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body, conformance: conformance, language: language) }
     }
 
-    func finishAuthentication(_ body: [UInt8], conformance: Bool, language: String?) throws(ServiceError) -> SignedIn {
+    func finishAuthentication(_ body: [UInt8], conformance: Bool, language: String?) throws(ServiceError) -> PasskeyService.SignedIn {
         var pending: SessionService.Pending? = nil
         let (login, written) = try checkedLogin(body, conformance: conformance, boundTo: nil) { login throws(ServiceError) in
             // The one statement: the challenge's use, the counter's compare-and-set, the session,

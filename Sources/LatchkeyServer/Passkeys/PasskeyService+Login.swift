@@ -11,7 +11,7 @@ struct CheckedLogin: Sendable {
     let accepted: [[UInt8]]
 }
 
-extension PasskeyService {
+extension PasskeyLogin {
     /// A sign-in's verify, for the API's login and the OP's sign-in alike (SPEC "Rules that must
     /// hold" → Challenges): the challenge opened (not sealed here, for another ceremony or relying
     /// party, or expired → `challenge_invalid`, nothing written); then one transaction — round trip

@@ -46,7 +46,7 @@ extension PasskeyService {
 
     /// A requested user verification never weakens a deployment that requires it.
     func userVerification(_ asked: VerificationPolicy.UserVerification?) -> VerificationPolicy.UserVerification? {
-        configuration.userVerification == .required ? .required : asked
+        login.userVerification(asked)
     }
 
     /// `conditional`: options for conditional create (SPEC: `{"mediation":"conditional"}` with a session

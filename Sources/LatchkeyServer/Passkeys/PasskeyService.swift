@@ -11,8 +11,8 @@ import WebAuthn
 public final class PasskeyService: Sendable {
     let accounts: AccountRepository
     let challenges: ChallengeRepository
-    /// A sign-in's one read and one write.
-    let logins: LoginRepository
+    /// The sign-in (options and verify), with its store and collaborators.
+    let login: PasskeyLogin
     /// The ceremony-sealing key sign-in and registration challenges are sealed under.
     let seal: CeremonySeal
     let sessions: SessionService
@@ -24,16 +24,12 @@ public final class PasskeyService: Sendable {
     let relyingParty: RelyingParty
     let configuration: Configuration
     let runtime: Runtime
-    let decoySecret: DeploymentSecret
     let events: OutboxEvents
     /// The recovery feature's part in passkeys: notices' address, what completing a recovery writes (SPEC "Recovery").
     let recovery: any AccountRecovery
     /// The owner hears of every passkey added or revoked (SPEC "Assurance").
     let mail: MailService
     let registration: RegistrationCeremony
-    let authentication: AuthenticationCeremony
-    /// The deployment's verification policy, built once; each ceremony copies it with the current allowlist.
-    let policyTemplate: VerificationPolicy
 
     /// What the options offer (SPEC: −7, −8, −257 at least); verification refuses anything else.
     static let offeredAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256]
@@ -41,7 +37,7 @@ public final class PasskeyService: Sendable {
     static let conformanceAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .ed25519, .es384, .es512, .ps256, .ps384, .ps512,
                                                          .rs256, .rs384, .rs512, .rs1]
 
-    init(accounts: AccountRepository, challenges: ChallengeRepository, logins: LoginRepository, seal: CeremonySeal,
+    init(accounts: AccountRepository, challenges: ChallengeRepository, logins: any LoginStore, seal: CeremonySeal,
          sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
          recovery: any AccountRecovery, mail: MailService, relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
@@ -51,69 +47,63 @@ public final class PasskeyService: Sendable {
         self.recovery = recovery
         self.accounts = accounts
         self.challenges = challenges
-        self.logins = logins
         self.seal = seal
         self.sessions = sessions
         self.assertion = assertion
         self.origins = origins
         self.metrics = metrics
         self.metadata = metadata
-        self.decoySecret = decoySecret
         self.configuration = configuration
         self.runtime = runtime
+        login = PasskeyLogin(logins: logins, seal: seal, sessions: sessions, assertion: assertion, origins: origins, metadata: metadata,
+                             metrics: metrics, decoySecret: decoySecret, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
         registration = RegistrationCeremony(
             rp: relyingParty.entity, algorithms: Self.offeredAlgorithms,
             userVerification: configuration.userVerification, attestation: configuration.attestation,
             timeoutSeconds: configuration.challengeTTL, hints: configuration.hints, environment: runtime.ceremonies)
-        authentication = AuthenticationCeremony(rpId: relyingParty.id, userVerification: configuration.userVerification,
-                                                timeoutSeconds: configuration.challengeTTL, hints: configuration.hints,
-                                                environment: runtime.ceremonies)
-        policyTemplate = CeremonyRules.verificationPolicy(configuration)
     }
 
-    /// The policy for one ceremony: the template with the allowlist and the metadata as they are now.
-    /// `conformance`: a ceremony of the conformance profile's endpoints, where (only) an assertion's
-    /// UP flag may be clear.
-    func currentPolicy(conformance: Bool = false) -> VerificationPolicy {
-        var p = policyTemplate
-        p.origins = origins.policy()
-        p.metadata = metadata.policy()
-        p.acceptAssertionsWithoutUserPresence = conformance && configuration.conformance
-        return p
-    }
+    /// The policy for one ceremony (`PasskeyLogin.currentPolicy`).
+    func currentPolicy(conformance: Bool = false) -> VerificationPolicy { login.currentPolicy(conformance: conformance) }
 
-    /// A passkey's provider name: the metadata statement's `description` when the BLOB in use has
-    /// one for its AAGUID, else the community AAGUID table's name.
-    /// `formatted`: `formatUUID(aaguid)` when the caller has it already.
-    func providerName(aaguid: [UInt8], formatted: String? = nil) -> String? {
-        metadata.description(aaguid: aaguid) ?? PasskeyProviders.name(aaguid: formatted ?? formatUUID(aaguid))
-    }
+    /// A passkey's provider name (`PasskeyLogin.providerName`).
+    func providerName(aaguid: [UInt8], formatted: String? = nil) -> String? { login.providerName(aaguid: aaguid, formatted: formatted) }
 
     // MARK: Shared
 
     /// Counts each ceremony's outcome ("ok" or the error code) in /metrics.
     func observed<Answer>(_ ceremony: String, _ body: () throws(ServiceError) -> Answer) throws(ServiceError) -> Answer {
-        do {
-            let result = try body()
-            metrics.observeCeremony(ceremony, outcome: "ok")
-            return result
-        } catch {
-            metrics.observeCeremony(ceremony, outcome: error.code.rawValue)
-            throw error
-        }
+        try login.observed(ceremony, body)
     }
 
     /// A passkey as it is shown now: its provider's name, and the end of its hold while it lasts.
-    func shown(_ c: CredentialRecord) -> ShownPasskey {
-        let aaguid = formatUUID(c.aaguid)
-        let held = c.approvesFrom.flatMap { $0 > runtime.now() ? $0 : nil }
-        return ShownPasskey(record: c, aaguid: aaguid, provider: providerName(aaguid: c.aaguid, formatted: aaguid), heldUntil: held)
-    }
+    func shown(_ c: CredentialRecord) -> ShownPasskey { login.shown(c) }
 
     /// The Signal API's lists for `user` with these live credentials (SPEC "Signal API").
-    func signals(user: UserRecord, credentialIds: [[UInt8]]) -> PasskeySignals {
-        PasskeySignals(rpId: relyingParty.id, user: user, credentialIds: credentialIds)
+    func signals(user: UserRecord, credentialIds: [[UInt8]]) -> PasskeySignals { login.signals(user: user, credentialIds: credentialIds) }
+
+    // MARK: Sign-in (`PasskeyLogin`)
+
+    func authenticationOptions(username: String?, userVerification asked: VerificationPolicy.UserVerification? = nil,
+                               extensions: JSONValue? = nil) throws(ServiceError) -> RequestOptions {
+        try login.authenticationOptions(username: username, userVerification: asked, extensions: extensions)
     }
+
+    func authenticationOptions(boundTo context: [UInt8]) throws(ServiceError) -> RequestOptions {
+        try login.authenticationOptions(boundTo: context)
+    }
+
+    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil) throws(ServiceError) -> SignedIn {
+        try login.verifyAuthentication(body, conformance: conformance, language: language)
+    }
+
+    func checkedLogin(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?,
+                      write: (CheckedLogin) throws(ServiceError) -> LoginWrite) throws(ServiceError) -> (CheckedLogin, LoginWritten) {
+        try login.checkedLogin(body, conformance: conformance, boundTo: context, write: write)
+    }
+
+    /// When a challenge sealed now expires (LATCHKEY_CHALLENGE_TTL).
+    func challengeExpiry() -> Date { login.challengeExpiry() }
 
     /// The answer to a finished passkey ceremony, registration or login (SPEC: `user`, `passkey`,
     /// `tokens`, `signals`), rendered once as bytes (`PasskeyRenderer.signedIn`): it is the body of every login.
@@ -126,8 +116,7 @@ public final class PasskeyService: Sendable {
     }
 
     func signedIn(user: UserRecord, passkey: CredentialRecord, tokens: SessionService.Issued, accepted: [[UInt8]]) -> SignedIn {
-        SignedIn(userId: user.id, body: PasskeyRenderer.signedIn(user: user, passkey: shown(passkey), tokens: tokens,
-                                                                 signals: signals(user: user, credentialIds: accepted)))
+        login.signedIn(user: user, passkey: passkey, tokens: tokens, accepted: accepted)
     }
 }
 

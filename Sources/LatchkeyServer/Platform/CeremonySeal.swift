@@ -43,12 +43,12 @@ final class CeremonySeal: Sendable {
     static func key(from kek: KeyEncryptionKey) -> Key { Key(bytes: HKDF.sha256(key: kek.bytes, info: info)) }
 
     let kek: KeyEncryptionKey?
-    let keys: KeyRepository
+    let keys: any CeremonySealKeys
     let runtime: Runtime
     let challengeTTL: Int
     private let loaded = Mutex<(current: Key, retired: [Key])?>(nil)
 
-    init(kek: KeyEncryptionKey?, keys: KeyRepository, runtime: Runtime, challengeTTL: Int) {
+    init(kek: KeyEncryptionKey?, keys: any CeremonySealKeys, runtime: Runtime, challengeTTL: Int) {
         self.kek = kek
         self.keys = keys
         self.runtime = runtime
@@ -124,6 +124,14 @@ final class CeremonySeal: Sendable {
         info + [0] + Array(rpId.utf8) + [0] + header
     }
 }
+
+/// The ceremony-sealing key's storage (`CeremonySeal`): the development key kept in
+/// `server_secrets`, and the keys a KEK rotation retired (`KeyRepository`).
+protocol CeremonySealKeys: DeploymentSecretSource {
+    func retiredCeremonySealKeys(acceptedForSeconds: Int) throws(StorageError) -> [(keyId: [UInt8], sealed: [UInt8], remaining: Double)]
+}
+
+extension KeyRepository: CeremonySealKeys {}
 
 extension SigningKeyStore {
     /// What `reencrypt(to:)` stores beside the re-sealed signing keys: the ceremony-sealing key the

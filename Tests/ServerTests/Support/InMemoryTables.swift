@@ -99,6 +99,10 @@ final class InMemoryTables: Sendable {
         var audit: [AuditRecord] = []
         var events: [WrittenEvent] = []
         var mail: [MailToSend] = []
+        /// Sealed challenges' ids recorded used by a sign-in (`used_challenges`), with their expiry.
+        var usedChallenges: [[UInt8]: Date] = [:]
+        /// The language each account last used (SPEC "Mail"), as a sign-in's memo writes it.
+        var languages: [String: String] = [:]
     }
 
     private let tables = Mutex(Tables())
