@@ -46,14 +46,14 @@ struct InMemoryLoginStore: LoginStore, CredentialFlags {
             switch write {
             case .session(let session, let use, let audit, let events, let language):
                 guard let recorded = Self.record(use, in: &t, now: now) else { return .failed(Self.why(use, in: t)) }
-                try Self.start(session, in: &t, now: now)
+                try InMemoryTables.start(session, in: &t, now: now)
                 t.audit += audit
                 InMemoryTables.events(events, in: &t)
                 if let language { t.languages[session.userId] = language }
                 return .written(.session(recorded))
             case .browserSession(let session, let use, let replacing, let audit, let events):
                 guard let recorded = Self.record(use, in: &t, now: now) else { return .failed(Self.why(use, in: t)) }
-                try Self.start(session, in: &t, now: now)
+                try InMemoryTables.start(session, in: &t, now: now)
                 t.audit += audit
                 InMemoryTables.events(events, in: &t)
                 var ended: [String] = []
@@ -112,16 +112,5 @@ struct InMemoryLoginStore: LoginStore, CredentialFlags {
     /// `AccountRepository.recorded`: why no use was stored.
     static func why(_ use: CredentialUse, in t: InMemoryTables.Tables) -> StorageError {
         t.credentials.contains { $0.id == use.credentialId } ? .conflict(.signCountRegression) : .notFound
-    }
-
-    /// `SessionRepository.ctes`: the family and its first refresh token.
-    static func start(_ session: NewSession, in t: inout InMemoryTables.Tables, now: Date) throws(StorageError) {
-        guard t.families[session.familyId] == nil else { throw StorageError.conflict(.other("refresh_families_pkey")) }
-        guard t.refreshTokens[session.refreshHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
-        t.families[session.familyId] = InMemoryTables.Family(id: session.familyId, userId: session.userId, method: session.method,
-                                                             credentialId: session.credentialId, authTime: session.authTime,
-                                                             createdAt: now, lastUsedAt: now, browser: session.browser)
-        t.refreshTokens[session.refreshHash] = InMemoryTables.RefreshToken(hash: session.refreshHash, familyId: session.familyId,
-                                                                           expiresAt: now.addingTimeInterval(Double(session.ttlSeconds)))
     }
 }

@@ -11,17 +11,11 @@ import Foundation
 struct InMemorySessionStore: SessionStore, SessionRevocationSource {
     let tables: InMemoryTables
 
-    /// The in-memory users keep no mail language: `language` is not stored here.
     func start(session: NewSession, audit: [AuditRecord], language: String?) throws(StorageError) {
         try tables.change { (t, now) throws(StorageError) in
-            guard t.families[session.familyId] == nil else { throw StorageError.conflict(.other("refresh_families_pkey")) }
-            guard t.refreshTokens[session.refreshHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
-            t.families[session.familyId] = InMemoryTables.Family(id: session.familyId, userId: session.userId, method: session.method,
-                                                                 credentialId: session.credentialId, authTime: session.authTime,
-                                                                 createdAt: now, lastUsedAt: now, browser: session.browser)
-            t.refreshTokens[session.refreshHash] = InMemoryTables.RefreshToken(hash: session.refreshHash, familyId: session.familyId,
-                                                                               expiresAt: now.addingTimeInterval(Double(session.ttlSeconds)))
+            try InMemoryTables.start(session, in: &t, now: now)
             t.audit += audit
+            if let language { t.languages[session.userId] = language }
         }
     }
 

@@ -170,6 +170,17 @@ final class InMemoryTables: Sendable {
         t.receipts[r.jti]?.consumed = true
     }
 
+    /// `SessionRepository.ctes`: the family and its first refresh token.
+    static func start(_ session: NewSession, in t: inout Tables, now: Date) throws(StorageError) {
+        guard t.families[session.familyId] == nil else { throw StorageError.conflict(.other("refresh_families_pkey")) }
+        guard t.refreshTokens[session.refreshHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
+        t.families[session.familyId] = Family(id: session.familyId, userId: session.userId, method: session.method,
+                                                             credentialId: session.credentialId, authTime: session.authTime,
+                                                             createdAt: now, lastUsedAt: now, browser: session.browser)
+        t.refreshTokens[session.refreshHash] = RefreshToken(hash: session.refreshHash, familyId: session.familyId,
+                                                                           expiresAt: now.addingTimeInterval(Double(session.ttlSeconds)))
+    }
+
     /// `template` once per affected row, as `AuditTemplate.rows` writes it.
     static func audit(_ template: AuditTemplate, subject: String, detail extra: [(String, JSONValue)], in t: inout Tables) {
         var detail = template.detail.objectMembers ?? []
