@@ -113,21 +113,10 @@ public final class Database: Sendable {
 
     /// Runs `body` (one request's work) with all of its database calls bounded, together, by
     /// `queryTimeout`; returns what the last database failure inside it was, if any (for the
-    /// 503's log line and metric: `DatabaseFailure.kind`).
-    public func withinBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?) {
-        let (value, failure, _) = try withinCountedBudget(body)
-        return (value, failure)
-    }
-
-    /// `withinBudget`, and how many round trips to PostgreSQL `body` made (statements, BEGIN, COMMIT).
-    public func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: RoundTripCounts) {
-        let (value, failure, work) = try withinTracedBudget(tracing: false, body)
-        return (value, failure, work.roundTrips)
-    }
-
-    /// `withinCountedBudget`, and with `tracing` each round trip's statement text too (for the test
-    /// that an unknown username or address costs the same statements as a known one).
-    public func withinTracedBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork) {
+    /// 503's log line and metric: `DatabaseFailure.kind`), and its round trips to PostgreSQL by
+    /// kind — with `tracing`, each one's statement text too (for the test that an unknown username
+    /// or address costs the same statements as a known one).
+    public func withinBudget<T>(tracing: Bool = false, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork) {
         let (value, budget) = try PostgresDeadline.within(seconds: queryTimeout, tracing: tracing, body)
         return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) },
                 DatabaseWork(roundTrips: budget.counts, statements: budget.statements))

@@ -212,7 +212,7 @@ struct PipelineTests {
         #expect(stage.enter(&exchange) == nil)
         clock.advance(0.25)
         exchange.route = "/v1/things/{id}"
-        exchange.roundTrips = RoundTripCounts(reads: 1, writes: 1)
+        exchange.work.roundTrips = RoundTripCounts(reads: 1, writes: 1)
         exchange.databaseFailure = DatabaseFailure(kind: "timeout", reason: "canceling statement due to statement timeout")
         var unavailable = ServiceError.storageUnavailable.response
         stage.leave(&unavailable, exchange)
@@ -263,7 +263,7 @@ struct PipelineTests {
         var broken = Exchange(Self.request("/v1/things/abc"))
         #expect(dispatch.answer(&broken).status == 503)
         #expect(broken.route == "/v1/things/{id}")
-        #expect(broken.roundTrips.total == 3)
+        #expect(broken.work.roundTrips.total == 3)
         #expect(broken.databaseFailure == failure)
 
         // A failure the handler got past (a retry that succeeded) is not what a 200 is about.
@@ -355,7 +355,7 @@ struct FixedBudget: RequestBudget {
     let failure: DatabaseFailure?
     let trips: RoundTripCounts
 
-    func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: RoundTripCounts) {
-        (try body(), failure, trips)
+    func withinBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork) {
+        (try body(), failure, DatabaseWork(roundTrips: trips))
     }
 }

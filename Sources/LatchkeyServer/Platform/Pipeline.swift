@@ -12,10 +12,8 @@ struct Exchange {
     var route = "unmatched"
     /// The allowlisted web origin the answer names (CORS); nil: no CORS headers.
     var corsOrigin: String? = nil
-    /// The handler's round trips to PostgreSQL, by kind.
-    var roundTrips = RoundTripCounts()
-    /// Each round trip's statement text, when the dispatch traces them (tests); else empty.
-    var statements: [String] = []
+    /// The handler's round trips to PostgreSQL by kind (and their statements, when traced).
+    var work = DatabaseWork()
     /// The database failure behind a 503 the handler answered.
     var databaseFailure: DatabaseFailure? = nil
 
@@ -62,18 +60,9 @@ struct Pipeline: Sendable {
 }
 
 /// Every database call of one request shares one budget (`LATCHKEY_DB_QUERY_TIMEOUT`), and its
-/// round trips are counted (`Database.withinCountedBudget`).
+/// round trips are counted (`Database.withinBudget`).
 protocol RequestBudget: Sendable {
-    func withinCountedBudget<T>(_ body: () throws -> T) rethrows -> (T, DatabaseFailure?, roundTrips: RoundTripCounts)
-    /// The same, with each round trip's statement text when `tracing`.
-    func withinTracedBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork)
-}
-
-extension RequestBudget {
-    func withinTracedBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork) {
-        let (value, failure, trips) = try withinCountedBudget(body)
-        return (value, failure, DatabaseWork(roundTrips: trips))
-    }
+    func withinBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork)
 }
 
 extension Database: RequestBudget {}
@@ -88,9 +77,8 @@ struct RouteDispatch: Sendable {
 
     func answer(_ exchange: inout Exchange) -> Response {
         let request = exchange.request
-        let ((response, pattern), failure, work) = budget.withinTracedBudget(tracing: tracing) { router.dispatch(request) }
-        exchange.roundTrips = work.roundTrips
-        exchange.statements = work.statements
+        let ((response, pattern), failure, work) = budget.withinBudget(tracing: tracing) { router.dispatch(request) }
+        exchange.work = work
         if let pattern { exchange.route = pattern }
         if response.status == 503 { exchange.databaseFailure = failure }
         return response

@@ -31,8 +31,8 @@ struct Observation: RequestStage {
         let request = exchange.request
         let seconds = runtime.uptime() - exchange.start
         metrics.observeRequest(route: exchange.route, method: request.method, status: response.status, seconds: seconds,
-                               roundTrips: exchange.roundTrips.total)
-        databaseWork?(exchange.route, request.method, response.status, DatabaseWork(roundTrips: exchange.roundTrips, statements: exchange.statements))
+                               roundTrips: exchange.work.roundTrips.total)
+        databaseWork?(exchange.route, request.method, response.status, exchange.work)
         if response.status == 503 {
             metrics.observeDatabaseFailure(exchange.databaseFailure?.kind ?? (startup.isReady ? "other" : "not_ready"))
             log.unavailable(request: request, route: exchange.route, failure: exchange.databaseFailure, notReady: startup.pendingReason,
