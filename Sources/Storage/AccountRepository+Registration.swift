@@ -115,10 +115,7 @@ extension AccountRepository {
     /// Registration options for an existing account: one query. Nil: no such account.
     public func registrationAccount(id: String, redeeming: StepUpRedemption?) throws(StorageError) -> RegistrationAccount? {
         let redeemable: SQL = redeeming.map { r in
-            """
-            EXISTS (SELECT 1 FROM step_up_receipts WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash)
-                    AND consumed_at IS NULL AND \(unsafeRaw: StepUpRedemption.approverIsLive))
-            """
+            "EXISTS (SELECT 1 FROM step_up_receipts WHERE \(fragment: StepUpRedemption.redeemable(jti: r.jti, userId: r.userId, actionHash: r.actionHash)))"
         } ?? "true"
         return try pool.run { c in
             let rows = try c.query("""
@@ -240,12 +237,7 @@ extension AccountRepository {
         if let s = r.redeeming {
             // SPEC "Assurance": the step-up that approved adding a passkey, single use, and only while
             // the key that made it is live.
-            ctes.append((stepUpGate, """
-                UPDATE step_up_receipts SET consumed_at = now()
-                WHERE token_jti = \(s.jti) AND user_id = \(s.userId) AND action_hash = \(s.actionHash) AND consumed_at IS NULL
-                  AND \(unsafeRaw: StepUpRedemption.approverIsLive)\(fragment: afterIt)
-                RETURNING id
-                """))
+            ctes.append((stepUpGate, StepUpRedemption.use(s, onlyIf: after.map { "EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" })))
             gates.append(stepUpGate)
         }
         // Everything below is written only with the challenge's use, the completed recovery, the used
@@ -281,14 +273,8 @@ extension AccountRepository {
                 RETURNING hash
                 """))
         }
-        if let language = r.language, r.newUser == nil {
-            // SPEC "Mail": the language the account last used (a new account's went in with it).
-            ctes.append(("lang", """
-                UPDATE users SET language = \(language)
-                WHERE id = \(credential.userId) AND language IS DISTINCT FROM \(language) AND EXISTS (SELECT 1 FROM tok)
-                RETURNING id
-                """))
-        }
+        // SPEC "Mail": the language the account last used (a new account's went in with it).
+        ctes += MailRepository.languageMemo(userId: credential.userId, language: r.newUser == nil ? r.language : nil, onlyIf: "tok")
         return (ctes, gates)
     }
 }

@@ -20,13 +20,31 @@ public struct StepUpRedemption: Sendable, Equatable {
     /// has been revoked since, so the caller's transaction rolls back.
     static func redeem(_ redemption: StepUpRedemption?, on t: PostgresConnection) throws {
         guard let r = redemption else { return }
-        let used = try t.query("""
+        if try t.query(use(r)).isEmpty { throw StorageError.conflict(.stepUpUsed) }
+    }
+
+    /// The one statement that uses a receipt up: unused, the user's, for this action, and its key
+    /// still live (`approverIsLive`); with `onlyIf`, only while that condition holds too. Every
+    /// redemption — a gated change's, an enrolment's gate, a token's consumption — is this one.
+    static func use(jti: String, userId: String, actionHash: [UInt8], onlyIf condition: SQL? = nil, returning: String = "id") -> SQL {
+        let also: SQL = condition.map { " AND \(fragment: $0)" } ?? ""
+        return """
             UPDATE step_up_receipts SET consumed_at = now()
-            WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
-              AND \(unsafeRaw: approverIsLive)
-            RETURNING id
-            """)
-        if used.isEmpty { throw StorageError.conflict(.stepUpUsed) }
+            WHERE \(fragment: redeemable(jti: jti, userId: userId, actionHash: actionHash))\(fragment: also)
+            RETURNING \(unsafeRaw: returning)
+            """
+    }
+
+    static func use(_ r: StepUpRedemption, onlyIf condition: SQL? = nil) -> SQL {
+        use(jti: r.jti, userId: r.userId, actionHash: r.actionHash, onlyIf: condition)
+    }
+
+    /// The receipt can still be used up (a predicate on `step_up_receipts`).
+    static func redeemable(jti: String, userId: String, actionHash: [UInt8]) -> SQL {
+        """
+        token_jti = \(jti) AND user_id = \(userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
+          AND \(unsafeRaw: approverIsLive)
+        """
     }
 
     /// `redeem` as a CTE `redeemed` of the change's own statement (one row when the receipt was
@@ -35,13 +53,7 @@ public struct StepUpRedemption: Sendable, Equatable {
     /// With `onlyIf`, redeemed only when that CTE returned a row (a change with nothing to do spends nothing).
     static func cte(_ redemption: StepUpRedemption?, onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
         guard let r = redemption else { return [] }
-        let condition: SQL = cte.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
-        return [("redeemed", """
-            UPDATE step_up_receipts SET consumed_at = now()
-            WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
-              AND \(unsafeRaw: approverIsLive)\(fragment: condition)
-            RETURNING id
-            """)]
+        return [("redeemed", use(r, onlyIf: cte.map { "EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" }))]
     }
 
     /// ` WHERE EXISTS (SELECT 1 FROM redeemed)` after `cte(redemption)`, or nothing without one: what

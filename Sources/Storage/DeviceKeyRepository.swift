@@ -89,12 +89,7 @@ public final class DeviceKeyRepository: Sendable {
         let opened: SQL
         switch gate {
         case .stepUp(let jti, let actionHash):
-            opened = """
-                UPDATE step_up_receipts SET consumed_at = now()
-                WHERE token_jti = \(jti) AND user_id = \(key.userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
-                  AND \(unsafeRaw: StepUpRedemption.approverIsLive)
-                RETURNING id
-                """
+            opened = StepUpRedemption.use(jti: jti, userId: key.userId, actionHash: actionHash)
         case .ticket(let hash):
             opened = """
                 UPDATE enrolment_tickets SET used_at = now()
@@ -252,12 +247,7 @@ public final class DeviceKeyRepository: Sendable {
     /// Redeems a step-up token once: the first caller for its jti wins; later ones see alreadyUsed.
     public func consumeStepUpToken(jti: String, userId: String, actionHash: [UInt8]) throws(StorageError) -> ConsumeOutcome {
         try pool.run { c in
-            let used = try c.query("""
-                UPDATE step_up_receipts SET consumed_at = now()
-                WHERE token_jti = \(jti) AND user_id = \(userId) AND action_hash = \(actionHash) AND consumed_at IS NULL
-                  AND \(unsafeRaw: StepUpRedemption.approverIsLive)
-                RETURNING id, action
-                """)
+            let used = try c.query(StepUpRedemption.use(jti: jti, userId: userId, actionHash: actionHash, returning: "id, action"))
             if let r = used.first { return .consumed(receiptId: try r.string("id"), action: try r.string("action")) }
             // Why not (a refusal only): used, or another action's, is alreadyUsed; an unused receipt
             // whose key was revoked is as good as unknown.

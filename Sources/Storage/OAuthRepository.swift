@@ -307,12 +307,7 @@ public final class OAuthRepository: Sendable {
             return false
         }
         if let r = redeeming {
-            ctes.append(("red", """
-                UPDATE step_up_receipts SET consumed_at = now()
-                WHERE token_jti = \(r.jti) AND user_id = \(r.userId) AND action_hash = \(r.actionHash) AND consumed_at IS NULL
-                  AND \(unsafeRaw: StepUpRedemption.approverIsLive) AND EXISTS (SELECT 1 FROM pending)
-                RETURNING id
-                """))
+            ctes.append(("red", StepUpRedemption.use(r, onlyIf: "EXISTS (SELECT 1 FROM pending)")))
             ctes.append(("go", "SELECT 1 AS one FROM pending WHERE EXISTS (SELECT 1 FROM red)"))
         } else {
             ctes.append(("go", "SELECT 1 AS one FROM pending"))
