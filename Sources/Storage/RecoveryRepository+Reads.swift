@@ -16,28 +16,7 @@ public struct RecoveryAccountState: Sendable, Equatable {
     }
 }
 
-/// The account a username names and its verified address (nil: none), as a recovery starts.
-public struct RecoveryAccount: Sendable, Equatable {
-    public let userId: String
-    public let email: String?
-
-    public init(userId: String, email: String?) {
-        self.userId = userId
-        self.email = email
-    }
-}
-
 extension RecoveryRepository {
-    /// The account named `username` with its verified address, in one read (the same statement
-    /// whether or not the username exists); nil when nobody has it.
-    public func account(username: String) throws(StorageError) -> RecoveryAccount? {
-        try pool.run { c in
-            try c.query("""
-                SELECT u.id, e.email FROM users u LEFT JOIN account_emails e ON e.user_id = u.id WHERE u.username = \(username)
-                """).first.map { RecoveryAccount(userId: try $0.string("id"), email: try $0.optionalString("email")) }
-        }
-    }
-
     /// The account `id` (an email sign-in's answer names it).
     public func user(id: String) throws(StorageError) -> UserRecord? {
         try pool.run { c in

@@ -39,11 +39,11 @@ import Testing
     func accountByUsername() throws {
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
-        #expect(try s.database.recovery.account(username: user.username) == RecoveryAccount(userId: user.id, email: nil))
+        #expect(try s.database.recovery.recipient(.username(user.username)) == CodeRecipient(userId: user.id, email: nil, language: nil))
         _ = try s.database.recovery.setVerifiedEmail(userId: user.id, email: "named@example.org", previous: nil, notice: [],
                                                       audit: Fixture.audit("email.verified"), events: [])
-        #expect(try s.database.recovery.account(username: user.username) == RecoveryAccount(userId: user.id, email: "named@example.org"))
-        #expect(try s.database.recovery.account(username: "nobody-" + Fixture.id()) == nil)
+        #expect(try s.database.recovery.recipient(.username(user.username)) == CodeRecipient(userId: user.id, email: "named@example.org", language: nil))
+        #expect(try s.database.recovery.recipient(.username("nobody-" + Fixture.id())) == CodeRecipient(userId: nil, email: nil, language: nil))
         #expect(try s.database.recovery.user(id: user.id) == user)
     }
 

@@ -102,21 +102,21 @@ public final class RecoveryService: Sendable {
             guard count <= Self.wrongRecoveryCodesPerDay else {
                 throw ServiceError(.rateLimited, "too many wrong recovery codes; retry later", headers: [("Retry-After", String(retry))])
             }
-            let account = try storage { () throws(StorageError) in try store.account(username: username) }
+            let account = try storage { () throws(StorageError) in try store.recipient(.username(username)) }
             var used = false
-            if let account {
-                let hash = try recoveryCodes.hash(code, userId: account.userId)
-                used = try storage { () throws(StorageError) in try store.useRecoveryCode(userId: account.userId, hash: hash) }
+            if let userId = account.userId {
+                let hash = try recoveryCodes.hash(code, userId: userId)
+                used = try storage { () throws(StorageError) in try store.useRecoveryCode(userId: userId, hash: hash) }
             }
-            guard let account, used else {
+            guard let userId = account.userId, used else {
                 // The refusal's audit line is written or the request fails (503): never dropped.
                 try storage { () throws(StorageError) in
-                    try store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: account?.userId))
+                    try store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: account.userId))
                 }
                 throw ServiceError(.codeInvalid, "wrong or used recovery code")
             }
             try storage { () throws(StorageError) in try store.unbump(key: key) }
-            return try begin(userId: account.userId, address: account.email, method: .recoveryCode)
+            return try begin(userId: userId, address: account.email, method: .recoveryCode)
         }
         try requireMail()
         let attempt = try check(body, purpose: .recovery)

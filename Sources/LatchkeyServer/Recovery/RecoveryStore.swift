@@ -21,8 +21,6 @@ protocol RecoveryStore: Sendable {
     func user(email: String) throws(StorageError) -> String?
     /// The account's verified address.
     func email(userId: String) throws(StorageError) -> String?
-    /// The account named `username` with its verified address, in one read.
-    func account(username: String) throws(StorageError) -> RecoveryAccount?
     /// The account `id`.
     func user(id: String) throws(StorageError) -> UserRecord?
     /// The settings page's view: address, recovery codes left, pending recoveries, in one read.

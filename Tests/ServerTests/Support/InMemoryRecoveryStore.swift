@@ -39,12 +39,6 @@ struct InMemoryRecoveryStore: RecoveryStore {
         try tables.read { t throws(StorageError) in t.emails[userId] }
     }
 
-    func account(username: String) throws(StorageError) -> RecoveryAccount? {
-        try tables.read { t throws(StorageError) in
-            t.users.values.first { $0.username == username }.map { RecoveryAccount(userId: $0.id, email: t.emails[$0.id]) }
-        }
-    }
-
     func recipient(_ lookup: CodeRecipientLookup) throws(StorageError) -> CodeRecipient {
         try tables.read { t throws(StorageError) in
             let userId: String? = switch lookup {
