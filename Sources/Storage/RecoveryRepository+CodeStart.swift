@@ -98,9 +98,10 @@ extension RecoveryRepository {
     public func startChallenge(_ s: CodeChallengeStart) throws(StorageError) -> CodeChallengeStarted {
         let c = s.challenge
         let statement = SQL.with([
-            ("id_limit", Self.bump(s.identifierLimit, onlyIf: "TRUE")),
+            ("id_limit", Self.countUse(key: s.identifierLimit.key, windowSeconds: s.identifierLimit.windowSeconds)),
             ("go", "SELECT 1 FROM id_limit WHERE count <= \(s.identifierLimit.max)"),
-            ("account_limit", Self.bump(s.accountLimit, onlyIf: "\(s.sends) AND EXISTS (SELECT 1 FROM go)")),
+            ("account_limit", Self.countUse(key: s.accountLimit.key, windowSeconds: s.accountLimit.windowSeconds,
+                                             onlyIf: "\(s.sends) AND EXISTS (SELECT 1 FROM go)")),
             ("mails", "SELECT 1 FROM account_limit WHERE count <= \(s.accountLimit.max)"),
             ("ch", """
                 INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
@@ -120,19 +121,5 @@ extension RecoveryRepository {
             guard let expires = try r.optionalDate("expires_at") else { return .limited(retryAfter: try r.int("retry")) }
             return .started(expiresAt: expires)
         }
-    }
-
-    /// `bump` as a CTE: one use of `limit` counted when `condition` holds, returning the count and
-    /// the seconds left in its window.
-    static func bump(_ limit: CodeStartLimit, onlyIf condition: SQL) -> SQL {
-        """
-        INSERT INTO account_limits (key, window_start, count) SELECT \(limit.key), now(), 1 WHERE \(fragment: condition)
-        ON CONFLICT (key) DO UPDATE SET
-          count = CASE WHEN account_limits.window_start + make_interval(secs => \(limit.windowSeconds)) <= now()
-                       THEN 1 ELSE account_limits.count + 1 END,
-          window_start = CASE WHEN account_limits.window_start + make_interval(secs => \(limit.windowSeconds)) <= now()
-                       THEN now() ELSE account_limits.window_start END
-        RETURNING count, GREATEST(1, CEIL(EXTRACT(EPOCH FROM window_start + make_interval(secs => \(limit.windowSeconds)) - now())))::int AS retry
-        """
     }
 }

@@ -95,17 +95,24 @@ public final class RecoveryRepository: Sendable {
     /// the seconds left in the window.
     public func bump(key: [UInt8], windowSeconds: Int, by delta: Int = 1) throws(StorageError) -> (count: Int, retryAfter: Int) {
         try pool.run { c in
-            let r = try c.query("""
-                INSERT INTO account_limits (key, window_start, count) VALUES (\(key), now(), \(delta))
-                ON CONFLICT (key) DO UPDATE SET
-                  count = CASE WHEN account_limits.window_start + make_interval(secs => \(windowSeconds)) <= now()
-                               THEN \(delta) ELSE account_limits.count + \(delta) END,
-                  window_start = CASE WHEN account_limits.window_start + make_interval(secs => \(windowSeconds)) <= now()
-                               THEN now() ELSE account_limits.window_start END
-                RETURNING count, GREATEST(1, CEIL(EXTRACT(EPOCH FROM window_start + make_interval(secs => \(windowSeconds)) - now())))::int AS retry
-                """)[0]
+            let r = try c.query(Self.countUse(key: key, windowSeconds: windowSeconds, delta: delta))[0]
             return (try r.int("count"), try r.int("retry"))
         }
+    }
+
+    /// The one upsert that counts `delta` uses of `key` in its fixed window of `windowSeconds` (a
+    /// new window once the old one has passed), only when `condition` holds; it returns the count
+    /// including these and the seconds left in the window (`retry`). Usable as a CTE.
+    static func countUse(key: [UInt8], windowSeconds: Int, delta: Int = 1, onlyIf condition: SQL = "TRUE") -> SQL {
+        """
+        INSERT INTO account_limits (key, window_start, count) SELECT \(key), now(), \(delta) WHERE \(fragment: condition)
+        ON CONFLICT (key) DO UPDATE SET
+          count = CASE WHEN account_limits.window_start + make_interval(secs => \(windowSeconds)) <= now()
+                       THEN \(delta) ELSE account_limits.count + \(delta) END,
+          window_start = CASE WHEN account_limits.window_start + make_interval(secs => \(windowSeconds)) <= now()
+                       THEN now() ELSE account_limits.window_start END
+        RETURNING count, GREATEST(1, CEIL(EXTRACT(EPOCH FROM window_start + make_interval(secs => \(windowSeconds)) - now())))::int AS retry
+        """
     }
 
     /// Takes back one use counted by `bump` (a right recovery code is no wrong one).
