@@ -63,7 +63,7 @@ public final class ConfigRepository: Sendable {
         // absent origin spends nothing), then the removal and its audit line only if that held.
         let statement = SQL.with([("target", "SELECT origin FROM origins WHERE origin = \(origin) FOR UPDATE")]
             + StepUpRedemption.cte(redeeming, onlyIf: "target") + [("removed", """
-            DELETE FROM origins WHERE origin IN (SELECT origin FROM target)\(fragment: redeeming == nil ? "" : " AND EXISTS (SELECT 1 FROM redeemed)")
+            DELETE FROM origins\(fragment: StepUpRedemption.gate(redeeming, and: "origin IN (SELECT origin FROM target)"))
             RETURNING origin
             """)] + AuditRepository.cte([audit], onlyIf: "removed"),
             "SELECT EXISTS (SELECT 1 FROM target) AS present, EXISTS (SELECT 1 FROM removed) AS removed")

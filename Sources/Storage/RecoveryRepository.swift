@@ -177,11 +177,10 @@ public final class RecoveryRepository: Sendable {
         // One statement: the step-up redeemed (when there is one; the rest is written only if it
         // was), the challenge, its mail, audit lines and events, the account's language memo, and
         // the sweep of challenges expired a day ago (cheap: indexed).
-        let gate: SQL = redeeming == nil ? "" : "\nWHERE EXISTS (SELECT 1 FROM redeemed)"
         let statement = SQL.with(StepUpRedemption.cte(redeeming) + [("ch", """
             INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
             SELECT \(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
-                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: gate)
+                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: StepUpRedemption.gate(redeeming))
             RETURNING expires_at, user_id
             """), ("swept", "DELETE FROM otp_challenges WHERE expires_at < now() - interval '1 day'")]
             + MailRepository.ctes(mail, onlyIf: "ch") + AuditRepository.cte(audit, onlyIf: "ch")

@@ -77,7 +77,7 @@ public final class WebhookRepository: Sendable {
         let statement = SQL.with([("target", "SELECT id FROM webhook_endpoints WHERE id = \(id) AND deleted_at IS NULL FOR UPDATE")]
             + StepUpRedemption.cte(redeeming, onlyIf: "target") + [
             ("gone", """
-                UPDATE webhook_endpoints SET deleted_at = now() WHERE id IN (SELECT id FROM target)\(fragment: redeeming == nil ? "" : " AND EXISTS (SELECT 1 FROM redeemed)")
+                UPDATE webhook_endpoints SET deleted_at = now()\(fragment: StepUpRedemption.gate(redeeming, and: "id IN (SELECT id FROM target)"))
                 RETURNING id
                 """),
             OutboxRepository.cancelPending(channel: OutboxRepository.webhookChannel, targets: "gone"),
