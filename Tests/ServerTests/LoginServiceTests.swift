@@ -24,10 +24,7 @@ struct LoginWorld {
     let login: PasskeyLogin
 
     init(configure: (inout Configuration) -> Void = { _ in }) throws {
-        var c = Configuration()
-        c.rpId = Self.rpId
-        c.origins = [Self.origin]
-        c.issuer = Self.origin
+        var c = Configuration.serving(Self.rpId)
         configure(&c)
         configuration = c
         runtime = clock.runtime(random: SeededRandom(seed: 3401).bytes)

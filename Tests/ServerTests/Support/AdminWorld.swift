@@ -30,12 +30,9 @@ struct AdminWorld {
 
     init(configure: (inout Configuration) -> Void = { _ in }) {
         clock = ManualClock(start: Date(timeIntervalSince1970: 1_760_000_000))
-        runtime = clock.runtime(random: ServiceFixture.fixedRandom())
+        runtime = clock.runtime(random: SeededRandom(seed: 12).bytes)
         tables = InMemoryAdminTables(now: clock.now)
-        var c = Configuration()
-        c.rpId = Self.rpId
-        c.origins = ["https://" + Self.rpId]
-        c.issuer = "https://" + Self.rpId
+        var c = Configuration.serving(Self.rpId)
         c.keyEncryptionKey = TestDatabase.keyEncryptionKey
         configure(&c)
         configuration = c

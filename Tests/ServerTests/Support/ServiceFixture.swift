@@ -26,12 +26,9 @@ struct ServiceFixture {
 
     init(configure: (inout Configuration) -> Void = { _ in }) throws {
         clock = ManualClock(start: Date(timeIntervalSince1970: 1_750_000_000))
-        runtime = clock.runtime(random: Self.fixedRandom())
+        runtime = clock.runtime(random: SeededRandom(seed: 11).bytes)
         tables = InMemoryTables(now: clock.now)
-        var c = Configuration()
-        c.rpId = Self.rpId
-        c.origins = ["https://" + Self.rpId]
-        c.issuer = "https://" + Self.rpId
+        var c = Configuration.serving(Self.rpId)
         // Mail is on (its composer records the messages; nothing is sent).
         c.smtpURL = "smtp://127.0.0.1:9"
         c.emailSignIn = true
@@ -49,22 +46,6 @@ struct ServiceFixture {
         recovery = RecoveryService(store: InMemoryRecoveryStore(tables: tables), sessions: sessions, keyCache: keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: MemorySecrets(), runtime: runtime),
                                    events: events, policy: RecoveryPolicy(c), runtime: runtime)
-    }
-
-    /// Randomness that is the same on every run: SHA-256 of a counter.
-    static func fixedRandom() -> @Sendable (Int) -> [UInt8] {
-        let counter = Mutex<UInt64>(0)
-        return { count in
-            var out: [UInt8] = []
-            while out.count < count {
-                let n = counter.withLock { n in
-                    n += 1
-                    return n
-                }
-                out += Digest.sha256(withUnsafeBytes(of: n.bigEndian) { Array($0) })
-            }
-            return Array(out.prefix(count))
-        }
     }
 
     /// The code in the newest message `event` sent to `to`.
@@ -145,5 +126,16 @@ final class MemorySecrets: DeploymentSecretSource {
             s[name] = candidate
             return candidate
         }
+    }
+}
+
+extension Configuration {
+    /// A deployment for the in-memory service tests: `rpId`, its https origin and the issuer there.
+    static func serving(_ rpId: String) -> Configuration {
+        var c = Configuration()
+        c.rpId = rpId
+        c.origins = ["https://" + rpId]
+        c.issuer = "https://" + rpId
+        return c
     }
 }
