@@ -13,7 +13,30 @@ public final class OAuthClientService: Sendable {
     /// Every client, by id and in order: each OAuth request, the token endpoint's CORS and discovery
     /// look clients up, so they are read at most once a second, and at once after a change anywhere
     /// (the config change feed; migration 20's trigger on `oauth_clients`).
-    private let cache: RefreshingCache<(byId: [String: OAuthClientRecord], all: [OAuthClientRecord])>
+    private let cache: RefreshingCache<Directory>
+
+    /// The clients as each read finds them, with what requests ask of them worked out once a read.
+    struct Directory: Sendable {
+        let all: [OAuthClientRecord]
+        let byId: [String: OAuthClientRecord]
+        /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs: the token
+        /// endpoint's CORS asks on every request from a browser.
+        let publicOrigins: Set<String>
+
+        init(_ all: [OAuthClientRecord]) {
+            self.all = all
+            byId = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            var origins: Set<String> = []
+            for client in all where client.isPublic {
+                for uri in client.redirectURIs {
+                    guard let u = URLComponents(string: uri), let scheme = u.scheme, scheme == "https" || scheme == "http",
+                          let host = u.host else { continue }
+                    origins.insert("\(scheme)://\(host)" + (u.port.map { ":\($0)" } ?? ""))
+                }
+            }
+            publicOrigins = origins
+        }
+    }
 
     init(store: any OAuthStore, policy: OAuthPolicy, runtime: Runtime) {
         self.store = store
@@ -22,14 +45,12 @@ public final class OAuthClientService: Sendable {
         cache = RefreshingCache(maxAge: 1, clock: runtime.uptime)
     }
 
-    private func cached() throws(ServiceError) -> (byId: [String: OAuthClientRecord], all: [OAuthClientRecord]) {
-        try storage { () throws(StorageError) in
-            try cache.get { () throws(StorageError) in
-                let all = try store.clients()
-                return (Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }), all)
-            }
-        }
+    private func cached() throws(ServiceError) -> Directory {
+        try storage { () throws(StorageError) in try cache.get { () throws(StorageError) in Directory(try store.clients()) } }
     }
+
+    /// The origins of public clients' http(s) redirect URIs (`Directory.publicOrigins`).
+    func publicOrigins() throws(ServiceError) -> Set<String> { try cached().publicOrigins }
 
     /// After a change on this instance (other instances hear of it on the change feed).
     func invalidate() { cache.invalidate() }

@@ -205,16 +205,8 @@ extension OpenIDProvider {
     /// The origins (`scheme://host[:port]`) of public clients' http(s) redirect URIs. CORS fails
     /// closed: while the clients cannot be read no origin is named (the request itself then fails
     /// on its own read), which refuses a browser nothing the route would have granted.
+    /// They are worked out once per read of the clients, not per request.
     func publicClientOrigins() -> Set<String> {
-        var out: Set<String> = []
-        let all: [OAuthClientRecord]
-        do { all = try clients.list() } catch { return [] }
-        for client in all where client.isPublic {
-            for uri in client.redirectURIs {
-                guard let u = URLComponents(string: uri), let scheme = u.scheme, scheme == "https" || scheme == "http", let host = u.host else { continue }
-                out.insert("\(scheme)://\(host)" + (u.port.map { ":\($0)" } ?? ""))
-            }
-        }
-        return out
+        do { return try clients.publicOrigins() } catch { return [] }
     }
 }
