@@ -10,7 +10,6 @@ import WebAuthn
 /// (`SealedAuthentication`), so any instance can finish what another began and options write nothing.
 public final class PasskeyService: Sendable {
     let accounts: AccountRepository
-    let challenges: ChallengeRepository
     /// The sign-in (options and verify), with its store and collaborators.
     let login: PasskeyLogin
     /// The ceremony-sealing key sign-in and registration challenges are sealed under.
@@ -37,7 +36,7 @@ public final class PasskeyService: Sendable {
     static let conformanceAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .ed25519, .es384, .es512, .ps256, .ps384, .ps512,
                                                          .rs256, .rs384, .rs512, .rs1]
 
-    init(accounts: AccountRepository, challenges: ChallengeRepository, logins: any LoginStore, seal: CeremonySeal,
+    init(accounts: AccountRepository, logins: any LoginStore, seal: CeremonySeal,
          sessions: SessionService, assertion: PasskeyAssertion,
          origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
          recovery: any AccountRecovery, mail: MailService, relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
@@ -46,7 +45,6 @@ public final class PasskeyService: Sendable {
         self.events = events
         self.recovery = recovery
         self.accounts = accounts
-        self.challenges = challenges
         self.seal = seal
         self.sessions = sessions
         self.assertion = assertion
