@@ -122,24 +122,19 @@ extension OAuthRepository {
     public func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]? = nil,
                        ttlSeconds: Int, reuseAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         let asked: String? = scope?.joined(separator: " ")
-        // The rotation is one statement: the token used up, the family's last use (its row lock: a
-        // revocation committed meanwhile is seen, one that comes later waits for this refresh) and
-        // the next token, only while the family lives.
+        // One statement (`SessionRepository.rotation`).
         let rotated = try pool.run { c in
-            try c.query("""
-                WITH used AS (
-                    UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f, oauth_grants g
-                    WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
-                      AND f.method = 'oauth' AND g.family_id = f.id AND g.client_id = \(clientId)
-                      AND (\(asked)::text IS NULL OR string_to_array(g.grant_data->>'scope', ' ') @> string_to_array(\(asked)::text, ' '))
-                    RETURNING r.family_id, f.user_id, f.auth_time, g.grant_data),
-                fam AS (UPDATE refresh_families SET last_used_at = now() WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL
-                        RETURNING id),
-                tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at)
-                        SELECT \(newHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash)
+            try c.query(SessionRepository.rotation(used: """
+                UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f, oauth_grants g
+                WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
+                  AND f.method = 'oauth' AND g.family_id = f.id AND g.client_id = \(clientId)
+                  AND (\(asked)::text IS NULL OR string_to_array(g.grant_data->>'scope', ' ') @> string_to_array(\(asked)::text, ' '))
+                RETURNING r.family_id, f.user_id, f.auth_time, g.grant_data
+                """, newHash: newHash, ttlSeconds: ttlSeconds, select: """
                 SELECT used.family_id, used.user_id, used.auth_time, used.grant_data::text AS grant_data, EXISTS (SELECT 1 FROM tok) AS rotated
                 FROM used
-                """).first.map { row -> OAuthRefreshOutcome in
+                """)
+            ).first.map { row -> OAuthRefreshOutcome in
                 guard try row.bool("rotated") else { return .invalid }
                 return .rotated(userId: try row.string("user_id"), familyId: try row.string("family_id"), authTime: try row.date("auth_time"),
                                 grant: (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([]))

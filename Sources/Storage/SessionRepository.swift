@@ -134,23 +134,16 @@ public final class SessionRepository: Sendable {
     /// unchanged; `last_used_at` moves.
     public func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int, reuseAudit: AuditTemplate,
                        reuseEvent: EventTemplate? = nil) throws(StorageError) -> RefreshOutcome {
-        // The rotation is one statement: the token used up, the family's last use (its row lock: a
-        // revocation committed meanwhile is seen, one that comes later waits for this refresh, and
-        // the revoked-session set then covers its token) and the next token, only while it lives.
+        // One statement (`SessionRepository.rotation`).
         let rotated = try pool.run { c in
-            try c.query("""
-                WITH used AS (
-                    UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
-                    WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
-                      AND f.method <> 'oauth' AND NOT f.browser
-                    RETURNING r.family_id, f.user_id),
-                fam AS (UPDATE refresh_families SET last_used_at = now() WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL
-                        RETURNING id, auth_time, method),
-                tok AS (INSERT INTO refresh_tokens (hash, family_id, expires_at)
-                        SELECT \(newHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash)
-                SELECT used.family_id, used.user_id, fam.auth_time, fam.method, EXISTS (SELECT 1 FROM tok) AS rotated
-                FROM used LEFT JOIN fam ON true
-                """).first.map { row -> RefreshOutcome in
+            try c.query(Self.rotation(used: """
+                UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
+                WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
+                  AND f.method <> 'oauth' AND NOT f.browser
+                RETURNING r.family_id, f.user_id
+                """, newHash: newHash, ttlSeconds: ttlSeconds,
+                select: "SELECT used.family_id, used.user_id, fam.auth_time, fam.method, EXISTS (SELECT 1 FROM tok) AS rotated FROM used LEFT JOIN fam ON true")
+            ).first.map { row -> RefreshOutcome in
                 guard try row.bool("rotated") else { return .invalid }
                 return .rotated(userId: try row.string("user_id"), familyId: try row.string("family_id"), authTime: try row.date("auth_time"),
                                 method: try row.value("method"))
@@ -170,6 +163,24 @@ public final class SessionRepository: Sendable {
                 "SELECT id FROM reused")).first.map { try $0.string("id") }
         }
         return reused.map { .reused(familyId: $0) } ?? .invalid
+    }
+
+    /// A refresh token's rotation as one statement, for first-party sessions and OAuth grants alike:
+    /// `used` (a CTE that uses the presented token up, returning its `family_id`), then the family's
+    /// last use — its row lock: a revocation committed meanwhile is seen, one that comes later waits
+    /// for this refresh — as `fam`, and the next token as `tok`, only while the family lives.
+    static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, select: SQL) -> SQL {
+        SQL.with([
+            ("used", used),
+            ("fam", """
+                UPDATE refresh_families SET last_used_at = now() WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL
+                RETURNING id, auth_time, method
+                """),
+            ("tok", """
+                INSERT INTO refresh_tokens (hash, family_id, expires_at)
+                SELECT \(newHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash
+                """),
+        ], select)
     }
 
     /// One session of the user, not revoked (nil: unknown, another user's, or revoked), with the
