@@ -122,11 +122,6 @@ public final class RecoveryRepository: Sendable {
 
     // MARK: Addresses
 
-    /// The account whose verified address is `email` (normalised).
-    public func user(email: String) throws(StorageError) -> String? {
-        try pool.run { c in try c.query("SELECT user_id FROM account_emails WHERE email = \(email)").first.map { try $0.string("user_id") } }
-    }
-
     public func email(userId: String) throws(StorageError) -> String? {
         try pool.run { c in try c.query("SELECT email FROM account_emails WHERE user_id = \(userId)").first.map { try $0.string("email") } }
     }

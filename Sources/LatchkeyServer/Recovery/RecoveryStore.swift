@@ -17,8 +17,6 @@ protocol RecoveryStore: Sendable {
 
     // MARK: Accounts and addresses
 
-    /// The account whose verified address is `email` (normalised).
-    func user(email: String) throws(StorageError) -> String?
     /// The account's verified address.
     func email(userId: String) throws(StorageError) -> String?
     /// The account `id`.

@@ -31,10 +31,6 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
-    func user(email: String) throws(StorageError) -> String? {
-        try tables.read { t throws(StorageError) in t.emails.first { $0.value == email }?.key }
-    }
-
     func email(userId: String) throws(StorageError) -> String? {
         try tables.read { t throws(StorageError) in t.emails[userId] }
     }
