@@ -171,19 +171,46 @@ public final class AccountRepository: Sendable {
     /// row version that won). Under `.flag` a failed compare stores the use anyway and sets
     /// `flagged`. `flagged` is sticky; the counter never moves back. Returns the credential's
     /// `id, sign_count, flagged`, or no row (unknown credential, or refused under `.reject`).
-    /// Used as a CTE named `cred` by `recordUse`, `SessionRepository.start(recording:)` and
-    /// `DeviceKeyRepository.insertReceipt(credentialUse:)` (a shared fragment, like `AuditRepository.cte`).
+    /// Used as a CTE named `cred` by `recordUse` and `DeviceKeyRepository.insertReceipt(credentialUse:)`
+    /// (a shared fragment, like `AuditRepository.cte`); a use that starts a session goes through
+    /// `recording(_:startingSession:)`.
     /// With `onlyIf` (a CTE of the same statement), only when that CTE returned a row.
-    static func recording(_ use: CredentialUse, onlyIf cte: String? = nil) -> SQL {
+    /// `unless`: a condition on the row under which nothing is written.
+    static func recording(_ use: CredentialUse, onlyIf cte: String? = nil, unless: SQL? = nil) -> SQL {
         let advances: SQL = "(\(use.signCount) > sign_count OR (\(use.signCount) = 0 AND sign_count = 0))"
         var onlyIf: SQL = use.onRegression == .reject ? " AND \(fragment: advances)" : ""
         if let cte { onlyIf = "\(fragment: onlyIf) AND EXISTS (SELECT 1 FROM \(unsafeRaw: cte))" }
+        if let unless { onlyIf = "\(fragment: onlyIf) AND NOT \(fragment: unless)" }
         return """
             UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
                 backup_eligible = COALESCE(\(use.backupEligible), backup_eligible),
                 flagged = flagged OR \(use.cloneWarning) OR NOT \(fragment: advances), last_used_at = now()
             WHERE id = \(use.credentialId)\(fragment: onlyIf) RETURNING id, sign_count, flagged
             """
+    }
+
+    /// `recording(use)` for a use that starts `session`, when the session carries the credential and
+    /// its authentication time (`NewSession.credentialId`, `authTime`): CTEs `touched` and `cred`. The
+    /// credential's row is written only when the use changes more than its last use — a counter
+    /// above 0, the backup state, a clone warning — and otherwise `cred` reads it unchanged: a synced
+    /// passkey (counter always 0) leaves its row alone, and its last use is read from the session
+    /// (`credential_last_use`, migration 24). The unchanged branch is taken only when the stored and
+    /// the new counter are both 0, so §7.2 step 22's compare-and-set is `touched`'s alone, and only
+    /// when `touched` wrote nothing, so `cred` has at most one row.
+    static func recording(_ use: CredentialUse, startingSession session: NewSession, onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
+        guard use.credentialId == session.credentialId else { return [("cred", recording(use, onlyIf: cte))] }
+        let unchanged: SQL = """
+            (\(use.signCount) = 0 AND sign_count = 0 AND backed_up = \(use.backedUp) \
+            AND backup_eligible = COALESCE(\(use.backupEligible), backup_eligible) AND NOT \(use.cloneWarning))
+            """
+        let gate: SQL = cte.map { " AND EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" } ?? ""
+        return [("touched", recording(use, onlyIf: cte, unless: unchanged)),
+                ("cred", """
+                    SELECT id, sign_count, flagged FROM touched
+                    UNION ALL
+                    SELECT id, sign_count, flagged FROM credentials
+                    WHERE id = \(use.credentialId) AND \(fragment: unchanged)\(fragment: gate) AND NOT EXISTS (SELECT 1 FROM touched)
+                    """)]
     }
 
     /// The final SELECT of a statement whose CTE `cred` is `recording(use)`: the recorded row, or
@@ -238,9 +265,12 @@ public final class AccountRepository: Sendable {
                    displayName: try r.string("display_name"))
     }
 
+    /// A credential's columns; `last_used_at` is the passkey's last use: the row's own, or its
+    /// newest live session begun by a sign-in with it (`credential_last_use`, migration 24).
     static let credentialColumns = """
         id, user_id, public_key, alg, sign_count, aaguid, transports::text AS transports, backup_eligible, backed_up, \
-        attestation_format, attestation_type, name, flagged, created_at, last_used_at, approves_from, hardware_bound
+        attestation_format, attestation_type, name, flagged, created_at, credential_last_use(id, last_used_at) AS last_used_at, \
+        approves_from, hardware_bound
         """
 
     static func credential(_ r: Row) throws -> CredentialRecord {
@@ -254,7 +284,8 @@ public final class AccountRepository: Sendable {
             hardwareBound: try r.bool("hardware_bound"))
     }
 
-    /// A credential joined with its owner, as a login reads it (`credentials c JOIN users u`).
+    /// A credential joined with its owner, as a login reads it (`credentials c JOIN users u`);
+    /// `last_used_at` is the row's own, which nothing on a sign-in's path reads.
     static let loginColumns = """
         c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, \
         c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, c.approves_from, \

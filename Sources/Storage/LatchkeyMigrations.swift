@@ -78,6 +78,9 @@ public enum LatchkeyMigrations {
         // Sealed login challenges: their single use recorded at verify; ceremony-sealing keys a KEK rotation retired.
         File(version: 23, name: "sealed login challenges", file: "0023_sealed_login_challenges.sql",
              sql: PackageResources._023_sealed_login_challenges_sql),
+        // A passkey's last use read from its live sessions, so a login leaves a synced passkey's row alone.
+        File(version: 24, name: "passkey last use on session", file: "0024_passkey_last_use_on_session.sql",
+             sql: PackageResources._024_passkey_last_use_on_session_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

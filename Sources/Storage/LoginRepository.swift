@@ -138,7 +138,7 @@ public final class LoginRepository: Sendable {
         let used = Self.used(challenge)
         switch write {
         case .session(let session, let use, let audit, let events, let language):
-            var ctes = [used, ("cred", AccountRepository.recording(use, onlyIf: "used"))] + SessionRepository.ctes(session, from: "cred")
+            var ctes = [used] + SessionRepository.started(session, by: use, onlyIf: "used")
                 + AuditRepository.cte(audit, onlyIf: "tok") + OutboxRepository.ctes(events, onlyIf: "tok")
             ctes += MailRepository.languageMemo(userId: session.userId, language: language, onlyIf: "tok")
             return SQL.with(ctes, AccountRepository.recordedOrWhy(use, also: fresh))

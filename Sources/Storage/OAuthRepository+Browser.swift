@@ -45,7 +45,7 @@ extension OAuthRepository {
     static func startBrowserSession(_ session: NewSession, recording use: CredentialUse, replacing cookieHash: [UInt8]?,
                                     audit: [AuditRecord], events: [OutboxEvent], onlyIf gate: String?, also: SQL?,
                                     prefix: [(name: String, sql: SQL)] = []) -> SQL {
-        var ctes = prefix + [("cred", AccountRepository.recording(use, onlyIf: gate))] + SessionRepository.ctes(session, from: "cred")
+        var ctes = prefix + SessionRepository.started(session, by: use, onlyIf: gate)
             + AuditRepository.cte(audit, onlyIf: "tok") + OutboxRepository.ctes(events, onlyIf: "tok")
         ctes.append(("ended", """
             UPDATE refresh_families SET revoked_at = now(), ended_by = 'logout'

@@ -92,8 +92,7 @@ public final class SessionRepository: Sendable {
                       language: String? = nil, on connection: PostgresConnection) throws -> RecordedUse? {
         // The family's row source: the recorded credential when there is one, so a use and its
         // session are written together or not at all.
-        let ctes = (use.map { [("cred", AccountRepository.recording($0))] } ?? [])
-            + SessionRepository.ctes(session, from: use == nil ? nil : "cred")
+        let ctes = (use.map { SessionRepository.started(session, by: $0) } ?? SessionRepository.ctes(session, from: nil))
             + AuditRepository.cte(audit, onlyIf: "tok")
             + OutboxRepository.ctes(events, onlyIf: "tok")
             + MailRepository.languageMemo(userId: session.userId, language: language, onlyIf: "tok")
@@ -104,15 +103,26 @@ public final class SessionRepository: Sendable {
         return try AccountRepository.recorded(try connection.query(SQL.with(ctes, AccountRepository.recordedOrWhy(use)))[0])
     }
 
+    /// A sign-in's session with its credential's use, as CTEs `cred` (`AccountRepository.recording(_:startingSession:)`:
+    /// the row left alone when only its last use would change), `fam` and `tok`: the session exists
+    /// only if the use was stored. With `onlyIf` (a CTE of the same statement), only when that CTE
+    /// returned a row.
+    static func started(_ session: NewSession, by use: CredentialUse, onlyIf gate: String? = nil) -> [(name: String, sql: SQL)] {
+        AccountRepository.recording(use, startingSession: session, onlyIf: gate)
+            + ctes(session, from: "cred", asserted: use.credentialId == session.credentialId)
+    }
+
     /// The one refresh-family insert, as CTEs `fam` (the family) and `tok` (its first token) for
     /// `SQL.with` — a shared fragment, like `AuditRepository.cte`. With `source` (a CTE of the same
     /// statement), only when that CTE returned a row.
-    static func ctes(_ session: NewSession, from source: String?) -> [(name: String, sql: SQL)] {
+    /// `asserted`: the session began with an assertion of its credential (a sign-in, not the
+    /// registration), so its `auth_time` is that passkey's last use (`credential_last_use`).
+    static func ctes(_ session: NewSession, from source: String?, asserted: Bool = false) -> [(name: String, sql: SQL)] {
         let from: SQL = source.map { " FROM \(unsafeRaw: $0)" } ?? ""
         return [("fam", """
-                    INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser)
+                    INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser, asserted)
                     SELECT \(session.familyId), \(session.userId), \(session.method.rawValue), \(session.credentialId),
-                           \(session.authTime), now(), \(session.browser)\(fragment: from)
+                           \(session.authTime), now(), \(session.browser), \(asserted)\(fragment: from)
                     RETURNING id
                     """),
                 ("tok", """

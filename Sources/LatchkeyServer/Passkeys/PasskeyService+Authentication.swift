@@ -95,7 +95,7 @@ extension PasskeyLogin {
         updated.backedUp = login.outcome.use.backedUp
         updated.backupEligible = login.outcome.verified.backupEligible
         updated.flagged = recorded.flagged
-        updated.lastUsedAt = runtime.now()
+        updated.lastUsedAt = pending.record.authTime     // what the passkey list reads back (the session's auth_time)
         return signedIn(user: login.user, passkey: updated, tokens: issued, accepted: login.accepted)
     }
 
