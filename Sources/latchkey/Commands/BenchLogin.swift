@@ -88,6 +88,10 @@ enum LoginBenchmark {
         let latencies = Mutex<[Double]>([])
         let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
         let deadline = monotonicNow() + target.duration
+        // CPU spent by this load generator and by the server over the load: on a machine they share
+        // with PostgreSQL, what the client burns is not there for the server (pgbench's client is
+        // measured the same way below).
+        let generator0 = processCPUSeconds(getpid()), server0 = o.pid.flatMap(processCPUSeconds)
         let threads = (0..<target.concurrency).map { t in
             spawnThread {
                 let c = HTTPClient(host: target.host, port: target.port)
@@ -113,11 +117,18 @@ enum LoginBenchmark {
             }
         }
         for t in threads { pthread_join(t, nil) }
+        let generator1 = processCPUSeconds(getpid()), server1 = o.pid.flatMap(processCPUSeconds)
         let (ok, errors) = counts.withLock { $0 }
         let sorted = latencies.withLock { $0 }.sorted()
         let rate = Double(ok) / target.duration
         print("logins \(ok)  \(Int(rate))/s  p50 \(percentile(sorted, 0.50, places: 1))  p95 \(percentile(sorted, 0.95, places: 1))  "
               + "p99 \(percentile(sorted, 0.99, places: 1))  errors \(errors)")
+        func perLogin(_ from: Double?, _ to: Double?) -> String {
+            guard let from, let to, ok > 0 else { return "unknown" }
+            return "\(Int((to - from) * 1e6 / Double(ok))) µs"
+        }
+        print("CPU per login: this load generator \(perLogin(generator0, generator1))"
+              + (o.pid == nil ? "" : ", server \(perLogin(server0, server1))"))
         if let pid = o.pid { print("server peak RSS \(peakRSS(pid: pid).map { "\($0 / 1024) MB" } ?? "unknown") (VmHWM of pid \(pid))") }
         if let id = webhookId, let key = o.adminKey {
             reportDrain(target: target, webhookId: id, adminKey: key)
@@ -135,12 +146,13 @@ enum LoginBenchmark {
             let baseline = PgbenchBaseline.run(databaseURL: url, credentialIds: enrolled.map(\.authenticator.credentialId),
                                                rpId: enrolled.first?.rpId ?? "localhost", concurrency: target.concurrency, seconds: target.duration)
             if let baseline {
-                print("pgbench baseline (same SQL per login) \(Int(baseline))/s  ratio=\(formatDecimal(rate / baseline, places: 2))")
+                print("pgbench baseline (same SQL per login) \(Int(baseline.tps))/s  ratio=\(formatDecimal(rate / baseline.tps, places: 2))  "
+                      + "pgbench's client CPU \(Int(baseline.clientCPU * 1e6 / max(1, baseline.tps * target.duration))) µs/login")
             }
             if let floor = CommitFloor.run(databaseURL: url, concurrency: target.concurrency, seconds: target.duration) {
                 print("pgbench commit floor (one-row INSERT + COMMIT, synchronous_commit=\(floor.synchronousCommit)) \(Int(floor.tps))/s")
                 // No "ratio=" here: tooling reads the first one, above.
-                print("login rate / pgbench baseline \(baseline.map { formatDecimal(rate / $0, places: 2) } ?? "n/a"), "
+                print("login rate / pgbench baseline \(baseline.map { formatDecimal(rate / $0.tps, places: 2) } ?? "n/a"), "
                       + "login rate / commit floor \(formatDecimal(rate / floor.tps, places: 2))")
             }
         } else {
@@ -215,12 +227,24 @@ enum PgbenchBaseline {
         """
     }
 
-    static func run(databaseURL: String, credentialIds: [[UInt8]], rpId: String, concurrency: Int, seconds: Double) -> Double? {
+    /// pgbench's rate and the CPU its client process spent (seconds).
+    static func run(databaseURL: String, credentialIds: [[UInt8]], rpId: String, concurrency: Int,
+                    seconds: Double) -> (tps: Double, clientCPU: Double)? {
         let scripts = credentialIds.prefix(32).map { id in
             script(credentialHex: Hex.encode(id),
                    rpId: rpId)
         }
-        return tps(databaseURL: databaseURL, scripts: scripts, name: "login", concurrency: concurrency, seconds: seconds)
+        let before = childrenCPUSeconds()
+        guard let tps = tps(databaseURL: databaseURL, scripts: scripts, name: "login", concurrency: concurrency, seconds: seconds) else { return nil }
+        return (tps, childrenCPUSeconds() - before)
+    }
+
+    /// user + system CPU of this process's waited-for children, in seconds.
+    static func childrenCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_CHILDREN, &usage)
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     /// pgbench -n -M prepared at `concurrency` clients for `seconds`, the scripts picked with equal
