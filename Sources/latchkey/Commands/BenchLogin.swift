@@ -242,7 +242,7 @@ enum PgbenchBaseline {
     /// user + system CPU of this process's waited-for children, in seconds.
     static func childrenCPUSeconds() -> Double {
         var usage = rusage()
-        getrusage(RUSAGE_CHILDREN, &usage)
+        getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
         func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
