@@ -134,7 +134,7 @@ extension AccountRepository {
                                     + [.events(mail.map(\.event))], onlyIf: "rev")
             + MailRepository.ctes(mail, onlyIf: "rev"),
             """
-            SELECT EXISTS (SELECT 1 FROM rev) AS revoked, w.known AS known, \(fragment: redeemable) AS redeemable,
+            SELECT EXISTS (SELECT 1 FROM rev) AS revoked, w.known AS known, w.open AS open, \(fragment: redeemable) AS redeemable,
                    (SELECT COALESCE(json_agg(id), '[]') FROM ended)::text AS ended,
                    u.id AS account_id, u.user_handle, u.username, u.display_name, p.*
             FROM way w LEFT JOIN users u ON u.id = \(userId)
@@ -149,7 +149,10 @@ extension AccountRepository {
             let first = rows[0]
             guard try first.bool("revoked") else {
                 if try !first.bool("redeemable") { throw StorageError.conflict(.stepUpUsed) }
-                if try first.bool("known"), rule != nil { throw StorageError.conflict(.lastWayIn) }
+                guard try first.bool("known") else { return nil }
+                if try !first.bool("open") { throw StorageError.conflict(.lastWayIn) }
+                // Known and open: only the redemption can have failed (used meanwhile by another change).
+                if redeeming != nil { throw StorageError.conflict(.stepUpUsed) }
                 return nil
             }
             guard let account = try Self.accountPasskeys(rows) else { throw StorageError.undecodable(column: "account_id") }
