@@ -166,9 +166,11 @@ struct ArchitectureTests {
 
     /// A feature with a store protocol names its repositories only where they conform to it: its
     /// service and routes see the protocol alone (and the service tests an in-memory store).
-    @Test("Recovery/, Sessions/, Admin/ and Apps/ name a repository only where it conforms to their store protocol")
+    @Test("Passkeys/, Recovery/, Sessions/, OAuth/, Admin/ and Apps/ name a repository only where it conforms to their store protocol")
     func storeProtocolsHideRepositories() throws {
         let conformances: [String: Set<String>] = [
+            // The origin allowlist's and the metadata ledger's caches hold their repositories themselves.
+            "Passkeys": ["PasskeyStore.swift", "LoginStore.swift", "PasskeyAssertion.swift", "OriginCache.swift", "MetadataStore.swift"],
             "Recovery": ["RecoveryStore.swift"],
             "Sessions": ["SessionStore.swift", "RevokedSessions.swift", "SigningKeyStore.swift"],
             "OAuth": ["OAuthStore.swift", "PostgresOAuthStore.swift", "RSASigningKey.swift"],

@@ -199,7 +199,11 @@ final class TestLookups: GuardLookups {
         return true
     }
 
-    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) { try look(.lastWayIn) }
+    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {
+        try look(.lastWayIn)
+        return LoadedRevocation(userId: userId, credentialId: credentialId, read: PasskeyRevocationRead(
+            ways: WaysIn(known: true, otherPasskey: true, recoveryCode: false, verifiedAddress: false), email: nil, language: nil))
+    }
 
     func pendingAuthorization(id: String) throws(ServiceError) -> OAuthRequestRecord? {
         try look(.pendingAuthorization)

@@ -95,6 +95,51 @@ import Testing
         #expect(throws: StorageError.notFound) { try s.database.accounts.flag(credentialId: Fixture.bytes(16), audit: Fixture.audit("x")) }
     }
 
+    /// A revocation is one read (`revocationRead`) and one statement (`revokePasskey`): the step-up
+    /// is spent only together with the revocation, its approving passkey judged live as it was
+    /// before the statement, and the statement answers the passkeys that remain.
+    @Test func aRevocationIsOneStatementThatSpendsItsStepUpOnlyWithTheRevocation() throws {
+        let s = try TestDatabase.scratch()
+        let (user, first) = try s.registered()
+        let second = Fixture.credential(userId: user.id)
+        try s.database.accounts.register(newUser: nil, credential: second, session: Fixture.session(userId: user.id, credentialId: second.id),
+                                         audit: Fixture.audit("passkey.registered", subject: user.id))
+        let read = try s.database.accounts.revocationRead(userId: user.id, credentialId: first.id)
+        #expect(read.ways == WaysIn(known: true, otherPasskey: true, recoveryCode: false, verifiedAddress: false))
+        #expect(read.email == nil && read.language == nil)
+        // A step-up the first passkey made.
+        let keyId = Data(first.id).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        let receipt = Fixture.receipt(userId: user.id, keyId: keyId, method: .passkey)
+        #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: nil, credentialUse: nil, audit: []))
+        let stepUp = StepUpRedemption(jti: receipt.tokenJTI, userId: user.id, actionHash: receipt.actionHash)
+        let rule = LastWayInRule(addressCounts: false)
+        func unused() throws -> Bool {
+            try s.count("SELECT count(*) AS n FROM step_up_receipts WHERE token_jti = \(receipt.tokenJTI) AND consumed_at IS NULL") == 1
+        }
+        // No such passkey: nothing written, the step-up unused.
+        #expect(try s.database.accounts.revokePasskey(userId: user.id, credentialId: Fixture.bytes(16), audit: Fixture.audit("passkey.revoked"),
+                                                      redeeming: stepUp, keeping: rule) == nil)
+        #expect(try unused())
+        // The approving passkey revokes itself: live as it was before the statement.
+        let revoked = try #require(try s.database.accounts.revokePasskey(
+            userId: user.id, credentialId: first.id, audit: Fixture.audit("passkey.revoked"), redeeming: stepUp, keeping: rule,
+            sessionEvent: Fixture.event(.sessionRevoked)))
+        #expect(revoked.ended.count == 1 && revoked.account.user.id == user.id && revoked.account.credentials.map(\.id) == [second.id])
+        #expect(try !unused())
+        // Spent: a second change with it is refused and writes nothing.
+        #expect(throws: StorageError.conflict(.stepUpUsed)) {
+            try s.database.accounts.revokePasskey(userId: user.id, credentialId: second.id, audit: Fixture.audit("passkey.revoked"),
+                                                  redeeming: stepUp, keeping: rule)
+        }
+        // The last way in: refused under the rule, nothing written.
+        #expect(throws: StorageError.conflict(.lastWayIn)) {
+            try s.database.accounts.revokePasskey(userId: user.id, credentialId: second.id, audit: Fixture.audit("passkey.revoked"), keeping: rule)
+        }
+        #expect(try s.database.accounts.credentials(userId: user.id).map(\.id) == [second.id])
+        #expect(try s.auditActions() == ["passkey.registered", "passkey.registered", "passkey.revoked"])
+    }
+
     @Test func ticketsAreSingleUse() throws {
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()

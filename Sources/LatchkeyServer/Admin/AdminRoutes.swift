@@ -67,7 +67,8 @@ extension RouteTable {
         }
         add("DELETE", "/admin/v1/users/{id:opaque}/passkeys/{credentialId:credential}", .admin, stepUp: .adminPasskeyRevocation,
             accepting: .any) { ctx in
-            try s.users.revokePasskey(userId: try ctx.path.text("id"), credentialId: try ctx.path.bytes("credentialId"), by: try ctx.admin())
+            try s.users.revokePasskey(userId: try ctx.path.text("id"), credentialId: try ctx.path.bytes("credentialId"), by: try ctx.admin(),
+                                      loaded: ctx.loads.passkeyRevocation)
             return .empty(status: 204)
         }
         add("DELETE", "/admin/v1/users/{id:opaque}/device-keys/{keyId:opaque}", .admin, stepUp: .adminChange, accepting: .any) { ctx in

@@ -34,8 +34,9 @@ final class UserAdministration: Sendable {
         return page
     }
 
-    func revokePasskey(userId: String, credentialId: [UInt8], by caller: AdminCaller) throws(ServiceError) {
-        _ = try passkeys.revokePasskey(userId: userId, credentialId: credentialId, by: caller)
+    /// `loaded`: what the route's last-way-in check read (the revocation's notice needs it too).
+    func revokePasskey(userId: String, credentialId: [UInt8], by caller: AdminCaller, loaded: LoadedRevocation? = nil) throws(ServiceError) {
+        _ = try passkeys.revokePasskey(userId: userId, credentialId: credentialId, by: caller, loaded: loaded)
     }
 
     func revokeDeviceKey(userId: String, keyId: String, by caller: AdminCaller) throws(ServiceError) {

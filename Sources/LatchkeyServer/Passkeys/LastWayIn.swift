@@ -3,8 +3,9 @@ import Storage
 /// SPEC "Assurance", the last way in: an account's last passkey cannot be revoked while it has no
 /// unused recovery code and no verified address that counts (a verified address counts only while
 /// email recovery is available: SMTP configured, or dev mode's mail folder). Answered 409
-/// `last_passkey` before the step-up is asked (one read, `refuseLastWayIn`), and decided again by
-/// the revoking statement on the account's locked passkey rows (`lastWayInRule`).
+/// `last_passkey` before the step-up is asked (one read, `refuseLastWayIn`, which also reads what
+/// the revocation's notice needs and hands it on), and decided again by the revoking statement on
+/// the account's locked passkey rows (`lastWayInRule`).
 extension PasskeyService {
     static let lastWayInDetail =
         "this passkey is the account's last way in (no other passkey, no unused recovery code, no verified address for email recovery): add a recovery method or another passkey first"
@@ -18,9 +19,19 @@ extension PasskeyService {
     }
 
     /// 409 `last_passkey` when revoking `credentialId` would take the account's last way in; an
-    /// unknown passkey passes (the revocation answers 404 after the step-up, as before).
-    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) {
-        let ways = try storage { () throws(StorageError) in try accounts.waysIn(userId: userId, besides: credentialId) }
-        if Self.isLastWayIn(ways, addressCounts: lastWayInRule.addressCounts) { throw ServiceError(.lastPasskey, Self.lastWayInDetail) }
+    /// unknown passkey passes (the revocation answers 404 after the step-up). Returns what it read,
+    /// for the revocation (`revokePasskey(loaded:)`).
+    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {
+        let read = try storage { () throws(StorageError) in try store.revocationRead(userId: userId, credentialId: credentialId) }
+        if Self.isLastWayIn(read.ways, addressCounts: lastWayInRule.addressCounts) { throw ServiceError(.lastPasskey, Self.lastWayInDetail) }
+        return LoadedRevocation(userId: userId, credentialId: credentialId, read: read)
     }
+}
+
+/// What a revocation's guard read about the passkey it names (`PasskeyService.refuseLastWayIn`),
+/// handed to the handler in `RouteContext.loads`.
+struct LoadedRevocation: Sendable {
+    let userId: String
+    let credentialId: [UInt8]
+    let read: PasskeyRevocationRead
 }

@@ -66,7 +66,8 @@ extension RouteTable {
         }
         add("DELETE", "/v1/passkeys/{id:credential}", .session, stepUp: .passkeyRevocation, accepting: .any) { ctx in
             // SPEC "Signal API": DELETE answers 200 with the credentials that remain.
-            let remaining = try s.passkeys.revokePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"), redeeming: ctx.redemption)
+            let remaining = try s.passkeys.revokePasskey(userId: try ctx.userId, credentialId: try ctx.path.bytes("id"), redeeming: ctx.redemption,
+                                                         loaded: ctx.loads.passkeyRevocation)
             return .json(bytes: PasskeyRenderer.remaining(remaining).serialized())
         }
     }
@@ -86,7 +87,8 @@ extension StepUpRule {
     /// `{"type":"latchkey.passkey.revoke","credentialId":<the id in the path>}`, from every kind of
     /// session; the account's last way in is 409 `last_passkey` before it (SPEC "Assurance").
     static let passkeyRevocation = StepUpRule(changes: "passkey revocations") { input throws(ServiceError) in
-        try refusingLastWayIn(input, userId: input.caller.userId, credential: "id")
+        let userId = input.caller.userId
+        try refusingLastWayIn(&input, userId: userId, credential: "id")
         let id = input.rawPath["id"] ?? ""
         return .required(try gated { () throws(DeviceKeyError) in try StepUpAction.passkeyRevocation(credentialId: id) })
     }
@@ -112,14 +114,15 @@ extension StepUpRule {
     /// SPEC "Assurance": the last way in is refused (409) before the step-up is asked, whatever the
     /// caller; `credential` is the path parameter naming the passkey (one that cannot be one is
     /// left to the path check, 404).
-    static func refusingLastWayIn(_ input: GuardInput, userId: String?, credential: String) throws(ServiceError) {
+    static func refusingLastWayIn(_ input: inout GuardInput, userId: String?, credential: String) throws(ServiceError) {
         guard let userId, let id = Identifiers.credential(input.rawPath[credential]) else { return }
-        try input.lookups.refuseLastWayIn(userId: userId, credentialId: id)
+        input.loads.passkeyRevocation = try input.lookups.refuseLastWayIn(userId: userId, credentialId: id)
     }
 
     /// The admin API's revocation of a user's passkey: the last-way-in rule first, then `adminChange`.
     static let adminPasskeyRevocation = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
-        try refusingLastWayIn(input, userId: Identifiers.opaque(input.rawPath["id"]), credential: "credentialId")
+        let userId = Identifiers.opaque(input.rawPath["id"])
+        try refusingLastWayIn(&input, userId: userId, credential: "credentialId")
         return try adminChange.need(&input)
     }
 }

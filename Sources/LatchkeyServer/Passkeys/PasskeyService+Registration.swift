@@ -63,7 +63,7 @@ extension PasskeyService {
         var names: (username: String, displayName: String)? = nil
         switch requester {
         case .newAccount(let username, let displayName):
-            if try storage({ () throws(StorageError) in try accounts.user(username: username) }) != nil {
+            if try storage({ () throws(StorageError) in try store.user(username: username) }) != nil {
                 throw ServiceError(.conflict, "that username is taken")
             }
             names = (username, displayName)
@@ -76,7 +76,7 @@ extension PasskeyService {
             held = ticket.holds ? .held : .ifAccountHasPasskeys
             ticketHash = ticket.hash
         case .named(let username, let displayName):
-            accountId = try storage { () throws(StorageError) in try accounts.user(username: username) }?.id
+            accountId = try storage { () throws(StorageError) in try store.user(username: username) }?.id
             if accountId == nil { names = (username, displayName) }
         case .recovery(let r):
             accountId = r.userId
@@ -85,7 +85,7 @@ extension PasskeyService {
         let user: UserRecord
         var existing: [CredentialDescriptor] = []
         if let accountId {
-            guard let found = try storage({ () throws(StorageError) in try accounts.registrationAccount(id: accountId, redeeming: redeeming) })
+            guard let found = try storage({ () throws(StorageError) in try store.registrationAccount(id: accountId, redeeming: redeeming) })
             else { throw ServiceError.unauthorized }
             // SPEC "Assurance": a step-up used already, or whose key was revoked since, approves
             // nothing — refused here as the change's own statement would refuse it.
@@ -152,9 +152,9 @@ extension PasskeyService {
     }
 
     /// SPEC "Rules that must hold" → Challenges: the challenge opened, then one read
-    /// (`AccountRepository.registrationRead`) — a challenge used before or expired ends there
+    /// (`PasskeyStore.registrationRead`) — a challenge used before or expired ends there
     /// (the saved-retry answer, else `challenge_invalid`), nothing written — then the decision, pure
-    /// (`decideRegistration`), and one write (`AccountRepository.finishRegistration`): the passkey
+    /// (`decideRegistration`), and one write (`PasskeyStore.finishRegistration`): the passkey
     /// with the challenge's use, or, when any check failed, the challenge's use alone.
     ///
     /// No transaction holds the read and the write together: every fact of the read that another
@@ -173,7 +173,7 @@ extension PasskeyService {
         var recoveryId: String? = nil
         if case .recovery(let id) = sealed.purpose { recoveryId = id }
         let read = try storage { () throws(StorageError) in
-            try accounts.registrationRead(challenge, account: sealed.newAccount == nil ? sealed.account : nil, username: sealed.newAccount?.username,
+            try store.registrationRead(challenge, account: sealed.newAccount == nil ? sealed.account : nil, username: sealed.newAccount?.username,
                                           credentialId: Self.registeredCredentialId(parsed), digest: Self.registrationDigest(parsed),
                                           recoveryId: recoveryId)
         }
@@ -195,7 +195,7 @@ extension PasskeyService {
         }
         let written: RegistrationWritten
         do {
-            written = try accounts.finishRegistration(challenge, write)
+            written = try store.finishRegistration(challenge, write)
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch .conflict(.credentialExists) {

@@ -9,25 +9,26 @@ import WebAuthn
 /// registration's state is sealed into its challenge (`SealedRegistration`), a sign-in's likewise
 /// (`SealedAuthentication`), so any instance can finish what another began and options write nothing.
 public final class PasskeyService: Sendable {
-    let accounts: AccountRepository
+    /// Registration, the passkey list, rename and revocation: their reads and their one statements.
+    let store: any PasskeyStore
     /// The sign-in (options and verify), with its store and collaborators.
     let login: PasskeyLogin
     /// The ceremony-sealing key sign-in and registration challenges are sealed under.
     let seal: CeremonySeal
     let sessions: SessionService
     let assertion: PasskeyAssertion
-    let origins: OriginCache
+    let origins: any OriginAllowlist
     let metrics: Metrics
-    let metadata: MetadataStore
+    let metadata: any PasskeyMetadata
     /// The relying party the ceremonies are bound to (its rpId is taken from here alone).
     let relyingParty: RelyingParty
     let configuration: Configuration
     let runtime: Runtime
     let events: OutboxEvents
-    /// The recovery feature's part in passkeys: notices' address, what completing a recovery writes (SPEC "Recovery").
+    /// The recovery feature's part in passkeys: what completing a recovery writes (SPEC "Recovery").
     let recovery: any AccountRecovery
     /// The owner hears of every passkey added or revoked (SPEC "Assurance").
-    let mail: MailService
+    let mail: any MailComposer
     let registration: RegistrationCeremony
 
     /// What the options offer (SPEC: −7, −8, −257 at least); verification refuses anything else.
@@ -36,15 +37,15 @@ public final class PasskeyService: Sendable {
     static let conformanceAlgorithms: [COSEAlgorithm] = [.es256, .edDSA, .ed25519, .es384, .es512, .ps256, .ps384, .ps512,
                                                          .rs256, .rs384, .rs512, .rs1]
 
-    init(accounts: AccountRepository, logins: any LoginStore, seal: CeremonySeal,
+    init(store: any PasskeyStore, logins: any LoginStore, seal: CeremonySeal,
          sessions: SessionService, assertion: PasskeyAssertion,
-         origins: OriginCache, metrics: Metrics, metadata: MetadataStore, decoySecret: DeploymentSecret, events: OutboxEvents,
-         recovery: any AccountRecovery, mail: MailService, relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
+         origins: any OriginAllowlist, metrics: Metrics, metadata: any PasskeyMetadata, decoySecret: DeploymentSecret, events: OutboxEvents,
+         recovery: any AccountRecovery, mail: any MailComposer, relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
         self.relyingParty = relyingParty
         self.mail = mail
         self.events = events
         self.recovery = recovery
-        self.accounts = accounts
+        self.store = store
         self.seal = seal
         self.sessions = sessions
         self.assertion = assertion

@@ -16,8 +16,9 @@ protocol GuardLookups: Sendable {
     /// How a session began and whether its passkey is held.
     func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing
     func hasPasskeys(userId: String) throws(ServiceError) -> Bool
-    /// 409 `last_passkey` when revoking this passkey would leave the account no way in.
-    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError)
+    /// 409 `last_passkey` when revoking this passkey would leave the account no way in; else what
+    /// was read (the revocation's notice needs it too).
+    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation
     /// The pending authorization request `id` names; nil: none (unknown, used or expired).
     func pendingAuthorization(id: String) throws(ServiceError) -> OAuthRequestRecord?
     func client(id: String) throws(ServiceError) -> OAuthClientRecord?
@@ -32,6 +33,8 @@ struct GuardLoads: Sendable {
     /// The authorization request a route's `{id:oauthRequest}` names, read with the caller's session
     /// (the OP cookie's, or a Bearer approver's) or by the approval's step-up rule.
     var authorizationRequest: AuthorizationRequestRead? = nil
+    /// What a passkey revocation's last-way-in check read (the ways in, the notice's address and language).
+    var passkeyRevocation: LoadedRevocation? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.
@@ -62,7 +65,7 @@ struct ServiceLookups: GuardLookups {
 
     func hasPasskeys(userId: String) throws(ServiceError) -> Bool { try passkeys.hasPasskeys(userId: userId) }
 
-    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) {
+    func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {
         try passkeys.refuseLastWayIn(userId: userId, credentialId: credentialId)
     }
 

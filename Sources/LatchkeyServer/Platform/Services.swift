@@ -83,7 +83,7 @@ public final class Services: Sendable {
         recovery = RecoveryService(store: database.recovery, sessions: sessions, keyCache: assertion.keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: database.keys, runtime: runtime),
                                    events: events, policy: RecoveryPolicy(configuration), runtime: runtime)
-        passkeys = PasskeyService(accounts: database.accounts, logins: database.logins,
+        passkeys = PasskeyService(store: database.accounts, logins: database.logins,
                                   seal: CeremonySeal(kek: configuration.keyEncryptionKey, keys: database.keys, runtime: runtime,
                                                      challengeTTL: configuration.challengeTTL),
                                   sessions: sessions, assertion: assertion,

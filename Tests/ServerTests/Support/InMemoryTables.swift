@@ -72,6 +72,9 @@ final class InMemoryTables: Sendable {
     struct Receipt {
         var redemption: StepUpRedemption
         var consumed = false
+        /// The passkey whose assertion made it (nil: a device key this table does not hold): the
+        /// receipt approves only while that passkey is live (`StepUpRedemption.approverIsLive`).
+        var approver: [UInt8]? = nil
     }
 
     /// An event as written: its type, the account it is about, and its key (a session's or recovery's id).
@@ -103,6 +106,8 @@ final class InMemoryTables: Sendable {
         var usedChallenges: [[UInt8]: Date] = [:]
         /// The language each account last used (SPEC "Mail"), as a sign-in's memo writes it.
         var languages: [String: String] = [:]
+        /// A registered passkey's `registration_digest` (SHA-256 of its clientDataJSON), by credential id.
+        var registrationDigests: [[UInt8]: [UInt8]] = [:]
     }
 
     private let tables = Mutex(Tables())
@@ -136,8 +141,8 @@ final class InMemoryTables: Sendable {
     }
 
     /// A step-up receipt a change may redeem once (`StepUpRedemption.redeem`).
-    func addReceipt(_ redemption: StepUpRedemption) {
-        tables.withLock { $0.receipts[redemption.jti] = Receipt(redemption: redemption) }
+    func addReceipt(_ redemption: StepUpRedemption, approver: [UInt8]? = nil) {
+        tables.withLock { $0.receipts[redemption.jti] = Receipt(redemption: redemption, approver: approver) }
     }
 
     /// A passkey of `userId`, held until `approvesFrom` when that is in the future.
@@ -166,8 +171,14 @@ final class InMemoryTables: Sendable {
     /// the change back (`AdminRepository`'s `StepUpRedemption.redeem`).
     static func redeem(_ redemption: StepUpRedemption?, in t: inout Tables) throws(StorageError) {
         guard let r = redemption else { return }
-        guard let receipt = t.receipts[r.jti], !receipt.consumed, receipt.redemption == r else { throw StorageError.conflict(.stepUpUsed) }
+        guard redeemable(r, in: t) else { throw StorageError.conflict(.stepUpUsed) }
         t.receipts[r.jti]?.consumed = true
+    }
+
+    /// `StepUpRedemption.redeemable`: the receipt unused, the user's, for this action, its approver live.
+    static func redeemable(_ r: StepUpRedemption, in t: Tables) -> Bool {
+        guard let receipt = t.receipts[r.jti], !receipt.consumed, receipt.redemption == r else { return false }
+        return receipt.approver.map { !t.revokedCredentials.contains($0) } ?? true
     }
 
     /// `SessionRepository.ctes`: the family and its first refresh token.
