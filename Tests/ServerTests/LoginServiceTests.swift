@@ -97,8 +97,8 @@ extension MemorySecrets: CeremonySealKeys {
         #expect(options.allowCredentials.isEmpty && options.rpId == LoginWorld.rpId)
         let signedIn = try w.login.verifyAuthentication(w.assertion(authenticator, options), language: "de")
         #expect(signedIn.userId == user.id)
-        #expect(signedIn.json["user"]?["id"]?.stringValue == user.id)
-        #expect(signedIn.json["tokens"]?["refresh_token"]?.stringValue != nil)
+        #expect(signedIn.user.id == user.id)
+        #expect(signedIn.tokens.refreshToken.hasPrefix("lkr_"))
         let t = w.tables.snapshot
         #expect(t.usedChallenges.count == 1)
         let family = try #require(t.families.values.first)

@@ -39,7 +39,7 @@ public struct ConformanceService: Sendable {
 
     /// `POST /attestation/result`: the credential JSON → the passkey service's registration.
     func attestationResult(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
-        let result = try passkeys.verifyRegistration(try Self.credential(body)).json
+        let result = JSONObjectWriter.tree(of: PasskeyRenderer.signedIn(try passkeys.verifyRegistration(try Self.credential(body))))
         return Self.ok(.object([("user", result["user"] ?? .null), ("passkey", result["passkey"] ?? .null)]))
     }
 
@@ -55,7 +55,7 @@ public struct ConformanceService: Sendable {
     /// `POST /assertion/result`: the assertion JSON → the passkey service's authentication, with the
     /// profile's one relaxation (UP may be clear).
     func assertionResult(_ body: [UInt8]) throws(ServiceError) -> JSONValue {
-        let result = try passkeys.verifyAuthentication(try Self.credential(body), conformance: true).json
+        let result = JSONObjectWriter.tree(of: PasskeyRenderer.signedIn(try passkeys.verifyAuthentication(try Self.credential(body), conformance: true)))
         return Self.ok(.object([("user", result["user"] ?? .null), ("passkey", result["passkey"] ?? .null)]))
     }
 

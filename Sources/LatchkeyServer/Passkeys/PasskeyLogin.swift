@@ -94,7 +94,6 @@ final class PasskeyLogin: Sendable {
     }
 
     func signedIn(user: UserRecord, passkey: CredentialRecord, tokens: SessionService.Issued, accepted: [[UInt8]]) -> PasskeyService.SignedIn {
-        PasskeyService.SignedIn(userId: user.id, body: PasskeyRenderer.signedIn(user: user, passkey: shown(passkey), tokens: tokens,
-                                                                                signals: signals(user: user, credentialIds: accepted)))
+        PasskeyService.SignedIn(user: user, passkey: shown(passkey), tokens: tokens, signals: signals(user: user, credentialIds: accepted))
     }
 }

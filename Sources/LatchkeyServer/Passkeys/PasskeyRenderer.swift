@@ -50,12 +50,12 @@ enum PasskeyRenderer {
 
     /// The answer to a finished passkey ceremony, registration or login (SPEC: `user`, `passkey`,
     /// `tokens`, `signals`), written without a JSON tree: it is the body of every login.
-    static func signedIn(user: UserRecord, passkey: ShownPasskey, tokens: SessionService.Issued, signals: PasskeySignals) -> [UInt8] {
-        var writer = JSONObjectWriter(capacity: 1024 + tokens.accessToken.utf8.count + 48 * signals.credentialIds.count)
-        writer.member("user") { user.write(into: &$0) }
-        writer.member("passkey") { writePasskey(passkey, into: &$0) }
-        writer.member("tokens") { SessionRenderer.writeTokens(tokens, into: &$0) }
-        writeSignals(as: "signals", signals, into: &writer)
+    static func signedIn(_ s: PasskeyService.SignedIn) -> [UInt8] {
+        var writer = JSONObjectWriter(capacity: 1024 + s.tokens.accessToken.utf8.count + 48 * s.signals.credentialIds.count)
+        writer.member("user") { s.user.write(into: &$0) }
+        writer.member("passkey") { writePasskey(s.passkey, into: &$0) }
+        writer.member("tokens") { SessionRenderer.writeTokens(s.tokens, into: &$0) }
+        writeSignals(as: "signals", s.signals, into: &writer)
         return writer.finish()
     }
 

@@ -38,7 +38,7 @@ extension RouteTable {
             // The language memo rides in the registration's one statement.
             let result = try s.passkeys.verifyRegistration(ctx.request.body, userAgent: ctx.request.header("User-Agent"),
                                                            language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))
-            return .json(status: 201, bytes: result.body)
+            return .json(status: 201, bytes: PasskeyRenderer.signedIn(result))
         }
         add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in
             let body = ctx.request.body.isEmpty ? JSONValue.object([]) : try ctx.json()
@@ -53,7 +53,7 @@ extension RouteTable {
         add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
             // The language memo rides in the login's one statement.
             let result = try s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))
-            return .json(bytes: result.body)
+            return .json(bytes: PasskeyRenderer.signedIn(result))
         }
         add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in
             .json(bytes: PasskeyRenderer.list(try s.passkeys.listPasskeys(userId: try ctx.userId)).serialized())

@@ -104,14 +104,15 @@ public final class PasskeyService: Sendable {
     /// When a challenge sealed now expires (LATCHKEY_CHALLENGE_TTL).
     func challengeExpiry() -> Date { login.challengeExpiry() }
 
-    /// The answer to a finished passkey ceremony, registration or login (SPEC: `user`, `passkey`,
-    /// `tokens`, `signals`), rendered once as bytes (`PasskeyRenderer.signedIn`): it is the body of every login.
-    struct SignedIn {
-        let userId: String
-        let body: [UInt8]
+    /// A finished passkey ceremony, registration or login (SPEC: `user`, `passkey`, `tokens`,
+    /// `signals`), which the route renders (`PasskeyRenderer.signedIn`).
+    struct SignedIn: Sendable {
+        let user: UserRecord
+        let passkey: ShownPasskey
+        let tokens: SessionService.Issued
+        let signals: PasskeySignals
 
-        /// The same answer as a tree (the conformance profile picks members out of it).
-        var json: JSONValue { JSONObjectWriter.tree(of: body) }
+        var userId: String { user.id }
     }
 
     func signedIn(user: UserRecord, passkey: CredentialRecord, tokens: SessionService.Issued, accepted: [[UInt8]]) -> SignedIn {

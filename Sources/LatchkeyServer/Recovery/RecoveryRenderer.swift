@@ -46,6 +46,6 @@ enum RecoveryRenderer {
 
     /// `{"user","tokens"}` (the user and tokens rendered as every sign-in renders them).
     static func signIn(_ s: EmailSignIn) -> JSONValue {
-        .object([("user", s.user.json), ("tokens", s.tokens.json)])
+        .object([("user", s.user.json), ("tokens", SessionRenderer.tokens(s.tokens))])
     }
 }

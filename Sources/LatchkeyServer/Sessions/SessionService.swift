@@ -39,8 +39,6 @@ public final class SessionService: Sendable {
         let accessToken: String
         let refreshToken: String
         let expiresIn: Int
-        /// SPEC's `tokens` object (`SessionRenderer.tokens`).
-        var json: JSONValue { SessionRenderer.tokens(self) }
     }
 
     /// A new session for `userId` that `credentialId`'s passkey ceremony (registration or login)
