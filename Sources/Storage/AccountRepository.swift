@@ -74,34 +74,6 @@ public final class AccountRepository: Sendable {
         }
     }
 
-    /// The user an app backend knows as `externalId` (enrolment tickets), if any.
-    public func user(externalId: String) throws(StorageError) -> UserRecord? {
-        try pool.run { c in
-            try c.query("SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE external_id = \(externalId)")
-                .first.map(AccountRepository.user)
-        }
-    }
-
-    /// The user an app backend knows as `externalId`, created from `candidate` on first use.
-    /// A candidate whose username is taken → `.conflict(.usernameTaken)`.
-    /// `events` are written only when the user is created here (same transaction).
-    public func upsertExternalUser(externalId: String, candidate: UserRecord,
-                                   events: [OutboxEvent] = []) throws(StorageError) -> (UserRecord, created: Bool) {
-        try pool.runTransaction { c in
-            let select: SQL = "SELECT \(unsafeRaw: AccountRepository.userColumns) FROM users WHERE external_id = \(externalId)"
-            if let existing = try c.query(select).first { return (try AccountRepository.user(existing), false) }
-            let rows = try c.query("""
-                INSERT INTO users (id, user_handle, username, display_name, external_id)
-                VALUES (\(candidate.id), \(candidate.userHandle), \(candidate.username), \(candidate.displayName), \(externalId))
-                ON CONFLICT (external_id) DO NOTHING RETURNING id
-                """)
-            // Lost a race with another first use: theirs stands.
-            if rows.isEmpty, let existing = try c.query(select).first { return (try AccountRepository.user(existing), false) }
-            try OutboxRepository.write(events, on: c)
-            return (candidate, true)
-        }
-    }
-
     // MARK: Credentials
 
     /// The live credentials of a user, oldest first.

@@ -17,37 +17,80 @@ public struct AdminUserPage: Sendable {
     }
 }
 
+/// A console page the admin API's caller resolution may read with the admin's standing.
+public enum AdminPageRequest: Sendable, Equatable {
+    /// `GET /admin/v1/users?username=`: users whose username starts with `prefix`, at most `limit`.
+    case users(prefix: String, limit: Int)
+    /// `GET /admin/v1/users/{id}`.
+    case userPage(id: String)
+}
+
+/// That page, read.
+public enum AdminPageRead: Sendable {
+    case users([UserSummary])
+    /// nil: no such account.
+    case userPage(AdminUserPage?)
+}
+
+/// What the admin API's caller resolution read: the role, the session's standing (nil: revoked)
+/// and, when asked, a page.
+public struct AdminSessionRead: Sendable {
+    public let isAdmin: Bool
+    public let session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?
+    public let page: AdminPageRead?
+}
+
 extension AdminRepository {
     /// `GET /admin/v1/users/{id}` in one round trip: the account and what the page lists of it,
     /// four statements in one pipeline (one implicit transaction). Nil when there is no such account.
     public func userPage(id: String) throws(StorageError) -> AdminUserPage? {
-        try pool.run { c in
-            let rows = try c.pipeline([
-                AdminRepository.summaries(where: "u.id = \(id)"),
-                """
-                SELECT \(unsafeRaw: AccountRepository.credentialColumns) FROM credentials
-                WHERE user_id = \(id) AND revoked_at IS NULL ORDER BY created_at
-                """,
-                """
-                SELECT \(unsafeRaw: DeviceKeyRepository.columns) FROM device_keys
-                WHERE user_id = \(id) AND revoked_at IS NULL ORDER BY created_at
-                """,
-                SessionRepository.live(userId: id),
-            ])
-            guard let summary = try rows[0].first.map(AdminRepository.summary) else { return nil }
-            return AdminUserPage(summary: summary, passkeys: try rows[1].map(AccountRepository.credential),
-                                 deviceKeys: try rows[2].map(DeviceKeyRepository.deviceKey), sessions: try rows[3].map(SessionRepository.record))
-        }
+        try pool.run { c in try AdminRepository.userPage(try c.pipeline(AdminRepository.readingUserPage(id))[...]) }
+    }
+
+    /// The user page's four statements, for one pipeline.
+    static func readingUserPage(_ id: String) -> [SQL] {
+        [
+            AdminRepository.summaries(where: "u.id = \(id)"),
+            """
+            SELECT \(unsafeRaw: AccountRepository.credentialColumns) FROM credentials
+            WHERE user_id = \(id) AND revoked_at IS NULL ORDER BY created_at
+            """,
+            """
+            SELECT \(unsafeRaw: DeviceKeyRepository.columns) FROM device_keys
+            WHERE user_id = \(id) AND revoked_at IS NULL ORDER BY created_at
+            """,
+            SessionRepository.live(userId: id),
+        ]
+    }
+
+    /// The page from what `readingUserPage`'s statements returned, in order.
+    static func userPage(_ rows: ArraySlice<[Row]>) throws -> AdminUserPage? {
+        let rows = Array(rows)
+        guard let summary = try rows[0].first.map(AdminRepository.summary) else { return nil }
+        return AdminUserPage(summary: summary, passkeys: try rows[1].map(AccountRepository.credential),
+                             deviceKeys: try rows[2].map(DeviceKeyRepository.deviceKey), sessions: try rows[3].map(SessionRepository.record))
     }
 
     /// The admin API's caller in one round trip: whether the user has the admin role, and the
-    /// session its token names as `SessionRepository.session(id:userId:)` reads it (nil: revoked).
-    public func adminSession(userId: String, sessionId: String) throws(StorageError)
-        -> (isAdmin: Bool, session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?) {
-        try pool.run { c in
-            let rows = try c.pipeline(["SELECT 1 AS one FROM admins WHERE user_id = \(userId)",
-                                       SessionRepository.standing(id: sessionId, userId: userId)])
-            return (!rows[0].isEmpty, try rows[1].first.map(SessionRepository.standing))
+    /// session its token names as `SessionRepository.session(id:userId:)` reads it (nil: revoked);
+    /// with `preloading`, the page the route shows, in the same pipeline. The page is read
+    /// whoever asks, and the caller decides from the role and the standing whether it is shown: a
+    /// failure of any statement fails the whole read.
+    public func adminSession(userId: String, sessionId: String, preloading: AdminPageRequest? = nil) throws(StorageError) -> AdminSessionRead {
+        var statements: [SQL] = ["SELECT 1 AS one FROM admins WHERE user_id = \(userId)", SessionRepository.standing(id: sessionId, userId: userId)]
+        switch preloading {
+        case .users(let prefix, let limit)?: statements.append(AdminRepository.findingUsers(prefix, limit: limit))
+        case .userPage(let id)?: statements += AdminRepository.readingUserPage(id)
+        case nil: break
+        }
+        return try pool.run { c in
+            let rows = try c.pipeline(statements)
+            let page: AdminPageRead? = switch preloading {
+            case .users?: .users(try rows[2].map(AdminRepository.summary))
+            case .userPage?: .userPage(try AdminRepository.userPage(rows[2...]))
+            case nil: nil
+            }
+            return AdminSessionRead(isAdmin: !rows[0].isEmpty, session: try rows[1].first.map(SessionRepository.standing), page: page)
         }
     }
 

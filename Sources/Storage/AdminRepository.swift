@@ -249,14 +249,15 @@ public final class AdminRepository: Sendable {
 
     /// Users whose username starts with `prefix` (the exact match first), at most `limit`.
     public func findUsers(usernamePrefix prefix: String, limit: Int) throws(StorageError) -> [UserSummary] {
-        try pool.run { c in
-            try c.query("""
-                SELECT u.id, u.user_handle, u.username, u.display_name, u.external_id, u.created_at,
-                       EXISTS (SELECT 1 FROM admins a WHERE a.user_id = u.id) AS is_admin
-                FROM users u WHERE starts_with(u.username, \(prefix))
-                ORDER BY (u.username = \(prefix)) DESC, u.username LIMIT \(limit)
-                """).map(AdminRepository.summary)
-        }
+        try pool.run { c in try c.query(AdminRepository.findingUsers(prefix, limit: limit)).map(AdminRepository.summary) }
+    }
+
+    /// `findUsers`' statement (the admin API's caller resolution pipelines it too).
+    static func findingUsers(_ prefix: String, limit: Int) -> SQL {
+        """
+        \(fragment: AdminRepository.summaries(where: "starts_with(u.username, \(prefix))"))
+        ORDER BY (u.username = \(prefix)) DESC, u.username LIMIT \(limit)
+        """
     }
 
     public func userSummary(id: String) throws(StorageError) -> UserSummary? {

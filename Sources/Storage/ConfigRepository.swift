@@ -95,79 +95,102 @@ public final class ConfigRepository: Sendable {
         }
     }
 
-    /// Creates or replaces an app, then brings the app-derived origins in line, in one transaction
-    /// (so the allowlist and the association files never disagree, even for a moment). Writes
-    /// `created` or `updated` (whichever happened; neither when nothing changed), and `origins` per
-    /// origin added or dropped.
+    /// Creates or replaces an app and brings the app-derived origins in line, in one round trip
+    /// (`synced`): so the allowlist and the association files never disagree, even for a moment.
+    /// Writes `created` or `updated` (whichever happened), and `origins` per origin added or
+    /// dropped. Unchanged writes nothing but the redemption: that answer is a success too, so it
+    /// uses the step-up up, as `addOrigin` does. A redemption that fails: `.conflict(.stepUpUsed)`,
+    /// nothing written.
     public func putApp(_ app: AppRecord, created: AuditRecord, updated: AuditRecord, origins: AppOriginAudit,
                        redeeming: StepUpRedemption? = nil) throws(StorageError) -> AppChange {
         let fingerprints = JSONValue.array(app.fingerprints.map { .string($0) }).text
-        return try pool.runTransaction { t in
-            let existing = try t.query("""
-                SELECT fingerprints::text AS fingerprints, handle_all_urls FROM apps
-                WHERE rp_id = \(app.rpId) AND platform = \(app.platform) AND app_id = \(app.appId) FOR UPDATE
-                """).first
-            let change: AppChange
-            if let existing {
-                if try existing.stringArray("fingerprints") == app.fingerprints, try existing.bool("handle_all_urls") == app.handleAllURLs {
-                    // Unchanged is a success too: it uses the step-up up, as addOrigin does.
-                    try StepUpRedemption.redeem(redeeming, on: t)
-                    return AppChange.unchanged
-                }
-                try t.execute("""
-                    UPDATE apps SET fingerprints = \(PostgresValue.text(fingerprints))::jsonb, handle_all_urls = \(app.handleAllURLs),
-                        updated_at = now()
-                    WHERE rp_id = \(app.rpId) AND platform = \(app.platform) AND app_id = \(app.appId)
-                    """)
-                change = .updated
-            } else {
-                try t.execute("""
-                    INSERT INTO apps (rp_id, platform, app_id, fingerprints, handle_all_urls)
-                    VALUES (\(app.rpId), \(app.platform), \(app.appId), \(PostgresValue.text(fingerprints))::jsonb, \(app.handleAllURLs))
-                    """)
-                change = .created
-            }
-            try StepUpRedemption.redeem(redeeming, on: t)
-            try AuditRepository.write([change == .created ? created : updated], on: t)
-            try ConfigRepository.syncAppOrigins(t, audit: origins)
-            return change
+        let key: SQL = "rp_id = \(app.rpId) AND platform = \(app.platform) AND app_id = \(app.appId)"
+        let ctes: [(name: String, sql: SQL)] = [("existing", "SELECT 1 FROM apps WHERE \(fragment: key)")]
+            + StepUpRedemption.cte(redeeming) + [
+            // Only a declaration that differs is written (the DO UPDATE's WHERE): `put` is empty when unchanged.
+            ("put", """
+                INSERT INTO apps (rp_id, platform, app_id, fingerprints, handle_all_urls)
+                SELECT \(app.rpId), \(app.platform), \(app.appId), \(PostgresValue.text(fingerprints))::jsonb,
+                       \(app.handleAllURLs)\(fragment: StepUpRedemption.gate(redeeming))
+                ON CONFLICT (rp_id, platform, app_id) DO UPDATE
+                SET fingerprints = EXCLUDED.fingerprints, handle_all_urls = EXCLUDED.handle_all_urls, updated_at = now()
+                WHERE (apps.fingerprints, apps.handle_all_urls) IS DISTINCT FROM (EXCLUDED.fingerprints, EXCLUDED.handle_all_urls)
+                RETURNING rp_id, platform, fingerprints
+                """),
+            ("made", "SELECT 1 FROM put WHERE NOT EXISTS (SELECT 1 FROM existing)"),
+            ("replaced", "SELECT 1 FROM put WHERE EXISTS (SELECT 1 FROM existing)"),
+            // The apps as they are after this statement: the others as read, and this one as written.
+            ("after", """
+                SELECT rp_id, platform, fingerprints FROM apps WHERE NOT (\(fragment: key))
+                UNION ALL SELECT rp_id, platform, fingerprints FROM put
+                """),
+        ]
+        let statement = SQL.with(ctes + Self.syncAppOrigins(after: "after", onlyIf: "put", audit: origins,
+                                                             also: [created.rows(from: "made"), updated.rows(from: "replaced")]),
+                                 """
+                                 SELECT \(fragment: StepUpRedemption.held(redeeming)) AS redeemed, EXISTS (SELECT 1 FROM made) AS created,
+                                        EXISTS (SELECT 1 FROM replaced) AS updated
+                                 """)
+        return try pool.run { c in
+            let row = try Self.synced(statement, on: c)
+            guard try row.bool("redeemed") else { throw StorageError.conflict(.stepUpUsed) }
+            if try row.bool("created") { return AppChange.created }
+            return try row.bool("updated") ? AppChange.updated : AppChange.unchanged
         }
     }
 
-    /// False when there was no such app (nothing written). Otherwise `audit`, then the origins
-    /// synced as in `putApp`.
+    /// False when there was no such app (nothing written, the step-up not used). Otherwise removed
+    /// with `audit` and the redemption, the origins synced as in `putApp`, in one round trip.
     public func removeApp(rpId: String, platform: String, appId: String, audit: AuditRecord,
                           origins: AppOriginAudit, redeeming: StepUpRedemption? = nil) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            let n = try t.execute("DELETE FROM apps WHERE rp_id = \(rpId) AND platform = \(platform) AND app_id = \(appId)")
-            guard n > 0 else { return false }
-            try StepUpRedemption.redeem(redeeming, on: t)
-            try AuditRepository.write([audit], on: t)
-            try ConfigRepository.syncAppOrigins(t, audit: origins)
-            return true
+        let key: SQL = "rp_id = \(rpId) AND platform = \(platform) AND app_id = \(appId)"
+        let ctes: [(name: String, sql: SQL)] = [("target", "SELECT 1 FROM apps WHERE \(fragment: key)")]
+            + StepUpRedemption.cte(redeeming, onlyIf: "target") + [
+            ("gone", "DELETE FROM apps\(fragment: StepUpRedemption.gate(redeeming, and: key)) RETURNING 1"),
+            ("after", "SELECT rp_id, platform, fingerprints FROM apps WHERE NOT (\(fragment: key))"),
+        ]
+        let statement = SQL.with(ctes + Self.syncAppOrigins(after: "after", onlyIf: "gone", audit: origins, also: [audit.rows(from: "gone")]),
+                                 "SELECT EXISTS (SELECT 1 FROM target) AS present, EXISTS (SELECT 1 FROM gone) AS removed")
+        return try pool.run { c in
+            let row = try Self.synced(statement, on: c)
+            if try row.bool("present"), !(try row.bool("removed")) { throw StorageError.conflict(.stepUpUsed) }
+            return try row.bool("removed")
         }
     }
 
-    /// Origins with source 'app' = exactly those the apps need: one `android:apk-key-hash:` per
-    /// Android fingerprint, `https://<rpId>` per rpId with an iOS app. An origin an admin added by
-    /// hand (source admin/config) is left alone. Each origin added or dropped is audited.
-    static func syncAppOrigins(_ t: PostgresConnection, audit: AppOriginAudit) throws {
-        // Serialise concurrent syncs so two transactions cannot each miss the other's app.
-        try t.execute("SELECT pg_advisory_xact_lock(hashtext('latchkey.apps'))")
-        try t.query(SQL.with([
+    /// Runs an app change's statement (`syncAppOrigins`) after taking the apps' lock, pipelined in
+    /// one round trip and one implicit transaction (nothing between them but the Sync that commits
+    /// both): concurrent app changes queue on the lock, and each statement starts after it, so
+    /// under READ COMMITTED it reads every app the changes before it committed, and no two syncs
+    /// each miss the other's app. Its one row.
+    static func synced(_ statement: SQL, on c: PostgresConnection) throws -> Row {
+        try c.pipeline(["SELECT pg_advisory_xact_lock(hashtext('latchkey.apps'))", statement])[1][0]
+    }
+
+    /// The CTEs that keep origins with source 'app' exactly those the apps need, once `onlyIf` (a
+    /// CTE of the statement) returned a row: one `android:apk-key-hash:` per Android fingerprint,
+    /// `https://<rpId>` per rpId with an iOS app, the apps being `after` (a CTE of `rp_id`,
+    /// `platform`, `fingerprints`: the apps as the change leaves them). An origin an admin added by
+    /// hand (source admin/config) is left alone. Each origin added or dropped is audited, in the
+    /// one `audit` CTE with the change's own lines (`also`).
+    static func syncAppOrigins(after: String, onlyIf: String, audit: AppOriginAudit, also: [AuditRows]) -> [(name: String, sql: SQL)] {
+        let gate: SQL = "EXISTS (SELECT 1 FROM \(unsafeRaw: onlyIf))"
+        return [
             ("needed", """
-                SELECT 'android:apk-key-hash:' || fp AS origin FROM apps, jsonb_array_elements_text(apps.fingerprints) AS fp
-                WHERE apps.platform = 'android'
-                UNION SELECT 'https://' || rp_id FROM apps WHERE platform = 'ios'
+                SELECT 'android:apk-key-hash:' || fp AS origin
+                FROM \(unsafeRaw: after) AS a, jsonb_array_elements_text(a.fingerprints) AS fp WHERE a.platform = 'android'
+                UNION SELECT 'https://' || rp_id FROM \(unsafeRaw: after) WHERE platform = 'ios'
                 """),
             ("added", """
-                INSERT INTO origins (origin, source) SELECT origin, 'app' FROM needed
+                INSERT INTO origins (origin, source) SELECT origin, 'app' FROM needed WHERE \(fragment: gate)
                 ON CONFLICT (origin) DO NOTHING RETURNING origin
                 """),
-            ("removed", "DELETE FROM origins WHERE source = 'app' AND origin NOT IN (SELECT origin FROM needed) RETURNING origin"),
-        ] + AuditRepository.cte([audit.added.rows(from: "added", subject: "added.origin"),
-                                 audit.removed.rows(from: "removed", subject: "removed.origin")]),
-            "SELECT 1 AS one"))
+            ("removed", """
+                DELETE FROM origins WHERE source = 'app' AND origin NOT IN (SELECT origin FROM needed) AND \(fragment: gate)
+                RETURNING origin
+                """),
+        ] + AuditRepository.cte(also + [audit.added.rows(from: "added", subject: "added.origin"),
+                                        audit.removed.rows(from: "removed", subject: "removed.origin")])
     }
 
     static func app(_ r: Row) throws -> AppRecord {

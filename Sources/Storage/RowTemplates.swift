@@ -87,6 +87,16 @@ extension EventTemplate {
     }
 }
 
+extension AuditRecord {
+    /// This line once for every row of `from` (a CTE of the same statement): written only when
+    /// the change it describes, of those the statement may make, is the one that happened.
+    func rows(from: SQL) -> AuditRows {
+        .perRow("""
+            SELECT \(actor)::text, \(action)::text, \(subject)::text, \(PostgresValue.text(detail.text))::jsonb FROM \(fragment: from)
+            """)
+    }
+}
+
 extension AuditTemplate {
     /// This template once per row of `from`, about `subject`, with `members` added to `detail`.
     func rows(from: SQL, subject: SQL, members: [RowMember] = []) -> AuditRows {

@@ -136,6 +136,27 @@ struct AdminServiceTests {
         #expect(w.audit.last?.detail["holds"] == .bool(true))
     }
 
+    @Test("tickets with an approval: a used one writes nothing, not even the account; an unknown account leaves it unused")
+    func ticketsRedeemTheirStepUp() throws {
+        let w = AdminWorld()
+        let admin = w.tables.addUser("root", admin: true)
+        let once = w.approved(admin, action: "ticket-1")
+        let first = try w.admin.enrolmentTicket(externalId: "ext-1", body: .object([("username", "ana")]), by: once)
+        #expect(w.audit.last?.action == "ticket.issued" && w.audit.last?.subject == first.userId && w.audit.last?.actor == admin.id)
+        #expect(w.audit.last?.detail["receiptId"]?.stringValue == "rcpt-ticket-1")
+        let users = w.tables.snapshot.users.count
+        expectRefusal(.stepUpRequired) { try w.admin.enrolmentTicket(externalId: "ext-2", body: .object([("username", "bob")]), by: once) }
+        #expect(w.tables.snapshot.users.count == users, "a used step-up leaves no account behind")
+        // Unknown: 404, and the approval is still good for the account once it exists.
+        let deviceKey = w.approved(admin, action: "device-key")
+        expectRefusal(.notFound) { try w.admin.deviceKeyTicket(externalId: "ext-3", by: deviceKey) }
+        _ = w.tables.addUser("cy", externalId: "ext-3")
+        #expect(try w.admin.deviceKeyTicket(externalId: "ext-3", by: deviceKey).ticket.hasPrefix("lkd_"))
+        expectRefusal(.stepUpRequired) { try w.admin.deviceKeyTicket(externalId: "ext-3", by: deviceKey) }
+        expectRefusal(.stepUpRequired) { try w.admin.accountTicket(userId: first.userId, by: deviceKey) }
+        #expect(w.tables.snapshot.tickets.count == 2)
+    }
+
     @Test("the audit log: newest first, paged by id, by user (as actor or subject) and by action or action prefix")
     func auditLog() throws {
         let w = AdminWorld()

@@ -31,10 +31,11 @@ struct GuardLookupTests {
     }
 
     static func route(_ method: String, _ pattern: String, _ access: Access, stepUp: StepUpRule?, lookups: TestLookups,
-                      accepting: AcceptedBody = .json) -> (Router, Probe) {
+                      accepting: AcceptedBody = .json,
+                      preload: (@Sendable (Request, PathParameters) -> GuardPreload?)? = nil) -> (Router, Probe) {
         var table = RouteTable(lookups: lookups)
         let probe = Probe()
-        table.add(method, pattern, access, stepUp: stepUp, accepting: accepting) { ctx in
+        table.add(method, pattern, access, stepUp: stepUp, accepting: accepting, preload: preload) { ctx in
             probe.ran.withLock { $0.append(ctx.loads) }
             return .empty(status: 204)
         }
@@ -109,6 +110,26 @@ struct GuardLookupTests {
         #expect(stepUp.asked == [.caller, .pendingAuthorization, .client, .stepUp])
     }
 
+    @Test("a route's preload is asked of the caller's resolution itself: its failure is 503 and the handler never runs")
+    func preloadRidesWithTheCaller() throws {
+        let preload: @Sendable (Request, PathParameters) -> GuardPreload? = { _, raw in
+            raw["id"].flatMap(PathKind.opaque.parse).flatMap { if case .text(let id) = $0 { .adminPage(.userPage(id: id)) } else { nil } }
+        }
+        let id = "AAAAAAAAAAAAAAAAAAAAAA"
+        let answering = TestLookups(caller: .adminKey)
+        let (router, probe) = Self.route("GET", "/admin/v1/users/{id:opaque}", .admin, stepUp: nil, lookups: answering, accepting: .any,
+                                         preload: preload)
+        #expect(Self.send(router, "GET", "/admin/v1/users/\(id)", headers: [("Authorization", "Bearer key")]).status == 204)
+        // An id that cannot be one is preloaded by nothing, and is the path check's 404.
+        #expect(Self.send(router, "GET", "/admin/v1/users/short", headers: [("Authorization", "Bearer key")]).status == 404)
+        #expect(answering.preloaded == [.adminPage(.userPage(id: id)), nil] && probe.runs == 1)
+        let failing = TestLookups(caller: .adminKey, failing: .caller)
+        let (down, downProbe) = Self.route("GET", "/admin/v1/users/{id:opaque}", .admin, stepUp: nil, lookups: failing, accepting: .any,
+                                           preload: preload)
+        #expect(try Self.isUnavailable(Self.send(down, "GET", "/admin/v1/users/\(id)", headers: [("Authorization", "Bearer key")])))
+        #expect(failing.preloaded == [.adminPage(.userPage(id: id))] && downProbe.runs == 0)
+    }
+
     @Test("a lookup that answers still decides: a Bearer approval without its step-up is 403 step_up_required")
     func bearerApprovalNeedsStepUp() throws {
         let lookups = TestLookups(caller: .session(Self.approver), pending: Self.plainRequest)
@@ -178,14 +199,21 @@ final class TestLookups: GuardLookups {
         self.failing = failing
     }
 
+    private let preloads_ = Mutex<[GuardPreload?]>([])
+    /// What each caller resolution was asked to read with the caller.
+    var preloaded: [GuardPreload?] { preloads_.withLock { $0 } }
+
     private func look(_ lookup: Lookup) throws(ServiceError) {
         calls.withLock { $0.append(lookup) }
         if failing == lookup { throw ServiceError(StorageError.unavailable("connection refused")) }
     }
 
-    func caller(_ access: Access, _ request: Request, requestId: String?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
+    func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
+        preloads_.withLock { $0.append(preload) }
         try look(.caller)
-        if preloads, let requestId { loads.authorizationRequest = AuthorizationRequestRead(id: requestId, record: pending) }
+        if preloads, let requestId = preload?.authorizationRequestId {
+            loads.authorizationRequest = AuthorizationRequestRead(id: requestId, record: pending)
+        }
         return resolved
     }
 

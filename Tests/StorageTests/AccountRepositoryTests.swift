@@ -151,16 +151,51 @@ import Testing
         #expect(try s.auditActions() == ["passkey.registered", "ticket.issued"])
     }
 
-    @Test func externalUsersAreCreatedOnceAndUsernameClashesConflict() throws {
+    @Test func externalTicketsMakeTheAccountOnceAndAClashWritesNothing() throws {
         let s = try TestDatabase.scratch()
         let candidate = Fixture.user()
-        let (first, created) = try s.database.accounts.upsertExternalUser(externalId: "ext-1", candidate: candidate)
-        #expect(created && first == candidate)
-        let (again, createdAgain) = try s.database.accounts.upsertExternalUser(externalId: "ext-1", candidate: Fixture.user())
-        #expect(!createdAgain && again == candidate)
-        #expect(throws: StorageError.conflict(.usernameTaken)) {
-            try s.database.accounts.upsertExternalUser(externalId: "ext-2", candidate: Fixture.user(username: candidate.username))
+        let ticket = { NewTicket(hash: Fixture.bytes(), purpose: .passkey, ttlSeconds: 600) }
+        let audit = AuditTemplate(actor: "admin-key", action: "ticket.issued")
+        // The account made, its ticket and the audit line: one statement, no transaction around it.
+        let (first, work) = try PostgresDeadline.within(seconds: 5, tracing: true) {
+            try s.database.accounts.externalTicket(externalId: "ext-1", candidate: candidate, events: [], ticket: ticket(), audit: audit,
+                                                   redeeming: nil)
         }
+        #expect(first.userId == candidate.id && first.expiresAt > Date())
+        #expect(work.counts == RoundTripCounts(writes: 1), "\(work.statements)")
+        // Found the second time: the same account, whatever the candidate.
+        let again = try s.database.accounts.externalTicket(externalId: "ext-1", candidate: Fixture.user(), events: [], ticket: ticket(),
+                                                           audit: audit, redeeming: nil)
+        #expect(again.userId == candidate.id)
+        #expect(throws: StorageError.conflict(.usernameTaken)) {
+            try s.database.accounts.externalTicket(externalId: "ext-2", candidate: Fixture.user(username: candidate.username), events: [],
+                                                   ticket: ticket(), audit: audit, redeeming: nil)
+        }
+        // A step-up that cannot be redeemed: no account, no ticket, no line.
+        let unredeemable = StepUpRedemption(jti: "no-such-jti", userId: candidate.id, actionHash: Fixture.bytes())
+        #expect(throws: StorageError.conflict(.stepUpUsed)) {
+            try s.database.accounts.externalTicket(externalId: "ext-3", candidate: Fixture.user(), events: [], ticket: ticket(), audit: audit,
+                                                   redeeming: unredeemable)
+        }
+        #expect(try s.count("SELECT count(*) AS n FROM users WHERE external_id IS NOT NULL") == 1)
+        #expect(try s.count("SELECT count(*) AS n FROM enrolment_tickets") == 2)
+        #expect(try s.auditActions() == ["ticket.issued", "ticket.issued"])
+    }
+
+    @Test func ticketsForAnAccountThatIsNotThereWriteNothing() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let audit = AuditTemplate(actor: "admin-key", action: "ticket.issued")
+        let ticket = NewTicket(hash: Fixture.bytes(), purpose: .deviceKey, ttlSeconds: 600)
+        #expect(try s.database.accounts.accountTicket(.externalId("absent"), ticket: ticket, audit: audit, redeeming: nil) == nil)
+        #expect(try s.database.accounts.accountTicket(.id(Fixture.id()), ticket: ticket, audit: audit, redeeming: nil) == nil)
+        let (issued, work) = try PostgresDeadline.within(seconds: 5, tracing: true) {
+            try s.database.accounts.accountTicket(.id(user.id), ticket: ticket, audit: audit, redeeming: nil)
+        }
+        #expect(issued?.userId == user.id)
+        #expect(work.counts == RoundTripCounts(writes: 1), "\(work.statements)")
+        #expect(try s.count("SELECT count(*) AS n FROM enrolment_tickets") == 1)
+        #expect(try s.auditActions() == ["passkey.registered", "ticket.issued"])
     }
 
     @Test func otherUniqueViolationsNameTheirConstraint() throws {

@@ -31,9 +31,23 @@ import Testing
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
         let sessionId = try #require(try s.database.sessions.list(userId: user.id).first?.id)
-        let (isAdmin, session) = try oneRead { try s.database.admins.adminSession(userId: user.id, sessionId: sessionId) }
-        #expect(!isAdmin)
-        #expect(session?.record.id == sessionId)
+        let read = try oneRead { try s.database.admins.adminSession(userId: user.id, sessionId: sessionId) }
+        #expect(!read.isAdmin && read.page == nil)
+        #expect(read.session?.record.id == sessionId)
+        // The page the route shows rides in the same read, whoever asks: the caller decides.
+        let withPage = try oneRead {
+            try s.database.admins.adminSession(userId: user.id, sessionId: sessionId, preloading: .userPage(id: user.id))
+        }
+        guard case .userPage(let page?)? = withPage.page else { Issue.record("\(String(describing: withPage.page))"); return }
+        #expect(page.summary == (try s.database.admins.userSummary(id: user.id)) && page.sessions.count == 1)
+        #expect(withPage.session?.record.id == sessionId && !withPage.isAdmin)
+        let absent = try oneRead { try s.database.admins.adminSession(userId: user.id, sessionId: sessionId, preloading: .userPage(id: "nobody")) }
+        guard case .userPage(nil)? = absent.page else { Issue.record("\(String(describing: absent.page))"); return }
+        let found = try oneRead {
+            try s.database.admins.adminSession(userId: user.id, sessionId: sessionId, preloading: .users(prefix: user.username, limit: 20))
+        }
+        guard case .users(let users)? = found.page else { Issue.record("\(String(describing: found.page))"); return }
+        #expect(users == (try s.database.admins.findUsers(usernamePrefix: user.username, limit: 20)) && users.count == 1)
         let candidate = try #require(try s.database.admins.grantCandidate(username: user.username))
         #expect(try s.database.admins.grant(existing: candidate, by: "cli", audit: Fixture.audit("admin.granted")) == .granted)
         #expect(try s.database.admins.adminSession(userId: user.id, sessionId: sessionId).isAdmin)

@@ -28,12 +28,21 @@ import Testing
         #expect(try config.putApp(android, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: Self.origins) == .unchanged)
         #expect(try config.origins().map(\.origin) == ["android:apk-key-hash:fp1"])
         android.fingerprints = ["fp2"]
-        #expect(try config.putApp(android, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: Self.origins) == .updated)
+        // The change, its audit lines and the origins' sync: one round trip, no transaction control.
+        let (updated, work) = try PostgresDeadline.within(seconds: 5, tracing: true) {
+            try config.putApp(android, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: Self.origins)
+        }
+        #expect(updated == .updated)
+        #expect(work.counts == RoundTripCounts(writes: 1), "\(work.statements)")
         #expect(try config.origins().map { "\($0.origin) \($0.source)" } == ["android:apk-key-hash:fp2 app"])
         #expect(try config.apps(rpId: "example.com").map(\.fingerprints) == [["fp2"]])
         #expect(try config.apps(rpId: "other.example").isEmpty)
-        #expect(try config.removeApp(rpId: "example.com", platform: "android", appId: "com.example", audit: Fixture.audit("app.removed"),
-                                     origins: Self.origins))
+        let (removed, removal) = try PostgresDeadline.within(seconds: 5, tracing: true) {
+            try config.removeApp(rpId: "example.com", platform: "android", appId: "com.example", audit: Fixture.audit("app.removed"),
+                                 origins: Self.origins)
+        }
+        #expect(removed)
+        #expect(removal.counts == RoundTripCounts(writes: 1), "\(removal.statements)")
         #expect(try !config.removeApp(rpId: "example.com", platform: "android", appId: "com.example", audit: Fixture.audit("app.removed"),
                                       origins: Self.origins))
         #expect(try config.origins().isEmpty)
@@ -41,6 +50,38 @@ import Testing
         #expect(Array(entries) == ["app.added ", "origin.added android:apk-key-hash:fp1", "app.updated ",
                                    "origin.added android:apk-key-hash:fp2", "origin.removed android:apk-key-hash:fp1",
                                    "app.removed ", "origin.removed android:apk-key-hash:fp2"])
+    }
+
+    /// Two app changes at once that need the same origin — one app going, another coming with the
+    /// same signing key — each leave it as the apps after both need it: each change's statement
+    /// reads the apps only once the changes before it committed.
+    @Test func concurrentAppChangesNeverMissEachOthersOrigins() throws {
+        let s = try TestDatabase.scratch()
+        let config = s.database.config
+        let app: @Sendable (String) -> AppRecord = { AppRecord(rpId: "example.com", platform: "android", appId: $0, fingerprints: ["shared"]) }
+        for round in 0..<8 {
+            let (going, coming) = ("com.example.a\(round)", "com.example.b\(round)")
+            _ = try config.putApp(app(going), created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: Self.origins)
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { i in
+                do {
+                    if i == 0 {
+                        _ = try config.removeApp(rpId: "example.com", platform: "android", appId: going, audit: Fixture.audit("app.removed"),
+                                                 origins: Self.origins)
+                    } else {
+                        _ = try config.putApp(app(coming), created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"),
+                                              origins: Self.origins)
+                    }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 }.isEmpty)
+            #expect(try config.origins().map(\.origin) == ["android:apk-key-hash:shared"], "round \(round)")
+            _ = try config.removeApp(rpId: "example.com", platform: "android", appId: coming, audit: Fixture.audit("app.removed"),
+                                     origins: Self.origins)
+            #expect(try config.origins().isEmpty, "round \(round)")
+        }
     }
 
     @Test func watchSeesChangesFromAnyConnection() async throws {

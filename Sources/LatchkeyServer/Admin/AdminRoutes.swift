@@ -55,12 +55,24 @@ extension RouteTable {
     /// and revocations. `{id}` here is Latchkey's user id (the ticket routes above take the app
     /// backend's external id).
     mutating func addAdminUserRoutes(_ s: Services) {
-        add("GET", "/admin/v1/users", .admin, accepting: .any) { ctx in
-            .json(bytes: AdminRenderer.users(try s.users.findUsers(username: try QueryFields.text(ctx.request, "username", max: 256))).serialized())
+        // An admin user's role and standing and the page are one read (`GuardLoads.adminPage`); a
+        // query or an id the handler refuses reads nothing there, and the handler answers it.
+        add("GET", "/admin/v1/users", .admin, accepting: .any, preload: { request, _ in
+            do {
+                return UserAdministration.search(try QueryFields.text(request, "username", max: 256)).map(GuardPreload.adminPage)
+            } catch {
+                return nil
+            }
+        }) { ctx in
+            .json(bytes: AdminRenderer.users(try s.users.findUsers(username: try QueryFields.text(ctx.request, "username", max: 256),
+                                                                   loaded: ctx.loads.adminPage)).serialized())
         }
-        add("GET", "/admin/v1/users/{id:opaque}", .admin, accepting: .any) { ctx in
+        add("GET", "/admin/v1/users/{id:opaque}", .admin, accepting: .any, preload: { _, raw in
+            guard case .text(let id)? = raw["id"].flatMap(PathKind.opaque.parse) else { return nil }
+            return UserAdministration.page(id).map(GuardPreload.adminPage)
+        }) { ctx in
             // Passkeys, device keys and sessions as their features render them (the page's seam to those renderers).
-            .json(bytes: AdminRenderer.userPage(try s.users.user(id: try ctx.path.text("id")),
+            .json(bytes: AdminRenderer.userPage(try s.users.user(id: try ctx.path.text("id"), loaded: ctx.loads.adminPage),
                                                 passkey: { PasskeyRenderer.passkey(s.passkeys.shown($0)) },
                                                 deviceKey: DeviceKeyRenderer.deviceKey,
                                                 sessions: { s.sessions.live($0).map { SessionRenderer.session($0) } }).serialized())

@@ -165,34 +165,35 @@ public final class AdminService: Sendable {
     // MARK: Tickets
 
     /// `POST /admin/v1/users/{externalId}/enrolment-tickets`: the app backend's user (created on first
-    /// use) may enrol a passkey with this single-use, 10-minute ticket.
+    /// use) may enrol a passkey with this single-use, 10-minute ticket. The account, the ticket, its
+    /// audit line and the step-up's redemption are one change: a taken username (409) or a used
+    /// step-up leaves no account behind.
     func enrolmentTicket(externalId: String, body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> IssuedTicket {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
         let (username, displayName) = try RequestFields.accountNames(body)
         let candidate = UserRecord(id: runtime.identifier(), userHandle: runtime.random(32), username: username, displayName: displayName)
-        let user: UserRecord
-        let created = events.userCreated(userId: candidate.id, username: candidate.username)
+        let ticket = OpaqueSecret(prefix: "lkt_", runtime: runtime)
+        let issued: IssuedTicketRow
         do {
-            let upserted = try store.upsertExternalUser(externalId: externalId, candidate: candidate, events: [created])
-            user = upserted.0
+            issued = try store.externalTicket(externalId: externalId, candidate: candidate,
+                                              events: [events.userCreated(userId: candidate.id, username: candidate.username)],
+                                              ticket: NewTicket(hash: ticket.hash, purpose: .passkey, ttlSeconds: Self.ticketTTL),
+                                              audit: caller.template(.ticketIssued), redeeming: caller.redemption)
         } catch .conflict(.usernameTaken) {
             throw ServiceError(.conflict, "that username is taken")
         } catch {
             throw ServiceError(error)
         }
-        let (ticket, expires) = try passkeyTicket(userId: user.id, by: caller)
-        return IssuedTicket(ticket: ticket, expiresAt: expires, userId: user.id)
+        return IssuedTicket(ticket: ticket.token, expiresAt: issued.expiresAt, userId: issued.userId)
     }
 
     /// A single-use, 10-minute passkey-enrolment ticket for `userId` (`Authorization: Ticket …` on
-    /// registration options). `holds`: the passkey it registers is held whatever the account has.
-    func passkeyTicket(userId: String, holds: Bool = false, by caller: AdminCaller) throws(ServiceError) -> (String, Date) {
+    /// registration options), for the CLI's new admin.
+    func passkeyTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> (String, Date) {
         let ticket = OpaqueSecret(prefix: "lkt_", runtime: runtime)
-        let detail: [(key: String, value: JSONValue)] = holds ? [("holds", true)] : []
         let expires = try storage { () throws(StorageError) in
             try store.createTicket(hash: ticket.hash, userId: userId, purpose: .passkey, ttlSeconds: Self.ticketTTL,
-                                   audit: caller.record(.ticketIssued, subject: userId, detail: detail), redeeming: caller.redemption,
-                                   holds: holds)
+                                   audit: caller.record(.ticketIssued, subject: userId), redeeming: caller.redemption, holds: false)
         }
         return (ticket.token, expires)
     }
@@ -200,27 +201,32 @@ public final class AdminService: Sendable {
     /// `POST /admin/v1/accounts/{userId}/enrolment-tickets` (SPEC "Admin console" → "Tickets."): a
     /// ticket for an existing account by Latchkey's id — the way back in for an account with no
     /// `externalId` that lost every way in. The passkey it registers is held even when the account
-    /// has none, and its verified address (if any) hears of it with the cancel link.
+    /// has none, and its verified address (if any) hears of it with the cancel link. An unknown
+    /// account: 404, the step-up not used.
     func accountTicket(userId: String, by caller: AdminCaller) throws(ServiceError) -> IssuedTicket {
-        guard try storage({ () throws(StorageError) in try store.user(id: userId) }) != nil else { throw ServiceError.notFound("user") }
-        let (ticket, expires) = try passkeyTicket(userId: userId, holds: true, by: caller)
-        return IssuedTicket(ticket: ticket, expiresAt: expires, userId: userId)
+        try existingTicket(.id(userId), purpose: .passkey, holds: true, prefix: "lkt_",
+                           audit: caller.template(.ticketIssued, detail: [("holds", true)]), by: caller)
     }
 
     /// `POST /admin/v1/users/{externalId}/device-key-tickets`: the app backend vouches that its user
     /// (who must have enrolled before: the ticket is bound to that account) may enrol a device key,
-    /// e.g. after its own strong check when the user has no passkey on this phone. Single use, 10 minutes.
+    /// e.g. after its own strong check when the user has no passkey on this phone. Single use, 10
+    /// minutes. An unknown user: 404, the step-up not used.
     func deviceKeyTicket(externalId: String, by caller: AdminCaller) throws(ServiceError) -> IssuedTicket {
         guard !externalId.isEmpty, externalId.count <= 128 else { throw ServiceError.invalid("externalId must be 1 to 128 characters") }
-        guard let user = try storage({ () throws(StorageError) in try store.user(externalId: externalId) }) else {
-            throw ServiceError.notFound("user")
-        }
-        let ticket = OpaqueSecret(prefix: "lkd_", runtime: runtime)
-        let expires = try storage { () throws(StorageError) in
-            try store.createTicket(hash: ticket.hash, userId: user.id, purpose: .deviceKey, ttlSeconds: Self.ticketTTL,
-                                   audit: caller.record(.deviceKeyTicketIssued, subject: user.id), redeeming: caller.redemption, holds: false)
-        }
-        return IssuedTicket(ticket: ticket.token, expiresAt: expires, userId: user.id)
+        return try existingTicket(.externalId(externalId), purpose: .deviceKey, holds: false, prefix: "lkd_",
+                                  audit: caller.template(.deviceKeyTicketIssued), by: caller)
+    }
+
+    /// A single-use, 10-minute ticket for an account that exists (`prefix` + a fresh secret): one change.
+    private func existingTicket(_ account: TicketAccount, purpose: TicketPurpose, holds: Bool, prefix: String, audit: AuditTemplate,
+                                by caller: AdminCaller) throws(ServiceError) -> IssuedTicket {
+        let ticket = OpaqueSecret(prefix: prefix, runtime: runtime)
+        let new = NewTicket(hash: ticket.hash, purpose: purpose, ttlSeconds: Self.ticketTTL, holds: holds)
+        guard let issued = try storage({ () throws(StorageError) in
+            try store.accountTicket(account, ticket: new, audit: audit, redeeming: caller.redemption)
+        }) else { throw ServiceError.notFound("user") }
+        return IssuedTicket(ticket: ticket.token, expiresAt: issued.expiresAt, userId: issued.userId)
     }
 
     // MARK: Audit

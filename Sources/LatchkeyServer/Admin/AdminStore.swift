@@ -29,11 +29,16 @@ protocol AdminStore: Sendable {
 
     // MARK: Tickets
 
-    func user(id: String) throws(StorageError) -> UserRecord?
-    func user(externalId: String) throws(StorageError) -> UserRecord?
-    /// The account an app backend knows as `externalId`, made from `candidate` (with `events`) on
-    /// first use; `.conflict(.usernameTaken)` when its username is another account's.
-    func upsertExternalUser(externalId: String, candidate: UserRecord, events: [OutboxEvent]) throws(StorageError) -> (UserRecord, created: Bool)
+    /// A ticket for the account an app backend knows as `externalId`, that account made from
+    /// `candidate` (with `events`) on first use, with `audit` about the account and the redemption,
+    /// in one change: `.conflict(.usernameTaken)` when the candidate's username is another
+    /// account's, `.conflict(.stepUpUsed)` when the redemption fails (nothing written either way).
+    func externalTicket(externalId: String, candidate: UserRecord, events: [OutboxEvent], ticket: NewTicket, audit: AuditTemplate,
+                        redeeming: StepUpRedemption?) throws(StorageError) -> IssuedTicketRow
+    /// A ticket for an account that exists, with `audit` about it and the redemption, in one
+    /// change; nil when there is no such account (nothing written, the step-up not used).
+    func accountTicket(_ account: TicketAccount, ticket: NewTicket, audit: AuditTemplate,
+                       redeeming: StepUpRedemption?) throws(StorageError) -> IssuedTicketRow?
     /// A single-use ticket for `ttlSeconds` with `audit` and the redemption; when it expires.
     func createTicket(hash: [UInt8], userId: String, purpose: TicketPurpose, ttlSeconds: Int, audit: AuditRecord,
                       redeeming: StepUpRedemption?, holds: Bool) throws(StorageError) -> Date

@@ -44,12 +44,14 @@ struct PostgresAdminStore: AdminStore {
         try config.removeApp(rpId: rpId, platform: platform, appId: appId, audit: audit, origins: origins, redeeming: redeeming)
     }
 
-    func user(id: String) throws(StorageError) -> UserRecord? { try accounts.user(id: id) }
+    func externalTicket(externalId: String, candidate: UserRecord, events: [OutboxEvent], ticket: NewTicket, audit: AuditTemplate,
+                        redeeming: StepUpRedemption?) throws(StorageError) -> IssuedTicketRow {
+        try accounts.externalTicket(externalId: externalId, candidate: candidate, events: events, ticket: ticket, audit: audit, redeeming: redeeming)
+    }
 
-    func user(externalId: String) throws(StorageError) -> UserRecord? { try accounts.user(externalId: externalId) }
-
-    func upsertExternalUser(externalId: String, candidate: UserRecord, events: [OutboxEvent]) throws(StorageError) -> (UserRecord, created: Bool) {
-        try accounts.upsertExternalUser(externalId: externalId, candidate: candidate, events: events)
+    func accountTicket(_ account: TicketAccount, ticket: NewTicket, audit: AuditTemplate,
+                       redeeming: StepUpRedemption?) throws(StorageError) -> IssuedTicketRow? {
+        try accounts.accountTicket(account, ticket: ticket, audit: audit, redeeming: redeeming)
     }
 
     func createTicket(hash: [UInt8], userId: String, purpose: TicketPurpose, ttlSeconds: Int, audit: AuditRecord,

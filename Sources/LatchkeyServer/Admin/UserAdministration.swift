@@ -20,18 +20,41 @@ final class UserAdministration: Sendable {
     }
 
     /// `GET /admin/v1/users?username=`: users whose username starts with it, the exact match first (at most 20).
-    func findUsers(username: String?) throws(ServiceError) -> [UserSummary] {
+    /// `loaded`: the list the admin's caller resolution read with the role (`GuardLoads.adminPage`).
+    func findUsers(username: String?, loaded: AdminPageRead? = nil) throws(ServiceError) -> [UserSummary] {
         guard let username, !username.isEmpty else { throw ServiceError.invalid("username is required") }
-        guard username.utf8.count <= 64 else { throw ServiceError.invalid("username is at most 64 characters") }
-        return try storage { () throws(StorageError) in try store.findUsers(usernamePrefix: username, limit: 20) }
+        guard Self.search(username) != nil else { throw ServiceError.invalid("username is at most 64 characters") }
+        if case .users(let found)? = loaded { return found }
+        return try storage { () throws(StorageError) in try store.findUsers(usernamePrefix: username, limit: Self.searchLimit) }
+    }
+
+    static let searchLimit = 20
+
+    /// The search `findUsers` makes for `username`; nil for one it refuses (it says why).
+    static func search(_ username: String?) -> AdminPageRequest? {
+        guard let username, !username.isEmpty, username.utf8.count <= 64 else { return nil }
+        return .users(prefix: username, limit: searchLimit)
     }
 
     /// `GET /admin/v1/users/{id}`: the user with their passkeys (SPEC's passkey shape, provider
     /// names included), device keys (with what their attestation proved) and live sessions.
-    func user(id: String) throws(ServiceError) -> AdminUserPage {
-        guard !id.isEmpty, id.utf8.count <= 64,
-              let page = try storage({ () throws(StorageError) in try store.userPage(id: id) }) else { throw ServiceError.notFound("user") }
+    /// `loaded`: the page the admin's caller resolution read with the role (`GuardLoads.adminPage`).
+    func user(id: String, loaded: AdminPageRead? = nil) throws(ServiceError) -> AdminUserPage {
+        guard Self.page(id) != nil else { throw ServiceError.notFound("user") }
+        let page: AdminUserPage?
+        if case .userPage(let read)? = loaded {
+            page = read
+        } else {
+            page = try storage({ () throws(StorageError) in try store.userPage(id: id) })
+        }
+        guard let page else { throw ServiceError.notFound("user") }
         return page
+    }
+
+    /// The page `user(id:)` reads for `id`; nil for an id that names nothing.
+    static func page(_ id: String) -> AdminPageRequest? {
+        guard !id.isEmpty, id.utf8.count <= 64 else { return nil }
+        return .userPage(id: id)
     }
 
     /// `loaded`: what the route's last-way-in check read (the revocation's notice needs it too).

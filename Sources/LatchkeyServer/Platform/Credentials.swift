@@ -23,10 +23,12 @@ struct CallerResolver: Sendable {
     /// The OP browser sessions (the OpenID Provider's cookie).
     let browser: any BrowserSessions
 
-    /// `requestId`: the authorization request the route names (the approve and deny routes), read
-    /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query, into `loads`.
-    func resolve(_ access: Access, _ request: Request, requestId: String? = nil, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
+    /// `preload`: the authorization request the route names (the approve and deny routes), read
+    /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query, or the
+    /// console page an admin route shows, read with an admin user's role and standing; into `loads`.
+    func resolve(_ access: Access, _ request: Request, preload: GuardPreload? = nil, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
         if Self.carriesRecoveryToken(request), !Self.acceptsRecoveryToken(access, request) { throw RecoveryService.refusedHere }
+        let requestId = preload?.authorizationRequestId
         switch access {
         case .anyone, .registrationVerify:
             return .anonymous
@@ -67,7 +69,7 @@ struct CallerResolver: Sendable {
                 return .anonymous
             }
         case .admin:
-            return try admin(try Self.bearer(request))
+            return try admin(try Self.bearer(request), preloading: preload?.adminPage, loads: &loads)
         case .stepUpToken:
             return .stepUpBearer(try Self.bearer(request))
         case .registration:
@@ -120,21 +122,23 @@ struct CallerResolver: Sendable {
     /// constant time against its hash), or an admin's access token from a session begun by a
     /// user-verified passkey that is not held. Another user's token, an email session, a held
     /// passkey's session or a refreshed token is 403 `forbidden`; anything else 401. A change made
-    /// with a user token also needs its step-up (`StepUpRule.adminChange`).
-    func admin(_ presented: String) throws(ServiceError) -> RouteCaller {
+    /// with a user token also needs its step-up (`StepUpRule.adminChange`). `preloading`: the page
+    /// the route shows, read with the role and the standing and handed on only once they allow it.
+    func admin(_ presented: String, preloading page: AdminPageRequest? = nil, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
         if let adminKeyHash, AdminKey.matches(presented, hash: adminKeyHash) { return .adminKey }
         let caller = try sessions.session(accessToken: presented)  // verifies the token once; a revoked session is 401 too
-        // The admin role and the session's standing, in one read.
-        let (isAdmin, session) = try storage { () throws(StorageError) in
-            try admins.adminSession(userId: caller.userId, sessionId: caller.sessionId)
+        // The admin role and the session's standing (and the page), in one read.
+        let read = try storage { () throws(StorageError) in
+            try admins.adminSession(userId: caller.userId, sessionId: caller.sessionId, preloading: page)
         }
-        guard isAdmin else { throw ServiceError(.forbidden, "this account is not an admin") }
+        guard read.isAdmin else { throw ServiceError(.forbidden, "this account is not an admin") }
         guard caller.acr == AuthenticationClaims.passkeyVerified.acr else {
             throw ServiceError(.forbidden, "the admin API needs a sign-in with a user-verified passkey (a refreshed token is not one)")
         }
-        guard try sessions.standing(loaded: session).approves else {
+        guard try sessions.standing(loaded: read.session).approves else {
             throw ServiceError(.forbidden, "this session was begun by a passkey that is still held: it cannot use the admin API yet")
         }
+        loads.adminPage = read.page
         return .adminUser(caller)
     }
 }

@@ -11,8 +11,8 @@ protocol GuardLookups: Sendable {
     /// The settings the admin rules check a body against before asking for a step-up.
     var configuration: Configuration { get }
     /// The caller of a route with `access` (`CallerResolver`); what it read beside the caller's
-    /// session goes into `loads`.
-    func caller(_ access: Access, _ request: Request, requestId: String?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller
+    /// session (`preload`, in the same round trip) goes into `loads`.
+    func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller
     /// How a session began and whether its passkey is held.
     func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing
     func hasPasskeys(userId: String) throws(ServiceError) -> Bool
@@ -27,6 +27,27 @@ protocol GuardLookups: Sendable {
                        session: String?) throws(ServiceError) -> (jti: String, receiptId: String, authentication: AuthenticationClaims)
 }
 
+/// What a route's handler reads that the caller's resolution may read with the caller's session,
+/// in the same round trip, whatever the caller turns out to be (nothing is shown before the guard
+/// has decided, and a read that fails fails the request).
+enum GuardPreload: Sendable, Equatable {
+    /// The authorization request a route's `{id:oauthRequest}` names (the approver's and the OP
+    /// cookie's routes).
+    case authorizationRequest(id: String)
+    /// The console page an admin route shows (read with an admin user's role and standing).
+    case adminPage(AdminPageRequest)
+
+    var authorizationRequestId: String? {
+        if case .authorizationRequest(let id) = self { return id }
+        return nil
+    }
+
+    var adminPage: AdminPageRequest? {
+        if case .adminPage(let page) = self { return page }
+        return nil
+    }
+}
+
 /// What the guard read that the handler needs too: handed to it in `RouteContext.loads`, so the
 /// handler does not read it again.
 struct GuardLoads: Sendable {
@@ -35,6 +56,9 @@ struct GuardLoads: Sendable {
     var authorizationRequest: AuthorizationRequestRead? = nil
     /// What a passkey revocation's last-way-in check read (the ways in, the notice's address and language).
     var passkeyRevocation: LoadedRevocation? = nil
+    /// The console page the route shows, read with an admin user's role and standing (nil: not
+    /// read, as for the admin key, whose resolution reads nothing).
+    var adminPage: AdminPageRead? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.
@@ -57,8 +81,8 @@ struct ServiceLookups: GuardLookups {
         stepUp = s.stepUp
     }
 
-    func caller(_ access: Access, _ request: Request, requestId: String?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
-        try callers.resolve(access, request, requestId: requestId, loads: &loads)
+    func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
+        try callers.resolve(access, request, preload: preload, loads: &loads)
     }
 
     func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing { try sessions.standing(caller) }

@@ -295,6 +295,11 @@ struct GuardedRoute: Sendable {
     let kinds: [(name: String, kind: PathKind)]
     /// Off in this deployment (an optional feature): 404 before anything, as for a path that does not exist.
     let available: Bool
+    /// What the handler reads that the caller's resolution may read with it (`GuardPreload`), from
+    /// the request and the path as sent; nil when there is nothing to preload, or the input is
+    /// not one the handler would read with (it refuses that input itself). A route with an
+    /// `{id:oauthRequest}` preloads that request without saying so.
+    var preload: (@Sendable (Request, PathParameters) -> GuardPreload?)? = nil
 
     /// `/v1/passkeys/{id:credential}` → (`/v1/passkeys/{id}`, [("id", .credential)]). A parameter
     /// without a kind, or an unknown kind, is a programming error and traps at start-up.
@@ -316,7 +321,9 @@ extension GuardedRoute {
     /// SPEC's order, up to the handler: caller → body → step-up → path ids.
     func check(_ request: Request, _ raw: PathParameters, _ lookups: any GuardLookups) throws(ServiceError) -> RouteContext {
         var loads = GuardLoads()
-        let caller = try lookups.caller(access, request, requestId: kinds.contains { $0.kind == .oauthRequest } ? raw["id"] : nil, loads: &loads)
+        let preload = self.preload?(request, raw)
+            ?? (kinds.contains { $0.kind == .oauthRequest } ? raw["id"].map { GuardPreload.authorizationRequest(id: $0) } : nil)
+        let caller = try lookups.caller(access, request, preload: preload, loads: &loads)
         if stepUp?.adminKeyRefused == true, case .adminKey = caller {
             throw ServiceError(.forbidden, "the admin key cannot make this change: an admin signs in with their passkey and approves it")
         }

@@ -16,12 +16,15 @@ struct RouteTable {
     init(lookups: any GuardLookups) { self.lookups = lookups }
 
     /// Registers `handler` for `method` on `declared` (`/v1/passkeys/{id:credential}`), callable by
-    /// `access`, with `stepUp` for its change; `available` false → 404 (a feature this deployment has off).
+    /// `access`, with `stepUp` for its change; `available` false → 404 (a feature this deployment has off);
+    /// `preload`: what the caller's resolution may read for the handler (`GuardedRoute.preload`).
     mutating func add(_ method: String, _ pattern: String, _ access: Access, stepUp: StepUpRule? = nil,
                       accepting: AcceptedBody = .json, available: Bool = true,
+                      preload: (@Sendable (Request, PathParameters) -> GuardPreload?)? = nil,
                       _ handler: @escaping @Sendable (RouteContext) throws -> Response) {
         let (routerPattern, kinds) = GuardedRoute.split(pattern)
-        let route = GuardedRoute(method: method, pattern: routerPattern, access: access, stepUp: stepUp, kinds: kinds, available: available)
+        let route = GuardedRoute(method: method, pattern: routerPattern, access: access, stepUp: stepUp, kinds: kinds, available: available,
+                                 preload: preload)
         declared.append(route)
         let lookups = lookups
         router.add(method, routerPattern, accepting: accepting) { request, params in

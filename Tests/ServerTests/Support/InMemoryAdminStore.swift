@@ -79,20 +79,45 @@ struct InMemoryAdminStore: AdminStore {
 
     // MARK: Tickets
 
-    func user(id: String) throws(StorageError) -> UserRecord? { try tables.read { r in r.users.first { $0.record.id == id }?.record } }
-
-    func user(externalId: String) throws(StorageError) -> UserRecord? {
-        try tables.read { r in r.users.first { $0.externalId == externalId }?.record }
+    func externalTicket(externalId: String, candidate: UserRecord, events: [OutboxEvent], ticket: NewTicket, audit: AuditTemplate,
+                        redeeming: StepUpRedemption?) throws(StorageError) -> IssuedTicketRow {
+        try tables.change { (r: inout InMemoryAdminTables.Rows, at: Date) throws(StorageError) -> IssuedTicketRow in
+            try InMemoryAdminTables.redeem(redeeming, &r)
+            let user: UserRecord
+            if let existing = r.users.first(where: { $0.externalId == externalId }) {
+                user = existing.record
+            } else {
+                guard !r.users.contains(where: { $0.record.username == candidate.username }) else { throw StorageError.conflict(.usernameTaken) }
+                r.users.append(InMemoryAdminTables.User(record: candidate, externalId: externalId, createdAt: at))
+                InMemoryAdminTables.write(events, &r, at: at)
+                user = candidate
+            }
+            return Self.store(ticket, for: user.id, audit: audit, &r, at: at)
+        }
     }
 
-    func upsertExternalUser(externalId: String, candidate: UserRecord, events: [OutboxEvent]) throws(StorageError) -> (UserRecord, created: Bool) {
-        try tables.change { (r: inout InMemoryAdminTables.Rows, at: Date) throws(StorageError) -> (UserRecord, created: Bool) in
-            if let existing = r.users.first(where: { $0.externalId == externalId }) { return (existing.record, false) }
-            guard !r.users.contains(where: { $0.record.username == candidate.username }) else { throw StorageError.conflict(.usernameTaken) }
-            r.users.append(InMemoryAdminTables.User(record: candidate, externalId: externalId, createdAt: at))
-            InMemoryAdminTables.write(events, &r, at: at)
-            return (candidate, true)
+    func accountTicket(_ account: TicketAccount, ticket: NewTicket, audit: AuditTemplate,
+                       redeeming: StepUpRedemption?) throws(StorageError) -> IssuedTicketRow? {
+        try tables.change { (r: inout InMemoryAdminTables.Rows, at: Date) throws(StorageError) -> IssuedTicketRow? in
+            let found = r.users.first { u in
+                switch account {
+                case .id(let id): u.record.id == id
+                case .externalId(let externalId): u.externalId == externalId
+                }
+            }
+            guard let user = found?.record else { return nil }
+            try InMemoryAdminTables.redeem(redeeming, &r)
+            return Self.store(ticket, for: user.id, audit: audit, &r, at: at)
         }
+    }
+
+    private static func store(_ ticket: NewTicket, for userId: String, audit: AuditTemplate, _ r: inout InMemoryAdminTables.Rows,
+                              at: Date) -> IssuedTicketRow {
+        let expires = at.addingTimeInterval(Double(ticket.ttlSeconds))
+        r.tickets.append(InMemoryAdminTables.Ticket(hash: ticket.hash, userId: userId, purpose: ticket.purpose, expiresAt: expires,
+                                                    holds: ticket.holds))
+        InMemoryAdminTables.audit(audit, subject: userId, &r, at: at)
+        return IssuedTicketRow(userId: userId, expiresAt: expires)
     }
 
     func createTicket(hash: [UInt8], userId: String, purpose: TicketPurpose, ttlSeconds: Int, audit: AuditRecord,
