@@ -42,7 +42,7 @@ struct LoginWorld {
         login = PasskeyLogin(logins: store, seal: CeremonySeal(kek: nil, keys: secrets, runtime: runtime, challengeTTL: c.challengeTTL),
                              sessions: sessions, assertion: assertion, origins: FixedOrigins(origins: [Self.origin]), metadata: NoMetadata(),
                              metrics: Metrics(), decoySecret: DeploymentSecret(name: "decoy-credentials", keys: secrets, runtime: runtime),
-                             relyingParty: RelyingParty(c), configuration: c, runtime: runtime)
+                             relyingParty: RelyingParty(c), policy: CeremonyPolicy(c), runtime: runtime)
     }
 
     /// An account with a passkey on `authenticator` (its counter as stored: the authenticator's).
@@ -208,7 +208,7 @@ extension MemorySecrets: CeremonySealKeys {
         let racing = PasskeyLogin(logins: ConcurrentUse(inner: w.store, credentialId: authenticator.credentialId, signCount: 11),
                                   seal: w.login.seal, sessions: w.login.sessions, assertion: w.login.assertion, origins: w.login.origins,
                                   metadata: w.login.metadata, metrics: w.login.metrics, decoySecret: w.login.decoySecret,
-                                  relyingParty: w.login.relyingParty, configuration: w.configuration, runtime: w.runtime)
+                                  relyingParty: w.login.relyingParty, policy: w.login.policy, runtime: w.runtime)
         let options = try racing.authenticationOptions(username: nil)
         expectRefusal(.signCountRegression) { try racing.verifyAuthentication(w.assertion(authenticator, options) { $0.signCount = 11 }) }
         // The challenge is used, no session was written, and the credential is flagged as a possible clone.

@@ -31,7 +31,7 @@ struct PasskeyWorld {
                                   seal: CeremonySeal(kek: nil, keys: secrets, runtime: f.runtime, challengeTTL: c.challengeTTL),
                                   sessions: f.sessions, assertion: assertion, origins: FixedOrigins(origins: [Self.origin]), metrics: Metrics(),
                                   metadata: NoMetadata(), decoySecret: DeploymentSecret(name: "decoy-credentials", keys: secrets, runtime: f.runtime),
-                                  events: events, recovery: f.recovery, mail: f.mail, relyingParty: RelyingParty(c), configuration: c,
+                                  events: events, recovery: f.recovery, mail: f.mail, relyingParty: RelyingParty(c), policy: CeremonyPolicy(c),
                                   runtime: f.runtime)
     }
 

@@ -6,11 +6,7 @@ enum CeremonyRules {
     /// The deployment's §7.1/§7.2 policy without the allowlist (which changes at run time; callers
     /// copy this and set `origins` from the OriginCache per ceremony).
     static func verificationPolicy(_ configuration: Configuration) -> VerificationPolicy {
-        var p = VerificationPolicy(rpId: configuration.rpId, origins: OriginPolicy([String]()))
-        p.userVerification = configuration.userVerification
-        p.signCountPolicy = configuration.signCountPolicy
-        if !configuration.embeddingOrigins.isEmpty { p.crossOrigin = .allow(topOrigins: Set(configuration.embeddingOrigins)) }
-        return p
+        CeremonyPolicy(configuration).verification(rpId: configuration.rpId)
     }
 
     /// A consumed challenge row must exist, be live, and belong to this ceremony and rpId;

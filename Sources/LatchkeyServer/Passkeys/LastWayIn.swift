@@ -11,7 +11,7 @@ extension PasskeyService {
         "this passkey is the account's last way in (no other passkey, no unused recovery code, no verified address for email recovery): add a recovery method or another passkey first"
 
     /// What the revoking statement keeps.
-    var lastWayInRule: LastWayInRule { LastWayInRule(addressCounts: configuration.mailEnabled) }
+    var lastWayInRule: LastWayInRule { LastWayInRule(addressCounts: policy.mailEnabled) }
 
     /// Whether revoking the passkey `ways` was read for would leave the account no way in.
     static func isLastWayIn(_ ways: WaysIn, addressCounts: Bool) -> Bool {

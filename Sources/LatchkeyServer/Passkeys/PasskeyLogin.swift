@@ -20,7 +20,7 @@ final class PasskeyLogin: Sendable {
     let decoySecret: DeploymentSecret
     /// The relying party the ceremony is bound to (its rpId is taken from here alone).
     let relyingParty: RelyingParty
-    let configuration: Configuration
+    let policy: CeremonyPolicy
     let runtime: Runtime
     let authentication: AuthenticationCeremony
     /// The deployment's verification policy, built once; each ceremony copies it with the current allowlist.
@@ -28,7 +28,7 @@ final class PasskeyLogin: Sendable {
 
     init(logins: any LoginStore, seal: CeremonySeal, sessions: SessionService, assertion: PasskeyAssertion, origins: any OriginAllowlist,
          metadata: any PasskeyMetadata, metrics: Metrics, decoySecret: DeploymentSecret, relyingParty: RelyingParty,
-         configuration: Configuration, runtime: Runtime) {
+         policy: CeremonyPolicy, runtime: Runtime) {
         self.logins = logins
         self.seal = seal
         self.sessions = sessions
@@ -38,12 +38,12 @@ final class PasskeyLogin: Sendable {
         self.metrics = metrics
         self.decoySecret = decoySecret
         self.relyingParty = relyingParty
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
-        authentication = AuthenticationCeremony(rpId: relyingParty.id, userVerification: configuration.userVerification,
-                                                timeoutSeconds: configuration.challengeTTL, hints: configuration.hints,
+        authentication = AuthenticationCeremony(rpId: relyingParty.id, userVerification: policy.userVerification,
+                                                timeoutSeconds: policy.challengeTTL, hints: policy.hints,
                                                 environment: runtime.ceremonies)
-        policyTemplate = CeremonyRules.verificationPolicy(configuration)
+        policyTemplate = policy.verification(rpId: relyingParty.id)
     }
 
     /// The policy for one ceremony: the template with the allowlist and the metadata as they are now.
@@ -53,13 +53,13 @@ final class PasskeyLogin: Sendable {
         var p = policyTemplate
         p.origins = origins.policy()
         p.metadata = metadata.policy()
-        p.acceptAssertionsWithoutUserPresence = conformance && configuration.conformance
+        p.acceptAssertionsWithoutUserPresence = conformance && policy.conformance
         return p
     }
 
     /// A requested user verification never weakens a deployment that requires it.
     func userVerification(_ asked: VerificationPolicy.UserVerification?) -> VerificationPolicy.UserVerification? {
-        configuration.userVerification == .required ? .required : asked
+        policy.userVerification == .required ? .required : asked
     }
 
     /// A passkey's provider name: the metadata statement's `description` when the BLOB in use has

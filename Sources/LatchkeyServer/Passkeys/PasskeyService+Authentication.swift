@@ -27,7 +27,7 @@ extension PasskeyLogin {
             // reveal whether the account exists.
             if allow.isEmpty { allow = decoys }
         }
-        let uv = userVerification(asked) ?? configuration.userVerification
+        let uv = userVerification(asked) ?? policy.userVerification
         let challenge = try sealedChallenge(SealedAuthentication(userVerification: uv, account: account, context: nil,
                                                                  expiresAt: challengeExpiry(), random: runtime.random(32)))
         let (options, _) = authentication.begin(allowCredentials: allow, account: account, challenge: challenge, userVerification: uv,
@@ -36,7 +36,7 @@ extension PasskeyLogin {
     }
 
     /// When a challenge sealed now expires (LATCHKEY_CHALLENGE_TTL).
-    func challengeExpiry() -> Date { runtime.now().addingTimeInterval(Double(configuration.challengeTTL)) }
+    func challengeExpiry() -> Date { runtime.now().addingTimeInterval(Double(policy.challengeTTL)) }
 
     func sealedChallenge(_ state: SealedAuthentication) throws(ServiceError) -> [UInt8] {
         guard let plaintext = state.plaintext() else { throw ServiceError(.internalError, "an account id too long to seal") }

@@ -103,7 +103,7 @@ extension PasskeyService {
         }
         // SPEC "Assurance" Limits: a full account gets no more options (a flood of passkeys would
         // also swell every options body and signal list).
-        guard existing.count < configuration.maxPasskeys else {
+        guard existing.count < policy.maxPasskeys else {
             throw ServiceError(.conflict, "this account has \(existing.count) passkeys, the most it may hold; revoke one first")
         }
         // A held passkey signs in but approves nothing until its registration + LATCHKEY_RECOVERY_DELAY
@@ -260,7 +260,7 @@ extension PasskeyService {
         do { verified = try registration.finish(parsed, state: state, policy: policy) } catch { throw ServiceError(error) }
         if newUser == nil {
             // SPEC "Assurance" Limits, again at the finish: options opened in parallel cannot overfill an account.
-            guard read.accepted.count < configuration.maxPasskeys else { throw ServiceError(.conflict, "this account holds the most passkeys it may") }
+            guard read.accepted.count < self.policy.maxPasskeys else { throw ServiceError(.conflict, "this account holds the most passkeys it may") }
         } else if read.usernameTaken {
             throw ServiceError(.conflict, "that username is taken")
         }
@@ -284,7 +284,7 @@ extension PasskeyService {
             attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid)
                 ?? DeviceName.from(userAgent: userAgent, createdAt: now),
             createdAt: now, approvesFrom: holdEnd(state.purpose),
-            hardwareBound: HardwareKey.proven(by: verified, askedForAttestation: configuration.attestation != .none, anchored: !policy.trustAnchors.isEmpty))
+            hardwareBound: HardwareKey.proven(by: verified, askedForAttestation: self.policy.attestation != .none, anchored: !policy.trustAnchors.isEmpty))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
@@ -322,7 +322,7 @@ extension PasskeyService {
     /// When a held registration's passkey starts to approve: now (its registration) +
     /// LATCHKEY_RECOVERY_DELAY; nil when it is not held or there is no delay (dev mode).
     func holdEnd(_ purpose: RegistrationPurpose) -> Date? {
-        guard purpose == .held, configuration.recoveryDelaySeconds > 0 else { return nil }
-        return Date(timeIntervalSince1970: Double(runtime.unixTime + Int64(configuration.recoveryDelaySeconds)))
+        guard purpose == .held, policy.recoveryDelaySeconds > 0 else { return nil }
+        return Date(timeIntervalSince1970: Double(runtime.unixTime + Int64(policy.recoveryDelaySeconds)))
     }
 }

@@ -22,7 +22,7 @@ public final class PasskeyService: Sendable {
     let metadata: any PasskeyMetadata
     /// The relying party the ceremonies are bound to (its rpId is taken from here alone).
     let relyingParty: RelyingParty
-    let configuration: Configuration
+    let policy: CeremonyPolicy
     let runtime: Runtime
     let events: OutboxEvents
     /// The recovery feature's part in passkeys: what completing a recovery writes (SPEC "Recovery").
@@ -40,7 +40,7 @@ public final class PasskeyService: Sendable {
     init(store: any PasskeyStore, logins: any LoginStore, seal: CeremonySeal,
          sessions: SessionService, assertion: PasskeyAssertion,
          origins: any OriginAllowlist, metrics: Metrics, metadata: any PasskeyMetadata, decoySecret: DeploymentSecret, events: OutboxEvents,
-         recovery: any AccountRecovery, mail: any MailComposer, relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
+         recovery: any AccountRecovery, mail: any MailComposer, relyingParty: RelyingParty, policy: CeremonyPolicy, runtime: Runtime) {
         self.relyingParty = relyingParty
         self.mail = mail
         self.events = events
@@ -52,14 +52,14 @@ public final class PasskeyService: Sendable {
         self.origins = origins
         self.metrics = metrics
         self.metadata = metadata
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
         login = PasskeyLogin(logins: logins, seal: seal, sessions: sessions, assertion: assertion, origins: origins, metadata: metadata,
-                             metrics: metrics, decoySecret: decoySecret, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
+                             metrics: metrics, decoySecret: decoySecret, relyingParty: relyingParty, policy: policy, runtime: runtime)
         registration = RegistrationCeremony(
             rp: relyingParty.entity, algorithms: Self.offeredAlgorithms,
-            userVerification: configuration.userVerification, attestation: configuration.attestation,
-            timeoutSeconds: configuration.challengeTTL, hints: configuration.hints, environment: runtime.ceremonies)
+            userVerification: policy.userVerification, attestation: policy.attestation,
+            timeoutSeconds: policy.challengeTTL, hints: policy.hints, environment: runtime.ceremonies)
     }
 
     /// The policy for one ceremony (`PasskeyLogin.currentPolicy`).

@@ -89,7 +89,7 @@ public final class Services: Sendable {
                                   sessions: sessions, assertion: assertion,
                                   origins: origins, metrics: metrics, metadata: metadata,
                                   decoySecret: DeploymentSecret(name: "decoy-credentials", keys: database.keys, runtime: runtime),
-                                  events: events, recovery: recovery, mail: mail, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
+                                  events: events, recovery: recovery, mail: mail, relyingParty: relyingParty, policy: CeremonyPolicy(configuration), runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         deviceKeys = DeviceKeyService(store: PostgresDeviceKeyStore(deviceKeys: database.deviceKeys, challenges: database.challenges),
                                       trust: attestationTrust, events: events, relyingParty: relyingParty, configuration: configuration, runtime: runtime,
