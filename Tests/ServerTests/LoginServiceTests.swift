@@ -35,7 +35,7 @@ struct LoginWorld {
         let signer = TokenSigner(source: MemorySigningKeys(), issuer: c.issuer, audience: c.rpId, clock: runtime.tokenClock)
         try signer.prepareKeys()
         let events = OutboxEvents(runtime: runtime, maxAgeSeconds: c.webhookMaxAge)
-        let sessions = SessionService(sessions: sessionStore, signer: signer, configuration: c, runtime: runtime, revoked: revoked, events: events)
+        let sessions = SessionService(sessions: sessionStore, signer: signer, lifetimes: .init(c), runtime: runtime, revoked: revoked, events: events)
         let assertion = PasskeyAssertion(accounts: store, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(c.signCountPolicy))
         let secrets = MemorySecrets()

@@ -74,7 +74,7 @@ public final class Services: Sendable {
         let webhookPolicy = WebhookPolicy(configuration)
         events = OutboxEvents(runtime: runtime, maxAgeSeconds: webhookPolicy.maxAgeSeconds)
         sessions = SessionService(sessions: database.sessions, signer: signer,
-                                  configuration: configuration, runtime: runtime, revoked: revokedSessions, events: events)
+                                  lifetimes: .init(configuration), runtime: runtime, revoked: revokedSessions, events: events)
         metadata = MetadataStore(configuration: configuration, runtime: runtime, ledger: database.metadataState)
         mail = MailService(mail: database.mail, outbox: database.outbox, events: events, metrics: metrics,
                            configuration: configuration, runtime: runtime)

@@ -9,21 +9,34 @@ import Tokens
 /// request's bearer token belongs to — refusing a revoked session's tokens before they expire
 /// (`RevokedSessions`: in memory while the revocation feed is heard from, else one indexed read).
 public final class SessionService: Sendable {
+    /// The settings sessions are issued with, read once from the configuration (SPEC "Sessions").
+    struct Lifetimes: Sendable {
+        /// Seconds an access token lives (`LATCHKEY_ACCESS_TOKEN_TTL`).
+        var accessToken: Int
+        /// Seconds a refresh token lives, from its issue (`LATCHKEY_REFRESH_TOKEN_TTL`).
+        var refreshToken: Int
+
+        init(_ c: Configuration) {
+            accessToken = c.accessTokenTTL
+            refreshToken = c.refreshTokenTTL
+        }
+    }
+
     let sessions: any SessionStore
     let signer: TokenSigner
-    let configuration: Configuration
+    let lifetimes: Lifetimes
     let runtime: Runtime
     let revoked: RevokedSessions
     let events: OutboxEvents
 
 
-    init(sessions: any SessionStore, signer: TokenSigner, configuration: Configuration, runtime: Runtime,
+    init(sessions: any SessionStore, signer: TokenSigner, lifetimes: Lifetimes, runtime: Runtime,
          revoked: RevokedSessions, events: OutboxEvents) {
         self.events = events
         self.sessions = sessions
         self.revoked = revoked
         self.signer = signer
-        self.configuration = configuration
+        self.lifetimes = lifetimes
         self.runtime = runtime
     }
 
@@ -48,7 +61,7 @@ public final class SessionService: Sendable {
         let refresh = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         // Whole seconds: the token's `auth_time` (NumericDate) and the stored one are the same instant.
         let record = NewSession(familyId: runtime.sessionIdentifier(), userId: userId, refreshHash: refresh.hash,
-                                ttlSeconds: configuration.refreshTokenTTL, method: method, credentialId: credentialId,
+                                ttlSeconds: lifetimes.refreshToken, method: method, credentialId: credentialId,
                                 authTime: Date(timeIntervalSince1970: Double(runtime.unixTime)))
         return Pending(record: record, refreshToken: refresh.token)
     }
@@ -76,10 +89,10 @@ public final class SessionService: Sendable {
         let access: String
         do {
             access = try signer.sign(AccessClaims(subject: userId, sessionId: familyId, jwtId: runtime.identifier(), issuedAt: now,
-                                                  expiresAt: now + Int64(configuration.accessTokenTTL),
+                                                  expiresAt: now + Int64(lifetimes.accessToken),
                                                   authTime: Int64(authTime.timeIntervalSince1970.rounded(.down)), authentication: claims))
         } catch { throw ServiceError(.internalError, "no signing key") }
-        return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: configuration.accessTokenTTL)
+        return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: lifetimes.accessToken)
     }
 
     // MARK: Refresh and logout
@@ -88,7 +101,7 @@ public final class SessionService: Sendable {
     func refresh(_ token: String) throws(ServiceError) -> Issued {
         let next = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         let outcome = try storage { () throws(StorageError) in
-            try sessions.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, ttlSeconds: configuration.refreshTokenTTL,
+            try sessions.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, ttlSeconds: lifetimes.refreshToken,
                                 reuseAudit: AuditTemplate(.refreshReuseDetected, actor: AuditActor.server),
                                 reuseEvent: events.sessionRevoked(reason: .refreshTokenReuse))
         }

@@ -42,7 +42,7 @@ struct ServiceFixture {
         try signer.prepareKeys()
         let events = OutboxEvents(runtime: runtime, maxAgeSeconds: c.webhookMaxAge)
         keyCache = CredentialKeyCache()
-        sessions = SessionService(sessions: store, signer: signer, configuration: c, runtime: runtime, revoked: revoked, events: events)
+        sessions = SessionService(sessions: store, signer: signer, lifetimes: .init(c), runtime: runtime, revoked: revoked, events: events)
         recovery = RecoveryService(store: InMemoryRecoveryStore(tables: tables), sessions: sessions, keyCache: keyCache, mail: mail,
                                    secret: DeploymentSecret(name: "one-time-codes", keys: MemorySecrets(), runtime: runtime),
                                    events: events, policy: RecoveryPolicy(c), runtime: runtime)
