@@ -412,6 +412,31 @@ struct OAuthServiceTests {
             return
         }
     }
+
+    /// A store that is down: the RS256 key cannot be read or made.
+    struct UnreachableKeys: RSAKeySource {
+        func secret(named name: String, candidate: [UInt8]) throws(StorageError) -> [UInt8] { throw .unavailable("down") }
+        func replaceEmptySecret(named name: String, with value: [UInt8]) throws(StorageError) { throw .unavailable("down") }
+    }
+
+    @Test("the JWKS lists the RS256 key beside the ES256 ones, and fails rather than answer a set without it")
+    func theJWKSNeverLeavesOutTheRS256Key() throws {
+        let sealed: (inout Configuration) -> Void = { $0.keyEncryptionKey = TestDatabase.keyEncryptionKey }   // the key is kept sealed
+        let w = try OAuthWorld(configure: sealed)
+        let keys = try #require(try w.provider.jwks()["keys"]?.arrayValue)
+        #expect(keys.contains { $0["alg"]?.stringValue == "RS256" && $0["kty"]?.stringValue == "RSA" && $0["kid"] != nil })
+        #expect(keys.contains { $0["alg"]?.stringValue == "ES256" })
+        // A set without the RS256 key, cached by clients for five minutes, would refuse RS256 id_tokens.
+        // Without a KEK no RS256 key can exist: the set is the ES256 keys, complete.
+        #expect(try OAuthWorld().provider.jwks()["keys"]?.arrayValue?.allSatisfy { $0["alg"]?.stringValue == "ES256" } == true)
+        let down = try OAuthWorld(rsaKeys: UnreachableKeys(), configure: sealed)
+        do {
+            _ = try down.provider.jwks()
+            Issue.record("a JWKS without the RS256 key was answered")
+        } catch {
+            #expect(error.code == .internalError && error.status == 503, "\(error)")
+        }
+    }
 }
 
 extension OpenIDProvider {

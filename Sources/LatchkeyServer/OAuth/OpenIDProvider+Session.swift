@@ -44,10 +44,12 @@ extension OpenIDProvider {
         Array(Set(try clients.list().flatMap(\.authorizationDetailsTypes))).sorted()
     }
 
-    /// The JWKS: the ES256 keys and the RS256 key.
-    var jwks: JSONValue {
+    /// The JWKS: the ES256 keys and the RS256 key. A key that cannot be read fails the request
+    /// (503 when the store is down) rather than answer a set without it: clients cache the JWKS
+    /// (`max-age=300`) and would refuse every RS256 id_token meanwhile.
+    func jwks() throws(ServiceError) -> JSONValue {
         var keys = signer.jwks["keys"]?.arrayValue ?? []
-        if let rsaKey = rsa.jwk { keys.append(rsaKey) }
+        if let rsaKey = try rsa.jwk() { keys.append(rsaKey) }
         return .object([("keys", .array(keys))])
     }
 

@@ -49,9 +49,12 @@ final class RSASigningKey: Sendable {
         return .object([("e", .string(Base64URL.encode(e))), ("kty", "RSA"), ("n", .string(Base64URL.encode(n)))])
     }
 
-    /// The public JWK for the JWKS (nil when the key cannot be had: the JWKS then lists the ES256 keys only).
-    var jwk: JSONValue? {
-        guard let (key, kid) = try? key(), case .object(let members)? = Self.required(key.publicKey) else { return nil }
+    /// The public JWK for the JWKS: nil only where no RS256 key can exist (no KEK to seal it under);
+    /// a key that cannot be read or made fails, so no JWKS is served without it.
+    func jwk() throws(ServiceError) -> JSONValue? {
+        guard sealer.isAvailable else { return nil }
+        let (key, kid) = try key()
+        guard case .object(let members)? = Self.required(key.publicKey) else { throw ServiceError(.internalError, "the RS256 key is unreadable") }
         return .object(members + [("use", "sig"), ("alg", "RS256"), ("kid", .string(kid))])
     }
 

@@ -37,7 +37,7 @@ extension RouteTable {
         }
         add("GET", "/.well-known/jwks.json", .anyone, accepting: .any) { _ in
             // The ES256 keys and the OpenID Provider's RS256 key (SPEC "OpenID Provider").
-            .json(bytes: s.openID.jwks.serialized(), headers: [("Cache-Control", "public, max-age=300")])
+            .json(bytes: try s.openID.jwks().serialized(), headers: [("Cache-Control", "public, max-age=300")])
         }
     }
 

@@ -28,14 +28,15 @@ struct OAuthWorld {
     var clock: ManualClock { base.clock }
     var tables: InMemoryTables { base.tables }
 
-    init(configure: (inout Configuration) -> Void = { _ in }) throws {
+    /// `rsaKeys`: where the RS256 key is kept (a failing source stands for a store that is down).
+    init(rsaKeys: any RSAKeySource = MemorySecrets(), configure: (inout Configuration) -> Void = { _ in }) throws {
         base = try ServiceFixture(configure: configure)
         oauth = InMemoryOAuthTables(shared: base.tables)
         store = InMemoryOAuthStore(tables: oauth)
         policy = OAuthPolicy(base.configuration)
         clients = OAuthClientService(store: store, policy: policy, runtime: base.runtime)
         provider = OpenIDProvider(store: store, clients: clients, sessions: base.sessions, signer: base.signer,
-                                  rsa: RSASigningKey(keys: MemorySecrets(), sealer: SecretSealer(configuration: base.configuration, runtime: base.runtime)),
+                                  rsa: RSASigningKey(keys: rsaKeys, sealer: SecretSealer(configuration: base.configuration, runtime: base.runtime)),
                                   events: OutboxEvents(runtime: base.runtime, maxAgeSeconds: base.configuration.webhookMaxAge), metrics: Metrics(),
                                   policy: policy, runtime: base.runtime, revoked: base.revoked, passkeys: NoPasskeySignIn(),
                                   requestIds: DeploymentSecret(name: "oauth-request-ids", keys: MemorySecrets(), runtime: base.runtime))
