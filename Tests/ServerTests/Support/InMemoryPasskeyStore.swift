@@ -17,7 +17,9 @@ import JSON
 ///   `revokePasskeys` its other passkeys revoked), the ticket used up (unused, the account's), the
 ///   step-up redeemed; each gate is written on its own, as each is its own CTE, and the account,
 ///   passkey, session, audit lines, events, mail, cancel link and language memo only when every
-///   gate held. A username or credential id (live or revoked) taken: nothing but the challenge's use,
+///   gate held. The passkey is stored as the INSERT stores it: created at the tables' clock (the
+///   database's `now()`, so passkeys list in the order they were registered), not flagged, never
+///   used. A username or credential id (live or revoked) taken: nothing but the challenge's use,
 ///   and `.conflict(.usernameTaken)` / `.conflict(.credentialExists)`;
 /// - a rename touches a live passkey of the account only, with its event;
 /// - a revocation is refused with nothing written when the step-up cannot be redeemed
@@ -119,7 +121,13 @@ struct InMemoryPasskeyStore: PasskeyStore {
             } else if let language = r.language {
                 t.languages[userId] = language
             }
-            t.credentials.append(credential)
+            // The INSERT leaves `created_at` (the database's now()), `flagged` and `last_used_at` to the table.
+            let c = credential
+            t.credentials.append(CredentialRecord(
+                id: c.id, userId: c.userId, publicKey: c.publicKey, alg: c.alg, signCount: c.signCount, aaguid: c.aaguid, transports: c.transports,
+                backupEligible: c.backupEligible, backedUp: c.backedUp, attestationFormat: c.attestationFormat,
+                attestationType: c.attestationType, name: c.name, flagged: false, createdAt: now, lastUsedAt: nil,
+                approvesFrom: c.approvesFrom, hardwareBound: c.hardwareBound))
             if let digest = r.registrationDigest { t.registrationDigests[credential.id] = digest }
             try InMemoryTables.start(r.session, in: &t, now: now)
             if let c = r.completing, let revoked = revocations {

@@ -175,10 +175,14 @@ final class InMemoryTables: Sendable {
         t.receipts[r.jti]?.consumed = true
     }
 
-    /// `StepUpRedemption.redeemable`: the receipt unused, the user's, for this action, its approver live.
+    /// `StepUpRedemption.redeemable`: the receipt unused, the user's, for this action, its approver
+    /// live (`approverIsLive`: a passkey of the receipt's user, not revoked — one that is unknown or
+    /// another account's approves nothing).
     static func redeemable(_ r: StepUpRedemption, in t: Tables) -> Bool {
         guard let receipt = t.receipts[r.jti], !receipt.consumed, receipt.redemption == r else { return false }
-        return receipt.approver.map { !t.revokedCredentials.contains($0) } ?? true
+        return receipt.approver.map { approver in
+            t.credentials.contains { $0.id == approver && $0.userId == r.userId } && !t.revokedCredentials.contains(approver)
+        } ?? true
     }
 
     /// `SessionRepository.ctes`: the family and its first refresh token.
