@@ -48,7 +48,7 @@ struct SealedLoginTests {
     @Test("a known and an unknown username: the same statements, one read, challenges of one length and layout, decoys for the unknown")
     func knownAndUnknownLookAlike() throws {
         // A server of its own: the round-trip counter is per route, and the suite's tests run in parallel.
-        let server = try TestServer(name: "sealed-alike")
+        let server = try TestServer(name: "sealed-alike", runtime: ManualClock().runtime())   // no cache expires mid-count
         defer { server.http.stop() }
         let client = server.client()
         let known = server.username("known")
@@ -78,7 +78,7 @@ struct SealedLoginTests {
 
     @Test("a verify is two round trips (BEGIN with the read, the statement with COMMIT); a replay is challenge_invalid")
     func verifyRoundTrips() throws {
-        let server = try TestServer(name: "sealed-trips")
+        let server = try TestServer(name: "sealed-trips", runtime: ManualClock().runtime())   // no cache expires mid-count
         defer { server.http.stop() }
         let client = server.client()
         let authenticator = SoftAuthenticator()
