@@ -17,29 +17,6 @@ public struct AdminUserPage: Sendable {
     }
 }
 
-/// A console page the admin API's caller resolution may read with the admin's standing.
-public enum AdminPageRequest: Sendable, Equatable {
-    /// `GET /admin/v1/users?username=`: users whose username starts with `prefix`, at most `limit`.
-    case users(prefix: String, limit: Int)
-    /// `GET /admin/v1/users/{id}`.
-    case userPage(id: String)
-}
-
-/// That page, read.
-public enum AdminPageRead: Sendable {
-    case users([UserSummary])
-    /// nil: no such account.
-    case userPage(AdminUserPage?)
-}
-
-/// What the admin API's caller resolution read: the role, the session's standing (nil: revoked)
-/// and, when asked, a page.
-public struct AdminSessionRead: Sendable {
-    public let isAdmin: Bool
-    public let session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?
-    public let page: AdminPageRead?
-}
-
 extension AdminRepository {
     /// `GET /admin/v1/users/{id}` in one round trip: the account and what the page lists of it,
     /// four statements in one pipeline (one implicit transaction). Nil when there is no such account.
@@ -69,29 +46,6 @@ extension AdminRepository {
         guard let summary = try rows[0].first.map(AdminRepository.summary) else { return nil }
         return AdminUserPage(summary: summary, passkeys: try rows[1].map(AccountRepository.credential),
                              deviceKeys: try rows[2].map(DeviceKeyRepository.deviceKey), sessions: try rows[3].map(SessionRepository.record))
-    }
-
-    /// The admin API's caller in one round trip: whether the user has the admin role, and the
-    /// session its token names as `SessionRepository.session(id:userId:)` reads it (nil: revoked);
-    /// with `preloading`, the page the route shows, in the same pipeline. The page is read
-    /// whoever asks, and the caller decides from the role and the standing whether it is shown: a
-    /// failure of any statement fails the whole read.
-    public func adminSession(userId: String, sessionId: String, preloading: AdminPageRequest? = nil) throws(StorageError) -> AdminSessionRead {
-        var statements: [SQL] = ["SELECT 1 AS one FROM admins WHERE user_id = \(userId)", SessionRepository.standing(id: sessionId, userId: userId)]
-        switch preloading {
-        case .users(let prefix, let limit)?: statements.append(AdminRepository.findingUsers(prefix, limit: limit))
-        case .userPage(let id)?: statements += AdminRepository.readingUserPage(id)
-        case nil: break
-        }
-        return try pool.run { c in
-            let rows = try c.pipeline(statements)
-            let page: AdminPageRead? = switch preloading {
-            case .users?: .users(try rows[2].map(AdminRepository.summary))
-            case .userPage?: .userPage(try AdminRepository.userPage(rows[2...]))
-            case nil: nil
-            }
-            return AdminSessionRead(isAdmin: !rows[0].isEmpty, session: try rows[1].first.map(SessionRepository.standing), page: page)
-        }
     }
 
     /// The console's user rows (`UserSummary`) matching `condition` on `users u`.

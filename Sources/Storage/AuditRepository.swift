@@ -88,21 +88,49 @@ public final class AuditRepository: Sendable {
     /// subject is that user id; `action`: that action, or with `actionPrefix` every action starting with it.
     public func entries(limit: Int, before: Int64?, user: String? = nil, action: String? = nil,
                         actionPrefix: Bool = false) throws(StorageError) -> [AuditEntry] {
-        try pool.run { c in
-            // `subject <> actor` is audit_log_subject's predicate (0014): the same rows as `subject = u`
-            // alone, since a line whose actor is u is found by the first arm.
-            let byUser: SQL = user.map { "AND (a.actor = \($0) OR (a.subject = \($0) AND a.subject <> a.actor))" } ?? ""
-            let byAction: SQL = action.map { actionPrefix ? "AND starts_with(a.action, \($0))" : "AND a.action = \($0)" } ?? ""
-            return try c.query("""
-                SELECT a.id, a.at, a.actor, a.action, a.subject, a.detail::text AS detail, u.username AS actor_username
-                FROM audit_log a LEFT JOIN users u ON u.id = a.actor
-                WHERE a.id < \(before ?? Int64.max) \(fragment: byUser) \(fragment: byAction)
-                ORDER BY a.id DESC LIMIT \(limit)
-                """).map { r in
-                AuditEntry(id: try r.int64("id"), at: try r.date("at"), actor: try r.string("actor"), action: try r.string("action"),
-                           subject: try r.optionalString("subject"), detail: try r.jsonValue("detail"),
-                           actorUsername: try r.optionalString("actor_username"))
-            }
-        }
+        try entries(AuditQuery(limit: limit, before: before, user: user, action: action, actionPrefix: actionPrefix))
+    }
+
+    public func entries(_ query: AuditQuery) throws(StorageError) -> [AuditEntry] {
+        try pool.run { c in try c.query(AuditRepository.reading(query)).map(AuditRepository.entry) }
+    }
+
+    /// `entries`' statement (the admin API's caller resolution pipelines it too).
+    static func reading(_ query: AuditQuery) -> SQL {
+        // `subject <> actor` is audit_log_subject's predicate (0014): the same rows as `subject = u`
+        // alone, since a line whose actor is u is found by the first arm.
+        let byUser: SQL = query.user.map { "AND (a.actor = \($0) OR (a.subject = \($0) AND a.subject <> a.actor))" } ?? ""
+        let byAction: SQL = query.action.map { query.actionPrefix ? "AND starts_with(a.action, \($0))" : "AND a.action = \($0)" } ?? ""
+        return """
+            SELECT a.id, a.at, a.actor, a.action, a.subject, a.detail::text AS detail, u.username AS actor_username
+            FROM audit_log a LEFT JOIN users u ON u.id = a.actor
+            WHERE a.id < \(query.before ?? Int64.max) \(fragment: byUser) \(fragment: byAction)
+            ORDER BY a.id DESC LIMIT \(query.limit)
+            """
+    }
+
+    static func entry(_ r: Row) throws -> AuditEntry {
+        AuditEntry(id: try r.int64("id"), at: try r.date("at"), actor: try r.string("actor"), action: try r.string("action"),
+                   subject: try r.optionalString("subject"), detail: try r.jsonValue("detail"),
+                   actorUsername: try r.optionalString("actor_username"))
+    }
+}
+
+/// One page of the audit log: newest first, `limit` lines with ids below `before`; `user`: lines
+/// whose actor or subject is that user id; `action`: that action, or with `actionPrefix` every
+/// action starting with it.
+public struct AuditQuery: Sendable, Equatable {
+    public let limit: Int
+    public let before: Int64?
+    public let user: String?
+    public let action: String?
+    public let actionPrefix: Bool
+
+    public init(limit: Int, before: Int64?, user: String?, action: String?, actionPrefix: Bool) {
+        self.limit = limit
+        self.before = before
+        self.user = user
+        self.action = action
+        self.actionPrefix = actionPrefix
     }
 }

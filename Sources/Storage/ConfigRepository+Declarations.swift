@@ -27,15 +27,16 @@ extension ConfigRepository {
     /// `apps(rpId:)` and `origins()` in one round trip (one pipeline).
     public func declarations(rpId: String) throws(StorageError) -> AppDeclarationRows {
         try pool.run { c in
-            let rows = try c.pipeline([
-                """
-                SELECT rp_id, platform, app_id, fingerprints::text AS fingerprints, handle_all_urls, created_at
-                FROM apps WHERE rp_id = \(rpId) ORDER BY platform DESC, app_id
-                """,
-                "SELECT origin, source FROM origins ORDER BY origin",
-            ])
-            return AppDeclarationRows(apps: try rows[0].map(ConfigRepository.app),
-                                      origins: try rows[1].map { .init(origin: try $0.string("origin"), source: try $0.string("source")) })
+            try ConfigRepository.declarations(try c.pipeline(ConfigRepository.readingDeclarations(rpId: rpId))[...])
         }
+    }
+
+    /// `declarations(rpId:)`' two statements, for one pipeline.
+    static func readingDeclarations(rpId: String) -> [SQL] { [readingApps(rpId: rpId), readingOrigins] }
+
+    /// The rows from what `readingDeclarations`' statements returned, in order.
+    static func declarations(_ rows: ArraySlice<[Row]>) throws -> AppDeclarationRows {
+        let rows = Array(rows)
+        return AppDeclarationRows(apps: try rows[0].map(ConfigRepository.app), origins: try rows[1].map(ConfigRepository.origin))
     }
 }

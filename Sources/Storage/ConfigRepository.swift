@@ -34,8 +34,15 @@ public final class ConfigRepository: Sendable {
 
     public func origins() throws(StorageError) -> [(origin: String, source: String)] {
         try pool.run { c in
-            try c.query("SELECT origin, source FROM origins ORDER BY origin").map { (try $0.string("origin"), try $0.string("source")) }
+            try c.query(ConfigRepository.readingOrigins).map { (try $0.string("origin"), try $0.string("source")) }
         }
+    }
+
+    /// `origins()`' statement (the declarations and the admin API's caller resolution pipeline it too).
+    static let readingOrigins: SQL = "SELECT origin, source FROM origins ORDER BY origin"
+
+    static func origin(_ r: Row) throws -> AppDeclarationRows.OriginRow {
+        AppDeclarationRows.OriginRow(origin: try r.string("origin"), source: try r.string("source"))
     }
 
     /// True when the origin was added (with `audit`), false when it was already present (no audit then).
@@ -81,10 +88,7 @@ public final class ConfigRepository: Sendable {
         try pool.run { c in
             let rows: [Row]
             if let rpId {
-                rows = try c.query("""
-                    SELECT rp_id, platform, app_id, fingerprints::text AS fingerprints, handle_all_urls, created_at
-                    FROM apps WHERE rp_id = \(rpId) ORDER BY platform DESC, app_id
-                    """)
+                rows = try c.query(ConfigRepository.readingApps(rpId: rpId))
             } else {
                 rows = try c.query("""
                     SELECT rp_id, platform, app_id, fingerprints::text AS fingerprints, handle_all_urls, created_at
@@ -93,6 +97,15 @@ public final class ConfigRepository: Sendable {
             }
             return try rows.map(ConfigRepository.app)
         }
+    }
+
+    /// One rpId's apps, iOS first, then by id (`apps(rpId:)`; the declarations and the admin API's
+    /// caller resolution pipeline it too).
+    static func readingApps(rpId: String) -> SQL {
+        """
+        SELECT rp_id, platform, app_id, fingerprints::text AS fingerprints, handle_all_urls, created_at
+        FROM apps WHERE rp_id = \(rpId) ORDER BY platform DESC, app_id
+        """
     }
 
     /// Creates or replaces an app and brings the app-derived origins in line, in one round trip

@@ -57,11 +57,14 @@ public final class WebhookRepository: Sendable {
     /// The live endpoints, oldest first.
     public func list() throws(StorageError) -> [WebhookEndpointRecord] {
         try pool.run { c in
-            try c.query("""
-                SELECT \(unsafeRaw: WebhookRepository.columns) FROM webhook_endpoints WHERE deleted_at IS NULL ORDER BY created_at, id
-                """).map { try WebhookRepository.endpoint($0) }
+            try c.query(WebhookRepository.listing).map { try WebhookRepository.endpoint($0) }
         }
     }
+
+    /// `list()`'s statement (the admin API's caller resolution pipelines it too).
+    static let listing: SQL = """
+        SELECT \(unsafeRaw: WebhookRepository.columns) FROM webhook_endpoints WHERE deleted_at IS NULL ORDER BY created_at, id
+        """
 
     /// True when the endpoint is live (deleted ones keep their rows for their delivery history).
     public func exists(id: String) throws(StorageError) -> Bool {

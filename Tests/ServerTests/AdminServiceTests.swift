@@ -179,6 +179,29 @@ struct AdminServiceTests {
         expectRefusal(.invalidRequest) { try w.admin.auditLog(limit: nil, before: nil, action: String(repeating: "a", count: 129)) }
     }
 
+    @Test("what an admin user's resolution read with the role is answered as it is, without reading again; refused filters preload nothing")
+    func preloadedPages() throws {
+        let w = AdminWorld()
+        let ana = w.tables.addUser("ana", admin: true)
+        _ = try w.admin.addOrigin(.object([("origin", "https://a.admin.test")]), by: .named(ana.id))
+        // Not the store's answer: the page handed over is the one shown.
+        let other = UserSummary(user: UserRecord(id: "other", userHandle: [1], username: "other", displayName: "Other"), externalId: nil,
+                                createdAt: w.clock.now(), isAdmin: true)
+        #expect(try w.admin.me(.named(ana.id), loaded: .caller(other)).user == other)
+        #expect(try w.admin.me(.named(ana.id)).user?.user.username == "ana")
+        #expect(try w.admin.me(.adminKey, loaded: .caller(other)).user == nil, "the admin key is no account")
+        #expect(try w.admin.listOrigins(loaded: .origins([.init(origin: "https://x.test", source: "admin")])).map(\.origin) == ["https://x.test"])
+        #expect(try w.admin.listOrigins().map(\.origin) == ["https://a.admin.test"])
+        #expect(try w.admin.listApps(loaded: .apps([])).isEmpty)
+        #expect(try w.admin.auditLog(limit: nil, before: nil, loaded: .audit([])).isEmpty)
+        #expect(try w.admin.auditLog(limit: nil, before: nil).count == 1)
+        // The page the route preloads is the one the service reads; a filter it refuses preloads nothing.
+        #expect(try AdminService.auditQuery(limit: 0, before: 9, user: "", action: "origin.*")
+                == AuditQuery(limit: 1, before: 9, user: nil, action: "origin.", actionPrefix: true))
+        expectRefusal(.invalidRequest) { try AdminService.auditQuery(limit: nil, before: nil, user: String(repeating: "u", count: 129), action: nil) }
+        #expect(w.admin.appsRead == .apps(rpId: w.configuration.rpId))
+    }
+
     @Test("admins: add refuses a taken name; a link only for an admin with no passkey, replacing the unused one")
     func adminsFromTheCommandLine() throws {
         let w = AdminWorld()

@@ -54,6 +54,38 @@ import Testing
         #expect(try s.database.admins.adminSession(userId: user.id, sessionId: "other").session == nil)
     }
 
+    /// Every other console page an admin route preloads: one read with the role and the standing,
+    /// answering what the route's own read answers.
+    @Test func consolePagesRideWithTheRoleInOneRead() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let sessionId = try #require(try s.database.sessions.list(userId: user.id).first?.id)
+        _ = try s.database.config.addOrigin("https://a.example.com", source: "admin", audit: Fixture.audit("origin.added"))
+        let app = AppRecord(rpId: "example.com", platform: "ios", appId: "ABCDE12345.com.example.app")
+        let origins = AppOriginAudit(added: Fixture.template("origin.added"), removed: Fixture.template("origin.removed"))
+        _ = try s.database.config.putApp(app, created: Fixture.audit("app.added"), updated: Fixture.audit("app.updated"), origins: origins)
+        let endpoint = try s.database.webhooks.create(NewWebhookEndpoint(id: Fixture.id(), url: "https://hooks.example.com/x", events: [.userCreated],
+                                                                         sealedSecret: Fixture.bytes()), audit: Fixture.audit("webhook.created"))
+        func read(_ page: AdminPageRequest) throws -> AdminPageRead? {
+            let read = try oneRead { try s.database.admins.adminSession(userId: user.id, sessionId: sessionId, preloading: page) }
+            #expect(read.session?.record.id == sessionId && !read.isAdmin)
+            return read.page
+        }
+        guard case .caller(let me?)? = try read(.caller) else { Issue.record("no caller"); return }
+        #expect(me == (try s.database.admins.userSummary(id: user.id)))
+        let query = AuditQuery(limit: 2, before: nil, user: nil, action: "origin.", actionPrefix: true)
+        guard case .audit(let entries)? = try read(.audit(query)) else { Issue.record("no audit page"); return }
+        #expect(entries.map(\.id) == (try s.database.audit.entries(query)).map(\.id) && entries.count == 2)
+        guard case .origins(let allowlist)? = try read(.origins) else { Issue.record("no origins"); return }
+        #expect(allowlist.map(\.origin) == (try s.database.config.origins()).map(\.origin) && allowlist.count == 2)
+        guard case .apps(let apps)? = try read(.apps(rpId: "example.com")) else { Issue.record("no apps"); return }
+        #expect(apps == (try s.database.config.apps(rpId: "example.com")) && apps.count == 1)
+        guard case .declarations(let rows)? = try read(.declarations(rpId: "example.com")) else { Issue.record("no declarations"); return }
+        #expect(rows == (try s.database.config.declarations(rpId: "example.com")))
+        guard case .webhooks(let endpoints)? = try read(.webhooks) else { Issue.record("no webhooks"); return }
+        #expect(endpoints.map(\.id) == [endpoint.id])
+    }
+
     @Test func deliveriesAreNilForAnAbsentOrDeletedEndpoint() throws {
         let s = try TestDatabase.scratch()
         let endpoint = try s.database.webhooks.create(NewWebhookEndpoint(id: Fixture.id(), url: "https://hooks.example.com/x", events: [.userCreated],

@@ -1,16 +1,19 @@
 import HTTP
 import JSON
+import Storage
 
 extension RouteTable {
     /// `/admin/v1`: the admin key, or an admin's session from a user-verified, not-held passkey
     /// (SPEC "Admin console", "Assurance"). Reads are `.admin`; every change is `.admin` with
     /// `StepUpRule.adminChange` (with a user token, a step-up for exactly that request). Every change is audited.
     mutating func addAdminRoutes(_ s: Services) {
-        add("GET", "/admin/v1/me", .admin, accepting: .any) { ctx in
-            .json(bytes: AdminRenderer.identity(try s.admin.me(try ctx.admin())).serialized())
+        // The reads below ride with an admin user's role and standing (`GuardLoads.adminPage`): one
+        // read; with the admin key the handler reads them. A query the handler refuses preloads nothing.
+        add("GET", "/admin/v1/me", .admin, accepting: .any, preload: { _, _ in .adminPage(.caller) }) { ctx in
+            .json(bytes: AdminRenderer.identity(try s.admin.me(try ctx.admin(), loaded: ctx.loads.adminPage)).serialized())
         }
-        add("GET", "/admin/v1/origins", .admin, accepting: .any) { _ in
-            .json(bytes: AdminRenderer.origins(try s.admin.listOrigins()).serialized())
+        add("GET", "/admin/v1/origins", .admin, accepting: .any, preload: { _, _ in .adminPage(.origins) }) { ctx in
+            .json(bytes: AdminRenderer.origins(try s.admin.listOrigins(loaded: ctx.loads.adminPage)).serialized())
         }
         add("POST", "/admin/v1/origins", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
             _ = try AdminService.checkedOrigin(body, c)
@@ -40,13 +43,14 @@ extension RouteTable {
             // An auditor's copy of any user's step-up receipt (the owner's is /v1/step-up/receipts/{id}).
             .json(bytes: StepUpRenderer.receipt(try s.stepUp.receipt(id: try ctx.path.text("id"), userId: nil)).serialized())
         }
-        add("GET", "/admin/v1/audit", .admin, accepting: .any) { ctx in
-            let req = ctx.request
-            let entries = try s.admin.auditLog(limit: try QueryFields.integer(req, "limit", in: 1...1000),
-                                               before: try QueryFields.integer(req, "before", in: 1...Int64.max),
-                                               user: try QueryFields.text(req, "user", max: 128),
-                                               action: try QueryFields.text(req, "action", max: 128))
-            return .json(bytes: AdminRenderer.auditEntries(entries).serialized())
+        add("GET", "/admin/v1/audit", .admin, accepting: .any, preload: { request, _ in
+            do {
+                return .adminPage(.audit(try Self.auditQuery(request)))
+            } catch {
+                return nil
+            }
+        }) { ctx in
+            .json(bytes: AdminRenderer.auditEntries(try s.admin.auditLog(try Self.auditQuery(ctx.request), loaded: ctx.loads.adminPage)).serialized())
         }
         addAdminUserRoutes(s)
     }
@@ -95,8 +99,8 @@ extension RouteTable {
         add("POST", "/admin/v1/webhooks", .admin, stepUp: .adminChange) { ctx in
             .json(status: 201, bytes: WebhookRenderer.created(try s.webhooks.create(try ctx.json(), by: try ctx.admin())).serialized())
         }
-        add("GET", "/admin/v1/webhooks", .admin, accepting: .any) { _ in
-            .json(bytes: WebhookRenderer.endpoints(try s.webhooks.list()).serialized())
+        add("GET", "/admin/v1/webhooks", .admin, accepting: .any, preload: { _, _ in .adminPage(.webhooks) }) { ctx in
+            .json(bytes: WebhookRenderer.endpoints(try s.webhooks.list(loaded: ctx.loads.adminPage)).serialized())
         }
         add("DELETE", "/admin/v1/webhooks/{id:webhook}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
             // SPEC "Admin console": deleting a webhook weakens security, so a user token needs its step-up.
@@ -107,6 +111,16 @@ extension RouteTable {
             .json(bytes: WebhookRenderer.deliveries(try s.webhooks.deliveries(
                 id: try ctx.path.text("id"), limit: try QueryFields.integer(ctx.request, "limit", in: 1...1000))).serialized())
         }
+    }
+}
+
+extension RouteTable {
+    /// `GET /admin/v1/audit?limit=&before=&user=&action=` as the audit log's page; 400 for a query it refuses.
+    static func auditQuery(_ request: Request) throws(ServiceError) -> AuditQuery {
+        try AdminService.auditQuery(limit: try QueryFields.integer(request, "limit", in: 1...1000),
+                                    before: try QueryFields.integer(request, "before", in: 1...Int64.max),
+                                    user: try QueryFields.text(request, "user", max: 128),
+                                    action: try QueryFields.text(request, "action", max: 128))
     }
 }
 

@@ -39,9 +39,11 @@ public final class AdminService: Sendable {
 
     // MARK: Who is asking
 
-    /// `GET /admin/v1/me`: who the console is signed in as.
-    func me(_ caller: AdminCaller) throws(ServiceError) -> AdminIdentity {
+    /// `GET /admin/v1/me`: who the console is signed in as. `loaded`: the account the admin's
+    /// caller resolution read with the role (`GuardLoads.adminPage`).
+    func me(_ caller: AdminCaller, loaded: AdminPageRead? = nil) throws(ServiceError) -> AdminIdentity {
         guard caller.actor != AuditActor.adminKey else { return AdminIdentity(actor: caller.actor, user: nil) }
+        if case .caller(let summary)? = loaded { return AdminIdentity(actor: caller.actor, user: summary) }
         let summary = try storage { () throws(StorageError) in try store.userSummary(id: caller.actor) }
         return AdminIdentity(actor: caller.actor, user: summary)
     }
@@ -53,9 +55,11 @@ public final class AdminService: Sendable {
         for origin in configuration.origins { _ = try addValidOrigin(origin, source: "config", by: .named(AuditActor.server)) }
     }
 
-    /// The allowlist: each origin with where it came from (`config`, `admin`, `app`).
-    public func listOrigins() throws(ServiceError) -> [(origin: String, source: String)] {
-        try storage { () throws(StorageError) in try store.origins() }
+    /// The allowlist: each origin with where it came from (`config`, `admin`, `app`). `loaded`: the
+    /// allowlist the admin's caller resolution read with the role (`GuardLoads.adminPage`).
+    public func listOrigins(loaded: AdminPageRead? = nil) throws(ServiceError) -> [(origin: String, source: String)] {
+        if case .origins(let rows)? = loaded { return rows.map { ($0.origin, $0.source) } }
+        return try storage { () throws(StorageError) in try store.origins() }
     }
 
     /// `{"origin"}` or `{"androidFingerprint"}` → (the normalised origin, added now?).
@@ -105,9 +109,15 @@ public final class AdminService: Sendable {
 
     // MARK: Apps
 
-    /// The declared apps that still validate.
-    public func listApps() throws(ServiceError) -> [DeclaredApp] {
-        let rows = try storage { () throws(StorageError) in try store.apps(rpId: configuration.rpId) }
+    /// The declared apps that still validate. `loaded`: the apps the admin's caller resolution read
+    /// with the role (`GuardLoads.adminPage`, as `appsRead` asks).
+    public func listApps(loaded: AdminPageRead? = nil) throws(ServiceError) -> [DeclaredApp] {
+        let rows: [AppRecord]
+        if case .apps(let read)? = loaded {
+            rows = read
+        } else {
+            rows = try storage { () throws(StorageError) in try store.apps(rpId: configuration.rpId) }
+        }
         return rows.compactMap { r in AppDeclarations.app(r).map { DeclaredApp(app: $0, rpId: r.rpId, createdAt: r.createdAt) } }
     }
 
@@ -155,6 +165,9 @@ public final class AdminService: Sendable {
         }) else { throw ServiceError.notFound("app") }
         changed()
     }
+
+    /// What `listApps` reads, for the caller's resolution to read with an admin user's role.
+    var appsRead: AdminPageRequest { .apps(rpId: configuration.rpId) }
 
     /// This instance sees its own change at once; others hear it through the change feed (or within a second).
     private func changed() {
@@ -234,17 +247,25 @@ public final class AdminService: Sendable {
     /// `GET /admin/v1/audit?limit=&before=&user=&action=`: newest first. `user` (a user id) keeps
     /// the lines that user made or that are about them; `action` keeps one action (`origin.removed`),
     /// or with a final `*` every action starting with the rest (`origin.*`).
-    func auditLog(limit: Int64?, before: Int64?, user: String? = nil, action: String? = nil) throws(ServiceError) -> [AuditEntry] {
-        let n = Int(min(max(limit ?? 100, 1), 1000))
-        let cursor = before
+    /// `loaded`: that page as the admin's caller resolution read it with the role (`GuardLoads.adminPage`).
+    func auditLog(limit: Int64?, before: Int64?, user: String? = nil, action: String? = nil,
+                  loaded: AdminPageRead? = nil) throws(ServiceError) -> [AuditEntry] {
+        try auditLog(try Self.auditQuery(limit: limit, before: before, user: user, action: action), loaded: loaded)
+    }
+
+    func auditLog(_ query: AuditQuery, loaded: AdminPageRead? = nil) throws(ServiceError) -> [AuditEntry] {
+        if case .audit(let entries)? = loaded { return entries }
+        return try storage { () throws(StorageError) in try store.auditEntries(query) }
+    }
+
+    /// The page `auditLog` reads; 400 `invalid_request` for filters it refuses.
+    static func auditQuery(limit: Int64?, before: Int64?, user: String?, action: String?) throws(ServiceError) -> AuditQuery {
         let user = user.flatMap { $0.isEmpty ? nil : $0 }
         var action = action.flatMap { $0.isEmpty ? nil : $0 }
         let prefix = action?.hasSuffix("*") ?? false
         if prefix { action?.removeLast() }
         guard (user?.utf8.count ?? 0) <= 128, (action?.utf8.count ?? 0) <= 128 else { throw ServiceError.invalid("filters are at most 128 characters") }
-        return try storage { () throws(StorageError) in
-            try store.auditEntries(limit: n, before: cursor, user: user, action: action, actionPrefix: prefix)
-        }
+        return AuditQuery(limit: Int(min(max(limit ?? 100, 1), 1000)), before: before, user: user, action: action, actionPrefix: prefix)
     }
 }
 

@@ -47,7 +47,7 @@ protocol AdminStore: Sendable {
 
     /// Newest first, ids below `before`; `user`: lines it made or that are about it (not its own
     /// about itself twice); `action`: that action, or with `actionPrefix` those starting with it.
-    func auditEntries(limit: Int, before: Int64?, user: String?, action: String?, actionPrefix: Bool) throws(StorageError) -> [AuditEntry]
+    func auditEntries(_ query: AuditQuery) throws(StorageError) -> [AuditEntry]
 
     // MARK: Admins
 

@@ -60,9 +60,7 @@ struct PostgresAdminStore: AdminStore {
                                   holds: holds)
     }
 
-    func auditEntries(limit: Int, before: Int64?, user: String?, action: String?, actionPrefix: Bool) throws(StorageError) -> [AuditEntry] {
-        try audit.entries(limit: limit, before: before, user: user, action: action, actionPrefix: actionPrefix)
-    }
+    func auditEntries(_ query: AuditQuery) throws(StorageError) -> [AuditEntry] { try audit.entries(query) }
 
     func admins() throws(StorageError) -> [AdminRecord] { try admin.admins() }
 

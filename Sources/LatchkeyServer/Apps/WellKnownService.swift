@@ -60,11 +60,21 @@ public final class WellKnownService: Sendable {
         }
     }
 
+    /// What `preview` reads, for the caller's resolution to read with an admin user's role.
+    var previewRead: AdminPageRequest { .declarations(rpId: configuration.rpId) }
+
     /// `POST /admin/v1/wellknown/preview` `{"app": <declaration>?}`: the three files that would be
     /// served — now, or once `app` is declared (replacing the app with its id) — with the allowlist
     /// that would follow, and the problems `latchkey wellknown check` would report on them. Reads only.
-    func preview(candidate: AssociatedApp?) throws(ServiceError) -> WellKnownPreview {
-        let rows = try storage { () throws(StorageError) in try store.declarations(rpId: configuration.rpId) }
+    /// `loaded`: the declarations the admin's caller resolution read with the role (`previewRead`,
+    /// `GuardLoads.adminPage`).
+    func preview(candidate: AssociatedApp?, loaded: AdminPageRead? = nil) throws(ServiceError) -> WellKnownPreview {
+        let rows: AppDeclarationRows
+        if case .declarations(let read)? = loaded {
+            rows = read
+        } else {
+            rows = try storage { () throws(StorageError) in try store.declarations(rpId: configuration.rpId) }
+        }
         var apps = AppDeclarations.apps(rows.apps)
         if let candidate {
             apps.removeAll { $0.identifier == candidate.identifier }

@@ -61,8 +61,10 @@ public final class WebhookService: Sendable {
     }
 
     /// `GET /admin/v1/webhooks` (no secrets).
-    func list() throws(ServiceError) -> [WebhookEndpointRecord] {
-        try storage { () throws(StorageError) in try store.list() }
+    /// `loaded`: the endpoints the admin's caller resolution read with the role (`GuardLoads.adminPage`).
+    func list(loaded: AdminPageRead? = nil) throws(ServiceError) -> [WebhookEndpointRecord] {
+        if case .webhooks(let endpoints)? = loaded { return endpoints }
+        return try storage { () throws(StorageError) in try store.list() }
     }
 
     /// `DELETE /admin/v1/webhooks/{id}`: its pending deliveries are cancelled in the same transaction.

@@ -145,13 +145,13 @@ struct InMemoryAdminStore: AdminStore {
 
     // MARK: Audit log
 
-    func auditEntries(limit: Int, before: Int64?, user: String?, action: String?, actionPrefix: Bool) throws(StorageError) -> [AuditEntry] {
+    func auditEntries(_ query: AuditQuery) throws(StorageError) -> [AuditEntry] {
         try tables.read { r in
             Array(r.audit.reversed().filter { a in
-                a.id < (before ?? Int64.max)
-                    && (user.map { u in a.actor == u || (a.subject == u && a.subject != a.actor) } ?? true)
-                    && (action.map { x in actionPrefix ? a.action.hasPrefix(x) : a.action == x } ?? true)
-            }.prefix(limit))
+                a.id < (query.before ?? Int64.max)
+                    && (query.user.map { u in a.actor == u || (a.subject == u && a.subject != a.actor) } ?? true)
+                    && (query.action.map { x in query.actionPrefix ? a.action.hasPrefix(x) : a.action == x } ?? true)
+            }.prefix(query.limit))
         }
     }
 

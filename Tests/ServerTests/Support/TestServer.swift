@@ -119,7 +119,7 @@ final class TestServer: Sendable {
             application.traceStatements = true
             application.databaseWork = { route, method, status, work in
                 log?.record(route: route, method: method, status: status, work: work)
-                traces.record(route: "\(method) \(route)", work.statements)
+                traces.record(route: "\(method) \(route)", work)
             }
         } else if let log {
             application.databaseWork = log.record
@@ -407,14 +407,17 @@ final class JSONLines: Sendable {
 /// answers is appended as one JSON line — route, method, status, and its round trips to PostgreSQL
 /// by kind — and scripts/round-trips.py holds each route to ARCHITECTURE.md's "Round trips" after
 /// the suites (SPEC "Performance targets": at most one read and one write a request).
-/// Each request's statements by route ("POST /v1/…"), in the order the requests ended.
+/// Each request's statements and round trips by route ("POST /v1/…"), in the order the requests ended.
 final class StatementTraces: Sendable {
-    private let byRoute = Mutex<[String: [[String]]]>([:])
+    private let byRoute = Mutex<[String: [DatabaseWork]]>([:])
 
-    func record(route: String, _ statements: [String]) { byRoute.withLock { $0[route, default: []].append(statements) } }
+    func record(route: String, _ work: DatabaseWork) { byRoute.withLock { $0[route, default: []].append(work) } }
 
     /// The statements of the last request to `route`.
-    func last(_ route: String) -> [String]? { byRoute.withLock { $0[route]?.last } }
+    func last(_ route: String) -> [String]? { lastWork(route)?.statements }
+
+    /// The statements and round trips of the last request to `route`.
+    func lastWork(_ route: String) -> DatabaseWork? { byRoute.withLock { $0[route]?.last } }
 }
 
 final class RoundTripLog: Sendable {
