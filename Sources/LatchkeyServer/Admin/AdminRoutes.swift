@@ -16,7 +16,7 @@ extension RouteTable {
             .json(bytes: AdminRenderer.origins(try s.admin.listOrigins(loaded: ctx.loads.adminPage)).serialized())
         }
         add("POST", "/admin/v1/origins", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
-            _ = try AdminService.checkedOrigin(body, c)
+            _ = try AdminService.checkedOrigin(body, AdminPolicy(c))
         })) { ctx in
             let (origin, created) = try s.admin.addOrigin(try ctx.json(), by: try ctx.admin())
             return .json(status: created ? 201 : 200, bytes: AdminRenderer.origin(origin).serialized())

@@ -12,19 +12,19 @@ public final class AdminService: Sendable {
     let origins: any DroppedOnChange
     let wellKnown: any DroppedOnChange
     let events: OutboxEvents
-    let configuration: Configuration
+    let policy: AdminPolicy
     let runtime: Runtime
 
     /// SPEC: enrolment tickets are single use and live 10 minutes.
     static let ticketTTL = 600
 
-    init(store: any AdminStore, origins: any DroppedOnChange, wellKnown: any DroppedOnChange, events: OutboxEvents, configuration: Configuration,
+    init(store: any AdminStore, origins: any DroppedOnChange, wellKnown: any DroppedOnChange, events: OutboxEvents, policy: AdminPolicy,
          runtime: Runtime) {
         self.store = store
         self.events = events
         self.origins = origins
         self.wellKnown = wellKnown
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
     }
 
@@ -32,9 +32,9 @@ public final class AdminService: Sendable {
     public convenience init(database: Database, configuration: Configuration) {
         let origins = OriginCache(config: database.config, developmentMode: configuration.developmentMode, runtime: .system)
         self.init(store: PostgresAdminStore(database), origins: origins,
-                  wellKnown: WellKnownService(store: database.config, configuration: configuration, runtime: .system),
+                  wellKnown: WellKnownService(store: database.config, relyingParty: RelyingParty(configuration), pinnedDirectory: configuration.wellKnownDirectory, runtime: .system),
                   events: OutboxEvents(runtime: .system, maxAgeSeconds: WebhookPolicy(configuration).maxAgeSeconds),
-                  configuration: configuration, runtime: .system)
+                  policy: AdminPolicy(configuration), runtime: .system)
     }
 
     // MARK: Who is asking
@@ -52,7 +52,7 @@ public final class AdminService: Sendable {
 
     /// Start-up step of `serve`: the origins in LATCHKEY_ORIGINS join the allowlist.
     public func seedConfiguredOrigins() throws(ServiceError) {
-        for origin in configuration.origins { _ = try addValidOrigin(origin, source: "config", by: .named(AuditActor.server)) }
+        for origin in policy.relyingParty.origins { _ = try addValidOrigin(origin, source: "config", by: .named(AuditActor.server)) }
     }
 
     /// The allowlist: each origin with where it came from (`config`, `admin`, `app`). `loaded`: the
@@ -64,14 +64,14 @@ public final class AdminService: Sendable {
 
     /// `{"origin"}` or `{"androidFingerprint"}` → (the normalised origin, added now?).
     public func addOrigin(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (String, Bool) {
-        let origin = try Self.checkedOrigin(body, configuration)
+        let origin = try Self.checkedOrigin(body, policy)
         return (origin, try addValidOrigin(origin, source: "admin", by: caller))
     }
 
     /// The origin a `POST /admin/v1/origins` body names, normalised, or 400 `invalid_request`: its
     /// form (`http://` only in development mode), and whether it can ever work for the rpId. It needs
     /// only the request and the configuration, so the route checks it before the step-up (SPEC "Assurance").
-    static func checkedOrigin(_ body: JSONValue, _ configuration: Configuration) throws(ServiceError) -> String {
+    static func checkedOrigin(_ body: JSONValue, _ policy: AdminPolicy) throws(ServiceError) -> String {
         let candidate: String
         if let fingerprint = body["androidFingerprint"]?.stringValue {
             switch OriginRules.androidOrigin(fromFingerprint: fingerprint) {
@@ -84,11 +84,11 @@ public final class AdminService: Sendable {
             throw ServiceError.invalid("origin or androidFingerprint is required")
         }
         let origin: String
-        switch OriginRules.validate(candidate, developmentMode: configuration.developmentMode) {
+        switch OriginRules.validate(candidate, developmentMode: policy.developmentMode) {
         case .success(let o): origin = o
         case .failure(let e): throw ServiceError.invalid(e.reason)
         }
-        if let problem = Configuration.originReachProblem(origin, rpId: configuration.rpId) { throw ServiceError.invalid(problem) }
+        if let problem = Configuration.originReachProblem(origin, rpId: policy.relyingParty.id) { throw ServiceError.invalid(problem) }
         return origin
     }
 
@@ -116,15 +116,15 @@ public final class AdminService: Sendable {
         if case .apps(let read)? = loaded {
             rows = read
         } else {
-            rows = try storage { () throws(StorageError) in try store.apps(rpId: configuration.rpId) }
+            rows = try storage { () throws(StorageError) in try store.apps(rpId: policy.relyingParty.id) }
         }
         return rows.compactMap { r in AppDeclarations.app(r).map { DeclaredApp(app: $0, rpId: r.rpId, createdAt: r.createdAt) } }
     }
 
     /// Creates or replaces the app (same id) → (the app, created?). The allowlist follows in the same transaction.
     public func putApp(_ body: JSONValue, by caller: AdminCaller) throws(ServiceError) -> (DeclaredApp, Bool) {
-        let app = try Self.checkedApp(body, configuration)
-        let record = AppDeclarations.record(app, rpId: configuration.rpId)
+        let app = try Self.checkedApp(body, policy)
+        let record = AppDeclarations.record(app, rpId: policy.relyingParty.id)
         let detail: [(key: String, value: JSONValue)] = [
             ("rpId", .string(record.rpId)), ("platform", .string(record.platform)),
             ("fingerprints", .array(record.fingerprints.map { .string($0) })), ("handleAllUrls", .bool(record.handleAllURLs)),
@@ -136,18 +136,18 @@ public final class AdminService: Sendable {
                               origins: .appOrigins(actor: caller.actor), redeeming: caller.redemption)
         }
         changed()
-        return (DeclaredApp(app: app, rpId: configuration.rpId, createdAt: nil), change == .created)
+        return (DeclaredApp(app: app, rpId: policy.relyingParty.id, createdAt: nil), change == .created)
     }
 
     /// The app a `POST /admin/v1/apps` body declares, or 400 `invalid_request` (a malformed Team ID,
     /// package or fingerprint; an iOS app on an rpId that cannot carry one). Request and configuration
     /// only: the route checks it before the step-up (SPEC "Assurance").
-    static func checkedApp(_ body: JSONValue, _ configuration: Configuration) throws(ServiceError) -> AssociatedApp {
+    static func checkedApp(_ body: JSONValue, _ policy: AdminPolicy) throws(ServiceError) -> AssociatedApp {
         let app = try AppDeclarations.parse(body)
         if case .ios = app {
             // SPEC: iOS apps report https://<rpId>; that origin must be a valid allowlist entry.
-            if case .failure(let e) = OriginRules.validate("https://" + configuration.rpId, developmentMode: configuration.developmentMode) {
-                throw ServiceError.invalid("rpId \(configuration.rpId) cannot carry an iOS app: \(e.reason)")
+            if case .failure(let e) = OriginRules.validate("https://" + policy.relyingParty.id, developmentMode: policy.developmentMode) {
+                throw ServiceError.invalid("rpId \(policy.relyingParty.id) cannot carry an iOS app: \(e.reason)")
             }
         }
         return app
@@ -156,7 +156,7 @@ public final class AdminService: Sendable {
     public func removeApp(_ id: String, by caller: AdminCaller) throws(ServiceError) {
         // SPEC "Assurance": a path id that cannot be one names nothing (404), like an absent app.
         guard let (platform, appId) = AppDeclarations.parseIdentifier(id) else { throw ServiceError.notFound("app") }
-        let rpId = configuration.rpId
+        let rpId = policy.relyingParty.id
         guard try storage({ () throws(StorageError) in
             try store.removeApp(rpId: rpId, platform: platform, appId: appId,
                                  audit: caller.record(.appRemoved, subject: platform + ":" + appId,
@@ -167,7 +167,7 @@ public final class AdminService: Sendable {
     }
 
     /// What `listApps` reads, for the caller's resolution to read with an admin user's role.
-    var appsRead: AdminPageRequest { .apps(rpId: configuration.rpId) }
+    var appsRead: AdminPageRequest { .apps(rpId: policy.relyingParty.id) }
 
     /// This instance sees its own change at once; others hear it through the change feed (or within a second).
     private func changed() {

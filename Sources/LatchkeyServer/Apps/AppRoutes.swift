@@ -13,7 +13,7 @@ extension RouteTable {
             .json(bytes: AppRenderer.apps(try s.admin.listApps(loaded: ctx.loads.adminPage)).serialized())
         }
         add("POST", "/admin/v1/apps", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
-            _ = try AdminService.checkedApp(body, c)
+            _ = try AdminService.checkedApp(body, AdminPolicy(c))
         })) { ctx in
             let (app, created) = try s.admin.putApp(try ctx.json(), by: try ctx.admin())
             return .json(status: created ? 201 : 200, bytes: AppRenderer.app(app).serialized())

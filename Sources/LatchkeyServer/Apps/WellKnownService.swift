@@ -9,16 +9,20 @@ import WellKnown
 /// files then win; `pinnedDisagreements()` says where they differ from the declarations.
 public final class WellKnownService: Sendable {
     let store: any AppStore
-    let configuration: Configuration
+    /// The rpId the association files are built for.
+    let rpId: String
+    /// `LATCHKEY_WELLKNOWN_DIR`: the operator's pinned files, which win over the built ones.
+    let pinnedDirectory: String?
     private let files: RefreshingCache<[String: [UInt8]]>
 
     /// Built files are re-read at most this often without a notification (same bound as OriginCache).
     static let maxAge = 1.0
     static let names = ["apple-app-site-association", "assetlinks.json", "webauthn"]
 
-    init(store: any AppStore, configuration: Configuration, runtime: Runtime) {
+    init(store: any AppStore, relyingParty: RelyingParty, pinnedDirectory: String?, runtime: Runtime) {
         self.store = store
-        self.configuration = configuration
+        rpId = relyingParty.id
+        self.pinnedDirectory = pinnedDirectory
         files = RefreshingCache(maxAge: Self.maxAge, clock: runtime.uptime)
     }
 
@@ -34,7 +38,7 @@ public final class WellKnownService: Sendable {
 
     /// A file of the pinned folder (`LATCHKEY_WELLKNOWN_DIR`), nil when none is pinned or the file is absent.
     func pinnedFile(_ name: String) -> [UInt8]? {
-        guard let directory = configuration.wellKnownDirectory else { return nil }
+        guard let directory = pinnedDirectory else { return nil }
         return FileManager.default.contents(atPath: directory + "/" + name).map { [UInt8]($0) }
     }
 
@@ -42,18 +46,18 @@ public final class WellKnownService: Sendable {
     /// them, or in them but not declared): `serve` prints these as start-up warnings. Empty when
     /// nothing is pinned.
     public func pinnedDisagreements() throws(ServiceError) -> [AssociationProblem] {
-        guard configuration.wellKnownDirectory != nil else { return [] }
-        let apps = AppDeclarations.apps(try storage { () throws(StorageError) in try store.apps(rpId: configuration.rpId) })
+        guard pinnedDirectory != nil else { return [] }
+        let apps = AppDeclarations.apps(try storage { () throws(StorageError) in try store.apps(rpId: rpId) })
         let documents = Self.names.map { WellKnownDocument(name: $0, body: pinnedFile($0)) }
-        return AssociationChecker(rpId: configuration.rpId).checkDeclared(documents, apps: apps)
+        return AssociationChecker(rpId: rpId).checkDeclared(documents, apps: apps)
     }
 
     /// The three files built from this rpId's apps and the allowlist.
     public func builtFiles() throws(ServiceError) -> [String: [UInt8]] {
         try files.get { () throws(ServiceError) -> [String: [UInt8]] in
-            let rows = try storage { () throws(StorageError) in try store.declarations(rpId: configuration.rpId) }
+            let rows = try storage { () throws(StorageError) in try store.declarations(rpId: rpId) }
             var fresh: [String: [UInt8]] = [:]
-            for f in AssociationFiles.build(apps: AppDeclarations.apps(rows.apps), origins: rows.origins.map(\.origin), rpId: configuration.rpId) {
+            for f in AssociationFiles.build(apps: AppDeclarations.apps(rows.apps), origins: rows.origins.map(\.origin), rpId: rpId) {
                 fresh[f.name] = f.bytes
             }
             return fresh
@@ -61,7 +65,7 @@ public final class WellKnownService: Sendable {
     }
 
     /// What `preview` reads, for the caller's resolution to read with an admin user's role.
-    var previewRead: AdminPageRequest { .declarations(rpId: configuration.rpId) }
+    var previewRead: AdminPageRequest { .declarations(rpId: rpId) }
 
     /// `POST /admin/v1/wellknown/preview` `{"app": <declaration>?}`: the three files that would be
     /// served — now, or once `app` is declared (replacing the app with its id) — with the allowlist
@@ -73,7 +77,7 @@ public final class WellKnownService: Sendable {
         if case .declarations(let read)? = loaded {
             rows = read
         } else {
-            rows = try storage { () throws(StorageError) in try store.declarations(rpId: configuration.rpId) }
+            rows = try storage { () throws(StorageError) in try store.declarations(rpId: rpId) }
         }
         var apps = AppDeclarations.apps(rows.apps)
         if let candidate {
@@ -82,19 +86,19 @@ public final class WellKnownService: Sendable {
         }
         // The allowlist as ConfigRepository.syncAppOrigins would leave it: hand-added origins, plus what the apps need.
         var allowlist = rows.origins.filter { $0.source != "app" }.map(\.origin)
-        for origin in apps.flatMap({ $0.origins(rpId: configuration.rpId) }) where !allowlist.contains(origin) { allowlist.append(origin) }
+        for origin in apps.flatMap({ $0.origins(rpId: rpId) }) where !allowlist.contains(origin) { allowlist.append(origin) }
         allowlist.sort()
         var documents: [WellKnownDocument] = []
         var files: [WellKnownPreview.File] = []
-        for built in AssociationFiles.build(apps: apps, origins: allowlist, rpId: configuration.rpId) {
+        for built in AssociationFiles.build(apps: apps, origins: allowlist, rpId: rpId) {
             // A file in LATCHKEY_WELLKNOWN_DIR is what is served, whatever the declarations say.
             let kept = pinnedFile(built.name)
             let bytes = kept ?? built.bytes
             documents.append(WellKnownDocument(name: built.name, body: bytes))
             files.append(WellKnownPreview.File(name: built.name, content: bytes, built: kept == nil ? nil : built.bytes))
         }
-        let problems = AssociationChecker(rpId: configuration.rpId, origins: allowlist).check(documents)
-        return WellKnownPreview(rpId: configuration.rpId, origins: allowlist, files: files, problems: problems)
+        let problems = AssociationChecker(rpId: rpId, origins: allowlist).check(documents)
+        return WellKnownPreview(rpId: rpId, origins: allowlist, files: files, problems: problems)
     }
 }
 

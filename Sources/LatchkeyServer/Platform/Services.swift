@@ -98,9 +98,9 @@ public final class Services: Sendable {
                                                           accounts: database.accounts),
                                keys: deviceKeys, signer: signer, assertion: assertion, origins: origins, events: events,
                                revoked: revokedSessions, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
-        wellKnown = WellKnownService(store: database.config, configuration: configuration, runtime: runtime)
+        wellKnown = WellKnownService(store: database.config, relyingParty: relyingParty, pinnedDirectory: configuration.wellKnownDirectory, runtime: runtime)
         let adminStore = PostgresAdminStore(database)
-        admin = AdminService(store: adminStore, origins: origins, wellKnown: wellKnown, events: events, configuration: configuration,
+        admin = AdminService(store: adminStore, origins: origins, wellKnown: wellKnown, events: events, policy: AdminPolicy(configuration),
                              runtime: runtime)
         users = UserAdministration(store: adminStore, passkeys: passkeys, deviceKeys: deviceKeys, sessions: sessions)
         let webhookSealer = SecretSealer(configuration: configuration, runtime: runtime)

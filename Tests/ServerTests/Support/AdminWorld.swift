@@ -37,10 +37,10 @@ struct AdminWorld {
         configure(&c)
         configuration = c
         caches = Drops()
-        wellKnown = WellKnownService(store: InMemoryAppStore(tables: tables), configuration: c, runtime: runtime)
+        wellKnown = WellKnownService(store: InMemoryAppStore(tables: tables), relyingParty: RelyingParty(c), pinnedDirectory: c.wellKnownDirectory, runtime: runtime)
         let policy = WebhookPolicy(c)
         admin = AdminService(store: InMemoryAdminStore(tables: tables), origins: caches, wellKnown: wellKnown,
-                             events: OutboxEvents(runtime: runtime, maxAgeSeconds: policy.maxAgeSeconds), configuration: c, runtime: runtime)
+                             events: OutboxEvents(runtime: runtime, maxAgeSeconds: policy.maxAgeSeconds), policy: AdminPolicy(c), runtime: runtime)
         webhooks = WebhookService(store: InMemoryWebhookStore(tables: tables), sealer: SecretSealer(configuration: c, runtime: runtime),
                                   policy: policy, runtime: runtime)
     }
