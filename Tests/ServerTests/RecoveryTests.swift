@@ -187,6 +187,40 @@ struct RecoveryTests {
         #expect(right.code == "challenge_invalid", "\(right)")
     }
 
+    @Test("a right code is good once: 8 concurrent verifies of it on two instances → one 200, seven challenge_invalid (address, sign-in, recovery)")
+    func rightCodeOnce() throws {
+        let (server, other) = try Self.pair.get()
+        let endpoints = [server.endpoint, other.endpoint]
+        func race(_ path: String, _ body: JSONValue, authorization: String? = nil) -> [String] {
+            onThreads(8) { i, start -> String in
+                let c = Client(endpoints[i % 2])
+                start()
+                guard let reply = try? c.post(path, body, authorization: authorization) else { return "error" }
+                return reply.status == 200 ? "200" : reply.code ?? "\(reply.status)"
+            }
+        }
+        // The verified address.
+        let a = try account(server, verified: false)
+        let started = try putEmail(a, .string(a.email))
+        let verified = race("/v1/account/email/verify", .object([("challengeId", try #require(started.json?["challengeId"])),
+                                                                ("code", .string(try TestSMTP.code(to: a.email)))]), authorization: a.bearer)
+        #expect(verified.filter { $0 == "200" }.count == 1 && verified.filter { $0 == "challenge_invalid" }.count == 7, "\(verified)")
+        // Email sign-in: one session.
+        var before = try TestSMTP.messages(to: a.email).count
+        let signIn = try a.client.post("/v1/email/challenges", .object([("email", .string(a.email))]))
+        let signedIn = race("/v1/email/verify", .object([("challengeId", try #require(signIn.json?["challengeId"])),
+                                                        ("code", .string(try TestSMTP.code(to: a.email, after: before)))]))
+        #expect(signedIn.filter { $0 == "200" }.count == 1 && signedIn.filter { $0 == "challenge_invalid" }.count == 7, "\(signedIn)")
+        // Recovery: one recovery.
+        before = try TestSMTP.messages(to: a.email).count
+        let recovery = try a.client.post("/v1/recovery/challenges", .object([("username", .string(a.username))]))
+        let recovered = race("/v1/recovery/verify", .object([("challengeId", try #require(recovery.json?["challengeId"])),
+                                                            ("code", .string(try TestSMTP.code(to: a.email, after: before)))]))
+        #expect(recovered.filter { $0 == "200" }.count == 1 && recovered.filter { $0 == "challenge_invalid" }.count == 7, "\(recovered)")
+        let pending = try a.client.get("/v1/account/recovery", authorization: a.bearer)
+        #expect(pending.json?["pendingRecoveries"]?.arrayValue?.count == 1, "\(pending)")
+    }
+
     @Test("an expired code is challenge_invalid")
     func expiry() throws {
         let server = try TestServer(name: "recovery-expiry") { Self.mailSettings(&$0); $0.otpTTL = 1 }

@@ -3,6 +3,7 @@ import DeviceKeys
 import Foundation
 import JSON
 import Storage
+import Tokens
 
 /// The verified address and email sign-in (SPEC "Recovery and fallback sign-in"): the address a
 /// recovery mails, changed only with the owner's step-up (the route's `StepUpRule.emailChange`),
@@ -39,43 +40,45 @@ extension RecoveryService {
         return MailedChallenge(id: id, expiresAt: expires)
     }
 
-    /// `POST /v1/account/email/verify` `{"challengeId","code"}` → 200 `{"email","verified":true}`.
+    /// `POST /v1/account/email/verify` `{"challengeId","code"}` → 200 `{"email","verified":true}`:
+    /// one read (the challenge, the account's address and mail language), then one statement that
+    /// tries the code and, when it is right, stores the address.
     func verifyEmail(_ caller: SessionService.Caller, body: JSONValue) throws(ServiceError) -> VerifiedAddress {
         try requireMail()
-        let attempt = try check(body, purpose: .emailVerify)
-        guard attempt.userId == caller.userId, let email = attempt.email else {
-            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
-        }
+        let (read, code) = try submission(body, purpose: .emailVerify)
+        guard read.userId == caller.userId, let email = read.email else { throw Self.noChallenge }
         // The address being replaced hears of it: it is where recovery codes and "recovery started"
         // notices went, so a stolen session quietly moving recovery to another mailbox is seen. The
-        // notice is composed for the address the account has; when that is not the one assumed
-        // (none, at first, or another verification landed first), storage writes nothing and says
-        // which it is, and the notice is composed again for that one.
-        var previous: String? = nil
+        // notice is composed for the address the read found; when that is no longer the account's
+        // (another verification landed first), the statement writes nothing and says which it is,
+        // and the notice is composed again for that one.
+        var previous = read.accountEmail
         for _ in 0..<Self.emailVerifyAttempts {
             let notice = previous.flatMap { $0 == email ? nil : EmailAddress($0) }.map { to in
-                [mail.compose(.emailChanged, to: to, userId: caller.userId) { l in (l[.changedSubject], l[.changedBody]) }]
+                [mail.compose(.emailChanged, to: to, userId: caller.userId, language: read.language) { l in (l[.changedSubject], l[.changedBody]) }]
             } ?? []
-            let outcome: VerifiedEmailOutcome
+            let outcome: AddressVerification
             do {
-                outcome = try store.setVerifiedEmail(userId: caller.userId, email: email, previous: previous, notice: notice,
-                                                     audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
-                                                     events: [events.emailVerified(userId: caller.userId)])
+                outcome = try store.verifyAddress(code, previous: previous, notice: notice,
+                                                  audit: AuditRecord(.emailVerified, actor: caller.userId, subject: caller.userId),
+                                                  events: [events.emailVerified(userId: caller.userId)])
             } catch .conflict {
                 throw ServiceError(.conflict, "another account has verified this address")
             } catch {
                 throw ServiceError(error)
             }
-            guard case .previousChanged(let current) = outcome else {
-                return VerifiedAddress(email: email)
+            switch outcome {
+            case .noChallenge: throw Self.noChallenge
+            case .wrong: throw ServiceError(.codeInvalid, "wrong code")
+            case .stored: return VerifiedAddress(email: email)
+            case .previousChanged(let current): previous = current
             }
-            previous = current
         }
         throw ServiceError(.conflict, "the address kept changing while it was verified; try again")
     }
 
     /// How often `verifyEmail` asks storage before giving up on an address that keeps changing
-    /// under it (the first ask assumes none; each later one knows the address the last one found).
+    /// under it (the first ask assumes the address the read found; each later one knows the address the last one found).
     static let emailVerifyAttempts = 4
 
     /// `GET /v1/account/recovery`: what the settings page shows.
@@ -104,12 +107,17 @@ extension RecoveryService {
     func verifyEmailSignIn(body: JSONValue, language: String? = nil) throws(ServiceError) -> EmailSignIn {
         guard policy.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
-        let attempt = try check(body, purpose: .emailSignIn)
-        guard let userId = attempt.userId, let user = try storage({ () throws(StorageError) in try store.user(id: userId) }) else {
-            throw ServiceError(.challengeInvalid, "unknown, expired or used challenge")
-        }
-        let issued = try sessions.startEmailSession(userId: userId, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)],
-                                                    language: language)
+        let (read, code) = try submission(body, purpose: .emailSignIn)
+        // One statement tries the code and, when it is right, starts the session. For nobody (an
+        // unmatchable code) the same statement is built for no one and writes only the attempt.
+        let userId = read.userId ?? ""
+        let pending = sessions.prepare(userId: userId, credentialId: nil, method: .email)
+        let started = try decided(try storage { () throws(StorageError) in
+            try store.signIn(code, session: pending.record, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)],
+                             language: language)
+        })
+        guard started, let user = read.user else { throw Self.noChallenge }
+        let issued = try sessions.issue(pending, authentication: .emailOTP)
         return EmailSignIn(user: user, tokens: issued)
     }
 }
