@@ -63,6 +63,17 @@ public struct NewRecovery: Sendable {
     }
 }
 
+/// An account as an address change's guard reads it: whether it has a live passkey, and its mail language.
+public struct AddressChangeAccount: Sendable, Equatable {
+    public let hasPasskeys: Bool
+    public let language: String?
+
+    public init(hasPasskeys: Bool, language: String?) {
+        self.hasPasskeys = hasPasskeys
+        self.language = language
+    }
+}
+
 /// What `setVerifiedEmail` found.
 public enum VerifiedEmailOutcome: Sendable, Equatable {
     case stored
@@ -156,27 +167,48 @@ public final class RecoveryRepository: Sendable {
 
     /// Stores a challenge and, in the same statement, the mail that carries its code (when there
     /// is one), with audit lines and events.
-    /// With `redeeming` (the step-up an address change needs, SPEC "Assurance"), only together with its redemption.
+    /// With `limit`, only within it: the use counted first, and past the limit nothing else written
+    /// (`.limited`). With `redeeming` (the step-up an address change needs, SPEC "Assurance"), only
+    /// together with its redemption (`.conflict(.stepUpUsed)` otherwise).
     public func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord] = [],
                        events: [OutboxEvent] = [], redeeming: StepUpRedemption? = nil,
-                       language: String? = nil) throws(StorageError) -> Date {
-        // One statement: the step-up redeemed (when there is one; the rest is written only if it
-        // was), the challenge, its mail, audit lines and events, the account's language memo, and
-        // the sweep of challenges expired a day ago (cheap: indexed).
-        let statement = SQL.with(StepUpRedemption.cte(redeeming) + [("ch", """
+                       language: String? = nil, limit: CodeStartLimit? = nil) throws(StorageError) -> CodeChallengeStarted {
+        // One statement: the limit counted, the step-up redeemed (when there is one; the rest is
+        // written only if it was), the challenge, its mail, audit lines and events, the account's
+        // language memo, and the sweep of challenges expired a day ago (cheap: indexed).
+        let limited: [(name: String, sql: SQL)] = limit.map { l in
+            [("lim", Self.countUse(key: l.key, windowSeconds: l.windowSeconds)), ("go", "SELECT 1 AS one FROM lim WHERE count <= \(l.max)")]
+        } ?? []
+        let within: SQL? = limit == nil ? nil : "EXISTS (SELECT 1 FROM go)"
+        let statement = SQL.with(limited + StepUpRedemption.cte(redeeming, onlyIf: limit == nil ? nil : "go") + [("ch", """
             INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
             SELECT \(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
-                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: StepUpRedemption.gate(redeeming))
+                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: StepUpRedemption.gate(redeeming, and: within))
             RETURNING expires_at, user_id
             """), ("swept", "DELETE FROM otp_challenges WHERE expires_at < now() - interval '1 day'")]
             + MailRepository.ctes(mail, onlyIf: "ch") + AuditRepository.cte(audit, onlyIf: "ch")
             + OutboxRepository.ctes(mail.map(\.event) + events, onlyIf: "ch")
             + (challenge.userId.map { MailRepository.languageMemo(userId: $0, language: language, onlyIf: "ch") } ?? []),
-            "SELECT (SELECT expires_at FROM ch) AS expires_at")
+            limit == nil ? "SELECT (SELECT expires_at FROM ch) AS expires_at, true AS within, 0 AS retry"
+                : "SELECT (SELECT expires_at FROM ch) AS expires_at, EXISTS (SELECT 1 FROM go) AS within, lim.retry FROM lim")
         return try pool.run { c in
+            let row = try c.query(statement)[0]
+            guard try row.bool("within") else { return .limited(retryAfter: try row.int("retry")) }
             // No challenge: the step-up was used, not the user's, or its key revoked since.
-            guard let expires = try c.query(statement)[0].optionalDate("expires_at") else { throw StorageError.conflict(.stepUpUsed) }
-            return expires
+            guard let expires = try row.optionalDate("expires_at") else { throw StorageError.conflict(.stepUpUsed) }
+            return .started(expiresAt: expires)
+        }
+    }
+
+    /// What an address change's guard reads (SPEC "Assurance": an account with a passkey needs a
+    /// step-up for it), with the language its mail is written in: one read.
+    public func addressChange(userId: String) throws(StorageError) -> AddressChangeAccount {
+        try pool.run { c in
+            let r = try c.query("""
+                SELECT EXISTS (SELECT 1 FROM credentials c WHERE c.user_id = q.id AND c.revoked_at IS NULL) AS has_passkeys, u.language
+                FROM (SELECT \(userId)::text AS id) q LEFT JOIN users u ON u.id = q.id
+                """)[0]
+            return AddressChangeAccount(hasPasskeys: try r.bool("has_passkeys"), language: try r.optionalString("language"))
         }
     }
 

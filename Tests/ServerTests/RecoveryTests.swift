@@ -221,6 +221,25 @@ struct RecoveryTests {
         #expect(pending.json?["pendingRecoveries"]?.arrayValue?.count == 1, "\(pending)")
     }
 
+    @Test("five address changes an hour per account, counted in the change's own statement; the sixth is 429 and spends no step-up")
+    func addressChangesPerHour() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server, verified: false)
+        for i in 0..<5 {  // five an hour (RecoveryService.verificationsPerHour)
+            let started = try putEmail(a, .string(TestSMTP.address("change\(i)")))
+            #expect(started.status == 202, "\(started)")
+        }
+        let action = JSONValue.object([("type", "latchkey.email.change"), ("email", .string(a.email))])
+        let token = try a.client.stepUpToken(a.authenticator, authorization: a.bearer, action: action)
+        let sixth = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                      authorization: a.bearer, headers: [("Latchkey-Step-Up", token)])
+        #expect(sixth.status == 429 && sixth.code == "rate_limited" && sixth.header("Retry-After") != nil, "\(sixth)")
+        // Refused before the redemption: the step-up is still good for its own action.
+        let consumed = try a.client.post("/v1/step-up/consume", .object([("actionHash", .string(try StepUpTests.claims(token)["action_hash"]?.stringValue ?? ""))]),
+                                          authorization: "Bearer \(token)")
+        #expect(consumed.status == 200, "\(consumed)")
+    }
+
     @Test("an expired code is challenge_invalid")
     func expiry() throws {
         let server = try TestServer(name: "recovery-expiry") { Self.mailSettings(&$0); $0.otpTTL = 1 }

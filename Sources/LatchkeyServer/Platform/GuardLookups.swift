@@ -15,7 +15,8 @@ protocol GuardLookups: Sendable {
     func caller(_ access: Access, _ request: Request, requestId: String?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller
     /// How a session began and whether its passkey is held.
     func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing
-    func hasPasskeys(userId: String) throws(ServiceError) -> Bool
+    /// Whether an address change needs a step-up (the account has a passkey), with its mail language.
+    func addressChange(userId: String) throws(ServiceError) -> AddressChangeAccount
     /// 409 `last_passkey` when revoking this passkey would leave the account no way in.
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError)
     /// The pending authorization request `id` names; nil: none (unknown, used or expired).
@@ -32,6 +33,8 @@ struct GuardLoads: Sendable {
     /// The authorization request a route's `{id:oauthRequest}` names, read with the caller's session
     /// (the OP cookie's, or a Bearer approver's) or by the approval's step-up rule.
     var authorizationRequest: AuthorizationRequestRead? = nil
+    /// The account an address change's rule read (`StepUpRule.emailChange`): its mail language.
+    var addressChange: AddressChangeAccount? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.
@@ -43,6 +46,7 @@ struct ServiceLookups: GuardLookups {
     let openID: OpenIDProvider
     let clients: OAuthClientService
     let stepUp: StepUpService
+    let recovery: RecoveryService
 
     init(_ s: Services) {
         configuration = s.configuration
@@ -52,6 +56,7 @@ struct ServiceLookups: GuardLookups {
         openID = s.openID
         clients = s.oauthClients
         stepUp = s.stepUp
+        recovery = s.recovery
     }
 
     func caller(_ access: Access, _ request: Request, requestId: String?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
@@ -60,7 +65,7 @@ struct ServiceLookups: GuardLookups {
 
     func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing { try sessions.standing(caller) }
 
-    func hasPasskeys(userId: String) throws(ServiceError) -> Bool { try passkeys.hasPasskeys(userId: userId) }
+    func addressChange(userId: String) throws(ServiceError) -> AddressChangeAccount { try recovery.addressChange(userId: userId) }
 
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) {
         try passkeys.refuseLastWayIn(userId: userId, credentialId: credentialId)

@@ -15,29 +15,38 @@ extension RecoveryService {
     /// `PUT /v1/account/email` `{"email"}` → 202 `{"challengeId","expiresAt"}`; the code goes to that address.
     /// `redeeming`: the `latchkey.email.change` step-up the route checked (SPEC "Assurance"), used up here.
     /// `language`: the page's (Accept-Language), which the mail is written in and the account's mail
-    /// speaks from now on (its memo written with the challenge); nil: the account's own.
+    /// speaks from now on (its memo written with the challenge); nil: the account's own, `account`
+    /// as the route's guard read it (nil: not read, the composer reads it).
+    /// One write: the per-account limit counted, and within it the challenge with its mail, the
+    /// step-up's redemption and the language memo.
     func startVerification(_ caller: SessionService.Caller, body: JSONValue, redeeming: StepUpRedemption?,
-                           language: String? = nil) throws(ServiceError) -> MailedChallenge {
+                           language: String? = nil, account: AddressChangeAccount? = nil) throws(ServiceError) -> MailedChallenge {
         try requireMail()
         let email = try Self.email(body)
-        try limit("verify:" + caller.userId, per: 3600, max: Self.verificationsPerHour)
         let code = codes.generate()
         let id = "otp_" + runtime.identifier()
         let ttl = policy.codeTTL
         let render = { (l: MailCatalog) in
             (l[.verifySubject, ["code": code]], l[.verifyBody, ["code": code, "minutes": l.duration(seconds: ttl)]])
         }
-        let message = language.map { mail.compose(.emailVerify, to: email, userId: caller.userId, language: $0, render) }
-            ?? mail.compose(.emailVerify, to: email, userId: caller.userId, render)
+        let message = account == nil && language == nil ? mail.compose(.emailVerify, to: email, userId: caller.userId, render)
+            : mail.compose(.emailVerify, to: email, userId: caller.userId, language: language ?? account?.language, render)
         let hash = try codes.hash(code, challengeId: id)
-        let expires = try storage { () throws(StorageError) in
+        let started = try storage { () throws(StorageError) in
             try store.insert(NewCodeChallenge(id: id, purpose: .emailVerify, userId: caller.userId, email: email.value,
                                               codeHash: hash, maxAttempts: OneTimeCode.maxAttempts,
                                               ttlSeconds: policy.codeTTL),
                              mail: [message], audit: [AuditRecord(.emailVerificationStarted, actor: caller.userId, subject: caller.userId)],
-                             events: [], redeeming: redeeming, language: language)
+                             events: [], redeeming: redeeming, language: language,
+                             limit: CodeStartLimit(key: Self.limitKey("verify:" + caller.userId), windowSeconds: 3600,
+                                                   max: Self.verificationsPerHour))
         }
-        return MailedChallenge(id: id, expiresAt: expires)
+        switch started {
+        case .limited(let retry):
+            throw ServiceError(.rateLimited, "too many requests for this account; retry later", headers: [("Retry-After", String(retry))])
+        case .started(let expires):
+            return MailedChallenge(id: id, expiresAt: expires)
+        }
     }
 
     /// `POST /v1/account/email/verify` `{"challengeId","code"}` → 200 `{"email","verified":true}`:
@@ -80,6 +89,12 @@ extension RecoveryService {
     /// How often `verifyEmail` asks storage before giving up on an address that keeps changing
     /// under it (the first ask assumes the address the read found; each later one knows the address the last one found).
     static let emailVerifyAttempts = 4
+
+    /// What `PUT /v1/account/email`'s guard reads: whether an address change needs a step-up, and
+    /// the mail language (one read, handed on to the handler).
+    func addressChange(userId: String) throws(ServiceError) -> AddressChangeAccount {
+        try storage { () throws(StorageError) in try store.addressChange(userId: userId) }
+    }
 
     /// `GET /v1/account/recovery`: what the settings page shows.
     func accountState(_ caller: SessionService.Caller) throws(ServiceError) -> RecoveryAccountState {

@@ -264,25 +264,6 @@ public final class RecoveryService: Sendable {
 
     static let noChallenge = ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
 
-    /// Counts one use of limit `name` (a fixed window of `seconds`, every instance on one row):
-    /// the count so far and the seconds until the window ends.
-    func bump(_ name: String, per seconds: Int) throws(ServiceError) -> (count: Int, retryAfter: Int) {
-        try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds, by: 1) }
-    }
-
-    /// Counts one use of a limit; false past `max` (the caller goes on without what it limits).
-    func withinLimit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) -> Bool {
-        try bump(name, per: seconds).count <= max
-    }
-
-    /// Counts one use of a per-account limit; past `max` → 429 with Retry-After.
-    func limit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) {
-        let (count, retry) = try bump(name, per: seconds)
-        guard count <= max else {
-            throw ServiceError(.rateLimited, "too many requests for this account; retry later", headers: [("Retry-After", String(retry))])
-        }
-    }
-
     static func limitKey(_ name: String) -> [UInt8] { Digest.sha256(Array(name.utf8)) }
 
     static func email(_ body: JSONValue) throws(ServiceError) -> EmailAddress {

@@ -7,12 +7,6 @@ import Storage
 /// use, attempts and lifetimes are the store's to keep atomically (the database's clock decides
 /// expiries, ARCHITECTURE.md "Where time and randomness come from" rule 3).
 protocol RecoveryStore: Sendable {
-    // MARK: Limits
-
-    /// Counts `delta` uses of `key` in its fixed window of `windowSeconds` (from its first use):
-    /// the count including these and the seconds left in the window.
-    func bump(key: [UInt8], windowSeconds: Int, by delta: Int) throws(StorageError) -> (count: Int, retryAfter: Int)
-
     // MARK: Accounts and addresses
 
     /// The account's verified address.
@@ -29,10 +23,13 @@ protocol RecoveryStore: Sendable {
     /// the same work whether or not anyone was found.
     func startChallenge(_ start: CodeChallengeStart) throws(StorageError) -> CodeChallengeStarted
 
-    /// Stores a challenge with its mail, audit lines and events (and `redeeming`'s redemption); its expiry.
+    /// What an address change's guard reads: whether the account has a live passkey, and its mail language.
+    func addressChange(userId: String) throws(StorageError) -> AddressChangeAccount
+    /// Stores a challenge with its mail, audit lines and events (and `redeeming`'s redemption), only
+    /// within `limit` (counted first; past it `.limited`, nothing else written); its expiry.
     /// `language`: the account's language memo, written with it (nil: unchanged).
     func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
-                redeeming: StepUpRedemption?, language: String?) throws(StorageError) -> Date
+                redeeming: StepUpRedemption?, language: String?, limit: CodeStartLimit?) throws(StorageError) -> CodeChallengeStarted
 
     /// The one read of a code's verify: the live challenge (unused, unexpired, attempts left) of
     /// that purpose and id, with its account, that account's verified address and mail language.

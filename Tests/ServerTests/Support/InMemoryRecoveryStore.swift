@@ -12,6 +12,7 @@ import Crypto
 struct InMemoryRecoveryStore: RecoveryStore {
     let tables: InMemoryTables
 
+    /// `RecoveryRepository.countUse`: a fixed window from its first use.
     func bump(key: [UInt8], windowSeconds: Int, by delta: Int) throws(StorageError) -> (count: Int, retryAfter: Int) {
         try tables.change { (t, now) throws(StorageError) in
             let window = Double(windowSeconds)
@@ -85,10 +86,22 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
-    /// The in-memory users keep no mail language: `language` is not stored here.
+    func addressChange(userId: String) throws(StorageError) -> AddressChangeAccount {
+        try tables.read { t throws(StorageError) in
+            AddressChangeAccount(hasPasskeys: t.credentials.contains { $0.userId == userId && !t.revokedCredentials.contains($0.id) },
+                                 language: t.languages[userId])
+        }
+    }
+
+    /// `RecoveryRepository.insert`: the limit counted first (past it nothing else, the step-up
+    /// unspent), then the step-up redeemed, the challenge, its mail and the language memo.
     func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
-                redeeming: StepUpRedemption?, language: String?) throws(StorageError) -> Date {
-        try tables.change { (t, now) throws(StorageError) in
+                redeeming: StepUpRedemption?, language: String?, limit: CodeStartLimit?) throws(StorageError) -> CodeChallengeStarted {
+        if let limit {
+            let counted = try bump(key: limit.key, windowSeconds: limit.windowSeconds, by: 1)
+            guard counted.count <= limit.max else { return .limited(retryAfter: counted.retryAfter) }
+        }
+        return try tables.change { (t, now) throws(StorageError) in
             try InMemoryTables.redeem(redeeming, in: &t)
             guard t.challenges[challenge.id] == nil else { throw StorageError.conflict(.other("otp_challenges_pkey")) }
             let expires = now.addingTimeInterval(Double(challenge.ttlSeconds))
@@ -98,9 +111,10 @@ struct InMemoryRecoveryStore: RecoveryStore {
             t.mail += mail
             t.audit += audit
             InMemoryTables.events(mail.map(\.event) + events, in: &t)
+            if let userId = challenge.userId, let language { t.languages[userId] = language }
             // Expired challenges go a day after they expire.
             t.challenges = t.challenges.filter { $0.value.expiresAt >= now.addingTimeInterval(-86400) }
-            return expires
+            return .started(expiresAt: expires)
         }
     }
 
