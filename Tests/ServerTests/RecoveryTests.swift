@@ -205,17 +205,26 @@ struct RecoveryTests {
         let verified = race("/v1/account/email/verify", .object([("challengeId", try #require(started.json?["challengeId"])),
                                                                 ("code", .string(try TestSMTP.code(to: a.email)))]), authorization: a.bearer)
         #expect(verified.filter { $0 == "200" }.count == 1 && verified.filter { $0 == "challenge_invalid" }.count == 7, "\(verified)")
+        // Replacing that address (the statement locks the account's address row): still one.
+        let next = TestSMTP.address("next")
+        let replacing = try putEmail(a, .string(next))
+        let replaced = race("/v1/account/email/verify", .object([("challengeId", try #require(replacing.json?["challengeId"])),
+                                                                ("code", .string(try TestSMTP.code(to: next)))]), authorization: a.bearer)
+        #expect(replaced.filter { $0 == "200" }.count == 1 && replaced.filter { $0 == "challenge_invalid" }.count == 7, "\(replaced)")
+        // The replaced address heard of it once.
+        _ = try TestSMTP.waitForMessage(to: a.email, containing: "Subject: The email address of your Latchkey account was changed")
+        #expect(try TestSMTP.messages(to: a.email).filter { $0.contains("account was changed") }.count == 1)
         // Email sign-in: one session.
-        var before = try TestSMTP.messages(to: a.email).count
-        let signIn = try a.client.post("/v1/email/challenges", .object([("email", .string(a.email))]))
+        var before = try TestSMTP.messages(to: next).count
+        let signIn = try a.client.post("/v1/email/challenges", .object([("email", .string(next))]))
         let signedIn = race("/v1/email/verify", .object([("challengeId", try #require(signIn.json?["challengeId"])),
-                                                        ("code", .string(try TestSMTP.code(to: a.email, after: before)))]))
+                                                        ("code", .string(try TestSMTP.code(to: next, after: before)))]))
         #expect(signedIn.filter { $0 == "200" }.count == 1 && signedIn.filter { $0 == "challenge_invalid" }.count == 7, "\(signedIn)")
         // Recovery: one recovery.
-        before = try TestSMTP.messages(to: a.email).count
+        before = try TestSMTP.messages(to: next).count
         let recovery = try a.client.post("/v1/recovery/challenges", .object([("username", .string(a.username))]))
         let recovered = race("/v1/recovery/verify", .object([("challengeId", try #require(recovery.json?["challengeId"])),
-                                                            ("code", .string(try TestSMTP.code(to: a.email, after: before)))]))
+                                                            ("code", .string(try TestSMTP.code(to: next, after: before)))]))
         #expect(recovered.filter { $0 == "200" }.count == 1 && recovered.filter { $0 == "challenge_invalid" }.count == 7, "\(recovered)")
         let pending = try a.client.get("/v1/account/recovery", authorization: a.bearer)
         #expect(pending.json?["pendingRecoveries"]?.arrayValue?.count == 1, "\(pending)")
