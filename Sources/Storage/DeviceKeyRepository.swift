@@ -129,7 +129,10 @@ public final class DeviceKeyRepository: Sendable {
                 """
         }
         let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
-        let statement = SQL.with((challenge.map { [("used", ChallengeRepository.use(hash: $0, kind: .deviceKeyEnrolment, userId: key.userId))] } ?? []) + [
+        let use: [(name: String, sql: SQL)] = challenge.map { hash in
+            [("used", ChallengeRepository.use(hash: hash, kind: .deviceKeyEnrolment, userId: key.userId))]
+        } ?? []
+        let statement = SQL.with(use + [
             ("gate", opened),
             ("old", """
                 UPDATE device_keys SET revoked_at = now(), replaced_by = \(key.id)

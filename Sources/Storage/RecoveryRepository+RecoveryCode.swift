@@ -53,8 +53,8 @@ extension RecoveryRepository {
                 """),
             ("refused", "SELECT 1 AS one FROM within WHERE NOT EXISTS (SELECT 1 FROM used)"),
         ] + Self.starting(r, from: "used", cancelTokenHash: cancelTokenHash) + MailRepository.ctes(mail, onlyIf: "rec")
-            + AuditRepository.cte([s.rejected, audit].enumerated().map { i, a in
-                AuditTemplate(actor: a.actor, action: a.action, detail: a.detail).rows(from: i == 0 ? "refused" : "rec", subject: "\(a.subject)::text")
+            + AuditRepository.cte([(s.rejected, "refused"), (audit, "rec")].map { a, cte in
+                AuditTemplate(actor: a.actor, action: a.action, detail: a.detail).rows(from: "\(unsafeRaw: cte)", subject: "\(a.subject)::text")
             })
             + OutboxRepository.ctes(mail.map(\.event) + events, onlyIf: "rec"),
             "SELECT lim.count, lim.retry, EXISTS (SELECT 1 FROM within) AS within, rec.* FROM lim LEFT JOIN rec ON true")

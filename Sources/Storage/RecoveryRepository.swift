@@ -180,10 +180,11 @@ public final class RecoveryRepository: Sendable {
             [("lim", Self.countUse(key: l.key, windowSeconds: l.windowSeconds)), ("go", "SELECT 1 AS one FROM lim WHERE count <= \(l.max)")]
         } ?? []
         let within: SQL? = limit == nil ? nil : "EXISTS (SELECT 1 FROM go)"
+        let gate = StepUpRedemption.gate(redeeming, and: within)
         let statement = SQL.with(limited + StepUpRedemption.cte(redeeming, onlyIf: limit == nil ? nil : "go") + [("ch", """
             INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
             SELECT \(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
-                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: StepUpRedemption.gate(redeeming, and: within))
+                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: gate)
             RETURNING expires_at, user_id
             """), ("swept", "DELETE FROM otp_challenges WHERE expires_at < now() - interval '1 day'")]
             + MailRepository.ctes(mail, onlyIf: "ch") + AuditRepository.cte(audit, onlyIf: "ch")

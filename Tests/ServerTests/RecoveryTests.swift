@@ -244,8 +244,8 @@ struct RecoveryTests {
                                       authorization: a.bearer, headers: [("Latchkey-Step-Up", token)])
         #expect(sixth.status == 429 && sixth.code == "rate_limited" && sixth.header("Retry-After") != nil, "\(sixth)")
         // Refused before the redemption: the step-up is still good for its own action.
-        let consumed = try a.client.post("/v1/step-up/consume", .object([("actionHash", .string(try StepUpTests.claims(token)["action_hash"]?.stringValue ?? ""))]),
-                                          authorization: "Bearer \(token)")
+        let actionHash = try #require(try StepUpTests.claims(token)["action_hash"]?.stringValue)
+        let consumed = try a.client.post("/v1/step-up/consume", .object([("actionHash", .string(actionHash))]), authorization: "Bearer \(token)")
         #expect(consumed.status == 200, "\(consumed)")
     }
 

@@ -123,8 +123,8 @@ public final class RecoveryService: Sendable {
         // unmatchable code) the same statement is built for no one and writes only the attempt.
         let started = prepared(userId: read.userId ?? "", address: read.accountEmail, language: read.language, method: .email, alike: true)
         let record = try decided(try storage { () throws(StorageError) in
-            try store.recover(code, address: read.accountEmail, recovery: started.recovery, mail: started.mail, audit: started.audit, events: started.events,
-                              cancelTokenHash: started.cancelHash)
+            try store.recover(code, address: read.accountEmail, recovery: started.recovery, mail: started.mail, audit: started.audit,
+                              events: started.events, cancelTokenHash: started.cancelHash)
         })
         return started.answer(record, ttl: policy.tokenTTL)
     }
