@@ -64,6 +64,23 @@ public final class ChallengeRepository: Sendable {
         }
     }
 
+    /// The challenge of `kind` and `userId` as a verify's read finds it (nothing used up: the
+    /// verify's one write does that, `use`); nil when unknown, used, another user's or ceremony's.
+    public func find(hash: [UInt8], kind: CeremonyKind, userId: String) throws(StorageError) -> StoredChallenge? {
+        try pool.run { c in
+            try c.query("""
+                SELECT \(unsafeRaw: ChallengeRepository.columns) FROM challenges
+                WHERE hash = \(hash) AND purpose = \(kind.rawValue) AND user_id = \(userId)
+                """).first.map(ChallengeRepository.challenge)
+        }
+    }
+
+    /// The challenge used up, as a CTE of a verify's one statement (`DELETE … RETURNING`): of
+    /// concurrent verifies exactly one gets the row, the others wait for its commit and find none.
+    static func use(hash: [UInt8], kind: CeremonyKind, userId: String) -> SQL {
+        "DELETE FROM challenges WHERE hash = \(hash) AND purpose = \(kind.rawValue) AND user_id = \(userId) RETURNING hash"
+    }
+
     /// Drops challenges that expired over an hour ago, and the used ids of sealed challenges that
     /// expired over a minute ago (any instance may run this now and then). A verify records an id
     /// only while its challenge is live (`LoginRepository.used`), so an id the sweep took can never

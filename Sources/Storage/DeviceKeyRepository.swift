@@ -73,6 +73,24 @@ public enum EnrolmentGate: Sendable, Equatable {
     case ticket(hash: [UInt8])
 }
 
+/// What an enrolment's statement did.
+public enum EnrolmentWritten: Sendable {
+    /// The challenge was used by a concurrent enrolment: nothing written.
+    case challengeUsed
+    /// The gate was not (or no longer) valid: only the challenge used up.
+    case gateRefused
+    case enrolled(DeviceKeyRecord, replaced: String?)
+}
+
+/// What an approval's statement did.
+public enum ApprovalWritten: Sendable, Equatable {
+    /// The challenge was used by a concurrent verify: nothing written.
+    case challengeUsed
+    /// A device key no longer live or its App Attest counter reused (only the challenge used up).
+    case refused
+    case stored
+}
+
 /// Device keys and step-up receipts.
 public final class DeviceKeyRepository: Sendable {
     let pool: PostgresPool
@@ -86,19 +104,35 @@ public final class DeviceKeyRepository: Sendable {
     /// Returns nil, writing nothing, when the gate is not (or no longer) valid.
     public func enrol(_ key: NewDeviceKey, gate: EnrolmentGate, audit: AuditTemplate, enrolled: [OutboxEvent] = [],
                       replacedEvent: EventTemplate? = nil) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
+        switch try enrol(key, usingChallenge: nil, gate: gate, audit: audit, enrolled: enrolled, replacedEvent: replacedEvent) {
+        case .enrolled(let record, let replaced): return (record, replaced)
+        case .challengeUsed, .gateRefused: return nil
+        }
+    }
+
+    /// `enrol`, with `usingChallenge` (the enrolment challenge's hash) used up in the same statement
+    /// whatever the gate says (`ChallengeRepository.use`), and the rest written only with that use:
+    /// `.challengeUsed`, nothing written, when a concurrent enrolment used it first.
+    public func enrol(_ key: NewDeviceKey, usingChallenge challenge: [UInt8]?, gate: EnrolmentGate, audit: AuditTemplate,
+                      enrolled: [OutboxEvent], replacedEvent: EventTemplate?) throws(StorageError) -> EnrolmentWritten {
+        let used: SQL? = challenge == nil ? nil : "EXISTS (SELECT 1 FROM used)"
         let opened: SQL
         switch gate {
         case .stepUp(let jti, let actionHash):
-            opened = StepUpRedemption.use(jti: jti, userId: key.userId, actionHash: actionHash)
+            opened = StepUpRedemption.use(jti: jti, userId: key.userId, actionHash: actionHash, onlyIf: used)
         case .ticket(let hash):
             opened = """
                 UPDATE enrolment_tickets SET used_at = now()
                 WHERE hash = \(hash) AND user_id = \(key.userId) AND purpose = 'device-key' AND used_at IS NULL AND expires_at > now()
+                  AND \(fragment: used ?? "TRUE")
                 RETURNING user_id
                 """
         }
         let attestation = key.attestation.map { PostgresValue.text($0.text) } ?? .null
-        let statement = SQL.with([
+        let use: [(name: String, sql: SQL)] = challenge.map { hash in
+            [("used", ChallengeRepository.use(hash: hash, kind: .deviceKeyEnrolment, userId: key.userId))]
+        } ?? []
+        let statement = SQL.with(use + [
             ("gate", opened),
             ("old", """
                 UPDATE device_keys SET revoked_at = now(), replaced_by = \(key.id)
@@ -120,9 +154,15 @@ public final class DeviceKeyRepository: Sendable {
             + AuditRepository.cte([audit.rows(from: "ins", subject: "ins.user_id", members: [("replaced", "(SELECT id FROM old)")])])
             + OutboxRepository.ctes([.events(enrolled)] + (replacedEvent.map { [DeviceKeyRepository.rows($0, from: "old")] } ?? []),
                                     onlyIf: "ins"),
-            "SELECT \(unsafeRaw: DeviceKeyRepository.columns), (SELECT id FROM old) AS replaced FROM ins")
+            """
+            SELECT \(fragment: used ?? "true") AS fresh, ins.*, (SELECT id FROM old) AS replaced
+            FROM (VALUES (1)) AS one (x) LEFT JOIN ins ON true
+            """)
         return try pool.run { c in
-            try c.query(statement).first.map { r in (try DeviceKeyRepository.deviceKey(r), try r.optionalString("replaced")) }
+            let r = try c.query(statement)[0]
+            guard try r.bool("fresh") else { return .challengeUsed }
+            guard try !r.isNull("id") else { return .gateRefused }
+            return .enrolled(try DeviceKeyRepository.deviceKey(r), replaced: try r.optionalString("replaced"))
         }
     }
 
@@ -187,20 +227,35 @@ public final class DeviceKeyRepository: Sendable {
     /// written either way, so of two step-ups carrying one counter only the first gets a receipt.
     public func insertReceipt(_ r: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64? = nil,
                               credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent] = []) throws(StorageError) -> Bool {
+        try insertReceipt(r, usingChallenge: nil, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
+                          credentialUse: credentialUse, audit: audit, events: events) == .stored
+    }
+
+    /// `insertReceipt`, with `usingChallenge` (a step-up verify's: its hash and user) used up in the
+    /// same statement (`ChallengeRepository.use`) and everything else written only with that use:
+    /// `.challengeUsed`, nothing written, when a concurrent verify used it first.
+    public func insertReceipt(_ r: StepUpReceiptRecord, usingChallenge challenge: [UInt8]?, liveDeviceKeyId: String?,
+                              appAttestCounter: Int64?, credentialUse: CredentialUse?, audit: [AuditRecord],
+                              events: [OutboxEvent]) throws(StorageError) -> ApprovalWritten {
         var ctes: [(name: String, sql: SQL)] = []
         var checks: [SQL] = []
+        if let challenge {
+            ctes.append(("used", ChallengeRepository.use(hash: challenge, kind: .stepUp, userId: r.userId)))
+            checks.append("EXISTS (SELECT 1 FROM used)")
+        }
         if let liveDeviceKeyId {
             ctes.append(("dk", """
                 UPDATE device_keys SET last_used_at = now(), app_attest_counter = COALESCE(\(appAttestCounter)::bigint, app_attest_counter)
                 WHERE id = \(liveDeviceKeyId) AND revoked_at IS NULL
                   AND (\(appAttestCounter)::bigint IS NULL OR app_attest_counter IS NULL OR app_attest_counter < \(appAttestCounter)::bigint)
+                  AND \(fragment: challenge == nil ? "TRUE" : "EXISTS (SELECT 1 FROM used)")
                 RETURNING id
                 """))
             checks.append("EXISTS (SELECT 1 FROM dk)")
         }
         if let credentialUse {
             // The compare-and-set on the passkey's counter: refused → no row, no receipt.
-            ctes.append(("cred", AccountRepository.recording(credentialUse, onlyIf: liveDeviceKeyId == nil ? nil : "dk")))
+            ctes.append(("cred", AccountRepository.recording(credentialUse, onlyIf: liveDeviceKeyId != nil ? "dk" : challenge == nil ? nil : "used")))
             checks.append("EXISTS (SELECT 1 FROM cred)")
         }
         let condition: SQL = checks.isEmpty ? "" : "\nWHERE \(fragment: SQL.joined(checks, separator: " AND "))"
@@ -212,16 +267,18 @@ public final class DeviceKeyRepository: Sendable {
                    \(r.tokenExpiresAt)\(fragment: condition)
             RETURNING id
             """))
-        let final: SQL = credentialUse.map { AccountRepository.recordedOrWhy($0, also: "EXISTS (SELECT 1 FROM rcpt) AS stored") }
-            ?? "SELECT EXISTS (SELECT 1 FROM rcpt) AS stored"
+        let fresh: SQL = challenge == nil ? "true AS fresh" : "EXISTS (SELECT 1 FROM used) AS fresh"
+        let final: SQL = credentialUse.map { AccountRepository.recordedOrWhy($0, also: "EXISTS (SELECT 1 FROM rcpt) AS stored, \(fragment: fresh)") }
+            ?? "SELECT EXISTS (SELECT 1 FROM rcpt) AS stored, \(fragment: fresh)"
         let statement = SQL.with(ctes + AuditRepository.cte(audit, onlyIf: "rcpt") + OutboxRepository.ctes(events, onlyIf: "rcpt"), final)
         return try pool.run { c in
             let row = try c.query(statement)[0]
-            if try row.bool("stored") { return true }
+            guard try row.bool("fresh") else { return .challengeUsed }
+            if try row.bool("stored") { return .stored }
             // Not stored: a device key no longer live (or its App Attest counter reused), else the passkey's refusal.
-            if liveDeviceKeyId != nil { return false }
+            if liveDeviceKeyId != nil { return .refused }
             if credentialUse != nil { _ = try AccountRepository.recorded(row) }
-            return false
+            return .refused
         }
     }
 

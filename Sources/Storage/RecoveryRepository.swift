@@ -25,15 +25,6 @@ public struct NewCodeChallenge: Sendable {
     }
 }
 
-/// A challenge one submission may compare against (its attempt already counted).
-public struct CodeAttempt: Sendable {
-    public let id: String
-    public let purpose: NewCodeChallenge.Purpose
-    public let userId: String?
-    public let email: String?
-    public let codeHash: [UInt8]
-}
-
 /// How a recovery was started (column `recoveries.method`).
 public enum RecoveryMethod: String, Sendable, CaseIterable {
     /// A code mailed to the account's verified address.
@@ -72,6 +63,17 @@ public struct NewRecovery: Sendable {
     }
 }
 
+/// An account as an address change's guard reads it: whether it has a live passkey, and its mail language.
+public struct AddressChangeAccount: Sendable, Equatable {
+    public let hasPasskeys: Bool
+    public let language: String?
+
+    public init(hasPasskeys: Bool, language: String?) {
+        self.hasPasskeys = hasPasskeys
+        self.language = language
+    }
+}
+
 /// What `setVerifiedEmail` found.
 public enum VerifiedEmailOutcome: Sendable, Equatable {
     case stored
@@ -104,20 +106,20 @@ public final class RecoveryRepository: Sendable {
     /// new window once the old one has passed), only when `condition` holds; it returns the count
     /// including these and the seconds left in the window (`retry`). Usable as a CTE.
     static func countUse(key: [UInt8], windowSeconds: Int, delta: Int = 1, onlyIf condition: SQL = "TRUE") -> SQL {
+        countUse(key: key, windowSeconds: windowSeconds, delta: "\(delta)::int", onlyIf: condition)
+    }
+
+    /// `countUse` with `delta` an expression over the statement's other CTEs.
+    static func countUse(key: [UInt8], windowSeconds: Int, delta: SQL, onlyIf condition: SQL = "TRUE") -> SQL {
         """
-        INSERT INTO account_limits (key, window_start, count) SELECT \(key), now(), \(delta) WHERE \(fragment: condition)
+        INSERT INTO account_limits (key, window_start, count) SELECT \(key), now(), \(fragment: delta) WHERE \(fragment: condition)
         ON CONFLICT (key) DO UPDATE SET
           count = CASE WHEN account_limits.window_start + make_interval(secs => \(windowSeconds)) <= now()
-                       THEN \(delta) ELSE account_limits.count + \(delta) END,
+                       THEN EXCLUDED.count ELSE account_limits.count + EXCLUDED.count END,
           window_start = CASE WHEN account_limits.window_start + make_interval(secs => \(windowSeconds)) <= now()
                        THEN now() ELSE account_limits.window_start END
         RETURNING count, GREATEST(1, CEIL(EXTRACT(EPOCH FROM window_start + make_interval(secs => \(windowSeconds)) - now())))::int AS retry
         """
-    }
-
-    /// Takes back one use counted by `bump` (a right recovery code is no wrong one).
-    public func unbump(key: [UInt8]) throws(StorageError) {
-        try pool.run { c in try c.execute("UPDATE account_limits SET count = GREATEST(0, count - 1) WHERE key = \(key)") }
     }
 
     // MARK: Addresses
@@ -165,27 +167,49 @@ public final class RecoveryRepository: Sendable {
 
     /// Stores a challenge and, in the same statement, the mail that carries its code (when there
     /// is one), with audit lines and events.
-    /// With `redeeming` (the step-up an address change needs, SPEC "Assurance"), only together with its redemption.
+    /// With `limit`, only within it: the use counted first, and past the limit nothing else written
+    /// (`.limited`). With `redeeming` (the step-up an address change needs, SPEC "Assurance"), only
+    /// together with its redemption (`.conflict(.stepUpUsed)` otherwise).
     public func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord] = [],
                        events: [OutboxEvent] = [], redeeming: StepUpRedemption? = nil,
-                       language: String? = nil) throws(StorageError) -> Date {
-        // One statement: the step-up redeemed (when there is one; the rest is written only if it
-        // was), the challenge, its mail, audit lines and events, the account's language memo, and
-        // the sweep of challenges expired a day ago (cheap: indexed).
-        let statement = SQL.with(StepUpRedemption.cte(redeeming) + [("ch", """
+                       language: String? = nil, limit: CodeStartLimit? = nil) throws(StorageError) -> CodeChallengeStarted {
+        // One statement: the limit counted, the step-up redeemed (when there is one; the rest is
+        // written only if it was), the challenge, its mail, audit lines and events, the account's
+        // language memo, and the sweep of challenges expired a day ago (cheap: indexed).
+        let limited: [(name: String, sql: SQL)] = limit.map { l in
+            [("lim", Self.countUse(key: l.key, windowSeconds: l.windowSeconds)), ("go", "SELECT 1 AS one FROM lim WHERE count <= \(l.max)")]
+        } ?? []
+        let within: SQL? = limit == nil ? nil : "EXISTS (SELECT 1 FROM go)"
+        let gate = StepUpRedemption.gate(redeeming, and: within)
+        let statement = SQL.with(limited + StepUpRedemption.cte(redeeming, onlyIf: limit == nil ? nil : "go") + [("ch", """
             INSERT INTO otp_challenges (id, purpose, user_id, email, code_hash, max_attempts, expires_at)
             SELECT \(challenge.id), \(challenge.purpose.rawValue), \(challenge.userId), \(challenge.email), \(challenge.codeHash),
-                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: StepUpRedemption.gate(redeeming))
+                   \(challenge.maxAttempts), now() + make_interval(secs => \(challenge.ttlSeconds))\(fragment: gate)
             RETURNING expires_at, user_id
             """), ("swept", "DELETE FROM otp_challenges WHERE expires_at < now() - interval '1 day'")]
             + MailRepository.ctes(mail, onlyIf: "ch") + AuditRepository.cte(audit, onlyIf: "ch")
             + OutboxRepository.ctes(mail.map(\.event) + events, onlyIf: "ch")
             + (challenge.userId.map { MailRepository.languageMemo(userId: $0, language: language, onlyIf: "ch") } ?? []),
-            "SELECT (SELECT expires_at FROM ch) AS expires_at")
+            limit == nil ? "SELECT (SELECT expires_at FROM ch) AS expires_at, true AS within, 0 AS retry"
+                : "SELECT (SELECT expires_at FROM ch) AS expires_at, EXISTS (SELECT 1 FROM go) AS within, lim.retry FROM lim")
         return try pool.run { c in
+            let row = try c.query(statement)[0]
+            guard try row.bool("within") else { return .limited(retryAfter: try row.int("retry")) }
             // No challenge: the step-up was used, not the user's, or its key revoked since.
-            guard let expires = try c.query(statement)[0].optionalDate("expires_at") else { throw StorageError.conflict(.stepUpUsed) }
-            return expires
+            guard let expires = try row.optionalDate("expires_at") else { throw StorageError.conflict(.stepUpUsed) }
+            return .started(expiresAt: expires)
+        }
+    }
+
+    /// What an address change's guard reads (SPEC "Assurance": an account with a passkey needs a
+    /// step-up for it), with the language its mail is written in: one read.
+    public func addressChange(userId: String) throws(StorageError) -> AddressChangeAccount {
+        try pool.run { c in
+            let r = try c.query("""
+                SELECT EXISTS (SELECT 1 FROM credentials c WHERE c.user_id = q.id AND c.revoked_at IS NULL) AS has_passkeys, u.language
+                FROM (SELECT \(userId)::text AS id) q LEFT JOIN users u ON u.id = q.id
+                """)[0]
+            return AddressChangeAccount(hasPasskeys: try r.bool("has_passkeys"), language: try r.optionalString("language"))
         }
     }
 
@@ -211,15 +235,6 @@ public final class RecoveryRepository: Sendable {
         }
     }
 
-    /// Uses one of the account's recovery codes; false when it is not one, or was used.
-    public func useRecoveryCode(userId: String, hash: [UInt8]) throws(StorageError) -> Bool {
-        try pool.run { c in
-            try c.execute("""
-                UPDATE recovery_codes SET used_at = now() WHERE user_id = \(userId) AND code_hash = \(hash) AND used_at IS NULL
-                """) > 0
-        }
-    }
-
     public func unusedRecoveryCodes(userId: String) throws(StorageError) -> Int {
         try pool.run { c in
             try c.query("SELECT count(*)::int AS n FROM recovery_codes WHERE user_id = \(userId) AND used_at IS NULL")[0].int("n")
@@ -232,19 +247,26 @@ public final class RecoveryRepository: Sendable {
     /// `cancelTokenHash`: the mailed cancel link's token (SPEC "Assurance"), valid as long as the recovery.
     public func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
                       cancelTokenHash: [UInt8]? = nil) throws(StorageError) -> RecoveryRecord {
-        let statement = SQL.with([("rec", """
+        let statement = SQL.with(Self.starting(r, from: nil, cancelTokenHash: cancelTokenHash)
+            + MailRepository.ctes(mail) + AuditRepository.cte([audit]) + OutboxRepository.ctes(mail.map(\.event) + events),
+            "SELECT \(unsafeRaw: RecoveryRepository.columns) FROM rec")
+        return try pool.run { c in try RecoveryRepository.recovery(try c.query(statement)[0]) }
+    }
+
+    /// The CTEs that start a recovery: `rec` (with `from`, a CTE of the same statement, only when
+    /// that returned a row) and its cancel link's token.
+    static func starting(_ r: NewRecovery, from source: String?, cancelTokenHash: [UInt8]?) -> [(name: String, sql: SQL)] {
+        let from: SQL = source.map { " FROM \(unsafeRaw: $0)" } ?? ""
+        return [("rec", """
             INSERT INTO recoveries (id, user_id, method, token_hash, not_before, expires_at)
-            VALUES (\(r.id), \(r.userId), \(r.method.rawValue), \(r.tokenHash), now() + make_interval(secs => \(r.delaySeconds)),
-                    now() + make_interval(secs => \(r.delaySeconds + r.ttlSeconds)))
+            SELECT \(r.id), \(r.userId), \(r.method.rawValue), \(r.tokenHash), now() + make_interval(secs => \(r.delaySeconds)),
+                   now() + make_interval(secs => \(r.delaySeconds + r.ttlSeconds))\(fragment: from)
             RETURNING \(unsafeRaw: RecoveryRepository.columns)
             """)]
             + (cancelTokenHash.map { hash in [("cancel_token", """
                 INSERT INTO cancel_tokens (hash, user_id, recovery_id, expires_at)
                 SELECT \(hash), user_id, id, expires_at FROM rec RETURNING hash
                 """)] } ?? [])
-            + MailRepository.ctes(mail) + AuditRepository.cte([audit]) + OutboxRepository.ctes(mail.map(\.event) + events),
-            "SELECT \(unsafeRaw: RecoveryRepository.columns) FROM rec")
-        return try pool.run { c in try RecoveryRepository.recovery(try c.query(statement)[0]) }
     }
 
     /// The recovery a token belongs to, whatever its state, with the database's clock.
@@ -287,10 +309,5 @@ public final class RecoveryRepository: Sendable {
     static func recovery(_ r: Row) throws -> RecoveryRecord {
         RecoveryRecord(id: try r.string("id"), userId: try r.string("user_id"), method: try r.value("method"),
                        notBefore: try r.date("not_before"), expiresAt: try r.date("expires_at"), status: try r.value("status"))
-    }
-
-    /// An audit line on its own (a refused code: nothing else changes).
-    public func appendAudit(_ record: AuditRecord) throws(StorageError) {
-        try pool.run { c in try AuditRepository.write([record], on: c) }
     }
 }

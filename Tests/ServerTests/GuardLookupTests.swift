@@ -87,11 +87,11 @@ struct GuardLookupTests {
         #expect(standing.asked == [.caller, .standing])
 
         // Whether the account has a passkey (does an address change need a step-up?).
-        let passkeys = TestLookups(caller: .session(plainSession), failing: .hasPasskeys)
+        let passkeys = TestLookups(caller: .session(plainSession), failing: .addressChange)
         let (email, emailProbe) = Self.route("PUT", "/v1/account/email", .session, stepUp: .emailChange, lookups: passkeys)
         #expect(try Self.isUnavailable(Self.send(email, "PUT", "/v1/account/email", body: .object([("email", "someone@latchkey.test")]))))
         #expect(emailProbe.runs == 0)
-        #expect(passkeys.asked == [.caller, .hasPasskeys])
+        #expect(passkeys.asked == [.caller, .addressChange])
 
         // The last-way-in check before a revocation's step-up.
         let lastWayIn = TestLookups(caller: .session(plainSession), failing: .lastWayIn)
@@ -181,7 +181,7 @@ struct GuardLookupTests {
 
 /// Guard lookups with fixed answers; `failing` throws what a database that cannot answer throws.
 final class TestLookups: GuardLookups {
-    enum Lookup: Sendable, Equatable { case caller, standing, hasPasskeys, lastWayIn, pendingAuthorization, client, stepUp }
+    enum Lookup: Sendable, Equatable { case caller, standing, addressChange, lastWayIn, pendingAuthorization, client, stepUp }
 
     let configuration = Configuration()
     let resolved: RouteCaller
@@ -222,9 +222,9 @@ final class TestLookups: GuardLookups {
         return SessionService.Standing(method: .passkey, credentialId: [1], heldUntil: nil)
     }
 
-    func hasPasskeys(userId: String) throws(ServiceError) -> Bool {
-        try look(.hasPasskeys)
-        return true
+    func addressChange(userId: String) throws(ServiceError) -> AddressChangeAccount {
+        try look(.addressChange)
+        return AddressChangeAccount(hasPasskeys: true, language: nil)
     }
 
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {

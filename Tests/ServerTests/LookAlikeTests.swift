@@ -14,10 +14,14 @@ struct LookAlikeTests {
     static let server = Result { try TestServer(name: "look-alike", tracing: true) { RecoveryTests.mailSettings(&$0) } }
 
     /// The statements `request` made at `route` ("POST /v1/…").
-    static func statements(_ server: TestServer, _ route: String, _ request: () throws -> Reply,
+    static func statements(_ server: TestServer, _ route: String, refused code: String? = nil, _ request: () throws -> Reply,
                            sourceLocation: SourceLocation = #_sourceLocation) throws -> [String] {
         let reply = try request()
-        #expect(reply.status < 300, "\(route): \(reply)", sourceLocation: sourceLocation)
+        if let code {
+            #expect(reply.code == code, "\(route): \(reply)", sourceLocation: sourceLocation)
+        } else {
+            #expect(reply.status < 300, "\(route): \(reply)", sourceLocation: sourceLocation)
+        }
         let statements = try #require(server.traces?.last(route), sourceLocation: sourceLocation)
         // BEGIN carries the request's remaining budget, which differs by the millisecond.
         return statements.map { $0.replacingOccurrences(of: #"interval '\d+ milliseconds'"#, with: "interval 'N milliseconds'", options: .regularExpression) }
@@ -90,5 +94,31 @@ struct LookAlikeTests {
         #expect(known == unknown, "known: \(known)\nunknown: \(unknown)")
         #expect(known.count == 2, "one read and one write: \(known)")
         #expect(try TestSMTP.code(to: address).count == server.configuration.otpDigits)
+    }
+
+    @Test("a wrong code for a known address's challenge and for nobody's: the same statements, one read and one write")
+    func wrongCodes() throws {
+        let server = try Self.server.get()
+        let client = server.client()
+        let address = TestSMTP.address("look-alike-code")
+        let known = try Self.account(server, "coded", email: address)
+        for (start, verify, body) in [("/v1/email/challenges", "/v1/email/verify", ("email", address, TestSMTP.address("nobody-code"))),
+                                      ("/v1/recovery/challenges", "/v1/recovery/verify", ("username", known, server.username("ghost-code")))] {
+            var traces: [[String]] = []
+            for who in [body.1, body.2] {
+                let before = try TestSMTP.messages(to: address).count
+                let started = try client.post(start, .object([(body.0, .string(who))]))
+                let id = try #require(started.json?["challengeId"])
+                // A code of the right shape that is not the mailed one (nobody's challenge mails none).
+                let zeros = String(repeating: "0", count: server.configuration.otpDigits)
+                let mailed = who == body.1 ? try TestSMTP.code(to: address, after: before) : nil
+                let wrong = mailed == zeros ? String(repeating: "1", count: zeros.count) : zeros
+                traces.append(try Self.statements(server, "POST " + verify, refused: "code_invalid") {
+                    try client.post(verify, .object([("challengeId", id), ("code", .string(wrong))]))
+                })
+            }
+            #expect(traces[0] == traces[1], "\(verify) known: \(traces[0])\nunknown: \(traces[1])")
+            #expect(traces[0].count == 2, "\(verify): one read and one write: \(traces[0])")
+        }
     }
 }

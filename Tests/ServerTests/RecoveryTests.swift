@@ -187,6 +187,68 @@ struct RecoveryTests {
         #expect(right.code == "challenge_invalid", "\(right)")
     }
 
+    @Test("a right code is good once: 8 concurrent verifies of it on two instances → one 200, seven challenge_invalid (address, sign-in, recovery)")
+    func rightCodeOnce() throws {
+        let (server, other) = try Self.pair.get()
+        let endpoints = [server.endpoint, other.endpoint]
+        func race(_ path: String, _ body: JSONValue, authorization: String? = nil) -> [String] {
+            onThreads(8) { i, start -> String in
+                let c = Client(endpoints[i % 2])
+                start()
+                guard let reply = try? c.post(path, body, authorization: authorization) else { return "error" }
+                return reply.status == 200 ? "200" : reply.code ?? "\(reply.status)"
+            }
+        }
+        // The verified address.
+        let a = try account(server, verified: false)
+        let started = try putEmail(a, .string(a.email))
+        let verified = race("/v1/account/email/verify", .object([("challengeId", try #require(started.json?["challengeId"])),
+                                                                ("code", .string(try TestSMTP.code(to: a.email)))]), authorization: a.bearer)
+        #expect(verified.filter { $0 == "200" }.count == 1 && verified.filter { $0 == "challenge_invalid" }.count == 7, "\(verified)")
+        // Replacing that address (the statement locks the account's address row): still one.
+        let next = TestSMTP.address("next")
+        let replacing = try putEmail(a, .string(next))
+        let replaced = race("/v1/account/email/verify", .object([("challengeId", try #require(replacing.json?["challengeId"])),
+                                                                ("code", .string(try TestSMTP.code(to: next)))]), authorization: a.bearer)
+        #expect(replaced.filter { $0 == "200" }.count == 1 && replaced.filter { $0 == "challenge_invalid" }.count == 7, "\(replaced)")
+        // The replaced address heard of it once.
+        _ = try TestSMTP.waitForMessage(to: a.email, containing: "Subject: The email address of your Latchkey account was changed")
+        #expect(try TestSMTP.messages(to: a.email).filter { $0.contains("account was changed") }.count == 1)
+        // Email sign-in: one session.
+        var before = try TestSMTP.messages(to: next).count
+        let signIn = try a.client.post("/v1/email/challenges", .object([("email", .string(next))]))
+        let signedIn = race("/v1/email/verify", .object([("challengeId", try #require(signIn.json?["challengeId"])),
+                                                        ("code", .string(try TestSMTP.code(to: next, after: before)))]))
+        #expect(signedIn.filter { $0 == "200" }.count == 1 && signedIn.filter { $0 == "challenge_invalid" }.count == 7, "\(signedIn)")
+        // Recovery: one recovery.
+        before = try TestSMTP.messages(to: next).count
+        let recovery = try a.client.post("/v1/recovery/challenges", .object([("username", .string(a.username))]))
+        let recovered = race("/v1/recovery/verify", .object([("challengeId", try #require(recovery.json?["challengeId"])),
+                                                            ("code", .string(try TestSMTP.code(to: next, after: before)))]))
+        #expect(recovered.filter { $0 == "200" }.count == 1 && recovered.filter { $0 == "challenge_invalid" }.count == 7, "\(recovered)")
+        let pending = try a.client.get("/v1/account/recovery", authorization: a.bearer)
+        #expect(pending.json?["pendingRecoveries"]?.arrayValue?.count == 1, "\(pending)")
+    }
+
+    @Test("five address changes an hour per account, counted in the change's own statement; the sixth is 429 and spends no step-up")
+    func addressChangesPerHour() throws {
+        let (server, _) = try Self.pair.get()
+        let a = try account(server, verified: false)
+        for i in 0..<5 {  // five an hour (RecoveryService.verificationsPerHour)
+            let started = try putEmail(a, .string(TestSMTP.address("change\(i)")))
+            #expect(started.status == 202, "\(started)")
+        }
+        let action = JSONValue.object([("type", "latchkey.email.change"), ("email", .string(a.email))])
+        let token = try a.client.stepUpToken(a.authenticator, authorization: a.bearer, action: action)
+        let sixth = try a.client.send("PUT", "/v1/account/email", body: JSONValue.object([("email", .string(a.email))]).serialized(),
+                                      authorization: a.bearer, headers: [("Latchkey-Step-Up", token)])
+        #expect(sixth.status == 429 && sixth.code == "rate_limited" && sixth.header("Retry-After") != nil, "\(sixth)")
+        // Refused before the redemption: the step-up is still good for its own action.
+        let actionHash = try #require(try StepUpTests.claims(token)["action_hash"]?.stringValue)
+        let consumed = try a.client.post("/v1/step-up/consume", .object([("actionHash", .string(actionHash))]), authorization: "Bearer \(token)")
+        #expect(consumed.status == 200, "\(consumed)")
+    }
+
     @Test("an expired code is challenge_invalid")
     func expiry() throws {
         let server = try TestServer(name: "recovery-expiry") { Self.mailSettings(&$0); $0.otpTTL = 1 }

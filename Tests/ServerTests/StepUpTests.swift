@@ -394,6 +394,42 @@ struct StepUpTests {
         #expect(outcomes.filter { $0 == "400 challenge_invalid" }.count == 15, "\(outcomes)")
     }
 
+    @Test("8 concurrent enrolments with one challenge, each with its own step-up → one 201; the others' step-ups stay unspent")
+    func eightEnrolmentsOneWins() throws {
+        let server = try Self.fixture.get()
+        let a = try account(server)
+        let phone = Phone(platform: "android")
+        let c = try enrolmentChallenge(a)
+        let body = JSONValue.object([
+            ("deviceId", .string(phone.deviceId)), ("publicKey", .string(Base64URL.encode(phone.publicKey))),
+            ("platform", .string(phone.platform)), ("challengeId", c["challengeId"]!),
+            ("signature", .string(try phone.sign(c["challenge"]!.stringValue!))),
+        ]).serialized()
+        var approvals: [String] = []
+        for _ in 0..<8 { approvals.append(try enrolmentApproval(a, deviceId: phone.deviceId)) }
+        let endpoint = server.endpoint, bearer = a.bearer, gates = approvals
+        let outcomes = onThreads(8) { i, start -> String in
+            let client = Client(endpoint)
+            start()
+            guard let r = try? client.send("POST", "/v1/device-keys", body: body, authorization: bearer,
+                                           headers: [("Latchkey-Step-Up", gates[i])]) else { return "error" }
+            return r.status == 201 ? "201" : "\(r.status) \(r.code ?? "?")"
+        }
+        #expect(outcomes.filter { $0 == "201" }.count == 1, "\(outcomes)")
+        #expect(outcomes.filter { $0 == "400 challenge_invalid" }.count == 7, "\(outcomes)")
+        // A loser's step-up was not redeemed: it enrols with a fresh challenge.
+        let winner = try #require(outcomes.firstIndex(of: "201"))
+        let c2 = try enrolmentChallenge(a)
+        let again = JSONValue.object([
+            ("deviceId", .string(phone.deviceId)), ("publicKey", .string(Base64URL.encode(phone.publicKey))),
+            ("platform", .string(phone.platform)), ("challengeId", c2["challengeId"]!),
+            ("signature", .string(try phone.sign(c2["challenge"]!.stringValue!))),
+        ])
+        let replaced = try a.client.post("/v1/device-keys", again, authorization: a.bearer,
+                                         headers: [("Latchkey-Step-Up", approvals[(winner + 1) % 8])])
+        #expect(replaced.status == 201, "\(replaced)")
+    }
+
     @Test("Passkey method: user verification required; the token is scoped like a device key's")
     func passkeyMethod() throws {
         let server = try Self.fixture.get()

@@ -51,35 +51,50 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     }
 
     /// `POST /v1/device-keys`, its gate checked by the route (SPEC "Trust chain": a user-verified
-    /// passkey step-up for exactly this deviceId, or a device-key ticket): use the challenge up, then
-    /// check the proof; the gate is used up in the same transaction that stores the key. Returns the key as stored.
+    /// passkey step-up for exactly this deviceId, or a device-key ticket): one read (the challenge),
+    /// the proof checked, and one write — the challenge used up with the gate and the key, or,
+    /// refused, the challenge used up alone (a failure after it is found still uses it). Returns the key as stored.
     func enrol(userId: String, body: JSONValue, gate: EnrolmentGate) throws(ServiceError) -> DeviceKeyRecord {
         let input = try EnrolmentInput(body)
+        let found = try storage { () throws(StorageError) in try store.challenge(hash: input.challengeId, userId: userId) }
+        guard let found else { throw ServiceError(.challengeInvalid, "unknown or already used challenge") }
+        let key: NewDeviceKey
+        do {
+            key = try decide(input, found, userId: userId)
+        } catch {
+            try storage { () throws(StorageError) in _ = try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+            throw error
+        }
+        let written = try storage { () throws(StorageError) in
+            // The statement adds `replaced` (the key it revoked, or null) to the line, and writes
+            // `device_key.revoked` for that key.
+            try store.enrol(key, usingChallenge: input.challengeId, gate: gate, audit: AuditTemplate(.deviceKeyEnrolled, actor: userId, detail: [
+                                ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
+                                ("attested", .bool(key.attested)), ("gate", .string(gate.auditName)),
+                            ]),
+                            enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
+        }
+        switch written {
+        case .challengeUsed: throw ServiceError(.challengeInvalid, "unknown or already used challenge")
+        case .gateRefused: throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's")
+        case .enrolled(let record, _): return record
+        }
+    }
 
-        // The challenge is used up from here on, whatever happens next.
-        let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+    /// The key to store, decided from the challenge the read found: live and this ceremony's, and
+    /// the proof of possession (and of hardware, when sent) checked.
+    func decide(_ input: EnrolmentInput, _ found: StoredChallenge, userId: String) throws(ServiceError) -> NewDeviceKey {
         let stored = try CeremonyRules.live(found, kind: .deviceKeyEnrolment, rpId: relyingParty.id)
         let state: DeviceKeyEnrolmentState
         do { state = try DeviceKeyEnrolmentState(decoding: stored.state) } catch { throw ServiceError(error) }
         let proven = try verifyEnrolment(input, state: state)
-        let key = NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
+        return NewDeviceKey(id: runtime.identifier(), userId: userId, deviceId: input.deviceId, platform: input.platform,
                                name: input.name, publicKey: proven.key.spkiDER, attested: proven.attested != nil,
                                attestation: proven.attested?.decoded,
                                attestationFormat: Self.stored(proven.attested?.format ?? .none),
                                securityLevel: Self.stored(proven.attested?.securityLevel ?? .unknown), app: proven.attested?.app,
                                appAttestKeyId: proven.attested?.appAttestKeyId,
                                appAttestCounter: proven.attested?.counter.map { Int64($0) })
-        let enrolled = try storage { () throws(StorageError) in
-            // The statement adds `replaced` (the key it revoked, or null) to the line, and writes
-            // `device_key.revoked` for that key.
-            try store.enrol(key, gate: gate, audit: AuditTemplate(.deviceKeyEnrolled, actor: userId, detail: [
-                                ("keyId", .string(key.id)), ("deviceId", .string(key.deviceId)), ("platform", .string(key.platform.rawValue)),
-                                ("attested", .bool(key.attested)), ("gate", .string(gate.auditName)),
-                            ]),
-                            enrolled: [events.deviceKeyEnrolled(key)], replacedEvent: events.template(.deviceKeyRevoked))
-        }
-        guard let (record, _) = enrolled else { throw StepUpService.stepUpRequired("the step-up or ticket was already used, expired, or is another user's") }
-        return record
     }
 
     /// Proof of possession, and of hardware when the body carries an attestation (SPEC "Trust chain":

@@ -9,13 +9,17 @@ struct PostgresDeviceKeyStore: DeviceKeyStore {
         try challenges.insert(hash: hash, kind: .deviceKeyEnrolment, userId: userId, rpId: rpId, state: state, ttlSeconds: ttlSeconds)
     }
 
+    func challenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge? {
+        try challenges.find(hash: hash, kind: .deviceKeyEnrolment, userId: userId)
+    }
+
     func consumeChallenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge? {
         try challenges.consume(hash: hash, kind: .deviceKeyEnrolment, userId: userId)
     }
 
-    func enrol(_ key: NewDeviceKey, gate: EnrolmentGate, audit: AuditTemplate, enrolled: [OutboxEvent],
-               replacedEvent: EventTemplate?) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
-        try deviceKeys.enrol(key, gate: gate, audit: audit, enrolled: enrolled, replacedEvent: replacedEvent)
+    func enrol(_ key: NewDeviceKey, usingChallenge: [UInt8]?, gate: EnrolmentGate, audit: AuditTemplate, enrolled: [OutboxEvent],
+               replacedEvent: EventTemplate?) throws(StorageError) -> EnrolmentWritten {
+        try deviceKeys.enrol(key, usingChallenge: usingChallenge, gate: gate, audit: audit, enrolled: enrolled, replacedEvent: replacedEvent)
     }
 
     func list(userId: String) throws(StorageError) -> [DeviceKeyRecord] { try deviceKeys.list(userId: userId) }

@@ -6,11 +6,6 @@ import Storage
 extension PasskeyService {
     // MARK: The user's passkeys
 
-    /// Whether the account has a live passkey (SPEC "Assurance": then an address change needs its step-up).
-    func hasPasskeys(userId: String) throws(ServiceError) -> Bool {
-        try storage { () throws(StorageError) in try store.passkeys(userId: userId) }?.credentials.isEmpty == false
-    }
-
     /// The passkeys and the Signal API's lists, from one read.
     func listPasskeys(userId: String) throws(ServiceError) -> PasskeyList {
         guard let account = try storage({ () throws(StorageError) in try store.passkeys(userId: userId) }) else { throw ServiceError.unauthorized }

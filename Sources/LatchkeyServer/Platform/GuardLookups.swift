@@ -15,7 +15,8 @@ protocol GuardLookups: Sendable {
     func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller
     /// How a session began and whether its passkey is held.
     func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing
-    func hasPasskeys(userId: String) throws(ServiceError) -> Bool
+    /// Whether an address change needs a step-up (the account has a passkey), with its mail language.
+    func addressChange(userId: String) throws(ServiceError) -> AddressChangeAccount
     /// 409 `last_passkey` when revoking this passkey would leave the account no way in; else what
     /// was read (the revocation's notice needs it too).
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation
@@ -59,6 +60,8 @@ struct GuardLoads: Sendable {
     /// The console page the route shows, read with an admin user's role and standing (nil: not
     /// read, as for the admin key, whose resolution reads nothing).
     var adminPage: AdminPageRead? = nil
+    /// The account an address change's rule read (`StepUpRule.emailChange`): its mail language.
+    var addressChange: AddressChangeAccount? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.
@@ -70,6 +73,7 @@ struct ServiceLookups: GuardLookups {
     let openID: OpenIDProvider
     let clients: OAuthClientService
     let stepUp: StepUpService
+    let recovery: RecoveryService
 
     init(_ s: Services) {
         configuration = s.configuration
@@ -79,6 +83,7 @@ struct ServiceLookups: GuardLookups {
         openID = s.openID
         clients = s.oauthClients
         stepUp = s.stepUp
+        recovery = s.recovery
     }
 
     func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
@@ -87,7 +92,7 @@ struct ServiceLookups: GuardLookups {
 
     func standing(_ caller: SessionService.Caller) throws(ServiceError) -> SessionService.Standing { try sessions.standing(caller) }
 
-    func hasPasskeys(userId: String) throws(ServiceError) -> Bool { try passkeys.hasPasskeys(userId: userId) }
+    func addressChange(userId: String) throws(ServiceError) -> AddressChangeAccount { try recovery.addressChange(userId: userId) }
 
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {
         try passkeys.refuseLastWayIn(userId: userId, credentialId: credentialId)

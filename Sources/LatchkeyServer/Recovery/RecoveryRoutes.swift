@@ -1,6 +1,7 @@
 import DeviceKeys
 import HTTP
 import JSON
+import Storage
 
 extension RouteTable {
     /// Recovery and fallback sign-in (SPEC "Recovery and fallback sign-in", "Assurance").
@@ -13,7 +14,7 @@ extension RouteTable {
             let caller = try ctx.session()
             return .json(status: 202, bytes: RecoveryRenderer.challenge(try s.recovery.startVerification(
                 caller, body: try ctx.json(), redeeming: ctx.redemption,
-                language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))).serialized())
+                language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")), account: ctx.loads.addressChange)).serialized())
         }
         add("POST", "/v1/account/email/verify", .session, available: mail) { ctx in
             .json(bytes: RecoveryRenderer.verified(try s.recovery.verifyEmail(try ctx.session(), body: try ctx.json())).serialized())
@@ -65,8 +66,11 @@ extension StepUpRule {
     static let emailChange = StepUpRule(changes: "address changes") { input throws(ServiceError) in
         let body = input.body ?? .object([])
         _ = try RecoveryService.email(body)
-        guard let userId = input.caller.userId, let email = body["email"]?.stringValue,
-              try input.lookups.hasPasskeys(userId: userId) else { return .none }
+        guard let userId = input.caller.userId, let email = body["email"]?.stringValue else { return .none }
+        // One read: whether the account has a passkey, and the mail language the handler writes in.
+        let account = try input.lookups.addressChange(userId: userId)
+        input.loads.addressChange = account
+        guard account.hasPasskeys else { return .none }
         return .required(try gated { () throws(DeviceKeyError) in try StepUpAction.emailChange(email: email) })
     }
 }

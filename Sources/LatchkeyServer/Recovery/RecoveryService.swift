@@ -95,70 +95,75 @@ public final class RecoveryService: Sendable {
             }
             try validateName(username, "username")
             guard code.utf8.count <= 64 else { throw ServiceError.invalid("recoveryCode is too long") }
-            // Counted before comparing (atomically, every instance on one row), so concurrent guesses
-            // never exceed the limit; a right code gives its count back.
-            let key = Self.limitKey("recovery-code:" + username)
-            let (count, retry) = try storage { () throws(StorageError) in try store.bump(key: key, windowSeconds: 86400, by: 1) }
-            guard count <= Self.wrongRecoveryCodesPerDay else {
-                throw ServiceError(.rateLimited, "too many wrong recovery codes; retry later", headers: [("Retry-After", String(retry))])
-            }
+            // One read (the account, its address and mail language, the same statement whether or
+            // not the username exists), then one statement that counts the code against the
+            // username's limit (every instance on one row, so concurrent guesses never exceed it) and,
+            // when it is right, starts the recovery.
             let account = try storage { () throws(StorageError) in try store.recipient(.username(username)) }
-            var used = false
-            if let userId = account.userId {
-                let hash = try recoveryCodes.hash(code, userId: userId)
-                used = try storage { () throws(StorageError) in try store.useRecoveryCode(userId: userId, hash: hash) }
+            let hash = try recoveryCodes.hash(code, userId: account.userId ?? "")
+            let userId = account.userId ?? ""
+            let started = prepared(userId: userId, address: account.email, language: account.language, method: .recoveryCode, alike: false)
+            let submission = RecoveryCodeSubmission(
+                userId: account.userId, hash: hash,
+                limit: CodeStartLimit(key: Self.limitKey("recovery-code:" + username), windowSeconds: 86400, max: Self.wrongRecoveryCodesPerDay),
+                rejected: AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: account.userId))
+            switch try storage({ () throws(StorageError) in
+                try store.recover(submission, recovery: started.recovery, mail: started.mail, audit: started.audit, events: started.events,
+                                  cancelTokenHash: started.cancelHash)
+            }) {
+            case .limited(let retry):
+                throw ServiceError(.rateLimited, "too many wrong recovery codes; retry later", headers: [("Retry-After", String(retry))])
+            case .wrong: throw ServiceError(.codeInvalid, "wrong or used recovery code")
+            case .started(let record): return started.answer(record, ttl: policy.tokenTTL)
             }
-            guard let userId = account.userId, used else {
-                // The refusal's audit line is written or the request fails (503): never dropped.
-                try storage { () throws(StorageError) in
-                    try store.appendAudit(AuditRecord(.recoveryCodeRejected, actor: AuditActor.server, subject: account.userId))
-                }
-                throw ServiceError(.codeInvalid, "wrong or used recovery code")
-            }
-            try storage { () throws(StorageError) in try store.unbump(key: key) }
-            return try begin(userId: userId, address: account.email, method: .recoveryCode)
         }
         try requireMail()
-        let attempt = try check(body, purpose: .recovery)
-        guard let userId = attempt.userId else { throw ServiceError(.challengeInvalid, "unknown, expired or used challenge") }
-        let address = try storage { () throws(StorageError) in try store.email(userId: userId) }
-        return try begin(userId: userId, address: address, method: .email)
+        let (read, code) = try submission(body, purpose: .recovery)
+        // One statement tries the code and, when it is right, starts the recovery. For nobody (an
+        // unmatchable code) the same statement is built for no one and writes only the attempt.
+        let started = prepared(userId: read.userId ?? "", address: read.accountEmail, language: read.language, method: .email, alike: true)
+        let record = try decided(try storage { () throws(StorageError) in
+            try store.recover(code, address: read.accountEmail, recovery: started.recovery, mail: started.mail, audit: started.audit,
+                              events: started.events, cancelTokenHash: started.cancelHash)
+        })
+        return started.answer(record, ttl: policy.tokenTTL)
     }
 
-    /// Issues the recovery token: not usable before now + LATCHKEY_RECOVERY_DELAY; the verified
-    /// address (`address`, the account's, if any) is told at once, with how to cancel.
-    private func begin(userId: String, address: String?, method: RecoveryMethod) throws(ServiceError) -> StartedRecovery {
+    /// A recovery ready to store: its token, the "recovery started" notice to `address` in
+    /// `language` (the account's, read with the rest) with its cancel link (SPEC "Assurance": the owner hears of
+    /// it at once and can undo it from the mail, without a session), the audit line and the event.
+    /// `alike`: composed for a stand-in address when there is none, so a statement that writes it
+    /// only for a right code is the same statement whoever the code named — only where a right code
+    /// implies the address (a mailed code went to it), never for a recovery code.
+    private func prepared(userId: String, address: String?, language: String?, method: RecoveryMethod, alike: Bool) -> PreparedRecovery {
         let token = OpaqueSecret(prefix: Self.tokenPrefix, runtime: runtime)
         let id = "rec_" + runtime.identifier()
         let delay = policy.delaySeconds
         let notBefore = Date(timeIntervalSince1970: Double(runtime.unixTime + Int64(delay)))
         var notice: [MailToSend] = []
-        // SPEC "Assurance": the owner hears of it at once and can undo it from the mail, without a session.
         let cancel = OpaqueSecret(prefix: Self.cancelTokenPrefix + "rec_", runtime: runtime)
         var cancelHash: [UInt8]? = nil
-        if let address, let to = EmailAddress(address) {
+        if let to = address.flatMap(EmailAddress.init) ?? (alike ? Self.standIn : nil) {
             cancelHash = cancel.hash
             let link = mail.cancelLink(cancel.token)
-            notice.append(mail.compose(.recoveryStarted, to: to, userId: userId) { l in
+            let render = { (l: MailCatalog) in
                 let when = delay == 0 ? l[.startedNow] : l[.startedLater, ["duration": l.duration(seconds: delay), "date": l.dateTime(notBefore)]]
                 return (l[.startedSubject], l[.startedBody, ["how": method == .email ? l[.startedByEmail] : l[.startedByCode],
                                                              "when": when, "link": link, "id": id]])
-            })
+            }
+            notice.append(mail.compose(.recoveryStarted, to: to, userId: userId, language: language, render))
         }
-        let started = events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)
-        let record = try storage { () throws(StorageError) in
-            try store.start(NewRecovery(id: id, userId: userId, method: method, tokenHash: token.hash, delaySeconds: delay,
-                                        ttlSeconds: policy.tokenTTL),
-                            mail: notice,
-                            audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
-                                               detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue)),
-                                                        ("delaySeconds", .number(Double(delay)))]),
-                            events: [started],
-                            cancelTokenHash: cancelHash)
-        }
-        // The durations this call gave the database (one clock, rule 3: its `expires_at` is now() + these).
-        return StartedRecovery(token: token.token, expiresIn: delay + policy.tokenTTL, notBefore: record.notBefore, recoveryId: id)
+        return PreparedRecovery(
+            recovery: NewRecovery(id: id, userId: userId, method: method, tokenHash: token.hash, delaySeconds: delay, ttlSeconds: policy.tokenTTL),
+            token: token.token, mail: notice,
+            audit: AuditRecord(.recoveryStarted, actor: userId, subject: userId,
+                               detail: [("recoveryId", .string(id)), ("method", .string(method.rawValue)),
+                                        ("delaySeconds", .number(Double(delay)))]),
+            events: [events.recovery(.recoveryStarted, userId: userId, recoveryId: id, method: method)], cancelHash: cancelHash)
     }
+
+    /// Where a notice composed only so that statements look alike is addressed (never written).
+    static let standIn = EmailAddress("nobody@recovery.invalid")
 
     /// `DELETE /v1/recovery/{id}` from any session of the account → 204; 404 otherwise.
     func cancel(_ caller: SessionService.Caller, recoveryId: String) throws(ServiceError) {
@@ -229,46 +234,35 @@ public final class RecoveryService: Sendable {
 
     // MARK: Shared
 
-    /// Counts one attempt and compares: wrong → `code_invalid`; unknown, used, expired or out of
-    /// attempts → `challenge_invalid`; right → the challenge, used up (single use even under
-    /// concurrent submissions).
-    func check(_ body: JSONValue, purpose: NewCodeChallenge.Purpose) throws(ServiceError) -> CodeAttempt {
+    /// A code's verify up to its one write: the body checked, then the one read (the live
+    /// challenge of `purpose` with its account); none → `challenge_invalid`, nothing written. The
+    /// submission's write counts the attempt and compares (`decided`).
+    func submission(_ body: JSONValue, purpose: NewCodeChallenge.Purpose) throws(ServiceError) -> (CodeChallengeRead, CodeSubmission) {
         guard let id = body["challengeId"]?.stringValue, let code = body["code"]?.stringValue else {
             throw ServiceError.invalid("challengeId and code are required")
         }
         // SPEC "Assurance": a body id that cannot be one is invalid_request, and never reaches SQL.
         guard isPrintableText(id), isPrintableText(code) else { throw ServiceError.invalid("challengeId and code must be printable text") }
         guard id.utf8.count <= 64, code.utf8.count <= 32 else { throw ServiceError(.challengeInvalid, "unknown challenge") }
-        // One statement counts the attempt, compares and uses the challenge up (or audits the miss).
         let presented = try codes.hash(OneTimeCode.canonical(code), challengeId: id)
+        guard let read = try storage({ () throws(StorageError) in try store.codeChallenge(id: id, purpose: purpose) }) else {
+            throw Self.noChallenge
+        }
         let rejected = AuditTemplate(.codeRejected, actor: AuditActor.server, detail: [("purpose", .string(purpose.rawValue))])
-        switch try storage({ () throws(StorageError) in
-            try store.tryCode(id: id, purpose: purpose, presentedHash: presented, rejected: rejected)
-        }) {
-        case .noChallenge: throw ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
+        return (read, CodeSubmission(id: id, purpose: purpose, userId: read.userId, presentedHash: presented, rejected: rejected))
+    }
+
+    /// What a submission's write found: wrong → `code_invalid`; unknown, used, expired or out of
+    /// attempts (a concurrent submission got there first) → `challenge_invalid`; right → its value.
+    func decided<T>(_ outcome: CodeOutcome<T>) throws(ServiceError) -> T {
+        switch outcome {
+        case .noChallenge: throw Self.noChallenge
         case .wrong: throw ServiceError(.codeInvalid, "wrong code")
-        case .right(let attempt): return attempt
+        case .right(let value): return value
         }
     }
 
-    /// Counts one use of limit `name` (a fixed window of `seconds`, every instance on one row):
-    /// the count so far and the seconds until the window ends.
-    func bump(_ name: String, per seconds: Int) throws(ServiceError) -> (count: Int, retryAfter: Int) {
-        try storage { () throws(StorageError) in try store.bump(key: Self.limitKey(name), windowSeconds: seconds, by: 1) }
-    }
-
-    /// Counts one use of a limit; false past `max` (the caller goes on without what it limits).
-    func withinLimit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) -> Bool {
-        try bump(name, per: seconds).count <= max
-    }
-
-    /// Counts one use of a per-account limit; past `max` → 429 with Retry-After.
-    func limit(_ name: String, per seconds: Int, max: Int) throws(ServiceError) {
-        let (count, retry) = try bump(name, per: seconds)
-        guard count <= max else {
-            throw ServiceError(.rateLimited, "too many requests for this account; retry later", headers: [("Retry-After", String(retry))])
-        }
-    }
+    static let noChallenge = ServiceError(.challengeInvalid, "unknown, expired or used challenge, or too many attempts")
 
     static func limitKey(_ name: String) -> [UInt8] { Digest.sha256(Array(name.utf8)) }
 
@@ -276,5 +270,21 @@ public final class RecoveryService: Sendable {
         guard let raw = body["email"]?.stringValue else { throw ServiceError.invalid("email is required") }
         guard let email = EmailAddress(raw) else { throw ServiceError.invalid("email is not a valid address") }
         return email
+    }
+}
+
+/// A recovery composed and not stored yet (`RecoveryService.prepared`).
+private struct PreparedRecovery {
+    let recovery: NewRecovery
+    let token: String
+    let mail: [MailToSend]
+    let audit: AuditRecord
+    let events: [OutboxEvent]
+    let cancelHash: [UInt8]?
+
+    /// The answer, from the stored row and the durations this call gave the database (one clock,
+    /// rule 3: its `expires_at` is now() + these).
+    func answer(_ record: RecoveryRecord, ttl: Int) -> StartedRecovery {
+        StartedRecovery(token: token, expiresIn: recovery.delaySeconds + ttl, notBefore: record.notBefore, recoveryId: recovery.id)
     }
 }

@@ -7,27 +7,12 @@ import Storage
 /// use, attempts and lifetimes are the store's to keep atomically (the database's clock decides
 /// expiries, ARCHITECTURE.md "Where time and randomness come from" rule 3).
 protocol RecoveryStore: Sendable {
-    // MARK: Limits
-
-    /// Counts `delta` uses of `key` in its fixed window of `windowSeconds` (from its first use):
-    /// the count including these and the seconds left in the window.
-    func bump(key: [UInt8], windowSeconds: Int, by delta: Int) throws(StorageError) -> (count: Int, retryAfter: Int)
-    /// Takes back one counted use (never below zero).
-    func unbump(key: [UInt8]) throws(StorageError)
-
     // MARK: Accounts and addresses
 
     /// The account's verified address.
     func email(userId: String) throws(StorageError) -> String?
-    /// The account `id`.
-    func user(id: String) throws(StorageError) -> UserRecord?
     /// The settings page's view: address, recovery codes left, pending recoveries, in one read.
     func accountState(userId: String) throws(StorageError) -> RecoveryAccountState
-    /// Stores `email` as the account's verified address while its address is still `previous`,
-    /// using up the sign-in and recovery codes mailed to a replaced one; `.conflict` when another
-    /// account has verified `email`.
-    func setVerifiedEmail(userId: String, email: String, previous: String?, notice: [MailToSend], audit: AuditRecord,
-                          events: [OutboxEvent]) throws(StorageError) -> VerifiedEmailOutcome
 
     // MARK: One-time codes
 
@@ -38,26 +23,48 @@ protocol RecoveryStore: Sendable {
     /// the same work whether or not anyone was found.
     func startChallenge(_ start: CodeChallengeStart) throws(StorageError) -> CodeChallengeStarted
 
-    /// Stores a challenge with its mail, audit lines and events (and `redeeming`'s redemption); its expiry.
+    /// What an address change's guard reads: whether the account has a live passkey, and its mail language.
+    func addressChange(userId: String) throws(StorageError) -> AddressChangeAccount
+    /// Stores a challenge with its mail, audit lines and events (and `redeeming`'s redemption), only
+    /// within `limit` (counted first; past it `.limited`, nothing else written); its expiry.
     /// `language`: the account's language memo, written with it (nil: unchanged).
     func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
-                redeeming: StepUpRedemption?, language: String?) throws(StorageError) -> Date
-    /// One submission of a code: the attempt counted, the challenge used up when `presentedHash` is
-    /// its code's, `rejected` written once when it is not — all or nothing.
-    func tryCode(id: String, purpose: NewCodeChallenge.Purpose, presentedHash: [UInt8], rejected: AuditTemplate) throws(StorageError) -> CodeTry
+                redeeming: StepUpRedemption?, language: String?, limit: CodeStartLimit?) throws(StorageError) -> CodeChallengeStarted
+
+    /// The one read of a code's verify: the live challenge (unused, unexpired, attempts left) of
+    /// that purpose and id, with its account, that account's verified address and mail language.
+    func codeChallenge(id: String, purpose: NewCodeChallenge.Purpose) throws(StorageError) -> CodeChallengeRead?
+    /// Each verify's one write tries the code first: the attempt counted, the challenge used up
+    /// when the hash is its code's, the rejection's audit line written once when it is not; what a
+    /// right code does is written only then — all or nothing.
+    ///
+    /// An address verification: only while the account's address is still `previous` (else
+    /// `.previousChanged`, nothing written); a right code stores the challenge's address, uses up
+    /// the sign-in and recovery codes mailed to a replaced one, and writes `notice`, `audit` and
+    /// `events`. `.conflict`, nothing written, when another account has verified the address.
+    func verifyAddress(_ code: CodeSubmission, previous: String?, notice: [MailToSend], audit: AuditRecord,
+                       events: [OutboxEvent]) throws(StorageError) -> AddressVerification
+    /// An email sign-in: a right code starts `session` with `audit` and the language memo.
+    func signIn(_ code: CodeSubmission, session: NewSession, audit: [AuditRecord], language: String?) throws(StorageError) -> CodeOutcome<Bool>
+    /// A recovery by mailed code: tried only while the account's address is still `address` (the
+    /// one the notice was composed for); a right code starts the recovery with its mail, audit
+    /// line, events and cancel link.
+    func recover(_ code: CodeSubmission, address: String?, recovery: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
+                 cancelTokenHash: [UInt8]?) throws(StorageError) -> CodeOutcome<RecoveryRecord>
 
     // MARK: Recovery codes
 
     /// Replaces the account's recovery codes, with the audit line and the step-up's redemption.
     func replaceRecoveryCodes(userId: String, hashes: [[UInt8]], audit: AuditRecord, redeeming: StepUpRedemption) throws(StorageError)
-    /// Uses one unused recovery code of the account; false when it is not one.
-    func useRecoveryCode(userId: String, hash: [UInt8]) throws(StorageError) -> Bool
+    /// A recovery by recovery code: the username's limit counted (a wrong code one, a right one
+    /// nothing, and a right one refused too once wrong ones fill the window); within it the code
+    /// used up and the recovery started as `start` does, or the rejection audited — all or nothing,
+    /// a concurrent submission of the same code counting as a wrong one.
+    func recover(_ code: RecoveryCodeSubmission, recovery: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
+                 cancelTokenHash: [UInt8]?) throws(StorageError) -> RecoveryCodeOutcome
 
     // MARK: Recoveries
 
-    /// Starts a recovery with its mail, audit line, events and cancel link.
-    func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
-               cancelTokenHash: [UInt8]?) throws(StorageError) -> RecoveryRecord
     /// The recovery a token belongs to, whatever its state, with the store's clock.
     func recovery(tokenHash: [UInt8]) throws(StorageError) -> (RecoveryRecord, now: Date)?
     func recovery(id: String) throws(StorageError) -> RecoveryRecord?
@@ -66,9 +73,6 @@ protocol RecoveryStore: Sendable {
     /// Uses a cancel link and undoes what it names (a pending recovery, or a held passkey and the
     /// sessions it began); nil and nothing written when there is nothing to undo.
     func useCancelToken(hash: [UInt8], now: Date, records: CancelLinkRecords) throws(StorageError) -> CancelTarget?
-
-    /// An audit line on its own (a refused code).
-    func appendAudit(_ record: AuditRecord) throws(StorageError)
 }
 
 extension RecoveryRepository: RecoveryStore {}

@@ -12,20 +12,22 @@ struct PostgresStepUpStore: StepUpStore {
         try challenges.insert(hash: hash, kind: .stepUp, userId: userId, rpId: rpId, state: state, ttlSeconds: ttlSeconds)
     }
 
+    func verifyRead(hash: [UInt8], userId: String, credentialId: [UInt8]?) throws(StorageError) -> StepUpVerifyRead {
+        try deviceKeys.stepUpRead(hash: hash, userId: userId, credentialId: credentialId)
+    }
+
     func consumeChallenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge? {
         try challenges.consume(hash: hash, kind: .stepUp, userId: userId)
     }
 
     func passkeys(userId: String) throws(StorageError) -> [CredentialRecord] { try accounts.credentials(userId: userId) }
 
-    func passkey(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? { try accounts.credentialForLogin(id: id) }
-
     func deviceKey(id: String) throws(StorageError) -> DeviceKeyRecord? { try deviceKeys.key(id: id) }
 
-    func insertReceipt(_ receipt: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64?,
-                       credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> Bool {
-        try deviceKeys.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
-                                     credentialUse: credentialUse, audit: audit, events: events)
+    func insertReceipt(_ receipt: StepUpReceiptRecord, usingChallenge: [UInt8]?, liveDeviceKeyId: String?, appAttestCounter: Int64?,
+                       credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> ApprovalWritten {
+        try deviceKeys.insertReceipt(receipt, usingChallenge: usingChallenge, liveDeviceKeyId: liveDeviceKeyId,
+                                     appAttestCounter: appAttestCounter, credentialUse: credentialUse, audit: audit, events: events)
     }
 
     func receipt(id: String) throws(StorageError) -> StepUpReceiptRecord? { try deviceKeys.receipt(id: id) }

@@ -113,12 +113,76 @@ public final class StepUpService: Sendable {
 
     /// `POST /v1/step-up/verify`: `{"challengeId","signature"}` or `{"challengeId","credential"}`,
     /// optionally with the `action` the client believes it approved (must be the bound one).
+    /// One read (the challenge, the user's live device keys, the passkey an assertion names), the
+    /// decision, and one write: the receipt with the challenge used up, or — refused — the challenge
+    /// used up alone (SPEC "Shapes and decisions": a failure after the challenge is found still uses it).
     func verify(userId: String, sessionId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> VerifiedStepUp {
         // Parse: nothing is used up by a malformed request.
         let input = try VerifyInput(body)
+        let read = try storage { () throws(StorageError) in
+            try store.verifyRead(hash: input.challengeId, userId: userId, credentialId: input.assertion?.response.rawId)
+        }
+        guard let found = read.challenge else { throw ServiceError(.challengeInvalid, "unknown or already used challenge") }
+        let approval: Approval
+        do {
+            approval = try decide(input, found, read, userId: userId, onlyActionType: onlyActionType)
+        } catch {
+            try storage { () throws(StorageError) in _ = try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+            throw error
+        }
+        // One statement: the challenge used up, the receipt, the passkey's use (counter, backup state,
+        // clone flag), the audit line. A device key revoked after the read still wins: the receipt is
+        // stored only while it is live. The passkey's counter is compared and stored there: a
+        // concurrent step-up carrying the same counter that got there first makes this one
+        // sign_count_regression (no receipt). An App Attest key's counter is compare-and-set the same way.
+        let written: ApprovalWritten
+        do throws(StorageError) {
+            written = try store.insertReceipt(approval.receipt, usingChallenge: input.challengeId, liveDeviceKeyId: approval.liveDeviceKeyId,
+                                              appAttestCounter: approval.appAttestCounter, credentialUse: approval.passkey?.use,
+                                              audit: [approval.audit], events: approval.events)
+        } catch .conflict(.signCountRegression) where approval.passkey != nil {
+            throw assertion.refuseRegression(approval.passkey!)
+        } catch {
+            throw ServiceError(error)
+        }
+        switch written {
+        case .challengeUsed:
+            throw ServiceError(.challengeInvalid, "unknown or already used challenge")
+        case .refused:
+            if approval.appAttestCounter != nil, let keyId = approval.liveDeviceKeyId,
+               try storage({ () throws(StorageError) in try store.deviceKey(id: keyId) })?.revokedAt == nil {
+                throw ServiceError(.signatureInvalid, "App Attest counter already used by another approval")
+            }
+            throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
+        case .stored:
+            break
+        }
+        let receipt = approval.receipt
+        let token: String
+        do {
+            token = try signer.sign(StepUpClaims(subject: userId, sessionId: sessionId, jwtId: receipt.tokenJTI,
+                                                 issuedAt: Int64(receipt.createdAt.timeIntervalSince1970), lifetime: Int64(tokenTTL),
+                                                 authentication: approval.approvedWith, actionHash: receipt.actionHash, receiptId: receipt.id))
+        } catch { throw ServiceError(.internalError, "no signing key") }
+        return VerifiedStepUp(token: token, expiresIn: tokenTTL, actionHash: receipt.actionHash, receiptId: receipt.id)
+    }
 
-        // The challenge: this user's, for step-up, unexpired. Used up from here on.
-        let found = try storage { () throws(StorageError) in try store.consumeChallenge(hash: input.challengeId, userId: userId) }
+    /// What an approval writes, decided from the verify's read with no I/O.
+    struct Approval {
+        let receipt: StepUpReceiptRecord
+        let approvedWith: AuthenticationClaims
+        let liveDeviceKeyId: String?
+        let appAttestCounter: Int64?
+        let passkey: PasskeyAssertion.Outcome?
+        let audit: AuditRecord
+        let events: [OutboxEvent]
+    }
+
+    /// The decision: the challenge live and this ceremony's, the claimed action the bound one, and
+    /// the device key's signature (or App Attest assertion) or the passkey's assertion checked
+    /// against what the read found.
+    func decide(_ input: VerifyInput, _ found: StoredChallenge, _ read: StepUpVerifyRead, userId: String,
+                onlyActionType: String?) throws(ServiceError) -> Approval {
         let stored = try CeremonyRules.live(found, kind: .stepUp, rpId: relyingParty.id)
         let state: StepUpState
         do { state = try StepUpState(decoding: stored.state) } catch { throw ServiceError(error) }
@@ -136,21 +200,23 @@ public final class StepUpService: Sendable {
         let approvedWith: AuthenticationClaims
         var liveDeviceKeyId: String? = nil
         var appAttestCounter: Int64? = nil
-        var credentialUse: CredentialUse? = nil
         var passkeyOutcome: PasskeyAssertion.Outcome? = nil
         var approvedBy = ""
         var audit: [(key: String, value: JSONValue)] = [("receiptId", .string(receiptId))]
         switch state.method {
         case .deviceKey:
             guard let keyId = state.keyId else { throw ServiceError(.challengeInvalid, "challenge has no key") }
-            let record = try keys.liveKey(id: keyId, userId: userId)
+            // The challenge was made for one of the user's live keys: no longer among them, it was revoked since.
+            guard let record = read.liveKeys.first(where: { $0.id == keyId }) else {
+                throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
+            }
             let key: DevicePublicKey
             do { key = try DevicePublicKey(bytes: record.publicKey) } catch { throw ServiceError(.internalError, "stored key unreadable") }
             let signedData: [UInt8], signature: [UInt8]
             var authenticatorData: [UInt8]? = nil
             if record.attestationFormat == .appleAppAttest {
                 // An App Attest key signs only App Attest assertions (SPEC "Trust chain"): clientDataHash =
-                // SHA-256(challenge bytes), counter strictly increasing, stored by compare-and-set below.
+                // SHA-256(challenge bytes), counter strictly increasing, stored by compare-and-set in the write.
                 guard let bytes = input.appAttestAssertion else {
                     throw ServiceError.invalid("this device key is an App Attest key: send assertion")
                 }
@@ -181,8 +247,7 @@ public final class StepUpService: Sendable {
                 keyBinding: keyBinding, authenticatorData: authenticatorData, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now)
         case .passkey:
             guard let parsed = input.assertion else { throw ServiceError.invalid("this challenge is for a passkey: send credential") }
-            let outcome = try verifyPasskey(parsed, state: state, userId: userId)
-            credentialUse = outcome.use
+            let outcome = try verifyPasskey(parsed, state: state, userId: userId, found: read.passkey)
             passkeyOutcome = outcome
             approvedWith = outcome.authentication
             let credentialId = Base64URL.encode(outcome.use.credentialId)
@@ -196,42 +261,18 @@ public final class StepUpService: Sendable {
                 clientDataJSON: parsed.clientData.raw, authenticatorData: parsed.authenticatorData.raw, tokenJTI: jti,
                 tokenExpiresAt: tokenExpiresAt, createdAt: now)
         }
-        // One transaction: the receipt, the passkey's use (counter, backup state, clone flag), the audit
-        // line. A device key revoked after the lookup above still wins: the receipt is stored only while it is live.
-        let approved = AuditRecord(.stepUpApproved, actor: userId, subject: userId, detail: audit)
-        // The passkey's counter is compared and stored there: a concurrent step-up carrying the same
-        // counter that got there first makes this one sign_count_regression (no receipt). An App Attest
-        // key's counter is compare-and-set the same way.
-        let receiptStored: Bool
-        let reported = [events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
-                                              receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
-        do throws(StorageError) {
-            receiptStored = try store.insertReceipt(receipt, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
-                                                    credentialUse: credentialUse, audit: [approved], events: reported)
-        } catch .conflict(.signCountRegression) where passkeyOutcome != nil {
-            throw assertion.refuseRegression(passkeyOutcome!)
-        } catch {
-            throw ServiceError(error)
-        }
-        guard receiptStored else {
-            if appAttestCounter != nil, let keyId = liveDeviceKeyId,
-               try storage({ () throws(StorageError) in try store.deviceKey(id: keyId) })?.revokedAt == nil {
-                throw ServiceError(.signatureInvalid, "App Attest counter already used by another approval")
-            }
-            throw ServiceError(.keyRevoked, "this device key was revoked; enrol the device again")
-        }
-        let token: String
-        do {
-            token = try signer.sign(StepUpClaims(subject: userId, sessionId: sessionId, jwtId: jti, issuedAt: Int64(now.timeIntervalSince1970),
-                                                 lifetime: Int64(tokenTTL), authentication: approvedWith, actionHash: state.actionHash,
-                                                 receiptId: receiptId))
-        } catch { throw ServiceError(.internalError, "no signing key") }
-        return VerifiedStepUp(token: token, expiresIn: tokenTTL, actionHash: state.actionHash, receiptId: receiptId)
+        let events = [self.events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
+                                                 receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
+        return Approval(receipt: receipt, approvedWith: approvedWith, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
+                        passkey: passkeyOutcome, audit: AuditRecord(.stepUpApproved, actor: userId, subject: userId, detail: audit),
+                        events: events)
     }
 
     /// The passkey method: a WebAuthn assertion (L3 §7.2) over the step-up challenge bytes, with user
     /// verification required, by one of the user's passkeys that the challenge was bound to.
-    func verifyPasskey(_ parsed: ParsedAuthentication, state: StepUpState, userId: String) throws(ServiceError) -> PasskeyAssertion.Outcome {
+    /// `found`: the live passkey the assertion names, with its owner, as the verify's read found it.
+    func verifyPasskey(_ parsed: ParsedAuthentication, state: StepUpState, userId: String,
+                       found: (CredentialRecord, UserRecord)?) throws(ServiceError) -> PasskeyAssertion.Outcome {
         let binding = try PasskeyBinding(decoding: state.keyBinding)
         let authentication = AuthenticationState(challenge: state.challenge, rpId: relyingParty.id, userVerification: .required,
                                                  account: userId, allowedCredentials: binding.credentialIds)
@@ -239,8 +280,7 @@ public final class StepUpService: Sendable {
         policy.origins = origins.policy()
         let checked: CeremonyCheckedAuthentication
         do { checked = try passkeyCeremony.check(parsed, state: authentication, policy: policy) } catch { throw ServiceError(error) }
-        guard let (credential, user) = try storage({ () throws(StorageError) in try store.passkey(id: parsed.response.rawId) }),
-              user.id == userId else {
+        guard let (credential, user) = found, credential.id == parsed.response.rawId, user.id == userId else {
             throw ServiceError(.credentialUnknown, "no such passkey on this account")
         }
         let outcome = try assertion.verify(checked, ceremony: passkeyCeremony, state: authentication, credential: credential, user: user)

@@ -16,20 +16,38 @@ struct InMemoryDeviceKeyStore: DeviceKeyStore {
         try tables.insertChallenge(hash: hash, kind: .deviceKeyEnrolment, userId: userId, rpId: rpId, state: state, ttlSeconds: ttlSeconds)
     }
 
+    /// `ChallengeRepository.find`: nothing used up.
+    func challenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge? {
+        let at = tables.now()
+        return tables.rows.withLock { rows in
+            guard let c = rows.challenges[hash], c.kind == .deviceKeyEnrolment, c.userId == userId else { return nil }
+            return StoredChallenge(kind: c.kind, userId: c.userId, rpId: c.rpId, state: c.state, expired: c.expiresAt <= at)
+        }
+    }
+
     func consumeChallenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge? {
         try tables.consumeChallenge(hash: hash, kind: .deviceKeyEnrolment, userId: userId)
     }
 
-    func enrol(_ key: NewDeviceKey, gate: EnrolmentGate, audit: AuditTemplate, enrolled: [OutboxEvent],
-               replacedEvent: EventTemplate?) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? {
-        try tables.statement { (rows: inout InMemoryDeviceTables.Rows, at: Date) throws(StorageError) -> (DeviceKeyRecord, replaced: String?)? in
+    func enrol(_ key: NewDeviceKey, usingChallenge: [UInt8]?, gate: EnrolmentGate, audit: AuditTemplate, enrolled: [OutboxEvent],
+               replacedEvent: EventTemplate?) throws(StorageError) -> EnrolmentWritten {
+        try tables.statement { (rows: inout InMemoryDeviceTables.Rows, at: Date) throws(StorageError) -> EnrolmentWritten in
+            if let usingChallenge {
+                // `used`: the enrolment challenge of the key's user, deleted whatever the gate says.
+                guard let c = rows.challenges[usingChallenge], c.kind == .deviceKeyEnrolment, c.userId == key.userId else {
+                    return .challengeUsed
+                }
+                rows.challenges[usingChallenge] = nil
+            }
             // `gate`
             switch gate {
             case .stepUp(let jti, let actionHash):
-                guard InMemoryDeviceTables.redeem(jti: jti, userId: key.userId, actionHash: actionHash, in: &rows, at: at) != nil else { return nil }
+                guard InMemoryDeviceTables.redeem(jti: jti, userId: key.userId, actionHash: actionHash, in: &rows, at: at) != nil else {
+                    return .gateRefused
+                }
             case .ticket(let hash):
                 guard let t = rows.tickets[hash], t.userId == key.userId, t.purpose == "device-key", t.usedAt == nil, t.expiresAt > at else {
-                    return nil
+                    return .gateRefused
                 }
                 rows.tickets[hash]!.usedAt = at
             }
@@ -48,7 +66,7 @@ struct InMemoryDeviceKeyStore: DeviceKeyStore {
                                                    members: [("replaced", replaced.map { .string($0.key.id) } ?? .null)]))
             rows.events += enrolled
             if let replacedEvent, let replaced { rows.events.append(InMemoryDeviceTables.event(replacedEvent, for: replaced)) }
-            return (new.record, replaced?.key.id)
+            return .enrolled(new.record, replaced: replaced?.key.id)
         }
     }
 

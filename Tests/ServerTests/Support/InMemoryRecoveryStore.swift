@@ -12,6 +12,7 @@ import Crypto
 struct InMemoryRecoveryStore: RecoveryStore {
     let tables: InMemoryTables
 
+    /// `RecoveryRepository.countUse`: a fixed window from its first use.
     func bump(key: [UInt8], windowSeconds: Int, by delta: Int) throws(StorageError) -> (count: Int, retryAfter: Int) {
         try tables.change { (t, now) throws(StorageError) in
             let window = Double(windowSeconds)
@@ -22,12 +23,6 @@ struct InMemoryRecoveryStore: RecoveryStore {
             t.limits[key] = limit
             let left = limit.windowStart.addingTimeInterval(window).timeIntervalSince(now)
             return (limit.count, max(1, Int(left.rounded(.up))))
-        }
-    }
-
-    func unbump(key: [UInt8]) throws(StorageError) {
-        try tables.change { (t, _) throws(StorageError) in
-            if let l = t.limits[key] { t.limits[key]?.count = max(0, l.count - 1) }
         }
     }
 
@@ -79,10 +74,6 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
-    func user(id: String) throws(StorageError) -> UserRecord? {
-        try tables.read { t throws(StorageError) in t.users[id] }
-    }
-
     func accountState(userId: String) throws(StorageError) -> RecoveryAccountState {
         let now = tables.now()
         return try tables.read { t throws(StorageError) in
@@ -95,31 +86,22 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
-    func setVerifiedEmail(userId: String, email: String, previous: String?, notice: [MailToSend], audit: AuditRecord,
-                          events: [OutboxEvent]) throws(StorageError) -> VerifiedEmailOutcome {
-        try tables.change { (t, now) throws(StorageError) in
-            let current = t.emails[userId]
-            guard current == previous else { return .previousChanged(current: current) }
-            // The unique index on account_emails.email.
-            if t.emails.contains(where: { $0.key != userId && $0.value == email }) { throw StorageError.conflict(.other("account_emails_email")) }
-            // Codes already mailed to a replaced address stop working with it.
-            if let current, current != email {
-                for (id, c) in t.challenges where c.userId == userId && c.usedAt == nil && [.emailSignIn, .recovery].contains(c.purpose) {
-                    t.challenges[id]?.usedAt = now
-                }
-            }
-            t.emails[userId] = email
-            t.audit.append(audit)
-            InMemoryTables.events(notice.map(\.event) + events, in: &t)
-            t.mail += notice
-            return .stored
+    func addressChange(userId: String) throws(StorageError) -> AddressChangeAccount {
+        try tables.read { t throws(StorageError) in
+            AddressChangeAccount(hasPasskeys: t.credentials.contains { $0.userId == userId && !t.revokedCredentials.contains($0.id) },
+                                 language: t.languages[userId])
         }
     }
 
-    /// The in-memory users keep no mail language: `language` is not stored here.
+    /// `RecoveryRepository.insert`: the limit counted first (past it nothing else, the step-up
+    /// unspent), then the step-up redeemed, the challenge, its mail and the language memo.
     func insert(_ challenge: NewCodeChallenge, mail: [MailToSend], audit: [AuditRecord], events: [OutboxEvent],
-                redeeming: StepUpRedemption?, language: String?) throws(StorageError) -> Date {
-        try tables.change { (t, now) throws(StorageError) in
+                redeeming: StepUpRedemption?, language: String?, limit: CodeStartLimit?) throws(StorageError) -> CodeChallengeStarted {
+        if let limit {
+            let counted = try bump(key: limit.key, windowSeconds: limit.windowSeconds, by: 1)
+            guard counted.count <= limit.max else { return .limited(retryAfter: counted.retryAfter) }
+        }
+        return try tables.change { (t, now) throws(StorageError) in
             try InMemoryTables.redeem(redeeming, in: &t)
             guard t.challenges[challenge.id] == nil else { throw StorageError.conflict(.other("otp_challenges_pkey")) }
             let expires = now.addingTimeInterval(Double(challenge.ttlSeconds))
@@ -129,24 +111,93 @@ struct InMemoryRecoveryStore: RecoveryStore {
             t.mail += mail
             t.audit += audit
             InMemoryTables.events(mail.map(\.event) + events, in: &t)
+            if let userId = challenge.userId, let language { t.languages[userId] = language }
             // Expired challenges go a day after they expire.
             t.challenges = t.challenges.filter { $0.value.expiresAt >= now.addingTimeInterval(-86400) }
-            return expires
+            return .started(expiresAt: expires)
         }
     }
 
-    func tryCode(id: String, purpose: NewCodeChallenge.Purpose, presentedHash: [UInt8], rejected: AuditTemplate) throws(StorageError) -> CodeTry {
-        try tables.change { (t, now) throws(StorageError) -> CodeTry in
+    func codeChallenge(id: String, purpose: NewCodeChallenge.Purpose) throws(StorageError) -> CodeChallengeRead? {
+        let now = tables.now()
+        return try tables.read { t throws(StorageError) in
             guard let c = t.challenges[id], c.purpose == purpose, c.usedAt == nil, c.expiresAt > now, c.attempts < c.maxAttempts else {
-                return .noChallenge
+                return nil
             }
-            t.challenges[id]?.attempts += 1
-            guard c.codeHash == presentedHash else {
-                InMemoryTables.audit(rejected, subject: c.userId ?? "", detail: [], in: &t)
-                return .wrong
+            return CodeChallengeRead(userId: c.userId, email: c.email, user: c.userId.flatMap { t.users[$0] },
+                                     accountEmail: c.userId.flatMap { t.emails[$0] }, language: c.userId.flatMap { t.languages[$0] })
+        }
+    }
+
+    /// `RecoveryRepository.attempt`: the attempt counted only on a live challenge of that purpose
+    /// still naming the account the read found; a wrong code audited once; a right one used up.
+    static func attempt(_ s: CodeSubmission, in t: inout InMemoryTables.Tables, now: Date) -> CodeOutcome<InMemoryTables.Challenge> {
+        guard let c = t.challenges[s.id], c.purpose == s.purpose, c.userId == s.userId, c.usedAt == nil, c.expiresAt > now,
+              c.attempts < c.maxAttempts else { return .noChallenge }
+        t.challenges[s.id]?.attempts += 1
+        guard c.codeHash == s.presentedHash else {
+            InMemoryTables.audit(s.rejected, subject: c.userId ?? "", detail: [], in: &t)
+            return .wrong
+        }
+        t.challenges[s.id]?.usedAt = now
+        return .right(c)
+    }
+
+    func verifyAddress(_ code: CodeSubmission, previous: String?, notice: [MailToSend], audit: AuditRecord,
+                       events: [OutboxEvent]) throws(StorageError) -> AddressVerification {
+        try tables.change { (t, now) throws(StorageError) -> AddressVerification in
+            guard let userId = code.userId else { return .noChallenge }
+            let current = t.emails[userId]
+            guard current == previous else { return .previousChanged(current: current) }
+            switch Self.attempt(code, in: &t, now: now) {
+            case .noChallenge: return .noChallenge
+            case .wrong: return .wrong
+            case .right(let c):
+                guard let email = c.email else { return .noChallenge }
+                // The unique index on account_emails.email: the whole change rolls back.
+                if t.emails.contains(where: { $0.key != userId && $0.value == email }) {
+                    throw StorageError.conflict(.other("account_emails_email"))
+                }
+                // Codes already mailed to a replaced address stop working with it.
+                if let current, current != email {
+                    for (id, c) in t.challenges where c.userId == userId && c.usedAt == nil && [.emailSignIn, .recovery].contains(c.purpose) {
+                        t.challenges[id]?.usedAt = now
+                    }
+                }
+                t.emails[userId] = email
+                t.audit.append(audit)
+                InMemoryTables.events(notice.map(\.event) + events, in: &t)
+                t.mail += notice
+                return .stored
             }
-            t.challenges[id]?.usedAt = now
-            return .right(CodeAttempt(id: c.id, purpose: c.purpose, userId: c.userId, email: c.email, codeHash: c.codeHash))
+        }
+    }
+
+    func signIn(_ code: CodeSubmission, session: NewSession, audit: [AuditRecord], language: String?) throws(StorageError) -> CodeOutcome<Bool> {
+        try tables.change { (t, now) throws(StorageError) -> CodeOutcome<Bool> in
+            switch Self.attempt(code, in: &t, now: now) {
+            case .noChallenge: return .noChallenge
+            case .wrong: return .wrong
+            case .right:
+                try InMemoryTables.start(session, in: &t, now: now)
+                t.audit += audit
+                if let language { t.languages[session.userId] = language }
+                return .right(true)
+            }
+        }
+    }
+
+    func recover(_ code: CodeSubmission, address: String?, recovery: NewRecovery, mail: [MailToSend], audit: AuditRecord,
+                 events: [OutboxEvent], cancelTokenHash: [UInt8]?) throws(StorageError) -> CodeOutcome<RecoveryRecord> {
+        try tables.change { (t, now) throws(StorageError) -> CodeOutcome<RecoveryRecord> in
+            guard code.userId.flatMap({ t.emails[$0] }) == address else { return .noChallenge }
+            switch Self.attempt(code, in: &t, now: now) {
+            case .noChallenge: return .noChallenge
+            case .wrong: return .wrong
+            case .right:
+                return .right(try Self.start(recovery, mail: mail, audit: audit, events: events, cancelTokenHash: cancelTokenHash,
+                                             in: &t, now: now))
+            }
         }
     }
 
@@ -159,31 +210,49 @@ struct InMemoryRecoveryStore: RecoveryStore {
         }
     }
 
-    func useRecoveryCode(userId: String, hash: [UInt8]) throws(StorageError) -> Bool {
-        try tables.change { (t, now) throws(StorageError) in
-            guard let i = t.recoveryCodes.firstIndex(where: { $0.userId == userId && $0.hash == hash && $0.usedAt == nil }) else { return false }
-            t.recoveryCodes[i].usedAt = now
-            return true
+    /// `RecoveryRepository.recover(_: RecoveryCodeSubmission, …)`: a wrong code counts one, a right
+    /// one nothing and is refused too once wrong ones fill the window; within it the code used and
+    /// the recovery started, or the rejection audited.
+    func recover(_ code: RecoveryCodeSubmission, recovery: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
+                 cancelTokenHash: [UInt8]?) throws(StorageError) -> RecoveryCodeOutcome {
+        try tables.change { (t, now) throws(StorageError) -> RecoveryCodeOutcome in
+            let index = code.userId.flatMap { userId in
+                t.recoveryCodes.firstIndex { $0.userId == userId && $0.hash == code.hash && $0.usedAt == nil }
+            }
+            let window = Double(code.limit.windowSeconds)
+            var limit = InMemoryTables.Limit(windowStart: now, count: index == nil ? 1 : 0)
+            if let l = t.limits[code.limit.key], l.windowStart.addingTimeInterval(window) > now {
+                limit = InMemoryTables.Limit(windowStart: l.windowStart, count: l.count + (index == nil ? 1 : 0))
+            }
+            t.limits[code.limit.key] = limit
+            guard limit.count + (index == nil ? 0 : 1) <= code.limit.max else {
+                return .limited(retryAfter: max(1, Int(limit.windowStart.addingTimeInterval(window).timeIntervalSince(now).rounded(.up))))
+            }
+            guard let index else {
+                t.audit.append(code.rejected)
+                return .wrong
+            }
+            t.recoveryCodes[index].usedAt = now
+            return .started(try Self.start(recovery, mail: mail, audit: audit, events: events, cancelTokenHash: cancelTokenHash,
+                                           in: &t, now: now))
         }
     }
 
-    func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
-               cancelTokenHash: [UInt8]?) throws(StorageError) -> RecoveryRecord {
-        try tables.change { (t, now) throws(StorageError) in
-            guard t.recoveries[r.id] == nil else { throw StorageError.conflict(.other("recoveries_pkey")) }
-            let record = RecoveryRecord(id: r.id, userId: r.userId, method: r.method,
-                                        notBefore: now.addingTimeInterval(Double(r.delaySeconds)),
-                                        expiresAt: now.addingTimeInterval(Double(r.delaySeconds + r.ttlSeconds)), status: .pending)
-            t.recoveries[r.id] = InMemoryTables.Recovery(record: record, tokenHash: r.tokenHash, createdAt: now)
-            if let cancelTokenHash {
-                t.cancelTokens.append(InMemoryTables.CancelToken(hash: cancelTokenHash, userId: r.userId, recoveryId: r.id, credentialId: nil,
-                                                                 expiresAt: record.expiresAt))
-            }
-            t.mail += mail
-            t.audit.append(audit)
-            InMemoryTables.events(mail.map(\.event) + events, in: &t)
-            return record
+    static func start(_ r: NewRecovery, mail: [MailToSend], audit: AuditRecord, events: [OutboxEvent],
+                      cancelTokenHash: [UInt8]?, in t: inout InMemoryTables.Tables, now: Date) throws(StorageError) -> RecoveryRecord {
+        guard t.recoveries[r.id] == nil else { throw StorageError.conflict(.other("recoveries_pkey")) }
+        let record = RecoveryRecord(id: r.id, userId: r.userId, method: r.method,
+                                    notBefore: now.addingTimeInterval(Double(r.delaySeconds)),
+                                    expiresAt: now.addingTimeInterval(Double(r.delaySeconds + r.ttlSeconds)), status: .pending)
+        t.recoveries[r.id] = InMemoryTables.Recovery(record: record, tokenHash: r.tokenHash, createdAt: now)
+        if let cancelTokenHash {
+            t.cancelTokens.append(InMemoryTables.CancelToken(hash: cancelTokenHash, userId: r.userId, recoveryId: r.id, credentialId: nil,
+                                                             expiresAt: record.expiresAt))
         }
+        t.mail += mail
+        t.audit.append(audit)
+        InMemoryTables.events(mail.map(\.event) + events, in: &t)
+        return record
     }
 
     func recovery(tokenHash: [UInt8]) throws(StorageError) -> (RecoveryRecord, now: Date)? {
@@ -246,10 +315,6 @@ struct InMemoryRecoveryStore: RecoveryStore {
         } catch .notFound {
             return nil
         }
-    }
-
-    func appendAudit(_ record: AuditRecord) throws(StorageError) {
-        try tables.change { (t, _) throws(StorageError) in t.audit.append(record) }
     }
 }
 

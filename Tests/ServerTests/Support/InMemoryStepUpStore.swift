@@ -29,22 +29,38 @@ struct InMemoryStepUpStore: StepUpStore, CredentialFlags {
         }
     }
 
-    /// `AccountRepository.credentialForLogin`: live only, with its owner.
-    func passkey(id: [UInt8]) throws(StorageError) -> (CredentialRecord, UserRecord)? {
-        tables.rows.withLock { rows in
-            guard let p = rows.passkeys[id], p.revokedAt == nil else { return nil }
-            return (p.record, p.user)
-        }
-    }
-
     func deviceKey(id: String) throws(StorageError) -> DeviceKeyRecord? {
         tables.rows.withLock { rows in rows.deviceKeys.first { $0.key.id == id }?.record }
     }
 
+    /// `DeviceKeyRepository.stepUpRead`: nothing used up.
+    func verifyRead(hash: [UInt8], userId: String, credentialId: [UInt8]?) throws(StorageError) -> StepUpVerifyRead {
+        let at = tables.now()
+        return tables.rows.withLock { rows in
+            let challenge = rows.challenges[hash].flatMap { c -> StoredChallenge? in
+                guard c.kind == .stepUp, c.userId == userId else { return nil }
+                return StoredChallenge(kind: c.kind, userId: c.userId, rpId: c.rpId, state: c.state, expired: c.expiresAt <= at)
+            }
+            let keys = challenge == nil ? [] : rows.deviceKeys.filter { $0.key.userId == userId && $0.revokedAt == nil }.map(\.record)
+            let passkey = credentialId.flatMap { id -> (CredentialRecord, UserRecord)? in
+                guard let p = rows.passkeys[id], p.revokedAt == nil else { return nil }
+                return (p.record, p.user)
+            }
+            return StepUpVerifyRead(challenge: challenge, liveKeys: keys, passkey: passkey)
+        }
+    }
+
     /// `DeviceKeyRepository.insertReceipt`.
-    func insertReceipt(_ receipt: StepUpReceiptRecord, liveDeviceKeyId: String?, appAttestCounter: Int64?,
-                       credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> Bool {
-        try tables.statement { (rows: inout InMemoryDeviceTables.Rows, at: Date) throws(StorageError) -> Bool in
+    func insertReceipt(_ receipt: StepUpReceiptRecord, usingChallenge: [UInt8]?, liveDeviceKeyId: String?, appAttestCounter: Int64?,
+                       credentialUse: CredentialUse?, audit: [AuditRecord], events: [OutboxEvent]) throws(StorageError) -> ApprovalWritten {
+        // A refused passkey use is thrown after the statement: its challenge stays used, as in PostgreSQL.
+        var refusal: StorageError? = nil
+        let written = try tables.statement { (rows: inout InMemoryDeviceTables.Rows, at: Date) throws(StorageError) -> ApprovalWritten in
+            if let usingChallenge {
+                // `used`: the step-up challenge of the receipt's user, deleted.
+                guard let c = rows.challenges[usingChallenge], c.kind == .stepUp, c.userId == receipt.userId else { return .challengeUsed }
+                rows.challenges[usingChallenge] = nil
+            }
             var keyUsed = true
             if let liveDeviceKeyId {
                 // `dk`: the key by id alone (its owner was checked before), live, its counter rising.
@@ -62,10 +78,10 @@ struct InMemoryStepUpStore: StepUpStore, CredentialFlags {
                 useRecorded = keyUsed && InMemoryDeviceTables.record(credentialUse, in: &rows, at: at)
             }
             guard keyUsed, useRecorded else {
-                if liveDeviceKeyId != nil { return false }
+                if liveDeviceKeyId != nil { return .refused }
                 // `recordedOrWhy`: no row updated → a known credential's counter was refused, else there is none.
-                if let credentialUse { throw rows.passkeys[credentialUse.credentialId] != nil ? .conflict(.signCountRegression) : .notFound }
-                return false
+                if let credentialUse { refusal = rows.passkeys[credentialUse.credentialId] != nil ? .conflict(.signCountRegression) : .notFound }
+                return .refused
             }
             guard !rows.receipts.contains(where: { $0.record.id == receipt.id }) else { throw .conflict(.other("step_up_receipts_pkey")) }
             guard !rows.receipts.contains(where: { $0.record.tokenJTI == receipt.tokenJTI }) else {
@@ -74,8 +90,10 @@ struct InMemoryStepUpStore: StepUpStore, CredentialFlags {
             rows.receipts.append(InMemoryDeviceTables.Receipt(record: receipt, createdAt: at))
             rows.audit += audit
             rows.events += events
-            return true
+            return .stored
         }
+        if let refusal { throw refusal }
+        return written
     }
 
     func receipt(id: String) throws(StorageError) -> StepUpReceiptRecord? { tables.receiptRow(id: id)?.stored }
