@@ -188,6 +188,22 @@ struct ArchitectureTests {
         #expect(found.isEmpty, "\(found)")
     }
 
+    /// ARCHITECTURE.md "How the services reach each other": each feature decides with its own
+    /// settings, read once from the configuration (`CeremonyPolicy`, `StepUpPolicy`, …); outside
+    /// Platform/ only what loads files or speaks SMTP from the settings holds the `Configuration`.
+    @Test("no service outside Platform/ holds the whole Configuration, only its feature's policy")
+    func servicesHoldPolicies() throws {
+        // The metadata BLOB and CRL paths, the attestation roots and status file, the SMTP transport.
+        let allowed: Set<String> = ["MetadataStore.swift", "AttestationTrust.swift", "MailService.swift"]
+        let stored = try Regex(#"^\s*(public |private |fileprivate |internal )?(let|var) \w+: Configuration\b"#)
+        var found: [String] = []
+        for (path, lines) in try Self.sources("Sources/LatchkeyServer") where !path.hasPrefix("Sources/LatchkeyServer/Platform/") {
+            guard !allowed.contains(String(path.split(separator: "/").last ?? "")) else { continue }
+            for (n, line) in lines.enumerated() where Self.code(line).contains(stored) { found.append("\(path):\(n + 1)") }
+        }
+        #expect(found.isEmpty, "\(found)")
+    }
+
     /// ARCHITECTURE.md "How the services reach each other": services return values and one renderer
     /// per resource, beside the routes, turns them into JSON. In these features no function of a
     /// service file (any file not named `*Routes.swift` or `*Renderer.swift`) returns `JSONValue`; an

@@ -20,7 +20,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     let events: OutboxEvents
     /// The relying party the ceremonies are bound to (its rpId is taken from here alone).
     let relyingParty: RelyingParty
-    let configuration: Configuration
+    let policy: DeviceKeyPolicy
     let runtime: Runtime
     let enrolment: DeviceKeyEnrolmentCeremony
     /// A revoked key's approvals (the OAuth grants migration 20's trigger ends with it) are refused
@@ -28,15 +28,15 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     let revoked: any SessionRevocations
 
     init(store: any DeviceKeyStore, trust: any AttestationPolicySource, events: OutboxEvents,
-         relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime, revoked: any SessionRevocations) {
+         relyingParty: RelyingParty, policy: DeviceKeyPolicy, runtime: Runtime, revoked: any SessionRevocations) {
         self.relyingParty = relyingParty
         self.revoked = revoked
         self.store = store
         self.trust = trust
         self.events = events
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
-        enrolment = DeviceKeyEnrolmentCeremony(ttlSeconds: configuration.challengeTTL, environment: runtime.deviceKeys)
+        enrolment = DeviceKeyEnrolmentCeremony(ttlSeconds: policy.challengeTTL, environment: runtime.deviceKeys)
     }
 
     /// `POST /v1/device-keys/challenges`: the bytes the new key signs as proof of possession (and
@@ -45,7 +45,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
         let (options, state) = enrolment.begin(userId: userId)
         try storage { () throws(StorageError) in
             try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
-                                      state: state.encoded(), ttlSeconds: configuration.challengeTTL)
+                                      state: state.encoded(), ttlSeconds: policy.challengeTTL)
         }
         return options
     }
@@ -132,7 +132,7 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
                                                                     policy: policy)
             } catch { throw ServiceError(error) }
         }
-        if attested == nil, configuration.deviceKeyAttestation == .required {
+        if attested == nil, policy.attestation == .required {
             throw ServiceError(.attestationInvalid, "this deployment enrols only attested device keys (LATCHKEY_DEVICE_KEY_ATTESTATION=required)")
         }
         return (key, attested)

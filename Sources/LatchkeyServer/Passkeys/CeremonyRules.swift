@@ -3,12 +3,6 @@ import WebAuthn
 
 /// What every ceremony of this deployment shares, whichever service runs it.
 enum CeremonyRules {
-    /// The deployment's §7.1/§7.2 policy without the allowlist (which changes at run time; callers
-    /// copy this and set `origins` from the OriginCache per ceremony).
-    static func verificationPolicy(_ configuration: Configuration) -> VerificationPolicy {
-        CeremonyPolicy(configuration).verification(rpId: configuration.rpId)
-    }
-
     /// A consumed challenge row must exist, be live, and belong to this ceremony and rpId;
     /// unknown, used, expired or another ceremony's → challenge_invalid (SPEC "Shapes and decisions").
     static func live(_ found: StoredChallenge?, kind: CeremonyKind, rpId: String) throws(ServiceError) -> StoredChallenge {

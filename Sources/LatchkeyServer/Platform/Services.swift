@@ -92,12 +92,12 @@ public final class Services: Sendable {
                                   events: events, recovery: recovery, mail: mail, relyingParty: relyingParty, policy: CeremonyPolicy(configuration), runtime: runtime)
         attestationTrust = AttestationTrust(config: database.config, configuration: configuration, runtime: runtime)
         deviceKeys = DeviceKeyService(store: PostgresDeviceKeyStore(deviceKeys: database.deviceKeys, challenges: database.challenges),
-                                      trust: attestationTrust, events: events, relyingParty: relyingParty, configuration: configuration, runtime: runtime,
+                                      trust: attestationTrust, events: events, relyingParty: relyingParty, policy: DeviceKeyPolicy(configuration), runtime: runtime,
                                       revoked: revokedSessions)
         stepUp = StepUpService(store: PostgresStepUpStore(deviceKeys: database.deviceKeys, challenges: database.challenges,
                                                           accounts: database.accounts),
                                keys: deviceKeys, signer: signer, assertion: assertion, origins: origins, events: events,
-                               revoked: revokedSessions, relyingParty: relyingParty, configuration: configuration, runtime: runtime)
+                               revoked: revokedSessions, relyingParty: relyingParty, policy: StepUpPolicy(configuration), runtime: runtime)
         wellKnown = WellKnownService(store: database.config, relyingParty: relyingParty, pinnedDirectory: configuration.wellKnownDirectory, runtime: runtime)
         let adminStore = PostgresAdminStore(database)
         admin = AdminService(store: adminStore, origins: origins, wellKnown: wellKnown, events: events, policy: AdminPolicy(configuration),

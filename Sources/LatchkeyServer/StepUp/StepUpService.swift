@@ -19,7 +19,7 @@ public final class StepUpService: Sendable {
     let origins: any OriginAllowlist
     /// The relying party the ceremonies are bound to (its rpId is taken from here alone).
     let relyingParty: RelyingParty
-    let configuration: Configuration
+    let policy: StepUpPolicy
     let runtime: Runtime
     /// The caller's live device keys (DeviceKeyService).
     let keys: any LiveDeviceKeys
@@ -38,7 +38,7 @@ public final class StepUpService: Sendable {
 
     init(store: any StepUpStore, keys: any LiveDeviceKeys, signer: TokenSigner, assertion: PasskeyAssertion,
          origins: any OriginAllowlist, events: OutboxEvents, revoked: any SessionRevocations,
-         relyingParty: RelyingParty, configuration: Configuration, runtime: Runtime) {
+         relyingParty: RelyingParty, policy: StepUpPolicy, runtime: Runtime) {
         self.relyingParty = relyingParty
         self.revoked = revoked
         self.keys = keys
@@ -47,19 +47,17 @@ public final class StepUpService: Sendable {
         self.signer = signer
         self.assertion = assertion
         self.origins = origins
-        self.configuration = configuration
+        self.policy = policy
         self.runtime = runtime
-        stepUp = StepUpCeremony(ttlSeconds: configuration.stepUpTTL, environment: runtime.deviceKeys)
+        stepUp = StepUpCeremony(ttlSeconds: policy.challengeTTL, environment: runtime.deviceKeys)
         passkeyCeremony = AuthenticationCeremony(rpId: relyingParty.id, userVerification: .required,
-                                                 timeoutSeconds: configuration.stepUpTTL, hints: configuration.hints,
+                                                 timeoutSeconds: policy.challengeTTL, hints: policy.hints,
                                                  environment: runtime.ceremonies)
-        var policy = CeremonyRules.verificationPolicy(configuration)
-        policy.userVerification = .required
-        passkeyPolicy = policy
+        passkeyPolicy = policy.passkeyVerification
     }
 
     /// The step-up token's whole lifetime: it is checked with no leeway, so `exp - iat` is all of it.
-    var tokenTTL: Int { min(Self.maxTokenTTL, configuration.stepUpTokenTTL, configuration.stepUpTTL) }
+    var tokenTTL: Int { min(Self.maxTokenTTL, policy.tokenTTL, policy.challengeTTL) }
 
     // MARK: Step-up challenges
 
@@ -98,7 +96,7 @@ public final class StepUpService: Sendable {
         let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, action: action)
         try storage { () throws(StorageError) in
             try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
-                                      state: state.encoded(), ttlSeconds: configuration.stepUpTTL)
+                                      state: state.encoded(), ttlSeconds: policy.challengeTTL)
         }
         var publicKey: RequestOptions? = nil
         if method == .passkey {

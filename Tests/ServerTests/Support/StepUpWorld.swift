@@ -45,13 +45,13 @@ struct StepUpWorld {
         store = InMemoryStepUpStore(tables: tables)
         deviceKeyStore = InMemoryDeviceKeyStore(tables: tables)
         let trust = FixedAttestationPolicy(value: attestation ?? DeviceKeyAttestationPolicy(trustAnchors: [], now: 1_900_000_000))
-        deviceKeys = DeviceKeyService(store: deviceKeyStore, trust: trust, events: events, relyingParty: RelyingParty(c), configuration: c, runtime: runtime,
+        deviceKeys = DeviceKeyService(store: deviceKeyStore, trust: trust, events: events, relyingParty: RelyingParty(c), policy: DeviceKeyPolicy(c), runtime: runtime,
                                       revoked: revocations)
         let assertion = PasskeyAssertion(accounts: store, keyCache: CredentialKeyCache(), events: events,
                                          onRegression: CredentialUse.OnRegression(c.signCountPolicy))
         stepUp = StepUpService(store: store, keys: deviceKeys, signer: signer, assertion: assertion,
                                origins: FixedOrigins(origins: [Self.origin]), events: events, revoked: revocations,
-                               relyingParty: RelyingParty(c), configuration: c, runtime: runtime)
+                               relyingParty: RelyingParty(c), policy: StepUpPolicy(c), runtime: runtime)
     }
 
     // MARK: People, passkeys, phones
