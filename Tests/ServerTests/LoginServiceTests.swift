@@ -228,7 +228,8 @@ extension MemorySecrets: CeremonySealKeys {
             Issue.record("an unknown credential signed in")
         } catch {
             #expect(error.code == .credentialUnknown)
-            #expect(error.members.contains { $0.key == "signal" })
+            guard case .unknownCredential(let rpId, let credentialId)? = error.attachment else { Issue.record("no signal: \(error)"); return }
+            #expect(rpId == LoginWorld.rpId && credentialId == stranger.credentialId)
         }
         let t = w.tables.snapshot
         #expect(t.usedChallenges.count == 1 && t.families.isEmpty && t.audit.isEmpty)

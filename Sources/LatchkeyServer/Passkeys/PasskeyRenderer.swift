@@ -102,3 +102,21 @@ enum PasskeyRenderer {
         }
     }
 }
+
+/// What a passkey refusal carries beside its problem document's five members (SPEC "Signal API",
+/// "Shapes and decisions"): decided by the service, rendered here at the error edge.
+enum ProblemAttachment: Sendable {
+    /// `signal`: the payload for `signalUnknownCredential`, for a credential the server does not know.
+    case unknownCredential(rpId: String, credentialId: [UInt8])
+    /// `passkey`: the passkey an earlier try of this registration saved, whose answer was lost.
+    case savedPasskey(ShownPasskey)
+
+    var members: [(key: String, value: JSONValue)] {
+        switch self {
+        case .unknownCredential(let rpId, let credentialId):
+            [("signal", PasskeyRenderer.unknownCredential(rpId: rpId, credentialId: credentialId))]
+        case .savedPasskey(let passkey):
+            [("passkey", PasskeyRenderer.passkey(passkey))]
+        }
+    }
+}

@@ -80,7 +80,7 @@ extension PasskeyLogin {
             // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
             // tells the client to have the passkey provider drop that credential.
             var miss = ServiceError(.credentialUnknown, "no such passkey")
-            miss.members = [("signal", PasskeyRenderer.unknownCredential(rpId: relyingParty.id, credentialId: parsed.response.rawId))]
+            miss.attachment = .unknownCredential(rpId: relyingParty.id, credentialId: parsed.response.rawId)
             throw refuse(miss)
         }
         // Username-first: the credential must belong to the account the options were for (§7.2 step 5).

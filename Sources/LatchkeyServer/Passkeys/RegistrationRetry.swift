@@ -28,7 +28,7 @@ extension PasskeyService {
     func savedRetry(_ credential: CredentialRecord) -> ServiceError {
         var error = ServiceError(.credentialExists,
                                  "this passkey was saved by an earlier try of this registration whose answer was lost: sign in with it")
-        error.members = [("passkey", PasskeyRenderer.passkey(shown(credential)))]
+        error.attachment = .savedPasskey(shown(credential))
         return error
     }
 }

@@ -59,8 +59,11 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     public let detail: String
     public var headers: [(String, String)] = []
-    /// Members added to the problem document after SPEC's five (the Signal API's `signal`).
+    /// Members a route adds to the problem document after SPEC's five.
     public var members: [(key: String, value: JSONValue)] = []
+    /// What a service adds to the problem document, as a value the error edge renders
+    /// (`ProblemAttachment.members`, beside the renderers).
+    var attachment: ProblemAttachment? = nil
 
     public init(_ code: Code, _ detail: String, headers: [(String, String)] = []) {
         self.code = code
@@ -74,11 +77,12 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     var problemCode: String { code == .unsupportedMediaType ? Code.invalidRequest.rawValue : code.rawValue }
 
     public var response: Response {
-        guard !members.isEmpty else { return Response.problem(status: status, code: problemCode, detail: detail, headers: headers) }
+        let extra = (attachment?.members ?? []) + members
+        guard !extra.isEmpty else { return Response.problem(status: status, code: problemCode, detail: detail, headers: headers) }
         let body = JSONValue.object([
             ("type", .string(Problem.typeBase + problemCode)), ("title", .string(Response.reasonPhrase(for: status))),
             ("status", .number(Double(status))), ("detail", .string(detail)), ("code", .string(problemCode)),
-        ] + members)
+        ] + extra)
         return Response(status: status, headers: [("Content-Type", Problem.mediaType)] + headers, body: body.serialized())
     }
 
