@@ -61,18 +61,27 @@ extension AccountRepository {
     /// query (the read before the step-up is asked; the revoking statement decides again under lock).
     public func revocationRead(userId: String, credentialId: [UInt8]) throws(StorageError) -> PasskeyRevocationRead {
         try pool.run { c in
-            let r = try c.query("""
-                SELECT EXISTS (SELECT 1 FROM credentials WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL) AS known,
-                       EXISTS (SELECT 1 FROM credentials WHERE user_id = \(userId) AND revoked_at IS NULL AND id <> \(credentialId)) AS other,
-                       EXISTS (SELECT 1 FROM recovery_codes WHERE user_id = \(userId) AND used_at IS NULL) AS code,
-                       (SELECT email FROM account_emails WHERE user_id = \(userId)) AS email,
-                       (SELECT language FROM users WHERE id = \(userId)) AS language
-                """)[0]
-            let email = try r.optionalString("email")
-            return PasskeyRevocationRead(ways: WaysIn(known: try r.bool("known"), otherPasskey: try r.bool("other"),
-                                                      recoveryCode: try r.bool("code"), verifiedAddress: email != nil),
-                                         email: email, language: try r.optionalString("language"))
+            try AccountRepository.revocation(try c.query(AccountRepository.readingRevocation(userId: userId, credentialId: credentialId))[0])
         }
+    }
+
+    /// `revocationRead`'s one statement (also read with an admin's role: `AdminPageRequest.passkeyRevocation`).
+    static func readingRevocation(userId: String, credentialId: [UInt8]) -> SQL {
+        """
+        SELECT EXISTS (SELECT 1 FROM credentials WHERE id = \(credentialId) AND user_id = \(userId) AND revoked_at IS NULL) AS known,
+               EXISTS (SELECT 1 FROM credentials WHERE user_id = \(userId) AND revoked_at IS NULL AND id <> \(credentialId)) AS other,
+               EXISTS (SELECT 1 FROM recovery_codes WHERE user_id = \(userId) AND used_at IS NULL) AS code,
+               (SELECT email FROM account_emails WHERE user_id = \(userId)) AS email,
+               (SELECT language FROM users WHERE id = \(userId)) AS language
+        """
+    }
+
+    /// `readingRevocation`'s row.
+    static func revocation(_ r: Row) throws -> PasskeyRevocationRead {
+        let email = try r.optionalString("email")
+        return PasskeyRevocationRead(ways: WaysIn(known: try r.bool("known"), otherPasskey: try r.bool("other"),
+                                                  recoveryCode: try r.bool("code"), verifiedAddress: email != nil),
+                                     email: email, language: try r.optionalString("language"))
     }
 
     /// `revokePasskey`, answering only the ids of the sessions that ended (nil: no such live passkey).

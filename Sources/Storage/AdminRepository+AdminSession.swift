@@ -19,6 +19,9 @@ public enum AdminPageRequest: Sendable, Equatable {
     case declarations(rpId: String)
     /// `GET /admin/v1/webhooks`: the live endpoints.
     case webhooks
+    /// `DELETE /admin/v1/users/{id}/passkeys/{credentialId}`: what the last-way-in rule and the
+    /// revocation's notice need (`AccountRepository.revocationRead`).
+    case passkeyRevocation(userId: String, credentialId: [UInt8])
 }
 
 /// That page, read.
@@ -33,6 +36,7 @@ public enum AdminPageRead: Sendable {
     case apps([AppRecord])
     case declarations(AppDeclarationRows)
     case webhooks([WebhookEndpointRecord])
+    case passkeyRevocation(PasskeyRevocationRead)
 }
 
 /// What the admin API's caller resolution read: the role, the session's standing (nil: revoked)
@@ -70,6 +74,7 @@ extension AdminRepository {
         case .apps(let rpId): [ConfigRepository.readingApps(rpId: rpId)]
         case .declarations(let rpId): ConfigRepository.readingDeclarations(rpId: rpId)
         case .webhooks: [WebhookRepository.listing]
+        case .passkeyRevocation(let userId, let credentialId): [AccountRepository.readingRevocation(userId: userId, credentialId: credentialId)]
         }
     }
 
@@ -85,6 +90,13 @@ extension AdminRepository {
         case .apps: .apps(try first.map(ConfigRepository.app))
         case .declarations: .declarations(try ConfigRepository.declarations(rows))
         case .webhooks: .webhooks(try first.map { try WebhookRepository.endpoint($0) })
+        case .passkeyRevocation: .passkeyRevocation(try AccountRepository.revocation(try one(first)))
         }
+    }
+
+    /// The one row a query that always answers one returned.
+    static func one(_ rows: [Row]) throws -> Row {
+        guard let row = rows.first else { throw StorageError.undecodable(column: "known") }
+        return row
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTP
 import JSON
@@ -148,5 +149,32 @@ struct AdminReadTripsTests {
         let (byKey, keyPage) = resolve("Bearer \(server.adminKey)")
         guard case .success(.adminKey) = byKey else { Issue.record("\(byKey)"); return }
         #expect(keyPage == nil)
+    }
+
+    @Test("an admin user's passkey revocation reads the last way in with the admin's role: one round trip before the step-up")
+    func revocationReadRidesWithTheRole() throws {
+        let server = try Self.server.get()
+        let a = try AdminConsoleTests().admin(server)
+        let authenticator = SoftAuthenticator()
+        let user = try server.client().signUp(authenticator, username: server.username("lastway"))
+        let route = "DELETE /admin/v1/users/{id}/passkeys/{credentialId}"
+        let path = "/admin/v1/users/\(user.userId)/passkeys/\(Base64URL.encode(authenticator.credentialId))"
+        // The account's only passkey: 409 last_passkey before any step-up is asked, from that one read.
+        let (reply, trips, statements) = try Self.measured(server, route, "DELETE", path, nil, bearer: a.bearer)
+        #expect(reply.status == 409 && reply.code == "last_passkey", "\(reply)")
+        #expect(trips == RoundTripCounts(reads: 1), "\(trips)")
+        #expect(statements.count == 1 && statements[0].contains("FROM admins WHERE user_id") && statements[0].contains("FROM recovery_codes"),
+                "the last-way-in read rides with the role's: \(statements)")
+        // Another passkey in the account: the same one read, then the step-up is asked for.
+        let other = SoftAuthenticator().credentialId
+        _ = try server.database.pool.query("""
+            INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
+                                     attestation_format, attestation_type, name)
+            VALUES (\(other), \(user.userId), \([UInt8](repeating: 1, count: 77)), -7, 0, \([UInt8](repeating: 0, count: 16)),
+                    '["internal"]'::jsonb, false, false, 'none', 'none', 'second')
+            """)
+        let (asked, askedTrips, _) = try Self.measured(server, route, "DELETE", path, nil, bearer: a.bearer)
+        #expect(asked.status == 403 && asked.code == "step_up_required", "\(asked)")
+        #expect(askedTrips == RoundTripCounts(reads: 1), "\(askedTrips)")
     }
 }

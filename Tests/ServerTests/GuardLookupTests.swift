@@ -227,6 +227,8 @@ final class TestLookups: GuardLookups {
         return AddressChangeAccount(hasPasskeys: true, language: nil)
     }
 
+    func refuseLastWayIn(_ loaded: LoadedRevocation) throws(ServiceError) -> LoadedRevocation { loaded }
+
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {
         try look(.lastWayIn)
         return LoadedRevocation(userId: userId, credentialId: credentialId, read: PasskeyRevocationRead(

@@ -82,7 +82,10 @@ extension RouteTable {
                                                 sessions: { s.sessions.live($0).map { SessionRenderer.session($0) } }).serialized())
         }
         add("DELETE", "/admin/v1/users/{id:opaque}/passkeys/{credentialId:credential}", .admin, stepUp: .adminPasskeyRevocation,
-            accepting: .any) { ctx in
+            accepting: .any, preload: { _, path in
+                guard let userId = Identifiers.opaque(path["id"]), let id = Identifiers.credential(path["credentialId"]) else { return nil }
+                return .adminPage(.passkeyRevocation(userId: userId, credentialId: id))
+            }) { ctx in
             try s.users.revokePasskey(userId: try ctx.path.text("id"), credentialId: try ctx.path.bytes("credentialId"), by: try ctx.admin(),
                                       loaded: ctx.loads.passkeyRevocation)
             return .empty(status: 204)

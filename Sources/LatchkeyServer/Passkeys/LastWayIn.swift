@@ -23,8 +23,14 @@ extension PasskeyService {
     /// for the revocation (`revokePasskey(loaded:)`).
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {
         let read = try storage { () throws(StorageError) in try store.revocationRead(userId: userId, credentialId: credentialId) }
-        if Self.isLastWayIn(read.ways, addressCounts: lastWayInRule.addressCounts) { throw ServiceError(.lastPasskey, Self.lastWayInDetail) }
-        return LoadedRevocation(userId: userId, credentialId: credentialId, read: read)
+        return try refuseLastWayIn(LoadedRevocation(userId: userId, credentialId: credentialId, read: read))
+    }
+
+    /// The same decision on what another read already loaded (the admin's guard reads it with the
+    /// admin's role, `AdminPageRequest.passkeyRevocation`).
+    func refuseLastWayIn(_ loaded: LoadedRevocation) throws(ServiceError) -> LoadedRevocation {
+        if Self.isLastWayIn(loaded.read.ways, addressCounts: lastWayInRule.addressCounts) { throw ServiceError(.lastPasskey, Self.lastWayInDetail) }
+        return loaded
     }
 }
 

@@ -1,6 +1,7 @@
 import DeviceKeys
 import HTTP
 import JSON
+import Storage
 
 extension RouteTable {
     /// Passkey ceremonies and passkey management (SPEC "HTTP contract", "Assurance").
@@ -116,7 +117,12 @@ extension StepUpRule {
     /// left to the path check, 404).
     static func refusingLastWayIn(_ input: inout GuardInput, userId: String?, credential: String) throws(ServiceError) {
         guard let userId, let id = Identifiers.credential(input.rawPath[credential]) else { return }
-        input.loads.passkeyRevocation = try input.lookups.refuseLastWayIn(userId: userId, credentialId: id)
+        // An admin user's resolution read it with the admin's role, in the same round trip.
+        if case .passkeyRevocation(let read)? = input.loads.adminPage {
+            input.loads.passkeyRevocation = try input.lookups.refuseLastWayIn(LoadedRevocation(userId: userId, credentialId: id, read: read))
+        } else {
+            input.loads.passkeyRevocation = try input.lookups.refuseLastWayIn(userId: userId, credentialId: id)
+        }
     }
 
     /// The admin API's revocation of a user's passkey: the last-way-in rule first, then `adminChange`.

@@ -20,6 +20,8 @@ protocol GuardLookups: Sendable {
     /// 409 `last_passkey` when revoking this passkey would leave the account no way in; else what
     /// was read (the revocation's notice needs it too).
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation
+    /// The same decision on what the caller's resolution already read.
+    func refuseLastWayIn(_ loaded: LoadedRevocation) throws(ServiceError) -> LoadedRevocation
     /// The pending authorization request `id` names; nil: none (unknown, used or expired).
     func pendingAuthorization(id: String) throws(ServiceError) -> OAuthRequestRecord?
     func client(id: String) throws(ServiceError) -> OAuthClientRecord?
@@ -97,6 +99,8 @@ struct ServiceLookups: GuardLookups {
     func refuseLastWayIn(userId: String, credentialId: [UInt8]) throws(ServiceError) -> LoadedRevocation {
         try passkeys.refuseLastWayIn(userId: userId, credentialId: credentialId)
     }
+
+    func refuseLastWayIn(_ loaded: LoadedRevocation) throws(ServiceError) -> LoadedRevocation { try passkeys.refuseLastWayIn(loaded) }
 
     func pendingAuthorization(id: String) throws(ServiceError) -> OAuthRequestRecord? { try openID.pendingRequest(id) }
 
