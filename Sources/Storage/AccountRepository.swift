@@ -145,7 +145,7 @@ public final class AccountRepository: Sendable {
     /// `id, sign_count, flagged`, or no row (unknown credential, or refused under `.reject`).
     /// Used as a CTE named `cred` by `recordUse` and `DeviceKeyRepository.insertReceipt(credentialUse:)`
     /// (a shared fragment, like `AuditRepository.cte`); a use that starts a session goes through
-    /// `recording(_:startingSession:)`.
+    /// `recordingLastUseOnSession`.
     /// With `onlyIf` (a CTE of the same statement), only when that CTE returned a row.
     /// `unless`: a condition on the row under which nothing is written.
     static func recording(_ use: CredentialUse, onlyIf cte: String? = nil, unless: SQL? = nil) -> SQL {
@@ -161,16 +161,15 @@ public final class AccountRepository: Sendable {
             """
     }
 
-    /// `recording(use)` for a use that starts `session`, when the session carries the credential and
-    /// its authentication time (`NewSession.credentialId`, `authTime`): CTEs `touched` and `cred`. The
+    /// `recording(use)` for a use whose last use a session keeps (`SessionRepository.started`: the
+    /// session carries the credential and its authentication time): CTEs `touched` and `cred`. The
     /// credential's row is written only when the use changes more than its last use — a counter
     /// above 0, the backup state, a clone warning — and otherwise `cred` reads it unchanged: a synced
     /// passkey (counter always 0) leaves its row alone, and its last use is read from the session
     /// (`credential_last_use`, migration 24). The unchanged branch is taken only when the stored and
     /// the new counter are both 0, so §7.2 step 22's compare-and-set is `touched`'s alone, and only
     /// when `touched` wrote nothing, so `cred` has at most one row.
-    static func recording(_ use: CredentialUse, startingSession session: NewSession, onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
-        guard use.credentialId == session.credentialId else { return [("cred", recording(use, onlyIf: cte))] }
+    static func recordingLastUseOnSession(_ use: CredentialUse, onlyIf cte: String? = nil) -> [(name: String, sql: SQL)] {
         let unchanged: SQL = """
             (\(use.signCount) = 0 AND sign_count = 0 AND backed_up = \(use.backedUp) \
             AND backup_eligible = COALESCE(\(use.backupEligible), backup_eligible) AND NOT \(use.cloneWarning))

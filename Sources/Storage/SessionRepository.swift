@@ -103,13 +103,16 @@ public final class SessionRepository: Sendable {
         return try AccountRepository.recorded(try connection.query(SQL.with(ctes, AccountRepository.recordedOrWhy(use)))[0])
     }
 
-    /// A sign-in's session with its credential's use, as CTEs `cred` (`AccountRepository.recording(_:startingSession:)`:
-    /// the row left alone when only its last use would change), `fam` and `tok`: the session exists
-    /// only if the use was stored. With `onlyIf` (a CTE of the same statement), only when that CTE
-    /// returned a row.
+    /// A sign-in's session with its credential's use, as CTEs `cred`, `fam` and `tok`: the session
+    /// exists only if the use was stored. A session that carries the credential it asserted keeps
+    /// that passkey's last use, and the row is left alone when only its last use would change
+    /// (`AccountRepository.recordingLastUseOnSession`). With `onlyIf` (a CTE of the same
+    /// statement), only when that CTE returned a row.
     static func started(_ session: NewSession, by use: CredentialUse, onlyIf gate: String? = nil) -> [(name: String, sql: SQL)] {
-        AccountRepository.recording(use, startingSession: session, onlyIf: gate)
-            + ctes(session, from: "cred", asserted: use.credentialId == session.credentialId)
+        let asserted = use.credentialId == session.credentialId
+        let cred = asserted ? AccountRepository.recordingLastUseOnSession(use, onlyIf: gate)
+                            : [("cred", AccountRepository.recording(use, onlyIf: gate))]
+        return cred + ctes(session, from: "cred", asserted: asserted)
     }
 
     /// The one refresh-family insert, as CTEs `fam` (the family) and `tok` (its first token) for
