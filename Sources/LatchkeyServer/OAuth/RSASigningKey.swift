@@ -10,7 +10,8 @@ import Tokens
 final class RSASigningKey: Sendable {
     let keys: any RSAKeySource
     let sealer: SecretSealer
-    private let cached = Mutex<(key: PrivateKey, kid: String)?>(nil)
+    /// The key, its kid and its public JWK for the JWKS, made once from what the store holds.
+    private let cached = Mutex<(key: PrivateKey, kid: String, jwk: JSONValue)?>(nil)
     static let name = "oidc-rs256-signing-key"
 
     init(keys: any RSAKeySource, sealer: SecretSealer) {
@@ -19,6 +20,11 @@ final class RSASigningKey: Sendable {
     }
 
     func key() throws(ServiceError) -> (key: PrivateKey, kid: String) {
+        let (key, kid, _) = try loaded()
+        return (key, kid)
+    }
+
+    private func loaded() throws(ServiceError) -> (key: PrivateKey, kid: String, jwk: JSONValue) {
         if let hit = cached.withLock({ $0 }) { return hit }
         let sealed: [UInt8]
         do {
@@ -38,7 +44,9 @@ final class RSASigningKey: Sendable {
         guard let key = try? PrivateKey(pkcs8PEM: String(decoding: pem, as: UTF8.self)), let jwk = Self.required(key.publicKey) else {
             throw ServiceError(.internalError, "the RS256 key is unreadable")
         }
-        let entry = (key, Base64URL.encode(Digest.sha256(jwk.canonicalized())))
+        let kid = Base64URL.encode(Digest.sha256(jwk.canonicalized()))
+        guard case .object(let members) = jwk else { throw ServiceError(.internalError, "the RS256 key is unreadable") }
+        let entry = (key, kid, JSONValue.object(members + [("use", "sig"), ("alg", "RS256"), ("kid", .string(kid))]))
         cached.withLock { $0 = entry }
         return entry
     }
@@ -53,9 +61,7 @@ final class RSASigningKey: Sendable {
     /// a key that cannot be read or made fails, so no JWKS is served without it.
     func jwk() throws(ServiceError) -> JSONValue? {
         guard sealer.isAvailable else { return nil }
-        let (key, kid) = try key()
-        guard case .object(let members)? = Self.required(key.publicKey) else { throw ServiceError(.internalError, "the RS256 key is unreadable") }
-        return .object(members + [("use", "sig"), ("alg", "RS256"), ("kid", .string(kid))])
+        return try loaded().jwk
     }
 
     /// An id_token, RS256 (signed in Tokens).
