@@ -256,11 +256,11 @@ extension PasskeyService {
                                       user: UserEntity(id: user.userHandle, name: user.username, displayName: user.displayName),
                                       account: user.id, purpose: sealed.purpose, conditional: sealed.conditional)
         let verified: VerifiedRegistration
-        let policy = currentPolicy()
-        do { verified = try registration.finish(parsed, state: state, policy: policy) } catch { throw ServiceError(error) }
+        let verification = currentPolicy()
+        do { verified = try registration.finish(parsed, state: state, policy: verification) } catch { throw ServiceError(error) }
         if newUser == nil {
             // SPEC "Assurance" Limits, again at the finish: options opened in parallel cannot overfill an account.
-            guard read.accepted.count < self.policy.maxPasskeys else { throw ServiceError(.conflict, "this account holds the most passkeys it may") }
+            guard read.accepted.count < policy.maxPasskeys else { throw ServiceError(.conflict, "this account holds the most passkeys it may") }
         } else if read.usernameTaken {
             throw ServiceError(.conflict, "that username is taken")
         }
@@ -284,7 +284,7 @@ extension PasskeyService {
             attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid)
                 ?? DeviceName.from(userAgent: userAgent, createdAt: now),
             createdAt: now, approvesFrom: holdEnd(state.purpose),
-            hardwareBound: HardwareKey.proven(by: verified, askedForAttestation: self.policy.attestation != .none, anchored: !policy.trustAnchors.isEmpty))
+            hardwareBound: HardwareKey.proven(by: verified, askedForAttestation: policy.attestation != .none, anchored: !verification.trustAnchors.isEmpty))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),
