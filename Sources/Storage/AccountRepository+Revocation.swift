@@ -61,7 +61,7 @@ extension AccountRepository {
     /// query (the read before the step-up is asked; the revoking statement decides again under lock).
     public func revocationRead(userId: String, credentialId: [UInt8]) throws(StorageError) -> PasskeyRevocationRead {
         try pool.run { c in
-            try AccountRepository.revocation(try c.query(AccountRepository.readingRevocation(userId: userId, credentialId: credentialId))[0])
+            try AccountRepository.revocation(try c.query(AccountRepository.readingRevocation(userId: userId, credentialId: credentialId)))
         }
     }
 
@@ -76,8 +76,9 @@ extension AccountRepository {
         """
     }
 
-    /// `readingRevocation`'s row.
-    static func revocation(_ r: Row) throws -> PasskeyRevocationRead {
+    /// `readingRevocation`'s answer (one row: the query has no FROM).
+    static func revocation(_ rows: [Row]) throws -> PasskeyRevocationRead {
+        guard let r = rows.first else { throw StorageError.undecodable(column: "known") }
         let email = try r.optionalString("email")
         return PasskeyRevocationRead(ways: WaysIn(known: try r.bool("known"), otherPasskey: try r.bool("other"),
                                                   recoveryCode: try r.bool("code"), verifiedAddress: email != nil),

@@ -90,13 +90,7 @@ extension AdminRepository {
         case .apps: .apps(try first.map(ConfigRepository.app))
         case .declarations: .declarations(try ConfigRepository.declarations(rows))
         case .webhooks: .webhooks(try first.map { try WebhookRepository.endpoint($0) })
-        case .passkeyRevocation: .passkeyRevocation(try AccountRepository.revocation(try one(first)))
+        case .passkeyRevocation: .passkeyRevocation(try AccountRepository.revocation(first))
         }
-    }
-
-    /// The one row a query that always answers one returned.
-    static func one(_ rows: [Row]) throws -> Row {
-        guard let row = rows.first else { throw StorageError.undecodable(column: "known") }
-        return row
     }
 }
