@@ -183,7 +183,6 @@ struct GuardLookupTests {
 final class TestLookups: GuardLookups {
     enum Lookup: Sendable, Equatable { case caller, standing, addressChange, lastWayIn, pendingAuthorization, client, stepUp }
 
-    let configuration = Configuration()
     let resolved: RouteCaller
     let pending: OAuthRequestRecord?
     /// The caller's resolution reads the route's authorization request with the session.

@@ -15,8 +15,8 @@ extension RouteTable {
         add("GET", "/admin/v1/origins", .admin, accepting: .any, preload: { _, _ in .adminPage(.origins) }) { ctx in
             .json(bytes: AdminRenderer.origins(try s.admin.listOrigins(loaded: ctx.loads.adminPage)).serialized())
         }
-        add("POST", "/admin/v1/origins", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
-            _ = try AdminService.checkedOrigin(body, AdminPolicy(c))
+        add("POST", "/admin/v1/origins", .admin, stepUp: .adminChange(checking: { [policy = s.admin.policy] body throws(ServiceError) in
+            _ = try AdminService.checkedOrigin(body, policy)
         })) { ctx in
             let (origin, created) = try s.admin.addOrigin(try ctx.json(), by: try ctx.admin())
             return .json(status: created ? 201 : 200, bytes: AdminRenderer.origin(origin).serialized())
@@ -128,13 +128,13 @@ extension RouteTable {
 }
 
 extension StepUpRule {
-    /// `adminChange`, after the checks that need only the request and the configuration: a body
+    /// `adminChange`, after the checks that need only the request and the admin's settings: a body
     /// they refuse is 400 `invalid_request` before the step-up is asked for (SPEC "Assurance": an
     /// `http://` origin outside dev mode, an origin not under the rpId, a malformed Team ID or
     /// fingerprint), so the console never asks for a passkey to approve a change that will be refused.
-    static func adminChange(checking check: @escaping @Sendable (JSONValue, Configuration) throws(ServiceError) -> Void) -> StepUpRule {
+    static func adminChange(checking check: @escaping @Sendable (JSONValue) throws(ServiceError) -> Void) -> StepUpRule {
         StepUpRule(changes: adminChange.changes) { input throws(ServiceError) in
-            try check(input.body ?? .object([]), input.lookups.configuration)
+            try check(input.body ?? .object([]))
             return try adminChange.need(&input)
         }
     }

@@ -12,8 +12,8 @@ extension RouteTable {
         add("GET", "/admin/v1/apps", .admin, accepting: .any, preload: { _, _ in .adminPage(s.admin.appsRead) }) { ctx in
             .json(bytes: AppRenderer.apps(try s.admin.listApps(loaded: ctx.loads.adminPage)).serialized())
         }
-        add("POST", "/admin/v1/apps", .admin, stepUp: .adminChange(checking: { body, c throws(ServiceError) in
-            _ = try AdminService.checkedApp(body, AdminPolicy(c))
+        add("POST", "/admin/v1/apps", .admin, stepUp: .adminChange(checking: { [policy = s.admin.policy] body throws(ServiceError) in
+            _ = try AdminService.checkedApp(body, policy)
         })) { ctx in
             let (app, created) = try s.admin.putApp(try ctx.json(), by: try ctx.admin())
             return .json(status: created ? 201 : 200, bytes: AppRenderer.app(app).serialized())

@@ -8,8 +8,6 @@ import Tokens
 /// what stopped it (a database that cannot answer is 503): a guard never takes a failed lookup
 /// for "allowed" or "no step-up needed".
 protocol GuardLookups: Sendable {
-    /// The settings the admin rules check a body against before asking for a step-up.
-    var configuration: Configuration { get }
     /// The caller of a route with `access` (`CallerResolver`); what it read beside the caller's
     /// session (`preload`, in the same round trip) goes into `loads`.
     func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller
@@ -68,7 +66,6 @@ struct GuardLoads: Sendable {
 
 /// The guards' lookups in a served instance: the services that answer them.
 struct ServiceLookups: GuardLookups {
-    let configuration: Configuration
     let callers: CallerResolver
     let sessions: SessionService
     let passkeys: PasskeyService
@@ -78,7 +75,6 @@ struct ServiceLookups: GuardLookups {
     let recovery: RecoveryService
 
     init(_ s: Services) {
-        configuration = s.configuration
         callers = s.callers
         sessions = s.sessions
         passkeys = s.passkeys
