@@ -81,6 +81,8 @@ public enum LatchkeyMigrations {
         // A passkey's last use read from its live sessions, so a login leaves a synced passkey's row alone.
         File(version: 24, name: "passkey last use on session", file: "0024_passkey_last_use_on_session.sql",
              sql: PackageResources._024_passkey_last_use_on_session_sql),
+        // Receipts as RFC 8785 documents with their commitment, and the transparency log's queue.
+        File(version: 25, name: "receipt documents", file: "0025_receipt_documents.sql", sql: PackageResources._025_receipt_documents_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests
