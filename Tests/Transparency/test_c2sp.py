@@ -663,6 +663,15 @@ class VerifierAgainstReferenceLog(unittest.TestCase):
             self.assertIn("FAIL at least 2 witness cosignature(s): 1 verified", out)
             self.assertEqual(run_cli("proof", "--response", resp, "--log-key", str(self.log.vkey), *self.wkeys(),
                                      "--min-witnesses", "1")[0], 0)
+            # The same proof as base64 of its text, and as a .tlog-proof file with the receipt apart.
+            resp = self.file("b64.json", json.dumps({"receipt": receipts[7], "log": tv.b64encode(only_one.encode())}))
+            self.assertEqual(run_cli("proof", "--response", resp, "--log-key", str(self.log.vkey))[0], 0)
+            code, out = run_cli("proof", "--receipt", self.file("r7.json", json.dumps(receipts[7])),
+                                "--proof", self.file("r7.tlog-proof", only_one), "--log-key", str(self.log.vkey))
+            self.assertEqual(code, 0, out)
+            code, out = run_cli("proof", "--commitment", tv.receipt_commitment(receipts[8]).hex(),
+                                "--proof", self.file("r7.tlog-proof", only_one), "--log-key", str(self.log.vkey))
+            self.assertEqual(code, 1, out)
             # Another log key (same origin name): the checkpoint is refused.
             impostor = ReferenceLog(self.log.origin)
             code, out = run_cli("checkpoint", "--url", base, "--log-key", str(impostor.vkey))

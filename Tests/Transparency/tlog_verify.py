@@ -630,6 +630,12 @@ def parse_tlog_proof(text):
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     header = "c2sp.org/tlog-proof@v1\n"
+    if not text.startswith(header) and text and "\n" not in text:
+        # The proof text itself base64-encoded (a JSON carrier may hold it so).
+        try:
+            text = b64decode(text).decode("utf-8")
+        except (VerifyError, UnicodeDecodeError):
+            pass
     if not text.startswith(header):
         raise VerifyError("the proof does not start with c2sp.org/tlog-proof@v1")
     rest = text[len(header):]

@@ -6,6 +6,7 @@ records the checkpoint and answers with a cosignature/v1 (tlog-cosignature v1.0.
 
   witness.py --listen 127.0.0.1:PORT --state DIR --log "<origin> <log vkey>" [--log …]
              [--name NAME] [--prefix /PATH]
+  witness.py --state DIR [--name NAME] --print-vkey    (makes the seed if missing, prints the vkey)
 
 DIR holds `witness.seed` (the Ed25519 seed, made on first start) and `state.json` (the latest
 cosigned checkpoint per origin, written before the answer, so a restart keeps it). On start it
@@ -263,7 +264,9 @@ def serve(witness, host, port, prefix=""):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="A C2SP tlog-witness v1.0.0 server.")
-    p.add_argument("--listen", required=True, help="HOST:PORT (port 0 picks a free one)")
+    p.add_argument("--listen", help="HOST:PORT (port 0 picks a free one)")
+    p.add_argument("--print-vkey", action="store_true",
+                   help="make the seed if missing, print the vkey and exit (to configure a log first)")
     p.add_argument("--state", required=True, help="directory for the seed and the state")
     p.add_argument("--log", action="append", default=[], help='"<origin> <log vkey>" (repeatable)')
     p.add_argument("--name", help="the witness's key name (default witness.test/<key hash>)")
@@ -275,8 +278,13 @@ def main(argv=None):
         if len(parts) != 2:
             p.error(f'--log takes "<origin> <vkey>": {spec!r}')
         logs.append((parts[0], parts[1]))
-    host, _, port = args.listen.rpartition(":")
     witness = Witness(args.state, args.name, logs)
+    if args.print_vkey:
+        print(witness.vkey)
+        return 0
+    if not args.listen:
+        p.error("--listen is required")
+    host, _, port = args.listen.rpartition(":")
     server = ThreadingHTTPServer((host, int(port)), make_handler(witness, args.prefix))
     server.daemon_threads = True
     with open(os.path.join(args.state, "vkey"), "w") as f:
