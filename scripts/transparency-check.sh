@@ -58,7 +58,7 @@ start_server() {  # $1: log file; the rest: extra VAR=value settings
   env DATABASE_URL="$cluster/latchkey_transparency" LATCHKEY_DEV=1 LATCHKEY_RP_ID=localhost \
     LATCHKEY_LISTEN="127.0.0.1:$port" LATCHKEY_ORIGINS="$rp_origin" \
     LATCHKEY_WELLKNOWN_DIR="$out/wellknown-empty" LATCHKEY_WEB_DIR="$REPO/web" LATCHKEY_MAIL_DIR="$out/mail" \
-    LATCHKEY_RATE_LIMIT=0 LATCHKEY_LOG_INTERVAL=1 \
+    LATCHKEY_RATE_LIMIT=0 LATCHKEY_LOG_INTERVAL=1 LATCHKEY_LOG_STATE="$out/log-state" \
     LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktdGVzdC1rZWstMzItYnl0ZXMtLS0tLS0=}" \
     "$@" "$LATCHKEY_BIN" serve >"$logfile" 2>&1 &
   server_pid=$!

@@ -696,6 +696,19 @@ class VerifierAgainstReferenceLog(unittest.TestCase):
                 self.assertEqual(code, 1, out)
                 self.assertIn("FAIL", out)
 
+    def test_a_dropped_partial_tile_is_read_from_the_full_one(self):
+        self.receipts(100)
+        old_cp = self.log.publish()
+        self.receipts(300, 100)
+        self.log.publish()
+        for path in ("/tile/0/000.p/100", "/tile/entries/000.p/100"):
+            del self.log.resources[path]
+        with serve_resources(self.log.resources) as base:
+            code, out = run_cli("tiles", "--url", base, "--checkpoint", self.file("old", old_cp),
+                                "--log-key", str(self.log.vkey))
+        self.assertEqual(code, 0, out)
+        self.assertIn("ok   100 entries", out)
+
     def test_inconsistent_checkpoints_are_found(self):
         self.receipts(40)
         old_file = self.file("old", self.log.publish())

@@ -711,14 +711,37 @@ def fetch_tiles(base, size, with_entries=True):
     """Every tile (and entry bundle) of a tree of `size` from a tlog-tiles prefix."""
     base = base.rstrip("/")
     tiles, bundles = {}, {}
+    def get(level, n, width):
+        status, _, body = http_get(f"{base}/{tile_path(level, n, width)}")
+        if status == 404 and width < TILE_WIDTH:
+            # A log may drop a partial tile once the full one exists (tlog-tiles, "Partial Tiles").
+            status, _, full = http_get(f"{base}/{tile_path(level, n)}")
+            if status == 200 and level != "entries":
+                body = full[:width * HASH_SIZE]
+            elif status == 200:
+                body = b"".join(_bundle_slices(full)[:width])
+        if status != 200:
+            raise VerifyError(f"GET {base}/{tile_path(level, n, width)} answered {status}")
+        return body
+
     for level, n, width in tiles_for_size(size):
-        body = fetch_ok(f"{base}/{tile_path(level, n, width)}")
+        body = get(level, n, width)
         if len(body) != width * HASH_SIZE:
             raise VerifyError(f"tile {tile_path(level, n, width)} is {len(body)} bytes, not {width * HASH_SIZE}")
         tiles[(level, n)] = body
         if level == 0 and with_entries:
-            bundles[n] = fetch_ok(f"{base}/{tile_path('entries', n, width)}")
+            bundles[n] = get("entries", n, width)
     return tiles, bundles
+
+
+def _bundle_slices(data):
+    """An entry bundle's entries, each with its length prefix (to cut a full bundle short)."""
+    out, i = [], 0
+    while i + 2 <= len(data):
+        length = struct.unpack(">H", data[i:i + 2])[0]
+        out.append(data[i:i + 2 + length])
+        i += 2 + length
+    return out
 
 
 def check_tiles(size, root, tiles, bundles):
