@@ -966,7 +966,7 @@ def main(argv=None):
     except VerifyError as e:
         print(f"FAIL {args.command}: {e}")
         return 1
-    except (OSError, urllib.error.URLError) as e:
+    except (OSError, urllib.error.URLError, ValueError) as e:
         print(f"FAIL {args.command}: {e}")
         return 1
     print("all checks hold" if ok else "some checks FAILED")
