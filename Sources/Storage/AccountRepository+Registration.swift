@@ -12,6 +12,27 @@ public struct RegistrationAccount: Sendable {
     public let stepUpRedeemable: Bool
 }
 
+/// The caller of registration options for an existing account, as its credential names it.
+public enum RegistrationRequester: Sendable {
+    /// A session (its token already verified); `redeeming`: the step-up presented with it.
+    case session(id: String, userId: String, redeeming: StepUpRedemption?)
+    /// An enrolment ticket, by its hash.
+    case ticket(hash: [UInt8])
+    /// A recovery token, by its hash.
+    case recovery(tokenHash: [UInt8])
+}
+
+/// `AccountRepository.registrationRequester`'s one read: the caller's row (the one its case names;
+/// nil: unknown, revoked, used or expired) and the account it names.
+public struct RegistrationRequesterRead: Sendable {
+    public var session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)? = nil
+    public var ticket: EnrolmentTicket? = nil
+    public var recovery: (record: RecoveryRecord, now: Date)? = nil
+    public var account: RegistrationAccount?
+
+    public init(account: RegistrationAccount?) { self.account = account }
+}
+
 /// A passkey as `excludeCredentials` names it.
 public struct CredentialDescriptorRow: Sendable, Equatable {
     public let id: [UInt8]
@@ -114,26 +135,63 @@ extension AccountRepository {
 
     /// Registration options for an existing account: one query. Nil: no such account.
     public func registrationAccount(id: String, redeeming: StepUpRedemption?) throws(StorageError) -> RegistrationAccount? {
+        try pool.run { c in try Self.registrationAccount(try c.query(Self.readingRegistrationAccount("\(id)::text", redeeming: redeeming))) }
+    }
+
+    /// Who asks for a passkey on an existing account, and that account with its live passkeys (and,
+    /// with `redeeming`, whether that step-up can still be redeemed), in one round trip: the
+    /// caller's statement and the account's, pipelined. The account is the one the caller names
+    /// (the session's user, the ticket's, the recovery's) and is read whatever the caller turns out
+    /// to be; the guard decides from the caller's row before anything of it is used.
+    public func registrationRequester(_ requester: RegistrationRequester) throws(StorageError) -> RegistrationRequesterRead {
+        let caller: SQL
+        let account: SQL
+        switch requester {
+        case .session(let id, let userId, let redeeming):
+            caller = SessionRepository.standing(id: id, userId: userId)
+            account = Self.readingRegistrationAccount("\(userId)::text", redeeming: redeeming)
+        case .ticket(let hash):
+            caller = Self.readingTicket(hash: hash)
+            account = Self.readingRegistrationAccount("(SELECT t.user_id FROM (\(fragment: caller)) t)", redeeming: nil)
+        case .recovery(let tokenHash):
+            caller = "SELECT \(unsafeRaw: RecoveryRepository.columns), now() AS db_now FROM recoveries WHERE token_hash = \(tokenHash)"
+            account = Self.readingRegistrationAccount("(SELECT r.user_id FROM recoveries r WHERE r.token_hash = \(tokenHash))", redeeming: nil)
+        }
+        return try pool.run { c in
+            let rows = try c.pipeline([caller, account])
+            var read = RegistrationRequesterRead(account: try Self.registrationAccount(rows[1]))
+            switch requester {
+            case .session: read.session = try rows[0].first.map(SessionRepository.standing)
+            case .ticket(let hash): read.ticket = try rows[0].first.map { EnrolmentTicket(hash: hash, userId: try $0.string("user_id"), holds: try $0.bool("holds")) }
+            case .recovery: read.recovery = try rows[0].first.map { (try RecoveryRepository.recovery($0), try $0.date("db_now")) }
+            }
+            return read
+        }
+    }
+
+    /// `registrationAccount`'s statement for the account `id` (an SQL text expression).
+    static func readingRegistrationAccount(_ id: SQL, redeeming: StepUpRedemption?) -> SQL {
         let redeemable: SQL = redeeming.map { r in
             "EXISTS (SELECT 1 FROM step_up_receipts WHERE \(fragment: StepUpRedemption.redeemable(jti: r.jti, userId: r.userId, actionHash: r.actionHash)))"
         } ?? "true"
-        return try pool.run { c in
-            let rows = try c.query("""
-                SELECT u.id AS user_id, u.user_handle, u.username, u.display_name, c.id, c.transports::text AS transports,
-                       \(fragment: redeemable) AS redeemable
-                FROM users u LEFT JOIN credentials c ON c.user_id = u.id AND c.revoked_at IS NULL
-                WHERE u.id = \(id)
-                ORDER BY c.created_at, c.id
-                """)
-            guard let first = rows.first else { return nil }
-            let user = UserRecord(id: try first.string("user_id"), userHandle: try first.bytes("user_handle"),
-                                  username: try first.string("username"), displayName: try first.string("display_name"))
-            var credentials: [CredentialDescriptorRow] = []
-            for r in rows where try !r.isNull("id") {
-                credentials.append(CredentialDescriptorRow(id: try r.bytes("id"), transports: try r.stringArray("transports")))
-            }
-            return RegistrationAccount(user: user, credentials: credentials, stepUpRedeemable: try first.bool("redeemable"))
+        return """
+            SELECT u.id AS user_id, u.user_handle, u.username, u.display_name, c.id, c.transports::text AS transports,
+                   \(fragment: redeemable) AS redeemable
+            FROM users u LEFT JOIN credentials c ON c.user_id = u.id AND c.revoked_at IS NULL
+            WHERE u.id = \(fragment: id)
+            ORDER BY c.created_at, c.id
+            """
+    }
+
+    static func registrationAccount(_ rows: [Row]) throws -> RegistrationAccount? {
+        guard let first = rows.first else { return nil }
+        let user = UserRecord(id: try first.string("user_id"), userHandle: try first.bytes("user_handle"),
+                              username: try first.string("username"), displayName: try first.string("display_name"))
+        var credentials: [CredentialDescriptorRow] = []
+        for r in rows where try !r.isNull("id") {
+            credentials.append(CredentialDescriptorRow(id: try r.bytes("id"), transports: try r.stringArray("transports")))
         }
+        return RegistrationAccount(user: user, credentials: credentials, stepUpRedeemable: try first.bool("redeemable"))
     }
 
     /// A registration verify's one read (`RegistrationRead`). `account`: the existing account the

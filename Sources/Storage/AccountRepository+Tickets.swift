@@ -145,10 +145,12 @@ extension AccountRepository {
 
     /// `ticket(hash:)` on `connection` (the sessions' store reads it too, for a ticket's bearer).
     static func ticket(hash: [UInt8], on connection: PostgresConnection) throws -> EnrolmentTicket? {
-        try connection.query("""
-            SELECT user_id, holds FROM enrolment_tickets
-            WHERE hash = \(hash) AND purpose = 'passkey' AND used_at IS NULL AND expires_at > now()
-            """).first.map { EnrolmentTicket(hash: hash, userId: try $0.string("user_id"), holds: try $0.bool("holds")) }
+        try connection.query(readingTicket(hash: hash)).first.map { EnrolmentTicket(hash: hash, userId: try $0.string("user_id"), holds: try $0.bool("holds")) }
+    }
+
+    /// A passkey-enrolment ticket that can still be used: its user and whether it holds.
+    static func readingTicket(hash: [UInt8]) -> SQL {
+        "SELECT user_id, holds FROM enrolment_tickets WHERE hash = \(hash) AND purpose = 'passkey' AND used_at IS NULL AND expires_at > now()"
     }
 
     /// Uses a passkey-enrolment ticket up; returns its user when it was valid (unused and unexpired).

@@ -110,6 +110,50 @@ struct SealedRegistrationTests {
             .bool("open"))
     }
 
+    @Test("options for an existing account are one read: the caller (session with its step-up, ticket) and the account together")
+    func optionsForAnAccountAreOneRead() throws {
+        let server = try TestServer(name: "sealed-reg-one-read", tracing: true)
+        defer { server.http.stop() }
+        let client = server.client()
+        let first = SoftAuthenticator()
+        let session = try client.signUp(first, username: server.username("owner"))
+        let token = try client.stepUpToken(first, authorization: session.bearer, action: Client.passkeyAddition)
+        let ticket = try #require(try client.enrolmentTicket(externalId: "ext-\(uniqueSuffix())", username: server.username("tk")).json?["ticket"]?
+            .stringValue)
+        let route = "POST /v1/passkeys/registration/options"
+        /// The fewest round trips over three requests: a revocation feed stale for a moment adds the
+        /// token's session read, which is not the route's own.
+        func measured(_ headers: [(String, String)], authorization: String) throws -> (Reply, RoundTripCounts, [String]) {
+            var best: (Reply, RoundTripCounts, [String])?
+            for _ in 0..<3 {
+                let reply = try client.post("/v1/passkeys/registration/options", .object([]), authorization: authorization, headers: headers)
+                let work = try #require(server.traces?.lastWork(route))
+                if best == nil || work.roundTrips.total < best!.1.total { best = (reply, work.roundTrips, work.statements) }
+            }
+            return best!
+        }
+        let (withStepUp, stepUpTrips, stepUpStatements) = try measured([("Latchkey-Step-Up", token)], authorization: session.bearer)
+        #expect(withStepUp.status == 200, "\(withStepUp)")
+        #expect(stepUpTrips == RoundTripCounts(reads: 1), "a session with its step-up: \(stepUpTrips) \(stepUpStatements)")
+        #expect(excluded(withStepUp.json) == 1, "the preloaded account's passkey is excluded: \(withStepUp)")
+        let (withTicket, ticketTrips, ticketStatements) = try measured([], authorization: "Ticket \(ticket)")
+        #expect(withTicket.status == 200, "\(withTicket)")
+        #expect(ticketTrips == RoundTripCounts(reads: 1), "a ticket: \(ticketTrips) \(ticketStatements)")
+        // A step-up already redeemed is refused after the same one read, before any ceremony opens.
+        let options = try #require(withStepUp.json)
+        #expect(try Self.verify(client, try Self.response(server, SoftAuthenticator(), options)).status == 201)
+        let (redeemed, redeemedTrips, _) = try measured([("Latchkey-Step-Up", token)], authorization: session.bearer)
+        expectProblem(redeemed, 403, "step_up_required")
+        #expect(redeemedTrips == RoundTripCounts(reads: 1), "\(redeemedTrips)")
+        // A ticket that does not exist reads nothing of an account and is 401.
+        let (unknown, unknownTrips, _) = try measured([], authorization: "Ticket \(String(repeating: "A", count: 43))")
+        #expect(unknown.status == 401, "\(unknown)")
+        #expect(unknownTrips == RoundTripCounts(reads: 1), "\(unknownTrips)")
+    }
+
+    /// How many credentials registration options exclude.
+    func excluded(_ options: JSONValue?) -> Int? { options?["excludeCredentials"]?.arrayValue?.count }
+
     @Test("a verify is one read and one write; a replay is the saved-retry answer, another response to it challenge_invalid")
     func verifyRoundTrips() throws {
         // A server of its own: the round-trip counter is per route, and the suite's tests run in parallel.

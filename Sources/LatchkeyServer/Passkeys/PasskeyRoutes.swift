@@ -33,7 +33,8 @@ extension RouteTable {
                 let (username, displayName) = try RequestFields.accountNames(try ctx.json())
                 requester = .newAccount(username: username, displayName: displayName)
             }
-            return .json(bytes: PasskeyRenderer.options(try s.passkeys.registrationOptions(for: requester, conditional: conditional)).serialized())
+            return .json(bytes: PasskeyRenderer.options(try s.passkeys.registrationOptions(for: requester, conditional: conditional,
+                                                                                                   preloaded: ctx.loads.registration)).serialized())
         }
         add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
             // The language memo rides in the registration's one statement.

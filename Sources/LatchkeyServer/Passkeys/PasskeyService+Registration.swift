@@ -53,8 +53,10 @@ extension PasskeyService {
     /// or a recovery token); `request`: the conformance profile's options request. One read (an
     /// existing account with its passkeys and, with a step-up, whether it can still be redeemed; a
     /// new account's username; the conformance profile's account by name, then that), no write.
-    func registrationOptions(for requester: Requester, conditional: Bool = false,
-                             request: RegistrationRequest? = nil) throws(ServiceError) -> CreationOptions {
+    /// `preloaded`: the account as the caller's resolution read it (`PreloadedRegistration`), used
+    /// when it is the account asked for and its step-up the one being redeemed; else it is read here.
+    func registrationOptions(for requester: Requester, conditional: Bool = false, request: RegistrationRequest? = nil,
+                             preloaded: PreloadedRegistration? = nil) throws(ServiceError) -> CreationOptions {
         var purpose = RegistrationPurpose.addToAccount
         var held = Hold.notHeld
         var redeeming: StepUpRedemption? = nil
@@ -85,8 +87,13 @@ extension PasskeyService {
         let user: UserRecord
         var existing: [CredentialDescriptor] = []
         if let accountId {
-            guard let found = try storage({ () throws(StorageError) in try store.registrationAccount(id: accountId, redeeming: redeeming) })
-            else { throw ServiceError.unauthorized }
+            let account: RegistrationAccount?
+            if let preloaded, preloaded.stepUpJTI == redeeming?.jti, preloaded.account.map({ $0.user.id == accountId }) ?? true {
+                account = preloaded.account
+            } else {
+                account = try storage { () throws(StorageError) in try store.registrationAccount(id: accountId, redeeming: redeeming) }
+            }
+            guard let found = account else { throw ServiceError.unauthorized }
             // SPEC "Assurance": a step-up used already, or whose key was revoked since, approves
             // nothing — refused here as the change's own statement would refuse it.
             if let redeeming, !found.stepUpRedeemable || redeeming.userId != found.user.id {

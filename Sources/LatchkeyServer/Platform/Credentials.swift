@@ -1,3 +1,6 @@
+import Crypto
+import DeviceKeys
+import JSON
 import Tokens
 import HTTP
 import Storage
@@ -19,6 +22,8 @@ struct CallerResolver: Sendable {
     let sessions: SessionService
     let recovery: RecoveryService
     let admins: AdminRepository
+    /// Registration options' caller, read with the account it names (`registrationRequester`).
+    let accounts: AccountRepository
     let adminKeyHash: [UInt8]?
     /// The OP browser sessions (the OpenID Provider's cookie).
     let browser: any BrowserSessions
@@ -73,15 +78,52 @@ struct CallerResolver: Sendable {
         case .stepUpToken:
             return .stepUpBearer(try Self.bearer(request))
         case .registration:
+            // Each caller of an existing account is read with that account (its passkeys, and
+            // whether the presented step-up is still redeemable) in one round trip; the handler
+            // takes the account from `loads.registration`.
             if let bearer = BearerCredentials.value(request, scheme: "Bearer") {
                 // SPEC "Recovery": the one place a recovery token is accepted.
-                if RecoveryService.isRecoveryToken(bearer) { return .recovery(try recovery.authorizeRegistration(token: bearer)) }
-                return .session(try sessions.session(accessToken: bearer))
+                if RecoveryService.isRecoveryToken(bearer) {
+                    let read = try registrationRequester(.recovery(tokenHash: OpaqueSecret.hash(bearer)))
+                    let authorized = try recovery.authorizeRegistration(loaded: read.recovery)
+                    loads.registration = PreloadedRegistration(account: read.account, stepUpJTI: nil)
+                    return .recovery(authorized)
+                }
+                var caller = try sessions.session(accessToken: bearer)
+                let jti = Self.presentedStepUpJTI(request)
+                let redeeming = jti.map { StepUpRedemption(jti: $0, userId: caller.userId, actionHash: Self.passkeyAdditionHash) }
+                let read = try registrationRequester(.session(id: caller.sessionId, userId: caller.userId, redeeming: redeeming))
+                caller.standing = try sessions.standing(loaded: read.session)
+                loads.registration = PreloadedRegistration(account: read.account, stepUpJTI: jti)
+                return .session(caller)
             }
             guard request.header("Authorization") != nil else { return .anonymous }
             guard let ticket = BearerCredentials.value(request, scheme: "Ticket") else { throw ServiceError.unauthorized }
-            return .ticket(try sessions.ticketHolder(ticket: ticket))
+            let read = try registrationRequester(.ticket(hash: OpaqueSecret.hash(ticket)))
+            let holder = try sessions.ticketHolder(loaded: read.ticket)
+            loads.registration = PreloadedRegistration(account: read.account, stepUpJTI: nil)
+            return .ticket(holder)
         }
+    }
+
+    private func registrationRequester(_ requester: RegistrationRequester) throws(ServiceError) -> RegistrationRequesterRead {
+        try storage { () throws(StorageError) in try accounts.registrationRequester(requester) }
+    }
+
+    /// `SHA-256` of `{"type":"latchkey.passkey.add"}`: the only action a step-up sent with
+    /// registration options can approve (`StepUpRule.passkeyAddition`).
+    static let passkeyAdditionHash = (try? StepUpAction.passkeyAddition())?.hash ?? []
+
+    /// The `jti` a `Latchkey-Step-Up` header's token claims, read without verifying it: only to
+    /// preload whether that step-up is still redeemable. The guard verifies the token afterwards,
+    /// and the handler trusts the preload only for the `jti` the verified token carries.
+    static func presentedStepUpJTI(_ request: Request) -> String? {
+        guard let token = request.header("Latchkey-Step-Up")?.trimmed else { return nil }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[1].utf8.count <= 4096, let payload = Base64URL.decode(String(parts[1])),
+              let claims = try? JSONParser.parse(payload), let jti = claims["jti"]?.stringValue, !jti.isEmpty, jti.utf8.count <= 128
+        else { return nil }
+        return jti
     }
 
     /// The OP browser session of the cookie, from a request the issuer's own page sent (else 415 or

@@ -60,6 +60,8 @@ struct GuardLoads: Sendable {
     /// The console page the route shows, read with an admin user's role and standing (nil: not
     /// read, as for the admin key, whose resolution reads nothing).
     var adminPage: AdminPageRead? = nil
+    /// Registration options' account, read with the caller (`CallerResolver`, access `.registration`).
+    var registration: PreloadedRegistration? = nil
     /// The account an address change's rule read (`StepUpRule.emailChange`): its mail language.
     var addressChange: AddressChangeAccount? = nil
 }
@@ -106,4 +108,12 @@ struct ServiceLookups: GuardLookups {
                        session: String?) throws(ServiceError) -> (jti: String, receiptId: String, authentication: AuthenticationClaims) {
         try stepUp.checkedStepUp(token, userId: userId, action: action, changes: changes, deviceKeyAllowed: deviceKeyAllowed, session: session)
     }
+}
+
+/// The account registration options are for, read with their caller: the account (nil: none, as
+/// for a caller that names no account) and the `jti` of the step-up whose redeemability was read
+/// with it (nil: none presented). The handler uses it only for the same account and step-up.
+struct PreloadedRegistration: Sendable {
+    let account: RegistrationAccount?
+    let stepUpJTI: String?
 }

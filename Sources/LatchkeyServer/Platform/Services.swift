@@ -114,7 +114,7 @@ public final class Services: Sendable {
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
                                 events: events, metrics: metrics, policy: oauthPolicy, runtime: runtime, revoked: revokedSessions,
                                 passkeys: passkeys, requestIds: DeploymentSecret(name: "oauth-request-ids", keys: database.keys, runtime: runtime))
-        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash,
+        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID)
     }
 

@@ -208,8 +208,12 @@ public final class RecoveryService: Sendable {
     /// A recovery token on registration options: the recovery it starts must be pending and due.
     /// Cancelled, completed, expired or unknown → 401; before `notBefore` → 403 `recovery_pending`.
     func authorizeRegistration(token: String) throws(ServiceError) -> RecoveryRecord {
-        guard let (r, now) = try storage({ () throws(StorageError) in try store.recovery(tokenHash: OpaqueSecret.hash(token)) }),
-              r.status == .pending, r.expiresAt > now else {
+        try authorizeRegistration(loaded: try storage({ () throws(StorageError) in try store.recovery(tokenHash: OpaqueSecret.hash(token)) }))
+    }
+
+    /// The same decision on the recovery's row as read with the database's time (nil: unknown token).
+    func authorizeRegistration(loaded: (RecoveryRecord, now: Date)?) throws(ServiceError) -> RecoveryRecord {
+        guard let (r, now) = loaded, r.status == .pending, r.expiresAt > now else {
             throw ServiceError(.unauthorized, "the recovery token is unknown, cancelled, completed or expired")
         }
         guard r.notBefore <= now else {

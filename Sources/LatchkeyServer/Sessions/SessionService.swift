@@ -232,9 +232,14 @@ public final class SessionService: Sendable {
     /// one is 401 with the `Ticket` challenge. Nothing is used up here: the registration verify that
     /// stores the passkey uses the ticket (SPEC "Assurance": a ceremony that fails keeps it).
     func ticketHolder(ticket: String) throws(ServiceError) -> EnrolmentTicket {
-        guard let found = try storage({ () throws(StorageError) in try sessions.ticket(hash: OpaqueSecret.hash(ticket)) }) else {
+        try ticketHolder(loaded: try storage({ () throws(StorageError) in try sessions.ticket(hash: OpaqueSecret.hash(ticket)) }))
+    }
+
+    /// The same decision on a ticket's row as read (nil: unknown, expired or used).
+    func ticketHolder(loaded: EnrolmentTicket?) throws(ServiceError) -> EnrolmentTicket {
+        guard let loaded else {
             throw ServiceError(.unauthorized, "the enrolment ticket is unknown, expired or used", headers: [("WWW-Authenticate", "Ticket")])
         }
-        return found
+        return loaded
     }
 }
