@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import DeviceKeys
 import JSON
+import Receipts
 import Storage
 import Tokens
 import WebAuthn
@@ -61,12 +62,15 @@ public final class StepUpService: Sendable {
 
     // MARK: Step-up challenges
 
-    /// `POST /v1/step-up/challenges` `{"keyId","action"}` or `{"method":"passkey","action"}`.
+    /// `POST /v1/step-up/challenges` `{"keyId","action","display"?}` or `{"method":"passkey","action","display"?}`.
     /// `onlyActionType`: the caller may ask for this action type alone (the OP session cookie).
-    func createChallenge(userId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> StepUpChallengeIssued {
+    /// `acceptLanguage`: the request's `Accept-Language`, the language of a display Latchkey renders.
+    func createChallenge(userId: String, body: JSONValue, onlyActionType: String? = nil,
+                         acceptLanguage: String? = nil) throws(ServiceError) -> StepUpChallengeIssued {
         guard let actionValue = body["action"], !actionValue.isNull else { throw ServiceError.invalid("action is required") }
         let action: StepUpAction
         do { action = try StepUpAction(actionValue) } catch { throw ServiceError(error) }
+        let display = try Self.display(for: action, requested: body["display"], acceptLanguage: acceptLanguage)
         if let onlyActionType, actionValue["type"]?.stringValue != onlyActionType {
             throw ServiceError(.unauthorized, "this step-up needs a Bearer access token")
         }
@@ -93,7 +97,8 @@ public final class StepUpService: Sendable {
             throw ServiceError.invalid("keyId or \"method\":\"passkey\" is required")
         }
 
-        let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, action: action)
+        let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, display: display,
+                                            action: action)
         try storage { () throws(StorageError) in
             try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
                                       state: state.encoded(), ttlSeconds: policy.challengeTTL)
@@ -105,6 +110,17 @@ public final class StepUpService: Sendable {
                                               restrictToAllowed: true).options
         }
         return StepUpChallengeIssued(options: options, publicKey: publicKey)
+    }
+
+    /// SPEC "Evidence" → "What the person was shown": for a `latchkey.*` action the display Latchkey
+    /// renders in the request's language, whatever the request sent; for an app's own action the
+    /// request's `display` (checked strictly, `invalid_request` otherwise), or none.
+    static func display(for action: StepUpAction, requested: JSONValue?, acceptLanguage: String?) throws(ServiceError) -> StepUpDisplay? {
+        if action.value["type"]?.stringValue?.hasPrefix("latchkey.") == true {
+            return LatchkeyDisplay.render(action, lang: LatchkeyDisplay.language(acceptLanguage: acceptLanguage))
+        }
+        guard let requested, !requested.isNull else { return nil }
+        do { return try StepUpDisplay(app: requested) } catch { throw ServiceError(error) }
     }
 
     // MARK: Step-up verification
@@ -239,10 +255,16 @@ public final class StepUpService: Sendable {
             approvedWith = record.attested ? AuthenticationClaims.deviceKeyAttested : AuthenticationClaims.deviceKey
             audit += [("method", .string(StepUpMethod.deviceKey.rawValue)), ("keyId", .string(keyId))]
             approvedBy = keyId
+            let evidence = ReceiptDocument.Evidence.deviceKey(
+                challenge: state.challenge, signature: signature,
+                appAttest: authenticatorData.map { ($0, Digest.sha256(state.challenge)) })
+            let document = try receiptDocument(id: receiptId, state: state, approvedAt: now, kind: .deviceKey, approverId: keyId,
+                                               publicKey: key.spkiDER, attestation: Self.attestation(record), evidence: evidence)
             receipt = StepUpReceiptRecord(
                 id: receiptId, userId: userId, method: .deviceKey, keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
                 signedData: signedData, signature: signature, action: state.action, actionHash: state.actionHash,
-                keyBinding: keyBinding, authenticatorData: authenticatorData, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now)
+                keyBinding: keyBinding, authenticatorData: authenticatorData, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now,
+                document: document, commitment: ReceiptDocument.commitment(of: document))
         case .passkey:
             guard let parsed = input.assertion else { throw ServiceError.invalid("this challenge is for a passkey: send credential") }
             let outcome = try verifyPasskey(parsed, state: state, userId: userId, found: read.passkey)
@@ -252,18 +274,55 @@ public final class StepUpService: Sendable {
             approvedBy = credentialId
             audit += [("method", .string(StepUpMethod.passkey.rawValue)), ("keyId", .string(credentialId))]
             audit += outcome.auditDetail.filter { $0.key != "credentialId" }
+            // verifyPasskey found the credential (it refuses otherwise): its COSE key is the receipt's.
+            guard let (credential, _) = read.passkey else { throw ServiceError(.credentialUnknown, "no such passkey on this account") }
+            let evidence = ReceiptDocument.Evidence.passkey(clientDataJSON: parsed.clientData.raw, authenticatorData: parsed.authenticatorData.raw,
+                                                            signature: parsed.response.signature, rpId: relyingParty.id)
+            let document = try receiptDocument(id: receiptId, state: state, approvedAt: now, kind: .passkey, approverId: credentialId,
+                                               publicKey: credential.publicKey, attestation: Self.attestation(credential), evidence: evidence)
             receipt = StepUpReceiptRecord(
                 id: receiptId, userId: userId, method: .passkey, keyId: credentialId, publicKey: outcome.key.publicKey.spkiDER,
                 challenge: state.challenge, signedData: parsed.authenticatorData.raw + parsed.clientData.hash,
                 signature: parsed.response.signature, action: state.action, actionHash: state.actionHash, keyBinding: keyBinding,
                 clientDataJSON: parsed.clientData.raw, authenticatorData: parsed.authenticatorData.raw, tokenJTI: jti,
-                tokenExpiresAt: tokenExpiresAt, createdAt: now)
+                tokenExpiresAt: tokenExpiresAt, createdAt: now, document: document, commitment: ReceiptDocument.commitment(of: document))
         }
         let events = [self.events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
                                                  receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
         return Approval(receipt: receipt, approvedWith: approvedWith, liveDeviceKeyId: liveDeviceKeyId, appAttestCounter: appAttestCounter,
                         passkey: passkeyOutcome, audit: AuditRecord(.stepUpApproved, actor: userId, subject: userId, detail: audit),
                         events: events)
+    }
+
+    /// The receipt's RFC 8785 document (SPEC "Evidence"), from the challenge's state and the verified
+    /// answer: written with the step-up, in the same statement.
+    func receiptDocument(id: String, state: StepUpState, approvedAt: Date, kind: ReceiptDocument.ApproverKind, approverId: String,
+                         publicKey: [UInt8], attestation: ReceiptDocument.Attestation?,
+                         evidence: ReceiptDocument.Evidence) throws(ServiceError) -> [UInt8] {
+        let action: StepUpAction, challenge: StepUpChallenge
+        do {
+            action = try StepUpAction(canonical: Array(state.action.utf8))
+            challenge = try StepUpChallenge(parsing: state.challenge)
+        } catch { throw ServiceError(.challengeInvalid, "the stored ceremony state is unreadable") }
+        return ReceiptDocument(id: id, issuer: relyingParty.issuer, subject: state.userId,
+                               approvedAt: Int64(approvedAt.timeIntervalSince1970.rounded(.down)), action: action, display: state.display,
+                               approverKind: kind, approverId: approverId, approverPublicKey: publicKey, attestation: attestation,
+                               evidence: evidence, challenge: challenge, keyBinding: state.keyBinding).bytes
+    }
+
+    /// A device key's attestation summary: what it proved at enrolment (a verified chain), or none.
+    static func attestation(_ key: DeviceKeyRecord) -> ReceiptDocument.Attestation? {
+        guard key.attested, key.attestationFormat != .none else { return nil }
+        return ReceiptDocument.Attestation(format: key.attestationFormat.rawValue, trust: .verifiedChain)
+    }
+
+    /// A passkey's attestation summary: its registration's format, and a verified chain only when
+    /// the attestation was verified to a trust anchor (`hardwareBound`); self attestation is `self`.
+    static func attestation(_ credential: CredentialRecord) -> ReceiptDocument.Attestation? {
+        guard credential.attestationFormat != "none", credential.attestationType != AttestationType.none.rawValue else { return nil }
+        let trust: ReceiptDocument.Trust = credential.hardwareBound ? .verifiedChain
+            : credential.attestationType == AttestationType.`self`.rawValue ? .`self` : .none
+        return ReceiptDocument.Attestation(format: credential.attestationFormat, trust: trust)
     }
 
     /// The passkey method: a WebAuthn assertion (L3 §7.2) over the step-up challenge bytes, with user
