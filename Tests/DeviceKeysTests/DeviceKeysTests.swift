@@ -145,7 +145,8 @@ struct StepUpChallengeTests {
     @Test("An app's display is checked strictly: two members, a language tag, 1 to 32 showable lines")
     func displayValidation() throws {
         _ = try StepUpDisplay(app: ["lang": "de-CH", "lines": ["Überweisung: 200,00 EUR"]])
-        _ = try StepUpDisplay(app: ["lang": "zh-Hans", "lines": .array((0..<32).map { _ in .string(String(repeating: "x", count: 256)) })])
+        _ = try StepUpDisplay(app: ["lang": "zh-Hans", "lines": .array((0..<32).map { _ in .string(String(repeating: "x", count: 200)) })])
+        _ = try StepUpDisplay(app: ["lang": "en", "lines": [.string(String(repeating: "x", count: 256))]])
         let bad: [JSONValue] = [
             "text", ["lang": "en"], ["lines": ["a"]], ["lang": "en", "lines": []], ["lang": "en", "lines": ["a"], "source": "latchkey"],
             ["lang": "", "lines": ["a"]], ["lang": "e", "lines": ["a"]], ["lang": "en_US", "lines": ["a"]], ["lang": "en-", "lines": ["a"]],
@@ -154,6 +155,8 @@ struct StepUpChallengeTests {
             ["lang": "en", "lines": ["two\nlines"]], ["lang": "en", "lines": ["bell\u{7}"]], ["lang": "en", "lines": ["sep\u{2028}"]],
             ["lang": "en", "lines": [.string(String(repeating: "x", count: 257))]],
             ["lang": "en", "lines": .array((0..<33).map { _ in "a" })],
+            // Every line within bounds, the whole over 8 KiB.
+            ["lang": "en", "lines": .array((0..<32).map { _ in .string(String(repeating: "x", count: 256)) })],
         ]
         for value in bad {
             #expect(throws: DeviceKeyError.self, "\(value)") { try StepUpDisplay(app: value) }

@@ -112,17 +112,6 @@ public final class StepUpService: Sendable {
         return StepUpChallengeIssued(options: options, publicKey: publicKey)
     }
 
-    /// SPEC "Evidence" → "What the person was shown": for a `latchkey.*` action the display Latchkey
-    /// renders in the request's language, whatever the request sent; for an app's own action the
-    /// request's `display` (checked strictly, `invalid_request` otherwise), or none.
-    static func display(for action: StepUpAction, requested: JSONValue?, acceptLanguage: String?) throws(ServiceError) -> StepUpDisplay? {
-        if action.value["type"]?.stringValue?.hasPrefix("latchkey.") == true {
-            return LatchkeyDisplay.render(action, lang: LatchkeyDisplay.language(acceptLanguage: acceptLanguage))
-        }
-        guard let requested, !requested.isNull else { return nil }
-        do { return try StepUpDisplay(app: requested) } catch { throw ServiceError(error) }
-    }
-
     // MARK: Step-up verification
 
     /// `POST /v1/step-up/verify`: `{"challengeId","signature"}` or `{"challengeId","credential"}`,
@@ -294,37 +283,6 @@ public final class StepUpService: Sendable {
                         events: events)
     }
 
-    /// The receipt's RFC 8785 document (SPEC "Evidence"), from the challenge's state and the verified
-    /// answer: written with the step-up, in the same statement.
-    func receiptDocument(id: String, state: StepUpState, approvedAt: Date, kind: ReceiptDocument.ApproverKind, approverId: String,
-                         publicKey: [UInt8], attestation: ReceiptDocument.Attestation?,
-                         evidence: ReceiptDocument.Evidence) throws(ServiceError) -> [UInt8] {
-        let action: StepUpAction, challenge: StepUpChallenge
-        do {
-            action = try StepUpAction(canonical: Array(state.action.utf8))
-            challenge = try StepUpChallenge(parsing: state.challenge)
-        } catch { throw ServiceError(.challengeInvalid, "the stored ceremony state is unreadable") }
-        return ReceiptDocument(id: id, issuer: relyingParty.issuer, subject: state.userId,
-                               approvedAt: Int64(approvedAt.timeIntervalSince1970.rounded(.down)), action: action, display: state.display,
-                               approverKind: kind, approverId: approverId, approverPublicKey: publicKey, attestation: attestation,
-                               evidence: evidence, challenge: challenge, keyBinding: state.keyBinding).bytes
-    }
-
-    /// A device key's attestation summary: what it proved at enrolment (a verified chain), or none.
-    static func attestation(_ key: DeviceKeyRecord) -> ReceiptDocument.Attestation? {
-        guard key.attested, key.attestationFormat != .none else { return nil }
-        return ReceiptDocument.Attestation(format: key.attestationFormat.rawValue, trust: .verifiedChain)
-    }
-
-    /// A passkey's attestation summary: its registration's format, and a verified chain only when
-    /// the attestation was verified to a trust anchor (`hardwareBound`); self attestation is `self`.
-    static func attestation(_ credential: CredentialRecord) -> ReceiptDocument.Attestation? {
-        guard credential.attestationFormat != "none", credential.attestationType != AttestationType.none.rawValue else { return nil }
-        let trust: ReceiptDocument.Trust = credential.hardwareBound ? .verifiedChain
-            : credential.attestationType == AttestationType.`self`.rawValue ? .`self` : .none
-        return ReceiptDocument.Attestation(format: credential.attestationFormat, trust: trust)
-    }
-
     /// The passkey method: a WebAuthn assertion (L3 §7.2) over the step-up challenge bytes, with user
     /// verification required, by one of the user's passkeys that the challenge was bound to.
     /// `found`: the live passkey the assertion names, with its owner, as the verify's read found it.
@@ -412,35 +370,4 @@ struct ConsumedStepUp: Sendable {
     let actionHash: String
     let action: String
     let receiptId: String
-}
-
-/// What a passkey step-up challenge's key hash covers: the user's passkeys at issue time, as RFC 8785
-/// JSON `{"credentialIds":[…],"method":"passkey","rpId":…}` (ids sorted), kept in the receipt.
-struct PasskeyBinding: Sendable {
-    let credentialIds: [[UInt8]]
-    let rpId: String
-
-    init(credentialIds: [[UInt8]], rpId: String) {
-        self.credentialIds = credentialIds
-        self.rpId = rpId
-    }
-
-    var bytes: [UInt8] {
-        JSONValue.object([("credentialIds", .array(credentialIds.map { Base64URL.encode($0) }.sorted().map { .string($0) })),
-                          ("method", "passkey"), ("rpId", .string(rpId))]).canonicalized()
-    }
-
-    /// The binding as stored in the ceremony state; anything else is a ceremony state we did not write.
-    init(decoding bytes: [UInt8]) throws(ServiceError) {
-        let unreadable = ServiceError(.challengeInvalid, "the stored ceremony state is unreadable")
-        let value: JSONValue
-        do { value = try JSONParser.parse(bytes) } catch { throw unreadable }
-        guard let list = value["credentialIds"]?.arrayValue, let rpId = value["rpId"]?.stringValue else { throw unreadable }
-        var ids: [[UInt8]] = []
-        for item in list {
-            guard let text = item.stringValue, let id = Base64URL.decode(text) else { throw unreadable }
-            ids.append(id)
-        }
-        self.init(credentialIds: ids, rpId: rpId)
-    }
 }
