@@ -40,6 +40,30 @@ struct ReceiptDocumentTests {
         return receipt
     }
 
+    /// docs/evidence.md's "by hand" commands (Python and openssl), run as written on `document` saved
+    /// as receipt.json: their output, and whether they succeeded.
+    static func handCheck(_ document: [UInt8]) throws -> (ok: Bool, output: String) {
+        let page = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("docs/evidence.md"), encoding: .utf8)
+        let marker = "runs these exact commands against one\n"
+        let start = try #require(page.range(of: marker), "docs/evidence.md lost its by-hand block").upperBound
+        let end = try #require(page.range(of: "\n```", range: start..<page.endIndex)).lowerBound
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("evidence-\(uniqueSuffix())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data(document).write(to: dir.appendingPathComponent("receipt.json"))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", "set -e\n" + String(page[start..<end])]
+        process.currentDirectoryURL = dir
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus == 0, text)
+    }
+
     func deviceKeyStepUp(_ server: TestServer, body extra: [(String, JSONValue)]) throws -> (StepUpTests.Account, JSONValue, JSONValue) {
         let steps = Self.steps
         let a = try steps.account(server)
@@ -70,6 +94,14 @@ struct ReceiptDocumentTests {
         #expect(receipt["evidence"]?["challengeVersion"]?.intValue == 2)
         #expect(receipt["approvedAt"]?.stringValue?.hasSuffix("Z") == true && receipt["approvedAt"]?.stringValue?.count == 20)
         #expect(try Self.stored(receiptId).logIndex == false)
+        // By hand, as docs/evidence.md shows: the stored document checks; one with another action does not.
+        let hand = try Self.handCheck(try Self.stored(receiptId).document)
+        #expect(hand.ok && hand.output.contains("challenge binds sub, key, display and action") && hand.output.contains("Verified OK"),
+                "\(hand.output)")
+        let otherAction = StepUpTests.otherTransfer
+        let tampered = receipt.setting("action", otherAction).setting("actionHash", .string(Base64URL.encode(Digest.sha256(otherAction.canonicalized()))))
+        let refused = try Self.handCheck(tampered.canonicalized())
+        #expect(!refused.ok && refused.output.contains("action"), "\(refused.output)")
         // The older receipt path keeps its shape, and says what was signed.
         let old = try a.client.get("/v1/step-up/receipts/\(receiptId)", authorization: a.bearer)
         #expect(old.status == 200 && old.json?["challengeFields"]?["version"]?.intValue == 2, "\(old)")
@@ -105,6 +137,10 @@ struct ReceiptDocumentTests {
         #expect(receipt["approver"]?["id"]?.stringValue == Base64URL.encode(a.authenticator.credentialId))
         #expect(receipt["approver"]?["publicKey"]?.stringValue == Base64URL.encode(a.authenticator.publicKeyCOSE))
         #expect(receipt["evidence"]?["rpId"]?.stringValue == server.configuration.rpId)
+        let hand = try Self.handCheck(receipt.canonicalized())
+        #expect(hand.ok && hand.output.contains("Verified OK"), "\(hand.output)")
+        let stolen = receipt.setting("sub", "someone-else")
+        #expect(try !Self.handCheck(stolen.canonicalized()).ok)
     }
 
     @Test("A passkey step-up for an app's action without a display is version 1 and verifies")
@@ -118,6 +154,8 @@ struct ReceiptDocumentTests {
         #expect(r.status == 200, "\(r)")
         let receipt = try Self.checkedDocument(try #require(r.json?["receiptId"]?.stringValue))
         #expect(receipt["display"] == .null && receipt["evidence"]?["challengeVersion"]?.intValue == 1)
+        let hand = try Self.handCheck(receipt.canonicalized())
+        #expect(hand.ok && hand.output.contains("Verified OK"), "\(hand.output)")
     }
 
     @Test("A bad display is 400 invalid_request, and nothing is stored")
