@@ -143,6 +143,32 @@ struct ReceiptDocumentTests {
         #expect(try !Self.handCheck(stolen.canonicalized()).ok)
     }
 
+    @Test("An admin change's and an OpenID approval's step-ups: the lines the console and the /authorize page show")
+    func latchkeyActions() throws {
+        let server = try Self.fixture.get()
+        let a = try Self.steps.account(server)
+        func approved(_ action: JSONValue) throws -> JSONValue {
+            let c = try a.client.post("/v1/step-up/challenges", ["method": "passkey", "action": action], authorization: a.bearer)
+            let challenge = try #require(c.json, "\(c)")
+            let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
+            let r = try a.client.post("/v1/step-up/verify", ["challengeId": challenge["challengeId"]!, "credential": assertion],
+                                      authorization: a.bearer)
+            #expect(r.status == 200, "\(r)")
+            return try Self.checkedDocument(try #require(r.json?["receiptId"]?.stringValue))
+        }
+        let admin = try approved(["type": "latchkey.admin", "method": "POST", "path": "/admin/v1/origins", "body": ["origin": "https://shop.example"]])
+        #expect(admin["display"] == ["lang": "en", "lines": ["Admin change: POST /admin/v1/origins", "body.origin: https://shop.example"],
+                                     "source": "latchkey"])
+        let payment: JSONValue = ["type": "payment_initiation", "instructedAmount": ["amount": "9.99", "currency": "EUR"],
+                                  "creditorName": "Merchant A"]
+        let oauth = try approved(["type": "latchkey.oauth.authorize", "clientId": "shop", "requestId": "lkq_1",
+                                  "authorizationDetails": [payment]])
+        let lines = (oauth["display"]?["lines"]?.arrayValue ?? []).compactMap { $0.stringValue }
+        #expect(lines.first == "Approve the request of the app shop" && lines.contains("Payee: Merchant A") && lines.last == "requestId: lkq_1",
+                "\(lines)")
+        #expect(oauth["display"]?["source"] == "latchkey")
+    }
+
     @Test("A passkey step-up for an app's action without a display is version 1 and verifies")
     func passkeyAppAction() throws {
         let server = try Self.fixture.get()
