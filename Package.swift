@@ -51,10 +51,13 @@ let package = Package(
         // The shipped attestation roots are the PEM files in DeviceKeys/Roots, compiled in like Storage's migrations.
         .target(name: "DeviceKeys", dependencies: ["ProtocolCore", "CBOR", "Crypto", "JSON"], exclude: ["Roots/README.md"], resources: [.embedInCode("Roots")],
                 swiftSettings: strict),
+        // Receipts a third party verifies (SPEC "Evidence"): the document a step-up writes and its offline
+        // checker, shared by the server and `latchkey receipts verify`. Pure: no I/O, no clock.
+        .target(name: "Receipts", dependencies: ["DeviceKeys", "WebAuthn", "Crypto", "JSON"], swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
         // The OpenAPI document of the HTTP surface (OpenAPI/openapi.json), compiled in and served at /openapi.json.
-        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Storage", "HTTP", "Curl", "Tokens",
+        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Receipts", "Storage", "HTTP", "Curl", "Tokens",
                                                        "Crypto", "JSON"],
                 resources: [.embedInCode("OpenAPI/openapi.json")], swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
@@ -67,7 +70,7 @@ let package = Package(
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
-                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Curl"],
+                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Receipts", "Curl"],
                           swiftSettings: strict),
 
         // libFuzzer harness, one executable for every fuzz target (LATCHKEY_FUZZ_TARGET picks one).
@@ -88,9 +91,11 @@ let package = Package(
         .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "DeviceKeysTesting", "CBOR", "JSON", "Crypto", "WebAuthn",
                                                         "WebAuthnTesting"],
                     exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "ReceiptsTests", dependencies: ["Receipts", "DeviceKeys", "DeviceKeysTesting", "WebAuthn", "WebAuthnTesting",
+                                                      "CBOR", "Crypto", "JSON"], swiftSettings: strict),
         // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
         .testTarget(name: "ServerTests", dependencies: ["PostgreSQLTesting", "LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
-                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "WellKnown", "Curl"],
+                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "Receipts", "WellKnown", "Curl"],
                     swiftSettings: strict),
         // Integration: the repositories on real PostgreSQL (DATABASE_URL, or the throwaway test cluster).
         .testTarget(name: "StorageTests", dependencies: ["PostgreSQLTesting", "Storage", "PostgreSQL", "JSON"], swiftSettings: strict),

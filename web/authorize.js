@@ -248,7 +248,10 @@ async function decide(approve) {
     if (approve && Array.isArray(page.view.authorizationDetails)) {
       // docs/oidc.md: the step-up for exactly the request's action; the cookie stands in for a Bearer.
       setState('step-up');
-      const challenge = await api('POST', '/v1/step-up/challenges', { body: { method: 'passkey', action: page.view.stepUpAction } });
+      // In the page's language: the receipt's display is what Latchkey renders for this action in it.
+      const challenge = await api('POST', '/v1/step-up/challenges', {
+        body: { method: 'passkey', action: page.view.stepUpAction }, headers: { 'Accept-Language': page.view.display.lang },
+      });
       const credential = await assertion(challenge.publicKey);
       const approval = await api('POST', '/v1/step-up/verify', { body: { challengeId: challenge.challengeId, credential } });
       headers['Latchkey-Step-Up'] = approval.access_token;

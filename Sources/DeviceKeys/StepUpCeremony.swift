@@ -15,15 +15,16 @@ public struct StepUpCeremony: Sendable {
 
     /// `keyBinding`: a device key's SPKI DER, or for passkeys the canonical JSON naming the
     /// credentials offered (see `StepUpChallenge`). `keyId`: the device key's id.
+    /// `display`: what the person is shown, which makes the challenge version 2 and is sealed in the state.
     public func begin(method: StepUpChallenge.Method, userId: String, keyBinding: [UInt8], keyId: String?,
-                      action: StepUpAction) -> (options: StepUpOptions, state: StepUpState) {
-        let challenge = StepUpChallenge(method: method, userId: userId, keyBinding: keyBinding, action: action,
+                      display: StepUpDisplay? = nil, action: StepUpAction) -> (options: StepUpOptions, state: StepUpState) {
+        let challenge = StepUpChallenge(method: method, userId: userId, keyBinding: keyBinding, display: display, action: action,
                                         random: environment.random).bytes
         let options = StepUpOptions(challengeId: Digest.sha256(challenge), challenge: challenge,
                                     expiresAt: environment.now() + Int64(ttlSeconds), actionHash: action.hash)
         let state = StepUpState(method: method, challenge: challenge, userId: userId,
                                 action: String(decoding: action.canonical, as: UTF8.self), actionHash: action.hash,
-                                keyBinding: keyBinding, keyId: keyId)
+                                keyBinding: keyBinding, keyId: keyId, display: display)
         return (options, state)
     }
 

@@ -16,10 +16,14 @@ public struct StepUpState: Sendable, Equatable {
     public let keyBinding: [UInt8]
     /// The device key's id (device-key method).
     public let keyId: String?
+    /// What the person is shown, sealed here at issue so the receipt carries exactly what the
+    /// challenge (version 2) hashed; nil for a version 1 challenge.
+    public let display: StepUpDisplay?
 
     public init(method: StepUpChallenge.Method, challenge: [UInt8], userId: String, action: String, actionHash: [UInt8],
-                keyBinding: [UInt8], keyId: String?) {
+                keyBinding: [UInt8], keyId: String?, display: StepUpDisplay? = nil) {
         self.method = method
+        self.display = display
         self.challenge = challenge
         self.userId = userId
         self.action = action
@@ -37,6 +41,7 @@ public struct StepUpState: Sendable, Equatable {
             ("action", .string(action)),
             ("actionHash", .string(Base64URL.encode(actionHash))),
             ("challenge", .string(Base64URL.encode(challenge))),
+        ] + (display.map { [("display", $0.value)] } ?? []) + [
             ("keyBinding", .string(Base64URL.encode(keyBinding))),
             ("keyId", keyId.map { .string($0) } ?? .null),
             ("method", .string(Self.name(method))),
@@ -47,19 +52,28 @@ public struct StepUpState: Sendable, Equatable {
     /// Exactly the bytes `encoded()` wrote, whose challenge was made for this method, user, key
     /// binding and action; anything else is `challenge_invalid`.
     public init(decoding bytes: [UInt8]) throws(DeviceKeyError) {
-        let state = try CeremonyStateCoding(deviceKeyState: bytes, ceremony: Self.ceremony)
+        // A display (an object holding an array) makes the state three levels deep and up to a few KiB longer.
+        let state = try CeremonyStateCoding(bytes, ceremony: Self.ceremony, maxLength: 65_536, maxDepth: 3)
         let methodName = try state.string("method")
         guard let method = Self.method(named: methodName) else { throw CeremonyStateCoding.unreadable }
         self.init(method: method, challenge: try state.bytes("challenge"), userId: try state.string("userId"),
                   action: try state.string("action"), actionHash: try state.bytes("actionHash"),
-                  keyBinding: try state.bytes("keyBinding"), keyId: try state.optionalString("keyId"))
+                  keyBinding: try state.bytes("keyBinding"), keyId: try state.optionalString("keyId"),
+                  display: try Self.display(state))
         let parsed: StepUpChallenge
         do { parsed = try StepUpChallenge(parsing: challenge) } catch { throw CeremonyStateCoding.unreadable }
         let actionBytes = Array(action.utf8)
         try CeremonyStateCoding.require(
             parsed.method == method && actionHash == Digest.sha256(actionBytes) && parsed.actionHash == actionHash
-                && parsed.userHash == Digest.sha256(Array(userId.utf8)) && parsed.keyHash == Digest.sha256(keyBinding))
+                && parsed.userHash == Digest.sha256(Array(userId.utf8)) && parsed.keyHash == Digest.sha256(keyBinding)
+                && parsed.displayHash == display?.hash)
         try CeremonyStateCoding.requireCanonical(bytes, encoded())
+    }
+
+    /// The stored display, absent for a version 1 challenge.
+    static func display(_ state: CeremonyStateCoding) throws(DeviceKeyError) -> StepUpDisplay? {
+        guard let value = try? state.member("display") else { return nil }
+        do { return try StepUpDisplay(receipt: value) } catch { throw CeremonyStateCoding.unreadable }
     }
 
     /// The method as SPEC and receipts spell it.

@@ -15,3 +15,8 @@ func rfc3339(_ seconds: Int64) -> String {
     func pad(_ v: Int64, _ n: Int = 2) -> String { let s = String(v); return String(repeating: "0", count: max(0, n - s.count)) + s }
     return "\(pad(year, 4))-\(pad(month))-\(pad(day))T\(pad(secondOfDay / 3600)):\(pad(secondOfDay / 60 % 60)):\(pad(secondOfDay % 60))Z"
 }
+
+/// RFC 3339 UTC with whole seconds, for the other modules that write one (a receipt's `approvedAt`).
+public enum RFC3339 {
+    public static func string(unixSeconds seconds: Int64) -> String { rfc3339(seconds) }
+}

@@ -261,10 +261,11 @@ public final class DeviceKeyRepository: Sendable {
         let condition: SQL = checks.isEmpty ? "" : "\nWHERE \(fragment: SQL.joined(checks, separator: " AND "))"
         ctes.append(("rcpt", """
             INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action,
-                                          action_hash, key_binding, client_data_json, authenticator_data, token_jti, token_expires_at)
+                                          action_hash, key_binding, client_data_json, authenticator_data, token_jti, token_expires_at,
+                                          document, commitment)
             SELECT \(r.id), \(r.userId), \(r.method.rawValue), \(r.keyId), \(r.publicKey), \(r.challenge), \(r.signedData), \(r.signature),
                    \(r.action), \(r.actionHash), \(r.keyBinding), \(r.clientDataJSON)::bytea, \(r.authenticatorData)::bytea, \(r.tokenJTI),
-                   \(r.tokenExpiresAt)\(fragment: condition)
+                   \(r.tokenExpiresAt), \(r.document)::bytea, \(r.commitment)::bytea\(fragment: condition)
             RETURNING id
             """))
         let fresh: SQL = challenge == nil ? "true AS fresh" : "EXISTS (SELECT 1 FROM used) AS fresh"
@@ -286,7 +287,7 @@ public final class DeviceKeyRepository: Sendable {
         try pool.run { c in
             try c.query("""
                 SELECT id, user_id, method, key_id, public_key, challenge, signed_data, signature, action, action_hash, key_binding,
-                       client_data_json, authenticator_data, token_jti, token_expires_at, created_at, consumed_at
+                       client_data_json, authenticator_data, token_jti, token_expires_at, created_at, consumed_at, document, commitment
                 FROM step_up_receipts WHERE id = \(id)
                 """).first.map { r in
                 StepUpReceiptRecord(
@@ -296,7 +297,8 @@ public final class DeviceKeyRepository: Sendable {
                     keyBinding: try r.string("key_binding"), clientDataJSON: try r.optionalBytes("client_data_json"),
                     authenticatorData: try r.optionalBytes("authenticator_data"), tokenJTI: try r.string("token_jti"),
                     tokenExpiresAt: try r.date("token_expires_at"), createdAt: try r.date("created_at"),
-                    consumedAt: try r.optionalDate("consumed_at"))
+                    consumedAt: try r.optionalDate("consumed_at"), document: try r.optionalBytes("document"),
+                    commitment: try r.optionalBytes("commitment"))
             }
         }
     }

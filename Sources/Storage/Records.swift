@@ -123,10 +123,17 @@ public struct StepUpReceiptRecord: Sendable {
     public let tokenExpiresAt: Date
     public let createdAt: Date
     public let consumedAt: Date?
+    /// The receipt's RFC 8785 document, byte for byte as written with the step-up (migration 25);
+    /// nil for a receipt stored before documents.
+    public let document: [UInt8]?
+    /// SHA-256 of `document`: the transparency log's leaf. Both set or both nil.
+    public let commitment: [UInt8]?
 
     public init(id: String, userId: String, method: StepUpMethod, keyId: String, publicKey: [UInt8], challenge: [UInt8],
                 signedData: [UInt8], signature: [UInt8], action: String, actionHash: [UInt8], keyBinding: String,
-                clientDataJSON: [UInt8]? = nil, authenticatorData: [UInt8]? = nil, tokenJTI: String, tokenExpiresAt: Date, createdAt: Date, consumedAt: Date? = nil) {
+                clientDataJSON: [UInt8]? = nil, authenticatorData: [UInt8]? = nil, tokenJTI: String, tokenExpiresAt: Date, createdAt: Date,
+                consumedAt: Date? = nil, document: [UInt8]? = nil, commitment: [UInt8]? = nil) {
+        self.document = document; self.commitment = commitment
         self.id = id; self.userId = userId; self.method = method; self.keyId = keyId; self.publicKey = publicKey
         self.challenge = challenge; self.signedData = signedData; self.signature = signature; self.action = action
         self.actionHash = actionHash; self.keyBinding = keyBinding; self.tokenJTI = tokenJTI

@@ -105,6 +105,64 @@ struct StepUpChallengeTests {
         #expect(!c.binds(userId: "user-1", keyBinding: key, action: try StepUpAction(Self.action.setting("amount", "2000.00"))))
     }
 
+    @Test("Version 2, with a display: the display's hash before the action hash, which stays the last 32 bytes")
+    func layoutWithDisplay() throws {
+        let action = try StepUpAction(Self.action)
+        let key = PrivateKey.generateEC(.p256).publicKey.spkiDER
+        let display = try StepUpDisplay(app: ["lang": "en", "lines": ["Pay 200.00 EUR to DE89 3704 0044 0532 0130 00"]])
+        let c = StepUpChallenge(method: .passkey, userId: "user-1", keyBinding: key, display: display, action: action,
+                                random: { [UInt8](repeating: 0xAB, count: $0) })
+        let bytes = c.bytes
+        #expect(bytes.count == 170 && c.version == 2)
+        #expect(Array(bytes[0..<8]) == Array("LKSTEPUP".utf8) && bytes[8] == 2 && bytes[9] == 2)
+        #expect(Array(bytes[10..<42]) == [UInt8](repeating: 0xAB, count: 32))
+        #expect(Array(bytes[42..<74]) == Digest.sha256(Array("user-1".utf8)))
+        #expect(Array(bytes[74..<106]) == Digest.sha256(key))
+        let displayJSON = #"{"lang":"en","lines":["Pay 200.00 EUR to DE89 3704 0044 0532 0130 00"],"source":"app"}"#
+        #expect(display.canonical == Array(displayJSON.utf8))
+        #expect(Array(bytes[106..<138]) == Digest.sha256(Array(displayJSON.utf8)))
+        #expect(Array(bytes.suffix(32)) == Digest.sha256(Self.action.canonicalized()))
+        #expect(try StepUpChallenge(parsing: bytes) == c)
+        #expect(c.binds(userId: "user-1", keyBinding: key, display: display, action: action))
+        #expect(!c.binds(userId: "user-1", keyBinding: key, action: action))
+        #expect(!c.binds(userId: "user-1", keyBinding: key, display: StepUpDisplay(latchkey: "en", lines: display.lines), action: action))
+        // Version 1 stays byte for byte: no display, 138 bytes, the action hash last.
+        let v1 = StepUpChallenge(method: .passkey, userId: "user-1", keyBinding: key, action: action, random: { [UInt8](repeating: 0xAB, count: $0) })
+        #expect(v1.bytes == Array(bytes[0..<8]) + [1, 2] + Array(bytes[10..<106]) + Array(bytes.suffix(32)))
+        #expect(v1.version == 1 && v1.displayHash == nil)
+        // A version byte that disagrees with the length is refused, either way.
+        var wrong = bytes
+        wrong[8] = 1
+        #expect(throws: DeviceKeyError.self) { try StepUpChallenge(parsing: wrong) }
+        var short = v1.bytes
+        short[8] = 2
+        #expect(throws: DeviceKeyError.self) { try StepUpChallenge(parsing: short) }
+        var future = bytes
+        future[8] = 3
+        #expect(throws: DeviceKeyError.self) { try StepUpChallenge(parsing: future) }
+    }
+
+    @Test("An app's display is checked strictly: two members, a language tag, 1 to 32 showable lines")
+    func displayValidation() throws {
+        _ = try StepUpDisplay(app: ["lang": "de-CH", "lines": ["Überweisung: 200,00 EUR"]])
+        _ = try StepUpDisplay(app: ["lang": "zh-Hans", "lines": .array((0..<32).map { _ in .string(String(repeating: "x", count: 200)) })])
+        _ = try StepUpDisplay(app: ["lang": "en", "lines": [.string(String(repeating: "x", count: 256))]])
+        let bad: [JSONValue] = [
+            "text", ["lang": "en"], ["lines": ["a"]], ["lang": "en", "lines": []], ["lang": "en", "lines": ["a"], "source": "latchkey"],
+            ["lang": "", "lines": ["a"]], ["lang": "e", "lines": ["a"]], ["lang": "en_US", "lines": ["a"]], ["lang": "en-", "lines": ["a"]],
+            ["lang": .string(String(repeating: "a", count: 36)), "lines": ["a"]], ["lang": 1, "lines": ["a"]],
+            ["lang": "en", "lines": [""]], ["lang": "en", "lines": [1]], ["lang": "en", "lines": "a"],
+            ["lang": "en", "lines": ["two\nlines"]], ["lang": "en", "lines": ["bell\u{7}"]], ["lang": "en", "lines": ["sep\u{2028}"]],
+            ["lang": "en", "lines": [.string(String(repeating: "x", count: 257))]],
+            ["lang": "en", "lines": .array((0..<33).map { _ in "a" })],
+            // Every line within bounds, the whole over 8 KiB.
+            ["lang": "en", "lines": .array((0..<32).map { _ in .string(String(repeating: "x", count: 256)) })],
+        ]
+        for value in bad {
+            #expect(throws: DeviceKeyError.self, "\(value)") { try StepUpDisplay(app: value) }
+        }
+    }
+
     @Test("Fresh nonces; enrolment challenges can never parse as step-up ones")
     func domainSeparation() throws {
         let action = try StepUpAction(Self.action)

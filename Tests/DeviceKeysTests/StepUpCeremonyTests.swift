@@ -43,6 +43,13 @@ import WebAuthnTesting
         #expect(try StepUpState(decoding: state.encoded()) == state)
         let passkey = Self.begin(method: .passkey, keyId: nil).state
         #expect(try StepUpState(decoding: passkey.encoded()) == passkey)
+        // With a display: sealed in the state as the receipt will carry it, and bound by a version 2 challenge.
+        let display = try StepUpDisplay(app: ["lang": "pl", "lines": ["Przelew 200,00 EUR"]])
+        let shown = Self.ceremony.begin(method: .deviceKey, userId: "user-1", keyBinding: Array("binding".utf8), keyId: "key-1",
+                                        display: display, action: try StepUpAction(StepUpChallengeTests.action)).state
+        #expect(shown.display == display && shown.challenge.count == 170 && shown.challenge[8] == 2)
+        #expect(String(decoding: shown.encoded(), as: UTF8.self).contains(#""display":{"lang":"pl","lines":["Przelew 200,00 EUR"],"source":"app"}"#))
+        #expect(try StepUpState(decoding: shown.encoded()) == shown)
     }
 
     static let corruptions: [(String, [UInt8])] = {
@@ -64,8 +71,11 @@ import WebAuthnTesting
             ("another action", changed(action: #"{"type":"other"}"#)),
             ("another action hash", changed(actionHash: [UInt8](repeating: 0, count: 32))),
             ("another key binding", changed(keyBinding: [1, 2, 3])),
-            // Readable but for its size: device-key states stay within 16 KiB (WebAuthn's within 64).
-            ("over 16 KiB", begin(keyBinding: [UInt8](repeating: 7, count: 12_500)).state.encoded()),
+            // Readable but for its size: a step-up state (which may carry a display) stays within 64 KiB.
+            ("over 64 KiB", begin(keyBinding: [UInt8](repeating: 7, count: 49_500)).state.encoded()),
+            ("another display", StepUpState(method: state.method, challenge: state.challenge, userId: state.userId, action: state.action,
+                                            actionHash: state.actionHash, keyBinding: state.keyBinding, keyId: state.keyId,
+                                            display: StepUpDisplay(latchkey: "en", lines: ["x"])).encoded()),
         ]
     }()
 

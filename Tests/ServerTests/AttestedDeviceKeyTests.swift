@@ -73,6 +73,13 @@ struct AttestedDeviceKeyTests {
         let claims = try StepUpTests.claims(try #require(approved.json?["access_token"]?.stringValue))
         #expect(claims["amr"]?.arrayValue == ["hwk", "pop"])
         #expect(claims["acr"]?.stringValue == "urn:latchkey:acr:device-key-attested")
+        // Its receipt carries the App Attest evidence and the attestation summary, and checks offline
+        // (also by docs/evidence.md's commands).
+        let receipt = try ReceiptDocumentTests.checkedDocument(try #require(approved.json?["receiptId"]?.stringValue))
+        #expect(receipt["approver"]?["attestation"] == ["format": "apple-appattest", "trust": "verified-chain"])
+        #expect(receipt["evidence"]?["clientDataHash"] != nil && receipt["evidence"]?["authenticatorData"] != nil)
+        let hand = try ReceiptDocumentTests.handCheck(receipt.canonicalized())
+        #expect(hand.ok && hand.output.contains("Verified OK"), "\(hand.output)")
 
         // The counter only goes up: the same counter again is refused, a higher one works.
         #expect(try assertionApproval(a, builder, keyId: keyId, counter: 1).code == "signature_invalid")

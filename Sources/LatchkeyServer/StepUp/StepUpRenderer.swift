@@ -38,7 +38,7 @@ enum StepUpRenderer {
     static func receipt(_ r: StepUpReceiptRecord) -> JSONValue {
         var layout: JSONValue = .null
         if let c = try? StepUpChallenge(parsing: r.challenge) {  // display only: the stored bytes are what was signed
-            layout = .object([("magic", "LKSTEPUP"), ("version", .number(Double(StepUpChallenge.version))),
+            layout = .object([("magic", "LKSTEPUP"), ("version", .number(Double(c.version))),
                               ("method", .string(c.method == .deviceKey ? "device-key" : "passkey")),
                               ("nonce", .string(Base64URL.encode(c.nonce))), ("userHash", .string(Base64URL.encode(c.userHash))),
                               ("keyHash", .string(Base64URL.encode(c.keyHash))), ("actionHash", .string(Base64URL.encode(c.actionHash)))])

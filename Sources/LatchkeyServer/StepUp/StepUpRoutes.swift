@@ -30,7 +30,8 @@ extension RouteTable {
         add("POST", "/v1/step-up/challenges", .sessionOrBrowser) { ctx in
             let (caller, browser) = try ctx.sessionOrBrowser()
             let issued = try s.stepUp.createChallenge(userId: caller.userId, body: try ctx.json(),
-                                                      onlyActionType: browser ? GatedActionType.oauthAuthorization : nil)
+                                                      onlyActionType: browser ? GatedActionType.oauthAuthorization : nil,
+                                                      acceptLanguage: ctx.request.header("Accept-Language"))
             return .json(status: 201, bytes: StepUpRenderer.challenge(issued).serialized())
         }
         add("POST", "/v1/step-up/verify", .sessionOrBrowser) { ctx in

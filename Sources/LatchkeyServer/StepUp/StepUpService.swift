@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import DeviceKeys
 import JSON
+import Receipts
 import Storage
 import Tokens
 import WebAuthn
@@ -61,12 +62,15 @@ public final class StepUpService: Sendable {
 
     // MARK: Step-up challenges
 
-    /// `POST /v1/step-up/challenges` `{"keyId","action"}` or `{"method":"passkey","action"}`.
+    /// `POST /v1/step-up/challenges` `{"keyId","action","display"?}` or `{"method":"passkey","action","display"?}`.
     /// `onlyActionType`: the caller may ask for this action type alone (the OP session cookie).
-    func createChallenge(userId: String, body: JSONValue, onlyActionType: String? = nil) throws(ServiceError) -> StepUpChallengeIssued {
+    /// `acceptLanguage`: the request's `Accept-Language`, the language of a display Latchkey renders.
+    func createChallenge(userId: String, body: JSONValue, onlyActionType: String? = nil,
+                         acceptLanguage: String? = nil) throws(ServiceError) -> StepUpChallengeIssued {
         guard let actionValue = body["action"], !actionValue.isNull else { throw ServiceError.invalid("action is required") }
         let action: StepUpAction
         do { action = try StepUpAction(actionValue) } catch { throw ServiceError(error) }
+        let display = try Self.display(for: action, requested: body["display"], acceptLanguage: acceptLanguage)
         if let onlyActionType, actionValue["type"]?.stringValue != onlyActionType {
             throw ServiceError(.unauthorized, "this step-up needs a Bearer access token")
         }
@@ -93,7 +97,8 @@ public final class StepUpService: Sendable {
             throw ServiceError.invalid("keyId or \"method\":\"passkey\" is required")
         }
 
-        let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, action: action)
+        let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, display: display,
+                                            action: action)
         try storage { () throws(StorageError) in
             try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
                                       state: state.encoded(), ttlSeconds: policy.challengeTTL)
@@ -239,10 +244,16 @@ public final class StepUpService: Sendable {
             approvedWith = record.attested ? AuthenticationClaims.deviceKeyAttested : AuthenticationClaims.deviceKey
             audit += [("method", .string(StepUpMethod.deviceKey.rawValue)), ("keyId", .string(keyId))]
             approvedBy = keyId
+            let evidence = ReceiptDocument.Evidence.deviceKey(
+                challenge: state.challenge, signature: signature,
+                appAttest: authenticatorData.map { ($0, Digest.sha256(state.challenge)) })
+            let document = try receiptDocument(id: receiptId, state: state, approvedAt: now, kind: .deviceKey, approverId: keyId,
+                                               publicKey: key.spkiDER, attestation: Self.attestation(record), evidence: evidence)
             receipt = StepUpReceiptRecord(
                 id: receiptId, userId: userId, method: .deviceKey, keyId: keyId, publicKey: key.spkiDER, challenge: state.challenge,
                 signedData: signedData, signature: signature, action: state.action, actionHash: state.actionHash,
-                keyBinding: keyBinding, authenticatorData: authenticatorData, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now)
+                keyBinding: keyBinding, authenticatorData: authenticatorData, tokenJTI: jti, tokenExpiresAt: tokenExpiresAt, createdAt: now,
+                document: document, commitment: ReceiptDocument.commitment(of: document))
         case .passkey:
             guard let parsed = input.assertion else { throw ServiceError.invalid("this challenge is for a passkey: send credential") }
             let outcome = try verifyPasskey(parsed, state: state, userId: userId, found: read.passkey)
@@ -252,12 +263,18 @@ public final class StepUpService: Sendable {
             approvedBy = credentialId
             audit += [("method", .string(StepUpMethod.passkey.rawValue)), ("keyId", .string(credentialId))]
             audit += outcome.auditDetail.filter { $0.key != "credentialId" }
+            // verifyPasskey found the credential (it refuses otherwise): its COSE key is the receipt's.
+            guard let (credential, _) = read.passkey else { throw ServiceError(.credentialUnknown, "no such passkey on this account") }
+            let evidence = ReceiptDocument.Evidence.passkey(clientDataJSON: parsed.clientData.raw, authenticatorData: parsed.authenticatorData.raw,
+                                                            signature: parsed.response.signature, rpId: relyingParty.id)
+            let document = try receiptDocument(id: receiptId, state: state, approvedAt: now, kind: .passkey, approverId: credentialId,
+                                               publicKey: credential.publicKey, attestation: Self.attestation(credential), evidence: evidence)
             receipt = StepUpReceiptRecord(
                 id: receiptId, userId: userId, method: .passkey, keyId: credentialId, publicKey: outcome.key.publicKey.spkiDER,
                 challenge: state.challenge, signedData: parsed.authenticatorData.raw + parsed.clientData.hash,
                 signature: parsed.response.signature, action: state.action, actionHash: state.actionHash, keyBinding: keyBinding,
                 clientDataJSON: parsed.clientData.raw, authenticatorData: parsed.authenticatorData.raw, tokenJTI: jti,
-                tokenExpiresAt: tokenExpiresAt, createdAt: now)
+                tokenExpiresAt: tokenExpiresAt, createdAt: now, document: document, commitment: ReceiptDocument.commitment(of: document))
         }
         let events = [self.events.stepUpApproved(userId: userId, method: receipt.method, keyId: approvedBy, actionHash: state.actionHash,
                                                  receiptId: receiptId)] + (passkeyOutcome?.events ?? [])
@@ -353,35 +370,4 @@ struct ConsumedStepUp: Sendable {
     let actionHash: String
     let action: String
     let receiptId: String
-}
-
-/// What a passkey step-up challenge's key hash covers: the user's passkeys at issue time, as RFC 8785
-/// JSON `{"credentialIds":[…],"method":"passkey","rpId":…}` (ids sorted), kept in the receipt.
-struct PasskeyBinding: Sendable {
-    let credentialIds: [[UInt8]]
-    let rpId: String
-
-    init(credentialIds: [[UInt8]], rpId: String) {
-        self.credentialIds = credentialIds
-        self.rpId = rpId
-    }
-
-    var bytes: [UInt8] {
-        JSONValue.object([("credentialIds", .array(credentialIds.map { Base64URL.encode($0) }.sorted().map { .string($0) })),
-                          ("method", "passkey"), ("rpId", .string(rpId))]).canonicalized()
-    }
-
-    /// The binding as stored in the ceremony state; anything else is a ceremony state we did not write.
-    init(decoding bytes: [UInt8]) throws(ServiceError) {
-        let unreadable = ServiceError(.challengeInvalid, "the stored ceremony state is unreadable")
-        let value: JSONValue
-        do { value = try JSONParser.parse(bytes) } catch { throw unreadable }
-        guard let list = value["credentialIds"]?.arrayValue, let rpId = value["rpId"]?.stringValue else { throw unreadable }
-        var ids: [[UInt8]] = []
-        for item in list {
-            guard let text = item.stringValue, let id = Base64URL.decode(text) else { throw unreadable }
-            ids.append(id)
-        }
-        self.init(credentialIds: ids, rpId: rpId)
-    }
 }

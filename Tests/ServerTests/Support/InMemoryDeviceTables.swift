@@ -61,7 +61,7 @@ final class InMemoryDeviceTables: Sendable {
                                        challenge: r.challenge, signedData: r.signedData, signature: r.signature, action: r.action,
                                        actionHash: r.actionHash, keyBinding: r.keyBinding, clientDataJSON: r.clientDataJSON,
                                        authenticatorData: r.authenticatorData, tokenJTI: r.tokenJTI, tokenExpiresAt: r.tokenExpiresAt,
-                                       createdAt: createdAt, consumedAt: consumedAt)
+                                       createdAt: createdAt, consumedAt: consumedAt, document: r.document, commitment: r.commitment)
         }
     }
 

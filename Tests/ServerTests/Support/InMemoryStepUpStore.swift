@@ -84,6 +84,10 @@ struct InMemoryStepUpStore: StepUpStore, CredentialFlags {
                 return .refused
             }
             guard !rows.receipts.contains(where: { $0.record.id == receipt.id }) else { throw .conflict(.other("step_up_receipts_pkey")) }
+            // Migration 25's checks: the document and its 32-byte commitment, both or neither.
+            guard (receipt.document == nil) == (receipt.commitment == nil), receipt.commitment.map({ $0.count == 32 }) ?? true else {
+                throw .conflict(.other("step_up_receipts_document_committed"))
+            }
             guard !rows.receipts.contains(where: { $0.record.tokenJTI == receipt.tokenJTI }) else {
                 throw .conflict(.other("step_up_receipts_token_jti_key"))
             }
