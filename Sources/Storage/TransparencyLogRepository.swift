@@ -280,4 +280,31 @@ public final class TransparencyLogRepository: Sendable {
             }
         }
     }
+
+    /// `latchkey log reset`: a new log (origin, key) in one transaction, its tree empty; the old
+    /// log's checkpoints stay, its leaves and nodes go, and every receipt with a commitment waits
+    /// again (the new log appends them all). Returns the old origin, nil when there was no log.
+    public func reset(origin: (String) -> String, publicKey: [UInt8], sealedKey: (String) throws -> [UInt8]) throws(StorageError) -> String? {
+        try pool.runTransaction { t in
+            guard let row = try t.query("SELECT origin FROM transparency_log FOR UPDATE").first else { return nil }
+            let old = try row.string("origin")
+            let new = origin(old)
+            try t.execute("DELETE FROM transparency_log_entries")
+            try t.execute("DELETE FROM transparency_log_nodes")
+            try t.execute("UPDATE step_up_receipts SET log_index = NULL WHERE log_index IS NOT NULL")
+            try t.execute("""
+                UPDATE transparency_log SET origin = \(new), public_key = \(publicKey), sealed_key = \(try sealedKey(new)),
+                    size = 0, signed_size = 0, created_at = now()
+                """)
+            return old
+        }
+    }
+
+    /// Replaces the log key's envelope (a KEK rotation) when it still is `from`; false otherwise.
+    @discardableResult
+    public func reseal(from: [UInt8], to: [UInt8]) throws(StorageError) -> Bool {
+        try pool.run { c in
+            try c.execute("UPDATE transparency_log SET sealed_key = \(to) WHERE sealed_key = \(from)") == 1
+        }
+    }
 }

@@ -22,6 +22,8 @@ struct TransparencyLogTests {
         let server: TestServer
         let owner: Session
         let client: Client
+        /// Ends the writer before the database is dropped.
+        func stop() { server.services.stop() }
     }
 
     static func makeLog(interval: Double = 0.05, rpId: String? = nil, scratch existing: TestDatabase.Scratch? = nil,
@@ -65,6 +67,12 @@ struct TransparencyLogTests {
         return try Checkpoint.open(r.text, logKey: try VerifierKey(parsing: key), witnesses: witnesses)
     }
 
+    /// The newest checkpoint once it verifies, for polling (nil before).
+    static func polled(_ client: Client, key: String, witnesses: [VerifierKey] = []) -> VerifiedCheckpoint? {
+        guard let r = try? client.get("/v1/transparency/checkpoint"), r.status == 200, let k = try? VerifierKey(parsing: key) else { return nil }
+        return try? Checkpoint.open(r.text, logKey: k, witnesses: witnesses)
+    }
+
     static func size(_ client: Client, key: String) throws -> UInt64 {
         let r = try client.get("/v1/transparency/checkpoint")
         guard r.status == 200 else { return 0 }
@@ -90,6 +98,7 @@ struct TransparencyLogTests {
     @Test("receipts are integrated, the checkpoint verifies, tiles reproduce the root, proofs verify, checkpoints are consistent")
     func integratesAndProves() throws {
         let log = try Self.makeLog()
+        defer { log.stop() }
         let db = try log.scratch.connect()
         var receipts = try (0..<20).map { _ in try Self.insertReceipt(db, userId: log.owner.userId) }
         let key = try Self.logKey(log.client)
@@ -199,6 +208,7 @@ struct TransparencyLogTests {
 
         // Tiles: malformed, non-canonical, out of range or not yet in the tree — never a 5xx.
         let integrating = try Self.makeLog(scratch: log.scratch)
+        defer { integrating.stop() }
         let key = try Self.logKey(integrating.client)
         #expect(try waitFor { try Self.size(integrating.client, key: key) == 2 })
         for path in ["tile/0/5", "tile/0/x000/000", "tile/64/000", "tile/0/000.p/0", "tile/0/000.p/256", "tile/0/000.p/3", "tile/0/001",
@@ -215,6 +225,7 @@ struct TransparencyLogTests {
     func twoInstances() throws {
         let a = try Self.makeLog(interval: 0.01)
         let b = try Self.makeLog(interval: 0.01, rpId: a.server.rpId, scratch: a.scratch)
+        defer { a.stop(); b.stop() }
         let db = try a.scratch.connect()
         var documents: [[UInt8]] = []
         for _ in 0..<15 {
@@ -278,6 +289,7 @@ struct TransparencyLogTests {
         let logKey: Mutex<VerifierKey?> = Mutex(nil)
         let held = Mutex<(size: UInt64, root: [UInt8])>((0, []))
         let requests = Mutex(0)
+        let conflicts = Mutex(0)
         var vkey: VerifierKey { VerifierKey(name: name, type: .cosignatureV1, publicKey: key.publicKey.rawEd25519!) }
 
         func respond(to request: Request) -> Response {
@@ -296,6 +308,7 @@ struct TransparencyLogTests {
             guard old <= c.size else { return Response(status: 400) }
             return held.withLock { held in
                 guard old == held.size else {
+                    conflicts.withLock { $0 += 1 }
                     return Response(status: 409, headers: [("Content-Type", "text/x.tlog.size")], body: Array("\(held.size)\n".utf8))
                 }
                 if old > 0 {
@@ -318,20 +331,22 @@ struct TransparencyLogTests {
         let scratch = try TestDatabase.Scratch()
         let url = "http://127.0.0.1:\(http.port)/witness"
         let log = try Self.makeLog(interval: 0.05, scratch: scratch, configure: { $0.logWitnesses = [LogWitness(url: url, key: witness.vkey.description)] })
+        defer { log.stop() }
         let key = try Self.logKey(log.client)
         witness.logKey.withLock { $0 = try? VerifierKey(parsing: key) }
         // The witness first hears of the log at some size: it answers 409 to nothing, cosigns from 0.
         let db = try scratch.connect()
         for _ in 0..<4 { try Self.insertReceipt(db, userId: log.owner.userId) }
-        #expect(waitFor { (try? Self.checkpoint(log.client, key: key, witnesses: [witness.vkey]).cosigners.count) == 1 })
+        #expect(waitFor { Self.polled(log.client, key: key, witnesses: [witness.vkey])?.cosigners.count == 1 })
         // Forget what the log recorded of the witness: its next submission says `old 0`, gets 409 with
         // the witness's size, and is sent again from there.
         _ = try db.execute("DELETE FROM transparency_log_witnesses")
         var last: (String, [UInt8])?
         for _ in 0..<3 { last = try Self.insertReceipt(db, userId: log.owner.userId) }
-        #expect(waitFor { (try? Self.checkpoint(log.client, key: key, witnesses: [witness.vkey]))?.checkpoint.size == 7 })
-        #expect(waitFor { (try? Self.checkpoint(log.client, key: key, witnesses: [witness.vkey]).cosigners.count) == 1 })
+        #expect(waitFor { Self.polled(log.client, key: key, witnesses: [witness.vkey])?.checkpoint.size == 7 })
+        #expect(waitFor { Self.polled(log.client, key: key, witnesses: [witness.vkey])?.cosigners.count == 1 })
         #expect(witness.held.withLock { $0.size } == 7)
+        #expect(witness.conflicts.withLock { $0 } >= 1, "the submission after the log forgot the witness's size met a 409")
         // The receipt's proof with ?minWitnesses=1 carries the cosignature, and verifies with the witness key.
         let (id, document) = try #require(last)
         let reply = try log.client.get("/v1/receipts/\(id)?minWitnesses=1", authorization: log.owner.bearer)
@@ -343,5 +358,38 @@ struct TransparencyLogTests {
         #expect(metrics.contains(#"latchkey_log_witness_total{witness="witness.test/w1",outcome="cosigned"}"#), "\(metrics)")
         #expect(metrics.contains("latchkey_log_size 7"))
         #expect(metrics.contains("latchkey_log_integration_lag_seconds_count"))
+    }
+
+    @Test("log reset starts a new origin with a new key, and the new log holds every receipt; a KEK rotation carries the key")
+    func reset() throws {
+        #expect(TransparencyLogAdministration.nextOrigin(after: "rp.example/latchkey/receipts") == "rp.example/latchkey/receipts/2")
+        #expect(TransparencyLogAdministration.nextOrigin(after: "rp.example/latchkey/receipts/2") == "rp.example/latchkey/receipts/3")
+        #expect(TransparencyLogAdministration.nextOrigin(after: "rp.example/x/02") == "rp.example/x/02/2")
+        let log = try Self.makeLog()
+        let db = try log.scratch.connect()
+        var documents: [[UInt8]] = []
+        for _ in 0..<5 { documents.append(try Self.insertReceipt(db, userId: log.owner.userId).document) }
+        let oldKey = try Self.logKey(log.client)
+        #expect(try waitFor { try Self.size(log.client, key: oldKey) == 5 })
+        log.stop()
+        let (origin, newKey) = try TransparencyLogAdministration.reset(database: log.server.database, kek: TestDatabase.keyEncryptionKey)
+        #expect(origin == "\(log.server.rpId)/latchkey/receipts/2")
+        #expect(newKey != oldKey && newKey.hasPrefix(origin + "+"))
+        for _ in 0..<2 { documents.append(try Self.insertReceipt(db, userId: log.owner.userId).document) }
+        let again = try Self.makeLog(rpId: log.server.rpId, scratch: log.scratch, configure: { $0.logOrigin = origin })
+        defer { again.stop() }
+        #expect(try Self.logKey(again.client) == newKey)
+        #expect(try waitFor { try Self.size(again.client, key: newKey) == 7 })
+        #expect(Set(try Self.commitments(again.client, size: 7)) == Set(documents.map { Digest.sha256($0) }))
+        // The old key no longer signs the checkpoint served.
+        #expect(Self.polled(again.client, key: oldKey) == nil)
+
+        // keys rotate --new-key: the log's key is sealed under the new KEK, and opens there only.
+        let newKEK = try KeyEncryptionKey(bytes: SecureRandom.bytes(32))
+        try TransparencyLogAdministration.reseal(database: again.server.database, from: TestDatabase.keyEncryptionKey, to: newKEK)
+        let state = try #require(try again.server.database.transparencyLog.state())
+        let binding = SealedSecret.Binding(purpose: TransparencyLog.sealPurpose, id: state.origin)
+        #expect((try? SealedSecret.open(state.sealedKey, with: newKEK, binding: binding)) != nil)
+        #expect((try? SealedSecret.open(state.sealedKey, with: TestDatabase.keyEncryptionKey, binding: binding)) == nil)
     }
 }

@@ -40,7 +40,7 @@ final class TransparencyLog: Sendable {
     let witnesses: WitnessSubmitter
     private let signer = Mutex<Ed25519NoteSigner?>(nil)
     private let stopped = Mutex(false)
-    private let wake = NSCondition()
+    private let bell = DispatchSemaphore(value: 0)
 
     init(store: any TransparencyLogStore, sealer: SecretSealer, settings: Settings, metrics: Metrics, runtime: Runtime) {
         self.store = store
@@ -125,9 +125,7 @@ final class TransparencyLog: Sendable {
                     if text != lastFailure { FileHandle.standardError.write(Data("latchkey: transparency log: integration failed: \(text)\n".utf8)) }
                     lastFailure = text
                 }
-                wake.lock()
-                _ = wake.wait(until: Date(timeIntervalSinceNow: settings.interval))
-                wake.unlock()
+                _ = bell.wait(timeout: .now() + settings.interval)
             }
         }
         thread.name = "latchkey-tlog"
@@ -136,9 +134,7 @@ final class TransparencyLog: Sendable {
 
     func stop() {
         stopped.withLock { $0 = true }
-        wake.lock()
-        wake.broadcast()
-        wake.unlock()
+        bell.signal()
     }
 
     // MARK: Integration
