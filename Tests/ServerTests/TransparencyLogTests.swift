@@ -392,4 +392,60 @@ struct TransparencyLogTests {
         #expect((try? SealedSecret.open(state.sealedKey, with: newKEK, binding: binding)) != nil)
         #expect((try? SealedSecret.open(state.sealedKey, with: TestDatabase.keyEncryptionKey, binding: binding)) == nil)
     }
+
+    @Test("kill -9 of the integrating instance mid-batch: every committed receipt is in a later checkpoint of a consistent tree; a rolled-back tree exits 1")
+    func killNine() throws {
+        let binary = try #require(ServeProcess.findBinary(), "build the latchkey executable (swift build --build-tests)")
+        let scratch = try TestDatabase.Scratch()
+        let rpId = "tlogcrash-\(uniqueSuffix()).latchkey.test"
+        var environment = WebhookCrashTests.environment(databaseURL: scratch.url, rpId: rpId, adminKey: "admin-\(uniqueSuffix())")
+        environment["LATCHKEY_LOG_INTERVAL"] = "0.05"
+        let a = try ServeProcess(binary: binary, environment: environment)
+        defer { a.stop() }
+        let client = Client(Endpoint(port: try a.waitUntilServing(), rpId: rpId, origin: "https://\(rpId)", adminKey: nil))
+        let owner = try client.signUp(SoftAuthenticator(), username: "crash-\(uniqueSuffix())")
+        let key = try Self.logKey(client)
+        let db = try scratch.connect()
+        // 5000 receipts committed at once (each an answered step-up as far as the log can tell): the
+        // writer takes them in batches, and is killed once the first batch is signed.
+        func insert(_ count: Int) throws {
+            _ = try db.execute("""
+                INSERT INTO step_up_receipts (id, user_id, method, key_id, public_key, challenge, signed_data, signature, action, action_hash,
+                                              key_binding, token_jti, token_expires_at, document, commitment)
+                SELECT d.id, \(owner.userId), 'passkey', 'key', '\\x01', '\\x02', '\\x03', '\\x04', '{}', sha256('\\x05'), 'binding', 'jti-' || d.id,
+                       now() + interval '1 hour', d.doc, sha256(d.doc)
+                FROM (SELECT g.id, convert_to('{"id":"' || g.id || '","v":1}', 'UTF8') AS doc
+                      FROM (SELECT md5(random()::text || i) AS id FROM generate_series(1, \(Int64(count))) AS i) g) d
+                """)
+        }
+        try insert(5000)
+        #expect(try waitFor(every: 0.001) { (Self.polled(client, key: key)?.checkpoint.size ?? 0) > 0 })
+        a.kill9()
+        let signedBefore = try db.query("SELECT size FROM transparency_log")[0].int64("size")
+        print("kill -9 at tree size \(signedBefore) of 5000")
+        try insert(100)
+        let b = try ServeProcess(binary: binary, environment: environment)
+        defer { b.stop() }
+        let onB = Client(Endpoint(port: try b.waitUntilServing(), rpId: rpId, origin: "https://\(rpId)", adminKey: nil))
+        #expect(try waitFor(seconds: 60) { Self.polled(onB, key: key)?.checkpoint.size == 5100 })
+        let newest = try #require(Self.polled(onB, key: key)).checkpoint
+        let all = try Self.commitments(onB, size: 5100)
+        let stored = Set(try db.query("SELECT commitment FROM step_up_receipts WHERE commitment IS NOT NULL").map { try $0.bytes("commitment") })
+        #expect(Set(all) == stored && all.count == 5100)
+        let tree = CompleteSubtrees(leafHashes: all.map(MerkleTree.leafHash))
+        #expect(MerkleTree.root(size: 5100) { tree.nodes[$0]! } == newest.root)
+        for row in try db.query("SELECT size, root FROM transparency_log_checkpoints ORDER BY size") {
+            let size = UInt64(try row.int64("size"))
+            let p = try MerkleTree.consistencyProof(oldSize: size, size: 5100) { tree.nodes[$0]! }
+            #expect(MerkleTree.verifyConsistency(oldSize: size, size: 5100, oldRoot: try row.bytes("root"), root: newest.root, proof: p), "checkpoint \(size)")
+        }
+        b.stop()
+        // A database put back behind its last checkpoint: serve exits 1 and says why.
+        _ = try db.execute("UPDATE transparency_log SET size = 5000")
+        let c = try ServeProcess(binary: binary, environment: environment)
+        defer { c.stop() }
+        #expect(waitFor(seconds: 60) { !c.isRunning })
+        #expect(c.exitStatus == 1)
+        #expect(c.output.contains("smaller than the last checkpoint it signed"), "\(c.output)")
+    }
 }
