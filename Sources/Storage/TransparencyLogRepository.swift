@@ -18,6 +18,9 @@ public final class TransparencyLogRepository: Sendable {
         public let size: Int64
         /// The largest size ever signed for this origin.
         public let signedSize: Int64
+        public init(origin: String, publicKey: [UInt8], sealedKey: [UInt8], size: Int64, signedSize: Int64) {
+            self.origin = origin; self.publicKey = publicKey; self.sealedKey = sealedKey; self.size = size; self.signedSize = signedSize
+        }
     }
 
     /// A node of the tree: the hash of the 2^level leaves from index·2^level.
@@ -33,6 +36,7 @@ public final class TransparencyLogRepository: Sendable {
         public let id: String
         public let commitment: [UInt8]
         public let createdAt: Date
+        public init(id: String, commitment: [UInt8], createdAt: Date) { self.id = id; self.commitment = commitment; self.createdAt = createdAt }
     }
 
     /// What the writer appends: the batch's receipts in order, every node the append creates, and the
@@ -137,6 +141,9 @@ public final class TransparencyLogRepository: Sendable {
         public let size: Int64
         /// The signed note with the cosignatures it holds; nil before the first checkpoint.
         public let checkpoint: String?
+        public init(origin: String, publicKey: [UInt8], size: Int64, checkpoint: String?) {
+            self.origin = origin; self.publicKey = publicKey; self.size = size; self.checkpoint = checkpoint
+        }
     }
 
     public func newestCheckpoint() throws(StorageError) -> Served? {
@@ -183,6 +190,10 @@ public final class TransparencyLogRepository: Sendable {
         public let checkpoint: (note: String, size: Int64, cosignatures: Int)?
         /// Every node the inclusion proof of `logIndex` in a tree of that size can read.
         public let nodes: [NodeHash]
+        public init(document: [UInt8]?, commitment: [UInt8]?, logIndex: Int64?, checkpoint: (note: String, size: Int64, cosignatures: Int)?,
+                    nodes: [NodeHash]) {
+            self.document = document; self.commitment = commitment; self.logIndex = logIndex; self.checkpoint = checkpoint; self.nodes = nodes
+        }
     }
 
     /// The receipt `id` (of `userId` when given), its index, the newest checkpoint of the log's origin
