@@ -393,6 +393,24 @@ struct TransparencyLogTests {
         #expect((try? SealedSecret.open(state.sealedKey, with: TestDatabase.keyEncryptionKey, binding: binding)) == nil)
     }
 
+    @Test("latchkey log reset asks for --i-understand, then prints the new origin and verifier key")
+    func resetCommand() throws {
+        let log = try Self.makeLog(interval: 0.05)
+        defer { log.stop() }
+        let env = ["DATABASE_URL": log.scratch.url, "LATCHKEY_KEY_ENCRYPTION_KEY": TestServer.keyEncryptionKeyBase64]
+        let refused = try LatchkeyCLI.run(["log", "reset"], environment: env)
+        #expect(refused.status == 64 && refused.stderr.contains("--i-understand"), "\(refused)")
+        // The log is made by the first serve with a KEK (this test server's).
+        let done = try LatchkeyCLI.run(["log", "reset", "--i-understand"], environment: env)
+        #expect(done.status == 0, "\(done)")
+        let origin = "\(log.server.rpId)/latchkey/receipts/2"
+        #expect(done.lines.first == "origin \(origin)")
+        let vkey = try VerifierKey(parsing: String(try #require(done.lines.last).dropFirst("vkey ".count)))
+        #expect(vkey.name == origin && vkey.type == .ed25519)
+        let state = try #require(try log.server.database.transparencyLog.state())
+        #expect(state.origin == origin && state.publicKey == vkey.publicKey && state.size == 0)
+    }
+
     @Test("kill -9 of the integrating instance mid-batch: every committed receipt is in a later checkpoint of a consistent tree; a rolled-back tree exits 1")
     func killNine() throws {
         let binary = try #require(ServeProcess.findBinary(), "build the latchkey executable (swift build --build-tests)")
