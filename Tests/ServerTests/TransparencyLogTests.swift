@@ -358,6 +358,22 @@ struct TransparencyLogTests {
         #expect(metrics.contains(#"latchkey_log_witness_total{witness="witness.test/w1",outcome="cosigned"}"#), "\(metrics)")
         #expect(metrics.contains("latchkey_log_size 7"))
         #expect(metrics.contains("latchkey_log_integration_lag_seconds_count"))
+
+        // At start, `old 0` reads each witness's size back: one at the stored size starts; a witness
+        // holding a larger size than the stored tree (a database restored behind it) refuses start.
+        log.stop()
+        let restarted = try Self.makeLog(interval: 0.05, rpId: log.server.rpId, scratch: scratch,
+                                         configure: { $0.logWitnesses = [LogWitness(url: url, key: witness.vkey.description)] })
+        restarted.stop()
+        #expect(witness.conflicts.withLock { $0 } >= 2)
+        witness.held.withLock { $0.size = 100 }
+        do {
+            _ = try Self.makeLog(interval: 0.05, rpId: log.server.rpId, scratch: scratch,
+                                 configure: { $0.logWitnesses = [LogWitness(url: url, key: witness.vkey.description)] })
+            Issue.record("started behind a witness")
+        } catch {
+            #expect(String(describing: error).contains("witness witness.test/w1 cosigned (size 100)"), "\(error)")
+        }
     }
 
     @Test("log reset starts a new origin with a new key, and the new log holds every receipt; a KEK rotation carries the key")

@@ -91,6 +91,17 @@ final class TransparencyLog: Sendable {
                           + "(size \(recorded.size), recorded in LATCHKEY_LOG_STATE \(file)): a restored backup would fork the log; "
                           + "`latchkey log reset --i-understand` starts a new log")
         }
+        // The witnesses' sizes, read back with `old 0`: one beyond the stored tree saw a checkpoint
+        // this database no longer holds. A witness that cannot be reached is logged, not waited for.
+        if !witnesses.witnesses.isEmpty, let note = try store.newestCheckpoint()?.checkpoint {
+            for witness in witnesses.witnesses {
+                if let theirs = witnesses.readBack(note: note, to: witness), theirs > state.size {
+                    throw Refusal(description: "the transparency log's stored tree (size \(state.size)) is smaller than the checkpoint witness "
+                                  + "\(witness.label) cosigned (size \(theirs)): a restored backup would fork the log; "
+                                  + "`latchkey log reset --i-understand` starts a new log")
+                }
+            }
+        }
         signer.withLock { $0 = try? Ed25519NoteSigner(name: state.origin, privateKey: key) }
         metrics.observeLogSize(state.size)
     }

@@ -68,12 +68,7 @@ final class WitnessSubmitter: Sendable {
             guard old <= size else { return count(witness, "conflict", "it holds size \(old), beyond this checkpoint's \(size)") }
             let proof = try tree.consistencyProof(oldSize: old, size: size)
             let body = AddCheckpoint.body(oldSize: UInt64(old), consistency: proof, checkpoint: integrated.note)
-            var options = CurlOptions()
-            options.timeoutSeconds = 5
-            options.protocols = witness.url.hasPrefix("http://") ? "http,https" : "https"
-            options.responseHeaders = ["Content-Type"]
-            let url = (witness.url.hasSuffix("/") ? String(witness.url.dropLast()) : witness.url) + "/add-checkpoint"
-            let response = try Curl.post(url, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(body.utf8), options: options)
+            let response = try Self.post(body, to: witness)
             switch response.status {
             case 200:
                 let lines = try AddCheckpoint.cosignatures(response.body, checkpointText: integrated.checkpoint.text, witness: witness.key)
@@ -102,6 +97,46 @@ final class WitnessSubmitter: Sendable {
         return outcome
     }
 
+    /// `POST <prefix>/add-checkpoint`.
+    static func post(_ body: String, to witness: Witness) throws(CurlError) -> CurlResponse {
+        var options = CurlOptions()
+        options.timeoutSeconds = 5
+        options.protocols = witness.url.hasPrefix("http://") ? "http,https" : "https"
+        options.responseHeaders = ["Content-Type"]
+        let url = (witness.url.hasSuffix("/") ? String(witness.url.dropLast()) : witness.url) + "/add-checkpoint"
+        return try Curl.post(url, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(body.utf8), options: options)
+    }
+
+    /// SPEC "No rollback": the size a witness holds for this log, read back with `old 0` (its 409
+    /// says it); a 200 means it held none and cosigned `note`, which is stored. Nil when it could not
+    /// be read (unreachable, another answer: logged and counted).
+    func readBack(note: String, to witness: Witness) -> Int64? {
+        guard let signed = try? SignedNote(parsing: note), let checkpoint = try? Checkpoint(text: signed.text) else { return nil }
+        do {
+            let response = try Self.post(AddCheckpoint.body(oldSize: 0, consistency: [], checkpoint: note), to: witness)
+            switch response.status {
+            case 409:
+                guard let size = AddCheckpoint.conflictSize(response.body).flatMap(Int64.init(exactly:)) else {
+                    count(witness, "conflict", "409 with no size to `old 0`"); return nil
+                }
+                try store.recordWitnessSize(origin: checkpoint.origin, witness: witness.label, size: size)
+                return size
+            case 200:
+                let lines = try AddCheckpoint.cosignatures(response.body, checkpointText: checkpoint.text, witness: witness.key)
+                try store.recordCosignature(origin: checkpoint.origin, size: Int64(checkpoint.size), witness: witness.label, lines: lines.map(\.line).joined())
+                count(witness, "cosigned", nil)
+                return Int64(checkpoint.size)
+            default:
+                count(witness, "refused", "HTTP \(response.status) to `old 0`: \(String(decoding: response.body.prefix(200), as: UTF8.self))")
+                return nil
+            }
+        } catch {
+            count(witness, "unreachable", "reading its size back: \(error)")
+            return nil
+        }
+    }
+
+    @discardableResult
     private func count(_ witness: Witness, _ outcome: String, _ reason: String?) -> String {
         metrics.observeWitness(witness.label, outcome: outcome)
         if let reason {
