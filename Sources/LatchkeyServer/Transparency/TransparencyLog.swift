@@ -102,6 +102,10 @@ final class TransparencyLog: Sendable {
                 }
             }
         }
+        if settings.interval > 0, state.origin != settings.origin {
+            FileHandle.standardError.write(Data(("latchkey: transparency log: warning: its origin is \(state.origin), not LATCHKEY_LOG_ORIGIN's "
+                + "\(settings.origin) (the origin is fixed when the log is made; `latchkey log reset --i-understand` starts a new one)\n").utf8))
+        }
         signer.withLock { $0 = try? Ed25519NoteSigner(name: state.origin, privateKey: key) }
         metrics.observeLogSize(state.size)
     }
@@ -128,7 +132,8 @@ final class TransparencyLog: Sendable {
             var lastFailure = ""
             while !stopped.withLock({ $0 }) {
                 do {
-                    try integrate()
+                    // A full batch: more may wait, so the next integration follows at once.
+                    if let done = try integrate(), done.appended == settings.batchLimit { continue }
                     lastFailure = ""
                 } catch {
                     // Said once per kind of failure, not every interval while it lasts.
@@ -155,6 +160,7 @@ final class TransparencyLog: Sendable {
         let checkpoint: Checkpoint
         let note: String
         let oldSize: Int64
+        var appended: Int { Int(Int64(checkpoint.size) - oldSize) }
     }
 
     /// One integration: nil when another instance holds the writers' lock or nothing waits.
