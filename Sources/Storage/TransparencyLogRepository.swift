@@ -207,13 +207,17 @@ public final class TransparencyLogRepository: Sendable {
                     SELECT document, commitment, log_index FROM step_up_receipts
                     WHERE id = \(id) AND (\(userId)::text IS NULL OR user_id = \(userId))
                 ), cp AS (
+                    -- The newest checkpoint (the log's size), or with N > 0 the newest holding the receipt
+                    -- and N cosignatures: read backwards along the cosignatures' key, stopping at the first.
                     SELECT c.size, c.note || coalesce(string_agg(s.line, '' ORDER BY s.witness), '') AS note, count(s.line) AS cosignatures
-                    FROM r, transparency_log l
-                    JOIN transparency_log_checkpoints c ON c.origin = l.origin
+                    FROM r CROSS JOIN transparency_log l
+                    JOIN transparency_log_checkpoints c ON c.origin = l.origin AND c.size = coalesce((
+                        SELECT w.size FROM transparency_log_cosignatures w
+                        WHERE \(Int64(minWitnesses)) > 0 AND w.origin = l.origin AND w.size <= l.size AND w.size > r.log_index
+                        GROUP BY w.size HAVING count(*) >= \(Int64(minWitnesses)) ORDER BY w.size DESC LIMIT 1), l.size)
                     LEFT JOIN transparency_log_cosignatures s ON s.origin = c.origin AND s.size = c.size
                     WHERE r.log_index IS NOT NULL AND c.size > r.log_index
                     GROUP BY c.size, c.note
-                    ORDER BY count(s.line) >= \(Int64(minWitnesses)) DESC, c.size DESC LIMIT 1
                 ), wanted AS (
                     SELECT j AS level, ((r.log_index >> j) # 1) AS index FROM r, cp, generate_series(0, 62) AS j
                     WHERE (((r.log_index >> j) # 1) + 1) << j <= cp.size AND (((r.log_index >> j) # 1) + 1) << j > 0

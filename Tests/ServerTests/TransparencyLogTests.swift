@@ -351,13 +351,30 @@ struct TransparencyLogTests {
         let (id, document) = try #require(last)
         let reply = try log.client.get("/v1/receipts/\(id)?minWitnesses=1", authorization: log.owner.bearer)
         let proof = try #require(reply.json?["log"]?.stringValue, "\(reply)")
-        let checks = TlogProofVerifier.verify(proofText: proof, commitment: Digest.sha256(document), logKey: key,
-                                              witnessKeys: [witness.vkey.description], minWitnesses: 1)
-        #expect(checks.allSatisfy { $0.passed }, "\(checks)")
+        let cosigned = TlogProofVerifier.verify(proofText: proof, commitment: Digest.sha256(document), logKey: key,
+                                                witnessKeys: [witness.vkey.description], minWitnesses: 1)
+        #expect(cosigned.allSatisfy { $0.passed }, "\(cosigned)")
         let metrics = log.server.services.metrics.render(pool: (0, 0, 0))
         #expect(metrics.contains(#"latchkey_log_witness_total{witness="witness.test/w1",outcome="cosigned"}"#), "\(metrics)")
         #expect(metrics.contains("latchkey_log_size 7"))
         #expect(metrics.contains("latchkey_log_integration_lag_seconds_count"))
+
+        // The witness stops answering: the next checkpoint has no cosignature. ?minWitnesses=1 proves an
+        // older receipt against the cosigned checkpoint, a receipt no cosigned checkpoint holds against the newest.
+        witness.logKey.withLock { $0 = nil }
+        let (newId, newDocument) = try Self.insertReceipt(db, userId: log.owner.userId)
+        #expect(try waitFor { try Self.size(log.client, key: key) == 8 })
+        let older = try #require(try log.client.get("/v1/receipts/\(id)?minWitnesses=1", authorization: log.owner.bearer).json?["log"]?.stringValue)
+        #expect(try Checkpoint(text: try SignedNote(parsing: try TlogProof(parsing: older).checkpoint).text).size == 7)
+        #expect(TlogProofVerifier.verify(proofText: older, commitment: Digest.sha256(document), logKey: key,
+                                         witnessKeys: [witness.vkey.description], minWitnesses: 1).allSatisfy { $0.passed })
+        let newestProof = try #require(try log.client.get("/v1/receipts/\(id)", authorization: log.owner.bearer).json?["log"]?.stringValue)
+        #expect(try Checkpoint(text: try SignedNote(parsing: try TlogProof(parsing: newestProof).checkpoint).text).size == 8)
+        let fallback = try #require(try log.client.get("/v1/receipts/\(newId)?minWitnesses=1", authorization: log.owner.bearer).json?["log"]?.stringValue)
+        let checks = TlogProofVerifier.verify(proofText: fallback, commitment: Digest.sha256(newDocument), logKey: key,
+                                              witnessKeys: [witness.vkey.description], minWitnesses: 1)
+        #expect(checks.map(\.passed) == [true, true, false, true], "the newest checkpoint, whose missing cosignature the verifier names: \(checks)")
+        witness.logKey.withLock { $0 = try? VerifierKey(parsing: key) }
 
         // At start, `old 0` reads each witness's size back: one at the stored size starts; a witness
         // holding a larger size than the stored tree (a database restored behind it) refuses start.
