@@ -58,9 +58,12 @@ let package = Package(
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
         // The OpenAPI document of the HTTP surface (OpenAPI/openapi.json), compiled in and served at /openapi.json.
         .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Receipts", "Storage", "HTTP", "Curl", "Tokens",
-                                                       "Crypto", "JSON"],
+                                                       "Crypto", "JSON", "Transparency"],
                 resources: [.embedInCode("OpenAPI/openapi.json")], swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
+        // C2SP transparency log pieces (RFC 9162 hashing, signed notes, checkpoints, cosignatures,
+        // tiles, tlog-proof): pure, no HTTP and no SQL.
+        .target(name: "Transparency", dependencies: ["Crypto"], swiftSettings: strict),
 
         // The PostgreSQL the integration test targets share (DATABASE_URL, else the throwaway test cluster).
         .target(name: "PostgreSQLTesting", swiftSettings: strict),
@@ -70,7 +73,7 @@ let package = Package(
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
-                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Receipts", "Curl"],
+                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Receipts", "Curl", "Transparency"],
                           swiftSettings: strict),
 
         // libFuzzer harness, one executable for every fuzz target (LATCHKEY_FUZZ_TARGET picks one).
@@ -95,10 +98,11 @@ let package = Package(
                                                       "CBOR", "Crypto", "JSON"], swiftSettings: strict),
         // Integration: real PostgreSQL (DATABASE_URL, or the dev cluster) over real HTTP on loopback.
         .testTarget(name: "ServerTests", dependencies: ["PostgreSQLTesting", "LatchkeyServer", "WebAuthnTesting", "WebAuthn", "Storage", "PostgreSQL",
-                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "Receipts", "WellKnown", "Curl"],
+                                                       "HTTP", "Tokens", "Crypto", "JSON", "DeviceKeys", "DeviceKeysTesting", "Receipts", "WellKnown", "Curl", "Transparency"],
                     swiftSettings: strict),
         // Integration: the repositories on real PostgreSQL (DATABASE_URL, or the throwaway test cluster).
         .testTarget(name: "StorageTests", dependencies: ["PostgreSQLTesting", "Storage", "PostgreSQL", "JSON"], swiftSettings: strict),
+        .testTarget(name: "TransparencyTests", dependencies: ["Transparency", "Crypto"], swiftSettings: strict),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: strict),
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTesting", "CBOR", "Crypto", "JSON"],
                     exclude: ["Fixtures"], swiftSettings: strict),

@@ -61,6 +61,8 @@ public final class Database: Sendable {
     public let metadataState: MetadataStateRepository
     /// The OpenID Provider's clients, requests, codes and grants (migration 17).
     public let oauth: OAuthRepository
+    /// The transparency log of receipt commitments (migration 26).
+    public let transparencyLog: TransparencyLogRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -97,6 +99,7 @@ public final class Database: Sendable {
         mail = MailRepository(pool: pool)
         metadataState = MetadataStateRepository(pool: pool)
         oauth = OAuthRepository(pool: pool)
+        transparencyLog = TransparencyLogRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -83,6 +83,9 @@ public enum LatchkeyMigrations {
              sql: PackageResources._024_passkey_last_use_on_session_sql),
         // Receipts as RFC 8785 documents with their commitment, and the transparency log's queue.
         File(version: 25, name: "receipt documents", file: "0025_receipt_documents.sql", sql: PackageResources._025_receipt_documents_sql),
+        // The transparency log: its sealed key and state, the leaves (commitments, no reference to
+        // receipts), every complete subtree's hash, the signed checkpoints and their cosignatures.
+        File(version: 26, name: "transparency log", file: "0026_transparency_log.sql", sql: PackageResources._026_transparency_log_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

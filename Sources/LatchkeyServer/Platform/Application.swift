@@ -54,6 +54,7 @@ public struct Application: Responder {
         routes.addAppRoutes(services)
         routes.addOperationsRoutes(services)
         routes.addStepUpRoutes(services)
+        routes.addTransparencyRoutes(services)
         routes.addRecoveryRoutes(services)
         routes.addWebRoutes(services)
         routes.addConformanceRoutes(services)

@@ -122,6 +122,25 @@ extension Configuration {
         c.webhookAllowPrivate = try boolean("LATCHKEY_WEBHOOK_ALLOW_PRIVATE", env) ?? false
         if let v = env["LATCHKEY_WEBHOOK_CA"], !v.isEmpty { c.webhookCAFile = v }
         if let n = try int("LATCHKEY_OUTBOX_SENDERS", 0...256) { c.outboxSenders = n }
+        if let v = env["LATCHKEY_LOG_INTERVAL"] {
+            guard let d = Double(v), d == 0 || (d >= 0.05 && d <= 3600) else { throw Invalid(description: "LATCHKEY_LOG_INTERVAL must be 0 or 0.05…3600 seconds") }
+            c.logInterval = d
+        }
+        if let v = env["LATCHKEY_LOG_ORIGIN"], !v.isEmpty {
+            guard TransparencyLog.isValidOrigin(v) else { throw Invalid(description: "LATCHKEY_LOG_ORIGIN must be non-empty with no spaces, `+` or control characters") }
+            c.logOrigin = v
+        }
+        if let v = env["LATCHKEY_LOG_WITNESSES"], !v.trimmed.isEmpty {
+            c.logWitnesses = try v.split(separator: ",").map { pair throws(Invalid) -> LogWitness in
+                let parts = pair.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+                guard parts.count == 2, parts[0].hasPrefix("https://") || parts[0].hasPrefix("http://"),
+                      TransparencyLog.isWitnessKey(parts[1]) else {
+                    throw Invalid(description: "LATCHKEY_LOG_WITNESSES is a comma-separated list of `<add-checkpoint URL prefix> <cosignature/v1 vkey>` pairs")
+                }
+                return LogWitness(url: parts[0], key: parts[1])
+            }
+        }
+        if let v = env["LATCHKEY_LOG_STATE"], !v.isEmpty { c.logStateFile = v }
         if let n = try int("LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY", 1...64) { c.webhookEndpointConcurrency = n }
         if let v = env["LATCHKEY_WEBHOOK_RETRY_BASE"] {
             guard let d = Double(v), d >= 0.05, d <= 3600 else { throw Invalid(description: "LATCHKEY_WEBHOOK_RETRY_BASE must be 0.05…3600 seconds") }

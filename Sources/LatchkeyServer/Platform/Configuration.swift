@@ -90,6 +90,17 @@ public struct Configuration: Sendable {
     public var webhookMaxAge = 259_200
     /// `LATCHKEY_HINTS`: copied into every options body as `hints` (WebAuthn L3 §5.4 / §5.5).
     public var hints: [String] = []
+    /// `LATCHKEY_LOG_INTERVAL`: seconds between the transparency log's integrations on this instance
+    /// (one instance integrates at a time; 0: this instance never does, others do).
+    public var logInterval = 1.0
+    /// `LATCHKEY_LOG_ORIGIN`: the log's checkpoint origin and key name; nil: `<rpId>/latchkey/receipts`.
+    public var logOrigin: String? = nil
+    /// `LATCHKEY_LOG_WITNESSES`: the `tlog-witness` endpoints each new checkpoint is sent to.
+    public var logWitnesses: [LogWitness] = []
+    /// `LATCHKEY_LOG_STATE`: a file holding the last signed tree size, kept outside PostgreSQL.
+    public var logStateFile: String? = nil
+    /// The log's origin as configured or defaulted.
+    public var effectiveLogOrigin: String { logOrigin ?? "\(rpId)/latchkey/receipts" }
     /// `LATCHKEY_OUTBOX_SENDERS`: deliveries this instance sends at once (0: it sends none; others do).
     public var outboxSenders = 8
     /// `LATCHKEY_WEBHOOK_ENDPOINT_CONCURRENCY`: deliveries one endpoint gets at once from this instance.
@@ -261,4 +272,12 @@ extension Result where Failure == OriginRules.Rejection {
 
 extension String {
     var trimmed: String { String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+}
+
+/// A witness the log submits its checkpoints to: its `add-checkpoint` URL prefix and its
+/// cosignature/v1 verifier key (`<name>+<hex id>+<base64>`, type 0x04).
+public struct LogWitness: Sendable, Equatable {
+    public let url: String
+    public let key: String
+    public init(url: String, key: String) { self.url = url; self.key = key }
 }

@@ -39,7 +39,7 @@ public enum ConfigurationCatalogue {
     public static func variable(_ name: String) -> ConfigurationVariable? { variables.first { $0.name == name } }
 
     public static let variables: [ConfigurationVariable] = core + listeners + keys + ceremonies + deviceKeys
-        + metadata + mail + outbox + files
+        + metadata + mail + outbox + transparency + files
 
     static let core: [ConfigurationVariable] = [
         .init("DATABASE_URL", "core", "libpq connection string or URI of PostgreSQL (required; `serve` migrates it under an advisory lock)",
@@ -188,6 +188,20 @@ public enum ConfigurationCatalogue {
               default: "`0`"),
         .init("LATCHKEY_WEBHOOK_CA", "webhooks and outbox", "a PEM file of the CAs webhook receivers' certificates must chain to; `serve` refuses to start if it cannot be read",
               default: "system CA store"),
+    ]
+
+    static let transparency: [ConfigurationVariable] = [
+        .init("LATCHKEY_LOG_INTERVAL", "transparency log",
+              "seconds between integrations of new receipt commitments into the transparency log (one instance integrates at a time; `0`: this instance never does, others do); the log is off without `LATCHKEY_KEY_ENCRYPTION_KEY`",
+              default: "`1`"),
+        .init("LATCHKEY_LOG_ORIGIN", "transparency log", "the log's checkpoint origin and key name (fixed when the log is made; `latchkey log reset` changes it)",
+              default: "`<LATCHKEY_RP_ID>/latchkey/receipts`", effective: { $0.effectiveLogOrigin }),
+        .init("LATCHKEY_LOG_WITNESSES", "transparency log",
+              "comma-separated `<add-checkpoint URL prefix> <vkey>` pairs: the C2SP `tlog-witness` endpoints every new checkpoint is sent to, with their cosignature/v1 verifier keys",
+              default: "none"),
+        .init("LATCHKEY_LOG_STATE", "transparency log",
+              "a file where the integrating instance keeps the last signed tree size; `serve` refuses to start (exit 1) when the stored tree is smaller",
+              default: "unset"),
     ]
 
     static let files: [ConfigurationVariable] = [

@@ -112,6 +112,10 @@ extension Configuration {
             out.append("LATCHKEY_WELLKNOWN_DIR=\(dir): the association files in that folder are served instead of the ones built from the declared apps "
                        + "(serve warns when they disagree; unset it to serve the built files)")
         }
+        if keyEncryptionKey == nil {
+            out.append("no LATCHKEY_KEY_ENCRYPTION_KEY: the transparency log is off (its signing key is only ever stored sealed), "
+                       + "so receipts are not logged and /v1/transparency/* answers 404")
+        }
         if !developmentMode, smtpURL == nil {
             out.append("no LATCHKEY_SMTP_URL: mail is off, so email sign-in, verified addresses and recovery by email answer 404")
         }

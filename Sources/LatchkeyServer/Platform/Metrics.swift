@@ -45,6 +45,9 @@ public final class Metrics: Sendable {
         var databaseFailures: [String: UInt64] = [:]    // DatabaseFailure.kind, or not_ready / other
         var oauth: [String: UInt64] = [:]               // "client|outcome"
         var roundTrips: [String: UInt64] = [:]          // "route|method"
+        var logSize: Int64?
+        var logLag = Histogram()
+        var witnesses: [String: UInt64] = [:]           // "witness|outcome"
     }
 
     private let state = Mutex(State())
@@ -86,6 +89,18 @@ public final class Metrics: Sendable {
         state.withLock { $0.oauth["\(client)|\(outcome)", default: 0] += 1 }
     }
 
+    /// The transparency log's size after this instance's last read or integration.
+    func observeLogSize(_ size: Int64) { state.withLock { $0.logSize = size } }
+
+    /// Seconds from a receipt's commit to the checkpoint that holds it.
+    func observeLogLag(_ seconds: Double) { state.withLock { $0.logLag.observe(seconds) } }
+
+    /// One witness submission's outcome. `witness` is a configured witness's key name (a closed set).
+    func observeWitness(_ witness: String, outcome: String) {
+        let o = ["cosigned", "conflict", "refused", "unreachable", "bad_cosignature", "failed"].contains(outcome) ? outcome : "other"
+        state.withLock { $0.witnesses["\(witness)|\(o)", default: 0] += 1 }
+    }
+
     /// Every family this process exposes, declared once with its type and help: the exposition
     /// writes a family's `# HELP` / `# TYPE` lines before its first sample, so a metric added here
     /// (or by any caller of `Exposition.sample`) cannot go out without them.
@@ -108,8 +123,13 @@ public final class Metrics: Sendable {
                                                              "1 while the revocation feed has not been heard from within LATCHKEY_REVOCATION_MAX_LAG or its LISTEN is down (each token's session is then read from the database), else 0.")
         public static let roundTrips = MetricFamily("latchkey_db_round_trips_total", .counter,
                                                     "Round trips to PostgreSQL (statements, BEGIN, COMMIT) made by requests, by route and method.")
+        public static let logSize = MetricFamily("latchkey_log_size", .gauge, "Leaves in the transparency log at its newest checkpoint (as this instance last saw it).")
+        public static let logLag = MetricFamily("latchkey_log_integration_lag_seconds", .histogram,
+                                                "Seconds from a receipt's commit to the signed checkpoint that holds its commitment (integrations by this instance).")
+        public static let witnesses = MetricFamily("latchkey_log_witness_total", .counter,
+                                                   "Checkpoint submissions to witnesses by witness and outcome (cosigned, conflict, refused, unreachable, bad_cosignature, failed).")
         public static let all = [buildInfo, requests, latency, ceremonies, poolConnections, poolWaiting, databaseFailures, deliveries, outboxDepth, outboxOldest, oauth,
-                                 revocationFeedStale, roundTrips]
+                                 revocationFeedStale, roundTrips, logSize, logLag, witnesses]
     }
 
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil, revocationFeedStale: Bool? = nil) -> String {
@@ -135,6 +155,16 @@ public final class Metrics: Sendable {
         out.counter(Family.deliveries, labels: ["type", "outcome"], s.deliveries)
         out.counter(Family.oauth, labels: ["client", "outcome"], s.oauth)
         out.counter(Family.roundTrips, labels: ["route", "method"], s.roundTrips)
+        if let size = s.logSize { out.sample(Family.logSize, [], "\(size)") }
+        if s.logLag.count > 0 {
+            for (i, bound) in Metrics.buckets.enumerated() {
+                out.sample(Family.logLag, suffix: "_bucket", [("le", "\(bound)")], "\(s.logLag.counts[i])")
+            }
+            out.sample(Family.logLag, suffix: "_bucket", [("le", "+Inf")], "\(s.logLag.count)")
+            out.sample(Family.logLag, suffix: "_sum", [], "\(s.logLag.sum)")
+            out.sample(Family.logLag, suffix: "_count", [], "\(s.logLag.count)")
+        }
+        out.counter(Family.witnesses, labels: ["witness", "outcome"], s.witnesses)
         if let revocationFeedStale { out.sample(Family.revocationFeedStale, [], revocationFeedStale ? "1" : "0") }
         if let outbox {
             // Every channel (webhook, mail, …), even when empty.

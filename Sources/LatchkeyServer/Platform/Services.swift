@@ -57,6 +57,8 @@ public final class Services: Sendable {
     /// Sessions revoked recently (their access tokens are refused before they expire), fed by
     /// `startRevocationFeed`.
     let revokedSessions: RevokedSessions
+    /// The transparency log of receipt commitments (SPEC "Evidence"); off without a KEK.
+    let transparency: TransparencyLog
     /// Whether the start-up steps are done, and if not what they wait for (`/readyz`).
     public let startup = StartupState()
 
@@ -114,6 +116,8 @@ public final class Services: Sendable {
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
                                 events: events, metrics: metrics, policy: oauthPolicy, runtime: runtime, revoked: revokedSessions,
                                 passkeys: passkeys, requestIds: DeploymentSecret(name: "oauth-request-ids", keys: database.keys, runtime: runtime))
+        transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
+                                       settings: .init(configuration), metrics: metrics, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID)
     }
@@ -172,6 +176,14 @@ public final class Services: Sendable {
         mail.start()
     }
 
+    /// 9. The transparency log: its key made (first start) or opened under the KEK, the stored tree
+    ///    checked against the last size signed (PostgreSQL, `LATCHKEY_LOG_STATE`): smaller refuses
+    ///    start; then this instance's integrating loop (`LATCHKEY_LOG_INTERVAL` > 0).
+    public func startTransparencyLog() throws {
+        try transparency.prepare()
+        transparency.start()
+    }
+
     /// All of them, in order.
     public func start() throws {
         try validateConfiguration()
@@ -194,6 +206,7 @@ public final class Services: Sendable {
         revokedSessions.stop()
         webhookWorker.stop()
         mail.stop()
+        transparency.stop()
         metadata.stopWatching()
     }
 

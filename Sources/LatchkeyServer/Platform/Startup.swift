@@ -36,6 +36,7 @@ extension Services {
             StartStep(name: "revocation feed") { try self.startRevocationFeed() },
             StartStep(name: "metadata") { self.loadMetadata() },
             StartStep(name: "outbox") { self.startOutbox() },
+            StartStep(name: "transparency log") { try self.startTransparencyLog() },
         ]
     }
 

@@ -69,6 +69,12 @@ enum KeysCommand: Command {
                     }
                     if let newKEK {
                         let count = try store.reencrypt(to: newKEK)
+                        // The transparency log's key is sealed the same way; it moves to the new KEK too.
+                        if let kek = configuration.keyEncryptionKey {
+                            do { try TransparencyLogAdministration.reseal(database: database, from: kek, to: newKEK) } catch {
+                                throw SigningKeyError(code: .storage, description: "the signing keys are re-encrypted, the transparency log's key is not: \(error)")
+                            }
+                        }
                         print("re-encrypted \(count) signing key(s) under \(newKEK); set LATCHKEY_KEY_ENCRYPTION_KEY to the new key and restart every instance")
                         store = SigningKeyStore(keys: database.keys, kek: newKEK)
                     }

@@ -94,6 +94,8 @@ final class TestServer: Sendable {
         // (SPEC: one deployment, one configuration); only webhook suites turn their senders on.
         c.keyEncryptionKey = TestDatabase.keyEncryptionKey
         c.outboxSenders = 0
+        // The transparency log's writer runs only where a suite asks for it (a database of its own).
+        c.logInterval = 0
         // LATCHKEY_DB_POOLER=transaction: the suites run through PgBouncer in transaction pooling (scripts/test.sh).
         if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
             c.databasePooler = mode
