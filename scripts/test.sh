@@ -142,6 +142,12 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE
   bash Tests/Browser/run.sh || failed "Tests/Browser/run.sh"
 
 # --- OpenID Provider (issue 21) -----------------------------------------------------------------
+# The transparency log judged by code that is not Latchkey's (Tests/Transparency, written in Python
+# from the C2SP texts): two witnesses cosign a live server's checkpoints, and the verifier checks
+# signatures, cosignatures, tiles, receipt proofs and consistency, beside `latchkey receipts verify`.
+LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" \
+  timeout 300 bash scripts/transparency-check.sh || failed "scripts/transparency-check.sh"
+
 # Authlib and idpyoidc (PyPI, in a venv under data/, installed when missing) against a real server on
 # the test cluster behind an https front (deploy/nginx/latchkey.conf under nginx, a test CA):
 # code flow, refresh, userinfo, logout, PAR, private_key_jwt, RS256, payments with the step-up, and
