@@ -214,6 +214,72 @@ else
   done
 fi
 
+# 8. Evidence packs: `receipts export` of the first receipt's user, read by Python's tarfile (a tar
+#    implementation that is not ours), verified whole by `receipts verify --pack`, and refused — each
+#    with its reason — when a receipt is altered, a proof is another entry's, the log key is another
+#    log's, or a cosignature --min-witnesses asks for is missing.
+if [[ "$receipts_help" == *"export"* ]]; then
+  first="$(ls "$out"/receipts/receipt-*.json | head -n 1)"
+  pack_user="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["receipt"]["sub"])' "$first")"
+  check "receipts export --user" env DATABASE_URL="$cluster/latchkey_transparency" \
+    "$LATCHKEY_BIN" receipts export --user "$pack_user" --out "$out/pack.tar"
+  check "the pack as Python's tarfile reads it" "$PY" - "$out/pack.tar" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    names = t.getnames()
+    assert names[0] == "receipts.jsonl" and names[-1] == "checkpoint", names
+    assert all(n.startswith("proofs/") and n.endswith(".tlog-proof") for n in names[1:-1]), names
+    lines = t.extractfile("receipts.jsonl").read().splitlines()
+    assert len(lines) == len(names) - 2 and lines, (len(lines), names)
+print(f"{len(names) - 2} receipts with their proofs and the checkpoint")
+PY
+  keys=(--log-key "$log_key" --witness-key "$w1_key" --witness-key "$w2_key")
+  check "receipts verify --pack" "$LATCHKEY_BIN" receipts verify --pack "$out/pack.tar" "${keys[@]}" --min-witnesses 2
+  "$PY" - "$out/pack.tar" "$out" <<'PY'
+import io, json, sys, tarfile, hashlib, base64
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives import serialization
+src, out = sys.argv[1], sys.argv[2]
+with tarfile.open(src) as t:
+    files = [(m.name, t.extractfile(m).read()) for m in t.getmembers()]
+def write(name, files):
+    with tarfile.open(f"{out}/{name}", "w", format=tarfile.USTAR_FORMAT) as t:
+        for n, b in files:
+            info = tarfile.TarInfo(n); info.size = len(b); t.addfile(info, io.BytesIO(b))
+lines = dict(files)["receipts.jsonl"].splitlines()
+first = json.loads(lines[0]); first["sub"] = "someone-else"
+altered = [json.dumps(first, separators=(",", ":"), sort_keys=True).encode()] + lines[1:]
+write("pack-altered.tar", [(n, b"\n".join(altered) + b"\n" if n == "receipts.jsonl" else b) for n, b in files])
+proofs = [(n, b) for n, b in files if n.startswith("proofs/")]
+if len(proofs) >= 2:
+    swapped = {proofs[0][0]: proofs[1][1], proofs[1][0]: proofs[0][1]}
+    write("pack-swapped.tar", [(n, swapped.get(n, b)) for n, b in files])
+def vkey(name, kind):
+    pub = Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    h = hashlib.sha256(name.encode() + b"\n" + bytes([kind]) + pub).digest()[:4]
+    return f"{name}+{h.hex()}+{base64.b64encode(bytes([kind]) + pub).decode()}"
+open(f"{out}/other-log.vkey", "w").write(vkey("localhost/latchkey/receipts", 1))
+open(f"{out}/other-witness.vkey", "w").write(vkey("witness.test/w3", 4))
+PY
+  refused() {  # name, expected text, command…: exit 1 and the reason printed
+    local name="$1" reason="$2"; shift 2
+    log "check: refused: $name"
+    local rc=0; "$@" >"$out/refused.txt" 2>&1 || rc=$?
+    cat "$out/refused.txt"
+    if [[ $rc -ne 1 ]] || ! grep -q -- "$reason" "$out/refused.txt"; then status=1; log "FAILED: $name (exit $rc, wanted 1 and '$reason')"; fi
+  }
+  refused "a receipt altered in the pack" "FAIL  receipt" \
+    "$LATCHKEY_BIN" receipts verify --pack "$out/pack-altered.tar" "${keys[@]}"
+  if [[ -f "$out/pack-swapped.tar" ]]; then
+    refused "a proof that is another entry's" "inclusion" "$LATCHKEY_BIN" receipts verify --pack "$out/pack-swapped.tar" "${keys[@]}"
+  fi
+  refused "a checkpoint checked against another log's key" "FAIL  checkpoint" \
+    "$LATCHKEY_BIN" receipts verify --pack "$out/pack.tar" --log-key "$(cat "$out/other-log.vkey")"
+  refused "a cosignature --min-witnesses asks for is missing" "cosign" \
+    "$LATCHKEY_BIN" receipts verify --pack "$out/pack.tar" --log-key "$log_key" --witness-key "$w1_key" \
+    --witness-key "$(cat "$out/other-witness.vkey")" --min-witnesses 2
+fi
+
 if grep -q "internal_error\|fatal\|panic" "$out/server-2.log"; then
   status=1; log "the server logged failures:"; grep "internal_error\|fatal\|panic" "$out/server-2.log" | head -20 >&2
 fi

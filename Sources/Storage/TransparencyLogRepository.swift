@@ -146,6 +146,19 @@ public final class TransparencyLogRepository: Sendable {
         }
     }
 
+    /// The receipts an evidence pack holds: the ids of `userId`'s receipt documents written at or
+    /// after `since` (all when nil), oldest first. Receipts stored before receipts were documents
+    /// have none and are left out.
+    public func documentedReceipts(userId: String, since: Date?) throws(StorageError) -> [String] {
+        try pool.run { c in
+            try c.query("""
+                SELECT id FROM step_up_receipts
+                WHERE user_id = \(userId) AND document IS NOT NULL AND (\(since)::timestamptz IS NULL OR created_at >= \(since)::timestamptz)
+                ORDER BY created_at, id
+                """).map { try $0.string("id") }
+        }
+    }
+
     public func newestCheckpoint() throws(StorageError) -> Served? {
         try pool.run { c in
             try c.query("""

@@ -238,6 +238,11 @@ final class TransparencyLog: Sendable {
         guard let found = try load({ () throws(StorageError) in try store.receipt(id: id, userId: userId, minWitnesses: minWitnesses) }) else {
             throw ServiceError.notFound("receipt")
         }
+        return try Self.proof(found, id: id)
+    }
+
+    /// A receipt as read with what its proof needs (`TransparencyLogStore.receipt`), with that proof.
+    static func proof(_ found: TransparencyLogRepository.ReceiptWithProof, id: String) throws(ServiceError) -> ReceiptProof {
         guard let document = found.document else {
             throw ServiceError(.notFound, "this receipt was stored before receipts were documents: read it at /v1/step-up/receipts/{id}")
         }

@@ -1,5 +1,7 @@
 import Crypto
+import Foundation
 import Storage
+import JSON
 import Transparency
 
 /// What `latchkey log` and `latchkey keys rotate` do to the transparency log.
@@ -43,5 +45,49 @@ public enum TransparencyLogAdministration {
         guard try database.transparencyLog.reseal(from: state.sealedKey, to: sealed) else {
             throw Failure(description: "the transparency log's key changed meanwhile; run it again")
         }
+    }
+}
+
+/// `latchkey receipts export`: an evidence pack (SPEC "Evidence" → "Offline"), a tar that
+/// `receipts verify --pack` checks as a whole without Latchkey's database.
+public enum EvidencePack {
+    /// The pack's files, in the order they are archived: `receipts.jsonl` (each receipt's stored
+    /// RFC 8785 bytes, one a line), `proofs/<id>.tlog-proof` for each receipt the log has
+    /// integrated, and `checkpoint` (the log's newest, with its cosignatures).
+    public struct Contents: Sendable {
+        public let files: [(name: String, bytes: [UInt8])]
+        /// The receipts packed, and those of them the log has not integrated yet (no proof).
+        public let receipts: Int
+        public let unlogged: [String]
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The pack of `user`'s receipts (an account id, else a username) written at or after `since`,
+    /// with the audit line that records the export (actor `cli`: the operator's shell). The audit
+    /// line is written before the pack is handed over: no export goes unrecorded.
+    public static func export(database: Database, user: String, since: Date?) throws -> Contents {
+        guard let account = try database.accounts.user(id: user) ?? database.accounts.user(username: user) else {
+            throw Failure(description: "no account has the id or username \(user)")
+        }
+        let ids = try database.transparencyLog.documentedReceipts(userId: account.id, since: since)
+        var lines: [UInt8] = []
+        var files: [(name: String, bytes: [UInt8])] = []
+        var unlogged: [String] = []
+        for id in ids {
+            guard let found = try database.transparencyLog.receipt(id: id, userId: account.id, minWitnesses: 0) else { continue }
+            let proof: TransparencyLog.ReceiptProof
+            do { proof = try TransparencyLog.proof(found, id: id) } catch { throw Failure(description: "receipt \(id): \(error.detail)") }
+            lines += proof.document + [0x0A]
+            if let text = proof.proof { files.append(("proofs/\(id).tlog-proof", Array(text.utf8))) } else { unlogged.append(id) }
+        }
+        files.insert(("receipts.jsonl", lines), at: 0)
+        if let checkpoint = try database.transparencyLog.newestCheckpoint()?.checkpoint { files.append(("checkpoint", Array(checkpoint.utf8))) }
+        var detail: [(key: String, value: JSONValue)] = [("receipts", .number(Double(ids.count))), ("kind", "evidence-pack")]
+        if let since { detail.append(("since", .string(iso8601(since)))) }
+        try database.audit.append(AuditRecord(actor: "cli", action: "receipts.exported", subject: account.id, detail: .object(detail)))
+        return Contents(files: files, receipts: ids.count, unlogged: unlogged)
     }
 }

@@ -1,17 +1,25 @@
 import Crypto
+import Foundation
+import LatchkeyServer
 import JSON
 import Receipts
 import Transparency
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `latchkey receipts verify <file>`: checks a receipt offline (SPEC "Evidence" → "Offline";
 /// docs/evidence.md) — its signed challenge against `sub`, the key binding, `display` and
 /// `actionHash`, and its signature under the approver's key — and prints each check.
 enum ReceiptsCommand: Command {
     static let name = "receipts"
-    static let summary = "verify a step-up receipt offline and print each check"
+    static let summary = "verify receipts offline; export a user's evidence pack"
     static let help = """
         usage: latchkey receipts verify <receipt.json | -> [--log-key <vkey>] [--witness-key <vkey> …]
                                         [--min-witnesses N]
+               latchkey receipts verify --pack <pack.tar> --log-key <vkey> [--witness-key <vkey> …]
+                                        [--min-witnesses N]
+               latchkey receipts export --user <id or username> [--since <RFC 3339 time>] [--out <pack.tar>]
 
         Reads a receipt document (a bare receipt, or the {"receipt":{…},"log":…} answer of the receipt
         endpoints) from the file, or from stdin with '-', and checks it without Latchkey's database:
@@ -23,24 +31,42 @@ enum ReceiptsCommand: Command {
         c2sp.org/tlog-proof@v1) is checked too: the checkpoint's signature, the cosignatures of the
         --witness-key witnesses (cosignature/v1 keys; at least --min-witnesses must verify) and the
         inclusion of the receipt's commitment. Without --log-key the log is not checked, and says so.
+        --pack checks an evidence pack as a whole: every receipt in receipts.jsonl as above, each
+        with its proofs/<id>.tlog-proof, and the pack's checkpoint signed by the log (a receipt
+        without a proof fails). export writes that pack (a tar: receipts.jsonl, proofs/<id>.tlog-proof,
+        checkpoint) for one account from DATABASE_URL, to --out or stdout; receipts are personal data,
+        so it warns on stderr and the audit log records the export (actor cli, receipts.exported).
         Exit status: 0 every check holds, 1 one does not, 64 bad usage or an unreadable file.
 
         options:
           --log-key <vkey>              the transparency log's verifier key: check the log proof too
           --witness-key <vkey>          a witness's cosignature/v1 verifier key (repeatable)
           --min-witnesses <N>           cosignatures that must verify (default 0)
+          --pack <pack.tar>             verify an evidence pack instead of one receipt
+          --user <id or username>       export: the account whose receipts are packed
+          --since <time>                export: only receipts approved at or after it (RFC 3339)
+          --out <file>                  export: write the pack there (default: stdout)
           -h, --help                    show this help
         """
 
     static func run(_ arguments: [String]) -> Int32 {
         let path: String
+        var pack = false
         var logPolicy: LogPolicy? = nil
         do throws(UsageError) {
-            let args = try ParsedArguments(arguments, valued: ["log-key", "witness-key", "min-witnesses"], flags: ["help"])
+            let args = try ParsedArguments(arguments, valued: ["log-key", "witness-key", "min-witnesses", "pack", "user", "since", "out"],
+                                           flags: ["help"])
             if args.has("help") { print(help); return ExitCode.success }
-            guard args.positionals.first == "verify" else { throw UsageError(message: "say 'verify'") }
-            guard args.positionals.count == 2 else { throw UsageError(message: "verify takes one receipt file ('-' for stdin)") }
-            path = args.positionals[1]
+            if args.positionals.first == "export" { return try export(args) }
+            guard args.positionals.first == "verify" else { throw UsageError(message: "say 'verify' or 'export'") }
+            if let packPath = args.value("pack") {
+                guard args.positionals.count == 1 else { throw UsageError(message: "verify --pack takes the pack alone") }
+                guard args.value("log-key") != nil else { throw UsageError(message: "verify --pack needs --log-key: a pack is checked against the log") }
+                (path, pack) = (packPath, true)
+            } else {
+                guard args.positionals.count == 2 else { throw UsageError(message: "verify takes one receipt file ('-' for stdin)") }
+                path = args.positionals[1]
+            }
             let witnesses = args.all("witness-key")
             var minimum = 0
             if let text = args.value("min-witnesses") {
@@ -58,6 +84,16 @@ enum ReceiptsCommand: Command {
         } catch {
             printError("latchkey receipts: \(error.message)\n\n\(help)")
             return ExitCode.usage
+        }
+        if pack, let logPolicy {
+            // A pack of a few thousand receipts is a few MiB; 256 MiB is far past any real one.
+            guard let bytes = readFile(path, limit: 1 << 28) else {
+                printError("latchkey receipts verify: cannot read \(path) (or it is over 256 MiB)")
+                return ExitCode.usage
+            }
+            let (text, passed) = verifyPack(bytes, log: logPolicy)
+            print(text, terminator: "")
+            return passed ? ExitCode.success : ExitCode.failure
         }
         // A receipt is a few KiB; 1 MiB is far past any real one.
         guard let bytes = path == "-" ? readAllStandardInput(limit: 1 << 20) : readFile(path, limit: 1 << 20) else {
@@ -92,6 +128,126 @@ enum ReceiptsCommand: Command {
         if receipt.objectValue != nil { text += "commitment: " + Hex.encode(ReceiptChecker.commitment(receipt)) + "\n" }
         text += passed ? "receipt verified\n" : "receipt NOT verified\n"
         return (text, passed)
+    }
+
+    /// `verify --pack`: every receipt of the pack with its proof, and the pack's checkpoint.
+    static func verifyPack(_ archive: [UInt8], log policy: LogPolicy) -> (text: String, passed: Bool) {
+        let files: [String: [UInt8]]
+        do {
+            files = Dictionary(try Tar.entries(archive).map { ($0.name, $0.bytes) }, uniquingKeysWith: { first, _ in first })
+        } catch {
+            return ("FAIL  pack: not a tar this command reads: \(error)\npack NOT verified\n", false)
+        }
+        var text = ""
+        var passed = true
+        func line(_ ok: Bool, _ name: String, _ detail: String) {
+            text += (ok ? "ok    " : "FAIL  ") + name + ": " + detail + "\n"
+            passed = passed && ok
+        }
+        // The pack's checkpoint: signed by the log, with the cosignatures asked for.
+        var packSize: UInt64? = nil
+        if let checkpoint = files["checkpoint"] {
+            do throws(TransparencyError) {
+                let logKey = try VerifierKey(parsing: policy.logKey)
+                let witnesses = try policy.witnessKeys.map { key throws(TransparencyError) in try VerifierKey(parsing: key) }
+                let opened = try Checkpoint.open(String(decoding: checkpoint, as: UTF8.self), logKey: logKey, witnesses: witnesses)
+                packSize = opened.checkpoint.size
+                let enough = opened.cosigners.count >= policy.minWitnesses
+                line(enough, "checkpoint", "\(opened.checkpoint.origin) size \(opened.checkpoint.size), signed by the log, cosigned by "
+                     + "\(opened.cosigners.count) of the witnesses given (\(policy.minWitnesses) required)")
+            } catch {
+                line(false, "checkpoint", error.reason)
+            }
+        } else {
+            line(false, "checkpoint", "the pack has no checkpoint file")
+        }
+        guard let jsonl = files["receipts.jsonl"] else {
+            line(false, "receipts", "the pack has no receipts.jsonl")
+            return (text + "pack NOT verified\n", false)
+        }
+        var count = 0
+        for raw in jsonl.split(separator: 0x0A, omittingEmptySubsequences: true) {
+            count += 1
+            let receipt: JSONValue
+            do { receipt = try JSONParser.parse(Array(raw)) } catch {
+                line(false, "receipt \(count)", "line \(count) of receipts.jsonl is not JSON: \(error.reason)")
+                continue
+            }
+            let id = receipt["id"]?.stringValue ?? "line \(count)"
+            var checks = ReceiptChecker.check(receipt)
+            let proof = isReceiptId(id) ? files["proofs/\(id).tlog-proof"] : nil
+            checks += logChecks(receipt: receipt, log: proof.map { .string(String(decoding: $0, as: UTF8.self)) }, policy: policy)
+            if let proof, let size = (try? TlogProof(parsing: String(decoding: proof, as: UTF8.self))).flatMap({ try? Checkpoint(text: noteText($0.checkpoint)) })?.size,
+               let packSize, size > packSize {
+                checks.append(ReceiptChecker.Check(name: "log", passed: false,
+                                                   detail: "its proof's checkpoint (size \(size)) is newer than the pack's (size \(packSize))"))
+            }
+            let failed = checks.filter { !$0.passed }
+            if failed.isEmpty {
+                line(true, "receipt \(id)", "\(checks.count) checks hold (signature evidence and log inclusion)")
+            } else {
+                for check in failed { line(false, "receipt \(id)", check.name + ": " + check.detail) }
+            }
+        }
+        if count == 0 { line(false, "receipts", "receipts.jsonl holds no receipt") }
+        text += passed ? "pack verified: \(count) receipts\n" : "pack NOT verified\n"
+        return (text, passed)
+    }
+
+    /// A receipt id as Latchkey makes them (base64url, at most 64 characters): safe in a file name.
+    static func isReceiptId(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }
+    }
+
+    /// The checkpoint body of a signed note (the text before its blank line).
+    static func noteText(_ note: String) -> String {
+        guard let range = note.range(of: "\n\n") else { return note }
+        return String(note[..<range.lowerBound]) + "\n"
+    }
+
+    /// `export --user U [--since T] [--out F]`.
+    static func export(_ args: ParsedArguments) throws(UsageError) -> Int32 {
+        guard let user = args.value("user"), !user.isEmpty else { throw UsageError(message: "export needs --user <id or username>") }
+        var since: Date? = nil
+        if let text = args.value("since") {
+            guard let date = ISO8601DateFormatter().date(from: text) else { throw UsageError(message: "--since takes an RFC 3339 time, such as 2026-01-01T00:00:00Z") }
+            since = date
+        }
+        let out = args.value("out")
+        return withDatabase("latchkey receipts export") { database, _ in
+            let contents: EvidencePack.Contents
+            do { contents = try EvidencePack.export(database: database, user: user, since: since) } catch {
+                printError("latchkey receipts export: \(error)")
+                return ExitCode.failure
+            }
+            let archive: [UInt8]
+            do { archive = try Tar.archive(contents.files.map { Tar.Entry(name: $0.name, bytes: $0.bytes) }, modified: Int(Date().timeIntervalSince1970)) } catch {
+                printError("latchkey receipts export: \(error)")
+                return ExitCode.failure
+            }
+            printError("latchkey receipts export: WARNING: an evidence pack is personal data (what the person approved, when, with "
+                       + "which key); the audit log records this export. Keep it and hand it over as such.")
+            if let out {
+                guard FileManager.default.createFile(atPath: out, contents: Data(archive), attributes: [.posixPermissions: 0o600]) else {
+                    printError("latchkey receipts export: cannot write \(out)")
+                    return ExitCode.failure
+                }
+            } else {
+                var written = 0
+                while written < archive.count {
+                    let n = archive.withUnsafeBufferPointer { write(1, $0.baseAddress! + written, $0.count - written) }
+                    guard n > 0 else { printError("latchkey receipts export: cannot write the pack to stdout"); return ExitCode.failure }
+                    written += n
+                }
+            }
+            var summary = "latchkey receipts export: \(contents.receipts) receipts"
+            if !contents.unlogged.isEmpty {
+                summary += "; \(contents.unlogged.count) not in the log yet (no proof; export again in a few seconds): "
+                    + contents.unlogged.joined(separator: ", ")
+            }
+            printError(summary)
+            return ExitCode.success
+        }
     }
 
     /// What the log proof is checked against (`--log-key`, `--witness-key`, `--min-witnesses`).
