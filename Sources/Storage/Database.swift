@@ -61,6 +61,8 @@ public final class Database: Sendable {
     public let metadataState: MetadataStateRepository
     /// The OpenID Provider's clients, requests, codes and grants (migration 17).
     public let oauth: OAuthRepository
+    /// Quorum approvals: policies, approvals, who approved them, cancel links (migration 27).
+    public let approvals: ApprovalRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -97,6 +99,7 @@ public final class Database: Sendable {
         mail = MailRepository(pool: pool)
         metadataState = MetadataStateRepository(pool: pool)
         oauth = OAuthRepository(pool: pool)
+        approvals = ApprovalRepository(pool: pool)
     }
 
     /// The one place a pool is made.

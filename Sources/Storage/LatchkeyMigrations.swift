@@ -83,11 +83,13 @@ public enum LatchkeyMigrations {
              sql: PackageResources._024_passkey_last_use_on_session_sql),
         // Receipts as RFC 8785 documents with their commitment, and the transparency log's queue.
         File(version: 25, name: "receipt documents", file: "0025_receipt_documents.sql", sql: PackageResources._025_receipt_documents_sql),
+        // Quorum approvals: policies, approvals, who approved them, the subject's cancel links.
+        File(version: 27, name: "quorum approvals", file: "0027_quorum_approvals.sql", sql: PackageResources._027_quorum_approvals_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests
     /// checks the numbers run 1…N with exactly these missing). Take a number out when its file lands.
-    public static let reserved: Set<Int> = []
+    public static let reserved: Set<Int> = [26]
 
     /// `all` as PostgreSQL.Migrator takes them.
     static var migrations: [Migration] { all.map { Migration(version: $0.version, name: $0.name, sql: $0.sql) } }

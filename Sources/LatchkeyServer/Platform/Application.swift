@@ -55,6 +55,7 @@ public struct Application: Responder {
         routes.addOperationsRoutes(services)
         routes.addStepUpRoutes(services)
         routes.addRecoveryRoutes(services)
+        routes.addApprovalRoutes(services)
         routes.addWebRoutes(services)
         routes.addConformanceRoutes(services)
         router = routes.router

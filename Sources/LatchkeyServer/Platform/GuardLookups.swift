@@ -62,6 +62,8 @@ struct GuardLoads: Sendable {
     var adminPage: AdminPageRead? = nil
     /// The account an address change's rule read (`StepUpRule.emailChange`): its mail language.
     var addressChange: AddressChangeAccount? = nil
+    /// The quorum approval an approval's step-up rule read (`StepUpRule.approvalVote`).
+    var approval: ApprovalRead? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.

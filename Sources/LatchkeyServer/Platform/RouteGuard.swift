@@ -28,6 +28,10 @@ enum Access: Sendable {
     case registrationVerify
     /// The bearer of a live session's access token, any kind of session (passkey, email, recovery).
     case session
+    /// The bearer of a session begun by one of the account's passkeys that is not held (SPEC
+    /// "Assurance": opening, approving and using a quorum approval); an email session or a held
+    /// passkey's → 403 `forbidden`.
+    case passkeySession
     /// The admin API: the admin key, or an admin's session begun by a user-verified passkey that
     /// is not held. An email session, a held passkey's session or a refreshed token → 403.
     case admin
@@ -53,6 +57,7 @@ extension Access {
         case .anyone: "anyone"
         case .registrationVerify: "registration-verify"
         case .session: "session"
+        case .passkeySession: "passkey-session"
         case .admin: "admin"
         case .stepUpToken: "step-up-token"
         case .registration: "registration"

@@ -1,0 +1,68 @@
+import HTTP
+import JSON
+import Storage
+
+extension StepUpRule {
+    /// SPEC "Quorum approvals" → "Approving": a step-up for `{"type":"latchkey.approval","approvalId",
+    /// "actionHash"}` of an eligible approver. The approval is read here (404 when the caller may
+    /// not see it, 403 `forbidden` when the caller may not approve it, before the step-up is asked
+    /// for) and handed to the handler; an id that cannot be one is left to the path check (404).
+    static func approvalVote(_ approvals: ApprovalService) -> StepUpRule {
+        StepUpRule(changes: "quorum approvals") { input throws(ServiceError) in
+            guard let id = input.rawPath["id"], Identifiers.opaque(id) != nil, let caller = input.caller.userId else { return .none }
+            let (read, action) = try approvals.voteNeed(id: id, caller: caller)
+            input.loads.approval = read
+            return .required(action)
+        }
+    }
+}
+
+extension RouteTable {
+    /// SPEC "Quorum approvals": policies (admin API; each change an admin change), and approvals:
+    /// opened and used by a requester, approved by distinct accounts' step-ups, vetoed by the
+    /// subject (also by the mailed link) or an approver.
+    mutating func addApprovalRoutes(_ s: Services) {
+        let approvals = s.approvals
+        add("GET", "/admin/v1/approval-policies", .admin, accepting: .any) { _ in
+            .json(bytes: ApprovalRenderer.policies(try approvals.policies()).serialized())
+        }
+        add("GET", "/admin/v1/approval-policies/{name:text}", .admin, accepting: .any) { ctx in
+            .json(bytes: ApprovalRenderer.policy(try approvals.policy(name: try ctx.path.text("name"))).serialized())
+        }
+        // A policy the rules refuse is 400 before the step-up is asked for.
+        add("PUT", "/admin/v1/approval-policies/{name:text}", .admin, stepUp: .adminChange(checking: { body throws(ServiceError) in
+            _ = try ApprovalPolicy(parsing: body)
+        })) { ctx in
+            let (policy, created) = try approvals.setPolicy(try SetApprovalPolicy(name: try ctx.path.text("name"), body: try ctx.json()),
+                                                            by: try ctx.admin())
+            return .json(status: created ? 201 : 200, bytes: ApprovalRenderer.policy(policy).serialized())
+        }
+        add("DELETE", "/admin/v1/approval-policies/{name:text}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
+            try approvals.deletePolicy(name: try ctx.path.text("name"), by: try ctx.admin())
+            return .empty(status: 204)
+        }
+        add("POST", "/v1/approvals", .passkeySession) { ctx in
+            .json(status: 201, bytes: ApprovalRenderer.opened(try approvals.open(try OpenApproval(try ctx.json()), requester: try ctx.userId)).serialized())
+        }
+        add("POST", "/v1/approvals/veto", .anyone) { ctx in
+            try approvals.veto(try VetoByLink(try ctx.json()))
+            return .empty(status: 204)
+        }
+        add("GET", "/v1/approvals/{id:opaque}", .session, accepting: .any) { ctx in
+            .json(bytes: ApprovalRenderer.approval(try approvals.show(id: try ctx.path.text("id"), caller: try ctx.userId)).serialized())
+        }
+        add("POST", "/v1/approvals/{id:opaque}/approve", .passkeySession, stepUp: .approvalVote(approvals), accepting: .any) { ctx in
+            var step: (StepUpRedemption, String)? = nil
+            if case .stepUp(let redemption, let receiptId, _)? = ctx.approval { step = (redemption, receiptId) }
+            return .json(bytes: ApprovalRenderer.approval(try approvals.approve(id: try ctx.path.text("id"), caller: try ctx.userId,
+                                                                                step: step, loaded: ctx.loads.approval)).serialized())
+        }
+        add("POST", "/v1/approvals/{id:opaque}/veto", .session, accepting: .any) { ctx in
+            .json(bytes: ApprovalRenderer.approval(try approvals.veto(id: try ctx.path.text("id"), caller: try ctx.userId)).serialized())
+        }
+        add("POST", "/v1/approvals/{id:opaque}/consume", .passkeySession) { ctx in
+            let command = try ConsumeApproval(try ctx.json())
+            return .json(bytes: ApprovalRenderer.approval(try approvals.consume(id: try ctx.path.text("id"), caller: try ctx.userId, command)).serialized())
+        }
+    }
+}
