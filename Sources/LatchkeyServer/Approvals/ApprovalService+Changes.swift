@@ -41,7 +41,7 @@ extension ApprovalService {
         guard let step else {
             throw StepUpService.stepUpRequired("approving needs a step-up for \(StepUpService.text(try voteNeed(id: id, caller: caller).1))")
         }
-        let now = runtime.now()
+        let now = clock()
         var a = read.approval
         let state = Self.state(a, at: now)
         guard state == .collecting else {
@@ -86,7 +86,7 @@ extension ApprovalService {
         guard a.subject == caller || Self.policy(a).namesApprover(caller, isAdmin: read.callerIsAdmin) else {
             throw ServiceError(.forbidden, "only the subject or one of the approval's approvers may veto it")
         }
-        let now = runtime.now()
+        let now = clock()
         let state = Self.state(a, at: now)
         guard [.collecting, .waiting, .approved].contains(state) else {
             throw try conflict(read) { "the approval is \($0.rawValue): it can no longer be vetoed" }
@@ -105,7 +105,7 @@ extension ApprovalService {
     func veto(_ command: VetoByLink) throws(ServiceError) {
         let audit = AuditTemplate(.approvalVetoed, actor: nil, detail: [("by", .string("cancel-link"))])
         guard try storage({ () throws(StorageError) in
-            try store.veto(cancelHash: OpaqueSecret.hash(command.cancelToken), now: runtime.now(), audit: audit, vetoed: template(.approvalVetoed))
+            try store.veto(cancelHash: OpaqueSecret.hash(command.cancelToken), now: clock(), audit: audit, vetoed: template(.approvalVetoed))
         }) != nil else { throw ServiceError.notFound("cancel link") }
     }
 
@@ -120,7 +120,7 @@ extension ApprovalService {
         guard constantTimeEquals(command.actionHash, a.actionHash) else {
             throw ServiceError(.actionMismatch, "the approval is for another action")
         }
-        let now = runtime.now()
+        let now = clock()
         guard Self.state(a, at: now) == .approved else {
             throw try conflict(read) { "the approval is \($0.rawValue), not approved" }
         }

@@ -89,7 +89,7 @@ final class ApprovalService: Sendable {
     /// `POST /v1/approvals` by `requester` (a not-held passkey session): 403 unless the policy
     /// names the caller as a requester, 400 for an unknown subject, 429 past ten an hour.
     func open(_ command: OpenApproval, requester: String) throws(ServiceError) -> ApprovalView {
-        let now = runtime.now()
+        let now = clock()
         let since = now.addingTimeInterval(-3600)
         let read = try storage { () throws(StorageError) in
             try store.openRead(policy: command.policy, requester: requester, subject: command.subject, since: since)
@@ -192,7 +192,7 @@ final class ApprovalService: Sendable {
     /// The view now, with the event of a state time brought about written if nobody wrote it yet.
     func observed(_ read: ApprovalRead) throws(ServiceError) -> ApprovalView {
         var a = read.approval
-        let state = Self.state(a, at: runtime.now())
+        let state = Self.state(a, at: clock())
         if let (to, type) = Self.unannounced(a, state) {
             let from = a.announced
             _ = try storage { () throws(StorageError) in try store.announce(id: a.id, from: from, to: to, event: template(type)) }
@@ -208,6 +208,12 @@ final class ApprovalService: Sendable {
         case (.expired, "requested"), (.expired, "approved"): ("expired", .approvalExpired)
         default: nil
         }
+    }
+
+    /// `Runtime.now` in whole milliseconds: what is stored (microseconds) reads back as the same
+    /// instant, so a state computed from the write's answer agrees with one computed on a later read.
+    func clock() -> Date {
+        Date(timeIntervalSince1970: (runtime.now().timeIntervalSince1970 * 1000).rounded(.down) / 1000)
     }
 
     func template(_ type: EventType) -> ApprovalEventTemplate { ApprovalEventTemplate(events.template(type)) }
