@@ -17,6 +17,16 @@ extension StepUpRule {
     }
 }
 
+extension StepUpRule {
+    /// `adminChange` for a policy: a policy the rules refuse is 400 before the step-up is asked for;
+    /// a name that cannot be one is left to the path check (404), whatever the body.
+    static let approvalPolicyChange = StepUpRule(changes: adminChange.changes) { input throws(ServiceError) in
+        guard ApprovalPolicy.isName(input.rawPath["name"] ?? "") else { return .none }
+        _ = try ApprovalPolicy(parsing: input.body ?? .object([]))
+        return try adminChange.need(&input)
+    }
+}
+
 extension RouteTable {
     /// SPEC "Quorum approvals": policies (admin API; each change an admin change), and approvals:
     /// opened and used by a requester, approved by distinct accounts' step-ups, vetoed by the
@@ -26,18 +36,15 @@ extension RouteTable {
         add("GET", "/admin/v1/approval-policies", .admin, accepting: .any) { _ in
             .json(bytes: ApprovalRenderer.policies(try approvals.policies()).serialized())
         }
-        add("GET", "/admin/v1/approval-policies/{name:text}", .admin, accepting: .any) { ctx in
+        add("GET", "/admin/v1/approval-policies/{name:policyName}", .admin, accepting: .any) { ctx in
             .json(bytes: ApprovalRenderer.policy(try approvals.policy(name: try ctx.path.text("name"))).serialized())
         }
-        // A policy the rules refuse is 400 before the step-up is asked for.
-        add("PUT", "/admin/v1/approval-policies/{name:text}", .admin, stepUp: .adminChange(checking: { body throws(ServiceError) in
-            _ = try ApprovalPolicy(parsing: body)
-        })) { ctx in
+        add("PUT", "/admin/v1/approval-policies/{name:policyName}", .admin, stepUp: .approvalPolicyChange) { ctx in
             let (policy, created) = try approvals.setPolicy(try SetApprovalPolicy(name: try ctx.path.text("name"), body: try ctx.json()),
                                                             by: try ctx.admin())
             return .json(status: created ? 201 : 200, bytes: ApprovalRenderer.policy(policy).serialized())
         }
-        add("DELETE", "/admin/v1/approval-policies/{name:text}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
+        add("DELETE", "/admin/v1/approval-policies/{name:policyName}", .admin, stepUp: .adminChange, accepting: .any) { ctx in
             try approvals.deletePolicy(name: try ctx.path.text("name"), by: try ctx.admin())
             return .empty(status: 204)
         }

@@ -201,6 +201,8 @@ enum PathKind: String, Sendable {
     case client
     /// An OpenID authorization request id: `lkq_` + base64url of 32 bytes.
     case oauthRequest
+    /// A quorum approval policy's name: 1…64 of `A–Z a–z 0–9 . _ -`.
+    case policyName
 
     func parse(_ raw: String) -> PathValue? {
         switch self {
@@ -213,6 +215,7 @@ enum PathKind: String, Sendable {
         case .text: Identifiers.text(raw, max: 2048).flatMap { $0.contains("\u{FFFD}") ? nil : .text($0) }
         case .client: OAuthClientService.isClientId(raw) ? .text(raw) : nil
         case .oauthRequest: OpenIDProvider.isRequestId(raw) ? .text(raw) : nil
+        case .policyName: ApprovalPolicy.isName(raw) ? .text(raw) : nil
         }
     }
 }
