@@ -176,15 +176,21 @@ final class InMemoryApprovalStore: ApprovalStore {
     }
 }
 
-/// Mail as the approvals service composes it, in English, without a server.
-struct RecordingApprovalMail: ApprovalMail {
+/// Mail as the approvals service composes it, without a server; the texts kept in order.
+final class RecordingApprovalMail: ApprovalMail {
+    private let sent = Mutex<[String]>([])
+    var texts: [String] { sent.withLock { $0 } }
+
     func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String, language: String?,
                  _ render: (MailCatalog) -> (subject: String, text: String)) -> MailToSend {
         let (subject, text) = render(MailCatalog(language: language))
         let message = MailMessage(event: event, from: "latchkey@approvals.test", to: to.value, subject: subject, text: text, messageId: "m",
                                   date: Date(timeIntervalSince1970: 0))
-        return MailToSend(id: "mail-\(userId)-\(event.rawValue)", recipient: to.value, message: message.bytes,
-                          event: OutboxEvent(id: "evt-mail", type: .mailMessage, accountId: userId, data: .object([]), maxAgeSeconds: 60,
+        sent.withLock { $0.append(String(decoding: message.bytes, as: UTF8.self)) }
+        let id = "mail_" + UUID().uuidString
+        return MailToSend(id: id, recipient: to.value, message: message.bytes,
+                          event: OutboxEvent(id: "evt_" + UUID().uuidString, type: .mailMessage, accountId: userId, data: .object([]),
+                                             fanOut: [.direct(channel: .mail, target: id)], maxAgeSeconds: 60,
                                              createdAt: Date(timeIntervalSince1970: 0)))
     }
 
