@@ -207,9 +207,9 @@ struct ApprovalServiceTests {
         let notice = try #require(w.store.snapshot.mail.last)
         let text = String(decoding: notice.message, as: UTF8.self)
         #expect(notice.recipient == "subject@approvals.test" && text.contains("X-Latchkey-Event: approval.requested"))
-        // The link in the (quoted-printable) mail: the token follows `vetoApproval=`.
+        // The link in the (quoted-printable) mail: the token follows `cancel=`.
         let flat = text.replacingOccurrences(of: "=\r\n", with: "").replacingOccurrences(of: "=3D", with: "=")
-        let token = try #require(flat.components(separatedBy: "vetoApproval=").last?.prefix { !$0.isWhitespace })
+        let token = try #require(flat.components(separatedBy: "cancel=").last?.prefix { !$0.isWhitespace })
         _ = try w.approve(second, by: Self.ana)
         _ = try w.approve(second, by: Self.ben)
         expectRefusal(.notFound) { try w.service.veto(VetoByLink(.object([("cancelToken", "lkv_wrong")]))) }

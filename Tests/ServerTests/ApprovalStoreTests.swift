@@ -111,7 +111,7 @@ struct ApprovalStoreTests {
         let texts = w.mailer.texts.map { $0.replacingOccurrences(of: "=\r\n", with: "").replacingOccurrences(of: "=3D", with: "=") }
         #expect(texts.count == 3 && texts.allSatisfy { $0.contains("X-Latchkey-Event: approval.requested") })
         var vetoed = false
-        if let text = texts.last, let token = text.components(separatedBy: "vetoApproval=").last?.prefix(while: { !$0.isWhitespace }) {
+        if let text = texts.last, let token = text.components(separatedBy: "cancel=").last?.prefix(while: { !$0.isWhitespace }) {
             try w.service.veto(VetoByLink(.object([("cancelToken", .string(String(token)))])))
             vetoed = true
             expectRefusal(.notFound, "used once") { try w.service.veto(VetoByLink(.object([("cancelToken", .string(String(token)))]))) }

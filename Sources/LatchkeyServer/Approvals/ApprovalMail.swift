@@ -5,13 +5,13 @@ import Storage
 protocol ApprovalMail: Sendable {
     func compose(_ event: MailMessage.Event, to: EmailAddress, userId: String, language: String?,
                  _ render: (MailCatalog) -> (subject: String, text: String)) -> MailToSend
-    /// `<first web origin>/?vetoApproval=<token>`: the web app posts it to `POST /v1/approvals/veto`.
+    /// `<first web origin>/?cancel=<token>` (the token `lkv_…`): the web app asks, then posts it to
+    /// `POST /v1/approvals/veto`.
     func vetoLink(_ token: String) -> String
 }
 
 extension MailService: ApprovalMail {
     func vetoLink(_ token: String) -> String {
-        let origin = configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? "https://\(configuration.rpId)"
-        return origin + "/?vetoApproval=" + token
+        cancelLink(token)
     }
 }

@@ -194,5 +194,5 @@ final class RecordingApprovalMail: ApprovalMail {
                                              createdAt: Date(timeIntervalSince1970: 0)))
     }
 
-    func vetoLink(_ token: String) -> String { "https://approvals.test/?vetoApproval=" + token }
+    func vetoLink(_ token: String) -> String { "https://approvals.test/?cancel=" + token }
 }
