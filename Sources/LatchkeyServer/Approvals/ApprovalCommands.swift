@@ -12,6 +12,8 @@ struct SetApprovalPolicy: Sendable {
 
     init(name: String, body: JSONValue) throws(ServiceError) {
         guard ApprovalPolicy.isName(name) else { throw ServiceError.invalid("a policy name is 1…64 of A–Z a–z 0–9 . _ -") }
+        // `latchkey.admin` is LATCHKEY_ADMIN_QUORUM's own; every `latchkey.` name is kept for Latchkey.
+        guard !name.hasPrefix("latchkey.") else { throw ServiceError.invalid("policy names starting with latchkey. are Latchkey's own") }
         self.name = name
         policy = try ApprovalPolicy(parsing: body)
     }

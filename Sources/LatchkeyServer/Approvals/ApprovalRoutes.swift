@@ -1,6 +1,8 @@
+import DeviceKeys
 import HTTP
 import JSON
 import Storage
+import Tokens
 
 extension StepUpRule {
     /// SPEC "Quorum approvals" → "Approving": a step-up for `{"type":"latchkey.approval","approvalId",
@@ -71,5 +73,20 @@ extension RouteTable {
             let command = try ConsumeApproval(try ctx.json())
             return .json(bytes: ApprovalRenderer.approval(try approvals.consume(id: try ctx.path.text("id"), caller: try ctx.userId, command)).serialized())
         }
+    }
+}
+
+extension GuardedRoute {
+    /// SPEC "Quorum approvals" → "Admin quorum": `Latchkey-Approval: <id>` of the caller's approved
+    /// approval (policy `latchkey.admin`) for exactly this change, else 403 `approval_required`;
+    /// checked here, used up by the change's own statement (`StepUpRedemption.approvalId`).
+    static func quorumApproval(_ action: StepUpAction, userId: String, _ input: GuardInput) throws(ServiceError) -> Approval {
+        guard let id = input.request.header("Latchkey-Approval")?.trimmed, !id.isEmpty else {
+            throw ServiceError(.approvalRequired, "under LATCHKEY_ADMIN_QUORUM=\(input.lookups.adminQuorum) this change needs Latchkey-Approval: "
+                               + "an approval of policy latchkey.admin for the action \(StepUpService.text(action)), approved by that many admins")
+        }
+        let approvalId = try input.lookups.approvedAdminChange(id: id, userId: userId, action: action)
+        return .stepUp(StepUpRedemption(jti: "", userId: userId, actionHash: action.hash, approvalId: approvalId), receiptId: approvalId,
+                       authentication: .passkeyVerified)
     }
 }

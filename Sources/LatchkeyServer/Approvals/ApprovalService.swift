@@ -35,15 +35,27 @@ final class ApprovalService: Sendable {
     let mail: any ApprovalMail
     let events: OutboxEvents
     let runtime: Runtime
+    /// `LATCHKEY_ADMIN_QUORUM`: above 1, the built-in policy `latchkey.admin` (`adminPolicy`).
+    let adminQuorum: Int
 
     /// SPEC: a requester may open at most 10 approvals an hour.
     static let openedPerHour = 10
 
-    init(store: any ApprovalStore, mail: any ApprovalMail, events: OutboxEvents, runtime: Runtime) {
+    init(store: any ApprovalStore, mail: any ApprovalMail, events: OutboxEvents, runtime: Runtime, adminQuorum: Int = 1) {
         self.store = store
         self.mail = mail
         self.events = events
         self.runtime = runtime
+        self.adminQuorum = adminQuorum
+    }
+
+    /// SPEC "Admin quorum": the policy every admin change is approved under when the quorum is above 1.
+    static let adminPolicyName = "latchkey.admin"
+
+    var adminPolicy: ApprovalPolicy? {
+        guard adminQuorum > 1 else { return nil }
+        return ApprovalPolicy(approvers: [.admins], requesters: [.admins], needed: adminQuorum, delay: 0, expires: 86_400, notifyOwner: false,
+                              breakGlass: false, requesterCounts: true)
     }
 
     // MARK: Policies (admin changes)
@@ -94,7 +106,16 @@ final class ApprovalService: Sendable {
         let read = try storage { () throws(StorageError) in
             try store.openRead(policy: command.policy, requester: requester, subject: command.subject, since: since)
         }
-        guard let stored = read.policy, let policy = ApprovalPolicy(stored: stored.document),
+        var stored = read.policy
+        if command.policy == Self.adminPolicyName, let builtIn = adminPolicy {
+            // Only admin changes are approved under it (the action an admin change's guard builds).
+            guard command.action.value["type"]?.stringValue == GatedActionType.adminChange else {
+                throw ServiceError.invalid("the policy latchkey.admin approves admin changes: {\"type\":\"latchkey.admin\",\"method\",\"path\",\"body\"}")
+            }
+            stored = ApprovalPolicyRecord(name: Self.adminPolicyName, document: String(decoding: builtIn.json.serialized(), as: UTF8.self),
+                                          updatedAt: now, updatedBy: "LATCHKEY_ADMIN_QUORUM")
+        }
+        guard let stored, let policy = ApprovalPolicy(stored: stored.document),
               policy.isRequester(requester, isAdmin: read.requesterIsAdmin) else {
             throw ServiceError(.forbidden, "no approval policy named \(command.policy) names you as a requester")
         }
@@ -141,6 +162,18 @@ final class ApprovalService: Sendable {
     /// What the subject's notice says is asked: the action's type, or its canonical JSON when it has none to show.
     static func describe(_ action: StepUpAction) -> String {
         action.value["type"]?.stringValue ?? String(decoding: action.canonical, as: UTF8.self)
+    }
+
+    /// The approval `id` if it is `userId`'s own, approved now under `latchkey.admin`, for exactly
+    /// `action` (an admin change's guard, SPEC "Admin quorum"); else 403 `approval_required`.
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
+        let refused = ServiceError(.approvalRequired, "Latchkey-Approval must name your approved latchkey.admin approval of exactly this change")
+        guard Identifiers.opaque(id) != nil,
+              let read = try storage({ () throws(StorageError) in try store.read(id: id, caller: userId) }) else { throw refused }
+        let a = read.approval
+        guard a.requester == userId, a.policy == Self.adminPolicyName, constantTimeEquals(a.actionHash, action.hash),
+              Self.state(a, at: clock()) == .approved else { throw refused }
+        return a.id
     }
 
     // MARK: Reading

@@ -128,6 +128,11 @@ struct StepUpRule: Sendable {
     /// in `input.loads`. A lookup that fails throws (never `.none`).
     let need: @Sendable (inout GuardInput) throws(ServiceError) -> Need
 
+    /// An admin change (SPEC "Admin console"): under `LATCHKEY_ADMIN_QUORUM` > 1 it needs an approved
+    /// `Latchkey-Approval` instead of the admin's own step-up, and the admin key makes none.
+    var isAdminChange: Bool { changes == Self.adminChanges }
+    static let adminChanges = "admin changes"
+
     /// The same action for every caller of the route.
     static func always(_ changes: String, ticketInstead: Bool = false,
                        _ action: @escaping @Sendable (GuardInput) throws(ServiceError) -> StepUpAction) -> StepUpRule {
@@ -136,7 +141,7 @@ struct StepUpRule: Sendable {
 
     /// SPEC "Admin console": with a user token, `{"type":"latchkey.admin","method","path","body"}`
     /// for exactly this request (the path as sent, still percent-encoded); the admin key needs none.
-    static let adminChange = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
+    static let adminChange = StepUpRule(changes: adminChanges) { input throws(ServiceError) in
         guard case .adminUser = input.caller else { return .none }
         return .required(try gated { () throws(DeviceKeyError) in
             try StepUpAction.adminChange(method: input.request.method, path: input.request.rawPath, body: input.body)
@@ -335,6 +340,9 @@ extension GuardedRoute {
         if stepUp?.adminKeyRefused == true, case .adminKey = caller {
             throw ServiceError(.forbidden, "the admin key cannot make this change: an admin signs in with their passkey and approves it")
         }
+        if stepUp?.isAdminChange == true, lookups.adminQuorum > 1, case .adminKey = caller {
+            throw ServiceError(.forbidden, "under LATCHKEY_ADMIN_QUORUM=\(lookups.adminQuorum) the admin key makes no admin change: admins approve it with their passkeys")
+        }
         var body: JSONValue? = nil
         var approval: Approval? = nil
         if let stepUp {
@@ -362,6 +370,9 @@ extension GuardedRoute {
         case .required(let a): (action, required) = (a, true)
         case .optional(let a): (action, required) = (a, false)
         }
+        if rule.isAdminChange, input.lookups.adminQuorum > 1, let userId = input.caller.userId {
+            return try quorumApproval(action, userId: userId, input)
+        }
         let presented = input.request.header("Latchkey-Step-Up")?.trimmed
         guard let token = presented, !token.isEmpty else {
             if rule.ticketInstead, let ticket = input.request.header("Latchkey-Ticket")?.trimmed, !ticket.isEmpty {
@@ -380,4 +391,5 @@ extension GuardedRoute {
                                                                                session: rule.sameSession ? input.caller.sessionId : nil)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId, authentication: authentication)
     }
+
 }

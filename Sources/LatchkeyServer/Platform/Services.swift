@@ -116,7 +116,8 @@ public final class Services: Sendable {
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
                                 events: events, metrics: metrics, policy: oauthPolicy, runtime: runtime, revoked: revokedSessions,
                                 passkeys: passkeys, requestIds: DeploymentSecret(name: "oauth-request-ids", keys: database.keys, runtime: runtime))
-        approvals = ApprovalService(store: database.approvals, mail: mail, events: events, runtime: runtime)
+        approvals = ApprovalService(store: database.approvals, mail: mail, events: events, runtime: runtime,
+                                    adminQuorum: configuration.adminQuorum)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID)
     }
