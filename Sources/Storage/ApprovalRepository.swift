@@ -238,6 +238,18 @@ public final class ApprovalRepository: Sendable {
         return try pool.run { c in try c.query(statement)[0].bool("done") }
     }
 
+    /// The approvals of `policy` still collecting or waiting at `now`, oldest first, at most `limit`,
+    /// with their entries (the console's changes waiting for other admins).
+    public func pending(policy: String, now: Date, limit: Int) throws(StorageError) -> [ApprovalRecord] {
+        try pool.run { c in
+            try c.query("""
+                SELECT a.*, \(unsafeRaw: Self.entriesColumn) FROM approvals a
+                WHERE a.policy = \(policy) AND a.state IN ('collecting', 'waiting') AND a.expires_at > \(now)::timestamptz
+                ORDER BY a.created_at, a.id LIMIT \(limit)
+                """).map(Self.approval)
+        }
+    }
+
     // MARK: Fragments
 
     static func vetoing(_ which: SQL, by: String?, now: Date) -> SQL {

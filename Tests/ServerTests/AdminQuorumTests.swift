@@ -65,6 +65,10 @@ struct AdminQuorumTests {
         #expect(opened.status == 201 && opened.json?["needed"] == 2, "\(opened)")
         let id = try #require(opened.json?["id"]?.stringValue), hash = try #require(opened.json?["actionHash"]?.stringValue)
         #expect(try vote(ana, id, hash).json?["state"] == "collecting")
+        // The console's changes waiting for other admins: this one, with ana's receipt.
+        let waiting = try ben.client.get("/admin/v1/approvals", authorization: ben.bearer)
+        let listed = try #require(waiting.json?["approvals"]?.arrayValue?.first { $0["id"]?.stringValue == id }, "\(waiting)")
+        #expect(listed["action"]?["path"] == "/admin/v1/webhooks" && listed["approvals"]?.arrayValue?.first?["userId"]?.stringValue == ana.userId)
         let early = try change(ana, approval: id)
         #expect(early.status == 403 && early.code == "approval_required", "\(early)")
         #expect(try vote(ben, id, hash).json?["state"] == "approved")
@@ -78,6 +82,8 @@ struct AdminQuorumTests {
         #expect(made.status == 201, "\(made)")
         let again = try change(ana, approval: id)
         #expect(again.status == 403 && again.code == "approval_required", "used once: \(again)")
+        #expect(try ben.client.get("/admin/v1/approvals", authorization: ben.bearer).json?["approvals"]?.arrayValue?
+            .contains { $0["id"]?.stringValue == id } == false, "used: no longer waiting")
         let shown = try ana.client.get("/v1/approvals/\(id)", authorization: ana.bearer)
         #expect(shown.json?["state"] == "used" && shown.json?["approvals"]?.arrayValue?.count == 2, "\(shown)")
         let audit = try ana.client.get("/admin/v1/audit?action=webhook.created", authorization: ana.bearer)

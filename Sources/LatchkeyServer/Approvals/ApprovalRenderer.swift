@@ -28,6 +28,9 @@ enum ApprovalRenderer {
         ])
     }
 
+    /// `{"approvals":[…]}`.
+    static func approvals(_ list: [ApprovalView]) -> JSONValue { .object([("approvals", .array(list.map(approval)))]) }
+
     /// JSON Latchkey wrote itself (the action's RFC 8785 bytes, the display as sent).
     static func stored(_ text: String) -> JSONValue { (try? JSONParser.parse(Array(text.utf8))) ?? .null }
 

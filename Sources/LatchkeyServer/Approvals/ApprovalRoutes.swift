@@ -50,6 +50,10 @@ extension RouteTable {
             try approvals.deletePolicy(name: try ctx.path.text("name"), by: try ctx.admin())
             return .empty(status: 204)
         }
+        // SPEC "Admin console": the changes waiting for other admins (LATCHKEY_ADMIN_QUORUM > 1).
+        add("GET", "/admin/v1/approvals", .admin, accepting: .any) { _ in
+            .json(bytes: ApprovalRenderer.approvals(try approvals.pendingAdminChanges()).serialized())
+        }
         add("POST", "/v1/approvals", .passkeySession) { ctx in
             .json(status: 201, bytes: ApprovalRenderer.opened(try approvals.open(try OpenApproval(try ctx.json()), requester: try ctx.userId)).serialized())
         }

@@ -176,6 +176,14 @@ final class ApprovalService: Sendable {
         return a.id
     }
 
+    /// `GET /admin/v1/approvals`: the admin changes waiting for admins' approvals (policy
+    /// `latchkey.admin`), oldest first, each with who approved it and their receipts.
+    func pendingAdminChanges() throws(ServiceError) -> [ApprovalView] {
+        let now = clock()
+        return try storage { () throws(StorageError) in try store.pending(policy: Self.adminPolicyName, now: now, limit: 200) }
+            .map { ApprovalView(approval: $0, state: Self.state($0, at: now)) }
+    }
+
     // MARK: Reading
 
     /// `GET /v1/approvals/{id}`: for the requester, the subject and the policy's approvers; 404 for anyone else.

@@ -165,6 +165,13 @@ final class InMemoryApprovalStore: ApprovalStore {
         }
     }
 
+    func pending(policy: String, now: Date, limit: Int) throws(StorageError) -> [ApprovalRecord] {
+        tables.withLock { t in
+            Array(t.approvals.values.filter { $0.policy == policy && [.collecting, .waiting].contains($0.state) && $0.expiresAt > now }
+                .sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }.prefix(limit))
+        }
+    }
+
     func announce(id: String, from: String, to: String, event: ApprovalEventTemplate) throws(StorageError) -> Bool {
         tables.withLock { t in
             guard var a = t.approvals[id], a.announced == from else { return false }
