@@ -955,10 +955,14 @@ function openCancelLink() {
   if (!token) return;
   const card = $('cancel-link');
   const recovery = token.startsWith('lkcan_rec_');
-  $('cancel-link-text').textContent = recovery
-    ? t('This link cancels the recovery of your account that was just started. Its code and recovery token stop working, and your passkeys stay as they are.')
-    : t('This link removes the passkey that was just added to your account, and signs out every session it began. Your other passkeys stay as they are.');
-  card.dataset.kind = recovery ? 'recovery' : 'passkey';
+  // A quorum approval's notice (docs/approvals.md): the link vetoes that approval.
+  const approval = token.startsWith('lkv_');
+  $('cancel-link-text').textContent = approval
+    ? t('This link stops the action that is waiting for approval on your account. It can then never be approved or used.')
+    : recovery
+      ? t('This link cancels the recovery of your account that was just started. Its code and recovery token stop working, and your passkeys stay as they are.')
+      : t('This link removes the passkey that was just added to your account, and signs out every session it began. Your other passkeys stay as they are.');
+  card.dataset.kind = approval ? 'approval' : recovery ? 'recovery' : 'passkey';
   card.hidden = false;
   document.body.dataset.cancelLink = 'asking';
   const done = (text, state) => {
@@ -971,6 +975,11 @@ function openCancelLink() {
   $('cancel-link-confirm').addEventListener('click', async () => {
     await busy($('cancel-link-confirm'), t('Undoing…'), async () => {
       try {
+        if (approval) {
+          await lk.request('POST', '/v1/approvals/veto', { body: { cancelToken: token } });
+          done(t('The action was stopped: it can no longer be approved or used.'), 'done');
+          return;
+        }
         await lk.recovery.useCancelLink(token);
         done(recovery ? t('The recovery was cancelled.') : t('The passkey was removed and its sessions signed out.'), 'done');
       } catch (e) {

@@ -8,11 +8,15 @@ public struct StepUpRedemption: Sendable, Equatable {
     public let jti: String
     public let userId: String
     public let actionHash: [UInt8]
+    /// An admin change under a quorum (SPEC "Quorum approvals" → "Admin quorum") redeems an approved
+    /// approval instead of a step-up: `userId`'s approval `approvalId` for exactly `actionHash`.
+    public let approvalId: String?
 
-    public init(jti: String, userId: String, actionHash: [UInt8]) {
+    public init(jti: String, userId: String, actionHash: [UInt8], approvalId: String? = nil) {
         self.jti = jti
         self.userId = userId
         self.actionHash = actionHash
+        self.approvalId = approvalId
     }
 
     /// Marks the receipt consumed on `t` (inside the change's transaction); throws
@@ -36,7 +40,16 @@ public struct StepUpRedemption: Sendable, Equatable {
     }
 
     static func use(_ r: StepUpRedemption, onlyIf condition: SQL? = nil) -> SQL {
-        use(jti: r.jti, userId: r.userId, actionHash: r.actionHash, onlyIf: condition)
+        guard let approvalId = r.approvalId else { return use(jti: r.jti, userId: r.userId, actionHash: r.actionHash, onlyIf: condition) }
+        // The approval used once, as `ApprovalRepository.consume` does: its requester's, approved
+        // (needed reached, its delay over), unexpired, for exactly this action.
+        let also: SQL = condition.map { " AND \(fragment: $0)" } ?? ""
+        return """
+            UPDATE approvals SET state = 'used', used_at = now(), announced = 'used'
+            WHERE id = \(approvalId) AND requester = \(r.userId) AND action_hash = \(r.actionHash) AND state = 'waiting'
+              AND usable_at <= now() AND expires_at > now()\(fragment: also)
+            RETURNING id
+            """
     }
 
     /// The receipt can still be used up (a predicate on `step_up_receipts`).

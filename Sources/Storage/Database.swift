@@ -63,6 +63,8 @@ public final class Database: Sendable {
     public let oauth: OAuthRepository
     /// The transparency log of receipt commitments (migration 26).
     public let transparencyLog: TransparencyLogRepository
+    /// Quorum approvals: policies, approvals, who approved them, cancel links (migration 27).
+    public let approvals: ApprovalRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -100,6 +102,7 @@ public final class Database: Sendable {
         metadataState = MetadataStateRepository(pool: pool)
         oauth = OAuthRepository(pool: pool)
         transparencyLog = TransparencyLogRepository(pool: pool)
+        approvals = ApprovalRepository(pool: pool)
     }
 
     /// The one place a pool is made.

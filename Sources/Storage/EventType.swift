@@ -19,6 +19,13 @@ public enum EventType: String, Sendable, CaseIterable {
     /// SPEC "OpenID Provider": an authorization request approved or refused on the page.
     case oauthAuthorized = "oauth.authorized"
     case oauthDenied = "oauth.denied"
+    /// SPEC "Quorum approvals": an approval opened, approved (its delay over), vetoed, expired, or
+    /// approved at once by break glass.
+    case approvalRequested = "approval.requested"
+    case approvalApproved = "approval.approved"
+    case approvalVetoed = "approval.vetoed"
+    case approvalExpired = "approval.expired"
+    case approvalBreakGlass = "approval.break_glass"
     case mailMessage = "mail.message"
 
     /// What a webhook endpoint may subscribe to: every type but `mail.message`.

@@ -86,6 +86,8 @@ public enum LatchkeyMigrations {
         // The transparency log: its sealed key and state, the leaves (commitments, no reference to
         // receipts), every complete subtree's hash, the signed checkpoints and their cosignatures.
         File(version: 26, name: "transparency log", file: "0026_transparency_log.sql", sql: PackageResources._026_transparency_log_sql),
+        // Quorum approvals: policies, approvals, who approved them, the subject's cancel links.
+        File(version: 27, name: "quorum approvals", file: "0027_quorum_approvals.sql", sql: PackageResources._027_quorum_approvals_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

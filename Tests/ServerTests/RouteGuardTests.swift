@@ -59,14 +59,14 @@ struct RouteGuardTests {
                 // No credentials.
                 let anonymous = try client.send(g.method, target, body: body)
                 #expect(anonymous.status < 500, "\(place): \(anonymous)")
-                if ["session", "admin", "step-up-token", "approver", "session-or-browser"].contains(g.access) {
+                if ["session", "passkey-session", "admin", "step-up-token", "approver", "session-or-browser"].contains(g.access) {
                     #expect(anonymous.status == 401 && anonymous.code == "unauthorized", "\(place) without credentials: \(anonymous)")
                     #expect(anonymous.header("WWW-Authenticate") != nil, "\(place): 401 without a challenge")
                 }
                 // A garbage Authorization is 401 too on every route that reads it.
                 let garbage = try client.send(g.method, target, body: body, authorization: "Bearer \u{7F}garbage")
                 #expect(garbage.status < 500, "\(place): \(garbage)")
-                if ["session", "admin", "step-up-token", "registration", "approver", "session-or-browser"].contains(g.access) {
+                if ["session", "passkey-session", "admin", "step-up-token", "registration", "approver", "session-or-browser"].contains(g.access) {
                     #expect(garbage.status == 401, "\(place) with a garbage token: \(garbage)")
                 }
                 // A plain user's access token (a passkey session, no step-up, not an admin).
@@ -101,7 +101,9 @@ struct RouteGuardTests {
         var expected: Set<String> = ["POST /v1/passkeys/registration/options", "DELETE /v1/passkeys/{id}", "PUT /v1/account/email",
                                      "POST /v1/recovery-codes", "POST /v1/device-keys",
                                      // SPEC "OpenID Provider": approving with authorization_details needs the step-up.
-                                     "POST /v1/oauth/requests/{id}/approve"]
+                                     "POST /v1/oauth/requests/{id}/approve",
+                                     // SPEC "Quorum approvals": approving is an eligible approver's step-up.
+                                     "POST /v1/approvals/{id}/approve"]
         for g in guards where g.access == "admin" && g.method != "GET" && g.pattern != "/admin/v1/wellknown/preview" {
             expected.insert("\(g.method) \(g.pattern)")
         }

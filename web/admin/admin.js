@@ -624,7 +624,8 @@ async function loadAudit(event, { older = false } = {}) {
 
 const EVENTS = ['user.created', 'passkey.created', 'passkey.renamed', 'passkey.revoked', 'passkey.clone_suspected',
   'passkey.backup_eligibility_changed', 'device_key.enrolled', 'device_key.revoked', 'step_up.approved', 'session.revoked',
-  'email.verified', 'recovery.started', 'recovery.completed', 'recovery.cancelled'];
+  'email.verified', 'recovery.started', 'recovery.completed', 'recovery.cancelled', 'oauth.authorized', 'oauth.denied',
+  'approval.requested', 'approval.approved', 'approval.vetoed', 'approval.expired', 'approval.break_glass'];
 
 async function loadWebhooks() {
   const r = await request('GET', '/admin/v1/webhooks');

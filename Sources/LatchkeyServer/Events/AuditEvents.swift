@@ -46,6 +46,13 @@ enum AuditAction: String, Sendable {
     case clientAdded = "client.added"
     case clientUpdated = "client.updated"
     case clientRemoved = "client.removed"
+    // SPEC "Quorum approvals": policies are admin changes; every step of an approval.
+    case approvalPolicySet = "approval_policy.set"
+    case approvalPolicyDeleted = "approval_policy.deleted"
+    case approvalOpened = "approval.opened"
+    case approvalGiven = "approval.approved"
+    case approvalVetoed = "approval.vetoed"
+    case approvalUsed = "approval.used"
 }
 
 /// Who did it, when it was not the signed-in user.

@@ -14,6 +14,9 @@ struct MailMessage: Sendable {
         case passkeyAdded = "passkey.added"
         case passkeyRevoked = "passkey.revoked"
         case emailChanged = "email.changed"
+        /// SPEC "Quorum approvals": the subject's notice with the veto link, and a break-glass approval.
+        case approvalRequested = "approval.requested"
+        case approvalBreakGlass = "approval.break_glass"
     }
 
     let event: Event

@@ -56,6 +56,7 @@ public struct Application: Responder {
         routes.addStepUpRoutes(services)
         routes.addTransparencyRoutes(services)
         routes.addRecoveryRoutes(services)
+        routes.addApprovalRoutes(services)
         routes.addWebRoutes(services)
         routes.addConformanceRoutes(services)
         router = routes.router

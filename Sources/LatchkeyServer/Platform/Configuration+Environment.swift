@@ -156,6 +156,7 @@ extension Configuration {
         if let n = try int("LATCHKEY_OTP_DIGITS", 6...10) { c.otpDigits = n }
         if let n = try int("LATCHKEY_RECOVERY_DELAY", 0...(30 * 86400)) { c.recoveryDelay = n }
         if let n = try int("LATCHKEY_MAX_PASSKEYS", 1...1000) { c.maxPasskeys = n }
+        if let n = try int("LATCHKEY_ADMIN_QUORUM", 1...100) { c.adminQuorum = n }
         if let v = env["LATCHKEY_RECOVERY_REVOKES"], !v.isEmpty {
             guard v == "sessions" || v == "all" else { throw Invalid(description: "LATCHKEY_RECOVERY_REVOKES must be sessions or all") }
             c.recoveryRevokesPasskeys = v == "all"

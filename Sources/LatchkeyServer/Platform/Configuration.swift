@@ -156,6 +156,9 @@ public struct Configuration: Sendable {
     public var recoveryDelaySeconds: Int { recoveryDelay ?? (developmentMode ? 0 : 86400) }
     /// `LATCHKEY_MAX_PASSKEYS`: passkeys one account may hold (SPEC "Assurance" Limits).
     public var maxPasskeys = 32
+    /// `LATCHKEY_ADMIN_QUORUM`: admins whose approval every admin change needs (SPEC "Quorum
+    /// approvals" → "Admin quorum"); 1 is the admin's own step-up.
+    public var adminQuorum = 1
     /// Seconds a recovery token works once its delay has passed.
     public var recoveryTokenTTL = 86400
     /// `LATCHKEY_RECOVERY_REVOKES=all`: completing a recovery also revokes the old passkeys.

@@ -118,6 +118,7 @@ public enum ConfigurationCatalogue {
         .init("LATCHKEY_EMBEDDING_ORIGINS", "ceremonies", "top origins allowed to embed ceremonies in a cross-origin iframe", default: "none (refused)"),
         .init("LATCHKEY_HINTS", "ceremonies", "comma-separated `security-key`, `client-device`, `hybrid`: copied into every options body as `hints`",
               default: "none"),
+        .init("LATCHKEY_ADMIN_QUORUM", "ceremonies", "admins whose approval every admin change needs: above 1, a change needs `Latchkey-Approval` of an approved quorum approval for its exact action, and the admin key makes none", default: "`1` (the admin's own step-up)"),
         .init("LATCHKEY_MAX_PASSKEYS", "ceremonies", "passkeys one account may hold (registration options for a full account: 409)", default: "`32`"),
         .init("LATCHKEY_AUTHENTICATORS_ALLOW", "ceremonies", "comma-separated AAGUIDs: only these authenticators may register", default: "unset: any"),
         .init("LATCHKEY_AUTHENTICATORS_DENY", "ceremonies", "comma-separated AAGUIDs that may not register", default: "none"),

@@ -39,6 +39,14 @@ struct CallerResolver: Sendable {
             return .anonymous
         case .session:
             return .session(try sessions.session(accessToken: try Self.bearer(request)))
+        case .passkeySession:
+            var caller = try sessions.session(accessToken: try Self.bearer(request))
+            let standing = try sessions.standing(caller)
+            guard standing.approves else {
+                throw ServiceError(.forbidden, "this needs a session begun by one of the account's passkeys that is not held")
+            }
+            caller.standing = standing
+            return .session(caller)
         case .approver:
             guard request.header("Authorization") != nil else {
                 let (caller, approves, read) = try browserCaller(request, preloading: requestId)
@@ -155,7 +163,7 @@ struct CallerResolver: Sendable {
         switch access {
         case .registration, .registrationVerify:
             request.header("Latchkey-Step-Up") == nil && request.header("Latchkey-Ticket") == nil
-        case .anyone, .session, .admin, .stepUpToken, .approver, .sessionOrBrowser, .anyoneOrBrowser:
+        case .anyone, .session, .passkeySession, .admin, .stepUpToken, .approver, .sessionOrBrowser, .anyoneOrBrowser:
             false
         }
     }

@@ -26,6 +26,18 @@ protocol GuardLookups: Sendable {
     /// A presented step-up checked against the action (not redeemed: the handler's change does).
     func checkedStepUp(_ token: String, userId: String, action: StepUpAction, changes: String, deviceKeyAllowed: Bool,
                        session: String?) throws(ServiceError) -> (jti: String, receiptId: String, authentication: AuthenticationClaims)
+    /// `LATCHKEY_ADMIN_QUORUM`: admins whose approval an admin change needs (1: the admin's own step-up).
+    var adminQuorum: Int { get }
+    /// The approval `id` if it is `userId`'s approved admin-quorum approval of exactly `action`,
+    /// else 403 `approval_required` (not used up: the change's own statement does that).
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String
+}
+
+extension GuardLookups {
+    var adminQuorum: Int { 1 }
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
+        throw ServiceError(.approvalRequired, "admin changes need no quorum approval here")
+    }
 }
 
 /// What a route's handler reads that the caller's resolution may read with the caller's session,
@@ -64,6 +76,8 @@ struct GuardLoads: Sendable {
     var registration: PreloadedRegistration? = nil
     /// The account an address change's rule read (`StepUpRule.emailChange`): its mail language.
     var addressChange: AddressChangeAccount? = nil
+    /// The quorum approval an approval's step-up rule read (`StepUpRule.approvalVote`).
+    var approval: ApprovalRead? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.
@@ -75,6 +89,8 @@ struct ServiceLookups: GuardLookups {
     let clients: OAuthClientService
     let stepUp: StepUpService
     let recovery: RecoveryService
+    let approvals: ApprovalService
+    let adminQuorum: Int
 
     init(_ s: Services) {
         callers = s.callers
@@ -84,6 +100,12 @@ struct ServiceLookups: GuardLookups {
         clients = s.oauthClients
         stepUp = s.stepUp
         recovery = s.recovery
+        approvals = s.approvals
+        adminQuorum = s.configuration.adminQuorum
+    }
+
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
+        try approvals.approvedAdminChange(id: id, userId: userId, action: action)
     }
 
     func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {

@@ -28,6 +28,10 @@ enum Access: Sendable {
     case registrationVerify
     /// The bearer of a live session's access token, any kind of session (passkey, email, recovery).
     case session
+    /// The bearer of a session begun by one of the account's passkeys that is not held (SPEC
+    /// "Assurance": opening, approving and using a quorum approval); an email session or a held
+    /// passkey's → 403 `forbidden`.
+    case passkeySession
     /// The admin API: the admin key, or an admin's session begun by a user-verified passkey that
     /// is not held. An email session, a held passkey's session or a refreshed token → 403.
     case admin
@@ -53,6 +57,7 @@ extension Access {
         case .anyone: "anyone"
         case .registrationVerify: "registration-verify"
         case .session: "session"
+        case .passkeySession: "passkey-session"
         case .admin: "admin"
         case .stepUpToken: "step-up-token"
         case .registration: "registration"
@@ -123,6 +128,11 @@ struct StepUpRule: Sendable {
     /// in `input.loads`. A lookup that fails throws (never `.none`).
     let need: @Sendable (inout GuardInput) throws(ServiceError) -> Need
 
+    /// An admin change (SPEC "Admin console"): under `LATCHKEY_ADMIN_QUORUM` > 1 it needs an approved
+    /// `Latchkey-Approval` instead of the admin's own step-up, and the admin key makes none.
+    var isAdminChange: Bool { changes == Self.adminChanges }
+    static let adminChanges = "admin changes"
+
     /// The same action for every caller of the route.
     static func always(_ changes: String, ticketInstead: Bool = false,
                        _ action: @escaping @Sendable (GuardInput) throws(ServiceError) -> StepUpAction) -> StepUpRule {
@@ -131,7 +141,7 @@ struct StepUpRule: Sendable {
 
     /// SPEC "Admin console": with a user token, `{"type":"latchkey.admin","method","path","body"}`
     /// for exactly this request (the path as sent, still percent-encoded); the admin key needs none.
-    static let adminChange = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
+    static let adminChange = StepUpRule(changes: adminChanges) { input throws(ServiceError) in
         guard case .adminUser = input.caller else { return .none }
         return .required(try gated { () throws(DeviceKeyError) in
             try StepUpAction.adminChange(method: input.request.method, path: input.request.rawPath, body: input.body)
@@ -196,6 +206,8 @@ enum PathKind: String, Sendable {
     case client
     /// An OpenID authorization request id: `lkq_` + base64url of 32 bytes.
     case oauthRequest
+    /// A quorum approval policy's name: 1…64 of `A–Z a–z 0–9 . _ -`.
+    case policyName
 
     func parse(_ raw: String) -> PathValue? {
         switch self {
@@ -208,6 +220,7 @@ enum PathKind: String, Sendable {
         case .text: Identifiers.text(raw, max: 2048).flatMap { $0.contains("\u{FFFD}") ? nil : .text($0) }
         case .client: OAuthClientService.isClientId(raw) ? .text(raw) : nil
         case .oauthRequest: OpenIDProvider.isRequestId(raw) ? .text(raw) : nil
+        case .policyName: ApprovalPolicy.isName(raw) ? .text(raw) : nil
         }
     }
 }
@@ -327,6 +340,9 @@ extension GuardedRoute {
         if stepUp?.adminKeyRefused == true, case .adminKey = caller {
             throw ServiceError(.forbidden, "the admin key cannot make this change: an admin signs in with their passkey and approves it")
         }
+        if stepUp?.isAdminChange == true, lookups.adminQuorum > 1, case .adminKey = caller {
+            throw ServiceError(.forbidden, "under LATCHKEY_ADMIN_QUORUM=\(lookups.adminQuorum) the admin key makes no admin change: admins approve it with their passkeys")
+        }
         var body: JSONValue? = nil
         var approval: Approval? = nil
         if let stepUp {
@@ -354,6 +370,9 @@ extension GuardedRoute {
         case .required(let a): (action, required) = (a, true)
         case .optional(let a): (action, required) = (a, false)
         }
+        if rule.isAdminChange, input.lookups.adminQuorum > 1, let userId = input.caller.userId {
+            return try quorumApproval(action, userId: userId, input)
+        }
         let presented = input.request.header("Latchkey-Step-Up")?.trimmed
         guard let token = presented, !token.isEmpty else {
             if rule.ticketInstead, let ticket = input.request.header("Latchkey-Ticket")?.trimmed, !ticket.isEmpty {
@@ -372,4 +391,5 @@ extension GuardedRoute {
                                                                                session: rule.sameSession ? input.caller.sessionId : nil)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId, authentication: authentication)
     }
+
 }

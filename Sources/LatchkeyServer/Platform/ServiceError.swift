@@ -35,6 +35,9 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
         case recoveryPending = "recovery_pending"
         /// Revoking the account's last way in (SPEC "Assurance"): 409.
         case lastPasskey = "last_passkey"
+        /// An admin change under `LATCHKEY_ADMIN_QUORUM` > 1 without an approved `Latchkey-Approval`
+        /// for its exact action (SPEC "Quorum approvals"): 403.
+        case approvalRequired = "approval_required"
         /// The database (or another dependency) failed: the only 5xx, never caused by input.
         case internalError = "internal_error"
 
@@ -42,7 +45,7 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
         public var status: Int {
             switch self {
             case .unauthorized: 401
-            case .forbidden, .stepUpRequired, .recoveryPending: 403
+            case .forbidden, .stepUpRequired, .recoveryPending, .approvalRequired: 403
             case .notFound: 404
             case .conflict, .credentialExists, .lastPasskey: 409
             case .payloadTooLarge: 413

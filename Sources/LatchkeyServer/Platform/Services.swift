@@ -50,6 +50,8 @@ public final class Services: Sendable {
     public let recovery: RecoveryService
     /// Builds every outbox event (ids, give-up age); services hand them to their repository calls.
     public let events: OutboxEvents
+    /// Quorum approvals: policies, approvals, their votes, vetoes and single use.
+    let approvals: ApprovalService
     let attestationTrust: AttestationTrust
     /// Authenticator metadata (FIDO MDS3), per instance, in memory.
     public let metadata: MetadataStore
@@ -116,6 +118,8 @@ public final class Services: Sendable {
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
                                 events: events, metrics: metrics, policy: oauthPolicy, runtime: runtime, revoked: revokedSessions,
                                 passkeys: passkeys, requestIds: DeploymentSecret(name: "oauth-request-ids", keys: database.keys, runtime: runtime))
+        approvals = ApprovalService(store: database.approvals, mail: mail, events: events, runtime: runtime,
+                                    adminQuorum: configuration.adminQuorum)
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, adminKeyHash: configuration.adminKeyHash,

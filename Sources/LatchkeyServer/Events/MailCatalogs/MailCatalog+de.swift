@@ -21,6 +21,18 @@ extension MailCatalog {
             Wenn Sie das nicht waren, melden Sie sich mit Ihrem Passkey an, setzen Sie Ihre Adresse erneut
             und prüfen Sie Ihre Sitzungen und laufenden Wiederherstellungen.
             """,
+        .approvalRequestedSubject: "Eine Aktion für Ihr Latchkey-Konto wartet auf Freigabe",
+        .approvalRequestedBody: """
+            Jemand möchte {action} (Richtlinie {policy}). Dafür sind {needed} Freigaben nötig; frühestens ab {date} nutzbar.
+            Wenn Sie das nicht wollen, stoppen Sie es jetzt – ohne Anmeldung:
+            {link}
+            """,
+        .approvalBreakGlassSubject: "Für Ihr Latchkey-Konto wurde eine Notfall-Freigabe genutzt",
+        .approvalBreakGlassBody: """
+            Soeben wurde eine Notfall-Freigabe („Break Glass“) für {action} unter der Richtlinie {policy} erteilt.
+            Sie gilt sofort und ist mit dem signierten Beleg der freigebenden Person festgehalten.
+            Wenn das unerwartet ist, wenden Sie sich an Ihre Administration.
+            """,
         .addedSubject: "Ihrem Latchkey-Konto wurde ein Passkey hinzugefügt",
         .addedBody: "Ihrem Latchkey-Konto wurde ein Passkey ({name}) hinzugefügt.",
         .addedHeld: """

@@ -21,6 +21,18 @@ extension MailCatalog {
             If this was not you, sign in with your passkey, set your address again and check your
             sessions and pending recoveries.
             """,
+        .approvalRequestedSubject: "An action on your Latchkey account is waiting for approval",
+        .approvalRequestedBody: """
+            Someone asked to {action} (policy {policy}). It needs {needed} approvals and can be used from {date} at the earliest.
+            If you do not want this, stop it now — no sign-in needed:
+            {link}
+            """,
+        .approvalBreakGlassSubject: "An emergency approval was used on your Latchkey account",
+        .approvalBreakGlassBody: """
+            An emergency ("break glass") approval of {action} was just given under policy {policy}.
+            It took effect at once; it is recorded with the approver's signed receipt.
+            If this was not expected, contact your administrator.
+            """,
         .addedSubject: "A passkey was added to your Latchkey account",
         .addedBody: "A passkey ({name}) was added to your Latchkey account.",
         .addedHeld: """

@@ -21,6 +21,18 @@ extension MailCatalog {
             Jeśli to nie Ty, zaloguj się kluczem dostępu, ustaw adres ponownie i sprawdź
             swoje sesje oraz trwające odzyskiwania.
             """,
+        .approvalRequestedSubject: "Działanie na Twoim koncie Latchkey czeka na zatwierdzenie",
+        .approvalRequestedBody: """
+            Ktoś poprosił o: {action} (zasada {policy}). Potrzeba {needed} zatwierdzeń; najwcześniej od {date}.
+            Jeśli tego nie chcesz, zatrzymaj to teraz — bez logowania:
+            {link}
+            """,
+        .approvalBreakGlassSubject: "Na Twoim koncie Latchkey użyto zatwierdzenia awaryjnego",
+        .approvalBreakGlassBody: """
+            Właśnie udzielono awaryjnego zatwierdzenia („break glass”) dla: {action} według zasady {policy}.
+            Obowiązuje od razu i jest zapisane z podpisanym potwierdzeniem zatwierdzającego.
+            Jeśli się tego nie spodziewasz, skontaktuj się z administratorem.
+            """,
         .addedSubject: "Do Twojego konta Latchkey dodano klucz dostępu",
         .addedBody: "Do Twojego konta Latchkey dodano klucz dostępu ({name}).",
         .addedHeld: """

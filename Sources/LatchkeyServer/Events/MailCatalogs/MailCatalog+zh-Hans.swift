@@ -20,6 +20,18 @@ extension MailCatalog {
 
             如果不是您本人操作，请使用通行密钥登录，重新设置地址，并检查您的会话和待处理的恢复。
             """,
+        .approvalRequestedSubject: "您的 Latchkey 账户上有一项操作正在等待批准",
+        .approvalRequestedBody: """
+            有人请求执行：{action}（策略 {policy}）。需要 {needed} 个批准，最早可于 {date} 使用。
+            如果您不希望这样，请立即阻止（无需登录）：
+            {link}
+            """,
+        .approvalBreakGlassSubject: "您的 Latchkey 账户上使用了紧急批准",
+        .approvalBreakGlassBody: """
+            刚刚按照策略 {policy} 对 {action} 给予了紧急（“break glass”）批准。
+            它立即生效，并与批准人的签名凭证一起记录在案。
+            如果这出乎您的意料，请联系您的管理员。
+            """,
         .addedSubject: "您的 Latchkey 账户添加了一个通行密钥",
         .addedBody: "您的 Latchkey 账户添加了一个通行密钥（{name}）。",
         .addedHeld: """

@@ -15,6 +15,8 @@ struct MailCatalog: Sendable {
         case addedSubject, addedBody, addedHeld, addedNotHeld
         case revokedSubject, revokedBody, revokedByAdminBody
         case startedSubject, startedBody, startedByEmail, startedByCode, startedNow, startedLater
+        /// Quorum approvals: an action about the account waits for approvers (with the veto link), or was approved by break glass.
+        case approvalRequestedSubject, approvalRequestedBody, approvalBreakGlassSubject, approvalBreakGlassBody
         /// A count of hours, minutes or seconds in each plural form (`count(_:_:)` picks one).
         case hoursOne, hoursFew, hoursOther, minutesOne, minutesFew, minutesOther, secondsOne, secondsFew, secondsOther
         /// A moment for people (`dateTime(_:)`): `{day}`, `{month}` (the catalog's name or number), `{year}`, `{time}` (24-hour, UTC).
