@@ -159,6 +159,23 @@ public final class TransparencyLogRepository: Sendable {
         }
     }
 
+    /// Deletes up to `limit` receipts written more than `retention` seconds ago — only once the log
+    /// holds their commitment (or they have none), so a late integration never loses one — and
+    /// returns how many went. Their commitments stay in the log's leaves.
+    public func purgeReceipts(olderThan retention: Int, limit: Int = 1000) throws(StorageError) -> Int {
+        Int(try pool.run { c in
+            try c.query("""
+                WITH gone AS (
+                    DELETE FROM step_up_receipts WHERE id IN (
+                        SELECT id FROM step_up_receipts
+                        WHERE created_at < now() - make_interval(secs => \(Int64(retention))) AND (commitment IS NULL OR log_index IS NOT NULL)
+                        ORDER BY created_at LIMIT \(Int64(limit)))
+                    RETURNING 1)
+                SELECT count(*)::int8 AS n FROM gone
+                """)[0].int64("n")
+        })
+    }
+
     public func newestCheckpoint() throws(StorageError) -> Served? {
         try pool.run { c in
             try c.query("""

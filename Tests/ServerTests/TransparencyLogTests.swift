@@ -221,6 +221,30 @@ struct TransparencyLogTests {
         #expect(try EntryBundle.decode(try integrating.client.get("/v1/transparency/tile/entries/000.p/2").body).count == 2)
     }
 
+    @Test("receipts past LATCHKEY_RECEIPT_RETENTION are deleted once logged; their commitments stay in the log")
+    func retention() throws {
+        let log = try Self.makeLog()
+        defer { log.stop() }
+        let db = try log.scratch.connect()
+        let old = try (0..<3).map { _ in try Self.insertReceipt(db, userId: log.owner.userId) }
+        let key = try Self.logKey(log.client)
+        #expect(try waitFor { try Self.size(log.client, key: key) == 3 })
+        log.stop()  // nothing integrates from here: the next receipt stays unlogged
+        let unlogged = try Self.insertReceipt(db, userId: log.owner.userId)
+        let recent = try Self.insertReceipt(db, userId: log.owner.userId)
+        for id in old.map(\.id) + [unlogged.id] {
+            _ = try db.execute("UPDATE step_up_receipts SET created_at = now() - interval '11 years' WHERE id = \(id)")
+        }
+        let repository = log.server.database.transparencyLog
+        #expect(try repository.purgeReceipts(olderThan: 10 * 365 * 86400, limit: 2) == 2, "a batch is at most its limit")
+        #expect(try repository.purgeReceipts(olderThan: 10 * 365 * 86400) == 1)
+        #expect(try repository.purgeReceipts(olderThan: 10 * 365 * 86400) == 0)
+        let left = Set(try db.query("SELECT id FROM step_up_receipts WHERE user_id = \(log.owner.userId)").map { try $0.string("id") })
+        #expect(left == [unlogged.id, recent.id], "the old logged receipts went; an unlogged one waits for the log, a recent one stays")
+        #expect(try db.query("SELECT count(*)::int AS n FROM transparency_log_entries")[0].int("n") == 3, "the commitments stay in the log")
+        #expect(try log.client.get("/v1/receipts/\(old[0].id)", authorization: log.owner.bearer).status == 404)
+    }
+
     @Test("two instances integrating at once never fork the tree")
     func twoInstances() throws {
         let a = try Self.makeLog(interval: 0.01)

@@ -122,6 +122,7 @@ extension Configuration {
         c.webhookAllowPrivate = try boolean("LATCHKEY_WEBHOOK_ALLOW_PRIVATE", env) ?? false
         if let v = env["LATCHKEY_WEBHOOK_CA"], !v.isEmpty { c.webhookCAFile = v }
         if let n = try int("LATCHKEY_OUTBOX_SENDERS", 0...256) { c.outboxSenders = n }
+        if let n = try int("LATCHKEY_RECEIPT_RETENTION", 86400...(100 * 365 * 86400)) { c.receiptRetention = n }
         if let v = env["LATCHKEY_LOG_INTERVAL"] {
             guard let d = Double(v), d == 0 || (d >= 0.05 && d <= 3600) else { throw Invalid(description: "LATCHKEY_LOG_INTERVAL must be 0 or 0.05…3600 seconds") }
             c.logInterval = d

@@ -90,6 +90,9 @@ public struct Configuration: Sendable {
     public var webhookMaxAge = 259_200
     /// `LATCHKEY_HINTS`: copied into every options body as `hints` (WebAuthn L3 §5.4 / §5.5).
     public var hints: [String] = []
+    /// `LATCHKEY_RECEIPT_RETENTION`: seconds a step-up receipt is kept (ten years by default: the
+    /// time a payment dispute or an audit may come back); the log's commitments stay.
+    public var receiptRetention = 10 * 365 * 86400
     /// `LATCHKEY_LOG_INTERVAL`: seconds between the transparency log's integrations on this instance
     /// (one instance integrates at a time; 0: this instance never does, others do).
     public var logInterval = 1.0

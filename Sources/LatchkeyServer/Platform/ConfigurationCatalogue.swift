@@ -192,6 +192,9 @@ public enum ConfigurationCatalogue {
     ]
 
     static let transparency: [ConfigurationVariable] = [
+        .init("LATCHKEY_RECEIPT_RETENTION", "transparency log",
+              "seconds a step-up receipt is kept (1 day … 100 years); older receipts are deleted by any instance, their commitments stay in the log, which reveals nothing without them",
+              default: "`315360000` (ten years)"),
         .init("LATCHKEY_LOG_INTERVAL", "transparency log",
               "seconds between integrations of new receipt commitments into the transparency log (one instance integrates at a time; `0`: this instance never does, others do); the log is off without `LATCHKEY_KEY_ENCRYPTION_KEY`",
               default: "`1`"),

@@ -148,7 +148,19 @@ enum ServeCommand: Command {
             return ExitCode.usage
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
-        _ = spawnThread { while true { sleep(60); try? database.challenges.purgeExpired() } }
+        // Receipts past LATCHKEY_RECEIPT_RETENTION go the same way; their commitments stay in the log.
+        let retention = configuration.receiptRetention
+        _ = spawnThread {
+            while true {
+                sleep(60)
+                try? database.challenges.purgeExpired()
+                do {
+                    while try database.transparencyLog.purgeReceipts(olderThan: retention) > 0 {}
+                } catch {
+                    printError("latchkey serve: receipts past LATCHKEY_RECEIPT_RETENTION not deleted (next try in a minute): \(error)")
+                }
+            }
+        }
 
         var received: Int32 = 0
         while true {
