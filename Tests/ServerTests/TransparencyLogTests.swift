@@ -245,6 +245,72 @@ struct TransparencyLogTests {
         #expect(try log.client.get("/v1/receipts/\(old[0].id)", authorization: log.owner.bearer).status == 404)
     }
 
+    @Test("an approval pack: two approvers' receipts, each in the log, make the quorum offline; a pack short of it is refused")
+    func approvalPack() throws {
+        let log = try Self.makeLog()
+        defer { log.stop() }
+        let server = log.server
+        let quorum = ApprovalTests()
+        let requester = try quorum.person(server, "req"), ana = try quorum.person(server, "ana"), ben = try quorum.person(server, "ben")
+        let name = "pack-\(uniqueSuffix())"
+        let policy: JSONValue = .object([
+            ("approvers", .array([ana, ben].map { .object([("user", .string($0.id))]) })),
+            ("requesters", .array([.object([("user", .string(requester.id))])])), ("needed", 2), ("delay", 0), ("expires", 3600),
+            ("notifyOwner", false), ("breakGlass", false), ("requesterCounts", true),
+        ])
+        let admin = "Bearer \(server.endpoint.adminKey ?? "")"
+        #expect(try server.client().send("PUT", "/admin/v1/approval-policies/\(name)", body: policy.serialized(), authorization: admin).status == 201)
+        let action: JSONValue = .object([("type", "payment"), ("amount", "5000.00"), ("currency", "EUR")])
+        let opened = try requester.client.post("/v1/approvals", .object([("policy", .string(name)), ("action", action)]), authorization: requester.bearer)
+        let id = try #require(opened.json?["id"]?.stringValue), hash = try #require(opened.json?["actionHash"]?.stringValue)
+        for p in [ana, ben] {
+            let r = try quorum.approve(p, id: id, token: try quorum.vote(p, id: id, actionHash: hash))
+            #expect(r.status == 200, "\(r)")
+        }
+        let key = try Self.logKey(log.client)
+        let receipts = try #require(try server.database.approvals.read(id: id, caller: "")).approval.entries.map(\.receiptId)
+        #expect(receipts.count == 2)
+        #expect(try waitFor { try receipts.allSatisfy { r in
+            try server.database.pool.query("SELECT log_index IS NOT NULL AS logged FROM step_up_receipts WHERE id = \(r)")[0].bool("logged") } })
+        // One more checkpoint after the votes' integration, so the pack's holds them.
+        #expect(try waitFor { try Self.checkpoint(log.client, key: key).checkpoint.size >= 2 })
+
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("approval-pack-\(uniqueSuffix())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let env = ["DATABASE_URL": log.scratch.url]
+        let exported = try LatchkeyCLI.run(["receipts", "export", "--approval", id, "--out", "\(folder)/pack.tar"], environment: env)
+        #expect(exported.status == 0 && exported.stderr.contains("personal data"), "\(exported)")
+        let verified = try LatchkeyCLI.run(["receipts", "verify", "--approval", "\(folder)/pack.tar", "--log-key", key], environment: [:])
+        #expect(verified.status == 0 && verified.stdout.contains("approval verified: 2 of 2 approvers"), "\(verified)")
+        #expect(try server.database.pool.query("SELECT count(*)::int AS n FROM audit_log WHERE action = 'receipts.exported' AND detail->>'approvalId' = \(id)")[0]
+            .int("n") == 1, "the export is in the audit log")
+
+        // The same pack claiming a quorum of three (GNU tar, ustar format, rewrites it): refused.
+        let tar = ["/usr/bin/tar", "/bin/tar"].first { FileManager.default.isExecutableFile(atPath: $0) }!
+        func sh(_ args: [String]) throws {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: tar)
+            p.arguments = args
+            p.currentDirectoryURL = URL(fileURLWithPath: folder)
+            try p.run(); p.waitUntilExit()
+            #expect(p.terminationStatus == 0, "tar \(args)")
+        }
+        try FileManager.default.createDirectory(atPath: "\(folder)/x", withIntermediateDirectories: true)
+        try sh(["-xf", "pack.tar", "-C", "x"])
+        let approvalFile = "\(folder)/x/approval.json"
+        let text = try String(contentsOfFile: approvalFile, encoding: .utf8).replacingOccurrences(of: #""needed":2"#, with: #""needed":3"#)
+        try text.write(toFile: approvalFile, atomically: true, encoding: .utf8)
+        try sh(["--format=ustar", "-cf", "three.tar", "-C", "x", "approval.json", "receipts.jsonl", "proofs", "checkpoint"])
+        let short = try LatchkeyCLI.run(["receipts", "verify", "--approval", "\(folder)/three.tar", "--log-key", key], environment: [:])
+        #expect(short.status == 1 && short.stdout.contains("FAIL  quorum: 2 distinct accounts approved this action (3 needed)"), "\(short)")
+        // A user's pack is no approval pack.
+        let userPack = try LatchkeyCLI.run(["receipts", "export", "--user", ana.id, "--out", "\(folder)/ana.tar"], environment: env)
+        #expect(userPack.status == 0, "\(userPack)")
+        let notApproval = try LatchkeyCLI.run(["receipts", "verify", "--approval", "\(folder)/ana.tar", "--log-key", key], environment: [:])
+        #expect(notApproval.status == 1 && notApproval.stdout.contains("no approval.json"), "\(notApproval)")
+    }
+
     @Test("two instances integrating at once never fork the tree")
     func twoInstances() throws {
         let a = try Self.makeLog(interval: 0.01)

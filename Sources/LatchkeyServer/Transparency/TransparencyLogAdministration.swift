@@ -91,3 +91,44 @@ public enum EvidencePack {
         return Contents(files: files, receipts: ids.count, unlogged: unlogged)
     }
 }
+
+extension EvidencePack {
+    /// `receipts export --approval <id>`: an approval pack — `approval.json` (the approval: its id,
+    /// policy, needed, action and its hash, subject, requester, state and who approved with which
+    /// receipt), then the approvers' receipts, proofs and the checkpoint as in a user's pack — that
+    /// `receipts verify --approval` checks as a quorum: `needed` receipts of distinct accounts on
+    /// this approval's action, each in the log.
+    public static func export(database: Database, approval id: String) throws -> Contents {
+        guard let read = try database.approvals.read(id: id, caller: "") else { throw Failure(description: "no approval has the id \(id)") }
+        let approval = read.approval
+        var lines: [UInt8] = []
+        var files: [(name: String, bytes: [UInt8])] = []
+        var unlogged: [String] = []
+        for entry in approval.entries {
+            guard let found = try database.transparencyLog.receipt(id: entry.receiptId, userId: entry.userId, minWitnesses: 0) else {
+                throw Failure(description: "the receipt \(entry.receiptId) of \(entry.userId)'s approval is gone (past LATCHKEY_RECEIPT_RETENTION?)")
+            }
+            let proof: TransparencyLog.ReceiptProof
+            do { proof = try TransparencyLog.proof(found, id: entry.receiptId) } catch { throw Failure(description: "receipt \(entry.receiptId): \(error.detail)") }
+            lines += proof.document + [0x0A]
+            if let text = proof.proof { files.append(("proofs/\(entry.receiptId).tlog-proof", Array(text.utf8))) } else { unlogged.append(entry.receiptId) }
+        }
+        let action = (try? JSONParser.parse(Array(approval.action.utf8))) ?? .string(approval.action)
+        let document: JSONValue = .object([
+            ("id", .string(approval.id)), ("policy", .string(approval.policy)), ("needed", .number(Double(approval.needed))),
+            ("action", action), ("actionHash", .string(Base64URL.encode(approval.actionHash))),
+            ("subject", approval.subject.map(JSONValue.string) ?? .null), ("requester", .string(approval.requester)),
+            ("state", .string(approval.state.rawValue)), ("breakGlass", .bool(approval.breakGlass)),
+            ("approvals", .array(approval.entries.map { e in
+                .object([("userId", .string(e.userId)), ("receiptId", .string(e.receiptId)), ("approvedAt", .string(iso8601(e.approvedAt)))])
+            })),
+        ])
+        files.insert(("receipts.jsonl", lines), at: 0)
+        files.insert(("approval.json", document.canonicalized()), at: 0)
+        if let checkpoint = try database.transparencyLog.newestCheckpoint()?.checkpoint { files.append(("checkpoint", Array(checkpoint.utf8))) }
+        try database.audit.append(AuditRecord(actor: "cli", action: "receipts.exported", subject: approval.subject,
+                                              detail: .object([("approvalId", .string(approval.id)), ("receipts", .number(Double(approval.entries.count))),
+                                                               ("kind", "approval-pack")])))
+        return Contents(files: files, receipts: approval.entries.count, unlogged: unlogged)
+    }
+}

@@ -19,7 +19,10 @@ enum ReceiptsCommand: Command {
                                         [--min-witnesses N]
                latchkey receipts verify --pack <pack.tar> --log-key <vkey> [--witness-key <vkey> …]
                                         [--min-witnesses N]
+               latchkey receipts verify --approval <pack.tar> --log-key <vkey> [--witness-key <vkey> …]
+                                        [--min-witnesses N]
                latchkey receipts export --user <id or username> [--since <RFC 3339 time>] [--out <pack.tar>]
+               latchkey receipts export --approval <id> [--out <pack.tar>]
 
         Reads a receipt document (a bare receipt, or the {"receipt":{…},"log":…} answer of the receipt
         endpoints) from the file, or from stdin with '-', and checks it without Latchkey's database:
@@ -36,6 +39,10 @@ enum ReceiptsCommand: Command {
         without a proof fails). export writes that pack (a tar: receipts.jsonl, proofs/<id>.tlog-proof,
         checkpoint) for one account from DATABASE_URL, to --out or stdout; receipts are personal data,
         so it warns on stderr and the audit log records the export (actor cli, receipts.exported).
+        export --approval writes an approval pack (approval.json, its approvers' receipts and proofs,
+        the checkpoint); verify --approval checks the pack and the quorum: at least `needed`
+        receipts of distinct accounts (the subject never counts), each for exactly this approval's
+        action ({"type":"latchkey.approval","approvalId","actionHash"}), each in the log.
         Exit status: 0 every check holds, 1 one does not, 64 bad usage or an unreadable file.
 
         options:
@@ -43,6 +50,7 @@ enum ReceiptsCommand: Command {
           --witness-key <vkey>          a witness's cosignature/v1 verifier key (repeatable)
           --min-witnesses <N>           cosignatures that must verify (default 0)
           --pack <pack.tar>             verify an evidence pack instead of one receipt
+          --approval <pack.tar | id>    verify: an approval pack; export: the approval to pack
           --user <id or username>       export: the account whose receipts are packed
           --since <time>                export: only receipts approved at or after it (RFC 3339)
           --out <file>                  export: write the pack there (default: stdout)
@@ -52,14 +60,18 @@ enum ReceiptsCommand: Command {
     static func run(_ arguments: [String]) -> Int32 {
         let path: String
         var pack = false
+        var quorum = false
         var logPolicy: LogPolicy? = nil
         do throws(UsageError) {
-            let args = try ParsedArguments(arguments, valued: ["log-key", "witness-key", "min-witnesses", "pack", "user", "since", "out"],
+            let args = try ParsedArguments(arguments, valued: ["log-key", "witness-key", "min-witnesses", "pack", "user", "since", "out",
+                                                              "approval"],
                                            flags: ["help"])
             if args.has("help") { print(help); return ExitCode.success }
             if args.positionals.first == "export" { return try export(args) }
             guard args.positionals.first == "verify" else { throw UsageError(message: "say 'verify' or 'export'") }
-            if let packPath = args.value("pack") {
+            if let packPath = args.value("pack") ?? args.value("approval") {
+                quorum = args.value("approval") != nil
+                guard args.value("pack") == nil || !quorum else { throw UsageError(message: "give --pack or --approval, not both") }
                 guard args.positionals.count == 1 else { throw UsageError(message: "verify --pack takes the pack alone") }
                 guard args.value("log-key") != nil else { throw UsageError(message: "verify --pack needs --log-key: a pack is checked against the log") }
                 (path, pack) = (packPath, true)
@@ -91,7 +103,7 @@ enum ReceiptsCommand: Command {
                 printError("latchkey receipts verify: cannot read \(path) (or it is over 256 MiB)")
                 return ExitCode.usage
             }
-            let (text, passed) = verifyPack(bytes, log: logPolicy)
+            let (text, passed) = quorum ? verifyApproval(bytes, log: logPolicy) : verifyPack(bytes, log: logPolicy)
             print(text, terminator: "")
             return passed ? ExitCode.success : ExitCode.failure
         }
@@ -132,11 +144,55 @@ enum ReceiptsCommand: Command {
 
     /// `verify --pack`: every receipt of the pack with its proof, and the pack's checkpoint.
     static func verifyPack(_ archive: [UInt8], log policy: LogPolicy) -> (text: String, passed: Bool) {
+        let result = checkPack(archive, log: policy)
+        return (result.text + (result.passed ? "pack verified: \(result.count) receipts\n" : "pack NOT verified\n"), result.passed)
+    }
+
+    /// `verify --approval`: the pack as `verifyPack` checks it, and the quorum its approval.json states.
+    static func verifyApproval(_ archive: [UInt8], log policy: LogPolicy) -> (text: String, passed: Bool) {
+        let result = checkPack(archive, log: policy)
+        var text = result.text
+        var passed = result.passed
+        func line(_ ok: Bool, _ name: String, _ detail: String) {
+            text += (ok ? "ok    " : "FAIL  ") + name + ": " + detail + "\n"
+            passed = passed && ok
+        }
+        guard let bytes = result.files["approval.json"], let approval = try? JSONParser.parse(bytes), let id = approval["id"]?.stringValue,
+              let action = approval["action"], let actionHash = approval["actionHash"]?.stringValue, let needed = approval["needed"]?.intValue
+        else {
+            line(false, "approval", "the pack has no approval.json with id, action, actionHash and needed")
+            return (text + "approval NOT verified\n", false)
+        }
+        let computed = Base64URL.encode(Digest.sha256(action.canonicalized()))
+        line(computed == actionHash, "approval action hash", computed == actionHash
+             ? "actionHash is SHA-256 of the approval's action in RFC 8785 form" : "actionHash \(actionHash) is not the action's (\(computed))")
+        // A vote counts when its receipt verified and approved exactly this approval's action.
+        let vote = JSONValue.object([("type", "latchkey.approval"), ("approvalId", .string(id)), ("actionHash", .string(actionHash))]).canonicalized()
+        let subject = approval["subject"]?.stringValue
+        var approvers: Set<String> = []
+        for receipt in result.verified {
+            let rid = receipt["id"]?.stringValue ?? "?"
+            guard let sub = receipt["sub"]?.stringValue, receipt["action"]?.canonicalized() == vote else {
+                line(false, "vote \(rid)", "its action is not this approval's vote {\"type\":\"latchkey.approval\",\"approvalId\":\"\(id)\",…}")
+                continue
+            }
+            guard sub != subject else { line(false, "vote \(rid)", "made by the approval's subject, who never counts"); continue }
+            approvers.insert(sub)
+        }
+        line(approvers.count >= needed, "quorum", "\(approvers.count) distinct accounts approved this action (\(needed) needed)"
+             + (approvers.isEmpty ? "" : ": " + approvers.sorted().joined(separator: ", ")))
+        text += passed ? "approval verified: \(approvers.count) of \(needed) approvers, each in the log\n" : "approval NOT verified\n"
+        return (text, passed)
+    }
+
+    /// Every receipt of a pack with its proof, and the pack's checkpoint; the receipts that passed.
+    static func checkPack(_ archive: [UInt8], log policy: LogPolicy)
+        -> (text: String, passed: Bool, count: Int, verified: [JSONValue], files: [String: [UInt8]]) {
         let files: [String: [UInt8]]
         do {
             files = Dictionary(try Tar.entries(archive).map { ($0.name, $0.bytes) }, uniquingKeysWith: { first, _ in first })
         } catch {
-            return ("FAIL  pack: not a tar this command reads: \(error)\npack NOT verified\n", false)
+            return ("FAIL  pack: not a tar this command reads: \(error)\n", false, 0, [], [:])
         }
         var text = ""
         var passed = true
@@ -163,9 +219,10 @@ enum ReceiptsCommand: Command {
         }
         guard let jsonl = files["receipts.jsonl"] else {
             line(false, "receipts", "the pack has no receipts.jsonl")
-            return (text + "pack NOT verified\n", false)
+            return (text, false, 0, [], files)
         }
         var count = 0
+        var verified: [JSONValue] = []
         for raw in jsonl.split(separator: 0x0A, omittingEmptySubsequences: true) {
             count += 1
             let receipt: JSONValue
@@ -184,14 +241,14 @@ enum ReceiptsCommand: Command {
             }
             let failed = checks.filter { !$0.passed }
             if failed.isEmpty {
+                verified.append(receipt)
                 line(true, "receipt \(id)", "\(checks.count) checks hold (signature evidence and log inclusion)")
             } else {
                 for check in failed { line(false, "receipt \(id)", check.name + ": " + check.detail) }
             }
         }
         if count == 0 { line(false, "receipts", "receipts.jsonl holds no receipt") }
-        text += passed ? "pack verified: \(count) receipts\n" : "pack NOT verified\n"
-        return (text, passed)
+        return (text, passed, count, verified, files)
     }
 
     /// A receipt id as Latchkey makes them (base64url, at most 64 characters): safe in a file name.
@@ -207,7 +264,12 @@ enum ReceiptsCommand: Command {
 
     /// `export --user U [--since T] [--out F]`.
     static func export(_ args: ParsedArguments) throws(UsageError) -> Int32 {
-        guard let user = args.value("user"), !user.isEmpty else { throw UsageError(message: "export needs --user <id or username>") }
+        let approvalId = args.value("approval")
+        let user = args.value("user")
+        guard (user?.isEmpty == false) != (approvalId?.isEmpty == false) else {
+            throw UsageError(message: "export needs --user <id or username> or --approval <id>")
+        }
+        guard approvalId == nil || args.value("since") == nil else { throw UsageError(message: "--since is for --user") }
         var since: Date? = nil
         if let text = args.value("since") {
             guard let date = ISO8601DateFormatter().date(from: text) else { throw UsageError(message: "--since takes an RFC 3339 time, such as 2026-01-01T00:00:00Z") }
@@ -216,7 +278,10 @@ enum ReceiptsCommand: Command {
         let out = args.value("out")
         return withDatabase("latchkey receipts export") { database, _ in
             let contents: EvidencePack.Contents
-            do { contents = try EvidencePack.export(database: database, user: user, since: since) } catch {
+            do {
+                if let approvalId { contents = try EvidencePack.export(database: database, approval: approvalId) }
+                else { contents = try EvidencePack.export(database: database, user: user ?? "", since: since) }
+            } catch {
                 printError("latchkey receipts export: \(error)")
                 return ExitCode.failure
             }

@@ -41,7 +41,8 @@ enum Tar {
             let size = try octal(block[124..<136], field: "size")
             let type = block[156]
             var name = text(block[0..<100])
-            if Array(block[257..<262]) == Array("ustar".utf8) {
+            // POSIX ustar ("ustar\0") has a name prefix at 345; GNU's "ustar " keeps other fields there.
+            if Array(block[257..<263]) == Array("ustar".utf8) + [0] {
                 let prefix = text(block[345..<500])
                 if !prefix.isEmpty { name = prefix + "/" + name }
             }
