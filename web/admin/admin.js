@@ -387,20 +387,24 @@ function stateWord(state) {
 
 async function loadApprovals() {
   const { approvals } = await api('GET', '/admin/v1/approvals');
-  fill($('approvals'), await Promise.all(approvals.map((a) => approvalItem(a))), t('No changes are waiting for approval.'));
-  // The approved changes this admin asked for (the list above shows only those still collecting).
-  const pending = new Set(approvals.map((a) => a.id));
-  const approved = [];
+  // The approvals this admin asked for that the list no longer names (their own reads tell their state).
+  const listed = new Set(approvals.map((a) => a.id));
+  const all = [...approvals];
   for (const asked of askedList()) {
-    if (pending.has(asked.id)) continue;
+    if (listed.has(asked.id)) continue;
     try {
       const a = await api('GET', `/v1/approvals/${encodeURIComponent(asked.id)}`);
-      if (a.state === 'approved') approved.push(a); else if (a.state !== 'collecting' && a.state !== 'waiting') forgetAsked(asked.id);
+      if (['collecting', 'waiting', 'approved'].includes(a.state)) all.push(a); else forgetAsked(asked.id);
     } catch (e) {
       if (e instanceof LatchkeyError && e.status === 404) forgetAsked(asked.id); else throw e;
     }
   }
-  fill($('approved'), await Promise.all(approved.map((a) => approvalItem(a, { approvedList: true }))), t('No approved changes to make.'));
+  // Approved changes this admin asked for are theirs to make; everything else waits for admins.
+  const me = app.me && app.me.user ? app.me.user.id : '';
+  const ready = all.filter((a) => a.state === 'approved' && a.requester === me);
+  const waiting = all.filter((a) => !ready.includes(a));
+  fill($('approvals'), await Promise.all(waiting.map((a) => approvalItem(a))), t('No changes are waiting for approval.'));
+  fill($('approved'), await Promise.all(ready.map((a) => approvalItem(a, { approvedList: true }))), t('No approved changes to make.'));
 }
 
 async function approveFromList(button, a, requester) {
@@ -467,7 +471,7 @@ async function showPage(page) {
     if (page === 'audit') await loadAudit();
     if (page === 'webhooks') await loadWebhooks();
     if (page === 'clients') await loadClients();
-    if (page === 'approvals') await loadApprovals();
+    if (page === 'approvals') { clearQuorumNote(); await loadApprovals(); }
   } catch (e) { if (!told(e)) showBanner(describe(e), e.code || ''); }
   document.body.dataset.loaded = page;
 }
