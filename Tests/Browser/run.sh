@@ -103,6 +103,11 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY
 LATCHKEY_BIN="$LATCHKEY_BIN" LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   timeout 300 "$VENV/bin/python" Tests/Browser/test_admin_listener.py || status=1
+# The console under LATCHKEY_ADMIN_QUORUM=2 (issue 35): a server of its own, two admins in two
+# browsers; one asks for a change, the other approves it with a passkey, the first makes it.
+LATCHKEY_BIN="$LATCHKEY_BIN" LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
+  timeout 300 "$VENV/bin/python" Tests/Browser/test_admin_quorum.py || status=1
 # The OpenID redirect dance (SPEC "OpenID Provider"): a tiny relying party served by the test signs
 # in through /oauth2/authorize and the /authorize page, and a payment needs the step-up.
 LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_BIN="$LATCHKEY_BIN" \

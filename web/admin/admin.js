@@ -186,12 +186,19 @@ async function enter() {
 // ---------------------------------------------------------------------------------------------
 // Changes: sent, and when the server asks for it, approved with an action-bound passkey step-up.
 
-/** Shows what will change and waits for Approve (true) or Cancel / Escape (false). */
-function confirmChange(summary, action) {
+/**
+ * Shows what will change and waits for Approve (true) or Cancel / Escape (false). `words` names the
+ * dialog's title, hint and approve button for a prompt that is not the admin's own step-up.
+ */
+function confirmChange(summary, action, words = {}) {
   const dialog = $('stepup');
+  $('stepup-title').textContent = words.title || t('Approve this change with your passkey');
+  $('stepup-hint').textContent = words.hint || t('The approval covers exactly this change, once.');
+  $('stepup-approve').textContent = words.approve || t('Approve with passkey');
   $('stepup-what').textContent = summary;
   $('stepup-action').textContent = JSON.stringify(action, null, 2);
   dialog.returnValue = '';
+  dialog.dataset.kind = words.kind || 'step-up';
   document.body.dataset.stepup = 'open';
   return new Promise((resolve) => {
     dialog.addEventListener('close', () => {
@@ -203,11 +210,18 @@ function confirmChange(summary, action) {
   });
 }
 
-/** Sends one admin change; returns its JSON (or null), or false when the admin cancelled. */
+/** Sends one admin change; returns its JSON (or null), or false when the admin cancelled or it now waits for other admins. */
 async function change(method, path, body, summary) {
+  const action = actions.admin(method, path, body);
+  // Under LATCHKEY_ADMIN_QUORUM: an approval this console asked for, for exactly this change.
+  const asked = askedFor(action);
+  if (asked) {
+    const made = await changeWithApproval(asked, summary);
+    if (made !== undefined) return made;
+  }
   let approved = false;
   try {
-    const json = await lk.withStepUp(actions.admin(method, path, body), (headers) => {
+    const json = await lk.withStepUp(action, (headers) => {
       approved = 'Latchkey-Step-Up' in headers;
       return api(method, path, { body, headers });
     }, summary);
@@ -218,8 +232,218 @@ async function change(method, path, body, summary) {
       announce(t('Cancelled: nothing changed.'));
       return false;
     }
+    if (e instanceof LatchkeyError && e.code === 'approval_required') return askApproval(action, summary);
     throw e;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quorum approvals (docs/approvals.md → "Admin quorum"): with LATCHKEY_ADMIN_QUORUM above 1 a change
+// answers 403 approval_required. The console then opens an approval of policy latchkey.admin for
+// exactly that change (its step-up action), approves it with the asking admin's own passkey (the
+// policy counts the requester), and the change waits for the other admins on the "Waiting for
+// approval" page. Once approved, the asking admin makes it with Latchkey-Approval: <id>, once.
+
+/** The approvals this admin asked for, by id: `{id, action, summary}` (this browser keeps them). */
+function askedKey() { return `latchkey.admin.asked.${(app.me && app.me.user && app.me.user.id) || 'key'}`; }
+function askedList() {
+  try { return JSON.parse(localStorage.getItem(askedKey()) || '[]'); } catch { return []; }
+}
+function keepAsked(list) {
+  try { localStorage.setItem(askedKey(), JSON.stringify(list)); } catch { /* this page only */ }
+}
+function forgetAsked(id) { keepAsked(askedList().filter((a) => a.id !== id)); }
+function askedFor(action) {
+  const key = JSON.stringify(action);
+  return askedList().find((a) => JSON.stringify(a.action) === key) || null;
+}
+
+/** "{collected} of {needed} admins approved" for an approval as the API shows it. */
+function tally(approval) {
+  return t('{collected} of {needed} admins approved', { collected: i18n.number(approval.approvals.length), needed: i18n.number(approval.needed) });
+}
+
+function showQuorumNote(text, state) {
+  $('quorum-note-text').textContent = text;
+  $('quorum-note').dataset.state = state;
+  $('quorum-note').hidden = false;
+}
+function clearQuorumNote() { $('quorum-note').hidden = true; $('quorum-note').dataset.state = ''; }
+
+/**
+ * An approval asked for earlier: made with it once approved (its JSON, or null), false while it
+ * still waits (the note says how far it got), undefined when it is over (vetoed, expired, used:
+ * the change is asked for afresh).
+ */
+async function changeWithApproval(asked, summary) {
+  let approval;
+  try {
+    approval = await api('GET', `/v1/approvals/${encodeURIComponent(asked.id)}`);
+  } catch (e) {
+    if (e instanceof LatchkeyError && e.status === 404) { forgetAsked(asked.id); return undefined; }
+    throw e;
+  }
+  if (approval.state === 'approved') return makeApproved(asked);
+  if (approval.state === 'collecting' || approval.state === 'waiting') {
+    showQuorumNote(t('“{summary}” still waits for other admins: {tally}.', { summary: summary || asked.summary, tally: tally(approval) }), approval.state);
+    return false;
+  }
+  forgetAsked(asked.id);
+  return undefined;
+}
+
+/** Makes an approved change with `Latchkey-Approval`; the approval is used up with it. */
+async function makeApproved(asked) {
+  const { method, path, body } = asked.action;
+  const json = await api(method, path, { body: body === null ? undefined : body, headers: { 'Latchkey-Approval': asked.id } });
+  forgetAsked(asked.id);
+  clearQuorumNote();
+  document.body.dataset.lastMade = `${method} ${path}`;
+  announce(t('Done: the approved change was made.'));
+  return json;
+}
+
+/**
+ * Opens an approval for `action` (after the admin saw it), approves it with their own passkey and
+ * says how many approvals it still needs. Returns false (nothing changed yet), or the change's JSON
+ * when the admin's own approval already completed the quorum.
+ */
+async function askApproval(action, summary) {
+  const ok = await confirmChange(summary, action, {
+    title: t('Ask other admins to approve this change'),
+    hint: t('This server needs several admins to approve every admin change. Your passkey approves it first; the other admins see it under “Waiting for approval”.'),
+    approve: t('Ask, and approve with passkey'),
+    kind: 'ask',
+  });
+  if (!ok) { announce(t('Cancelled: nothing changed.')); return false; }
+  const opened = await api('POST', '/v1/approvals', { body: { policy: 'latchkey.admin', action, subject: null } });
+  const asked = { id: opened.id, action, summary };
+  keepAsked([...askedList().filter((a) => a.id !== opened.id), asked]);
+  let approval = opened;
+  try {
+    approval = await vote(opened.id, opened.actionHash);
+  } catch (e) {
+    // Asked, but not approved by the asking admin: it still waits, and they can approve it on the page.
+    if (!told(e)) showBanner(describe(e), e.code || e.name || '');
+  }
+  document.body.dataset.asked = opened.id;
+  if (approval.state === 'approved') return makeApproved(asked);
+  showQuorumNote(t('Asked for approval: “{summary}”. {tally}; it now waits for other admins.', { summary, tally: tally(approval) }), approval.state);
+  return false;
+}
+
+/** This admin's passkey approval of approval `id` (a step-up for exactly it) → the approval. */
+async function vote(id, actionHash) {
+  const { token } = await lk.stepUp({ type: 'latchkey.approval', approvalId: id, actionHash });
+  return api('POST', `/v1/approvals/${encodeURIComponent(id)}/approve`, { headers: { 'Latchkey-Step-Up': token } });
+}
+
+/** Usernames by user id (the approvals name accounts by id), looked up once each. */
+const usernames = new Map();
+async function username(id) {
+  if (!usernames.has(id)) {
+    usernames.set(id, api('GET', `/admin/v1/users/${encodeURIComponent(id)}`).then((d) => d.user.username).catch(() => id));
+  }
+  return usernames.get(id);
+}
+
+/** What a change does, in one line: its method and path. */
+function changeLine(action) { return `${action.method} ${action.path}`; }
+
+async function approvalItem(a, { approvedList = false } = {}) {
+  const me = app.me && app.me.user ? app.me.user.id : '';
+  const mine = a.requester === me;
+  const voted = a.approvals.some((v) => v.userId === me);
+  const requester = await username(a.requester);
+  const voters = await Promise.all(a.approvals.map(async (v) => el('li', { dataset: { user: v.userId, receipt: v.receiptId } },
+    t('{user} approved {date} · receipt {receipt}', { user: await username(v.userId), date: when(v.approvedAt), receipt: v.receiptId }))));
+  const line = changeLine(a.action);
+  const buttons = el('span', { class: 'approval-actions' });
+  if (approvedList) {
+    buttons.append(el('button', { type: 'button', class: 'btn btn-small btn-primary a-make', textContent: t('Make the change'),
+      'aria-label': t('Make the change {change}', { change: line }), onclick: (ev) => makeFromList(ev.currentTarget, a) }));
+  } else {
+    if (!voted && a.state === 'collecting') {
+      buttons.append(el('button', { type: 'button', class: 'btn btn-small btn-primary a-approve', textContent: t('Approve with passkey'),
+        'aria-label': t('Approve {change} with your passkey', { change: line }), onclick: (ev) => approveFromList(ev.currentTarget, a, requester) }));
+    }
+    buttons.append(el('button', { type: 'button', class: 'btn btn-small btn-remove a-veto', textContent: t('Veto'),
+      'aria-label': t('Veto {change}', { change: line }), onclick: (ev) => vetoFromList(ev.currentTarget, a) }));
+  }
+  return el('li', { class: 'approval-item', dataset: { id: a.id, state: a.state, mine: String(mine), voted: String(voted) } },
+    el('span', { class: 'item-main' },
+      el('span', { class: 'item-title' }, line, el('span', { class: a.state === 'approved' ? 'tag tag-ok' : 'tag tag-warn' }, stateWord(a.state))),
+      el('span', { class: 'item-meta' }, t('asked by {user} · {tally} · expires {date}', { user: mine ? t('you ({user})', { user: requester }) : requester, tally: tally(a), date: when(a.expiresAt) })),
+      el('pre', { class: 'approval-action', 'aria-label': t('The change, exactly') }, JSON.stringify(a.action, null, 2)),
+      a.approvals.length ? el('ul', { class: 'voters', 'aria-label': t('Approvals given') }, ...voters) : null,
+      el('span', { class: 'item-meta' }, t('approval {id}', { id: a.id }))),
+    buttons);
+}
+
+function stateWord(state) {
+  return ({ collecting: t('collecting approvals'), waiting: t('waiting for its time lock'), approved: t('approved'),
+    used: t('used'), vetoed: t('vetoed'), expired: t('expired') })[state] || state;
+}
+
+async function loadApprovals() {
+  const { approvals } = await api('GET', '/admin/v1/approvals');
+  // The approvals this admin asked for that the list no longer names (their own reads tell their state).
+  const listed = new Set(approvals.map((a) => a.id));
+  const all = [...approvals];
+  for (const asked of askedList()) {
+    if (listed.has(asked.id)) continue;
+    try {
+      const a = await api('GET', `/v1/approvals/${encodeURIComponent(asked.id)}`);
+      if (['collecting', 'waiting', 'approved'].includes(a.state)) all.push(a); else forgetAsked(asked.id);
+    } catch (e) {
+      if (e instanceof LatchkeyError && e.status === 404) forgetAsked(asked.id); else throw e;
+    }
+  }
+  // Approved changes this admin asked for are theirs to make; everything else waits for admins.
+  const me = app.me && app.me.user ? app.me.user.id : '';
+  const ready = all.filter((a) => a.state === 'approved' && a.requester === me);
+  const waiting = all.filter((a) => !ready.includes(a));
+  fill($('approvals'), await Promise.all(waiting.map((a) => approvalItem(a))), t('No changes are waiting for approval.'));
+  fill($('approved'), await Promise.all(ready.map((a) => approvalItem(a, { approvedList: true }))), t('No approved changes to make.'));
+}
+
+async function approveFromList(button, a, requester) {
+  await busy(button, async () => {
+    const ok = await confirmChange(t('{user} asks to make this change: {change}', { user: requester, change: changeLine(a.action) }), a.action, {
+      title: t('Approve another admin’s change with your passkey'),
+      hint: t('Your approval counts once, for exactly this change; {tally} so far.', { tally: tally(a) }),
+      kind: 'approve',
+    });
+    if (!ok) { announce(t('Cancelled: nothing changed.')); button.focus(); return; }
+    const r = await vote(a.id, a.actionHash);
+    document.body.dataset.lastVote = a.id;
+    await loadApprovals();
+    announce(t('Approved: {tally}.', { tally: tally(r) }));
+    $('approvals-title').focus();
+  });
+}
+
+async function vetoFromList(button, a) {
+  await busy(button, async () => {
+    const ok = await confirmChange(t('Veto this change: {change}', { change: changeLine(a.action) }), a.action, {
+      title: t('Veto this change?'), hint: t('A vetoed change cannot be approved or made; whoever asked must ask again.'),
+      approve: t('Veto'), kind: 'veto',
+    });
+    if (!ok) { button.focus(); return; }
+    await api('POST', `/v1/approvals/${encodeURIComponent(a.id)}/veto`);
+    forgetAsked(a.id);
+    await loadApprovals();
+    announce(t('Vetoed: {change}.', { change: changeLine(a.action) }));
+    $('approvals-title').focus();
+  });
+}
+
+async function makeFromList(button, a) {
+  await busy(button, async () => {
+    await makeApproved(askedList().find((x) => x.id === a.id) || { id: a.id, action: a.action });
+    await loadApprovals();
+    $('approvals-title').focus();
+  });
 }
 
 async function busy(button, work) {
@@ -239,7 +463,7 @@ async function showPage(page) {
   for (const tab of document.querySelectorAll('.tab')) {
     if (tab.dataset.page === page) tab.setAttribute('aria-current', 'page'); else tab.removeAttribute('aria-current');
   }
-  for (const p of ['origins', 'apps', 'users', 'audit', 'webhooks', 'clients']) $(`page-${p}`).hidden = p !== page;
+  for (const p of ['origins', 'apps', 'users', 'audit', 'webhooks', 'clients', 'approvals']) $(`page-${p}`).hidden = p !== page;
   document.body.dataset.loaded = '';
   try {
     if (page === 'origins') await loadOrigins();
@@ -247,6 +471,7 @@ async function showPage(page) {
     if (page === 'audit') await loadAudit();
     if (page === 'webhooks') await loadWebhooks();
     if (page === 'clients') await loadClients();
+    if (page === 'approvals') { clearQuorumNote(); await loadApprovals(); }
   } catch (e) { if (!told(e)) showBanner(describe(e), e.code || ''); }
   document.body.dataset.loaded = page;
 }
@@ -750,6 +975,11 @@ async function init() {
   $('audit-more').addEventListener('click', () => busy($('audit-more'), () => loadAudit(null, { older: true })));
   $('webhook-form').addEventListener('submit', addWebhook);
   $('client-form').addEventListener('submit', addClient);
+  $('quorum-note-close').addEventListener('click', clearQuorumNote);
+  $('quorum-note-open').addEventListener('click', () => {
+    clearBanner();
+    showPage('approvals').then(() => $('approvals-title').focus());
+  });
 
   browserSupport().then((support) => { if (!support.supported) showBanner(support.problem.message, support.problem.code); });
   const start = lk.session && !ticketFromURL() ? enter().catch(() => showSignIn()) : Promise.resolve(showSignIn());
