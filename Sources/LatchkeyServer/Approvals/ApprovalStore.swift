@@ -33,7 +33,8 @@ protocol ApprovalStore: Sendable {
     /// Uses an approved approval once, for its requester and action hash; nil: nothing written.
     func consume(id: String, requester: String, actionHash: [UInt8], now: Date, audit: AuditRecord,
                  approved: ApprovalEventTemplate) throws(StorageError) -> ApprovalChange?
-    /// `policy`'s approvals still collecting or waiting at `now`, oldest first, at most `limit`.
+    /// `policy`'s approvals not yet used, vetoed or expired at `now` (collecting, waiting, or approved
+    /// and not yet made), oldest first, at most `limit`.
     func pending(policy: String, now: Date, limit: Int) throws(StorageError) -> [ApprovalRecord]
     /// Writes `event` once, while the approval's announced state is `from`; false: announced already.
     func announce(id: String, from: String, to: String, event: ApprovalEventTemplate) throws(StorageError) -> Bool
