@@ -17,8 +17,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 
 def free_port():
@@ -38,7 +36,7 @@ os.environ['LATCHKEY_URL'] = f'http://localhost:{PUBLIC_PORT}'
 
 
 from test_admin import fresh_authenticator  # noqa: E402
-from test_web import run_suite  # noqa: E402
+from test_web import run_suite, wait_until_ready  # noqa: E402
 
 TAG = secrets.token_hex(3)
 ADMIN = f'listener-{TAG}'
@@ -149,18 +147,8 @@ def main():
     log = open(os.path.join('data', 'browser', 'admin-listener.log'), 'w')
     server = subprocess.Popen([BINARY, 'serve'], env=environment(), stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f'http://127.0.0.1:{PUBLIC_PORT}/readyz', timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except Exception:  # noqa: BLE001 - not up yet
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                print('FAIL admin listener: the server did not start (data/browser/admin-listener.log)')
-                return 1
-            time.sleep(0.2)
+        if not wait_until_ready(server, PUBLIC_PORT, 'admin listener', 'admin-listener.log'):
+            return 1
 
         def cleanup():
             subprocess.run([BINARY, 'admins', 'remove', ADMIN], env=environment(), capture_output=True, timeout=60)

@@ -20,8 +20,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 
 def free_port():
@@ -43,7 +41,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from test_admin import admin_get, fresh_authenticator, open_page, wait_prompt  # noqa: E402
-from test_web import Browser, run_suite  # noqa: E402
+from test_web import Browser, run_suite, wait_until_ready  # noqa: E402
 from test_web import http as request_json  # noqa: E402
 
 TAG = secrets.token_hex(3)
@@ -215,18 +213,8 @@ def main():
     log = open(os.path.join('data', 'browser', 'admin-quorum.log'), 'w')
     server = subprocess.Popen([BINARY, 'serve'], env=environment(), stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f'http://127.0.0.1:{PORT}/readyz', timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except Exception:  # noqa: BLE001 - not up yet
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                print('FAIL admin quorum: the server did not start (data/browser/admin-quorum.log)')
-                return 1
-            time.sleep(0.2)
+        if not wait_until_ready(server, PORT, 'admin quorum', 'admin-quorum.log'):
+            return 1
 
         def cleanup():
             if 'b' in state:

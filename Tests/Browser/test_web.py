@@ -689,6 +689,23 @@ TESTS = [
 ]
 
 
+def wait_until_ready(server, port, label, log_name, seconds=60):
+    """Waits for a `latchkey serve` child to answer /readyz on `port`; False (and a FAIL line
+    naming its log) when it exits or does not answer within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f'http://127.0.0.1:{port}/readyz', timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            print(f'FAIL {label}: the server did not start (data/browser/{log_name})')
+            return False
+        time.sleep(0.2)
+
+
 def run_suite(tests, label='', cleanup=None):
     """Runs each test in one browser, reporting every failure and going on; returns the failure count."""
     wait_for_server()
