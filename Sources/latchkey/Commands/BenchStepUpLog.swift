@@ -26,8 +26,10 @@ enum StepUpLogComparison {
         var server: String? = nil
     }
 
-    /// Receipts polled at a time, and how often each is polled.
-    static let lagSlots = 4
+    /// Mean seconds between the moments a receipt is sampled (random, exponentially spaced, so the
+    /// samples fall anywhere in the writer's cycle), at most this many in flight, each polled this often.
+    static let sampleSpacing = 0.2
+    static let maxInFlight = 64
     static let pollInterval = 0.05
     /// An unmeasured load before each phase's (connections opened, caches warm).
     static let warmUp = 1.0
@@ -89,9 +91,10 @@ enum StepUpLogComparison {
         print("latchkey bench step-up --log-compare: server \(binary), database \(database), concurrency \(o.concurrency), "
               + "\(o.duration) s per phase after a \(warmUp) s warm-up, \(o.rounds) round\(o.rounds == 1 ? "" : "s") of log off then log on "
               + "(off: LATCHKEY_LOG_INTERVAL=0, on: LATCHKEY_LOG_INTERVAL=\(interval); one KEK for both)")
-        print("integration lag: \(lagSlots) receipts at a time, each answered under the load and polled with GET /v1/receipts/{id} "
-              + "every \(Int(pollInterval * 1000)) ms until its log is not null (in the off phases each is given up after 2 × the interval, "
-              + "so the polling loads both phases alike); a lag is late by up to one poll")
+        print("integration lag: the receipt answered next after random moments of the load (every \(Int(sampleSpacing * 1000)) ms on average) "
+              + "is polled with GET /v1/receipts/{id} every \(Int(pollInterval * 1000)) ms until its log is not null; a lag is late by up to one poll. "
+              + "The off phases sample and poll alike, each receipt for half the interval (the least an on-phase receipt waits on average), "
+              + "so the polling costs the on phases at least as much")
         let stats: ClusterStats
         do {
             stats = try ClusterStats(url: BenchDatabaseURL.database("postgres", of: o.databaseURL))
@@ -162,8 +165,8 @@ enum StepUpLogComparison {
         }
         _ = StepUpBenchmark.load(host: "127.0.0.1", port: server.port, phones: phones, duration: warmUp)
         let before = checkpoints()
-        let tap = ReceiptTap(host: "127.0.0.1", port: server.port, slots: lagSlots, pollInterval: pollInterval,
-                             giveUpAfter: phase == .off ? 2 * o.interval : nil, drainLimit: phase == .on ? drainLimit(o) : 0)
+        let tap = ReceiptTap(host: "127.0.0.1", port: server.port, spacing: sampleSpacing, maxInFlight: maxInFlight, pollInterval: pollInterval,
+                             giveUpAfter: phase == .off ? o.interval / 2 : nil, drainLimit: phase == .on ? drainLimit(o) : 0)
         let poller = tap.start()
         let load = StepUpBenchmark.load(host: "127.0.0.1", port: server.port, phones: phones, duration: o.duration, tap: tap)
         let after = checkpoints()
@@ -202,12 +205,13 @@ enum StepUpLogComparison {
     }
 }
 
-/// Receipts answered under load, polled until the log holds them: `slots` at a time, each with
-/// `GET /v1/receipts/{id}` every `pollInterval` s. A slot is freed when its receipt's `log` is no
-/// longer null (its lag recorded) or, with `giveUpAfter`, that long after the answer (the phases
-/// without a writer: the same polling load, nothing to wait for); a freed slot takes the next
-/// receipt a load thread is answered. After the load, what is still pending is polled for up to
-/// `drainLimit` s more.
+/// Receipts answered under load, polled until the log holds them. At random moments (exponentially
+/// spaced, `spacing` s apart on average: independent of the writer's cycle, so the lags are a fair
+/// sample of it) the next receipt a load thread is answered is taken, at most `maxInFlight` at a
+/// time, and polled with `GET /v1/receipts/{id}` every `pollInterval` s until its `log` is no longer
+/// null (its lag recorded) or, with `giveUpAfter`, that long after the answer (the phases without a
+/// writer: the same sampling and polling, nothing to wait for). After the load, what is still
+/// pending is polled for up to `drainLimit` s more.
 final class ReceiptTap: Sendable {
     struct Sample: Sendable {
         let id: String
@@ -227,6 +231,8 @@ final class ReceiptTap: Sendable {
 
     let host: String
     let port: Int
+    let spacing: Double
+    let maxInFlight: Int
     let pollInterval: Double
     let giveUpAfter: Double?
     let drainLimit: Double
@@ -235,17 +241,19 @@ final class ReceiptTap: Sendable {
     private let loadOver = Atomic<Bool>(false)
     private let result = Mutex(Report())
 
-    init(host: String, port: Int, slots: Int, pollInterval: Double, giveUpAfter: Double?, drainLimit: Double) {
+    init(host: String, port: Int, spacing: Double, maxInFlight: Int, pollInterval: Double, giveUpAfter: Double?, drainLimit: Double) {
         self.host = host
         self.port = port
+        self.spacing = spacing
+        self.maxInFlight = maxInFlight
         self.pollInterval = pollInterval
         self.giveUpAfter = giveUpAfter
         self.drainLimit = drainLimit
-        wanted = Atomic(slots)
+        wanted = Atomic(0)
     }
 
-    /// A load thread's turn to hand over the receipt it was just answered: true takes a slot, which
-    /// `hand` fills (or `release` returns).
+    /// A load thread's turn to hand over the receipt it was just answered: true when a sample is due,
+    /// which `hand` fills (or `release` leaves to the next answer).
     func claim() -> Bool {
         var current = wanted.load(ordering: .relaxed)
         while current > 0 {
@@ -276,12 +284,18 @@ final class ReceiptTap: Sendable {
         var report = Report()
         var pending: [Sample] = []
         var stopAt: Double? = nil
+        var nextSample = monotonicNow()
         while true {
             let tick = monotonicNow()
             pending += arrived.withLock { taken in defer { taken.removeAll() }; return taken }
             if loadOver.load(ordering: .acquiring) {
                 if stopAt == nil { stopAt = tick + drainLimit }
                 if pending.isEmpty || tick >= stopAt! { break }
+            } else {
+                while nextSample <= tick {
+                    if pending.count + wanted.load(ordering: .relaxed) < maxInFlight { wanted.add(1, ordering: .relaxed) }
+                    nextSample += -log(Double.random(in: Double.leastNonzeroMagnitude..<1)) * spacing
+                }
             }
             var still: [Sample] = []
             for sample in pending {
@@ -296,9 +310,8 @@ final class ReceiptTap: Sendable {
                 }
                 if !log.isNull {
                     report.lags.append(now - sample.answeredAt)
-                    release()
                 } else if let limit = giveUpAfter, now - sample.answeredAt >= limit {
-                    release()
+                    continue
                 } else {
                     still.append(sample)
                 }
