@@ -201,6 +201,8 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-login-accounts.py"
 # --- issue 32: `bench oauth` runs the whole code flow and prints every figure (functional only, ~10 s) ---
 timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-oauth.py"
+# --- issue 35: `bench step-up --log-compare` prints both rates, the ratio and the lag (functional only, ~10 s) ---
+timeout 300 python3 Tests/CLI/bench-step-up-log.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-step-up-log.py"
 # --- end issue 24 ---
 
 # --- failover (issue 23) ---------------------------------------------------------------------

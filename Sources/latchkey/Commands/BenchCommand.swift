@@ -48,8 +48,8 @@ enum BenchCommand: Command {
         do throws(UsageError) {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
-                                                   "admin-key", "accounts", "rounds", "count", "side", "server", "urls", "prefix"],
-                                           flags: ["help", "instructions", "reuse", "checkpoint-once"])
+                                                   "admin-key", "accounts", "rounds", "count", "side", "server", "urls", "prefix", "log-interval"],
+                                           flags: ["help", "instructions", "reuse", "checkpoint-once", "log-compare"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
             case "verify":

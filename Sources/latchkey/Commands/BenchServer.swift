@@ -23,7 +23,8 @@ final class BenchServer {
         self.callgrindDir = callgrindDir
     }
 
-    static func start(databaseURL: String, callgrind: Bool, binary me: String) -> BenchServer? {
+    /// `extraEnvironment`: more `NAME=value` settings, after (so over) the bench's own.
+    static func start(databaseURL: String, callgrind: Bool, binary me: String, extraEnvironment: [String] = []) -> BenchServer? {
         guard let port = freePort() else { printError("no free port"); return nil }
         let logPath = "/tmp/latchkey-bench-server-\(getpid())-\(port).log"
         var argv = [me, "serve"]
@@ -39,7 +40,7 @@ final class BenchServer {
         let kek = environment["LATCHKEY_KEY_ENCRYPTION_KEY"] ?? "bGF0Y2hrZXktYmVuY2gta2VrLTMyLWJ5dGVzLS0tLS0="
         let env = ["DATABASE_URL=\(databaseURL)", "LATCHKEY_DEV=1", "LATCHKEY_LISTEN=127.0.0.1:\(port)",
                    "LATCHKEY_ORIGINS=http://localhost:\(port)", "LATCHKEY_RATE_LIMIT=0", "LATCHKEY_KEY_ENCRYPTION_KEY=\(kek)",
-                   "LATCHKEY_ADMIN_LISTEN=", "LATCHKEY_BENCH_LOG=\(logPath)"]
+                   "LATCHKEY_ADMIN_LISTEN=", "LATCHKEY_BENCH_LOG=\(logPath)"] + extraEnvironment
         // `exec` keeps the pid: /proc/<pid> is the server's (or valgrind's, which runs the server in-process).
         let shell = ["/bin/sh", "-c", "exec \"$@\" >\"$LATCHKEY_BENCH_LOG\" 2>&1", "sh"] + argv
         guard let child = spawn(shell, extraEnvironment: env) else { printError("cannot start \(me) serve"); return nil }
