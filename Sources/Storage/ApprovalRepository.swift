@@ -119,17 +119,34 @@ public final class ApprovalRepository: Sendable {
 
     /// The approval `id` with its entries, and what `caller` is to it; nil when there is none.
     public func read(id: String, caller: String) throws(StorageError) -> ApprovalRead? {
+        try pool.run { c in try Self.approvalRead(try c.query(Self.reading(id: id, caller: caller))) }
+    }
+
+    /// The session `sessionId` of `userId` as its standing reads it, and the approval `id` as
+    /// `read(id:caller:)` sees it for that user: one pipelined round trip (the approval routes'
+    /// caller and what they act on).
+    public func standingAndApproval(sessionId: String, userId: String, id: String) throws(StorageError)
+        -> (session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?, approval: ApprovalRead?) {
         try pool.run { c in
-            guard let row = try c.query("""
-                SELECT a.*, \(unsafeRaw: Self.entriesColumn),
-                       EXISTS (SELECT 1 FROM admins WHERE user_id = \(caller)) AS caller_admin,
-                       e.email AS subject_email, s.language AS subject_language
-                FROM approvals a LEFT JOIN users s ON s.id = a.subject LEFT JOIN account_emails e ON e.user_id = a.subject
-                WHERE a.id = \(id)
-                """).first else { return nil }
-            return ApprovalRead(approval: try Self.approval(row), callerIsAdmin: try row.bool("caller_admin"),
-                                subjectEmail: try row.optionalString("subject_email"), subjectLanguage: try row.optionalString("subject_language"))
+            let rows = try c.pipeline([SessionRepository.standing(id: sessionId, userId: userId), Self.reading(id: id, caller: userId)])
+            return (try rows[0].first.map(SessionRepository.standing), try Self.approvalRead(rows[1]))
         }
+    }
+
+    static func reading(id: String, caller: String) -> SQL {
+        """
+        SELECT a.*, \(unsafeRaw: Self.entriesColumn),
+               EXISTS (SELECT 1 FROM admins WHERE user_id = \(caller)) AS caller_admin,
+               e.email AS subject_email, s.language AS subject_language
+        FROM approvals a LEFT JOIN users s ON s.id = a.subject LEFT JOIN account_emails e ON e.user_id = a.subject
+        WHERE a.id = \(id)
+        """
+    }
+
+    static func approvalRead(_ rows: [Row]) throws -> ApprovalRead? {
+        guard let row = rows.first else { return nil }
+        return ApprovalRead(approval: try Self.approval(row), callerIsAdmin: try row.bool("caller_admin"),
+                            subjectEmail: try row.optionalString("subject_email"), subjectLanguage: try row.optionalString("subject_language"))
     }
 
     /// Counts `userId`'s approval of `id` (its step-up `redeeming` used up, `receiptId` recorded) —

@@ -12,7 +12,7 @@ extension StepUpRule {
     static func approvalVote(_ approvals: ApprovalService) -> StepUpRule {
         StepUpRule(changes: "quorum approvals") { input throws(ServiceError) in
             guard let id = input.rawPath["id"], Identifiers.opaque(id) != nil, let caller = input.caller.userId else { return .none }
-            let (read, action) = try approvals.voteNeed(id: id, caller: caller)
+            let (read, action) = try approvals.voteNeed(id: id, caller: caller, loaded: input.loads.preloadedApproval)
             input.loads.approval = read
             return .required(action)
         }
@@ -64,7 +64,8 @@ extension RouteTable {
         add("GET", "/v1/approvals/{id:opaque}", .session, accepting: .any) { ctx in
             .json(bytes: ApprovalRenderer.approval(try approvals.show(id: try ctx.path.text("id"), caller: try ctx.userId)).serialized())
         }
-        add("POST", "/v1/approvals/{id:opaque}/approve", .passkeySession, stepUp: .approvalVote(approvals), accepting: .any) { ctx in
+        add("POST", "/v1/approvals/{id:opaque}/approve", .passkeySession, stepUp: .approvalVote(approvals), accepting: .any,
+            preload: Self.approvalNamed) { ctx in
             var step: (StepUpRedemption, String)? = nil
             if case .stepUp(let redemption, let receiptId, _)? = ctx.approval { step = (redemption, receiptId) }
             return .json(bytes: ApprovalRenderer.approval(try approvals.approve(id: try ctx.path.text("id"), caller: try ctx.userId,
@@ -73,10 +74,19 @@ extension RouteTable {
         add("POST", "/v1/approvals/{id:opaque}/veto", .session, accepting: .any) { ctx in
             .json(bytes: ApprovalRenderer.approval(try approvals.veto(id: try ctx.path.text("id"), caller: try ctx.userId)).serialized())
         }
-        add("POST", "/v1/approvals/{id:opaque}/consume", .passkeySession) { ctx in
+        add("POST", "/v1/approvals/{id:opaque}/consume", .passkeySession, preload: Self.approvalNamed) { ctx in
             let command = try ConsumeApproval(try ctx.json())
-            return .json(bytes: ApprovalRenderer.approval(try approvals.consume(id: try ctx.path.text("id"), caller: try ctx.userId, command)).serialized())
+            return .json(bytes: ApprovalRenderer.approval(try approvals.consume(id: try ctx.path.text("id"), caller: try ctx.userId, command,
+                                                                                loaded: ctx.loads.preloadedApproval)).serialized())
         }
+    }
+}
+
+extension RouteTable {
+    /// The approval a route's `{id}` names, read with the caller's standing; nothing for an id
+    /// that cannot be one (the path check answers it).
+    @Sendable static func approvalNamed(_ request: Request, _ path: PathParameters) -> GuardPreload? {
+        path["id"].flatMap { Identifiers.opaque($0) }.map { GuardPreload.approval(id: $0) }
     }
 }
 

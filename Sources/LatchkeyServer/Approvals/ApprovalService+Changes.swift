@@ -21,8 +21,8 @@ extension ApprovalService {
     /// What approving `id` needs of `caller` (the route table's `StepUpRule.approvalVote`, SPEC's
     /// order for routes that name a stored object): 404 when the caller may not see it, 403
     /// `forbidden` when the caller may not approve it, else the step-up for exactly this approval.
-    func voteNeed(id: String, caller: String) throws(ServiceError) -> (ApprovalRead, StepUpAction) {
-        let read = try visible(id: id, caller: caller)
+    func voteNeed(id: String, caller: String, loaded: LoadedApproval? = nil) throws(ServiceError) -> (ApprovalRead, StepUpAction) {
+        let read = try visible(id: id, caller: caller, loaded: loaded)
         guard Self.mayApprove(read, caller: caller) else {
             throw ServiceError(.forbidden, "this account is not one of this approval's approvers (the subject never is)")
         }
@@ -113,8 +113,8 @@ extension ApprovalService {
 
     /// `POST /v1/approvals/{id}/consume` `{"actionHash"}` by the requester: 200 once when approved,
     /// then 409; before that 409; another action's hash 400 `action_mismatch`.
-    func consume(id: String, caller: String, _ command: ConsumeApproval) throws(ServiceError) -> ApprovalView {
-        let read = try visible(id: id, caller: caller)
+    func consume(id: String, caller: String, _ command: ConsumeApproval, loaded: LoadedApproval? = nil) throws(ServiceError) -> ApprovalView {
+        let read = try visible(id: id, caller: caller, loaded: loaded)
         var a = read.approval
         guard a.requester == caller else { throw ServiceError(.forbidden, "only the approval's requester uses it") }
         guard constantTimeEquals(command.actionHash, a.actionHash) else {

@@ -193,9 +193,14 @@ final class ApprovalService: Sendable {
     }
 
     /// The approval `id` if `caller` may see it, else 404 (SPEC: "unknown, or not this account's").
-    func visible(id: String, caller: String) throws(ServiceError) -> ApprovalRead {
-        guard let read = try storage({ () throws(StorageError) in try store.read(id: id, caller: caller) }),
-              Self.sees(read, caller: caller) else { throw ServiceError.notFound("approval") }
+    /// `loaded`: the approval as the caller's resolution read it for this caller, used when it is
+    /// this one (nil there: none with that id); else it is read here.
+    func visible(id: String, caller: String, loaded: LoadedApproval? = nil) throws(ServiceError) -> ApprovalRead {
+        let found: ApprovalRead?
+        if let loaded, loaded.id == id { found = loaded.read } else {
+            found = try storage { () throws(StorageError) in try store.read(id: id, caller: caller) }
+        }
+        guard let read = found, Self.sees(read, caller: caller) else { throw ServiceError.notFound("approval") }
         return read
     }
 
@@ -264,4 +269,11 @@ final class ApprovalService: Sendable {
         let view = try observed(read)
         return ServiceError(.conflict, detail(view.state))
     }
+}
+
+/// An approval as a route's guard read it with the caller's standing (`GuardPreload.approval`):
+/// the id asked for and what was found (nil: no approval has it).
+struct LoadedApproval: Sendable {
+    let id: String
+    let read: ApprovalRead?
 }

@@ -24,6 +24,8 @@ struct CallerResolver: Sendable {
     let admins: AdminRepository
     /// Registration options' caller, read with the account it names (`registrationRequester`).
     let accounts: AccountRepository
+    /// An approval route's caller, read with the approval it names (`standingAndApproval`).
+    let approvals: ApprovalRepository
     let adminKeyHash: [UInt8]?
     /// The OP browser sessions (the OpenID Provider's cookie).
     let browser: any BrowserSessions
@@ -41,7 +43,17 @@ struct CallerResolver: Sendable {
             return .session(try sessions.session(accessToken: try Self.bearer(request)))
         case .passkeySession:
             var caller = try sessions.session(accessToken: try Self.bearer(request))
-            let standing = try sessions.standing(caller)
+            let standing: SessionService.Standing
+            if let id = preload?.approvalId {
+                let session = caller
+                let read = try storage { () throws(StorageError) in
+                    try approvals.standingAndApproval(sessionId: session.sessionId, userId: session.userId, id: id)
+                }
+                standing = try sessions.standing(loaded: read.session)
+                loads.preloadedApproval = LoadedApproval(id: id, read: read.approval)
+            } else {
+                standing = try sessions.standing(caller)
+            }
             guard standing.approves else {
                 throw ServiceError(.forbidden, "this needs a session begun by one of the account's passkeys that is not held")
             }

@@ -49,6 +49,8 @@ enum GuardPreload: Sendable, Equatable {
     case authorizationRequest(id: String)
     /// The console page an admin route shows (read with an admin user's role and standing).
     case adminPage(AdminPageRequest)
+    /// The quorum approval an approval route's `{id}` names (read with the caller's standing).
+    case approval(id: String)
 
     var authorizationRequestId: String? {
         if case .authorizationRequest(let id) = self { return id }
@@ -57,6 +59,11 @@ enum GuardPreload: Sendable, Equatable {
 
     var adminPage: AdminPageRequest? {
         if case .adminPage(let page) = self { return page }
+        return nil
+    }
+
+    var approvalId: String? {
+        if case .approval(let id) = self { return id }
         return nil
     }
 }
@@ -78,6 +85,9 @@ struct GuardLoads: Sendable {
     var addressChange: AddressChangeAccount? = nil
     /// The quorum approval an approval's step-up rule read (`StepUpRule.approvalVote`).
     var approval: ApprovalRead? = nil
+    /// The approval a route's `{id}` names, read with the caller's standing (`GuardPreload.approval`):
+    /// what the rule and the handler decide on instead of reading it again.
+    var preloadedApproval: LoadedApproval? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.
