@@ -143,7 +143,7 @@ write_settings() {
 listen_addresses = '127.0.0.1'
 port = $PORT
 unix_socket_directories = '$SOCKET_DIR'
-max_connections = 200
+max_connections = 400
 timezone = 'UTC'
 log_timezone = 'UTC'"
   if [[ "$FAST" == 1 ]]; then
