@@ -1,3 +1,4 @@
+import PostgreSQL
 import Synchronization
 
 /// A value re-read at most every `maxAge` seconds; `invalidate()` forces the next read. A read that
@@ -14,11 +15,14 @@ final class RefreshingCache<Value: Sendable>: Sendable {
     }
 
     /// The cached value while fresh, else `load()`'s result (cached unless invalidated meanwhile).
+    /// A reload is the instance's, at most once per `maxAge`, not the cost of the request it lands
+    /// on: its round trips are not counted against that request's route (ARCHITECTURE.md "Round
+    /// trips per route"), and it still runs under the request's deadline.
     func get<E: Error>(_ load: () throws(E) -> Value) throws(E) -> Value {
         let (value, at, generation) = state.withLock { $0 }
         let now = clock()
         if let value, let at, now - at < maxAge { return value }
-        let fresh = try load()
+        let fresh = try PostgresDeadline.uncounted(load)
         state.withLock { if $0.generation == generation { $0 = (fresh, now, generation) } }
         return fresh
     }
