@@ -154,7 +154,7 @@ extension AccountRepository {
             caller = Self.readingTicket(hash: hash)
             account = Self.readingRegistrationAccount("(SELECT t.user_id FROM (\(fragment: caller)) t)", redeeming: nil)
         case .recovery(let tokenHash):
-            caller = "SELECT \(unsafeRaw: RecoveryRepository.columns), now() AS db_now FROM recoveries WHERE token_hash = \(tokenHash)"
+            caller = RecoveryRepository.readingRecovery(tokenHash: tokenHash)
             account = Self.readingRegistrationAccount("(SELECT r.user_id FROM recoveries r WHERE r.token_hash = \(tokenHash))", redeeming: nil)
         }
         return try pool.run { c in
@@ -162,8 +162,8 @@ extension AccountRepository {
             var read = RegistrationRequesterRead(account: try Self.registrationAccount(rows[1]))
             switch requester {
             case .session: read.session = try rows[0].first.map(SessionRepository.standing)
-            case .ticket(let hash): read.ticket = try rows[0].first.map { EnrolmentTicket(hash: hash, userId: try $0.string("user_id"), holds: try $0.bool("holds")) }
-            case .recovery: read.recovery = try rows[0].first.map { (try RecoveryRepository.recovery($0), try $0.date("db_now")) }
+            case .ticket(let hash): read.ticket = try rows[0].first.map { try Self.ticket($0, hash: hash) }
+            case .recovery: read.recovery = try rows[0].first.map(RecoveryRepository.recoveryAndNow)
             }
             return read
         }

@@ -145,7 +145,12 @@ extension AccountRepository {
 
     /// `ticket(hash:)` on `connection` (the sessions' store reads it too, for a ticket's bearer).
     static func ticket(hash: [UInt8], on connection: PostgresConnection) throws -> EnrolmentTicket? {
-        try connection.query(readingTicket(hash: hash)).first.map { EnrolmentTicket(hash: hash, userId: try $0.string("user_id"), holds: try $0.bool("holds")) }
+        try connection.query(readingTicket(hash: hash)).first.map { try ticket($0, hash: hash) }
+    }
+
+    /// A row of `readingTicket(hash:)`.
+    static func ticket(_ row: Row, hash: [UInt8]) throws -> EnrolmentTicket {
+        EnrolmentTicket(hash: hash, userId: try row.string("user_id"), holds: try row.bool("holds"))
     }
 
     /// A passkey-enrolment ticket that can still be used: its user and whether it holds.

@@ -271,11 +271,15 @@ public final class RecoveryRepository: Sendable {
 
     /// The recovery a token belongs to, whatever its state, with the database's clock.
     public func recovery(tokenHash: [UInt8]) throws(StorageError) -> (RecoveryRecord, now: Date)? {
-        try pool.run { c in
-            try c.query("SELECT \(unsafeRaw: RecoveryRepository.columns), now() AS db_now FROM recoveries WHERE token_hash = \(tokenHash)")
-                .first.map { (try RecoveryRepository.recovery($0), try $0.date("db_now")) }
-        }
+        try pool.run { c in try c.query(Self.readingRecovery(tokenHash: tokenHash)).first.map(Self.recoveryAndNow) }
     }
+
+    /// `recovery(tokenHash:)`'s statement (registration options read it with the account too).
+    static func readingRecovery(tokenHash: [UInt8]) -> SQL {
+        "SELECT \(unsafeRaw: RecoveryRepository.columns), now() AS db_now FROM recoveries WHERE token_hash = \(tokenHash)"
+    }
+
+    static func recoveryAndNow(_ row: Row) throws -> (RecoveryRecord, now: Date) { (try recovery(row), try row.date("db_now")) }
 
     /// Cancels a pending recovery of `userId`, with `audit` and `events`, in one statement; false when
     /// it has none with that id (any state: the caller tells 404 from a finished one by `recovery(id:)`).
