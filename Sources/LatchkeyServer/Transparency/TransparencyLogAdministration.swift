@@ -73,62 +73,56 @@ public enum EvidencePack {
             throw Failure(description: "no account has the id or username \(user)")
         }
         let ids = try database.transparencyLog.documentedReceipts(userId: account.id, since: since)
-        var lines: [UInt8] = []
-        var files: [(name: String, bytes: [UInt8])] = []
-        var unlogged: [String] = []
-        for id in ids {
-            guard let found = try database.transparencyLog.receipt(id: id, userId: account.id, minWitnesses: 0) else { continue }
-            let proof: TransparencyLog.ReceiptProof
-            do { proof = try TransparencyLog.proof(found, id: id) } catch { throw Failure(description: "receipt \(id): \(error.detail)") }
-            lines += proof.document + [0x0A]
-            if let text = proof.proof { files.append(("proofs/\(id).tlog-proof", Array(text.utf8))) } else { unlogged.append(id) }
-        }
-        files.insert(("receipts.jsonl", lines), at: 0)
-        if let checkpoint = try database.transparencyLog.newestCheckpoint()?.checkpoint { files.append(("checkpoint", Array(checkpoint.utf8))) }
+        // A receipt erased between the list and its read is left out.
+        let packed = try receipts(ids.map { ($0, account.id) }, database: database)
         var detail: [(key: String, value: JSONValue)] = [("receipts", .number(Double(ids.count))), ("kind", "evidence-pack")]
         if let since { detail.append(("since", .string(iso8601(since)))) }
         try database.audit.append(AuditRecord(actor: "cli", action: "receipts.exported", subject: account.id, detail: .object(detail)))
-        return Contents(files: files, receipts: ids.count, unlogged: unlogged)
+        return Contents(files: packed.files, receipts: ids.count, unlogged: packed.unlogged)
+    }
+
+    /// `receipts.jsonl`, a proof for each receipt the log holds, and the log's newest checkpoint, for
+    /// `wanted` (receipt id, its user); the ids not found are named in `missing`.
+    static func receipts(_ wanted: [(id: String, userId: String)], database: Database) throws
+        -> (files: [(name: String, bytes: [UInt8])], unlogged: [String], missing: [String]) {
+        var lines: [UInt8] = []
+        var proofs: [(name: String, bytes: [UInt8])] = []
+        var unlogged: [String] = []
+        var missing: [String] = []
+        for (id, userId) in wanted {
+            guard let found = try database.transparencyLog.receipt(id: id, userId: userId, minWitnesses: 0) else {
+                missing.append(id)
+                continue
+            }
+            let proof: TransparencyLog.ReceiptProof
+            do { proof = try TransparencyLog.proof(found, id: id) } catch { throw Failure(description: "receipt \(id): \(error.detail)") }
+            lines += proof.document + [0x0A]
+            if let text = proof.proof { proofs.append(("proofs/\(id).tlog-proof", Array(text.utf8))) } else { unlogged.append(id) }
+        }
+        var files = [(name: "receipts.jsonl", bytes: lines)] + proofs
+        if let checkpoint = try database.transparencyLog.newestCheckpoint()?.checkpoint { files.append(("checkpoint", Array(checkpoint.utf8))) }
+        return (files, unlogged, missing)
     }
 }
 
 extension EvidencePack {
-    /// `receipts export --approval <id>`: an approval pack — `approval.json` (the approval: its id,
-    /// policy, needed, action and its hash, subject, requester, state and who approved with which
-    /// receipt), then the approvers' receipts, proofs and the checkpoint as in a user's pack — that
-    /// `receipts verify --approval` checks as a quorum: `needed` receipts of distinct accounts on
-    /// this approval's action, each in the log.
-    public static func export(database: Database, approval id: String) throws -> Contents {
+    /// `receipts export --approval <id>`: an approval pack — `approval.json` (the approval as
+    /// `GET /v1/approvals/{id}` shows it: its action and hash, needed, subject, requester, state and
+    /// who approved with which receipt), then the approvers' receipts, proofs and the checkpoint as
+    /// in a user's pack — that `receipts verify --approval` checks as a quorum: `needed` receipts of
+    /// distinct accounts on this approval's action, each in the log.
+    public static func export(database: Database, approval id: String, runtime: Runtime = .system) throws -> Contents {
         guard let read = try database.approvals.read(id: id, caller: "") else { throw Failure(description: "no approval has the id \(id)") }
         let approval = read.approval
-        var lines: [UInt8] = []
-        var files: [(name: String, bytes: [UInt8])] = []
-        var unlogged: [String] = []
-        for entry in approval.entries {
-            guard let found = try database.transparencyLog.receipt(id: entry.receiptId, userId: entry.userId, minWitnesses: 0) else {
-                throw Failure(description: "the receipt \(entry.receiptId) of \(entry.userId)'s approval is gone (past LATCHKEY_RECEIPT_RETENTION?)")
-            }
-            let proof: TransparencyLog.ReceiptProof
-            do { proof = try TransparencyLog.proof(found, id: entry.receiptId) } catch { throw Failure(description: "receipt \(entry.receiptId): \(error.detail)") }
-            lines += proof.document + [0x0A]
-            if let text = proof.proof { files.append(("proofs/\(entry.receiptId).tlog-proof", Array(text.utf8))) } else { unlogged.append(entry.receiptId) }
+        let packed = try receipts(approval.entries.map { ($0.receiptId, $0.userId) }, database: database)
+        if let gone = packed.missing.first {
+            throw Failure(description: "the receipt \(gone) of this approval is gone (past LATCHKEY_RECEIPT_RETENTION?)")
         }
-        let action = (try? JSONParser.parse(Array(approval.action.utf8))) ?? .string(approval.action)
-        let document: JSONValue = .object([
-            ("id", .string(approval.id)), ("policy", .string(approval.policy)), ("needed", .number(Double(approval.needed))),
-            ("action", action), ("actionHash", .string(Base64URL.encode(approval.actionHash))),
-            ("subject", approval.subject.map(JSONValue.string) ?? .null), ("requester", .string(approval.requester)),
-            ("state", .string(approval.state.rawValue)), ("breakGlass", .bool(approval.breakGlass)),
-            ("approvals", .array(approval.entries.map { e in
-                .object([("userId", .string(e.userId)), ("receiptId", .string(e.receiptId)), ("approvedAt", .string(iso8601(e.approvedAt)))])
-            })),
-        ])
-        files.insert(("receipts.jsonl", lines), at: 0)
-        files.insert(("approval.json", document.canonicalized()), at: 0)
-        if let checkpoint = try database.transparencyLog.newestCheckpoint()?.checkpoint { files.append(("checkpoint", Array(checkpoint.utf8))) }
+        let view = ApprovalView(approval: approval, state: ApprovalService.state(approval, at: runtime.now()))
+        let files = [(name: "approval.json", bytes: ApprovalRenderer.approval(view).canonicalized())] + packed.files
         try database.audit.append(AuditRecord(actor: "cli", action: "receipts.exported", subject: approval.subject,
                                               detail: .object([("approvalId", .string(approval.id)), ("receipts", .number(Double(approval.entries.count))),
                                                                ("kind", "approval-pack")])))
-        return Contents(files: files, receipts: approval.entries.count, unlogged: unlogged)
+        return Contents(files: files, receipts: approval.entries.count, unlogged: packed.unlogged)
     }
 }
