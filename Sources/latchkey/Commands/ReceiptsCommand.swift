@@ -4,6 +4,7 @@ import LatchkeyServer
 import JSON
 import Receipts
 import Transparency
+import WebAuthn
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -232,10 +233,10 @@ enum ReceiptsCommand: Command {
             }
             let id = receipt["id"]?.stringValue ?? "line \(count)"
             var checks = ReceiptChecker.check(receipt)
-            let proof = isReceiptId(id) ? files["proofs/\(id).tlog-proof"] : nil
-            checks += logChecks(receipt: receipt, log: proof.map { .string(String(decoding: $0, as: UTF8.self)) }, policy: policy)
-            if let proof, let size = (try? TlogProof(parsing: String(decoding: proof, as: UTF8.self))).flatMap({ try? Checkpoint(text: noteText($0.checkpoint)) })?.size,
-               let packSize, size > packSize {
+            let proof = isReceiptId(id) ? files["proofs/\(id).tlog-proof"].map { String(decoding: $0, as: UTF8.self) } : nil
+            checks += logChecks(receipt: receipt, log: proof.map(JSONValue.string), policy: policy)
+            if let proof, let packSize, let size = try? Checkpoint(text: SignedNote(parsing: TlogProof(parsing: proof).checkpoint).text).size,
+               size > packSize {
                 checks.append(ReceiptChecker.Check(name: "log", passed: false,
                                                    detail: "its proof's checkpoint (size \(size)) is newer than the pack's (size \(packSize))"))
             }
@@ -256,12 +257,6 @@ enum ReceiptsCommand: Command {
         !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }
     }
 
-    /// The checkpoint body of a signed note (the text before its blank line).
-    static func noteText(_ note: String) -> String {
-        guard let range = note.range(of: "\n\n") else { return note }
-        return String(note[..<range.lowerBound]) + "\n"
-    }
-
     /// `export --user U [--since T] [--out F]`.
     static func export(_ args: ParsedArguments) throws(UsageError) -> Int32 {
         let approvalId = args.value("approval")
@@ -272,8 +267,8 @@ enum ReceiptsCommand: Command {
         guard approvalId == nil || args.value("since") == nil else { throw UsageError(message: "--since is for --user") }
         var since: Date? = nil
         if let text = args.value("since") {
-            guard let date = ISO8601DateFormatter().date(from: text) else { throw UsageError(message: "--since takes an RFC 3339 time, such as 2026-01-01T00:00:00Z") }
-            since = date
+            guard let seconds = Inspection.parseISO8601(text) else { throw UsageError(message: "--since takes an RFC 3339 time, such as 2026-01-01T00:00:00Z") }
+            since = Date(timeIntervalSince1970: Double(seconds))
         }
         let out = args.value("out")
         return withDatabase("latchkey receipts export") { database, _ in
