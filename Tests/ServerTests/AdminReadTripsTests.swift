@@ -46,18 +46,9 @@ struct AdminReadTripsTests {
     static let app: JSONValue = .object([("platform", "android"), ("packageName", "com.example.trips"),
                                          ("fingerprints", .array([.string(AdminConsoleTests.fingerprint)]))])
 
-    /// `path` sent with `bearer`; the reply and what the request cost. The fewest round trips over
-    /// three requests: a revocation feed that is stale for a moment adds the token's session read,
-    /// which is not the route's own (ARCHITECTURE.md "Round trips per route").
     static func measured(_ server: TestServer, _ route: String, _ method: String, _ path: String, _ body: JSONValue?,
                          bearer: String) throws -> (Reply, RoundTripCounts, [String]) {
-        var best: (Reply, RoundTripCounts, [String])?
-        for _ in 0..<3 {
-            let reply = try server.client().send(method, path, body: body?.serialized() ?? [], authorization: bearer)
-            let work = try #require(server.traces?.lastWork(route), "\(route) was not traced")
-            if best == nil || work.roundTrips.total < best!.1.total { best = (reply, work.roundTrips, work.statements) }
-        }
-        return best!
+        try server.fewestTrips(route, method, path, body: body, authorization: bearer)
     }
 
     @Test("with an admin user's token each console read is one read, the role and the standing included; the admin key's is one too")

@@ -120,17 +120,9 @@ struct SealedRegistrationTests {
         let token = try client.stepUpToken(first, authorization: session.bearer, action: Client.passkeyAddition)
         let ticket = try #require(try client.enrolmentTicket(externalId: "ext-\(uniqueSuffix())", username: server.username("tk")).json?["ticket"]?
             .stringValue)
-        let route = "POST /v1/passkeys/registration/options"
-        /// The fewest round trips over three requests: a revocation feed stale for a moment adds the
-        /// token's session read, which is not the route's own.
         func measured(_ headers: [(String, String)], authorization: String) throws -> (Reply, RoundTripCounts, [String]) {
-            var best: (Reply, RoundTripCounts, [String])?
-            for _ in 0..<3 {
-                let reply = try client.post("/v1/passkeys/registration/options", .object([]), authorization: authorization, headers: headers)
-                let work = try #require(server.traces?.lastWork(route))
-                if best == nil || work.roundTrips.total < best!.1.total { best = (reply, work.roundTrips, work.statements) }
-            }
-            return best!
+            try server.fewestTrips("POST /v1/passkeys/registration/options", "POST", "/v1/passkeys/registration/options", body: .object([]),
+                                   authorization: authorization, headers: headers)
         }
         let (withStepUp, stepUpTrips, stepUpStatements) = try measured([("Latchkey-Step-Up", token)], authorization: session.bearer)
         #expect(withStepUp.status == 200, "\(withStepUp)")

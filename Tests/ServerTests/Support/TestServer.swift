@@ -7,6 +7,7 @@ import PostgreSQL
 import PostgreSQLTesting
 import Storage
 import Synchronization
+import Testing
 import WebAuthn
 import WebAuthnTesting
 
@@ -434,5 +435,22 @@ final class RoundTripLog: Sendable {
             ("route", .string(route)), ("method", .string(method)), ("status", .number(Double(status))),
             ("reads", .number(Double(trips.reads))), ("writes", .number(Double(trips.writes))), ("control", .number(Double(trips.control))),
         ]))
+    }
+}
+
+extension TestServer {
+    /// `path` sent three times with `authorization` (and `headers`) on a server made `tracing`; the
+    /// reply, round trips and statements of the request that cost the fewest. A revocation feed that
+    /// is stale for a moment adds the token's session read, which is not the route's own
+    /// (ARCHITECTURE.md "Round trips per route").
+    func fewestTrips(_ route: String, _ method: String, _ path: String, body: JSONValue?, authorization: String,
+                     headers: [(String, String)] = []) throws -> (Reply, RoundTripCounts, [String]) {
+        var best: (Reply, RoundTripCounts, [String])?
+        for _ in 0..<3 {
+            let reply = try client().send(method, path, body: body?.serialized() ?? [], authorization: authorization, headers: headers)
+            let work = try #require(traces?.lastWork(route), "\(route) was not traced")
+            if best == nil || work.roundTrips.total < best!.1.total { best = (reply, work.roundTrips, work.statements) }
+        }
+        return best!
     }
 }
