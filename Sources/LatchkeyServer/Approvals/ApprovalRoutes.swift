@@ -6,15 +6,14 @@ import Tokens
 
 extension StepUpRule {
     /// SPEC "Quorum approvals" → "Approving": a step-up for `{"type":"latchkey.approval","approvalId",
-    /// "actionHash"}` of an eligible approver. The approval is read here (404 when the caller may
-    /// not see it, 403 `forbidden` when the caller may not approve it, before the step-up is asked
-    /// for) and handed to the handler; an id that cannot be one is left to the path check (404).
+    /// "actionHash"}` of an eligible approver, decided on the approval the caller's resolution read
+    /// (`GuardPreload.approval`; the handler decides on the same read): 404 when the caller may not
+    /// see it, 403 `forbidden` when the caller may not approve it, before the step-up is asked for;
+    /// an id that cannot be one is left to the path check (404).
     static func approvalVote(_ approvals: ApprovalService) -> StepUpRule {
         StepUpRule(changes: "quorum approvals") { input throws(ServiceError) in
             guard let id = input.rawPath["id"], Identifiers.opaque(id) != nil, let caller = input.caller.userId else { return .none }
-            let (read, action) = try approvals.voteNeed(id: id, caller: caller, loaded: input.loads.preloadedApproval)
-            input.loads.approval = read
-            return .required(action)
+            return .required(try approvals.voteNeed(id: id, caller: caller, loaded: input.loads.preloadedApproval).1)
         }
     }
 }
@@ -69,7 +68,7 @@ extension RouteTable {
             var step: (StepUpRedemption, String)? = nil
             if case .stepUp(let redemption, let receiptId, _)? = ctx.approval { step = (redemption, receiptId) }
             return .json(bytes: ApprovalRenderer.approval(try approvals.approve(id: try ctx.path.text("id"), caller: try ctx.userId,
-                                                                                step: step, loaded: ctx.loads.approval)).serialized())
+                                                                                step: step, loaded: ctx.loads.preloadedApproval)).serialized())
         }
         add("POST", "/v1/approvals/{id:opaque}/veto", .session, accepting: .any) { ctx in
             .json(bytes: ApprovalRenderer.approval(try approvals.veto(id: try ctx.path.text("id"), caller: try ctx.userId)).serialized())
