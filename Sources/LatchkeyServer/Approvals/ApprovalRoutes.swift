@@ -93,8 +93,8 @@ extension GuardedRoute {
     /// SPEC "Quorum approvals" → "Admin quorum": `Latchkey-Approval: <id>` of the caller's approved
     /// approval (policy `latchkey.admin`) for exactly this change, else 403 `approval_required`;
     /// checked here, used up by the change's own statement (`StepUpRedemption.approvalId`).
-    static func quorumApproval(_ action: StepUpAction, userId: String, _ input: GuardInput) throws(ServiceError) -> Approval {
-        guard let id = input.request.header("Latchkey-Approval")?.trimmed, !id.isEmpty else {
+    static func quorumApproval(_ action: StepUpAction, _ input: GuardInput) throws(ServiceError) -> Approval {
+        guard let id = input.request.header("Latchkey-Approval")?.trimmed, !id.isEmpty, let userId = input.caller.userId else {
             throw ServiceError(.approvalRequired, "under LATCHKEY_ADMIN_QUORUM=\(input.lookups.adminQuorum) this change needs Latchkey-Approval: "
                                + "an approval of policy latchkey.admin for the action \(StepUpService.text(action)), approved by that many admins")
         }
