@@ -41,13 +41,11 @@ public struct StepUpRedemption: Sendable, Equatable {
 
     static func use(_ r: StepUpRedemption, onlyIf condition: SQL? = nil) -> SQL {
         guard let approvalId = r.approvalId else { return use(jti: r.jti, userId: r.userId, actionHash: r.actionHash, onlyIf: condition) }
-        // The approval used once, as `ApprovalRepository.consume` does: its requester's, approved
-        // (needed reached, its delay over), unexpired, for exactly this action.
+        // The approval used once, by the predicate `ApprovalRepository.consume` uses.
         let also: SQL = condition.map { " AND \(fragment: $0)" } ?? ""
         return """
-            UPDATE approvals SET state = 'used', used_at = now(), announced = 'used'
-            WHERE id = \(approvalId) AND requester = \(r.userId) AND action_hash = \(r.actionHash) AND state = 'waiting'
-              AND usable_at <= now() AND expires_at > now()\(fragment: also)
+            UPDATE approvals SET \(fragment: ApprovalRepository.used(at: "now()"))
+            WHERE \(fragment: ApprovalRepository.usable(id: approvalId, requester: r.userId, actionHash: r.actionHash, at: "now()"))\(fragment: also)
             RETURNING id
             """
     }

@@ -229,12 +229,11 @@ public final class ApprovalRepository: Sendable {
         let statement = SQL.with([
             ("target", """
                 SELECT id, announced AS was FROM approvals
-                WHERE id = \(id) AND requester = \(requester) AND action_hash = \(actionHash) AND state = 'waiting'
-                  AND usable_at <= \(now)::timestamptz AND expires_at > \(now)::timestamptz
+                WHERE \(fragment: Self.usable(id: id, requester: requester, actionHash: actionHash, at: "\(now)::timestamptz"))
                 FOR UPDATE
                 """),
             ("upd", """
-                UPDATE approvals SET state = 'used', used_at = \(now)::timestamptz, announced = 'used'
+                UPDATE approvals SET \(fragment: Self.used(at: "\(now)::timestamptz"))
                 WHERE id IN (SELECT id FROM target)
                 RETURNING id, policy, subject, requester, action_hash, state, announced, usable_at
                 """),
@@ -268,6 +267,19 @@ public final class ApprovalRepository: Sendable {
     }
 
     // MARK: Fragments
+
+    /// The approval `id` can be used at `at`: `requester`'s, for exactly `actionHash`, approved (its
+    /// quorum reached and its delay over) and unexpired. Every use of an approval checks this one
+    /// predicate: `consume`, and an admin change's `StepUpRedemption` under the admin quorum.
+    static func usable(id: String, requester: String, actionHash: [UInt8], at: SQL) -> SQL {
+        """
+        id = \(id) AND requester = \(requester) AND action_hash = \(actionHash) AND state = 'waiting'
+          AND usable_at <= \(fragment: at) AND expires_at > \(fragment: at)
+        """
+    }
+
+    /// What using an approval at `at` sets (`announced` too: a used approval announces nothing more).
+    static func used(at: SQL) -> SQL { "state = 'used', used_at = \(fragment: at), announced = 'used'" }
 
     static func vetoing(_ which: SQL, by: String?, now: Date) -> SQL {
         """

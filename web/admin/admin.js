@@ -244,8 +244,11 @@ async function change(method, path, body, summary) {
 // policy counts the requester), and the change waits for the other admins on the "Waiting for
 // approval" page. Once approved, the asking admin makes it with Latchkey-Approval: <id>, once.
 
+/** The signed-in admin's user id ('' for none). */
+function myId() { return (app.me && app.me.user && app.me.user.id) || ''; }
+
 /** The approvals this admin asked for, by id: `{id, action, summary}` (this browser keeps them). */
-function askedKey() { return `latchkey.admin.asked.${(app.me && app.me.user && app.me.user.id) || 'key'}`; }
+function askedKey() { return `latchkey.admin.asked.${myId() || 'key'}`; }
 function askedList() {
   try { return JSON.parse(localStorage.getItem(askedKey()) || '[]'); } catch { return []; }
 }
@@ -351,7 +354,7 @@ async function username(id) {
 function changeLine(action) { return `${action.method} ${action.path}`; }
 
 async function approvalItem(a, { approvedList = false } = {}) {
-  const me = app.me && app.me.user ? app.me.user.id : '';
+  const me = myId();
   const mine = a.requester === me;
   const voted = a.approvals.some((v) => v.userId === me);
   const requester = await username(a.requester);
@@ -400,7 +403,7 @@ async function loadApprovals() {
     }
   }
   // Approved changes this admin asked for are theirs to make; everything else waits for admins.
-  const me = app.me && app.me.user ? app.me.user.id : '';
+  const me = myId();
   const ready = all.filter((a) => a.state === 'approved' && a.requester === me);
   const waiting = all.filter((a) => !ready.includes(a));
   fill($('approvals'), await Promise.all(waiting.map((a) => approvalItem(a))), t('No changes are waiting for approval.'));

@@ -6,15 +6,14 @@ import Tokens
 
 extension StepUpRule {
     /// SPEC "Quorum approvals" → "Approving": a step-up for `{"type":"latchkey.approval","approvalId",
-    /// "actionHash"}` of an eligible approver. The approval is read here (404 when the caller may
-    /// not see it, 403 `forbidden` when the caller may not approve it, before the step-up is asked
-    /// for) and handed to the handler; an id that cannot be one is left to the path check (404).
+    /// "actionHash"}` of an eligible approver, decided on the approval the caller's resolution read
+    /// (`GuardPreload.approval`; the handler decides on the same read): 404 when the caller may not
+    /// see it, 403 `forbidden` when the caller may not approve it, before the step-up is asked for;
+    /// an id that cannot be one is left to the path check (404).
     static func approvalVote(_ approvals: ApprovalService) -> StepUpRule {
         StepUpRule(changes: "quorum approvals") { input throws(ServiceError) in
             guard let id = input.rawPath["id"], Identifiers.opaque(id) != nil, let caller = input.caller.userId else { return .none }
-            let (read, action) = try approvals.voteNeed(id: id, caller: caller, loaded: input.loads.preloadedApproval)
-            input.loads.approval = read
-            return .required(action)
+            return .required(try approvals.voteNeed(id: id, caller: caller, loaded: input.loads.preloadedApproval).1)
         }
     }
 }
@@ -69,7 +68,7 @@ extension RouteTable {
             var step: (StepUpRedemption, String)? = nil
             if case .stepUp(let redemption, let receiptId, _)? = ctx.approval { step = (redemption, receiptId) }
             return .json(bytes: ApprovalRenderer.approval(try approvals.approve(id: try ctx.path.text("id"), caller: try ctx.userId,
-                                                                                step: step, loaded: ctx.loads.approval)).serialized())
+                                                                                step: step, loaded: ctx.loads.preloadedApproval)).serialized())
         }
         add("POST", "/v1/approvals/{id:opaque}/veto", .session, accepting: .any) { ctx in
             .json(bytes: ApprovalRenderer.approval(try approvals.veto(id: try ctx.path.text("id"), caller: try ctx.userId)).serialized())
@@ -94,8 +93,8 @@ extension GuardedRoute {
     /// SPEC "Quorum approvals" → "Admin quorum": `Latchkey-Approval: <id>` of the caller's approved
     /// approval (policy `latchkey.admin`) for exactly this change, else 403 `approval_required`;
     /// checked here, used up by the change's own statement (`StepUpRedemption.approvalId`).
-    static func quorumApproval(_ action: StepUpAction, userId: String, _ input: GuardInput) throws(ServiceError) -> Approval {
-        guard let id = input.request.header("Latchkey-Approval")?.trimmed, !id.isEmpty else {
+    static func quorumApproval(_ action: StepUpAction, _ input: GuardInput) throws(ServiceError) -> Approval {
+        guard let id = input.request.header("Latchkey-Approval")?.trimmed, !id.isEmpty, let userId = input.caller.userId else {
             throw ServiceError(.approvalRequired, "under LATCHKEY_ADMIN_QUORUM=\(input.lookups.adminQuorum) this change needs Latchkey-Approval: "
                                + "an approval of policy latchkey.admin for the action \(StepUpService.text(action)), approved by that many admins")
         }

@@ -22,24 +22,35 @@ extension ApprovalService {
     /// order for routes that name a stored object): 404 when the caller may not see it, 403
     /// `forbidden` when the caller may not approve it, else the step-up for exactly this approval.
     func voteNeed(id: String, caller: String, loaded: LoadedApproval? = nil) throws(ServiceError) -> (ApprovalRead, StepUpAction) {
+        let read = try approvable(id: id, caller: caller, loaded: loaded)
+        return (read, try Self.vote(read))
+    }
+
+    /// The approval `id` if `caller` may approve it: 404 when the caller may not see it, else 403
+    /// `forbidden` when the caller may not approve it.
+    func approvable(id: String, caller: String, loaded: LoadedApproval?) throws(ServiceError) -> ApprovalRead {
         let read = try visible(id: id, caller: caller, loaded: loaded)
         guard Self.mayApprove(read, caller: caller) else {
             throw ServiceError(.forbidden, "this account is not one of this approval's approvers (the subject never is)")
         }
-        return (read, try gated { () throws(DeviceKeyError) in
-            try StepUpAction.approvalVote(approvalId: id, actionHash: read.approval.actionHash)
-        })
+        return read
+    }
+
+    /// The step-up action that approves exactly this approval.
+    static func vote(_ read: ApprovalRead) throws(ServiceError) -> StepUpAction {
+        try gated { () throws(DeviceKeyError) in
+            try StepUpAction.approvalVote(approvalId: read.approval.id, actionHash: read.approval.actionHash)
+        }
     }
 
     /// `POST /v1/approvals/{id}/approve`: `caller`'s approval counted once (its step-up redeemed and
     /// its receipt recorded in the same write). 409 once the approval is no longer collecting.
+    /// `loaded`: the approval as the caller's resolution read it (`GuardPreload.approval`).
     func approve(id: String, caller: String, step: (redemption: StepUpRedemption, receiptId: String)?,
-                 loaded: ApprovalRead?) throws(ServiceError) -> ApprovalView {
-        let read: ApprovalRead
-        if let loaded, loaded.approval.id == id { read = loaded } else { read = try voteNeed(id: id, caller: caller).0 }
-        guard Self.mayApprove(read, caller: caller) else { throw ServiceError(.forbidden, "this account is not one of this approval's approvers") }
+                 loaded: LoadedApproval?) throws(ServiceError) -> ApprovalView {
+        let read = try approvable(id: id, caller: caller, loaded: loaded)
         guard let step else {
-            throw StepUpService.stepUpRequired("approving needs a step-up for \(StepUpService.text(try voteNeed(id: id, caller: caller).1))")
+            throw StepUpService.stepUpRequired("approving needs a step-up for \(StepUpService.text(try Self.vote(read)))")
         }
         let now = clock()
         var a = read.approval

@@ -83,8 +83,6 @@ struct GuardLoads: Sendable {
     var registration: PreloadedRegistration? = nil
     /// The account an address change's rule read (`StepUpRule.emailChange`): its mail language.
     var addressChange: AddressChangeAccount? = nil
-    /// The quorum approval an approval's step-up rule read (`StepUpRule.approvalVote`).
-    var approval: ApprovalRead? = nil
     /// The approval a route's `{id}` names, read with the caller's standing (`GuardPreload.approval`):
     /// what the rule and the handler decide on instead of reading it again.
     var preloadedApproval: LoadedApproval? = nil

@@ -110,6 +110,9 @@ struct StepUpRule: Sendable {
         /// Checked (and redeemed) when sent; without it the change goes ahead with weaker standing
         /// (a passkey added from an email session is held).
         case optional(StepUpAction)
+        /// `Latchkey-Approval` in place of the caller's own step-up: their approved quorum approval of
+        /// exactly this action (an admin change under `LATCHKEY_ADMIN_QUORUM` > 1), else 403 `approval_required`.
+        case approval(StepUpAction)
     }
 
     /// How a refusal names the change ("device-key enrolments").
@@ -128,8 +131,8 @@ struct StepUpRule: Sendable {
     /// in `input.loads`. A lookup that fails throws (never `.none`).
     let need: @Sendable (inout GuardInput) throws(ServiceError) -> Need
 
-    /// An admin change (SPEC "Admin console"): under `LATCHKEY_ADMIN_QUORUM` > 1 it needs an approved
-    /// `Latchkey-Approval` instead of the admin's own step-up, and the admin key makes none.
+    /// An admin change (SPEC "Admin console"): under `LATCHKEY_ADMIN_QUORUM` > 1 the admin key makes
+    /// none (refused in the caller's place), and an admin user's needs `.approval` (`adminChange`).
     var isAdminChange: Bool { changes == Self.adminChanges }
     static let adminChanges = "admin changes"
 
@@ -140,17 +143,19 @@ struct StepUpRule: Sendable {
     }
 
     /// SPEC "Admin console": with a user token, `{"type":"latchkey.admin","method","path","body"}`
-    /// for exactly this request (the path as sent, still percent-encoded); the admin key needs none.
+    /// for exactly this request (the path as sent, still percent-encoded), approved by the admin's
+    /// step-up, or under `LATCHKEY_ADMIN_QUORUM` > 1 by a quorum approval; the admin key needs none.
     static let adminChange = StepUpRule(changes: adminChanges) { input throws(ServiceError) in
         guard case .adminUser = input.caller else { return .none }
-        return .required(try gated { () throws(DeviceKeyError) in
+        let action = try gated { () throws(DeviceKeyError) in
             try StepUpAction.adminChange(method: input.request.method, path: input.request.rawPath, body: input.body)
-        })
+        }
+        return input.lookups.adminQuorum > 1 ? .approval(action) : .required(action)
     }
 
     /// `adminChange` that the admin key may never make (an enrolment ticket for an existing account).
     static let adminUserChange: StepUpRule = {
-        var rule = StepUpRule(changes: "admin changes", need: adminChange.need)
+        var rule = StepUpRule(changes: adminChanges, need: adminChange.need)
         rule.adminKeyRefused = true
         return rule
     }()
@@ -369,9 +374,7 @@ extension GuardedRoute {
         case .none: return nil
         case .required(let a): (action, required) = (a, true)
         case .optional(let a): (action, required) = (a, false)
-        }
-        if rule.isAdminChange, input.lookups.adminQuorum > 1, let userId = input.caller.userId {
-            return try quorumApproval(action, userId: userId, input)
+        case .approval(let a): return try quorumApproval(a, input)
         }
         let presented = input.request.header("Latchkey-Step-Up")?.trimmed
         guard let token = presented, !token.isEmpty else {
@@ -391,5 +394,4 @@ extension GuardedRoute {
                                                                                session: rule.sameSession ? input.caller.sessionId : nil)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId, authentication: authentication)
     }
-
 }
