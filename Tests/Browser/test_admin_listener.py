@@ -36,7 +36,7 @@ os.environ['LATCHKEY_URL'] = f'http://localhost:{PUBLIC_PORT}'
 
 
 from test_admin import fresh_authenticator  # noqa: E402
-from test_web import run_suite, wait_until_ready  # noqa: E402
+from test_web import run_suite, with_server  # noqa: E402
 
 TAG = secrets.token_hex(3)
 ADMIN = f'listener-{TAG}'
@@ -144,25 +144,12 @@ def main():
     if not BINARY or not DATABASE:
         print('SKIP admin listener: LATCHKEY_BIN and LATCHKEY_DATABASE_URL are needed')
         return 0
-    log = open(os.path.join('data', 'browser', 'admin-listener.log'), 'w')
-    server = subprocess.Popen([BINARY, 'serve'], env=environment(), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        if not wait_until_ready(server, PUBLIC_PORT, 'admin listener', 'admin-listener.log'):
-            return 1
 
-        def cleanup():
-            subprocess.run([BINARY, 'admins', 'remove', ADMIN], env=environment(), capture_output=True, timeout=60)
+    def cleanup():
+        subprocess.run([BINARY, 'admins', 'remove', ADMIN], env=environment(), capture_output=True, timeout=60)
 
-        failed = run_suite(TESTS, label='admin listener: ', cleanup=cleanup)
-        return 1 if failed else 0
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+    return with_server(BINARY, environment(), PUBLIC_PORT, 'admin listener', 'admin-listener.log',
+                       lambda: 1 if run_suite(TESTS, label='admin listener: ', cleanup=cleanup) else 0)
 
 
 if __name__ == '__main__':

@@ -41,7 +41,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from test_admin import admin_get, fresh_authenticator, open_page, wait_prompt  # noqa: E402
-from test_web import Browser, run_suite, wait_until_ready  # noqa: E402
+from test_web import Browser, run_suite, with_server  # noqa: E402
 from test_web import http as request_json  # noqa: E402
 
 TAG = secrets.token_hex(3)
@@ -209,30 +209,16 @@ def main():
     if not BINARY or not DATABASE:
         print('SKIP admin quorum: LATCHKEY_BIN and LATCHKEY_DATABASE_URL are needed')
         return 0
-    os.makedirs(os.path.join('data', 'browser'), exist_ok=True)
-    log = open(os.path.join('data', 'browser', 'admin-quorum.log'), 'w')
-    server = subprocess.Popen([BINARY, 'serve'], env=environment(), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        if not wait_until_ready(server, PORT, 'admin quorum', 'admin-quorum.log'):
-            return 1
 
-        def cleanup():
-            if 'b' in state:
-                state['b'].d.quit()
-            for name in (ADMIN_A, ADMIN_B):
-                subprocess.run([BINARY, 'admins', 'remove', name], env=environment(), capture_output=True, timeout=60)
-            subprocess.run([BINARY, 'origins', 'remove', ORIGIN], env=environment(), capture_output=True, timeout=60)
+    def cleanup():
+        if 'b' in state:
+            state['b'].d.quit()
+        for name in (ADMIN_A, ADMIN_B):
+            subprocess.run([BINARY, 'admins', 'remove', name], env=environment(), capture_output=True, timeout=60)
+        subprocess.run([BINARY, 'origins', 'remove', ORIGIN], env=environment(), capture_output=True, timeout=60)
 
-        failed = run_suite(TESTS, label='admin quorum: ', cleanup=cleanup)
-        return 1 if failed else 0
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+    return with_server(BINARY, environment(), PORT, 'admin quorum', 'admin-quorum.log',
+                       lambda: 1 if run_suite(TESTS, label='admin quorum: ', cleanup=cleanup) else 0)
 
 
 if __name__ == '__main__':

@@ -22,6 +22,7 @@ Prints one line per test and closes with 'N passed, N failed, N skipped'; exit 1
 import json
 import os
 import secrets
+import subprocess
 import sys
 import time
 import traceback
@@ -704,6 +705,26 @@ def wait_until_ready(server, port, label, log_name, seconds=60):
             print(f'FAIL {label}: the server did not start (data/browser/{log_name})')
             return False
         time.sleep(0.2)
+
+
+def with_server(binary, env, port, label, log_name, body):
+    """Runs `body()` against `binary serve` started with `env` (its log in data/browser/`log_name`)
+    once it answers /readyz on `port`, and returns body's exit status (1 when the server does not
+    start). The server is stopped whatever happens."""
+    os.makedirs(os.path.join('data', 'browser'), exist_ok=True)
+    with open(os.path.join('data', 'browser', log_name), 'w') as log:
+        server = subprocess.Popen([binary, 'serve'], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            if not wait_until_ready(server, port, label, log_name):
+                return 1
+            return body()
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
 
 def run_suite(tests, label='', cleanup=None):
