@@ -173,8 +173,7 @@ final class TransparencyLog: Sendable {
             guard !queued.isEmpty else { return nil }
             guard state.origin == signer.name else { return nil }
             let size = UInt64(state.size)
-            var known: [MerkleTree.Node: [UInt8]] = [:]
-            for n in edge { known[MerkleTree.Node(level: n.level, index: UInt64(n.index))] = n.hash }
+            var known = Self.nodeMap(edge)
             guard CompleteSubtrees.rightEdge(size: size).allSatisfy({ known[$0] != nil }) else {
                 throw Refusal(description: "the transparency log's stored tree lacks its right edge at size \(size)")
             }
@@ -247,13 +246,8 @@ final class TransparencyLog: Sendable {
             throw ServiceError(.notFound, "this receipt was stored before receipts were documents: read it at /v1/step-up/receipts/{id}")
         }
         guard let index = found.logIndex, let checkpoint = found.checkpoint else { return ReceiptProof(document: document, proof: nil) }
-        var known: [MerkleTree.Node: [UInt8]] = [:]
-        for n in found.nodes { known[MerkleTree.Node(level: n.level, index: UInt64(n.index))] = n.hash }
         do {
-            let inclusion = try MerkleTree.inclusionProof(index: UInt64(index), size: UInt64(checkpoint.size)) { node throws in
-                guard let hash = known[node] else { throw TransparencyError("node \(node) missing") }
-                return hash
-            }
+            let inclusion = try MerkleTree.inclusionProof(index: UInt64(index), size: UInt64(checkpoint.size), node: nodeReader(found.nodes))
             return ReceiptProof(document: document, proof: TlogProof(index: UInt64(index), inclusion: inclusion, checkpoint: checkpoint.note).text)
         } catch {
             throw ServiceError(.internalError, "the log's stored tree cannot prove receipt \(id): \(error)")
@@ -264,9 +258,18 @@ final class TransparencyLog: Sendable {
     func consistencyProof(oldSize: Int64, size: Int64) throws -> [[UInt8]] {
         let wanted = MerkleTree.nodesForConsistency(oldSize: UInt64(oldSize), size: UInt64(size))
         let rows = try store.nodes(wanted.map { ($0.level, Int64($0.index)) })
-        var known: [MerkleTree.Node: [UInt8]] = [:]
-        for n in rows { known[MerkleTree.Node(level: n.level, index: UInt64(n.index))] = n.hash }
-        return try MerkleTree.consistencyProof(oldSize: UInt64(oldSize), size: UInt64(size)) { node throws in
+        return try MerkleTree.consistencyProof(oldSize: UInt64(oldSize), size: UInt64(size), node: Self.nodeReader(rows))
+    }
+
+    /// Stored nodes keyed as `MerkleTree` reads them.
+    static func nodeMap(_ rows: [TransparencyLogRepository.NodeHash]) -> [MerkleTree.Node: [UInt8]] {
+        Dictionary(rows.map { (MerkleTree.Node(level: $0.level, index: UInt64($0.index)), $0.hash) }, uniquingKeysWith: { _, last in last })
+    }
+
+    /// What a proof reads its nodes with: one the store did not return fails the proof.
+    static func nodeReader(_ rows: [TransparencyLogRepository.NodeHash]) -> (MerkleTree.Node) throws -> [UInt8] {
+        let known = nodeMap(rows)
+        return { node in
             guard let hash = known[node] else { throw TransparencyError("node \(node) missing") }
             return hash
         }
