@@ -22,7 +22,6 @@ protocol TransparencyLogStore: Sendable {
     func witnessSize(origin: String, witness: String) throws(StorageError) -> Int64
     func recordCosignature(origin: String, size: Int64, witness: String, lines: String) throws(StorageError)
     func recordWitnessSize(origin: String, witness: String, size: Int64) throws(StorageError)
-    func checkpointNote(origin: String, size: Int64) throws(StorageError) -> (note: String, root: [UInt8])?
 }
 
 extension TransparencyLogRepository: TransparencyLogStore {}
