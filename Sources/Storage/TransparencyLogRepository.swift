@@ -86,7 +86,7 @@ public final class TransparencyLogRepository: Sendable {
     /// (committed before this read) is in this checkpoint or a later one, and a crash before the
     /// commit leaves the previous tree and checkpoint as they were.
     public func integrate(limit: Int,
-                          build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> (LogState, Append)? {
+                          build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> Append? {
         try pool.runTransaction { t in
             guard try t.query("SELECT pg_try_advisory_xact_lock(\(Self.writerLock)) AS locked")[0].bool("locked") else { return nil }
             guard let row = try t.query("SELECT origin, public_key, sealed_key, size, signed_size FROM transparency_log FOR UPDATE").first else {
@@ -130,7 +130,7 @@ public final class TransparencyLogRepository: Sendable {
             try t.execute("""
                 UPDATE transparency_log SET size = \(size), signed_size = GREATEST(signed_size, \(size))
                 """)
-            return (state, append)
+            return append
         }
     }
 

@@ -169,7 +169,7 @@ final class TransparencyLog: Sendable {
         guard let signer = signer.withLock({ $0 }) else { return nil }
         let now = runtime.now()
         var built: Integrated?
-        let result = try store.integrate(limit: settings.batchLimit) { state, edge, queued in
+        let append = try store.integrate(limit: settings.batchLimit) { state, edge, queued in
             guard !queued.isEmpty else { return nil }
             guard state.origin == signer.name else { return nil }
             let size = UInt64(state.size)
@@ -188,7 +188,7 @@ final class TransparencyLog: Sendable {
                 .sorted { ($0.level, $0.index) < ($1.level, $1.index) }
             return .init(receipts: queued, nodes: nodes, root: root, note: note)
         }
-        guard let (_, append) = result, let integrated = built else { return nil }
+        guard let append, let integrated = built else { return nil }
         let size = Int64(integrated.checkpoint.size)
         metrics.observeLogSize(size)
         for receipt in append.receipts { metrics.observeLogLag(max(0, now.timeIntervalSince(receipt.createdAt))) }

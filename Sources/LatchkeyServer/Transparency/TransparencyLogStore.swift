@@ -13,7 +13,7 @@ protocol TransparencyLogStore: Sendable {
     func state() throws(StorageError) -> LogState?
     func create(origin: String, publicKey: [UInt8], sealedKey: [UInt8]) throws(StorageError) -> LogState
     /// One integration under the writers' lock (nil: another instance holds it, or nothing to do).
-    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> (LogState, Append)?
+    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> Append?
     func newestCheckpoint() throws(StorageError) -> Served?
     func nodes(level: Int, start: Int64, count: Int) throws(StorageError) -> [[UInt8]]
     func entries(start: Int64, count: Int) throws(StorageError) -> [[UInt8]]

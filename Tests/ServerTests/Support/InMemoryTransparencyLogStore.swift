@@ -45,7 +45,7 @@ final class InMemoryTransparencyLogStore: TransparencyLogStore, Sendable {
         }
     }
 
-    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> (LogState, Append)? {
+    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> Append? {
         guard writer.withLock({ held in defer { held = true }; return !held }) else { return nil }
         defer { writer.withLock { $0 = false } }
         let (state, edge, queued) = tables.withLock { t -> (LogState?, [NodeHash], [Queued]) in
@@ -76,7 +76,7 @@ final class InMemoryTransparencyLogStore: TransparencyLogStore, Sendable {
             t.state = LogState(origin: state.origin, publicKey: state.publicKey, sealedKey: state.sealedKey, size: size,
                                signedSize: max(state.signedSize, size))
         }
-        return (state, append)
+        return append
     }
 
     private func served(_ t: Tables, size: Int64) -> String? {
