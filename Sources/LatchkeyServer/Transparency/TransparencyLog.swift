@@ -30,6 +30,12 @@ final class TransparencyLog: Sendable {
     /// wait (`Services.isDatabaseWait`): start-up ends with exit 1 and this text.
     struct Refusal: Error, CustomStringConvertible {
         let description: String
+
+        /// SPEC "No rollback": the stored tree of `size` is behind a checkpoint already seen.
+        static func forked(size: Int64, behind checkpoint: String) -> Refusal {
+            Refusal(description: "the transparency log's stored tree (size \(size)) is smaller than \(checkpoint): a restored backup would fork the log; "
+                    + "`latchkey log reset --i-understand` starts a new log")
+        }
     }
 
     let store: any TransparencyLogStore
@@ -83,22 +89,17 @@ final class TransparencyLog: Sendable {
             throw Refusal(description: "the transparency log's sealed key is not the key of its row (origin \(state.origin))")
         }
         if state.size < state.signedSize {
-            throw Refusal(description: "the transparency log's stored tree (size \(state.size)) is smaller than the last checkpoint it signed "
-                          + "(size \(state.signedSize), recorded in PostgreSQL): a restored backup would fork the log; `latchkey log reset --i-understand` starts a new log")
+            throw Refusal.forked(size: state.size, behind: "the last checkpoint it signed (size \(state.signedSize), recorded in PostgreSQL)")
         }
         if let file = settings.stateFile, let recorded = Self.readStateFile(file), recorded.origin == state.origin, recorded.size > state.size {
-            throw Refusal(description: "the transparency log's stored tree (size \(state.size)) is smaller than the last checkpoint it signed "
-                          + "(size \(recorded.size), recorded in LATCHKEY_LOG_STATE \(file)): a restored backup would fork the log; "
-                          + "`latchkey log reset --i-understand` starts a new log")
+            throw Refusal.forked(size: state.size, behind: "the last checkpoint it signed (size \(recorded.size), recorded in LATCHKEY_LOG_STATE \(file))")
         }
         // The witnesses' sizes, read back with `old 0`: one beyond the stored tree saw a checkpoint
         // this database no longer holds. A witness that cannot be reached is logged, not waited for.
         if !witnesses.witnesses.isEmpty, let note = try store.newestCheckpoint()?.checkpoint {
             for witness in witnesses.witnesses {
                 if let theirs = witnesses.readBack(note: note, to: witness), theirs > state.size {
-                    throw Refusal(description: "the transparency log's stored tree (size \(state.size)) is smaller than the checkpoint witness "
-                                  + "\(witness.label) cosigned (size \(theirs)): a restored backup would fork the log; "
-                                  + "`latchkey log reset --i-understand` starts a new log")
+                    throw Refusal.forked(size: state.size, behind: "the checkpoint witness \(witness.label) cosigned (size \(theirs))")
                 }
             }
         }
