@@ -86,7 +86,7 @@ public final class TransparencyLogRepository: Sendable {
     /// (committed before this read) is in this checkpoint or a later one, and a crash before the
     /// commit leaves the previous tree and checkpoint as they were.
     public func integrate(limit: Int,
-                          build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> (LogState, Append)? {
+                          build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> Append? {
         try pool.runTransaction { t in
             guard try t.query("SELECT pg_try_advisory_xact_lock(\(Self.writerLock)) AS locked")[0].bool("locked") else { return nil }
             guard let row = try t.query("SELECT origin, public_key, sealed_key, size, signed_size FROM transparency_log FOR UPDATE").first else {
@@ -130,7 +130,7 @@ public final class TransparencyLogRepository: Sendable {
             try t.execute("""
                 UPDATE transparency_log SET size = \(size), signed_size = GREATEST(signed_size, \(size))
                 """)
-            return (state, append)
+            return append
         }
     }
 
@@ -213,16 +213,14 @@ public final class TransparencyLogRepository: Sendable {
     public struct ReceiptWithProof: Sendable {
         /// Nil for a receipt stored before receipts were documents.
         public let document: [UInt8]?
-        public let commitment: [UInt8]?
         public let logIndex: Int64?
-        /// The checkpoint the proof is against (signed note with its cosignature lines), its size and
-        /// its number of cosignatures; nil until the receipt is integrated.
-        public let checkpoint: (note: String, size: Int64, cosignatures: Int)?
+        /// The checkpoint the proof is against (signed note with its cosignature lines) and its size;
+        /// nil until the receipt is integrated.
+        public let checkpoint: (note: String, size: Int64)?
         /// Every node the inclusion proof of `logIndex` in a tree of that size can read.
         public let nodes: [NodeHash]
-        public init(document: [UInt8]?, commitment: [UInt8]?, logIndex: Int64?, checkpoint: (note: String, size: Int64, cosignatures: Int)?,
-                    nodes: [NodeHash]) {
-            self.document = document; self.commitment = commitment; self.logIndex = logIndex; self.checkpoint = checkpoint; self.nodes = nodes
+        public init(document: [UInt8]?, logIndex: Int64?, checkpoint: (note: String, size: Int64)?, nodes: [NodeHash]) {
+            self.document = document; self.logIndex = logIndex; self.checkpoint = checkpoint; self.nodes = nodes
         }
     }
 
@@ -234,12 +232,12 @@ public final class TransparencyLogRepository: Sendable {
         try pool.run { c in
             let rows = try c.query("""
                 WITH r AS (
-                    SELECT document, commitment, log_index FROM step_up_receipts
+                    SELECT document, log_index FROM step_up_receipts
                     WHERE id = \(id) AND (\(userId)::text IS NULL OR user_id = \(userId))
                 ), cp AS (
                     -- The newest checkpoint (the log's size), or with N > 0 the newest holding the receipt
                     -- and N cosignatures: read backwards along the cosignatures' key, stopping at the first.
-                    SELECT c.size, c.note || coalesce(string_agg(s.line, '' ORDER BY s.witness), '') AS note, count(s.line) AS cosignatures
+                    SELECT c.size, c.note || coalesce(string_agg(s.line, '' ORDER BY s.witness), '') AS note
                     FROM r CROSS JOIN transparency_log l
                     JOIN transparency_log_checkpoints c ON c.origin = l.origin AND c.size = coalesce((
                         SELECT w.size FROM transparency_log_cosignatures w
@@ -254,26 +252,25 @@ public final class TransparencyLogRepository: Sendable {
                     UNION
                     SELECT j, (cp.size >> j) - 1 FROM cp, generate_series(0, 62) AS j WHERE (cp.size >> j) & 1 = 1
                 )
-                SELECT r.document, r.commitment, r.log_index, cp.size, cp.note, cp.cosignatures, n.level::int8 AS level, n.index, n.hash
+                SELECT r.document, r.log_index, cp.size, cp.note, n.level::int8 AS level, n.index, n.hash
                 FROM r LEFT JOIN cp ON true
                 LEFT JOIN (wanted w JOIN transparency_log_nodes n ON n.level = w.level AND n.index = w.index) ON cp.size IS NOT NULL
                 """)
             guard let first = rows.first else { return nil }
-            var checkpoint: (String, Int64, Int)?
+            var checkpoint: (String, Int64)?
             if let note = try first.optionalString("note") {
-                checkpoint = (note, try first.int64("size"), try first.int("cosignatures"))
+                checkpoint = (note, try first.int64("size"))
             }
             var nodes: [NodeHash] = []
             for row in rows where !(try row.isNull("hash")) {
                 nodes.append(NodeHash(level: try row.int("level"), index: try row.int64("index"), hash: try row.bytes("hash")))
             }
-            return ReceiptWithProof(document: try first.optionalBytes("document"), commitment: try first.optionalBytes("commitment"),
-                                    logIndex: try first.optionalInt64("log_index"), checkpoint: checkpoint, nodes: nodes)
+            return ReceiptWithProof(document: try first.optionalBytes("document"), logIndex: try first.optionalInt64("log_index"),
+                                    checkpoint: checkpoint, nodes: nodes)
         }
     }
 
-    /// The nodes a consistency proof from `oldSize` to `size` reads (`wanted`, computed by the caller),
-    /// and the checkpoint note of `size` with its root. For a witness submission.
+    /// The nodes a consistency proof reads (`wanted`, computed by the caller), for a witness submission.
     public func nodes(_ wanted: [(level: Int, index: Int64)]) throws(StorageError) -> [NodeHash] {
         guard !wanted.isEmpty else { return [] }
         return try pool.run { c in
@@ -314,15 +311,6 @@ public final class TransparencyLogRepository: Sendable {
                 INSERT INTO transparency_log_witnesses (origin, witness, size) VALUES (\(origin), \(witness), \(size))
                 ON CONFLICT (origin, witness) DO UPDATE SET size = EXCLUDED.size
                 """)
-        }
-    }
-
-    /// The checkpoint note of `size` (log signature only), for a witness that is behind.
-    public func checkpointNote(origin: String, size: Int64) throws(StorageError) -> (note: String, root: [UInt8])? {
-        try pool.run { c in
-            try c.query("SELECT note, root FROM transparency_log_checkpoints WHERE origin = \(origin) AND size = \(size)").first.map {
-                (try $0.string("note"), try $0.bytes("root"))
-            }
         }
     }
 

@@ -133,22 +133,8 @@ public enum MerkleTree {
 
     /// RFC 9162 §2.1.3.2: does `proof` bind `leafHash` at `index` to `root` of a tree of `size`?
     public static func verifyInclusion(index: UInt64, size: UInt64, leafHash: [UInt8], proof: [[UInt8]], root: [UInt8]) -> Bool {
-        guard index < size else { return false }
-        var fn = index, sn = size - 1
-        var r = leafHash
-        for p in proof {
-            guard p.count == hashLength, sn != 0 else { return false }
-            if fn & 1 == 1 || fn == sn {
-                r = nodeHash(p, r)
-                if fn & 1 == 0 {
-                    while fn & 1 == 0 && fn != 0 { fn >>= 1; sn >>= 1 }
-                }
-            } else {
-                r = nodeHash(r, p)
-            }
-            fn >>= 1; sn >>= 1
-        }
-        return sn == 0 && constantTimeEquals(r, root)
+        guard index < size, let r = walk(fn: index, sn: size - 1, seed: leafHash, left: nil, path: proof) else { return false }
+        return constantTimeEquals(r.right, root)
     }
 
     /// RFC 9162 §2.1.4.2: does `proof` show the tree of `oldSize` (root `oldRoot`) is a prefix of the
@@ -163,21 +149,31 @@ public enum MerkleTree {
         if oldSize & (oldSize - 1) == 0 { path.insert(oldRoot, at: 0) }
         var fn = oldSize - 1, sn = size - 1
         while fn & 1 == 1 { fn >>= 1; sn >>= 1 }
-        var fr = path[0], sr = path[0]
-        for c in path.dropFirst() {
-            guard sn != 0 else { return false }
+        guard let r = walk(fn: fn, sn: sn, seed: path[0], left: path[0], path: path.dropFirst()), let fr = r.left else { return false }
+        return constantTimeEquals(fr, oldRoot) && constantTimeEquals(r.right, root)
+    }
+
+    /// The walk both RFC 9162 verifications make (§2.1.3.2, §2.1.4.2): `path` climbed
+    /// from node `fn` of a tree whose last node is `sn`. `right` (r, sr) takes every hash; `left`
+    /// (fr, kept only when given) takes those on its left. Nil when a hash is not 32 bytes or the
+    /// path's length does not fit the tree.
+    private static func walk(fn: UInt64, sn: UInt64, seed: [UInt8], left: [UInt8]?,
+                             path: some Sequence<[UInt8]>) -> (right: [UInt8], left: [UInt8]?)? {
+        var (fn, sn, right, left) = (fn, sn, seed, left)
+        for p in path {
+            guard p.count == hashLength, sn != 0 else { return nil }
             if fn & 1 == 1 || fn == sn {
-                fr = nodeHash(c, fr)
-                sr = nodeHash(c, sr)
+                right = nodeHash(p, right)
+                left = left.map { nodeHash(p, $0) }
                 if fn & 1 == 0 {
                     while fn & 1 == 0 && fn != 0 { fn >>= 1; sn >>= 1 }
                 }
             } else {
-                sr = nodeHash(sr, c)
+                right = nodeHash(right, p)
             }
             fn >>= 1; sn >>= 1
         }
-        return sn == 0 && constantTimeEquals(fr, oldRoot) && constantTimeEquals(sr, root)
+        return sn == 0 ? (right, left) : nil
     }
 }
 

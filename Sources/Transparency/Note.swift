@@ -29,7 +29,7 @@ public struct SignedNote: Sendable, Equatable {
                 throw TransparencyError("a signature is base64 of at least 4 bytes")
             }
             self.name = String(parts[0])
-            self.keyID = UInt32(raw[0]) << 24 | UInt32(raw[1]) << 16 | UInt32(raw[2]) << 8 | UInt32(raw[3])
+            self.keyID = uint32(bigEndian: raw)
             self.signature = Array(raw[4...])
         }
     }
@@ -105,12 +105,13 @@ public enum NoteSignatureType: UInt8, Sendable {
 
 /// key ID = SHA-256(key name || 0x0A || signature type || public key)[:4], big-endian.
 public func noteKeyID(name: String, type: UInt8, publicKey: [UInt8]) -> UInt32 {
-    let h = Digest.sha256(Array(name.utf8) + [0x0A, type] + publicKey)
-    return UInt32(h[0]) << 24 | UInt32(h[1]) << 16 | UInt32(h[2]) << 8 | UInt32(h[3])
+    uint32(bigEndian: Digest.sha256(Array(name.utf8) + [0x0A, type] + publicKey))
 }
 
 func bigEndian(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
 func bigEndian(_ v: UInt64) -> [UInt8] { (0..<8).map { UInt8(v >> (56 - 8 * UInt64($0)) & 0xFF) } }
+/// The big-endian UInt32 in the first four of `bytes` (there are at least four).
+func uint32(bigEndian bytes: [UInt8]) -> UInt32 { bytes[..<4].reduce(0) { $0 << 8 | UInt32($1) } }
 
 /// A verifier key `<name>+<hex key ID>+<base64(type || public key)>`, for Ed25519 (0x01) and
 /// cosignature/v1 (0x04) keys.
@@ -135,7 +136,7 @@ public struct VerifierKey: Sendable, Equatable, CustomStringConvertible {
         guard let type = NoteSignatureType(rawValue: first) else { throw TransparencyError("the verifier key's type \(first) is not Ed25519 (1) or cosignature/v1 (4)") }
         guard raw.count == 33 else { throw TransparencyError("an Ed25519 verifier key holds 32 bytes") }
         self.init(name: String(parts[0]), type: type, publicKey: Array(raw[1...]))
-        guard keyID == UInt32(id[0]) << 24 | UInt32(id[1]) << 16 | UInt32(id[2]) << 8 | UInt32(id[3]) else {
+        guard keyID == uint32(bigEndian: id) else {
             throw TransparencyError("the verifier key's ID does not match its name and key")
         }
         guard (try? PublicKey.ed25519(publicKey)) != nil else { throw TransparencyError("the verifier key is not an Ed25519 public key") }

@@ -139,14 +139,7 @@ public final class Metrics: Sendable {
         out.counter(Family.requests, labels: ["route", "method", "status"],
                     Dictionary(s.requests.map { ("\($0.key.route)|\($0.key.method)|\($0.key.status)", $0.value) }, uniquingKeysWith: +))
         out.declare(Family.latency)
-        for (route, h) in s.latency.sorted(by: { $0.key < $1.key }) {
-            for (i, bound) in Metrics.buckets.enumerated() {
-                out.sample(Family.latency, suffix: "_bucket", [("route", route), ("le", "\(bound)")], "\(h.counts[i])")
-            }
-            out.sample(Family.latency, suffix: "_bucket", [("route", route), ("le", "+Inf")], "\(h.count)")
-            out.sample(Family.latency, suffix: "_sum", [("route", route)], "\(h.sum)")
-            out.sample(Family.latency, suffix: "_count", [("route", route)], "\(h.count)")
-        }
+        for (route, h) in s.latency.sorted(by: { $0.key < $1.key }) { out.histogram(Family.latency, [("route", route)], h) }
         out.counter(Family.ceremonies, labels: ["ceremony", "outcome"], s.ceremonies)
         out.sample(Family.poolConnections, [("state", "open")], "\(pool.open)")
         out.sample(Family.poolConnections, [("state", "in_use")], "\(pool.inUse)")
@@ -156,14 +149,7 @@ public final class Metrics: Sendable {
         out.counter(Family.oauth, labels: ["client", "outcome"], s.oauth)
         out.counter(Family.roundTrips, labels: ["route", "method"], s.roundTrips)
         if let size = s.logSize { out.sample(Family.logSize, [], "\(size)") }
-        if s.logLag.count > 0 {
-            for (i, bound) in Metrics.buckets.enumerated() {
-                out.sample(Family.logLag, suffix: "_bucket", [("le", "\(bound)")], "\(s.logLag.counts[i])")
-            }
-            out.sample(Family.logLag, suffix: "_bucket", [("le", "+Inf")], "\(s.logLag.count)")
-            out.sample(Family.logLag, suffix: "_sum", [], "\(s.logLag.sum)")
-            out.sample(Family.logLag, suffix: "_count", [], "\(s.logLag.count)")
-        }
+        if s.logLag.count > 0 { out.histogram(Family.logLag, [], s.logLag) }
         out.counter(Family.witnesses, labels: ["witness", "outcome"], s.witnesses)
         if let revocationFeedStale { out.sample(Family.revocationFeedStale, [], revocationFeedStale ? "1" : "0") }
         if let outbox {
@@ -210,6 +196,14 @@ public struct Exposition: Sendable {
         declare(family)
         let pairs = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",")
         text += family.name + suffix + (pairs.isEmpty ? "" : "{\(pairs)}") + " " + value + "\n"
+    }
+
+    /// One histogram series: its cumulative `_bucket`s (`+Inf` last), `_sum` and `_count`.
+    mutating func histogram(_ family: MetricFamily, _ labels: [(String, String)], _ h: Metrics.Histogram) {
+        for (i, bound) in Metrics.buckets.enumerated() { sample(family, suffix: "_bucket", labels + [("le", "\(bound)")], "\(h.counts[i])") }
+        sample(family, suffix: "_bucket", labels + [("le", "+Inf")], "\(h.count)")
+        sample(family, suffix: "_sum", labels, "\(h.sum)")
+        sample(family, suffix: "_count", labels, "\(h.count)")
     }
 
     /// A counter family from `a|b|…` keys (label values in `labels` order), sorted so the text is stable.

@@ -30,6 +30,12 @@ final class TransparencyLog: Sendable {
     /// wait (`Services.isDatabaseWait`): start-up ends with exit 1 and this text.
     struct Refusal: Error, CustomStringConvertible {
         let description: String
+
+        /// SPEC "No rollback": the stored tree of `size` is behind a checkpoint already seen.
+        static func forked(size: Int64, behind checkpoint: String) -> Refusal {
+            Refusal(description: "the transparency log's stored tree (size \(size)) is smaller than \(checkpoint): a restored backup would fork the log; "
+                    + "`latchkey log reset --i-understand` starts a new log")
+        }
     }
 
     let store: any TransparencyLogStore
@@ -83,22 +89,17 @@ final class TransparencyLog: Sendable {
             throw Refusal(description: "the transparency log's sealed key is not the key of its row (origin \(state.origin))")
         }
         if state.size < state.signedSize {
-            throw Refusal(description: "the transparency log's stored tree (size \(state.size)) is smaller than the last checkpoint it signed "
-                          + "(size \(state.signedSize), recorded in PostgreSQL): a restored backup would fork the log; `latchkey log reset --i-understand` starts a new log")
+            throw Refusal.forked(size: state.size, behind: "the last checkpoint it signed (size \(state.signedSize), recorded in PostgreSQL)")
         }
         if let file = settings.stateFile, let recorded = Self.readStateFile(file), recorded.origin == state.origin, recorded.size > state.size {
-            throw Refusal(description: "the transparency log's stored tree (size \(state.size)) is smaller than the last checkpoint it signed "
-                          + "(size \(recorded.size), recorded in LATCHKEY_LOG_STATE \(file)): a restored backup would fork the log; "
-                          + "`latchkey log reset --i-understand` starts a new log")
+            throw Refusal.forked(size: state.size, behind: "the last checkpoint it signed (size \(recorded.size), recorded in LATCHKEY_LOG_STATE \(file))")
         }
         // The witnesses' sizes, read back with `old 0`: one beyond the stored tree saw a checkpoint
         // this database no longer holds. A witness that cannot be reached is logged, not waited for.
         if !witnesses.witnesses.isEmpty, let note = try store.newestCheckpoint()?.checkpoint {
             for witness in witnesses.witnesses {
                 if let theirs = witnesses.readBack(note: note, to: witness), theirs > state.size {
-                    throw Refusal(description: "the transparency log's stored tree (size \(state.size)) is smaller than the checkpoint witness "
-                                  + "\(witness.label) cosigned (size \(theirs)): a restored backup would fork the log; "
-                                  + "`latchkey log reset --i-understand` starts a new log")
+                    throw Refusal.forked(size: state.size, behind: "the checkpoint witness \(witness.label) cosigned (size \(theirs))")
                 }
             }
         }
@@ -169,12 +170,11 @@ final class TransparencyLog: Sendable {
         guard let signer = signer.withLock({ $0 }) else { return nil }
         let now = runtime.now()
         var built: Integrated?
-        let result = try store.integrate(limit: settings.batchLimit) { state, edge, queued in
+        let append = try store.integrate(limit: settings.batchLimit) { state, edge, queued in
             guard !queued.isEmpty else { return nil }
             guard state.origin == signer.name else { return nil }
             let size = UInt64(state.size)
-            var known: [MerkleTree.Node: [UInt8]] = [:]
-            for n in edge { known[MerkleTree.Node(level: n.level, index: UInt64(n.index))] = n.hash }
+            var known = Self.nodeMap(edge)
             guard CompleteSubtrees.rightEdge(size: size).allSatisfy({ known[$0] != nil }) else {
                 throw Refusal(description: "the transparency log's stored tree lacks its right edge at size \(size)")
             }
@@ -189,7 +189,7 @@ final class TransparencyLog: Sendable {
                 .sorted { ($0.level, $0.index) < ($1.level, $1.index) }
             return .init(receipts: queued, nodes: nodes, root: root, note: note)
         }
-        guard let (_, append) = result, let integrated = built else { return nil }
+        guard let append, let integrated = built else { return nil }
         let size = Int64(integrated.checkpoint.size)
         metrics.observeLogSize(size)
         for receipt in append.receipts { metrics.observeLogLag(max(0, now.timeIntervalSince(receipt.createdAt))) }
@@ -247,13 +247,8 @@ final class TransparencyLog: Sendable {
             throw ServiceError(.notFound, "this receipt was stored before receipts were documents: read it at /v1/step-up/receipts/{id}")
         }
         guard let index = found.logIndex, let checkpoint = found.checkpoint else { return ReceiptProof(document: document, proof: nil) }
-        var known: [MerkleTree.Node: [UInt8]] = [:]
-        for n in found.nodes { known[MerkleTree.Node(level: n.level, index: UInt64(n.index))] = n.hash }
         do {
-            let inclusion = try MerkleTree.inclusionProof(index: UInt64(index), size: UInt64(checkpoint.size)) { node throws in
-                guard let hash = known[node] else { throw TransparencyError("node \(node) missing") }
-                return hash
-            }
+            let inclusion = try MerkleTree.inclusionProof(index: UInt64(index), size: UInt64(checkpoint.size), node: nodeReader(found.nodes))
             return ReceiptProof(document: document, proof: TlogProof(index: UInt64(index), inclusion: inclusion, checkpoint: checkpoint.note).text)
         } catch {
             throw ServiceError(.internalError, "the log's stored tree cannot prove receipt \(id): \(error)")
@@ -264,9 +259,18 @@ final class TransparencyLog: Sendable {
     func consistencyProof(oldSize: Int64, size: Int64) throws -> [[UInt8]] {
         let wanted = MerkleTree.nodesForConsistency(oldSize: UInt64(oldSize), size: UInt64(size))
         let rows = try store.nodes(wanted.map { ($0.level, Int64($0.index)) })
-        var known: [MerkleTree.Node: [UInt8]] = [:]
-        for n in rows { known[MerkleTree.Node(level: n.level, index: UInt64(n.index))] = n.hash }
-        return try MerkleTree.consistencyProof(oldSize: UInt64(oldSize), size: UInt64(size)) { node throws in
+        return try MerkleTree.consistencyProof(oldSize: UInt64(oldSize), size: UInt64(size), node: Self.nodeReader(rows))
+    }
+
+    /// Stored nodes keyed as `MerkleTree` reads them.
+    static func nodeMap(_ rows: [TransparencyLogRepository.NodeHash]) -> [MerkleTree.Node: [UInt8]] {
+        Dictionary(rows.map { (MerkleTree.Node(level: $0.level, index: UInt64($0.index)), $0.hash) }, uniquingKeysWith: { _, last in last })
+    }
+
+    /// What a proof reads its nodes with: one the store did not return fails the proof.
+    static func nodeReader(_ rows: [TransparencyLogRepository.NodeHash]) -> (MerkleTree.Node) throws -> [UInt8] {
+        let known = nodeMap(rows)
+        return { node in
             guard let hash = known[node] else { throw TransparencyError("node \(node) missing") }
             return hash
         }

@@ -13,7 +13,7 @@ protocol TransparencyLogStore: Sendable {
     func state() throws(StorageError) -> LogState?
     func create(origin: String, publicKey: [UInt8], sealedKey: [UInt8]) throws(StorageError) -> LogState
     /// One integration under the writers' lock (nil: another instance holds it, or nothing to do).
-    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> (LogState, Append)?
+    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> Append?
     func newestCheckpoint() throws(StorageError) -> Served?
     func nodes(level: Int, start: Int64, count: Int) throws(StorageError) -> [[UInt8]]
     func entries(start: Int64, count: Int) throws(StorageError) -> [[UInt8]]
@@ -22,7 +22,6 @@ protocol TransparencyLogStore: Sendable {
     func witnessSize(origin: String, witness: String) throws(StorageError) -> Int64
     func recordCosignature(origin: String, size: Int64, witness: String, lines: String) throws(StorageError)
     func recordWitnessSize(origin: String, witness: String, size: Int64) throws(StorageError)
-    func checkpointNote(origin: String, size: Int64) throws(StorageError) -> (note: String, root: [UInt8])?
 }
 
 extension TransparencyLogRepository: TransparencyLogStore {}

@@ -71,9 +71,7 @@ final class WitnessSubmitter: Sendable {
             let response = try Self.post(body, to: witness)
             switch response.status {
             case 200:
-                let lines = try AddCheckpoint.cosignatures(response.body, checkpointText: integrated.checkpoint.text, witness: witness.key)
-                try store.recordCosignature(origin: origin, size: size, witness: witness.label, lines: lines.map(\.line).joined())
-                outcome = count(witness, "cosigned", nil)
+                outcome = try recordCosigned(response.body, checkpoint: integrated.checkpoint, by: witness)
             case 409:
                 // tlog-witness: the witness's latest cosigned size, `text/x.tlog.size`; sent again once from there.
                 guard let theirs = AddCheckpoint.conflictSize(response.body) else {
@@ -102,7 +100,6 @@ final class WitnessSubmitter: Sendable {
         var options = CurlOptions()
         options.timeoutSeconds = 5
         options.protocols = witness.url.hasPrefix("http://") ? "http,https" : "https"
-        options.responseHeaders = ["Content-Type"]
         let url = (witness.url.hasSuffix("/") ? String(witness.url.dropLast()) : witness.url) + "/add-checkpoint"
         return try Curl.post(url, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(body.utf8), options: options)
     }
@@ -122,9 +119,7 @@ final class WitnessSubmitter: Sendable {
                 try store.recordWitnessSize(origin: checkpoint.origin, witness: witness.label, size: size)
                 return size
             case 200:
-                let lines = try AddCheckpoint.cosignatures(response.body, checkpointText: checkpoint.text, witness: witness.key)
-                try store.recordCosignature(origin: checkpoint.origin, size: Int64(checkpoint.size), witness: witness.label, lines: lines.map(\.line).joined())
-                count(witness, "cosigned", nil)
+                try recordCosigned(response.body, checkpoint: checkpoint, by: witness)
                 return Int64(checkpoint.size)
             default:
                 count(witness, "refused", "HTTP \(response.status) to `old 0`: \(String(decoding: response.body.prefix(200), as: UTF8.self))")
@@ -134,6 +129,14 @@ final class WitnessSubmitter: Sendable {
             count(witness, "unreachable", "reading its size back: \(error)")
             return nil
         }
+    }
+
+    /// A 200's cosignature lines, verified with the witness's key over `checkpoint`, stored with it.
+    @discardableResult
+    private func recordCosigned(_ body: [UInt8], checkpoint: Checkpoint, by witness: Witness) throws -> String {
+        let lines = try AddCheckpoint.cosignatures(body, checkpointText: checkpoint.text, witness: witness.key)
+        try store.recordCosignature(origin: checkpoint.origin, size: Int64(checkpoint.size), witness: witness.label, lines: lines.map(\.line).joined())
+        return count(witness, "cosigned", nil)
     }
 
     @discardableResult

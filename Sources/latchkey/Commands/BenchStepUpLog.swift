@@ -191,8 +191,7 @@ enum StepUpLogComparison {
         // Each round's phases ran back to back, so their ratio shares the machine's state; the median
         // of those ratios is what one noisy phase does not move.
         let perRound = zip(off.rates, on.rates).map { $1 / max($0, 1e-9) }
-        let sorted = perRound.sorted()
-        let median = sorted.isEmpty ? 0 : sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        let median = FlowReport.median(perRound)
         print("ratio on/off = \(offRate > 0 ? formatDecimal(onRate / offRate, places: 3) : "-") over all rounds, "
               + "\(formatDecimal(median, places: 3)) the median of the rounds' (target ≥ 0.9; per round "
               + "\(perRound.map { formatDecimal($0, places: 3) }.joined(separator: ", ")))")

@@ -45,7 +45,7 @@ final class InMemoryTransparencyLogStore: TransparencyLogStore, Sendable {
         }
     }
 
-    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> (LogState, Append)? {
+    func integrate(limit: Int, build: (LogState, [NodeHash], [Queued]) throws -> Append?) throws(StorageError) -> Append? {
         guard writer.withLock({ held in defer { held = true }; return !held }) else { return nil }
         defer { writer.withLock { $0 = false } }
         let (state, edge, queued) = tables.withLock { t -> (LogState?, [NodeHash], [Queued]) in
@@ -76,7 +76,7 @@ final class InMemoryTransparencyLogStore: TransparencyLogStore, Sendable {
             t.state = LogState(origin: state.origin, publicKey: state.publicKey, sealedKey: state.sealedKey, size: size,
                                signedSize: max(state.signedSize, size))
         }
-        return (state, append)
+        return append
     }
 
     private func served(_ t: Tables, size: Int64) -> String? {
@@ -101,12 +101,12 @@ final class InMemoryTransparencyLogStore: TransparencyLogStore, Sendable {
     func receipt(id: String, userId: String?, minWitnesses: Int) throws(StorageError) -> ReceiptWithProof? {
         tables.withLock { t in
             guard let r = t.receipts.first(where: { $0.id == id && (userId == nil || $0.userId == userId) }) else { return nil }
-            var checkpoint: (note: String, size: Int64, cosignatures: Int)?
+            var checkpoint: (note: String, size: Int64)?
             if let index = r.logIndex {
                 let holding = t.checkpoints.keys.filter { $0 > index }
                 let enough = holding.filter { (t.cosignatures[$0]?.count ?? 0) >= minWitnesses }
                 if let size = enough.max() ?? holding.max() {
-                    checkpoint = (served(t, size: size)!, size, t.cosignatures[size]?.count ?? 0)
+                    checkpoint = (served(t, size: size)!, size)
                 }
             }
             // Every stored node: the service picks what the proof needs.
@@ -114,7 +114,7 @@ final class InMemoryTransparencyLogStore: TransparencyLogStore, Sendable {
                 let parts = k.split(separator: "/")
                 return NodeHash(level: Int(parts[0])!, index: Int64(parts[1])!, hash: h)
             }
-            return ReceiptWithProof(document: r.document, commitment: r.commitment, logIndex: r.logIndex, checkpoint: checkpoint, nodes: nodes)
+            return ReceiptWithProof(document: r.document, logIndex: r.logIndex, checkpoint: checkpoint, nodes: nodes)
         }
     }
 
@@ -132,8 +132,4 @@ final class InMemoryTransparencyLogStore: TransparencyLogStore, Sendable {
     }
 
     func recordWitnessSize(origin: String, witness: String, size: Int64) throws(StorageError) { tables.withLock { $0.witnesses[witness] = size } }
-
-    func checkpointNote(origin: String, size: Int64) throws(StorageError) -> (note: String, root: [UInt8])? {
-        tables.withLock { $0.checkpoints[size] }
-    }
 }
