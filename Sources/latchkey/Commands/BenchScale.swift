@@ -167,9 +167,7 @@ enum ScaleBenchmark {
             print("cannot reset \(name): seeding it again")
         }
         do {
-            // Names built here from a number, never input.
-            _ = try stats.connection.executeScript("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
-            _ = try stats.connection.executeScript("CREATE DATABASE \(name)")
+            try stats.recreate(name)
         } catch {
             printError("cannot create \(name): \(error)"); return false
         }

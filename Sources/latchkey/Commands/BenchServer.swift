@@ -149,6 +149,16 @@ struct ClusterStats {
 
     init(url: String) throws { connection = try PostgresConnection(url: url) }
 
+    /// A bench's own database, empty: dropped (connections ended) and created again. `name` is
+    /// made by the bench, never input.
+    func recreate(_ name: String) throws {
+        _ = try connection.executeScript("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        _ = try connection.executeScript("CREATE DATABASE \(name)")
+    }
+
+    /// Drops a bench's database at the end of its run; a failure leaves it for the next `recreate`.
+    func drop(_ name: String) { _ = try? connection.executeScript("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+
     struct Snapshot { var walBytes: Int64, walFPI: Int64, commits: Int64 }
 
     func snapshot(_ database: String) throws -> Snapshot {

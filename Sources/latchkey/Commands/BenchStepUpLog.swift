@@ -98,13 +98,11 @@ enum StepUpLogComparison {
         let stats: ClusterStats
         do {
             stats = try ClusterStats(url: BenchDatabaseURL.database("postgres", of: o.databaseURL))
-            // A name made here, never input.
-            _ = try stats.connection.executeScript("DROP DATABASE IF EXISTS \(database) WITH (FORCE)")
-            _ = try stats.connection.executeScript("CREATE DATABASE \(database)")
+            try stats.recreate(database)
         } catch {
             printError("cannot create \(database) on the cluster of --database-url: \(error)"); return ExitCode.failure
         }
-        defer { _ = try? stats.connection.executeScript("DROP DATABASE IF EXISTS \(database) WITH (FORCE)") }
+        defer { stats.drop(database) }
 
         var measured: [Measured] = []
         for round in 1...o.rounds {
