@@ -9,19 +9,16 @@ Then once more through the cluster's Unix socket (`postgresql://user@/db?host=/s
 usage: bench-login-accounts.py <latchkey binary> <database URL on the cluster to use>"""
 import re, subprocess, sys
 
+import bench_check
+
 if len(sys.argv) != 3:
     sys.exit(__doc__)
 binary, url = sys.argv[1], sys.argv[2]
 cmd = [binary, 'bench', 'login', '--accounts', '100', '--database-url', url,
        '--duration', '1', '--rounds', '1', '--concurrency', '4']
-run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-out = run.stdout
-print(out, end='')
-if run.stderr:
-    print(run.stderr, end='', file=sys.stderr)
 failures = []
-if run.returncode != 0:
-    failures.append(f'exit status {run.returncode}')
+run = bench_check.run(cmd, failures)
+out = run.stdout
 expect = {
     'seeded with COPY': r'^seeded 100 accounts, 100 passkeys, 200 audit lines with COPY',
     'phase on the small database': r'^round 1 empty +logins [1-9]\d* ',
@@ -38,27 +35,18 @@ expect = {
     'database size': r'^database size: empty [\d.]+ MB, 100 [\d.]+ MB',
     'key cache note': r'^credential key cache: ',
 }
-for label, pattern in expect.items():
-    if not re.search(pattern, out, re.M):
-        failures.append(f'missing: {label} ({pattern})')
+bench_check.expect_lines(out, expect, failures)
 # Again on the same databases with --reuse: what the first run's logins wrote is removed (sessions,
 # challenges, audit lines; the audit log's append-only trigger is back on afterwards), nothing is
 # seeded anew, and --checkpoint-once checkpoints before the first phase only.
-again = subprocess.run(cmd[:-6] + ['--duration', '1', '--rounds', '2', '--concurrency', '4', '--reuse', '--checkpoint-once'],
-                       capture_output=True, text=True, timeout=600)
-print(again.stdout, end='')
-if again.stderr:
-    print(again.stderr, end='', file=sys.stderr)
-if again.returncode != 0:
-    failures.append(f'--reuse: exit status {again.returncode}')
-for label, pattern in {
+again = bench_check.run(cmd[:-6] + ['--duration', '1', '--rounds', '2', '--concurrency', '4', '--reuse', '--checkpoint-once'],
+                        failures, '--reuse: ')
+bench_check.expect_lines(again.stdout, {
     'small database reused and reset': r"^reusing latchkey_bench_accounts_64 \(64 seeded accounts; earlier runs' sessions, challenges and audit lines removed\)",
     'seeded database reused and reset': r"^reusing latchkey_bench_accounts_100 \(100 seeded accounts; earlier runs' sessions, challenges and audit lines removed\)",
     'one checkpoint': r'one CHECKPOINT before the first round$',
     'second round without errors': r'^round 2 100 .* errors 0 ',
-}.items():
-    if not re.search(pattern, again.stdout, re.M):
-        failures.append(f'--reuse: missing: {label} ({pattern})')
+}, failures, '--reuse: ')
 if re.search(r'^seeded ', again.stdout, re.M):
     failures.append('--reuse: seeded again instead of reusing')
 base = url.rsplit('/', 1)[0]
@@ -74,19 +62,12 @@ if not sockets or not port or not user:
 else:
     socket_url = f'postgresql://{user.group(1)}@/{url.rsplit("/", 1)[1].split("?")[0]}?host={sockets}&port={port}'
     print(f'through the socket: {socket_url}')
-    via = subprocess.run([binary, 'bench', 'login', '--accounts', '8', '--database-url', socket_url, '--duration', '1',
-                          '--rounds', '1', '--concurrency', '2'], capture_output=True, text=True, timeout=600)
-    print(via.stdout, end='')
-    if via.stderr:
-        print(via.stderr, end='', file=sys.stderr)
-    if via.returncode != 0:
-        failures.append(f'socket: exit status {via.returncode}')
-    for label, pattern in {
+    via = bench_check.run([binary, 'bench', 'login', '--accounts', '8', '--database-url', socket_url, '--duration', '1',
+                           '--rounds', '1', '--concurrency', '2'], failures, 'socket: ')
+    bench_check.expect_lines(via.stdout, {
         'seeded through the socket': r'^seeded 8 accounts, 8 passkeys, 16 audit lines with COPY',
         'logins through the socket without errors': r'^round 1 empty +logins [1-9]\d* .* errors 0 ',
-    }.items():
-        if not re.search(pattern, via.stdout, re.M):
-            failures.append(f'socket: missing: {label} ({pattern})')
+    }, failures, 'socket: ')
     made = subprocess.run(['psql', '-qAt', socket_url, '-c', "SELECT count(*) FROM pg_database WHERE datname = 'latchkey_bench_accounts_8'"],
                           capture_output=True, text=True).stdout.strip()
     if made != '1':
@@ -98,7 +79,4 @@ if audit.stdout.strip() != 'O':
 # The bench's databases go again (they are scratch: a later run recreates them).
 for name in ('latchkey_bench_accounts_64', 'latchkey_bench_accounts_100', 'latchkey_bench_accounts_8'):
     subprocess.run(['psql', '-q', f'{base}/postgres', '-c', f'DROP DATABASE IF EXISTS {name} WITH (FORCE)'], check=False)
-for f in failures:
-    print('FAIL', f)
-print('bench login --accounts: ' + ('ok' if not failures else f'{len(failures)} failed'))
-sys.exit(1 if failures else 0)
+bench_check.finish('bench login --accounts', failures)

@@ -8,20 +8,17 @@ are what later changes will move): only that every figure is printed, that flows
 without errors, and that the bench's database is dropped.
 
 usage: bench-oauth.py <latchkey binary> <database URL on the cluster to use>"""
-import re, subprocess, sys
+import re, sys
+
+import bench_check
 
 if len(sys.argv) != 3:
     sys.exit(__doc__)
 binary, url = sys.argv[1], sys.argv[2]
 cmd = [binary, 'bench', 'oauth', '--database-url', url, '--duration', '1', '--count', '3', '--concurrency', '2', '--accounts', '2']
-run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-out = run.stdout
-print(out, end='')
-if run.stderr:
-    print(run.stderr, end='', file=sys.stderr)
 failures = []
-if run.returncode != 0:
-    failures.append(f'exit status {run.returncode}')
+run = bench_check.run(cmd, failures)
+out = run.stdout
 ms = r'[\d.]+ ms'
 count = r'[\d.]+ \([\d.]+\)'
 expect = {
@@ -47,17 +44,8 @@ for kind, names in steps.items():
         trips = r'[0-9][\d.]*' if (kind, name) == ('login', 'options') else r'[1-9][\d.]*'
         expect[f'{kind} {name} database work'] = (rf'^db {kind} {re.escape(name)} +round trips {trips} \([\d.]+\)  of which after the answer {count}  '
                                                   rf'statements {count}  commits {count}  WAL \d+ B  by tag')
-for label, pattern in expect.items():
-    if not re.search(pattern, out, re.M):
-        failures.append(f'missing: {label} ({pattern})')
+bench_check.expect_lines(out, expect, failures)
 if re.search(r'first failure', run.stderr):
     failures.append('a flow or login failed (see "first failure" above)')
-base = url.rsplit('/', 1)[0]
-left = subprocess.run(['psql', '-qAt', f'{base}/postgres', '-c', "SELECT count(*) FROM pg_database WHERE datname = 'latchkey_bench_oauth'"],
-                      capture_output=True, text=True)
-if left.stdout.strip() != '0':
-    failures.append(f'the bench left its database behind ({left.stdout.strip()!r} {left.stderr.strip()!r})')
-for f in failures:
-    print('FAIL', f)
-print('bench oauth: ' + ('ok' if not failures else f'{len(failures)} failed'))
-sys.exit(1 if failures else 0)
+bench_check.expect_dropped(url, 'latchkey_bench_oauth', failures)
+bench_check.finish('bench oauth', failures)

@@ -7,21 +7,18 @@ assert on time): only that both rates, the ratio and the lag lines are printed, 
 without errors, that every sampled receipt reached the log, and that the bench's database is dropped.
 
 usage: bench-step-up-log.py <latchkey binary> <database URL on the cluster to use>"""
-import re, subprocess, sys
+import subprocess, sys
+
+import bench_check
 
 if len(sys.argv) != 3:
     sys.exit(__doc__)
 binary, url = sys.argv[1], sys.argv[2]
 cmd = [binary, 'bench', 'step-up', '--log-compare', '--database-url', url,
        '--duration', '1', '--rounds', '2', '--concurrency', '2', '--log-interval', '0.2']
-run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-out = run.stdout
-print(out, end='')
-if run.stderr:
-    print(run.stderr, end='', file=sys.stderr)
 failures = []
-if run.returncode != 0:
-    failures.append(f'exit status {run.returncode}')
+run = bench_check.run(cmd, failures)
+out = run.stdout
 ms = r'[\d.]+ ms'
 rate = r'[\d.]+/s'
 expect = {
@@ -38,20 +35,11 @@ expect['ratio'] = r"^ratio on/off = [\d.]+ over all rounds, [\d.]+ the median of
 expect['lag'] = (rf'^integration lag \(verify answered → GET /v1/receipts/\{{id\}} shows its log\): [1-9]\d* receipts sampled in the on phases, '
                  rf'p50 {ms}  p99 {ms}  max {ms}; 2 × LATCHKEY_LOG_INTERVAL = 400 ms \(target p99 ≤ 400 ms\)$')
 expect['every sample integrated'] = r'^not integrated within \d+ s of their phase\'s end: 0; receipt polls that failed: 0$'
-for label, pattern in expect.items():
-    if not re.search(pattern, out, re.M):
-        failures.append(f'missing: {label} ({pattern})')
-base = url.rsplit('/', 1)[0]
-left = subprocess.run(['psql', '-qAt', f'{base}/postgres', '-c', "SELECT count(*) FROM pg_database WHERE datname = 'latchkey_bench_stepup'"],
-                      capture_output=True, text=True)
-if left.stdout.strip() != '0':
-    failures.append(f'the bench left its database behind ({left.stdout.strip()!r} {left.stderr.strip()!r})')
+bench_check.expect_lines(out, expect, failures)
+bench_check.expect_dropped(url, 'latchkey_bench_stepup', failures)
 # The other mode stays: --url without --log-compare is still the running-server bench.
 usage = subprocess.run([binary, 'bench', 'step-up', '--log-compare', '--url', 'http://127.0.0.1:1', '--database-url', url],
                        capture_output=True, text=True, timeout=60)
 if usage.returncode != 64 or 'not --url' not in usage.stderr:
     failures.append(f'--log-compare with --url: expected a usage error, got {usage.returncode} {usage.stderr[:200]!r}')
-for f in failures:
-    print('FAIL', f)
-print('bench step-up --log-compare: ' + ('ok' if not failures else f'{len(failures)} failed'))
-sys.exit(1 if failures else 0)
+bench_check.finish('bench step-up --log-compare', failures)
