@@ -21,10 +21,10 @@ extension StepUpRule {
 extension StepUpRule {
     /// `adminChange` for a policy: a policy the rules refuse is 400 before the step-up is asked for;
     /// a name that cannot be one is left to the path check (404), whatever the body.
-    static let approvalPolicyChange = StepUpRule(changes: adminChange.changes) { input throws(ServiceError) in
-        guard ApprovalPolicy.isName(input.rawPath["name"] ?? "") else { return .none }
+    static let approvalPolicyChange = adminChange { input throws(ServiceError) in
+        guard ApprovalPolicy.isName(input.rawPath["name"] ?? "") else { return false }
         _ = try ApprovalPolicy(parsing: input.body ?? .object([]))
-        return try adminChange.need(&input)
+        return true
     }
 }
 

@@ -127,9 +127,8 @@ extension StepUpRule {
     }
 
     /// The admin API's revocation of a user's passkey: the last-way-in rule first, then `adminChange`.
-    static let adminPasskeyRevocation = StepUpRule(changes: "admin changes") { input throws(ServiceError) in
-        let userId = Identifiers.opaque(input.rawPath["id"])
-        try refusingLastWayIn(&input, userId: userId, credential: "credentialId")
-        return try adminChange.need(&input)
+    static let adminPasskeyRevocation = adminChange { input throws(ServiceError) in
+        try refusingLastWayIn(&input, userId: Identifiers.opaque(input.rawPath["id"]), credential: "credentialId")
+        return true
     }
 }
