@@ -134,21 +134,23 @@ public enum ReceiptChecker {
         func fail(_ why: String) -> Check { Check(name: name, passed: false, detail: why) }
         switch f.kind {
         case .passkey:
-            guard let clientDataJSON = f.clientDataJSON, let authenticatorData = f.authenticatorData, let rpId = f.rpId else {
+            guard let clientData = f.clientData, let rawAuthenticatorData = f.authenticatorData, let rpId = f.rpId else {
                 return fail("the passkey evidence is incomplete")
             }
             let key: COSEKey
             do { key = try COSEKey(bytes: f.publicKey) } catch { return fail("approver.publicKey is not a COSE key: \(error.reason)") }
-            guard authenticatorData.count >= 37 else { return fail("authenticatorData is shorter than 37 bytes") }
-            guard constantTimeEquals(Array(authenticatorData[0..<32]), Digest.sha256(Array(rpId.utf8))) else {
+            let authenticatorData: AuthenticatorData
+            do { authenticatorData = try AuthenticatorData(rawAuthenticatorData) } catch { return fail(error.reason) }
+            guard constantTimeEquals(authenticatorData.rpIdHash, Digest.sha256(Array(rpId.utf8))) else {
                 return fail("authenticatorData's rpIdHash is not SHA-256 of \(rpId)")
             }
-            let flags = authenticatorData[32]
-            guard flags & 0x01 != 0, flags & 0x04 != 0 else { return fail("authenticatorData does not say the user was present and verified") }
-            guard let clientData = try? JSONParser.parse(clientDataJSON), clientData["type"]?.stringValue == "webauthn.get" else {
+            guard authenticatorData.userPresent, authenticatorData.userVerified else {
+                return fail("authenticatorData does not say the user was present and verified")
+            }
+            guard clientData.type == CollectedClientData.CeremonyType.get.rawValue else {
                 return fail("clientDataJSON is not a webauthn.get client data")
             }
-            guard key.verify(signature: f.signature, over: authenticatorData + Digest.sha256(clientDataJSON)) else {
+            guard key.verify(signature: f.signature, over: authenticatorData.raw + clientData.hash) else {
                 return fail("the signature does not verify under approver.publicKey over authenticatorData ‖ SHA-256(clientDataJSON)")
             }
             return Check(name: name, passed: true, detail: "a user-verified WebAuthn assertion for \(rpId) under approver.publicKey (\(key.algorithm.name))")
@@ -192,7 +194,8 @@ public enum ReceiptChecker {
         let nonce: [UInt8]
         let keyBinding: [UInt8]
         let signature: [UInt8]
-        let clientDataJSON: [UInt8]?
+        /// The passkey's `clientDataJSON`, parsed as WebAuthn parses it: the signed challenge is its `challenge`.
+        let clientData: CollectedClientData?
         let authenticatorData: [UInt8]?
         let clientDataHash: [UInt8]?
         let rpId: String?
@@ -242,19 +245,17 @@ public enum ReceiptChecker {
             signature = try bytes(e["signature"], "evidence.signature")
             switch kind {
             case .passkey:
-                let clientData = try bytes(e["clientDataJSON"], "evidence.clientDataJSON")
-                clientDataJSON = clientData
+                let clientDataJSON = try bytes(e["clientDataJSON"], "evidence.clientDataJSON")
+                let parsed: CollectedClientData
+                do { parsed = try CollectedClientData(raw: clientDataJSON) } catch { throw Problem(reason: "evidence.clientDataJSON: \(error.reason)") }
+                clientData = parsed
                 authenticatorData = try bytes(e["authenticatorData"], "evidence.authenticatorData")
                 rpId = try string(e["rpId"], "evidence.rpId")
                 clientDataHash = nil
-                guard let parsed = try? JSONParser.parse(clientData), let text = parsed["challenge"]?.stringValue,
-                      let challenge = Base64URL.decode(text) else {
-                    throw Problem(reason: "evidence.clientDataJSON has no base64url challenge")
-                }
-                challengeBytes = challenge
+                challengeBytes = parsed.challenge
             case .deviceKey:
                 challengeBytes = try bytes(e["challenge"], "evidence.challenge")
-                clientDataJSON = nil
+                clientData = nil
                 rpId = nil
                 if e["authenticatorData"] != nil {
                     authenticatorData = try bytes(e["authenticatorData"], "evidence.authenticatorData")
