@@ -77,7 +77,7 @@ public enum ReceiptChecker {
         case (nil, .some): fail("display", "the receipt has a display but the signed challenge (version 1) binds none")
         case (.some, nil): fail("display", "the signed challenge (version 2) binds a display but the receipt's is null")
         case (let signed?, let shown?):
-            if constantTimeEquals(signed, Digest.sha256(shown.canonicalized())) {
+            if constantTimeEquals(signed, shown.hash) {
                 pass("display", "the challenge's display hash is SHA-256 of the display's RFC 8785 form")
             } else {
                 fail("display", "the display is not the one the signed challenge binds")
@@ -98,7 +98,7 @@ public enum ReceiptChecker {
     public static func allPassed(_ checks: [Check]) -> Bool { !checks.isEmpty && checks.allSatisfy(\.passed) }
 
     /// SHA-256 of the receipt's RFC 8785 bytes: its commitment, the leaf the transparency log holds.
-    public static func commitment(_ receipt: JSONValue) -> [UInt8] { Digest.sha256(receipt.canonicalized()) }
+    public static func commitment(_ receipt: JSONValue) -> [UInt8] { ReceiptDocument.commitment(of: receipt.canonicalized()) }
 
     // MARK: Key binding and signature
 
@@ -186,7 +186,7 @@ public enum ReceiptChecker {
         let subject: String
         let action: JSONValue
         let actionHash: [UInt8]
-        let display: JSONValue?
+        let display: StepUpDisplay?
         let approverId: String
         let publicKey: [UInt8]
         let challengeBytes: [UInt8]
@@ -224,8 +224,7 @@ public enum ReceiptChecker {
             actionHash = try bytes(r["actionHash"], "actionHash")
             guard let display = r["display"] else { throw Problem(reason: "display is missing (null when none was shown)") }
             if display.isNull { self.display = nil } else {
-                do { _ = try StepUpDisplay(receipt: display) } catch { throw Problem(reason: error.reason) }
-                self.display = display
+                do { self.display = try StepUpDisplay(receipt: display) } catch { throw Problem(reason: error.reason) }
             }
             guard let approver = r["approver"], approver.objectValue != nil else { throw Problem(reason: "approver is missing") }
             guard let kind = ReceiptDocument.ApproverKind(rawValue: try string(approver["kind"], "approver.kind")) else {
