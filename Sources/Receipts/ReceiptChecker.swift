@@ -77,7 +77,7 @@ public enum ReceiptChecker {
         case (nil, .some): fail("display", "the receipt has a display but the signed challenge (version 1) binds none")
         case (.some, nil): fail("display", "the signed challenge (version 2) binds a display but the receipt's is null")
         case (let signed?, let shown?):
-            if constantTimeEquals(signed, Digest.sha256(shown.canonicalized())) {
+            if constantTimeEquals(signed, shown.hash) {
                 pass("display", "the challenge's display hash is SHA-256 of the display's RFC 8785 form")
             } else {
                 fail("display", "the display is not the one the signed challenge binds")
@@ -98,7 +98,7 @@ public enum ReceiptChecker {
     public static func allPassed(_ checks: [Check]) -> Bool { !checks.isEmpty && checks.allSatisfy(\.passed) }
 
     /// SHA-256 of the receipt's RFC 8785 bytes: its commitment, the leaf the transparency log holds.
-    public static func commitment(_ receipt: JSONValue) -> [UInt8] { Digest.sha256(receipt.canonicalized()) }
+    public static func commitment(_ receipt: JSONValue) -> [UInt8] { ReceiptDocument.commitment(of: receipt.canonicalized()) }
 
     // MARK: Key binding and signature
 
@@ -134,21 +134,23 @@ public enum ReceiptChecker {
         func fail(_ why: String) -> Check { Check(name: name, passed: false, detail: why) }
         switch f.kind {
         case .passkey:
-            guard let clientDataJSON = f.clientDataJSON, let authenticatorData = f.authenticatorData, let rpId = f.rpId else {
+            guard let clientData = f.clientData, let rawAuthenticatorData = f.authenticatorData, let rpId = f.rpId else {
                 return fail("the passkey evidence is incomplete")
             }
             let key: COSEKey
             do { key = try COSEKey(bytes: f.publicKey) } catch { return fail("approver.publicKey is not a COSE key: \(error.reason)") }
-            guard authenticatorData.count >= 37 else { return fail("authenticatorData is shorter than 37 bytes") }
-            guard constantTimeEquals(Array(authenticatorData[0..<32]), Digest.sha256(Array(rpId.utf8))) else {
+            let authenticatorData: AuthenticatorData
+            do { authenticatorData = try AuthenticatorData(rawAuthenticatorData) } catch { return fail(error.reason) }
+            guard constantTimeEquals(authenticatorData.rpIdHash, Digest.sha256(Array(rpId.utf8))) else {
                 return fail("authenticatorData's rpIdHash is not SHA-256 of \(rpId)")
             }
-            let flags = authenticatorData[32]
-            guard flags & 0x01 != 0, flags & 0x04 != 0 else { return fail("authenticatorData does not say the user was present and verified") }
-            guard let clientData = try? JSONParser.parse(clientDataJSON), clientData["type"]?.stringValue == "webauthn.get" else {
+            guard authenticatorData.userPresent, authenticatorData.userVerified else {
+                return fail("authenticatorData does not say the user was present and verified")
+            }
+            guard clientData.type == CollectedClientData.CeremonyType.get.rawValue else {
                 return fail("clientDataJSON is not a webauthn.get client data")
             }
-            guard key.verify(signature: f.signature, over: authenticatorData + Digest.sha256(clientDataJSON)) else {
+            guard key.verify(signature: f.signature, over: authenticatorData.raw + clientData.hash) else {
                 return fail("the signature does not verify under approver.publicKey over authenticatorData ‖ SHA-256(clientDataJSON)")
             }
             return Check(name: name, passed: true, detail: "a user-verified WebAuthn assertion for \(rpId) under approver.publicKey (\(key.algorithm.name))")
@@ -184,7 +186,7 @@ public enum ReceiptChecker {
         let subject: String
         let action: JSONValue
         let actionHash: [UInt8]
-        let display: JSONValue?
+        let display: StepUpDisplay?
         let approverId: String
         let publicKey: [UInt8]
         let challengeBytes: [UInt8]
@@ -192,7 +194,8 @@ public enum ReceiptChecker {
         let nonce: [UInt8]
         let keyBinding: [UInt8]
         let signature: [UInt8]
-        let clientDataJSON: [UInt8]?
+        /// The passkey's `clientDataJSON`, parsed as WebAuthn parses it: the signed challenge is its `challenge`.
+        let clientData: CollectedClientData?
         let authenticatorData: [UInt8]?
         let clientDataHash: [UInt8]?
         let rpId: String?
@@ -221,8 +224,7 @@ public enum ReceiptChecker {
             actionHash = try bytes(r["actionHash"], "actionHash")
             guard let display = r["display"] else { throw Problem(reason: "display is missing (null when none was shown)") }
             if display.isNull { self.display = nil } else {
-                do { _ = try StepUpDisplay(receipt: display) } catch { throw Problem(reason: error.reason) }
-                self.display = display
+                do { self.display = try StepUpDisplay(receipt: display) } catch { throw Problem(reason: error.reason) }
             }
             guard let approver = r["approver"], approver.objectValue != nil else { throw Problem(reason: "approver is missing") }
             guard let kind = ReceiptDocument.ApproverKind(rawValue: try string(approver["kind"], "approver.kind")) else {
@@ -242,19 +244,17 @@ public enum ReceiptChecker {
             signature = try bytes(e["signature"], "evidence.signature")
             switch kind {
             case .passkey:
-                let clientData = try bytes(e["clientDataJSON"], "evidence.clientDataJSON")
-                clientDataJSON = clientData
+                let clientDataJSON = try bytes(e["clientDataJSON"], "evidence.clientDataJSON")
+                let parsed: CollectedClientData
+                do { parsed = try CollectedClientData(raw: clientDataJSON) } catch { throw Problem(reason: "evidence.clientDataJSON: \(error.reason)") }
+                clientData = parsed
                 authenticatorData = try bytes(e["authenticatorData"], "evidence.authenticatorData")
                 rpId = try string(e["rpId"], "evidence.rpId")
                 clientDataHash = nil
-                guard let parsed = try? JSONParser.parse(clientData), let text = parsed["challenge"]?.stringValue,
-                      let challenge = Base64URL.decode(text) else {
-                    throw Problem(reason: "evidence.clientDataJSON has no base64url challenge")
-                }
-                challengeBytes = challenge
+                challengeBytes = parsed.challenge
             case .deviceKey:
                 challengeBytes = try bytes(e["challenge"], "evidence.challenge")
-                clientDataJSON = nil
+                clientData = nil
                 rpId = nil
                 if e["authenticatorData"] != nil {
                     authenticatorData = try bytes(e["authenticatorData"], "evidence.authenticatorData")
