@@ -135,39 +135,12 @@ struct StepUpRule: Sendable {
     /// none (refused in the caller's place), and an admin user's needs `.approval` (`adminChange`).
     /// Set only by the admin-change rules below, never by a rule's wording.
     var isAdminChange = false
-    static let adminChanges = "admin changes"
 
     /// The same action for every caller of the route.
     static func always(_ changes: String, ticketInstead: Bool = false,
                        _ action: @escaping @Sendable (GuardInput) throws(ServiceError) -> StepUpAction) -> StepUpRule {
         StepUpRule(changes: changes, ticketInstead: ticketInstead) { input throws(ServiceError) in .required(try action(input)) }
     }
-
-    /// SPEC "Admin console": with a user token, `{"type":"latchkey.admin","method","path","body"}`
-    /// for exactly this request (the path as sent, still percent-encoded), approved by the admin's
-    /// step-up, or under `LATCHKEY_ADMIN_QUORUM` > 1 by a quorum approval; the admin key needs none.
-    static let adminChange = adminChange { _ throws(ServiceError) in true }
-
-    /// `adminChange` after the route's own checks (`before`: a refusal of the body or of what the
-    /// path names comes before the step-up; false leaves the request to the path check, no step-up).
-    static func adminChange(after before: @escaping @Sendable (inout GuardInput) throws(ServiceError) -> Bool) -> StepUpRule {
-        var rule = StepUpRule(changes: adminChanges) { input throws(ServiceError) in
-            guard try before(&input), case .adminUser = input.caller else { return .none }
-            let action = try gated { () throws(DeviceKeyError) in
-                try StepUpAction.adminChange(method: input.request.method, path: input.request.rawPath, body: input.body)
-            }
-            return input.lookups.adminQuorum > 1 ? .approval(action) : .required(action)
-        }
-        rule.isAdminChange = true
-        return rule
-    }
-
-    /// `adminChange` that the admin key may never make (an enrolment ticket for an existing account).
-    static let adminUserChange: StepUpRule = {
-        var rule = adminChange
-        rule.adminKeyRefused = true
-        return rule
-    }()
 }
 
 /// Builds one of the gated actions; their JSON is ours, so a failure would be a programming error

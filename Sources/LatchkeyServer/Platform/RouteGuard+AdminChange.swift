@@ -1,0 +1,34 @@
+import DeviceKeys
+import HTTP
+
+/// The admin changes' step-up rules (SPEC "Admin console"): the only rules that say they are admin
+/// changes (`isAdminChange`), which the quorum check reads.
+extension StepUpRule {
+    static let adminChanges = "admin changes"
+
+    /// SPEC "Admin console": with a user token, `{"type":"latchkey.admin","method","path","body"}`
+    /// for exactly this request (the path as sent, still percent-encoded), approved by the admin's
+    /// step-up, or under `LATCHKEY_ADMIN_QUORUM` > 1 by a quorum approval; the admin key needs none.
+    static let adminChange = adminChange { _ throws(ServiceError) in true }
+
+    /// `adminChange` after the route's own checks (`before`: a refusal of the body or of what the
+    /// path names comes before the step-up; false leaves the request to the path check, no step-up).
+    static func adminChange(after before: @escaping @Sendable (inout GuardInput) throws(ServiceError) -> Bool) -> StepUpRule {
+        var rule = StepUpRule(changes: adminChanges) { input throws(ServiceError) in
+            guard try before(&input), case .adminUser = input.caller else { return .none }
+            let action = try gated { () throws(DeviceKeyError) in
+                try StepUpAction.adminChange(method: input.request.method, path: input.request.rawPath, body: input.body)
+            }
+            return input.lookups.adminQuorum > 1 ? .approval(action) : .required(action)
+        }
+        rule.isAdminChange = true
+        return rule
+    }
+
+    /// `adminChange` that the admin key may never make (an enrolment ticket for an existing account).
+    static let adminUserChange: StepUpRule = {
+        var rule = adminChange
+        rule.adminKeyRefused = true
+        return rule
+    }()
+}
