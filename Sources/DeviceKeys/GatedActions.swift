@@ -40,6 +40,8 @@ public enum GatedActionType {
     public static let passkeyRevocation = "latchkey.passkey.revoke"
     public static let emailChange = "latchkey.email.change"
     public static let oauthAuthorization = "latchkey.oauth.authorize"
+    /// One account's vote for a quorum approval (SPEC "Quorum approvals" → "Approving").
+    public static let approvalVote = "latchkey.approval"
 }
 
 extension StepUpAction {

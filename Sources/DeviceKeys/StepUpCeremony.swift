@@ -16,15 +16,16 @@ public struct StepUpCeremony: Sendable {
     /// `keyBinding`: a device key's SPKI DER, or for passkeys the canonical JSON naming the
     /// credentials offered (see `StepUpChallenge`). `keyId`: the device key's id.
     /// `display`: what the person is shown, which makes the challenge version 2 and is sealed in the state.
+    /// `breakGlass`: the action approves a break-glass approval, which its receipt will say.
     public func begin(method: StepUpChallenge.Method, userId: String, keyBinding: [UInt8], keyId: String?,
-                      display: StepUpDisplay? = nil, action: StepUpAction) -> (options: StepUpOptions, state: StepUpState) {
+                      display: StepUpDisplay? = nil, breakGlass: Bool = false, action: StepUpAction) -> (options: StepUpOptions, state: StepUpState) {
         let challenge = StepUpChallenge(method: method, userId: userId, keyBinding: keyBinding, display: display, action: action,
                                         random: environment.random).bytes
         let options = StepUpOptions(challengeId: Digest.sha256(challenge), challenge: challenge,
                                     expiresAt: environment.now() + Int64(ttlSeconds), actionHash: action.hash)
         let state = StepUpState(method: method, challenge: challenge, userId: userId,
                                 action: String(decoding: action.canonical, as: UTF8.self), actionHash: action.hash,
-                                keyBinding: keyBinding, keyId: keyId, display: display)
+                                keyBinding: keyBinding, keyId: keyId, display: display, breakGlass: breakGlass)
         return (options, state)
     }
 

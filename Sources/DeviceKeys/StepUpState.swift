@@ -19,11 +19,16 @@ public struct StepUpState: Sendable, Equatable {
     /// What the person is shown, sealed here at issue so the receipt carries exactly what the
     /// challenge (version 2) hashed; nil for a version 1 challenge.
     public let display: StepUpDisplay?
+    /// The step-up approves a break-glass approval (SPEC "Quorum approvals" → "Break glass"): its
+    /// receipt says `"breakGlass":true`. Known when the challenge is issued, so the receipt written
+    /// at verify carries it.
+    public let breakGlass: Bool
 
     public init(method: StepUpChallenge.Method, challenge: [UInt8], userId: String, action: String, actionHash: [UInt8],
-                keyBinding: [UInt8], keyId: String?, display: StepUpDisplay? = nil) {
+                keyBinding: [UInt8], keyId: String?, display: StepUpDisplay? = nil, breakGlass: Bool = false) {
         self.method = method
         self.display = display
+        self.breakGlass = breakGlass
         self.challenge = challenge
         self.userId = userId
         self.action = action
@@ -40,6 +45,7 @@ public struct StepUpState: Sendable, Equatable {
         CeremonyStateCoding.encode(Self.ceremony, [
             ("action", .string(action)),
             ("actionHash", .string(Base64URL.encode(actionHash))),
+        ] + (breakGlass ? [("breakGlass", .bool(true))] : []) + [
             ("challenge", .string(Base64URL.encode(challenge))),
         ] + (display.map { [("display", $0.value)] } ?? []) + [
             ("keyBinding", .string(Base64URL.encode(keyBinding))),
@@ -59,7 +65,7 @@ public struct StepUpState: Sendable, Equatable {
         self.init(method: method, challenge: try state.bytes("challenge"), userId: try state.string("userId"),
                   action: try state.string("action"), actionHash: try state.bytes("actionHash"),
                   keyBinding: try state.bytes("keyBinding"), keyId: try state.optionalString("keyId"),
-                  display: try Self.display(state))
+                  display: try Self.display(state), breakGlass: try state.absentOrBool("breakGlass") ?? false)
         let parsed: StepUpChallenge
         do { parsed = try StepUpChallenge(parsing: challenge) } catch { throw CeremonyStateCoding.unreadable }
         let actionBytes = Array(action.utf8)

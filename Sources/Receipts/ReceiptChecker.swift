@@ -34,7 +34,7 @@ public enum ReceiptChecker {
         // Shape: the members every later check reads.
         let fields: Fields
         switch Fields.read(receipt) {
-        case .success(let f): fields = f; pass("shape", "a version 1 receipt with every member SPEC names")
+        case .success(let f): fields = f; pass("shape", "a version 1 receipt with every member a receipt has")
         case .failure(let why): fail("shape", why.reason); return checks
         }
 
@@ -236,6 +236,8 @@ public enum ReceiptChecker {
             guard let attestation = approver["attestation"], attestation.isNull || attestation.objectValue != nil else {
                 throw Problem(reason: "approver.attestation is missing (null when none)")
             }
+            // Present only on a break-glass approval's vote, and then true.
+            guard r["breakGlass"] == nil || r["breakGlass"] == .bool(true) else { throw Problem(reason: "breakGlass, when present, is true") }
             guard let e = r["evidence"], e.objectValue != nil else { throw Problem(reason: "evidence is missing") }
             guard let version = e["challengeVersion"]?.intValue else { throw Problem(reason: "evidence.challengeVersion is missing") }
             challengeVersion = version

@@ -7,7 +7,8 @@ import JSON
 /// SHA-256 of exactly those bytes (the leaf of the transparency log):
 ///
 ///     {"v":1,"id","iss","sub","approvedAt","action","actionHash","display":{…}|null,
-///      "approver":{"kind","id","publicKey","attestation":{"format","trust"}|null},"evidence":{…}}
+///      "approver":{"kind","id","publicKey","attestation":{"format","trust"}|null},"evidence":{…},
+///      "breakGlass"?:true}
 ///
 /// Pure: every value comes from the step-up's state and its verified answer. `ReceiptChecker`
 /// checks one.
@@ -53,10 +54,13 @@ public struct ReceiptDocument: Sendable {
     public let challengeVersion: UInt8
     public let nonce: [UInt8]
     public let keyBinding: [UInt8]
+    /// The step-up approved a break-glass approval: the document says `"breakGlass":true` (absent otherwise).
+    public let breakGlass: Bool
 
     public init(id: String, issuer: String, subject: String, approvedAt: Int64, action: StepUpAction, display: StepUpDisplay?,
                 approverKind: ApproverKind, approverId: String, approverPublicKey: [UInt8], attestation: Attestation?,
-                evidence: Evidence, challenge: StepUpChallenge, keyBinding: [UInt8]) {
+                evidence: Evidence, challenge: StepUpChallenge, keyBinding: [UInt8], breakGlass: Bool = false) {
+        self.breakGlass = breakGlass
         self.id = id
         self.issuer = issuer
         self.subject = subject
@@ -101,7 +105,7 @@ public struct ReceiptDocument: Sendable {
             ("approver", .object([("kind", .string(approverKind.rawValue)), ("id", .string(approverId)),
                                   ("publicKey", .string(b64(approverPublicKey))), ("attestation", attestationValue)])),
             ("evidence", .object(evidenceMembers)),
-        ])
+        ] + (breakGlass ? [("breakGlass", .bool(true))] : []))
     }
 
     /// The RFC 8785 bytes: what is stored, handed out and committed to.

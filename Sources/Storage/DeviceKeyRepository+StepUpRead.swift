@@ -46,3 +46,20 @@ extension DeviceKeyRepository {
         }
     }
 }
+
+extension DeviceKeyRepository {
+    /// A passkey step-up challenge's one read: `userId`'s live passkeys, oldest first (what the
+    /// challenge binds), and — when the action is a vote for the quorum approval `voteFor` — whether
+    /// that approval is break glass, which the vote's receipt says (SPEC "Quorum approvals").
+    public func passkeyChallengeRead(userId: String, voteFor approvalId: String?) throws(StorageError)
+        -> (passkeys: [CredentialRecord], breakGlassVote: Bool) {
+        try pool.run { c in
+            let rows = try c.query("""
+                SELECT \(unsafeRaw: AccountRepository.credentialColumns),
+                       COALESCE((SELECT break_glass FROM approvals WHERE id = \(approvalId)), false) AS vote_break_glass
+                FROM credentials WHERE user_id = \(userId) AND revoked_at IS NULL ORDER BY created_at
+                """)
+            return (try rows.map(AccountRepository.credential), try rows.first?.bool("vote_break_glass") ?? false)
+        }
+    }
+}

@@ -1,5 +1,6 @@
 import Crypto
 import DeviceKeys
+import Foundation
 import JSON
 import Testing
 import WebAuthn
@@ -50,6 +51,12 @@ import WebAuthnTesting
         #expect(shown.display == display && shown.challenge.count == 170 && shown.challenge[8] == 2)
         #expect(String(decoding: shown.encoded(), as: UTF8.self).contains(#""display":{"lang":"pl","lines":["Przelew 200,00 EUR"],"source":"app"}"#))
         #expect(try StepUpState(decoding: shown.encoded()) == shown)
+        // A break-glass vote: the state says so (only when true), for the receipt written at verify.
+        let glass = Self.ceremony.begin(method: .passkey, userId: "user-1", keyBinding: Array("binding".utf8), keyId: nil,
+                                        breakGlass: true, action: try StepUpAction(StepUpChallengeTests.action)).state
+        #expect(glass.breakGlass && !state.breakGlass && !String(decoding: state.encoded(), as: UTF8.self).contains("breakGlass"))
+        #expect(String(decoding: glass.encoded(), as: UTF8.self).contains(#""actionHash":"uaPIvJVfsGcn5l1-_Yd3lffolio6ZQvPR6Dupa-bKf4","breakGlass":true,"#))
+        #expect(try StepUpState(decoding: glass.encoded()) == glass)
     }
 
     static let corruptions: [(String, [UInt8])] = {
@@ -73,6 +80,7 @@ import WebAuthnTesting
             ("another key binding", changed(keyBinding: [1, 2, 3])),
             // Readable but for its size: a step-up state (which may carry a display) stays within 64 KiB.
             ("over 64 KiB", begin(keyBinding: [UInt8](repeating: 7, count: 49_500)).state.encoded()),
+            ("breakGlass false written out", Array(text.replacingOccurrences(of: #""ceremony":"#, with: #""breakGlass":false,"ceremony":"#).utf8)),
             ("another display", StepUpState(method: state.method, challenge: state.challenge, userId: state.userId, action: state.action,
                                             actionHash: state.actionHash, keyBinding: state.keyBinding, keyId: state.keyId,
                                             display: StepUpDisplay(latchkey: "en", lines: ["x"])).encoded()),

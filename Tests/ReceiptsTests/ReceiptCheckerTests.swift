@@ -151,11 +151,31 @@ struct ReceiptCheckerTests {
         }
     }
 
+    @Test("A break-glass vote's receipt says breakGlass:true (in RFC 8785 order) and passes; an ordinary one has no such member")
+    func breakGlassMember() throws {
+        let key = PrivateKey.generateEC(.p256)
+        let spki = key.publicKey.spkiDER
+        let action = try StepUpAction(Self.action)
+        let challenge = StepUpChallenge(method: .deviceKey, userId: Self.userId, keyBinding: spki, display: nil, action: action)
+        let signature = try key.sign(challenge.bytes, algorithm: .ecdsa(.sha256))
+        func document(breakGlass: Bool) -> ReceiptDocument {
+            ReceiptDocument(id: "r1", issuer: "https://example.com", subject: Self.userId, approvedAt: 1_893_456_000, action: action,
+                            display: nil, approverKind: .deviceKey, approverId: "key-1", approverPublicKey: spki, attestation: nil,
+                            evidence: .deviceKey(challenge: challenge.bytes, signature: signature, appAttest: nil),
+                            challenge: challenge, keyBinding: spki, breakGlass: breakGlass)
+        }
+        let marked = document(breakGlass: true), plain = document(breakGlass: false)
+        #expect(marked.value["breakGlass"] == .bool(true) && plain.value["breakGlass"] == nil)
+        #expect(String(decoding: marked.bytes, as: UTF8.self).contains("},\"breakGlass\":true,\"display\":null,"))
+        #expect(ReceiptChecker.allPassed(ReceiptChecker.check(marked.value)) && ReceiptChecker.allPassed(ReceiptChecker.check(plain.value)))
+    }
+
     @Test("A receipt missing members or not JSON of the right shape fails the shape check, and nothing crashes")
     func shape() throws {
         let device = try Self.deviceKeyReceipt()
         for broken: JSONValue in [.null, "text", [1, 2], device.setting("v", 2), device.removing("evidence"), device.removing("display"),
                                   device.setting("approver", device["approver"]!.setting("kind", "password")),
+                                  device.setting("breakGlass", false), device.setting("breakGlass", "true"),
                                   device.setting("evidence", device["evidence"]!.setting("challenge", "!!"))] {
             let checks = ReceiptChecker.check(broken)
             #expect(checks.first?.name == "shape" && checks.first?.passed == false)

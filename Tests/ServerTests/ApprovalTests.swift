@@ -3,6 +3,7 @@ import Foundation
 import JSON
 import LatchkeyServer
 import PostgreSQL
+import Receipts
 import Storage
 import Testing
 import WebAuthn
@@ -32,11 +33,11 @@ struct ApprovalTests {
     var adminKey: String { get throws { "Bearer \(try Self.fixture.get().endpoint.adminKey ?? "")" } }
 
     func policy(_ server: TestServer, _ name: String, approvers: [Person], requesters: [Person], needed: Int, delay: Int = 0,
-                notifyOwner: Bool = false, requesterCounts: Bool = true) throws {
+                notifyOwner: Bool = false, breakGlass: Bool = false, requesterCounts: Bool = true) throws {
         let body: JSONValue = .object([
             ("approvers", .array(approvers.map { .object([("user", .string($0.id))]) })),
             ("requesters", .array(requesters.map { .object([("user", .string($0.id))]) })), ("needed", .number(Double(needed))),
-            ("delay", .number(Double(delay))), ("expires", 3600), ("notifyOwner", .bool(notifyOwner)), ("breakGlass", false),
+            ("delay", .number(Double(delay))), ("expires", 3600), ("notifyOwner", .bool(notifyOwner)), ("breakGlass", .bool(breakGlass)),
             ("requesterCounts", .bool(requesterCounts)),
         ])
         let r = try server.client().send("PUT", "/admin/v1/approval-policies/\(name)", body: body.serialized(), authorization: try adminKey)
@@ -143,6 +144,39 @@ struct ApprovalTests {
         #expect(outcomes.filter { $0 == "409 conflict" }.count == 7, "\(outcomes)")
         let audit = try server.client().get("/admin/v1/audit?action=approval.used", authorization: try adminKey)
         #expect(audit.json?["entries"]?.arrayValue?.contains { $0["subject"]?.stringValue == id } == true, "\(audit)")
+    }
+
+    @Test("break glass: one approver approves at once, and that vote's receipt says breakGlass:true; another policy's vote's receipt does not")
+    func breakGlassReceipt() throws {
+        let server = try Self.fixture.get()
+        let requester = try person(server, "bgreq"), ana = try person(server, "bgana")
+        let glass = "glass-\(uniqueSuffix())", plain = "plain-\(uniqueSuffix())"
+        try policy(server, glass, approvers: [ana], requesters: [requester], needed: 1, breakGlass: true)
+        try policy(server, plain, approvers: [ana], requesters: [requester], needed: 1)
+
+        func receiptOfVote(_ policyName: String) throws -> JSONValue {
+            let action: JSONValue = .object([("type", "record.open"), ("record", .string(policyName))])
+            let opened = try requester.client.post("/v1/approvals", .object([("policy", .string(policyName)), ("action", action)]),
+                                                   authorization: requester.bearer)
+            #expect(opened.status == 201, "\(opened)")
+            let id = try #require(opened.json?["id"]?.stringValue), hash = try #require(opened.json?["actionHash"]?.stringValue)
+            let voted = try approve(ana, id: id, token: try vote(ana, id: id, actionHash: hash))
+            #expect(voted.status == 200 && voted.json?["state"] == "approved", "\(voted)")
+            let shown = try requester.client.get("/v1/approvals/\(id)", authorization: requester.bearer)
+            let receiptId = try #require(shown.json?["approvals"]?.arrayValue?.first?["receiptId"]?.stringValue, "\(shown)")
+            let read = try server.client().get("/admin/v1/receipts/\(receiptId)", authorization: try adminKey)
+            #expect(read.status == 200, "\(read)")
+            let receipt = try #require(read.json?["receipt"])
+            // The receipt a third party checks: every check holds with the member there.
+            let checks = ReceiptChecker.check(receipt)
+            #expect(!checks.isEmpty && checks.allSatisfy(\.passed), "\(checks)")
+            return receipt
+        }
+        let broken = try receiptOfVote(glass)
+        #expect(broken["breakGlass"] == .bool(true), "\(broken)")
+        #expect(broken["action"]?["type"]?.stringValue == "latchkey.approval")
+        let ordinary = try receiptOfVote(plain)
+        #expect(ordinary["breakGlass"] == nil, "a vote for an ordinary policy is not marked: \(ordinary)")
     }
 
     @Test("the subject never counts and may veto; a vetoed approval takes no approval and is never used")

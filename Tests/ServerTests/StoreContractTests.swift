@@ -38,7 +38,7 @@ struct StoreContractTests {
         let credential = try #require(try db.accounts.credentials(userId: session.userId).first)
         let user = try #require(try db.accounts.credentialForLogin(id: credential.id)?.1)
 
-        let postgres = try Self.script(PostgresStepUpStore(deviceKeys: db.deviceKeys, challenges: db.challenges, accounts: db.accounts),
+        let postgres = try Self.script(PostgresStepUpStore(deviceKeys: db.deviceKeys, challenges: db.challenges),
                                        PostgresDeviceKeyStore(deviceKeys: db.deviceKeys, challenges: db.challenges),
                                        userId: session.userId, otherUserId: other.userId, passkey: credential)
         #expect(postgres == Self.expected)

@@ -14,7 +14,7 @@ extension StepUpAction {
 }
 
 extension ApprovalService {
-    static let voteType = "latchkey.approval"
+    static let voteType = GatedActionType.approvalVote
 
     // MARK: Approving
 

@@ -98,8 +98,7 @@ public final class Services: Sendable {
         deviceKeys = DeviceKeyService(store: PostgresDeviceKeyStore(deviceKeys: database.deviceKeys, challenges: database.challenges),
                                       trust: attestationTrust, events: events, relyingParty: relyingParty, policy: DeviceKeyPolicy(configuration), runtime: runtime,
                                       revoked: revokedSessions)
-        stepUp = StepUpService(store: PostgresStepUpStore(deviceKeys: database.deviceKeys, challenges: database.challenges,
-                                                          accounts: database.accounts),
+        stepUp = StepUpService(store: PostgresStepUpStore(deviceKeys: database.deviceKeys, challenges: database.challenges),
                                keys: deviceKeys, signer: signer, assertion: assertion, origins: origins, events: events,
                                revoked: revokedSessions, relyingParty: relyingParty, policy: StepUpPolicy(configuration), runtime: runtime)
         wellKnown = WellKnownService(store: database.config, relyingParty: relyingParty, pinnedDirectory: configuration.wellKnownDirectory, runtime: runtime)

@@ -1,12 +1,11 @@
 import Storage
 
 /// The step-up's store in PostgreSQL: receipts beside the device keys, the stored challenges, and
-/// the account's credentials a passkey step-up binds and checks — the one file of this feature
-/// that names `AccountRepository` (ARCHITECTURE.md, "Which store each feature uses").
+/// the account's credentials a passkey step-up binds and checks (read in Storage with the step-up's
+/// own statements, ARCHITECTURE.md "Which store each feature uses").
 struct PostgresStepUpStore: StepUpStore {
     let deviceKeys: DeviceKeyRepository
     let challenges: ChallengeRepository
-    let accounts: AccountRepository
 
     func insertChallenge(hash: [UInt8], userId: String, rpId: String, state: [UInt8], ttlSeconds: Int) throws(StorageError) {
         try challenges.insert(hash: hash, kind: .stepUp, userId: userId, rpId: rpId, state: state, ttlSeconds: ttlSeconds)
@@ -20,7 +19,9 @@ struct PostgresStepUpStore: StepUpStore {
         try challenges.consume(hash: hash, kind: .stepUp, userId: userId)
     }
 
-    func passkeys(userId: String) throws(StorageError) -> [CredentialRecord] { try accounts.credentials(userId: userId) }
+    func passkeyChallengeRead(userId: String, voteFor approvalId: String?) throws(StorageError) -> (passkeys: [CredentialRecord], breakGlassVote: Bool) {
+        try deviceKeys.passkeyChallengeRead(userId: userId, voteFor: approvalId)
+    }
 
     func deviceKey(id: String) throws(StorageError) -> DeviceKeyRecord? { try deviceKeys.key(id: id) }
 

@@ -33,7 +33,7 @@ extension StepUpService {
         return ReceiptDocument(id: id, issuer: relyingParty.issuer, subject: state.userId,
                                approvedAt: Int64(approvedAt.timeIntervalSince1970.rounded(.down)), action: action, display: state.display,
                                approverKind: kind, approverId: approverId, approverPublicKey: publicKey, attestation: attestation,
-                               evidence: evidence, challenge: challenge, keyBinding: state.keyBinding).bytes
+                               evidence: evidence, challenge: challenge, keyBinding: state.keyBinding, breakGlass: state.breakGlass).bytes
     }
 
     /// A device key's attestation summary: what it proved at enrolment (a verified chain), or none.

@@ -78,6 +78,7 @@ public final class StepUpService: Sendable {
         let keyBinding: [UInt8]
         var keyId: String? = nil
         var allow: [CredentialDescriptor] = []
+        var breakGlass = false
         if let k = body["keyId"], !k.isNull {
             guard let id = Identifiers.opaque(k.stringValue) else {
                 throw ServiceError.invalid("keyId must be a device key id (base64url of 16 bytes)")
@@ -88,8 +89,11 @@ public final class StepUpService: Sendable {
             keyId = id
         } else if let m = body["method"], !m.isNull {
             guard m.stringValue == "passkey" else { throw ServiceError.invalid("method must be \"passkey\" (or send keyId)") }
-            let credentials = try storage { () throws(StorageError) in try store.passkeys(userId: userId) }
+            let vote = actionValue["type"]?.stringValue == GatedActionType.approvalVote ? actionValue["approvalId"]?.stringValue : nil
+            let read = try storage { () throws(StorageError) in try store.passkeyChallengeRead(userId: userId, voteFor: vote) }
+            let credentials = read.passkeys
             guard !credentials.isEmpty else { throw ServiceError(.credentialUnknown, "the account has no passkey") }
+            breakGlass = read.breakGlassVote
             method = .passkey
             keyBinding = PasskeyBinding(credentialIds: credentials.map(\.id), rpId: relyingParty.id).bytes
             allow = credentials.map(CredentialDescriptor.init)
@@ -98,7 +102,7 @@ public final class StepUpService: Sendable {
         }
 
         let (options, state) = stepUp.begin(method: method, userId: userId, keyBinding: keyBinding, keyId: keyId, display: display,
-                                            action: action)
+                                            breakGlass: breakGlass, action: action)
         try storage { () throws(StorageError) in
             try store.insertChallenge(hash: options.challengeId, userId: userId, rpId: relyingParty.id,
                                       state: state.encoded(), ttlSeconds: policy.challengeTTL)

@@ -19,8 +19,10 @@ protocol StepUpStore: Sendable {
     /// A refused verify's one write.
     func consumeChallenge(hash: [UInt8], userId: String) throws(StorageError) -> StoredChallenge?
 
-    /// The user's live passkeys, oldest first: what a passkey step-up challenge is bound to.
-    func passkeys(userId: String) throws(StorageError) -> [CredentialRecord]
+    /// A passkey step-up challenge's one read: the user's live passkeys, oldest first (what the
+    /// challenge is bound to), and whether the quorum approval `voteFor` names (a vote's action)
+    /// is break glass.
+    func passkeyChallengeRead(userId: String, voteFor approvalId: String?) throws(StorageError) -> (passkeys: [CredentialRecord], breakGlassVote: Bool)
 
     /// A device key by id, revoked or not.
     func deviceKey(id: String) throws(StorageError) -> DeviceKeyRecord?

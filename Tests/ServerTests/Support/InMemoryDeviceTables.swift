@@ -72,6 +72,9 @@ final class InMemoryDeviceTables: Sendable {
         var deviceKeys: [DeviceKey] = []
         var tickets: [[UInt8]: Ticket] = [:]
         var receipts: [Receipt] = []
+        /// The ids of the quorum approvals that are break glass (the `approvals` rows a passkey
+        /// step-up challenge's read looks at).
+        var breakGlassApprovals: Set<String> = []
         var audit: [AuditRecord] = []
         var events: [OutboxEvent] = []
     }

@@ -22,10 +22,12 @@ struct InMemoryStepUpStore: StepUpStore, CredentialFlags {
         try tables.consumeChallenge(hash: hash, kind: .stepUp, userId: userId)
     }
 
-    /// `AccountRepository.credentials`: live, oldest first.
-    func passkeys(userId: String) throws(StorageError) -> [CredentialRecord] {
+    /// `DeviceKeyRepository.passkeyChallengeRead`: live passkeys, oldest first, and whether the vote's approval is break glass.
+    func passkeyChallengeRead(userId: String, voteFor approvalId: String?) throws(StorageError) -> (passkeys: [CredentialRecord], breakGlassVote: Bool) {
         tables.rows.withLock { rows in
-            rows.passkeys.values.filter { $0.record.userId == userId && $0.revokedAt == nil }.map(\.record).sorted { $0.createdAt < $1.createdAt }
+            let passkeys = rows.passkeys.values.filter { $0.record.userId == userId && $0.revokedAt == nil }.map(\.record)
+                .sorted { $0.createdAt < $1.createdAt }
+            return (passkeys, approvalId.map { rows.breakGlassApprovals.contains($0) } ?? false)
         }
     }
 
