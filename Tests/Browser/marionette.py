@@ -15,6 +15,8 @@ import tempfile
 import time
 
 ELEMENT_KEY = 'element-6066-11e4-a52e-4f735466cecf'
+# WebDriver's key codes (the ones the tests press).
+TAB, ENTER = '\ue004', '\ue007'
 
 
 class MarionetteError(Exception):
@@ -118,6 +120,19 @@ class Firefox:
 
     def type(self, css, text):
         self.command('WebDriver:ElementSendKeys', {'id': self.find(css), 'text': text})
+
+    def clear(self, css):
+        self.command('WebDriver:ElementClear', {'id': self.find(css)})
+
+    def displayed(self, css):
+        return self.command('WebDriver:IsElementDisplayed', {'id': self.find(css)})
+
+    def press(self, *keys):
+        """Key presses sent to whatever has focus, as a keyboard would (WebDriver key actions);
+        a key is a character or a WebDriver key code such as TAB."""
+        steps = [step for key in keys for step in ({'type': 'keyDown', 'value': key}, {'type': 'keyUp', 'value': key})]
+        self.command('WebDriver:PerformActions', {'actions': [{'type': 'key', 'id': 'keyboard', 'actions': steps}]})
+        self.command('WebDriver:ReleaseActions')
 
     def screenshot(self, path):
         import base64

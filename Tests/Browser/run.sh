@@ -10,7 +10,8 @@
 # Tests/Browser/test_admin.py drives the admin console at /admin/ (Tests/Browser/test_admin_listener.py
 # the console on its own LATCHKEY_ADMIN_LISTEN listener), Tests/Browser/test_pages.py checks what
 # people read at phone width in each language, and Tests/Browser/test_firefox.py
-# runs sign-up / sign-in / revoke and the module in Firefox ESR over Marionette, and
+# runs sign-up / sign-in / revoke and the module in Firefox ESR over Marionette (and
+# Tests/Browser/test_admin_quorum_firefox.py the console's quorum story there), and
 # Tests/Browser/test_oidc.py the OpenID redirect dance through /authorize; then stops the server.
 # Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the server's log to
 # data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
@@ -118,5 +119,10 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY
 # Marionette's virtual authenticator (Tests/Browser/marionette.py: Debian ships no geckodriver).
 LATCHKEY_URL="http://localhost:$port" LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" \
   timeout 300 python3 Tests/Browser/test_firefox.py || status=1
+# The quorum story of test_admin_quorum.py in Firefox ESR (issue 35): a server of its own, two Firefox
+# instances (a profile, Marionette port and virtual authenticator each) run Tests/Browser/quorum_story.py.
+LATCHKEY_BIN="$LATCHKEY_BIN" LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" \
+  timeout 300 python3 Tests/Browser/test_admin_quorum_firefox.py || status=1
 set -e
 exit $status

@@ -22,7 +22,6 @@ Prints one line per test and closes with 'N passed, N failed, N skipped'; exit 1
 import json
 import os
 import secrets
-import subprocess
 import sys
 import time
 import traceback
@@ -37,6 +36,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
 from selenium.webdriver.support.ui import WebDriverWait
+
+# Starting a server of a test's own lives in serving.py (no Selenium: the Firefox tests use it too).
+from serving import wait_until_ready, with_server  # noqa: F401 - re-exported for the suites
 
 BASE = os.environ.get('LATCHKEY_URL', 'http://localhost:8080').rstrip('/')
 SHOTS = os.environ.get('LATCHKEY_SCREENSHOTS', os.path.join('data', 'screenshots'))
@@ -688,43 +690,6 @@ TESTS = [
     test_lost_passkey_recovery_by_email,
     test_wrong_address_names_the_one_that_works,
 ]
-
-
-def wait_until_ready(server, port, label, log_name, seconds=60):
-    """Waits for a `latchkey serve` child to answer /readyz on `port`; False (and a FAIL line
-    naming its log) when it exits or does not answer within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with urllib.request.urlopen(f'http://127.0.0.1:{port}/readyz', timeout=2) as r:
-                if r.status == 200:
-                    return True
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            print(f'FAIL {label}: the server did not start (data/browser/{log_name})')
-            return False
-        time.sleep(0.2)
-
-
-def with_server(binary, env, port, label, log_name, body):
-    """Runs `body()` against `binary serve` started with `env` (its log in data/browser/`log_name`)
-    once it answers /readyz on `port`, and returns body's exit status (1 when the server does not
-    start). The server is stopped whatever happens."""
-    os.makedirs(os.path.join('data', 'browser'), exist_ok=True)
-    with open(os.path.join('data', 'browser', log_name), 'w') as log:
-        server = subprocess.Popen([binary, 'serve'], env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            if not wait_until_ready(server, port, label, log_name):
-                return 1
-            return body()
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
 
 
 def run_suite(tests, label='', cleanup=None):
