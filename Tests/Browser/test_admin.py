@@ -9,14 +9,17 @@ console; the first admin enrols from the link `latchkey admins add` prints; adds
 by keytool fingerprint (and sees the android:apk-key-hash: it becomes); types an Android app and
 sees the preview of the association files and checks update before adding it; adds a web origin and
 removes it — the passkey step-up prompt appears and the origin stays until it is approved; finds the
-plain user and revokes their passkey; reads the audit entry (admin, receipt); opens webhooks ("not
-available" while the server has no webhooks API). Every page is saved to data/screenshots/admin-*.png.
+plain user, issues them an enrolment link and revokes their passkey; the user opens that link in a
+browser of their own, registers a held passkey, and finds the link used up when opening it again;
+reads the audit entry (admin, receipt); opens webhooks ("not available" while the server has no
+webhooks API). Every page is saved to data/screenshots/admin-*.png (the user's, ticket-*.png).
 Synchronisation is on DOM state (data-* attributes the console sets), never sleeps.
 """
 import http.client
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 from urllib.parse import quote, urlsplit
@@ -25,7 +28,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
 
-from test_web import BASE, SHOTS, Browser, Skip, run_suite
+from test_web import BASE, SHOTS, Browser, Skip, run_suite, with_server
 from test_web import http as request_json
 
 TAG = secrets.token_hex(3)
@@ -35,6 +38,7 @@ FINGERPRINT = '14:6D:E9:83:C5:73:06:50:D8:EE:B9:95:2F:34:FC:64:16:A0:83:42:E6:1D
 APK_KEY_HASH = 'android:apk-key-hash:FG3pg8VzBlDY7rmVLzT8ZBagg0LmHb6oigSWsj_PROU'
 PACKAGE = f'com.example.console{TAG}'
 SHOP = f'https://shop-{TAG}.localhost'  # under rpId localhost: an origin that can work for it
+STATE = {}  # what one test hands the next (the user's enrolment link)
 
 
 def fresh_authenticator(b):
@@ -282,6 +286,7 @@ def test_find_user_and_revoke_their_passkey(b):
     status, _, _ = request_json('POST', '/v1/passkeys/registration/options', body={},
                                 headers={'Authorization': 'Ticket ' + link.split('ticket=')[1]})
     assert status == 200, f'the link opens a registration ({status})'
+    STATE['user-link'] = link
     b.shot('admin-06a-user-enrolment-link')
     # The user adds a recovery code (outside this browser): now the passkey may go.
     psql(f"INSERT INTO recovery_codes (user_id, code_hash) SELECT id, decode(md5(random()::text), 'hex') FROM users WHERE username = '{PLAIN}'")
@@ -290,6 +295,65 @@ def test_find_user_and_revoke_their_passkey(b):
     approve(b)
     b.until(lambda: b.el('user-passkeys').get_attribute('data-count') == '0', 'the passkey revoked')
     assert b.el('user-sessions').get_attribute('data-count') == '0', 'its session ended with it'
+
+
+def test_user_comes_back_through_the_enrolment_link(_):
+    """The user's side of the way back (the /?ticket= page): the link the admin handed over, opened in
+    the user's own browser with an empty authenticator (their new device), offers a passkey, registers
+    it held and signs them in; the same link opened again says it is used up, in words.
+
+    The suite's server runs in dev mode, where the hold lasts LATCHKEY_RECOVERY_DELAY = 0 seconds (no
+    hold at all); so the user opens the link at a second server on the same database with a one-hour
+    delay, as a production deployment holds for a day."""
+    link = STATE.get('user-link')
+    assert link, 'the admin issued the enrolment link (test_find_user_and_revoke_their_passkey)'
+    binary, database = os.environ.get('LATCHKEY_BIN'), os.environ.get('LATCHKEY_DATABASE_URL')
+    if not binary or not database:
+        raise Skip('LATCHKEY_BIN and LATCHKEY_DATABASE_URL are needed to start the server with a hold')
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    held_base = f'http://localhost:{port}'
+    env = dict(os.environ, DATABASE_URL=database, LATCHKEY_DEV='1', LATCHKEY_RP_ID='localhost', LATCHKEY_LISTEN=f'127.0.0.1:{port}',
+               LATCHKEY_ORIGINS=held_base, LATCHKEY_RECOVERY_DELAY='3600',
+               LATCHKEY_WEB_DIR=os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'web'))
+
+    def enrol():
+        user = Browser()  # its own driver and virtual authenticator
+        try:
+            user.d.get(held_base + '/?ticket=' + link.split('ticket=')[1])
+            user.until(lambda: user.body('ready') == 'true' and user.body('ticket-link') == 'offered'
+                       and user.el('ticket-link').is_displayed(), 'the enrolment offer')
+            assert user.body('view') == 'welcome', 'nobody is signed in yet'
+            user.shot('ticket-01-offered')
+            user.el('ticket-link-create').click()
+            user.until(lambda: user.body('ticket-link') == 'done' and user.body('view') == 'account', 'the new passkey and its session')
+            assert not user.el('ticket-link').is_displayed()
+            assert 'ticket' not in user.d.current_url, 'the spent ticket is dropped from the address'
+            assert user.el('account-title').text == 'Welcome, Plain User', user.el('account-title').text
+            user.wait_passkeys(1)
+            # Held: it signs in, and approves nothing until its hold ends (SPEC "Assurance").
+            user.until(lambda: user.body('held-passkeys') == '1', 'the new passkey listed as held')
+            assert user.el('held-passkeys').is_displayed()
+            user.shot('ticket-02-held-passkey')
+        finally:
+            user.d.quit()
+        return 0
+
+    assert with_server(binary, env, port, 'the server with a hold', 'server-held.log', enrol) == 0, 'the server with a hold did not start'
+    # Opened again (the link forwarded, or the mail read twice) on another device: used up, said so.
+    again = Browser()
+    try:
+        again.d.get(link)
+        again.until(lambda: again.body('ready') == 'true' and again.body('ticket-link') == 'offered', 'the enrolment offer')
+        again.el('ticket-link-create').click()
+        text = again.wait_banner('ticket_used_up')
+        assert text == 'This enrolment link is used up or expired. Ask for a new one.', text
+        assert again.body('ticket-link') == 'used-up' and not again.el('ticket-link').is_displayed()
+        assert again.body('view') == 'welcome' and 'ticket' not in again.d.current_url
+        again.shot('ticket-03-used-up')
+    finally:
+        again.d.quit()
 
 
 def test_audit_entry_names_the_admin_and_the_receipt(b):
@@ -374,6 +438,7 @@ TESTS = [
     test_android_app_preview_updates,
     test_remove_origin_lands_only_after_the_step_up,
     test_find_user_and_revoke_their_passkey,
+    test_user_comes_back_through_the_enrolment_link,
     test_audit_entry_names_the_admin_and_the_receipt,
     test_webhooks_page,
     test_openid_clients_page,

@@ -120,6 +120,55 @@ def no_horizontal_overflow(b, what):
     assert wide <= 1, f'{what}: {wide}px wider than the window'
 
 
+# The last-passkey refusal's box (`arguments[0]`, .pk-last) and each child shown in it (its text and
+# buttons): the child's box, the rectangle of its text, and every place a word of it is broken across
+# two lines other than at a hyphen or a soft hyphen (U+00AD) or between ideographs.
+LAST_PASSKEY_LAYOUT = r"""
+  const rect = (r) => [r.left, r.top, r.right, r.bottom];
+  const box = arguments[0];
+  // Chinese (and Japanese, Korean) text breaks between any two characters: no word to cut there.
+  const ideographic = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\u3000-\u303f\uff00-\uffef]/u;
+  const children = [...box.children].filter((c) => c.getClientRects().length);
+  return { box: rect(box.getBoundingClientRect()), children: children.map((c) => {
+    const all = document.createRange();
+    all.selectNodeContents(c);
+    const broken = [];
+    const walker = document.createTreeWalker(c, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/\S+/g)) {
+        let top = null;
+        for (let i = word.index; i < word.index + word[0].length; i++) {
+          const one = document.createRange();
+          one.setStart(node, i);
+          one.setEnd(node, i + 1);
+          // A character that starts a line can also report an empty rectangle at the end of the
+          // line before: its last rectangle with a width is where it is drawn.
+          const r = [...one.getClientRects()].filter((x) => x.width > 0).pop();
+          if (!r) continue;
+          const between = node.data[i - 1] + node.data[i];
+          if (top !== null && r.top > top + 1 && !'-\u00ad'.includes(node.data[i - 1]) && !ideographic.test(between)) {
+            broken.push(node.data.slice(word.index, i) + ' / ' + node.data.slice(i, word.index + word[0].length));
+          }
+          top = r.top;
+        }
+      }
+    }
+    return { name: c.className || c.tagName, text: c.textContent.trim(), box: rect(c.getBoundingClientRect()),
+             words: rect(all.getBoundingClientRect()), broken };
+  }) };"""
+
+
+def check_last_passkey_layout(layout, where):
+    """Every child of the refusal (text and buttons), and its text, lies inside the refusal's box; no
+    word is cut where there is no hyphen ("Wiederherstellung / scodes")."""
+    children = layout['children']
+    assert len(children) >= 4, f'{where}: {len(children)} children shown'
+    for c in children:
+        w.assert_inside(c['box'], layout['box'], f'{where}: {c["name"]} runs out of the box {layout["box"]}: {c}')
+        w.assert_inside(c['words'], layout['box'], f'{where}: the text of {c["name"]} runs out of the box {layout["box"]}: {c}')
+        assert not c['broken'], f'{where}: {c["name"]} cuts a word: {c["broken"]}'
+
+
 def test_every_page_in_every_language(_):
     # Signed out (an authenticator without passkeys: the autofill request just waits).
     b = w.Browser()
@@ -168,6 +217,7 @@ def test_every_page_in_every_language(_):
                 last = item.find_element(By.CSS_SELECTOR, '.pk-last')
                 b.until(lambda: last.is_displayed(), f'{lang} {width}: the last-passkey refusal')
                 no_horizontal_overflow(b, f'{lang} {width} last passkey')
+                check_last_passkey_layout(b.d.execute_script(LAST_PASSKEY_LAYOUT, last), f'{lang} {width} last passkey')
                 b.d.execute_script('arguments[0].scrollIntoView({block: "center"})', last)
                 shoot(b, lang, width, 'last-passkey')
                 if width == 'phone':

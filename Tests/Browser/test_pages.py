@@ -161,10 +161,8 @@ def check_codes_layout(layout, where):
     assert len(items) == 10, f'{where}: {len(items)} codes'
     meets = lambda a, b: a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]  # noqa: E731
     for it in items:
-        l, t, r, btm = it['text']
-        L, T, R, B = it['box']
-        assert L - .5 <= l and r <= R + .5 and T - .5 <= t and btm <= B + .5, f'{where}: {it["code"]} runs out of its box {it}'
-        assert 0 <= L and R <= layout['width'], f'{where}: {it["code"]} is outside the window {it}'
+        w.assert_inside(it['text'], it['box'], f'{where}: {it["code"]} runs out of its box {it}')
+        w.assert_inside(it['box'], [0, it['box'][1], layout['width'], it['box'][3]], f'{where}: {it["code"]} is outside the window {it}', slack=0)
     for i, a in enumerate(items):
         for c in items[i + 1:]:
             assert not meets(a['box'], c['box']), f'{where}: {a["code"]} and {c["code"]} overlap'

@@ -103,6 +103,14 @@ def make_driver(lang='en-GB'):
     return driver
 
 
+def assert_inside(inner, outer, what, slack=.5):
+    """`inner` lies within `outer`; both are [left, top, right, bottom] in CSS pixels, as the page's
+    getBoundingClientRect() gives them (`slack` for sub-pixel rounding)."""
+    l, t, r, b = inner
+    L, T, R, B = outer
+    assert L - slack <= l and r <= R + slack and T - slack <= t and b <= B + slack, what
+
+
 class Browser:
     def __init__(self, lang='en-GB'):
         self.d = make_driver(lang)
