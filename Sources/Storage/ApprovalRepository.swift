@@ -68,24 +68,40 @@ public final class ApprovalRepository: Sendable {
 
     /// Opening's one read (`ApprovalOpenRead`).
     public func openRead(policy: String, requester: String, subject: String?, since: Date) throws(StorageError) -> ApprovalOpenRead {
+        try pool.run { c in try Self.openRead(try c.query(Self.opening(policy: policy, requester: requester, subject: subject, since: since))) }
+    }
+
+    /// An opening caller's session standing and the opening's read (`openRead`), in one pipelined round trip.
+    public func standingAndOpenRead(sessionId: String, userId: String, policy: String, subject: String?, since: Date) throws(StorageError)
+        -> (session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?, opening: ApprovalOpenRead) {
         try pool.run { c in
-            let row = try c.query("""
-                SELECT p.name, p.document, p.updated_at, p.updated_by,
-                       EXISTS (SELECT 1 FROM admins WHERE user_id = \(requester)) AS requester_admin,
-                       (SELECT count(*) FROM approvals WHERE requester = \(requester) AND created_at > \(since)) AS recent,
-                       (SELECT min(created_at) FROM approvals WHERE requester = \(requester) AND created_at > \(since)) AS oldest,
-                       s.id AS subject_id, e.email AS subject_email, s.language AS subject_language
-                FROM (SELECT 1) one
-                LEFT JOIN approval_policies p ON p.name = \(policy)
-                LEFT JOIN users s ON s.id = \(subject)::text
-                LEFT JOIN account_emails e ON e.user_id = s.id
-                """)[0]
-            return ApprovalOpenRead(policy: try row.isNull("name") ? nil : try Self.policy(row),
-                                    requesterIsAdmin: try row.bool("requester_admin"), subjectExists: !(try row.isNull("subject_id")),
-                                    subjectEmail: try row.optionalString("subject_email"),
-                                    subjectLanguage: try row.optionalString("subject_language"),
-                                    openedSince: Int(try row.int64("recent")), oldestSince: try row.optionalDate("oldest"))
+            let rows = try c.pipeline([SessionRepository.standing(id: sessionId, userId: userId),
+                                       Self.opening(policy: policy, requester: userId, subject: subject, since: since)])
+            return (try rows[0].first.map(SessionRepository.standing), try Self.openRead(rows[1]))
         }
+    }
+
+    static func opening(policy: String, requester: String, subject: String?, since: Date) -> SQL {
+        """
+        SELECT p.name, p.document, p.updated_at, p.updated_by,
+               EXISTS (SELECT 1 FROM admins WHERE user_id = \(requester)) AS requester_admin,
+               (SELECT count(*) FROM approvals WHERE requester = \(requester) AND created_at > \(since)) AS recent,
+               (SELECT min(created_at) FROM approvals WHERE requester = \(requester) AND created_at > \(since)) AS oldest,
+               s.id AS subject_id, e.email AS subject_email, s.language AS subject_language
+        FROM (SELECT 1) one
+        LEFT JOIN approval_policies p ON p.name = \(policy)
+        LEFT JOIN users s ON s.id = \(subject)::text
+        LEFT JOIN account_emails e ON e.user_id = s.id
+        """
+    }
+
+    static func openRead(_ rows: [Row]) throws -> ApprovalOpenRead {
+        let row = rows[0]
+        return ApprovalOpenRead(policy: try row.isNull("name") ? nil : try Self.policy(row),
+                                requesterIsAdmin: try row.bool("requester_admin"), subjectExists: !(try row.isNull("subject_id")),
+                                subjectEmail: try row.optionalString("subject_email"),
+                                subjectLanguage: try row.optionalString("subject_language"),
+                                openedSince: Int(try row.int64("recent")), oldestSince: try row.optionalDate("oldest"))
     }
 
     /// Stores the approval — only while its requester opened fewer than `limit` since `since` — with

@@ -179,6 +179,34 @@ struct ApprovalTests {
         #expect(ordinary["breakGlass"] == nil, "a vote for an ordinary policy is not marked: \(ordinary)")
     }
 
+    static let traced = Result { try TestServer(name: "approvals-trips", tracing: true) }
+
+    @Test("opening an approval is one read and one write: the caller's standing is read with the policy, the last hour and the subject")
+    func openingIsOneRead() throws {
+        let server = try Self.traced.get()
+        let requester = try person(server, "tripreq"), ana = try person(server, "tripana")
+        let name = "trip-\(uniqueSuffix())"
+        let key = "Bearer \(server.adminKey)"
+        let body: JSONValue = .object([
+            ("approvers", .array([.object([("user", .string(ana.id))])])), ("requesters", .array([.object([("user", .string(requester.id))])])),
+            ("needed", 1), ("delay", 0), ("expires", 3600), ("notifyOwner", false), ("breakGlass", false), ("requesterCounts", true),
+        ])
+        #expect(try server.client().send("PUT", "/admin/v1/approval-policies/\(name)", body: body.serialized(), authorization: key).status == 201)
+        let open: JSONValue = .object([("policy", .string(name)), ("action", .object([("type", "record.open")])), ("subject", .string(ana.id))])
+        let (opened, trips, statements) = try server.fewestTrips("POST /v1/approvals", "POST", "/v1/approvals", body: open,
+                                                                  authorization: requester.bearer)
+        #expect(opened.status == 201, "\(opened)")
+        #expect(trips == RoundTripCounts(reads: 1, writes: 1), "\(trips) \(statements)")
+        // Refused on the same one read: a caller the policy does not name, an unknown subject.
+        let (refused, refusedTrips, _) = try server.fewestTrips("POST /v1/approvals", "POST", "/v1/approvals", body: open, authorization: ana.bearer)
+        #expect(refused.status == 403 && refused.code == "forbidden" && refusedTrips == RoundTripCounts(reads: 1), "\(refused) \(refusedTrips)")
+        let stranger: JSONValue = .object([("policy", .string(name)), ("action", .object([("type", "record.open")])),
+                                           ("subject", .string(Base64URL.encode(Array(repeating: 7, count: 16))))])
+        let (unknown, unknownTrips, _) = try server.fewestTrips("POST /v1/approvals", "POST", "/v1/approvals", body: stranger,
+                                                                authorization: requester.bearer)
+        #expect(unknown.status == 400 && unknown.code == "invalid_request" && unknownTrips == RoundTripCounts(reads: 1), "\(unknown) \(unknownTrips)")
+    }
+
     @Test("the subject never counts and may veto; a vetoed approval takes no approval and is never used")
     func subjectVetoes() throws {
         let server = try Self.fixture.get()

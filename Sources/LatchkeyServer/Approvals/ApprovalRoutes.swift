@@ -53,8 +53,9 @@ extension RouteTable {
         add("GET", "/admin/v1/approvals", .admin, accepting: .any) { _ in
             .json(bytes: ApprovalRenderer.approvals(try approvals.pendingAdminChanges()).serialized())
         }
-        add("POST", "/v1/approvals", .passkeySession) { ctx in
-            .json(status: 201, bytes: ApprovalRenderer.opened(try approvals.open(try OpenApproval(try ctx.json()), requester: try ctx.userId)).serialized())
+        add("POST", "/v1/approvals", .passkeySession, preload: Self.opening) { ctx in
+            .json(status: 201, bytes: ApprovalRenderer.opened(try approvals.open(try OpenApproval(try ctx.json()), requester: try ctx.userId,
+                                                                                 loaded: ctx.loads.preloadedOpening)).serialized())
         }
         add("POST", "/v1/approvals/veto", .anyone) { ctx in
             try approvals.veto(try VetoByLink(try ctx.json()))
@@ -84,6 +85,13 @@ extension RouteTable {
 extension RouteTable {
     /// The approval a route's `{id}` names, read with the caller's standing; nothing for an id
     /// that cannot be one (the path check answers it).
+    /// The opening a well-formed body asks for, read with the caller's standing; a malformed body
+    /// is refused by the handler's own parse, after the caller's (401/403 first).
+    @Sendable static func opening(_ request: Request, _ path: PathParameters) -> GuardPreload? {
+        guard let body = try? jsonBody(request), let command = try? OpenApproval(body) else { return nil }
+        return .approvalOpening(policy: command.policy, subject: command.subject)
+    }
+
     @Sendable static func approvalNamed(_ request: Request, _ path: PathParameters) -> GuardPreload? {
         path["id"].flatMap { Identifiers.opaque($0) }.map { GuardPreload.approval(id: $0) }
     }

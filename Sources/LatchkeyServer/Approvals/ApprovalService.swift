@@ -98,13 +98,23 @@ final class ApprovalService: Sendable {
 
     // MARK: Opening
 
+    /// The window of the requester's opening limit (`openedPerHour`).
+    static let openingWindow: TimeInterval = 3600
+
     /// `POST /v1/approvals` by `requester` (a not-held passkey session): 403 unless the policy
     /// names the caller as a requester, 400 for an unknown subject, 429 past ten an hour.
-    func open(_ command: OpenApproval, requester: String) throws(ServiceError) -> ApprovalView {
+    /// `loaded`: the opening's read as the caller's resolution made it (`GuardPreload.approvalOpening`),
+    /// used when it was made for this command and requester.
+    func open(_ command: OpenApproval, requester: String, loaded: LoadedOpening? = nil) throws(ServiceError) -> ApprovalView {
         let now = clock()
-        let since = now.addingTimeInterval(-3600)
-        let read = try storage { () throws(StorageError) in
-            try store.openRead(policy: command.policy, requester: requester, subject: command.subject, since: since)
+        let since: Date, read: ApprovalOpenRead
+        if let loaded, loaded.policy == command.policy, loaded.subject == command.subject, loaded.requester == requester {
+            (since, read) = (loaded.since, loaded.read)
+        } else {
+            since = now.addingTimeInterval(-Self.openingWindow)
+            read = try storage { () throws(StorageError) in
+                try store.openRead(policy: command.policy, requester: requester, subject: command.subject, since: since)
+            }
         }
         var stored = read.policy
         if command.policy == Self.adminPolicyName, let builtIn = adminPolicy {
@@ -269,6 +279,16 @@ final class ApprovalService: Sendable {
         let view = try observed(read)
         return ServiceError(.conflict, detail(view.state))
     }
+}
+
+/// An opening's read as a route's guard made it with the caller's standing
+/// (`GuardPreload.approvalOpening`): for this policy, requester and subject, counting since `since`.
+struct LoadedOpening: Sendable {
+    let policy: String
+    let requester: String
+    let subject: String?
+    let since: Date
+    let read: ApprovalOpenRead
 }
 
 /// An approval as a route's guard read it with the caller's standing (`GuardPreload.approval`):

@@ -1,4 +1,5 @@
 import DeviceKeys
+import Foundation
 import JSON
 import Tokens
 import HTTP
@@ -28,6 +29,8 @@ struct CallerResolver: Sendable {
     let adminKeyHash: [UInt8]?
     /// The OP browser sessions (the OpenID Provider's cookie).
     let browser: any BrowserSessions
+    /// `Runtime.now`: the start of the hour an opening's limit counts (`preloadedOpening`).
+    let now: @Sendable () -> Date
 
     /// `preload`: the authorization request the route names (the approve and deny routes), read
     /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query, or the
@@ -50,6 +53,15 @@ struct CallerResolver: Sendable {
                 }
                 standing = try sessions.standing(loaded: read.session)
                 loads.preloadedApproval = LoadedApproval(id: id, read: read.approval)
+            } else if let opening = preload?.approvalOpening {
+                let session = caller, since = now().addingTimeInterval(-ApprovalService.openingWindow)
+                let read = try storage { () throws(StorageError) in
+                    try approvals.standingAndOpenRead(sessionId: session.sessionId, userId: session.userId, policy: opening.policy,
+                                                      subject: opening.subject, since: since)
+                }
+                standing = try sessions.standing(loaded: read.session)
+                loads.preloadedOpening = LoadedOpening(policy: opening.policy, requester: session.userId, subject: opening.subject,
+                                                       since: since, read: read.opening)
             } else {
                 standing = try sessions.standing(caller)
             }

@@ -51,6 +51,9 @@ enum GuardPreload: Sendable, Equatable {
     case adminPage(AdminPageRequest)
     /// The quorum approval an approval route's `{id}` names (read with the caller's standing).
     case approval(id: String)
+    /// What opening a quorum approval reads (the policy the body names, the requester's last hour,
+    /// the subject), read with the caller's standing.
+    case approvalOpening(policy: String, subject: String?)
 
     var authorizationRequestId: String? {
         if case .authorizationRequest(let id) = self { return id }
@@ -64,6 +67,11 @@ enum GuardPreload: Sendable, Equatable {
 
     var approvalId: String? {
         if case .approval(let id) = self { return id }
+        return nil
+    }
+
+    var approvalOpening: (policy: String, subject: String?)? {
+        if case .approvalOpening(let policy, let subject) = self { return (policy, subject) }
         return nil
     }
 }
@@ -86,6 +94,8 @@ struct GuardLoads: Sendable {
     /// The approval a route's `{id}` names, read with the caller's standing (`GuardPreload.approval`):
     /// what the rule and the handler decide on instead of reading it again.
     var preloadedApproval: LoadedApproval? = nil
+    /// What opening a quorum approval reads, read with the caller's standing (`GuardPreload.approvalOpening`).
+    var preloadedOpening: LoadedOpening? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.

@@ -122,7 +122,7 @@ public final class Services: Sendable {
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals, adminKeyHash: configuration.adminKeyHash,
-                                 browser: openID)
+                                 browser: openID, now: runtime.now)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
