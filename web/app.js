@@ -314,6 +314,26 @@ async function showAccount(method) {
   await loadSessions();
   await loadRecoverySettings();
   if (method === 'email') offerUpgrade();
+  followEndpointLink();
+}
+
+/**
+ * The links /.well-known/passkey-endpoints gives credential managers, followed once signed in:
+ * `/#passkeys` opens at the passkey list, `/?enroll=passkey` at its "Add a passkey" button, focused
+ * (creating a passkey is the person's own click, never started for them).
+ */
+function followEndpointLink() {
+  const params = new URLSearchParams(window.location.search);
+  const enroll = params.get('enroll') === 'passkey';
+  if (!enroll && window.location.hash !== '#passkeys') return;
+  if (enroll) {
+    params.delete('enroll');
+    const rest = params.toString();
+    history.replaceState(null, '', window.location.pathname + (rest ? `?${rest}` : '') + window.location.hash);
+  }
+  $('passkeys-title').scrollIntoView({ block: 'start' });
+  (enroll ? $('add-passkey') : $('passkeys-title')).focus();
+  document.body.dataset.endpointLink = enroll ? 'enroll' : 'manage';
 }
 
 // ---------------------------------------------------------------------------------------------

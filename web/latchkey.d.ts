@@ -71,7 +71,9 @@ export declare function parseCreationOptions(json: CreationOptionsJSON): PublicK
 export declare function parseRequestOptions(json: RequestOptionsJSON): PublicKeyCredentialRequestOptions;
 export declare function credentialToJSON(credential: PublicKeyCredential): RegistrationResponseJSON | AuthenticationResponseJSON;
 export declare function startRegistration(options: CreationOptionsJSON, opts?: { signal?: AbortSignal; mediation?: 'conditional' }): Promise<RegistrationResponseJSON>;
-export declare function startAuthentication(options: RequestOptionsJSON, opts?: { signal?: AbortSignal; mediation?: 'conditional' | 'optional' | 'required' }): Promise<AuthenticationResponseJSON>;
+export declare function startAuthentication(options: RequestOptionsJSON, opts?: { signal?: AbortSignal; mediation?: 'conditional' | 'immediate' | 'optional' | 'required' }): Promise<AuthenticationResponseJSON>;
+/** Whether the browser offers `mediation: "immediate"` for sign-in (the `immediateGet` client capability); `signIn()` uses it, then the modal. */
+export declare function immediateGetAvailable(): Promise<boolean>;
 
 export interface Signal {
   method: 'signalUnknownCredential' | 'signalAllAcceptedCredentials' | 'signalCurrentUserDetails';

@@ -165,6 +165,22 @@ export async function browserSupport() {
   return { supported: true, conditionalGet, conditionalCreate, problem: null };
 }
 
+/**
+ * Whether the browser offers `mediation: "immediate"` for sign-in (the `immediateGet` client capability).
+ * @returns {Promise<boolean>}
+ */
+export async function immediateGetAvailable() {
+  try {
+    const PKC = globalThis.PublicKeyCredential;
+    return !!(PKC && PKC.getClientCapabilities && (await PKC.getClientCapabilities()).immediateGet);
+  } catch {
+    return false;
+  }
+}
+
+/** An immediate sign-in refused within this many milliseconds had nothing to offer (no person acted). */
+const IMMEDIATE_NOTHING_MS = 750;
+
 // ---------------------------------------------------------------------------------------------
 // WebAuthn JSON (W3C Level 3 shapes), with fallbacks for browsers without parse…FromJSON / toJSON
 
@@ -249,7 +265,7 @@ export async function startRegistration(optionsJSON, { signal, mediation } = {})
 /**
  * Runs `navigator.credentials.get` for the server's options JSON and returns the response JSON.
  * @param {object} optionsJSON
- * @param {{signal?: AbortSignal, mediation?: 'conditional'|'optional'|'required'}} [opts]
+ * @param {{signal?: AbortSignal, mediation?: 'conditional'|'immediate'|'optional'|'required'}} [opts]
  */
 export async function startAuthentication(optionsJSON, { signal, mediation } = {}) {
   const started = Date.now();
@@ -450,6 +466,25 @@ export class Latchkey {
   }
 
   /**
+   * Sign-in with `mediation: "immediate"` where the browser offers it (WebAuthn client capability
+   * `immediateGet`): the passkeys the browser can offer at once, in its own small prompt, and
+   * otherwise the modal. The browser answers `NotAllowedError` both when it has nothing to offer
+   * (at once, with no prompt) and when the person dismisses its prompt; an answer faster than a
+   * person can act is the first, and only then does the modal follow.
+   */
+  async _signInPrompt(optionsJSON) {
+    if (!(await immediateGetAvailable())) return this._modal('get', optionsJSON);
+    await this.abortConditional();
+    const asked = Date.now();
+    try {
+      return await startAuthentication(optionsJSON, { mediation: 'immediate' });
+    } catch (e) {
+      if (!(e instanceof LatchkeyError) || e.code !== 'cancelled' || Date.now() - asked > IMMEDIATE_NOTHING_MS) throw e;
+      return this._modal('get', optionsJSON);
+    }
+  }
+
+  /**
    * Sends a registration response. When its answer is lost (no answer, or a 503 while the database
    * fails over) the same response goes again, twice at most: a try that had been saved is then
    * answered 409 `credential_exists` with the stored `passkey` (a LatchkeyError whose `passkey` is
@@ -483,7 +518,7 @@ export class Latchkey {
   async signIn({ username, userVerification } = {}) {
     const options = await this.request('POST', '/v1/passkeys/authentication/options', { body: username ? { username } : {} });
     if (userVerification) options.userVerification = userVerification;
-    const credential = await this._modal('get', options);
+    const credential = await this._signInPrompt(options);
     return this._start(await this.request('POST', '/v1/passkeys/authentication/verify', { body: credential }), 'passkey');
   }
 

@@ -1,5 +1,5 @@
 """The message keys of the web app and the console: every text node and translatable attribute of
-web/index.html, web/admin/index.html and web/authorize.html, and every t('…') / N_('…') literal in
+web/index.html, web/admin/index.html, web/authorize.html and web/help/vault.html, and every t('…') / N_('…') literal in
 web/app.js, web/admin/admin.js and web/authorize.js. Keys are the English text (whitespace collapsed), as web/i18n.js looks them up.
 `python3 Tests/Browser/i18n_keys.py` prints them as JSON; `--check` fails when a catalog in
 web/i18n/ lacks one (or has a placeholder the English key does not)."""
@@ -56,7 +56,7 @@ def js_keys(path):
 
 def all_keys():
     keys = []
-    for page in ('web/index.html', 'web/admin/index.html', 'web/authorize.html'):
+    for page in ('web/index.html', 'web/admin/index.html', 'web/authorize.html', 'web/help/vault.html'):
         p = Texts()
         p.feed(open(os.path.join(REPO, page), encoding='utf-8').read())
         keys += p.keys

@@ -188,3 +188,47 @@ test('a registration whose answer was lost is sent again; a saved first try is a
   await assert.rejects(new Latchkey({ storage: memory(), fetch: f2 }).verifyRegistration(body), (e) => e.code === 'challenge_invalid' && e.passkey === null);
   assert.equal(c2.length, 1, 'a refusal is not retried');
 });
+
+test('signIn asks with mediation "immediate" where offered; nothing to offer at once → the modal; a dismissal → no modal', async () => {
+  const options = { challenge: 'AAAA', rpId: 'localhost', timeout: 60000 };
+  const credential = { toJSON: () => ({ id: 'c', rawId: 'c', type: 'public-key', response: {} }) };
+  const notAllowed = () => Object.assign(new Error('The operation either timed out or was not allowed.'), { name: 'NotAllowedError' });
+  const realNow = Date.now;
+  const hadNavigator = Object.getOwnPropertyDescriptor(globalThis, 'navigator');
+  function browser(immediate) {
+    const asked = [];
+    globalThis.PublicKeyCredential = { getClientCapabilities: async () => ({ immediateGet: true }) };
+    Object.defineProperty(globalThis, 'navigator', { configurable: true, value: { credentials: { get: async (o) => {
+      asked.push(o.mediation ?? 'modal');
+      if (o.mediation === 'immediate') return immediate();
+      return credential;
+    } } } });
+    return asked;
+  }
+  try {
+    // Nothing to offer: refused at once, then the modal, then the verify.
+    let asked = browser(async () => { throw notAllowed(); });
+    let { fetch, calls } = scripted([[200, options], [200, { user: { id: 'u' }, tokens: { access_token: 'a', refresh_token: 'r' } }]]);
+    await new Latchkey({ storage: memory(), fetch }).signIn();
+    assert.deepEqual(asked, ['immediate', 'modal']);
+    assert.equal(calls[1].url, '/v1/passkeys/authentication/verify');
+
+    // The person dismissed the browser's own prompt (the refusal came after a person could act): no modal.
+    asked = browser(async () => { const t = realNow(); Date.now = () => t + 5000; throw notAllowed(); });
+    ({ fetch, calls } = scripted([[200, options]]));
+    await assert.rejects(new Latchkey({ storage: memory(), fetch }).signIn(), (e) => e instanceof LatchkeyError && e.code === 'cancelled');
+    assert.deepEqual(asked, ['immediate']);
+    assert.equal(calls.length, 1);
+
+    // A browser without the capability: the modal alone.
+    asked = browser(async () => credential);
+    globalThis.PublicKeyCredential = { getClientCapabilities: async () => ({ conditionalGet: true }) };
+    ({ fetch } = scripted([[200, options], [200, { user: { id: 'u' }, tokens: { access_token: 'a', refresh_token: 'r' } }]]));
+    await new Latchkey({ storage: memory(), fetch }).signIn();
+    assert.deepEqual(asked, ['modal']);
+  } finally {
+    Date.now = realNow;
+    delete globalThis.PublicKeyCredential;
+    if (hadNavigator) Object.defineProperty(globalThis, 'navigator', hadNavigator); else delete globalThis.navigator;
+  }
+});

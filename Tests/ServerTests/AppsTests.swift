@@ -132,6 +132,21 @@ struct AppsTests {
         #expect(AssociationChecker(rpId: s.rpId, origins: ours).check(documents).map(\.description) == [])
     }
 
+    @Test("passkey-endpoints: the web app's enrol, manage and PRF pages on the first web origin, JSON, CORS *, no database")
+    func passkeyEndpoints() throws {
+        let s = try TestServer(name: "apps-endpoints") { c in
+            c.developmentMode = true
+            c.origins = ["android:apk-key-hash:abc", "http://localhost:1234", "http://localhost:9"]
+        }
+        let r = try s.client().get("/.well-known/passkey-endpoints")
+        #expect(r.status == 200 && r.contentType?.hasPrefix("application/json") == true, "\(r)")
+        #expect(r.header("Access-Control-Allow-Origin") == "*")
+        #expect(r.json == .object([("enroll", "http://localhost:1234/?enroll=passkey"), ("manage", "http://localhost:1234/#passkeys"),
+                                   ("prfUsageDetails", "http://localhost:1234/help/vault")]), "\(r.text)")
+        // Each URL is a page the web app serves.
+        #expect(try s.client().get("/help/vault").status == 200)
+    }
+
     @Test("an android:apk-key-hash credential is refused until the app is added, accepted on every instance right after, refused after removal")
     func allowlistFollowsAppsOnEveryInstance() throws {
         let a = try Self.server("apps-prop")

@@ -1,6 +1,7 @@
 import HTTP
 import JSON
 import Storage
+import WellKnown
 
 extension RouteTable {
     /// Health, readiness, metrics, the OpenAPI document and the association files (the web app: Web/WebRoutes.swift).
@@ -9,6 +10,12 @@ extension RouteTable {
             add("GET", "/.well-known/\(name)", .anyone, accepting: .any) { _ in
                 .json(bytes: try s.wellKnown.file(name), headers: [("Cache-Control", "public, max-age=300")])
             }
+        }
+        // W3C "A Well-Known URL for Relying Party Passkey Endpoints": public, read by credential
+        // managers from any origin, built from the configuration alone (no database).
+        let endpoints = PasskeyEndpoints.bytes(webOrigin: s.relyingParty.webOrigin)
+        add("GET", "/.well-known/\(PasskeyEndpoints.name)", .anyone, accepting: .any) { _ in
+            .json(bytes: endpoints, headers: [("Cache-Control", "public, max-age=300"), ("Access-Control-Allow-Origin", "*")])
         }
         // Never touches the database: a hung primary must not make the process look dead.
         add("GET", "/healthz", .anyone, accepting: .any) { _ in

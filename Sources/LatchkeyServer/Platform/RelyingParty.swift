@@ -1,4 +1,5 @@
 import WebAuthn
+import WellKnown
 
 /// The relying party a deployment is: its rpId, the name authenticators show, the web origins of
 /// its allowlist configuration and the issuer its tokens name. Built once from the configuration
@@ -24,6 +25,9 @@ public struct RelyingParty: Sendable, Equatable {
     public init(_ c: Configuration) {
         self.init(id: c.rpId, name: c.rpName, origins: c.origins, issuer: c.issuer)
     }
+
+    /// The first web origin of `LATCHKEY_ORIGINS` (the web app's pages), else the issuer.
+    public var webOrigin: String { PasskeyEndpoints.firstWebOrigin(origins) ?? issuer }
 
     /// WebAuthn's `PublicKeyCredentialRpEntity` for registration options.
     var entity: WebAuthn.RelyingParty { WebAuthn.RelyingParty(id: id, name: name) }

@@ -22,6 +22,9 @@ enum WebAssets {
         ("/authorize.js", "authorize.js", "text/javascript; charset=utf-8"),
         // The logout confirmation's script (SPEC "Userinfo and logout"; the page is OAuthPages').
         ("/logout.js", "logout.js", "text/javascript; charset=utf-8"),
+        // How the vault uses a passkey's PRF (`prfUsageDetails` of /.well-known/passkey-endpoints).
+        ("/help/vault", "help/vault.html", "text/html; charset=utf-8"),
+        ("/help/help.js", "help/help.js", "text/javascript; charset=utf-8"),
         // The message catalogs both apps load (one per language, web/i18n/).
         ("/i18n.js", "i18n.js", "text/javascript; charset=utf-8"),
         ("/admin/i18n.js", "i18n.js", "text/javascript; charset=utf-8"),

@@ -12,7 +12,7 @@ enum WellKnownCommand: Command {
     static let summary = "check or build apple-app-site-association, assetlinks.json, webauthn"
     static let help = """
         usage: latchkey wellknown check (--dir D | --url U) --rp-id R [--origins O[,O…]]… [--database]
-               latchkey wellknown build --out D [--rp-id R]
+               latchkey wellknown build --out D [--rp-id R] [--web-origin W]
 
         check   --dir D    the files apple-app-site-association, assetlinks.json, webauthn in D
                 --url U    a live deployment: fetches U/.well-known/<file> without following
@@ -25,13 +25,17 @@ enum WellKnownCommand: Command {
                            comparisons are skipped
                 Prints one line per problem with its fix. Exit 0 clean, 1 problems, 64 bad usage.
         build   writes the three files for rpId R (default LATCHKEY_RP_ID, else localhost) built from
-                the apps and origins in DATABASE_URL into folder D.
+                the apps and origins in DATABASE_URL into folder D, and passkey-endpoints (where a
+                credential manager finds the pages to enrol and manage passkeys) naming web origin W
+                (default the first web origin of LATCHKEY_ORIGINS, else of the allowlist, else
+                https://R): serve it at https://R/.well-known/passkey-endpoints where Latchkey is not
+                that host.
         """
 
     static func run(_ arguments: [String]) -> Int32 {
         let args: ParsedArguments
         do {
-            args = try ParsedArguments(arguments, valued: ["dir", "url", "rp-id", "origins", "out"], flags: ["help", "database"])
+            args = try ParsedArguments(arguments, valued: ["dir", "url", "rp-id", "origins", "out", "web-origin"], flags: ["help", "database"])
         } catch {
             printError("latchkey wellknown: \(error.message)\n\n\(help)"); return ExitCode.usage
         }
@@ -114,17 +118,23 @@ enum WellKnownCommand: Command {
     static func build(_ args: ParsedArguments) -> Int32 {
         guard let out = args.value("out") else { printError("latchkey wellknown build: --out D is required\n\n\(help)"); return ExitCode.usage }
         let rpId = args.value("rp-id") ?? Configuration.processEnvironment()["LATCHKEY_RP_ID"].flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
+        let configured = (Configuration.processEnvironment()["LATCHKEY_ORIGINS"] ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        let webOrigin = args.value("web-origin") ?? PasskeyEndpoints.firstWebOrigin(configured)
         return withDatabase("latchkey wellknown build") { database, _ in
-            build(out: out, rpId: rpId, config: database.config)
+            build(out: out, rpId: rpId, webOrigin: webOrigin, config: database.config)
         }
     }
 
-    static func build(out: String, rpId: String, config: ConfigRepository) -> Int32 {
+    /// `webOrigin`: the web app's origin for passkey-endpoints; nil: the allowlist's first, else `https://<rpId>`.
+    static func build(out: String, rpId: String, webOrigin: String? = nil, config: ConfigRepository) -> Int32 {
         do {
             let apps = AppDeclarations.apps(try config.apps(rpId: rpId))
             let origins = try config.origins().map(\.origin)
+            let endpoints = (name: PasskeyEndpoints.name,
+                             bytes: PasskeyEndpoints.bytes(webOrigin: webOrigin ?? PasskeyEndpoints.firstWebOrigin(origins) ?? "https://\(rpId)"))
             try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-            for file in AssociationFiles.build(apps: apps, origins: origins, rpId: rpId) {
+            for file in AssociationFiles.build(apps: apps, origins: origins, rpId: rpId).map({ (name: $0.name, bytes: $0.bytes) }) + [endpoints] {
                 guard FileManager.default.createFile(atPath: out + "/" + file.name, contents: Data(file.bytes)) else {
                     printError("latchkey wellknown build: cannot write \(out)/\(file.name)"); return ExitCode.failure
                 }
