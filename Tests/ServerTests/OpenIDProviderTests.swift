@@ -127,9 +127,12 @@ struct OpenIDProviderTests {
 }
 
 extension OpenIDProviderTests {
-    @Test("SPEC Limits: an identical authorization request gets the same id; one address stores 30 a minute, then the styled 429 page")
-    func pendingRequestLimits() throws {
-        let server = try TestServer(name: "op-limits") { $0.rateLimit = 10_000; $0.trustProxy = true }
+    /// The pending-request limits are SPEC "Limits"' own: they held only while `LATCHKEY_RATE_LIMIT`
+    /// was on, so with it off (0) every unauthenticated `/oauth2/authorize` wrote a row.
+    @Test("SPEC Limits: an identical authorization request gets the same id; one address stores 30 a minute, then the styled 429 page — with LATCHKEY_RATE_LIMIT off too",
+          arguments: [0, 10_000])
+    func pendingRequestLimits(rateLimit: Int) throws {
+        let server = try TestServer(name: "op-limits") { $0.rateLimit = rateLimit; $0.trustProxy = true }
         // An address of its own (the count is per client address across instances and tests).
         let address = "198.51.100.\(Int.random(in: 1...254))"
         defer { server.http.stop() }

@@ -20,9 +20,9 @@ struct OAuthPolicy: Sendable {
     var requestTTL = 600
     var pushedTTL = 60
     var codeTTL = 60
-    /// SPEC "Limits": pending authorization requests one client address stores a minute (nil: no
-    /// such limit, with `LATCHKEY_RATE_LIMIT` off), and one client in all.
-    var pendingPerAddressPerMinute: Int?
+    /// SPEC "Limits": pending authorization requests one client address stores a minute, and one
+    /// client in all. Their own limits: they hold with `LATCHKEY_RATE_LIMIT` off too.
+    var pendingPerAddressPerMinute = 30
     var pendingPerClient = 10_000
     /// Development mode: `http` resources and redirect URIs on loopback.
     var developmentMode: Bool
@@ -36,7 +36,6 @@ struct OAuthPolicy: Sendable {
         opSessionTTL = configuration.opSessionTTL
         refreshTokenTTL = configuration.refreshTokenTTL
         accessTokenTTL = min(configuration.accessTokenTTL, 300)
-        pendingPerAddressPerMinute = configuration.rateLimit > 0 ? 30 : nil
         developmentMode = configuration.developmentMode
         jwksAddresses = WebhookAddressPolicy(configuration)
         jwksCAFile = configuration.webhookCAFile
