@@ -119,9 +119,12 @@ extension OAuthRepository {
     /// presented twice revokes its family (RFC 9700 §4.14.2).
     /// `scope`: the scopes the refresh asks for (nil: the grant's); more than the grant is
     /// `.scopeExceeded`, and like every refusal it leaves the token as it was (SPEC "Tokens").
+    /// A rotation writes `issuedAudit` in its one statement, as the code exchange does (its actor
+    /// and subject the grant's user, with `sessionId`): every token issue is audited.
     public func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]? = nil,
-                       ttlSeconds: Int, reuseAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
+                       ttlSeconds: Int, reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         let asked: String? = scope?.joined(separator: " ")
+        let issued = AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail)
         // One statement (`SessionRepository.rotation`).
         let rotated = try pool.run { c in
             try c.query(SessionRepository.rotation(used: """
@@ -130,7 +133,10 @@ extension OAuthRepository {
                   AND f.method = 'oauth' AND g.family_id = f.id AND g.client_id = \(clientId)
                   AND (\(asked)::text IS NULL OR string_to_array(g.grant_data->>'scope', ' ') @> string_to_array(\(asked)::text, ' '))
                 RETURNING r.family_id, f.user_id, f.auth_time, g.grant_data
-                """, newHash: newHash, ttlSeconds: ttlSeconds, select: """
+                """, newHash: newHash, ttlSeconds: ttlSeconds,
+                also: AuditRepository.cte([issued.rows(from: "used JOIN tok ON true", subject: "used.user_id",
+                                                       members: [("sessionId", "used.family_id")])]),
+                select: """
                 SELECT used.family_id, used.user_id, used.auth_time, used.grant_data::text AS grant_data, EXISTS (SELECT 1 FROM tok) AS rotated
                 FROM used
                 """)

@@ -181,8 +181,9 @@ public final class SessionRepository: Sendable {
     /// A refresh token's rotation as one statement, for first-party sessions and OAuth grants alike:
     /// `used` (a CTE that uses the presented token up, returning its `family_id`), then the family's
     /// last use — its row lock: a revocation committed meanwhile is seen, one that comes later waits
-    /// for this refresh — as `fam`, and the next token as `tok`, only while the family lives.
-    static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, select: SQL) -> SQL {
+    /// for this refresh — as `fam`, and the next token as `tok`, only while the family lives; then
+    /// `also` (the caller's audit line over `tok`, written only when the token rotated).
+    static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, also: [(name: String, sql: SQL)] = [], select: SQL) -> SQL {
         SQL.with([
             ("used", used),
             ("fam", """
@@ -193,7 +194,7 @@ public final class SessionRepository: Sendable {
                 INSERT INTO refresh_tokens (hash, family_id, expires_at)
                 SELECT \(newHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash
                 """),
-        ], select)
+        ] + also, select)
     }
 
     /// One session of the user, not revoked (nil: unknown, another user's, or revoked), with the

@@ -248,6 +248,33 @@ def test_error_page_in_browser_language(b, user_id):
     assert 'Diese App (client_id) ist bei diesem Server nicht registriert.' in body, body
 
 
+def test_dismissed_passkey_prompt_is_a_translated_sentence(b, user_id):
+    """The hole: the /authorize page showed the browser's raw NotAllowedError text when the passkey
+    prompt was dismissed. SPEC "The `/authorize` page": browser errors are never shown raw. A German
+    browser of its own (no OP session cookie) whose authenticator's user verification fails, as a
+    person who dismisses the prompt: the banner is the page's German sentence for a cancelled sign-in."""
+    with open(os.path.join(os.path.dirname(__file__), '..', '..', 'web', 'i18n', 'de.json'), encoding='utf-8') as f:
+        german = json.load(f)
+    own = {german[k] for k in ['Sign-in was cancelled. Press “Sign in with a passkey” to try again.',
+                               'The passkey prompt timed out. Press “Sign in with a passkey” to try again.']}
+    other = Browser('de-DE')
+    try:
+        register_passkey(other)  # a passkey of its own, so the prompt has something to offer
+        other.d.set_user_verified(False)
+        start(other, '/')
+        other.until(lambda: state(other) == 'signin', 'the sign-in form')
+        assert page_lang(other) == 'de', page_lang(other)
+        other.d.find_element(By.ID, 'signin-button').click()
+        other.until(lambda: other.d.find_element(By.ID, 'banner').is_displayed() and state(other) == 'signin', 'the banner after the refused prompt')
+        shown = text(other, 'banner-text')
+        assert shown in own, f'not the page\'s own German sentence: {shown!r}'
+        for raw in ['NotAllowedError', 'not allowed', 'timed out or was not allowed', 'privacy-considerations', 'DOMException']:
+            assert raw.lower() not in shown.lower(), (raw, shown)
+        other.d.save_screenshot(os.path.join(SHOTS, 'oidc-prompt-dismissed-de.png'))
+    finally:
+        other.d.quit()
+
+
 def main():
     os.makedirs(SHOTS, exist_ok=True)
     wait_for_server()
@@ -266,7 +293,8 @@ def main():
     try:
         user_id = register_passkey(b)
         for t in [test_sign_in_with_latchkey, test_payment_shows_every_member_in_en_and_de, test_payment_needs_step_up, test_deny,
-                  test_unknown_request_says_so_in_words, test_error_page_in_browser_language]:
+                  test_unknown_request_says_so_in_words, test_error_page_in_browser_language,
+                  test_dismissed_passkey_prompt_is_a_translated_sentence]:
             try:
                 t(b, user_id)
                 results.append(True)

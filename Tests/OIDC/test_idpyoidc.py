@@ -15,6 +15,7 @@ import urllib.parse
 import requests
 from idpyoidc.client.rp_handler import RPHandler
 
+import source_address
 from softauthn import SoftPasskey
 
 BASE = os.environ['LATCHKEY_URL'].rstrip('/')
@@ -51,6 +52,9 @@ def approve_in_browser(url, pk):
 def main():
     # idpyoidc writes its RP keys to ./static/ and ./private/: keep them out of the work tree.
     os.chdir(tempfile.mkdtemp(prefix='idpyoidc-'))
+    # A browser of its own address (Tests/OIDC/source_address.py), not test_oidc.py's.
+    source_address.fresh()
+    S.close()
     out = subprocess.run([BIN, 'clients', 'add', 'idpyoidc RP', '--redirect-uri', REDIRECT, '--post-logout-redirect-uri', RP_BASE + '/bye'],
                          capture_output=True, text=True, check=True).stdout
     fields = dict(line.split(': ', 1) for line in out.strip().splitlines())

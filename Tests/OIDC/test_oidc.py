@@ -27,6 +27,7 @@ from authlib.jose import JsonWebKey, jwt
 from authlib.oauth2.rfc7523 import PrivateKeyJWT
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
+import source_address
 from softauthn import SoftPasskey, b64u
 
 BASE = os.environ['LATCHKEY_URL'].rstrip('/')
@@ -77,9 +78,11 @@ def add_client(name, *args):
 
 
 def serve_jwks(public):
-    """A client's jwks_uri on loopback (dev mode lets the server fetch it): (server, its URL)."""
+    """A client's jwks_uri on loopback (dev mode lets the server fetch it): (server, its URL).
+    `server.hits` counts the fetches it answered."""
     class H(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            self.server.hits += 1
             body = json.dumps({'keys': [public]}).encode()
             self.send_response(200)
             self.send_header('Content-Type', 'application/json')
@@ -90,6 +93,7 @@ def serve_jwks(public):
         def log_message(self, *a):
             pass
     server = http.server.HTTPServer(('127.0.0.1', 0), H)
+    server.hits = 0
     threading.Thread(target=server.serve_forever, daemon=True).start()
     # A path of its own: a later test's server may get the same port, and the cache is per jwks_uri.
     return server, f'http://127.0.0.1:{server.server_port}/jwks-{secrets.token_hex(4)}.json'
@@ -634,6 +638,44 @@ def test_issue32_private_key_jwt_client_has_no_secret_and_assertions_are_checked
         server.shutdown()
 
 
+def test_issue32_a_forged_assertion_with_a_known_kid_fetches_no_jwks():
+    """The hole: a forged client assertion naming a kid the client's JWKS holds fetched its jwks_uri
+    every time. SPEC "Client authentication": a forged signature with a known kid never triggers a
+    fetch, and an unknown kid at most one a minute. Counted on the jwks_uri's own server."""
+    key = JsonWebKey.generate_key('EC', 'P-256', is_private=True)
+    forger = JsonWebKey.generate_key('EC', 'P-256', is_private=True)
+    server, jwks_url = serve_jwks(dict(key.as_dict(is_private=False), kid='f1'))
+    try:
+        cid, _ = add_client('Forged kid', '--redirect-uri', 'https://jwt.example/cb', '--jwks-uri', jwks_url)
+
+        def token_request(signer, kid):
+            now = int(time.time())
+            assertion = jwt.encode({'alg': 'ES256', 'kid': kid}, {'iss': cid, 'sub': cid, 'aud': DISCOVERY['token_endpoint'],
+                                                                  'jti': secrets.token_hex(8), 'iat': now, 'exp': now + 120}, signer).decode()
+            return S.post(DISCOVERY['token_endpoint'], data={
+                'grant_type': 'refresh_token', 'refresh_token': 'lkor_nothing', 'client_id': cid,
+                'client_assertion_type': 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', 'client_assertion': assertion})
+        # The client's own assertion: its set fetched once (nothing to verify with before).
+        r = token_request(key, 'f1')
+        check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'the client authenticates: {r.status_code} {r.text}')
+        check(server.hits == 1, f'the first assertion fetches the set once: {server.hits}')
+        # Forged signatures naming the known kid: refused, and no fetch at all.
+        for _ in range(5):
+            r = token_request(forger, 'f1')
+            check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'a forged assertion: {r.status_code} {r.text}')
+        check(server.hits == 1, f'forged assertions with a known kid fetched the JWKS {server.hits - 1} times')
+        # Unknown kids: within the minute of the last fetch, none either.
+        for i in range(3):
+            r = token_request(forger, f'unknown-{i}')
+            check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'an unknown kid: {r.status_code} {r.text}')
+        check(server.hits == 1, f'unknown kids within the minute fetched the JWKS {server.hits - 1} times')
+        # The client still authenticates with its key.
+        r = token_request(key, 'f1')
+        check(r.status_code == 400 and r.json()['error'] == 'invalid_grant' and server.hits == 1, f'the client again: {r.status_code} {server.hits}')
+    finally:
+        server.shutdown()
+
+
 def test_issue32_failed_client_authentications_are_limited_per_client_and_address():
     cid, secret = add_client('Guessed app', '--redirect-uri', 'https://guess.example/cb')
     form = {'grant_type': 'refresh_token', 'refresh_token': 'lkor_nothing'}
@@ -1019,6 +1061,11 @@ def main():
     BROWSER = OPBrowser(PASSKEY)
     tests = [v for k, v in globals().items() if k.startswith('test_') and callable(v)]
     for t in tests:
+        # Each test is a browser of its own address: SPEC's per-address limits are per minute, and
+        # the suite's tests, all from 127.0.0.1, would add up against them.
+        source_address.fresh()
+        for session in (S, BROWSER.s):
+            session.close()
         try:
             t()
             RESULTS.append((t.__name__, True))

@@ -52,7 +52,7 @@ struct OAuthRoundTripTests {
         defer { server.http.stop() }
         let client = server.client()
         let owner = SoftAuthenticator()
-        _ = try client.signUp(owner, username: server.username("trips"))
+        let account = try client.signUp(owner, username: server.username("trips"))
         var registration = OAuthClientService.Registration(name: "Trips", redirectURIs: ["https://rp.example/cb"])
         registration.isPublic = false
         let created = try server.services.oauthClients.add(registration, by: .named("test"))
@@ -128,6 +128,20 @@ struct OAuthRoundTripTests {
             #expect(n >= 1 && n <= limit, "\(route): \(n) round trips (at most \(limit))")
         }
         #expect(refreshTrips == 1, "refresh: \(refreshTrips) round trips")
+        // SPEC "OpenID Provider": every token issue is audited — the refresh's line written by its
+        // one statement, like the code exchange's, about the grant's user and OAuth session.
+        let audit = try client.get("/admin/v1/audit?action=oauth.token_issued&user=\(account.userId)&limit=50",
+                                   authorization: "Bearer \(server.adminKey)")
+        let lines = audit.json?["entries"]?.arrayValue ?? []
+        func issued(_ grant: String) -> [JSONValue] { lines.filter { $0["detail"]?["grant"]?.stringValue == grant } }
+        #expect(issued("authorization_code").count == 4 && issued("refresh_token").count == 4, "\(audit)")
+        for line in issued("refresh_token") {
+            #expect(line["subject"]?.stringValue == account.userId && line["detail"]?["clientId"]?.stringValue == created.client.id
+                    && line["detail"]?["sessionId"]?.stringValue?.isEmpty == false, "\(line)")
+        }
+        // A refresh's session is the one its code exchange started.
+        #expect(Set(issued("refresh_token").compactMap { $0["detail"]?["sessionId"]?.stringValue })
+                == Set(issued("authorization_code").compactMap { $0["detail"]?["sessionId"]?.stringValue }), "\(audit)")
     }
 
     /// The routes outside the code flow's happy path, each once warm: a Bearer approval with its

@@ -42,21 +42,61 @@ struct OPCookieTests {
         let consents = try client.send("GET", "/v1/oauth/consents", headers: [("Sec-Fetch-Site", "same-origin"), ("Cookie", cookie)])
         #expect(consents.status == 200, "\(consents)")
 
-        var walked = 0
-        for g in Application(services: server.services).guards where g.enabled && !Self.cookieAccess.contains(g.access)
-            && ["session", "admin", "step-up-token"].contains(g.access) {
+        // Every access kind that needs a caller, not only the Bearer ones: passkey sessions (quorum
+        // approvals) too. Registration and the open routes take anyone, and are walked below.
+        let guards = Application(services: server.services).guards.filter { $0.enabled && !Self.cookieAccess.contains($0.access) }
+        let open: Set<String> = ["anyone", "registration-verify", "registration"]
+        var walked: [String: Int] = [:]
+        for g in guards where !open.contains(g.access) {
             let target = RouteGuardTests.target(g.pattern, "AAAAAAAAAAAAAAAAAAAAAA")
             let body = ["POST", "PUT", "PATCH"].contains(g.method) ? Array("{}".utf8) : []
             let reply = try client.send(g.method, target, body: body, headers: page + [("Cookie", cookie)])
-            #expect(reply.status == 401 && reply.code == "unauthorized", "\(g.method) \(g.pattern) with the OP cookie alone: \(reply)")
-            walked += 1
+            #expect(reply.status == 401 && reply.code == "unauthorized", "\(g.method) \(g.pattern) (\(g.access)) with the OP cookie alone: \(reply)")
+            walked[g.access, default: 0] += 1
         }
-        #expect(walked > 30, "\(walked) routes walked")
+        #expect(walked.values.reduce(0, +) > 30, "\(walked) routes walked")
+        for kind in ["session", "passkey-session", "admin", "step-up-token"] { #expect(walked[kind, default: 0] > 0, "no \(kind) route walked: \(walked)") }
+        // Registration options take anyone (a new account): the cookie alone is nobody, never its
+        // account adding a passkey — a body without a username is refused as it is without the cookie.
+        for g in guards where g.access == "registration" {
+            let target = RouteGuardTests.target(g.pattern, "AAAAAAAAAAAAAAAAAAAAAA")
+            let anonymous = try client.send(g.method, target, body: Array("{}".utf8), headers: page)
+            let withCookie = try client.send(g.method, target, body: Array("{}".utf8), headers: page + [("Cookie", cookie)])
+            #expect(withCookie.status == anonymous.status && withCookie.status == 400 && withCookie.code == anonymous.code,
+                    "\(g.method) \(g.pattern) with the OP cookie alone: \(withCookie), without: \(anonymous)")
+            walked[g.access, default: 0] += 1
+        }
+        #expect(walked["registration", default: 0] > 0, "no registration route walked: \(walked)")
         // Nor does it stand in for a Bearer at the token refresh or userinfo.
         let refresh = try client.send("POST", "/v1/token", body: Array(#"{"grant_type":"refresh_token","refresh_token":"x"}"#.utf8),
                                       headers: page + [("Cookie", cookie)])
         #expect(refresh.status == 400 || refresh.status == 401, "\(refresh)")
         let info = try client.send("GET", "/oauth2/userinfo", headers: page + [("Cookie", cookie)])
         #expect(info.status == 401, "\(info)")
+
+        // The second listener (LATCHKEY_ADMIN_LISTEN): the cookie alone is nobody there either —
+        // 401 on every route it serves that needs a caller (the admin API, the console's step-up),
+        // and the cookie routes are not served there at all.
+        let admin = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
+                                                        connectionLimit: 64, maxBodyBytes: server.configuration.maxBody),
+                                   responder: Application(services: server.services).serving(.adminOnly))
+        defer { admin.stop() }
+        let onAdmin = Client(Endpoint(port: admin.port, rpId: server.rpId, origin: server.origin, adminKey: nil))
+        var served = 0
+        for g in Application(services: server.services).guards where g.enabled && !open.contains(g.access) {
+            let target = RouteGuardTests.target(g.pattern, "AAAAAAAAAAAAAAAAAAAAAA")
+            let body = ["POST", "PUT", "PATCH", "DELETE"].contains(g.method) ? Array("{}".utf8) : []
+            let reply = try onAdmin.send(g.method, target, body: body, headers: page + [("Cookie", cookie)])
+            if Self.cookieAccess.contains(g.access) {
+                if !Application.consolePaths.contains(g.pattern) {
+                    #expect(reply.status == 404, "a cookie route on the admin listener: \(g.method) \(g.pattern) \(reply)")
+                }
+            } else if g.pattern.hasPrefix("/admin/") || reply.status != 404 {
+                #expect(reply.status == 401 && reply.code == "unauthorized",
+                        "admin listener: \(g.method) \(g.pattern) (\(g.access)) with the OP cookie alone: \(reply)")
+                served += 1
+            }
+        }
+        #expect(served > 10, "\(served) routes of the admin listener walked")
     }
 }

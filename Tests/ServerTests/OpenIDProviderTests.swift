@@ -127,9 +127,12 @@ struct OpenIDProviderTests {
 }
 
 extension OpenIDProviderTests {
-    @Test("SPEC Limits: an identical authorization request gets the same id; one address stores 30 a minute, then the styled 429 page")
-    func pendingRequestLimits() throws {
-        let server = try TestServer(name: "op-limits") { $0.rateLimit = 10_000; $0.trustProxy = true }
+    /// The pending-request limits are SPEC "Limits"' own: they held only while `LATCHKEY_RATE_LIMIT`
+    /// was on, so with it off (0) every unauthenticated `/oauth2/authorize` wrote a row.
+    @Test("SPEC Limits: an identical authorization request gets the same id; one address stores 30 a minute, then the styled 429 page — with LATCHKEY_RATE_LIMIT off too",
+          arguments: [0, 10_000])
+    func pendingRequestLimits(rateLimit: Int) throws {
+        let server = try TestServer(name: "op-limits") { $0.rateLimit = rateLimit; $0.trustProxy = true }
         // An address of its own (the count is per client address across instances and tests).
         let address = "198.51.100.\(Int.random(in: 1...254))"
         defer { server.http.stop() }
@@ -180,3 +183,50 @@ extension OpenIDProviderTests {
     }
 }
 
+
+extension OpenIDProviderTests {
+    /// The hole: with another web origin allowlisted before the issuer's, `/oauth2/authorize` sent
+    /// the browser to that origin's `/authorize`, whose sign-in then carried the wrong `Origin`
+    /// and was refused 403. SPEC "OpenID Provider": the page is served on the issuer's origin.
+    @Test("the /authorize page is on the issuer's origin, not the first of LATCHKEY_ORIGINS, and its sign-in works there")
+    func authorizePageOnTheIssuersOrigin() throws {
+        var appOrigin = ""
+        let server = try TestServer(name: "op-page-origin") { c in
+            appOrigin = "https://app.\(c.rpId)"
+            c.origins = [appOrigin, c.issuer]
+        }
+        defer { server.http.stop() }
+        #expect(server.configuration.origins.first == appOrigin && server.configuration.issuer == server.origin)
+        let client = server.client()
+        let owner = SoftAuthenticator()
+        _ = try client.signUp(owner, username: server.username("page"))
+        var registration = OAuthClientService.Registration(name: "Page origin", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        let verifier = Base64URL.encode(SecureRandom.bytes(32))
+        let query = Self.form([("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"),
+                               ("scope", "openid"), ("code_challenge", Base64URL.encode(Digest.sha256(Array(verifier.utf8)))),
+                               ("code_challenge_method", "S256")])
+        let started = try client.get("/oauth2/authorize?" + String(decoding: query, as: UTF8.self))
+        let location = try #require(started.header("Location"), "\(started)")
+        #expect(started.status == 303 && location.hasPrefix(server.origin + "/authorize?request="), "\(location)")
+        #expect(!location.hasPrefix(appOrigin), "sent to the first allowlisted origin: \(location)")
+        let page = try #require(URLComponents(string: location))
+        let pageOrigin = "\(page.scheme ?? "")://\(page.host ?? "")" + (page.port.map { ":\($0)" } ?? "")
+        let requestId = try #require(page.queryItems?.first { $0.name == "request" }?.value)
+        // The page's own fetches, from the origin it was loaded on: view, sign-in, approve.
+        let sent = [("Origin", pageOrigin), ("Sec-Fetch-Site", "same-origin")]
+        let view = try client.send("GET", "/v1/oauth/requests/\(requestId)", headers: [("Sec-Fetch-Site", "same-origin")])
+        #expect(view.status == 200, "\(view)")
+        let assertion = try client.assertion(owner, options: try #require(view.json?["publicKey"])).json()
+        let signedIn = try client.send("POST", "/v1/oauth/requests/\(requestId)/sign-in", body: assertion.serialized(), headers: sent)
+        #expect(signedIn.status == 200, "the page's sign-in on \(pageOrigin): \(signedIn)")
+        let cookie = try #require(signedIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init), "\(signedIn)")
+        let approved = try client.send("POST", "/v1/oauth/requests/\(requestId)/approve", body: Array("{}".utf8), headers: sent + [("Cookie", cookie)])
+        #expect(approved.status == 200 && approved.json?["redirectTo"]?.stringValue?.hasPrefix("https://rp.example/cb?code=") == true, "\(approved)")
+        // The first allowlisted origin's page would have been refused: the cookie routes take the issuer's origin only.
+        let elsewhere = try client.send("POST", "/v1/oauth/requests/\(requestId)/sign-in", body: assertion.serialized(),
+                                        headers: [("Origin", appOrigin), ("Sec-Fetch-Site", "same-origin")])
+        #expect(elsewhere.status == 403, "\(elsewhere)")
+    }
+}

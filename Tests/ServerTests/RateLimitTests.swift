@@ -70,6 +70,45 @@ import Testing
         #expect(ready.contains(429))
     }
 
+    /// The hole: `/oauth2/*` and `/v1/oauth/*` were outside `LATCHKEY_RATE_LIMIT`, so an
+    /// unauthenticated `/oauth2/authorize` could be sent without end. SPEC "OpenID Provider" →
+    /// "Limits": they are limited like `/v1`, and a 429 is the styled page at the authorization
+    /// endpoint (never a redirect), OAuth's JSON on the other `/oauth2/*` endpoints, problem+json on `/v1/oauth/*`.
+    @Test("/oauth2/* and /v1/oauth/* are under LATCHKEY_RATE_LIMIT: the styled 429 page at /oauth2/authorize, JSON at /oauth2/token")
+    func oauthRoutesAreRateLimited() throws {
+        let server = try TestServer(name: "ratelimit-oauth", runtime: Self.frozenClock()) { $0.rateLimit = 2 }
+        defer { server.http.stop() }
+        let client = server.client()
+        // The burst used up on the authorization endpoint alone (the clock stands still: no refill).
+        var authorize: [Reply] = []
+        for _ in 0..<10 {
+            authorize.append(try client.send("GET", "/oauth2/authorize?response_type=code&client_id=lkc_AAAAAAAAAAAAAAAAAAAAAA",
+                                             headers: [("Accept-Language", "de")]))
+        }
+        #expect(authorize.prefix(while: { $0.status != 429 }).allSatisfy { $0.status == 400 }, "\(authorize.map(\.status))")
+        let page = try #require(authorize.last)
+        #expect(page.status == 429 && page.header("Retry-After") != nil && page.header("Location") == nil, "\(page)")
+        #expect(page.contentType?.hasPrefix("text/html") == true && page.text.contains("lang=\"de\""), "the styled page in the browser's language: \(page)")
+        // The other OAuth endpoints share the address's bucket, each answering in its format.
+        let form = "application/x-www-form-urlencoded"
+        for path in ["/oauth2/token", "/oauth2/par", "/oauth2/revoke"] {
+            let reply = try client.send("POST", path, body: Array("grant_type=authorization_code&code=x".utf8), contentType: form)
+            #expect(reply.status == 429 && reply.header("Retry-After") != nil, "\(path): \(reply)")
+            #expect(reply.contentType?.hasPrefix("application/json") == true && reply.json?["error"]?.stringValue == "temporarily_unavailable",
+                    "\(path): \(reply)")
+        }
+        let userinfo = try client.get("/oauth2/userinfo", authorization: "Bearer x")
+        #expect(userinfo.status == 429 && userinfo.json?["error"]?.stringValue == "temporarily_unavailable", "\(userinfo)")
+        for (method, path) in [("GET", "/v1/oauth/requests/lkq_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), ("GET", "/v1/oauth/consents"),
+                               ("POST", "/v1/oauth/requests/lkq_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/approve")] {
+            let reply = try client.send(method, path, body: method == "POST" ? Array("{}".utf8) : [])
+            #expect(reply.status == 429 && reply.isProblem && reply.code == "rate_limited" && reply.header("Retry-After") != nil,
+                    "\(method) \(path): \(reply)")
+        }
+        // Discovery and the JWKS are static files, never counted.
+        #expect(try client.get("/.well-known/openid-configuration").status == 200)
+    }
+
     @Test func limitedRequestsGet429ProblemWithRetryAfter() throws {
         let server = try TestServer(name: "ratelimit", runtime: Self.frozenClock()) { $0.rateLimit = 2 }
         let client = server.client()

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTP
 import JSON
@@ -76,6 +77,13 @@ struct RevocationBoundTests {
     /// `uses`, while `body` runs on this thread and until it returns.
     static func underLoad(_ b: TestServer, rpId: String, origin: String, tokens: [String], uses: Uses,
                           threads: Int = 3, maxUses: Int = 3000, _ body: () throws -> Void) rethrows {
+        try underLoad(b, rpId: rpId, origin: origin, targets: tokens.map { ("/v1/sessions", $0) }, uses: uses, threads: threads,
+                      maxUses: maxUses, body)
+    }
+
+    /// The same with `targets`: each a path and the `Authorization` its GET sends.
+    static func underLoad(_ b: TestServer, rpId: String, origin: String, targets: [(path: String, authorization: String)], uses: Uses,
+                          threads: Int = 3, maxUses: Int = 3000, _ body: () throws -> Void) rethrows {
         let stop = Atomic<Bool>(false)
         let group = DispatchGroup()
         for i in 0..<threads {
@@ -85,7 +93,8 @@ struct RevocationBoundTests {
                 let client = Client(Endpoint(port: b.port, rpId: rpId, origin: origin, adminKey: nil))
                 for n in 0..<maxUses where !stop.load(ordering: .relaxed) {
                     let began = uptime
-                    guard let reply = try? client.get("/v1/sessions", authorization: tokens[(i + n) % tokens.count]) else { continue }
+                    let target = targets[(i + n) % targets.count]
+                    guard let reply = try? client.get(target.path, authorization: target.authorization) else { continue }
                     uses.append(Use(began: began, status: reply.status))
                 }
             }
@@ -98,14 +107,14 @@ struct RevocationBoundTests {
         try body()
     }
 
-    /// Revokes `account.x` on A while B is loaded with the ended sessions' tokens; returns A's
-    /// answer time and B's uses, once B has begun `after` uses past the bound (a bounded wait,
-    /// counted in B's uses, not timed).
-    static func revokeLoaded(_ a: TestServer, _ b: TestServer, _ onA: Client, _ account: Account,
+    /// Revokes `account.x` on A while B is loaded with the ended sessions' tokens (or `targets`);
+    /// returns A's answer time and B's uses, once B has begun `after` uses past the bound (a
+    /// bounded wait, counted in B's uses, not timed).
+    static func revokeLoaded(_ a: TestServer, _ b: TestServer, _ onA: Client, _ account: Account, targets: [(path: String, authorization: String)]? = nil,
                              after: Int = 30) throws -> (answered: Double, uses: [Use]) {
         let uses = Uses()
         var answered = 0.0
-        try underLoad(b, rpId: a.rpId, origin: a.origin, tokens: account.ended.map(\.bearer), uses: uses) {
+        try underLoad(b, rpId: a.rpId, origin: a.origin, targets: targets ?? account.ended.map { ("/v1/sessions", $0.bearer) }, uses: uses) {
             // Some uses before the revocation (accepted), then the revocation through A.
             _ = waitFor(seconds: 20, every: 0.02) { uses.count(begunFrom: 0) >= 10 }
             let revoked = try onA.revokePasskey(account.x.credentialId, authorization: account.survivor.bearer, approver: account.y)
@@ -173,6 +182,59 @@ extension RevocationBoundTests {
         #expect(!b.services.isRevocationFeedStale)
         for s in account.ended { #expect(try onB.get("/v1/sessions", authorization: s.bearer).code == "unauthorized") }
         #expect(try onB.get("/v1/sessions", authorization: account.survivor.bearer).status == 200)
+    }
+
+    /// An OpenID grant that passkey `x` approved on A's `/authorize` page (a sign-in with `x`, the
+    /// OP cookie approving): its OAuth access token, refresh token and the client's Basic credentials.
+    static func grant(on a: TestServer, _ onA: Client, approvedBy x: SoftAuthenticator) throws -> (access: String, refresh: String, basic: String) {
+        var registration = OAuthClientService.Registration(name: "Bound", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try a.services.oauthClients.add(registration, by: .named("test"))
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(try #require(created.secret))".utf8))
+        let verifier = Base64URL.encode(SecureRandom.bytes(32))
+        let query = OpenIDProviderTests.form([
+            ("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"),
+            ("scope", "openid offline_access"), ("code_challenge", Base64URL.encode(Digest.sha256(Array(verifier.utf8)))),
+            ("code_challenge_method", "S256")])
+        let started = try onA.get("/oauth2/authorize?" + String(decoding: query, as: UTF8.self))
+        let requestId = try #require(URLComponents(string: started.header("Location") ?? "")?.queryItems?.first { $0.name == "request" }?.value,
+                                     "\(started)")
+        let page = [("Origin", a.origin), ("Sec-Fetch-Site", "same-origin")]
+        let view = try onA.send("GET", "/v1/oauth/requests/\(requestId)", headers: [("Sec-Fetch-Site", "same-origin")])
+        let assertion = try onA.assertion(x, options: try #require(view.json?["publicKey"], "\(view)")).json()
+        let signedIn = try onA.send("POST", "/v1/oauth/requests/\(requestId)/sign-in", body: assertion.serialized(), headers: page)
+        let cookie = try #require(signedIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init), "\(signedIn)")
+        let approved = try onA.send("POST", "/v1/oauth/requests/\(requestId)/approve", body: Array("{}".utf8), headers: page + [("Cookie", cookie)])
+        let code = try #require(URLComponents(string: approved.json?["redirectTo"]?.stringValue ?? "")?.queryItems?.first { $0.name == "code" }?.value,
+                                "\(approved)")
+        let tokens = try onA.send("POST", "/oauth2/token", body: OpenIDProviderTests.form([
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", "https://rp.example/cb"), ("code_verifier", verifier)]),
+            contentType: "application/x-www-form-urlencoded", authorization: basic)
+        return (try #require(tokens.json?["access_token"]?.stringValue, "\(tokens)"), try #require(tokens.json?["refresh_token"]?.stringValue), basic)
+    }
+
+    /// The hole: only `/v1/sessions` was loaded on B, so a grant a revocation on A had ended was
+    /// never shown refused on B. SPEC "Grants live and die": the passkey's revocation revokes the
+    /// `oauth` families it approved, and "revoked sessions and grants are refused on every instance
+    /// 1 s after the revoking answer".
+    @Test("under load: an OpenID grant the revoked passkey approved is refused on B within the bound — its userinfo and its refresh")
+    func grantRevokedUnderLoad() throws {
+        let a = try Self.fixture.get()
+        let b = try Self.instanceB(of: a)
+        defer { b.services.stop() }
+        let onA = a.client(), onB = Client(Endpoint(port: b.port, rpId: a.rpId, origin: a.origin, adminKey: nil))
+        #expect(waitFor(seconds: 20) { (try? Self.staleGauge(onB)) == "0" }, "B's revocation feed is heard from")
+        let account = try Self.account(on: a, onA)
+        let grant = try Self.grant(on: a, onA, approvedBy: account.x)
+        #expect(try onB.get("/oauth2/userinfo", authorization: "Bearer \(grant.access)").status == 200, "the grant works on B")
+        let (answered, uses) = try Self.revokeLoaded(a, b, onA, account, targets: [("/oauth2/userinfo", "Bearer \(grant.access)")])
+        Self.check(uses, answered: answered, "grant, feed up")
+        // Its refresh on B, past the bound: refused, and the grant's refresh token stays dead.
+        let refreshed = try onB.send("POST", "/oauth2/token", body: OpenIDProviderTests.form([("grant_type", "refresh_token"), ("refresh_token", grant.refresh)]),
+                                     contentType: "application/x-www-form-urlencoded", authorization: grant.basic)
+        #expect(refreshed.status == 400 && refreshed.json?["error"]?.stringValue == "invalid_grant", "\(refreshed)")
+        // The passkey that approved the revocation lives on, on B.
+        #expect(try onB.get("/v1/passkeys", authorization: account.survivor.bearer).status == 200)
     }
 
     @Test("LATCHKEY_REVOCATION_MAX_LAG: seconds, default 1, 0.5…60")

@@ -112,16 +112,20 @@ struct JWKSFetcher: Sendable {
 /// Clients' JWKS by `jwks_uri` (SPEC "Client authentication"): a set is fresh for its response's
 /// `Cache-Control: max-age`, at least 5 minutes and at most 24 hours, and refreshed off the request
 /// path — a request that finds its set within a minute of going stale starts a refresh on this
-/// cache's own queue and goes on with the keys it has. A `kid` the set does not hold starts such a
-/// refresh too, at most once a minute per URI (every fetch of a URI, whatever started it, counts
-/// toward that minute), and the request that brought it is refused with the keys it has: a forged
-/// assertion naming random kids costs one fetch a minute and never holds a request thread. A `kid` the
-/// set holds never causes a fetch, whether its signature verifies or not.
+/// cache's own queue and goes on with the keys it has. A `kid` the set holds never causes a fetch,
+/// whether its signature verifies or not.
 ///
-/// Only a URI with no usable keys is fetched on the request's thread: its first request ever (or the
-/// first after its last good set aged past `staleGrace`) has nothing to verify with, so waiting for the
-/// fetch is the only way it can succeed; requests arriving meanwhile wait for that same fetch rather
-/// than start another, and after a failed one the URI is tried again at most once a minute.
+/// Two cases are fetched on the request's thread, and no URI more than once a minute (every fetch
+/// of a URI, whatever started it, counts toward that minute; requests arriving during a fetch wait
+/// for that same fetch rather than start another):
+/// - a `kid` the set does not hold (a key the client has just rotated in): the request that brings
+///   it waits for the fetch, so the rotation's first assertion verifies. Within the minute after a
+///   fetch of its URI such a request is refused at once with the keys held. A forged assertion
+///   naming random kids thus costs one fetch a minute, and holds the request threads that arrive
+///   during that fetch (bounded by the fetch's timeout) — never one fetch per request.
+/// - a URI with no usable keys: its first request ever (or the first after its last good set aged
+///   past `staleGrace`) has nothing to verify with, so waiting for the fetch is the only way it can
+///   succeed; after a failed one the URI is tried again at most once a minute.
 ///
 /// A set whose refresh fails keeps being used for `staleGrace` past its lifetime (a client's JWKS
 /// host being down for a while does not lock the client out), and refreshes are retried once a minute.

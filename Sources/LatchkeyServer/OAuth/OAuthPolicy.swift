@@ -5,9 +5,10 @@ import Foundation
 struct OAuthPolicy: Sendable {
     /// `iss` of every token and authorization response, and the base of the endpoints.
     var issuer: String
-    /// Where `/authorize` lives (SPEC: `<first web origin>/authorize?request=…`): the first http(s)
-    /// origin, else the issuer.
-    var webOrigin: String
+    /// Where `/authorize` lives (SPEC "Authorization": `<issuer>/authorize?request=…`, served on the
+    /// issuer's origin, where the OP session cookie it sets reaches `/oauth2/authorize`): the
+    /// issuer's `scheme://host[:port]`, whatever other origins are allowlisted before it.
+    var pageOrigin: String
     /// The OP browser session's lifetime (its cookie's too).
     var opSessionTTL: Int
     /// An OAuth session's refresh token, from its last rotation.
@@ -19,9 +20,9 @@ struct OAuthPolicy: Sendable {
     var requestTTL = 600
     var pushedTTL = 60
     var codeTTL = 60
-    /// SPEC "Limits": pending authorization requests one client address stores a minute (nil: no
-    /// such limit, with `LATCHKEY_RATE_LIMIT` off), and one client in all.
-    var pendingPerAddressPerMinute: Int?
+    /// SPEC "Limits": pending authorization requests one client address stores a minute, and one
+    /// client in all. Their own limits: they hold with `LATCHKEY_RATE_LIMIT` off too.
+    var pendingPerAddressPerMinute = 30
     var pendingPerClient = 10_000
     /// Development mode: `http` resources and redirect URIs on loopback.
     var developmentMode: Bool
@@ -31,11 +32,10 @@ struct OAuthPolicy: Sendable {
 
     init(_ configuration: Configuration) {
         issuer = configuration.issuer
-        webOrigin = configuration.origins.first { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? configuration.issuer
+        pageOrigin = Configuration.origin(ofURL: configuration.issuer)
         opSessionTTL = configuration.opSessionTTL
         refreshTokenTTL = configuration.refreshTokenTTL
         accessTokenTTL = min(configuration.accessTokenTTL, 300)
-        pendingPerAddressPerMinute = configuration.rateLimit > 0 ? 30 : nil
         developmentMode = configuration.developmentMode
         jwksAddresses = WebhookAddressPolicy(configuration)
         jwksCAFile = configuration.webhookCAFile

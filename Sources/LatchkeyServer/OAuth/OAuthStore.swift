@@ -46,7 +46,7 @@ protocol OAuthStore: Sendable {
                     replayAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthCodeRedemption
     /// A refresh token of `clientId`'s OAuth session rotated, or its reuse revoking the family.
     func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, ttlSeconds: Int,
-                reuseAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome
+                reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome
     /// RFC 7009: the OAuth session a refresh token of this client belongs to ends (its id).
     func revoke(refreshHash: [UInt8], clientId: String) throws(StorageError) -> [String]
     /// RP-Initiated Logout's one write (`OAuthRepository.logout`).

@@ -139,7 +139,9 @@ extension OpenIDProvider {
         do {
             outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, scope: asked,
                                        ttlSeconds: policy.refreshTokenTTL,
-                                       reuseAudit: AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id))
+                                       reuseAudit: AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id),
+                                       issuedAudit: AuditRecord(.oauthTokenIssued, actor: AuditActor.server, subject: nil,
+                                                                detail: [("clientId", .string(client.id)), ("grant", "refresh_token")]))
         } catch { throw OAuthError.unavailable }
         switch outcome {
         case .invalid: throw OAuthError.invalidGrant("the refresh token is invalid, expired or revoked")

@@ -58,8 +58,8 @@ public final class OpenIDProvider: Sendable {
         do { return try requestIds.value() } catch { throw OAuthError.unavailable }
     }
 
-    /// The web app's origin: where `/authorize` lives (SPEC: `<first web origin>/authorize?request=…`).
-    var webOrigin: String { policy.webOrigin }
+    /// Where `/authorize` lives: the issuer's origin (`OAuthPolicy.pageOrigin`).
+    var pageOrigin: String { policy.pageOrigin }
 
     // MARK: Pages that never redirect
 
@@ -132,7 +132,7 @@ public final class OpenIDProvider: Sendable {
             } catch { throw OAuthError.unavailable }
             guard stored != .pushedGone else { return page(.requestURIUnknown) }
             guard stored != .limited else { return .page(.tooManyRequests, lang: lang, status: 429, retryAfter: 60) }
-            return .redirect(webOrigin + "/authorize?request=" + id)
+            return .redirect(pageOrigin + "/authorize?request=" + id)
         } catch {
             metrics.oauth(client: client.id, outcome: error.error)
             return redirect(redirectURI, error.pairs, state: state)

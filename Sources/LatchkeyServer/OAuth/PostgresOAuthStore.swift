@@ -53,8 +53,9 @@ struct PostgresOAuthStore: OAuthStore {
     }
 
     func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, ttlSeconds: Int,
-                reuseAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
-        try oauth.rotate(hash: hash, newHash: newHash, clientId: clientId, scope: scope, ttlSeconds: ttlSeconds, reuseAudit: reuseAudit)
+                reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
+        try oauth.rotate(hash: hash, newHash: newHash, clientId: clientId, scope: scope, ttlSeconds: ttlSeconds, reuseAudit: reuseAudit,
+                         issuedAudit: issuedAudit)
     }
 
     func revoke(refreshHash: [UInt8], clientId: String) throws(StorageError) -> [String] { try oauth.revoke(refreshHash: refreshHash, clientId: clientId) }

@@ -20,7 +20,9 @@ enum OAuthBenchmark {
         oauth    the OpenID code flow over HTTP with PostgreSQL, beside a passkey login in the same run: a database
                  latchkey_bench_oauth on D's cluster (created anew), --accounts users signed up with software passkeys, one
                  confidential client (`clients add`, client_secret_basic); per phase a server of its own (LATCHKEY_DEV=1,
-                 LATCHKEY_RATE_LIMIT=0) whose PostgreSQL connections pass through a counting relay. Prints flows/s and logins/s,
+                 LATCHKEY_RATE_LIMIT=0, LATCHKEY_TRUST_PROXY=1: each flow's browser sends its own X-Forwarded-For address, as
+                 one address may start 30 authorizations a minute) whose PostgreSQL connections pass through a counting relay.
+                 Prints flows/s and logins/s,
                  p50/p99 per step and per flow (--concurrency threads for --duration s after a 1 s warm-up), then, from --count
                  flows run one request at a time, each step's database round trips, statements, transactions and WAL bytes
                  (medians, means in brackets), the per-flow sums, commits per flow from pg_stat_database.xact_commit, and every

@@ -68,7 +68,9 @@ enum FlowPhase {
         var result = Result(kind: kind)
         guard let before = try? stats.snapshot(OAuthBenchmark.database) else { printError("cannot read pg_stat_database"); return nil }
         let callsBefore = statements.calls()
-        guard let server = BenchServer.start(databaseURL: relayedURL, callgrind: false, binary: binary) else { return nil }
+        // Each flow's browser has its address (`BenchFlow`), which the server reads from X-Forwarded-For.
+        guard let server = BenchServer.start(databaseURL: relayedURL, callgrind: false, binary: binary,
+                                             extraEnvironment: ["LATCHKEY_TRUST_PROXY=1"]) else { return nil }
         defer { server.stop() }
         let setup = OAuthBenchSetup(host: "127.0.0.1", port: server.port, origin: server.origin, clientId: client.id, clientSecret: client.secret)
         let warm = load(kind, setup: setup, accounts: accounts, concurrency: o.concurrency, seconds: 1, into: &result)

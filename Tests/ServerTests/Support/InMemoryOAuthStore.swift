@@ -418,7 +418,7 @@ struct InMemoryOAuthStore: OAuthStore {
     }
 
     func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, ttlSeconds: Int,
-                reuseAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
+                reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         try tables.check("rotate")
         return try tables.change { (r, t, now) throws(StorageError) -> OAuthRefreshOutcome in
             guard let token = t.refreshTokens[hash], let family = t.families[token.familyId], let grant = r.grants[family.id],
@@ -431,6 +431,8 @@ struct InMemoryOAuthStore: OAuthStore {
                 guard t.refreshTokens[newHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
                 t.refreshTokens[newHash] = InMemoryTables.RefreshToken(hash: newHash, familyId: family.id,
                                                                        expiresAt: now.addingTimeInterval(Double(ttlSeconds)))
+                InMemoryTables.audit(AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail),
+                                     subject: family.userId, detail: [("sessionId", .string(family.id))], in: &t)
                 return .rotated(userId: family.userId, familyId: family.id, authTime: family.authTime, grant: grant.grant)
             }
             // RFC 9700 §4.14.2: presented after its use, the family is revoked (once), with its audit line.

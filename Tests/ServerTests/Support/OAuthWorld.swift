@@ -93,7 +93,7 @@ struct OAuthWorld {
     /// The pending request id the page is sent to.
     func requestId(_ answer: BrowserAnswer) throws -> String {
         guard case .redirect(let location, _) = answer else { throw Failure("expected a redirect, got \(answer)") }
-        let prefix = policy.webOrigin + "/authorize?request="
+        let prefix = policy.pageOrigin + "/authorize?request="
         guard location.hasPrefix(prefix) else { throw Failure("not to the page: \(location)") }
         return String(location.dropFirst(prefix.count))
     }

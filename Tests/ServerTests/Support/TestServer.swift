@@ -97,6 +97,10 @@ final class TestServer: Sendable {
         c.outboxSenders = 0
         // The transparency log's writer runs only where a suite asks for it (a database of its own).
         c.logInterval = 0
+        // Every suite's requests come from 127.0.0.1 to one shared database, where SPEC's per-address
+        // limits (30 authorization requests a minute) would add them all up: each deployment's
+        // clients say they are a browser of its own (`clientAddress`, behind a trusted proxy).
+        c.trustProxy = true
         // LATCHKEY_DB_POOLER=transaction: the suites run through PgBouncer in transaction pooling (scripts/test.sh).
         if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
             c.databasePooler = mode
@@ -133,7 +137,14 @@ final class TestServer: Sendable {
     /// The test deployment's LATCHKEY_KEY_ENCRYPTION_KEY as the environment gives it (processes spawned by tests).
     static var keyEncryptionKeyBase64: String { TestDatabase.keyEncryptionKeyText }
 
-    var endpoint: Endpoint { Endpoint(port: port, rpId: rpId, origin: origin, adminKey: adminKey) }
+    /// The address this deployment's clients send as `X-Forwarded-For` (one per rpId: every
+    /// instance of a deployment sees the same browser), a private one derived from the rpId.
+    var clientAddress: String {
+        let h = Digest.sha256(Array(rpId.utf8))
+        return "10.\(h[0]).\(h[1]).\(max(h[2], 1))"
+    }
+
+    var endpoint: Endpoint { Endpoint(port: port, rpId: rpId, origin: origin, adminKey: adminKey, forwardedFor: clientAddress) }
     func client() -> Client { Client(endpoint) }
 
     /// A fresh username for this server's tests.
@@ -147,6 +158,8 @@ struct Endpoint: Sendable {
     let rpId: String
     let origin: String
     let adminKey: String?
+    /// Sent as `X-Forwarded-For` when the request carries none (a `TestServer`'s clients).
+    var forwardedFor: String? = nil
 }
 
 /// A response, with its body parsed as JSON when it is JSON.
@@ -190,6 +203,9 @@ final class Client {
     func send(_ method: String, _ path: String, body: [UInt8] = [], contentType: String? = "application/json",
               authorization: String? = nil, headers extra: [(String, String)] = []) throws -> Reply {
         var headers = extra
+        if let address = endpoint.forwardedFor, !headers.contains(where: { $0.0.lowercased() == "x-forwarded-for" }) {
+            headers.append(("X-Forwarded-For", address))
+        }
         if !body.isEmpty, let contentType { headers.append(("Content-Type", contentType)) }
         if let authorization { headers.append(("Authorization", authorization)) }
         let r = try http.send(method: method, path: path, headers: headers, body: body)
