@@ -136,13 +136,14 @@ struct AppsTests {
     func passkeyEndpoints() throws {
         let s = try TestServer(name: "apps-endpoints") { c in
             c.developmentMode = true
-            c.origins = ["android:apk-key-hash:abc", "http://localhost:1234", "http://localhost:9"]
+            c.origins = [Self.randomFingerprint().origin, "https://app.\(c.rpId)", "https://\(c.rpId)"]
         }
         let r = try s.client().get("/.well-known/passkey-endpoints")
         #expect(r.status == 200 && r.contentType?.hasPrefix("application/json") == true, "\(r)")
         #expect(r.header("Access-Control-Allow-Origin") == "*")
-        #expect(r.json == .object([("enroll", "http://localhost:1234/?enroll=passkey"), ("manage", "http://localhost:1234/#passkeys"),
-                                   ("prfUsageDetails", "http://localhost:1234/help/vault")]), "\(r.text)")
+        let web = "https://app.\(s.rpId)"
+        #expect(r.json == .object([("enroll", .string(web + "/?enroll=passkey")), ("manage", .string(web + "/#passkeys")),
+                                   ("prfUsageDetails", .string(web + "/help/vault"))]), "\(r.text)")
         // Each URL is a page the web app serves.
         #expect(try s.client().get("/help/vault").status == 200)
     }
