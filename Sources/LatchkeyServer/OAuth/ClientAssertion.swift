@@ -6,7 +6,7 @@ import Storage
 /// `private_key_jwt` (OpenID Connect Core §9, RFC 7523): a JWT the client signs with a key from its
 /// `jwks_uri` (ES256, PS256 or RS256). In three steps: `parse` (nothing judged), `checkClaims` (RFC
 /// 7523 §3, on the clock alone), `verifySignature` (the client's keys, from `ClientKeySets`); then
-/// the provider records the `jti`, so each is accepted once.
+/// `OAuthCallers` records the `jti`, so each is accepted once.
 enum ClientAssertion {
     struct Parsed {
         let alg: String
@@ -97,21 +97,5 @@ enum ClientAssertion {
         guard keys.contains(where: { $0.fits(a.alg) && $0.key.verify(signature: signature, message: a.signingInput, algorithm: algorithm) }) else {
             throw OAuthError.invalidClient("client_assertion signature does not verify with the client's jwks_uri")
         }
-    }
-}
-
-extension OpenIDProvider {
-    func verifyAssertion(_ token: String, client: OAuthClientRecord) throws(OAuthError) {
-        guard let jwksURI = client.jwksURI else { throw OAuthError.invalidClient("this client has no jwks_uri for private_key_jwt") }
-        guard let a = ClientAssertion.parse(token) else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
-        let audiences = Set([issuer, issuer + "/oauth2/token", issuer + "/oauth2/par"])
-        let checked = try ClientAssertion.checkClaims(a, clientId: client.id, audiences: audiences, now: runtime.unixTime)
-        try ClientAssertion.verifySignature(a, jwksURI: jwksURI, keySets: clientKeys)
-        let fresh: Bool
-        // Remembered far longer than any assertion it could replay lives (exp ≤ now + 330 s).
-        do { fresh = try store.recordAssertion(clientId: client.id, jtiHash: Digest.sha256(Array(checked.jti.utf8)), ttlSeconds: 3700) } catch {
-            throw OAuthError.unavailable
-        }
-        guard fresh else { throw OAuthError.invalidClient("client_assertion jti was used before (replay)") }
     }
 }

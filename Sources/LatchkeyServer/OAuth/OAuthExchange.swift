@@ -1,4 +1,5 @@
 import Foundation
+import Storage
 
 // The OpenID Provider's requests and answers as values (ARCHITECTURE.md: services never see HTTP).
 // The routes (OAuthRoutes.swift) parse a request into one of these, the provider decides, and the
@@ -28,24 +29,26 @@ enum BasicCredentials: Sendable {
     case malformed
 }
 
-/// A request to an endpoint where the client authenticates (token, PAR, revocation): its form,
-/// its Basic credentials, and the address failed authentications are counted by (SPEC "Limits").
+/// A request to an endpoint where the client authenticates (token, PAR, revocation), before it
+/// has: its form, its Basic credentials, and the address failed authentications are counted by
+/// (SPEC "Limits"). `OAuthCallers` authenticates it.
 struct ClientRequest: Sendable {
     let form: OAuthParameters
     let basic: BasicCredentials?
     let address: String
 }
 
-/// `POST /oauth2/token`: the client's request and the grant it asks for, parsed (RFC 6749 §4.1.3,
-/// §6). A grant that cannot be parsed is kept as its error, answered only after the client
-/// authenticated (an unauthenticated caller learns nothing about its form).
+/// `POST /oauth2/token`: the authenticated client and the grant it asks for, parsed (RFC 6749
+/// §4.1.3, §6). A grant that cannot be parsed is kept as its error, answered after the client
+/// authenticated (an unauthenticated caller learns nothing about its form: the caller resolver
+/// refuses it before the route parses anything).
 struct TokenRequest: Sendable {
-    let client: ClientRequest
+    let client: OAuthClientRecord
     let grant: Result<TokenGrant, OAuthError>
 
-    init(_ client: ClientRequest) {
-        self.client = client
-        grant = Result { () throws(OAuthError) in try TokenGrant(client.form) }
+    init(_ request: AuthenticatedClientRequest) {
+        client = request.client
+        grant = Result { () throws(OAuthError) in try TokenGrant(request.form) }
     }
 }
 

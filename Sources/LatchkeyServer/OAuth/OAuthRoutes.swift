@@ -51,27 +51,29 @@ extension RouteTable {
             let pairs = ctx.request.mediaType == "application/x-www-form-urlencoded" ? formPairs(ctx.request.body) : []
             return OAuthEdge.render(op.authorize(authorizeRequest(ctx.request, pairs)), cookie: op.cookie)
         }
-        // RFC 6749 §5 and RFC 9126: JSON answers, and errors as §5.2 says.
-        add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in
-            OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))) }
+        // RFC 6749 §5 and RFC 9126: JSON answers, and errors as §5.2 says. The client authenticated
+        // before the route runs (`Access.oauthClient`).
+        add("POST", "/oauth2/par", .oauthClient(.par), accepting: .any) { ctx in
+            let request = try ctx.oauthClient()
+            return OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(request) }
         }
-        add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in
-            OAuthEdge.json { () throws(OAuthError) in
-                try op.token(TokenRequest(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))))
-            }
+        add("POST", "/oauth2/token", .oauthClient(.token), accepting: .any) { ctx in
+            let request = try ctx.oauthClient()
+            return OAuthEdge.json { () throws(OAuthError) in try op.token(TokenRequest(request)) }
         }
-        add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in
+        add("POST", "/oauth2/revoke", .oauthClient(.revoke), accepting: .any) { ctx in
+            let request = try ctx.oauthClient()
             // RFC 7009 §2.2: 200 whatever the token was, once the client authenticated.
             do throws(OAuthError) {
-                try op.revoke(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request)))
+                try op.revoke(request)
                 return .empty(status: 200, headers: OAuthEdge.noStore)
             } catch { return error.tokenResponse }
         }
         for method in ["GET", "POST"] {
-            add(method, "/oauth2/userinfo", .anyone, accepting: .any) { ctx in
+            add(method, "/oauth2/userinfo", .oauthBearer, accepting: .any) { ctx in
+                let bearer = try ctx.oauthBearer()
                 do throws(OAuthError) {
-                    return .json(bytes: try op.userinfo(accessToken: BearerCredentials.value(ctx.request, scheme: "Bearer")).serialized(),
-                                 headers: OAuthEdge.noStore)
+                    return .json(bytes: try op.userinfo(bearer).serialized(), headers: OAuthEdge.noStore)
                 } catch { return error.bearerResponse }
             }
         }
@@ -186,6 +188,37 @@ enum OAuthEdge {
                                    extraHeaders: (retryAfter.map { [("Retry-After", String($0))] } ?? []) + (clear ? [cookie.clearing()] : []))
         case .logoutConfirmation(let name, let id, let uri, let state, let lang):
             return OAuthPages.logoutConfirmation(clientName: name, clientId: id, postLogoutRedirectURI: uri, state: state, lang: lang)
+        }
+    }
+}
+
+/// An `OAuthError` in the format of the endpoint that refused: RFC 6749 §5.2 at the endpoints where
+/// the client authenticates, RFC 6750 §3.1 where an access token is presented.
+enum OAuthRefusal: Sendable {
+    case token(OAuthError)
+    case bearer(OAuthError)
+
+    var error: OAuthError {
+        switch self {
+        case .token(let e), .bearer(let e): e
+        }
+    }
+
+    var response: Response {
+        switch self {
+        case .token(let e): e.tokenResponse
+        case .bearer(let e): e.bearerResponse
+        }
+    }
+
+    /// SPEC's code of the same status.
+    var code: ServiceError.Code {
+        switch response.status {
+        case 401: .unauthorized
+        case 403: .forbidden
+        case 429: .rateLimited
+        case 503: .internalError
+        default: .invalidRequest
         }
     }
 }

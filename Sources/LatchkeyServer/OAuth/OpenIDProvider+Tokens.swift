@@ -5,87 +5,14 @@ import Storage
 import Tokens
 
 /// `POST /oauth2/token` (SPEC "OpenID Provider", "Tokens"): the authorization code (PKCE S256 for
-/// every client) and refresh grants, client authentication, and the tokens: an id_token (ES256, or
+/// every client) and refresh grants, and the tokens: an id_token (ES256, or
 /// RS256 for a client that registered it) and an RFC 9068 access token carrying the grant.
 extension OpenIDProvider {
-    // MARK: Client authentication
-
-    /// `client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none` (a public client):
-    /// exactly one; a confidential client must prove itself.
-    func authenticateClient(_ request: ClientRequest) throws(OAuthError) -> OAuthClientRecord {
-        let fields = request.form.fields
-        var methods: [(id: String, proof: ClientProof)] = []
-        switch request.basic {
-        case .pair(let id, let secret)?: methods.append((id, .secret(secret, .clientSecretBasic)))
-        case .malformed?: throw OAuthError.invalidClient("malformed Basic credentials")
-        case nil: break
-        }
-        if let secret = fields["client_secret"] {
-            guard let id = fields["client_id"] else { throw OAuthError.invalidClient("client_secret without client_id") }
-            methods.append((id, .secret(secret, .clientSecretPost)))
-        }
-        if let type = fields["client_assertion_type"] {
-            guard type == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", let assertion = fields["client_assertion"] else {
-                throw OAuthError.invalidClient("client_assertion_type must be jwt-bearer, with client_assertion")
-            }
-            guard let id = ClientAssertion.issuer(assertion) ?? fields["client_id"] else { throw OAuthError.invalidClient("malformed client_assertion") }
-            methods.append((id, .assertion(assertion)))
-        }
-        guard methods.count <= 1 else { throw OAuthError.invalidRequest("use exactly one client authentication method") }
-        let (id, proof) = methods.first ?? (fields["client_id"] ?? "", .none)
-        if let named = fields["client_id"], named != id { throw OAuthError.invalidClient("client_id does not match the authenticated client") }
-        do throws(OAuthError) {
-            return try authenticate(id: id, proof: proof)
-        } catch where error.error == "invalid_client" {
-            // SPEC "Limits": failed authentications count per client id and address; a request whose
-            // authentication succeeds never reaches this counter.
-            switch clientAuthFailures.recordFailure(clientId: id, address: request.address) {
-            case .counted: throw error
-            case .limited(let retryAfter):
-                var limited = OAuthError("temporarily_unavailable", "too many failed client authentications; retry later")
-                limited.retryAfter = retryAfter
-                throw limited
-            }
-        }
-    }
-
-    func authenticate(id: String, proof: ClientProof) throws(OAuthError) -> OAuthClientRecord {
-        let found: OAuthClientRecord?
-        do { found = try clients.client(id: id) } catch { throw OAuthError.unavailable }
-        guard let client = found else { throw OAuthError.invalidClient("unknown client") }
-        // SPEC "Client authentication": the method the client was registered with, and no other.
-        guard proof.method == client.authMethod else {
-            throw OAuthError.invalidClient(client.authMethod == .none ? "this client is public: it sends client_id alone"
-                                           : "this client authenticates with \(client.authMethod.rawValue)")
-        }
-        switch proof {
-        case .none: break
-        case .secret(let secret, _):
-            guard let hash = client.secretHash, constantTimeEquals(Digest.sha256(Array(secret.utf8)), hash) else {
-                throw OAuthError.invalidClient("client authentication failed")
-            }
-        case .assertion(let assertion):
-            try verifyAssertion(assertion, client: client)
-        }
-        return client
-    }
-
-    enum ClientProof {
-        case none, secret(String, OAuthClientAuthMethod), assertion(String)
-
-        var method: OAuthClientAuthMethod {
-            switch self {
-            case .none: .none
-            case .secret(_, let method): method
-            case .assertion: .privateKeyJWT
-            }
-        }
-    }
-
     // MARK: The token endpoint
 
+    /// The client authenticated before the request reached the route (`Access.oauthClient`).
     func token(_ request: TokenRequest) throws(OAuthError) -> JSONValue {
-        let client = try authenticateClient(request.client)
+        let client = request.client
         switch try request.grant.get() {
         case .authorizationCode(let code, let redirectURI, let verifier):
             return try exchange(code: code, redirectURI: redirectURI, verifier: verifier, client: client)

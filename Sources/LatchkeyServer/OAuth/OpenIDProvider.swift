@@ -22,12 +22,8 @@ public final class OpenIDProvider: Sendable {
     /// The passkey sign-in the `/authorize` page's OP session begins with.
     let passkeys: any PasskeySignIn
     let cookie: OPSessionCookie
-    /// Clients' JWKS for `private_key_jwt` (cached, refreshed off the request path).
-    let clientKeys: ClientKeySets
     /// Keys the authorization request ids (the same on every instance).
     let requestIds: DeploymentSecret
-    /// Failed client authentications per client id and address (SPEC "Limits").
-    let clientAuthFailures: ClientAuthFailures
 
     static let requestPrefix = "lkq_"
     static let requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
@@ -47,8 +43,6 @@ public final class OpenIDProvider: Sendable {
         self.policy = policy
         self.runtime = runtime
         self.revoked = revoked
-        clientKeys = ClientKeySets(fetcher: policy.jwksFetcher(resolver: runtime.resolver), clock: runtime.uptime)
-        clientAuthFailures = ClientAuthFailures(clock: runtime.uptime)
         self.requestIds = requestIds
     }
 
@@ -202,10 +196,10 @@ public final class OpenIDProvider: Sendable {
         ])
     }
 
-    /// `POST /oauth2/par` (RFC 9126): the client authenticates and pushes its parameters; errors are
-    /// JSON (there is no redirect yet). → `{"request_uri","expires_in"}` (201).
-    func pushed(_ request: ClientRequest) throws(OAuthError) -> JSONValue {
-        let client = try authenticateClient(request)
+    /// `POST /oauth2/par` (RFC 9126): the authenticated client (`Access.oauthClient`) pushes its
+    /// parameters; errors are JSON (there is no redirect yet). → `{"request_uri","expires_in"}` (201).
+    func pushed(_ request: AuthenticatedClientRequest) throws(OAuthError) -> JSONValue {
+        let client = request.client
         let fields = request.form.fields
         guard fields["request_uri"] == nil else { throw OAuthError.invalidRequest("request_uri cannot be pushed") }
         guard let presented = fields["redirect_uri"],

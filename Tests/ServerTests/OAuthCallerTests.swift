@@ -1,0 +1,80 @@
+import Crypto
+import Foundation
+import JSON
+import Storage
+@testable import LatchkeyServer
+import Testing
+import WebAuthnTesting
+
+/// SPEC "Client authentication": the OAuth endpoints' callers are resolved by the one caller
+/// resolver, before the route runs — a client at the token, PAR and revocation endpoints
+/// (`Access.oauthClient`), an access token's bearer at userinfo (`Access.oauthBearer`) — and
+/// refused in OAuth's own formats (RFC 6749 §5.2, RFC 6750 §3.1), over HTTP and real PostgreSQL.
+@Suite("OAuth callers: resolved by the route guard")
+struct OAuthCallerTests {
+    static let fixture = Result { try TestServer(name: "oauth-callers") }
+    static let form = "application/x-www-form-urlencoded"
+
+    @Test("the token, PAR and revocation endpoints declare the OAuth client's access, userinfo the OAuth bearer's; no other route does")
+    func declared() throws {
+        let server = try Self.fixture.get()
+        let guards = Application(services: server.services).guards
+        let clients = Set(guards.filter { $0.access == "oauth-client" }.map { "\($0.method) \($0.pattern)" })
+        let bearers = Set(guards.filter { $0.access == "oauth-bearer" }.map { "\($0.method) \($0.pattern)" })
+        #expect(clients == ["POST /oauth2/token", "POST /oauth2/par", "POST /oauth2/revoke"])
+        #expect(bearers == ["GET /oauth2/userinfo", "POST /oauth2/userinfo"])
+        #expect(Set(OAuthEndpoint.allCases.map { "POST \($0.rawValue)" }) == clients)
+    }
+
+    @Test("an unauthenticated client is refused by the guard with RFC 6749 §5.2's invalid_client, whatever else the request holds")
+    func clientRefusedByTheGuard() throws {
+        let server = try Self.fixture.get()
+        let client = server.client()
+        var registration = OAuthClientService.Registration(name: "Callers", redirectURIs: ["https://rp.example/cb"])
+        registration.isPublic = false
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        let wrong = "Basic " + Base64.encodeStandard(Array("\(created.client.id):not-the-secret".utf8))
+        for endpoint in OAuthEndpoint.allCases {
+            // A grant the handler would refuse, sent by no client and by a wrong secret: the caller is refused first.
+            let body = OpenIDProviderTests.form([("grant_type", "nonsense"), ("token", "x")])
+            for authorization in [nil, wrong, "Basic %%%"] {
+                let reply = try client.send("POST", endpoint.rawValue, body: body, contentType: Self.form, authorization: authorization)
+                let place = "\(endpoint.rawValue) with \(authorization ?? "no credentials")"
+                #expect(reply.status == 401, "\(place): \(reply)")
+                #expect(reply.json?["error"]?.stringValue == "invalid_client", "\(place): \(reply)")
+                #expect(reply.json?["error_description"]?.stringValue?.isEmpty == false, "\(place)")
+                #expect(reply.header("WWW-Authenticate") == "Basic realm=\"latchkey\"", "\(place): \(reply)")
+                #expect(reply.header("Cache-Control") == "no-store", "\(place)")
+                #expect(reply.header("Content-Type")?.hasPrefix("application/json") == true, "not problem+json: \(place)")
+            }
+            // The form is parsed before the client is looked for: a body that is not a form is invalid_request.
+            let json = try client.send("POST", endpoint.rawValue, body: Array("{}".utf8), authorization: wrong)
+            #expect(json.status == 400 && json.json?["error"]?.stringValue == "invalid_request", "\(endpoint.rawValue): \(json)")
+        }
+        // Authenticated, the route decides: the grant it cannot parse, answered only now.
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(try #require(created.secret))".utf8))
+        let grant = try client.send("POST", "/oauth2/token", body: OpenIDProviderTests.form([("grant_type", "nonsense")]),
+                                    contentType: Self.form, authorization: basic)
+        #expect(grant.status == 400 && grant.json?["error"]?.stringValue == "unsupported_grant_type", "\(grant)")
+        let revoked = try client.send("POST", "/oauth2/revoke", body: OpenIDProviderTests.form([("token", "lkor_unknown")]),
+                                      contentType: Self.form, authorization: basic)
+        #expect(revoked.status == 200, "\(revoked)")
+    }
+
+    @Test("userinfo's bearer is resolved by the guard: no token, a Latchkey API token or garbage is RFC 6750's invalid_token")
+    func bearerRefusedByTheGuard() throws {
+        let server = try Self.fixture.get()
+        let client = server.client()
+        let user = try client.signUp(SoftAuthenticator(), username: server.username("callers"))
+        for method in ["GET", "POST"] {
+            for authorization in [nil, user.bearer, "Bearer garbage", "Basic eDp5"] {
+                let reply = try client.send(method, "/oauth2/userinfo", authorization: authorization)
+                let place = "\(method) /oauth2/userinfo with \(authorization?.prefix(12) ?? "nothing")"
+                #expect(reply.status == 401, "\(place): \(reply)")
+                #expect(reply.json?["error"]?.stringValue == "invalid_token", "\(place): \(reply)")
+                #expect(reply.header("WWW-Authenticate") == "Bearer error=\"invalid_token\"", "\(place): \(reply)")
+                #expect(reply.header("Cache-Control") == "no-store", "\(place)")
+            }
+        }
+    }
+}
