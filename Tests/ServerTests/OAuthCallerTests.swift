@@ -78,3 +78,52 @@ struct OAuthCallerTests {
         }
     }
 }
+
+/// SPEC "Client authentication" (RFC 7523 §3 item 3): a client assertion's `aud` is the issuer, the
+/// token endpoint, or the URL of the endpoint receiving it — checked per endpoint, so an assertion
+/// made for one endpoint is not accepted at another. Real keys, served over HTTP from loopback.
+@Suite("Client assertion audience per endpoint")
+struct ClientAssertionAudienceTests {
+    @Test("aud: the issuer, the token endpoint or the receiving endpoint; revoke accepts its own URL, the token endpoint not the PAR URL")
+    func audiencePerEndpoint() throws {
+        let w = try OAuthWorld { $0.developmentMode = true }
+        let keys = try ClientKeySetsTests.JWKSServer(keys: [ClientKeySetsTests.ec.jwk])
+        defer { keys.stop() }
+        var registration = OAuthClientService.Registration(name: "JWT app", redirectURIs: [OAuthWorld.redirectURI])
+        registration.jwksURI = keys.uri
+        let client = try w.clients.add(registration, by: .named("admin")).client
+        #expect(client.authMethod == .privateKeyJWT)
+        let issuer = w.policy.issuer
+
+        /// The refusal of an assertion for `aud` at `endpoint` (nil: the client authenticated).
+        func refusal(_ aud: JSONValue, at endpoint: OAuthEndpoint) throws -> OAuthError? {
+            let claims = JSONValue.object([("iss", .string(client.id)), ("sub", .string(client.id)), ("aud", aud),
+                                           ("jti", .string(UUID().uuidString)), ("exp", .number(Double(w.base.runtime.unixTime + 120)))])
+            let form = OAuthParameters([("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+                                        ("client_assertion", try ClientKeySetsTests.ec.sign(claims))])
+            return oauthError { () throws(OAuthError) in
+                try w.callers.authenticate(ClientRequest(form: form, basic: nil, address: "192.0.2.7"), at: endpoint)
+            }
+        }
+
+        for endpoint in OAuthEndpoint.allCases {
+            for aud in [issuer, issuer + "/oauth2/token", issuer + endpoint.rawValue] {
+                let refused = try refusal(.string(aud), at: endpoint)
+                #expect(refused == nil, "aud \(aud) at \(endpoint.rawValue): \(String(describing: refused))")
+            }
+            // Another endpoint's URL, a stranger, or none: invalid_client.
+            for other in OAuthEndpoint.allCases where other != endpoint && other != .token {
+                let refused = try refusal(.string(issuer + other.rawValue), at: endpoint)
+                #expect(refused?.error == "invalid_client", "aud \(other.rawValue) at \(endpoint.rawValue): \(String(describing: refused))")
+                #expect(refused?.description.contains("aud") == true)
+            }
+            #expect(try refusal(.string("https://elsewhere.example/oauth2/token"), at: endpoint)?.error == "invalid_client")
+            #expect(try refusal(.array([]), at: endpoint)?.error == "invalid_client")
+            // RFC 7519 §4.1.3: an array naming one accepted audience is accepted.
+            #expect(try refusal(.array(["https://elsewhere.example", .string(issuer + endpoint.rawValue)]), at: endpoint) == nil)
+        }
+        // The two holes closed: revoke accepts <issuer>/oauth2/revoke; the token endpoint no longer accepts the PAR URL.
+        #expect(try refusal(.string(issuer + "/oauth2/revoke"), at: .revoke) == nil)
+        #expect(try refusal(.string(issuer + "/oauth2/par"), at: .token)?.error == "invalid_client")
+    }
+}

@@ -50,9 +50,11 @@ enum ClientAssertion {
         guard c["iss"]?.stringValue == clientId, c["sub"]?.stringValue == clientId else {
             throw OAuthError.invalidClient("client_assertion iss and sub must be the client_id")
         }
-        // §3 item 3: the audience is the token endpoint (the issuer and the PAR endpoint are accepted too).
+        // §3 item 3: the audience is one the receiving endpoint accepts (`OAuthCallers.verifyAssertion`).
         let aud = c["aud"]?.stringValue.map { [$0] } ?? (c["aud"]?.arrayValue ?? []).compactMap(\.stringValue)
-        guard aud.contains(where: audiences.contains) else { throw OAuthError.invalidClient("client_assertion aud must be the token endpoint") }
+        guard aud.contains(where: audiences.contains) else {
+            throw OAuthError.invalidClient("client_assertion aud must be the issuer, the token endpoint or this endpoint")
+        }
         // §3 item 4: exp, not past; SPEC: and at most 300 s ahead.
         guard let exp = time(c["exp"]) else { throw OAuthError.invalidClient("client_assertion needs a numeric exp") }
         guard exp + leeway > now else { throw OAuthError.invalidClient("client_assertion is expired") }

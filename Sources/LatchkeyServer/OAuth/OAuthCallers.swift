@@ -139,7 +139,9 @@ struct OAuthCallers: Sendable {
     func verifyAssertion(_ token: String, client: OAuthClientRecord, at endpoint: OAuthEndpoint) throws(OAuthError) {
         guard let jwksURI = client.jwksURI else { throw OAuthError.invalidClient("this client has no jwks_uri for private_key_jwt") }
         guard let a = ClientAssertion.parse(token) else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
-        let audiences = Set([issuer, issuer + "/oauth2/token", issuer + "/oauth2/par"])
+        // RFC 7523 §3 item 3, SPEC "Client authentication": the issuer, the token endpoint, or the
+        // endpoint receiving the assertion — never another endpoint's URL.
+        let audiences = Set([issuer, issuer + OAuthEndpoint.token.rawValue, issuer + endpoint.rawValue])
         let checked = try ClientAssertion.checkClaims(a, clientId: client.id, audiences: audiences, now: runtime.unixTime)
         try ClientAssertion.verifySignature(a, jwksURI: jwksURI, keySets: keySets)
         let fresh: Bool
