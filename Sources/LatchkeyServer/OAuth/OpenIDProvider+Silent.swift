@@ -36,7 +36,7 @@ extension OpenIDProvider {
         let audit = AuditRecord(.oauthAuthorized, actor: session.userId, subject: session.userId, detail: data + [("silent", true)])
         let issued: Bool
         do {
-            issued = try store.finish(requestHash: nil, code: (OpaqueSecret.hash(code), client.id, session.userId, grant, policy.codeTTL),
+            issued = try store.finish(requestHash: nil, code: (OpaqueSecret.hash(code), client.id, session.userId, grant.json, policy.codeTTL),
                                       approvers: OAuthApprovers(familyId: session.familyId, sessionCredential: session.credentialId, stepUpJTI: nil),
                                       consent: scopes, usingUpPushed: pushed, redeeming: nil, audit: audit, events: [event])
         } catch { throw OAuthError.unavailable }

@@ -51,10 +51,10 @@ extension OpenIDProvider {
             metrics.oauth(client: client.id, outcome: "approver_revoked")
             throw OAuthError.invalidGrant("the session, passkey or device key that approved this code was revoked")
         }
-        let g = record.grant
-        let scopes = (g["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
+        let grant = OAuthGrant(json: record.grant)
+        let scopes = grant.scopes
         metrics.oauth(client: client.id, outcome: "token")
-        return try issue(client: client, userId: record.userId, familyId: familyId, grant: g, scopes: scopes,
+        return try issue(client: client, userId: record.userId, familyId: familyId, grant: grant, scopes: scopes,
                          refreshToken: scopes.contains("offline_access") ? refresh.token : nil, idToken: true, carriesApproval: true)
     }
 
@@ -74,8 +74,9 @@ extension OpenIDProvider {
         case .reused(let family):
             revoked.insert([family])
             throw OAuthError.invalidGrant("refresh token reuse detected: the session is revoked")
-        case .rotated(let userId, let familyId, _, let grant):
-            var scopes = (grant["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
+        case .rotated(let userId, let familyId, _, let stored):
+            let grant = OAuthGrant(json: stored)
+            var scopes = grant.scopes
             if let asked { scopes = scopes.filter(asked.contains) }
             metrics.oauth(client: client.id, outcome: "refresh")
             return try issue(client: client, userId: userId, familyId: familyId, grant: grant, scopes: scopes, refreshToken: next.token,
@@ -84,27 +85,24 @@ extension OpenIDProvider {
     }
 
     /// The token response: an access token (RFC 9068), an id_token, and the refresh token when granted.
-    func issue(client: OAuthClientRecord, userId: String, familyId: String, grant g: JSONValue, scopes: [String],
+    func issue(client: OAuthClientRecord, userId: String, familyId: String, grant g: OAuthGrant, scopes: [String],
                refreshToken: String?, idToken: Bool, carriesApproval: Bool) throws(OAuthError) -> JSONValue {
         let now = runtime.unixTime
         let ttl = policy.accessTokenTTL
         // SPEC "Tokens": only the code exchange's access token carries the approved details and the
         // step-up's receipt; a refresh never does (an approval is used once).
-        var details: JSONValue? = nil
-        if carriesApproval, let approved = g["authorization_details"], approved != .null { details = approved }
-        let authentication = g["acr"]?.stringValue.map { acr in
-            GrantAuthentication(authTime: Int64(g["auth_time"]?.doubleValue ?? 0), acr: acr, amr: (g["amr"]?.arrayValue ?? []).compactMap(\.stringValue))
-        }
-        let access = OAuthAccessClaims(issuer: issuer, subject: userId, audience: g["resource"]?.stringValue ?? issuer, clientId: client.id,
+        let details = carriesApproval ? g.authorizationDetails : nil
+        let authentication = g.authentication
+        let access = OAuthAccessClaims(issuer: issuer, subject: userId, audience: g.resource ?? issuer, clientId: client.id,
                                        scope: scopes, issuedAt: now, lifetime: Int64(ttl), jwtId: runtime.identifier(), sessionId: familyId,
-                                       authentication: authentication, authorizationDetails: details, receiptId: g["receipt_id"]?.stringValue)
+                                       authentication: authentication, authorizationDetails: details, receiptId: g.receiptId)
         var body: [(key: String, value: JSONValue)] = []
         do { body.append(("access_token", .string(try signer.sign(access)))) } catch { throw OAuthError.unavailable }
         body += [("token_type", "Bearer"), ("expires_in", .number(Double(ttl))), ("scope", .string(scopes.joined(separator: " ")))]
         if idToken {
             let claims = IDTokenClaims(issuer: issuer, subject: userId, clientId: client.id, issuedAt: now, lifetime: Int64(policy.idTokenTTL),
-                                       sessionId: g["op_sid"]?.stringValue ?? familyId, authentication: authentication,
-                                       nonce: carriesApproval ? g["nonce"]?.stringValue : nil)
+                                       sessionId: g.opSessionId ?? familyId, authentication: authentication,
+                                       nonce: carriesApproval ? g.nonce : nil)
             do {
                 body.append(("id_token", .string(client.idTokenAlg == "RS256" ? try rsa.sign(claims) : try signer.sign(claims))))
             } catch { throw OAuthError.unavailable }
