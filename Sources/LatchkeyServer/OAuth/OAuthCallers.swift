@@ -88,13 +88,13 @@ struct OAuthCallers: Sendable {
         if let named = fields["client_id"], named != id { throw OAuthError.invalidClient("client_id does not match the authenticated client") }
         do throws(OAuthError) {
             return try authenticate(id: id, proof: proof, at: endpoint)
-        } catch where error.error == "invalid_client" {
+        } catch where error.code == .invalidClient {
             // SPEC "Limits": failed authentications count per client id and address; a request whose
             // authentication succeeds never reaches this counter.
             switch failures.recordFailure(clientId: id, address: request.address) {
             case .counted: throw error
             case .limited(let retryAfter):
-                var limited = OAuthError("temporarily_unavailable", "too many failed client authentications; retry later")
+                var limited = OAuthError(.temporarilyUnavailable, "too many failed client authentications; retry later")
                 limited.retryAfter = retryAfter
                 throw limited
             }

@@ -63,7 +63,7 @@ enum TokenGrant: Sendable, Equatable {
         // SPEC "Tokens": an approval is used once, by the code exchange; nothing at the token
         // endpoint can ask for authorization_details again.
         guard f["authorization_details"] == nil else {
-            throw OAuthError("invalid_authorization_details", "authorization_details are approved on the authorization request, not at the token endpoint")
+            throw OAuthError(.invalidAuthorizationDetails, "authorization_details are approved on the authorization request, not at the token endpoint")
         }
         switch f["grant_type"] {
         case "authorization_code":
@@ -72,10 +72,10 @@ enum TokenGrant: Sendable, Equatable {
         case "refresh_token":
             guard let token = f["refresh_token"], !token.isEmpty else { throw OAuthError.invalidRequest("refresh_token is required") }
             let scope = f["scope"].map { $0.split(separator: " ").map(String.init) }
-            if let scope, scope.joined(separator: " ").utf8.count > 1024 { throw OAuthError("invalid_scope", "scope exceeds the grant") }
+            if let scope, scope.joined(separator: " ").utf8.count > 1024 { throw OAuthError(.invalidScope, "scope exceeds the grant") }
             self = .refreshToken(token, scope: scope)
         case nil, "": throw OAuthError.invalidRequest("grant_type is required")
-        default: throw OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+        default: throw OAuthError(.unsupportedGrantType, "grant_type must be authorization_code or refresh_token")
         }
     }
 }

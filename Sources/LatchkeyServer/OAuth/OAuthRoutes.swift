@@ -230,16 +230,16 @@ extension OAuthError {
         var headers = OAuthEdge.noStore
         if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
         else if serverSide { headers.append(("Retry-After", "1")) }
-        else if error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
-        return .json(status: error == "server_error" ? 503 : status, bytes: json.serialized(), headers: headers)
+        else if code == .invalidClient { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
+        return .json(status: status, bytes: json.serialized(), headers: headers)
     }
 
     /// RFC 6750 §3.1 (userinfo): `invalid_token` 401, `insufficient_scope` 403, each with its
     /// `WWW-Authenticate: Bearer` challenge; a database that cannot answer 503.
     var bearerResponse: Response {
-        let (status, headers): (Int, [(String, String)]) = switch error {
-        case "insufficient_scope": (403, [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")])
-        case "temporarily_unavailable": (503, [("Retry-After", "1")])
+        let (status, headers): (Int, [(String, String)]) = switch code {
+        case .insufficientScope: (403, [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")])
+        case .temporarilyUnavailable: (503, [("Retry-After", "1")])
         default: (401, [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
         }
         return .json(status: status, bytes: json.serialized(), headers: headers + OAuthEdge.noStore)

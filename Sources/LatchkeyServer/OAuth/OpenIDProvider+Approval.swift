@@ -186,7 +186,7 @@ extension OpenIDProvider {
                              redeeming: nil, audit: audit, events: [event])
         }) else { throw ServiceError.notFound("authorization request") }
         metrics.oauth(client: client.id, outcome: "denied")
-        let params = [("error", "access_denied"), ("error_description", "the user refused the request")]
+        let params = OAuthError(.accessDenied, "the user refused the request").pairs
             + (p["state"]?.stringValue.map { [("state", $0)] } ?? []) + [("iss", issuer)]
         return .object([("redirectTo", .string(RedirectURIs.appending(p["redirect_uri"]?.stringValue ?? "", params)))])
     }

@@ -59,12 +59,12 @@ extension OpenIDProvider {
     func userinfo(_ bearer: OAuthBearer) throws(OAuthError) -> JSONValue {
         let sub = bearer.subject
         let scopes = bearer.scopes
-        guard scopes.contains("openid") else { throw OAuthError("insufficient_scope", "the token has no openid scope") }
+        guard scopes.contains("openid") else { throw OAuthError(.insufficientScope, "the token has no openid scope") }
         let found: (user: UserRecord, email: String?)?
         do { found = try store.userinfo(userId: sub, sessionId: bearer.sessionId) } catch {
             throw OAuthError.unavailable
         }
-        guard let (user, email) = found else { throw OAuthError("invalid_token", "the session or the account is gone") }
+        guard let (user, email) = found else { throw OAuthError(.invalidToken, "the session or the account is gone") }
         var members: [(key: String, value: JSONValue)] = [("sub", .string(sub))]
         if scopes.contains("profile") { members += [("preferred_username", .string(user.username)), ("name", .string(user.displayName))] }
         if scopes.contains("email"), let email {

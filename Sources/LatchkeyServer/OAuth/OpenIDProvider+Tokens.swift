@@ -70,7 +70,7 @@ extension OpenIDProvider {
         } catch { throw OAuthError.unavailable }
         switch outcome {
         case .invalid: throw OAuthError.invalidGrant("the refresh token is invalid, expired or revoked")
-        case .scopeExceeded: throw OAuthError("invalid_scope", "scope exceeds the grant")
+        case .scopeExceeded: throw OAuthError(.invalidScope, "scope exceeds the grant")
         case .reused(let family):
             revoked.insert([family])
             throw OAuthError.invalidGrant("refresh token reuse detected: the session is revoked")

@@ -135,13 +135,13 @@ public final class OpenIDProvider: Sendable {
 
     /// The parameters of a valid request, normalised, as stored (and as the page reads them).
     func check(_ p: [String: String], client: OAuthClientRecord, redirectURI: String, pushed: Bool) throws(OAuthError) -> JSONValue {
-        guard p["request"] == nil else { throw OAuthError("request_not_supported", "request objects are not supported; use PAR") }
+        guard p["request"] == nil else { throw OAuthError(.requestNotSupported, "request objects are not supported; use PAR") }
         guard p["response_type"] == "code" else {
-            throw OAuthError("unsupported_response_type", "only response_type=code is supported")
+            throw OAuthError(.unsupportedResponseType, "only response_type=code is supported")
         }
         if let mode = p["response_mode"], mode != "query" { throw OAuthError.invalidRequest("only response_mode=query is supported") }
         let scopes = Scopes.parse(p["scope"] ?? "")
-        guard scopes.contains("openid") else { throw OAuthError("invalid_scope", "scope must hold openid") }
+        guard scopes.contains("openid") else { throw OAuthError(.invalidScope, "scope must hold openid") }
         // RFC 7636 + SPEC: S256 for every client, except a confidential client registered with
         // `--pkce optional`, whose request without a challenge must carry a nonce (RFC 9700 §2.1.1).
         // Another method is refused (no downgrade).
@@ -179,7 +179,7 @@ public final class OpenIDProvider: Sendable {
         if let resource = p["resource"] {
             guard let u = URLComponents(string: resource), u.scheme == "https" || (policy.developmentMode && u.scheme == "http"),
                   u.fragment == nil, !(u.host ?? "").isEmpty else {
-                throw OAuthError("invalid_target", "resource must be an absolute https URI without a fragment")
+                throw OAuthError(.invalidTarget, "resource must be an absolute https URI without a fragment")
             }
         }
         for (name, max) in [("state", 2048), ("nonce", 512), ("login_hint", 256), ("acr_values", 512), ("ui_locales", 256)] {

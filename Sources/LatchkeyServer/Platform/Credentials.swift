@@ -103,7 +103,7 @@ struct CallerResolver: Sendable {
         case .oauthBearer:
             // RFC 6750 §2.1 and §3.1.
             guard let bearer = BearerCredentials.value(request, scheme: "Bearer").flatMap(oauth.accessToken) else {
-                throw ServiceError(oauth: .bearer(OAuthError("invalid_token", "the access token is invalid, expired or revoked")))
+                throw ServiceError(oauth: .bearer(OAuthError(.invalidToken, "the access token is invalid, expired or revoked")))
             }
             return .oauthBearer(bearer)
         case .admin:

@@ -124,7 +124,7 @@ struct OAuthWorld {
     /// userinfo for `token`, its bearer resolved as the route's caller is.
     func userinfo(accessToken token: String?) throws(OAuthError) -> JSONValue {
         guard let bearer = token.flatMap(callers.accessToken) else {
-            throw OAuthError("invalid_token", "the access token is invalid, expired or revoked")
+            throw OAuthError(.invalidToken, "the access token is invalid, expired or revoked")
         }
         return try provider.userinfo(bearer)
     }
