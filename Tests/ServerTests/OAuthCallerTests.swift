@@ -4,6 +4,7 @@ import JSON
 import Storage
 @testable import LatchkeyServer
 import Testing
+import Tokens
 import WebAuthnTesting
 
 /// SPEC "Client authentication": the OAuth endpoints' callers are resolved by the one caller
@@ -125,5 +126,38 @@ struct ClientAssertionAudienceTests {
         // The two holes closed: revoke accepts <issuer>/oauth2/revoke; the token endpoint no longer accepts the PAR URL.
         #expect(try refusal(.string(issuer + "/oauth2/revoke"), at: .revoke) == nil)
         #expect(try refusal(.string(issuer + "/oauth2/par"), at: .token)?.error == "invalid_client")
+    }
+}
+
+/// OpenID Connect Core §3.1.2.1 and RP-Initiated Logout §2: an RS256 id_token of ours, read by the
+/// Tokens module's one JWS parser, is accepted as `id_token_hint`; one altered or signed by another
+/// key is not.
+@Suite("RS256 id_token hints")
+struct RS256HintTests {
+    @Test("an RS256 client's id_token is a hint this server issued; altered, or under another kid, it is not")
+    func rs256Hint() throws {
+        let w = try OAuthWorld { $0.keyEncryptionKey = try? KeyEncryptionKey(bytes: [UInt8](repeating: 9, count: 32)) }
+        var registration = OAuthClientService.Registration(name: "RS256 app", redirectURIs: [OAuthWorld.redirectURI])
+        registration.idTokenAlg = "RS256"
+        registration.postLogoutRedirectURIs = ["https://app.example/bye"]
+        let created = try w.clients.add(registration, by: .named("admin"))
+        let c = OAuthWorld.Client(id: created.client.id, secret: created.secret)
+        let alice = try w.person("alice")
+        let idToken = try #require(try w.exchange(c, code: try w.code(c, by: alice))["id_token"]?.stringValue)
+        #expect(CompactJWS(idToken)?.alg == "RS256")
+        let claims = try #require(try w.provider.verifiedIdToken(idToken))
+        #expect(claims["sub"]?.stringValue == alice.id && claims["aud"]?.stringValue == c.id)
+        // An altered payload, or the right signature under another kid: no id_token of ours.
+        let parts = idToken.split(separator: ".").map(String.init)
+        var altered = try #require(CompactJWS(idToken)).claims
+        altered = .object((altered.objectValue ?? []).map { member in member.key == "sub" ? (key: "sub", value: "someone-else") : member })
+        #expect(try w.provider.verifiedIdToken(parts[0] + "." + Base64URL.encode(altered.serialized()) + "." + parts[2]) == nil)
+        let otherKid = Base64URL.encode(JSONValue.object([("alg", "RS256"), ("typ", "JWT"), ("kid", "other")]).serialized())
+        #expect(try w.provider.verifiedIdToken(otherKid + "." + parts[1] + "." + parts[2]) == nil)
+        // As an authorization request's hint it names the user.
+        let checked = try w.provider.check(["redirect_uri": OAuthWorld.redirectURI, "response_type": "code", "scope": "openid",
+                                            "code_challenge": OAuthWorld.challenge, "code_challenge_method": "S256", "id_token_hint": idToken],
+                                           client: created.client, redirectURI: OAuthWorld.redirectURI, pushed: false)
+        #expect(checked["id_token_hint_sub"]?.stringValue == alice.id)
     }
 }

@@ -168,12 +168,11 @@ extension OpenIDProvider {
         let now = runtime.unixTime
         if let claims = try? JWT.verify(token, keys: signer.keySet().all, type: "JWT", now: now, leewaySeconds: 10 * 365 * 86400),
            claims["iss"]?.stringValue == issuer { return claims }
-        guard let a = ClientAssertion.parse(token), a.alg == "RS256" else { return nil }
+        guard CompactJWS(token)?.alg == "RS256" else { return nil }
         let (key, kid): (PrivateKey, String)
         do { (key, kid) = try rsa.key() } catch { throw OAuthError.unavailable }
-        guard a.kid == kid, key.publicKey.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256)),
-              a.claims["iss"]?.stringValue == issuer else { return nil }
-        return a.claims
+        guard let claims = JWT.verifyRS256(token, key: key.publicKey, kid: kid), claims["iss"]?.stringValue == issuer else { return nil }
+        return claims
     }
 
     /// `POST /oauth2/revoke` (RFC 7009): the client's refresh token ends its session; 200 whatever
