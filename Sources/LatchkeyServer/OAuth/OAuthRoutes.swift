@@ -55,11 +55,11 @@ extension RouteTable {
         // before the route runs (`Access.oauthClient`).
         add("POST", "/oauth2/par", .oauthClient(.par), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
-            return OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(request) }
+            return try OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(request) }
         }
         add("POST", "/oauth2/token", .oauthClient(.token), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
-            return OAuthEdge.json { () throws(OAuthError) in try op.token(TokenRequest(request)) }
+            return try OAuthEdge.json { () throws(OAuthError) in try op.token(TokenRequest(request)) }
         }
         add("POST", "/oauth2/revoke", .oauthClient(.revoke), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
@@ -67,14 +67,14 @@ extension RouteTable {
             do throws(OAuthError) {
                 try op.revoke(request)
                 return .empty(status: 200, headers: OAuthEdge.noStore)
-            } catch { return error.tokenResponse }
+            } catch { throw ServiceError(oauth: .token(error)) }
         }
         for method in ["GET", "POST"] {
             add(method, "/oauth2/userinfo", .oauthBearer, accepting: .any) { ctx in
                 let bearer = try ctx.oauthBearer()
                 do throws(OAuthError) {
                     return .json(bytes: try op.userinfo(bearer).serialized(), headers: OAuthEdge.noStore)
-                } catch { return error.bearerResponse }
+                } catch { throw ServiceError(oauth: .bearer(error)) }
             }
         }
         add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in
@@ -149,8 +149,9 @@ extension RouteTable {
     }
 }
 
-/// The OpenID Provider's edge: OAuth requests parsed into values, and the provider's answers and
-/// `OAuthError`s rendered (RFC 6749 §5.2 JSON; RFC 6750 §3.1 challenges; redirects and pages).
+/// The OpenID Provider's edge: OAuth requests parsed into values, and the provider's answers
+/// rendered (redirects and pages). An `OAuthError` is thrown as a `ServiceError` carrying its
+/// `OAuthRefusal`, and rendered where every refusal is (`RouteTable`, `ServiceError.response`).
 enum OAuthEdge {
     static let noStore = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
 
@@ -174,9 +175,11 @@ enum OAuthEdge {
         return ClientRequest(form: form, basic: basic, address: address)
     }
 
-    /// A JSON answer, or the error as RFC 6749 §5.2 says.
-    static func json(status: Int = 200, _ body: () throws(OAuthError) -> JSONValue) -> Response {
-        do throws(OAuthError) { return .json(status: status, bytes: try body().serialized(), headers: noStore) } catch { return error.tokenResponse }
+    /// A JSON answer; a refusal goes to the route table's edge, answered as RFC 6749 §5.2 says.
+    static func json(status: Int = 200, _ body: () throws(OAuthError) -> JSONValue) throws(ServiceError) -> Response {
+        do throws(OAuthError) { return .json(status: status, bytes: try body().serialized(), headers: noStore) } catch {
+            throw ServiceError(oauth: .token(error))
+        }
     }
 
     static func render(_ answer: BrowserAnswer, cookie: OPSessionCookie) -> Response {
