@@ -79,36 +79,73 @@ public enum JWT {
 
     /// The claims of a compact JWS, nothing checked: only to key a read that is used once the token
     /// has been verified (`verify`) and found to carry the same claim. Nil when it is not one.
-    public static func unverifiedClaims(_ token: String) -> JSONValue? {
-        guard token.utf8.count <= 8192 else { return nil }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let bytes = Base64URL.decode(String(parts[1])), let claims = try? JSONParser.parse(bytes, maxDepth: 8),
-              case .object = claims else { return nil }
-        return claims
-    }
+    public static func unverifiedClaims(_ token: String) -> JSONValue? { CompactJWS(token)?.claims }
 
     /// Verifies signature, type and time window; returns the claims. `keys` maps kid → public key.
     public static func verify(_ token: String, keys: [String: PublicKey], type: String = "at+jwt", now: Int64,
                               leewaySeconds: Int64 = 30) throws(TokenError) -> JSONValue {
-        guard token.utf8.count <= 8192 else { throw TokenError(.malformed, "token too long") }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])),
-              let claimBytes = Base64URL.decode(String(parts[1])), let sig = Base64URL.decode(String(parts[2])),
-              let header = try? JSONParser.parse(headerBytes, maxDepth: 4), let claims = try? JSONParser.parse(claimBytes, maxDepth: 8),
-              case .object = claims else {
-            throw TokenError(.malformed, "not a compact JWS")
-        }
-        guard header["alg"]?.stringValue == "ES256" else { throw TokenError(.malformed, "alg must be ES256") }
-        guard header["typ"]?.stringValue == type else { throw TokenError(.wrongType, "typ is not \(type)") }
-        guard let kid = header["kid"]?.stringValue, let key = keys[kid] else { throw TokenError(.unknownKey, "unknown kid") }
-        guard sig.count == 64, let der = try? ECDSASignature.derFromRaw(sig) else { throw TokenError(.badSignature, "bad signature") }
-        let input = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-        guard key.verify(signature: der, message: input, algorithm: .ecdsa(.sha256)) else {
-            throw TokenError(.badSignature, "signature does not verify")
-        }
+        guard token.utf8.count <= CompactJWS.maximumLength else { throw TokenError(.malformed, "token too long") }
+        guard let jws = CompactJWS(token) else { throw TokenError(.malformed, "not a compact JWS") }
+        let claims = jws.claims
+        guard jws.alg == "ES256" else { throw TokenError(.malformed, "alg must be ES256") }
+        guard jws.type == type else { throw TokenError(.wrongType, "typ is not \(type)") }
+        guard let kid = jws.kid, let key = keys[kid] else { throw TokenError(.unknownKey, "unknown kid") }
+        guard jws.signature.count == 64 else { throw TokenError(.badSignature, "bad signature") }
+        guard jws.verifies(with: key, algorithm: .ecdsa(.sha256)) else { throw TokenError(.badSignature, "signature does not verify") }
         guard let exp = claims["exp"]?.intValue, Int64(exp) + leewaySeconds > now else { throw TokenError(.expired, "token expired") }
         if let nbf = claims["nbf"]?.intValue, Int64(nbf) - leewaySeconds > now { throw TokenError(.expired, "token not yet valid") }
         return claims
+    }
+
+    /// An RS256 JWS (RFC 7518 §3.3) signed by `key`, named by `kid` in its header: the claims when
+    /// the signature verifies. Nothing else is checked (the caller checks what its use needs).
+    public static func verifyRS256(_ token: String, key: PublicKey, kid: String) -> JSONValue? {
+        guard let jws = CompactJWS(token), jws.alg == "RS256", jws.kid == kid, jws.verifies(with: key, algorithm: .rsaPKCS1(.sha256)) else {
+            return nil
+        }
+        return jws.claims
+    }
+}
+
+/// A compact JWS (RFC 7515 §7.1) split and decoded, nothing judged: the one parser of the JWTs
+/// Latchkey reads (its own tokens, RS256 id_token hints, clients' `private_key_jwt` assertions).
+public struct CompactJWS: Sendable {
+    /// Longer tokens are not read at all.
+    public static let maximumLength = 8192
+
+    public let header: JSONValue
+    /// A JSON object.
+    public let claims: JSONValue
+    /// The bytes the signature covers (RFC 7515 §5.2: the first two parts and their dot).
+    public let signingInput: [UInt8]
+    public let signature: [UInt8]
+
+    public var alg: String? { header["alg"]?.stringValue }
+    public var kid: String? { header["kid"]?.stringValue }
+    public var type: String? { header["typ"]?.stringValue }
+
+    /// Nil unless `token` is three base64url parts, a JSON header and a JSON object of claims
+    /// (nested at most `claimsDepth` deep), within `maximumLength`.
+    public init?(_ token: String, claimsDepth: Int = 8) {
+        guard token.utf8.count <= Self.maximumLength else { return nil }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let h = Base64URL.decode(String(parts[0])), let c = Base64URL.decode(String(parts[1])),
+              let signature = Base64URL.decode(String(parts[2])), let header = try? JSONParser.parse(h, maxDepth: 4),
+              let claims = try? JSONParser.parse(c, maxDepth: claimsDepth), case .object = claims else { return nil }
+        self.header = header
+        self.claims = claims
+        self.signature = signature
+        signingInput = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
+    }
+
+    /// Whether the signature verifies with `key` under `algorithm`; an ECDSA signature is JOSE's
+    /// R || S (RFC 7518 §3.4), which must be 64 bytes (P-256).
+    public func verifies(with key: PublicKey, algorithm: SignatureAlgorithm) -> Bool {
+        if case .ecdsa = algorithm {
+            guard signature.count == 64, let der = try? ECDSASignature.derFromRaw(signature) else { return false }
+            return key.verify(signature: der, message: signingInput, algorithm: algorithm)
+        }
+        return key.verify(signature: signature, message: signingInput, algorithm: algorithm)
     }
 }
 

@@ -956,6 +956,38 @@ def test_private_key_jwt_with_jti_replay():
         server.shutdown()
 
 
+def test_issue32_assertion_aud_is_checked_per_endpoint():
+    # SPEC "Client authentication": aud is the issuer, the token endpoint, or the endpoint receiving the assertion.
+    key = JsonWebKey.generate_key('EC', 'P-256', is_private=True)
+    public = key.as_dict(is_private=False)
+    public['kid'] = 'a1'
+    server, jwks_url = serve_jwks(public)
+    try:
+        cid, _ = add_client('Audience app', '--redirect-uri', 'https://aud.example/cb', '--jwks-uri', jwks_url)
+
+        def post(endpoint, aud, **form):
+            now = int(time.time())
+            assertion = jwt.encode({'alg': 'ES256', 'kid': 'a1'}, {'iss': cid, 'sub': cid, 'aud': aud, 'jti': secrets.token_hex(8),
+                                                                  'iat': now, 'exp': now + 120}, key).decode()
+            return S.post(endpoint, data=dict(form, client_assertion_type='urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+                                              client_assertion=assertion))
+
+        revoke, token, par = DISCOVERY['revocation_endpoint'], DISCOVERY['token_endpoint'], DISCOVERY['pushed_authorization_request_endpoint']
+        for aud in [revoke, token, DISCOVERY['issuer']]:
+            r = post(revoke, aud, token='lkor_unknown')
+            check(r.status_code == 200, f'aud {aud} at the revocation endpoint: {r.status_code} {r.text}')
+        r = post(revoke, par, token='lkor_unknown')
+        check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'the PAR URL at revoke: {r.status_code} {r.text}')
+        for aud in [par, revoke]:
+            r = post(token, aud, grant_type='refresh_token', refresh_token='lkor_unknown')
+            check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'aud {aud} at the token endpoint: {r.status_code} {r.text}')
+            check(r.headers.get('WWW-Authenticate', '').startswith('Basic'), 'invalid_client carries its challenge')
+        r = post(token, token, grant_type='refresh_token', refresh_token='lkor_unknown')
+        check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f'the token URL at the token endpoint: {r.status_code} {r.text}')
+    finally:
+        server.shutdown()
+
+
 def test_prompt_login_and_max_age():
     cid, secret = add_client('Strict app', '--redirect-uri', 'https://neg.example/cb')
     browser = BROWSER

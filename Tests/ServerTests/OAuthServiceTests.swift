@@ -55,7 +55,7 @@ struct OAuthServiceTests {
     func pushedRequestOnce() throws {
         let w = try OAuthWorld()
         let c = try w.client()
-        let pushed = try w.provider.pushed(w.request(c, w.parameters(c)))
+        let pushed = try w.provider.pushed(w.request(c, w.parameters(c), at: .par))
         let uri = try #require(pushed["request_uri"]?.stringValue)
         #expect(pushed["expires_in"]?.doubleValue == Double(w.policy.pushedTTL))
         let id = try w.requestId(w.authorize([("client_id", c.id), ("request_uri", uri)]))
@@ -64,7 +64,7 @@ struct OAuthServiceTests {
             Issue.record("a request_uri is used once (RFC 9126 §2.2)")
             return
         }
-        let late = try #require(try w.provider.pushed(w.request(c, w.parameters(c, extra: [("login_hint", "x")])))["request_uri"]?.stringValue)
+        let late = try #require(try w.provider.pushed(w.request(c, w.parameters(c, extra: [("login_hint", "x")]), at: .par))["request_uri"]?.stringValue)
         w.clock.advance(Double(w.policy.pushedTTL) + 1)
         guard case .page(.requestURIUnknown, _, _, _, _) = w.authorize([("client_id", c.id), ("request_uri", late)]) else {
             Issue.record("an expired request_uri stands for nothing")
@@ -118,7 +118,7 @@ struct OAuthServiceTests {
         #expect(replay?.error == "invalid_grant")
         #expect(replay?.description.contains("already used") == true)
         #expect(oauthError { () throws(OAuthError) in try w.refresh(c, tokens["refresh_token"]) }?.error == "invalid_grant")
-        #expect(oauthError { () throws(OAuthError) in try w.provider.userinfo(accessToken: tokens["access_token"]?.stringValue) }?.error
+        #expect(oauthError { () throws(OAuthError) in try w.userinfo(accessToken: tokens["access_token"]?.stringValue) }?.error
             == "invalid_token")
         #expect(w.tables.snapshot.audit.contains { $0.action == AuditAction.oauthCodeReplayed.rawValue })
     }
@@ -287,14 +287,14 @@ struct OAuthServiceTests {
         let c = try w.client()
         let alice = try w.person("alice", email: "alice@example.com")
         let full = try w.exchange(c, code: try w.code(c, by: alice))
-        let info = try w.provider.userinfo(accessToken: full["access_token"]?.stringValue)
+        let info = try w.userinfo(accessToken: full["access_token"]?.stringValue)
         #expect(info["sub"]?.stringValue == alice.id)
         #expect(info["preferred_username"]?.stringValue == "alice")
         #expect(info["email"]?.stringValue == "alice@example.com")
         let narrow = try w.exchange(c, code: try w.code(c, by: alice, scope: "openid"))
-        let bare = try w.provider.userinfo(accessToken: narrow["access_token"]?.stringValue)
+        let bare = try w.userinfo(accessToken: narrow["access_token"]?.stringValue)
         #expect(bare["email"] == nil && bare["preferred_username"] == nil)
-        #expect(oauthError { () throws(OAuthError) in try w.provider.userinfo(accessToken: "not-a-token") }?.error == "invalid_token")
+        #expect(oauthError { () throws(OAuthError) in try w.userinfo(accessToken: "not-a-token") }?.error == "invalid_token")
     }
 
     @Test("revocation ends the client's own OAuth session; any other token is answered alike")
@@ -305,12 +305,12 @@ struct OAuthServiceTests {
         let alice = try w.person("alice")
         let tokens = try w.exchange(c, code: try w.code(c, by: alice))
         let refresh = try #require(tokens["refresh_token"]?.stringValue)
-        try w.provider.revoke(w.request(other, [("token", refresh)]))
+        try w.provider.revoke(w.request(other, [("token", refresh)], at: .revoke))
         let rotated = try w.refresh(c, tokens["refresh_token"])
-        try w.provider.revoke(w.request(c, [("token", "lkor_unknown")]))
-        try w.provider.revoke(w.request(c, [("token", try #require(rotated["refresh_token"]?.stringValue))]))
+        try w.provider.revoke(w.request(c, [("token", "lkor_unknown")], at: .revoke))
+        try w.provider.revoke(w.request(c, [("token", try #require(rotated["refresh_token"]?.stringValue))], at: .revoke))
         #expect(oauthError { () throws(OAuthError) in try w.refresh(c, rotated["refresh_token"]) }?.error == "invalid_grant")
-        #expect(oauthError { () throws(OAuthError) in try w.provider.userinfo(accessToken: rotated["access_token"]?.stringValue) }?.error
+        #expect(oauthError { () throws(OAuthError) in try w.userinfo(accessToken: rotated["access_token"]?.stringValue) }?.error
             == "invalid_token")
     }
 
@@ -338,7 +338,7 @@ struct OAuthServiceTests {
         let w = try OAuthWorld()
         let c = try w.client()
         let alice = try w.person("alice")
-        let uri = try #require(try w.provider.pushed(w.request(c, w.parameters(c)))["request_uri"]?.stringValue)
+        let uri = try #require(try w.provider.pushed(w.request(c, w.parameters(c), at: .par))["request_uri"]?.stringValue)
         w.oauth.fail(["pushed"])
         guard case .page(.lookupFailed, _, 503, _, _) = w.authorize([("client_id", c.id), ("request_uri", uri)]) else {
             Issue.record("a pushed request that cannot be read is a 503 page, not an unknown request_uri")
@@ -355,7 +355,7 @@ struct OAuthServiceTests {
         #expect(token?.error == "temporarily_unavailable")
         #expect(token?.status == 503)
         #expect(token?.tokenResponse.status == 503)
-        #expect(w.provider.clientAuthFailures.recordFailure(clientId: c.id, address: "192.0.2.9") == .counted,
+        #expect(w.callers.failures.recordFailure(clientId: c.id, address: "192.0.2.9") == .counted,
                 "a store failure is not counted as a failed authentication")
         w.oauth.fail([])
         #expect(try w.exchange(c, code: code)["access_token"] != nil, "the code was not used by the failed request")

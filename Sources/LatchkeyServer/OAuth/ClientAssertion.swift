@@ -2,19 +2,15 @@ import Crypto
 import Foundation
 import JSON
 import Storage
+import Tokens
 
 /// `private_key_jwt` (OpenID Connect Core §9, RFC 7523): a JWT the client signs with a key from its
 /// `jwks_uri` (ES256, PS256 or RS256). In three steps: `parse` (nothing judged), `checkClaims` (RFC
 /// 7523 §3, on the clock alone), `verifySignature` (the client's keys, from `ClientKeySets`); then
-/// the provider records the `jti`, so each is accepted once.
+/// `OAuthCallers` records the `jti`, so each is accepted once.
 enum ClientAssertion {
-    struct Parsed {
-        let alg: String
-        let kid: String?
-        let claims: JSONValue
-        let signingInput: [UInt8]
-        let signature: [UInt8]
-    }
+    /// An assertion as `parse` reads it (Tokens' one JWS parser).
+    typealias Parsed = CompactJWS
 
     /// What `checkClaims` found acceptable: the replay key and how long to remember it.
     struct CheckedClaims {
@@ -29,14 +25,10 @@ enum ClientAssertion {
     /// SPEC: `exp` at most this far ahead (plus the leeway).
     static let maximumLifetime: Int64 = 300
 
+    /// A compact JWS with an `alg` and claims nested at most 6 deep; nothing judged.
     static func parse(_ token: String) -> Parsed? {
-        guard token.utf8.count <= 8192 else { return nil }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let h = Base64URL.decode(String(parts[0])), let c = Base64URL.decode(String(parts[1])),
-              let sig = Base64URL.decode(String(parts[2])), let header = try? JSONParser.parse(h, maxDepth: 4),
-              let claims = try? JSONParser.parse(c, maxDepth: 6), case .object = claims, let alg = header["alg"]?.stringValue else { return nil }
-        return Parsed(alg: alg, kid: header["kid"]?.stringValue, claims: claims,
-                      signingInput: Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)), signature: sig)
+        guard let jws = CompactJWS(token, claimsDepth: 6), jws.alg != nil else { return nil }
+        return jws
     }
 
     /// The client an assertion names (`iss`), before anything is checked.
@@ -44,15 +36,17 @@ enum ClientAssertion {
 
     /// RFC 7523 §3 on the claims, `now` in Unix seconds. `audiences`: the values `aud` may hold.
     static func checkClaims(_ a: Parsed, clientId: String, audiences: Set<String>, now: Int64) throws(OAuthError) -> CheckedClaims {
-        guard algorithms[a.alg] != nil else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
+        guard let alg = a.alg, algorithms[alg] != nil else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
         let c = a.claims
         // §3 items 1–2: iss and sub are the client.
         guard c["iss"]?.stringValue == clientId, c["sub"]?.stringValue == clientId else {
             throw OAuthError.invalidClient("client_assertion iss and sub must be the client_id")
         }
-        // §3 item 3: the audience is the token endpoint (the issuer and the PAR endpoint are accepted too).
+        // §3 item 3: the audience is one the receiving endpoint accepts (`OAuthCallers.verifyAssertion`).
         let aud = c["aud"]?.stringValue.map { [$0] } ?? (c["aud"]?.arrayValue ?? []).compactMap(\.stringValue)
-        guard aud.contains(where: audiences.contains) else { throw OAuthError.invalidClient("client_assertion aud must be the token endpoint") }
+        guard aud.contains(where: audiences.contains) else {
+            throw OAuthError.invalidClient("client_assertion aud must be the issuer, the token endpoint or this endpoint")
+        }
         // §3 item 4: exp, not past; SPEC: and at most 300 s ahead.
         guard let exp = time(c["exp"]) else { throw OAuthError.invalidClient("client_assertion needs a numeric exp") }
         guard exp + leeway > now else { throw OAuthError.invalidClient("client_assertion is expired") }
@@ -78,40 +72,18 @@ enum ClientAssertion {
     /// `kid` (any key when it names none) and fits its `alg`. A `kid` the set holds is judged on the
     /// keys held, never fetched again (`ClientKeySets`).
     static func verifySignature(_ a: Parsed, jwksURI: String, keySets: ClientKeySets) throws(OAuthError) {
-        guard let algorithm = algorithms[a.alg] else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
+        guard let alg = a.alg, let algorithm = algorithms[alg] else {
+            throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT")
+        }
         let keys = try keySets.keys(for: jwksURI, kid: a.kid)
         guard !keys.isEmpty else {
             throw OAuthError.invalidClient(a.kid.map { "the client's jwks_uri has no key \"\($0)\" (yet; its keys are refreshed at most once a minute)" }
                                            ?? "the client's jwks_uri has no usable key")
         }
-        let signature: [UInt8]
-        if a.alg == "ES256" {
-            // RFC 7518 §3.4: R || S, 32 bytes each; OpenSSL wants DER.
-            guard a.signature.count == 64, let der = try? ECDSASignature.derFromRaw(a.signature) else {
-                throw OAuthError.invalidClient("client_assertion signature is not an ES256 signature")
-            }
-            signature = der
-        } else {
-            signature = a.signature
-        }
-        guard keys.contains(where: { $0.fits(a.alg) && $0.key.verify(signature: signature, message: a.signingInput, algorithm: algorithm) }) else {
+        // RFC 7518 §3.4: R || S, 32 bytes each.
+        if alg == "ES256", a.signature.count != 64 { throw OAuthError.invalidClient("client_assertion signature is not an ES256 signature") }
+        guard keys.contains(where: { $0.fits(alg) && a.verifies(with: $0.key, algorithm: algorithm) }) else {
             throw OAuthError.invalidClient("client_assertion signature does not verify with the client's jwks_uri")
         }
-    }
-}
-
-extension OpenIDProvider {
-    func verifyAssertion(_ token: String, client: OAuthClientRecord) throws(OAuthError) {
-        guard let jwksURI = client.jwksURI else { throw OAuthError.invalidClient("this client has no jwks_uri for private_key_jwt") }
-        guard let a = ClientAssertion.parse(token) else { throw OAuthError.invalidClient("client_assertion must be an ES256, PS256 or RS256 JWT") }
-        let audiences = Set([issuer, issuer + "/oauth2/token", issuer + "/oauth2/par"])
-        let checked = try ClientAssertion.checkClaims(a, clientId: client.id, audiences: audiences, now: runtime.unixTime)
-        try ClientAssertion.verifySignature(a, jwksURI: jwksURI, keySets: clientKeys)
-        let fresh: Bool
-        // Remembered far longer than any assertion it could replay lives (exp ≤ now + 330 s).
-        do { fresh = try store.recordAssertion(clientId: client.id, jtiHash: Digest.sha256(Array(checked.jti.utf8)), ttlSeconds: 3700) } catch {
-            throw OAuthError.unavailable
-        }
-        guard fresh else { throw OAuthError.invalidClient("client_assertion jti was used before (replay)") }
     }
 }

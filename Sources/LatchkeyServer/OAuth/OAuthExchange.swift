@@ -1,4 +1,5 @@
 import Foundation
+import Storage
 
 // The OpenID Provider's requests and answers as values (ARCHITECTURE.md: services never see HTTP).
 // The routes (OAuthRoutes.swift) parse a request into one of these, the provider decides, and the
@@ -28,24 +29,26 @@ enum BasicCredentials: Sendable {
     case malformed
 }
 
-/// A request to an endpoint where the client authenticates (token, PAR, revocation): its form,
-/// its Basic credentials, and the address failed authentications are counted by (SPEC "Limits").
+/// A request to an endpoint where the client authenticates (token, PAR, revocation), before it
+/// has: its form, its Basic credentials, and the address failed authentications are counted by
+/// (SPEC "Limits"). `OAuthCallers` authenticates it.
 struct ClientRequest: Sendable {
     let form: OAuthParameters
     let basic: BasicCredentials?
     let address: String
 }
 
-/// `POST /oauth2/token`: the client's request and the grant it asks for, parsed (RFC 6749 §4.1.3,
-/// §6). A grant that cannot be parsed is kept as its error, answered only after the client
-/// authenticated (an unauthenticated caller learns nothing about its form).
+/// `POST /oauth2/token`: the authenticated client and the grant it asks for, parsed (RFC 6749
+/// §4.1.3, §6). A grant that cannot be parsed is kept as its error, answered after the client
+/// authenticated (an unauthenticated caller learns nothing about its form: the caller resolver
+/// refuses it before the route parses anything).
 struct TokenRequest: Sendable {
-    let client: ClientRequest
+    let client: OAuthClientRecord
     let grant: Result<TokenGrant, OAuthError>
 
-    init(_ client: ClientRequest) {
-        self.client = client
-        grant = Result { () throws(OAuthError) in try TokenGrant(client.form) }
+    init(_ request: AuthenticatedClientRequest) {
+        client = request.client
+        grant = Result { () throws(OAuthError) in try TokenGrant(request.form) }
     }
 }
 
@@ -60,7 +63,7 @@ enum TokenGrant: Sendable, Equatable {
         // SPEC "Tokens": an approval is used once, by the code exchange; nothing at the token
         // endpoint can ask for authorization_details again.
         guard f["authorization_details"] == nil else {
-            throw OAuthError("invalid_authorization_details", "authorization_details are approved on the authorization request, not at the token endpoint")
+            throw OAuthError(.invalidAuthorizationDetails, "authorization_details are approved on the authorization request, not at the token endpoint")
         }
         switch f["grant_type"] {
         case "authorization_code":
@@ -69,10 +72,10 @@ enum TokenGrant: Sendable, Equatable {
         case "refresh_token":
             guard let token = f["refresh_token"], !token.isEmpty else { throw OAuthError.invalidRequest("refresh_token is required") }
             let scope = f["scope"].map { $0.split(separator: " ").map(String.init) }
-            if let scope, scope.joined(separator: " ").utf8.count > 1024 { throw OAuthError("invalid_scope", "scope exceeds the grant") }
+            if let scope, scope.joined(separator: " ").utf8.count > 1024 { throw OAuthError(.invalidScope, "scope exceeds the grant") }
             self = .refreshToken(token, scope: scope)
         case nil, "": throw OAuthError.invalidRequest("grant_type is required")
-        default: throw OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+        default: throw OAuthError(.unsupportedGrantType, "grant_type must be authorization_code or refresh_token")
         }
     }
 }

@@ -5,30 +5,52 @@ import JSON
 // The protocol pieces of the OpenID Provider (SPEC "OpenID Provider") that know no HTTP and no SQL:
 // OAuth's own error shape, PKCE, redirect-URI rules, scopes and RFC 9396 authorization details.
 
-/// An OAuth refusal in OAuth's own terms (RFC 6749 §4.1.2.1 and §5.2, RFC 9396 §5): `error` is
-/// one of the registered codes, `description` safe to show.
+/// An OAuth refusal in OAuth's own terms (RFC 6749 §4.1.2.1 and §5.2, RFC 6750 §3.1, RFC 9396 §5,
+/// OpenID Connect Core §3.1.2.6): `code` is one of the registered codes, `description` safe to show.
 struct OAuthError: Error, Sendable, CustomStringConvertible {
-    let error: String
+    /// The registered error codes Latchkey answers with; `rawValue` is the wire name.
+    enum Code: String, Sendable, CaseIterable {
+        case invalidRequest = "invalid_request"
+        case invalidClient = "invalid_client"
+        case invalidGrant = "invalid_grant"
+        case unsupportedGrantType = "unsupported_grant_type"
+        case invalidScope = "invalid_scope"
+        case unsupportedResponseType = "unsupported_response_type"
+        case accessDenied = "access_denied"
+        case temporarilyUnavailable = "temporarily_unavailable"
+        case loginRequired = "login_required"
+        case consentRequired = "consent_required"
+        case interactionRequired = "interaction_required"
+        case requestNotSupported = "request_not_supported"
+        case invalidAuthorizationDetails = "invalid_authorization_details"
+        case invalidTarget = "invalid_target"
+        case invalidToken = "invalid_token"
+        case insufficientScope = "insufficient_scope"
+    }
+
+    let code: Code
     let description: String
     /// Set on a refusal by a limit (SPEC "Limits"): 429 with `Retry-After`.
     var retryAfter: Int? = nil
     /// Set when the store could not answer: a server error (503), never a refusal of the client.
     var serverSide = false
+    /// The `error` member as sent (RFC 6749 §5.2).
+    var error: String { code.rawValue }
     /// The token endpoint's status: 400, 401 for `invalid_client`, 429 for a limit, 503 when the
     /// store could not answer.
-    var status: Int { serverSide ? 503 : retryAfter != nil ? 429 : error == "invalid_client" ? 401 : 400 }
+    var status: Int { serverSide ? 503 : retryAfter != nil ? 429 : code == .invalidClient ? 401 : 400 }
 
-    init(_ error: String, _ description: String) {
-        self.error = error
+    init(_ code: Code, _ description: String) {
+        self.code = code
         self.description = description
     }
 
-    static func invalidRequest(_ d: String) -> OAuthError { OAuthError("invalid_request", d) }
-    static func invalidGrant(_ d: String) -> OAuthError { OAuthError("invalid_grant", d) }
-    static func invalidClient(_ d: String) -> OAuthError { OAuthError("invalid_client", d) }
+    static func invalidRequest(_ d: String) -> OAuthError { OAuthError(.invalidRequest, d) }
+    static func invalidGrant(_ d: String) -> OAuthError { OAuthError(.invalidGrant, d) }
+    static func invalidClient(_ d: String) -> OAuthError { OAuthError(.invalidClient, d) }
     /// The store (or a key it holds) could not answer: RFC 6749 §4.1.2.1's `temporarily_unavailable`, 503.
     static var unavailable: OAuthError {
-        var e = OAuthError("temporarily_unavailable", "try again")
+        var e = OAuthError(.temporarilyUnavailable, "try again")
         e.serverSide = true
         return e
     }
@@ -142,14 +164,14 @@ enum AuthorizationDetails {
     static func parse(_ text: String, allowed: [String]) throws(OAuthError) -> JSONValue {
         guard text.utf8.count <= 8192, let value = try? JSONParser.parse(Array(text.utf8), maxDepth: 8), let list = value.arrayValue,
               !list.isEmpty, list.count <= 16 else {
-            throw OAuthError("invalid_authorization_details", "authorization_details must be a non-empty JSON array of objects")
+            throw OAuthError(.invalidAuthorizationDetails, "authorization_details must be a non-empty JSON array of objects")
         }
         for entry in list {
             guard case .object = entry, let type = entry["type"]?.stringValue, !type.isEmpty else {
-                throw OAuthError("invalid_authorization_details", "every authorization_details entry needs a string type")
+                throw OAuthError(.invalidAuthorizationDetails, "every authorization_details entry needs a string type")
             }
             guard allowed.contains(type) else {
-                throw OAuthError("invalid_authorization_details", "the client may not ask for authorization_details of type \(type)")
+                throw OAuthError(.invalidAuthorizationDetails, "the client may not ask for authorization_details of type \(type)")
             }
         }
         return value

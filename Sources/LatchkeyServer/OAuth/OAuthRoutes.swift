@@ -51,28 +51,30 @@ extension RouteTable {
             let pairs = ctx.request.mediaType == "application/x-www-form-urlencoded" ? formPairs(ctx.request.body) : []
             return OAuthEdge.render(op.authorize(authorizeRequest(ctx.request, pairs)), cookie: op.cookie)
         }
-        // RFC 6749 §5 and RFC 9126: JSON answers, and errors as §5.2 says.
-        add("POST", "/oauth2/par", .anyone, accepting: .any) { ctx in
-            OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))) }
+        // RFC 6749 §5 and RFC 9126: JSON answers, and errors as §5.2 says. The client authenticated
+        // before the route runs (`Access.oauthClient`).
+        add("POST", "/oauth2/par", .oauthClient(.par), accepting: .any) { ctx in
+            let request = try ctx.oauthClient()
+            return try OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(request) }
         }
-        add("POST", "/oauth2/token", .anyone, accepting: .any) { ctx in
-            OAuthEdge.json { () throws(OAuthError) in
-                try op.token(TokenRequest(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request))))
-            }
+        add("POST", "/oauth2/token", .oauthClient(.token), accepting: .any) { ctx in
+            let request = try ctx.oauthClient()
+            return try OAuthEdge.json { () throws(OAuthError) in try op.token(TokenRequest(request)) }
         }
-        add("POST", "/oauth2/revoke", .anyone, accepting: .any) { ctx in
+        add("POST", "/oauth2/revoke", .oauthClient(.revoke), accepting: .any) { ctx in
+            let request = try ctx.oauthClient()
             // RFC 7009 §2.2: 200 whatever the token was, once the client authenticated.
             do throws(OAuthError) {
-                try op.revoke(try OAuthEdge.clientRequest(ctx.request, address: address(ctx.request)))
+                try op.revoke(request)
                 return .empty(status: 200, headers: OAuthEdge.noStore)
-            } catch { return error.tokenResponse }
+            } catch { throw ServiceError(oauth: .token(error)) }
         }
         for method in ["GET", "POST"] {
-            add(method, "/oauth2/userinfo", .anyone, accepting: .any) { ctx in
+            add(method, "/oauth2/userinfo", .oauthBearer, accepting: .any) { ctx in
+                let bearer = try ctx.oauthBearer()
                 do throws(OAuthError) {
-                    return .json(bytes: try op.userinfo(accessToken: BearerCredentials.value(ctx.request, scheme: "Bearer")).serialized(),
-                                 headers: OAuthEdge.noStore)
-                } catch { return error.bearerResponse }
+                    return .json(bytes: try op.userinfo(bearer).serialized(), headers: OAuthEdge.noStore)
+                } catch { throw ServiceError(oauth: .bearer(error)) }
             }
         }
         add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in
@@ -147,8 +149,9 @@ extension RouteTable {
     }
 }
 
-/// The OpenID Provider's edge: OAuth requests parsed into values, and the provider's answers and
-/// `OAuthError`s rendered (RFC 6749 §5.2 JSON; RFC 6750 §3.1 challenges; redirects and pages).
+/// The OpenID Provider's edge: OAuth requests parsed into values, and the provider's answers
+/// rendered (redirects and pages). An `OAuthError` is thrown as a `ServiceError` carrying its
+/// `OAuthRefusal`, and rendered where every refusal is (`RouteTable`, `ServiceError.response`).
 enum OAuthEdge {
     static let noStore = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
 
@@ -172,9 +175,11 @@ enum OAuthEdge {
         return ClientRequest(form: form, basic: basic, address: address)
     }
 
-    /// A JSON answer, or the error as RFC 6749 §5.2 says.
-    static func json(status: Int = 200, _ body: () throws(OAuthError) -> JSONValue) -> Response {
-        do throws(OAuthError) { return .json(status: status, bytes: try body().serialized(), headers: noStore) } catch { return error.tokenResponse }
+    /// A JSON answer; a refusal goes to the route table's edge, answered as RFC 6749 §5.2 says.
+    static func json(status: Int = 200, _ body: () throws(OAuthError) -> JSONValue) throws(ServiceError) -> Response {
+        do throws(OAuthError) { return .json(status: status, bytes: try body().serialized(), headers: noStore) } catch {
+            throw ServiceError(oauth: .token(error))
+        }
     }
 
     static func render(_ answer: BrowserAnswer, cookie: OPSessionCookie) -> Response {
@@ -190,6 +195,37 @@ enum OAuthEdge {
     }
 }
 
+/// An `OAuthError` in the format of the endpoint that refused: RFC 6749 §5.2 at the endpoints where
+/// the client authenticates, RFC 6750 §3.1 where an access token is presented.
+enum OAuthRefusal: Sendable {
+    case token(OAuthError)
+    case bearer(OAuthError)
+
+    var error: OAuthError {
+        switch self {
+        case .token(let e), .bearer(let e): e
+        }
+    }
+
+    var response: Response {
+        switch self {
+        case .token(let e): e.tokenResponse
+        case .bearer(let e): e.bearerResponse
+        }
+    }
+
+    /// SPEC's code of the same status.
+    var code: ServiceError.Code {
+        switch response.status {
+        case 401: .unauthorized
+        case 403: .forbidden
+        case 429: .rateLimited
+        case 503: .internalError
+        default: .invalidRequest
+        }
+    }
+}
+
 extension OAuthError {
     /// RFC 6749 §5.2: JSON; `invalid_client` 401 with `WWW-Authenticate`; a limit 429 with
     /// `Retry-After`; `server_error`, and a store that could not answer, 503.
@@ -197,16 +233,16 @@ extension OAuthError {
         var headers = OAuthEdge.noStore
         if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
         else if serverSide { headers.append(("Retry-After", "1")) }
-        else if error == "invalid_client" { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
-        return .json(status: error == "server_error" ? 503 : status, bytes: json.serialized(), headers: headers)
+        else if code == .invalidClient { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
+        return .json(status: status, bytes: json.serialized(), headers: headers)
     }
 
     /// RFC 6750 §3.1 (userinfo): `invalid_token` 401, `insufficient_scope` 403, each with its
     /// `WWW-Authenticate: Bearer` challenge; a database that cannot answer 503.
     var bearerResponse: Response {
-        let (status, headers): (Int, [(String, String)]) = switch error {
-        case "insufficient_scope": (403, [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")])
-        case "temporarily_unavailable": (503, [("Retry-After", "1")])
+        let (status, headers): (Int, [(String, String)]) = switch code {
+        case .insufficientScope: (403, [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")])
+        case .temporarilyUnavailable: (503, [("Retry-After", "1")])
         default: (401, [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
         }
         return .json(status: status, bytes: json.serialized(), headers: headers + OAuthEdge.noStore)

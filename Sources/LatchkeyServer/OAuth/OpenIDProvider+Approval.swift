@@ -154,7 +154,7 @@ extension OpenIDProvider {
         let approvers = OAuthApprovers(familyId: caller.sessionId, sessionCredential: standing.credentialId, stepUpJTI: approval?.redemption?.jti)
         let finished = try storage { () throws(StorageError) in
             try store.finish(requestHash: OpaqueSecret.hash(id),
-                             code: (OpaqueSecret.hash(code), client.id, caller.userId, grant, policy.codeTTL),
+                             code: (OpaqueSecret.hash(code), client.id, caller.userId, grant.json, policy.codeTTL),
                              approvers: approvers, consent: scopes, usingUpPushed: nil,
                              redeeming: approval?.redemption, audit: audit, events: [event])
         }
@@ -165,21 +165,12 @@ extension OpenIDProvider {
         return .object([("redirectTo", .string(target))])
     }
 
-    /// What a code grants, stored with it and then with the grant: the request's parameters that the
-    /// token endpoint checks, and the authentication the tokens describe.
+    /// What a code grants (`OAuthGrant`): the request's parameters that the token endpoint checks,
+    /// and the authentication the tokens describe.
     static func grant(_ p: JSONValue, authTime: Date, authentication: AuthenticationClaims, receiptId: String?, credentialId: [UInt8]?,
-                      opSessionId: String?) -> JSONValue {
-        .object([
-            ("redirect_uri", p["redirect_uri"] ?? .null), ("code_challenge", p["code_challenge"] ?? .null), ("scope", p["scope"] ?? ""),
-            ("nonce", p["nonce"] ?? .null), ("auth_time", .number(authTime.timeIntervalSince1970.rounded(.down))),
-            ("acr", .string(authentication.acr)), ("amr", .array(authentication.amr.map { .string($0) })),
-            ("authorization_details", p["authorization_details"] ?? .null),
-            ("receipt_id", receiptId.map { .string($0) } ?? .null), ("resource", p["resource"] ?? .null),
-            // The passkey that began the approving session: revoking it ends the OAuth session too.
-            ("credential_id", credentialId.map { .string(Base64URL.encode($0)) } ?? .null),
-            // SPEC "Which authentication the tokens describe": sid is the OP session's when the cookie approved.
-            ("op_sid", opSessionId.map { .string($0) } ?? .null),
-        ])
+                      opSessionId: String?) -> OAuthGrant {
+        OAuthGrant(request: p, authTime: authTime, authentication: authentication, receiptId: receiptId, credentialId: credentialId,
+                   opSessionId: opSessionId)
     }
 
     /// `POST /v1/oauth/requests/{id}/deny` → `{"redirectTo":"…?error=access_denied&…"}`.
@@ -195,7 +186,7 @@ extension OpenIDProvider {
                              redeeming: nil, audit: audit, events: [event])
         }) else { throw ServiceError.notFound("authorization request") }
         metrics.oauth(client: client.id, outcome: "denied")
-        let params = [("error", "access_denied"), ("error_description", "the user refused the request")]
+        let params = OAuthError(.accessDenied, "the user refused the request").pairs
             + (p["state"]?.stringValue.map { [("state", $0)] } ?? []) + [("iss", issuer)]
         return .object([("redirectTo", .string(RedirectURIs.appending(p["redirect_uri"]?.stringValue ?? "", params)))])
     }

@@ -53,28 +53,18 @@ extension OpenIDProvider {
         return .object([("keys", .array(keys))])
     }
 
-    /// The claims of one of our OAuth access tokens (not Latchkey's own API tokens): signature,
-    /// time, issuer, a client, a live session.
-    func oauthAccessClaims(_ token: String) -> JSONValue? {
-        guard let claims = try? JWT.verify(token, keys: signer.keySet().all, type: "at+jwt", now: runtime.unixTime),
-              claims["iss"]?.stringValue == issuer, let client = claims["client_id"]?.stringValue, client.hasPrefix("lkc_"),
-              let sid = claims["sid"]?.stringValue, !revoked.contains(sid) else { return nil }
-        return claims
-    }
-
-    /// `GET|POST /oauth2/userinfo` (OpenID Connect Core §5.3): claims as the token's scopes allow.
-    /// Refusals are RFC 6750 §3.1's: `invalid_token` (401), `insufficient_scope` (403).
-    func userinfo(accessToken token: String?) throws(OAuthError) -> JSONValue {
-        guard let token, let claims = oauthAccessClaims(token), let sub = claims["sub"]?.stringValue else {
-            throw OAuthError("invalid_token", "the access token is invalid, expired or revoked")
-        }
-        let scopes = Set((claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init))
-        guard scopes.contains("openid") else { throw OAuthError("insufficient_scope", "the token has no openid scope") }
+    /// `GET|POST /oauth2/userinfo` (OpenID Connect Core §5.3): claims as the token's scopes allow,
+    /// for the bearer of one of our access tokens (`Access.oauthBearer`). Refusals are RFC 6750
+    /// §3.1's: `invalid_token` (401), `insufficient_scope` (403).
+    func userinfo(_ bearer: OAuthBearer) throws(OAuthError) -> JSONValue {
+        let sub = bearer.subject
+        let scopes = bearer.scopes
+        guard scopes.contains("openid") else { throw OAuthError(.insufficientScope, "the token has no openid scope") }
         let found: (user: UserRecord, email: String?)?
-        do { found = try store.userinfo(userId: sub, sessionId: claims["sid"]?.stringValue ?? "") } catch {
+        do { found = try store.userinfo(userId: sub, sessionId: bearer.sessionId) } catch {
             throw OAuthError.unavailable
         }
-        guard let (user, email) = found else { throw OAuthError("invalid_token", "the session or the account is gone") }
+        guard let (user, email) = found else { throw OAuthError(.invalidToken, "the session or the account is gone") }
         var members: [(key: String, value: JSONValue)] = [("sub", .string(sub))]
         if scopes.contains("profile") { members += [("preferred_username", .string(user.username)), ("name", .string(user.displayName))] }
         if scopes.contains("email"), let email {
@@ -178,18 +168,17 @@ extension OpenIDProvider {
         let now = runtime.unixTime
         if let claims = try? JWT.verify(token, keys: signer.keySet().all, type: "JWT", now: now, leewaySeconds: 10 * 365 * 86400),
            claims["iss"]?.stringValue == issuer { return claims }
-        guard let a = ClientAssertion.parse(token), a.alg == "RS256" else { return nil }
+        guard CompactJWS(token)?.alg == "RS256" else { return nil }
         let (key, kid): (PrivateKey, String)
         do { (key, kid) = try rsa.key() } catch { throw OAuthError.unavailable }
-        guard a.kid == kid, key.publicKey.verify(signature: a.signature, message: a.signingInput, algorithm: .rsaPKCS1(.sha256)),
-              a.claims["iss"]?.stringValue == issuer else { return nil }
-        return a.claims
+        guard let claims = JWT.verifyRS256(token, key: key.publicKey, kid: kid), claims["iss"]?.stringValue == issuer else { return nil }
+        return claims
     }
 
     /// `POST /oauth2/revoke` (RFC 7009): the client's refresh token ends its session; 200 whatever
-    /// the token was (§2.2), after the client authenticated.
-    func revoke(_ request: ClientRequest) throws(OAuthError) {
-        let client = try authenticateClient(request)
+    /// the token was (§2.2), after the client authenticated (`Access.oauthClient`).
+    func revoke(_ request: AuthenticatedClientRequest) throws(OAuthError) {
+        let client = request.client
         guard let token = request.form["token"], !token.isEmpty else { throw OAuthError.invalidRequest("token is required") }
         let ended: [String]
         do { ended = try store.revoke(refreshHash: OpaqueSecret.hash(token), clientId: client.id) } catch {

@@ -13,7 +13,7 @@ extension OpenIDProvider {
     /// for these scopes). The code's approvers are the OP session and its passkey. A pushed request
     /// the request came from is used up by the statement that issues the code.
     func silentSignIn(_ p: JSONValue, client: OAuthClientRecord, cookie: String?, usingUpPushed pushed: [UInt8]? = nil) throws(OAuthError) -> String {
-        let loginRequired = OAuthError("login_required", "the user must sign in with a passkey")
+        let loginRequired = OAuthError(.loginRequired, "the user must sign in with a passkey")
         guard let cookie, cookie.hasPrefix(Self.browserCookiePrefix), cookie.utf8.count <= 128 else { throw loginRequired }
         let found: BrowserSessionRecord?
         do { found = try store.browserSession(cookieHash: OpaqueSecret.hash(cookie), withRequest: nil)?.session } catch { throw OAuthError.unavailable }
@@ -24,7 +24,7 @@ extension OpenIDProvider {
         guard OpenIDACR.satisfies(authentication.acr, requested: p["acr_values"]?.stringValue) else { throw loginRequired }
         if let hinted = p["id_token_hint_sub"]?.stringValue, hinted != session.userId { throw loginRequired }
         guard p["authorization_details"] ?? .null == .null else {
-            throw OAuthError("interaction_required", "authorization_details are approved on the page")
+            throw OAuthError(.interactionRequired, "authorization_details are approved on the page")
         }
         let scopes = (p["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         let code = "lkac_" + Base64URL.encode(runtime.random(32))
@@ -36,11 +36,11 @@ extension OpenIDProvider {
         let audit = AuditRecord(.oauthAuthorized, actor: session.userId, subject: session.userId, detail: data + [("silent", true)])
         let issued: Bool
         do {
-            issued = try store.finish(requestHash: nil, code: (OpaqueSecret.hash(code), client.id, session.userId, grant, policy.codeTTL),
+            issued = try store.finish(requestHash: nil, code: (OpaqueSecret.hash(code), client.id, session.userId, grant.json, policy.codeTTL),
                                       approvers: OAuthApprovers(familyId: session.familyId, sessionCredential: session.credentialId, stepUpJTI: nil),
                                       consent: scopes, usingUpPushed: pushed, redeeming: nil, audit: audit, events: [event])
         } catch { throw OAuthError.unavailable }
-        guard issued else { throw OAuthError("consent_required", "the user has not approved these scopes for this app") }
+        guard issued else { throw OAuthError(.consentRequired, "the user has not approved these scopes for this app") }
         return code
     }
 }

@@ -5,87 +5,14 @@ import Storage
 import Tokens
 
 /// `POST /oauth2/token` (SPEC "OpenID Provider", "Tokens"): the authorization code (PKCE S256 for
-/// every client) and refresh grants, client authentication, and the tokens: an id_token (ES256, or
+/// every client) and refresh grants, and the tokens: an id_token (ES256, or
 /// RS256 for a client that registered it) and an RFC 9068 access token carrying the grant.
 extension OpenIDProvider {
-    // MARK: Client authentication
-
-    /// `client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none` (a public client):
-    /// exactly one; a confidential client must prove itself.
-    func authenticateClient(_ request: ClientRequest) throws(OAuthError) -> OAuthClientRecord {
-        let fields = request.form.fields
-        var methods: [(id: String, proof: ClientProof)] = []
-        switch request.basic {
-        case .pair(let id, let secret)?: methods.append((id, .secret(secret, .clientSecretBasic)))
-        case .malformed?: throw OAuthError.invalidClient("malformed Basic credentials")
-        case nil: break
-        }
-        if let secret = fields["client_secret"] {
-            guard let id = fields["client_id"] else { throw OAuthError.invalidClient("client_secret without client_id") }
-            methods.append((id, .secret(secret, .clientSecretPost)))
-        }
-        if let type = fields["client_assertion_type"] {
-            guard type == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer", let assertion = fields["client_assertion"] else {
-                throw OAuthError.invalidClient("client_assertion_type must be jwt-bearer, with client_assertion")
-            }
-            guard let id = ClientAssertion.issuer(assertion) ?? fields["client_id"] else { throw OAuthError.invalidClient("malformed client_assertion") }
-            methods.append((id, .assertion(assertion)))
-        }
-        guard methods.count <= 1 else { throw OAuthError.invalidRequest("use exactly one client authentication method") }
-        let (id, proof) = methods.first ?? (fields["client_id"] ?? "", .none)
-        if let named = fields["client_id"], named != id { throw OAuthError.invalidClient("client_id does not match the authenticated client") }
-        do throws(OAuthError) {
-            return try authenticate(id: id, proof: proof)
-        } catch where error.error == "invalid_client" {
-            // SPEC "Limits": failed authentications count per client id and address; a request whose
-            // authentication succeeds never reaches this counter.
-            switch clientAuthFailures.recordFailure(clientId: id, address: request.address) {
-            case .counted: throw error
-            case .limited(let retryAfter):
-                var limited = OAuthError("temporarily_unavailable", "too many failed client authentications; retry later")
-                limited.retryAfter = retryAfter
-                throw limited
-            }
-        }
-    }
-
-    func authenticate(id: String, proof: ClientProof) throws(OAuthError) -> OAuthClientRecord {
-        let found: OAuthClientRecord?
-        do { found = try clients.client(id: id) } catch { throw OAuthError.unavailable }
-        guard let client = found else { throw OAuthError.invalidClient("unknown client") }
-        // SPEC "Client authentication": the method the client was registered with, and no other.
-        guard proof.method == client.authMethod else {
-            throw OAuthError.invalidClient(client.authMethod == .none ? "this client is public: it sends client_id alone"
-                                           : "this client authenticates with \(client.authMethod.rawValue)")
-        }
-        switch proof {
-        case .none: break
-        case .secret(let secret, _):
-            guard let hash = client.secretHash, constantTimeEquals(Digest.sha256(Array(secret.utf8)), hash) else {
-                throw OAuthError.invalidClient("client authentication failed")
-            }
-        case .assertion(let assertion):
-            try verifyAssertion(assertion, client: client)
-        }
-        return client
-    }
-
-    enum ClientProof {
-        case none, secret(String, OAuthClientAuthMethod), assertion(String)
-
-        var method: OAuthClientAuthMethod {
-            switch self {
-            case .none: .none
-            case .secret(_, let method): method
-            case .assertion: .privateKeyJWT
-            }
-        }
-    }
-
     // MARK: The token endpoint
 
+    /// The client authenticated before the request reached the route (`Access.oauthClient`).
     func token(_ request: TokenRequest) throws(OAuthError) -> JSONValue {
-        let client = try authenticateClient(request.client)
+        let client = request.client
         switch try request.grant.get() {
         case .authorizationCode(let code, let redirectURI, let verifier):
             return try exchange(code: code, redirectURI: redirectURI, verifier: verifier, client: client)
@@ -124,10 +51,10 @@ extension OpenIDProvider {
             metrics.oauth(client: client.id, outcome: "approver_revoked")
             throw OAuthError.invalidGrant("the session, passkey or device key that approved this code was revoked")
         }
-        let g = record.grant
-        let scopes = (g["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
+        let grant = OAuthGrant(json: record.grant)
+        let scopes = grant.scopes
         metrics.oauth(client: client.id, outcome: "token")
-        return try issue(client: client, userId: record.userId, familyId: familyId, grant: g, scopes: scopes,
+        return try issue(client: client, userId: record.userId, familyId: familyId, grant: grant, scopes: scopes,
                          refreshToken: scopes.contains("offline_access") ? refresh.token : nil, idToken: true, carriesApproval: true)
     }
 
@@ -145,12 +72,13 @@ extension OpenIDProvider {
         } catch { throw OAuthError.unavailable }
         switch outcome {
         case .invalid: throw OAuthError.invalidGrant("the refresh token is invalid, expired or revoked")
-        case .scopeExceeded: throw OAuthError("invalid_scope", "scope exceeds the grant")
+        case .scopeExceeded: throw OAuthError(.invalidScope, "scope exceeds the grant")
         case .reused(let family):
             revoked.insert([family])
             throw OAuthError.invalidGrant("refresh token reuse detected: the session is revoked")
-        case .rotated(let userId, let familyId, _, let grant):
-            var scopes = (grant["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
+        case .rotated(let userId, let familyId, _, let stored):
+            let grant = OAuthGrant(json: stored)
+            var scopes = grant.scopes
             if let asked { scopes = scopes.filter(asked.contains) }
             metrics.oauth(client: client.id, outcome: "refresh")
             return try issue(client: client, userId: userId, familyId: familyId, grant: grant, scopes: scopes, refreshToken: next.token,
@@ -159,27 +87,24 @@ extension OpenIDProvider {
     }
 
     /// The token response: an access token (RFC 9068), an id_token, and the refresh token when granted.
-    func issue(client: OAuthClientRecord, userId: String, familyId: String, grant g: JSONValue, scopes: [String],
+    func issue(client: OAuthClientRecord, userId: String, familyId: String, grant g: OAuthGrant, scopes: [String],
                refreshToken: String?, idToken: Bool, carriesApproval: Bool) throws(OAuthError) -> JSONValue {
         let now = runtime.unixTime
         let ttl = policy.accessTokenTTL
         // SPEC "Tokens": only the code exchange's access token carries the approved details and the
         // step-up's receipt; a refresh never does (an approval is used once).
-        var details: JSONValue? = nil
-        if carriesApproval, let approved = g["authorization_details"], approved != .null { details = approved }
-        let authentication = g["acr"]?.stringValue.map { acr in
-            GrantAuthentication(authTime: Int64(g["auth_time"]?.doubleValue ?? 0), acr: acr, amr: (g["amr"]?.arrayValue ?? []).compactMap(\.stringValue))
-        }
-        let access = OAuthAccessClaims(issuer: issuer, subject: userId, audience: g["resource"]?.stringValue ?? issuer, clientId: client.id,
+        let details = carriesApproval ? g.authorizationDetails : nil
+        let authentication = g.authentication
+        let access = OAuthAccessClaims(issuer: issuer, subject: userId, audience: g.resource ?? issuer, clientId: client.id,
                                        scope: scopes, issuedAt: now, lifetime: Int64(ttl), jwtId: runtime.identifier(), sessionId: familyId,
-                                       authentication: authentication, authorizationDetails: details, receiptId: g["receipt_id"]?.stringValue)
+                                       authentication: authentication, authorizationDetails: details, receiptId: g.receiptId)
         var body: [(key: String, value: JSONValue)] = []
         do { body.append(("access_token", .string(try signer.sign(access)))) } catch { throw OAuthError.unavailable }
         body += [("token_type", "Bearer"), ("expires_in", .number(Double(ttl))), ("scope", .string(scopes.joined(separator: " ")))]
         if idToken {
             let claims = IDTokenClaims(issuer: issuer, subject: userId, clientId: client.id, issuedAt: now, lifetime: Int64(policy.idTokenTTL),
-                                       sessionId: g["op_sid"]?.stringValue ?? familyId, authentication: authentication,
-                                       nonce: carriesApproval ? g["nonce"]?.stringValue : nil)
+                                       sessionId: g.opSessionId ?? familyId, authentication: authentication,
+                                       nonce: carriesApproval ? g.nonce : nil)
             do {
                 body.append(("id_token", .string(client.idTokenAlg == "RS256" ? try rsa.sign(claims) : try signer.sign(claims))))
             } catch { throw OAuthError.unavailable }

@@ -22,12 +22,8 @@ public final class OpenIDProvider: Sendable {
     /// The passkey sign-in the `/authorize` page's OP session begins with.
     let passkeys: any PasskeySignIn
     let cookie: OPSessionCookie
-    /// Clients' JWKS for `private_key_jwt` (cached, refreshed off the request path).
-    let clientKeys: ClientKeySets
     /// Keys the authorization request ids (the same on every instance).
     let requestIds: DeploymentSecret
-    /// Failed client authentications per client id and address (SPEC "Limits").
-    let clientAuthFailures: ClientAuthFailures
 
     static let requestPrefix = "lkq_"
     static let requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
@@ -47,8 +43,6 @@ public final class OpenIDProvider: Sendable {
         self.policy = policy
         self.runtime = runtime
         self.revoked = revoked
-        clientKeys = ClientKeySets(fetcher: policy.jwksFetcher(resolver: runtime.resolver), clock: runtime.uptime)
-        clientAuthFailures = ClientAuthFailures(clock: runtime.uptime)
         self.requestIds = requestIds
     }
 
@@ -141,13 +135,13 @@ public final class OpenIDProvider: Sendable {
 
     /// The parameters of a valid request, normalised, as stored (and as the page reads them).
     func check(_ p: [String: String], client: OAuthClientRecord, redirectURI: String, pushed: Bool) throws(OAuthError) -> JSONValue {
-        guard p["request"] == nil else { throw OAuthError("request_not_supported", "request objects are not supported; use PAR") }
+        guard p["request"] == nil else { throw OAuthError(.requestNotSupported, "request objects are not supported; use PAR") }
         guard p["response_type"] == "code" else {
-            throw OAuthError("unsupported_response_type", "only response_type=code is supported")
+            throw OAuthError(.unsupportedResponseType, "only response_type=code is supported")
         }
         if let mode = p["response_mode"], mode != "query" { throw OAuthError.invalidRequest("only response_mode=query is supported") }
         let scopes = Scopes.parse(p["scope"] ?? "")
-        guard scopes.contains("openid") else { throw OAuthError("invalid_scope", "scope must hold openid") }
+        guard scopes.contains("openid") else { throw OAuthError(.invalidScope, "scope must hold openid") }
         // RFC 7636 + SPEC: S256 for every client, except a confidential client registered with
         // `--pkce optional`, whose request without a challenge must carry a nonce (RFC 9700 §2.1.1).
         // Another method is refused (no downgrade).
@@ -185,7 +179,7 @@ public final class OpenIDProvider: Sendable {
         if let resource = p["resource"] {
             guard let u = URLComponents(string: resource), u.scheme == "https" || (policy.developmentMode && u.scheme == "http"),
                   u.fragment == nil, !(u.host ?? "").isEmpty else {
-                throw OAuthError("invalid_target", "resource must be an absolute https URI without a fragment")
+                throw OAuthError(.invalidTarget, "resource must be an absolute https URI without a fragment")
             }
         }
         for (name, max) in [("state", 2048), ("nonce", 512), ("login_hint", 256), ("acr_values", 512), ("ui_locales", 256)] {
@@ -202,10 +196,10 @@ public final class OpenIDProvider: Sendable {
         ])
     }
 
-    /// `POST /oauth2/par` (RFC 9126): the client authenticates and pushes its parameters; errors are
-    /// JSON (there is no redirect yet). → `{"request_uri","expires_in"}` (201).
-    func pushed(_ request: ClientRequest) throws(OAuthError) -> JSONValue {
-        let client = try authenticateClient(request)
+    /// `POST /oauth2/par` (RFC 9126): the authenticated client (`Access.oauthClient`) pushes its
+    /// parameters; errors are JSON (there is no redirect yet). → `{"request_uri","expires_in"}` (201).
+    func pushed(_ request: AuthenticatedClientRequest) throws(OAuthError) -> JSONValue {
+        let client = request.client
         let fields = request.form.fields
         guard fields["request_uri"] == nil else { throw OAuthError.invalidRequest("request_uri cannot be pushed") }
         guard let presented = fields["redirect_uri"],

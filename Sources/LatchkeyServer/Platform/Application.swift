@@ -148,7 +148,7 @@ extension Application {
             return OAuthPages.page(.tooManyRequests, lang: lang, status: 429, extraHeaders: [retry])
         }
         if request.path.hasPrefix("/oauth2/") {
-            return .json(status: 429, bytes: OAuthError("temporarily_unavailable", "too many requests; retry later").json.serialized(),
+            return .json(status: 429, bytes: OAuthError(.temporarilyUnavailable, "too many requests; retry later").json.serialized(),
                          headers: [retry, ("Cache-Control", "no-store")])
         }
         return ServiceError(.rateLimited, "too many requests; retry later", headers: [retry]).response

@@ -31,6 +31,8 @@ struct CallerResolver: Sendable {
     let browser: any BrowserSessions
     /// `Runtime.now`: the start of the hour an opening's limit counts (`preloadedOpening`).
     let now: @Sendable () -> Date
+    /// OAuth clients (client authentication) and OAuth access tokens.
+    let oauth: OAuthCallers
 
     /// `preload`: the authorization request the route names (the approve and deny routes), read
     /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query, or the
@@ -104,6 +106,18 @@ struct CallerResolver: Sendable {
                 if error.code == .internalError { throw error }
                 return .anonymous
             }
+        case .oauthClient(let endpoint):
+            // RFC 6749 §3.2: the form parsed, then its client authenticated; refusals as §5.2 says.
+            do throws(OAuthError) {
+                let parsed = try OAuthEdge.clientRequest(request, address: Application.clientAddress(request, trustProxy: oauth.trustProxy))
+                return .oauthClient(AuthenticatedClientRequest(client: try oauth.authenticate(parsed, at: endpoint), form: parsed.form))
+            } catch { throw ServiceError(oauth: .token(error)) }
+        case .oauthBearer:
+            // RFC 6750 §2.1 and §3.1.
+            guard let bearer = BearerCredentials.value(request, scheme: "Bearer").flatMap(oauth.accessToken) else {
+                throw ServiceError(oauth: .bearer(OAuthError(.invalidToken, "the access token is invalid, expired or revoked")))
+            }
+            return .oauthBearer(bearer)
         case .admin:
             return try admin(try Self.bearer(request), preloading: preload?.adminPage, loads: &loads)
         case .stepUpToken:
@@ -183,7 +197,7 @@ struct CallerResolver: Sendable {
         switch access {
         case .registration, .registrationVerify:
             request.header("Latchkey-Step-Up") == nil && request.header("Latchkey-Ticket") == nil
-        case .anyone, .session, .passkeySession, .admin, .stepUpToken, .approver, .sessionOrBrowser, .anyoneOrBrowser:
+        case .anyone, .session, .passkeySession, .admin, .stepUpToken, .approver, .sessionOrBrowser, .anyoneOrBrowser, .oauthClient, .oauthBearer:
             false
         }
     }

@@ -17,57 +17,6 @@ import Tokens
 // so no route can forget the guard, an unauthorized caller never learns whether an id exists,
 // and an id that cannot be one never reaches SQL.
 
-/// Who may call a route. Whatever the route, a recovery token (in `Authorization`, `Latchkey-Step-Up`
-/// or `Latchkey-Ticket`) is refused with 403 `forbidden` except where the access says otherwise
-/// (SPEC "Recovery": it registers a passkey and does nothing else).
-enum Access: Sendable {
-    /// Anyone: ceremonies, sign-in, recovery, public files. Credentials, if sent, are not looked at.
-    case anyone
-    /// Anyone, as the verify of a registration: a recovery token that came with it (the verify after
-    /// a recovery's options) is let through, and not looked at either.
-    case registrationVerify
-    /// The bearer of a live session's access token, any kind of session (passkey, email, recovery).
-    case session
-    /// The bearer of a session begun by one of the account's passkeys that is not held (SPEC
-    /// "Assurance": opening, approving and using a quorum approval); an email session or a held
-    /// passkey's → 403 `forbidden`.
-    case passkeySession
-    /// The admin API: the admin key, or an admin's session begun by a user-verified passkey that
-    /// is not held. An email session, a held passkey's session or a refreshed token → 403.
-    case admin
-    /// A step-up token presented as Bearer (`POST /v1/step-up/consume`); checked by the handler.
-    case stepUpToken
-    /// Passkey registration options: anyone (a new account), a session, an enrolment ticket
-    /// (`Authorization: Ticket …`) or a recovery token whose waiting period is over.
-    case registration
-    /// Approving an OpenID authorization request (SPEC "Who may approve"): the Bearer token of a
-    /// session begun by one of the account's passkeys that is not held (an email session or a held
-    /// passkey's → 403), or else the OP session cookie, from the issuer's own page.
-    case approver
-    /// Any session's Bearer token, or else the OP session cookie from the issuer's own page (SPEC
-    /// "The cookie routes": deny, consents, and the step-up of `latchkey.oauth.authorize`).
-    case sessionOrBrowser
-    /// Anyone; the OP session cookie, when sent from the issuer's own page, names who is signed in.
-    case anyoneOrBrowser
-}
-
-extension Access {
-    var name: String {
-        switch self {
-        case .anyone: "anyone"
-        case .registrationVerify: "registration-verify"
-        case .session: "session"
-        case .passkeySession: "passkey-session"
-        case .admin: "admin"
-        case .stepUpToken: "step-up-token"
-        case .registration: "registration"
-        case .approver: "approver"
-        case .sessionOrBrowser: "session-or-browser"
-        case .anyoneOrBrowser: "anyone-or-browser"
-        }
-    }
-}
-
 /// The caller `Access` resolved, once per request.
 enum RouteCaller: Sendable {
     case anonymous
@@ -80,6 +29,10 @@ enum RouteCaller: Sendable {
     /// The OP browser session, by its cookie (SPEC "The cookie routes"): its `sessionId` is the
     /// browser family's.
     case browser(SessionService.Caller)
+    /// An OAuth client that authenticated, with its request's form (`Access.oauthClient`).
+    case oauthClient(AuthenticatedClientRequest)
+    /// The bearer of an OAuth access token (`Access.oauthBearer`).
+    case oauthBearer(OAuthBearer)
 
     /// The user on whose behalf a step-up would be made, if any.
     var userId: String? {
@@ -87,7 +40,7 @@ enum RouteCaller: Sendable {
         case .session(let c), .adminUser(let c), .browser(let c): c.userId
         case .ticket(let t): t.userId
         case .recovery(let r): r.userId
-        case .anonymous, .adminKey, .stepUpBearer: nil
+        case .anonymous, .adminKey, .stepUpBearer, .oauthClient, .oauthBearer: nil
         }
     }
 

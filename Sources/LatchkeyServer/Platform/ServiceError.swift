@@ -67,11 +67,19 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     /// What a service adds to the problem document, as a value the error edge renders
     /// (`ProblemAttachment.members`, beside the renderers).
     var attachment: ProblemAttachment? = nil
+    /// A refusal at an OAuth endpoint, answered in OAuth's format instead of a problem document
+    /// (`OAuthRefusal.response`); `code` is the nearest of SPEC's, for the status.
+    var oauth: OAuthRefusal? = nil
 
     public init(_ code: Code, _ detail: String, headers: [(String, String)] = []) {
         self.code = code
         self.detail = detail
         self.headers = headers
+    }
+
+    init(oauth refusal: OAuthRefusal) {
+        self.init(refusal.code, refusal.error.description)
+        oauth = refusal
     }
 
     public var description: String { "\(code.rawValue): \(detail)" }
@@ -80,6 +88,7 @@ public struct ServiceError: Error, Sendable, CustomStringConvertible {
     var problemCode: String { code == .unsupportedMediaType ? Code.invalidRequest.rawValue : code.rawValue }
 
     public var response: Response {
+        if let oauth { return oauth.response }
         let extra = (attachment?.members ?? []) + members
         guard !extra.isEmpty else { return Response.problem(status: status, code: problemCode, detail: detail, headers: headers) }
         let body = JSONValue.object([

@@ -122,7 +122,9 @@ public final class Services: Sendable {
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals, adminKeyHash: configuration.adminKeyHash,
-                                 browser: openID, now: runtime.now)
+                                 browser: openID, now: runtime.now,
+                                 oauth: OAuthCallers(clients: oauthClients, store: oauthStore, signer: signer, revoked: revokedSessions,
+                                                     policy: oauthPolicy, runtime: runtime, trustProxy: configuration.trustProxy))
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)

@@ -24,6 +24,8 @@ struct OAuthWorld {
     let policy: OAuthPolicy
     let clients: OAuthClientService
     let provider: OpenIDProvider
+    /// The OAuth endpoints' callers, as the caller resolver resolves them before a route runs.
+    let callers: OAuthCallers
 
     var clock: ManualClock { base.clock }
     var tables: InMemoryTables { base.tables }
@@ -40,6 +42,8 @@ struct OAuthWorld {
                                   events: OutboxEvents(runtime: base.runtime, maxAgeSeconds: base.configuration.webhookMaxAge), metrics: Metrics(),
                                   policy: policy, runtime: base.runtime, revoked: base.revoked, passkeys: NoPasskeySignIn(),
                                   requestIds: DeploymentSecret(name: "oauth-request-ids", keys: MemorySecrets(), runtime: base.runtime))
+        callers = OAuthCallers(clients: clients, store: store, signer: base.signer, revoked: base.revoked, policy: policy, runtime: base.runtime,
+                               trustProxy: false)
     }
 
     // MARK: Clients and people
@@ -111,8 +115,18 @@ struct OAuthWorld {
         try approve(try requestId(authorize(parameters(c, scope: scope))), by: p)
     }
 
-    func request(_ c: Client, _ form: [(String, String)]) -> ClientRequest {
-        ClientRequest(form: OAuthParameters(form), basic: c.secret.map { .pair(clientId: c.id, secret: $0) }, address: "192.0.2.1")
+    /// `c`'s request to `endpoint`, its client authenticated (Basic with its secret, else `client_id` alone).
+    func request(_ c: Client, _ form: [(String, String)], at endpoint: OAuthEndpoint = .token) throws(OAuthError) -> AuthenticatedClientRequest {
+        let request = ClientRequest(form: OAuthParameters(form), basic: c.secret.map { .pair(clientId: c.id, secret: $0) }, address: "192.0.2.1")
+        return AuthenticatedClientRequest(client: try callers.authenticate(request, at: endpoint), form: request.form)
+    }
+
+    /// userinfo for `token`, its bearer resolved as the route's caller is.
+    func userinfo(accessToken token: String?) throws(OAuthError) -> JSONValue {
+        guard let bearer = token.flatMap(callers.accessToken) else {
+            throw OAuthError(.invalidToken, "the access token is invalid, expired or revoked")
+        }
+        return try provider.userinfo(bearer)
     }
 
     func exchange(_ c: Client, code: String, verifier: String? = OAuthWorld.verifier,
