@@ -46,8 +46,10 @@ struct OPCookieTests {
         // approvals) too. Registration and the open routes take anyone, and are walked below.
         let guards = Application(services: server.services).guards.filter { $0.enabled && !Self.cookieAccess.contains($0.access) }
         let open: Set<String> = ["anyone", "registration-verify", "registration"]
+        // The OAuth endpoints' callers are clients and their tokens, refused in RFC 6749/6750's words (below).
+        let oauth: Set<String> = ["oauth-client", "oauth-bearer"]
         var walked: [String: Int] = [:]
-        for g in guards where !open.contains(g.access) {
+        for g in guards where !open.contains(g.access) && !oauth.contains(g.access) {
             let target = RouteGuardTests.target(g.pattern, "AAAAAAAAAAAAAAAAAAAAAA")
             let body = ["POST", "PUT", "PATCH"].contains(g.method) ? Array("{}".utf8) : []
             let reply = try client.send(g.method, target, body: body, headers: page + [("Cookie", cookie)])
@@ -67,6 +69,17 @@ struct OPCookieTests {
             walked[g.access, default: 0] += 1
         }
         #expect(walked["registration", default: 0] > 0, "no registration route walked: \(walked)")
+        // The cookie is no client authentication (RFC 6749 §5.2 invalid_client) and no access token (RFC 6750 §3.1).
+        for g in guards where oauth.contains(g.access) {
+            let form = [("Content-Type", "application/x-www-form-urlencoded")]
+            let reply = try client.send(g.method, g.pattern, body: g.method == "POST" ? Array("token=x&grant_type=refresh_token&refresh_token=x".utf8) : [],
+                                        headers: page + form + [("Cookie", cookie)])
+            let error = reply.json?["error"]?.stringValue
+            #expect(reply.status == 401 && error == (g.access == "oauth-client" ? "invalid_client" : "invalid_token"),
+                    "\(g.method) \(g.pattern) (\(g.access)) with the OP cookie alone: \(reply)")
+            walked[g.access, default: 0] += 1
+        }
+        for kind in oauth { #expect(walked[kind, default: 0] > 0, "no \(kind) route walked: \(walked)") }
         // Nor does it stand in for a Bearer at the token refresh or userinfo.
         let refresh = try client.send("POST", "/v1/token", body: Array(#"{"grant_type":"refresh_token","refresh_token":"x"}"#.utf8),
                                       headers: page + [("Cookie", cookie)])
