@@ -27,8 +27,8 @@ enum WellKnownCommand: Command {
         build   writes the three files for rpId R (default LATCHKEY_RP_ID, else localhost) built from
                 the apps and origins in DATABASE_URL into folder D, and passkey-endpoints (where a
                 credential manager finds the pages to enrol and manage passkeys) naming web origin W
-                (default the first web origin of LATCHKEY_ORIGINS, else of the allowlist, else
-                https://R): serve it at https://R/.well-known/passkey-endpoints where Latchkey is not
+                (default the first web origin of LATCHKEY_ORIGINS, else the allowlist's first on R's
+                site, else https://R): serve it at https://R/.well-known/passkey-endpoints where Latchkey is not
                 that host.
         """
 
@@ -131,8 +131,10 @@ enum WellKnownCommand: Command {
         do {
             let apps = AppDeclarations.apps(try config.apps(rpId: rpId))
             let origins = try config.origins().map(\.origin)
+            // The allowlist's first web origin on the rpId's own site (the rpId or a host under it).
+            let onSite = origins.filter { o in RelatedOrigins.host(of: o).map { $0 == rpId || $0.hasSuffix("." + rpId) } ?? false }
             let endpoints = (name: PasskeyEndpoints.name,
-                             bytes: PasskeyEndpoints.bytes(webOrigin: webOrigin ?? PasskeyEndpoints.firstWebOrigin(origins) ?? "https://\(rpId)"))
+                             bytes: PasskeyEndpoints.bytes(webOrigin: webOrigin ?? PasskeyEndpoints.firstWebOrigin(onSite) ?? "https://\(rpId)"))
             try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
             for file in AssociationFiles.build(apps: apps, origins: origins, rpId: rpId).map({ (name: $0.name, bytes: $0.bytes) }) + [endpoints] {
                 guard FileManager.default.createFile(atPath: out + "/" + file.name, contents: Data(file.bytes)) else {
