@@ -470,7 +470,9 @@ export class Latchkey {
    * `immediateGet`): the passkeys the browser can offer at once, in its own small prompt, and
    * otherwise the modal. The browser answers `NotAllowedError` both when it has nothing to offer
    * (at once, with no prompt) and when the person dismisses its prompt; an answer faster than a
-   * person can act is the first, and only then does the modal follow.
+   * person can act is the first, and only then does the modal follow. A browser that reports the
+   * capability but refuses the value (a `TypeError`: some report it before they take it) gets the
+   * modal too.
    */
   async _signInPrompt(optionsJSON) {
     if (!(await immediateGetAvailable())) return this._modal('get', optionsJSON);
@@ -479,7 +481,9 @@ export class Latchkey {
     try {
       return await startAuthentication(optionsJSON, { mediation: 'immediate' });
     } catch (e) {
-      if (!(e instanceof LatchkeyError) || e.code !== 'cancelled' || Date.now() - asked > IMMEDIATE_NOTHING_MS) throw e;
+      const refusedValue = e instanceof LatchkeyError && e.cause instanceof TypeError;
+      const nothingToOffer = e instanceof LatchkeyError && e.code === 'cancelled' && Date.now() - asked <= IMMEDIATE_NOTHING_MS;
+      if (!refusedValue && !nothingToOffer) throw e;
       return this._modal('get', optionsJSON);
     }
   }

@@ -189,7 +189,7 @@ test('a registration whose answer was lost is sent again; a saved first try is a
   assert.equal(c2.length, 1, 'a refusal is not retried');
 });
 
-test('signIn asks with mediation "immediate" where offered; nothing to offer at once → the modal; a dismissal → no modal', async () => {
+test('signIn asks with mediation "immediate" where offered; nothing to offer at once or the value refused → the modal; a dismissal → no modal', async () => {
   const options = { challenge: 'AAAA', rpId: 'localhost', timeout: 60000 };
   const credential = { toJSON: () => ({ id: 'c', rawId: 'c', type: 'public-key', response: {} }) };
   const notAllowed = () => Object.assign(new Error('The operation either timed out or was not allowed.'), { name: 'NotAllowedError' });
@@ -219,6 +219,12 @@ test('signIn asks with mediation "immediate" where offered; nothing to offer at 
     await assert.rejects(new Latchkey({ storage: memory(), fetch }).signIn(), (e) => e instanceof LatchkeyError && e.code === 'cancelled');
     assert.deepEqual(asked, ['immediate']);
     assert.equal(calls.length, 1);
+
+    // A browser that reports the capability but refuses the value (Chromium before it ships it): the modal.
+    asked = browser(async () => { throw new TypeError("The provided value 'immediate' is not a valid enum value of type CredentialMediationRequirement."); });
+    ({ fetch, calls } = scripted([[200, options], [200, { user: { id: 'u' }, tokens: { access_token: 'a', refresh_token: 'r' } }]]));
+    await new Latchkey({ storage: memory(), fetch }).signIn();
+    assert.deepEqual(asked, ['immediate', 'modal']);
 
     // A browser without the capability: the modal alone.
     asked = browser(async () => credential);
