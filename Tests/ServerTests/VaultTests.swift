@@ -245,7 +245,7 @@ struct VaultTests {
                                 "{\"wrappedKey\":\"\(Base64.encodeStandard(SecureRandom.bytes(60)))=\"}",
                                 "{\"prfSalt\":\"\(Base64URL.encode(SecureRandom.bytes(31)))\"}",
                                 "{\"prfSalt\":\"\(Base64URL.encode(SecureRandom.bytes(32)))\",\"x\":1}",
-                                "{\"prfSalt\":\"\(String(repeating: "A", count: 100_000))\"}", String(repeating: "[", count: 5000)]
+                                "{\"prfSalt\":\"\(String(repeating: "A", count: 5_000))\"}", String(repeating: "[", count: 5000)]
         for b in bodies {
             for path in ["/v1/vault", "/v1/vault/recovery", "/v1/vault/wrapped/\(Base64URL.encode(ana.credentialId))"] {
                 let r = try c.send("PUT", path, body: Array(b.utf8), authorization: ana.bearer)
@@ -313,9 +313,13 @@ struct VaultTests {
                             "vault_wrapped_keys.wrapped_key", "vaults.created_at", "vaults.prf_salt", "vaults.recovery_wrapped_key",
                             "vaults.user_id"])
         let vault = try db.query("SELECT prf_salt, recovery_wrapped_key FROM vaults WHERE user_id = \(ana.session.userId)")
-        #expect(vault.count == 1 && (try vault[0].bytes("prf_salt")) == salt && (try vault[0].optionalBytes("recovery_wrapped_key")) == recoveryWrap)
+        #expect(vault.count == 1)
+        #expect(try vault[0].bytes("prf_salt") == salt)
+        #expect(try vault[0].optionalBytes("recovery_wrapped_key") == recoveryWrap)
         let wraps = try db.query("SELECT credential_id, wrapped_key FROM vault_wrapped_keys WHERE user_id = \(ana.session.userId)")
-        #expect(wraps.count == 1 && (try wraps[0].bytes("credential_id")) == ana.credentialId && (try wraps[0].bytes("wrapped_key")) == wrapped)
+        #expect(wraps.count == 1)
+        #expect(try wraps[0].bytes("credential_id") == ana.credentialId)
+        #expect(try wraps[0].bytes("wrapped_key") == wrapped)
 
         // Every row of every table, as text (bytea as hex), and every request body: none of the secrets, in any encoding.
         let secrets: [(String, [UInt8])] = [("PRF output", prfOutput), ("data key", dataKey), ("vault recovery key", recoveryKey),
