@@ -122,10 +122,15 @@ extension PasskeyService {
         }
         var ceremonyRequest = RegistrationCeremony.Request(extensions: Self.creationExtensions)
         if let request {
+            // A conformance options request keeps the extensions it asks for; PRF is asked for beside them.
+            var extensions = Self.creationExtensions
+            if case .object(var asked)? = request.extensions {
+                if !asked.contains(where: { $0.key == "prf" }) { asked.append(("prf", .object([]))) }
+                extensions = .object(asked)
+            }
             ceremonyRequest = RegistrationCeremony.Request(
                 algorithms: Self.conformanceAlgorithms, userVerification: userVerification(request.userVerification),
-                attestation: request.attestation, authenticatorAttachment: request.authenticatorAttachment,
-                extensions: Self.adding(Self.creationExtensions, to: request.extensions))
+                attestation: request.attestation, authenticatorAttachment: request.authenticatorAttachment, extensions: extensions)
         }
         let sealed = SealedRegistration(
             userVerification: ceremonyRequest.userVerification ?? registration.userVerification, purpose: purpose, conditional: conditional,
@@ -145,13 +150,6 @@ extension PasskeyService {
     /// SPEC "Portability": every registration asks whether the passkey can evaluate PRF (the vault's
     /// key derivation); `credProps` is the core's own.
     static let creationExtensions: JSONValue = .object([("prf", .object([]))])
-
-    /// `asked` (a conformance options request's extensions) with `extra`'s members it does not name.
-    static func adding(_ extra: JSONValue, to asked: JSONValue?) -> JSONValue {
-        guard case .object(var members)? = asked, case .object(let more) = extra else { return asked ?? extra }
-        for member in more where !members.contains(where: { $0.key == member.key }) { members.append(member) }
-        return .object(members)
-    }
 
     /// `userAgent`: the registering request's, for the name of a passkey whose AAGUID names no
     /// provider (`DeviceName`). `language`: the language the request asked for (`Accept-Language`),
