@@ -51,4 +51,31 @@ extension RevocationCascadeTests {
         let read = try #require(try client.get("/v1/vault", authorization: bySecond.bearer).json)
         #expect(read["wrapped"]?.arrayValue?.compactMap { $0["credentialId"]?.stringValue } == [Base64URL.encode(second.credentialId)])
     }
+
+    @Test("under LATCHKEY_RECOVERY_REVOKES=all a completed recovery revokes the old passkeys, and their wraps with them")
+    func recoveryRevokesTheWraps() throws {
+        let server = try TestServer(name: "cascade-vault-recovery") { $0.recoveryDelay = 0; $0.recoveryRevokesPasskeys = true }
+        defer { server.http.stop() }
+        let client = server.client()
+        let old = SoftAuthenticator(), fresh = SoftAuthenticator()
+        let username = server.username("vault")
+        let ana = try client.signUp(old, username: username)
+        #expect(try client.send("PUT", "/v1/vault", body: JSONValue.object([("prfSalt", .string(Base64URL.encode(SecureRandom.bytes(32))))])
+            .serialized(), authorization: ana.bearer).status == 201)
+        let id = Base64URL.encode(old.credentialId)
+        let wrapToken = try client.stepUpToken(old, authorization: ana.bearer, action: .object([("type", "latchkey.vault.wrap"), ("credentialId", .string(id))]))
+        #expect(try client.send("PUT", "/v1/vault/wrapped/\(id)", body: JSONValue.object([("wrappedKey", .string(Base64URL.encode(SecureRandom.bytes(60))))])
+            .serialized(), authorization: ana.bearer, headers: [("Latchkey-Step-Up", wrapToken)]).status == 204)
+        #expect(try Self.wraps(userId: ana.userId) == [old.credentialId])
+        let codesToken = try client.stepUpToken(old, authorization: ana.bearer, action: .object([("type", "latchkey.recovery-codes.create")]))
+        let code = try #require(try client.post("/v1/recovery-codes", .object([]), authorization: ana.bearer,
+                                                headers: [("Latchkey-Step-Up", codesToken)]).json?["codes"]?.arrayValue?.first?.stringValue)
+        let recovery = try client.post("/v1/recovery/verify", .object([("username", .string(username)), ("recoveryCode", .string(code))]))
+        let token = try #require(recovery.json?["recoveryToken"]?.stringValue, "\(recovery)")
+        let (_, registered) = try client.register(fresh, authorization: "Bearer \(token)")
+        #expect(registered.status == 201, "\(registered)")
+        #expect(try Self.wraps(userId: ana.userId).isEmpty)
+        let revoked = try TestDatabase.connect().query("SELECT revoked_at IS NOT NULL AS gone FROM credentials WHERE id = \(old.credentialId)")
+        #expect(try revoked[0].bool("gone"))
+    }
 }

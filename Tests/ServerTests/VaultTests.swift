@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTP
 import JSON
 import PostgreSQL
 import Storage
@@ -352,5 +353,37 @@ struct VaultTests {
         }
         // The ciphertext the server holds opens only with what it never had.
         #expect(try VaultCrypto.unwrap(wrapped, key: kwk, aad: VaultCrypto.label + ana.credentialId) == dataKey)
+    }
+
+    @Test("a held passkey's session: no recovery wrap, and its own step-up wraps nothing (recovery_pending); a not-held passkey's step-up in that session does")
+    func heldSession() throws {
+        let server = try TestServer(name: "vault-held") { $0.recoveryDelay = 3600 }
+        defer { server.http.stop() }
+        let c = server.client(), admin = "Bearer \(server.adminKey)", externalId = "ext-\(uniqueSuffix())"
+        func ticket() throws -> String {
+            let r = try c.post("/admin/v1/users/\(externalId)/enrolment-tickets", .object([("username", .string("held-\(externalId)")),
+                                                                                       ("displayName", "Held")]), authorization: admin)
+            return "Ticket " + (try #require(r.json?["ticket"]?.stringValue, "\(r)"))
+        }
+        // The account's first passkey (an app backend's ticket, no passkey before: not held), then a second one, held.
+        let first = SoftAuthenticator(), second = SoftAuthenticator()
+        let (_, a) = try c.register(first, authorization: try ticket()) { $0.clientExtensionResults = Self.prf }
+        let (_, b) = try c.register(second, authorization: try ticket()) { $0.clientExtensionResults = Self.prf }
+        let byFirst = Session(reply: try #require(a.json, "\(a)")), bySecond = Session(reply: try #require(b.json, "\(b)"))
+        #expect(bySecond.passkey["heldUntil"]?.stringValue != nil && byFirst.passkey["heldUntil"] == nil, "\(bySecond.passkey)")
+        #expect(try c.send("PUT", "/v1/vault", body: body("prfSalt", SecureRandom.bytes(32)).serialized(), authorization: byFirst.bearer).status == 201)
+        #expect(try putRecovery(c, byFirst.bearer, approver: first, SecureRandom.bytes(60)).status == 204)
+        #expect(try c.get("/v1/vault", authorization: byFirst.bearer).json?["recovery"]?["wrappedKey"] != nil)
+        let held = try #require(try c.get("/v1/vault", authorization: bySecond.bearer).json)
+        #expect(held["recovery"] == .null, "\(held)")
+        // The held passkey approves nothing; the not-held one approves in the held passkey's session.
+        let ownStepUp = try c.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", wrapAction(second.credentialId))]),
+                                   authorization: bySecond.bearer)
+        #expect(ownStepUp.status == 201, "\(ownStepUp)")
+        let options = try #require(ownStepUp.json?["publicKey"]), challengeId = try #require(ownStepUp.json?["challengeId"])
+        let assertion = try c.assertion(second, options: options).json()
+        let verified = try c.post("/v1/step-up/verify", .object([("challengeId", challengeId), ("credential", assertion)]), authorization: bySecond.bearer)
+        expectProblem(verified, 403, "recovery_pending")
+        #expect(try putWrap(c, bySecond.bearer, approver: first, for: second.credentialId, SecureRandom.bytes(60)).status == 204)
     }
 }
