@@ -841,8 +841,10 @@ class VaultAPI {
   async create({ reason } = {}) {
     const prfSalt = base64url.encode(globalThis.crypto.getRandomValues(new Uint8Array(32)));
     await this.lk.request('PUT', '/v1/vault', { auth: true, body: { prfSalt } });
-    const passkeys = (await this.lk.passkeys.list()).filter((p) => p.prfEnabled && !p.heldUntil).map((p) => p.id);
-    const { prfOutput, credentialId, userHandle } = await this._prf(prfSalt, passkeys);
+    // The passkeys that said they can evaluate PRF (older registrations did not say: then any of them).
+    const all = (await this.lk.passkeys.list()).filter((p) => !p.heldUntil);
+    const able = all.filter((p) => p.prfEnabled);
+    const { prfOutput, credentialId, userHandle } = await this._prf(prfSalt, (able.length ? able : all).map((p) => p.id));
     const dataKey = globalThis.crypto.getRandomValues(new Uint8Array(32));
     await this._store(credentialId, await vaultCrypto.wrapForPasskey(dataKey, prfOutput, userHandle, credentialId), reason);
     return new OpenVault(dataKey, credentialId);
