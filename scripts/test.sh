@@ -183,8 +183,8 @@ set -e
 # pages and mail, and the screenshots in every language run in Tests/Browser/run.sh above. Seconds.
 eval "$(bash scripts/install-deps.sh nodejs)"
 set +e
-timeout 120 node --test Tests/Browser/latchkey-module.test.mjs 2>&1 | tee data/web-module-test.log
-[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "Tests/Browser/latchkey-module.test.mjs"
+timeout 120 node --test Tests/Browser/latchkey-module.test.mjs Tests/Browser/latchkey-vault.test.mjs 2>&1 | tee data/web-module-test.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "Tests/Browser/latchkey-module.test.mjs, latchkey-vault.test.mjs"
 timeout 60 python3 Tests/Browser/i18n_keys.py --check || failed "Tests/Browser/i18n_keys.py"
 set -e
 # ---- end web/latchkey.js and the languages ------------------------------------------------------

@@ -29,11 +29,11 @@ export const VERSION = '1.0.0';
  * (this authenticator already holds a passkey for the account), `security` (this page's address may
  * not use passkeys for the server's rpId: see `explainOrigin`), `not_supported`,
  * `unsupported_browser`, `insecure_context`, `declined` (a step-up the page's `confirmStepUp` hook
- * refused), `unknown`.
+ * refused), `vault_locked` (a key that does not open the vault: the wrong passkey, code or data), `unknown`.
  * @type {readonly string[]}
  */
 export const CLIENT_CODES = Object.freeze(['network', 'cancelled', 'timeout', 'aborted', 'invalid_state', 'security',
-  'not_supported', 'unsupported_browser', 'insecure_context', 'declined', 'unknown']);
+  'not_supported', 'unsupported_browser', 'insecure_context', 'declined', 'vault_locked', 'unknown']);
 
 /** A failure, as a value: `code` is stable (Latchkey's problem codes or `CLIENT_CODES`), `status` the HTTP status (0 when none). */
 export class LatchkeyError extends Error {
@@ -245,6 +245,14 @@ export function credentialToJSON(credential) {
   };
 }
 
+/** The response JSON as it may go to the server: a PRF output (`prf.results`) never leaves the browser. */
+export function withoutPRFResults(json) {
+  const results = json && json.clientExtensionResults;
+  if (!results || !results.prf || !results.prf.results) return json;
+  const { results: _dropped, ...prf } = results.prf;
+  return { ...json, clientExtensionResults: { ...results, prf } };
+}
+
 /**
  * Runs `navigator.credentials.create` for the server's options JSON and returns the response JSON.
  * @param {object} optionsJSON
@@ -256,7 +264,7 @@ export async function startRegistration(optionsJSON, { signal, mediation } = {})
     const publicKey = parseCreationOptions(optionsJSON);
     const credential = await navigator.credentials.create({ publicKey, signal, ...(mediation ? { mediation } : {}) });
     if (!credential) throw new LatchkeyError('cancelled', 'No passkey was created.');
-    return credentialToJSON(credential);
+    return withoutPRFResults(credentialToJSON(credential));
   } catch (e) {
     throw ceremonyError(e, { started, timeout: optionsJSON.timeout || 0, kind: 'create', rpId: (optionsJSON.rp && optionsJSON.rp.id) || '' });
   }
@@ -273,7 +281,7 @@ export async function startAuthentication(optionsJSON, { signal, mediation } = {
     const publicKey = parseRequestOptions(optionsJSON);
     const credential = await navigator.credentials.get({ publicKey, signal, ...(mediation ? { mediation } : {}) });
     if (!credential) throw new LatchkeyError('cancelled', 'No passkey was chosen.');
-    return credentialToJSON(credential);
+    return withoutPRFResults(credentialToJSON(credential));
   } catch (e) {
     throw ceremonyError(e, { started, timeout: mediation === 'conditional' ? 0 : (optionsJSON.timeout || 0), kind: 'get', rpId: optionsJSON.rpId || '' });
   }
@@ -326,6 +334,8 @@ export const actions = Object.freeze({
   revokePasskey: (credentialId) => ({ type: 'latchkey.passkey.revoke', credentialId }),
   changeEmail: (email) => ({ type: 'latchkey.email.change', email }),
   createRecoveryCodes: () => ({ type: 'latchkey.recovery-codes.create' }),
+  vaultWrap: (credentialId) => ({ type: 'latchkey.vault.wrap', credentialId }),
+  vaultRecovery: () => ({ type: 'latchkey.vault.recovery' }),
   admin: (method, path, body) => ({ type: 'latchkey.admin', method, path, body: body === undefined ? null : body }),
 });
 
@@ -362,6 +372,7 @@ export class Latchkey {
     this.sessions = new SessionAPI(this);
     this.recovery = new RecoveryAPI(this);
     this.email = new EmailAPI(this);
+    this.vault = new VaultAPI(this);
   }
 
   /** The signed-in user, or null. */
@@ -718,4 +729,204 @@ class EmailAPI {
   }
   /** The mailed code → `{email, verified: true}`. */
   verifyAddress(challengeId, code) { return this.lk.request('POST', '/v1/account/email/verify', { auth: true, body: { challengeId, code } }); }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The vault (docs/vault.md): a data key the server never sees, wrapped in the browser under a key
+// each passkey's PRF output derives, and under the vault's own recovery key. Latchkey stores the
+// salt and the ciphertext only.
+
+const VAULT_LABEL = 'latchkey vault v1';
+const VAULT_RECOVERY_LABEL = 'latchkey vault recovery v1';
+const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/** @param {ArrayBuffer|ArrayBufferView|string} b bytes, or base64url @returns {Uint8Array} */
+function bytesOf(b) {
+  if (typeof b === 'string') return new Uint8Array(base64url.decode(b));
+  if (b instanceof ArrayBuffer) return new Uint8Array(b);
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+}
+
+function concat(...parts) {
+  const all = parts.map((p) => (typeof p === 'string' ? new TextEncoder().encode(p) : bytesOf(p)));
+  const out = new Uint8Array(all.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of all) { out.set(p, at); at += p.length; }
+  return out;
+}
+
+function subtle() {
+  const s = globalThis.crypto && globalThis.crypto.subtle;
+  if (!s) throw new LatchkeyError('not_supported', 'This page cannot use Web Crypto (it needs a secure context: https or localhost).');
+  return s;
+}
+
+/** The vault's byte formats, with no server and no passkey: what `lk.vault` uses, exported for tests and other clients. */
+export const vaultCrypto = Object.freeze({
+  /** HKDF-SHA-256(ikm, salt = empty, info), 32 bytes. */
+  async hkdf(ikm, info) {
+    const key = await subtle().importKey('raw', bytesOf(ikm), 'HKDF', false, ['deriveBits']);
+    return new Uint8Array(await subtle().deriveBits({ name: 'HKDF', hash: 'SHA-256', salt: new Uint8Array(0), info: bytesOf(info) }, key, 256));
+  },
+  /** KWK = HKDF(PRF output, info "latchkey vault v1" ‖ user handle ‖ credential id). */
+  keyWrappingKey(prfOutput, userHandle, credentialId) { return this.hkdf(prfOutput, concat(VAULT_LABEL, userHandle, credentialId)); },
+  /** The recovery wrap's key: HKDF(vault recovery key, info "latchkey vault recovery v1"). */
+  recoveryWrappingKey(recoveryKey) { return this.hkdf(recoveryKey, concat(VAULT_RECOVERY_LABEL)); },
+  /** AES-256-GCM → IV ‖ ciphertext ‖ tag (the IV random unless given). */
+  async seal(plaintext, key, aad, iv = globalThis.crypto.getRandomValues(new Uint8Array(12))) {
+    const k = await subtle().importKey('raw', bytesOf(key), 'AES-GCM', false, ['encrypt']);
+    const sealed = await subtle().encrypt({ name: 'AES-GCM', iv, additionalData: bytesOf(aad), tagLength: 128 }, k, bytesOf(plaintext));
+    return concat(iv, sealed);
+  },
+  /** IV ‖ ciphertext ‖ tag → the plaintext; a changed byte, key or AAD is a `vault_locked` error. */
+  async open(sealed, key, aad) {
+    const s = bytesOf(sealed);
+    const k = await subtle().importKey('raw', bytesOf(key), 'AES-GCM', false, ['decrypt']);
+    try {
+      return new Uint8Array(await subtle().decrypt({ name: 'AES-GCM', iv: s.slice(0, 12), additionalData: bytesOf(aad), tagLength: 128 }, k, s.slice(12)));
+    } catch (e) {
+      throw new LatchkeyError('vault_locked', 'This key does not open the vault.', { cause: e });
+    }
+  },
+  /** `wrappedKey` for one passkey: base64url(IV ‖ AES-256-GCM(data key, AAD "latchkey vault v1" ‖ credential id) ‖ tag). */
+  async wrapForPasskey(dataKey, prfOutput, userHandle, credentialId, iv) {
+    const kwk = await this.keyWrappingKey(prfOutput, userHandle, credentialId);
+    return base64url.encode(await this.seal(dataKey, kwk, concat(VAULT_LABEL, credentialId), iv));
+  },
+  async unwrapForPasskey(wrappedKey, prfOutput, userHandle, credentialId) {
+    const kwk = await this.keyWrappingKey(prfOutput, userHandle, credentialId);
+    return this.open(wrappedKey, kwk, concat(VAULT_LABEL, credentialId));
+  },
+  /** `recovery.wrappedKey`: the same layout under the recovery key's wrapping key, AAD "latchkey vault recovery v1". */
+  async wrapForRecovery(dataKey, recoveryKey, iv) {
+    return base64url.encode(await this.seal(dataKey, await this.recoveryWrappingKey(recoveryKey), concat(VAULT_RECOVERY_LABEL), iv));
+  },
+  async unwrapForRecovery(wrappedKey, recoveryKey) {
+    return this.open(wrappedKey, await this.recoveryWrappingKey(recoveryKey), concat(VAULT_RECOVERY_LABEL));
+  },
+  /** The vault recovery key as the person writes it down: 52 characters of base32 (RFC 4648, no padding). */
+  recoveryCode(recoveryKey) {
+    const b = bytesOf(recoveryKey);
+    if (b.length !== 32) throw new LatchkeyError('invalid_request', 'A vault recovery key is 32 bytes.');
+    let bits = 0, value = 0, out = '';
+    for (const byte of b) {
+      value = (value << 8) | byte; bits += 8;
+      while (bits >= 5) { out += BASE32[(value >>> (bits - 5)) & 31]; bits -= 5; }
+    }
+    if (bits > 0) out += BASE32[(value << (5 - bits)) & 31];
+    return out;
+  },
+  /** The written-down code back to the key; spaces, dashes and case are forgiven, a wrong character is not. */
+  parseRecoveryCode(code) {
+    const text = String(code).toUpperCase().replace(/[\s-]/g, '');
+    if (text.length !== 52 || /[^A-Z2-7]/.test(text)) throw new LatchkeyError('invalid_request', 'A vault recovery key is 52 letters and digits.');
+    const out = new Uint8Array(32);
+    let bits = 0, value = 0, at = 0;
+    for (const c of text) {
+      value = ((value << 5) | BASE32.indexOf(c)) & 0xffff; bits += 5;
+      if (bits >= 8) { out[at++] = (value >>> (bits - 8)) & 0xff; bits -= 8; }
+    }
+    if ((value & ((1 << bits) - 1)) !== 0) throw new LatchkeyError('invalid_request', 'That vault recovery key has a mistyped last character.');
+    return out;
+  },
+});
+
+/** An open vault: the data key, held in this page only. */
+class OpenVault {
+  constructor(dataKey, credentialId) { this._key = dataKey; this.credentialId = credentialId; }
+  /** → base64url(IV ‖ AES-256-GCM ciphertext ‖ tag) of a string or bytes. */
+  async encrypt(data) { return base64url.encode(await vaultCrypto.seal(typeof data === 'string' ? new TextEncoder().encode(data) : data, this._key, new Uint8Array(0))); }
+  /** → the bytes `encrypt` sealed. */
+  decrypt(sealed) { return vaultCrypto.open(sealed, this._key, new Uint8Array(0)); }
+  /** → the string `encrypt` sealed. */
+  async decryptText(sealed) { return new TextDecoder().decode(await this.decrypt(sealed)); }
+}
+
+class VaultAPI {
+  constructor(lk) { this.lk = lk; }
+  /** `GET /v1/vault` → `{prfSalt, wrapped, recovery}`, or null when the account has none. */
+  async get() {
+    try { return await this.lk.request('GET', '/v1/vault', { auth: true }); } catch (e) {
+      if (e instanceof LatchkeyError && e.status === 404) return null;
+      throw e;
+    }
+  }
+
+  /**
+   * Asks one of `credentialIds` for its PRF output on the vault's salt (user verification required).
+   * The assertion is used here only and never sent: the server sees neither it nor the output.
+   * → `{prfOutput, credentialId, userHandle}`.
+   */
+  async _prf(prfSalt, credentialIds) {
+    const options = await this.lk.request('POST', '/v1/passkeys/authentication/options', { body: {} });
+    options.allowCredentials = credentialIds.map((id) => ({ type: 'public-key', id }));
+    options.userVerification = 'required';
+    options.extensions = { prf: { eval: { first: prfSalt } } };
+    await this.lk.abortConditional();
+    const publicKey = parseRequestOptions(options);
+    publicKey.extensions = { prf: { eval: { first: bytesOf(prfSalt) } } };
+    let credential;
+    try { credential = await navigator.credentials.get({ publicKey }); } catch (e) {
+      throw ceremonyError(e, { kind: 'get', timeout: options.timeout || 0, rpId: options.rpId || '' });
+    }
+    if (!credential) throw new LatchkeyError('cancelled', 'No passkey was chosen.');
+    const results = credential.getClientExtensionResults().prf;
+    const first = results && results.results && results.results.first;
+    if (!first) throw new LatchkeyError('not_supported', 'This passkey cannot open a vault (no PRF).');
+    return { prfOutput: bytesOf(first), credentialId: base64url.encode(credential.rawId), userHandle: bytesOf(credential.response.userHandle) };
+  }
+
+  /** Creates the vault and wraps a new data key for a passkey the person picks. → an open vault. */
+  async create({ reason } = {}) {
+    const prfSalt = base64url.encode(globalThis.crypto.getRandomValues(new Uint8Array(32)));
+    await this.lk.request('PUT', '/v1/vault', { auth: true, body: { prfSalt } });
+    // The passkeys that said they can evaluate PRF (older registrations did not say: then any of them).
+    const all = (await this.lk.passkeys.list()).filter((p) => !p.heldUntil);
+    const able = all.filter((p) => p.prfEnabled);
+    const { prfOutput, credentialId, userHandle } = await this._prf(prfSalt, (able.length ? able : all).map((p) => p.id));
+    const dataKey = globalThis.crypto.getRandomValues(new Uint8Array(32));
+    await this._store(credentialId, await vaultCrypto.wrapForPasskey(dataKey, prfOutput, userHandle, credentialId), reason);
+    return new OpenVault(dataKey, credentialId);
+  }
+
+  /** Opens the vault with one of the passkeys it is wrapped for (`userVerification: "required"`). → an open vault. */
+  async unlock() {
+    const vault = await this.get();
+    if (!vault) throw new LatchkeyError('not_found', 'This account has no vault yet.', { status: 404 });
+    if (!vault.wrapped.length) throw new LatchkeyError('vault_locked', 'No passkey opens this vault: use the vault recovery key.');
+    const { prfOutput, credentialId, userHandle } = await this._prf(vault.prfSalt, vault.wrapped.map((w) => w.credentialId));
+    const entry = vault.wrapped.find((w) => w.credentialId === credentialId);
+    return new OpenVault(await vaultCrypto.unwrapForPasskey(entry.wrappedKey, prfOutput, userHandle, credentialId), credentialId);
+  }
+
+  /** Wraps an open vault's data key for another passkey of the account (after `passkeys.add`). */
+  async addPasskey(open, credentialId, { reason } = {}) {
+    const vault = await this.get();
+    const r = await this._prf(vault.prfSalt, [credentialId]);
+    await this._store(r.credentialId, await vaultCrypto.wrapForPasskey(open._key, r.prfOutput, r.userHandle, r.credentialId), reason);
+  }
+
+  /**
+   * Makes the vault's recovery key and stores the data key wrapped under it. → the 52-character code,
+   * to show the person once (with their recovery codes); Latchkey never receives it.
+   */
+  async makeRecoveryKey(open, { reason } = {}) {
+    const recoveryKey = globalThis.crypto.getRandomValues(new Uint8Array(32));
+    const wrappedKey = await vaultCrypto.wrapForRecovery(open._key, recoveryKey);
+    await this.lk.withStepUp(actions.vaultRecovery(),
+      (headers) => this.lk.request('PUT', '/v1/vault/recovery', { auth: true, body: { wrappedKey }, headers }), reason);
+    return vaultCrypto.recoveryCode(recoveryKey);
+  }
+
+  /** After an account recovery: opens the vault with the written-down code (then `addPasskey` for the new passkey). */
+  async recover(code) {
+    const vault = await this.get();
+    if (!vault || !vault.recovery) throw new LatchkeyError('not_found', 'This session cannot read the vault recovery wrap.', { status: 404 });
+    return new OpenVault(await vaultCrypto.unwrapForRecovery(vault.recovery.wrappedKey, vaultCrypto.parseRecoveryCode(code)), null);
+  }
+
+  _store(credentialId, wrappedKey, reason) {
+    return this.lk.withStepUp(actions.vaultWrap(credentialId),
+      (headers) => this.lk.request('PUT', `/v1/vault/wrapped/${encodeURIComponent(credentialId)}`, { auth: true, body: { wrappedKey }, headers }), reason);
+  }
 }

@@ -42,6 +42,23 @@ public enum GatedActionType {
     public static let oauthAuthorization = "latchkey.oauth.authorize"
     /// One account's vote for a quorum approval (SPEC "Quorum approvals" → "Approving").
     public static let approvalVote = "latchkey.approval"
+    /// Storing the vault's data key wrapped for one passkey.
+    public static let vaultWrap = "latchkey.vault.wrap"
+    /// Setting the vault's data key wrapped under the vault's recovery key.
+    public static let vaultRecovery = "latchkey.vault.recovery"
+}
+
+extension StepUpAction {
+    /// `{"type":"latchkey.vault.wrap","credentialId":…}`: storing the vault's data key wrapped for
+    /// the passkey `credentialId` (base64url, as the request path sends it).
+    public static func vaultWrap(credentialId: String) throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.vaultWrap)), ("credentialId", .string(credentialId))]))
+    }
+
+    /// `{"type":"latchkey.vault.recovery"}`: setting the vault's recovery wrap.
+    public static func vaultRecovery() throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.vaultRecovery))]))
+    }
 }
 
 extension StepUpAction {

@@ -313,11 +313,13 @@ extension AccountRepository {
         let transports = JSONValue.array(credential.transports.map { .string($0) }).text
         ctes.append(("cred", """
             INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
-                                     attestation_format, attestation_type, name, approves_from, registration_digest, hardware_bound)
+                                     attestation_format, attestation_type, name, approves_from, registration_digest, hardware_bound,
+                                     prf_enabled)
             SELECT \(credential.id), \(credential.userId), \(credential.publicKey), \(credential.alg), \(credential.signCount),
                    \(credential.aaguid), \(PostgresValue.text(transports))::jsonb, \(credential.backupEligible), \(credential.backedUp),
                    \(credential.attestationFormat), \(credential.attestationType), \(credential.name),
-                   \(credential.approvesFrom)::timestamptz, \(r.registrationDigest)::bytea, \(credential.hardwareBound)\(fragment: gate)
+                   \(credential.approvesFrom)::timestamptz, \(r.registrationDigest)::bytea, \(credential.hardwareBound),
+                   \(credential.prfEnabled)\(fragment: gate)
             RETURNING id
             """))
         ctes += SessionRepository.ctes(r.session, from: "cred")

@@ -241,7 +241,7 @@ public final class AccountRepository: Sendable {
     static let credentialColumns = """
         id, user_id, public_key, alg, sign_count, aaguid, transports::text AS transports, backup_eligible, backed_up, \
         attestation_format, attestation_type, name, flagged, created_at, credential_last_use(id, last_used_at) AS last_used_at, \
-        approves_from, hardware_bound
+        approves_from, hardware_bound, prf_enabled
         """
 
     static func credential(_ r: Row) throws -> CredentialRecord {
@@ -252,7 +252,7 @@ public final class AccountRepository: Sendable {
             attestationFormat: try r.string("attestation_format"), attestationType: try r.string("attestation_type"),
             name: try r.string("name"), flagged: try r.bool("flagged"), createdAt: try r.date("created_at"),
             lastUsedAt: try r.optionalDate("last_used_at"), approvesFrom: try r.optionalDate("approves_from"),
-            hardwareBound: try r.bool("hardware_bound"))
+            hardwareBound: try r.bool("hardware_bound"), prfEnabled: try r.bool("prf_enabled"))
     }
 
     /// A credential joined with its owner, as a login reads it (`credentials c JOIN users u`);
@@ -260,7 +260,7 @@ public final class AccountRepository: Sendable {
     static let loginColumns = """
         c.id, c.user_id, c.public_key, c.alg, c.sign_count, c.aaguid, c.transports::text AS transports, c.backup_eligible, \
         c.backed_up, c.attestation_format, c.attestation_type, c.name, c.flagged, c.created_at, c.last_used_at, c.approves_from, \
-        c.hardware_bound, u.user_handle, u.username, u.display_name
+        c.hardware_bound, c.prf_enabled, u.user_handle, u.username, u.display_name
         """
 
     static func login(_ r: Row) throws -> (CredentialRecord, UserRecord) {

@@ -65,6 +65,8 @@ public final class Database: Sendable {
     public let transparencyLog: TransparencyLogRepository
     /// Quorum approvals: policies, approvals, who approved them, cancel links (migration 27).
     public let approvals: ApprovalRepository
+    /// The PRF vault: salts and wrapped keys, ciphertext only (migration 28).
+    public let vaults: VaultRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -103,6 +105,7 @@ public final class Database: Sendable {
         oauth = OAuthRepository(pool: pool)
         transparencyLog = TransparencyLogRepository(pool: pool)
         approvals = ApprovalRepository(pool: pool)
+        vaults = VaultRepository(pool: pool)
     }
 
     /// The one place a pool is made.

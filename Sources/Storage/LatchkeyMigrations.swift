@@ -88,6 +88,9 @@ public enum LatchkeyMigrations {
         File(version: 26, name: "transparency log", file: "0026_transparency_log.sql", sql: PackageResources._026_transparency_log_sql),
         // Quorum approvals: policies, approvals, who approved them, the subject's cancel links.
         File(version: 27, name: "quorum approvals", file: "0027_quorum_approvals.sql", sql: PackageResources._027_quorum_approvals_sql),
+        // The PRF vault: a passkey's PRF support, the vault's salt and wrapped keys (ciphertext only),
+        // a revoked passkey's wrapped key deleted with it.
+        File(version: 28, name: "prf vault", file: "0028_prf_vault.sql", sql: PackageResources._028_prf_vault_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

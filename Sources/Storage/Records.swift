@@ -36,15 +36,19 @@ public struct CredentialRecord: Sendable {
     /// Its registration attestation was verified to a trust anchor and proves a hardware key
     /// (OpenID EAP `phrh`, RFC 8176 `hwk`), decided at registration (migration 20).
     public let hardwareBound: Bool
+    /// Its registration's client extension results said `prf.enabled` (SPEC "Portability": the
+    /// passkey can open the account's vault), migration 28.
+    public let prfEnabled: Bool
 
     public init(id: [UInt8], userId: String, publicKey: [UInt8], alg: Int, signCount: Int64, aaguid: [UInt8], transports: [String],
                 backupEligible: Bool, backedUp: Bool, attestationFormat: String, attestationType: String, name: String,
-                flagged: Bool = false, createdAt: Date, lastUsedAt: Date? = nil, approvesFrom: Date? = nil, hardwareBound: Bool = false) {
+                flagged: Bool = false, createdAt: Date, lastUsedAt: Date? = nil, approvesFrom: Date? = nil, hardwareBound: Bool = false,
+                prfEnabled: Bool = false) {
         self.id = id; self.userId = userId; self.publicKey = publicKey; self.alg = alg; self.signCount = signCount
         self.aaguid = aaguid; self.transports = transports; self.backupEligible = backupEligible; self.backedUp = backedUp
         self.attestationFormat = attestationFormat; self.attestationType = attestationType; self.name = name
         self.flagged = flagged; self.createdAt = createdAt; self.lastUsedAt = lastUsedAt; self.approvesFrom = approvesFrom
-        self.hardwareBound = hardwareBound
+        self.hardwareBound = hardwareBound; self.prfEnabled = prfEnabled
     }
 }
 

@@ -3,7 +3,8 @@ import PostgreSQL
 /// What dies with a revoked row, declared once: the one sanctioned crossing between features'
 /// tables (ARCHITECTURE.md "Revocation cascades"). Each cascade is either a trigger on the revoked
 /// row (migration 0020: a refresh family, a passkey or a device key revoked → every `oauth` grant it
-/// approved, in the revoking transaction) or a clause built here that every statement revoking that
+/// approved, in the revoking transaction; migration 0028: a passkey revoked → the vault's data key
+/// wrapped for it, in the revoking statement) or a clause built here that every statement revoking that
 /// kind of row includes, because its rows feed that statement's events and answer.
 public enum RevocationCascade {
     /// A passkey revoked → the sessions it began (their refresh families), as a CTE named `ended`

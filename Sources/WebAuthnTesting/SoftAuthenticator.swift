@@ -114,6 +114,8 @@ public struct RegistrationBuilder: @unchecked Sendable {
     public var userVerified = true
     public var format: RegistrationFormat = .none
     public var transports = ["internal", "hybrid"]
+    /// What the client reports as `clientExtensionResults` (e.g. `{"prf":{"enabled":true}}`).
+    public var clientExtensionResults: JSONValue = .object([])
     /// Replace the credential id the response reports (rawId) without touching authenticatorData.
     public var reportedCredentialId: [UInt8]? = nil
     public var corruptAttestationSignature = false
@@ -200,7 +202,7 @@ public struct RegistrationBuilder: @unchecked Sendable {
                 ("transports", .array(transports.map { .string($0) })),
                 ("publicKeyAlgorithm", .number(Double(authenticator.algorithm.rawValue))),
             ])),
-            ("authenticatorAttachment", "platform"), ("clientExtensionResults", .object([])),
+            ("authenticatorAttachment", "platform"), ("clientExtensionResults", clientExtensionResults),
         ])
     }
 

@@ -176,6 +176,7 @@ struct ArchitectureTests {
             "OAuth": ["OAuthStore.swift", "PostgresOAuthStore.swift", "RSASigningKey.swift"],
             "Admin": ["PostgresAdminStore.swift"],
             "Apps": ["AppStore.swift"],
+            "Vault": ["VaultStore.swift"],
         ]
         let repository = try Regex(#"\b(\w+Repository)\b"#)
         var found: [String] = []

@@ -312,7 +312,7 @@ func expectSessionShape(_ json: JSONValue, username: String, displayName: String
 
 func expectPasskeyShape(_ passkey: JSONValue, authenticator: SoftAuthenticator, sourceLocation: SourceLocation = #_sourceLocation) throws {
     #expect(passkey.objectValue?.map(\.key).sorted()
-            == ["aaguid", "backedUp", "backupEligible", "createdAt", "flagged", "id", "lastUsedAt", "name", "provider", "transports"],
+            == ["aaguid", "backedUp", "backupEligible", "createdAt", "flagged", "id", "lastUsedAt", "name", "prfEnabled", "provider", "transports"],
             sourceLocation: sourceLocation)
     #expect(passkey["id"]?.stringValue == Base64URL.encode(authenticator.credentialId), sourceLocation: sourceLocation)
     #expect(passkey["name"]?.stringValue?.isEmpty == false, sourceLocation: sourceLocation)
@@ -325,6 +325,7 @@ func expectPasskeyShape(_ passkey: JSONValue, authenticator: SoftAuthenticator, 
     #expect(passkey["backedUp"]?.boolValue == authenticator.backedUp, sourceLocation: sourceLocation)
     #expect(passkey["transports"]?.arrayValue?.compactMap(\.stringValue) == ["internal", "hybrid"], sourceLocation: sourceLocation)
     #expect(passkey["flagged"]?.boolValue != nil, sourceLocation: sourceLocation)
+    #expect(passkey["prfEnabled"]?.boolValue != nil, sourceLocation: sourceLocation)
 }
 
 func expectTokensShape(_ tokens: JSONValue, sourceLocation: SourceLocation = #_sourceLocation) throws {

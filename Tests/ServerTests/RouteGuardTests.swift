@@ -32,6 +32,9 @@ struct RouteGuardTests {
                                      ("platform", "ios"), ("challengeId", .string(Base64URL.encode([UInt8](repeating: 1, count: 32)))),
                                      ("signature", .string((try? phone.sign(Base64URL.encode([UInt8](repeating: 2, count: 32)))) ?? ""))]).serialized()
         case "/v1/passkeys/{id}": return JSONValue.object([("name", "Renamed")]).serialized()
+        case "/v1/vault": return JSONValue.object([("prfSalt", .string(Base64URL.encode([UInt8](repeating: 3, count: 32))))]).serialized()
+        case "/v1/vault/wrapped/{credentialId}", "/v1/vault/recovery":
+            return JSONValue.object([("wrappedKey", .string(Base64URL.encode([UInt8](repeating: 4, count: 60))))]).serialized()
         default: return JSONValue.object([]).serialized()
         }
     }
@@ -103,7 +106,9 @@ struct RouteGuardTests {
                                      // SPEC "OpenID Provider": approving with authorization_details needs the step-up.
                                      "POST /v1/oauth/requests/{id}/approve",
                                      // SPEC "Quorum approvals": approving is an eligible approver's step-up.
-                                     "POST /v1/approvals/{id}/approve"]
+                                     "POST /v1/approvals/{id}/approve",
+                                     // SPEC "Assurance": wrapping the vault for a passkey, setting its recovery wrap.
+                                     "PUT /v1/vault/wrapped/{credentialId}", "PUT /v1/vault/recovery"]
         for g in guards where g.access == "admin" && g.method != "GET" && g.pattern != "/admin/v1/wellknown/preview" {
             expected.insert("\(g.method) \(g.pattern)")
         }

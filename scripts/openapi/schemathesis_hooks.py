@@ -6,7 +6,7 @@ anyone get no credentials, and so does registration options (its new-account for
 
 The user changes that need a step-up (SPEC "Assurance") get one: the hook asks for a passkey
 step-up for exactly the action the generated request names (the credential id in its path, the
-deviceId or email in its body) and sends it as `Latchkey-Step-Up`, so those handlers are fuzzed too."""
+deviceId or email in its body, the vault's wraps) and sends it as `Latchkey-Step-Up`, so those handlers are fuzzed too."""
 import os
 
 import schemathesis
@@ -31,6 +31,11 @@ def action(case):
         return {"type": "latchkey.device-key.enrol", "deviceId": body["deviceId"]}
     if key == ("PUT", "/v1/account/email") and isinstance(body.get("email"), str):
         return {"type": "latchkey.email.change", "email": body["email"]}
+    if key == ("PUT", "/v1/vault/wrapped/{credentialId}"):
+        raw = (case.path_parameters or {}).get("credentialId")
+        return {"type": "latchkey.vault.wrap", "credentialId": raw} if isinstance(raw, str) else None
+    if key == ("PUT", "/v1/vault/recovery"):
+        return {"type": "latchkey.vault.recovery"}
     return None
 
 

@@ -53,6 +53,10 @@ enum AuditAction: String, Sendable {
     case approvalGiven = "approval.approved"
     case approvalVetoed = "approval.vetoed"
     case approvalUsed = "approval.used"
+    // SPEC "Portability": the vault's changes (what is stored is ciphertext; the audit names only which passkey).
+    case vaultCreated = "vault.created"
+    case vaultWrapped = "vault.wrapped"
+    case vaultRecoverySet = "vault.recovery_set"
 }
 
 /// Who did it, when it was not the signed-in user.

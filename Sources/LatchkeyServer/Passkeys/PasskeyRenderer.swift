@@ -26,6 +26,8 @@ enum PasskeyRenderer {
         writer.member("backedUp", bool: c.backedUp)
         writer.member("transports", strings: c.transports)
         writer.member("flagged", bool: c.flagged)
+        // SPEC "Portability": the passkey can open the account's vault (PRF).
+        writer.member("prfEnabled", bool: c.prfEnabled)
     }
 
     /// `GET /v1/passkeys`: `{"passkeys":[…],"signals":[…]}`.

@@ -120,11 +120,17 @@ extension PasskeyService {
         case .ifAccountHasPasskeys where !existing.isEmpty: purpose = .held
         default: break
         }
-        var ceremonyRequest = RegistrationCeremony.Request()
+        var ceremonyRequest = RegistrationCeremony.Request(extensions: Self.creationExtensions)
         if let request {
+            // A conformance options request keeps the extensions it asks for; PRF is asked for beside them.
+            var extensions = Self.creationExtensions
+            if case .object(var asked)? = request.extensions {
+                if !asked.contains(where: { $0.key == "prf" }) { asked.append(("prf", .object([]))) }
+                extensions = .object(asked)
+            }
             ceremonyRequest = RegistrationCeremony.Request(
                 algorithms: Self.conformanceAlgorithms, userVerification: userVerification(request.userVerification),
-                attestation: request.attestation, authenticatorAttachment: request.authenticatorAttachment, extensions: request.extensions)
+                attestation: request.attestation, authenticatorAttachment: request.authenticatorAttachment, extensions: extensions)
         }
         let sealed = SealedRegistration(
             userVerification: ceremonyRequest.userVerification ?? registration.userVerification, purpose: purpose, conditional: conditional,
@@ -140,6 +146,10 @@ extension PasskeyService {
             challenge: try seal.seal(plaintext, rpId: relyingParty.id))
         return options
     }
+
+    /// SPEC "Portability": every registration asks whether the passkey can evaluate PRF (the vault's
+    /// key derivation); `credProps` is the core's own.
+    static let creationExtensions: JSONValue = .object([("prf", .object([]))])
 
     /// `userAgent`: the registering request's, for the name of a passkey whose AAGUID names no
     /// provider (`DeviceName`). `language`: the language the request asked for (`Accept-Language`),
@@ -234,6 +244,12 @@ extension PasskeyService {
         }
     }
 
+    /// SPEC "Portability": the client extension results say `"prf":{"enabled":true}`. Only that flag
+    /// is kept; anything else a client puts there (PRF results included) is never stored.
+    static func prfEnabled(_ results: JSONValue) -> Bool {
+        results["prf"]?["enabled"]?.boolValue == true
+    }
+
     /// A registration decided: the statement's content, and what the answer needs.
     struct DecidedRegistration {
         let registration: NewRegistration
@@ -291,7 +307,8 @@ extension PasskeyService {
             attestationType: verified.attestationType.rawValue, name: verified.metadata?.description ?? providerName(aaguid: verified.aaguid, formatted: aaguid)
                 ?? DeviceName.from(userAgent: userAgent, createdAt: now),
             createdAt: now, approvesFrom: holdEnd(state.purpose),
-            hardwareBound: HardwareKey.proven(by: verified, askedForAttestation: policy.attestation != .none, anchored: !verification.trustAnchors.isEmpty))
+            hardwareBound: HardwareKey.proven(by: verified, askedForAttestation: policy.attestation != .none, anchored: !verification.trustAnchors.isEmpty),
+            prfEnabled: Self.prfEnabled(parsed.response.clientExtensionResults))
         let audit = AuditRecord(.passkeyRegistered, actor: user.id, subject: user.id, detail: [
             ("credentialId", .string(Base64URL.encode(verified.credentialId))), ("aaguid", .string(aaguid)),
             ("format", .string(verified.format)), ("origin", .string(verified.origin)),

@@ -57,6 +57,7 @@ public struct Application: Responder {
         routes.addTransparencyRoutes(services)
         routes.addRecoveryRoutes(services)
         routes.addApprovalRoutes(services)
+        routes.addVaultRoutes(services)
         routes.addWebRoutes(services)
         routes.addConformanceRoutes(services)
         router = routes.router

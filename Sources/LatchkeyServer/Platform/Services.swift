@@ -52,6 +52,8 @@ public final class Services: Sendable {
     public let events: OutboxEvents
     /// Quorum approvals: policies, approvals, their votes, vetoes and single use.
     let approvals: ApprovalService
+    /// The PRF vault: its salt and wrapped keys, ciphertext only.
+    let vault: VaultService
     let attestationTrust: AttestationTrust
     /// Authenticator metadata (FIDO MDS3), per instance, in memory.
     public let metadata: MetadataStore
@@ -119,6 +121,7 @@ public final class Services: Sendable {
                                 passkeys: passkeys, requestIds: DeploymentSecret(name: "oauth-request-ids", keys: database.keys, runtime: runtime))
         approvals = ApprovalService(store: database.approvals, mail: mail, events: events, runtime: runtime,
                                     adminQuorum: configuration.adminQuorum)
+        vault = VaultService(store: database.vaults, runtime: runtime)
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals, adminKeyHash: configuration.adminKeyHash,

@@ -59,6 +59,11 @@ enum LatchkeyDisplay {
         case GatedActionType.emailChange:
             out = [text("email", action["email"]?.stringValue ?? "")]
             rest = rest.filter { $0.key != "email" }
+        case GatedActionType.vaultWrap:
+            out = [text("vaultWrap", action["credentialId"]?.stringValue ?? "")]
+            rest = rest.filter { $0.key != "credentialId" }
+        case GatedActionType.vaultRecovery:
+            out = [text("vaultRecovery")]
         default:
             out = [text("other", type)]
         }
@@ -75,6 +80,7 @@ enum LatchkeyDisplay {
             "deviceKey": "Enrol a device key for the device {}", "recoveryCodes": "Create a new set of recovery codes",
             "passkeyAdd": "Add a passkey to your account", "passkeyRevoke": "Remove the passkey {}",
             "email": "Change your verified email address to {}", "other": "Approve {}",
+            "vaultWrap": "Let the passkey {} open your vault", "vaultRecovery": "Set your vault's recovery key",
         ],
         "de": [
             "oauth": "Die Anfrage der App {} freigeben", "oauthSignIn": "Bei der App anmelden, ohne weitere Angaben",
@@ -82,6 +88,7 @@ enum LatchkeyDisplay {
             "deviceKey": "Einen Geräteschlüssel für das Gerät {} einrichten", "recoveryCodes": "Neue Wiederherstellungscodes erstellen",
             "passkeyAdd": "Einen Passkey zum Konto hinzufügen", "passkeyRevoke": "Den Passkey {} entfernen",
             "email": "Die bestätigte E-Mail-Adresse in {} ändern", "other": "{} freigeben",
+            "vaultWrap": "Dem Passkey {} den Tresor öffnen lassen", "vaultRecovery": "Den Wiederherstellungsschlüssel des Tresors festlegen",
         ],
         "pl": [
             "oauth": "Zatwierdź żądanie aplikacji {}", "oauthSignIn": "Zaloguj się w aplikacji, bez dalszych szczegółów",
@@ -89,6 +96,7 @@ enum LatchkeyDisplay {
             "deviceKey": "Zarejestruj klucz urządzenia {}", "recoveryCodes": "Utwórz nowy zestaw kodów odzyskiwania",
             "passkeyAdd": "Dodaj klucz dostępu do konta", "passkeyRevoke": "Usuń klucz dostępu {}",
             "email": "Zmień zweryfikowany adres e-mail na {}", "other": "Zatwierdź {}",
+            "vaultWrap": "Pozwól kluczowi dostępu {} otwierać sejf", "vaultRecovery": "Ustaw klucz odzyskiwania sejfu",
         ],
         "zh-Hans": [
             "oauth": "批准应用 {} 的请求", "oauthSignIn": "登录该应用，没有其他详细信息",
@@ -96,6 +104,7 @@ enum LatchkeyDisplay {
             "deviceKey": "为设备 {} 注册设备密钥", "recoveryCodes": "创建一组新的恢复码",
             "passkeyAdd": "向账户添加通行密钥", "passkeyRevoke": "移除通行密钥 {}",
             "email": "将已验证的电子邮件地址更改为 {}", "other": "批准 {}",
+            "vaultWrap": "允许通行密钥 {} 打开你的保险库", "vaultRecovery": "设置保险库的恢复密钥",
         ],
     ]
 }
