@@ -115,7 +115,7 @@ struct AdminListenerTests {
             }
             return parts.joined(separator: "/")
         }
-        let patterns = [#"(?:href|src)="([^"]+)""#, #"url\(\s*["']?([^"')]+)["']?\s*\)"#, #"@import\s+["']([^"']+)["']"#,
+        let patterns = [#"(?:href|src)="([^"]+)""#, #"(?<![\w-])url\(\s*["']?([^"')]+)["']?\s*\)"#, #"@import\s+["']([^"']+)["']"#,
                         #"(?:import|from)\s*\(?\s*'(\.{0,2}/[^']+)'"#].map { try! NSRegularExpression(pattern: $0) }
         while let path = queue.popLast() {
             guard !found.contains(path) else { continue }
