@@ -270,8 +270,10 @@ public final class ApprovalRepository: Sendable {
         return try pool.run { c in try c.query(statement)[0].bool("done") }
     }
 
-    /// The approvals of `policy` still collecting or waiting at `now`, oldest first, at most `limit`,
-    /// with their entries (the console's changes waiting for other admins).
+    /// The approvals of `policy` not yet used, vetoed or expired at `now` (stored `collecting` or
+    /// `waiting`: an approved one is a `waiting` one whose delay is over), oldest first, at most
+    /// `limit`, with their entries: the console's changes waiting for other admins, and the approved
+    /// ones waiting for the admin who asked.
     public func pending(policy: String, now: Date, limit: Int) throws(StorageError) -> [ApprovalRecord] {
         try pool.run { c in
             try c.query("""

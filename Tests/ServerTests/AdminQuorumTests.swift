@@ -72,6 +72,10 @@ struct AdminQuorumTests {
         let early = try change(ana, approval: id)
         #expect(early.status == 403 && early.code == "approval_required", "\(early)")
         #expect(try vote(ben, id, hash).json?["state"] == "approved")
+        // Approved and not yet made: still listed, so the asking admin finds it from any browser.
+        let approvedListed = try ana.client.get("/admin/v1/approvals", authorization: ana.bearer).json?["approvals"]?.arrayValue?
+            .first { $0["id"]?.stringValue == id }
+        #expect(approvedListed?["state"] == "approved" && approvedListed?["requester"]?.stringValue == ana.userId, "\(String(describing: approvedListed))")
 
         let notMine = try change(ben, approval: id)
         #expect(notMine.status == 403 && notMine.code == "approval_required", "the requester's own approval: \(notMine)")
