@@ -28,6 +28,13 @@ public struct ImportOutcome: Sendable, Equatable {
     public let username: String?
     public let outcome: Kind
     public let reason: String?
+
+    public init(line: Int, username: String?, outcome: Kind, reason: String?) {
+        self.line = line
+        self.username = username
+        self.outcome = outcome
+        self.reason = reason
+    }
 }
 
 /// Export and import of whole accounts. Export pages through users (`pageSize` at a time, so the
