@@ -68,8 +68,8 @@ import WebAuthnTesting
         let server = try TestServer(name: "export")
         let authenticator = SoftAuthenticator(signCount: 7)
         let username = "export-\(uniqueSuffix())"
-        let session = try server.signUp(authenticator, username: username)
-        _ = try server.signIn(authenticator)
+        let session = try server.client().signUp(authenticator, username: username)
+        _ = try server.client().signIn(authenticator)
         let file = try Self.export(server, [username, "nobody-\(uniqueSuffix())"])
         #expect(file.count == 1)
         let all = Self.lines(file.bytes)
@@ -112,8 +112,8 @@ import WebAuthnTesting
         let first = try TestServer(name: "move")
         let authenticator = SoftAuthenticator(signCount: 3)
         let username = "move-\(uniqueSuffix())"
-        let session = try first.signUp(authenticator, username: username)
-        _ = try first.signIn(authenticator)
+        let session = try first.client().signUp(authenticator, username: username)
+        _ = try first.client().signIn(authenticator)
         let file = try Self.export(first, [username])
         let scratch = try TestDatabase.Scratch()
         let second = try TestServer(name: "move", rpIdOverride: first.rpId) { $0.databaseURL = scratch.url }
@@ -129,7 +129,7 @@ import WebAuthnTesting
         let audit = try scratch.connect().query("SELECT detail::text AS d FROM audit_log WHERE action = 'account.imported' AND subject = \(session.userId)")
         #expect(try audit.first?.string("d").contains(file.sha256) == true)
         // The same authenticator signs in at the second deployment (its counter goes on from there).
-        let signedIn = try second.signIn(authenticator)
+        let signedIn = try second.client().signIn(authenticator)
         #expect(signedIn.userId == session.userId)
         // A counter that went back is still caught there: the imported count is the floor.
         // A re-run is skipped, and writes nothing.
@@ -144,7 +144,7 @@ import WebAuthnTesting
         let first = try TestServer(name: "tamper")
         let authenticator = SoftAuthenticator()
         let username = "tamper-\(uniqueSuffix())"
-        _ = try first.signUp(authenticator, username: username)
+        _ = try first.client().signUp(authenticator, username: username)
         let file = try Self.export(first, [username])
         let scratch = try TestDatabase.Scratch()
         let second = try TestServer(name: "tamper", rpIdOverride: first.rpId) { $0.databaseURL = scratch.url }
@@ -162,7 +162,7 @@ import WebAuthnTesting
         #expect(try count.first?.int("n") == 0)
 
         // The same username here as another account: a conflict, never merged.
-        _ = try second.signUp(SoftAuthenticator(), username: username)
+        _ = try second.client().signUp(SoftAuthenticator(), username: username)
         let conflict = try Self.importFile(file.bytes, into: second)
         #expect(conflict.outcomes == [ImportOutcome(line: 1, username: username, outcome: .conflict, reason: "username_exists")])
         let passkeys = try scratch.connect().query("SELECT count(*)::int AS n FROM credentials WHERE id = \(authenticator.credentialId)")

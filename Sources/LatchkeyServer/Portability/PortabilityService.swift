@@ -1,5 +1,6 @@
 import Foundation
 import Crypto
+import JSON
 import Storage
 
 /// The settings export and import decide with (SPEC "Portability"): this deployment's rpId (a

@@ -7,7 +7,7 @@ import WebAuthn
 /// Latchkey's export format: JSON Lines, one account a line, then the trailer
 /// `{"v":1,"count":N,"sha256":…}` where `sha256` is the lower-case hex SHA-256 of every byte before
 /// it (SPEC "Portability" → Export). Pure: no I/O, no database.
-enum PortableFile {
+public enum PortableFile {
     static let version = 1
 
     /// One account's line, ended by `\n`. Bytes are base64url; the passkeys' `userHandle` is the
