@@ -102,3 +102,29 @@ public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     for i in 0..<a.count { diff |= a[i] ^ b[i] }
     return diff == 0
 }
+
+/// SHA-256 over bytes that arrive in pieces (a file read a line at a time), without holding them.
+public final class StreamingSHA256 {
+    private let context: OpaquePointer
+
+    public init() {
+        context = EVP_MD_CTX_new()!
+        precondition(EVP_DigestInit_ex(context, FetchedDigests.shared.md(.sha256), nil) == 1, "EVP_DigestInit_ex failed")
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    public func update(_ bytes: [UInt8]) {
+        let ok = bytes.withUnsafeBufferPointer { EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
+        precondition(ok == 1, "EVP_DigestUpdate failed")
+    }
+
+    /// The digest of everything given so far (the context is spent: call once).
+    public func finish() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(context, $0.baseAddress, &length) }
+        precondition(ok == 1 && length == 32, "EVP_DigestFinal_ex failed")
+        return out
+    }
+}

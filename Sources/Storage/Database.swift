@@ -67,6 +67,7 @@ public final class Database: Sendable {
     public let approvals: ApprovalRepository
     /// The PRF vault: salts and wrapped keys, ciphertext only (migration 28).
     public let vaults: VaultRepository
+    public let portability: PortabilityRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -106,6 +107,7 @@ public final class Database: Sendable {
         transparencyLog = TransparencyLogRepository(pool: pool)
         approvals = ApprovalRepository(pool: pool)
         vaults = VaultRepository(pool: pool)
+        portability = PortabilityRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -6,7 +6,7 @@ import Glibc
 // `latchkey <verb> …`: one type per verb; exit 0 success, 1 failure, 64 bad usage (sysexits EX_USAGE).
 let commands: [any Command.Type] = [
     ServeCommand.self, MigrateCommand.self, OriginsCommand.self, AppsCommand.self, WellKnownCommand.self, APKKeyHashCommand.self, InspectCommand.self, MDSCommand.self, BenchCommand.self, WebhooksCommand.self,
-    KeysCommand.self, AdminsCommand.self, ConfigCommand.self, HealthcheckCommand.self, ClientsCommand.self, ReceiptsCommand.self, LogCommand.self, PoliciesCommand.self,
+    KeysCommand.self, AdminsCommand.self, ConfigCommand.self, HealthcheckCommand.self, ClientsCommand.self, ReceiptsCommand.self, AccountsCommand.self, LogCommand.self, PoliciesCommand.self,
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

@@ -57,6 +57,9 @@ enum AuditAction: String, Sendable {
     case vaultCreated = "vault.created"
     case vaultWrapped = "vault.wrapped"
     case vaultRecoverySet = "vault.recovery_set"
+    // SPEC "Portability": an account created by an import (detail: the file's sha256) and an export.
+    case accountImported = "account.imported"
+    case accountsExported = "accounts.exported"
 }
 
 /// Who did it, when it was not the signed-in user.

@@ -1,0 +1,171 @@
+import Foundation
+import Crypto
+import JSON
+import Storage
+
+/// The settings export and import decide with (SPEC "Portability"): this deployment's rpId (a
+/// file's must equal it), the passkey limit and the authenticator deny list an import obeys.
+public struct PortabilityPolicy: Sendable {
+    public var rpId: String
+    public var maxPasskeys: Int
+    public var authenticatorsDeny: [[UInt8]]
+
+    public init(rpId: String, maxPasskeys: Int, authenticatorsDeny: [[UInt8]]) {
+        self.rpId = rpId
+        self.maxPasskeys = maxPasskeys
+        self.authenticatorsDeny = authenticatorsDeny
+    }
+
+    public init(_ c: Configuration) {
+        self.init(rpId: c.rpId, maxPasskeys: c.maxPasskeys, authenticatorsDeny: c.authenticatorsDeny)
+    }
+}
+
+/// One account line's outcome: `created`, `skipped` (a re-run), `conflict` (something here
+/// already; nothing merged) or `refused` (the line itself is bad), with the reason.
+public struct ImportOutcome: Sendable, Equatable {
+    public enum Kind: String, Sendable { case created, skipped, conflict, refused }
+    public let line: Int
+    public let username: String?
+    public let outcome: Kind
+    public let reason: String?
+
+    public init(line: Int, username: String?, outcome: Kind, reason: String?) {
+        self.line = line
+        self.username = username
+        self.outcome = outcome
+        self.reason = reason
+    }
+}
+
+/// Export and import of whole accounts. Export pages through users (`pageSize` at a time, so the
+/// accounts are never all in memory); import decides each line on one read and creates the
+/// account in one write, whole or not at all.
+public struct PortabilityService: Sendable {
+    public static let pageSize = 500
+
+    let store: any PortabilityStore
+    let policy: PortabilityPolicy
+    let runtime: Runtime
+
+    public init(store: any PortabilityStore, policy: PortabilityPolicy, runtime: Runtime = .system) {
+        self.store = store
+        self.policy = policy
+        self.runtime = runtime
+    }
+
+    /// Writes the export (the accounts `usernames` names, or every account when nil; an unknown
+    /// username is skipped) to `write`, line by line, then the trailer. Returns the count and the
+    /// file's SHA-256 (hex).
+    public func export(usernames: [String]?, write: ([UInt8]) throws -> Void) throws -> (count: Int, sha256: String) {
+        let checksum = StreamingDigestLines()
+        func emit(_ account: PortableAccount) throws {
+            let line = PortableFile.line(account, rpId: policy.rpId)
+            checksum.add(line)
+            try write(line)
+        }
+        if let usernames {
+            for name in usernames {
+                if let account = try store.exportAccount(username: name) { try emit(account) }
+            }
+        } else {
+            var after: String? = nil
+            while true {
+                let page = try store.exportPage(after: after, limit: Self.pageSize)
+                for account in page { try emit(account) }
+                guard page.count == Self.pageSize, let last = page.last else { break }
+                after = last.id
+            }
+        }
+        let (count, digest) = checksum.finish()
+        try write(PortableFile.trailer(count: count, sha256: digest))
+        return (count, PortableFile.hex(digest))
+    }
+
+    /// Options of one import run: what the file's sha256 is (audited with each account), who runs
+    /// it, whether to write, and whether stated verifications of addresses are trusted (only on the
+    /// command line).
+    public struct ImportRun: Sendable {
+        public var sha256: String
+        public var actor: String
+        public var dryRun: Bool
+        public var trustVerifiedEmails: Bool
+
+        public init(sha256: String, actor: String, dryRun: Bool, trustVerifiedEmails: Bool) {
+            self.sha256 = sha256
+            self.actor = actor
+            self.dryRun = dryRun
+            self.trustVerifiedEmails = trustVerifiedEmails
+        }
+    }
+
+    /// The outcome of account line `number` (1-based) of a file whose checksum was verified.
+    /// `seen`: the credential ids of the lines before, so that an id twice in one file is refused.
+    public func importLine(_ bytes: [UInt8], number: Int, run: ImportRun, seen: inout Set<[UInt8]>) throws(StorageError) -> ImportOutcome {
+        var account: PortableAccount
+        do {
+            account = try PortableFile.account(bytes, rpId: policy.rpId, newUserHandle: { runtime.random(32) })
+        } catch {
+            return ImportOutcome(line: number, username: error.username, outcome: .refused, reason: error.reason)
+        }
+        let ids = account.passkeys.map(\.credentialId)
+        guard ids.allSatisfy({ !seen.contains($0) }) else {
+            return ImportOutcome(line: number, username: account.username, outcome: .refused, reason: "duplicate_credential_id")
+        }
+        seen.formUnion(ids)
+        // An imported address is unverified unless the operator trusts the file's verifications.
+        if !run.trustVerifiedEmails, account.email != nil { account.email?.verifiedAt = nil }
+        let presence = try store.importPresence(account)
+        if let refusal = Self.decide(account, presence, policy) {
+            return ImportOutcome(line: number, username: account.username, outcome: refusal.kind, reason: refusal.reason)
+        }
+        if run.dryRun { return ImportOutcome(line: number, username: account.username, outcome: .created, reason: nil) }
+        let audit = AuditRecord(.accountImported, actor: run.actor, subject: account.id,
+                                detail: [("sha256", .string(run.sha256)), ("passkeys", .number(Double(account.passkeys.count))),
+                                         ("deviceKeys", .number(Double(account.deviceKeys.count)))])
+        guard try store.importAccount(account, audit: audit) else {
+            return ImportOutcome(line: number, username: account.username, outcome: .conflict, reason: "changed_during_import")
+        }
+        return ImportOutcome(line: number, username: account.username, outcome: .created, reason: nil)
+    }
+
+    /// The decision, pure: nil to create the account, else `skipped` (the same account is here: a
+    /// re-run) or `conflict` with what is in the way. Never a merge.
+    static func decide(_ a: PortableAccount, _ p: ImportPresence, _ policy: PortabilityPolicy) -> (kind: ImportOutcome.Kind, reason: String)? {
+        if let existing = p.existing {
+            return sameAccount(existing, a) ? (.skipped, "already_imported") : (.conflict, "user_id_exists")
+        }
+        if p.usernameTaken { return (.conflict, "username_exists") }
+        if p.userHandleTaken { return (.conflict, "user_handle_exists") }
+        if p.externalIdTaken { return (.conflict, "external_id_exists") }
+        if p.emailTaken { return (.conflict, "email_exists") }
+        if p.credentialTaken { return (.conflict, "credential_exists") }
+        if p.deviceKeyTaken { return (.conflict, "device_key_exists") }
+        if a.passkeys.count > policy.maxPasskeys { return (.conflict, "max_passkeys") }
+        if a.passkeys.contains(where: { policy.authenticatorsDeny.contains($0.aaguid) }) { return (.conflict, "authenticator_denied") }
+        return nil
+    }
+
+    /// A re-run: the stored account is the line's (user, passkeys and device keys by id and key).
+    /// Counters and last uses may have moved on since; they do not make it another account.
+    static func sameAccount(_ stored: PortableAccount, _ line: PortableAccount) -> Bool {
+        func keys(_ a: PortableAccount) -> [[UInt8]] { a.passkeys.map { $0.credentialId + [0] + $0.publicKey }.sorted { $0.lexicographicallyPrecedes($1) } }
+        func devices(_ a: PortableAccount) -> [String] { a.deviceKeys.map { $0.id + "\u{0}" + $0.publicKey.map(String.init).joined(separator: ".") }.sorted() }
+        let handleMatches = line.passkeys.isEmpty || stored.userHandle == line.userHandle
+        return stored.username == line.username && stored.displayName == line.displayName && stored.externalId == line.externalId
+            && handleMatches && keys(stored) == keys(line) && devices(stored) == devices(line)
+    }
+}
+
+/// The export's running checksum: lines counted and hashed as they are written.
+final class StreamingDigestLines {
+    private let digest = StreamingSHA256()
+    private(set) var count = 0
+
+    func add(_ line: [UInt8]) {
+        digest.update(line)
+        count += 1
+    }
+
+    func finish() -> (Int, [UInt8]) { (count, digest.finish()) }
+}

@@ -1,0 +1,292 @@
+import Foundation
+import JSON
+import PostgreSQL
+
+/// One account as it moves between deployments: the user, the address, the live passkeys and the
+/// live device keys. Never a secret (no token, code, code hash or key of Latchkey's). Times are
+/// ISO 8601 UTC with microseconds, as PostgreSQL holds them, so an account round-trips exactly.
+public struct PortableAccount: Sendable, Equatable {
+    public var id: String
+    public var username: String
+    public var displayName: String
+    public var externalId: String?
+    public var createdAt: String
+    /// The account's WebAuthn user handle (every passkey's `userHandle`).
+    public var userHandle: [UInt8]
+    public var email: PortableEmail?
+    public var passkeys: [PortablePasskey]
+    public var deviceKeys: [PortableDeviceKey]
+
+    public init(id: String, username: String, displayName: String, externalId: String?, createdAt: String, userHandle: [UInt8],
+                email: PortableEmail?, passkeys: [PortablePasskey], deviceKeys: [PortableDeviceKey]) {
+        self.id = id
+        self.username = username
+        self.displayName = displayName
+        self.externalId = externalId
+        self.createdAt = createdAt
+        self.userHandle = userHandle
+        self.email = email
+        self.passkeys = passkeys
+        self.deviceKeys = deviceKeys
+    }
+}
+
+public struct PortableEmail: Sendable, Equatable {
+    public var address: String
+    public var verifiedAt: String?
+
+    public init(address: String, verifiedAt: String?) {
+        self.address = address
+        self.verifiedAt = verifiedAt
+    }
+}
+
+public struct PortablePasskey: Sendable, Equatable {
+    public var credentialId: [UInt8]
+    /// COSE_Key as the authenticator sent it.
+    public var publicKey: [UInt8]
+    public var alg: Int
+    public var signCount: Int64
+    public var transports: [String]
+    public var aaguid: [UInt8]
+    public var backupEligible: Bool
+    public var backedUp: Bool
+    public var name: String
+    public var createdAt: String
+    public var lastUsedAt: String?
+
+    public init(credentialId: [UInt8], publicKey: [UInt8], alg: Int, signCount: Int64, transports: [String], aaguid: [UInt8],
+                backupEligible: Bool, backedUp: Bool, name: String, createdAt: String, lastUsedAt: String?) {
+        self.credentialId = credentialId
+        self.publicKey = publicKey
+        self.alg = alg
+        self.signCount = signCount
+        self.transports = transports
+        self.aaguid = aaguid
+        self.backupEligible = backupEligible
+        self.backedUp = backedUp
+        self.name = name
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+    }
+}
+
+public struct PortableDeviceKey: Sendable, Equatable {
+    public var id: String
+    public var deviceId: String
+    /// SubjectPublicKeyInfo DER.
+    public var publicKey: [UInt8]
+    public var platform: String
+    public var attested: Bool
+    public var createdAt: String
+
+    public init(id: String, deviceId: String, publicKey: [UInt8], platform: String, attested: Bool, createdAt: String) {
+        self.id = id
+        self.deviceId = deviceId
+        self.publicKey = publicKey
+        self.platform = platform
+        self.attested = attested
+        self.createdAt = createdAt
+    }
+}
+
+/// What an import's decision reads about one account in one query: the account already stored
+/// under the line's user id (nil: none), and which of the line's identifiers another account holds.
+public struct ImportPresence: Sendable, Equatable {
+    public var existing: PortableAccount?
+    public var usernameTaken = false
+    public var userHandleTaken = false
+    public var externalIdTaken = false
+    public var emailTaken = false
+    public var credentialTaken = false
+    public var deviceKeyTaken = false
+
+    public init(existing: PortableAccount?) { self.existing = existing }
+}
+
+/// Exported and imported accounts (`latchkey accounts export|import`, `GET /admin/v1/export`).
+/// Reads page through users by id; an import writes one account in one transaction.
+public final class PortabilityRepository: Sendable {
+    let pool: PostgresPool
+
+    init(pool: PostgresPool) { self.pool = pool }
+
+    /// ISO 8601 UTC with microseconds: exact, so an imported time is the exported one.
+    static func iso(_ column: String) -> String {
+        "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    }
+
+    /// The account columns with its live passkeys and device keys as JSON (bytes in hex), for
+    /// the users that `filter` (a fragment after WHERE) keeps.
+    static func accountSelect() -> String {
+        """
+        SELECT u.id, u.username, u.display_name, u.external_id, \(iso("u.created_at")) AS created_at,
+               encode(u.user_handle, 'hex') AS user_handle, e.email, \(iso("e.verified_at")) AS verified_at,
+               (SELECT coalesce(json_agg(json_build_object(
+                    'id', encode(c.id, 'hex'), 'publicKey', encode(c.public_key, 'hex'), 'alg', c.alg, 'signCount', c.sign_count,
+                    'transports', c.transports, 'aaguid', encode(c.aaguid, 'hex'), 'backupEligible', c.backup_eligible,
+                    'backedUp', c.backed_up, 'name', c.name, 'createdAt', \(iso("c.created_at")),
+                    'lastUsedAt', \(iso("credential_last_use(c.id, c.last_used_at)"))) ORDER BY c.created_at, c.id), '[]')::text
+                FROM credentials c WHERE c.user_id = u.id AND c.revoked_at IS NULL) AS passkeys,
+               (SELECT coalesce(json_agg(json_build_object(
+                    'id', d.id, 'deviceId', d.device_id, 'publicKey', encode(d.public_key, 'hex'), 'platform', d.platform,
+                    'attested', d.attested, 'createdAt', \(iso("d.created_at"))) ORDER BY d.created_at, d.id), '[]')::text
+                FROM device_keys d WHERE d.user_id = u.id AND d.revoked_at IS NULL) AS device_keys
+        FROM users u LEFT JOIN account_emails e ON e.user_id = u.id
+        """
+    }
+
+    /// Up to `limit` accounts with ids after `after` (nil: from the first), in id order: one query.
+    public func exportPage(after: String?, limit: Int) throws(StorageError) -> [PortableAccount] {
+        try pool.run { c in
+            try c.query("""
+                \(unsafeRaw: Self.accountSelect())
+                WHERE u.id > \(after ?? "") ORDER BY u.id LIMIT \(limit)
+                """).map(Self.account)
+        }
+    }
+
+    /// The account `username` names (nil: none): one query.
+    public func exportAccount(username: String) throws(StorageError) -> PortableAccount? {
+        try pool.run { c in
+            try c.query("\(unsafeRaw: Self.accountSelect()) WHERE u.username = \(username)").first.map(Self.account)
+        }
+    }
+
+    /// An import's one read: the account stored under `account.id` and which of the line's
+    /// identifiers another account holds (a credential or device key id held by any account).
+    public func importPresence(_ account: PortableAccount) throws(StorageError) -> ImportPresence {
+        let credentialIds = account.passkeys.map { Self.hex($0.credentialId) }.joined(separator: ",")
+        let deviceKeyIds = account.deviceKeys.map(\.id).joined(separator: ",")
+        return try pool.run { c in
+            let rows = try c.query("""
+                WITH line AS (SELECT \(account.id)::text AS id)
+                SELECT EXISTS (SELECT 1 FROM users WHERE username = \(account.username) AND id <> (SELECT id FROM line)) AS username_taken,
+                       EXISTS (SELECT 1 FROM users WHERE user_handle = \(account.userHandle) AND id <> (SELECT id FROM line)) AS handle_taken,
+                       EXISTS (SELECT 1 FROM users WHERE external_id = \(account.externalId) AND id <> (SELECT id FROM line)) AS external_taken,
+                       EXISTS (SELECT 1 FROM account_emails WHERE email = \(account.email?.address) AND user_id <> (SELECT id FROM line)) AS email_taken,
+                       EXISTS (SELECT 1 FROM credentials WHERE \(credentialIds) <> ''
+                               AND id IN (SELECT decode(x, 'hex') FROM unnest(string_to_array(\(credentialIds), ',')) x)
+                               AND user_id <> (SELECT id FROM line)) AS credential_taken,
+                       EXISTS (SELECT 1 FROM device_keys WHERE \(deviceKeyIds) <> ''
+                               AND id IN (SELECT unnest(string_to_array(\(deviceKeyIds), ',')))
+                               AND user_id <> (SELECT id FROM line)) AS device_key_taken,
+                       a.*
+                FROM line LEFT JOIN LATERAL (\(unsafeRaw: Self.accountSelect()) WHERE u.id = line.id) a ON true
+                """)
+            let r = rows[0]
+            var presence = ImportPresence(existing: try r.isNull("id") ? nil : Self.account(r))
+            presence.usernameTaken = try r.bool("username_taken")
+            presence.userHandleTaken = try r.bool("handle_taken")
+            presence.externalIdTaken = try r.bool("external_taken")
+            presence.emailTaken = try r.bool("email_taken")
+            presence.credentialTaken = try r.bool("credential_taken")
+            presence.deviceKeyTaken = try r.bool("device_key_taken")
+            return presence
+        }
+    }
+
+    /// Creates `account` whole, with `audit`, in one transaction: the user, its address (verified
+    /// at `email.verifiedAt`; an address without one is not stored, since a stored address is a
+    /// verified one), its passkeys (`attestation` "none") and its device keys (unattested). False,
+    /// with nothing written, when another account took one of its identifiers meanwhile.
+    public func importAccount(_ account: PortableAccount, audit: AuditRecord) throws(StorageError) -> Bool {
+        do {
+            return try pool.runTransaction { t in
+                try t.execute("""
+                    INSERT INTO users (id, user_handle, username, display_name, external_id, created_at)
+                    VALUES (\(account.id), \(account.userHandle), \(account.username), \(account.displayName), \(account.externalId),
+                            \(account.createdAt)::timestamptz)
+                    """)
+                if let email = account.email, let verifiedAt = email.verifiedAt {
+                    try t.execute("""
+                        INSERT INTO account_emails (user_id, email, verified_at) VALUES (\(account.id), \(email.address), \(verifiedAt)::timestamptz)
+                        """)
+                }
+                for p in account.passkeys {
+                    let transports = String(decoding: JSONValue.array(p.transports.map(JSONValue.string)).serialized(), as: UTF8.self)
+                    try t.execute("""
+                        INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
+                                                 attestation_format, attestation_type, name, created_at, last_used_at)
+                        VALUES (\(p.credentialId), \(account.id), \(p.publicKey), \(p.alg), \(p.signCount), \(p.aaguid), \(transports)::jsonb,
+                                \(p.backupEligible), \(p.backedUp), 'none', 'none', \(p.name), \(p.createdAt)::timestamptz,
+                                \(p.lastUsedAt)::timestamptz)
+                        """)
+                }
+                for d in account.deviceKeys {
+                    try t.execute("""
+                        INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, created_at)
+                        VALUES (\(d.id), \(account.id), \(d.deviceId), \(d.platform), \(d.deviceId), \(d.publicKey), false,
+                                \(d.createdAt)::timestamptz)
+                        """)
+                }
+                try AuditRepository.write([audit], on: t)
+                return true
+            }
+        } catch .conflict {
+            return false
+        }
+    }
+
+    static func account(_ r: Row) throws -> PortableAccount {
+        let email: PortableEmail? = try r.optionalString("email").map { PortableEmail(address: $0, verifiedAt: try r.optionalString("verified_at")) }
+        guard let handle = hexBytes(try r.string("user_handle")) else { throw StorageError.undecodable(column: "user_handle") }
+        return PortableAccount(id: try r.string("id"), username: try r.string("username"), displayName: try r.string("display_name"),
+                               externalId: try r.optionalString("external_id"), createdAt: try r.string("created_at"),
+                               userHandle: handle, email: email,
+                               passkeys: try jsonArray(r, "passkeys").map(passkey), deviceKeys: try jsonArray(r, "device_keys").map(deviceKey))
+    }
+
+    static func jsonArray(_ r: Row, _ column: String) throws -> [JSONValue] {
+        guard let items = (try? JSONParser.parse(try r.string(column)))?.arrayValue else { throw StorageError.undecodable(column: column) }
+        return items
+    }
+
+    static func passkey(_ v: JSONValue) throws -> PortablePasskey {
+        guard let id = v["id"]?.stringValue.flatMap(hexBytes), let key = v["publicKey"]?.stringValue.flatMap(hexBytes),
+              let alg = v["alg"]?.intValue, let count = v["signCount"]?.intValue, let aaguid = v["aaguid"]?.stringValue.flatMap(hexBytes),
+              let transports = v["transports"]?.arrayValue, let be = v["backupEligible"]?.boolValue, let bs = v["backedUp"]?.boolValue,
+              let name = v["name"]?.stringValue, let created = v["createdAt"]?.stringValue
+        else { throw StorageError.undecodable(column: "passkeys") }
+        return PortablePasskey(credentialId: id, publicKey: key, alg: alg, signCount: Int64(count), transports: transports.compactMap(\.stringValue),
+                               aaguid: aaguid, backupEligible: be, backedUp: bs, name: name, createdAt: created,
+                               lastUsedAt: v["lastUsedAt"]?.stringValue)
+    }
+
+    static func deviceKey(_ v: JSONValue) throws -> PortableDeviceKey {
+        guard let id = v["id"]?.stringValue, let device = v["deviceId"]?.stringValue, let key = v["publicKey"]?.stringValue.flatMap(hexBytes),
+              let platform = v["platform"]?.stringValue, let attested = v["attested"]?.boolValue, let created = v["createdAt"]?.stringValue
+        else { throw StorageError.undecodable(column: "device_keys") }
+        return PortableDeviceKey(id: id, deviceId: device, publicKey: key, platform: platform, attested: attested, createdAt: created)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: c - 48
+            case 97...102: c - 87
+            case 65...70: c - 55
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(chars.count / 2)
+        var i = 0
+        while i < chars.count {
+            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import JSON
+import LatchkeyServer
+import Storage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `latchkey accounts export|import`: whole accounts between deployments (DATABASE_URL, LATCHKEY_RP_ID).
+enum AccountsCommand: Command {
+    static let name = "accounts"
+    static let summary = "export or import whole accounts as JSON Lines (DATABASE_URL)"
+    static let help = """
+        usage: latchkey accounts export [--user U …] [--output FILE]
+               latchkey accounts import <file> [--format latchkey] [--dry-run] [--trust-verified-emails]
+
+        export  writes every account (or those --user names; an unknown one is left out) as JSON
+                Lines, one account a line (the user, the address, the live passkeys with their
+                counters, the live device keys), then {"v":1,"count":N,"sha256":…}: the SHA-256 of
+                every byte before that line. Never a secret. To standard output, or --output FILE.
+                The file is personal data: keep it as you keep the database.
+        import  creates the accounts of <file> (Latchkey's export), each whole or not at all, and
+                prints one {"line","username","outcome","reason"} line per account: created,
+                skipped (already here as the line says: a re-run), conflict (its username, user
+                handle, external id, address, a credential or device key is here otherwise, or
+                LATCHKEY_MAX_PASSKEYS / LATCHKEY_AUTHENTICATORS_DENY refuses a passkey; nothing
+                is merged) or refused (the line is bad: rp_id_mismatch, invalid_public_key,
+                two_user_handles, duplicate_credential_id, …). A file whose checksum is wrong or
+                that is truncated is refused whole (exit 1), nothing imported. Imported device
+                keys are unattested; an imported address is kept only with
+                --trust-verified-emails (as verified when the file says so), else the user
+                verifies it again. --dry-run decides every line and writes nothing.
+                Every created account is audited (account.imported) with the file's sha256.
+
+        Exit status: 0 done (import: every line created or skipped), 1 refused or failed (import:
+        some line a conflict or refused), 64 bad usage.
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        let args: ParsedArguments
+        do {
+            args = try ParsedArguments(arguments, valued: ["user", "output", "format"], flags: ["help", "dry-run", "trust-verified-emails"])
+        } catch {
+            printError("latchkey accounts: \(error.message)\n\n\(help)"); return ExitCode.usage
+        }
+        if args.has("help") { print(help); return ExitCode.success }
+        let configuration: Configuration
+        do { configuration = try Configuration.fromEnvironment() } catch {
+            printError("latchkey accounts: \(error)"); return ExitCode.usage
+        }
+        switch args.positionals.first {
+        case "export":
+            guard args.positionals.count == 1, args.value("format") == nil, !args.has("dry-run"), !args.has("trust-verified-emails") else {
+                printError("latchkey accounts: export takes --user and --output only\n\n\(help)"); return ExitCode.usage
+            }
+            return export(args, configuration)
+        case "import":
+            guard args.positionals.count == 2, args.all("user").isEmpty, args.value("output") == nil else {
+                printError("latchkey accounts: import takes one file\n\n\(help)"); return ExitCode.usage
+            }
+            guard (args.value("format") ?? "latchkey") == "latchkey" else {
+                printError("latchkey accounts: --format: only latchkey is supported by this version"); return ExitCode.usage
+            }
+            return importFile(args.positionals[1], args, configuration)
+        default:
+            printError("latchkey accounts: say export or import\n\n\(help)"); return ExitCode.usage
+        }
+    }
+
+    static func export(_ args: ParsedArguments, _ configuration: Configuration) -> Int32 {
+        printError("latchkey accounts: the export is personal data (usernames, addresses, passkeys' public keys): keep it as you keep the database")
+        let fd: Int32
+        if let path = args.value("output") {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            guard fd >= 0 else { printError("latchkey accounts: cannot write \(path)"); return ExitCode.failure }
+        } else {
+            fd = 1
+        }
+        defer { if fd != 1 { close(fd) } }
+        let users = args.all("user")
+        return withDatabase("latchkey accounts") { database, _ in
+            let service = PortabilityService(store: database.portability, policy: PortabilityPolicy(configuration))
+            let writer = BufferedWriter(fd: fd)
+            do {
+                let (count, sha) = try service.export(usernames: users.isEmpty ? nil : users, write: writer.write)
+                try writer.flush()
+                try database.audit.append(AuditRecord(actor: "cli", action: "accounts.exported", subject: nil,
+                                                      detail: .object([("count", .number(Double(count))), ("sha256", .string(sha))])))
+                printError("latchkey accounts: exported \(count) account(s), sha256 \(sha)")
+                return ExitCode.success
+            } catch {
+                printError("latchkey accounts: export failed: \(error)"); return ExitCode.failure
+            }
+        }
+    }
+
+    static func importFile(_ path: String, _ args: ParsedArguments, _ configuration: Configuration) -> Int32 {
+        guard let first = LineReader(path: path) else { printError("latchkey accounts: cannot read \(path)"); return ExitCode.failure }
+        let verdict = PortableFile.verify(lines: first)
+        guard let sha = verdict.sha256 else {
+            print(String(decoding: PortabilityRenderer.fileRefused(verdict.reason ?? "truncated").serialized(), as: UTF8.self))
+            printError("latchkey accounts: \(path) refused (\(verdict.reason ?? "truncated")): nothing imported")
+            return ExitCode.failure
+        }
+        return withDatabase("latchkey accounts") { database, _ in
+            let service = PortabilityService(store: database.portability, policy: PortabilityPolicy(configuration))
+            let run = PortabilityService.ImportRun(sha256: sha, actor: "cli", dryRun: args.has("dry-run"),
+                                                   trustVerifiedEmails: args.has("trust-verified-emails"))
+            guard let lines = LineReader(path: path) else { printError("latchkey accounts: cannot read \(path)"); return ExitCode.failure }
+            var seen = Set<[UInt8]>()
+            var counts: [ImportOutcome.Kind: Int] = [:]
+            var pending: [UInt8]? = nil
+            var number = 0
+            do {
+                // Every line but the last (the trailer, already checked) is an account.
+                for line in lines {
+                    if let account = pending {
+                        number += 1
+                        let outcome = try service.importLine(Array(account.dropLast()), number: number, run: run, seen: &seen)
+                        counts[outcome.outcome, default: 0] += 1
+                        print(String(decoding: PortabilityRenderer.outcome(outcome).serialized(), as: UTF8.self))
+                    }
+                    pending = line
+                }
+            } catch {
+                printError("latchkey accounts: import stopped at line \(number): \(error) (the lines before are done; a re-run skips them)")
+                return ExitCode.failure
+            }
+            let summary = [ImportOutcome.Kind.created, .skipped, .conflict, .refused].map { "\(counts[$0, default: 0]) \($0.rawValue)" }
+            printError("latchkey accounts: \(number) account(s)\(run.dryRun ? " (dry run: nothing written)" : ""): " + summary.joined(separator: ", "))
+            return counts[.conflict, default: 0] + counts[.refused, default: 0] == 0 ? ExitCode.success : ExitCode.failure
+        }
+    }
+}
+
+/// The lines of a file, each with its `\n` (a last line without one as it is), read in chunks.
+struct LineReader: Sequence, IteratorProtocol {
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var done = false
+    private let closer: FileCloser
+
+    init?(path: String) {
+        fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        closer = FileCloser(fd: fd)
+    }
+
+    mutating func next() -> [UInt8]? {
+        while true {
+            if let nl = buffer[start...].firstIndex(of: 0x0A) {
+                let line = Array(buffer[start...nl])
+                start = nl + 1
+                return line
+            }
+            if done {
+                guard start < buffer.count else { return nil }
+                let rest = Array(buffer[start...])
+                start = buffer.count
+                return rest
+            }
+            buffer.removeFirst(start)
+            start = 0
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 { if errno == EINTR { continue }; done = true; continue }
+            if n == 0 { done = true; continue }
+            buffer.append(contentsOf: chunk[0..<n])
+        }
+    }
+}
+
+final class FileCloser {
+    let fd: Int32
+    init(fd: Int32) { self.fd = fd }
+    deinit { close(fd) }
+}
+
+/// Writes to `fd` in 64 KiB pieces.
+final class BufferedWriter {
+    let fd: Int32
+    var buffer: [UInt8] = []
+
+    init(fd: Int32) { self.fd = fd }
+
+    func write(_ bytes: [UInt8]) throws {
+        buffer.append(contentsOf: bytes)
+        if buffer.count >= 65536 { try flush() }
+    }
+
+    func flush() throws {
+        var offset = 0
+        while offset < buffer.count {
+            let n = buffer[offset...].withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; throw UsageError(message: "write failed (errno \(errno))") }
+            offset += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
