@@ -229,7 +229,10 @@ public final class PostgresPool: Sendable {
                     state.discarded += flushed.count
                 }
             }
-            lock.broadcast()
+            // One connection came back (or one slot opened): one waiter can use it. Waking them all
+            // would have every waiter fight for the mutex to find one connection; only a flush frees
+            // several slots at once.
+            if flushed.isEmpty { lock.signal() } else { lock.broadcast() }
             return flushed
         }
         _ = flushed  // closed here, outside the lock
