@@ -69,6 +69,9 @@ export function createVaultPanel({ lk, t, $, showBanner, clearBanner, showError,
         : v.recovery ? t('None of your passkeys opens this vault yet. Open it with your vault recovery key.')
           : t('None of your passkeys opens this vault, and this sign-in cannot use the vault recovery key. Sign in with a passkey that opens it.');
     $('vault-unlock').hidden = v.wrapped.length === 0;
+    // After a recovery the key is the way in; the passkey button stays for one that was not lost.
+    $('vault-unlock').classList.toggle('btn-primary', !byKey);
+    $('vault-unlock').classList.toggle('btn-secondary', byKey);
     $('vault-use-key').hidden = !v.recovery || byKey;
     $('vault-recover-form').hidden = !byKey;
     show('locked');
