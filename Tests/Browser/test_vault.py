@@ -342,7 +342,11 @@ def test_add_a_second_passkey_wraps_the_data_key_for_it(b):
     p = b.probe_prf(STATE['second'], STATE['salt'])
     assert p['dataKey'] == SECRETS['data key'], 'the second wrap holds the same data key'
     SECRETS['PRF output (second passkey)'], SECRETS['KWK (second passkey)'] = p['prf'], p['kwk']
-    assert p['prf'] != SECRETS['PRF output (first passkey)']
+    if p['prf'] == SECRETS['PRF output (first passkey)']:
+        # Firefox's virtual authenticator gives every credential the same PRF output for a salt; the
+        # wraps still differ (the key-wrapping key covers the user handle and credential id).
+        print(f'    note: {b.name}\'s authenticator gave both passkeys the same PRF output', flush=True)
+        assert p['kwk'] != SECRETS['KWK (first passkey)']
     b.capture()
 
 
@@ -352,10 +356,12 @@ def test_revoke_the_first_and_read_the_note_with_the_second(b):
         b.remove_credential(STATE['first'])
     b.revoke(STATE['first'])
     # This session began with the first passkey, so revoking it ends the session (docs/api.md); the
-    # page's autofill signs in again with the second (Chromium's authenticator answers at once).
-    b.until(lambda: b.body('view') == 'account' and b.body('signin-method') in ('autofill', 'button')
-            or b.body('view') == 'welcome' and b.body('conditional') in ('idle', 'unavailable'), 'a new sign-in')
-    if b.body('view') == 'welcome':
+    # page's autofill may sign in again with the second (Chromium's authenticator answers it at
+    # once), else the person presses "Sign in with a passkey".
+    b.until(lambda: b.body('view') == 'welcome' or b.body('signin-method') == 'autofill', 'the session to end')
+    try:
+        b.until(lambda: b.body('view') == 'account', 'autofill to sign in', seconds=5)
+    except AssertionError:
         b.click('signin-button')
     b.wait_view('account')
     b.wait_passkeys(1)
