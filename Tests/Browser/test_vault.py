@@ -11,8 +11,9 @@ recovery key (which wraps the data key for the new passkey); then open it with t
 The last test reads every table of the server's database (psql, LATCHKEY_DATABASE_URL) and every
 request the browser sent during the story (Chromium's performance log: CDP Network events, whatever
 the page did) and shows that none of the PRF outputs, the key-wrapping keys, the data key or the
-vault recovery key reached the server, in any of the usual encodings, while the salt and the
-wrapped keys (the controls) are found there.
+vault recovery key reached the server, in any of the usual encodings, nor the note (its text or its
+ciphertext, which stays in the browser's localStorage), while the salt and the wrapped keys (the
+controls) are found there.
 
 The test's own probes of the authenticator (to learn the PRF outputs it must look for) run in the
 page with navigator.credentials.get and a local challenge: they send nothing to the server.
@@ -303,6 +304,7 @@ def test_create_the_vault_and_encrypt_a_note(b):
     b.until(lambda: b.body('vault-note') == 'saved', 'the note to be saved')
     stored = b.script("return Object.entries(localStorage).filter(([k]) => k.startsWith('latchkey.vault.note.'))")
     assert len(stored) == 1 and NOTE not in stored[0][1], stored
+    SECRETS['note ciphertext'] = b64u_decode(json.loads(stored[0][1])['sealed'])
     b.shot_of('vault', 'vault-note-saved')
     salt = psql_rows(f"SELECT encode(v.prf_salt, 'hex') FROM vaults v JOIN users u ON u.id = v.user_id WHERE u.username = '{USERNAME}'")
     assert len(salt) == 1, salt
@@ -478,6 +480,9 @@ def test_no_secret_reached_the_server(b):
                 leaks.append(f'{name} in a request ({form[:12]}…)')
         if value.hex() in lower_db or value.hex() in lower_sent:
             leaks.append(f'{name} as hex, any case')
+    for text in (NOTE, NOTE.split(' — ')[0]):
+        if text in db or text in sent or json.dumps(text)[1:-1] in sent:
+            leaks.append(f'the note\'s text ({text[:12]}…)')
     assert not leaks, leaks
     print(f'    none of {len(SECRETS)} secrets ({", ".join(SECRETS)}) in any table or request', flush=True)
 
