@@ -9,6 +9,7 @@
 // An ES module (strict by default), loaded by index.html with <script type="module">.
 import { Latchkey, LatchkeyError, browserSupport, explainOrigin } from './latchkey.js';
 import * as i18n from './i18n.js';
+import { createVaultPanel } from './vault-panel.js';
 
 const { t } = i18n;
 /** Marks a text for the catalogs where it is defined; `t` translates it where it is shown. */
@@ -98,6 +99,7 @@ const CEREMONY_WORDS = {
   recovery: { cancelled: N_('Creating the new passkey was cancelled. Your recovery is still valid: try again.'), what: N_('creating your new passkey') },
   codes: { cancelled: N_('Approval was cancelled. No recovery codes were made.'), what: N_('approving new recovery codes') },
   upgrade: { cancelled: N_('No passkey was saved. You can add one any time.'), what: N_('saving a passkey') },
+  vault: { cancelled: N_('Your passkey was not asked, so your vault stays as it was.'), what: N_('opening your vault') },
 };
 
 /** A failure from the server (Latchkey's problem codes), as opposed to one from the browser's passkey prompt. */
@@ -284,6 +286,7 @@ function showWelcome() {
   delete document.body.dataset.signinMethod;
   clearPasskeys();
   clearSessions();
+  if (vault) vault.reset();
   $('transfer-result').hidden = true;
   $('welcome-title').focus();
 }
@@ -313,6 +316,7 @@ async function showAccount(method) {
   await loadPasskeys();
   await loadSessions();
   await loadRecoverySettings();
+  await vault.load();
   if (method === 'email') offerUpgrade();
   followEndpointLink();
 }
@@ -583,6 +587,7 @@ async function addPasskey() {
       clearBanner();
       announce(t('Passkey added.'));
       await loadPasskeys(result.passkey && result.passkey.id);
+      await vault.passkeyAdded(result.passkey && result.passkey.id);
     } catch (e) {
       showError(e, 'add');
       if (e instanceof LatchkeyError && e.passkey) await loadPasskeys(e.passkey.id);
@@ -632,6 +637,9 @@ async function approveTransfer() {
 // recovery codes, the pending-recovery banner, and conditional create (automatic passkey upgrade).
 
 const recovery = { challengeId: null, token: null, result: null, upgrade: null };
+
+/** The vault panel (web/vault-panel.js), made once the page's elements exist. */
+let vault = null;
 
 async function loadMethods() {
   try {
@@ -1054,6 +1062,7 @@ async function init() {
   // mails follow the language it last signed in with).
   lk.language = await i18n.init();
   i18n.switcher($('language'));
+  vault = createVaultPanel({ lk, t, $, showBanner, clearBanner, showError, busy, announce });
   $('signup-form').addEventListener('submit', signUp);
   $('signin-form').addEventListener('submit', signInWithButton);
   $('signout').addEventListener('click', signOut);

@@ -768,8 +768,11 @@ export const vaultCrypto = Object.freeze({
     const key = await subtle().importKey('raw', bytesOf(ikm), 'HKDF', false, ['deriveBits']);
     return new Uint8Array(await subtle().deriveBits({ name: 'HKDF', hash: 'SHA-256', salt: new Uint8Array(0), info: bytesOf(info) }, key, 256));
   },
-  /** KWK = HKDF(PRF output, info "latchkey vault v1" ‖ user handle ‖ credential id). */
-  keyWrappingKey(prfOutput, userHandle, credentialId) { return this.hkdf(prfOutput, concat(VAULT_LABEL, userHandle, credentialId)); },
+  /**
+   * KWK = HKDF(PRF output, info "latchkey vault v1" ‖ user handle ‖ credential id): the id's bytes
+   * (a string is base64url, as everywhere here, never its text).
+   */
+  keyWrappingKey(prfOutput, userHandle, credentialId) { return this.hkdf(prfOutput, concat(VAULT_LABEL, bytesOf(userHandle), bytesOf(credentialId))); },
   /** The recovery wrap's key: HKDF(vault recovery key, info "latchkey vault recovery v1"). */
   recoveryWrappingKey(recoveryKey) { return this.hkdf(recoveryKey, concat(VAULT_RECOVERY_LABEL)); },
   /** AES-256-GCM → IV ‖ ciphertext ‖ tag (the IV random unless given). */
@@ -791,11 +794,11 @@ export const vaultCrypto = Object.freeze({
   /** `wrappedKey` for one passkey: base64url(IV ‖ AES-256-GCM(data key, AAD "latchkey vault v1" ‖ credential id) ‖ tag). */
   async wrapForPasskey(dataKey, prfOutput, userHandle, credentialId, iv) {
     const kwk = await this.keyWrappingKey(prfOutput, userHandle, credentialId);
-    return base64url.encode(await this.seal(dataKey, kwk, concat(VAULT_LABEL, credentialId), iv));
+    return base64url.encode(await this.seal(dataKey, kwk, concat(VAULT_LABEL, bytesOf(credentialId)), iv));
   },
   async unwrapForPasskey(wrappedKey, prfOutput, userHandle, credentialId) {
     const kwk = await this.keyWrappingKey(prfOutput, userHandle, credentialId);
-    return this.open(wrappedKey, kwk, concat(VAULT_LABEL, credentialId));
+    return this.open(wrappedKey, kwk, concat(VAULT_LABEL, bytesOf(credentialId)));
   },
   /** `recovery.wrappedKey`: the same layout under the recovery key's wrapping key, AAD "latchkey vault recovery v1". */
   async wrapForRecovery(dataKey, recoveryKey, iv) {

@@ -1,6 +1,6 @@
 """The message keys of the web app and the console: every text node and translatable attribute of
 web/index.html, web/admin/index.html, web/authorize.html and web/help/vault.html, and every t('…') / N_('…') literal in
-web/app.js, web/admin/admin.js and web/authorize.js. Keys are the English text (whitespace collapsed), as web/i18n.js looks them up.
+web/app.js, web/vault-panel.js, web/admin/admin.js and web/authorize.js. Keys are the English text (whitespace collapsed), as web/i18n.js looks them up.
 `python3 Tests/Browser/i18n_keys.py` prints them as JSON; `--check` fails when a catalog in
 web/i18n/ lacks one (or has a placeholder the English key does not)."""
 import html.parser
@@ -60,7 +60,7 @@ def all_keys():
         p = Texts()
         p.feed(open(os.path.join(REPO, page), encoding='utf-8').read())
         keys += p.keys
-    for js in ('web/app.js', 'web/admin/admin.js', 'web/authorize.js', 'web/i18n.js'):
+    for js in ('web/app.js', 'web/vault-panel.js', 'web/admin/admin.js', 'web/authorize.js', 'web/i18n.js'):
         keys += js_keys(os.path.join(REPO, js))
     seen, out = set(), []
     for k in keys:

@@ -167,3 +167,11 @@ test('the vault API over a scripted server: create, unlock, encrypt, recovery ke
   assert.ok(prompts >= 4);
   delete globalThis.navigator;
 });
+
+test('a credential id or user handle given as base64url means its bytes, never its text (what lk.vault passes)', async () => {
+  // lk.vault hands vaultCrypto the credential id as the base64url string the server uses; the wrap
+  // must be the one SPEC's bytes give (the fixed vector, and the Swift client's VaultCrypto).
+  assert.equal(await vaultCrypto.wrapForPasskey(b(V.dataKey), b(V.prf), V.userHandle, V.credentialId, iv), V.wrappedKey);
+  assert.equal(enc(await vaultCrypto.keyWrappingKey(b(V.prf), V.userHandle, V.credentialId)), V.kwk);
+  assert.equal(enc(await vaultCrypto.unwrapForPasskey(V.wrappedKey, b(V.prf), b(V.userHandle), V.credentialId)), V.dataKey);
+});

@@ -16,6 +16,8 @@ enum WebAssets {
     static let files: [(path: String, file: String, contentType: String)] = [
         ("/", "index.html", "text/html; charset=utf-8"),
         ("/app.js", "app.js", "text/javascript; charset=utf-8"),
+        // The app's vault panel (docs/vault.md), a module app.js imports.
+        ("/vault-panel.js", "vault-panel.js", "text/javascript; charset=utf-8"),
         ("/app.css", "app.css", "text/css; charset=utf-8"),
         // The OpenID Provider's page (SPEC "OpenID Provider": `<first web origin>/authorize?request=…`).
         ("/authorize", "authorize.html", "text/html; charset=utf-8"),
