@@ -49,6 +49,7 @@ public struct Application: Responder {
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)
         routes.addOAuthRoutes(services)
+        routes.addCIBARoutes(services)
         routes.addSessionRoutes(services)
         routes.addAdminRoutes(services)
         routes.addAppRoutes(services)

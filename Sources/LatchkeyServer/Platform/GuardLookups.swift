@@ -96,6 +96,8 @@ struct GuardLoads: Sendable {
     var preloadedApproval: LoadedApproval? = nil
     /// What opening a quorum approval reads, read with the caller's standing (`GuardPreload.approvalOpening`).
     var preloadedOpening: LoadedOpening? = nil
+    /// The CIBA request a route's `{authReqId}` names, read by its approval's step-up rule.
+    var cibaRequest: CIBARequestRead? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.
