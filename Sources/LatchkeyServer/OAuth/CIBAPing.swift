@@ -10,13 +10,6 @@ import Storage
 struct CIBAPinger: Sendable {
     let sender: WebhookSender
 
-    static func worker(outbox: OutboxRepository, sealer: SecretSealer, policy: WebhookPolicy, metrics: Metrics, runtime: Runtime) -> OutboxWorker {
-        let pinger = CIBAPinger(sender: WebhookSender(sealer: sealer, policy: policy, runtime: runtime))
-        return OutboxWorker(channel: .cibaPing, outbox: outbox, policy: policy.outbox, runtime: runtime,
-                            deliver: { pinger.deliver($0) },
-                            observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
-    }
-
     func deliver(_ d: ClaimedDelivery) -> OutboxWorker.Outcome {
         guard let endpoint = d.data["endpoint"]?.stringValue, let token = d.data["token"]?.stringValue,
               let id = d.data["authReqId"]?.stringValue else { return .giveUp(statusCode: nil, error: "the ping event is incomplete") }

@@ -116,7 +116,10 @@ public final class Services: Sendable {
         webhooks = WebhookService(store: database.webhooks, sealer: webhookSealer, policy: webhookPolicy, runtime: runtime)
         webhookWorker = WebhookService.worker(outbox: database.outbox, sealer: webhookSealer, policy: webhookPolicy, metrics: metrics,
                                               runtime: runtime)
-        cibaPings = CIBAPinger.worker(outbox: database.outbox, sealer: webhookSealer, policy: webhookPolicy, metrics: metrics, runtime: runtime)
+        let pinger = CIBAPinger(sender: WebhookSender(sealer: webhookSealer, policy: webhookPolicy, runtime: runtime))
+        cibaPings = OutboxWorker(channel: .cibaPing, outbox: database.outbox, policy: webhookPolicy.outbox, runtime: runtime,
+                                 deliver: { pinger.deliver($0) },
+                                 observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
         let oauthStore = PostgresOAuthStore(oauth: database.oauth, accounts: database.accounts)
         let oauthPolicy = OAuthPolicy(configuration)
         oauthClients = OAuthClientService(store: oauthStore, policy: oauthPolicy, runtime: runtime)
