@@ -230,12 +230,24 @@ extension OAuthRepository {
         }
     }
 
+    /// The session `sessionId` of `userId` as its standing reads it, and the request `id`: one
+    /// pipelined round trip (a CIBA approval's caller and the request it acts on).
+    public func standingAndCIBARequest(sessionId: String, userId: String, id: String) throws(StorageError)
+        -> (session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?, request: CIBARequestRecord?) {
+        try pool.run { c in
+            let rows = try c.pipeline([SessionRepository.standing(id: sessionId, userId: userId), Self.cibaRequestQuery(id: id)])
+            return (try rows[0].first.map(SessionRepository.standing), try rows[1].first.map(Self.cibaRequest))
+        }
+    }
+
+    static func cibaRequestQuery(id: String) -> SQL {
+        "SELECT \(unsafeRaw: Self.cibaColumns) FROM ciba_requests r JOIN oauth_clients c ON c.id = r.client_id WHERE r.id = \(id)"
+    }
+
     /// One request, whatever its state; nil: none has that id.
     public func cibaRequest(id: String) throws(StorageError) -> CIBARequestRecord? {
         try pool.run { c in
-            try c.query("""
-                SELECT \(unsafeRaw: Self.cibaColumns) FROM ciba_requests r JOIN oauth_clients c ON c.id = r.client_id WHERE r.id = \(id)
-                """).first.map(Self.cibaRequest)
+            try c.query(Self.cibaRequestQuery(id: id)).first.map(Self.cibaRequest)
         }
     }
 

@@ -12,8 +12,13 @@ extension StepUpRule {
     static func cibaApproval(_ ciba: CIBAService) -> StepUpRule {
         StepUpRule(changes: "CIBA approvals", deviceKeyAllowed: true, sameSession: true) { input throws(ServiceError) in
             guard let id = input.rawPath["authReqId"], CIBAService.isRequestId(id), let userId = input.caller.userId else { return .none }
-            let record = try ciba.request(id)
-            input.loads.cibaRequest = CIBARequestRead(id: id, record: record)
+            let record: CIBARequestRecord?
+            if let loaded = input.loads.cibaRequest, loaded.id == id {
+                record = loaded.record
+            } else {
+                record = try ciba.request(id)
+                input.loads.cibaRequest = CIBARequestRead(id: id, record: record)
+            }
             guard let r = record, r.userId == userId, r.status == .pending, r.live else { return .none }
             return .required(try CIBAService.stepUpAction(r))
         }
@@ -36,7 +41,9 @@ extension RouteTable {
             .json(bytes: CIBARenderer.requests(try ciba.pending(userId: try ctx.session().userId)).serialized(),
                   headers: [("Cache-Control", "no-store")])
         }
-        add("POST", "/v1/ciba/requests/{authReqId:text}/approve", .passkeySession, stepUp: .cibaApproval(ciba), accepting: .any) { ctx in
+        // The caller's standing and the request it approves are read in one round trip.
+        add("POST", "/v1/ciba/requests/{authReqId:text}/approve", .passkeySession, stepUp: .cibaApproval(ciba), accepting: .any,
+            preload: { _, path in path["authReqId"].flatMap { CIBAService.isRequestId($0) ? GuardPreload.cibaRequest(id: $0) : nil } }) { ctx in
             try ciba.approve(try ctx.path.text("authReqId"), caller: try ctx.session(), approval: ctx.approval, read: ctx.loads.cibaRequest)
             return .empty(status: 204)
         }

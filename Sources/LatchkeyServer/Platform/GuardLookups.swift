@@ -54,6 +54,13 @@ enum GuardPreload: Sendable, Equatable {
     /// What opening a quorum approval reads (the policy the body names, the requester's last hour,
     /// the subject), read with the caller's standing.
     case approvalOpening(policy: String, subject: String?)
+    /// The CIBA request a CIBA approval's `{authReqId}` names (read with the caller's standing).
+    case cibaRequest(id: String)
+
+    var cibaRequestId: String? {
+        if case .cibaRequest(let id) = self { return id }
+        return nil
+    }
 
     var authorizationRequestId: String? {
         if case .authorizationRequest(let id) = self { return id }

@@ -133,7 +133,8 @@ public final class Services: Sendable {
         vault = VaultService(store: database.vaults, runtime: runtime)
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
-        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals, adminKeyHash: configuration.adminKeyHash,
+        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals,
+                                 cibaRequests: database.oauth, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID, now: runtime.now,
                                  oauth: OAuthCallers(clients: oauthClients, store: oauthStore, signer: signer, revoked: revokedSessions,
                                                      policy: oauthPolicy, runtime: runtime, trustProxy: configuration.trustProxy))
