@@ -140,4 +140,26 @@ struct CIBAServiceTests {
         #expect(ping.data["token"]?.stringValue == "tok-123" && ping.data["authReqId"]?.stringValue == r.authReqId)
         #expect(ping.data["endpoint"]?.stringValue == "https://bank.example/ciba")
     }
+
+    @Test("registration: the command line's CIBA flags, and the combinations refused (exit 64 / 400)")
+    func registrationRules() throws {
+        let ok = try OAuthClientService.cibaRegistration(grantTypes: ["ciba"], mode: nil, endpoint: nil, approver: nil)
+        #expect(ok == CIBARegistration(mode: .poll, notificationEndpoint: nil, approver: .attestedDeviceKey))
+        #expect(try OAuthClientService.cibaRegistration(grantTypes: [], mode: nil, endpoint: nil, approver: nil) == nil)
+        expectRefusal(.invalidRequest) { _ = try OAuthClientService.cibaRegistration(grantTypes: [], mode: "poll", endpoint: nil, approver: nil) }
+        expectRefusal(.invalidRequest) { _ = try OAuthClientService.cibaRegistration(grantTypes: ["ciba"], mode: "ping", endpoint: nil, approver: nil) }
+        expectRefusal(.invalidRequest) {
+            _ = try OAuthClientService.cibaRegistration(grantTypes: ["ciba"], mode: "poll", endpoint: "https://bank.example/n", approver: nil)
+        }
+        expectRefusal(.invalidRequest) { _ = try OAuthClientService.cibaRegistration(grantTypes: ["ciba"], mode: nil, endpoint: nil, approver: "sms") }
+        expectRefusal(.invalidRequest) { _ = try OAuthClientService.cibaRegistration(grantTypes: ["password"], mode: nil, endpoint: nil, approver: nil) }
+        var r = OAuthClientService.Registration(name: "Public", redirectURIs: ["http://127.0.0.1/cb"])
+        r.isPublic = true
+        r.ciba = ok
+        expectRefusal(.invalidRequest) { _ = try OAuthClientService.authMethod(r) }
+        // Ping's endpoint is under the webhook address rules.
+        var ping = OAuthClientService.Registration(name: "Ping", redirectURIs: [OAuthWorld.redirectURI])
+        ping.ciba = CIBARegistration(mode: .ping, notificationEndpoint: "ftp://bank.example/n", approver: .deviceKey)
+        expectRefusal(.invalidRequest) { _ = try world.clients.add(ping, by: .named("admin")) }
+    }
 }

@@ -159,6 +159,17 @@ struct CIBATests {
         #expect(ok.json?["grantTypes"] == ["authorization_code", "refresh_token", "urn:openid:params:grant-type:ciba"])
         #expect(ok.json?["backchannelTokenDeliveryMode"]?.stringValue == "poll")
         #expect(ok.json?["cibaApprover"]?.stringValue == "attested-device-key")
+        // PATCH: to ping with an endpoint, then off again.
+        let id = try #require(ok.json?["id"]?.stringValue)
+        let admin = "Bearer \(server.adminKey)"
+        let toPing = try server.client().send("PATCH", "/admin/v1/clients/\(id)", body: JSONValue.object([
+            ("backchannelTokenDeliveryMode", "ping"), ("backchannelClientNotificationEndpoint", "https://bank.example/ciba")]).serialized(),
+                                               authorization: admin)
+        #expect(toPing.status == 200 && toPing.json?["backchannelTokenDeliveryMode"]?.stringValue == "ping", "\(toPing)")
+        #expect(toPing.json?["backchannelClientNotificationEndpoint"]?.stringValue == "https://bank.example/ciba")
+        let off = try server.client().send("PATCH", "/admin/v1/clients/\(id)", body: JSONValue.object([("grantTypes", ["authorization_code"])]).serialized(),
+                                           authorization: admin)
+        #expect(off.status == 200 && off.json?["cibaApprover"] == .null && off.json?["grantTypes"] == ["authorization_code", "refresh_token"], "\(off)")
         let d = try server.client().get("/.well-known/openid-configuration").json
         #expect(d?["backchannel_authentication_endpoint"]?.stringValue == server.origin + "/oauth2/bc-authorize")
         #expect(d?["backchannel_token_delivery_modes_supported"] == ["poll", "ping"])
