@@ -162,4 +162,17 @@ struct CIBAServiceTests {
         ping.ciba = CIBARegistration(mode: .ping, notificationEndpoint: "ftp://bank.example/n", approver: .deviceKey)
         expectRefusal(.invalidRequest) { _ = try world.clients.add(ping, by: .named("admin")) }
     }
+
+    @Test("id_token_hint: an id_token this server issued names the account (an expired one too); anything else is invalid_request")
+    func idTokenHint() throws {
+        let c = try client(.deviceKey)
+        let web = try world.client()
+        let frank = try world.person("frank")
+        store.addAccount("frank", id: frank.id)
+        let idToken = try #require(try world.exchange(web, code: try world.code(web, by: frank))["id_token"]?.stringValue)
+        world.clock.advance(86400)
+        let started = try ask(c, [("scope", "openid"), ("id_token_hint", idToken)])
+        #expect(try ciba.pending(userId: frank.id).map(\.id) == [started.authReqId])
+        #expect(oauthError { () throws(OAuthError) in try ask(c, [("scope", "openid"), ("id_token_hint", "e30.e30.sig")]) }?.code == .invalidRequest)
+    }
 }
