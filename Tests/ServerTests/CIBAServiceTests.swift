@@ -81,6 +81,10 @@ struct CIBAServiceTests {
         let claims = try JSONParser.parse(try #require(Base64URL.decode(String(idToken.split(separator: ".")[1]))))
         #expect(claims["acr"]?.stringValue == "urn:latchkey:acr:device-key-attested" && claims["sub"]?.stringValue == alice.userId)
         #expect(tokens["refresh_token"] != nil)
+        // The approval's receipt rides in the access token, details or not.
+        let accessToken = try #require(tokens["access_token"]?.stringValue)
+        let access = try JSONParser.parse(try #require(Base64URL.decode(String(accessToken.split(separator: ".")[1]))))
+        #expect(access["receipt_id"]?.stringValue == "receipt-jti-1" && access["authorization_details"] == nil)
         #expect(oauthError { () throws(OAuthError) in try poll(c, started.authReqId) }?.code == .invalidGrant)
     }
 
