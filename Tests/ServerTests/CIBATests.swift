@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import JSON
+import PostgreSQL
 @testable import LatchkeyServer
 import Storage
 import Testing
@@ -233,5 +234,28 @@ struct CIBATests {
         }
         let limited = try ask(server, c, [("scope", "openid"), ("login_hint", "ghost-\(uniqueSuffix())")])
         #expect(limited.status == 429 && limited.header("Retry-After") != nil, "\(limited)")
+    }
+
+    @Test("ciba.requested {userId,authReqId,clientId} goes through the outbox to a subscribed webhook endpoint")
+    func requestedEvent() throws {
+        let server = try Self.fixture.get()
+        let admin = "Bearer \(server.adminKey)"
+        let hook = try server.client().post("/admin/v1/webhooks", .object([("url", .string("https://hooks.example.com/ciba-\(uniqueSuffix())")),
+                                                                          ("events", ["ciba.requested"])]), authorization: admin)
+        #expect(hook.status == 201, "\(hook)")
+        let hookId = try #require(hook.json?["id"]?.stringValue)
+        defer { _ = try? server.client().send("DELETE", "/admin/v1/webhooks/\(hookId)", authorization: admin) }
+        let c = try cibaClient(server)
+        let a = try h.account(server)
+        let asked = try ask(server, c, [("scope", "openid"), ("login_hint", username(a))])
+        #expect(asked.status == 200, "\(asked)")
+        let deliveries = try server.client().get("/admin/v1/webhooks/\(hookId)/deliveries", authorization: admin).json?["deliveries"]?.arrayValue ?? []
+        #expect(deliveries.map { $0["type"]?.stringValue } == ["ciba.requested"], "\(deliveries)")
+        let eventId = try #require(deliveries.first?["eventId"]?.stringValue)
+        let connection = try TestDatabase.connect()
+        let data = try connection.query("SELECT data::text AS data FROM outbox_events WHERE id = \(eventId)")[0].json("data")
+        let event = try JSONParser.parse(Array(data.utf8))
+        #expect(event["userId"]?.stringValue == a.session.userId && event["clientId"]?.stringValue == c.id, "\(event)")
+        #expect(event["authReqId"]?.stringValue == asked.json?["auth_req_id"]?.stringValue, "\(event)")
     }
 }
