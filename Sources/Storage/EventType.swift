@@ -26,10 +26,16 @@ public enum EventType: String, Sendable, CaseIterable {
     case approvalVetoed = "approval.vetoed"
     case approvalExpired = "approval.expired"
     case approvalBreakGlass = "approval.break_glass"
+    /// SPEC "CIBA approval": a backchannel request waits for the account's approval (the app's
+    /// backend pushes it to the phone).
+    case cibaRequested = "ciba.requested"
     case mailMessage = "mail.message"
+    /// CIBA Core §10.2: a ping client's notification that its request's result is ready (never a
+    /// webhook's: one delivery to the client's notification endpoint).
+    case cibaPing = "ciba.ping"
 
-    /// What a webhook endpoint may subscribe to: every type but `mail.message`.
-    public var isWebhookType: Bool { self != .mailMessage }
+    /// What a webhook endpoint may subscribe to: every type but `mail.message` and `ciba.ping`.
+    public var isWebhookType: Bool { self != .mailMessage && self != .cibaPing }
 
     /// The webhook types, in declaration order.
     public static let webhookTypes: [EventType] = allCases.filter(\.isWebhookType)
@@ -41,4 +47,6 @@ public enum OutboxChannel: String, Sendable, CaseIterable {
     case webhook
     /// Target: a mail's id (`MailRepository`).
     case mail
+    /// Target: a CIBA ping client's id; the event carries the endpoint, the bearer and the `auth_req_id`.
+    case cibaPing = "ciba_ping"
 }

@@ -17,7 +17,8 @@ public struct GrantAuthentication: Sendable, Equatable {
 
 /// An OpenID Provider access token (RFC 9068 §2.2, `typ` `at+jwt`, ≤ 300 s), typed: built here so no
 /// caller assembles one by member names. `authorizationDetails` and `receiptId` ride only in the
-/// code exchange's token (SPEC "Tokens": an approval is used once).
+/// token that redeems the approval — the code exchange's, or a CIBA grant's (SPEC "Tokens": an
+/// approval is used once); the issuer passes neither for a refresh.
 public struct OAuthAccessClaims: Sendable {
     public let issuer: String
     public let subject: String
@@ -48,7 +49,7 @@ public struct OAuthAccessClaims: Sendable {
         self.sessionId = sessionId
         self.authentication = authentication
         self.authorizationDetails = authorizationDetails
-        self.receiptId = authorizationDetails == nil ? nil : receiptId
+        self.receiptId = receiptId
     }
 
     public var payload: JSONValue {
@@ -58,10 +59,8 @@ public struct OAuthAccessClaims: Sendable {
             ("jti", .string(jwtId)), ("sid", .string(sessionId)),
         ]
         members += Self.authenticationMembers(authentication)
-        if let authorizationDetails {
-            members.append(("authorization_details", authorizationDetails))
-            if let receiptId { members.append(("receipt_id", .string(receiptId))) }
-        }
+        if let authorizationDetails { members.append(("authorization_details", authorizationDetails)) }
+        if let receiptId { members.append(("receipt_id", .string(receiptId))) }
         return .object(members)
     }
 

@@ -69,5 +69,7 @@ timeout 300 "$VENV/bin/python" Tests/OIDC/test_oidc.py
 status=$?
 # idpyoidc checks the discovery document as the standard says (an https issuer, RS256 listed).
 timeout 180 "$VENV/bin/python" Tests/OIDC/test_idpyoidc.py || status=1
+# A CIBA client written from CIBA Core 1.0 (poll and ping) with a device-key approval.
+timeout 180 "$VENV/bin/python" Tests/OIDC/test_ciba.py || status=1
 set -e
 exit $status

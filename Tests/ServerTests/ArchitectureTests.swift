@@ -173,7 +173,7 @@ struct ArchitectureTests {
             "Passkeys": ["PasskeyStore.swift", "LoginStore.swift", "PasskeyAssertion.swift", "OriginCache.swift", "MetadataStore.swift"],
             "Recovery": ["RecoveryStore.swift"],
             "Sessions": ["SessionStore.swift", "RevokedSessions.swift", "SigningKeyStore.swift"],
-            "OAuth": ["OAuthStore.swift", "PostgresOAuthStore.swift", "RSASigningKey.swift"],
+            "OAuth": ["OAuthStore.swift", "PostgresOAuthStore.swift", "RSASigningKey.swift", "CIBAStore.swift"],
             "Admin": ["PostgresAdminStore.swift"],
             "Apps": ["AppStore.swift"],
             "Vault": ["VaultStore.swift"],

@@ -16,13 +16,13 @@ struct OAuthCallerTests {
     static let fixture = Result { try TestServer(name: "oauth-callers") }
     static let form = "application/x-www-form-urlencoded"
 
-    @Test("the token, PAR and revocation endpoints declare the OAuth client's access, userinfo the OAuth bearer's; no other route does")
+    @Test("the token, PAR, revocation and backchannel endpoints declare the OAuth client's access, userinfo the OAuth bearer's; no other route does")
     func declared() throws {
         let server = try Self.fixture.get()
         let guards = Application(services: server.services).guards
         let clients = Set(guards.filter { $0.access == "oauth-client" }.map { "\($0.method) \($0.pattern)" })
         let bearers = Set(guards.filter { $0.access == "oauth-bearer" }.map { "\($0.method) \($0.pattern)" })
-        #expect(clients == ["POST /oauth2/token", "POST /oauth2/par", "POST /oauth2/revoke"])
+        #expect(clients == ["POST /oauth2/token", "POST /oauth2/par", "POST /oauth2/revoke", "POST /oauth2/bc-authorize"])
         #expect(bearers == ["GET /oauth2/userinfo", "POST /oauth2/userinfo"])
         #expect(Set(OAuthEndpoint.allCases.map { "POST \($0.rawValue)" }) == clients)
     }

@@ -97,6 +97,10 @@ import Testing
             #expect(reply.contentType?.hasPrefix("application/json") == true && reply.json?["error"]?.stringValue == "temporarily_unavailable",
                     "\(path): \(reply)")
         }
+        // At the CIBA poll the 429 is CIBA Core §11's slow_down.
+        let poll = try client.send("POST", "/oauth2/token", body: Array("grant_type=urn%3Aopenid%3Aparams%3Agrant-type%3Aciba&auth_req_id=x".utf8),
+                                   contentType: form)
+        #expect(poll.status == 429 && poll.header("Retry-After") != nil && poll.json?["error"]?.stringValue == "slow_down", "\(poll)")
         let userinfo = try client.get("/oauth2/userinfo", authorization: "Bearer x")
         #expect(userinfo.status == 429 && userinfo.json?["error"]?.stringValue == "temporarily_unavailable", "\(userinfo)")
         for (method, path) in [("GET", "/v1/oauth/requests/lkq_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), ("GET", "/v1/oauth/consents"),

@@ -43,6 +43,10 @@ enum AuditAction: String, Sendable {
     case oauthDenied = "oauth.denied"
     case oauthTokenIssued = "oauth.token_issued"
     case oauthCodeReplayed = "oauth.code_replayed"
+    /// SPEC "CIBA": a backchannel request stored, approved or denied.
+    case cibaRequested = "ciba.requested"
+    case cibaApproved = "ciba.approved"
+    case cibaDenied = "ciba.denied"
     case clientAdded = "client.added"
     case clientUpdated = "client.updated"
     case clientRemoved = "client.removed"

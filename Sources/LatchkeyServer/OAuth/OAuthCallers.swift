@@ -10,6 +10,7 @@ enum OAuthEndpoint: String, Sendable, CaseIterable {
     case token = "/oauth2/token"
     case par = "/oauth2/par"
     case revoke = "/oauth2/revoke"
+    case backchannel = "/oauth2/bc-authorize"
 }
 
 /// A request whose client authenticated, as the caller resolver hands it to the route: the client

@@ -20,7 +20,16 @@ enum OAuthClientRenderer {
             ("authorizationDetailsTypes", .array(c.authorizationDetailsTypes.map { .string($0) })),
             ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("createdAt", .string(iso8601(c.createdAt))),
         ]
+        members += cibaMembers(c)
         if let secret { members.append(("clientSecret", .string(secret))) }
         return .object(members)
+    }
+
+    /// SPEC "Clients": `grantTypes` and the CIBA members (null for a client without the grant).
+    static func cibaMembers(_ c: OAuthClientRecord) -> [(key: String, value: JSONValue)] {
+        [("grantTypes", .array(OAuthClientService.grantTypes(c).map { .string($0) })),
+         ("backchannelTokenDeliveryMode", c.ciba.map { .string($0.mode.rawValue) } ?? .null),
+         ("backchannelClientNotificationEndpoint", c.ciba?.notificationEndpoint.map { .string($0) } ?? .null),
+         ("cibaApprover", c.ciba.map { .string($0.approver.rawValue) } ?? .null)]
     }
 }

@@ -74,6 +74,8 @@ public final class OAuthClientService: Sendable {
         public var authMethod: OAuthClientAuthMethod? = nil
         /// `--pkce optional` (a confidential client only): requests without PKCE carry a nonce.
         public var pkceRequired = true
+        /// `--grant-type ciba …` (`OAuthClientService.cibaRegistration`); nil: no CIBA grant.
+        public var ciba: CIBARegistration? = nil
 
         public init(name: String, redirectURIs: [String]) {
             self.name = name
@@ -96,10 +98,12 @@ public final class OAuthClientService: Sendable {
         // client proves itself with its keys alone.
         let usesSecret = method == .clientSecretBasic || method == .clientSecretPost
         let secret = usesSecret ? "lks_" + Base64URL.encode(runtime.random(32)) : nil
-        let record = OAuthClientRecord(id: id, name: r.name, secretHash: secret.map { Digest.sha256(Array($0.utf8)) },
+        try checkCIBAEndpoint(r.ciba)
+        var record = OAuthClientRecord(id: id, name: r.name, secretHash: secret.map { Digest.sha256(Array($0.utf8)) },
                                        redirectURIs: r.redirectURIs, postLogoutRedirectURIs: r.postLogoutRedirectURIs, jwksURI: r.jwksURI,
                                        authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg, authMethod: method,
                                        pkceRequired: r.pkceRequired)
+        record.ciba = r.ciba
         let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
         let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
         invalidate()
@@ -119,6 +123,7 @@ public final class OAuthClientService: Sendable {
         }
         // RFC 9700 §2.1.1: only a client that authenticates may go without PKCE (with a nonce instead).
         guard r.pkceRequired || method != .none else { throw ServiceError.invalid("--pkce optional is for a confidential client") }
+        try checkCIBA(r.ciba, isPublic: r.isPublic)
         return method
     }
 
@@ -163,6 +168,9 @@ public final class OAuthClientService: Sendable {
             guard let b = v.boolValue, b || !c.isPublic else { throw ServiceError.invalid("pkceRequired must be a boolean, and true for a public client") }
             c.pkceRequired = b
         }
+        c.ciba = try Self.cibaMembers(body, current: c.ciba)
+        try Self.checkCIBA(c.ciba, isPublic: c.isPublic)
+        try checkCIBAEndpoint(c.ciba)
         try validate(name: c.name, redirectURIs: c.redirectURIs, isPublic: c.isPublic, postLogout: c.postLogoutRedirectURIs, jwksURI: c.jwksURI,
                      types: c.authorizationDetailsTypes, idTokenAlg: c.idTokenAlg)
         let audit = admin.record(.clientUpdated, subject: id, detail: Self.auditDetail(c))
@@ -194,6 +202,7 @@ public final class OAuthClientService: Sendable {
             }
             r.authMethod = method
         }
+        r.ciba = try cibaMembers(body, current: nil)
         _ = try authMethod(r)
         return r
     }

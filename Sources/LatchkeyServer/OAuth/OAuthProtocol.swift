@@ -26,6 +26,13 @@ struct OAuthError: Error, Sendable, CustomStringConvertible {
         case invalidTarget = "invalid_target"
         case invalidToken = "invalid_token"
         case insufficientScope = "insufficient_scope"
+        // OpenID CIBA Core 1.0 §13 and §11.
+        case unauthorizedClient = "unauthorized_client"
+        case unknownUserId = "unknown_user_id"
+        case invalidBindingMessage = "invalid_binding_message"
+        case authorizationPending = "authorization_pending"
+        case slowDown = "slow_down"
+        case expiredToken = "expired_token"
     }
 
     let code: Code

@@ -59,6 +59,7 @@ extension RouteTable {
         }
         add("POST", "/oauth2/token", .oauthClient(.token), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
+            if request.form["grant_type"] == CIBAPoll.grantType { return try RouteTable.cibaToken(s, request) }
             return try OAuthEdge.json { () throws(OAuthError) in try op.token(TokenRequest(request)) }
         }
         add("POST", "/oauth2/revoke", .oauthClient(.revoke), accepting: .any) { ctx in

@@ -16,7 +16,7 @@ extension OpenIDProvider {
             ("jwks_uri", .string(base + "/.well-known/jwks.json")), ("end_session_endpoint", .string(base + "/oauth2/logout")),
             ("pushed_authorization_request_endpoint", .string(base + "/oauth2/par")), ("revocation_endpoint", .string(base + "/oauth2/revoke")),
             ("response_types_supported", list(["code"])), ("response_modes_supported", list(["query"])),
-            ("grant_types_supported", list(["authorization_code", "refresh_token"])),
+            ("grant_types_supported", list(["authorization_code", "refresh_token", OAuthClientService.cibaGrantType])),
             ("code_challenge_methods_supported", list(["S256"])),
             ("token_endpoint_auth_methods_supported", list(["client_secret_basic", "client_secret_post", "private_key_jwt", "none"])),
             ("token_endpoint_auth_signing_alg_values_supported", list(["ES256", "PS256", "RS256"])),
@@ -36,7 +36,7 @@ extension OpenIDProvider {
             // RFC 9126 §5: PAR's request_uri is always accepted; no other request_uri is.
             ("request_uri_parameter_supported", .bool(false)), ("require_request_uri_registration", .bool(false)),
             ("ui_locales_supported", list(["en", "de", "pl", "zh"])),
-        ])
+        ] + Self.cibaDiscovery(base))
     }
 
     /// Every type some client may ask for.

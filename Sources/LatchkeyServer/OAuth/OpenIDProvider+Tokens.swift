@@ -97,7 +97,8 @@ extension OpenIDProvider {
         let authentication = g.authentication
         let access = OAuthAccessClaims(issuer: issuer, subject: userId, audience: g.resource ?? issuer, clientId: client.id,
                                        scope: scopes, issuedAt: now, lifetime: Int64(ttl), jwtId: runtime.identifier(), sessionId: familyId,
-                                       authentication: authentication, authorizationDetails: details, receiptId: g.receiptId)
+                                       authentication: authentication, authorizationDetails: details,
+                                       receiptId: carriesApproval ? g.receiptId : nil)
         var body: [(key: String, value: JSONValue)] = []
         do { body.append(("access_token", .string(try signer.sign(access)))) } catch { throw OAuthError.unavailable }
         body += [("token_type", "Bearer"), ("expires_in", .number(Double(ttl))), ("scope", .string(scopes.joined(separator: " ")))]

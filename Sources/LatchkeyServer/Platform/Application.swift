@@ -49,6 +49,7 @@ public struct Application: Responder {
         routes.addPasskeyRoutes(services)
         routes.addTokenRoutes(services)
         routes.addOAuthRoutes(services)
+        routes.addCIBARoutes(services)
         routes.addSessionRoutes(services)
         routes.addAdminRoutes(services)
         routes.addAppRoutes(services)
@@ -149,7 +150,10 @@ extension Application {
             return OAuthPages.page(.tooManyRequests, lang: lang, status: 429, extraHeaders: [retry])
         }
         if request.path.hasPrefix("/oauth2/") {
-            return .json(status: 429, bytes: OAuthError(.temporarilyUnavailable, "too many requests; retry later").json.serialized(),
+            // SPEC "Limits": at the CIBA poll the limit is CIBA Core §11's slow_down.
+            let cibaPoll = request.path == OAuthEndpoint.token.rawValue
+                && formPairs(request.body).contains { $0.0 == "grant_type" && $0.1 == CIBAPoll.grantType }
+            return .json(status: 429, bytes: OAuthError(cibaPoll ? .slowDown : .temporarilyUnavailable, "too many requests; retry later").json.serialized(),
                          headers: [retry, ("Cache-Control", "no-store")])
         }
         return ServiceError(.rateLimited, "too many requests; retry later", headers: [retry]).response

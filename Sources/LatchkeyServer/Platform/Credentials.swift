@@ -26,6 +26,8 @@ struct CallerResolver: Sendable {
     let accounts: AccountRepository
     /// An approval route's caller, read with the approval it names (`standingAndApproval`).
     let approvals: ApprovalRepository
+    /// A CIBA approval's caller, read with the request it names (`standingAndCIBARequest`).
+    let cibaRequests: OAuthRepository
     let adminKeyHash: [UInt8]?
     /// The OP browser sessions (the OpenID Provider's cookie).
     let browser: any BrowserSessions
@@ -55,6 +57,13 @@ struct CallerResolver: Sendable {
                 }
                 standing = try sessions.standing(loaded: read.session)
                 loads.preloadedApproval = LoadedApproval(id: id, read: read.approval)
+            } else if let id = preload?.cibaRequestId {
+                let session = caller
+                let read = try storage { () throws(StorageError) in
+                    try cibaRequests.standingAndCIBARequest(sessionId: session.sessionId, userId: session.userId, id: id)
+                }
+                standing = try sessions.standing(loaded: read.session)
+                loads.cibaRequest = CIBARequestRead(id: id, record: read.request)
             } else if let opening = preload?.approvalOpening {
                 let session = caller, since = now().addingTimeInterval(-ApprovalService.openingWindow)
                 let read = try storage { () throws(StorageError) in

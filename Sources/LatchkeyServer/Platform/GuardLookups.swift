@@ -54,6 +54,13 @@ enum GuardPreload: Sendable, Equatable {
     /// What opening a quorum approval reads (the policy the body names, the requester's last hour,
     /// the subject), read with the caller's standing.
     case approvalOpening(policy: String, subject: String?)
+    /// The CIBA request a CIBA approval's `{authReqId}` names (read with the caller's standing).
+    case cibaRequest(id: String)
+
+    var cibaRequestId: String? {
+        if case .cibaRequest(let id) = self { return id }
+        return nil
+    }
 
     var authorizationRequestId: String? {
         if case .authorizationRequest(let id) = self { return id }
@@ -96,6 +103,8 @@ struct GuardLoads: Sendable {
     var preloadedApproval: LoadedApproval? = nil
     /// What opening a quorum approval reads, read with the caller's standing (`GuardPreload.approvalOpening`).
     var preloadedOpening: LoadedOpening? = nil
+    /// The CIBA request a route's `{authReqId}` names, read by its approval's step-up rule.
+    var cibaRequest: CIBARequestRead? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.

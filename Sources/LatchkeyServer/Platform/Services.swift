@@ -37,6 +37,8 @@ public final class Services: Sendable {
     /// OpenID clients and the OpenID Provider (SPEC "OpenID Provider").
     public let oauthClients: OAuthClientService
     public let openID: OpenIDProvider
+    /// CIBA's backchannel requests (SPEC "CIBA").
+    let ciba: CIBAService
     /// Resolves each request's caller for its route's `Access`.
     let callers: CallerResolver
     public let wellKnown: WellKnownService
@@ -44,6 +46,8 @@ public final class Services: Sendable {
     public let webhooks: WebhookService
     /// This instance's webhook senders (channel `webhook`).
     public let webhookWorker: OutboxWorker
+    /// This instance's CIBA ping senders (channel `ciba_ping`).
+    let cibaPings: OutboxWorker
     /// Mail through the outbox (channel `mail`): its OutboxWorker sends over SMTP or writes `.eml` files.
     public let mail: MailService
     /// Verified email, one-time codes, email sign-in, recovery codes and recoveries.
@@ -112,6 +116,10 @@ public final class Services: Sendable {
         webhooks = WebhookService(store: database.webhooks, sealer: webhookSealer, policy: webhookPolicy, runtime: runtime)
         webhookWorker = WebhookService.worker(outbox: database.outbox, sealer: webhookSealer, policy: webhookPolicy, metrics: metrics,
                                               runtime: runtime)
+        let pinger = CIBAPinger(sender: WebhookSender(sealer: webhookSealer, policy: webhookPolicy, runtime: runtime))
+        cibaPings = OutboxWorker(channel: .cibaPing, outbox: database.outbox, policy: webhookPolicy.outbox, runtime: runtime,
+                                 deliver: { pinger.deliver($0) },
+                                 observe: { [metrics] d, outcome in metrics.observeDelivery(type: d.type.rawValue, outcome: outcome) })
         let oauthStore = PostgresOAuthStore(oauth: database.oauth, accounts: database.accounts)
         let oauthPolicy = OAuthPolicy(configuration)
         oauthClients = OAuthClientService(store: oauthStore, policy: oauthPolicy, runtime: runtime)
@@ -119,12 +127,14 @@ public final class Services: Sendable {
                                 rsa: RSASigningKey(keys: database.keys, sealer: SecretSealer(configuration: configuration, runtime: runtime)),
                                 events: events, metrics: metrics, policy: oauthPolicy, runtime: runtime, revoked: revokedSessions,
                                 passkeys: passkeys, requestIds: DeploymentSecret(name: "oauth-request-ids", keys: database.keys, runtime: runtime))
+        ciba = CIBAService(store: PostgresCIBAStore(oauth: database.oauth), provider: openID)
         approvals = ApprovalService(store: database.approvals, mail: mail, events: events, runtime: runtime,
                                     adminQuorum: configuration.adminQuorum)
         vault = VaultService(store: database.vaults, runtime: runtime)
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
-        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals, adminKeyHash: configuration.adminKeyHash,
+        callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals,
+                                 cibaRequests: database.oauth, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID, now: runtime.now,
                                  oauth: OAuthCallers(clients: oauthClients, store: oauthStore, signer: signer, revoked: revokedSessions,
                                                      policy: oauthPolicy, runtime: runtime, trustProxy: configuration.trustProxy))
@@ -154,7 +164,7 @@ public final class Services: Sendable {
     ///    The same connection LISTENs for the outbox's wake-ups: deliveries written on any instance
     ///    wake this one's workers for their channel (else their poll finds them).
     public func startChangeFeed() {
-        let workers = [webhookWorker, mail.worker]
+        let workers = [webhookWorker, mail.worker, cibaPings]
         let outbox = OutboxRepository.wakeUps { channels in
             for worker in workers where channels.contains(worker.channel) { worker.wakeUp() }
         }
@@ -181,6 +191,7 @@ public final class Services: Sendable {
     ///    Mail goes out the same way (channel `mail`, its own worker).
     public func startOutbox() {
         webhookWorker.start()
+        cibaPings.start()
         mail.start()
     }
 
@@ -213,6 +224,7 @@ public final class Services: Sendable {
         changeFeed.withLock { $0?.stop(); $0 = nil }
         revokedSessions.stop()
         webhookWorker.stop()
+        cibaPings.stop()
         mail.stop()
         transparency.stop()
         metadata.stopWatching()

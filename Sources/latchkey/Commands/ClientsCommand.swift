@@ -13,6 +13,8 @@ enum ClientsCommand: Command {
                                     [--authorization-details-type T …] [--id-token-alg ES256|RS256]
                                     [--auth-method client_secret_basic|client_secret_post|private_key_jwt|none]
                                     [--pkce required|optional]
+                                    [--grant-type ciba --ciba-mode poll|ping [--ciba-notification-endpoint U]
+                                     [--ciba-approver attested-device-key|device-key|passkey]]
                latchkey clients list
                latchkey clients remove <client_id>
 
@@ -23,6 +25,11 @@ enum ClientsCommand: Command {
                 (and gets no secret). --auth-method: the one method the token endpoint accepts
                 from it (default client_secret_basic; none for --public). --pkce optional: a
                 confidential client may leave PKCE out, and then must send a nonce.
+                --grant-type ciba: the client may ask for approvals on the backchannel (CIBA,
+                confidential clients only), learning the result by polling the token endpoint
+                (--ciba-mode poll, the default) or by a POST to --ciba-notification-endpoint
+                (ping); --ciba-approver: the key whose step-up approves (default
+                attested-device-key; device-key allows an unattested one; passkey).
         list    one client a line: id, name, public or confidential, redirect URIs.
         remove  deletes the client and ends every session it holds.
         Exit status: 0 done, 1 refused (invalid or unknown), 64 bad usage.
@@ -32,7 +39,8 @@ enum ClientsCommand: Command {
         let args: ParsedArguments
         do {
             args = try ParsedArguments(arguments, valued: ["redirect-uri", "post-logout-redirect-uri", "jwks-uri", "authorization-details-type",
-                                                           "id-token-alg", "auth-method", "pkce"], flags: ["help", "public"])
+                                                           "id-token-alg", "auth-method", "pkce", "grant-type", "ciba-mode",
+                                                           "ciba-notification-endpoint", "ciba-approver"], flags: ["help", "public"])
         } catch { printError("latchkey clients: \(error.message)\n\n\(help)"); return ExitCode.usage }
         if args.has("help") { print(help); return ExitCode.success }
         let verb = args.positionals.first
@@ -59,7 +67,12 @@ enum ClientsCommand: Command {
         if verb == "add" {
             var r = OAuthClientService.Registration(name: args.positionals[1], redirectURIs: args.all("redirect-uri"))
             (r.isPublic, r.jwksURI, r.authMethod, r.pkceRequired) = (args.has("public"), args.value("jwks-uri"), authMethod, pkce == "required")
-            do throws(ServiceError) { _ = try OAuthClientService.authMethod(r) } catch {
+            do throws(ServiceError) {
+                r.ciba = try OAuthClientService.cibaRegistration(grantTypes: args.all("grant-type"), mode: args.value("ciba-mode"),
+                                                                 endpoint: args.value("ciba-notification-endpoint"),
+                                                                 approver: args.value("ciba-approver"))
+                _ = try OAuthClientService.authMethod(r)
+            } catch {
                 printError("latchkey clients: \(error.detail)"); return ExitCode.usage
             }
         }
@@ -78,6 +91,9 @@ enum ClientsCommand: Command {
                     r.idTokenAlg = args.value("id-token-alg") ?? "ES256"
                     r.authMethod = authMethod
                     r.pkceRequired = pkce == "required"
+                    r.ciba = try OAuthClientService.cibaRegistration(grantTypes: args.all("grant-type"), mode: args.value("ciba-mode"),
+                                                                     endpoint: args.value("ciba-notification-endpoint"),
+                                                                     approver: args.value("ciba-approver"))
                     let created = try clients.add(r, by: .named("cli"))
                     print("client_id: \(created.client.id)")
                     if let secret = created.secret { print("client_secret: \(secret)") }
