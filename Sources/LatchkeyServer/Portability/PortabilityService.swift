@@ -82,6 +82,12 @@ public struct PortabilityService: Sendable {
         return (count, PortableFile.hex(digest))
     }
 
+    /// The context the formats read a file in: this deployment's rpId, the rpId the operator
+    /// states for a file that names none (`--rp-id`), the clock and randomness.
+    public func readContext(statedRpId: String?) -> PortableFormat.Context {
+        PortableFormat.Context(rpId: policy.rpId, statedRpId: statedRpId, now: runtime.now(), random: runtime.random)
+    }
+
     /// Options of one import run: what the file's sha256 is (audited with each account), who runs
     /// it, whether to write, and whether stated verifications of addresses are trusted (only on the
     /// command line).
@@ -99,14 +105,22 @@ public struct PortabilityService: Sendable {
         }
     }
 
-    /// The outcome of account line `number` (1-based) of a file whose checksum was verified.
+    /// The outcome of account line `number` (1-based) of a Latchkey file whose checksum was verified.
     /// `seen`: the credential ids of the lines before, so that an id twice in one file is refused.
     public func importLine(_ bytes: [UInt8], number: Int, run: ImportRun, seen: inout Set<[UInt8]>) throws(StorageError) -> ImportOutcome {
+        let context = PortableFormat.Context(rpId: policy.rpId, now: runtime.now(), random: runtime.random)
+        return try importEntry(PortableEntry(line: number, account: PortableFile.parse(bytes, context)), run: run, seen: &seen)
+    }
+
+    /// The outcome of one account of any format (`PortableFormat.read`): a refusal the file
+    /// carries is reported as it is; an account is decided on one read and created in one write.
+    /// `seen`: the credential ids of the accounts before, so that an id twice in one file is refused.
+    public func importEntry(_ entry: PortableEntry, run: ImportRun, seen: inout Set<[UInt8]>) throws(StorageError) -> ImportOutcome {
+        let number = entry.line
         var account: PortableAccount
-        do {
-            account = try PortableFile.account(bytes, rpId: policy.rpId, newUserHandle: { runtime.random(32) })
-        } catch {
-            return ImportOutcome(line: number, username: error.username, outcome: .refused, reason: error.reason)
+        switch entry.account {
+        case .failure(let refusal): return ImportOutcome(line: number, username: refusal.username, outcome: .refused, reason: refusal.reason)
+        case .success(let a): account = a
         }
         let ids = account.passkeys.map(\.credentialId)
         guard ids.allSatisfy({ !seen.contains($0) }) else {
