@@ -116,31 +116,34 @@ public final class PortabilityRepository: Sendable {
         "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
     }
 
-    /// The account columns with its live passkeys and device keys, for the users a WHERE after
-    /// it keeps. Bytes come as bytea (the user handle) or as comma-separated hex lists in the
-    /// same order as the JSON of the other fields (`Row.hexList` decodes them), so the
-    /// repository never converts bytes itself.
+    /// The account columns with its live passkeys and device keys, for the users a WHERE after it
+    /// keeps. Bytes come back as bytes: the user handle as bytea, the passkeys' ids, keys and
+    /// AAGUIDs and the device keys' keys as comma-separated hex lists (`Row.hexList`) in the order
+    /// of the JSON of their other fields.
     static func accountSelect() -> String {
-        let passkeyOrder = "ORDER BY c.created_at, c.id", deviceOrder = "ORDER BY d.created_at, d.id"
-        let live = "FROM credentials c WHERE c.user_id = u.id AND c.revoked_at IS NULL"
-        let liveDevices = "FROM device_keys d WHERE d.user_id = u.id AND d.revoked_at IS NULL"
-        return """
+        """
         SELECT u.id, u.username, u.display_name, u.external_id, \(iso("u.created_at")) AS created_at,
                u.user_handle, e.email, \(iso("e.verified_at")) AS verified_at,
                (SELECT coalesce(json_agg(json_build_object(
-                    'alg', c.alg, 'signCount', c.sign_count, 'transports', c.transports, 'backupEligible', c.backup_eligible,
+                    'alg', c.alg, 'signCount', c.sign_count,
+                    'transports', c.transports, 'backupEligible', c.backup_eligible,
                     'backedUp', c.backed_up, 'name', c.name, 'createdAt', \(iso("c.created_at")),
-                    'lastUsedAt', \(iso("credential_last_use(c.id, c.last_used_at)"))) \(passkeyOrder)), '[]')::text \(live)) AS passkeys,
-               (SELECT string_agg(encode(c.id, 'hex'), ',' \(passkeyOrder)) \(live)) AS passkey_ids,
-               (SELECT string_agg(encode(c.public_key, 'hex'), ',' \(passkeyOrder)) \(live)) AS passkey_keys,
-               (SELECT string_agg(encode(c.aaguid, 'hex'), ',' \(passkeyOrder)) \(live)) AS passkey_aaguids,
+                    'lastUsedAt', \(iso("credential_last_use(c.id, c.last_used_at)"))) ORDER BY c.created_at, c.id), '[]')::text
+                FROM credentials c WHERE c.user_id = u.id AND c.revoked_at IS NULL) AS passkeys,
+               (SELECT string_agg(encode(c.id, 'hex'), ',' ORDER BY c.created_at, c.id) \(live)) AS passkey_ids,
+               (SELECT string_agg(encode(c.public_key, 'hex'), ',' ORDER BY c.created_at, c.id) \(live)) AS passkey_keys,
+               (SELECT string_agg(encode(c.aaguid, 'hex'), ',' ORDER BY c.created_at, c.id) \(live)) AS passkey_aaguids,
+               (SELECT string_agg(encode(d.public_key, 'hex'), ',' ORDER BY d.created_at, d.id) \(liveDevices)) AS device_key_keys,
                (SELECT coalesce(json_agg(json_build_object(
                     'id', d.id, 'deviceId', d.device_id, 'platform', d.platform,
-                    'attested', d.attested, 'createdAt', \(iso("d.created_at"))) \(deviceOrder)), '[]')::text \(liveDevices)) AS device_keys,
-               (SELECT string_agg(encode(d.public_key, 'hex'), ',' \(deviceOrder)) \(liveDevices)) AS device_key_keys
+                    'attested', d.attested, 'createdAt', \(iso("d.created_at"))) ORDER BY d.created_at, d.id), '[]')::text
+                FROM device_keys d WHERE d.user_id = u.id AND d.revoked_at IS NULL) AS device_keys
         FROM users u LEFT JOIN account_emails e ON e.user_id = u.id
         """
     }
+
+    static let live = "FROM credentials c WHERE c.user_id = u.id AND c.revoked_at IS NULL"
+    static let liveDevices = "FROM device_keys d WHERE d.user_id = u.id AND d.revoked_at IS NULL"
 
     /// Up to `limit` accounts with ids after `after` (nil: from the first), in id order: one query.
     public func exportPage(after: String?, limit: Int) throws(StorageError) -> [PortableAccount] {
