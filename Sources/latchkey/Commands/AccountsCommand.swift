@@ -129,7 +129,7 @@ enum AccountsCommand: Command {
             let run = PortabilityService.ImportRun(sha256: sha, actor: "cli", dryRun: args.has("dry-run"),
                                                    trustVerifiedEmails: args.has("trust-verified-emails"))
             guard let lines = LineReader(path: path) else { printError("latchkey accounts: cannot read \(path)"); return ExitCode.failure }
-            var seen = Set<[UInt8]>()
+            var seen = CredentialIdDigests()
             var counts: [ImportOutcome.Kind: Int] = [:]
             var pending: [UInt8]? = nil
             var number = 0
@@ -179,7 +179,7 @@ extension AccountsCommand {
             }
             let run = PortabilityService.ImportRun(sha256: sha, actor: "cli", dryRun: args.has("dry-run"),
                                                    trustVerifiedEmails: args.has("trust-verified-emails"))
-            var seen = Set<[UInt8]>()
+            var seen = CredentialIdDigests()
             var counts: [ImportOutcome.Kind: Int] = [:]
             let progress = AccountsProgress(verb: run.dryRun ? "decided" : "imported")
             for (done, entry) in entries.enumerated() {
