@@ -34,7 +34,8 @@ import WebAuthnTesting
         if case .failure(let r) = entry.account { return r.reason } else { return nil }
     }
 
-    /// Imports `bytes` as `latchkey accounts import --format F` does: the file read, then each account.
+    /// Imports `bytes` as `latchkey accounts import --format F` does: the file read, then each
+    /// account, the credential ids seen kept as the command keeps them (digests).
     static func importFile(_ format: PortableFormat, _ bytes: [UInt8], into server: TestServer, rpId: String? = nil,
                            statedRpId: String? = nil) throws -> (refused: String?, outcomes: [ImportOutcome]) {
         var policy = PortabilityPolicy(server.configuration)
@@ -44,7 +45,7 @@ import WebAuthnTesting
         case .refused(let reason): return (reason, [])
         case .accounts(let sha, let entries):
             let run = PortabilityService.ImportRun(sha256: sha, actor: "cli", dryRun: false, trustVerifiedEmails: false)
-            var seen = Set<[UInt8]>()
+            var seen = CredentialIdDigests()
             return (nil, try entries.map { try service.importEntry($0, run: run, seen: &seen) })
         }
     }
@@ -218,6 +219,16 @@ import WebAuthnTesting
                                                                                       ("credentialData", .string(String(decoding: data.serialized(), as: UTF8.self)))])])
         let e = try Self.entries(PortableFormat.keycloak.read(swapped, context))[0].account.get()
         #expect(e.passkeys[0].credentialId == a.credentialId && e.passkeys[0].publicKey == a.publicKeyCOSE)
+    }
+
+    @Test func credentialIdDigestsTellIdsApart() {
+        var seen = CredentialIdDigests()
+        let ids = (0..<1000).map { _ in SecureRandom.bytes(16) }
+        for id in ids { seen.insert(id) }
+        #expect(ids.allSatisfy(seen.contains))
+        #expect(!(0..<1000).contains { _ in seen.contains(SecureRandom.bytes(16)) })
+        // An id and the same id one byte longer are two ids.
+        #expect(!seen.contains(ids[0] + [0]))
     }
 
     @Test func mediaTypesNameTheFormats() {
