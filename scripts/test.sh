@@ -203,6 +203,8 @@ timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-
 timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-oauth.py"
 # --- issue 35: `bench step-up --log-compare` prints both rates, the ratio and the lag (functional only, ~10 s) ---
 timeout 300 python3 Tests/CLI/bench-step-up-log.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-step-up-log.py"
+# --- `bench portability` seeds, exports and imports 300 accounts through the CLI and prints every figure (functional only, ~20 s) ---
+timeout 300 python3 Tests/CLI/bench-portability.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-portability.py"
 # --- end issue 24 ---
 
 # --- failover (issue 23) ---------------------------------------------------------------------

@@ -116,25 +116,34 @@ public final class PortabilityRepository: Sendable {
         "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
     }
 
-    /// The account columns with its live passkeys and device keys as JSON (bytes in hex), for
-    /// the users that `filter` (a fragment after WHERE) keeps.
+    /// The account columns with its live passkeys and device keys, for the users a WHERE after it
+    /// keeps. Bytes come back as bytes: the user handle as bytea, the passkeys' ids, keys and
+    /// AAGUIDs and the device keys' keys as comma-separated hex lists (`Row.hexList`) in the order
+    /// of the JSON of their other fields.
     static func accountSelect() -> String {
         """
         SELECT u.id, u.username, u.display_name, u.external_id, \(iso("u.created_at")) AS created_at,
-               encode(u.user_handle, 'hex') AS user_handle, e.email, \(iso("e.verified_at")) AS verified_at,
+               u.user_handle, e.email, \(iso("e.verified_at")) AS verified_at,
                (SELECT coalesce(json_agg(json_build_object(
-                    'id', encode(c.id, 'hex'), 'publicKey', encode(c.public_key, 'hex'), 'alg', c.alg, 'signCount', c.sign_count,
-                    'transports', c.transports, 'aaguid', encode(c.aaguid, 'hex'), 'backupEligible', c.backup_eligible,
+                    'alg', c.alg, 'signCount', c.sign_count,
+                    'transports', c.transports, 'backupEligible', c.backup_eligible,
                     'backedUp', c.backed_up, 'name', c.name, 'createdAt', \(iso("c.created_at")),
                     'lastUsedAt', \(iso("credential_last_use(c.id, c.last_used_at)"))) ORDER BY c.created_at, c.id), '[]')::text
                 FROM credentials c WHERE c.user_id = u.id AND c.revoked_at IS NULL) AS passkeys,
+               (SELECT string_agg(encode(c.id, 'hex'), ',' ORDER BY c.created_at, c.id) \(live)) AS passkey_ids,
+               (SELECT string_agg(encode(c.public_key, 'hex'), ',' ORDER BY c.created_at, c.id) \(live)) AS passkey_keys,
+               (SELECT string_agg(encode(c.aaguid, 'hex'), ',' ORDER BY c.created_at, c.id) \(live)) AS passkey_aaguids,
+               (SELECT string_agg(encode(d.public_key, 'hex'), ',' ORDER BY d.created_at, d.id) \(liveDevices)) AS device_key_keys,
                (SELECT coalesce(json_agg(json_build_object(
-                    'id', d.id, 'deviceId', d.device_id, 'publicKey', encode(d.public_key, 'hex'), 'platform', d.platform,
+                    'id', d.id, 'deviceId', d.device_id, 'platform', d.platform,
                     'attested', d.attested, 'createdAt', \(iso("d.created_at"))) ORDER BY d.created_at, d.id), '[]')::text
                 FROM device_keys d WHERE d.user_id = u.id AND d.revoked_at IS NULL) AS device_keys
         FROM users u LEFT JOIN account_emails e ON e.user_id = u.id
         """
     }
+
+    static let live = "FROM credentials c WHERE c.user_id = u.id AND c.revoked_at IS NULL"
+    static let liveDevices = "FROM device_keys d WHERE d.user_id = u.id AND d.revoked_at IS NULL"
 
     /// Up to `limit` accounts with ids after `after` (nil: from the first), in id order: one query.
     public func exportPage(after: String?, limit: Int) throws(StorageError) -> [PortableAccount] {
@@ -156,8 +165,9 @@ public final class PortabilityRepository: Sendable {
     /// An import's one read: the account stored under `account.id` and which of the line's
     /// identifiers another account holds (a credential or device key id held by any account).
     public func importPresence(_ account: PortableAccount) throws(StorageError) -> ImportPresence {
-        let credentialIds = account.passkeys.map { Self.hex($0.credentialId) }.joined(separator: ",")
-        let deviceKeyIds = account.deviceKeys.map(\.id).joined(separator: ",")
+        // `IN (NULL)` holds for no row: an account without passkeys or device keys takes none.
+        let credentialIds: SQL = account.passkeys.isEmpty ? "NULL::bytea" : SQL.joined(account.passkeys.map { "\($0.credentialId)::bytea" }, separator: ", ")
+        let deviceKeyIds: SQL = account.deviceKeys.isEmpty ? "NULL::text" : SQL.joined(account.deviceKeys.map { "\($0.id)::text" }, separator: ", ")
         return try pool.run { c in
             let rows = try c.query("""
                 WITH line AS (SELECT \(account.id)::text AS id)
@@ -165,11 +175,9 @@ public final class PortabilityRepository: Sendable {
                        EXISTS (SELECT 1 FROM users WHERE user_handle = \(account.userHandle) AND id <> (SELECT id FROM line)) AS handle_taken,
                        EXISTS (SELECT 1 FROM users WHERE external_id = \(account.externalId) AND id <> (SELECT id FROM line)) AS external_taken,
                        EXISTS (SELECT 1 FROM account_emails WHERE email = \(account.email?.address) AND user_id <> (SELECT id FROM line)) AS email_taken,
-                       EXISTS (SELECT 1 FROM credentials WHERE \(credentialIds) <> ''
-                               AND id IN (SELECT decode(x, 'hex') FROM unnest(string_to_array(\(credentialIds), ',')) x)
+                       EXISTS (SELECT 1 FROM credentials WHERE id IN (\(fragment: credentialIds))
                                AND user_id <> (SELECT id FROM line)) AS credential_taken,
-                       EXISTS (SELECT 1 FROM device_keys WHERE \(deviceKeyIds) <> ''
-                               AND id IN (SELECT unnest(string_to_array(\(deviceKeyIds), ',')))
+                       EXISTS (SELECT 1 FROM device_keys WHERE id IN (\(fragment: deviceKeyIds))
                                AND user_id <> (SELECT id FROM line)) AS device_key_taken,
                        a.*
                 FROM line LEFT JOIN LATERAL (\(unsafeRaw: Self.accountSelect()) WHERE u.id = line.id) a ON true
@@ -230,11 +238,18 @@ public final class PortabilityRepository: Sendable {
 
     static func account(_ r: Row) throws -> PortableAccount {
         let email: PortableEmail? = try r.optionalString("email").map { PortableEmail(address: $0, verifiedAt: try r.optionalString("verified_at")) }
-        guard let handle = hexBytes(try r.string("user_handle")) else { throw StorageError.undecodable(column: "user_handle") }
+        let passkeys = try jsonArray(r, "passkeys"), ids = try r.hexList("passkey_ids"), keys = try r.hexList("passkey_keys"),
+            aaguids = try r.hexList("passkey_aaguids")
+        let devices = try jsonArray(r, "device_keys"), deviceKeys = try r.hexList("device_key_keys")
+        guard ids.count == passkeys.count, keys.count == passkeys.count, aaguids.count == passkeys.count else {
+            throw StorageError.undecodable(column: "passkeys")
+        }
+        guard deviceKeys.count == devices.count else { throw StorageError.undecodable(column: "device_keys") }
         return PortableAccount(id: try r.string("id"), username: try r.string("username"), displayName: try r.string("display_name"),
                                externalId: try r.optionalString("external_id"), createdAt: try r.string("created_at"),
-                               userHandle: handle, email: email,
-                               passkeys: try jsonArray(r, "passkeys").map(passkey), deviceKeys: try jsonArray(r, "device_keys").map(deviceKey))
+                               userHandle: try r.bytes("user_handle"), email: email,
+                               passkeys: try passkeys.indices.map { try passkey(passkeys[$0], id: ids[$0], key: keys[$0], aaguid: aaguids[$0]) },
+                               deviceKeys: try devices.indices.map { try deviceKey(devices[$0], key: deviceKeys[$0]) })
     }
 
     static func jsonArray(_ r: Row, _ column: String) throws -> [JSONValue] {
@@ -242,10 +257,9 @@ public final class PortabilityRepository: Sendable {
         return items
     }
 
-    static func passkey(_ v: JSONValue) throws -> PortablePasskey {
-        guard let id = v["id"]?.stringValue.flatMap(hexBytes), let key = v["publicKey"]?.stringValue.flatMap(hexBytes),
-              let alg = v["alg"]?.intValue, let count = v["signCount"]?.intValue, let aaguid = v["aaguid"]?.stringValue.flatMap(hexBytes),
-              let transports = v["transports"]?.arrayValue, let be = v["backupEligible"]?.boolValue, let bs = v["backedUp"]?.boolValue,
+    static func passkey(_ v: JSONValue, id: [UInt8], key: [UInt8], aaguid: [UInt8]) throws -> PortablePasskey {
+        guard let alg = v["alg"]?.intValue, let count = v["signCount"]?.intValue, let transports = v["transports"]?.arrayValue,
+              let be = v["backupEligible"]?.boolValue, let bs = v["backedUp"]?.boolValue,
               let name = v["name"]?.stringValue, let created = v["createdAt"]?.stringValue
         else { throw StorageError.undecodable(column: "passkeys") }
         return PortablePasskey(credentialId: id, publicKey: key, alg: alg, signCount: Int64(count), transports: transports.compactMap(\.stringValue),
@@ -253,40 +267,10 @@ public final class PortabilityRepository: Sendable {
                                lastUsedAt: v["lastUsedAt"]?.stringValue)
     }
 
-    static func deviceKey(_ v: JSONValue) throws -> PortableDeviceKey {
-        guard let id = v["id"]?.stringValue, let device = v["deviceId"]?.stringValue, let key = v["publicKey"]?.stringValue.flatMap(hexBytes),
+    static func deviceKey(_ v: JSONValue, key: [UInt8]) throws -> PortableDeviceKey {
+        guard let id = v["id"]?.stringValue, let device = v["deviceId"]?.stringValue,
               let platform = v["platform"]?.stringValue, let attested = v["attested"]?.boolValue, let created = v["createdAt"]?.stringValue
         else { throw StorageError.undecodable(column: "device_keys") }
         return PortableDeviceKey(id: id, deviceId: device, publicKey: key, platform: platform, attested: attested, createdAt: created)
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
-        guard chars.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 48...57: c - 48
-            case 97...102: c - 87
-            case 65...70: c - 55
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(chars.count / 2)
-        var i = 0
-        while i < chars.count {
-            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
-        return out
     }
 }

@@ -82,6 +82,12 @@ public struct PortabilityService: Sendable {
         return (count, PortableFile.hex(digest))
     }
 
+    /// The context the formats read a file in: this deployment's rpId, the rpId the operator
+    /// states for a file that names none (`--rp-id`), the clock and randomness.
+    public func readContext(statedRpId: String?) -> PortableFormat.Context {
+        PortableFormat.Context(rpId: policy.rpId, statedRpId: statedRpId, now: runtime.now(), random: runtime.random)
+    }
+
     /// Options of one import run: what the file's sha256 is (audited with each account), who runs
     /// it, whether to write, and whether stated verifications of addresses are trusted (only on the
     /// command line).
@@ -99,20 +105,28 @@ public struct PortabilityService: Sendable {
         }
     }
 
-    /// The outcome of account line `number` (1-based) of a file whose checksum was verified.
+    /// The outcome of account line `number` (1-based) of a Latchkey file whose checksum was verified.
     /// `seen`: the credential ids of the lines before, so that an id twice in one file is refused.
-    public func importLine(_ bytes: [UInt8], number: Int, run: ImportRun, seen: inout Set<[UInt8]>) throws(StorageError) -> ImportOutcome {
+    public func importLine(_ bytes: [UInt8], number: Int, run: ImportRun, seen: inout some CredentialIdsSeen) throws(StorageError) -> ImportOutcome {
+        let context = PortableFormat.Context(rpId: policy.rpId, now: runtime.now(), random: runtime.random)
+        return try importEntry(PortableEntry(line: number, account: PortableFile.parse(bytes, context)), run: run, seen: &seen)
+    }
+
+    /// The outcome of one account of any format (`PortableFormat.read`): a refusal the file
+    /// carries is reported as it is; an account is decided on one read and created in one write.
+    /// `seen`: the credential ids of the accounts before, so that an id twice in one file is refused.
+    public func importEntry(_ entry: PortableEntry, run: ImportRun, seen: inout some CredentialIdsSeen) throws(StorageError) -> ImportOutcome {
+        let number = entry.line
         var account: PortableAccount
-        do {
-            account = try PortableFile.account(bytes, rpId: policy.rpId, newUserHandle: { runtime.random(32) })
-        } catch {
-            return ImportOutcome(line: number, username: error.username, outcome: .refused, reason: error.reason)
+        switch entry.account {
+        case .failure(let refusal): return ImportOutcome(line: number, username: refusal.username, outcome: .refused, reason: refusal.reason)
+        case .success(let a): account = a
         }
         let ids = account.passkeys.map(\.credentialId)
-        guard ids.allSatisfy({ !seen.contains($0) }) else {
+        guard !ids.contains(where: seen.contains) else {
             return ImportOutcome(line: number, username: account.username, outcome: .refused, reason: "duplicate_credential_id")
         }
-        seen.formUnion(ids)
+        for id in ids { seen.insert(id) }
         // An imported address is unverified unless the operator trusts the file's verifications.
         if !run.trustVerifiedEmails, account.email != nil { account.email?.verifiedAt = nil }
         let presence = try store.importPresence(account)
@@ -155,6 +169,31 @@ public struct PortabilityService: Sendable {
         return stored.username == line.username && stored.displayName == line.displayName && stored.externalId == line.externalId
             && handleMatches && keys(stored) == keys(line) && devices(stored) == devices(line)
     }
+}
+
+/// The credential ids of a file's accounts so far, for `duplicate_credential_id`.
+public protocol CredentialIdsSeen {
+    func contains(_ id: [UInt8]) -> Bool
+    mutating func insert(_ id: [UInt8])
+}
+
+extension Set: CredentialIdsSeen where Element == [UInt8] {
+    public mutating func insert(_ id: [UInt8]) { _ = self.insert(id) as (inserted: Bool, memberAfterInsert: [UInt8]) }
+}
+
+/// The ids as the first 8 bytes of their SHA-256: 8 bytes an id however long it is, so that a
+/// streamed import of any number of accounts holds little more than one line. Two ids of one
+/// file share a digest with probability about n²/2⁶⁵ (3·10⁻¹⁰ for 100,000 passkeys); SHA-256
+/// leaves no way to make them collide on purpose.
+public struct CredentialIdDigests: CredentialIdsSeen {
+    private var digests = Set<UInt64>()
+
+    public init() {}
+
+    static func digest(_ id: [UInt8]) -> UInt64 { Digest.sha256(id).prefix(8).reduce(0) { $0 << 8 | UInt64($1) } }
+
+    public func contains(_ id: [UInt8]) -> Bool { digests.contains(Self.digest(id)) }
+    public mutating func insert(_ id: [UInt8]) { digests.insert(Self.digest(id)) }
 }
 
 /// The export's running checksum: lines counted and hashed as they are written.

@@ -41,9 +41,14 @@ public enum PortableFile {
     }
 
     /// Why a line is refused (`outcome: "refused"`): the line itself is bad.
-    struct Refusal: Error, Equatable {
-        let reason: String
-        let username: String?
+    public struct Refusal: Error, Equatable, Sendable {
+        public let reason: String
+        public let username: String?
+
+        public init(reason: String, username: String?) {
+            self.reason = reason
+            self.username = username
+        }
     }
 
     /// One account line read back: the account as it will be created (a passkey's `alg` from its
@@ -110,6 +115,36 @@ public enum PortableFile {
                                userHandle: handles.first ?? newUserHandle(), email: email, passkeys: passkeys, deviceKeys: deviceKeys)
     }
 
+    /// A whole file in memory (an HTTP body): the checksum first, then each account line.
+    static func read(_ bytes: [UInt8], _ context: PortableFormat.Context) -> PortableFormat.Read {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = 0
+        for i in bytes.indices where bytes[i] == 0x0A {
+            lines.append(bytes[start...i])
+            start = i + 1
+        }
+        if start < bytes.count { lines.append(bytes[start...]) }
+        let check = Checksum()
+        for l in lines { check.add(Array(l)) }
+        switch check.finish() {
+        case .broken(let reason): return .refused(reason)
+        case .whole(let sha, _):
+            let entries = lines.dropLast().enumerated().map { i, l in
+                PortableEntry(line: i + 1, account: parse(Array(l.dropLast()), context))
+            }
+            return .accounts(sha256: sha, entries)
+        }
+    }
+
+    /// One account line (without its `\n`) as an entry's result.
+    static func parse(_ line: [UInt8], _ context: PortableFormat.Context) -> Result<PortableAccount, Refusal> {
+        do throws(Refusal) {
+            return .success(try account(line, rpId: context.rpId, newUserHandle: { context.random(32) }))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Checks a file's trailer as its lines arrive, holding one line: every line but the last is
     /// hashed; the last must be the trailer, with the count of lines before it and their digest.
     final class Checksum {
@@ -155,18 +190,10 @@ public enum PortableFile {
     }
 
     static func aaguidBytes(_ text: String) -> [UInt8]? {
-        let digits = text.lowercased().replacingOccurrences(of: "-", with: "")
-        guard digits.count == 32 else { return nil }
-        var out: [UInt8] = []
-        var i = digits.startIndex
-        while i < digits.endIndex {
-            let j = digits.index(i, offsetBy: 2)
-            guard let b = UInt8(digits[i..<j], radix: 16) else { return nil }
-            out.append(b)
-            i = j
-        }
-        return out
+        let digits = text.replacingOccurrences(of: "-", with: "")
+        guard digits.utf8.count == 32 else { return nil }
+        return Hex.decode(digits)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+    static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }

@@ -12,7 +12,7 @@ enum AccountsCommand: Command {
     static let summary = "export or import whole accounts as JSON Lines (DATABASE_URL)"
     static let help = """
         usage: latchkey accounts export [--user U …] [--output FILE]
-               latchkey accounts import <file> [--format latchkey] [--dry-run] [--trust-verified-emails]
+               latchkey accounts import <file> [--format latchkey|keycloak|csv] [--rp-id R] [--dry-run] [--trust-verified-emails]
 
         export  writes every account (or those --user names; an unknown one is left out) as JSON
                 Lines, one account a line (the user, the address, the live passkeys with their
@@ -31,6 +31,14 @@ enum AccountsCommand: Command {
                 --trust-verified-emails (as verified when the file says so), else the user
                 verifies it again. --dry-run decides every line and writes nothing.
                 Every created account is audited (account.imported) with the file's sha256.
+                --format keycloak: a Keycloak realm export (JSON); its users' webauthn and
+                webauthn-passwordless credentials are the passkeys, the user handle is the
+                UTF-8 of the user's Keycloak id, and the rpId is the realm's WebAuthn policy's
+                (passwordless, else two-factor), else --rp-id. --format csv: a header row, then
+                username,userHandle,credentialId,publicKey,signCount,alg rows (RFC 4180); the
+                rows of one username are one account; publicKey is COSE, or SPKI with alg;
+                the rpId is --rp-id, else LATCHKEY_RP_ID. Either way the rpId must equal
+                LATCHKEY_RP_ID, and a file that cannot be read at all is refused whole.
 
         Exit status: 0 done (import: every line created or skipped), 1 refused or failed (import:
         some line a conflict or refused), 64 bad usage.
@@ -39,7 +47,7 @@ enum AccountsCommand: Command {
     static func run(_ arguments: [String]) -> Int32 {
         let args: ParsedArguments
         do {
-            args = try ParsedArguments(arguments, valued: ["user", "output", "format"], flags: ["help", "dry-run", "trust-verified-emails"])
+            args = try ParsedArguments(arguments, valued: ["user", "output", "format", "rp-id"], flags: ["help", "dry-run", "trust-verified-emails"])
         } catch {
             printError("latchkey accounts: \(error.message)\n\n\(help)"); return ExitCode.usage
         }
@@ -50,7 +58,8 @@ enum AccountsCommand: Command {
         }
         switch args.positionals.first {
         case "export":
-            guard args.positionals.count == 1, args.value("format") == nil, !args.has("dry-run"), !args.has("trust-verified-emails") else {
+            guard args.positionals.count == 1, args.value("format") == nil, args.value("rp-id") == nil, !args.has("dry-run"),
+                  !args.has("trust-verified-emails") else {
                 printError("latchkey accounts: export takes --user and --output only\n\n\(help)"); return ExitCode.usage
             }
             return export(args, configuration)
@@ -58,10 +67,16 @@ enum AccountsCommand: Command {
             guard args.positionals.count == 2, args.all("user").isEmpty, args.value("output") == nil else {
                 printError("latchkey accounts: import takes one file\n\n\(help)"); return ExitCode.usage
             }
-            guard (args.value("format") ?? "latchkey") == "latchkey" else {
-                printError("latchkey accounts: --format: only latchkey is supported by this version"); return ExitCode.usage
+            guard let format = PortableFormat(rawValue: args.value("format") ?? "latchkey") else {
+                printError("latchkey accounts: --format is latchkey, keycloak or csv"); return ExitCode.usage
             }
-            return importFile(args.positionals[1], args, configuration)
+            if format == .latchkey {
+                guard args.value("rp-id") == nil else {
+                    printError("latchkey accounts: --rp-id is for keycloak and csv files (a Latchkey file names its rpId)"); return ExitCode.usage
+                }
+                return importFile(args.positionals[1], args, configuration)
+            }
+            return importWhole(args.positionals[1], format, args, configuration)
         default:
             printError("latchkey accounts: say export or import\n\n\(help)"); return ExitCode.usage
         }
@@ -81,8 +96,15 @@ enum AccountsCommand: Command {
         return withDatabase("latchkey accounts") { database, _ in
             let service = PortabilityService(store: database.portability, policy: PortabilityPolicy(configuration))
             let writer = BufferedWriter(fd: fd)
+            let progress = AccountsProgress(verb: "exported")
+            var lines = 0
             do {
-                let (count, sha) = try service.export(usernames: users.isEmpty ? nil : users, write: writer.write)
+                let (count, sha) = try service.export(usernames: users.isEmpty ? nil : users) { line in
+                    try writer.write(line)
+                    lines += 1
+                    progress.tick(lines)
+                }
+                progress.end()
                 try writer.flush()
                 try database.audit.append(AuditRecord(actor: "cli", action: "accounts.exported", subject: nil,
                                                       detail: .object([("count", .number(Double(count))), ("sha256", .string(sha))])))
@@ -107,10 +129,11 @@ enum AccountsCommand: Command {
             let run = PortabilityService.ImportRun(sha256: sha, actor: "cli", dryRun: args.has("dry-run"),
                                                    trustVerifiedEmails: args.has("trust-verified-emails"))
             guard let lines = LineReader(path: path) else { printError("latchkey accounts: cannot read \(path)"); return ExitCode.failure }
-            var seen = Set<[UInt8]>()
+            var seen = CredentialIdDigests()
             var counts: [ImportOutcome.Kind: Int] = [:]
             var pending: [UInt8]? = nil
             var number = 0
+            let progress = AccountsProgress(verb: run.dryRun ? "decided" : "imported")
             do {
                 // Every line but the last (the trailer, already checked) is an account.
                 for line in lines {
@@ -119,6 +142,7 @@ enum AccountsCommand: Command {
                         let outcome = try service.importLine(Array(account.dropLast()), number: number, run: run, seen: &seen)
                         counts[outcome.outcome, default: 0] += 1
                         print(String(decoding: PortabilityRenderer.outcome(outcome).serialized(), as: UTF8.self))
+                        progress.tick(number)
                     }
                     pending = line
                 }
@@ -126,10 +150,81 @@ enum AccountsCommand: Command {
                 printError("latchkey accounts: import stopped at line \(number): \(error) (the lines before are done; a re-run skips them)")
                 return ExitCode.failure
             }
+            progress.end()
             let summary = [ImportOutcome.Kind.created, .skipped, .conflict, .refused].map { "\(counts[$0, default: 0]) \($0.rawValue)" }
             printError("latchkey accounts: \(number) account(s)\(run.dryRun ? " (dry run: nothing written)" : ""): " + summary.joined(separator: ", "))
             return counts[.conflict, default: 0] + counts[.refused, default: 0] == 0 ? ExitCode.success : ExitCode.failure
         }
+    }
+}
+
+extension AccountsCommand {
+    /// The largest Keycloak or CSV file read (whole, as its format needs); Latchkey files stream.
+    static let wholeFileLimit = 1 << 30
+
+    /// A Keycloak or CSV file: read whole, then each account decided and created as `importFile` does.
+    static func importWhole(_ path: String, _ format: PortableFormat, _ args: ParsedArguments, _ configuration: Configuration) -> Int32 {
+        guard let bytes = readFile(path, limit: wholeFileLimit) else {
+            printError("latchkey accounts: cannot read \(path) (or it is over \(wholeFileLimit >> 20) MiB)"); return ExitCode.failure
+        }
+        return withDatabase("latchkey accounts") { database, _ in
+            let service = PortabilityService(store: database.portability, policy: PortabilityPolicy(configuration))
+            let entries: [PortableEntry], sha: String
+            switch format.read(bytes, service.readContext(statedRpId: args.value("rp-id"))) {
+            case .refused(let reason):
+                print(String(decoding: PortabilityRenderer.fileRefused(reason).serialized(), as: UTF8.self))
+                printError("latchkey accounts: \(path) refused (\(reason)): nothing imported")
+                return ExitCode.failure
+            case .accounts(let digest, let all): (sha, entries) = (digest, all)
+            }
+            let run = PortabilityService.ImportRun(sha256: sha, actor: "cli", dryRun: args.has("dry-run"),
+                                                   trustVerifiedEmails: args.has("trust-verified-emails"))
+            var seen = CredentialIdDigests()
+            var counts: [ImportOutcome.Kind: Int] = [:]
+            let progress = AccountsProgress(verb: run.dryRun ? "decided" : "imported")
+            for (done, entry) in entries.enumerated() {
+                do {
+                    let outcome = try service.importEntry(entry, run: run, seen: &seen)
+                    counts[outcome.outcome, default: 0] += 1
+                    print(String(decoding: PortabilityRenderer.outcome(outcome).serialized(), as: UTF8.self))
+                    progress.tick(done + 1)
+                } catch {
+                    printError("latchkey accounts: import stopped at account \(done + 1): \(error) (the accounts before are done; a re-run skips them)")
+                    return ExitCode.failure
+                }
+            }
+            progress.end()
+            let summary = [ImportOutcome.Kind.created, .skipped, .conflict, .refused].map { "\(counts[$0, default: 0]) \($0.rawValue)" }
+            printError("latchkey accounts: \(entries.count) account(s)\(run.dryRun ? " (dry run: nothing written)" : ""): " + summary.joined(separator: ", "))
+            return counts[.conflict, default: 0] + counts[.refused, default: 0] == 0 ? ExitCode.success : ExitCode.failure
+        }
+    }
+}
+
+/// The progress line on standard error: at most one a second, overwritten in place on a terminal.
+final class AccountsProgress {
+    let verb: String
+    let start = monotonicNow()
+    var last = monotonicNow()
+    var shown = false
+    let terminal = isatty(2) != 0
+
+    init(verb: String) { self.verb = verb }
+
+    func tick(_ count: Int) {
+        let now = monotonicNow()
+        guard now - last >= 1 else { return }
+        last = now
+        shown = true
+        let line = "latchkey accounts: \(count) account(s) \(verb), \(Int(Double(count) / (now - start)))/s"
+        if terminal { Self.write("\r" + line) } else { printError(line) }
+    }
+
+    func end() { if shown && terminal { Self.write("\n") } }
+
+    static func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBufferPointer { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 }
 

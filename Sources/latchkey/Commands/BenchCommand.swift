@@ -22,6 +22,7 @@ enum BenchCommand: Command {
                                     [--checkpoint-once]
                \(StepUpBenchmark.usage)
                \(OAuthBenchmark.usage)
+               \(PortabilityBenchmark.usage)
                latchkey bench failover --urls U1,U2 --origin O [--concurrency C] [--duration S]   (scripts/failover-test.sh's load)
 
         verify   single-thread assertion verifications per second for ES256, EdDSA and RS256 (credential
@@ -41,6 +42,7 @@ enum BenchCommand: Command {
                  cluster's own checkpoint cycle sees (pages dirtied earlier in the cycle are not imaged again).
         \(StepUpBenchmark.help)
         \(OAuthBenchmark.help)
+        \(PortabilityBenchmark.help)
         """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -49,7 +51,7 @@ enum BenchCommand: Command {
             let args = try ParsedArguments(Array(arguments.dropFirst()),
                                            valued: ["seconds", "worker", "url", "concurrency", "duration", "pid", "origin", "database-url", "webhook",
                                                    "admin-key", "accounts", "rounds", "count", "side", "server", "urls", "prefix", "log-interval"],
-                                           flags: ["help", "instructions", "reuse", "checkpoint-once", "log-compare"])
+                                           flags: ["help", "instructions", "reuse", "checkpoint-once", "log-compare", "keep"])
             if args.has("help") { print(help); return ExitCode.success }
             switch sub {
             case "verify":
@@ -80,6 +82,7 @@ enum BenchCommand: Command {
             case "step-up": return StepUpBenchmark.run(try StepUpBenchmark.parse(args))
             case "oauth": return OAuthBenchmark.run(try OAuthBenchmark.parse(args))
             case "failover": return try FailoverLoad.run(args)
+            case "portability": return PortabilityBenchmark.run(try PortabilityBenchmark.parse(args))
             case "-h", "--help": print(help); return ExitCode.success
             default: throw UsageError(message: "unknown benchmark '\(sub)'")
             }
