@@ -95,6 +95,17 @@ public enum OAuthRefreshOutcome: Sendable {
     /// The refresh asked for more than the grant: nothing was used or written.
     case scopeExceeded
     case invalid
+    /// The request's DPoP proof was seen before (RFC 9449 §11.1): nothing was used or written.
+    case proofReplayed
+}
+
+/// A DPoP proof that came with a token request (RFC 9449 §5): recorded in the request's one
+/// statement (`DPoPProofRepository.recording`), and the key the tokens are bound to.
+public struct DPoPBinding: Sendable {
+    public let replay: DPoPReplayKey
+    /// RFC 7638 thumbprint of the proof's key.
+    public let jkt: String
+    public init(replay: DPoPReplayKey, jkt: String) { self.replay = replay; self.jkt = jkt }
 }
 
 public enum OAuthCodeRedemption: Sendable {
@@ -105,6 +116,8 @@ public enum OAuthCodeRedemption: Sendable {
     case invalid(String)
     /// The approving session was ended by a security revocation, or the approving passkey or device key revoked.
     case approverRevoked
+    /// The request's DPoP proof was seen before: the code was left as it was.
+    case proofReplayed
 }
 
 /// The OpenID Provider's state in PostgreSQL (migration 17): clients, requests, codes, grants and

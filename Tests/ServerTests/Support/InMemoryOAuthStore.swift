@@ -417,9 +417,11 @@ struct InMemoryOAuthStore: OAuthStore {
         }
     }
 
-    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, ttlSeconds: Int,
+    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, ttlSeconds: Int,
                 reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         try tables.check("rotate")
+        // DPoP binding and replay are PostgreSQL's (DPoPOAuthTests); the services' tests present no proof.
+        precondition(dpop == nil, "the in-memory store keeps no DPoP proofs")
         return try tables.change { (r, t, now) throws(StorageError) -> OAuthRefreshOutcome in
             guard let token = t.refreshTokens[hash], let family = t.families[token.familyId], let grant = r.grants[family.id],
                   grant.clientId == clientId else { return .invalid }
@@ -477,6 +479,10 @@ struct InMemoryOAuthStore: OAuthStore {
             }
             return (ended.sorted(), browserEnded, cookieSession)
         }
+    }
+
+    func recordDPoPProof(_ key: DPoPReplayKey) throws(StorageError) -> Bool {
+        try recordAssertion(clientId: "dpop", jtiHash: key.bytes, ttlSeconds: DPoPProofRepository.retention)
     }
 
     func recordAssertion(clientId: String, jtiHash: [UInt8], ttlSeconds: Int) throws(StorageError) -> Bool {
