@@ -19,6 +19,8 @@ public struct OAuthClientRecord: Sendable, Equatable {
     /// False only for a confidential client registered with `--pkce optional`.
     public var pkceRequired: Bool
     public var createdAt: Date
+    /// `--dpop required` (`dpop_bound_access_tokens`): every token request carries a DPoP proof.
+    public var dpopRequired = false
 
     public init(id: String, name: String, secretHash: [UInt8]?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
                 jwksURI: String? = nil, authorizationDetailsTypes: [String] = [], idTokenAlg: String = "ES256",
@@ -129,7 +131,8 @@ public final class OAuthRepository: Sendable {
 
     static let clientColumns = """
         id, name, secret_hash, redirect_uris::text AS redirect_uris, post_logout_redirect_uris::text AS post_logout_redirect_uris, \
-        jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, auth_method, pkce_required, created_at
+        jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, auth_method, pkce_required, created_at, \
+        dpop_bound_access_tokens
         """
 
     static func strings(_ json: String) -> [String] {
@@ -139,13 +142,15 @@ public final class OAuthRepository: Sendable {
     static func jsonText(_ list: [String]) -> PostgresValue { .json(JSONValue.array(list.map { .string($0) }).text) }
 
     static func client(_ r: Row) throws -> OAuthClientRecord {
-        OAuthClientRecord(id: try r.string("id"), name: try r.string("name"), secretHash: try r.optionalBytes("secret_hash"),
+        var client = OAuthClientRecord(id: try r.string("id"), name: try r.string("name"), secretHash: try r.optionalBytes("secret_hash"),
                           redirectURIs: strings(try r.json("redirect_uris")),
                           postLogoutRedirectURIs: strings(try r.json("post_logout_redirect_uris")),
                           jwksURI: try r.optionalString("jwks_uri"),
                           authorizationDetailsTypes: strings(try r.json("authorization_details_types")),
                           idTokenAlg: try r.string("id_token_alg"), authMethod: try r.value("auth_method"),
                           pkceRequired: try r.bool("pkce_required"), createdAt: try r.date("created_at"))
+        client.dpopRequired = try r.bool("dpop_bound_access_tokens")
+        return client
     }
 
     // MARK: Clients
@@ -155,10 +160,10 @@ public final class OAuthRepository: Sendable {
             try StepUpRedemption.redeem(redeeming, on: t)
             let row = try t.query("""
                 INSERT INTO oauth_clients (id, name, secret_hash, redirect_uris, post_logout_redirect_uris, jwks_uri,
-                                           authorization_details_types, id_token_alg, auth_method, pkce_required)
+                                           authorization_details_types, id_token_alg, auth_method, pkce_required, dpop_bound_access_tokens)
                 VALUES (\(c.id), \(c.name), \(c.secretHash), \(Self.jsonText(c.redirectURIs))::jsonb,
                         \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, \(c.jwksURI), \(Self.jsonText(c.authorizationDetailsTypes))::jsonb,
-                        \(c.idTokenAlg), \(c.authMethod.rawValue), \(c.pkceRequired))
+                        \(c.idTokenAlg), \(c.authMethod.rawValue), \(c.pkceRequired), \(c.dpopRequired))
                 RETURNING \(unsafeRaw: Self.clientColumns)
                 """)
             try AuditRepository.write([audit], on: t)
@@ -181,7 +186,7 @@ public final class OAuthRepository: Sendable {
                 UPDATE oauth_clients SET name = \(c.name), redirect_uris = \(Self.jsonText(c.redirectURIs))::jsonb,
                     post_logout_redirect_uris = \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, jwks_uri = \(c.jwksURI),
                     authorization_details_types = \(Self.jsonText(c.authorizationDetailsTypes))::jsonb, id_token_alg = \(c.idTokenAlg),
-                    pkce_required = \(c.pkceRequired)
+                    pkce_required = \(c.pkceRequired), dpop_bound_access_tokens = \(c.dpopRequired)
                 WHERE id = \(c.id)
                 """)
             guard n > 0 else { return false }

@@ -1112,7 +1112,7 @@ class DPoPKey:
 
 def test_dpop_stolen_access_and_refresh_tokens_are_refused_without_the_key():
     check(DISCOVERY.get('dpop_signing_alg_values_supported') == ['ES256', 'EdDSA', 'RS256', 'PS256'], 'discovery lists the DPoP algs')
-    cid, _ = add_client('DPoP native app', '--public', '--redirect-uri', 'http://127.0.0.1/callback')
+    cid, _ = add_client('DPoP native app', '--public', '--redirect-uri', 'http://127.0.0.1/callback', '--dpop', 'required')
     key, thief = DPoPKey(), DPoPKey()
     token_url, userinfo_url = DISCOVERY['token_endpoint'], DISCOVERY['userinfo_endpoint']
     client = OAuth2Session(cid, None, token_endpoint_auth_method='none', code_challenge_method='S256')
@@ -1151,7 +1151,7 @@ def test_dpop_stolen_access_and_refresh_tokens_are_refused_without_the_key():
     except AssertionError:
         raise
     except Exception as e:
-        check('invalid_grant' in str(e), f'refresh without a proof: {e}')
+        check('invalid_dpop_proof' in str(e), f'refresh without a proof (the client is --dpop required): {e}')
     r = S.post(token_url, data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token'], 'client_id': cid},
                headers={'DPoP': thief.proof('POST', token_url)})
     check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f"refresh with the thief's key: {r.status_code} {r.text}")

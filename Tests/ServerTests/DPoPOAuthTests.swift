@@ -213,4 +213,28 @@ struct DPoPOAuthTests {
                                             pairs: [("dpop_jkt", "short")], proof: nil)
         #expect(malformed.reply.status == 400 && malformed.reply.json?["error"]?.stringValue == "invalid_request", "\(malformed.reply)")
     }
+
+    @Test("a client registered --dpop required (dpopBoundAccessTokens) gets invalid_dpop_proof without a proof")
+    func requiredByTheClient() throws {
+        let server = try TestServer(name: "dpop-req")
+        defer { server.http.stop() }
+        let owner = SoftAuthenticator()
+        let session = try server.client().signUp(owner, username: server.username("dpop"))
+        var registration = OAuthClientService.Registration(name: "Must prove", redirectURIs: ["https://rp.example/cb"])
+        registration.dpopRequired = true
+        let created = try server.services.oauthClients.add(registration, by: .named("test"))
+        #expect(OAuthClientRenderer.client(created.client)["dpopBoundAccessTokens"] == true)
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(try #require(created.secret))".utf8))
+        let (code, verifier) = try Self.code(server, clientId: created.client.id, owner: owner, bearer: session.bearer)
+        let exchange = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", "https://rp.example/cb"), ("code_verifier", verifier)]
+        let bare = try Self.token(server, exchange, proof: nil, basic: basic)
+        #expect(bare.status == 400 && bare.json?["error"]?.stringValue == "invalid_dpop_proof", "\(bare)")
+        let proved = try Self.token(server, exchange, proof: DPoPKey.generate().proof(method: "POST", url: server.origin + "/oauth2/token", iat: Self.now),
+                                    basic: basic)
+        #expect(proved.status == 200 && proved.json?["token_type"]?.stringValue == "DPoP", "the refusal left the code usable: \(proved)")
+        // The admin API turns it off and on.
+        let off = try server.services.oauthClients.update(id: created.client.id, body: ["dpopBoundAccessTokens": false], by: .named("test"))
+        #expect(!off.dpopRequired)
+        #expect(try server.services.oauthClients.client(id: created.client.id)?.dpopRequired == false)
+    }
 }

@@ -74,6 +74,8 @@ public final class OAuthClientService: Sendable {
         public var authMethod: OAuthClientAuthMethod? = nil
         /// `--pkce optional` (a confidential client only): requests without PKCE carry a nonce.
         public var pkceRequired = true
+        /// `--dpop required`: token requests without a DPoP proof are refused.
+        public var dpopRequired = false
 
         public init(name: String, redirectURIs: [String]) {
             self.name = name
@@ -96,10 +98,11 @@ public final class OAuthClientService: Sendable {
         // client proves itself with its keys alone.
         let usesSecret = method == .clientSecretBasic || method == .clientSecretPost
         let secret = usesSecret ? "lks_" + Base64URL.encode(runtime.random(32)) : nil
-        let record = OAuthClientRecord(id: id, name: r.name, secretHash: secret.map { Digest.sha256(Array($0.utf8)) },
+        var record = OAuthClientRecord(id: id, name: r.name, secretHash: secret.map { Digest.sha256(Array($0.utf8)) },
                                        redirectURIs: r.redirectURIs, postLogoutRedirectURIs: r.postLogoutRedirectURIs, jwksURI: r.jwksURI,
                                        authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg, authMethod: method,
                                        pkceRequired: r.pkceRequired)
+        record.dpopRequired = r.dpopRequired
         let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
         let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
         invalidate()
@@ -163,6 +166,10 @@ public final class OAuthClientService: Sendable {
             guard let b = v.boolValue, b || !c.isPublic else { throw ServiceError.invalid("pkceRequired must be a boolean, and true for a public client") }
             c.pkceRequired = b
         }
+        if let v = body["dpopBoundAccessTokens"] {
+            guard let b = v.boolValue else { throw ServiceError.invalid("dpopBoundAccessTokens must be a boolean") }
+            c.dpopRequired = b
+        }
         try validate(name: c.name, redirectURIs: c.redirectURIs, isPublic: c.isPublic, postLogout: c.postLogoutRedirectURIs, jwksURI: c.jwksURI,
                      types: c.authorizationDetailsTypes, idTokenAlg: c.idTokenAlg)
         let audit = admin.record(.clientUpdated, subject: id, detail: Self.auditDetail(c))
@@ -187,6 +194,10 @@ public final class OAuthClientService: Sendable {
         if let v = body["pkceRequired"] {
             guard let b = v.boolValue else { throw ServiceError.invalid("pkceRequired must be a boolean") }
             r.pkceRequired = b
+        }
+        if let v = body["dpopBoundAccessTokens"] {
+            guard let b = v.boolValue else { throw ServiceError.invalid("dpopBoundAccessTokens must be a boolean") }
+            r.dpopRequired = b
         }
         if let v = body["tokenEndpointAuthMethod"], v != .null {
             guard let method = v.stringValue.flatMap(OAuthClientAuthMethod.init(rawValue:)) else {

@@ -16,6 +16,8 @@ extension OpenIDProvider {
         let grant = try request.grant.get()
         // RFC 9449 §5: a proof binds what this request issues to its key.
         let proof = try checkedProof(request.dpop)
+        // RFC 9449 §5.2: a client registered `--dpop required` presents a proof with every token request.
+        if proof == nil, client.dpopRequired { throw OAuthError(.invalidDPoPProof, "this client's token requests need a DPoP proof") }
         switch grant {
         case .authorizationCode(let code, let redirectURI, let verifier):
             return try exchange(code: code, redirectURI: redirectURI, verifier: verifier, client: client, proof: proof)

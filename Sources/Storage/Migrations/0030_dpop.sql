@@ -6,3 +6,7 @@ CREATE TABLE dpop_proofs (
     expires_at timestamptz NOT NULL
 ) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.02);
 CREATE INDEX dpop_proofs_expiry ON dpop_proofs(expires_at);
+
+-- A client registered `--dpop required` (`dpop_bound_access_tokens`, RFC 9449 §5.2): its token
+-- requests without a DPoP proof are refused (`invalid_dpop_proof`).
+ALTER TABLE oauth_clients ADD COLUMN dpop_bound_access_tokens boolean NOT NULL DEFAULT false;

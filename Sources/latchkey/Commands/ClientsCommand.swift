@@ -12,7 +12,7 @@ enum ClientsCommand: Command {
                                     [--post-logout-redirect-uri U …] [--jwks-uri U]
                                     [--authorization-details-type T …] [--id-token-alg ES256|RS256]
                                     [--auth-method client_secret_basic|client_secret_post|private_key_jwt|none]
-                                    [--pkce required|optional]
+                                    [--pkce required|optional] [--dpop required]
                latchkey clients list
                latchkey clients remove <client_id>
 
@@ -22,7 +22,8 @@ enum ClientsCommand: Command {
                 scheme redirect URIs). --jwks-uri: the client authenticates with private_key_jwt
                 (and gets no secret). --auth-method: the one method the token endpoint accepts
                 from it (default client_secret_basic; none for --public). --pkce optional: a
-                confidential client may leave PKCE out, and then must send a nonce.
+                confidential client may leave PKCE out, and then must send a nonce. --dpop
+                required: every token request must carry a DPoP proof (RFC 9449).
         list    one client a line: id, name, public or confidential, redirect URIs.
         remove  deletes the client and ends every session it holds.
         Exit status: 0 done, 1 refused (invalid or unknown), 64 bad usage.
@@ -32,7 +33,7 @@ enum ClientsCommand: Command {
         let args: ParsedArguments
         do {
             args = try ParsedArguments(arguments, valued: ["redirect-uri", "post-logout-redirect-uri", "jwks-uri", "authorization-details-type",
-                                                           "id-token-alg", "auth-method", "pkce"], flags: ["help", "public"])
+                                                           "id-token-alg", "auth-method", "pkce", "dpop"], flags: ["help", "public"])
         } catch { printError("latchkey clients: \(error.message)\n\n\(help)"); return ExitCode.usage }
         if args.has("help") { print(help); return ExitCode.success }
         let verb = args.positionals.first
@@ -56,6 +57,8 @@ enum ClientsCommand: Command {
         }
         let pkce = args.value("pkce") ?? "required"
         guard pkce == "required" || pkce == "optional" else { printError("latchkey clients: --pkce must be required or optional"); return ExitCode.usage }
+        let dpop = args.value("dpop")
+        guard dpop == nil || dpop == "required" else { printError("latchkey clients: --dpop must be required"); return ExitCode.usage }
         if verb == "add" {
             var r = OAuthClientService.Registration(name: args.positionals[1], redirectURIs: args.all("redirect-uri"))
             (r.isPublic, r.jwksURI, r.authMethod, r.pkceRequired) = (args.has("public"), args.value("jwks-uri"), authMethod, pkce == "required")
@@ -78,6 +81,7 @@ enum ClientsCommand: Command {
                     r.idTokenAlg = args.value("id-token-alg") ?? "ES256"
                     r.authMethod = authMethod
                     r.pkceRequired = pkce == "required"
+                    r.dpopRequired = dpop == "required"
                     let created = try clients.add(r, by: .named("cli"))
                     print("client_id: \(created.client.id)")
                     if let secret = created.secret { print("client_secret: \(secret)") }

@@ -221,6 +221,7 @@ struct InMemoryOAuthStore: OAuthStore {
             r.clients[i].authorizationDetailsTypes = c.authorizationDetailsTypes
             r.clients[i].idTokenAlg = c.idTokenAlg
             r.clients[i].pkceRequired = c.pkceRequired
+            r.clients[i].dpopRequired = c.dpopRequired
             try InMemoryTables.redeem(redeeming, in: &t)
             t.audit.append(audit)
             return true
