@@ -237,4 +237,35 @@ struct DPoPOAuthTests {
         #expect(!off.dpopRequired)
         #expect(try server.services.oauthClients.client(id: created.client.id)?.dpopRequired == false)
     }
+
+    @Test("garbage in the DPoP header is a 4xx with the RFC's error at the token endpoint, PAR and userinfo, never a 5xx")
+    func garbageIsRefused() throws {
+        let server = try TestServer(name: "dpop-junk")
+        defer { server.http.stop() }
+        let created = try server.services.oauthClients.add(OAuthClientService.Registration(name: "Junk", redirectURIs: ["https://rp.example/cb"]),
+                                                           by: .named("test"))
+        let basic = "Basic " + Base64.encodeStandard(Array("\(created.client.id):\(try #require(created.secret))".utf8))
+        let key = DPoPKey.generate()
+        let deep = Base64URL.encode(Array((String(repeating: "{\"a\":", count: 200) + "1" + String(repeating: "}", count: 200)).utf8))
+        let junk = ["", "x", "a.b.c", "..", String(repeating: "A", count: 9000), "\(deep).\(deep).AAAA",
+                    key.sign(header: ["typ": "dpop+jwt", "alg": "ES256", "jwk": key.jwk], claims: ["iat": 1e300]),
+                    key.sign(header: ["typ": "dpop+jwt", "alg": "ES256", "jwk": ["kty": "EC", "crv": "P-256", "x": 1, "y": []]], claims: [:])]
+        for proof in junk {
+            let token = try Self.token(server, [("grant_type", "refresh_token"), ("refresh_token", "lkor_x")], proof: proof, basic: basic)
+            #expect(token.status == 400 && token.json?["error"]?.stringValue == "invalid_dpop_proof", "\(proof.prefix(40)): \(token)")
+            let par = try server.client().send("POST", "/oauth2/par", body: OpenIDProviderTests.form([
+                ("response_type", "code"), ("client_id", created.client.id), ("redirect_uri", "https://rp.example/cb"), ("scope", "openid"),
+                ("code_challenge", Base64URL.encode(Digest.sha256(Array("v".utf8)))), ("code_challenge_method", "S256")]),
+                contentType: Self.form, authorization: basic, headers: [("DPoP", proof)])
+            #expect(par.status == 400 && par.json?["error"]?.stringValue == "invalid_dpop_proof", "\(proof.prefix(40)): \(par)")
+            let info = try Self.userinfo(server, authorization: "DPoP not-a-token", proof: proof)
+            #expect(info.status == 401 && info.header("WWW-Authenticate")?.hasPrefix("DPoP ") == true, "\(info)")
+        }
+        // Two DPoP headers (RFC 9449 §4.3 step 1).
+        let good = key.proof(method: "POST", url: server.origin + "/oauth2/token", iat: Self.now)
+        let twice = try server.client().send("POST", "/oauth2/token",
+                                             body: OpenIDProviderTests.form([("grant_type", "refresh_token"), ("refresh_token", "lkor_x")]),
+                                             contentType: Self.form, authorization: basic, headers: [("DPoP", good), ("DPoP", good)])
+        #expect(twice.status == 400 && twice.json?["error"]?.stringValue == "invalid_dpop_proof", "\(twice)")
+    }
 }
