@@ -68,6 +68,8 @@ public final class Database: Sendable {
     /// The PRF vault: salts and wrapped keys, ciphertext only (migration 28).
     public let vaults: VaultRepository
     public let portability: PortabilityRepository
+    /// DPoP proofs seen, kept for their replay window (migration 30).
+    public let dpopProofs: DPoPProofRepository
 
     /// Builds the pools (connections are opened lazily, up to `connections` in each).
     /// - Parameters:
@@ -108,6 +110,7 @@ public final class Database: Sendable {
         approvals = ApprovalRepository(pool: pool)
         vaults = VaultRepository(pool: pool)
         portability = PortabilityRepository(pool: pool)
+        dpopProofs = DPoPProofRepository(pool: pool)
     }
 
     /// The one place a pool is made.

@@ -14,12 +14,16 @@ extension OAuthRepository {
         public let verifierChallenge: String?
         /// The client may go without PKCE (`--pkce optional`).
         public let pkceOptional: Bool
+        /// The DPoP proof presented (RFC 9449 §5): recorded, and the grant bound to its key; a code
+        /// bound at PAR (`dpop_jkt` in its grant) needs a proof by that key (§10).
+        public let dpop: DPoPBinding?
 
-        public init(clientId: String, redirectURI: String?, verifierChallenge: String?, pkceOptional: Bool) {
+        public init(clientId: String, redirectURI: String?, verifierChallenge: String?, pkceOptional: Bool, dpop: DPoPBinding? = nil) {
             self.clientId = clientId
             self.redirectURI = redirectURI
             self.verifierChallenge = verifierChallenge
             self.pkceOptional = pkceOptional
+            self.dpop = dpop
         }
     }
 
@@ -40,11 +44,13 @@ extension OAuthRepository {
                            replayAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthCodeRedemption {
         let replayed = AuditTemplate(actor: replayAudit.actor, action: replayAudit.action, detail: replayAudit.detail)
         let issued = AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail)
+        let jkt = presented.dpop?.jkt
         let statement = SQL.with([
+            ("proof", OAuthRepository.proofRecorded(presented.dpop)),
             ("c", """
                 SELECT hash, used_at IS NOT NULL AS replay, client_id, grant_data, expires_at > now() AS live,
                        approving_family, approving_credential, approving_device_key
-                FROM oauth_codes WHERE hash = \(hash) FOR UPDATE
+                FROM oauth_codes WHERE hash = \(hash) AND EXISTS (SELECT 1 FROM proof) FOR UPDATE
                 """),
             ("checked", """
                 SELECT c.*, CASE
@@ -58,6 +64,8 @@ extension OAuthRepository {
                     WHEN (c.grant_data->>'code_challenge') IS NULL
                         AND (\(presented.verifierChallenge)::text IS NOT NULL OR NOT \(presented.pkceOptional)::boolean)
                         THEN 'code_verifier does not match the code_challenge (PKCE S256)'
+                    WHEN (c.grant_data->>'dpop_jkt') IS NOT NULL AND (c.grant_data->>'dpop_jkt') IS DISTINCT FROM \(jkt)::text
+                        THEN 'the code is bound to another DPoP key (dpop_jkt)'
                     END AS refusal
                 FROM c WHERE NOT c.replay
                 """),
@@ -94,18 +102,22 @@ extension OAuthRepository {
                 """),
             ("granted", """
                 INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
-                SELECT fam.id, \(presented.clientId), gate.grant_data, gate.approving_family, gate.approving_credential, gate.approving_device_key
+                SELECT fam.id, \(presented.clientId),
+                       CASE WHEN \(jkt)::text IS NULL THEN gate.grant_data - 'dpop_jkt'
+                            ELSE gate.grant_data || jsonb_build_object('dpop_jkt', \(jkt)::text) END,
+                       gate.approving_family, gate.approving_credential, gate.approving_device_key
                 FROM fam, gate RETURNING family_id
                 """),
         ] + AuditRepository.cte([replayed.rows(from: "replayed", subject: "\(replayAudit.subject)::text",
                                                members: [("sessionId", "replayed.family_id")]),
                                  issued.rows(from: "gate JOIN tok ON true", subject: "gate.user_id")]),
             """
-            SELECT (SELECT replay FROM c) AS replay, (SELECT family_id FROM replayed) AS family, (SELECT refusal FROM checked) AS refusal,
+            SELECT EXISTS (SELECT 1 FROM proof) AS proof_fresh, (SELECT replay FROM c) AS replay, (SELECT family_id FROM replayed) AS family, (SELECT refusal FROM checked) AS refusal,
                    EXISTS (SELECT 1 FROM tok) AS started, (SELECT user_id FROM fresh) AS user_id, (SELECT grant_data::text FROM fresh) AS grant_data
             """)
         let row = try pool.run { c in try c.query(statement)[0] }
         do {
+            guard try row.bool("proof_fresh") else { return .proofReplayed }
             guard try !row.isNull("replay") else { return .invalid("the code is unknown or expired") }
             if try row.bool("replay") { return .replayed(revokedFamily: try row.optionalString("family")) }
             if let refusal = try row.optionalString("refusal") { return .invalid(refusal) }
@@ -121,7 +133,11 @@ extension OAuthRepository {
     /// `.scopeExceeded`, and like every refusal it leaves the token as it was (SPEC "Tokens").
     /// A rotation writes `issuedAudit` in its one statement, as the code exchange does (its actor
     /// and subject the grant's user, with `sessionId`): every token issue is audited.
-    public func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]? = nil,
+    /// `dpop`: the proof presented, recorded in the rotation's statement (a replayed one rotates
+    /// nothing); `sameKey`: a grant bound to a DPoP key rotates only with a proof by that key (a
+    /// public client's: RFC 9449 §5), else any proof, or none, will do (a confidential client's
+    /// refresh token is bound by its client authentication).
+    public func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]? = nil, dpop: DPoPBinding? = nil, sameKey: Bool = false,
                        ttlSeconds: Int, reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         let asked: String? = scope?.joined(separator: " ")
         let issued = AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail)
@@ -132,15 +148,20 @@ extension OAuthRepository {
                 WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
                   AND f.method = 'oauth' AND g.family_id = f.id AND g.client_id = \(clientId)
                   AND (\(asked)::text IS NULL OR string_to_array(g.grant_data->>'scope', ' ') @> string_to_array(\(asked)::text, ' '))
+                  AND (NOT \(sameKey)::boolean OR (g.grant_data->>'dpop_jkt') IS NULL OR (g.grant_data->>'dpop_jkt') = \(dpop?.jkt)::text)
+                  AND EXISTS (SELECT 1 FROM proof)
                 RETURNING r.family_id, f.user_id, f.auth_time, g.grant_data
-                """, newHash: newHash, ttlSeconds: ttlSeconds,
+                """, newHash: newHash, ttlSeconds: ttlSeconds, before: [("proof", OAuthRepository.proofRecorded(dpop))],
                 also: AuditRepository.cte([issued.rows(from: "used JOIN tok ON true", subject: "used.user_id",
                                                        members: [("sessionId", "used.family_id")])]),
                 select: """
-                SELECT used.family_id, used.user_id, used.auth_time, used.grant_data::text AS grant_data, EXISTS (SELECT 1 FROM tok) AS rotated
+                SELECT used.family_id, used.user_id, used.auth_time, used.grant_data::text AS grant_data, EXISTS (SELECT 1 FROM tok) AS rotated,
+                       true AS proof_fresh
                 FROM used
+                UNION ALL SELECT NULL, NULL, NULL, NULL, false, false WHERE NOT EXISTS (SELECT 1 FROM proof)
                 """)
             ).first.map { row -> OAuthRefreshOutcome in
+                guard try row.bool("proof_fresh") else { return .proofReplayed }
                 guard try row.bool("rotated") else { return .invalid }
                 return .rotated(userId: try row.string("user_id"), familyId: try row.string("family_id"), authTime: try row.date("auth_time"),
                                 grant: (try? JSONParser.parse(Array(try row.json("grant_data").utf8))) ?? .object([]))
@@ -164,6 +185,7 @@ extension OAuthRepository {
             try c.query("""
                 SELECT 1 FROM refresh_tokens r JOIN refresh_families f ON f.id = r.family_id JOIN oauth_grants g ON g.family_id = f.id
                 WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.revoked_at IS NULL AND g.client_id = \(clientId)
+                  AND (NOT \(sameKey)::boolean OR (g.grant_data->>'dpop_jkt') IS NULL OR (g.grant_data->>'dpop_jkt') = \(dpop?.jkt)::text)
                 """)
         }
         return usable.isEmpty ? .invalid : .scopeExceeded
@@ -218,6 +240,18 @@ extension OAuthRepository {
             }
             return (ended, browserEnded, cookieSession)
         }
+    }
+
+    /// The `proof` CTE of a token request's statement: one row when the request's DPoP proof is new
+    /// (or none was presented), none when it was seen before.
+    static func proofRecorded(_ dpop: DPoPBinding?) -> SQL {
+        guard let dpop else { return "SELECT true AS fresh" }
+        return DPoPProofRepository.recording(dpop.replay)
+    }
+
+    /// A DPoP proof presented at userinfo recorded (its one write): false when it was seen before.
+    public func recordDPoPProof(_ key: DPoPReplayKey) throws(StorageError) -> Bool {
+        try pool.run { c in try !c.query(DPoPProofRepository.recording(key)).isEmpty }
     }
 
     /// Records a client assertion's `jti` (RFC 7523 §3 item 7): false when it was seen before.

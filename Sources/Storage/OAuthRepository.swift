@@ -21,6 +21,8 @@ public struct OAuthClientRecord: Sendable, Equatable {
     public var createdAt: Date
     /// Registered for the CIBA grant (SPEC "CIBA"): nil for every other client.
     public var ciba: CIBARegistration? = nil
+    /// `--dpop required` (`dpop_bound_access_tokens`): every token request carries a DPoP proof.
+    public var dpopRequired = false
 
     public init(id: String, name: String, secretHash: [UInt8]?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
                 jwksURI: String? = nil, authorizationDetailsTypes: [String] = [], idTokenAlg: String = "ES256",
@@ -97,6 +99,17 @@ public enum OAuthRefreshOutcome: Sendable {
     /// The refresh asked for more than the grant: nothing was used or written.
     case scopeExceeded
     case invalid
+    /// The request's DPoP proof was seen before (RFC 9449 §11.1): nothing was used or written.
+    case proofReplayed
+}
+
+/// A DPoP proof that came with a token request (RFC 9449 §5): recorded in the request's one
+/// statement (`DPoPProofRepository.recording`), and the key the tokens are bound to.
+public struct DPoPBinding: Sendable {
+    public let replay: DPoPReplayKey
+    /// RFC 7638 thumbprint of the proof's key.
+    public let jkt: String
+    public init(replay: DPoPReplayKey, jkt: String) { self.replay = replay; self.jkt = jkt }
 }
 
 public enum OAuthCodeRedemption: Sendable {
@@ -107,6 +120,8 @@ public enum OAuthCodeRedemption: Sendable {
     case invalid(String)
     /// The approving session was ended by a security revocation, or the approving passkey or device key revoked.
     case approverRevoked
+    /// The request's DPoP proof was seen before: the code was left as it was.
+    case proofReplayed
 }
 
 /// The OpenID Provider's state in PostgreSQL (migration 17): clients, requests, codes, grants and
@@ -119,7 +134,7 @@ public final class OAuthRepository: Sendable {
     static let clientColumns = """
         id, name, secret_hash, redirect_uris::text AS redirect_uris, post_logout_redirect_uris::text AS post_logout_redirect_uris, \
         jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, auth_method, pkce_required, created_at, \
-        ciba::text AS ciba
+        ciba::text AS ciba, dpop_bound_access_tokens
         """
 
     static func strings(_ json: String) -> [String] {
@@ -137,6 +152,7 @@ public final class OAuthRepository: Sendable {
                           idTokenAlg: try r.string("id_token_alg"), authMethod: try r.value("auth_method"),
                           pkceRequired: try r.bool("pkce_required"), createdAt: try r.date("created_at"))
         c.ciba = CIBARegistration(json: try r.optionalString("ciba"))
+        c.dpopRequired = try r.bool("dpop_bound_access_tokens")
         return c
     }
 
@@ -147,10 +163,10 @@ public final class OAuthRepository: Sendable {
             try StepUpRedemption.redeem(redeeming, on: t)
             let row = try t.query("""
                 INSERT INTO oauth_clients (id, name, secret_hash, redirect_uris, post_logout_redirect_uris, jwks_uri,
-                                           authorization_details_types, id_token_alg, auth_method, pkce_required, ciba)
+                                           authorization_details_types, id_token_alg, auth_method, pkce_required, ciba, dpop_bound_access_tokens)
                 VALUES (\(c.id), \(c.name), \(c.secretHash), \(Self.jsonText(c.redirectURIs))::jsonb,
                         \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, \(c.jwksURI), \(Self.jsonText(c.authorizationDetailsTypes))::jsonb,
-                        \(c.idTokenAlg), \(c.authMethod.rawValue), \(c.pkceRequired), \(c.ciba?.storedJSON)::jsonb)
+                        \(c.idTokenAlg), \(c.authMethod.rawValue), \(c.pkceRequired), \(c.ciba?.storedJSON)::jsonb, \(c.dpopRequired))
                 RETURNING \(unsafeRaw: Self.clientColumns)
                 """)
             try AuditRepository.write([audit], on: t)
@@ -173,7 +189,8 @@ public final class OAuthRepository: Sendable {
                 UPDATE oauth_clients SET name = \(c.name), redirect_uris = \(Self.jsonText(c.redirectURIs))::jsonb,
                     post_logout_redirect_uris = \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, jwks_uri = \(c.jwksURI),
                     authorization_details_types = \(Self.jsonText(c.authorizationDetailsTypes))::jsonb, id_token_alg = \(c.idTokenAlg),
-                    pkce_required = \(c.pkceRequired), ciba = \(c.ciba?.storedJSON)::jsonb
+                    pkce_required = \(c.pkceRequired), ciba = \(c.ciba?.storedJSON)::jsonb,
+                    dpop_bound_access_tokens = \(c.dpopRequired)
                 WHERE id = \(c.id)
                 """)
             guard n > 0 else { return false }

@@ -183,8 +183,9 @@ public final class SessionRepository: Sendable {
     /// last use — its row lock: a revocation committed meanwhile is seen, one that comes later waits
     /// for this refresh — as `fam`, and the next token as `tok`, only while the family lives; then
     /// `also` (the caller's audit line over `tok`, written only when the token rotated).
-    static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, also: [(name: String, sql: SQL)] = [], select: SQL) -> SQL {
-        SQL.with([
+    static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, before: [(name: String, sql: SQL)] = [],
+                         also: [(name: String, sql: SQL)] = [], select: SQL) -> SQL {
+        SQL.with(before + [
             ("used", used),
             ("fam", """
                 UPDATE refresh_families SET last_used_at = now() WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL

@@ -34,6 +34,8 @@ public struct OAuthAccessClaims: Sendable {
     public let authentication: GrantAuthentication?
     public let authorizationDetails: JSONValue?
     public let receiptId: String?
+    /// RFC 9449 §6.1: the thumbprint of the DPoP key the token is bound to (`cnf.jkt`); nil: a Bearer token.
+    public var dpopKey: String? = nil
 
     public init(issuer: String, subject: String, audience: String, clientId: String, scope: [String], issuedAt: Int64, lifetime: Int64,
                 jwtId: String, sessionId: String, authentication: GrantAuthentication?, authorizationDetails: JSONValue? = nil,
@@ -61,6 +63,7 @@ public struct OAuthAccessClaims: Sendable {
         members += Self.authenticationMembers(authentication)
         if let authorizationDetails { members.append(("authorization_details", authorizationDetails)) }
         if let receiptId { members.append(("receipt_id", .string(receiptId))) }
+        if let dpopKey { members.append(("cnf", .object([("jkt", .string(dpopKey))]))) }
         return .object(members)
     }
 

@@ -1084,6 +1084,85 @@ def test_webhook_events():
     check(any(w['data']['receiptId'] for w in WEBHOOKS if w['type'] == 'oauth.authorized'), 'the payment approval carries its receiptId')
 
 
+# ---- DPoP (RFC 9449): proofs made with `cryptography`, tokens Authlib's OAuth2Session fetched ------
+
+class DPoPKey:
+    """An ES256 DPoP key and its proofs (RFC 9449 §4.2), written from the RFC with `cryptography`."""
+    def __init__(self):
+        from cryptography.hazmat.primitives.asymmetric import ec
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        n = self.key.public_key().public_numbers()
+        self.jwk = {'kty': 'EC', 'crv': 'P-256', 'x': b64u(n.x.to_bytes(32, 'big')), 'y': b64u(n.y.to_bytes(32, 'big'))}
+        canonical = json.dumps({k: self.jwk[k] for k in ('crv', 'kty', 'x', 'y')}, separators=(',', ':'), sort_keys=True)
+        self.jkt = b64u(hashlib.sha256(canonical.encode()).digest())
+
+    def proof(self, method, url, access_token=None, nonce=None, iat=None):
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, utils
+        header = {'typ': 'dpop+jwt', 'alg': 'ES256', 'jwk': self.jwk}
+        claims = {'jti': secrets.token_urlsafe(16), 'htm': method, 'htu': url, 'iat': int(iat if iat is not None else time.time())}
+        if access_token:
+            claims['ath'] = b64u(hashlib.sha256(access_token.encode()).digest())
+        if nonce:
+            claims['nonce'] = nonce
+        signing_input = b64u(json.dumps(header).encode()) + '.' + b64u(json.dumps(claims).encode())
+        r, s = utils.decode_dss_signature(self.key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        return signing_input + '.' + b64u(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))
+
+
+def test_dpop_stolen_access_and_refresh_tokens_are_refused_without_the_key():
+    check(DISCOVERY.get('dpop_signing_alg_values_supported') == ['ES256', 'EdDSA', 'RS256', 'PS256'], 'discovery lists the DPoP algs')
+    cid, _ = add_client('DPoP native app', '--public', '--redirect-uri', 'http://127.0.0.1/callback', '--dpop', 'required')
+    key, thief = DPoPKey(), DPoPKey()
+    token_url, userinfo_url = DISCOVERY['token_endpoint'], DISCOVERY['userinfo_endpoint']
+    client = OAuth2Session(cid, None, token_endpoint_auth_method='none', code_challenge_method='S256')
+    redirect, verifier, nonce, _ = code_flow(client, BROWSER, 'http://127.0.0.1:53128/callback', scope='openid offline_access')
+    code = query_of(redirect)['code']
+    r = S.post(token_url, data={'grant_type': 'authorization_code', 'code': code, 'redirect_uri': 'http://127.0.0.1:53128/callback',
+                                'code_verifier': verifier, 'client_id': cid}, headers={'DPoP': key.proof('POST', token_url)})
+    check(r.status_code == 200 and r.json()['token_type'] == 'DPoP', f'DPoP token response: {r.status_code} {r.text}')
+    check(len(r.headers.get('DPoP-Nonce', '')) == 22, f'DPoP-Nonce {r.headers}')
+    tok = r.json()
+    claims = json.loads(base64.urlsafe_b64decode(tok['access_token'].split('.')[1] + '=='))
+    check(claims['cnf'] == {'jkt': key.jkt}, f'cnf {claims.get("cnf")}')
+    # Authlib's own session, holding the stolen token, presents it as Bearer: refused.
+    stolen = OAuth2Session(cid, None, token={'access_token': tok['access_token'], 'token_type': 'Bearer'})
+    r = stolen.get(userinfo_url)
+    check(r.status_code == 401 and r.headers['WWW-Authenticate'].startswith('DPoP error="invalid_token"'), f'as Bearer: {r.status_code} {r.headers}')
+    for who, proof in [('no proof', None),
+                       ("the thief's key", thief.proof('GET', userinfo_url, tok['access_token'])),
+                       ('an ath of another token', key.proof('GET', userinfo_url, 'another token')),
+                       ('another htu', key.proof('GET', BASE + '/oauth2/elsewhere', tok['access_token'])),
+                       ('an old iat', key.proof('GET', userinfo_url, tok['access_token'], iat=time.time() - 300))]:
+        h = {'Authorization': 'DPoP ' + tok['access_token']}
+        if proof:
+            h['DPoP'] = proof
+        r = S.get(userinfo_url, headers=h)
+        check(r.status_code == 401 and r.headers['WWW-Authenticate'].startswith('DPoP '), f'{who}: {r.status_code} {r.headers}')
+    proof = key.proof('GET', userinfo_url, tok['access_token'])
+    r = S.get(userinfo_url, headers={'Authorization': 'DPoP ' + tok['access_token'], 'DPoP': proof})
+    check(r.status_code == 200 and r.json()['sub'] == USER_ID, f'the key holder: {r.status_code} {r.text}')
+    r = S.get(userinfo_url, headers={'Authorization': 'DPoP ' + tok['access_token'], 'DPoP': proof})
+    check(r.status_code == 401 and 'invalid_dpop_proof' in r.headers['WWW-Authenticate'], f'replayed proof: {r.status_code}')
+    # The stolen refresh token: Authlib refreshing without a proof, then with the thief's key.
+    try:
+        stolen.refresh_token(token_url, refresh_token=tok['refresh_token'])
+        check(False, 'a refresh without the key was answered')
+    except AssertionError:
+        raise
+    except Exception as e:
+        check('invalid_dpop_proof' in str(e), f'refresh without a proof (the client is --dpop required): {e}')
+    r = S.post(token_url, data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token'], 'client_id': cid},
+               headers={'DPoP': thief.proof('POST', token_url)})
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_grant', f"refresh with the thief's key: {r.status_code} {r.text}")
+    r = S.post(token_url, data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token'], 'client_id': cid},
+               headers={'DPoP': 'not.a.proof'})
+    check(r.status_code == 400 and r.json()['error'] == 'invalid_dpop_proof', f'a malformed proof: {r.status_code} {r.text}')
+    r = S.post(token_url, data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token'], 'client_id': cid},
+               headers={'DPoP': key.proof('POST', token_url)})
+    check(r.status_code == 200 and r.json()['token_type'] == 'DPoP', f'the key holder refreshes: {r.status_code} {r.text}')
+
+
 def main():
     global DISCOVERY, PASSKEY, USER_TOKEN, USER_ID, USERNAME, BROWSER
     DISCOVERY = S.get(BASE + '/.well-known/openid-configuration', timeout=20).json()

@@ -89,7 +89,7 @@ struct PipelineTests {
         Self.cors.leave(&response, exchange)
         #expect(response.headers.map(\.0) == ["Content-Type", "Access-Control-Allow-Origin", "Vary", "Access-Control-Expose-Headers"])
         #expect(response.header("Access-Control-Allow-Origin") == Self.site)
-        #expect(response.header("Access-Control-Expose-Headers") == "Retry-After, WWW-Authenticate")
+        #expect(response.header("Access-Control-Expose-Headers") == "Retry-After, WWW-Authenticate, DPoP-Nonce")
 
         var plain = Response.json(bytes: Array("{}".utf8))
         Self.cors.leave(&plain, Exchange(Self.request("/v1/account")))
@@ -105,7 +105,7 @@ struct PipelineTests {
         #expect(answer?.body.isEmpty == true)
         #expect(answer?.headers.map(\.0) == ["Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Max-Age"])
         #expect(answer?.header("Access-Control-Allow-Methods") == "GET, POST, PUT, PATCH, DELETE")
-        #expect(answer?.header("Access-Control-Allow-Headers") == "Authorization, Content-Type, Latchkey-Step-Up, Latchkey-Ticket")
+        #expect(answer?.header("Access-Control-Allow-Headers") == "Authorization, Content-Type, Latchkey-Step-Up, Latchkey-Ticket, DPoP")
         #expect(answer?.header("Access-Control-Max-Age") == "600")
         #expect(exchange.route == "preflight")
 

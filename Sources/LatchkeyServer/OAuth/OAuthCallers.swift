@@ -27,6 +27,11 @@ struct OAuthBearer: Sendable {
     /// The `oauth` session (refresh family) the token belongs to.
     let sessionId: String
     let scopes: Set<String>
+    /// The token as presented, and the DPoP key it is bound to (`cnf.jkt`; nil: a Bearer token).
+    var token = ""
+    var dpopKey: String? = nil
+    /// It came as `Authorization: DPoP` (RFC 9449 §7.1), not as Bearer.
+    var presentedAsDPoP = false
 }
 
 /// The callers of the OAuth endpoints, resolved by `CallerResolver` (`Access.oauthClient`,
@@ -162,7 +167,8 @@ struct OAuthCallers: Sendable {
               claims["iss"]?.stringValue == issuer, let client = claims["client_id"]?.stringValue, client.hasPrefix("lkc_"),
               let sid = claims["sid"]?.stringValue, !revoked.contains(sid), let sub = claims["sub"]?.stringValue else { return nil }
         return OAuthBearer(subject: sub, clientId: client, sessionId: sid,
-                           scopes: Set((claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)))
+                           scopes: Set((claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)),
+                           token: token, dpopKey: claims["cnf"]?["jkt"]?.stringValue)
     }
 }
 

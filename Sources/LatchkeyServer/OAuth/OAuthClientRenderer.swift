@@ -18,7 +18,8 @@ enum OAuthClientRenderer {
             ("postLogoutRedirectUris", .array(c.postLogoutRedirectURIs.map { .string($0) })),
             ("jwksUri", c.jwksURI.map { .string($0) } ?? .null),
             ("authorizationDetailsTypes", .array(c.authorizationDetailsTypes.map { .string($0) })),
-            ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("createdAt", .string(iso8601(c.createdAt))),
+            ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("dpopBoundAccessTokens", .bool(c.dpopRequired)),
+            ("createdAt", .string(iso8601(c.createdAt))),
         ]
         members += cibaMembers(c)
         if let secret { members.append(("clientSecret", .string(secret))) }

@@ -76,6 +76,8 @@ public final class OAuthClientService: Sendable {
         public var pkceRequired = true
         /// `--grant-type ciba …` (`OAuthClientService.cibaRegistration`); nil: no CIBA grant.
         public var ciba: CIBARegistration? = nil
+        /// `--dpop required`: token requests without a DPoP proof are refused.
+        public var dpopRequired = false
 
         public init(name: String, redirectURIs: [String]) {
             self.name = name
@@ -104,6 +106,7 @@ public final class OAuthClientService: Sendable {
                                        authorizationDetailsTypes: r.authorizationDetailsTypes, idTokenAlg: r.idTokenAlg, authMethod: method,
                                        pkceRequired: r.pkceRequired)
         record.ciba = r.ciba
+        record.dpopRequired = r.dpopRequired
         let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
         let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
         invalidate()
@@ -171,6 +174,10 @@ public final class OAuthClientService: Sendable {
         c.ciba = try Self.cibaMembers(body, current: c.ciba)
         try Self.checkCIBA(c.ciba, isPublic: c.isPublic)
         try checkCIBAEndpoint(c.ciba)
+        if let v = body["dpopBoundAccessTokens"] {
+            guard let b = v.boolValue else { throw ServiceError.invalid("dpopBoundAccessTokens must be a boolean") }
+            c.dpopRequired = b
+        }
         try validate(name: c.name, redirectURIs: c.redirectURIs, isPublic: c.isPublic, postLogout: c.postLogoutRedirectURIs, jwksURI: c.jwksURI,
                      types: c.authorizationDetailsTypes, idTokenAlg: c.idTokenAlg)
         let audit = admin.record(.clientUpdated, subject: id, detail: Self.auditDetail(c))
@@ -195,6 +202,10 @@ public final class OAuthClientService: Sendable {
         if let v = body["pkceRequired"] {
             guard let b = v.boolValue else { throw ServiceError.invalid("pkceRequired must be a boolean") }
             r.pkceRequired = b
+        }
+        if let v = body["dpopBoundAccessTokens"] {
+            guard let b = v.boolValue else { throw ServiceError.invalid("dpopBoundAccessTokens must be a boolean") }
+            r.dpopRequired = b
         }
         if let v = body["tokenEndpointAuthMethod"], v != .null {
             guard let method = v.stringValue.flatMap(OAuthClientAuthMethod.init(rawValue:)) else {

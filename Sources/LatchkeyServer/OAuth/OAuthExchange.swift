@@ -45,10 +45,13 @@ struct ClientRequest: Sendable {
 struct TokenRequest: Sendable {
     let client: OAuthClientRecord
     let grant: Result<TokenGrant, OAuthError>
+    /// The request's DPoP proof (RFC 9449 §5), unchecked.
+    let dpop: DPoPPresentation?
 
-    init(_ request: AuthenticatedClientRequest) {
+    init(_ request: AuthenticatedClientRequest, dpop: DPoPPresentation? = nil) {
         client = request.client
         grant = Result { () throws(OAuthError) in try TokenGrant(request.form) }
+        self.dpop = dpop
     }
 }
 

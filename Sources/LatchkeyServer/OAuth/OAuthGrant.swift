@@ -31,6 +31,8 @@ struct OAuthGrant: Sendable, Equatable {
     /// SPEC "Which authentication the tokens describe": the OP session's id when the cookie approved
     /// (the id_token's `sid`).
     var opSessionId: String?
+    /// RFC 9449 §10: the DPoP key (`dpop_jkt`) the code is bound to; its exchange needs a proof by it.
+    var dpopKey: String?
 
     var scopes: [String] { scope.split(separator: " ").map(String.init) }
 
@@ -53,6 +55,7 @@ struct OAuthGrant: Sendable, Equatable {
         resource = p["resource"]?.stringValue
         self.credentialId = credentialId.map { Base64URL.encode($0) }
         self.opSessionId = opSessionId
+        dpopKey = p["dpop_jkt"]?.stringValue
     }
 
     /// A stored grant; a member that is missing or of another type reads as absent.
@@ -69,6 +72,7 @@ struct OAuthGrant: Sendable, Equatable {
         resource = g["resource"]?.stringValue
         credentialId = g["credential_id"]?.stringValue
         opSessionId = g["op_sid"]?.stringValue
+        dpopKey = g["dpop_jkt"]?.stringValue
     }
 
     /// A member that is there and not JSON `null`.
@@ -80,13 +84,15 @@ struct OAuthGrant: Sendable, Equatable {
     /// As stored (the members the store's statements read by name).
     var json: JSONValue {
         func text(_ s: String?) -> JSONValue { s.map { .string($0) } ?? .null }
-        return .object([
+        var members: [(key: String, value: JSONValue)] = [
             ("redirect_uri", text(redirectURI)), ("code_challenge", text(codeChallenge)), ("scope", .string(scope)),
             ("nonce", text(nonce)), ("auth_time", .number(Double(authTime))),
             ("acr", text(acr)), ("amr", .array(amr.map { .string($0) })),
             ("authorization_details", authorizationDetails ?? .null),
             ("receipt_id", text(receiptId)), ("resource", text(resource)),
             ("credential_id", text(credentialId)), ("op_sid", text(opSessionId)),
-        ])
+        ]
+        if let dpopKey { members.append(("dpop_jkt", .string(dpopKey))) }
+        return .object(members)
     }
 }

@@ -29,6 +29,11 @@ struct OAuthPolicy: Sendable {
     /// Where a client's `jwks_uri` may point and be fetched from (the webhooks' address rules).
     var jwksAddresses: WebhookAddressPolicy
     var jwksCAFile: String?
+    /// RFC 9449 §4.3: the origins a DPoP proof's `htu` may name (the issuer's, and the allowlisted
+    /// https web origins), and the key material its nonces are derived from (the KEK; nil in
+    /// development without one: the deployment secret then).
+    var dpopOrigins: [String]
+    var dpopNonceKey: [UInt8]?
 
     init(_ configuration: Configuration) {
         issuer = configuration.issuer
@@ -39,6 +44,8 @@ struct OAuthPolicy: Sendable {
         developmentMode = configuration.developmentMode
         jwksAddresses = WebhookAddressPolicy(configuration)
         jwksCAFile = configuration.webhookCAFile
+        dpopOrigins = [Configuration.origin(ofURL: configuration.issuer)] + configuration.origins.filter { $0.hasPrefix("https://") }
+        dpopNonceKey = configuration.keyEncryptionKey?.bytes
     }
 
     /// The fetch of clients' JWKS under these rules.

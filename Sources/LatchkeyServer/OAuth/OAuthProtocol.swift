@@ -33,6 +33,10 @@ struct OAuthError: Error, Sendable, CustomStringConvertible {
         case authorizationPending = "authorization_pending"
         case slowDown = "slow_down"
         case expiredToken = "expired_token"
+        /// RFC 9449 §5, §7.1: a DPoP proof that is missing where required, malformed or replayed.
+        case invalidDPoPProof = "invalid_dpop_proof"
+        /// RFC 9449 §8: the proof must carry the nonce of the `DPoP-Nonce` header.
+        case useDPoPNonce = "use_dpop_nonce"
     }
 
     let code: Code
@@ -41,6 +45,9 @@ struct OAuthError: Error, Sendable, CustomStringConvertible {
     var retryAfter: Int? = nil
     /// Set when the store could not answer: a server error (503), never a refusal of the client.
     var serverSide = false
+    /// Set when the request carried a DPoP proof or a DPoP-bound token: the answer carries
+    /// `DPoP-Nonce` and, at userinfo, the `DPoP` challenge (RFC 9449 §7.1, §8).
+    var dpopNonce: String? = nil
     /// The `error` member as sent (RFC 6749 §5.2).
     var error: String { code.rawValue }
     /// The token endpoint's status: 400, 401 for `invalid_client`, 429 for a limit, 503 when the

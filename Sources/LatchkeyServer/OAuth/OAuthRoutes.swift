@@ -55,12 +55,18 @@ extension RouteTable {
         // before the route runs (`Access.oauthClient`).
         add("POST", "/oauth2/par", .oauthClient(.par), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
-            return try OAuthEdge.json(status: 201) { () throws(OAuthError) in try op.pushed(request) }
+            let dpop = OAuthEdge.dpop(ctx.request)
+            return try OAuthEdge.json(status: 201, dpopNonce: dpop == nil ? nil : op.currentDPoPNonce()) { () throws(OAuthError) in
+                try op.pushed(request, dpop: dpop)
+            }
         }
         add("POST", "/oauth2/token", .oauthClient(.token), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
             if request.form["grant_type"] == CIBAPoll.grantType { return try RouteTable.cibaToken(s, request) }
-            return try OAuthEdge.json { () throws(OAuthError) in try op.token(TokenRequest(request)) }
+            let dpop = OAuthEdge.dpop(ctx.request)
+            return try OAuthEdge.json(dpopNonce: dpop == nil ? nil : op.currentDPoPNonce()) { () throws(OAuthError) in
+                try op.token(TokenRequest(request, dpop: dpop))
+            }
         }
         add("POST", "/oauth2/revoke", .oauthClient(.revoke), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
@@ -73,9 +79,16 @@ extension RouteTable {
         for method in ["GET", "POST"] {
             add(method, "/oauth2/userinfo", .oauthBearer, accepting: .any) { ctx in
                 let bearer = try ctx.oauthBearer()
+                let dpop = OAuthEdge.dpop(ctx.request)
+                let nonce = dpop != nil || bearer.dpopKey != nil ? op.currentDPoPNonce() : nil
                 do throws(OAuthError) {
-                    return .json(bytes: try op.userinfo(bearer).serialized(), headers: OAuthEdge.noStore)
-                } catch { throw ServiceError(oauth: .bearer(error)) }
+                    try op.checkPossession(bearer, dpop)
+                    return .json(bytes: try op.userinfo(bearer).serialized(), headers: OAuthEdge.noStore + (nonce.map { [("DPoP-Nonce", $0)] } ?? []))
+                } catch {
+                    var refusal = error
+                    if refusal.dpopNonce == nil, let nonce { refusal.dpopNonce = nonce }
+                    throw ServiceError(oauth: .bearer(refusal))
+                }
             }
         }
         add("GET", "/oauth2/logout", .anyone, accepting: .any) { ctx in
@@ -177,10 +190,22 @@ enum OAuthEdge {
     }
 
     /// A JSON answer; a refusal goes to the route table's edge, answered as RFC 6749 §5.2 says.
-    static func json(status: Int = 200, _ body: () throws(OAuthError) -> JSONValue) throws(ServiceError) -> Response {
-        do throws(OAuthError) { return .json(status: status, bytes: try body().serialized(), headers: noStore) } catch {
-            throw ServiceError(oauth: .token(error))
+    /// `dpopNonce`: the request carried a DPoP proof, so the answer carries the current nonce (RFC 9449 §8).
+    static func json(status: Int = 200, dpopNonce: String? = nil, _ body: () throws(OAuthError) -> JSONValue) throws(ServiceError) -> Response {
+        do throws(OAuthError) {
+            return .json(status: status, bytes: try body().serialized(), headers: noStore + (dpopNonce.map { [("DPoP-Nonce", $0)] } ?? []))
+        } catch {
+            var refusal = error
+            if refusal.dpopNonce == nil { refusal.dpopNonce = dpopNonce }
+            throw ServiceError(oauth: .token(refusal))
         }
+    }
+
+    /// The request's `DPoP` header (RFC 9449 §4.1), nil when none was sent.
+    static func dpop(_ request: Request) -> DPoPPresentation? {
+        let values = request.headers.filter { $0.0.lowercased() == "dpop" }
+        guard let first = values.first else { return nil }
+        return DPoPPresentation(proof: first.1, repeated: values.count > 1, method: request.method, path: request.path)
     }
 
     static func render(_ answer: BrowserAnswer, cookie: OPSessionCookie) -> Response {
@@ -235,17 +260,23 @@ extension OAuthError {
         if let retryAfter { headers.append(("Retry-After", String(retryAfter))) }
         else if serverSide { headers.append(("Retry-After", "1")) }
         else if code == .invalidClient { headers.append(("WWW-Authenticate", "Basic realm=\"latchkey\"")) }
+        if let dpopNonce, !dpopNonce.isEmpty { headers.append(("DPoP-Nonce", dpopNonce)) }
         return .json(status: status, bytes: json.serialized(), headers: headers)
     }
 
     /// RFC 6750 §3.1 (userinfo): `invalid_token` 401, `insufficient_scope` 403, each with its
     /// `WWW-Authenticate: Bearer` challenge; a database that cannot answer 503.
     var bearerResponse: Response {
-        let (status, headers): (Int, [(String, String)]) = switch code {
-        case .insufficientScope: (403, [("WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"openid\"")])
+        // RFC 9449 §7.1: where a proof or a DPoP-bound token was presented, the challenge is DPoP's.
+        let scheme = dpopNonce == nil ? "Bearer" : "DPoP"
+        let algs = dpopNonce == nil ? "" : ", algs=\"\(OpenIDProvider.dpopAlgorithms.joined(separator: " "))\""
+        var (status, headers): (Int, [(String, String)]) = switch code {
+        case .insufficientScope: (403, [("WWW-Authenticate", "\(scheme) error=\"insufficient_scope\", scope=\"openid\"")])
         case .temporarilyUnavailable: (503, [("Retry-After", "1")])
-        default: (401, [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
+        case .invalidDPoPProof, .useDPoPNonce: (401, [("WWW-Authenticate", "DPoP error=\"\(code.rawValue)\"\(algs)")])
+        default: (401, [("WWW-Authenticate", "\(scheme) error=\"invalid_token\"\(algs)")])
         }
+        if let dpopNonce, !dpopNonce.isEmpty { headers.append(("DPoP-Nonce", dpopNonce)) }
         return .json(status: status, bytes: json.serialized(), headers: headers + OAuthEdge.noStore)
     }
 }

@@ -45,13 +45,17 @@ protocol OAuthStore: Sendable {
     func redeemCode(hash: [UInt8], presented: OAuthCodePresentation, familyId: String, refreshHash: [UInt8], ttlSeconds: Int,
                     replayAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthCodeRedemption
     /// A refresh token of `clientId`'s OAuth session rotated, or its reuse revoking the family.
-    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, ttlSeconds: Int,
+    /// `dpop`: the request's proof, recorded in the rotation; `sameKey`: a DPoP-bound grant needs a
+    /// proof by its key (a public client's).
+    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, ttlSeconds: Int,
                 reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome
     /// RFC 7009: the OAuth session a refresh token of this client belongs to ends (its id).
     func revoke(refreshHash: [UInt8], clientId: String) throws(StorageError) -> [String]
     /// RP-Initiated Logout's one write (`OAuthRepository.logout`).
     func logout(sid: String, userId: String, clientId: String, cookieHash: [UInt8]?)
         throws(StorageError) -> (ended: [String], browserEnded: Bool, cookieSession: String?)
+    /// A DPoP proof recorded (a read-only route's one write): false when it was seen before.
+    func recordDPoPProof(_ key: DPoPReplayKey) throws(StorageError) -> Bool
     /// A client assertion's `jti` recorded: false when it was seen before.
     func recordAssertion(clientId: String, jtiHash: [UInt8], ttlSeconds: Int) throws(StorageError) -> Bool
 

@@ -36,6 +36,7 @@ extension OpenIDProvider {
             // RFC 9126 §5: PAR's request_uri is always accepted; no other request_uri is.
             ("request_uri_parameter_supported", .bool(false)), ("require_request_uri_registration", .bool(false)),
             ("ui_locales_supported", list(["en", "de", "pl", "zh"])),
+            ("dpop_signing_alg_values_supported", list(Self.dpopAlgorithms)),
         ] + Self.cibaDiscovery(base))
     }
 

@@ -185,6 +185,10 @@ public final class OpenIDProvider: Sendable {
         for (name, max) in [("state", 2048), ("nonce", 512), ("login_hint", 256), ("acr_values", 512), ("ui_locales", 256)] {
             if let v = p[name], v.utf8.count > max { throw OAuthError.invalidRequest("\(name) is longer than \(max) bytes") }
         }
+        // RFC 9449 §10: `dpop_jkt` binds the code to a DPoP key's RFC 7638 thumbprint (SHA-256, base64url).
+        if let jkt = p["dpop_jkt"], Base64URL.decode(jkt)?.count != 32 || jkt.utf8.count != 43 {
+            throw OAuthError.invalidRequest("dpop_jkt must be a JWK SHA-256 thumbprint")
+        }
         func opt(_ name: String) -> JSONValue { p[name].map { .string($0) } ?? .null }
         return .object([
             ("client_id", .string(client.id)), ("redirect_uri", .string(redirectURI)), ("scope", .string(scopes.joined(separator: " "))),
@@ -192,13 +196,13 @@ public final class OpenIDProvider: Sendable {
             ("prompt", .string(prompt.sorted().joined(separator: " "))), ("max_age", maxAge.map { .number(Double($0)) } ?? .null),
             ("login_hint", opt("login_hint")), ("acr_values", opt("acr_values")), ("authorization_details", details),
             ("resource", opt("resource")), ("ui_locales", opt("ui_locales")), ("pushed", .bool(pushed)),
-            ("id_token_hint_sub", hintSubject.map { .string($0) } ?? .null),
+            ("id_token_hint_sub", hintSubject.map { .string($0) } ?? .null), ("dpop_jkt", opt("dpop_jkt")),
         ])
     }
 
     /// `POST /oauth2/par` (RFC 9126): the authenticated client (`Access.oauthClient`) pushes its
     /// parameters; errors are JSON (there is no redirect yet). → `{"request_uri","expires_in"}` (201).
-    func pushed(_ request: AuthenticatedClientRequest) throws(OAuthError) -> JSONValue {
+    func pushed(_ request: AuthenticatedClientRequest, dpop: DPoPPresentation? = nil) throws(OAuthError) -> JSONValue {
         let client = request.client
         let fields = request.form.fields
         guard fields["request_uri"] == nil else { throw OAuthError.invalidRequest("request_uri cannot be pushed") }
@@ -208,6 +212,11 @@ public final class OpenIDProvider: Sendable {
         }
         var params = fields
         for secret in ["client_secret", "client_assertion", "client_assertion_type"] { params[secret] = nil }
+        // RFC 9449 §10.1: a proof at PAR binds the code to its key, as `dpop_jkt` does (both: the same key).
+        if let proof = try checkedProof(dpop) {
+            if let given = params["dpop_jkt"], given != proof.jkt { throw OAuthError(.invalidDPoPProof, "dpop_jkt is not the proof's key") }
+            params["dpop_jkt"] = proof.jkt
+        }
         _ = try check(params, client: client, redirectURI: redirectURI, pushed: true)
         let uri = Self.requestURIPrefix + Base64URL.encode(runtime.random(32))
         let stored = JSONValue.object(params.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })

@@ -52,9 +52,10 @@ struct PostgresOAuthStore: OAuthStore {
                              replayAudit: replayAudit, issuedAudit: issuedAudit)
     }
 
-    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, ttlSeconds: Int,
+    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, ttlSeconds: Int,
                 reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
-        try oauth.rotate(hash: hash, newHash: newHash, clientId: clientId, scope: scope, ttlSeconds: ttlSeconds, reuseAudit: reuseAudit,
+        try oauth.rotate(hash: hash, newHash: newHash, clientId: clientId, scope: scope, dpop: dpop, sameKey: sameKey, ttlSeconds: ttlSeconds,
+                         reuseAudit: reuseAudit,
                          issuedAudit: issuedAudit)
     }
 
@@ -64,6 +65,8 @@ struct PostgresOAuthStore: OAuthStore {
         throws(StorageError) -> (ended: [String], browserEnded: Bool, cookieSession: String?) {
         try oauth.logout(sid: sid, userId: userId, clientId: clientId, cookieHash: cookieHash)
     }
+
+    func recordDPoPProof(_ key: DPoPReplayKey) throws(StorageError) -> Bool { try oauth.recordDPoPProof(key) }
 
     func recordAssertion(clientId: String, jtiHash: [UInt8], ttlSeconds: Int) throws(StorageError) -> Bool {
         try oauth.recordAssertion(clientId: clientId, jtiHash: jtiHash, ttlSeconds: ttlSeconds)

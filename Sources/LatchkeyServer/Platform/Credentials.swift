@@ -122,10 +122,14 @@ struct CallerResolver: Sendable {
                 return .oauthClient(AuthenticatedClientRequest(client: try oauth.authenticate(parsed, at: endpoint), form: parsed.form))
             } catch { throw ServiceError(oauth: .token(error)) }
         case .oauthBearer:
-            // RFC 6750 §2.1 and §3.1.
-            guard let bearer = BearerCredentials.value(request, scheme: "Bearer").flatMap(oauth.accessToken) else {
-                throw ServiceError(oauth: .bearer(OAuthError(.invalidToken, "the access token is invalid, expired or revoked")))
+            // RFC 6750 §2.1 and §3.1; RFC 9449 §7.1: a DPoP-bound token comes as `Authorization: DPoP`.
+            let dpop = BearerCredentials.value(request, scheme: "DPoP")
+            guard var bearer = (dpop ?? BearerCredentials.value(request, scheme: "Bearer")).flatMap(oauth.accessToken) else {
+                var error = OAuthError(.invalidToken, "the access token is invalid, expired or revoked")
+                if dpop != nil || request.header("DPoP") != nil { error.dpopNonce = "" }
+                throw ServiceError(oauth: .bearer(error))
             }
+            bearer.presentedAsDPoP = dpop != nil
             return .oauthBearer(bearer)
         case .admin:
             return try admin(try Self.bearer(request), preloading: preload?.adminPage, loads: &loads)

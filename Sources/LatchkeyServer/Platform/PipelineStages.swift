@@ -105,7 +105,7 @@ struct CORS: RequestStage {
     func leave(_ response: inout Response, _ exchange: Exchange) {
         guard let origin = exchange.corsOrigin else { return }
         response.headers += [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
-                             ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")]
+                             ("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate, DPoP-Nonce")]
     }
 
     /// The request's `Origin` when it is an allowlisted web origin and the path is part of the
@@ -134,7 +134,7 @@ struct Preflight: RequestStage {
         exchange.route = "preflight"
         return .empty(status: 204, headers: [
             ("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE"),
-            ("Access-Control-Allow-Headers", "Authorization, Content-Type, Latchkey-Step-Up, Latchkey-Ticket"),
+            ("Access-Control-Allow-Headers", "Authorization, Content-Type, Latchkey-Step-Up, Latchkey-Ticket, DPoP"),
             ("Access-Control-Max-Age", "600"),
         ])
     }

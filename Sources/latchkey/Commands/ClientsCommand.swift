@@ -12,7 +12,7 @@ enum ClientsCommand: Command {
                                     [--post-logout-redirect-uri U …] [--jwks-uri U]
                                     [--authorization-details-type T …] [--id-token-alg ES256|RS256]
                                     [--auth-method client_secret_basic|client_secret_post|private_key_jwt|none]
-                                    [--pkce required|optional]
+                                    [--pkce required|optional] [--dpop required]
                                     [--grant-type ciba --ciba-mode poll|ping [--ciba-notification-endpoint U]
                                      [--ciba-approver attested-device-key|device-key|passkey]]
                latchkey clients list
@@ -24,7 +24,8 @@ enum ClientsCommand: Command {
                 scheme redirect URIs). --jwks-uri: the client authenticates with private_key_jwt
                 (and gets no secret). --auth-method: the one method the token endpoint accepts
                 from it (default client_secret_basic; none for --public). --pkce optional: a
-                confidential client may leave PKCE out, and then must send a nonce.
+                confidential client may leave PKCE out, and then must send a nonce. --dpop
+                required: every token request must carry a DPoP proof (RFC 9449).
                 --grant-type ciba: the client may ask for approvals on the backchannel (CIBA,
                 confidential clients only), learning the result by polling the token endpoint
                 (--ciba-mode poll, the default) or by a POST to --ciba-notification-endpoint
@@ -40,7 +41,7 @@ enum ClientsCommand: Command {
         do {
             args = try ParsedArguments(arguments, valued: ["redirect-uri", "post-logout-redirect-uri", "jwks-uri", "authorization-details-type",
                                                            "id-token-alg", "auth-method", "pkce", "grant-type", "ciba-mode",
-                                                           "ciba-notification-endpoint", "ciba-approver"], flags: ["help", "public"])
+                                                           "ciba-notification-endpoint", "ciba-approver", "dpop"], flags: ["help", "public"])
         } catch { printError("latchkey clients: \(error.message)\n\n\(help)"); return ExitCode.usage }
         if args.has("help") { print(help); return ExitCode.success }
         let verb = args.positionals.first
@@ -64,6 +65,8 @@ enum ClientsCommand: Command {
         }
         let pkce = args.value("pkce") ?? "required"
         guard pkce == "required" || pkce == "optional" else { printError("latchkey clients: --pkce must be required or optional"); return ExitCode.usage }
+        let dpop = args.value("dpop")
+        guard dpop == nil || dpop == "required" else { printError("latchkey clients: --dpop must be required"); return ExitCode.usage }
         if verb == "add" {
             var r = OAuthClientService.Registration(name: args.positionals[1], redirectURIs: args.all("redirect-uri"))
             (r.isPublic, r.jwksURI, r.authMethod, r.pkceRequired) = (args.has("public"), args.value("jwks-uri"), authMethod, pkce == "required")
@@ -94,6 +97,7 @@ enum ClientsCommand: Command {
                     r.ciba = try OAuthClientService.cibaRegistration(grantTypes: args.all("grant-type"), mode: args.value("ciba-mode"),
                                                                      endpoint: args.value("ciba-notification-endpoint"),
                                                                      approver: args.value("ciba-approver"))
+                    r.dpopRequired = dpop == "required"
                     let created = try clients.add(r, by: .named("cli"))
                     print("client_id: \(created.client.id)")
                     if let secret = created.secret { print("client_secret: \(secret)") }

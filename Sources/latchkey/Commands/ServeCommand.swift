@@ -154,6 +154,7 @@ enum ServeCommand: Command {
             while true {
                 sleep(60)
                 try? database.challenges.purgeExpired()
+                try? database.dpopProofs.purgeExpired()
                 do {
                     while try database.transparencyLog.purgeReceipts(olderThan: retention) > 0 {}
                 } catch {

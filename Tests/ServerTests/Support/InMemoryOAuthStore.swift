@@ -221,6 +221,7 @@ struct InMemoryOAuthStore: OAuthStore {
             r.clients[i].authorizationDetailsTypes = c.authorizationDetailsTypes
             r.clients[i].idTokenAlg = c.idTokenAlg
             r.clients[i].pkceRequired = c.pkceRequired
+            r.clients[i].dpopRequired = c.dpopRequired
             try InMemoryTables.redeem(redeeming, in: &t)
             t.audit.append(audit)
             return true
@@ -371,6 +372,8 @@ struct InMemoryOAuthStore: OAuthStore {
     func redeemCode(hash: [UInt8], presented: OAuthCodePresentation, familyId: String, refreshHash: [UInt8], ttlSeconds: Int,
                     replayAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthCodeRedemption {
         try tables.check("redeemCode")
+        // The proof is recorded first; a replayed one leaves the code as it was.
+        if let dpop = presented.dpop, try !recordDPoPProof(dpop.replay) { return .proofReplayed }
         return try tables.change { (r, t, now) throws(StorageError) -> OAuthCodeRedemption in
             guard let c = r.codes[hash] else { return .invalid("the code is unknown or expired") }
             if c.usedAt != nil {
@@ -392,6 +395,8 @@ struct InMemoryOAuthStore: OAuthStore {
                     "code_verifier does not match the code_challenge (PKCE S256)"
                 } else if challenge == nil, presented.verifierChallenge != nil || !presented.pkceOptional {
                     "code_verifier does not match the code_challenge (PKCE S256)"
+                } else if let bound = c.grant["dpop_jkt"]?.stringValue, bound != presented.dpop?.jkt {
+                    "the code is bound to another DPoP key (dpop_jkt)"
                 } else { nil }
             // A refused code stays used up.
             r.codes[hash]?.usedAt = now
@@ -410,19 +415,26 @@ struct InMemoryOAuthStore: OAuthStore {
                 authTime: Date(timeIntervalSince1970: c.grant["auth_time"]?.doubleValue ?? 0), createdAt: now, lastUsedAt: now, browser: false)
             t.refreshTokens[refreshHash] = InMemoryTables.RefreshToken(hash: refreshHash, familyId: familyId,
                                                                        expiresAt: now.addingTimeInterval(Double(ttlSeconds)))
-            r.grants[familyId] = InMemoryOAuthTables.Grant(clientId: presented.clientId, grant: c.grant, approvers: a)
+            // The grant is bound to the proof's key (or to none).
+            var members = (c.grant.objectValue ?? []).filter { $0.key != "dpop_jkt" }
+            if let jkt = presented.dpop?.jkt { members.append(("dpop_jkt", .string(jkt))) }
+            r.grants[familyId] = InMemoryOAuthTables.Grant(clientId: presented.clientId, grant: .object(members), approvers: a)
             InMemoryTables.audit(AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail), subject: c.userId, detail: [],
                                  in: &t)
             return .started(OAuthCodeRecord(clientId: presented.clientId, userId: c.userId, grant: c.grant))
         }
     }
 
-    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, ttlSeconds: Int,
+    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, ttlSeconds: Int,
                 reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         try tables.check("rotate")
+        // The proof is recorded first; a replayed one rotates nothing.
+        if let dpop, try !recordDPoPProof(dpop.replay) { return .proofReplayed }
         return try tables.change { (r, t, now) throws(StorageError) -> OAuthRefreshOutcome in
             guard let token = t.refreshTokens[hash], let family = t.families[token.familyId], let grant = r.grants[family.id],
                   grant.clientId == clientId else { return .invalid }
+            // A public client's bound grant rotates only with a proof by its key.
+            if sameKey, let bound = grant.grant["dpop_jkt"]?.stringValue, bound != dpop?.jkt { return .invalid }
             let granted = Set((grant.grant["scope"]?.stringValue ?? "").split(separator: " ").map(String.init))
             let usable = token.usedAt == nil && token.expiresAt > now && family.revokedAt == nil && family.method == .oauth
             if usable, scope.map({ granted.isSuperset(of: $0) }) ?? true {
@@ -477,6 +489,10 @@ struct InMemoryOAuthStore: OAuthStore {
             }
             return (ended.sorted(), browserEnded, cookieSession)
         }
+    }
+
+    func recordDPoPProof(_ key: DPoPReplayKey) throws(StorageError) -> Bool {
+        try recordAssertion(clientId: "dpop", jtiHash: key.bytes, ttlSeconds: DPoPProofRepository.retention)
     }
 
     func recordAssertion(clientId: String, jtiHash: [UInt8], ttlSeconds: Int) throws(StorageError) -> Bool {

@@ -1,0 +1,80 @@
+import Foundation
+import Storage
+import Tokens
+
+/// A DPoP proof as a request presented it (RFC 9449 §4.1), parsed at the edge (`OAuthEdge.dpop`).
+struct DPoPPresentation: Sendable {
+    /// The `DPoP` header's value.
+    let proof: String
+    /// More than one `DPoP` header was sent (§4.3 step 1 refuses it).
+    let repeated: Bool
+    let method: String
+    /// The request's path, without the query.
+    let path: String
+}
+
+/// Sender-constrained tokens at the OpenID Provider (SPEC "Sender-constrained tokens"): proofs
+/// checked with time from `Runtime`, nonces derived from the KEK (the deployment secret without one).
+extension OpenIDProvider {
+    /// SPEC `dpop_signing_alg_values_supported`.
+    static let dpopAlgorithms = DPoPAlgorithm.allCases.map(\.rawValue)
+
+    func dpopNonces() throws(OAuthError) -> DPoPNonces {
+        if let key = policy.dpopNonceKey { return DPoPNonces(keyEncryptionKey: key) }
+        return DPoPNonces(keyEncryptionKey: try requestIdKey())
+    }
+
+    /// The current nonce: every answer to a request that carried a proof or a DPoP-bound token has it.
+    func currentDPoPNonce() -> String? { try? dpopNonces().nonce(at: runtime.unixTime) }
+
+    /// §4.3's checks on the presented proof (nil when none came). `accessToken`/`boundKey`: at a
+    /// resource (userinfo), the token the proof must hash (`ath`) and the key it is bound to.
+    func checkedProof(_ presented: DPoPPresentation?, accessToken: String? = nil, boundKey: String? = nil,
+                      demandNonce: Bool = false) throws(OAuthError) -> DPoPProof? {
+        guard let presented else { return nil }
+        let nonces = try dpopNonces()
+        let now = runtime.unixTime
+        func refusal(_ code: OAuthError.Code, _ why: String) -> OAuthError {
+            var error = OAuthError(code, why)
+            error.dpopNonce = nonces.nonce(at: now)
+            return error
+        }
+        guard !presented.repeated else { throw refusal(.invalidDPoPProof, "more than one DPoP header") }
+        let request = DPoPRequest(method: presented.method, path: presented.path, origins: policy.dpopOrigins, accessToken: accessToken,
+                                  boundKey: boundKey, nonces: demandNonce ? nonces : nil)
+        do {
+            return try DPoP.verify(presented.proof, request: request, now: now)
+        } catch {
+            throw refusal(error.code == .useNonce ? .useDPoPNonce : .invalidDPoPProof, error.reason)
+        }
+    }
+
+    /// What the token request's one statement records and binds.
+    static func binding(_ proof: DPoPProof?) -> DPoPBinding? {
+        proof.map { DPoPBinding(replay: DPoPReplayKey($0.replayKey), jkt: $0.jkt) }
+    }
+
+    static var replayedProof: OAuthError { OAuthError(.invalidDPoPProof, "the DPoP proof was used before (jti)") }
+
+    /// RFC 9449 §7.1, §7.2 at userinfo: a DPoP-bound token works only as `Authorization: DPoP` with
+    /// a proof by its key whose `ath` is its hash, each proof once (recorded: the route's one
+    /// write); a Bearer token is not accepted under the DPoP scheme.
+    func checkPossession(_ bearer: OAuthBearer, _ presented: DPoPPresentation?) throws(OAuthError) {
+        func refusal(_ code: OAuthError.Code, _ why: String) -> OAuthError {
+            var error = OAuthError(code, why)
+            error.dpopNonce = currentDPoPNonce() ?? ""
+            return error
+        }
+        guard let key = bearer.dpopKey else {
+            if bearer.presentedAsDPoP { throw refusal(.invalidToken, "the access token is not DPoP-bound") }
+            return
+        }
+        guard bearer.presentedAsDPoP else { throw refusal(.invalidToken, "a DPoP-bound access token is presented as Authorization: DPoP") }
+        guard let proof = try checkedProof(presented, accessToken: bearer.token, boundKey: key) else {
+            throw refusal(.invalidDPoPProof, "a DPoP proof is required with this access token")
+        }
+        let fresh: Bool
+        do { fresh = try store.recordDPoPProof(DPoPReplayKey(proof.replayKey)) } catch { throw OAuthError.unavailable }
+        guard fresh else { throw refusal(.invalidDPoPProof, Self.replayedProof.description) }
+    }
+}
