@@ -31,6 +31,9 @@ public final class HTTPServer: Sendable {
         public var perAddressConnectionLimit: Int
         /// Largest request body handed to the responder.
         public var maxBodyBytes: Int
+        /// A larger limit for the routes that take whole files, by `"<METHOD> <path as sent>"`
+        /// (`"POST /admin/v1/import"`); every other request keeps `maxBodyBytes`.
+        public var largeBodies: [String: Int]
         /// SO_REUSEPORT, so several processes can listen on the same port.
         public var reusePort: Bool
         /// libmicrohttpd's memory per connection: the request line and headers must fit (a larger
@@ -42,7 +45,8 @@ public final class HTTPServer: Sendable {
 
         public init(host: String = "127.0.0.1", port: Int = 8080, threadPoolSize: Int = HTTPServer.processorCount,
                     connectionTimeoutSeconds: Int = 30, connectionLimit: Int = 1000, perAddressConnectionLimit: Int = 0,
-                    maxBodyBytes: Int = 65536, reusePort: Bool = false, connectionMemoryBytes: Int = 32 * 1024) {
+                    maxBodyBytes: Int = 65536, reusePort: Bool = false, connectionMemoryBytes: Int = 32 * 1024,
+                    largeBodies: [String: Int] = [:]) {
             self.host = host
             self.port = port
             self.threadPoolSize = threadPoolSize
@@ -50,6 +54,7 @@ public final class HTTPServer: Sendable {
             self.connectionLimit = connectionLimit
             self.perAddressConnectionLimit = perAddressConnectionLimit
             self.maxBodyBytes = maxBodyBytes
+            self.largeBodies = largeBodies
             self.reusePort = reusePort
             self.connectionMemoryBytes = connectionMemoryBytes
         }
@@ -71,6 +76,7 @@ public final class HTTPServer: Sendable {
             throw HTTPError(.invalidAddress, "port \(configuration.port) is out of range")
         }
         let core = ServerCore(responder: responder, maxBodyBytes: max(0, configuration.maxBodyBytes),
+                              largeBodies: configuration.largeBodies.mapValues { max(0, $0) },
                               workers: WorkerPool(threads: configuration.threadPoolSize))
         let context = Unmanaged.passUnretained(core).toOpaque()
         var error: Int32 = 0
@@ -138,13 +144,15 @@ private struct DaemonHandle: @unchecked Sendable {
 private final class ServerCore: Sendable {
     let responder: any Responder
     let maxBodyBytes: Int
+    let largeBodies: [String: Int]
     let workers: WorkerPool
     /// Per-request contexts allocated and not yet freed (a leak check for tests).
     let liveExchanges = Atomic<Int>(0)
 
-    init(responder: any Responder, maxBodyBytes: Int, workers: WorkerPool) {
+    init(responder: any Responder, maxBodyBytes: Int, largeBodies: [String: Int], workers: WorkerPool) {
         self.responder = responder
         self.maxBodyBytes = maxBodyBytes
+        self.largeBodies = largeBodies
         self.workers = workers
     }
 }
@@ -160,6 +168,8 @@ private final class Exchange: @unchecked Sendable {
     /// The body outgrew the limit: the rest is read and dropped, then 413 is sent.
     var overflowed = false
     var responded = false
+    /// This request's body limit (`maxBodyBytes`, or its route's entry in `largeBodies`).
+    var limit = 0
     /// The responder's answer, from the worker to the polling thread (taken once).
     let answer = Mutex<Response?>(nil)
 }
@@ -187,6 +197,8 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         conCls.pointee = Unmanaged.passRetained(exchange).toOpaque()
         core.liveExchanges.add(1, ordering: .relaxed)
         exchange.headers = values(of: connection, kind: .HEADER_KIND, decodeQuery: false)
+        exchange.limit = core.largeBodies.isEmpty ? core.maxBodyBytes
+            : core.largeBodies[String(cString: method) + " " + String(cString: url)] ?? core.maxBodyBytes
         switch framing(of: exchange.headers) {
         case .ambiguous:
             // Several different Content-Lengths, or one next to Transfer-Encoding: the body's end
@@ -195,9 +207,9 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
             return queue(.problem(status: 400, code: "invalid_request",
                                   detail: "Ambiguous message framing (Content-Length / Transfer-Encoding).",
                                   headers: [("Connection", "close")]), on: connection)
-        case .length(let length) where length > UInt64(core.maxBodyBytes):
+        case .length(let length) where length > UInt64(exchange.limit):
             exchange.responded = true
-            return queue(payloadTooLarge(core.maxBodyBytes), on: connection)
+            return queue(payloadTooLarge(exchange.limit), on: connection)
         case .length(let length):
             exchange.body.reserveCapacity(Int(length))
         case .none:
@@ -212,9 +224,9 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         uploadDataSize.pointee = 0
         exchange.received = exchange.received &+ chunk
         if exchange.responded || exchange.overflowed {
-            return exchange.received > core.maxBodyBytes + overflowDiscardBytes ? .NO : .YES
+            return exchange.received > exchange.limit + overflowDiscardBytes ? .NO : .YES
         }
-        guard let uploadData, chunk <= core.maxBodyBytes - exchange.body.count else {
+        guard let uploadData, chunk <= exchange.limit - exchange.body.count else {
             exchange.overflowed = true
             exchange.body = []
             return .YES
@@ -232,7 +244,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         return .YES
     }
     exchange.responded = true
-    if exchange.overflowed { return queue(payloadTooLarge(core.maxBodyBytes), on: connection) }
+    if exchange.overflowed { return queue(payloadTooLarge(exchange.limit), on: connection) }
 
     let request = Request(method: String(cString: method), rawPath: String(cString: url),
                           query: values(of: connection, kind: .GET_ARGUMENT_KIND, decodeQuery: true),

@@ -108,7 +108,9 @@ struct RouteGuardTests {
                                      // SPEC "Quorum approvals": approving is an eligible approver's step-up.
                                      "POST /v1/approvals/{id}/approve",
                                      // SPEC "Assurance": wrapping the vault for a passkey, setting its recovery wrap.
-                                     "PUT /v1/vault/wrapped/{credentialId}", "PUT /v1/vault/recovery"]
+                                     "PUT /v1/vault/wrapped/{credentialId}", "PUT /v1/vault/recovery",
+                                     // SPEC "Portability": the one read behind a step-up, an export of every account.
+                                     "GET /admin/v1/export"]
         for g in guards where g.access == "admin" && g.method != "GET" && g.pattern != "/admin/v1/wellknown/preview" {
             expected.insert("\(g.method) \(g.pattern)")
         }

@@ -54,6 +54,8 @@ public final class Services: Sendable {
     let approvals: ApprovalService
     /// The PRF vault: its salt and wrapped keys, ciphertext only.
     let vault: VaultService
+    /// Export and import of whole accounts over the admin API.
+    let portability: PortabilityService
     let attestationTrust: AttestationTrust
     /// Authenticator metadata (FIDO MDS3), per instance, in memory.
     public let metadata: MetadataStore
@@ -122,6 +124,7 @@ public final class Services: Sendable {
         approvals = ApprovalService(store: database.approvals, mail: mail, events: events, runtime: runtime,
                                     adminQuorum: configuration.adminQuorum)
         vault = VaultService(store: database.vaults, runtime: runtime)
+        portability = PortabilityService(store: database.portability, policy: PortabilityPolicy(configuration, metadata: metadata), runtime: runtime)
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals, adminKeyHash: configuration.adminKeyHash,
