@@ -182,7 +182,8 @@ import WebAuthnTesting
     }
 
     @Test func aPasskeyTheMetadataRevokedIsAConflict() throws {
-        let (first, _) = try Self.deployment("http-mds")
+        let (first, firstDB) = try Self.deployment("http-mds")
+        defer { withExtendedLifetime(firstDB) {} }  // the database lives as long as its server
         let authenticator = SoftAuthenticator(aaguid: MDSFiles.aaguid)
         let username = "revoked-\(uniqueSuffix())"
         _ = try first.client().signUp(authenticator, username: username)

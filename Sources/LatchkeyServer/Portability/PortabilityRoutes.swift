@@ -37,12 +37,12 @@ enum PortabilityEdge {
     /// The body is the file: its media type names the format (415 for another, or for a format this
     /// build does not read), `?dryRun=true` decides without writing; the SHA-256 is of the whole body.
     static func importCommand(_ request: Request) throws(ServiceError) -> ImportCommand {
+        guard !request.body.isEmpty else { throw ServiceError.invalid("the request body is the file to import") }
         guard let format = ImportFormat(mediaType: request.mediaType) else {
             throw ServiceError(.unsupportedMediaType,
                                "send the file as application/jsonl (Latchkey's export), text/csv or application/json (a Keycloak realm export)")
         }
         guard PortableImport.readable.contains(format) else { throw PortabilityService.unsupported(format) }
-        guard !request.body.isEmpty else { throw ServiceError.invalid("the request body is the file to import") }
         let dryRun: Bool
         switch request.queryValue("dryRun") {
         case nil, "false"?: dryRun = false
