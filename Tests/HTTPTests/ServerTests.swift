@@ -139,6 +139,22 @@ private func startServer(maxBodyBytes: Int = 65536, connectionTimeoutSeconds: In
         #expect(try client.send(method: "GET", path: "/echo/after").status == 200)
     }
 
+    @Test func aRouteWithALargeBodyLimitTakesMoreThanTheOthers() throws {
+        var router = echoRouter()
+        router.post("/file", accepting: .any) { request, _ in .text(String(request.body.count)) }
+        let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, maxBodyBytes: 1024,
+                                                         largeBodies: ["POST /file": 8192]), responder: router)
+        defer { server.stop() }
+        let client = HTTPClient(host: "127.0.0.1", port: server.port)
+        let within = try client.send(method: "POST", path: "/file", body: [UInt8](repeating: 0x61, count: 8192))
+        #expect(within.status == 200 && String(decoding: within.body, as: UTF8.self) == "8192")
+        let over = try client.send(method: "POST", path: "/file", body: [UInt8](repeating: 0x61, count: 8193))
+        #expect(over.status == 413 && member("code", in: over.body) == "payload_too_large")
+        // Every other route keeps maxBodyBytes, the same path with a query too (the key is the path).
+        #expect(try client.send(method: "POST", path: "/echo", body: [UInt8](repeating: 0x61, count: 2048)).status == 413)
+        #expect(try client.send(method: "POST", path: "/file?x=1", body: [UInt8](repeating: 0x61, count: 2048)).status == 200)
+    }
+
     @Test func chunkedBodyWithinLimitIsAccepted() throws {
         let server = try startServer(maxBodyBytes: 100)
         defer { server.stop() }
