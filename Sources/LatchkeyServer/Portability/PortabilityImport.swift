@@ -134,20 +134,13 @@ extension PortabilityService {
         ServiceError(.unsupportedMediaType, "this server does not read \(format.rawValue) files yet: send application/jsonl (Latchkey's export)")
     }
 
-    /// `GET /admin/v1/export`: the step-up used up with the audit line, then every account, page by
-    /// page (one read each), to `write`, then the trailer.
-    func exportAll(by admin: AdminCaller, write: ([UInt8]) throws -> Void) throws(ServiceError) {
+    /// `GET /admin/v1/export`, before any account is read: the step-up used up with the audit
+    /// line (a used or wrong one refuses the export here, before the answer starts).
+    func beginExport(by admin: AdminCaller) throws(ServiceError) {
         do {
             try store.begin(redeeming: admin.redemption, audit: admin.record(.accountsExported, subject: nil, detail: [("via", .string("http"))]))
         } catch {
             throw ServiceError(error)
-        }
-        do {
-            _ = try export(usernames: nil, write: write)
-        } catch let error as StorageError {
-            throw ServiceError(error)
-        } catch {
-            throw ServiceError(.internalError, "the export could not be written")
         }
     }
 }

@@ -12,10 +12,20 @@ extension RouteTable {
         add("GET", "/admin/v1/export", .admin, stepUp: .adminAction { _ throws(ServiceError) in
             try gated { () throws(DeviceKeyError) in try StepUpAction.adminExport() }
         }, accepting: .any) { ctx in
-            var body: [UInt8] = []
-            try s.portability.exportAll(by: try ctx.admin()) { body += $0 }
-            return Response(status: 200, headers: [("Content-Type", PortabilityEdge.jsonLines),
-                                                   ("Content-Disposition", "attachment; filename=\"latchkey-export.jsonl\"")], body: body)
+            // The step-up is used up here; the accounts are read and sent page by page as the client
+            // takes them (a body cut short lacks its trailer, so an import refuses it as truncated).
+            try s.portability.beginExport(by: try ctx.admin())
+            var response = Response(status: 200, headers: [("Content-Type", PortabilityEdge.jsonLines),
+                                                           ("Content-Disposition", "attachment; filename=\"latchkey-export.jsonl\"")])
+            response.stream = BodyStream { [portability = s.portability] write in
+                var pending: [UInt8] = []
+                _ = try portability.export(usernames: nil) { line in
+                    pending += line
+                    if pending.count >= 64 * 1024 { try write(pending); pending.removeAll(keepingCapacity: true) }
+                }
+                try write(pending)
+            }
+            return response
         }
         // The format and the query are refused (415, 400) before the step-up is asked for.
         add("POST", "/admin/v1/import", .admin, stepUp: .adminAction(adminKeyRefused: true, fileBody: true) { input throws(ServiceError) in
