@@ -199,4 +199,28 @@ import WebAuthnTesting
         #expect(line?["reason"]?.stringValue == "metadata_revoked")
         #expect(try Self.count(secondDB, "SELECT count(*)::int AS n FROM credentials WHERE id = \(authenticator.credentialId)") == 0)
     }
+
+    @Test func aLargeExportStreamsEveryPageWithItsChecksum() throws {
+        let (server, database) = try Self.deployment("http-pages")
+        defer { withExtendedLifetime(database) {} }
+        // More than two pages of 500, and more bytes than the stream holds back for a slow client.
+        let count = 1_100
+        for n in 0..<count {
+            let account = PortableAccount(id: "pg\(n)-\(uniqueSuffix())", username: "paged-\(n)-\(uniqueSuffix())",
+                                          displayName: String(repeating: "d", count: 200), externalId: nil,
+                                          createdAt: "2026-01-01T00:00:00Z", userHandle: SecureRandom.bytes(32),
+                                          email: nil, passkeys: [], deviceKeys: [])
+            #expect(try server.database.portability.importAccount(account, audit: AuditRecord(actor: "test", action: "account.imported", subject: account.id)))
+        }
+        let a = try Self.admin(server)
+        let reply = try Self.export(a, stepUp: try Self.stepUp(a, Self.exportAction))
+        #expect(reply.status == 200 && reply.header("Transfer-Encoding")?.contains("chunked") != false, "\(reply.status)")
+        let lines = PortabilityTests.lines(reply.body)
+        #expect(lines.count == count + 2)  // the accounts, the admin, the trailer
+        let verdict = PortableFile.verify(lines: lines)
+        let trailer = try JSONParser.parse(Array(lines.last!.dropLast()))
+        #expect(verdict.reason == nil && verdict.sha256 == trailer["sha256"]?.stringValue)
+        #expect(trailer["count"]?.intValue == count + 1)
+        #expect(reply.body.count > 256 * 1024)
+    }
 }
