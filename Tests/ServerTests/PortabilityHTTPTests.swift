@@ -223,4 +223,27 @@ import WebAuthnTesting
         #expect(trailer["count"]?.intValue == count + 1)
         #expect(reply.body.count > 256 * 1024)
     }
+
+    @Test func underAnAdminQuorumTheExportNeedsAnApprovalAndTheAdminKeyNone() throws {
+        let (server, database) = try Self.deployment("http-quorum") { $0.adminQuorum = 2 }
+        defer { withExtendedLifetime(database) {} }
+        let ana = try Self.admin(server), ben = try Self.admin(server)
+        let byKey = try server.client().send("GET", "/admin/v1/export", contentType: nil, authorization: "Bearer \(server.adminKey)")
+        #expect(byKey.status == 403 && byKey.code == "forbidden", "\(byKey)")
+        let alone = try Self.export(ana, stepUp: try Self.stepUp(ana, Self.exportAction))
+        #expect(alone.status == 403 && alone.code == "approval_required", "\(alone)")
+        let opened = try ana.client.post("/v1/approvals", .object([("policy", "latchkey.admin"), ("action", Self.exportAction)]), authorization: ana.bearer)
+        #expect(opened.status == 201, "\(opened)")
+        let id = try #require(opened.json?["id"]?.stringValue), hash = try #require(opened.json?["actionHash"]?.stringValue)
+        for a in [ana, ben] {
+            let token = try Self.stepUp(a, .object([("type", "latchkey.approval"), ("approvalId", .string(id)), ("actionHash", .string(hash))]))
+            let voted = try a.client.send("POST", "/v1/approvals/\(id)/approve", authorization: a.bearer, headers: [("Latchkey-Step-Up", token)])
+            #expect(voted.status == 200, "\(voted)")
+        }
+        let made = try ana.client.send("GET", "/admin/v1/export", contentType: nil, authorization: ana.bearer, headers: [("Latchkey-Approval", id)])
+        let madeLines = try Self.lines(made)
+        #expect(made.status == 200 && madeLines.last?["count"]?.intValue == 2, "\(made.status)")
+        let again = try ana.client.send("GET", "/admin/v1/export", contentType: nil, authorization: ana.bearer, headers: [("Latchkey-Approval", id)])
+        #expect(again.status == 403 && again.code == "approval_required", "used once: \(again)")
+    }
 }
