@@ -46,6 +46,23 @@ public enum GatedActionType {
     public static let vaultWrap = "latchkey.vault.wrap"
     /// Setting the vault's data key wrapped under the vault's recovery key.
     public static let vaultRecovery = "latchkey.vault.recovery"
+    /// Exporting every account (`GET /admin/v1/export`).
+    public static let adminExport = "latchkey.admin.export"
+    /// Importing one file of accounts (`POST /admin/v1/import`), bound to the file's SHA-256.
+    public static let adminImport = "latchkey.admin.import"
+}
+
+extension StepUpAction {
+    /// `{"type":"latchkey.admin.export"}`: an export of every account (SPEC "Portability" → Export).
+    public static func adminExport() throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.adminExport))]))
+    }
+
+    /// `{"type":"latchkey.admin.import","sha256":…}`: importing exactly the file whose SHA-256
+    /// (lower-case hex, of the whole request body) is `sha256` (SPEC "Portability" → Import).
+    public static func adminImport(sha256: String) throws(DeviceKeyError) -> StepUpAction {
+        try StepUpAction(.object([("type", .string(GatedActionType.adminImport)), ("sha256", .string(sha256))]))
+    }
 }
 
 extension StepUpAction {

@@ -31,6 +31,9 @@ public final class HTTPServer: Sendable {
         public var perAddressConnectionLimit: Int
         /// Largest request body handed to the responder.
         public var maxBodyBytes: Int
+        /// A larger limit for the routes that take whole files, by `"<METHOD> <path as sent>"`
+        /// (`"POST /admin/v1/import"`); every other request keeps `maxBodyBytes`.
+        public var largeBodies: [String: Int]
         /// SO_REUSEPORT, so several processes can listen on the same port.
         public var reusePort: Bool
         /// libmicrohttpd's memory per connection: the request line and headers must fit (a larger
@@ -42,7 +45,8 @@ public final class HTTPServer: Sendable {
 
         public init(host: String = "127.0.0.1", port: Int = 8080, threadPoolSize: Int = HTTPServer.processorCount,
                     connectionTimeoutSeconds: Int = 30, connectionLimit: Int = 1000, perAddressConnectionLimit: Int = 0,
-                    maxBodyBytes: Int = 65536, reusePort: Bool = false, connectionMemoryBytes: Int = 32 * 1024) {
+                    maxBodyBytes: Int = 65536, reusePort: Bool = false, connectionMemoryBytes: Int = 32 * 1024,
+                    largeBodies: [String: Int] = [:]) {
             self.host = host
             self.port = port
             self.threadPoolSize = threadPoolSize
@@ -50,6 +54,7 @@ public final class HTTPServer: Sendable {
             self.connectionLimit = connectionLimit
             self.perAddressConnectionLimit = perAddressConnectionLimit
             self.maxBodyBytes = maxBodyBytes
+            self.largeBodies = largeBodies
             self.reusePort = reusePort
             self.connectionMemoryBytes = connectionMemoryBytes
         }
@@ -71,6 +76,7 @@ public final class HTTPServer: Sendable {
             throw HTTPError(.invalidAddress, "port \(configuration.port) is out of range")
         }
         let core = ServerCore(responder: responder, maxBodyBytes: max(0, configuration.maxBodyBytes),
+                              largeBodies: configuration.largeBodies.mapValues { max(0, $0) },
                               workers: WorkerPool(threads: configuration.threadPoolSize))
         let context = Unmanaged.passUnretained(core).toOpaque()
         var error: Int32 = 0
@@ -138,13 +144,15 @@ private struct DaemonHandle: @unchecked Sendable {
 private final class ServerCore: Sendable {
     let responder: any Responder
     let maxBodyBytes: Int
+    let largeBodies: [String: Int]
     let workers: WorkerPool
     /// Per-request contexts allocated and not yet freed (a leak check for tests).
     let liveExchanges = Atomic<Int>(0)
 
-    init(responder: any Responder, maxBodyBytes: Int, workers: WorkerPool) {
+    init(responder: any Responder, maxBodyBytes: Int, largeBodies: [String: Int], workers: WorkerPool) {
         self.responder = responder
         self.maxBodyBytes = maxBodyBytes
+        self.largeBodies = largeBodies
         self.workers = workers
     }
 }
@@ -160,8 +168,11 @@ private final class Exchange: @unchecked Sendable {
     /// The body outgrew the limit: the rest is read and dropped, then 413 is sent.
     var overflowed = false
     var responded = false
-    /// The responder's answer, from the worker to the polling thread (taken once).
-    let answer = Mutex<Response?>(nil)
+    /// This request's body limit (`maxBodyBytes`, or its route's entry in `largeBodies`).
+    var limit = 0
+    /// The responder's answer, from the worker to the polling thread (taken once), with the pipe
+    /// of a streamed body.
+    let answer = Mutex<(Response, StreamPipe?)?>(nil)
 }
 
 /// How much of an oversized streamed (chunked) body is read and dropped so that the client can
@@ -187,6 +198,8 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         conCls.pointee = Unmanaged.passRetained(exchange).toOpaque()
         core.liveExchanges.add(1, ordering: .relaxed)
         exchange.headers = values(of: connection, kind: .HEADER_KIND, decodeQuery: false)
+        exchange.limit = core.largeBodies.isEmpty ? core.maxBodyBytes
+            : core.largeBodies[String(cString: method) + " " + String(cString: url)] ?? core.maxBodyBytes
         switch framing(of: exchange.headers) {
         case .ambiguous:
             // Several different Content-Lengths, or one next to Transfer-Encoding: the body's end
@@ -195,9 +208,9 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
             return queue(.problem(status: 400, code: "invalid_request",
                                   detail: "Ambiguous message framing (Content-Length / Transfer-Encoding).",
                                   headers: [("Connection", "close")]), on: connection)
-        case .length(let length) where length > UInt64(core.maxBodyBytes):
+        case .length(let length) where length > UInt64(exchange.limit):
             exchange.responded = true
-            return queue(payloadTooLarge(core.maxBodyBytes), on: connection)
+            return queue(payloadTooLarge(exchange.limit), on: connection)
         case .length(let length):
             exchange.body.reserveCapacity(Int(length))
         case .none:
@@ -212,9 +225,9 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         uploadDataSize.pointee = 0
         exchange.received = exchange.received &+ chunk
         if exchange.responded || exchange.overflowed {
-            return exchange.received > core.maxBodyBytes + overflowDiscardBytes ? .NO : .YES
+            return exchange.received > exchange.limit + overflowDiscardBytes ? .NO : .YES
         }
-        guard let uploadData, chunk <= core.maxBodyBytes - exchange.body.count else {
+        guard let uploadData, chunk <= exchange.limit - exchange.body.count else {
             exchange.overflowed = true
             exchange.body = []
             return .YES
@@ -226,13 +239,13 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
     }
     if exchange.responded {
         // Called again after a worker resumed the connection: send what it answered.
-        if let response = exchange.answer.withLock({ answer in defer { answer = nil }; return answer }) {
-            return queue(response, on: connection)
+        if let (response, pipe) = exchange.answer.withLock({ answer in defer { answer = nil }; return answer }) {
+            return queue(response, on: connection, pipe: pipe)
         }
         return .YES
     }
     exchange.responded = true
-    if exchange.overflowed { return queue(payloadTooLarge(core.maxBodyBytes), on: connection) }
+    if exchange.overflowed { return queue(payloadTooLarge(exchange.limit), on: connection) }
 
     let request = Request(method: String(cString: method), rawPath: String(cString: url),
                           query: values(of: connection, kind: .GET_ARGUMENT_KIND, decodeQuery: true),
@@ -242,12 +255,25 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
     // calls this handler again once the worker has resumed it (the branch above).
     let suspended = SuspendedConnection(pointer: connection)
     MHD_suspend_connection(connection)
-    let job: WorkerPool.Job = {
-        let response = core.responder.respond(to: request)
-        exchange.answer.withLock { $0 = response }
+    let answer = { (onWorker: Bool) in
+        var response = core.responder.respond(to: request)
+        guard let stream = response.stream else {
+            exchange.answer.withLock { $0 = (response, nil) }
+            return MHD_resume_connection(suspended.pointer)
+        }
+        guard onWorker else {
+            // Stopping: nothing may wait on the polling thread for a client to read.
+            response = .problem(status: 503, code: "internal_error", detail: "The server is stopping.")
+            exchange.answer.withLock { $0 = (response, nil) }
+            return MHD_resume_connection(suspended.pointer)
+        }
+        // The head goes out now; the body follows as the producer writes it (`StreamPipe`).
+        let pipe = StreamPipe(resume: { MHD_resume_connection(suspended.pointer) })
+        exchange.answer.withLock { $0 = (response, pipe) }
         MHD_resume_connection(suspended.pointer)
+        do { try stream.produce(pipe.write); pipe.finish(failed: false) } catch { pipe.finish(failed: true) }
     }
-    if !core.workers.submit(job) { job() }  // stopping: answered here, on the polling thread
+    if !core.workers.submit({ answer(true) }) { answer(false) }  // stopping: answered here, on the polling thread
     return .YES
 }
 
@@ -263,33 +289,17 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _
     Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().liveExchanges.subtract(1, ordering: .relaxed)
 }
 
-private enum Framing {
-    case none
-    case length(UInt64)
-    case ambiguous
-}
-
-private func framing(of headers: [(String, String)]) -> Framing {
-    var length: UInt64?
-    var chunked = false
-    for (name, value) in headers {
-        if asciiCaseInsensitiveEquals(name, "Content-Length") {
-            // libmicrohttpd has already rejected a malformed value; one that overflows is huge.
-            let parsed = UInt64(trimmingWhitespace(value[...])) ?? UInt64.max
-            if let length, length != parsed { return .ambiguous }
-            length = parsed
-        } else if asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
-            chunked = true
+private func queue(_ response: Response, on connection: OpaquePointer, pipe: StreamPipe? = nil) -> MHD_Result {
+    let created: OpaquePointer?
+    if let pipe {
+        let reading = Unmanaged.passRetained(StreamReading(pipe: pipe, connection: connection)).toOpaque()
+        created = MHD_create_response_from_callback(UInt64.max, 64 * 1024, streamReader, reading, streamDone)
+        if created == nil { Unmanaged<StreamReading>.fromOpaque(reading).release(); pipe.cancel() }
+    } else {
+        created = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                            .RESPMEM_MUST_COPY)
         }
-    }
-    if chunked { return length == nil ? .none : .ambiguous }
-    return length.map(Framing.length) ?? .none
-}
-
-private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
-    let created = response.body.withUnsafeBytes { bytes in
-        MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                        .RESPMEM_MUST_COPY)
     }
     guard let created else { return .NO }
     defer { MHD_destroy_response(created) }
@@ -301,23 +311,30 @@ private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Re
     return MHD_queue_response(connection, status, created)
 }
 
-/// libmicrohttpd computes the framing headers itself; header text with CR, LF or NUL is refused
-/// (response splitting).
-private func isSendable(name: String, value: String) -> Bool {
-    if name.isEmpty || asciiCaseInsensitiveEquals(name, "Content-Length")
-        || asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
-        return false
-    }
-    return !contains(name, where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: " ") })
-        && !contains(value, where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 })
+/// A streamed body's reader: libmicrohttpd's `cls` for the content callbacks.
+private final class StreamReading: @unchecked Sendable {
+    let pipe: StreamPipe
+    let connection: OpaquePointer
+    init(pipe: StreamPipe, connection: OpaquePointer) { self.pipe = pipe; self.connection = connection }
 }
 
-/// Over the contiguous UTF-8 (a short string's `utf8` view is walked through its iterator, several
-/// times slower; every response header passes here).
-@inline(__always)
-private func contains(_ text: String, where predicate: (UInt8) -> Bool) -> Bool {
-    var text = text
-    return text.withUTF8 { $0.contains(where: predicate) }
+/// Bytes the producer wrote; none yet → the connection suspended until it writes (returning 0).
+private let streamReader: MHD_ContentReaderCallback = { cls, _, buffer, max in
+    guard let cls, let buffer else { return -2 }
+    let reading = Unmanaged<StreamReading>.fromOpaque(cls).takeUnretainedValue()
+    switch reading.pipe.read(into: buffer, max: max, suspend: { MHD_suspend_connection(reading.connection) }) {
+    case .bytes(let n): return n
+    case .wait: return 0
+    case .end: return -1    // MHD_CONTENT_READER_END_OF_STREAM
+    case .failed: return -2 // MHD_CONTENT_READER_END_WITH_ERROR: the client sees the body cut short
+    }
+}
+
+/// The connection is done with the body: a producer still writing is stopped.
+private let streamDone: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    let reading = Unmanaged<StreamReading>.fromOpaque(cls).takeRetainedValue()
+    reading.pipe.cancel()
 }
 
 private final class ValueCollector {

@@ -73,3 +73,27 @@ func asciiUppercased(_ text: String) -> String {
     return String(decoding: text.utf8.map { $0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z") ? $0 & ~0x20 : $0 },
                   as: UTF8.self)
 }
+
+/// How a request's body is delimited (RFC 9112 §6.3), from its header fields.
+enum Framing {
+    case none
+    case length(UInt64)
+    case ambiguous
+}
+
+func framing(of headers: [(String, String)]) -> Framing {
+    var length: UInt64?
+    var chunked = false
+    for (name, value) in headers {
+        if asciiCaseInsensitiveEquals(name, "Content-Length") {
+            // libmicrohttpd has already rejected a malformed value; one that overflows is huge.
+            let parsed = UInt64(trimmingWhitespace(value[...])) ?? UInt64.max
+            if let length, length != parsed { return .ambiguous }
+            length = parsed
+        } else if asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
+            chunked = true
+        }
+    }
+    if chunked { return length == nil ? .none : .ambiguous }
+    return length.map(Framing.length) ?? .none
+}

@@ -3,6 +3,8 @@ public struct Response: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// A body written while it is sent, in place of `body` (an export): see `BodyStream`.
+    public var stream: BodyStream? = nil
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -114,4 +116,23 @@ func jsonString(_ text: String) -> String {
     }
     out += "\""
     return out
+}
+
+/// libmicrohttpd computes the framing headers itself; header text with CR, LF or NUL is refused
+/// (response splitting).
+func isSendable(name: String, value: String) -> Bool {
+    if name.isEmpty || asciiCaseInsensitiveEquals(name, "Content-Length")
+        || asciiCaseInsensitiveEquals(name, "Transfer-Encoding") {
+        return false
+    }
+    return !contains(name, where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: " ") })
+        && !contains(value, where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 })
+}
+
+/// Over the contiguous UTF-8 (a short string's `utf8` view is walked through its iterator, several
+/// times slower; every response header passes here).
+@inline(__always)
+func contains(_ text: String, where predicate: (UInt8) -> Bool) -> Bool {
+    var text = text
+    return text.withUTF8 { $0.contains(where: predicate) }
 }

@@ -8,9 +8,13 @@ import PostgreSQL
 public struct DatabaseWork: Sendable, Equatable {
     public var roundTrips: RoundTripCounts
     public var statements: [String]
-    public init(roundTrips: RoundTripCounts = RoundTripCounts(), statements: [String] = []) {
+    /// For a bulk route's answer in JSON Lines (an export, an import's outcomes), its lines: the
+    /// accounts its round trips are counted per (ARCHITECTURE.md "Round trips per route").
+    public var items: Int?
+    public init(roundTrips: RoundTripCounts = RoundTripCounts(), statements: [String] = [], items: Int? = nil) {
         self.roundTrips = roundTrips
         self.statements = statements
+        self.items = items
     }
 }
 

@@ -91,6 +91,9 @@ public enum LatchkeyMigrations {
         // The PRF vault: a passkey's PRF support, the vault's salt and wrapped keys (ciphertext only),
         // a revoked passkey's wrapped key deleted with it.
         File(version: 28, name: "prf vault", file: "0028_prf_vault.sql", sql: PackageResources._028_prf_vault_sql),
+        // Imported addresses nobody has verified here, kept apart from the verified ones.
+        File(version: 29, name: "unverified addresses", file: "0029_unverified_addresses.sql",
+             sql: PackageResources._029_unverified_addresses_sql),
         // DPoP proofs' jti kept 120 s, recorded in the request's one write (RFC 9449 replay).
         File(version: 30, name: "dpop proofs", file: "0030_dpop.sql", sql: PackageResources._030_dpop_sql),
         // CIBA: a client's registration for the grant, backchannel requests, unknown-user answers.

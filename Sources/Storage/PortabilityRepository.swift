@@ -123,7 +123,7 @@ public final class PortabilityRepository: Sendable {
     static func accountSelect() -> String {
         """
         SELECT u.id, u.username, u.display_name, u.external_id, \(iso("u.created_at")) AS created_at,
-               u.user_handle, e.email, \(iso("e.verified_at")) AS verified_at,
+               u.user_handle, coalesce(e.email, ua.email) AS email, \(iso("e.verified_at")) AS verified_at,
                (SELECT coalesce(json_agg(json_build_object(
                     'alg', c.alg, 'signCount', c.sign_count,
                     'transports', c.transports, 'backupEligible', c.backup_eligible,
@@ -138,7 +138,7 @@ public final class PortabilityRepository: Sendable {
                     'id', d.id, 'deviceId', d.device_id, 'platform', d.platform,
                     'attested', d.attested, 'createdAt', \(iso("d.created_at"))) ORDER BY d.created_at, d.id), '[]')::text
                 FROM device_keys d WHERE d.user_id = u.id AND d.revoked_at IS NULL) AS device_keys
-        FROM users u LEFT JOIN account_emails e ON e.user_id = u.id
+        FROM users u LEFT JOIN account_emails e ON e.user_id = u.id LEFT JOIN unverified_addresses ua ON ua.user_id = u.id
         """
     }
 
@@ -174,7 +174,9 @@ public final class PortabilityRepository: Sendable {
                 SELECT EXISTS (SELECT 1 FROM users WHERE username = \(account.username) AND id <> (SELECT id FROM line)) AS username_taken,
                        EXISTS (SELECT 1 FROM users WHERE user_handle = \(account.userHandle) AND id <> (SELECT id FROM line)) AS handle_taken,
                        EXISTS (SELECT 1 FROM users WHERE external_id = \(account.externalId) AND id <> (SELECT id FROM line)) AS external_taken,
-                       EXISTS (SELECT 1 FROM account_emails WHERE email = \(account.email?.address) AND user_id <> (SELECT id FROM line)) AS email_taken,
+                       EXISTS (SELECT 1 FROM account_emails WHERE email = \(account.email?.address) AND user_id <> (SELECT id FROM line)
+                               UNION ALL SELECT 1 FROM unverified_addresses
+                               WHERE email = \(account.email?.address) AND user_id <> (SELECT id FROM line)) AS email_taken,
                        EXISTS (SELECT 1 FROM credentials WHERE id IN (\(fragment: credentialIds))
                                AND user_id <> (SELECT id FROM line)) AS credential_taken,
                        EXISTS (SELECT 1 FROM device_keys WHERE id IN (\(fragment: deviceKeyIds))
@@ -194,46 +196,70 @@ public final class PortabilityRepository: Sendable {
         }
     }
 
-    /// Creates `account` whole, with `audit`, in one transaction: the user, its address (verified
-    /// at `email.verifiedAt`; an address without one is not stored, since a stored address is a
-    /// verified one), its passkeys (`attestation` "none") and its device keys (unattested). False,
-    /// with nothing written, when another account took one of its identifiers meanwhile.
+    /// Creates `account` whole, with `audit`, in one statement: the user, its address (in
+    /// `account_emails`, verified at `email.verifiedAt`, only when the line says it was verified and
+    /// the operator trusts that; else in `unverified_addresses`, where it signs nobody in), its
+    /// passkeys (`attestation` "none") and its device keys (unattested). False, with nothing
+    /// written, when another account took one of its identifiers meanwhile.
     public func importAccount(_ account: PortableAccount, audit: AuditRecord) throws(StorageError) -> Bool {
-        do {
-            return try pool.runTransaction { t in
-                try t.execute("""
-                    INSERT INTO users (id, user_handle, username, display_name, external_id, created_at)
-                    VALUES (\(account.id), \(account.userHandle), \(account.username), \(account.displayName), \(account.externalId),
-                            \(account.createdAt)::timestamptz)
-                    """)
-                if let email = account.email, let verifiedAt = email.verifiedAt {
-                    try t.execute("""
-                        INSERT INTO account_emails (user_id, email, verified_at) VALUES (\(account.id), \(email.address), \(verifiedAt)::timestamptz)
-                        """)
-                }
-                for p in account.passkeys {
-                    let transports = String(decoding: JSONValue.array(p.transports.map(JSONValue.string)).serialized(), as: UTF8.self)
-                    try t.execute("""
-                        INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
-                                                 attestation_format, attestation_type, name, created_at, last_used_at)
-                        VALUES (\(p.credentialId), \(account.id), \(p.publicKey), \(p.alg), \(p.signCount), \(p.aaguid), \(transports)::jsonb,
-                                \(p.backupEligible), \(p.backedUp), 'none', 'none', \(p.name), \(p.createdAt)::timestamptz,
-                                \(p.lastUsedAt)::timestamptz)
-                        """)
-                }
-                for d in account.deviceKeys {
-                    try t.execute("""
-                        INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, created_at)
-                        VALUES (\(d.id), \(account.id), \(d.deviceId), \(d.platform), \(d.deviceId), \(d.publicKey), false,
-                                \(d.createdAt)::timestamptz)
-                        """)
-                }
-                try AuditRepository.write([audit], on: t)
-                return true
+        var ctes: [(name: String, sql: SQL)] = [("account", """
+            INSERT INTO users (id, user_handle, username, display_name, external_id, created_at)
+            VALUES (\(account.id), \(account.userHandle), \(account.username), \(account.displayName), \(account.externalId),
+                    \(account.createdAt)::timestamptz)
+            RETURNING id
+            """)]
+        if let email = account.email {
+            if let verifiedAt = email.verifiedAt {
+                ctes.append(("address", """
+                    INSERT INTO account_emails (user_id, email, verified_at) VALUES (\(account.id), \(email.address), \(verifiedAt)::timestamptz)
+                    RETURNING user_id
+                    """))
+            } else {
+                ctes.append(("address", """
+                    INSERT INTO unverified_addresses (user_id, email) VALUES (\(account.id), \(email.address)) RETURNING user_id
+                    """))
             }
+        }
+        for (i, p) in account.passkeys.enumerated() {
+            let transports = String(decoding: JSONValue.array(p.transports.map(JSONValue.string)).serialized(), as: UTF8.self)
+            ctes.append(("passkey\(i)", """
+                INSERT INTO credentials (id, user_id, public_key, alg, sign_count, aaguid, transports, backup_eligible, backed_up,
+                                         attestation_format, attestation_type, name, created_at, last_used_at)
+                VALUES (\(p.credentialId), \(account.id), \(p.publicKey), \(p.alg), \(p.signCount), \(p.aaguid), \(transports)::jsonb,
+                        \(p.backupEligible), \(p.backedUp), 'none', 'none', \(p.name), \(p.createdAt)::timestamptz,
+                        \(p.lastUsedAt)::timestamptz)
+                RETURNING id
+                """))
+        }
+        for (i, d) in account.deviceKeys.enumerated() {
+            ctes.append(("device\(i)", """
+                INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, created_at)
+                VALUES (\(d.id), \(account.id), \(d.deviceId), \(d.platform), \(d.deviceId), \(d.publicKey), false,
+                        \(d.createdAt)::timestamptz)
+                RETURNING id
+                """))
+        }
+        ctes += AuditRepository.cte([audit], onlyIf: "account")
+        let statement = SQL.with(ctes, "SELECT id FROM account")
+        do {
+            return try pool.run { c in !(try c.query(statement)).isEmpty }
         } catch .conflict {
             return false
         }
+    }
+
+    /// The start of an export or an import over HTTP: the admin's step-up (or quorum approval)
+    /// used up with `audit`, in one statement; `.conflict(.stepUpUsed)` and nothing written when
+    /// it cannot be redeemed. Without a redemption (the admin key) the audit line alone.
+    public func begin(redeeming redemption: StepUpRedemption?, audit: AuditRecord) throws(StorageError) {
+        let ctes: [(name: String, sql: SQL)]
+        if let redemption {
+            ctes = [("used", StepUpRedemption.use(redemption))] + AuditRepository.cte([audit], onlyIf: "used")
+        } else {
+            ctes = AuditRepository.cte([audit])
+        }
+        let written = try pool.run { c in try c.query(SQL.with(ctes, "SELECT count(*)::int AS n FROM audit")).first?.int("n") ?? 0 }
+        guard written == 1 else { throw StorageError.conflict(.stepUpUsed) }
     }
 
     static func account(_ r: Row) throws -> PortableAccount {

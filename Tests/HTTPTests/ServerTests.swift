@@ -139,6 +139,50 @@ private func startServer(maxBodyBytes: Int = 65536, connectionTimeoutSeconds: In
         #expect(try client.send(method: "GET", path: "/echo/after").status == 200)
     }
 
+    @Test func aRouteWithALargeBodyLimitTakesMoreThanTheOthers() throws {
+        var router = echoRouter()
+        router.post("/file", accepting: .any) { request, _ in .text(String(request.body.count)) }
+        let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, maxBodyBytes: 1024,
+                                                         largeBodies: ["POST /file": 8192]), responder: router)
+        defer { server.stop() }
+        let client = HTTPClient(host: "127.0.0.1", port: server.port)
+        let within = try client.send(method: "POST", path: "/file", body: [UInt8](repeating: 0x61, count: 8192))
+        #expect(within.status == 200 && String(decoding: within.body, as: UTF8.self) == "8192")
+        let over = try client.send(method: "POST", path: "/file", body: [UInt8](repeating: 0x61, count: 8193))
+        #expect(over.status == 413 && member("code", in: over.body) == "payload_too_large")
+        // Every other route keeps maxBodyBytes, the same path with a query too (the key is the path).
+        #expect(try client.send(method: "POST", path: "/echo", body: [UInt8](repeating: 0x61, count: 2048)).status == 413)
+        #expect(try client.send(method: "POST", path: "/file?x=1", body: [UInt8](repeating: 0x61, count: 2048)).status == 200)
+    }
+
+    @Test func aStreamedBodyArrivesWholeAndOneCutShortIsSeenAsSuch() throws {
+        var router = echoRouter()
+        // 2 MiB in 1 KiB writes: far past the pipe's high-water mark, so the producer waits for the client.
+        let piece = [UInt8](repeating: 0x62, count: 1024)
+        router.get("/stream") { _, _ in
+            var response = Response(status: 200, headers: [("Content-Type", "application/octet-stream")])
+            response.stream = BodyStream { write in for _ in 0..<2048 { try write(piece) } }
+            return response
+        }
+        router.get("/broken") { _, _ in
+            var response = Response(status: 200, headers: [("Content-Type", "application/octet-stream")])
+            response.stream = BodyStream { write in
+                try write(piece)
+                throw StreamCancelled()
+            }
+            return response
+        }
+        let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2), responder: router)
+        defer { server.stop() }
+        let client = HTTPClient(host: "127.0.0.1", port: server.port)
+        let whole = try client.send(method: "GET", path: "/stream")
+        #expect(whole.status == 200 && whole.body.count == 2048 * 1024 && whole.body.allSatisfy { $0 == 0x62 })
+        // Cut short: the last chunk never comes, so the client cannot take it for the whole body.
+        #expect(throws: (any Error).self) { try HTTPClient(host: "127.0.0.1", port: server.port).send(method: "GET", path: "/broken") }
+        // The server still serves.
+        #expect(try HTTPClient(host: "127.0.0.1", port: server.port).send(method: "GET", path: "/echo/after").status == 200)
+    }
+
     @Test func chunkedBodyWithinLimitIsAccepted() throws {
         let server = try startServer(maxBodyBytes: 100)
         defer { server.stop() }

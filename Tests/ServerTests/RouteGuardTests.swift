@@ -110,7 +110,9 @@ struct RouteGuardTests {
                                      // SPEC "Assurance": wrapping the vault for a passkey, setting its recovery wrap.
                                      "PUT /v1/vault/wrapped/{credentialId}", "PUT /v1/vault/recovery",
                                      // SPEC "CIBA approval": the step-up of the key the client names.
-                                     "POST /v1/ciba/requests/{authReqId}/approve"]
+                                     "POST /v1/ciba/requests/{authReqId}/approve",
+                                     // SPEC "Portability": the one read behind a step-up, an export of every account.
+                                     "GET /admin/v1/export"]
         for g in guards where g.access == "admin" && g.method != "GET" && g.pattern != "/admin/v1/wellknown/preview" {
             expected.insert("\(g.method) \(g.pattern)")
         }

@@ -31,9 +31,10 @@ def main() -> int:
     parser.add_argument("traffic")
     parser.add_argument("--document", default=str(REPO / "Sources/LatchkeyServer/OpenAPI/openapi.json"))
     args = parser.parse_args()
-    # RFC 9457 problem documents are JSON too; the web app's files are text.
+    # RFC 9457 problem documents are JSON too; the web app's files and JSON Lines (export, import) are text.
     text = lambda body, **_: body.decode("utf-8") if isinstance(body, bytes) else body
     config = Config(extra_media_type_deserializers={"application/problem+json": json.loads, "text/html": text,
+                                                    "application/jsonl": text,
                                                     "text/javascript": text, "text/css": text})
     api = OpenAPI.from_file_path(args.document, config=config)
     global DOCUMENT

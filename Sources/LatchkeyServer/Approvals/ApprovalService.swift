@@ -119,8 +119,10 @@ final class ApprovalService: Sendable {
         var stored = read.policy
         if command.policy == Self.adminPolicyName, let builtIn = adminPolicy {
             // Only admin changes are approved under it (the action an admin change's guard builds).
-            guard command.action.value["type"]?.stringValue == GatedActionType.adminChange else {
-                throw ServiceError.invalid("the policy latchkey.admin approves admin changes: {\"type\":\"latchkey.admin\",\"method\",\"path\",\"body\"}")
+            let adminTypes = [GatedActionType.adminChange, GatedActionType.adminExport, GatedActionType.adminImport]
+            guard let type = command.action.value["type"]?.stringValue, adminTypes.contains(type) else {
+                throw ServiceError.invalid("the policy latchkey.admin approves admin changes: {\"type\":\"latchkey.admin\",\"method\",\"path\",\"body\"}, "
+                                           + "an export {\"type\":\"latchkey.admin.export\"} or an import {\"type\":\"latchkey.admin.import\",\"sha256\"}")
             }
             stored = ApprovalPolicyRecord(name: Self.adminPolicyName, document: String(decoding: builtIn.json.serialized(), as: UTF8.self),
                                           updatedAt: now, updatedBy: "LATCHKEY_ADMIN_QUORUM")

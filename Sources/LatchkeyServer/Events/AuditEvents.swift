@@ -64,6 +64,8 @@ enum AuditAction: String, Sendable {
     // SPEC "Portability": an account created by an import (detail: the file's sha256) and an export.
     case accountImported = "account.imported"
     case accountsExported = "accounts.exported"
+    /// An import over HTTP began (detail: the file's sha256, its format, a dry run): its step-up's use.
+    case accountsImported = "accounts.imported"
 }
 
 /// Who did it, when it was not the signed-in user.

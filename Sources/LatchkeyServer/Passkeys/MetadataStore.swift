@@ -129,6 +129,15 @@ public final class MetadataStore: Sendable {
         state.withLock { $0.blob?.entry(aaguid: aaguid)?.statement?.description }
     }
 
+    /// The latest status of an AAGUID's entry in the BLOB in use when it is one that refuses a
+    /// registration (`AuthenticatorStatus.refusing`), else nil.
+    public func refusingStatus(aaguid: [UInt8]) -> String? {
+        state.withLock { state -> String? in
+            guard let status = state.blob?.entry(aaguid: aaguid)?.latestStatus?.status, AuthenticatorStatus.refusing.contains(status) else { return nil }
+            return status.rawValue
+        }
+    }
+
     /// Reads and verifies the files now. On success the new BLOB replaces the old one (unless it is
     /// older); on failure the old one stays and the error is kept and returned.
     @discardableResult

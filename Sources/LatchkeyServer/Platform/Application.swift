@@ -43,6 +43,9 @@ public struct Application: Responder {
     let startupGate: StartupGate
     private(set) var dispatch: RouteDispatch
 
+    /// The routes whose body is a whole file, with their body limit (`HTTPServer.Configuration.largeBodies`).
+    public static func largeBodies(_ c: Configuration) -> [String: Int] { ["POST /admin/v1/import": c.importMaxBody] }
+
     public init(services: Services) {
         var routes = RouteTable(services: services)
         // Each feature folder registers its own routes (<Feature>/<Feature>Routes.swift).
@@ -59,6 +62,7 @@ public struct Application: Responder {
         routes.addRecoveryRoutes(services)
         routes.addApprovalRoutes(services)
         routes.addVaultRoutes(services)
+        routes.addPortabilityRoutes(services)
         routes.addWebRoutes(services)
         routes.addConformanceRoutes(services)
         router = routes.router

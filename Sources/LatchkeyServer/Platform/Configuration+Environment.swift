@@ -76,6 +76,7 @@ extension Configuration {
         }
         if let n = try int("LATCHKEY_CHALLENGE_TTL", 10...86400) { c.challengeTTL = n }
         if let n = try int("LATCHKEY_MAX_BODY", 1024...(16 << 20)) { c.maxBody = n }
+        if let n = try int("LATCHKEY_IMPORT_MAX_BODY", 1024...(1 << 30)) { c.importMaxBody = n }
         if let n = try int("LATCHKEY_STEP_UP_TTL", 10...86400) { c.stepUpTTL = n }
         c.stepUpTTL = min(c.stepUpTTL, c.challengeTTL)
         if let n = try int("LATCHKEY_STEP_UP_TOKEN_TTL", 10...120) { c.stepUpTokenTTL = n }

@@ -41,6 +41,8 @@ public struct Configuration: Sendable {
     public var userVerification: VerificationPolicy.UserVerification = .preferred
     public var challengeTTL = 300
     public var maxBody = 65536
+    /// `LATCHKEY_IMPORT_MAX_BODY`: the body limit of `POST /admin/v1/import` (a whole file).
+    public var importMaxBody = 64 << 20
     public var stepUpTTL = 120
     /// `LATCHKEY_STEP_UP_TOKEN_TTL`: a step-up token's whole lifetime, verification leeway included (≤ 120 s).
     public var stepUpTokenTTL = 120

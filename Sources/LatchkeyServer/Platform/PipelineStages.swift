@@ -32,7 +32,11 @@ struct Observation: RequestStage {
         let seconds = runtime.uptime() - exchange.start
         metrics.observeRequest(route: exchange.route, method: request.method, status: response.status, seconds: seconds,
                                roundTrips: exchange.work.roundTrips.total)
-        databaseWork?(exchange.route, request.method, response.status, exchange.work)
+        if let databaseWork {
+            var work = exchange.work
+            if response.header("Content-Type") == "application/jsonl" { work.items = response.body.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) } }
+            databaseWork(exchange.route, request.method, response.status, work)
+        }
         if response.status == 503 {
             metrics.observeDatabaseFailure(exchange.databaseFailure?.kind ?? (startup.isReady ? "other" : "not_ready"))
             log.unavailable(request: request, route: exchange.route, failure: exchange.databaseFailure, notReady: startup.pendingReason,

@@ -31,4 +31,21 @@ extension StepUpRule {
         rule.adminKeyRefused = true
         return rule
     }()
+
+    /// An admin change whose action is its own type rather than the request (SPEC "Portability":
+    /// an export, an import): with a user token a step-up for `action`, under
+    /// `LATCHKEY_ADMIN_QUORUM` > 1 a quorum approval of it; the admin key needs none, unless
+    /// `adminKeyRefused`. `fileBody`: the body is a file, not JSON (the guard does not parse it).
+    static func adminAction(adminKeyRefused: Bool = false, fileBody: Bool = false,
+                            _ action: @escaping @Sendable (GuardInput) throws(ServiceError) -> StepUpAction) -> StepUpRule {
+        var rule = StepUpRule(changes: adminChanges) { input throws(ServiceError) in
+            guard case .adminUser = input.caller else { return .none }
+            let built = try action(input)
+            return input.lookups.adminQuorum > 1 ? .approval(built) : .required(built)
+        }
+        rule.isAdminChange = true
+        rule.adminKeyRefused = adminKeyRefused
+        rule.fileBody = fileBody
+        return rule
+    }
 }

@@ -80,6 +80,8 @@ struct StepUpRule: Sendable {
     /// The admin key may not make this change at all (403 `forbidden`, in the caller's place in
     /// SPEC's order): only an admin user, with their step-up (SPEC "Admin console").
     var adminKeyRefused = false
+    /// The body is a file the handler reads as bytes (an import), never parsed as JSON by the guard.
+    var fileBody = false
     /// What this caller's change needs; a rule that reads something the handler needs too puts it
     /// in `input.loads`. A lookup that fails throws (never `.none`).
     let need: @Sendable (inout GuardInput) throws(ServiceError) -> Need
@@ -287,7 +289,7 @@ extension GuardedRoute {
         var approval: Approval? = nil
         if let stepUp {
             // The step-up's action may name what the body says: a malformed body is 400 before it is looked at.
-            if !request.body.isEmpty { body = try jsonBody(request) }
+            if !request.body.isEmpty, !stepUp.fileBody { body = try jsonBody(request) }
             var input = GuardInput(request: request, caller: caller, body: body, rawPath: raw, lookups: lookups, loads: loads)
             approval = try Self.approve(stepUp, &input)
             loads = input.loads

@@ -58,6 +58,8 @@ public final class Services: Sendable {
     let approvals: ApprovalService
     /// The PRF vault: its salt and wrapped keys, ciphertext only.
     let vault: VaultService
+    /// Export and import of whole accounts over the admin API.
+    let portability: PortabilityService
     let attestationTrust: AttestationTrust
     /// Authenticator metadata (FIDO MDS3), per instance, in memory.
     public let metadata: MetadataStore
@@ -131,6 +133,7 @@ public final class Services: Sendable {
         approvals = ApprovalService(store: database.approvals, mail: mail, events: events, runtime: runtime,
                                     adminQuorum: configuration.adminQuorum)
         vault = VaultService(store: database.vaults, runtime: runtime)
+        portability = PortabilityService(store: database.portability, policy: PortabilityPolicy(configuration, metadata: metadata), runtime: runtime)
         transparency = TransparencyLog(store: database.transparencyLog, sealer: SecretSealer(configuration: configuration, runtime: runtime),
                                        settings: .init(configuration), metrics: metrics, runtime: runtime)
         callers = CallerResolver(sessions: sessions, recovery: recovery, admins: database.admins, accounts: database.accounts, approvals: database.approvals,

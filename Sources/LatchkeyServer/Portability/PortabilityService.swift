@@ -4,20 +4,36 @@ import JSON
 import Storage
 
 /// The settings export and import decide with (SPEC "Portability"): this deployment's rpId (a
-/// file's must equal it), the passkey limit and the authenticator deny list an import obeys.
+/// file's must equal it), the passkey limit, the authenticator deny list and the metadata's
+/// revocations an import obeys.
 public struct PortabilityPolicy: Sendable {
     public var rpId: String
     public var maxPasskeys: Int
     public var authenticatorsDeny: [[UInt8]]
+    /// The refusing status (SPEC "Authenticator metadata": `REVOKED`, `USER_VERIFICATION_BYPASS`,
+    /// the compromises) of an AAGUID's latest status report in the metadata in use, nil when none:
+    /// a passkey registration would refuse is not imported either.
+    public var metadataRefusal: @Sendable ([UInt8]) -> String?
 
-    public init(rpId: String, maxPasskeys: Int, authenticatorsDeny: [[UInt8]]) {
+    public init(rpId: String, maxPasskeys: Int, authenticatorsDeny: [[UInt8]],
+                metadataRefusal: @escaping @Sendable ([UInt8]) -> String? = { _ in nil }) {
         self.rpId = rpId
         self.maxPasskeys = maxPasskeys
         self.authenticatorsDeny = authenticatorsDeny
+        self.metadataRefusal = metadataRefusal
     }
 
-    public init(_ c: Configuration) {
-        self.init(rpId: c.rpId, maxPasskeys: c.maxPasskeys, authenticatorsDeny: c.authenticatorsDeny)
+    public init(_ c: Configuration, metadata: MetadataStore? = nil) {
+        self.init(rpId: c.rpId, maxPasskeys: c.maxPasskeys, authenticatorsDeny: c.authenticatorsDeny,
+                  metadataRefusal: { aaguid in metadata?.refusingStatus(aaguid: aaguid) })
+    }
+
+    /// The command line's policy: with `LATCHKEY_MDS_BLOB` set, its metadata loaded first (as
+    /// `serve` would); a BLOB that does not load is the error's text, and nothing is imported.
+    public static func loadingMetadata(_ c: Configuration, database: Database) -> Result<PortabilityPolicy, MetadataLoadError> {
+        guard c.mdsBlobPath != nil else { return .success(PortabilityPolicy(c)) }
+        let metadata = MetadataStore(configuration: c, runtime: .system, ledger: database.metadataState)
+        return metadata.reload().map { _ in PortabilityPolicy(c, metadata: metadata) }
     }
 }
 
@@ -117,11 +133,18 @@ public struct PortabilityService: Sendable {
     /// `seen`: the credential ids of the accounts before, so that an id twice in one file is refused.
     public func importEntry(_ entry: PortableEntry, run: ImportRun, seen: inout some CredentialIdsSeen) throws(StorageError) -> ImportOutcome {
         let number = entry.line
-        var account: PortableAccount
+        let account: PortableAccount
         switch entry.account {
         case .failure(let refusal): return ImportOutcome(line: number, username: refusal.username, outcome: .refused, reason: refusal.reason)
         case .success(let a): account = a
         }
+        return try importAccount(account, number: number, run: run, seen: &seen)
+    }
+
+    /// The outcome of one parsed account (of any format): refused when a credential id was in an
+    /// earlier account of the file, else decided on one read and created in one write.
+    func importAccount(_ parsed: PortableAccount, number: Int, run: ImportRun, seen: inout some CredentialIdsSeen) throws(StorageError) -> ImportOutcome {
+        var account = parsed
         let ids = account.passkeys.map(\.credentialId)
         guard !ids.contains(where: seen.contains) else {
             return ImportOutcome(line: number, username: account.username, outcome: .refused, reason: "duplicate_credential_id")
@@ -157,6 +180,9 @@ public struct PortabilityService: Sendable {
         if p.deviceKeyTaken { return (.conflict, "device_key_exists") }
         if a.passkeys.count > policy.maxPasskeys { return (.conflict, "max_passkeys") }
         if a.passkeys.contains(where: { policy.authenticatorsDeny.contains($0.aaguid) }) { return (.conflict, "authenticator_denied") }
+        for p in a.passkeys {
+            if let status = policy.metadataRefusal(p.aaguid) { return (.conflict, "metadata_" + status.lowercased()) }
+        }
         return nil
     }
 

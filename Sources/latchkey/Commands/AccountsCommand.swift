@@ -23,13 +23,14 @@ enum AccountsCommand: Command {
                 prints one {"line","username","outcome","reason"} line per account: created,
                 skipped (already here as the line says: a re-run), conflict (its username, user
                 handle, external id, address, a credential or device key is here otherwise, or
-                LATCHKEY_MAX_PASSKEYS / LATCHKEY_AUTHENTICATORS_DENY refuses a passkey; nothing
-                is merged) or refused (the line is bad: rp_id_mismatch, invalid_public_key,
-                two_user_handles, duplicate_credential_id, …). A file whose checksum is wrong or
-                that is truncated is refused whole (exit 1), nothing imported. Imported device
-                keys are unattested; an imported address is kept only with
-                --trust-verified-emails (as verified when the file says so), else the user
-                verifies it again. --dry-run decides every line and writes nothing.
+                LATCHKEY_MAX_PASSKEYS, LATCHKEY_AUTHENTICATORS_DENY or the metadata's status
+                (LATCHKEY_MDS_BLOB) refuses a passkey; nothing is merged) or refused (the line
+                is bad: rp_id_mismatch, invalid_public_key, two_user_handles,
+                duplicate_credential_id, …). A file whose checksum is wrong or that is
+                truncated is refused whole (exit 1), nothing imported. Imported device keys are
+                unattested; an imported address is kept unverified (it signs nobody in and gets
+                no code until its owner verifies it) unless --trust-verified-emails keeps the
+                file's verifiedAt. --dry-run decides every line and writes nothing.
                 Every created account is audited (account.imported) with the file's sha256.
                 --format keycloak: a Keycloak realm export (JSON); its users' webauthn and
                 webauthn-passwordless credentials are the passkeys, the user handle is the
@@ -125,7 +126,13 @@ enum AccountsCommand: Command {
             return ExitCode.failure
         }
         return withDatabase("latchkey accounts") { database, _ in
-            let service = PortabilityService(store: database.portability, policy: PortabilityPolicy(configuration))
+            let policy: PortabilityPolicy
+            switch PortabilityPolicy.loadingMetadata(configuration, database: database) {
+            case .success(let loaded): policy = loaded
+            case .failure(let error):
+                printError("latchkey accounts: LATCHKEY_MDS_BLOB did not load (\(error)): nothing imported"); return ExitCode.failure
+            }
+            let service = PortabilityService(store: database.portability, policy: policy)
             let run = PortabilityService.ImportRun(sha256: sha, actor: "cli", dryRun: args.has("dry-run"),
                                                    trustVerifiedEmails: args.has("trust-verified-emails"))
             guard let lines = LineReader(path: path) else { printError("latchkey accounts: cannot read \(path)"); return ExitCode.failure }

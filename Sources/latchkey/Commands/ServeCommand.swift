@@ -82,7 +82,7 @@ enum ServeCommand: Command {
                 host: configuration.listenHost, port: configuration.listenPort, threadPoolSize: configuration.threads,
                 connectionTimeoutSeconds: 30, connectionLimit: 4096,
                 perAddressConnectionLimit: configuration.connectionsPerAddress, maxBodyBytes: configuration.maxBody,
-                reusePort: configuration.workers > 1),
+                reusePort: configuration.workers > 1, largeBodies: Application.largeBodies(configuration)),
                 responder: application.serving(configuration.adminListen == nil ? .all : .publicOnly))
         } catch {
             printError("latchkey serve: cannot listen on \(configuration.listenHost):\(configuration.listenPort): \(error)")
@@ -93,7 +93,7 @@ enum ServeCommand: Command {
                 adminServer = try HTTPServer(configuration: .init(
                     host: admin.host, port: admin.port, threadPoolSize: max(1, configuration.threads / 2),
                     connectionTimeoutSeconds: 30, connectionLimit: 256, maxBodyBytes: configuration.maxBody,
-                    reusePort: configuration.workers > 1), responder: application.serving(.adminOnly))
+                    reusePort: configuration.workers > 1, largeBodies: Application.largeBodies(configuration)), responder: application.serving(.adminOnly))
             } catch {
                 printError("latchkey serve: cannot listen on \(admin.host):\(admin.port) (LATCHKEY_ADMIN_LISTEN): \(error)")
                 server.stop()

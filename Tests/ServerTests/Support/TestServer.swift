@@ -113,7 +113,8 @@ final class TestServer: Sendable {
         let traces = tracing ? StatementTraces() : nil
         self.traces = traces
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
-                                                   connectionLimit: 256, maxBodyBytes: c.maxBody),
+                                                   connectionLimit: 256, maxBodyBytes: c.maxBody,
+                                                   largeBodies: Application.largeBodies(c)),
                               responder: Self.application(services, traces: traces))
     }
 
@@ -450,7 +451,7 @@ final class RoundTripLog: Sendable {
         lines.append(.object([
             ("route", .string(route)), ("method", .string(method)), ("status", .number(Double(status))),
             ("reads", .number(Double(trips.reads))), ("writes", .number(Double(trips.writes))), ("control", .number(Double(trips.control))),
-        ]))
+        ] + (work.items.map { [("items", JSONValue.number(Double($0)))] } ?? [])))
     }
 }
 
