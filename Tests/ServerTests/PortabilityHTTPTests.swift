@@ -153,14 +153,29 @@ import WebAuthnTesting
         #expect(try Self.count(secondDB, "SELECT count(*)::int AS n FROM unverified_addresses WHERE user_id = \(session.userId)") == 0)
     }
 
+    @Test func aCSVFileImportsOverHTTPThroughTheSameDispatch() throws {
+        let (server, database) = try Self.deployment("http-csv") { _ in }
+        defer { withExtendedLifetime(database) {} }
+        let a = try Self.admin(server)
+        let csv = try PortabilityFormatsTests.fixture("py-webauthn.csv")
+        let imported = try Self.importFile(a, csv, contentType: "text/csv", stepUp: try Self.stepUp(a, Self.importAction(csv)))
+        #expect(imported.status == 200, "\(imported)")
+        #expect(try Self.lines(imported).map { $0["outcome"]?.stringValue } == ["created", "created"])
+    }
+
     @Test func badRequestsAreRefusedBeforeTheStepUpAndBrokenFilesWhole() throws {
         let (server, database) = try Self.deployment("http-bad") { $0.importMaxBody = 4096 }
         let a = try Self.admin(server)
         let line = Array(#"{"v":1}"#.utf8) + [0x0A]
-        // Formats: not one of the three → 415; CSV and Keycloak not read by this build → 415.
-        for type in ["text/plain", "application/octet-stream", "text/csv", "application/json"] {
+        // Formats: not one of the three → 415; CSV and a Keycloak export are read, so without a
+        // step-up they reach the step-up check.
+        for type in ["text/plain", "application/octet-stream"] {
             let r = try Self.importFile(a, line, contentType: type, stepUp: nil)
             #expect(r.status == 415 && r.isProblem, "\(type): \(r)")
+        }
+        for type in ["text/csv", "application/json"] {
+            let r = try Self.importFile(a, line, contentType: type, stepUp: nil)
+            #expect(r.status == 403 && r.code == "step_up_required", "\(type): \(r)")
         }
         let badQuery = try Self.importFile(a, line, query: "?dryRun=maybe", stepUp: nil)
         #expect(badQuery.status == 400 && badQuery.code == "invalid_request", "\(badQuery)")
