@@ -717,9 +717,9 @@ async function approveCIBA(r, button) {
       document.body.dataset.ciba = 'approved';
     } catch (e) {
       showError(e, 'ciba');
-      if (!(e instanceof LatchkeyError && e.code === 'not_found')) return;
     }
   });
+  // Approved, or answered elsewhere meanwhile (not_found): the list as it is now.
   await loadCIBA(true);
 }
 
