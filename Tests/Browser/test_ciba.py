@@ -6,7 +6,8 @@ the signed-in person sees the request on the page with the bank's name, the bind
 member of the payment in words, approves it with a passkey step-up, and the bank's poll of
 /oauth2/token gets the tokens (the payment and the step-up's receipt in the access token). A second
 request is denied on the page and the bank's poll says access_denied. A client whose approver is a
-device key is listed too, but the page sends its person to the phone's app instead of approving.
+device key is listed too, but the page sends its person to the phone's app instead of approving. In
+German (the switcher) the section's words come from the catalog and the lines from the server.
 
 Run through Tests/Browser/run.sh (LATCHKEY_URL, LATCHKEY_BIN, LATCHKEY_DATABASE_URL). Synchronisation
 is on DOM state (data-* attributes the app sets), never sleeps. Each auth_req_id is polled at most
@@ -25,6 +26,7 @@ import urllib.parse
 import urllib.request
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_web import Browser, wait_for_server  # noqa: E402
@@ -176,6 +178,30 @@ def test_a_request_answered_elsewhere_says_so(b, who):
     b.until(lambda: b.el('ciba-requests').get_attribute('data-count') == '0', 'the list refreshed')
 
 
+def test_in_german_the_page_and_the_lines(b, who):
+    """The switcher's German: the section's own words from the catalog, the request's lines and the
+    approve button in the server's German (the list is asked for with Accept-Language: de)."""
+    username, _ = who
+    asked = ask('web', username, binding_message='W-8', authorization_details=json.dumps(DETAILS))
+    try:
+        Select(b.el('language')).select_by_value('de')
+        b.until(lambda: b.d.execute_script('return document.documentElement.lang') == 'de' and b.body('ready') == 'true'
+                and b.body('view') == 'account', 'the page again, in German')
+        b.until(lambda: b.el('ciba-requests').get_attribute('data-count') == '1', 'the request listed')
+        assert b.el('ciba-title').text == 'Anfragen zur Freigabe', b.el('ciba-title').text
+        li = item(b, asked)
+        assert li.find_element(By.CLASS_NAME, 'ciba-client').text == 'North Bank bittet um Ihre Freigabe'
+        lines = li.find_element(By.CLASS_NAME, 'ciba-lines').text.replace('\xa0', ' ')
+        assert 'Empfänger: Merchant A' in lines, lines
+        approve = li.find_element(By.CLASS_NAME, 'ciba-approve').text.replace('\xa0', ' ')
+        assert approve == '42,00 € an Merchant A freigeben', approve
+        b.shot('ciba-requests-de')
+        li.find_element(By.CLASS_NAME, 'ciba-deny').click()
+        assert b.wait_banner('ciba_denied') == 'Sie haben die Anfrage von North Bank abgelehnt.'
+    finally:
+        b.d.execute_script("localStorage.removeItem('latchkey.language')")
+
+
 def main():
     os.makedirs(SHOTS, exist_ok=True)
     wait_for_server()
@@ -186,7 +212,7 @@ def main():
     try:
         who = sign_up(b)
         for t in [test_nothing_waiting, test_approve_with_a_passkey_and_the_poll_gets_tokens, test_deny_and_the_poll_says_access_denied,
-                  test_a_request_answered_elsewhere_says_so]:
+                  test_a_request_answered_elsewhere_says_so, test_in_german_the_page_and_the_lines]:
             try:
                 t(b, who)
                 results.append(True)
