@@ -89,6 +89,8 @@ const CONTEXT_MESSAGES = {
   'recovery:recovery_pending': N_('Your recovery is still in its waiting period. Come back when it ends.'),
   'recovery:code_invalid': N_('That recovery code is not right, or was already used.'),
   'email:conflict': N_('Another account has already verified this address.'),
+  'ciba:not_found': N_('This request was already answered or has expired. Nothing was approved.'),
+  'ciba:step_up_required': N_('This service accepts only the device key in your phone’s app. Approve the request there.'),
 };
 
 const CEREMONY_WORDS = {
@@ -100,6 +102,7 @@ const CEREMONY_WORDS = {
   codes: { cancelled: N_('Approval was cancelled. No recovery codes were made.'), what: N_('approving new recovery codes') },
   upgrade: { cancelled: N_('No passkey was saved. You can add one any time.'), what: N_('saving a passkey') },
   vault: { cancelled: N_('Your passkey was not asked, so your vault stays as it was.'), what: N_('opening your vault') },
+  ciba: { cancelled: N_('Approval was cancelled. Nothing was approved; the request is still waiting.'), what: N_('approving the request') },
 };
 
 /** A failure from the server (Latchkey's problem codes), as opposed to one from the browser's passkey prompt. */
@@ -287,6 +290,7 @@ function showWelcome() {
   clearPasskeys();
   clearSessions();
   if (vault) vault.reset();
+  clearCIBA();
   $('transfer-result').hidden = true;
   $('welcome-title').focus();
 }
@@ -315,6 +319,7 @@ async function showAccount(method) {
   delete document.body.dataset.recoveryCodes;
   await loadPasskeys();
   await loadSessions();
+  await loadCIBA();
   await loadRecoverySettings();
   await vault.load();
   if (method === 'email') offerUpgrade();
@@ -329,6 +334,12 @@ async function showAccount(method) {
 function followEndpointLink() {
   const params = new URLSearchParams(window.location.search);
   const enroll = params.get('enroll') === 'passkey';
+  if (!enroll && window.location.hash === '#ciba') {
+    // A push about a backchannel request opens `/#ciba`: its list, first.
+    $('ciba').scrollIntoView({ block: 'start' });
+    $('ciba-title').focus();
+    return;
+  }
   if (!enroll && window.location.hash !== '#passkeys') return;
   if (enroll) {
     params.delete('enroll');
@@ -630,6 +641,106 @@ async function approveTransfer() {
       showError(e, 'stepup');
     }
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests a service made on the backchannel (CIBA, docs/oidc.md): the account's pending ones, with
+// what each asks in the server's words. The page approves only those whose client admits a passkey
+// (`cibaApprover` `passkey`), with a step-up for exactly that request; the others are approved in
+// the native app with its device key. Any of them can be denied here.
+
+function clearCIBA() {
+  $('ciba-requests').replaceChildren();
+  delete $('ciba-requests').dataset.count;
+  $('ciba-empty').hidden = true;
+}
+
+async function loadCIBA(focusTitle = false) {
+  let list;
+  try {
+    list = await lk.ciba.list();
+  } catch (e) {
+    if (lk.session) showError(e, 'list');
+    return;
+  }
+  if (!lk.session) return;
+  const ul = $('ciba-requests');
+  ul.replaceChildren(...list.map(renderCIBA));
+  ul.dataset.count = String(list.length);
+  $('ciba-empty').hidden = list.length > 0;
+  if (focusTitle) $('ciba-title').focus();
+}
+
+async function refreshCIBA() {
+  clearBanner();
+  await busy($('ciba-refresh'), t('Checking…'), () => loadCIBA(true));
+}
+
+function renderCIBA(r) {
+  const li = $('ciba-template').content.firstElementChild.cloneNode(true);
+  li.dataset.id = r.authReqId;
+  li.dataset.approver = (r.client && r.client.cibaApprover) || '';
+  const title = li.querySelector('.ciba-client');
+  title.id = `ciba-client-${r.authReqId}`;
+  title.textContent = t('{client} asks for your approval', { client: r.client.name });
+  li.setAttribute('aria-labelledby', title.id);
+  if (r.bindingMessage) {
+    li.querySelector('.ciba-binding').hidden = false;
+    li.querySelector('.ciba-binding-text').textContent = r.bindingMessage;
+  }
+  // The server's lines, in the language this page asked for: every scope and every member of every
+  // details entry, none dropped (what the step-up binds).
+  const display = r.display || { lines: r.scopes || [], approve: t('Approve') };
+  li.querySelector('.ciba-lines').replaceChildren(...display.lines.map((line) => {
+    const item = document.createElement('li');
+    item.textContent = line;
+    return item;
+  }));
+  const expires = li.querySelector('.ciba-expires');
+  expires.textContent = t('Asked {when}; it expires at {time}.', { when: when(r.createdAt), time: i18n.dateTime(r.expiresAt) });
+  const approve = li.querySelector('.ciba-approve');
+  const deny = li.querySelector('.ciba-deny');
+  deny.setAttribute('aria-label', t('Deny the request of {client}', { client: r.client.name }));
+  if (lk.ciba.approvable(r)) {
+    approve.textContent = display.approve;
+    approve.addEventListener('click', () => approveCIBA(r, approve));
+  } else {
+    approve.remove();
+    li.querySelector('.ciba-elsewhere').hidden = false;
+  }
+  deny.addEventListener('click', () => denyCIBA(r, deny));
+  return li;
+}
+
+async function approveCIBA(r, button) {
+  clearBanner();
+  await busy(button, t('Waiting for your passkey…'), async () => {
+    try {
+      await lk.ciba.approve(r);
+      announce(t('Approved. {client} can go ahead.', { client: r.client.name }));
+      showBanner(t('You approved the request of {client}.', { client: r.client.name }), 'info', 'ciba_approved');
+      document.body.dataset.ciba = 'approved';
+    } catch (e) {
+      showError(e, 'ciba');
+    }
+  });
+  // Approved, or answered elsewhere meanwhile (not_found): the list as it is now.
+  await loadCIBA(true);
+}
+
+async function denyCIBA(r, button) {
+  clearBanner();
+  await busy(button, t('Denying…'), async () => {
+    try {
+      await lk.ciba.deny(r.authReqId);
+      announce(t('Denied. {client} was told no.', { client: r.client.name }));
+      showBanner(t('You denied the request of {client}.', { client: r.client.name }), 'info', 'ciba_denied');
+      document.body.dataset.ciba = 'denied';
+    } catch (e) {
+      showError(e, 'ciba');
+    }
+  });
+  await loadCIBA(true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1068,6 +1179,7 @@ async function init() {
   $('signout').addEventListener('click', signOut);
   $('add-passkey').addEventListener('click', addPasskey);
   $('approve-transfer').addEventListener('click', approveTransfer);
+  $('ciba-refresh').addEventListener('click', refreshCIBA);
   $('banner-close').addEventListener('click', () => { clearBanner(); $('main').focus(); });
   $('lost-passkey').addEventListener('click', showRecover);
   $('email-signin-start').addEventListener('click', showEmailSignIn);

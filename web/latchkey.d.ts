@@ -90,6 +90,7 @@ export declare const actions: {
   changeEmail(email: string): Action;
   createRecoveryCodes(): Action;
   admin(method: string, path: string, body?: unknown): Action;
+  approveCIBA(request: CIBARequest): Action;
 };
 
 export interface User { id: string; username: string; displayName: string }
@@ -106,6 +107,13 @@ export interface SignInResult { user: User; passkey?: Passkey; tokens: Tokens; s
 export interface StepUpApproval { token: string; actionHash: string; receiptId: string; expiresIn: number }
 export interface RecoveryTicket { recoveryToken: string; expiresIn: number; notBefore: string; recoveryId: string }
 export interface Challenge { challengeId: string; expiresAt: string }
+export interface CIBARequest {
+  authReqId: string;
+  client: { id: string; name: string; cibaApprover: 'attested-device-key' | 'device-key' | 'passkey' | null };
+  bindingMessage: string | null; scopes: string[]; authorizationDetails: unknown[] | null;
+  display: { lang: string; lines: string[]; approve: string };
+  createdAt: string; expiresAt: string;
+}
 
 export interface LatchkeyConfig {
   /** The Latchkey server; '' (default) = this page's origin. */
@@ -176,5 +184,11 @@ export declare class Latchkey {
     finishSignIn(challengeId: string, code: string): Promise<SignInResult>;
     setAddress(email: string, opts?: { reason?: string }): Promise<Challenge>;
     verifyAddress(challengeId: string, code: string): Promise<{ email: string; verified: true }>;
+  };
+  ciba: {
+    list(): Promise<CIBARequest[]>;
+    approvable(request: CIBARequest): boolean;
+    approve(request: CIBARequest): Promise<{ receiptId: string }>;
+    deny(authReqId: string): Promise<null>;
   };
 }

@@ -337,6 +337,12 @@ export const actions = Object.freeze({
   vaultWrap: (credentialId) => ({ type: 'latchkey.vault.wrap', credentialId }),
   vaultRecovery: () => ({ type: 'latchkey.vault.recovery' }),
   admin: (method, path, body) => ({ type: 'latchkey.admin', method, path, body: body === undefined ? null : body }),
+  /** A CIBA request as `GET /v1/ciba/requests` lists it: what approving it binds (docs/oidc.md). */
+  approveCIBA: (request) => ({
+    type: 'latchkey.ciba.approve', authReqId: request.authReqId, clientId: request.client.id,
+    bindingMessage: request.bindingMessage == null ? null : request.bindingMessage,
+    authorizationDetails: request.authorizationDetails == null ? null : request.authorizationDetails,
+  }),
 });
 
 /**
@@ -373,6 +379,7 @@ export class Latchkey {
     this.recovery = new RecoveryAPI(this);
     this.email = new EmailAPI(this);
     this.vault = new VaultAPI(this);
+    this.ciba = new CIBAAPI(this);
   }
 
   /** The signed-in user, or null. */
@@ -729,6 +736,27 @@ class EmailAPI {
   }
   /** The mailed code → `{email, verified: true}`. */
   verifyAddress(challengeId, code) { return this.lk.request('POST', '/v1/account/email/verify', { auth: true, body: { challengeId, code } }); }
+}
+
+/**
+ * Requests a service made on the backchannel (CIBA, docs/oidc.md): a browser approves only those
+ * whose client's `cibaApprover` is `passkey`, with a passkey step-up for exactly that request.
+ */
+class CIBAAPI {
+  constructor(lk) { this.lk = lk; }
+  /** → the account's pending requests (`display` in the client's language), oldest first. */
+  async list() { return ((await this.lk.request('GET', '/v1/ciba/requests', { auth: true })) || {}).requests || []; }
+  /** Whether this browser can approve `request` (its client admits a passkey). */
+  approvable(request) { return !!(request && request.client && request.client.cibaApprover === 'passkey'); }
+  /** A passkey step-up for `actions.approveCIBA(request)`, then the approval. → `{receiptId}`. */
+  async approve(request) {
+    const { token, receiptId } = await this.lk.stepUp(actions.approveCIBA(request));
+    await this.lk.request('POST', `/v1/ciba/requests/${encodeURIComponent(request.authReqId)}/approve`,
+      { auth: true, headers: { 'Latchkey-Step-Up': token } });
+    return { receiptId };
+  }
+  /** Denies it (no step-up). */
+  deny(authReqId) { return this.lk.request('POST', `/v1/ciba/requests/${encodeURIComponent(authReqId)}/deny`, { auth: true }); }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -61,6 +61,9 @@ public struct CIBARequestRecord: Sendable, Equatable {
     public let live: Bool
     public let createdAt: Date
     public let expiresAt: Date
+    /// The client's `cibaApprover`: which kind of key's step-up approves (nil: the client is no
+    /// longer registered for CIBA).
+    public var approver: CIBARegistration.Approver? = nil
 }
 
 /// What `POST /oauth2/bc-authorize` decides on, read in one query: the account the hint names and
@@ -155,7 +158,8 @@ public enum CIBAIssue: Sendable, Equatable {
 extension OAuthRepository {
     static let cibaColumns = """
         r.id, r.client_id, c.name AS client_name, r.user_id, r.scope, r.binding_message, r.authorization_details::text AS details, \
-        r.acr_values, r.notification_token, r.status, r.expires_at > now() AS live, r.created_at, r.expires_at
+        r.acr_values, r.notification_token, r.status, r.expires_at > now() AS live, r.created_at, r.expires_at, \
+        c.ciba->>'approver' AS approver
         """
 
     static func cibaRequest(_ r: Row) throws -> CIBARequestRecord {
@@ -165,7 +169,8 @@ extension OAuthRepository {
                                  bindingMessage: try r.optionalString("binding_message"), authorizationDetails: details,
                                  acrValues: try r.optionalString("acr_values"), notificationToken: try r.optionalString("notification_token"),
                                  status: CIBARequestRecord.Status(rawValue: try r.string("status")) ?? .expired, live: try r.bool("live"),
-                                 createdAt: try r.date("created_at"), expiresAt: try r.date("expires_at"))
+                                 createdAt: try r.date("created_at"), expiresAt: try r.date("expires_at"),
+                                 approver: try r.optionalString("approver").flatMap(CIBARegistration.Approver.init(rawValue:)))
     }
 
     /// `bc-authorize`'s one read: the account `username` (or `userId`) names, and SPEC "CIBA limits"'s counts.

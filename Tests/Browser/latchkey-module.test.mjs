@@ -144,6 +144,28 @@ test('withStepUp: sent without, then approved for exactly that action and sent a
   assert.deepEqual(actions.admin('DELETE', '/admin/v1/origins/x'), { type: 'latchkey.admin', method: 'DELETE', path: '/admin/v1/origins/x', body: null });
 });
 
+test('ciba: approving binds exactly the listed request (nulls kept) and sends its step-up; deny needs none', async () => {
+  const request = { authReqId: 'lkb_1', client: { id: 'bank', name: 'Bank', cibaApprover: 'passkey' }, bindingMessage: null,
+    scopes: ['openid'], authorizationDetails: null };
+  assert.deepEqual(actions.approveCIBA(request),
+    { type: 'latchkey.ciba.approve', authReqId: 'lkb_1', clientId: 'bank', bindingMessage: null, authorizationDetails: null });
+  const { fetch, calls } = scripted([[200, { requests: [request] }], [204, null], [204, null]]);
+  const lk = new Latchkey({ storage: memory(), fetch });
+  lk.session = { user: { id: 'u' }, tokens: { access_token: 't' } };
+  const stepped = [];
+  lk.stepUp = async (action) => { stepped.push(action); return { token: 'step-up-jwt', receiptId: 'rcpt' }; };
+  const [listed] = await lk.ciba.list();
+  assert.equal(lk.ciba.approvable(listed), true);
+  assert.equal(lk.ciba.approvable({ ...listed, client: { ...listed.client, cibaApprover: 'attested-device-key' } }), false);
+  assert.deepEqual(await lk.ciba.approve(listed), { receiptId: 'rcpt' });
+  assert.deepEqual(stepped, [actions.approveCIBA(request)]);
+  assert.equal(calls[1].url, '/v1/ciba/requests/lkb_1/approve');
+  assert.equal(calls[1].headers['Latchkey-Step-Up'], 'step-up-jwt');
+  await lk.ciba.deny('lkb_1');
+  assert.equal(calls[2].url, '/v1/ciba/requests/lkb_1/deny');
+  assert.equal(calls[2].headers['Latchkey-Step-Up'], undefined);
+});
+
 test('signals from answers reach PublicKeyCredential.signal… and only the three known ones', async () => {
   const got = [];
   globalThis.PublicKeyCredential = {

@@ -12,8 +12,9 @@
 # people read at phone width in each language, and Tests/Browser/test_firefox.py
 # runs sign-up / sign-in / revoke and the module in Firefox ESR over Marionette (and
 # Tests/Browser/test_admin_quorum_firefox.py the console's quorum story there), and
-# Tests/Browser/test_oidc.py the OpenID redirect dance through /authorize, and
-# Tests/Browser/test_vault.py / test_vault_firefox.py the vault's story with PRF; then stops the server.
+# Tests/Browser/test_oidc.py the OpenID redirect dance through /authorize, Tests/Browser/test_ciba.py the
+# CIBA section (approve with a passkey, deny), and Tests/Browser/test_vault.py / test_vault_firefox.py the
+# vault's story with PRF; then stops the server.
 # Screenshots go to data/screenshots/ (LATCHKEY_SCREENSHOTS overrides), the server's log to
 # data/browser/server.log. Mail goes to the real SMTP server of scripts/smtp.sh,
 # where the suite reads the codes.
@@ -129,6 +130,12 @@ LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" \
   LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   timeout 300 "$VENV/bin/python" Tests/Browser/test_vault_firefox.py || status=1
+# The web app's CIBA section: a bank registered with --ciba-approver passkey asks on the backchannel,
+# the person approves with a passkey step-up (the bank's poll gets the tokens) or denies.
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_BIN="$LATCHKEY_BIN" \
+  LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
+  timeout 300 "$VENV/bin/python" Tests/Browser/test_ciba.py || status=1
 # The client module (web/latchkey.js) and the app's sign-up / sign-in / revoke in Firefox ESR, with
 # Marionette's virtual authenticator (Tests/Browser/marionette.py: Debian ships no geckodriver).
 LATCHKEY_URL="http://localhost:$port" LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" \

@@ -195,6 +195,34 @@ struct CIBATests {
         #expect(try poll(server, c, id).json?["error"]?.stringValue == "authorization_pending")
     }
 
+    @Test("the list names each client's approver kind and shows the scopes and details in words, in the asked language")
+    func listShowsApproverAndWords() throws {
+        let server = try Self.fixture.get()
+        let web = try cibaClient(server, approver: "passkey")
+        let app = try cibaClient(server, approver: "attested-device-key")
+        let a = try h.account(server)
+        let details = #"[{"type":"payment_initiation","instructedAmount":{"currency":"EUR","amount":"42.00"},"creditorName":"Merchant A"}]"#
+        let first = try ask(server, web, [("scope", "openid"), ("login_hint", username(a)), ("authorization_details", details)])
+        let second = try ask(server, app, [("scope", "openid"), ("login_hint", username(a))])
+        let webId = try #require(first.json?["auth_req_id"]?.stringValue), appId = try #require(second.json?["auth_req_id"]?.stringValue)
+        let list = try a.client.send("GET", "/v1/ciba/requests", authorization: a.bearer, headers: [("Accept-Language", "de-DE,de;q=0.9")])
+        #expect(list.status == 200, "\(list)")
+        let requests = list.json?["requests"]?.arrayValue ?? []
+        let shownWeb = try #require(requests.first { $0["authReqId"]?.stringValue == webId })
+        let shownApp = try #require(requests.first { $0["authReqId"]?.stringValue == appId })
+        #expect(shownWeb["client"]?["cibaApprover"]?.stringValue == "passkey")
+        #expect(shownApp["client"]?["cibaApprover"]?.stringValue == "attested-device-key")
+        #expect(shownWeb["display"]?["lang"]?.stringValue == "de")
+        let lines = shownWeb["display"]?["lines"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(lines.contains("Sie mit Ihrem Latchkey-Konto anmelden"), "\(lines)")
+        #expect(lines.contains("Empfänger: Merchant A"), "\(lines)")
+        #expect(shownWeb["display"]?["approve"]?.stringValue == "42,00\u{A0}€ an Merchant A freigeben", "\(shownWeb)")
+        #expect(shownApp["display"]?["lines"]?.arrayValue?.compactMap(\.stringValue) == ["Sie mit Ihrem Latchkey-Konto anmelden"])
+        // The web app's kind: a user-verified passkey step-up approves it (StepUpTests' passkey account).
+        #expect(try a.client.send("POST", "/v1/ciba/requests/\(webId)/deny", authorization: a.bearer).status == 204)
+        #expect(try a.client.send("POST", "/v1/ciba/requests/\(appId)/deny", authorization: a.bearer).status == 204)
+    }
+
     @Test("limits: a fourth pending request expires the oldest; three denies in a day block the client for the account")
     func limits() throws {
         let server = try Self.fixture.get()

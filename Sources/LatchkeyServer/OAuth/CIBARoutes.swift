@@ -38,8 +38,9 @@ extension RouteTable {
             }
         }
         add("GET", "/v1/ciba/requests", .session, accepting: .any) { ctx in
-            .json(bytes: CIBARenderer.requests(try ciba.pending(userId: try ctx.session().userId)).serialized(),
-                  headers: [("Cache-Control", "no-store")])
+            let lang = ConsentDisplay.language(uiLocales: nil, acceptLanguage: ctx.request.header("Accept-Language"), chosen: nil)
+            return .json(bytes: CIBARenderer.requests(try ciba.pending(userId: try ctx.session().userId), lang: lang).serialized(),
+                         headers: [("Cache-Control", "no-store"), ("Vary", "Accept-Language")])
         }
         // The caller's standing and the request it approves are read in one round trip.
         add("POST", "/v1/ciba/requests/{authReqId:text}/approve", .passkeySession, stepUp: .cibaApproval(ciba), accepting: .any,
@@ -66,18 +67,26 @@ enum CIBARenderer {
         .object([("auth_req_id", .string(s.authReqId)), ("expires_in", .number(Double(s.expiresIn))), ("interval", .number(Double(s.interval)))])
     }
 
-    /// `GET /v1/ciba/requests` → `{"requests":[…]}`: what the app shows before its person approves.
-    static func requests(_ list: [CIBARequestRecord]) -> JSONValue {
-        .object([("requests", .array(list.map(request)))])
+    /// `GET /v1/ciba/requests` → `{"requests":[…]}`: what the app shows before its person approves,
+    /// with the lines the /authorize page would show for the same scopes and details, in `lang`.
+    static func requests(_ list: [CIBARequestRecord], lang: String) -> JSONValue {
+        .object([("requests", .array(list.map { request($0, lang: lang) }))])
     }
 
-    static func request(_ r: CIBARequestRecord) -> JSONValue {
-        .object([
+    static func request(_ r: CIBARequestRecord, lang: String) -> JSONValue {
+        // The first of ConsentDisplay's lines names the app and its redirect URI's host; a CIBA
+        // request has no redirect URI, and the client's name is its own member.
+        let lines = ConsentDisplay.lines(clientName: r.clientName, redirectURI: "", scopes: r.scope, details: r.authorizationDetails,
+                                         lang: lang).dropFirst()
+        return .object([
             ("authReqId", .string(r.id)),
-            ("client", .object([("id", .string(r.clientId)), ("name", .string(r.clientName))])),
+            ("client", .object([("id", .string(r.clientId)), ("name", .string(r.clientName)),
+                                ("cibaApprover", r.approver.map { .string($0.rawValue) } ?? .null)])),
             ("bindingMessage", r.bindingMessage.map { .string($0) } ?? .null),
             ("scopes", .array(r.scope.map { .string($0) })),
             ("authorizationDetails", r.authorizationDetails),
+            ("display", .object([("lang", .string(lang)), ("lines", .array(lines.map { .string($0) })),
+                                 ("approve", .string(ConsentDisplay.approveLabel(details: r.authorizationDetails, lang: lang)))])),
             ("createdAt", .string(iso8601(r.createdAt))),
             ("expiresAt", .string(iso8601(r.expiresAt))),
         ])
