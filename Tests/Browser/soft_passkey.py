@@ -106,6 +106,7 @@ def register(base, username, aaguid):
         'response': {'clientDataJSON': b64url(client_data), 'attestationObject': b64url(attestation), 'transports': ['internal']},
         'clientExtensionResults': {}, 'authenticatorAttachment': 'platform'})
     assert status == 201, (status, answer)
-    # RFC 5915 ECPrivateKey inside RFC 5208 PrivateKeyInfo (id-ecPublicKey, prime256v1), no public key.
-    pkcs8 = bytes.fromhex('308141020100301306072a8648ce3d020106082a8648ce3d030107042730250201010420') + d.to_bytes(32, 'big')
+    # RFC 5915 ECPrivateKey (with its public key) inside RFC 5208 PrivateKeyInfo (id-ecPublicKey, prime256v1).
+    pkcs8 = (bytes.fromhex('308187020100301306072a8648ce3d020106082a8648ce3d030107046d306b0201010420') + d.to_bytes(32, 'big')
+             + bytes.fromhex('a14403420004') + x.to_bytes(32, 'big') + y.to_bytes(32, 'big'))
     return answer, credential_id, unb64url(options['user']['id']), pkcs8
