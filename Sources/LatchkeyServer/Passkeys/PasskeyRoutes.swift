@@ -60,7 +60,8 @@ extension RouteTable {
         }
         // SPEC "Portability": a provider's icon, public. `sandbox` makes an SVG opened on its own a
         // document without scripts or same-origin access, and `nosniff` keeps it the type it is
-        // served as. Icons change only with the AAGUID table or the metadata: caches keep them a day.
+        // served as; `cross-origin` lets an app's own pages show them. Icons change only with the
+        // AAGUID table or the metadata: caches keep them a day.
         add("GET", "/v1/providers/{aaguid:aaguid}/icon", .anyone, accepting: .any) { ctx in
             guard let aaguid = parseUUID(try ctx.path.text("aaguid")),
                   let icon = s.passkeys.providerIcon(aaguid: aaguid)?.icon(theme: ctx.request.queryValue("theme") ?? "")
