@@ -382,6 +382,27 @@ async function loadPasskeys(focusId) {
   }
 }
 
+/**
+ * The provider's icon (`providerIcon`: same-origin URLs), light or dark as the page's colour
+ * scheme is; null when the server knows none.
+ */
+function providerIcon(pk) {
+  if (!pk.providerIcon) return null;
+  const picture = document.createElement('picture');
+  picture.className = 'pk-icon';
+  const dark = document.createElement('source');
+  dark.media = '(prefers-color-scheme: dark)';
+  dark.srcset = pk.providerIcon.dark;
+  const img = document.createElement('img');
+  img.src = pk.providerIcon.light;
+  img.alt = pk.provider || t('Passkey');
+  img.width = 20;
+  img.height = 20;
+  img.decoding = 'async';
+  picture.append(dark, img);
+  return picture;
+}
+
 function renderPasskey(pk) {
   const li = $('passkey-template').content.firstElementChild.cloneNode(true);
   li.dataset.id = pk.id;
@@ -389,7 +410,10 @@ function renderPasskey(pk) {
   name.textContent = pk.name;
   name.id = `pk-name-${pk.id}`;
   li.setAttribute('aria-labelledby', name.id);
-  li.querySelector('.pk-provider').textContent = pk.provider || t('Passkey');
+  const provider = li.querySelector('.pk-provider');
+  provider.textContent = pk.provider || t('Passkey');
+  const icon = providerIcon(pk);
+  if (icon) provider.before(icon);
   const badges = li.querySelector('.pk-badges');
   const badge = (text, kind) => {
     const span = document.createElement('span');

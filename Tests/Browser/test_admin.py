@@ -30,6 +30,7 @@ from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticator
 
 from test_web import BASE, SHOTS, Browser, Skip, run_suite, with_server
 from test_web import http as request_json
+import soft_passkey
 
 TAG = secrets.token_hex(3)
 PLAIN = f'plain-{TAG}'
@@ -297,6 +298,22 @@ def test_find_user_and_revoke_their_passkey(b):
     assert b.el('user-sessions').get_attribute('data-count') == '0', 'its session ended with it'
 
 
+def test_user_page_shows_the_provider_icon(b):
+    """A user whose passkey's provider the server knows: its icon beside the provider tag."""
+    username = f'icon-{secrets.token_hex(4)}'
+    soft_passkey.register(BASE, username, 'bada5566-a7aa-401f-bd96-45619a55120d')  # 1Password
+    open_page(b, 'users')
+    b.el('user-q').clear()
+    b.el('user-q').send_keys(username, Keys.ENTER)
+    b.until(lambda: b.el('user-results').get_attribute('data-count') == '1', 'one user found')
+    b.d.find_element(By.CSS_SELECTOR, '#user-results .u-open').click()
+    b.until(lambda: b.el('user-passkeys').get_attribute('data-count') == '1', "the user's passkey")
+    img = b.d.find_element(By.CSS_SELECTOR, '#user-passkeys > li .provider-icon img')
+    assert img.get_attribute('alt') == '1Password', img.get_attribute('alt')
+    b.until(lambda: b.d.execute_script('return arguments[0].complete && arguments[0].naturalWidth > 0', img), 'the icon to load')
+    assert '/v1/providers/bada5566-a7aa-401f-bd96-45619a55120d/icon?theme=' in img.get_attribute('currentSrc')
+
+
 def test_user_comes_back_through_the_enrolment_link(_):
     """The user's side of the way back (the /?ticket= page): the link the admin handed over, opened in
     the user's own browser with an empty authenticator (their new device), offers a passkey, registers
@@ -438,6 +455,7 @@ TESTS = [
     test_android_app_preview_updates,
     test_remove_origin_lands_only_after_the_step_up,
     test_find_user_and_revoke_their_passkey,
+    test_user_page_shows_the_provider_icon,
     test_user_comes_back_through_the_enrolment_link,
     test_audit_entry_names_the_admin_and_the_receipt,
     test_webhooks_page,
@@ -457,7 +475,9 @@ def cleanup():
 
 
 def main():
-    failed = run_suite(TESTS, label='admin console: ', cleanup=cleanup)
+    # LATCHKEY_ADMIN_TESTS=name,name: only those (with the ones they build on, e.g. the first admin's enrolment).
+    only = [n for n in os.environ.get('LATCHKEY_ADMIN_TESTS', '').split(',') if n]
+    failed = run_suite([t for t in TESTS if not only or t.__name__ in only], label='admin console: ', cleanup=cleanup)
     return 1 if failed else 0
 
 

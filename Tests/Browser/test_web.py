@@ -34,11 +34,12 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
+from selenium.webdriver.common.virtual_authenticator import Credential, VirtualAuthenticatorOptions
 from selenium.webdriver.support.ui import WebDriverWait
 
 # Starting a server of a test's own lives in serving.py (no Selenium: the Firefox tests use it too).
 from serving import wait_until_ready, with_server  # noqa: F401 - re-exported for the suites
+import soft_passkey
 
 BASE = os.environ.get('LATCHKEY_URL', 'http://localhost:8080').rstrip('/')
 SHOTS = os.environ.get('LATCHKEY_SCREENSHOTS', os.path.join('data', 'screenshots'))
@@ -674,6 +675,44 @@ def test_wrong_address_names_the_one_that_works(b):
     b.load()
 
 
+ONE_PASSWORD = 'bada5566-a7aa-401f-bd96-45619a55120d'
+
+
+def test_provider_icon_beside_the_name(b):
+    """A known provider's passkey shows its icon (light, or dark with a dark colour scheme) beside
+    its name; the virtual authenticator's unknown AAGUID shows none. A browser of its own: its
+    authenticator holds only the 1Password passkey made by `soft_passkey`."""
+    answer, credential_id, user_handle, pkcs8 = soft_passkey.register(BASE, f'icon-{secrets.token_hex(4)}', ONE_PASSWORD)
+    icon = answer['passkey']['providerIcon']
+    assert icon == {'light': f'/v1/providers/{ONE_PASSWORD}/icon?theme=light',
+                    'dark': f'/v1/providers/{ONE_PASSWORD}/icon?theme=dark'}, answer['passkey']
+    nb = Browser()
+    try:
+        nb.d.add_credential(Credential.create_resident_credential(credential_id, 'localhost', user_handle, pkcs8, 0))
+        nb.load()  # the conditional request starts at once, and the authenticator answers it
+        nb.wait_view('account')
+        items = nb.wait_passkeys(1)
+        assert items[0].find_element(By.CSS_SELECTOR, '.pk-provider').text == '1Password'
+        img = items[0].find_element(By.CSS_SELECTOR, '.pk-icon img')
+        assert img.get_attribute('alt') == '1Password'
+        # Loaded (the page's CSP lets it in, and it decodes as an image), light by default.
+        nb.until(lambda: nb.d.execute_script('return arguments[0].complete && arguments[0].naturalWidth > 0', img), 'the icon to load')
+        assert img.get_attribute('currentSrc').endswith(icon['light']), img.get_attribute('currentSrc')
+        nb.shot('provider-icon-light')
+        nb.d.execute_cdp_cmd('Emulation.setEmulatedMedia', {'features': [{'name': 'prefers-color-scheme', 'value': 'dark'}]})
+        nb.until(lambda: (img.get_attribute('currentSrc') or '').endswith(icon['dark']), 'the dark icon')
+        nb.until(lambda: nb.d.execute_script('return arguments[0].complete && arguments[0].naturalWidth > 0', img), 'the dark icon to load')
+        nb.shot('provider-icon-dark')
+    finally:
+        nb.d.quit()
+    # The shared browser's passkey (the virtual authenticator's AAGUID) has no icon.
+    b.load()
+    if b.body('view') == 'account':
+        for item in b.wait_passkeys(int(b.el('passkeys').get_attribute('data-count'))):
+            if item.find_element(By.CSS_SELECTOR, '.pk-provider').text == 'Passkey':
+                assert not item.find_elements(By.CSS_SELECTOR, '.pk-icon'), 'an unknown provider shows no icon'
+
+
 TESTS = [
     test_static_files_are_served_safely,
     test_sign_up_with_keyboard_only,
@@ -697,6 +736,7 @@ TESTS = [
     test_email_sign_in_offers_a_passkey,
     test_lost_passkey_recovery_by_email,
     test_wrong_address_names_the_one_that_works,
+    test_provider_icon_beside_the_name,
 ]
 
 
@@ -738,7 +778,9 @@ def run_suite(tests, label='', cleanup=None):
 
 
 def main():
-    failed = run_suite(TESTS)
+    # LATCHKEY_WEB_TESTS=name,name: only those (a test that needs no earlier one's state).
+    only = [n for n in os.environ.get('LATCHKEY_WEB_TESTS', '').split(',') if n]
+    failed = run_suite([t for t in TESTS if not only or t.__name__ in only])
     return 1 if failed else 0
 
 

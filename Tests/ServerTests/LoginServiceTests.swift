@@ -76,10 +76,11 @@ extension InMemoryTables {
     }
 }
 
-/// No authenticator metadata loaded: policy off, no statement descriptions.
+/// No authenticator metadata loaded: policy off, no statement descriptions or icons.
 struct NoMetadata: PasskeyMetadata {
     func policy() -> MetadataPolicy { .off }
     func description(aaguid: [UInt8]) -> String? { nil }
+    func icon(aaguid: [UInt8]) -> ProviderIcon? { nil }
 }
 
 extension MemorySecrets: CeremonySealKeys {

@@ -488,6 +488,14 @@ function el(tag, props = {}, ...children) {
   return e;
 }
 
+/** A passkey's provider icon (`providerIcon`), light or dark with the colour scheme; null when none is known. */
+function providerIcon(p) {
+  if (!p.providerIcon) return null;
+  return el('picture', { class: 'provider-icon' },
+    el('source', { media: '(prefers-color-scheme: dark)', srcset: p.providerIcon.dark }),
+    el('img', { src: p.providerIcon.light, alt: p.provider || t('Passkey'), width: 18, height: 18, decoding: 'async' }));
+}
+
 function fill(list, items, empty) {
   list.replaceChildren(...(items.length ? items : [el('li', { class: 'empty' }, empty)]));
   list.dataset.count = String(items.length);
@@ -731,7 +739,7 @@ async function openUser(id, focus = true) {
     const base = `/admin/v1/users/${encodeURIComponent(d.user.id)}`;
     fill($('user-passkeys'), d.passkeys.map((p) => el('li', { dataset: { id: p.id } },
       el('span', { class: 'item-main' },
-        el('span', { class: 'item-title' }, p.name, el('span', { class: 'tag' }, p.provider || t('Passkey')),
+        el('span', { class: 'item-title' }, p.name, providerIcon(p), el('span', { class: 'tag' }, p.provider || t('Passkey')),
           p.flagged ? el('span', { class: 'tag tag-warn' }, t('possible clone')) : null),
         el('span', { class: 'item-meta' }, t('created {created} · last used {used} · {backup}', { created: when(p.createdAt), used: when(p.lastUsedAt), backup: p.backedUp ? t('synced') : t('device-bound') }))),
       el('button', { type: 'button', class: 'btn btn-small btn-remove pk-revoke', textContent: t('Revoke'), 'aria-label': t('Revoke passkey {name}', { name: p.name }),

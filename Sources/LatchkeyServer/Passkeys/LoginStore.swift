@@ -21,10 +21,11 @@ protocol LoginStore: Sendable {
 extension LoginRepository: LoginStore {}
 
 /// What a ceremony reads of the authenticator metadata in use (`MetadataStore`): the policy a
-/// registration applies, and a statement's description for a passkey's provider name.
+/// registration applies, and a statement's description and icon for a passkey's provider.
 protocol PasskeyMetadata: Sendable {
     func policy() -> MetadataPolicy
     func description(aaguid: [UInt8]) -> String?
+    func icon(aaguid: [UInt8]) -> ProviderIcon?
 }
 
 extension MetadataStore: PasskeyMetadata {}

@@ -138,6 +138,12 @@ public final class MetadataStore: Sendable {
         }
     }
 
+    /// The statement `icon` for an AAGUID (a `data:` URL), when the BLOB in use has one that is a
+    /// PNG or SVG `ProviderIcon` (passkey `providerIcon`, both themes).
+    func icon(aaguid: [UInt8]) -> ProviderIcon? {
+        state.withLock { $0.blob?.entry(aaguid: aaguid)?.statement?.icon }.flatMap(ProviderIcon.init(dataURL:))
+    }
+
     /// Reads and verifies the files now. On success the new BLOB replaces the old one (unless it is
     /// older); on failure the old one stays and the error is kept and returned.
     @discardableResult

@@ -69,6 +69,12 @@ final class PasskeyLogin: Sendable {
         metadata.description(aaguid: aaguid) ?? PasskeyProviders.name(aaguid: formatted ?? formatUUID(aaguid))
     }
 
+    /// A passkey's provider icons: the metadata statement's `icon` (one image for both themes) when
+    /// the BLOB in use has one, else the community table's light and dark ones.
+    func providerIcon(aaguid: [UInt8], formatted: String? = nil) -> ProviderIconPair? {
+        metadata.icon(aaguid: aaguid).map(ProviderIconPair.init(both:)) ?? PasskeyProviders.icon(aaguid: formatted ?? formatUUID(aaguid))
+    }
+
     /// Counts each ceremony's outcome ("ok" or the error code) in /metrics.
     func observed<Answer>(_ ceremony: String, _ body: () throws(ServiceError) -> Answer) throws(ServiceError) -> Answer {
         do {
@@ -85,7 +91,8 @@ final class PasskeyLogin: Sendable {
     func shown(_ c: CredentialRecord) -> ShownPasskey {
         let aaguid = formatUUID(c.aaguid)
         let held = c.approvesFrom.flatMap { $0 > runtime.now() ? $0 : nil }
-        return ShownPasskey(record: c, aaguid: aaguid, provider: providerName(aaguid: c.aaguid, formatted: aaguid), heldUntil: held)
+        return ShownPasskey(record: c, aaguid: aaguid, provider: providerName(aaguid: c.aaguid, formatted: aaguid),
+                            hasIcon: providerIcon(aaguid: c.aaguid, formatted: aaguid) != nil, heldUntil: held)
     }
 
     /// The Signal API's lists for `user` with these live credentials (SPEC "Signal API").

@@ -19,6 +19,15 @@ enum PasskeyRenderer {
         writer.member("id", string: Base64URL.encode(c.id))
         writer.member("name", string: c.name)
         writer.member("provider", optionalString: p.provider)
+        // SPEC "Portability": the provider's icons, served by `GET /v1/providers/{aaguid}/icon`.
+        if p.hasIcon {
+            writer.member("providerIcon") { icon in
+                icon.member("light", string: iconPath(aaguid: p.aaguid, theme: "light"))
+                icon.member("dark", string: iconPath(aaguid: p.aaguid, theme: "dark"))
+            }
+        } else {
+            writer.member("providerIcon", value: .null)
+        }
         writer.member("aaguid", string: p.aaguid)
         writer.member("createdAt", string: iso8601(c.createdAt))
         writer.member("lastUsedAt", optionalString: c.lastUsedAt.map(iso8601))
@@ -29,6 +38,9 @@ enum PasskeyRenderer {
         // SPEC "Portability": the passkey can open the account's vault (PRF).
         writer.member("prfEnabled", bool: c.prfEnabled)
     }
+
+    /// Where a provider's icon is served, relative to the server's base URL.
+    static func iconPath(aaguid: String, theme: String) -> String { "/v1/providers/\(aaguid)/icon?theme=\(theme)" }
 
     /// `GET /v1/passkeys`: `{"passkeys":[…],"signals":[…]}`.
     static func list(_ l: PasskeyList) -> JSONValue {

@@ -2,6 +2,7 @@ import DeviceKeys
 import HTTP
 import JSON
 import Storage
+import WebAuthn
 
 extension RouteTable {
     /// Passkey ceremonies and passkey management (SPEC "HTTP contract", "Assurance").
@@ -56,6 +57,18 @@ extension RouteTable {
             // The language memo rides in the login's one statement.
             let result = try s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))
             return .json(bytes: PasskeyRenderer.signedIn(result))
+        }
+        // SPEC "Portability": a provider's icon, public. `sandbox` makes an SVG opened on its own a
+        // document without scripts or same-origin access, and `nosniff` keeps it the type it is
+        // served as; `cross-origin` lets an app's own pages show them. Icons change only with the
+        // AAGUID table or the metadata: caches keep them a day.
+        add("GET", "/v1/providers/{aaguid:aaguid}/icon", .anyone, accepting: .any) { ctx in
+            guard let aaguid = parseUUID(try ctx.path.text("aaguid")),
+                  let icon = s.passkeys.providerIcon(aaguid: aaguid)?.icon(theme: ctx.request.queryValue("theme") ?? "")
+            else { throw ServiceError.notFound("provider icon") }
+            return Response(status: 200, headers: [("Content-Type", icon.contentType), ("Content-Security-Policy", "sandbox"),
+                                                   ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "public, max-age=86400"),
+                                                   ("Cross-Origin-Resource-Policy", "cross-origin")], body: icon.bytes)
         }
         add("GET", "/v1/passkeys", .session, accepting: .any) { ctx in
             .json(bytes: PasskeyRenderer.list(try s.passkeys.listPasskeys(userId: try ctx.userId)).serialized())

@@ -68,6 +68,9 @@ public final class PasskeyService: Sendable {
     /// A passkey's provider name (`PasskeyLogin.providerName`).
     func providerName(aaguid: [UInt8], formatted: String? = nil) -> String? { login.providerName(aaguid: aaguid, formatted: formatted) }
 
+    /// A provider's icons by AAGUID (`PasskeyLogin.providerIcon`).
+    func providerIcon(aaguid: [UInt8]) -> ProviderIconPair? { login.providerIcon(aaguid: aaguid) }
+
     // MARK: Shared
 
     /// Counts each ceremony's outcome ("ok" or the error code) in /metrics.
@@ -121,11 +124,14 @@ public final class PasskeyService: Sendable {
 }
 
 /// A passkey as the service shows it (SPEC's passkey shape): the stored record, its AAGUID as text,
-/// its provider's name (metadata statement or AAGUID table) and, while held, when its hold ends.
+/// its provider's name (metadata statement or AAGUID table), whether an icon is known for it
+/// (`providerIcon`) and, while held, when its hold ends.
 struct ShownPasskey: Sendable {
     let record: CredentialRecord
     let aaguid: String
     let provider: String?
+    /// `GET /v1/providers/{aaguid}/icon` serves this passkey's provider's icons.
+    let hasIcon: Bool
     let heldUntil: Date?
 }
 

@@ -2,9 +2,10 @@ import Foundation
 import JSON
 import Synchronization
 
-/// Display names for passkey providers by AAGUID, so users can tell their passkeys apart.
+/// Display names and icons for passkey providers by AAGUID, so users can tell their passkeys apart.
 ///
-/// The table is data: `web/aaguids.json` (source and licence noted inside), loaded at start from
+/// The tables are data: `web/aaguids.json` (source and licence noted inside; `"icons"` holds the
+/// light and dark icons, `ProviderIcon`), loaded at start from
 /// `LATCHKEY_AAGUIDS` by `load(fileAt:)`. The small built-in table below is the fallback when the
 /// file is missing or unreadable, so a server started from another folder still names the common
 /// providers. Names are display only, never a security decision. Unknown or all-zero: nil (the
@@ -22,12 +23,18 @@ enum PasskeyProviders {
     ]
 
     private static let table = Mutex<[String: String]>(builtIn)
+    /// The built-in table has no icons: without the file no passkey shows one.
+    private static let icons = Mutex<[String: ProviderIconPair]>([:])
 
     static func name(aaguid: String) -> String? {
         table.withLock { $0[aaguid.lowercased()] }
     }
 
-    /// Replaces the table with the file's `"aaguids"` object; keeps the current one (and says so
+    static func icon(aaguid: String) -> ProviderIconPair? {
+        icons.withLock { $0[aaguid.lowercased()] }
+    }
+
+    /// Replaces the tables with the file's `"aaguids"` and `"icons"` objects; keeps the current one (and says so
     /// on stderr) when the file is missing or malformed. Returns the number of names loaded.
     @discardableResult
     static func load(fileAt path: String) -> Int {
@@ -48,7 +55,16 @@ enum PasskeyProviders {
             }
             names[member.key.lowercased()] = name
         }
+        var pairs: [String: ProviderIconPair] = [:]
+        for member in root["icons"]?.objectValue ?? [] {
+            guard isAAGUID(member.key), let pair = ProviderIconPair(light: member.value["light"]?.stringValue, dark: member.value["dark"]?.stringValue) else {
+                warn("\(path): skipping the icon of \(member.key) (not a PNG or SVG data: URL of at most \(ProviderIcon.maxBytes) bytes)")
+                continue
+            }
+            pairs[member.key.lowercased()] = pair
+        }
         table.withLock { $0 = names }
+        icons.withLock { $0 = pairs }
         return names.count
     }
 

@@ -127,6 +127,12 @@ public struct Application: Responder {
         "/v1/step-up/challenges", "/v1/step-up/verify", "/v1/logout",
     ]
 
+    /// `GET /v1/providers/{aaguid}/icon`: the console shows passkeys' provider icons, so the admin
+    /// listener serves them too (a public route: same guard, same rate limit).
+    static func isProviderIcon(_ request: Request) -> Bool {
+        request.path.hasPrefix("/v1/providers/") && request.path.hasSuffix("/icon")
+    }
+
     public func respond(to request: Request) -> Response { pipeline.respond(to: request) }
 }
 

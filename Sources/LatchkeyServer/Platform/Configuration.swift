@@ -61,7 +61,7 @@ public struct Configuration: Sendable {
     public var wellKnownDirectory: String? = nil
     /// The web app served at `/` (`LATCHKEY_WEB_DIR`).
     public var webDirectory = "web"
-    /// AAGUID → provider names (`LATCHKEY_AAGUIDS`; default `<webDirectory>/aaguids.json`).
+    /// AAGUID → provider names and icons (`LATCHKEY_AAGUIDS`; default `<webDirectory>/aaguids.json`).
     public var aaguidFile = "web/aaguids.json"
     public var developmentMode = false
     public var signCountPolicy: VerificationPolicy.SignCountPolicy = .reject

@@ -219,7 +219,7 @@ public enum ConfigurationCatalogue {
               "the web app (and admin console) folder served at `/`; `serve` refuses to start (exit 64) while a file it serves is missing there",
               default: "unset: `./web` if it holds `index.html`, else `../share/latchkey/web` beside the binary (the .deb's `/usr/share/latchkey/web`)",
               effective: { $0.webDirectory }),
-        .init("LATCHKEY_AAGUIDS", "files", "AAGUID → provider name file", default: "`<LATCHKEY_WEB_DIR>/aaguids.json`",
+        .init("LATCHKEY_AAGUIDS", "files", "AAGUID → provider name and icon file", default: "`<LATCHKEY_WEB_DIR>/aaguids.json`",
               effective: { $0.aaguidFile }),
     ]
 

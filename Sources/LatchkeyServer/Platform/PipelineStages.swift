@@ -88,7 +88,7 @@ struct ListenerFilter: RequestStage {
         switch listener {
         case .all: true
         case .publicOnly: !Application.isAdminPath(request)
-        case .adminOnly: Application.isAdminPath(request) || Application.consolePaths.contains(request.path)
+        case .adminOnly: Application.isAdminPath(request) || Application.consolePaths.contains(request.path) || Application.isProviderIcon(request)
         }
     }
 }

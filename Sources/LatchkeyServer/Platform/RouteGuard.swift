@@ -150,6 +150,8 @@ enum PathKind: String, Sendable {
     case oauthRequest
     /// A quorum approval policy's name: 1…64 of `A–Z a–z 0–9 . _ -`.
     case policyName
+    /// An authenticator's AAGUID: 8-4-4-4-12 hexadecimal (the value is lowercased).
+    case aaguid
 
     func parse(_ raw: String) -> PathValue? {
         switch self {
@@ -163,6 +165,7 @@ enum PathKind: String, Sendable {
         case .client: OAuthClientService.isClientId(raw) ? .text(raw) : nil
         case .oauthRequest: OpenIDProvider.isRequestId(raw) ? .text(raw) : nil
         case .policyName: ApprovalPolicy.isName(raw) ? .text(raw) : nil
+        case .aaguid: PasskeyProviders.isAAGUID(raw) ? .text(raw.lowercased()) : nil
         }
     }
 }
