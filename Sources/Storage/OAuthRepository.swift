@@ -158,19 +158,22 @@ public final class OAuthRepository: Sendable {
 
     // MARK: Clients
 
+    /// One statement: the step-up used up, then (only if it held) the client and its audit line.
     public func insertClient(_ c: OAuthClientRecord, audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> OAuthClientRecord {
-        try pool.runTransaction { t in
-            try StepUpRedemption.redeem(redeeming, on: t)
-            let row = try t.query("""
-                INSERT INTO oauth_clients (id, name, secret_hash, redirect_uris, post_logout_redirect_uris, jwks_uri,
-                                           authorization_details_types, id_token_alg, auth_method, pkce_required, ciba, dpop_bound_access_tokens)
-                VALUES (\(c.id), \(c.name), \(c.secretHash), \(Self.jsonText(c.redirectURIs))::jsonb,
-                        \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, \(c.jwksURI), \(Self.jsonText(c.authorizationDetailsTypes))::jsonb,
-                        \(c.idTokenAlg), \(c.authMethod.rawValue), \(c.pkceRequired), \(c.ciba?.storedJSON)::jsonb, \(c.dpopRequired))
-                RETURNING \(unsafeRaw: Self.clientColumns)
-                """)
-            try AuditRepository.write([audit], on: t)
-            return try Self.client(row[0])
+        let statement = SQL.with(StepUpRedemption.cte(redeeming) + [("inserted", """
+            INSERT INTO oauth_clients (id, name, secret_hash, redirect_uris, post_logout_redirect_uris, jwks_uri,
+                                       authorization_details_types, id_token_alg, auth_method, pkce_required, ciba, dpop_bound_access_tokens)
+            SELECT \(c.id)::text, \(c.name)::text, \(c.secretHash)::bytea, \(Self.jsonText(c.redirectURIs))::jsonb,
+                   \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, \(c.jwksURI)::text, \(Self.jsonText(c.authorizationDetailsTypes))::jsonb,
+                   \(c.idTokenAlg)::text, \(c.authMethod.rawValue)::text, \(c.pkceRequired)::boolean, \(c.ciba?.storedJSON)::jsonb,
+                   \(c.dpopRequired)::boolean\(fragment: StepUpRedemption.gate(redeeming))
+            RETURNING \(unsafeRaw: Self.clientColumns)
+            """)] + AuditRepository.cte([audit], onlyIf: "inserted"),
+            "SELECT inserted.*, \(fragment: StepUpRedemption.held(redeeming)) AS redeemed FROM (SELECT 1) AS one LEFT JOIN inserted ON true")
+        return try pool.run { connection in
+            let row = try connection.query(statement)[0]
+            guard try row.bool("redeemed") else { throw StorageError.conflict(.stepUpUsed) }
+            return try Self.client(row)
         }
     }
 
@@ -183,19 +186,26 @@ public final class OAuthRepository: Sendable {
     }
 
     /// Replaces the client's mutable fields (the caller read it and changed what the request said).
+    /// One statement: the client found (locked), the step-up used up only if it is there (an absent
+    /// client spends nothing), then the change and its audit line only if that held.
     public func updateClient(_ c: OAuthClientRecord, audit: AuditRecord, redeeming: StepUpRedemption?) throws(StorageError) -> Bool {
-        try pool.runTransaction { t in
-            let n = try t.execute("""
-                UPDATE oauth_clients SET name = \(c.name), redirect_uris = \(Self.jsonText(c.redirectURIs))::jsonb,
-                    post_logout_redirect_uris = \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, jwks_uri = \(c.jwksURI),
-                    authorization_details_types = \(Self.jsonText(c.authorizationDetailsTypes))::jsonb, id_token_alg = \(c.idTokenAlg),
-                    pkce_required = \(c.pkceRequired), ciba = \(c.ciba?.storedJSON)::jsonb,
-                    dpop_bound_access_tokens = \(c.dpopRequired)
-                WHERE id = \(c.id)
-                """)
-            guard n > 0 else { return false }
-            try StepUpRedemption.redeem(redeeming, on: t)
-            try AuditRepository.write([audit], on: t)
+        let statement = SQL.with([("target", "SELECT id FROM oauth_clients WHERE id = \(c.id) FOR UPDATE")]
+            + StepUpRedemption.cte(redeeming, onlyIf: "target") + [("updated", """
+            UPDATE oauth_clients SET name = \(c.name), redirect_uris = \(Self.jsonText(c.redirectURIs))::jsonb,
+                post_logout_redirect_uris = \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, jwks_uri = \(c.jwksURI),
+                authorization_details_types = \(Self.jsonText(c.authorizationDetailsTypes))::jsonb, id_token_alg = \(c.idTokenAlg),
+                pkce_required = \(c.pkceRequired), ciba = \(c.ciba?.storedJSON)::jsonb,
+                dpop_bound_access_tokens = \(c.dpopRequired)
+            \(fragment: StepUpRedemption.gate(redeeming, and: "id IN (SELECT id FROM target)"))
+            RETURNING id
+            """)] + AuditRepository.cte([audit], onlyIf: "updated"),
+            """
+            SELECT EXISTS (SELECT 1 FROM target) AS found, \(fragment: StepUpRedemption.held(redeeming)) AS redeemed
+            """)
+        return try pool.run { connection in
+            let row = try connection.query(statement)[0]
+            guard try row.bool("found") else { return false }
+            guard try row.bool("redeemed") else { throw StorageError.conflict(.stepUpUsed) }
             return true
         }
     }
