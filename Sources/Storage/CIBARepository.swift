@@ -343,22 +343,8 @@ extension OAuthRepository {
                 FROM q WHERE r.id = q.id RETURNING r.user_id, r.grant_data, r.family_id
                 """),
             ("gate", "SELECT q.*, done.family_id FROM q JOIN done ON done.family_id IS NOT NULL"),
-            ("fam", """
-                INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser)
-                SELECT \(familyId), gate.user_id, 'oauth', latchkey_from_base64url(gate.grant_data->>'credential_id'),
-                       to_timestamp((gate.grant_data->>'auth_time')::float8), now(), false
-                FROM gate RETURNING id
-                """),
-            ("tok", """
-                INSERT INTO refresh_tokens (hash, family_id, expires_at)
-                SELECT \(refreshHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash
-                """),
-            ("granted", """
-                INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
-                SELECT fam.id, \(clientId), gate.grant_data, gate.approving_family, gate.approving_credential, gate.approving_device_key
-                FROM fam, gate RETURNING family_id
-                """),
-        ] + AuditRepository.cte([issuedAudit], onlyIf: "tok"),
+        ] + OAuthRepository.grantStart(familyId: familyId, refreshHash: refreshHash, ttlSeconds: ttlSeconds, clientId: clientId)
+          + AuditRepository.cte([issuedAudit], onlyIf: "tok"),
             """
             SELECT EXISTS (SELECT 1 FROM done) AS taken, EXISTS (SELECT 1 FROM tok) AS started,
                    (SELECT user_id FROM done) AS user_id, (SELECT grant_data::text FROM done) AS grant_data

@@ -90,25 +90,12 @@ extension OAuthRepository {
             ("rev", """
                 UPDATE refresh_families SET revoked_at = now() WHERE id = (SELECT family_id FROM replayed) AND revoked_at IS NULL RETURNING id
                 """),
-            ("fam", """
-                INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser)
-                SELECT \(familyId), gate.user_id, 'oauth', latchkey_from_base64url(gate.grant_data->>'credential_id'),
-                       to_timestamp((gate.grant_data->>'auth_time')::float8), now(), false
-                FROM gate RETURNING id
-                """),
-            ("tok", """
-                INSERT INTO refresh_tokens (hash, family_id, expires_at)
-                SELECT \(refreshHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash
-                """),
-            ("granted", """
-                INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
-                SELECT fam.id, \(presented.clientId),
-                       CASE WHEN \(jkt)::text IS NULL THEN gate.grant_data - 'dpop_jkt'
-                            ELSE gate.grant_data || jsonb_build_object('dpop_jkt', \(jkt)::text) END,
-                       gate.approving_family, gate.approving_credential, gate.approving_device_key
-                FROM fam, gate RETURNING family_id
-                """),
-        ] + AuditRepository.cte([replayed.rows(from: "replayed", subject: "\(replayAudit.subject)::text",
+        ] + OAuthRepository.grantStart(familyId: familyId, refreshHash: refreshHash, ttlSeconds: ttlSeconds, clientId: presented.clientId,
+                                       grantData: """
+                                           CASE WHEN \(jkt)::text IS NULL THEN gate.grant_data - 'dpop_jkt'
+                                                ELSE gate.grant_data || jsonb_build_object('dpop_jkt', \(jkt)::text) END
+                                           """)
+          + AuditRepository.cte([replayed.rows(from: "replayed", subject: "\(replayAudit.subject)::text",
                                                members: [("sessionId", "replayed.family_id")]),
                                  issued.rows(from: "gate JOIN tok ON true", subject: "gate.user_id")]),
             """
@@ -264,5 +251,33 @@ extension OAuthRepository {
                 RETURNING 1
                 """).isEmpty
         }
+    }
+}
+
+extension OAuthRepository {
+    /// A grant's start as CTEs of the statement that approves it: its refresh family (`fam`), its
+    /// first refresh token (`tok`) and the grant (`granted`), written only when the statement's CTE
+    /// `gate` holds the approved request (`user_id`, `grant_data`, `approving_family`,
+    /// `approving_credential`, `approving_device_key`). `grantData` is what the grant keeps of
+    /// `gate.grant_data`. A code's redemption and a CIBA request's tokens start grants this way.
+    static func grantStart(familyId: String, refreshHash: [UInt8], ttlSeconds: Int, clientId: String,
+                           grantData: SQL = "gate.grant_data") -> [(name: String, sql: SQL)] {
+        [
+            ("fam", """
+                INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser)
+                SELECT \(familyId), gate.user_id, 'oauth', latchkey_from_base64url(gate.grant_data->>'credential_id'),
+                       to_timestamp((gate.grant_data->>'auth_time')::float8), now(), false
+                FROM gate RETURNING id
+                """),
+            ("tok", """
+                INSERT INTO refresh_tokens (hash, family_id, expires_at)
+                SELECT \(refreshHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash
+                """),
+            ("granted", """
+                INSERT INTO oauth_grants (family_id, client_id, grant_data, approving_family, approving_credential, approving_device_key)
+                SELECT fam.id, \(clientId), \(fragment: grantData), gate.approving_family, gate.approving_credential, gate.approving_device_key
+                FROM fam, gate RETURNING family_id
+                """),
+        ]
     }
 }
