@@ -312,8 +312,10 @@ func expectSessionShape(_ json: JSONValue, username: String, displayName: String
 
 func expectPasskeyShape(_ passkey: JSONValue, authenticator: SoftAuthenticator, sourceLocation: SourceLocation = #_sourceLocation) throws {
     #expect(passkey.objectValue?.map(\.key).sorted()
-            == ["aaguid", "backedUp", "backupEligible", "createdAt", "flagged", "id", "lastUsedAt", "name", "prfEnabled", "provider", "transports"],
+            == ["aaguid", "backedUp", "backupEligible", "createdAt", "flagged", "id", "lastUsedAt", "name", "prfEnabled", "provider", "providerIcon", "transports"],
             sourceLocation: sourceLocation)
+    // The zero AAGUID is in no list: no icon, but the member is there.
+    if authenticator.aaguid.allSatisfy({ $0 == 0 }) { #expect(passkey["providerIcon"] == .null, sourceLocation: sourceLocation) }
     #expect(passkey["id"]?.stringValue == Base64URL.encode(authenticator.credentialId), sourceLocation: sourceLocation)
     #expect(passkey["name"]?.stringValue?.isEmpty == false, sourceLocation: sourceLocation)
     #expect(passkey["provider"]?.stringValue != nil || passkey["provider"]?.isNull == true, sourceLocation: sourceLocation)
