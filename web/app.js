@@ -389,7 +389,7 @@ async function loadPasskeys(focusId) {
 function providerIcon(pk) {
   if (!pk.providerIcon) return null;
   const picture = document.createElement('picture');
-  picture.className = 'pk-icon';
+  picture.className = 'pk-provider-icon';
   const dark = document.createElement('source');
   dark.media = '(prefers-color-scheme: dark)';
   dark.srcset = pk.providerIcon.dark;

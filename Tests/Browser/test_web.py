@@ -693,7 +693,7 @@ def test_provider_icon_beside_the_name(b):
         nb.wait_view('account')
         items = nb.wait_passkeys(1)
         assert items[0].find_element(By.CSS_SELECTOR, '.pk-provider').text == '1Password'
-        img = items[0].find_element(By.CSS_SELECTOR, '.pk-icon img')
+        img = items[0].find_element(By.CSS_SELECTOR, '.pk-provider-icon img')
         assert img.get_attribute('alt') == '1Password'
         # Loaded (the page's CSP lets it in, and it decodes as an image), light by default.
         nb.until(lambda: nb.d.execute_script('return arguments[0].complete && arguments[0].naturalWidth > 0', img), 'the icon to load')
@@ -710,7 +710,7 @@ def test_provider_icon_beside_the_name(b):
     if b.body('view') == 'account':
         for item in b.wait_passkeys(int(b.el('passkeys').get_attribute('data-count'))):
             if item.find_element(By.CSS_SELECTOR, '.pk-provider').text == 'Passkey':
-                assert not item.find_elements(By.CSS_SELECTOR, '.pk-icon'), 'an unknown provider shows no icon'
+                assert not item.find_elements(By.CSS_SELECTOR, '.pk-provider-icon'), 'an unknown provider shows no icon'
 
 
 TESTS = [
