@@ -26,42 +26,15 @@ struct AdminConsoleTests {
         }
     }
 
-    struct Admin {
-        let client: Client
-        let userId: String
-        let accessToken: String
-        let refreshToken: String
-        let authenticator: SoftAuthenticator
-        var bearer: String { "Bearer \(accessToken)" }
-    }
+    typealias Admin = EnrolledAdmin
 
-    /// `latchkey admins add`'s path: the role and a ticket, then the first passkey registered with the ticket.
-    func admin(_ server: TestServer) throws -> Admin {
-        let added = try server.services.admin.addAdmin(username: server.username("admin"), by: .named("cli"))
-        let client = server.client()
-        let authenticator = SoftAuthenticator()
-        let (_, reply) = try client.register(authenticator, authorization: "Ticket \(added.ticket)")
-        #expect(reply.status == 201, "\(reply)")
-        let json = try #require(reply.json)
-        return Admin(client: client, userId: added.user.id, accessToken: try #require(json["tokens"]?["access_token"]?.stringValue),
-                     refreshToken: try #require(json["tokens"]?["refresh_token"]?.stringValue), authenticator: authenticator)
-    }
+    func admin(_ server: TestServer) throws -> Admin { try server.enrolAdmin() }
 
     static func action(_ method: String, _ path: String, _ body: JSONValue?) -> JSONValue {
         .object([("type", "latchkey.admin"), ("method", .string(method)), ("path", .string(path)), ("body", body ?? .null)])
     }
 
-    /// A user-verified passkey step-up by `a` for `action` → the `Latchkey-Step-Up` token.
-    func approval(_ a: Admin, _ action: JSONValue) throws -> String {
-        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
-        #expect(c.status == 201, "\(c)")
-        let challenge = try #require(c.json)
-        let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
-        let approved = try a.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
-                                         authorization: a.bearer)
-        #expect(approved.status == 200, "\(approved)")
-        return try #require(approved.json?["access_token"]?.stringValue)
-    }
+    func approval(_ a: Admin, _ action: JSONValue) throws -> String { try a.stepUp(action) }
 
     func send(_ client: Client, _ method: String, _ path: String, _ body: JSONValue?, bearer: String, stepUp: String? = nil) throws -> Reply {
         try client.send(method, path, body: body?.serialized() ?? [], authorization: bearer,

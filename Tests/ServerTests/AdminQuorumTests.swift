@@ -13,30 +13,11 @@ import WebAuthnTesting
 struct AdminQuorumTests {
     static let fixture = Result { try TestServer(name: "adminquorum") { $0.adminQuorum = 2 } }
 
-    struct Admin {
-        let client: Client
-        let userId: String
-        let bearer: String
-        let authenticator: SoftAuthenticator
-    }
+    typealias Admin = EnrolledAdmin
 
-    func admin(_ server: TestServer) throws -> Admin {
-        let added = try server.services.admin.addAdmin(username: server.username("qadmin"), by: .named("cli"))
-        let client = server.client()
-        let authenticator = SoftAuthenticator()
-        let (_, reply) = try client.register(authenticator, authorization: "Ticket \(added.ticket)")
-        #expect(reply.status == 201, "\(reply)")
-        return Admin(client: client, userId: added.user.id, bearer: "Bearer \(try #require(reply.json?["tokens"]?["access_token"]?.stringValue))",
-                     authenticator: authenticator)
-    }
+    func admin(_ server: TestServer) throws -> Admin { try server.enrolAdmin("qadmin") }
 
-    func stepUp(_ a: Admin, _ action: JSONValue) throws -> String {
-        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
-        let assertion = try a.client.assertion(a.authenticator, options: try #require(c.json?["publicKey"])).json()
-        let approved = try a.client.post("/v1/step-up/verify", .object([("challengeId", c.json!["challengeId"]!), ("credential", assertion)]),
-                                         authorization: a.bearer)
-        return try #require(approved.json?["access_token"]?.stringValue)
-    }
+    func stepUp(_ a: Admin, _ action: JSONValue) throws -> String { try a.stepUp(action) }
 
     func vote(_ a: Admin, _ id: String, _ hash: String) throws -> Reply {
         let token = try stepUp(a, .object([("type", "latchkey.approval"), ("approvalId", .string(id)), ("actionHash", .string(hash))]))

@@ -47,14 +47,7 @@ struct ApprovalTests {
     /// A user-verified passkey step-up of `p` for approving approval `id` with `actionHash`.
     func vote(_ p: Person, id: String, actionHash: String) throws -> String {
         let action: JSONValue = .object([("type", "latchkey.approval"), ("approvalId", .string(id)), ("actionHash", .string(actionHash))])
-        let c = try p.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: p.bearer)
-        #expect(c.status == 201, "\(c)")
-        let challenge = try #require(c.json)
-        let assertion = try p.client.assertion(p.authenticator, options: try #require(challenge["publicKey"])).json()
-        let approved = try p.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
-                                         authorization: p.bearer)
-        #expect(approved.status == 200, "\(approved)")
-        return try #require(approved.json?["access_token"]?.stringValue)
+        return try p.client.stepUpToken(p.authenticator, authorization: p.bearer, action: action)
     }
 
     func approve(_ p: Person, id: String, token: String?) throws -> Reply {

@@ -57,12 +57,7 @@ struct OpenIDProviderTests {
 
     /// A user-verified passkey step-up for `action` in the Bearer's session → the step-up token.
     static func passkeyStepUp(_ client: Client, bearer: String, authenticator: SoftAuthenticator, action: JSONValue) throws -> String {
-        let c = try client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: bearer)
-        let challenge = try #require(c.json, "\(c)")
-        let assertion = try client.assertion(authenticator, options: try #require(challenge["publicKey"])).json()
-        let verified = try client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
-                                       authorization: bearer)
-        return try #require(verified.json?["access_token"]?.stringValue, "\(verified)")
+        try client.stepUpToken(authenticator, authorization: bearer, action: action)
     }
 
     @Test("a request begun on one instance is approved and redeemed on another; a replayed code revokes the session it issued")

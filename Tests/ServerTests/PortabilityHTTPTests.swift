@@ -13,12 +13,7 @@ import WebAuthnTesting
 /// user's step-up for `{"type":"latchkey.admin.import","sha256"}` (never the admin key), both JSON
 /// Lines; two deployments (two databases, one rpId), and the same authenticator signs in at the second.
 @Suite(.serialized) struct PortabilityHTTPTests {
-    struct Admin {
-        let client: Client
-        let userId: String
-        let bearer: String
-        let authenticator: SoftAuthenticator
-    }
+    typealias Admin = EnrolledAdmin
 
     /// A deployment on a database of its own (an export is every account of it).
     static func deployment(_ name: String, rpId: String? = nil, configure: @escaping (inout Configuration) -> Void = { _ in }) throws
@@ -32,28 +27,9 @@ import WebAuthnTesting
         return (server, scratch)
     }
 
-    /// `latchkey admins add`'s path: the role and a ticket, the first passkey registered with it.
-    static func admin(_ server: TestServer) throws -> Admin {
-        let added = try server.services.admin.addAdmin(username: server.username("admin"), by: .named("cli"))
-        let client = server.client()
-        let authenticator = SoftAuthenticator()
-        let (_, reply) = try client.register(authenticator, authorization: "Ticket \(added.ticket)")
-        #expect(reply.status == 201, "\(reply)")
-        let token = try #require(reply.json?["tokens"]?["access_token"]?.stringValue)
-        return Admin(client: client, userId: added.user.id, bearer: "Bearer \(token)", authenticator: authenticator)
-    }
+    static func admin(_ server: TestServer) throws -> Admin { try server.enrolAdmin() }
 
-    /// A user-verified passkey step-up by `a` for `action` → the `Latchkey-Step-Up` token.
-    static func stepUp(_ a: Admin, _ action: JSONValue) throws -> String {
-        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
-        #expect(c.status == 201, "\(c)")
-        let challenge = try #require(c.json)
-        let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
-        let approved = try a.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
-                                         authorization: a.bearer)
-        #expect(approved.status == 200, "\(approved)")
-        return try #require(approved.json?["access_token"]?.stringValue)
-    }
+    static func stepUp(_ a: Admin, _ action: JSONValue) throws -> String { try a.stepUp(action) }
 
     static let exportAction: JSONValue = .object([("type", "latchkey.admin.export")])
 

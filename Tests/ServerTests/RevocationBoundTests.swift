@@ -25,6 +25,16 @@ struct RevocationBoundTests {
     static var uptime: Double { ProcessInfo.processInfo.systemUptime }
 
     /// Instance B of A's deployment, LISTENing on `listenURL` (nil: the database URL).
+    /// The shared instance A, a second instance B over its database (the caller stops B), a client
+    /// of each, once B's revocation feed is heard from.
+    static func twoInstances(listenURL: String? = nil) throws -> (a: TestServer, b: TestServer, onA: Client, onB: Client) {
+        let a = try fixture.get()
+        let b = try instanceB(of: a, listenURL: listenURL)
+        let onA = a.client(), onB = Client(Endpoint(port: b.port, rpId: a.rpId, origin: a.origin, adminKey: nil))
+        #expect(waitFor(seconds: 20) { (try? staleGauge(onB)) == "0" }, "B's revocation feed is heard from")
+        return (a, b, onA, onB)
+    }
+
     static func instanceB(of a: TestServer, listenURL: String? = nil) throws -> TestServer {
         try TestServer(name: "revocation-b") { c in
             c.rpId = a.rpId
@@ -143,11 +153,8 @@ struct RevocationBoundTests {
 extension RevocationBoundTests {
     @Test("under load: every token use on B begun ≥ the bound after A's answer to a passkey revocation is refused")
     func revocationUnderLoad() throws {
-        let a = try Self.fixture.get()
-        let b = try Self.instanceB(of: a)
+        let (a, b, onA, onB) = try Self.twoInstances()
         defer { b.services.stop() }
-        let onA = a.client(), onB = Client(Endpoint(port: b.port, rpId: a.rpId, origin: a.origin, adminKey: nil))
-        #expect(waitFor(seconds: 20) { (try? Self.staleGauge(onB)) == "0" }, "B's revocation feed is heard from")
         let account = try Self.account(on: a, onA)
         let (answered, uses) = try Self.revokeLoaded(a, b, onA, account)
         Self.check(uses, answered: answered, "feed up")
@@ -158,12 +165,9 @@ extension RevocationBoundTests {
 
     @Test("B's LISTEN connection broken: B says it is stale, still refuses within the bound (the database decides), and is fresh again once the feed is back")
     func revocationWithTheFeedDown() throws {
-        let a = try Self.fixture.get()
         let listener = try ListenRole()
-        let b = try Self.instanceB(of: a, listenURL: listener.url)
+        let (a, b, onA, onB) = try Self.twoInstances(listenURL: listener.url)
         defer { b.services.stop() }
-        let onA = a.client(), onB = Client(Endpoint(port: b.port, rpId: a.rpId, origin: a.origin, adminKey: nil))
-        #expect(waitFor(seconds: 20) { (try? Self.staleGauge(onB)) == "0" }, "B's revocation feed is heard from")
         let account = try Self.account(on: a, onA)
 
         // The LISTEN connection's backend ended, and no new one allowed: B is stale.
@@ -219,11 +223,8 @@ extension RevocationBoundTests {
     /// 1 s after the revoking answer".
     @Test("under load: an OpenID grant the revoked passkey approved is refused on B within the bound — its userinfo and its refresh")
     func grantRevokedUnderLoad() throws {
-        let a = try Self.fixture.get()
-        let b = try Self.instanceB(of: a)
+        let (a, b, onA, onB) = try Self.twoInstances()
         defer { b.services.stop() }
-        let onA = a.client(), onB = Client(Endpoint(port: b.port, rpId: a.rpId, origin: a.origin, adminKey: nil))
-        #expect(waitFor(seconds: 20) { (try? Self.staleGauge(onB)) == "0" }, "B's revocation feed is heard from")
         let account = try Self.account(on: a, onA)
         let grant = try Self.grant(on: a, onA, approvedBy: account.x)
         #expect(try onB.get("/oauth2/userinfo", authorization: "Bearer \(grant.access)").status == 200, "the grant works on B")

@@ -56,15 +56,8 @@ struct StepUpTests {
     /// SPEC "Trust chain": the gate a device-key enrolment needs — a user-verified passkey step-up
     /// for `{"type":"latchkey.device-key.enrol","deviceId":…}` — as a `Latchkey-Step-Up` token.
     func enrolmentApproval(_ a: Account, deviceId: String) throws -> String {
-        let action: JSONValue = .object([("type", "latchkey.device-key.enrol"), ("deviceId", .string(deviceId))])
-        let c = try a.client.post("/v1/step-up/challenges", .object([("method", "passkey"), ("action", action)]), authorization: a.bearer)
-        #expect(c.status == 201, "\(c)")
-        let challenge = try #require(c.json)
-        let assertion = try a.client.assertion(a.authenticator, options: try #require(challenge["publicKey"])).json()
-        let approved = try a.client.post("/v1/step-up/verify", .object([("challengeId", challenge["challengeId"]!), ("credential", assertion)]),
-                                         authorization: a.bearer)
-        #expect(approved.status == 200, "\(approved)")
-        return try #require(approved.json?["access_token"]?.stringValue)
+        try a.client.stepUpToken(a.authenticator, authorization: a.bearer,
+                                 action: .object([("type", "latchkey.device-key.enrol"), ("deviceId", .string(deviceId))]))
     }
 
     func enrolmentChallenge(_ a: Account) throws -> JSONValue {

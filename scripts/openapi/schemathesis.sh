@@ -41,8 +41,9 @@ DATABASE_URL="$cluster/latchkey_schemathesis" LATCHKEY_DEV=1 LATCHKEY_RP_ID=loca
   "$LATCHKEY_BIN" serve >"$out/server.log" 2>&1 &
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
+# /readyz: migrations applied and PostgreSQL reachable, so the first generated request meets a ready server (/healthz answers as soon as the process listens).
 for _ in $(seq 1 100); do
-  python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/healthz', timeout=2)" 2>/dev/null && break
+  python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/readyz', timeout=2)" 2>/dev/null && break
   kill -0 "$server_pid" 2>/dev/null || { log "the server did not start:"; cat "$out/server.log" >&2; exit 1; }
   sleep 0.2
 done

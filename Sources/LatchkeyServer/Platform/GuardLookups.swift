@@ -105,6 +105,8 @@ struct GuardLoads: Sendable {
     var preloadedOpening: LoadedOpening? = nil
     /// The CIBA request a route's `{authReqId}` names, read by its approval's step-up rule.
     var cibaRequest: CIBARequestRead? = nil
+    /// An import's file as its step-up rule parsed and hashed it (the action names the body's SHA-256).
+    var importCommand: ImportCommand? = nil
 }
 
 /// The guards' lookups in a served instance: the services that answer them.

@@ -36,11 +36,12 @@ extension StepUpRule {
     /// an export, an import): with a user token a step-up for `action`, under
     /// `LATCHKEY_ADMIN_QUORUM` > 1 a quorum approval of it; the admin key needs none, unless
     /// `adminKeyRefused`. `fileBody`: the body is a file, not JSON (the guard does not parse it).
+    /// `action` may leave what it parsed to build the action in `input.loads` for the handler.
     static func adminAction(adminKeyRefused: Bool = false, fileBody: Bool = false,
-                            _ action: @escaping @Sendable (GuardInput) throws(ServiceError) -> StepUpAction) -> StepUpRule {
+                            _ action: @escaping @Sendable (inout GuardInput) throws(ServiceError) -> StepUpAction) -> StepUpRule {
         var rule = StepUpRule(changes: adminChanges) { input throws(ServiceError) in
             guard case .adminUser = input.caller else { return .none }
-            let built = try action(input)
+            let built = try action(&input)
             return input.lookups.adminQuorum > 1 ? .approval(built) : .required(built)
         }
         rule.isAdminChange = true

@@ -9,7 +9,7 @@ extension RouteTable {
     /// user's step-up for `{"type":"latchkey.admin.import","sha256"}`, never the admin key), both
     /// `application/jsonl`.
     mutating func addPortabilityRoutes(_ s: Services) {
-        add("GET", "/admin/v1/export", .admin, stepUp: .adminAction { _ throws(ServiceError) in
+        add("GET", "/admin/v1/export", .admin, stepUp: .adminAction { (_: inout GuardInput) throws(ServiceError) in
             try gated { () throws(DeviceKeyError) in try StepUpAction.adminExport() }
         }, accepting: .any) { ctx in
             // The step-up is used up here; the accounts are read and sent page by page as the client
@@ -30,9 +30,12 @@ extension RouteTable {
         // The format and the query are refused (415, 400) before the step-up is asked for.
         add("POST", "/admin/v1/import", .admin, stepUp: .adminAction(adminKeyRefused: true, fileBody: true) { input throws(ServiceError) in
             let command = try PortabilityEdge.importCommand(input.request)
+            input.loads.importCommand = command
             return try gated { () throws(DeviceKeyError) in try StepUpAction.adminImport(sha256: command.sha256) }
         }, accepting: .any) { ctx in
-            let outcomes = try s.portability.importFile(try PortabilityEdge.importCommand(ctx.request), by: try ctx.admin())
+            // The rule hashed the file for its action; a file is hashed once.
+            let command = try ctx.loads.importCommand ?? PortabilityEdge.importCommand(ctx.request)
+            let outcomes = try s.portability.importFile(command, by: try ctx.admin())
             var body: [UInt8] = []
             for outcome in outcomes { body += PortabilityRenderer.outcome(outcome).serialized() + [0x0A] }
             return Response(status: 200, headers: [("Content-Type", PortabilityEdge.jsonLines)], body: body)
