@@ -46,11 +46,11 @@ struct DPoPLiveTests {
             do {
                 _ = try await otherKey.refresh(refreshToken: refreshToken)
                 Issue.record("another key refreshed a bound session")
-            } catch { #expect(error.status == 400 || error.status == 401, "\(error)") }
+            } catch let error as LatchkeyError { #expect(error.status == 400 || error.status == 401, "\(error)") }
             do {
                 _ = try await thief.refresh(refreshToken: refreshToken)
                 Issue.record("a bound refresh token worked without a proof")
-            } catch { #expect(error.status == 400 || error.status == 401, "\(error)") }
+            } catch let error as LatchkeyError { #expect(error.status == 400 || error.status == 401, "\(error)") }
             let refreshed = try await latchkey.refresh(refreshToken: refreshToken)
             #expect(refreshed.tokenType == "DPoP")
             #expect(try await latchkey.passkeys(accessToken: refreshed.accessToken).count == 1)

@@ -58,13 +58,14 @@ struct VaultLiveTests {
             try await latchkey.wrapVault(open, for: secondId, accessToken: access, authenticator: phone)
             #expect(Set(try await latchkey.vault(accessToken: access)?.wrapped.map(\.credentialId) ?? []) == [firstId, secondId])
 
-            // The first revoked: its wrap goes with it; the second opens the vault in a new session.
-            let revocation = try await latchkey.stepUpWithPasskey(action: try .passkeyRevocation(credentialId: firstId), accessToken: access,
-                                                                  assert: second.provider(origin: server.origin))
-            try await latchkey.revokePasskey(id: firstId, accessToken: access, stepUpToken: revocation.token)
-            phone.lose(first)
-            #expect(try await latchkey.vault(accessToken: access)?.wrapped.map(\.credentialId) == [secondId])
+            // The first revoked (from a session of the second: a session ends with the passkey it began
+            // with): its wrap goes with it; the second opens the vault.
             let bySecond = try await latchkey.verifyAuthentication(second.assert(try await latchkey.authenticationOptions(), origin: server.origin))
+            let revocation = try await latchkey.stepUpWithPasskey(action: try .passkeyRevocation(credentialId: firstId),
+                                                                  accessToken: bySecond.tokens.accessToken, assert: second.provider(origin: server.origin))
+            try await latchkey.revokePasskey(id: firstId, accessToken: bySecond.tokens.accessToken, stepUpToken: revocation.token)
+            phone.lose(first)
+            #expect(try await latchkey.vault(accessToken: bySecond.tokens.accessToken)?.wrapped.map(\.credentialId) == [secondId])
             let unlocked = try await latchkey.unlockVault(accessToken: bySecond.tokens.accessToken, authenticator: phone)
             #expect(unlocked.credentialId == secondId)
             #expect(try unlocked.decryptText(note) == noteText)
