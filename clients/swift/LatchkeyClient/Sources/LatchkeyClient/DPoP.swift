@@ -36,13 +36,17 @@ extension LatchkeyJSON {
 /// base64url(SHA-256(access token)) when it goes with one, and `nonce` once the server sent one.
 public final class DPoPProofs: @unchecked Sendable {
     public let key: any DPoPKey
+    /// The server's own address (its issuer) when the client reaches it by another one (a proxy, a
+    /// test on loopback): `htu` names the server as it knows itself (RFC 9449 §4.3).
+    public let publicBaseURL: URL?
     private let lock = NSLock()
     private var latestNonce: String?
     /// Seconds since 1970 (fixed in tests).
     let clock: @Sendable () -> Int
 
-    public init(key: any DPoPKey, clock: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }) {
+    public init(key: any DPoPKey, publicBaseURL: URL? = nil, clock: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }) {
         self.key = key
+        self.publicBaseURL = publicBaseURL
         self.clock = clock
     }
 

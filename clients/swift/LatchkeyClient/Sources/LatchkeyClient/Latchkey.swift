@@ -24,6 +24,13 @@ public struct Latchkey: Sendable {
         dpop = dpopKey.map { DPoPProofs(key: $0) }
     }
 
+    /// A client whose proofs come from `dpop` (e.g. with `publicBaseURL`).
+    public init(baseURL: URL, transport: any LatchkeyTransport = URLSessionTransport(), dpop: DPoPProofs) {
+        self.baseURL = baseURL
+        self.transport = transport
+        self.dpop = dpop
+    }
+
     /// Who a request is made as.
     public enum Authorization: Sendable {
         /// An access token (sent as `DPoP <token>` with a proof when the client has a DPoP key).
@@ -135,7 +142,7 @@ public struct Latchkey: Sendable {
                   headers extra: [(String, String)]) async throws(LatchkeyError) -> HTTPResponse {
         var headers: [(name: String, value: String)] = [("Accept", "application/json, application/problem+json")]
         if body != nil { headers.append(("Content-Type", "application/json")) }
-        if let dpop, let url = URL(string: path, relativeTo: baseURL)?.absoluteURL {
+        if let dpop, let url = URL(string: path, relativeTo: dpop.publicBaseURL ?? baseURL)?.absoluteURL {
             if case .bearer(let token) = authorization {
                 headers.append(("Authorization", "DPoP \(token)"))
                 headers.append(("DPoP", try await dpop.proof(method: method, url: url, accessToken: token)))

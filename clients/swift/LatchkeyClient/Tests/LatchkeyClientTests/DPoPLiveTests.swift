@@ -10,15 +10,18 @@ import Testing
 @Suite("DPoP against a live server", .serialized,
        .enabled(if: ProcessInfo.processInfo.environment["LATCHKEY_DPOP_SERVER"] == "1", "set LATCHKEY_DPOP_SERVER=1 with a server that binds DPoP"))
 struct DPoPLiveTests {
-    @Test("a DPoP-bound session: sign-up, calls, step-up, refresh; the token without the key is refused")
+    @Test("a DPoP-bound session: sign-in, calls, step-up, refresh; the token without the key is refused")
     func boundSession() async throws {
         try await withLiveServer("client-dpop") { server in
             let key = SoftDPoPKey()
-            let latchkey = Latchkey(baseURL: server.baseURL, dpopKey: key)
+            // The server knows itself as its origin; the test reaches it on loopback.
+            let latchkey = Latchkey(baseURL: server.baseURL, dpop: DPoPProofs(key: key, publicBaseURL: URL(string: server.origin)))
             let passkey = SoftPasskey()
-            let signUp = try await latchkey.verifyRegistration(
+            _ = try await Latchkey(baseURL: server.baseURL).verifyRegistration(
                 passkey.register(try await latchkey.registrationOptions(username: "dpop-\(UInt32.random(in: 0...UInt32.max))", displayName: "D"),
                                  origin: server.origin))
+            // Sign-in with a proof binds the session.
+            let signUp = try await latchkey.verifyAuthentication(passkey.assert(try await latchkey.authenticationOptions(), origin: server.origin))
             #expect(signUp.tokens.tokenType == "DPoP")
             let access = signUp.tokens.accessToken
             #expect(try await latchkey.passkeys(accessToken: access).count == 1)
@@ -31,11 +34,11 @@ struct DPoPLiveTests {
             // The stolen access token: as Bearer, and with another key's proof, refused.
             let thief = Latchkey(baseURL: server.baseURL)
             await #expect(throws: LatchkeyError.Code.unauthorized.asError) { _ = try await thief.passkeys(accessToken: access) }
-            let otherKey = Latchkey(baseURL: server.baseURL, dpopKey: SoftDPoPKey())
+            let otherKey = Latchkey(baseURL: server.baseURL, dpop: DPoPProofs(key: SoftDPoPKey(), publicBaseURL: URL(string: server.origin)))
             await #expect(throws: LatchkeyError.Code.unauthorized.asError) { _ = try await otherKey.passkeys(accessToken: access) }
 
             // A proof replayed (same jti) is refused.
-            let url = server.baseURL.appendingPathComponent("v1/passkeys")
+            let url = try #require(URL(string: server.origin + "/v1/passkeys"))
             let proof = try await latchkey.dpop!.proof(method: "GET", url: url, accessToken: access)
             let request = HTTPRequest(method: "GET", path: "/v1/passkeys", headers: [("Authorization", "DPoP \(access)"), ("DPoP", proof)])
             #expect(try await URLSessionTransport().send(request, baseURL: server.baseURL).status == 200)
