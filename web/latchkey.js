@@ -862,6 +862,15 @@ export const vaultCrypto = Object.freeze({
   },
 });
 
+/**
+ * A vault whose creation stopped before any key was stored: no passkey wrap and no recovery wrap.
+ * `lk.vault.create()` finishes it. An email session is never shown the recovery wrap (SPEC), so
+ * for it an empty `wrapped` proves nothing: `session` names the session that read `vault`.
+ */
+export function isUnfinishedVault(vault, session) {
+  return Boolean(vault) && vault.wrapped.length === 0 && !vault.recovery && Boolean(session) && session.method !== 'email';
+}
+
 /** An open vault: the data key, held in this page only. */
 class OpenVault {
   constructor(dataKey, credentialId) { this._key = dataKey; this.credentialId = credentialId; }
@@ -907,14 +916,21 @@ class VaultAPI {
     return { prfOutput: bytesOf(first), credentialId: base64url.encode(credential.rawId), userHandle: bytesOf(credential.response.userHandle) };
   }
 
-  /** Creates the vault and wraps a new data key for a passkey the person picks. → an open vault. */
+  /**
+   * Creates the vault and wraps a new data key for a passkey the person picks. → an open vault.
+   * `PUT /v1/vault` succeeds once per account, so the salt is stored only after the passkey
+   * answered (a prompt cancelled first leaves nothing), and a vault left with no key at all (no
+   * wrap, no recovery wrap: its creation stopped after the salt) is finished with its own salt.
+   */
   async create({ reason } = {}) {
-    const prfSalt = base64url.encode(globalThis.crypto.getRandomValues(new Uint8Array(32)));
-    await this.lk.request('PUT', '/v1/vault', { auth: true, body: { prfSalt } });
+    const existing = await this.get();
+    if (existing && !isUnfinishedVault(existing, this.lk.session)) throw new LatchkeyError('conflict', 'This account has a vault already.', { status: 409 });
+    const prfSalt = existing ? existing.prfSalt : base64url.encode(globalThis.crypto.getRandomValues(new Uint8Array(32)));
     // The passkeys that said they can evaluate PRF (older registrations did not say: then any of them).
     const all = (await this.lk.passkeys.list()).filter((p) => !p.heldUntil);
     const able = all.filter((p) => p.prfEnabled);
     const { prfOutput, credentialId, userHandle } = await this._prf(prfSalt, (able.length ? able : all).map((p) => p.id));
+    if (!existing) await this.lk.request('PUT', '/v1/vault', { auth: true, body: { prfSalt } });
     const dataKey = globalThis.crypto.getRandomValues(new Uint8Array(32));
     await this._store(credentialId, await vaultCrypto.wrapForPasskey(dataKey, prfOutput, userHandle, credentialId), reason);
     return new OpenVault(dataKey, credentialId);

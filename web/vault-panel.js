@@ -7,7 +7,7 @@
 // data key, never data encrypted under it), so the note's ciphertext stays in this browser's
 // localStorage, one entry per account. The server never receives it, nor the note, the PRF output,
 // the data key or the vault recovery key.
-import { LatchkeyError } from './latchkey.js';
+import { LatchkeyError, isUnfinishedVault } from './latchkey.js';
 
 const N_ = (text) => text;
 const NOTE_KEY = (user) => `latchkey.vault.note.${user.id || user.username}`;
@@ -54,7 +54,8 @@ export function createVaultPanel({ lk, t, $, showBanner, clearBanner, showError,
     if (!lk.session) return;
     try { state.vault = await lk.vault.get(); } catch (e) { if (lk.session) fail(e); return; }
     if (!lk.session) return;
-    if (!state.vault) { state.open = null; show('none'); return; }
+    // No vault, or one whose creation was cancelled before any key was stored: "Create" finishes it.
+    if (!state.vault || isUnfinishedVault(state.vault, lk.session)) { state.open = null; show('none'); return; }
     if (state.open) { show('open'); return; }
     showLocked();
   }

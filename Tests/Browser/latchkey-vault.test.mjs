@@ -6,7 +6,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { hkdfSync, createCipheriv } from 'node:crypto';
-import { Latchkey, LatchkeyError, base64url, vaultCrypto, withoutPRFResults, actions, CLIENT_CODES } from '../../web/latchkey.js';
+import { Latchkey, LatchkeyError, base64url, vaultCrypto, withoutPRFResults, actions, CLIENT_CODES, isUnfinishedVault } from '../../web/latchkey.js';
 
 const b = (s) => new Uint8Array(base64url.decode(s));
 const enc = (u) => base64url.encode(u);
@@ -174,4 +174,71 @@ test('a credential id or user handle given as base64url means its bytes, never i
   assert.equal(await vaultCrypto.wrapForPasskey(b(V.dataKey), b(V.prf), V.userHandle, V.credentialId, iv), V.wrappedKey);
   assert.equal(enc(await vaultCrypto.keyWrappingKey(b(V.prf), V.userHandle, V.credentialId)), V.kwk);
   assert.equal(enc(await vaultCrypto.unwrapForPasskey(V.wrappedKey, b(V.prf), b(V.userHandle), V.credentialId)), V.dataKey);
+});
+
+test('a creation cancelled at a passkey prompt leaves the account able to create the vault (PUT /v1/vault is once)', async () => {
+  const handle = crypto.getRandomValues(new Uint8Array(32));
+  const credId = crypto.getRandomValues(new Uint8Array(16));
+  const secret = crypto.getRandomValues(new Uint8Array(32));
+  // The person's answers, prompt by prompt: 'cancel' refuses as a browser does (NotAllowedError).
+  const answers = [];
+  globalThis.navigator = { credentials: { get: async ({ publicKey }) => {
+    if (answers.shift() === 'cancel') throw new DOMException('The operation either timed out or was not allowed.', 'NotAllowedError');
+    const evalFirst = publicKey.extensions?.prf?.eval?.first;
+    const out = evalFirst ? new Uint8Array(hkdfSync('sha256', secret, new Uint8Array(0), evalFirst, 32)) : null;
+    return { id: enc(credId), rawId: credId.buffer, type: 'public-key',
+      response: { clientDataJSON: new Uint8Array([1]).buffer, authenticatorData: new Uint8Array([2]).buffer, signature: new Uint8Array([3]).buffer, userHandle: handle.buffer },
+      getClientExtensionResults: () => (out ? { prf: { results: { first: out.buffer } } } : {}) };
+  } } };
+  const store = { vault: null, wrapped: [], recovery: null, puts: 0 };
+  const fetch = async (url, init) => {
+    const path = new URL(url, 'https://lk.test').pathname;
+    const body = init.body ? JSON.parse(init.body) : undefined;
+    const reply = (status, json) => new Response(status === 204 ? null : JSON.stringify(json), { status, headers: { 'Content-Type': 'application/json' } });
+    if (path === '/v1/passkeys/authentication/options') return reply(200, { challenge: enc(crypto.getRandomValues(new Uint8Array(32))), rpId: 'lk.test', userVerification: 'preferred' });
+    if (path === '/v1/passkeys') return reply(200, { passkeys: [{ id: enc(credId), prfEnabled: true }] });
+    if (path === '/v1/step-up/challenges') return reply(201, { challengeId: 'c1', publicKey: { challenge: enc(new Uint8Array(32)), rpId: 'lk.test', userVerification: 'required' } });
+    if (path === '/v1/step-up/verify') return reply(200, { access_token: 'step', actionHash: 'h', receiptId: 'r', expires_in: 120 });
+    if (path === '/v1/vault' && init.method === 'PUT') {
+      store.puts++;
+      if (store.vault) return reply(409, { code: 'conflict' });  // SPEC: once per account
+      store.vault = body.prfSalt;
+      return reply(201, { prfSalt: body.prfSalt, wrapped: [], recovery: null });
+    }
+    if (path === '/v1/vault') return store.vault ? reply(200, { prfSalt: store.vault, wrapped: store.wrapped, recovery: store.recovery }) : reply(404, { code: 'not_found' });
+    if (path.startsWith('/v1/vault/wrapped/')) {
+      if (init.headers['Latchkey-Step-Up'] !== 'step') return reply(403, { code: 'step_up_required' });
+      store.wrapped = [{ credentialId: decodeURIComponent(path.split('/').pop()), wrappedKey: body.wrappedKey, alg: 'A256GCM' }];
+      return reply(204);
+    }
+    return reply(500, { code: 'internal_error' });
+  };
+  const lk = new Latchkey({ baseURL: 'https://lk.test', storage: null, fetch });
+  lk.session = { user: { id: 'u' }, tokens: { access_token: 'at', refresh_token: 'rt' }, method: 'passkey' };
+
+  // Cancelled at the first prompt (the PRF one): nothing is stored.
+  answers.push('cancel');
+  await assert.rejects(() => lk.vault.create(), (e) => e instanceof LatchkeyError && e.code === 'cancelled');
+  assert.equal(store.vault, null);
+  assert.equal(store.puts, 0);
+
+  // Cancelled at the step-up prompt, after the salt was stored: a vault with no key, which the
+  // panel offers to create again and the next creation finishes with the same salt.
+  answers.push('ok', 'cancel');
+  await assert.rejects(() => lk.vault.create(), (e) => e.code === 'cancelled');
+  const salt = store.vault;
+  assert.equal(b(salt).length, 32);
+  assert.equal(isUnfinishedVault(await lk.vault.get(), lk.session), true);
+  assert.equal(isUnfinishedVault(await lk.vault.get(), { method: 'email' }), false);  // an email session is never shown the recovery wrap
+  const opened = await lk.vault.create();
+  assert.equal(store.vault, salt);
+  assert.equal(store.puts, 1);
+  assert.equal(store.wrapped.length, 1);
+  const note = await opened.encrypt('kept');
+  assert.equal(await (await lk.vault.unlock()).decryptText(note), 'kept');
+
+  // A finished vault is not created twice.
+  await assert.rejects(() => lk.vault.create(), (e) => e.code === 'conflict');
+  assert.equal(isUnfinishedVault(await lk.vault.get(), lk.session), false);
+  delete globalThis.navigator;
 });

@@ -18,7 +18,7 @@ let package = Package(
         .target(name: "LocalAuthentication"),
         .target(name: "CryptoKit", dependencies: ["Security", "LocalAuthentication"]),
         .target(name: "DeviceCheck"),
-        .target(name: "AuthenticationServices"),
+        .target(name: "AuthenticationServices", dependencies: ["CryptoKit"]),
         .target(name: "AppleCode", dependencies: ["AuthenticationServices", "CryptoKit", "DeviceCheck", "LocalAuthentication", "Security"],
                 swiftSettings: strict),
     ]

@@ -1,5 +1,6 @@
 // Stubs of the AuthenticationServices declarations LatchkeyClient uses, as the iOS 17/18 SDK
 // declares them (from its documentation; see ../../Package.swift). UIWindow and UIDevice stand in for UIKit.
+import CryptoKit
 import Foundation
 open class ASAuthorizationRequest: NSObject {}
 public protocol ASAuthorizationCredential: NSObjectProtocol {}
@@ -11,20 +12,31 @@ public enum ASAuthorizationPublicKeyCredentialAttachment: Int { case platform, c
 open class ASAuthorizationPlatformPublicKeyCredentialDescriptor: NSObject { public init(credentialID: Data) {} }
 open class ASAuthorizationPlatformPublicKeyCredentialRegistrationRequest: ASAuthorizationRequest {
   open var displayName: String?; open var userVerificationPreference = ASAuthorizationPublicKeyCredentialUserVerificationPreference.preferred
-  open var excludedCredentials: [ASAuthorizationPlatformPublicKeyCredentialDescriptor] = [] }
+  open var excludedCredentials: [ASAuthorizationPlatformPublicKeyCredentialDescriptor] = []
+  open var prf: ASAuthorizationPublicKeyCredentialPRFRegistrationInput? }
 open class ASAuthorizationPlatformPublicKeyCredentialAssertionRequest: ASAuthorizationRequest {
   open var allowedCredentials: [ASAuthorizationPlatformPublicKeyCredentialDescriptor] = []
-  open var userVerificationPreference = ASAuthorizationPublicKeyCredentialUserVerificationPreference.preferred }
+  open var userVerificationPreference = ASAuthorizationPublicKeyCredentialUserVerificationPreference.preferred
+  open var prf: ASAuthorizationPublicKeyCredentialPRFAssertionInput? }
+// The PRF extension (iOS 18, macOS 15).
+public struct ASAuthorizationPublicKeyCredentialPRFAssertionInput {
+  public struct InputValues { public init(saltInput1: Data, saltInput2: Data? = nil) {} }
+  public init(inputValues: InputValues?, perCredentialInputValues: [Data: InputValues]?) {} }
+public struct ASAuthorizationPublicKeyCredentialPRFAssertionOutput { public var first: SymmetricKey { .init(data: Data()) }; public var second: SymmetricKey? { nil } }
+public enum ASAuthorizationPublicKeyCredentialPRFRegistrationInput { case checkForSupport; case inputValues(ASAuthorizationPublicKeyCredentialPRFAssertionInput.InputValues) }
+public struct ASAuthorizationPublicKeyCredentialPRFRegistrationOutput { public var isSupported: Bool { false }; public var first: SymmetricKey? { nil } }
 open class ASAuthorizationPlatformPublicKeyCredentialProvider: NSObject { public init(relyingPartyIdentifier: String) {}
   open func createCredentialRegistrationRequest(challenge: Data, name: String, userID: Data) -> ASAuthorizationPlatformPublicKeyCredentialRegistrationRequest { .init() }
   open func createCredentialAssertionRequest(challenge: Data) -> ASAuthorizationPlatformPublicKeyCredentialAssertionRequest { .init() } }
 open class ASAuthorizationPlatformPublicKeyCredentialRegistration: NSObject, ASPublicKeyCredential {
   open var rawClientDataJSON: Data { Data() }; open var credentialID: Data { Data() }; open var rawAttestationObject: Data? { nil }
-  open var attachment: ASAuthorizationPublicKeyCredentialAttachment { .platform } }
+  open var attachment: ASAuthorizationPublicKeyCredentialAttachment { .platform }
+  open var prf: ASAuthorizationPublicKeyCredentialPRFRegistrationOutput? { nil } }
 open class ASAuthorizationPlatformPublicKeyCredentialAssertion: NSObject, ASPublicKeyCredential {
   open var rawClientDataJSON: Data { Data() }; open var credentialID: Data { Data() }
   open var rawAuthenticatorData: Data! { nil }; open var signature: Data! { nil }; open var userID: Data! { nil }
-  open var attachment: ASAuthorizationPublicKeyCredentialAttachment { .platform } }
+  open var attachment: ASAuthorizationPublicKeyCredentialAttachment { .platform }
+  open var prf: ASAuthorizationPublicKeyCredentialPRFAssertionOutput? { nil } }
 open class ASAuthorizationSecurityKeyPublicKeyCredentialRegistration: NSObject, ASPublicKeyCredential {
   open var rawClientDataJSON: Data { Data() }; open var credentialID: Data { Data() }; open var rawAttestationObject: Data? { nil } }
 open class ASAuthorizationSecurityKeyPublicKeyCredentialAssertion: NSObject, ASPublicKeyCredential {

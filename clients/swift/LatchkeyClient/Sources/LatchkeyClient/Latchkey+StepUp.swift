@@ -59,7 +59,7 @@ extension Latchkey {
     /// it performs the action; an app rarely calls it itself): 200 the first time, `action_mismatch`
     /// for another action, `conflict` once used.
     public func consumeStepUp(token: String, action: StepUpAction) async throws(LatchkeyError) -> LatchkeyJSON {
-        try await call("POST", "/v1/step-up/consume", body: ["actionHash": .string(action.hashBase64URL)], authorization: .bearer(token))
+        try await call("POST", "/v1/step-up/consume", body: ["actionHash": .string(action.hashBase64URL)], authorization: .unbound(token))
     }
 
     // MARK: Parts

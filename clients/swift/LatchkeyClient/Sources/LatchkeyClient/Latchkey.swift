@@ -13,26 +13,47 @@ import Foundation
 public struct Latchkey: Sendable {
     public let baseURL: URL
     public let transport: any LatchkeyTransport
+    /// With a DPoP key (RFC 9449, docs/integration/ios.md): a proof on every sign-in and refresh,
+    /// so the session's tokens are bound to the key, and `Authorization: DPoP <token>` with a proof
+    /// (`ath`) on every call that presents an access token.
+    public let dpop: DPoPProofs?
 
-    public init(baseURL: URL, transport: any LatchkeyTransport = URLSessionTransport()) {
+    public init(baseURL: URL, transport: any LatchkeyTransport = URLSessionTransport(), dpopKey: (any DPoPKey)? = nil) {
         self.baseURL = baseURL
         self.transport = transport
+        dpop = dpopKey.map { DPoPProofs(key: $0) }
+    }
+
+    /// A client whose proofs come from `dpop` (e.g. with `publicBaseURL`).
+    public init(baseURL: URL, transport: any LatchkeyTransport = URLSessionTransport(), dpop: DPoPProofs) {
+        self.baseURL = baseURL
+        self.transport = transport
+        self.dpop = dpop
     }
 
     /// Who a request is made as.
     public enum Authorization: Sendable {
-        /// An access token (or a recovery token, on registration options).
+        /// An access token (sent as `DPoP <token>` with a proof when the client has a DPoP key).
         case bearer(String)
         /// An enrolment ticket from an app backend (`Authorization: Ticket …`).
         case ticket(String)
+        /// A token DPoP never binds, always `Bearer`: a recovery token (on registration options), a
+        /// step-up token (at `/v1/step-up/consume`).
+        case unbound(String)
 
         var header: String {
             switch self {
-            case .bearer(let t): "Bearer \(t)"
+            case .bearer(let t), .unbound(let t): "Bearer \(t)"
             case .ticket(let t): "Ticket \(t)"
             }
         }
     }
+
+    /// The routes whose answer starts or renews a session: with a DPoP key they carry a proof
+    /// without `ath`, and the tokens they issue are bound to the key.
+    static let sessionIssuingPaths: Set<String> = [
+        "/v1/passkeys/registration/verify", "/v1/passkeys/authentication/verify", "/v1/token", "/v1/email/verify",
+    ]
 
     // MARK: Registration
 
@@ -104,20 +125,44 @@ public struct Latchkey: Sendable {
     /// `LatchkeyError` of its problem document.
     public func call(_ method: String, _ path: String, body: LatchkeyJSON? = nil, authorization: Authorization? = nil,
                      headers extra: [(String, String)] = []) async throws(LatchkeyError) -> LatchkeyJSON {
-        var headers: [(name: String, value: String)] = [("Accept", "application/json, application/problem+json")]
-        if body != nil { headers.append(("Content-Type", "application/json")) }
-        if let authorization { headers.append(("Authorization", authorization.header)) }
-        headers += extra.map { (name: $0.0, value: $0.1) }
-        let request = HTTPRequest(method: method, path: path, headers: headers, body: body.map { Data($0.serialized()) })
-        let response: HTTPResponse
-        do { response = try await transport.send(request, baseURL: baseURL) } catch let e as LatchkeyError { throw e } catch {
-            throw LatchkeyError(.transport, "\(method) \(path): \(error)")
+        var response = try await exchange(method, path, body: body, authorization: authorization, headers: extra)
+        // RFC 9449 §8/§9: the server asked for its nonce; one retry with a fresh proof carrying it.
+        if dpop != nil, DPoPProofs.asksForNonce(response) {
+            response = try await exchange(method, path, body: body, authorization: authorization, headers: extra)
         }
         guard (200..<300).contains(response.status) else { throw LatchkeyError.fromResponse(response) }
         if response.body.isEmpty { return .null }
         do { return try LatchkeyJSON(parsing: response.body) } catch {
             throw LatchkeyError(.unexpectedResponse, "\(method) \(path): the answer is not JSON", status: response.status)
         }
+    }
+
+    /// One request as it goes out (with a DPoP proof where one belongs) and its answer, any status.
+    func exchange(_ method: String, _ path: String, body: LatchkeyJSON?, authorization: Authorization?,
+                  headers extra: [(String, String)]) async throws(LatchkeyError) -> HTTPResponse {
+        var headers: [(name: String, value: String)] = [("Accept", "application/json, application/problem+json")]
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        if let dpop, let url = URL(string: path, relativeTo: dpop.publicBaseURL ?? baseURL)?.absoluteURL {
+            if case .bearer(let token) = authorization {
+                headers.append(("Authorization", "DPoP \(token)"))
+                headers.append(("DPoP", try await dpop.proof(method: method, url: url, accessToken: token)))
+            } else {
+                if let authorization { headers.append(("Authorization", authorization.header)) }
+                if Self.sessionIssuingPaths.contains(String(path.prefix { $0 != "?" })) {
+                    headers.append(("DPoP", try await dpop.proof(method: method, url: url)))
+                }
+            }
+        } else if let authorization {
+            headers.append(("Authorization", authorization.header))
+        }
+        headers += extra.map { (name: $0.0, value: $0.1) }
+        let request = HTTPRequest(method: method, path: path, headers: headers, body: body.map { Data($0.serialized()) })
+        let response: HTTPResponse
+        do { response = try await transport.send(request, baseURL: baseURL) } catch let e as LatchkeyError { throw e } catch {
+            throw LatchkeyError(.transport, "\(method) \(path): \(error)")
+        }
+        if let dpop, let nonce = response.header("DPoP-Nonce") { dpop.nonce = nonce }
+        return response
     }
 
     /// A base64url id is already safe in a path; anything else is percent-encoded.

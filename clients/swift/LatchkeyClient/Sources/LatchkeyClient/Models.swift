@@ -27,6 +27,8 @@ public struct Passkey: Sendable {
     public let backedUp: Bool
     /// Set while a passkey added from a weaker session is held (it signs in but approves nothing).
     public let heldUntil: String?
+    /// The registration said the passkey can evaluate PRF (it can open the vault, docs/vault.md).
+    public let prfEnabled: Bool
     public let json: LatchkeyJSON
 
     init(_ j: LatchkeyJSON) throws(LatchkeyError) {
@@ -37,6 +39,7 @@ public struct Passkey: Sendable {
         lastUsedAt = j["lastUsedAt"]?.stringValue
         backedUp = j["backedUp"]?.boolValue ?? false
         heldUntil = j["heldUntil"]?.stringValue
+        prfEnabled = j["prfEnabled"]?.boolValue ?? false
         json = j
     }
 }
@@ -46,9 +49,12 @@ public struct Tokens: Sendable {
     public let accessToken: String
     public let expiresIn: Int
     public let refreshToken: String?
+    /// `Bearer`, or `DPoP` when the tokens are bound to the client's DPoP key.
+    public let tokenType: String
 
     init(_ j: LatchkeyJSON) throws(LatchkeyError) {
         accessToken = try j.string("access_token", in: "tokens")
+        tokenType = j["token_type"]?.stringValue ?? "Bearer"
         expiresIn = j["expires_in"]?.intValue ?? 0
         refreshToken = j["refresh_token"]?.stringValue
     }

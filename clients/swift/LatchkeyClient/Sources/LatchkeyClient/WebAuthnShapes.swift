@@ -75,14 +75,18 @@ public struct RegistrationCredential: Sendable {
     public var transports: [String]
     /// `platform` or `cross-platform`; nil when unknown.
     public var attachment: String?
+    /// The PRF extension's `enabled` (iOS 18: the registration's `prf.isSupported`), sent as
+    /// `clientExtensionResults.prf.enabled` so the passkey list shows `prfEnabled`; nil: not asked.
+    public var prfEnabled: Bool?
 
     public init(credentialID: Data, rawClientDataJSON: Data, rawAttestationObject: Data,
-                transports: [String] = ["internal", "hybrid"], attachment: String? = "platform") {
+                transports: [String] = ["internal", "hybrid"], attachment: String? = "platform", prfEnabled: Bool? = nil) {
         self.credentialID = credentialID
         self.rawClientDataJSON = rawClientDataJSON
         self.rawAttestationObject = rawAttestationObject
         self.transports = transports
         self.attachment = attachment
+        self.prfEnabled = prfEnabled
     }
 
     public var json: LatchkeyJSON {
@@ -96,7 +100,8 @@ public struct RegistrationCredential: Sendable {
             ])),
         ]
         if let attachment { out.append(("authenticatorAttachment", .string(attachment))) }
-        out.append(("clientExtensionResults", .object([])))
+        let extensions: LatchkeyJSON = prfEnabled.map { .object([("prf", .object([("enabled", .bool($0))]))]) } ?? .object([])
+        out.append(("clientExtensionResults", extensions))
         return .object(out)
     }
 }

@@ -18,6 +18,9 @@ extension RegistrationOptions {
         if #available(iOS 17.4, macOS 14.4, visionOS 1.1, *) {
             request.excludedCredentials = excludeCredentialIDs.map { ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0) }
         }
+        if #available(iOS 18.0, macOS 15.0, visionOS 2.0, *) {
+            request.prf = .checkForSupport  // the creation options ask for `prf` (the vault, docs/vault.md)
+        }
         return request
     }
 }
@@ -58,8 +61,10 @@ extension RegistrationCredential {
         if #available(iOS 16.6, macOS 13.5, visionOS 1.0, *), credential.attachment == .crossPlatform {
             attachment = "cross-platform"  // created on a phone nearby (hybrid)
         }
+        var prfEnabled: Bool?
+        if #available(iOS 18.0, macOS 15.0, visionOS 2.0, *) { prfEnabled = credential.prf?.isSupported }
         self.init(credentialID: credential.credentialID, rawClientDataJSON: credential.rawClientDataJSON,
-                  rawAttestationObject: attestationObject, transports: ["internal", "hybrid"], attachment: attachment)
+                  rawAttestationObject: attestationObject, transports: ["internal", "hybrid"], attachment: attachment, prfEnabled: prfEnabled)
     }
 
     #if !os(visionOS)
@@ -172,7 +177,7 @@ public final class PasskeyAuthorization: NSObject, ASAuthorizationControllerDele
     public func cancel() { controller?.cancel() }
 
     @MainActor
-    private func perform(_ request: ASAuthorizationRequest, preferImmediatelyAvailable: Bool = false) async throws(LatchkeyError) -> ASAuthorization {
+    func perform(_ request: ASAuthorizationRequest, preferImmediatelyAvailable: Bool = false) async throws(LatchkeyError) -> ASAuthorization {
         let controller = ASAuthorizationController(authorizationRequests: [request])
         return try await run(controller) { c in
             if preferImmediatelyAvailable { c.performRequests(options: .preferImmediatelyAvailableCredentials) } else { c.performRequests() }

@@ -86,3 +86,16 @@ final class SoftAppAttestKey: DeviceKeySigner {
     }
 }
 #endif
+
+#if canImport(WebAuthnTesting)
+/// A software P-256 DPoP key (OpenSSL, through the server package's Crypto) behind `DPoPKey`, as
+/// `SoftwareDPoPKey` (CryptoKit) and `SecureEnclaveDPoPKey` are on Apple platforms.
+struct SoftDPoPKey: DPoPKey {
+    let key = PrivateKey.generateEC(.p256)
+    var publicJWK: LatchkeyJSON { .p256JWK(x963: Data(key.publicKey.x963Point!)) }
+
+    func sign(_ message: Data) async throws -> Data {
+        Data(try ECDSASignature.rawFromDER(try key.sign([UInt8](message), algorithm: .ecdsa(.sha256)), coordinateLength: 32))
+    }
+}
+#endif
