@@ -64,7 +64,10 @@ public struct CIBARequestRecord: Sendable, Equatable {
     /// The client's `cibaApprover`: which kind of key's step-up approves (nil: the client is no
     /// longer registered for CIBA).
     public var approver: CIBARegistration.Approver? = nil
+    /// Ping mode: the outbox event of the request's one notification (nil: none was scheduled).
+    public var pingEvent: String? = nil
 }
+
 
 /// What `POST /oauth2/bc-authorize` decides on, read in one query: the account the hint names and
 /// the counts SPEC "CIBA limits" sets bounds on.
@@ -101,6 +104,8 @@ public struct CIBANewRequest: Sendable {
     public let notificationToken: String?
     public let intervalSeconds: Int
     public let expiresInSeconds: Int
+    /// Ping mode: the id of the notification event written with the request (due at its expiry).
+    public var pingEvent: String? = nil
 
     public init(id: String, clientId: String, userId: String, scope: [String], bindingMessage: String?, authorizationDetails: JSONValue,
                 acrValues: String?, notificationToken: String?, intervalSeconds: Int, expiresInSeconds: Int) {
@@ -159,19 +164,22 @@ extension OAuthRepository {
     static let cibaColumns = """
         r.id, r.client_id, c.name AS client_name, r.user_id, r.scope, r.binding_message, r.authorization_details::text AS details, \
         r.acr_values, r.notification_token, r.status, r.expires_at > now() AS live, r.created_at, r.expires_at, \
-        c.ciba->>'approver' AS approver
+        c.ciba->>'approver' AS approver, r.ping_event
         """
 
     static func cibaRequest(_ r: Row) throws -> CIBARequestRecord {
         let details = try r.optionalString("details").flatMap { try? JSONParser.parse(Array($0.utf8)) } ?? .null
-        return CIBARequestRecord(id: try r.string("id"), clientId: try r.string("client_id"), clientName: try r.string("client_name"),
+        var record = CIBARequestRecord(id: try r.string("id"), clientId: try r.string("client_id"), clientName: try r.string("client_name"),
                                  userId: try r.string("user_id"), scope: try r.string("scope").split(separator: " ").map(String.init),
                                  bindingMessage: try r.optionalString("binding_message"), authorizationDetails: details,
                                  acrValues: try r.optionalString("acr_values"), notificationToken: try r.optionalString("notification_token"),
                                  status: CIBARequestRecord.Status(rawValue: try r.string("status")) ?? .expired, live: try r.bool("live"),
                                  createdAt: try r.date("created_at"), expiresAt: try r.date("expires_at"),
                                  approver: try r.optionalString("approver").flatMap(CIBARegistration.Approver.init(rawValue:)))
+        record.pingEvent = try r.optionalString("ping_event")
+        return record
     }
+
 
     /// `bc-authorize`'s one read: the account `username` (or `userId`) names, and SPEC "CIBA limits"'s counts.
     public func cibaAuthorizeRead(clientId: String, username: String?, userId: String?) throws(StorageError) -> CIBAAuthorizeRead {
@@ -203,26 +211,28 @@ extension OAuthRepository {
     }
 
     /// `bc-authorize`'s one write: the request stored; the account's oldest pending requests beyond
-    /// `maxPending - 1` expired first (SPEC "CIBA limits": a fourth expires the oldest); its audit
-    /// line and events (`ciba.requested`) with it.
-    public func cibaStore(_ n: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) {
+    /// `maxPending - 1` expired first (SPEC "CIBA limits": a fourth expires the oldest), their ping
+    /// notifications made due at `now` (CIBA Core §10.2: the client collects `expired_token`); its
+    /// audit line and events (`ciba.requested`, and a ping client's notification) with it.
+    public func cibaStore(_ n: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent], now: Date) throws(StorageError) {
         let details: String? = n.authorizationDetails == .null ? nil : n.authorizationDetails.text
         let ctes: [(name: String, sql: SQL)] = [
             ("old", """
                 UPDATE ciba_requests SET status = 'expired', decided_at = now()
                 WHERE id IN (SELECT id FROM ciba_requests WHERE user_id = \(n.userId) AND status = 'pending' AND expires_at > now()
                              ORDER BY created_at DESC, id OFFSET \(max(0, maxPending - 1)))
-                RETURNING id
+                RETURNING id, ping_event
                 """),
             ("ins", """
                 INSERT INTO ciba_requests (id, client_id, user_id, scope, binding_message, authorization_details, acr_values,
-                                           notification_token, interval_seconds, expires_at)
+                                           notification_token, interval_seconds, expires_at, ping_event)
                 VALUES (\(n.id), \(n.clientId), \(n.userId), \(n.scope.joined(separator: " ")), \(n.bindingMessage), \(details)::jsonb,
-                        \(n.acrValues), \(n.notificationToken), \(n.intervalSeconds), now() + make_interval(secs => \(n.expiresInSeconds)))
+                        \(n.acrValues), \(n.notificationToken), \(n.intervalSeconds), now() + make_interval(secs => \(n.expiresInSeconds)),
+                        \(n.pingEvent)::text)
                 RETURNING id
                 """),
-        ] + AuditRepository.cte([audit], onlyIf: "ins") + OutboxRepository.ctes(events, onlyIf: "ins")
-        try pool.run { c in _ = try c.query(SQL.with(ctes, "SELECT 1 AS one")) }
+        ] + Self.pingsDue(from: "old", at: now) + AuditRepository.cte([audit], onlyIf: "ins") + OutboxRepository.ctes(events, onlyIf: "ins")
+        try pool.run { c in _ = try c.query(SQL.with(ctes, "SELECT (SELECT count(*) FROM ping_wake) AS woke")) }
     }
 
     /// The account's pending, unexpired requests, oldest first, with their clients' names.
@@ -235,15 +245,6 @@ extension OAuthRepository {
         }
     }
 
-    /// The session `sessionId` of `userId` as its standing reads it, and the request `id`: one
-    /// pipelined round trip (a CIBA approval's caller and the request it acts on).
-    public func standingAndCIBARequest(sessionId: String, userId: String, id: String) throws(StorageError)
-        -> (session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?, request: CIBARequestRecord?) {
-        try pool.run { c in
-            let rows = try c.pipeline([SessionRepository.standing(id: sessionId, userId: userId), Self.cibaRequestQuery(id: id)])
-            return (try rows[0].first.map(SessionRepository.standing), try rows[1].first.map(Self.cibaRequest))
-        }
-    }
 
     static func cibaRequestQuery(id: String) -> SQL {
         "SELECT \(unsafeRaw: Self.cibaColumns) FROM ciba_requests r JOIN oauth_clients c ON c.id = r.client_id WHERE r.id = \(id)"
@@ -256,40 +257,6 @@ extension OAuthRepository {
         }
     }
 
-    /// The approval's or denial's one write: only while the request is the account's, pending and
-    /// unexpired, with the step-up's receipt redeemed (an approval), its approvers (the approving
-    /// session, and the step-up's key by its receipt), the audit line and the events. False: not
-    /// pending any more; `.conflict(.stepUpUsed)` when the step-up was used.
-    public func cibaDecide(id: String, userId: String, grant: JSONValue?, approvers: OAuthApprovers?, redeeming: StepUpRedemption?,
-                           audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
-        var ctes: [(name: String, sql: SQL)] = [("pending", """
-            SELECT id FROM ciba_requests WHERE id = \(id) AND user_id = \(userId) AND status = 'pending' AND expires_at > now() FOR UPDATE
-            """)]
-        if let r = redeeming {
-            ctes.append(("red", StepUpRedemption.use(r, onlyIf: "EXISTS (SELECT 1 FROM pending)")))
-            ctes.append(("go", "SELECT id FROM pending WHERE EXISTS (SELECT 1 FROM red)"))
-        } else {
-            ctes.append(("go", "SELECT id FROM pending"))
-        }
-        let status = grant == nil ? "denied" : "approved"
-        let credential = approvers?.sessionCredential
-        ctes.append(("decided", """
-            UPDATE ciba_requests q SET status = \(status), decided_at = now(), grant_data = \(grant.map { $0.text })::jsonb,
-                   approving_family = \(approvers?.familyId),
-                   approving_credential = CASE WHEN \(grant == nil) THEN NULL WHEN r.method IS NULL THEN latchkey_base64url(\(credential)::bytea)
-                                               WHEN r.method = 'passkey' THEN r.key_id END,
-                   approving_device_key = CASE WHEN r.method = 'device-key' THEN r.key_id END
-            FROM go LEFT JOIN step_up_receipts r ON r.token_jti = \(approvers?.stepUpJTI)
-            WHERE q.id = go.id RETURNING q.id
-            """))
-        ctes += AuditRepository.cte([audit], onlyIf: "decided") + OutboxRepository.ctes(events, onlyIf: "decided")
-        let row = try pool.run { c in
-            try c.query(SQL.with(ctes, "SELECT EXISTS (SELECT 1 FROM decided) AS done, EXISTS (SELECT 1 FROM pending) AS pending"))[0]
-        }
-        let (done, pending) = ((try? row.bool("done")) ?? false, (try? row.bool("pending")) ?? false)
-        if !done, pending, redeeming != nil { throw StorageError.conflict(.stepUpUsed) }
-        return done
-    }
 
     /// A poll's one read; nil: no request has that id.
     public func cibaPollRead(id: String) throws(StorageError) -> CIBAPollRead? {

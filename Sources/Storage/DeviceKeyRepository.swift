@@ -43,6 +43,9 @@ public struct NewDeviceKey: Sendable, Equatable {
     /// App Attest keys: the key id (SHA-256 of the public key) and the attestation's counter.
     public let appAttestKeyId: [UInt8]?
     public let appAttestCounter: Int64?
+    /// The session (refresh family) that enrolled the key: its device-key session (SPEC "CIBA
+    /// approval"); nil when no session did (an import).
+    public var enrolledSession: String? = nil
 
     public init(id: String, userId: String, deviceId: String, platform: DevicePlatform, name: String, publicKey: [UInt8],
                 attested: Bool, attestation: JSONValue?, attestationFormat: DeviceKeyAttestationFormat = .none,
@@ -143,10 +146,10 @@ public final class DeviceKeyRepository: Sendable {
             // the unique index of live keys per device (device_keys_live).
             ("ins", """
                 INSERT INTO device_keys (id, user_id, device_id, platform, name, public_key, attested, attestation,
-                                         attestation_format, security_level, app, app_attest_key_id, app_attest_counter)
+                                         attestation_format, security_level, app, app_attest_key_id, app_attest_counter, enrolled_session)
                 SELECT \(key.id), \(key.userId), \(key.deviceId), \(key.platform.rawValue), \(key.name), \(key.publicKey), \(key.attested),
                        \(attestation)::jsonb, \(key.attestationFormat.rawValue), \(key.securityLevel.rawValue), \(key.app),
-                       \(key.appAttestKeyId), \(key.appAttestCounter)::bigint
+                       \(key.appAttestKeyId), \(key.appAttestCounter)::bigint, \(key.enrolledSession)::text
                 FROM (SELECT count(*) FROM old) AS replaced WHERE EXISTS (SELECT 1 FROM gate)
                 RETURNING \(unsafeRaw: DeviceKeyRepository.columns)
                 """),

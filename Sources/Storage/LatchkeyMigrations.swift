@@ -98,6 +98,10 @@ public enum LatchkeyMigrations {
         File(version: 30, name: "dpop proofs", file: "0030_dpop.sql", sql: PackageResources._030_dpop_sql),
         // CIBA: a client's registration for the grant, backchannel requests, unknown-user answers.
         File(version: 31, name: "ciba", file: "0031_ciba.sql", sql: PackageResources._031_ciba_sql),
+        // CIBA: the session that enrolled each device key (device-key sessions approve with it), and
+        // a ping-mode request's one notification (due at expiry, moved to now by a decision).
+        File(version: 32, name: "ciba device-key sessions", file: "0032_ciba_device_key_sessions.sql",
+             sql: PackageResources._032_ciba_device_key_sessions_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

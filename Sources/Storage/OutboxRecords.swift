@@ -27,6 +27,9 @@ public struct OutboxEvent: Sendable, Equatable {
     /// When the event was written, on the server's clock (`Runtime.now`): the outbox keeps time by
     /// the app's clock, never the database's (see `OutboxRepository`).
     public let createdAt: Date
+    /// A `.direct` delivery is first due at this instant (a CIBA ping-mode request's notification,
+    /// due when the request expires unless a decision moves it); nil: at once.
+    public var notBefore: Date? = nil
 
     public init(id: String, type: EventType, accountId: String, data: JSONValue, fanOut: [FanOut] = [.webhooks], maxAgeSeconds: Int,
                 createdAt: Date) {

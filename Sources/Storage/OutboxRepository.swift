@@ -83,14 +83,14 @@ public final class OutboxRepository: Sendable {
         let direct: [SQL] = events.flatMap { e in
             e.fanOut.compactMap { f -> SQL? in
                 guard case .direct(let channel, let target) = f else { return nil }
-                return "(\(e.id)::text, \(channel.rawValue)::text, \(target)::text)"
+                return "(\(e.id)::text, \(channel.rawValue)::text, \(target)::text, \(e.notBefore)::timestamptz)"
             }
         }
         if !direct.isEmpty {
             out.append(("outbox_dd", """
                 INSERT INTO outbox_deliveries (event_id, channel, target, seq, account_id, next_attempt_at, expires_at)
-                SELECT ev.id, d.channel, d.target, ev.seq, ev.account_id, ev.created_at, ev.expires_at
-                FROM outbox_ev ev JOIN (VALUES \(fragment: SQL.joined(direct, separator: ", "))) AS d (event_id, channel, target)
+                SELECT ev.id, d.channel, d.target, ev.seq, ev.account_id, COALESCE(d.not_before, ev.created_at), ev.expires_at
+                FROM outbox_ev ev JOIN (VALUES \(fragment: SQL.joined(direct, separator: ", "))) AS d (event_id, channel, target, not_before)
                   ON d.event_id = ev.id
                 RETURNING event_id
                 """))

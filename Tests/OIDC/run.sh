@@ -41,6 +41,10 @@ admin_key="lk_admin_$(python3 -c 'import secrets; print(secrets.token_hex(16))')
 # Every client talks to the issuer through the https front (deploy/nginx/latchkey.conf, a test CA).
 issuer="https://localhost:$tls_port"
 export LATCHKEY_DEV=1 LATCHKEY_RP_ID=localhost LATCHKEY_ORIGINS="$issuer" LATCHKEY_ISSUER="$issuer" LATCHKEY_TRUST_PROXY=1
+# Email sign-in, its mail written as .eml files (development mode without SMTP): the CIBA client's
+# device-key session is an email session (Tests/OIDC/test_ciba.py reads the codes there).
+export LATCHKEY_EMAIL_SIGN_IN=1 LATCHKEY_MAIL_DIR="$REPO/data/oidc/mail"
+rm -rf "$REPO/data/oidc/mail" && mkdir -p "$REPO/data/oidc/mail"
 export LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktdGVzdC1rZWstMzItYnl0ZXMtLS0tLS0=}"
 # Migrate first, so the test's `latchkey clients add` and the server agree on the schema.
 "$LATCHKEY_BIN" migrate >&2

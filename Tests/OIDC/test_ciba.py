@@ -11,6 +11,9 @@ that key's step-up, exactly as the native app does through Latchkey's /v1 API.
 Prints one line per test and closes with 'N passed, N failed'; exit 1 on any failure.
 """
 import base64
+import email
+import email.policy
+import glob
 import http.server
 import json
 import os
@@ -34,6 +37,7 @@ from softauthn import SoftPasskey, b64u
 
 BASE = os.environ['LATCHKEY_URL'].rstrip('/')
 BIN = os.environ['LATCHKEY_BIN']
+MAIL_DIR = os.environ.get('LATCHKEY_MAIL_DIR', '')
 RP_ID = urllib.parse.urlparse(BASE).hostname
 CIBA_GRANT = 'urn:openid:params:grant-type:ciba'
 RESULTS = []
@@ -92,35 +96,72 @@ class Phone:
         check(st == 201, f'device key enrolment: {st} {enrolled}')
         self.key_id = enrolled['id']
 
-    def sign(self, challenge):
-        return b64u(self.key.sign(b64d(challenge), ec.ECDSA(hashes.SHA256())))
+    def sign(self, challenge, key=None):
+        return b64u((key or self.key).sign(b64d(challenge), ec.ECDSA(hashes.SHA256())))
 
-    def passkey_step_up(self, action):
-        st, ch = api('POST', '/v1/step-up/challenges', {'method': 'passkey', 'action': action}, token=self.token)
+    def passkey_step_up(self, action, token=None):
+        """A user-verified passkey step-up made in the session of `token` (the passkey session's by default)."""
+        token = token or self.token
+        st, ch = api('POST', '/v1/step-up/challenges', {'method': 'passkey', 'action': action}, token=token)
         check(st == 201, f'passkey step-up challenge: {st} {ch}')
-        st, v = api('POST', '/v1/step-up/verify', {'challengeId': ch['challengeId'], 'credential': self.pk.get(ch['publicKey'])}, token=self.token)
+        st, v = api('POST', '/v1/step-up/verify', {'challengeId': ch['challengeId'], 'credential': self.pk.get(ch['publicKey'])}, token=token)
         check(st == 200, f'passkey step-up verify: {st} {v}')
         return v['access_token']
+
+    def enrol_key(self, token):
+        """Another device key, enrolled in the session of `token` (its device-key session)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        device_id = 'tablet-' + secrets.token_hex(4)
+        approval = self.passkey_step_up({'type': 'latchkey.device-key.enrol', 'deviceId': device_id}, token=token)
+        st, c = api('POST', '/v1/device-keys/challenges', token=token)
+        check(st == 201, f'enrolment challenge: {st} {c}')
+        spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        body = {'deviceId': device_id, 'publicKey': b64u(spki), 'platform': 'android', 'name': 'Tablet',
+                'challengeId': c['challengeId'], 'signature': self.sign(c['challenge'], key)}
+        st, enrolled = api('POST', '/v1/device-keys', body, token=token, headers={'Latchkey-Step-Up': approval})
+        check(st == 201, f'device key enrolment: {st} {enrolled}')
+        return key, enrolled['id']
+
+    def email_session(self):
+        """A verified address (its code read from the .eml development mode writes), then a session
+        signed in with a mailed code: a session no passkey began."""
+        address = f'{self.username}@example.com'
+        if not getattr(self, 'mails', 0):
+            approval = self.passkey_step_up({'type': 'latchkey.email.change', 'email': address})
+            st, started = api('PUT', '/v1/account/email', {'email': address}, token=self.token, headers={'Latchkey-Step-Up': approval})
+            check(st == 202, f'address change: {st} {started}')
+            self.mails = 1
+            st, done = api('POST', '/v1/account/email/verify', {'challengeId': started['challengeId'], 'code': mailed_code(address, 1)},
+                           token=self.token)
+            check(st == 200, f'address verify: {st} {done}')
+        st, started = api('POST', '/v1/email/challenges', {'email': address})
+        check(st == 202, f'email sign-in: {st} {started}')
+        self.mails += 1
+        st, signed_in = api('POST', '/v1/email/verify', {'challengeId': started['challengeId'], 'code': mailed_code(address, self.mails)})
+        check(st == 200, f'email sign-in verify: {st} {signed_in}')
+        return signed_in['tokens']['access_token']
 
     def pending(self):
         st, body = api('GET', '/v1/ciba/requests', token=self.token)
         check(st == 200, f'pending requests: {st} {body}')
         return body['requests']
 
-    def approve(self, auth_req_id):
-        """What the app does: show the request, sign its action with the device key, approve."""
+    def approve(self, auth_req_id, token=None, key=None, key_id=None, expect=204):
+        """What the app does: show the request, sign its action with the device key, approve — in
+        the session of `token` with the key `key_id` (the passkey session and its key by default)."""
+        token, key, key_id = token or self.token, key or self.key, key_id or self.key_id
         shown = next((r for r in self.pending() if r['authReqId'] == auth_req_id), None)
         check(shown is not None, f'{auth_req_id} is not among the pending requests')
         action = {'type': 'latchkey.ciba.approve', 'authReqId': auth_req_id, 'clientId': shown['client']['id'],
                   'bindingMessage': shown['bindingMessage'], 'authorizationDetails': shown['authorizationDetails']}
-        st, ch = api('POST', '/v1/step-up/challenges', {'keyId': self.key_id, 'action': action}, token=self.token)
+        st, ch = api('POST', '/v1/step-up/challenges', {'keyId': key_id, 'action': action}, token=token)
         check(st == 201, f'device-key step-up challenge: {st} {ch}')
-        st, v = api('POST', '/v1/step-up/verify', {'challengeId': ch['challengeId'], 'signature': self.sign(ch['challenge'])}, token=self.token)
+        st, v = api('POST', '/v1/step-up/verify', {'challengeId': ch['challengeId'], 'signature': self.sign(ch['challenge'], key)}, token=token)
         check(st == 200, f'device-key step-up verify: {st} {v}')
-        r = S.post(f'{BASE}/v1/ciba/requests/{auth_req_id}/approve', headers={'Authorization': 'Bearer ' + self.token,
+        r = S.post(f'{BASE}/v1/ciba/requests/{auth_req_id}/approve', headers={'Authorization': 'Bearer ' + token,
                                                                             'Latchkey-Step-Up': v['access_token']}, timeout=20)
-        check(r.status_code == 204, f'approve: {r.status_code} {r.text}')
-        return v['receiptId']
+        check(r.status_code == expect, f'approve: {r.status_code} {r.text} (expected {expect})')
+        return v['receiptId'] if expect == 204 else r.json()
 
     def deny(self, auth_req_id):
         r = S.post(f'{BASE}/v1/ciba/requests/{auth_req_id}/deny', headers={'Authorization': 'Bearer ' + self.token}, timeout=20)
@@ -158,6 +199,23 @@ class CIBAClient:
                 approve_after_first()
             time.sleep(interval)
         raise AssertionError('no tokens after polling')
+
+
+def mailed_code(address, nth, timeout=30):
+    """The code of the `nth` message to `address` among the .eml files development mode writes."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = []
+        for path in glob.glob(os.path.join(MAIL_DIR, '*.eml')):
+            with open(path, 'rb') as f:
+                message = email.message_from_binary_file(f, policy=email.policy.default)
+            if address in str(message['To']):
+                found.append((os.path.getmtime(path), message.get_body(('plain',)).get_content()))
+        if len(found) >= nth:
+            body = sorted(found)[nth - 1][1]
+            return body.split('code is: ', 1)[1].split()[0].strip()
+        time.sleep(0.2)
+    raise AssertionError(f'no message {nth} to {address} in {MAIL_DIR}')
 
 
 def discovery():
@@ -275,7 +333,32 @@ def test_ping_mode():
         server.shutdown()
 
 
-TESTS = [test_discovery, test_poll_mode, test_denied_and_errors, test_ping_mode]
+def test_device_key_session():
+    """SPEC "CIBA approval": the session that enrolled a device key approves with that key, and only
+    that key; the app's session here is an email sign-in, which no passkey began."""
+    d = discovery()
+    cid, secret = add_client('Bank (device-key session)', '--grant-type', 'ciba', '--ciba-approver', 'device-key')
+    client, phone = CIBAClient(cid, secret, d), Phone()
+    app_session = phone.email_session()
+    key, key_id = phone.enrol_key(app_session)
+    st, ack = client.authenticate(scope='openid', login_hint=phone.username)
+    check(st == 200, f'ack: {st} {ack}')
+    rid = ack['auth_req_id']
+    # The key the passkey session enrolled is another session's: step_up_required.
+    refused = phone.approve(rid, token=app_session, expect=403)
+    check(refused.get('code') == 'step_up_required', f'another session\'s key: {refused}')
+    receipt = phone.approve(rid, token=app_session, key=key, key_id=key_id)
+    st, tokens = client.token(rid)
+    check(st == 200 and payload(tokens['access_token'])['receipt_id'] == receipt, f'tokens: {st} {tokens}')
+    # A session that enrolled no key is not an approver at all.
+    st, body = client.authenticate(scope='openid', login_hint=phone.username)
+    check(st == 200, f'ack: {st} {body}')
+    other = phone.email_session()
+    r = S.post(f'{BASE}/v1/ciba/requests/{body["auth_req_id"]}/approve', headers={'Authorization': 'Bearer ' + other}, timeout=20)
+    check(r.status_code == 403 and r.json().get('code') == 'forbidden', f'a session without a key: {r.status_code} {r.text}')
+
+
+TESTS = [test_discovery, test_poll_mode, test_denied_and_errors, test_ping_mode, test_device_key_session]
 
 if __name__ == '__main__':
     for t in TESTS:

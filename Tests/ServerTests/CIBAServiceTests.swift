@@ -29,10 +29,12 @@ struct CIBAServiceTests {
         return OAuthWorld.Client(id: created.client.id, secret: created.secret)
     }
 
+    /// A not-held passkey session of a new account `name`.
     func account(_ name: String) -> SessionService.Caller {
         let id = "user-\(name)"
         store.addAccount(name, id: id)
-        return SessionService.Caller(userId: id, sessionId: "session-\(name)")
+        return SessionService.Caller(userId: id, sessionId: "session-\(name)",
+                                     standing: SessionService.Standing(method: .passkey, credentialId: [1], heldUntil: nil))
     }
 
     func ask(_ c: OAuthWorld.Client, _ form: [(String, String)]) throws(OAuthError) -> BackchannelStarted {
@@ -132,17 +134,84 @@ struct CIBAServiceTests {
         #expect(oauthError { () throws(OAuthError) in try ask(c, [("scope", "openid"), ("login_hint", "ghost-y")]) }?.code == .unknownUserId)
     }
 
-    @Test("ping: an approval writes one ciba.ping delivery to the client's endpoint with its notification token")
+    @Test("ping: the request writes its one ciba.ping notification, due a second after it expires; an approval makes it due at once")
     func ping() throws {
         let c = try client(.deviceKey, mode: .ping)
         let erin = account("erin")
         #expect(oauthError { () throws(OAuthError) in try ask(c, [("scope", "openid"), ("login_hint", "erin")]) }?.code == .invalidRequest)
+        let asked = world.clock.now()
         let r = try ask(c, [("scope", "openid"), ("login_hint", "erin"), ("client_notification_token", "tok-123")])
-        try ciba.approve(r.authReqId, caller: erin, approval: stepUp(erin, .deviceKey), read: nil)
         let ping = try #require(store.events.first { $0.type == .cibaPing })
-        #expect(ping.fanOut == [.direct(channel: .cibaPing, target: c.id)])
+        #expect(ping.fanOut == [.direct(channel: .cibaPing, target: r.authReqId)])
         #expect(ping.data["token"]?.stringValue == "tok-123" && ping.data["authReqId"]?.stringValue == r.authReqId)
         #expect(ping.data["endpoint"]?.stringValue == "https://bank.example/ciba")
+        #expect(ping.notBefore == asked.addingTimeInterval(121) && ping.maxAgeSeconds == 241)
+        #expect(store.pingsDue.isEmpty)
+        world.clock.advance(7)
+        try ciba.approve(r.authReqId, caller: erin, approval: stepUp(erin, .deviceKey), read: nil)
+        #expect(store.pingsDue == [ping.id: asked.addingTimeInterval(7)])
+        #expect(store.events.filter { $0.type == .cibaPing }.count == 1, "one notification per request")
+    }
+
+    @Test("ping: a denial, and a fourth pending request expiring the oldest, make that request's notification due at once")
+    func pingOnDenyAndEarlyExpiry() throws {
+        let c = try client(.deviceKey, mode: .ping)
+        let fay = account("fay")
+        var ids: [String] = []
+        for n in 0..<4 { ids.append(try ask(c, [("scope", "openid"), ("login_hint", "fay"), ("client_notification_token", "t\(n)")]).authReqId) }
+        let pings = Dictionary(uniqueKeysWithValues: store.events.filter { $0.type == .cibaPing }.map { ($0.data["authReqId"]!.stringValue!, $0.id) })
+        #expect(store.pingsDue == [pings[ids[0]]!: world.clock.now()])
+        world.clock.advance(3)
+        try ciba.deny(ids[1], caller: fay, read: nil)
+        #expect(store.pingsDue[pings[ids[1]]!] == world.clock.now())
+        #expect(oauthError { () throws(OAuthError) in try poll(c, ids[0]) }?.code == .expiredToken)
+        #expect(oauthError { () throws(OAuthError) in try poll(c, ids[1]) }?.code == .accessDenied)
+    }
+
+    @Test("a device-key session approves only with a device key it enrolled; another session's key is step_up_required")
+    func deviceKeySession() throws {
+        let c = try client(.deviceKey)
+        let gus = account("gus")
+        // An email session of the account (not a passkey session) that enrolled a device key.
+        let phone = SessionService.Caller(userId: gus.userId, sessionId: "session-gus-phone",
+                                          standing: SessionService.Standing(method: .email, credentialId: nil, heldUntil: nil))
+        store.deviceKeyStepUp("jti-own", enrolledBy: phone.sessionId)
+        store.deviceKeyStepUp("jti-other", enrolledBy: "session-elsewhere")
+        let r = try ask(c, [("scope", "openid"), ("login_hint", "gus")])
+        expectRefusal(.stepUpRequired) { try ciba.approve(r.authReqId, caller: phone, approval: stepUp(phone, .deviceKey, jti: "jti-other"), read: nil) }
+        expectRefusal(.stepUpRequired) { try ciba.approve(r.authReqId, caller: phone, approval: stepUp(phone, .passkeyVerified, jti: "jti-pk"), read: nil) }
+        try ciba.approve(r.authReqId, caller: phone, approval: stepUp(phone, .deviceKey, jti: "jti-own"), read: nil)
+        let tokens = try poll(c, r.authReqId)
+        #expect(try StepUpTests.claims(try #require(tokens["id_token"]?.stringValue))["acr"]?.stringValue == "urn:latchkey:acr:device-key")
+    }
+
+    @Test("acr_values: refused at bc-authorize when the approver kind cannot meet it; met at approval; the token names the value met")
+    func acrValues() throws {
+        let keys = try client(.deviceKey)
+        let web = try client(.passkey)
+        let hal = account("hal")
+        for (c, acr) in [(keys, "phr"), (keys, "urn:latchkey:acr:email-otp"), (web, "urn:latchkey:acr:device-key"), (keys, "urn:example:unknown")] {
+            #expect(oauthError { () throws(OAuthError) in try ask(c, [("scope", "openid"), ("login_hint", "hal"), ("acr_values", acr)]) }?.code
+                    == .invalidRequest, "\(acr)")
+        }
+        // Attested demanded: an unattested key's step-up does not meet it; an attested key's does.
+        let attested = try ask(keys, [("scope", "openid"), ("login_hint", "hal"), ("acr_values", "urn:latchkey:acr:device-key-attested")])
+        expectRefusal(.stepUpRequired) { try ciba.approve(attested.authReqId, caller: hal, approval: stepUp(hal, .deviceKey, jti: "a1"), read: nil) }
+        try ciba.approve(attested.authReqId, caller: hal, approval: stepUp(hal, .deviceKeyAttested, jti: "a2"), read: nil)
+        world.clock.advance(6)
+        #expect(try StepUpTests.claims(try #require(try poll(keys, attested.authReqId)["id_token"]?.stringValue))["acr"]?.stringValue
+                == "urn:latchkey:acr:device-key-attested")
+        // The first value the approval meets, in the client's order: an attested key meets device-key.
+        let either = try ask(keys, [("scope", "openid"), ("login_hint", "hal"), ("acr_values", "urn:example:unknown urn:latchkey:acr:device-key")])
+        try ciba.approve(either.authReqId, caller: hal, approval: stepUp(hal, .deviceKeyAttested, jti: "a3"), read: nil)
+        #expect(try StepUpTests.claims(try #require(try poll(keys, either.authReqId)["id_token"]?.stringValue))["acr"]?.stringValue
+                == "urn:latchkey:acr:device-key")
+        // A passkey client asked for phrh: a passkey not proven hardware-bound (phr) does not meet it.
+        let hardware = try ask(web, [("scope", "openid"), ("login_hint", "hal"), ("acr_values", "phrh")])
+        expectRefusal(.stepUpRequired) { try ciba.approve(hardware.authReqId, caller: hal, approval: stepUp(hal, .passkeyVerified, jti: "p1"), read: nil) }
+        let phr = try ask(web, [("scope", "openid"), ("login_hint", "hal"), ("acr_values", "urn:latchkey:acr:passkey-uv")])
+        try ciba.approve(phr.authReqId, caller: hal, approval: stepUp(hal, .passkeyVerified, jti: "p2"), read: nil)
+        #expect(try StepUpTests.claims(try #require(try poll(web, phr.authReqId)["id_token"]?.stringValue))["acr"]?.stringValue == "phr")
     }
 
     @Test("registration: the command line's CIBA flags, and the combinations refused (exit 64 / 400)")

@@ -62,14 +62,14 @@ struct RouteGuardTests {
                 // No credentials.
                 let anonymous = try client.send(g.method, target, body: body)
                 #expect(anonymous.status < 500, "\(place): \(anonymous)")
-                if ["session", "passkey-session", "admin", "step-up-token", "approver", "session-or-browser"].contains(g.access) {
+                if ["session", "passkey-session", "ciba-approver", "admin", "step-up-token", "approver", "session-or-browser"].contains(g.access) {
                     #expect(anonymous.status == 401 && anonymous.code == "unauthorized", "\(place) without credentials: \(anonymous)")
                     #expect(anonymous.header("WWW-Authenticate") != nil, "\(place): 401 without a challenge")
                 }
                 // A garbage Authorization is 401 too on every route that reads it.
                 let garbage = try client.send(g.method, target, body: body, authorization: "Bearer \u{7F}garbage")
                 #expect(garbage.status < 500, "\(place): \(garbage)")
-                if ["session", "passkey-session", "admin", "step-up-token", "registration", "approver", "session-or-browser"].contains(g.access) {
+                if ["session", "passkey-session", "ciba-approver", "admin", "step-up-token", "registration", "approver", "session-or-browser"].contains(g.access) {
                     #expect(garbage.status == 401, "\(place) with a garbage token: \(garbage)")
                 }
                 // A plain user's access token (a passkey session, no step-up, not an admin).

@@ -54,13 +54,16 @@ public final class DeviceKeyService: LiveDeviceKeys, Sendable {
     /// passkey step-up for exactly this deviceId, or a device-key ticket): one read (the challenge),
     /// the proof checked, and one write — the challenge used up with the gate and the key, or,
     /// refused, the challenge used up alone (a failure after it is found still uses it). Returns the key as stored.
-    func enrol(userId: String, body: JSONValue, gate: EnrolmentGate) throws(ServiceError) -> DeviceKeyRecord {
+    /// `sessionId`: the session enrolling it, remembered as the key's device-key session (SPEC
+    /// "CIBA approval").
+    func enrol(userId: String, body: JSONValue, gate: EnrolmentGate, sessionId: String? = nil) throws(ServiceError) -> DeviceKeyRecord {
         let input = try EnrolmentInput(body)
         let found = try storage { () throws(StorageError) in try store.challenge(hash: input.challengeId, userId: userId) }
         guard let found else { throw ServiceError(.challengeInvalid, "unknown or already used challenge") }
-        let key: NewDeviceKey
+        var key: NewDeviceKey
         do {
             key = try decide(input, found, userId: userId)
+            key.enrolledSession = sessionId
         } catch {
             try storage { () throws(StorageError) in _ = try store.consumeChallenge(hash: input.challengeId, userId: userId) }
             throw error

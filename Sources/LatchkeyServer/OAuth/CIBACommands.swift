@@ -3,6 +3,7 @@ import DeviceKeys
 import Foundation
 import JSON
 import Storage
+import Tokens
 
 // CIBA's requests as typed values (OpenID CIBA Core 1.0; SPEC "CIBA"): parsed at the edge, before
 // the service decides. Every refusal here depends only on the request and the client's registration.
@@ -83,12 +84,50 @@ struct BackchannelRequest: Sendable {
             notificationToken = nil
         }
         if let acr = f["acr_values"], acr.utf8.count > 1024 { throw OAuthError.invalidRequest("acr_values is too long") }
-        acrValues = f["acr_values"]
+        let acr = f["acr_values"]?.split(separator: " ").joined(separator: " ")
+        acrValues = acr?.isEmpty == false ? acr : nil
+        // Latchkey honours acr_values (CIBA Core §7.1 leaves it to the OP): a request none of whose
+        // values an approval by the client's kind of key can meet is refused here, as an invalid
+        // parameter value (§13 invalid_request), instead of being approved below what it asked.
+        guard CIBAACR.meetable(acrValues, by: registration.approver) else {
+            throw OAuthError.invalidRequest("acr_values: an approval by \(CIBAService.keyWords(registration.approver)) (this client's "
+                                            + "cibaApprover) meets none of them; it meets \(CIBAACR.possible(registration.approver).joined(separator: " "))")
+        }
     }
 
     /// SPEC "CIBA": at most 64 Unicode code points, none of them a control character.
     static func isBindingMessage(_ text: String) -> Bool {
         text.unicodeScalars.count <= 64 && !text.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+}
+
+/// `acr_values` on a CIBA request (SPEC "OpenID Provider": `acr_values_supported`, and "CIBA tokens").
+enum CIBAACR {
+    /// The OpenID `acr` an approval by `approver`'s kind of key carries: an attested device key's;
+    /// any device key's; a user-verified passkey's (`phrh` for one proven hardware-bound, else `phr`).
+    static func possible(_ approver: CIBARegistration.Approver) -> [String] {
+        switch approver {
+        case .attestedDeviceKey: [OpenIDACR.deviceKeyAttested]
+        case .deviceKey: [OpenIDACR.deviceKeyAttested, OpenIDACR.deviceKey]
+        case .passkey: [OpenIDACR.phrh, OpenIDACR.phr]
+        }
+    }
+
+    /// Whether some approval `approver` admits can meet `requested` (none requested: yes).
+    static func meetable(_ requested: String?, by approver: CIBARegistration.Approver) -> Bool {
+        possible(approver).contains { satisfied($0, requested: requested) != nil }
+    }
+
+    /// The `acr` the tokens carry for an approval whose authentication is `acr`: with no
+    /// `acr_values`, `acr` itself; else the first requested value (the client's order of
+    /// preference) it satisfies, a passkey alias (`urn:latchkey:acr:passkey*`) named `phr`; nil
+    /// when it satisfies none.
+    static func satisfied(_ acr: String, requested: String?) -> String? {
+        guard let requested, !requested.isEmpty else { return acr }
+        for value in requested.split(separator: " ").map(String.init) where OpenIDACR.satisfies(acr, requested: value) {
+            return [AuthenticationClaims.passkeyVerified.acr, AuthenticationClaims.passkey.acr].contains(value) ? OpenIDACR.phr : value
+        }
+        return nil
     }
 }
 

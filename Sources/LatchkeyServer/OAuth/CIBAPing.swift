@@ -6,7 +6,8 @@ import Storage
 /// CIBA Core §10.2: the ping callback, from the outbox (channel `ciba_ping`): `POST
 /// {"auth_req_id"}` with `Authorization: Bearer <client_notification_token>` to the client's
 /// registered notification endpoint, under the webhook address rules (the URL checked again and
-/// every address its host resolves to), retried until the request's lifetime is over.
+/// every address its host resolves to), retried until its delivery's age limit unless the endpoint
+/// refused it outright.
 struct CIBAPinger: Sendable {
     let sender: WebhookSender
 
@@ -28,6 +29,13 @@ struct CIBAPinger: Sendable {
             let response = try Curl.post(destination.url.text, headers: [("Content-Type", "application/json"), ("Authorization", "Bearer " + token)],
                                          body: body, options: options)
             if (200...299).contains(response.status) { return .delivered(statusCode: response.status) }
+            // A refusal of the notification itself (401 or 403 for the bearer, any other 4xx but
+            // 408, 425 and 429) is final: sending it again cannot change the answer, and the client
+            // still polls for its result (OpenID CIBA conformance: no retry after a 401). A redirect
+            // is never followed (CIBA Core §10.2) and counts as a failure to retry.
+            if (400...499).contains(response.status), ![408, 425, 429].contains(response.status) {
+                return .giveUp(statusCode: response.status, error: "HTTP \(response.status): the endpoint refused the notification")
+            }
             return .retry(statusCode: response.status, error: "HTTP \(response.status)")
         } catch {
             return .retry(statusCode: nil, error: error.description)

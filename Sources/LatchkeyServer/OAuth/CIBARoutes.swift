@@ -42,8 +42,9 @@ extension RouteTable {
             return .json(bytes: CIBARenderer.requests(try ciba.pending(userId: try ctx.session().userId), lang: lang).serialized(),
                          headers: [("Cache-Control", "no-store"), ("Vary", "Accept-Language")])
         }
-        // The caller's standing and the request it approves are read in one round trip.
-        add("POST", "/v1/ciba/requests/{authReqId:text}/approve", .passkeySession, stepUp: .cibaApproval(ciba), accepting: .any,
+        // The caller's standing, the device keys it enrolled and the request it approves are read in
+        // one round trip.
+        add("POST", "/v1/ciba/requests/{authReqId:text}/approve", .cibaApprover, stepUp: .cibaApproval(ciba), accepting: .any,
             preload: { _, path in path["authReqId"].flatMap { CIBAService.isRequestId($0) ? GuardPreload.cibaRequest(id: $0) : nil } }) { ctx in
             try ciba.approve(try ctx.path.text("authReqId"), caller: try ctx.session(), approval: ctx.approval, read: ctx.loads.cibaRequest)
             return .empty(status: 204)

@@ -86,10 +86,15 @@ final class CIBAService: Sendable {
         let data: [(key: String, value: JSONValue)] = [("authReqId", .string(id)), ("clientId", .string(client.id))]
         let event = provider.events.event(.cibaRequested, userId: userId, data: data)
         let audit = AuditRecord(.cibaRequested, actor: client.id, subject: userId, detail: data + [("scopes", .array(r.scope.map { .string($0) }))])
-        let stored = CIBANewRequest(id: id, clientId: client.id, userId: userId, scope: r.scope, bindingMessage: r.bindingMessage,
+        var stored = CIBANewRequest(id: id, clientId: client.id, userId: userId, scope: r.scope, bindingMessage: r.bindingMessage,
                                     authorizationDetails: r.authorizationDetails, acrValues: r.acrValues, notificationToken: r.notificationToken,
                                     intervalSeconds: Self.interval, expiresInSeconds: expiresIn)
-        do { try store.store(stored, maxPending: Self.maxPendingPerAccount, audit: audit, events: [event]) } catch { throw OAuthError.unavailable }
+        let ping = scheduledPing(id: id, userId: userId, client: client, token: r.notificationToken, expiresIn: expiresIn)
+        stored.pingEvent = ping?.id
+        do {
+            try store.store(stored, maxPending: Self.maxPendingPerAccount, audit: audit, events: [event] + (ping.map { [$0] } ?? []),
+                            now: runtime.now())
+        } catch { throw OAuthError.unavailable }
         provider.metrics.oauth(client: client.id, outcome: "ciba_requested")
         return BackchannelStarted(authReqId: id, expiresIn: expiresIn, interval: Self.interval)
     }
@@ -143,21 +148,35 @@ final class CIBAService: Sendable {
             throw StepUpService.stepUpRequired("approving needs a step-up by \(Self.keyWords(registration.approver)) for "
                                                + StepUpService.text(try Self.stepUpAction(r)))
         }
+        // The client's acr_values: the approval must meet one, and the tokens name the one it met.
+        guard let acr = CIBAACR.satisfied(authentication.openID.acr, requested: r.acrValues) else {
+            throw StepUpService.stepUpRequired("the client asked for acr_values \(r.acrValues ?? ""): this key's step-up "
+                                               + "(\(authentication.openID.acr)) does not meet them")
+        }
         let now = runtime.now()
         var request: [(key: String, value: JSONValue)] = [("scope", .string(r.scope.joined(separator: " ")))]
         if r.authorizationDetails != .null { request.append(("authorization_details", r.authorizationDetails)) }
-        let grant = OAuthGrant(request: .object(request), authTime: now, authentication: authentication.openID, receiptId: receiptId,
-                               credentialId: nil, opSessionId: nil)
+        let grant = OAuthGrant(request: .object(request), authTime: now, authentication: AuthenticationClaims(acr: acr, amr: authentication.openID.amr),
+                               receiptId: receiptId, credentialId: nil, opSessionId: nil)
         let data: [(key: String, value: JSONValue)] = [("authReqId", .string(r.id)), ("clientId", .string(r.clientId)),
                                                        ("receiptId", .string(receiptId))]
         let audit = AuditRecord(.cibaApproved, actor: caller.userId, subject: caller.userId, detail: data)
         let events = [provider.events.event(.oauthAuthorized, userId: caller.userId,
                                             data: data + [("scopes", .array(r.scope.map { .string($0) }))])] + ping(r, client: client)
         let approvers = OAuthApprovers(familyId: caller.sessionId, sessionCredential: nil, stepUpJTI: redemption.jti)
-        guard try storage({ () throws(StorageError) in
+        // SPEC "CIBA approval": a not-held passkey session approves with any key the client admits;
+        // any other session (a device-key session) only with a device key it enrolled itself.
+        let keyOfSession = caller.standing?.approves == true ? nil : caller.sessionId
+        let decision = try storage({ () throws(StorageError) in
             try store.decide(id: r.id, userId: caller.userId, grant: grant.json, approvers: approvers, redeeming: redemption,
-                             audit: audit, events: events)
-        }) else { throw ServiceError.notFound("CIBA request") }
+                             keyOfSession: keyOfSession, audit: audit, events: events, now: now)
+        })
+        switch decision {
+        case .decided: break
+        case .notPending: throw ServiceError.notFound("CIBA request")
+        case .notTheSessionsKey:
+            throw StepUpService.stepUpRequired("this session approves only with the step-up of a device key it enrolled itself")
+        }
         provider.metrics.oauth(client: r.clientId, outcome: "ciba_approved")
     }
 
@@ -170,21 +189,37 @@ final class CIBAService: Sendable {
         let events = [provider.events.event(.oauthDenied, userId: caller.userId, data: data + [("scopes", .array(r.scope.map { .string($0) }))])]
             + (client.map { ping(r, client: $0) } ?? [])
         guard try storage({ () throws(StorageError) in
-            try store.decide(id: r.id, userId: caller.userId, grant: nil, approvers: nil, redeeming: nil, audit: audit, events: events)
-        }) else { throw ServiceError.notFound("CIBA request") }
+            try store.decide(id: r.id, userId: caller.userId, grant: nil, approvers: nil, redeeming: nil, keyOfSession: nil, audit: audit,
+                             events: events, now: runtime.now())
+        }) == .decided else { throw ServiceError.notFound("CIBA request") }
         provider.metrics.oauth(client: r.clientId, outcome: "ciba_denied")
     }
 
-    /// CIBA Core §10.2: a ping client hears that the result is ready, from the outbox, retried for
-    /// at most the request's remaining lifetime. The notification token is read again by the
-    /// delivery from the event (`CIBAPing`).
-    func ping(_ r: CIBARequestRecord, client: OAuthClientRecord) -> [OutboxEvent] {
+    /// CIBA Core §10.2: a ping client hears that the result is ready — tokens, `access_denied` or
+    /// `expired_token` — from the outbox. The one notification is written with the request, its
+    /// delivery due a second after the request expires (nothing else has to happen for the expiry
+    /// to be told) and moved to now by the write that approves, denies or expires it early (a
+    /// fourth pending request); retried for at most `expires_in` after it is due. Its delivery's
+    /// target is the request, so one request's wait never holds back another's.
+    func scheduledPing(id: String, userId: String, client: OAuthClientRecord, token: String?, expiresIn: Int) -> OutboxEvent? {
         guard let registration = client.ciba, registration.mode == .ping, let endpoint = registration.notificationEndpoint,
+              let token else { return nil }
+        var event = OutboxEvent(id: OutboxEvents.idPrefix + runtime.identifier(), type: .cibaPing, accountId: userId,
+                                data: .object([("endpoint", .string(endpoint)), ("token", .string(token)), ("authReqId", .string(id))]),
+                                fanOut: [.direct(channel: .cibaPing, target: id)], maxAgeSeconds: 2 * expiresIn + 1, createdAt: runtime.now())
+        event.notBefore = runtime.now().addingTimeInterval(Double(expiresIn + 1))
+        return event
+    }
+
+    /// A request stored without a scheduled notification (before migration 32) is pinged at once
+    /// by the write that decides it, retried for at most its remaining lifetime.
+    func ping(_ r: CIBARequestRecord, client: OAuthClientRecord) -> [OutboxEvent] {
+        guard r.pingEvent == nil, let registration = client.ciba, registration.mode == .ping, let endpoint = registration.notificationEndpoint,
               let token = r.notificationToken else { return [] }
         let remaining = max(1, Int(r.expiresAt.timeIntervalSince(runtime.now()).rounded(.up)))
         return [OutboxEvent(id: OutboxEvents.idPrefix + runtime.identifier(), type: .cibaPing, accountId: r.userId,
                             data: .object([("endpoint", .string(endpoint)), ("token", .string(token)), ("authReqId", .string(r.id))]),
-                            fanOut: [.direct(channel: .cibaPing, target: client.id)], maxAgeSeconds: remaining, createdAt: runtime.now())]
+                            fanOut: [.direct(channel: .cibaPing, target: r.id)], maxAgeSeconds: remaining, createdAt: runtime.now())]
     }
 
     static func keyWords(_ approver: CIBARegistration.Approver) -> String {

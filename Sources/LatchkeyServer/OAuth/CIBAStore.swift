@@ -10,13 +10,15 @@ protocol CIBAStore: Sendable {
     func authorizeRead(clientId: String, username: String?, userId: String?) throws(StorageError) -> CIBAAuthorizeRead
     /// An `unknown_user_id` answer counted for the client.
     func unknownUser(clientId: String) throws(StorageError)
-    /// The request stored, the account's oldest pending ones beyond `maxPending - 1` expired.
-    func store(_ request: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError)
+    /// The request stored, the account's oldest pending ones beyond `maxPending - 1` expired and
+    /// their ping notifications made due at `now`.
+    func store(_ request: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent], now: Date) throws(StorageError)
     func pending(userId: String) throws(StorageError) -> [CIBARequestRecord]
     func request(id: String) throws(StorageError) -> CIBARequestRecord?
-    /// An approval (`grant`) or a denial (nil), only while pending: false when it is not.
+    /// An approval (`grant`) or a denial (nil), only while pending, its ping notification made due
+    /// at `now`; `keyOfSession`: only with a step-up by a live device key that session enrolled.
     func decide(id: String, userId: String, grant: JSONValue?, approvers: OAuthApprovers?, redeeming: StepUpRedemption?,
-                audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool
+                keyOfSession: String?, audit: AuditRecord, events: [OutboxEvent], now: Date) throws(StorageError) -> CIBADecision
     func pollRead(id: String) throws(StorageError) -> CIBAPollRead?
     /// A poll recorded (compare-and-set on `polls`); false: another poll came first.
     func polled(id: String, polls: Int, growBy: Int) throws(StorageError) -> Bool
@@ -34,8 +36,8 @@ struct PostgresCIBAStore: CIBAStore {
 
     func unknownUser(clientId: String) throws(StorageError) { try oauth.cibaUnknownUser(clientId: clientId) }
 
-    func store(_ request: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) {
-        try oauth.cibaStore(request, maxPending: maxPending, audit: audit, events: events)
+    func store(_ request: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent], now: Date) throws(StorageError) {
+        try oauth.cibaStore(request, maxPending: maxPending, audit: audit, events: events, now: now)
     }
 
     func pending(userId: String) throws(StorageError) -> [CIBARequestRecord] { try oauth.cibaPending(userId: userId) }
@@ -43,8 +45,9 @@ struct PostgresCIBAStore: CIBAStore {
     func request(id: String) throws(StorageError) -> CIBARequestRecord? { try oauth.cibaRequest(id: id) }
 
     func decide(id: String, userId: String, grant: JSONValue?, approvers: OAuthApprovers?, redeeming: StepUpRedemption?,
-                audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
-        try oauth.cibaDecide(id: id, userId: userId, grant: grant, approvers: approvers, redeeming: redeeming, audit: audit, events: events)
+                keyOfSession: String?, audit: AuditRecord, events: [OutboxEvent], now: Date) throws(StorageError) -> CIBADecision {
+        try oauth.cibaDecide(id: id, userId: userId, grant: grant, approvers: approvers, redeeming: redeeming, keyOfSession: keyOfSession,
+                             audit: audit, events: events, now: now)
     }
 
     func pollRead(id: String) throws(StorageError) -> CIBAPollRead? { try oauth.cibaPollRead(id: id) }

@@ -15,6 +15,11 @@ enum Access: Sendable {
     /// "Assurance": opening, approving and using a quorum approval); an email session or a held
     /// passkey's → 403 `forbidden`.
     case passkeySession
+    /// Approving a CIBA request (SPEC "CIBA approval"): a not-held passkey session, or a device-key
+    /// session — one that enrolled a live device key of the account, which approves only with that
+    /// key's step-up (the approval's write holds it to that). Any other session → 403 `forbidden`.
+    /// The request the route names is read with the caller (`GuardPreload.cibaRequest`).
+    case cibaApprover
     /// The admin API: the admin key, or an admin's session begun by a user-verified passkey that
     /// is not held. An email session, a held passkey's session or a refreshed token → 403.
     case admin
@@ -47,6 +52,7 @@ extension Access {
         case .registrationVerify: "registration-verify"
         case .session: "session"
         case .passkeySession: "passkey-session"
+        case .cibaApprover: "ciba-approver"
         case .admin: "admin"
         case .stepUpToken: "step-up-token"
         case .registration: "registration"

@@ -57,13 +57,6 @@ struct CallerResolver: Sendable {
                 }
                 standing = try sessions.standing(loaded: read.session)
                 loads.preloadedApproval = LoadedApproval(id: id, read: read.approval)
-            } else if let id = preload?.cibaRequestId {
-                let session = caller
-                let read = try storage { () throws(StorageError) in
-                    try cibaRequests.standingAndCIBARequest(sessionId: session.sessionId, userId: session.userId, id: id)
-                }
-                standing = try sessions.standing(loaded: read.session)
-                loads.cibaRequest = CIBARequestRead(id: id, record: read.request)
             } else if let opening = preload?.approvalOpening {
                 let session = caller, since = now().addingTimeInterval(-ApprovalService.openingWindow)
                 let read = try storage { () throws(StorageError) in
@@ -78,6 +71,20 @@ struct CallerResolver: Sendable {
             }
             guard standing.approves else {
                 throw ServiceError(.forbidden, "this needs a session begun by one of the account's passkeys that is not held")
+            }
+            caller.standing = standing
+            return .session(caller)
+        case .cibaApprover:
+            var caller = try sessions.session(accessToken: try Self.bearer(request))
+            let session = caller, id = preload?.cibaRequestId
+            let read = try storage { () throws(StorageError) in
+                try cibaRequests.standingAndCIBARequest(sessionId: session.sessionId, userId: session.userId, id: id)
+            }
+            let standing = try sessions.standing(loaded: read.session)
+            if let id { loads.cibaRequest = CIBARequestRead(id: id, record: read.request) }
+            guard standing.approves || read.sessionDeviceKeys > 0 else {
+                throw ServiceError(.forbidden, "approving a CIBA request needs a session begun by one of the account's passkeys that is not held, "
+                                   + "or the session that enrolled the approving device key")
             }
             caller.standing = standing
             return .session(caller)
@@ -210,7 +217,7 @@ struct CallerResolver: Sendable {
         switch access {
         case .registration, .registrationVerify:
             request.header("Latchkey-Step-Up") == nil && request.header("Latchkey-Ticket") == nil
-        case .anyone, .session, .passkeySession, .admin, .stepUpToken, .approver, .sessionOrBrowser, .anyoneOrBrowser, .oauthClient, .oauthBearer:
+        case .anyone, .session, .passkeySession, .cibaApprover, .admin, .stepUpToken, .approver, .sessionOrBrowser, .anyoneOrBrowser, .oauthClient, .oauthBearer:
             false
         }
     }

@@ -15,7 +15,8 @@ extension RouteTable {
             case .stepUp(let r, _, _): .stepUp(jti: r.jti, actionHash: r.actionHash)
             case .ticket(let hash): .ticket(hash: hash)
             }
-            let enrolled = try s.deviceKeys.enrol(userId: try ctx.userId, body: try ctx.json(), gate: gate)
+            let caller = try ctx.session()
+            let enrolled = try s.deviceKeys.enrol(userId: caller.userId, body: try ctx.json(), gate: gate, sessionId: caller.sessionId)
             return .json(status: 201, bytes: DeviceKeyRenderer.deviceKey(enrolled).serialized())
         }
         add("GET", "/v1/device-keys", .session, accepting: .any) { ctx in

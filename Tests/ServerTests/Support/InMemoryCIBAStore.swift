@@ -33,6 +33,10 @@ final class InMemoryCIBAStore: CIBAStore, Sendable {
         var audit: [AuditRecord] = []
         var events: [OutboxEvent] = []
         var issuedFamilies: [String] = []
+        /// A device key's step-up (by its jti) → the session that enrolled the key.
+        var stepUpKeySessions: [String: String] = [:]
+        /// Ping notifications made due (event id → when).
+        var pingsDue: [String: Date] = [:]
     }
 
     let rows = Mutex(Rows())
@@ -43,15 +47,20 @@ final class InMemoryCIBAStore: CIBAStore, Sendable {
     func addAccount(_ username: String, id: String) { rows.withLock { $0.accounts[username] = id } }
     func addClient(_ id: String, name: String) { rows.withLock { $0.clientNames[id] = name } }
     func endFamily(_ id: String) { rows.withLock { $0.endedFamilies.insert(id) } }
+    /// The step-up `jti` was made by a live device key that session `sessionId` enrolled.
+    func deviceKeyStepUp(_ jti: String, enrolledBy sessionId: String) { rows.withLock { $0.stepUpKeySessions[jti] = sessionId } }
+    var pingsDue: [String: Date] { rows.withLock { $0.pingsDue } }
     var events: [OutboxEvent] { rows.withLock { $0.events } }
     var audit: [AuditRecord] { rows.withLock { $0.audit } }
 
     private func record(_ r: Request, _ t: Rows, at now: Date) -> CIBARequestRecord {
-        CIBARequestRecord(id: r.record.id, clientId: r.record.clientId, clientName: t.clientNames[r.record.clientId] ?? "",
-                          userId: r.record.userId, scope: r.record.scope, bindingMessage: r.record.bindingMessage,
-                          authorizationDetails: r.record.authorizationDetails, acrValues: r.record.acrValues,
-                          notificationToken: r.record.notificationToken, status: r.status, live: r.expiresAt > now,
-                          createdAt: r.createdAt, expiresAt: r.expiresAt)
+        var record = CIBARequestRecord(id: r.record.id, clientId: r.record.clientId, clientName: t.clientNames[r.record.clientId] ?? "",
+                                       userId: r.record.userId, scope: r.record.scope, bindingMessage: r.record.bindingMessage,
+                                       authorizationDetails: r.record.authorizationDetails, acrValues: r.record.acrValues,
+                                       notificationToken: r.record.notificationToken, status: r.status, live: r.expiresAt > now,
+                                       createdAt: r.createdAt, expiresAt: r.expiresAt)
+        record.pingEvent = r.record.pingEvent
+        return record
     }
 
     func authorizeRead(clientId: String, username: String?, userId: String?) throws(StorageError) -> CIBAAuthorizeRead {
@@ -76,7 +85,7 @@ final class InMemoryCIBAStore: CIBAStore, Sendable {
         rows.withLock { $0.unknownUsers.append((clientId, now)) }
     }
 
-    func store(_ request: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) {
+    func store(_ request: CIBANewRequest, maxPending: Int, audit: AuditRecord, events: [OutboxEvent], now due: Date) throws(StorageError) {
         let now = now()
         rows.withLock { t in
             let pending = t.order.filter { id in
@@ -85,6 +94,7 @@ final class InMemoryCIBAStore: CIBAStore, Sendable {
             for id in pending.dropLast(max(0, maxPending - 1)) {
                 t.requests[id]?.status = .expired
                 t.requests[id]?.decidedAt = now
+                if let ping = t.requests[id]?.record.pingEvent { t.pingsDue[ping] = due }
             }
             t.requests[request.id] = Request(record: request, createdAt: now, expiresAt: now.addingTimeInterval(Double(request.expiresInSeconds)),
                                              interval: request.intervalSeconds)
@@ -108,21 +118,23 @@ final class InMemoryCIBAStore: CIBAStore, Sendable {
     }
 
     func decide(id: String, userId: String, grant: JSONValue?, approvers: OAuthApprovers?, redeeming: StepUpRedemption?,
-                audit: AuditRecord, events: [OutboxEvent]) throws(StorageError) -> Bool {
+                keyOfSession: String?, audit: AuditRecord, events: [OutboxEvent], now due: Date) throws(StorageError) -> CIBADecision {
         let now = now()
-        return try rows.withLock { (t: inout Rows) throws(StorageError) -> Bool in
-            guard let r = t.requests[id], r.record.userId == userId, r.status == .pending, r.expiresAt > now else { return false }
+        return try rows.withLock { (t: inout Rows) throws(StorageError) -> CIBADecision in
+            guard let r = t.requests[id], r.record.userId == userId, r.status == .pending, r.expiresAt > now else { return .notPending }
+            if let keyOfSession, let redeeming, t.stepUpKeySessions[redeeming.jti] != keyOfSession { return .notTheSessionsKey }
             if let redeeming {
                 guard !t.usedStepUps.contains(redeeming.jti) else { throw StorageError.conflict(.stepUpUsed) }
                 t.usedStepUps.insert(redeeming.jti)
             }
+            if let ping = r.record.pingEvent { t.pingsDue[ping] = due }
             t.requests[id]?.status = grant == nil ? .denied : .approved
             t.requests[id]?.decidedAt = now
             t.requests[id]?.grant = grant
             t.requests[id]?.approvingFamily = approvers?.familyId
             t.audit.append(audit)
             t.events += events
-            return true
+            return .decided
         }
     }
 
