@@ -254,14 +254,17 @@ public final class OutboxRepository: Sendable {
 
     // MARK: Reading
 
-    /// Pending deliveries per channel and the age of the oldest one at `now`.
+    /// The backlog per channel at `now`: deliveries due and not yet made, and how long the oldest has
+    /// been due. A delivery scheduled for later (`OutboxEvent.notBefore`, never tried) is not backlog
+    /// until its time, and is due from then, not from its event's creation.
     public func depth(now: Date) throws(StorageError) -> [OutboxDepth] {
         try pool.run { c in
             try c.query("""
                 SELECT d.channel, count(*) AS pending,
-                       GREATEST(COALESCE(EXTRACT(EPOCH FROM \(now) - min(e.created_at)), 0), 0)::float8 AS oldest
+                       GREATEST(COALESCE(EXTRACT(EPOCH FROM \(now) - min(CASE WHEN d.attempts = 0 THEN d.next_attempt_at ELSE e.created_at END)), 0), 0)::float8 AS oldest
                 FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
-                WHERE d.status = 'pending' GROUP BY d.channel ORDER BY d.channel
+                WHERE d.status = 'pending' AND NOT (d.attempts = 0 AND d.next_attempt_at > \(now))
+                GROUP BY d.channel ORDER BY d.channel
                 """).map { r in
                 OutboxDepth(channel: try r.value("channel"), pending: try r.int("pending"), oldestPendingSeconds: try r.double("oldest"))
             }

@@ -151,6 +151,16 @@ import Testing
         #expect(d.createdAt == Self.at(-3600) && d.expiresAt == Self.at(3600) && d.leasedUntil == Self.at(30))
     }
 
+    @Test func aDeliveryScheduledForLaterIsNoBacklogUntilItIsDue() throws {
+        let s = try TestDatabase.scratch()
+        var ping = Self.event(.mailMessage, maxAge: 7200, fanOut: [.direct(channel: .mail, target: "later-1")], at: Self.at(-600))
+        ping.notBefore = Self.at(60)
+        try s.database.outbox.append([ping])
+        #expect(try s.database.outbox.depth(now: Self.t0).isEmpty, "due in a minute: nothing is late yet")
+        #expect(try s.database.outbox.depth(now: Self.at(90)) == [OutboxDepth(channel: .mail, pending: 1, oldestPendingSeconds: 30)],
+                "due for 30 s, not for the 690 s since its event was written")
+    }
+
     @Test func aClaimIsALeaseThatComesBackWhenItRunsOut() throws {
         let s = try TestDatabase.scratch()
         try Self.endpoint(s, [.userCreated])
