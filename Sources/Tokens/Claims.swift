@@ -95,12 +95,14 @@ public struct AccessClaims: Sendable, Equatable {
 
     /// The payload, with the issuer and audience of the deployment.
     public func payload(issuer: String, audience: String) -> JSONValue {
-        .object([
+        var members: [(key: String, value: JSONValue)] = [
             ("iss", .string(issuer)), ("sub", .string(subject)), ("aud", .string(audience)), ("client_id", "latchkey"),
             ("iat", .number(Double(issuedAt))), ("exp", .number(Double(expiresAt))), ("jti", .string(jwtId)),
             ("auth_time", .number(Double(authTime))), ("sid", .string(sessionId)), ("acr", .string(acr)),
             ("amr", .array(amr.map { .string($0) })),
-        ] + (jkt.map { [("cnf", JSONValue.object([("jkt", .string($0))]))] } ?? []))
+        ]
+        if let jkt { members.append((key: "cnf", value: .object([(key: "jkt", value: .string(jkt))]))) }
+        return .object(members)
     }
 
     /// `payload(issuer:audience:).serialized()`, written without the tree (every login signs one).

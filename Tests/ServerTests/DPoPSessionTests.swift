@@ -18,7 +18,8 @@ struct DPoPSessionTests {
 
     /// A passkey login whose verify carries `proof`.
     static func login(_ client: Client, _ authenticator: SoftAuthenticator, proof: (String) -> String?) throws -> Reply {
-        let options = try #require(client.authenticationOptions(username: nil).json)
+        let answer = try client.authenticationOptions(username: nil)
+        let options = try #require(answer.json, "\(answer)")
         let body = try client.assertion(authenticator, options: options).bytes()
         let url = client.endpoint.origin + "/v1/passkeys/authentication/verify"
         return try client.send("POST", "/v1/passkeys/authentication/verify", body: body, headers: proof(url).map { [("DPoP", $0)] } ?? [])
