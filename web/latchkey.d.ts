@@ -62,6 +62,23 @@ export declare const base64url: {
   encode(bytes: ArrayBuffer | ArrayBufferView): string;
 };
 
+/** A DPoP key: the private half cannot leave WebCrypto (extractable false); `jwk` is the public half. */
+export interface DPoPKey { privateKey: CryptoKey; jwk: { kty: 'EC'; crv: 'P-256'; x: string; y: string } }
+export interface DPoPKeyStore {
+  get(id: string): Promise<DPoPKey | undefined>;
+  put(id: string, key: DPoPKey): Promise<void>;
+  delete(id: string): Promise<void>;
+}
+export declare function indexedDBKeyStore(name?: string): DPoPKeyStore;
+export declare function memoryKeyStore(): DPoPKeyStore;
+/** RFC 9449 proofs with WebCrypto (ES256). */
+export declare const dpop: {
+  generate(): Promise<DPoPKey>;
+  thumbprint(jwk: DPoPKey['jwk']): Promise<string>;
+  ath(accessToken: string): Promise<string>;
+  proof(key: DPoPKey, claims: { method: string; url: string; accessToken?: string; nonce?: string }): Promise<string>;
+};
+
 export type CreationOptionsJSON = Record<string, any> & { challenge: string; user: { id: string; name: string; displayName: string } };
 export type RequestOptionsJSON = Record<string, any> & { challenge: string };
 export type RegistrationResponseJSON = Record<string, any> & { id: string; rawId: string; type: 'public-key' };
@@ -94,7 +111,7 @@ export declare const actions: {
 };
 
 export interface User { id: string; username: string; displayName: string }
-export interface Tokens { access_token: string; token_type: 'Bearer'; expires_in: number; refresh_token: string }
+export interface Tokens { access_token: string; token_type: 'Bearer' | 'DPoP'; expires_in: number; refresh_token: string }
 export interface Passkey {
   id: string; name: string; provider: string | null; aaguid: string; createdAt: string; lastUsedAt: string | null;
   backupEligible: boolean; backedUp: boolean; transports: string[]; flagged: boolean; heldUntil?: string;
@@ -128,11 +145,19 @@ export interface LatchkeyConfig {
   fetch?: typeof fetch;
   /** Sent as Accept-Language: the server stores it as the account's language for mail. */
   language?: string;
+  /** Bind the session to a DPoP key ('auto', the default: where WebCrypto and IndexedDB are at hand). */
+  dpop?: boolean | 'auto';
+  /** Where the DPoP key is kept (IndexedDB by default). */
+  dpopKeyStore?: DPoPKeyStore;
 }
 
 export interface RequestOptions {
   body?: unknown; auth?: boolean; token?: string | null; ticket?: string | null;
   headers?: Record<string, string>; retry?: boolean;
+  /** A request that issues tokens: send a DPoP proof (when DPoP is on) to bind them. */
+  proof?: boolean;
+  /** `token` is DPoP-bound: send it as `Authorization: DPoP` with a proof. */
+  bound?: boolean;
 }
 
 export declare class Latchkey {
@@ -146,6 +171,12 @@ export declare class Latchkey {
   /** POST /v1/passkeys/registration/verify, sent again (twice at most) when its answer is lost. */
   verifyRegistration(credential: RegistrationResponseJSON): Promise<SignInResult>;
   refresh(): Promise<boolean>;
+  /** Whether sign-ins, refreshes and calls carry DPoP proofs. */
+  readonly dpopEnabled: boolean;
+  /** This client's DPoP key, made and stored on first use. */
+  dpopKey(): Promise<DPoPKey>;
+  /** Its RFC 7638 thumbprint: the `cnf.jkt` of the session's access tokens. */
+  dpopThumbprint(): Promise<string>;
   signUp(who: { username: string; displayName?: string }): Promise<SignInResult>;
   signIn(opts?: { username?: string; userVerification?: 'required' | 'preferred' | 'discouraged' }): Promise<SignInResult>;
   /** Conditional UI: null when it ends without a choice, is aborted, or is unavailable. */

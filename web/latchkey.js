@@ -11,7 +11,10 @@
 // table asks for (tried without; on 403 `step_up_required` a user-verified passkey approval of
 // exactly that change, then sent again), step-up for an app's own action, recovery, email sign-in,
 // the Signal API hints the server sends, and token refresh (one refresh in flight: refresh tokens
-// rotate, and a reused one ends the session). Every failure is a `LatchkeyError` whose `code` is
+// rotate, and a reused one ends the session). Where WebCrypto and IndexedDB are at hand the session
+// is DPoP-bound (RFC 9449): a non-extractable ECDSA P-256 key kept in IndexedDB signs a proof for
+// the sign-in, every refresh and every authenticated call, so a token copied out of the page is
+// useless without it. Every failure is a `LatchkeyError` whose `code` is
 // Latchkey's own (`credential_unknown`, `step_up_required`, …) or one of the client-side codes
 // below (`cancelled`, `timeout`, `network`, …).
 //
@@ -200,6 +203,77 @@ export const base64url = Object.freeze({
   },
 });
 
+// ---------------------------------------------------------------------------------------------
+// DPoP (RFC 9449): proofs of possession of a key the page cannot export
+
+const utf8 = (s) => new TextEncoder().encode(s);
+const b64json = (v) => base64url.encode(utf8(JSON.stringify(v)));
+
+/**
+ * Where DPoP keys are kept: IndexedDB, which stores a CryptoKey as itself (its private half stays
+ * inside WebCrypto, `extractable: false`), one key per session storage key.
+ * @param {string} [name] the database's name
+ */
+export function indexedDBKeyStore(name = 'latchkey-dpop') {
+  const open = () => new Promise((resolve, reject) => {
+    const r = indexedDB.open(name, 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('keys');
+    r.onsuccess = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+  });
+  const run = async (mode, use) => {
+    const db = await open();
+    try {
+      return await new Promise((resolve, reject) => {
+        const tx = db.transaction('keys', mode);
+        const req = use(tx.objectStore('keys'));
+        tx.oncomplete = () => resolve(req.result);
+        tx.onerror = () => reject(tx.error);
+      });
+    } finally { db.close(); }
+  };
+  return {
+    get: (id) => run('readonly', (store) => store.get(id)),
+    put: (id, value) => run('readwrite', (store) => store.put(value, id)),
+    delete: (id) => run('readwrite', (store) => store.delete(id)),
+  };
+}
+
+/** A key store in memory (outside a browser, or for tests): the key lives as long as the page. */
+export function memoryKeyStore() {
+  const m = new Map();
+  return { get: async (id) => m.get(id), put: async (id, v) => { m.set(id, v); }, delete: async (id) => { m.delete(id); } };
+}
+
+/** RFC 9449 proofs with WebCrypto: `{privateKey, jwk}` keys, ES256. */
+export const dpop = Object.freeze({
+  /** A new ECDSA P-256 key whose private half cannot be exported → `{privateKey, jwk}` (the public JWK). */
+  async generate() {
+    const pair = await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign']);
+    const { kty, crv, x, y } = await crypto.subtle.exportKey('jwk', pair.publicKey);
+    return { privateKey: pair.privateKey, jwk: { kty, crv, x, y } };
+  },
+  /** RFC 7638 thumbprint of a P-256 public JWK: what the server binds tokens to (`cnf.jkt`). */
+  async thumbprint(jwk) {
+    return base64url.encode(await crypto.subtle.digest('SHA-256', utf8(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y }))));
+  },
+  /** `ath`: base64url of SHA-256 of the access token. */
+  async ath(accessToken) { return base64url.encode(await crypto.subtle.digest('SHA-256', utf8(accessToken))); },
+  /**
+   * A proof (RFC 9449 §4.2) for `method` `url` (query and fragment dropped), with `ath` when an
+   * access token goes with it.
+   */
+  async proof(key, { method, url, accessToken, nonce } = {}) {
+    const claims = { jti: base64url.encode(crypto.getRandomValues(new Uint8Array(16))), htm: method, htu: String(url).split(/[?#]/)[0],
+      iat: Math.floor(Date.now() / 1000) };
+    if (accessToken) claims.ath = await dpop.ath(accessToken);
+    if (nonce) claims.nonce = nonce;
+    const input = b64json({ typ: 'dpop+jwt', alg: 'ES256', jwk: key.jwk }) + '.' + b64json(claims);
+    const signature = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, key.privateKey, utf8(input));
+    return input + '.' + base64url.encode(signature);
+  },
+});
+
 /** The server's PublicKeyCredentialCreationOptionsJSON → the `publicKey` argument of `navigator.credentials.create`. */
 export function parseCreationOptions(json) {
   const PKC = globalThis.PublicKeyCredential;
@@ -360,8 +434,17 @@ export class Latchkey {
    * @param {(reason: LatchkeyError|null) => void} [config.onSessionEnded] the session ended (refresh refused, revoked, signed out)
    * @param {typeof fetch} [config.fetch]
    * @param {string} [config.language] a BCP 47 tag sent as Accept-Language (the server mails the account in the language it last signed in with)
+   * @param {boolean|'auto'} [config.dpop] bind the session to a DPoP key ('auto': where WebCrypto and IndexedDB are at hand)
+   * @param {{get: Function, put: Function, delete: Function}} [config.dpopKeyStore] where the key is kept (IndexedDB by default)
    */
-  constructor({ baseURL = '', storage, storageKey = 'latchkey.session', confirmStepUp, onSessionEnded, fetch: fetchImpl, language } = {}) {
+  constructor({ baseURL = '', storage, storageKey = 'latchkey.session', confirmStepUp, onSessionEnded, fetch: fetchImpl, language,
+    dpop: useDPoP = 'auto', dpopKeyStore } = {}) {
+    const webCrypto = typeof crypto !== 'undefined' && !!crypto.subtle;
+    const idb = typeof indexedDB !== 'undefined';
+    /** Whether sign-ins, refreshes and calls carry DPoP proofs. */
+    this.dpopEnabled = webCrypto && (useDPoP === true || (useDPoP === 'auto' && (idb || !!dpopKeyStore)));
+    this._dpopKeys = dpopKeyStore || (idb ? indexedDBKeyStore() : memoryKeyStore());
+    this._dpopKey = null;
     /** @type {string|undefined} */
     this.language = language;
     this.baseURL = String(baseURL).replace(/\/+$/, '');
@@ -392,12 +475,18 @@ export class Latchkey {
    * /v1/token on a 401), `token` a given bearer (a recovery or step-up token), `ticket` an enrolment
    * ticket. Returns the JSON (null for 204); throws a LatchkeyError for anything not 2xx.
    */
-  async request(method, path, { body, auth = false, token = null, ticket = null, headers = {}, retry = true } = {}) {
+  async request(method, path, { body, auth = false, token = null, ticket = null, headers = {}, retry = true, proof = false, bound = false } = {}) {
     const h = { Accept: 'application/json, application/problem+json', ...(this.language ? { 'Accept-Language': this.language } : {}), ...headers };
     if (body !== undefined) h['Content-Type'] = 'application/json';
     const bearer = token || (auth && this.session ? this.session.tokens.access_token : null);
-    if (bearer) h.Authorization = `Bearer ${bearer}`;
+    // A DPoP-bound access token goes as `Authorization: DPoP` with a proof whose `ath` is its hash;
+    // `proof`: a request that issues tokens (a verify, a refresh) carries a proof to bind them.
+    const boundToken = !!bearer && (bound || (auth && !token && !!this.session && this.session.tokens.token_type === 'DPoP'));
+    if (bearer) h.Authorization = `${boundToken ? 'DPoP' : 'Bearer'} ${bearer}`;
     if (ticket) h.Authorization = `Ticket ${ticket}`;
+    if (boundToken || (proof && this.dpopEnabled)) {
+      h.DPoP = await dpop.proof(await this.dpopKey(), { method, url: this._absolute(path), accessToken: boundToken ? bearer : undefined });
+    }
     let response;
     try {
       response = await this._fetch(this.baseURL + path, {
@@ -433,7 +522,7 @@ export class Latchkey {
         const rt = this.session && this.session.tokens.refresh_token;
         if (!rt) return false;
         try {
-          const tokens = await this.request('POST', '/v1/token', { body: { grant_type: 'refresh_token', refresh_token: rt } });
+          const tokens = await this.request('POST', '/v1/token', { body: { grant_type: 'refresh_token', refresh_token: rt }, proof: true });
           this.session = { ...this.session, tokens };
           this._save();
           return true;
@@ -444,6 +533,27 @@ export class Latchkey {
       })();
     }
     return this._refreshing;
+  }
+
+  /** This client's DPoP key (`{privateKey, jwk}`), made and stored on first use. */
+  async dpopKey() {
+    if (this._dpopKey) return this._dpopKey;
+    let key = null;
+    try { key = await this._dpopKeys.get(this.storageKey); } catch { key = null; }
+    if (!key || !key.privateKey || !key.jwk) {
+      key = await dpop.generate();
+      try { await this._dpopKeys.put(this.storageKey, key); } catch { /* this page's lifetime only */ }
+    }
+    this._dpopKey = key;
+    return key;
+  }
+
+  /** The thumbprint of this client's DPoP key (the `cnf.jkt` of its bound tokens). */
+  async dpopThumbprint() { return dpop.thumbprint((await this.dpopKey()).jwk); }
+
+  _absolute(path) {
+    const base = this.baseURL || (globalThis.location ? globalThis.location.origin : '');
+    return base + path;
   }
 
   _load() {
@@ -541,7 +651,7 @@ export class Latchkey {
     const options = await this.request('POST', '/v1/passkeys/authentication/options', { body: username ? { username } : {} });
     if (userVerification) options.userVerification = userVerification;
     const credential = await this._signInPrompt(options);
-    return this._start(await this.request('POST', '/v1/passkeys/authentication/verify', { body: credential }), 'passkey');
+    return this._start(await this.request('POST', '/v1/passkeys/authentication/verify', { body: credential, proof: true }), 'passkey');
   }
 
   /**
@@ -564,7 +674,7 @@ export class Latchkey {
       const credential = await startAuthentication(options, { mediation: 'conditional', signal: controller.signal });
       if (this._conditional !== entry) return null;
       this._conditional = null;
-      return this._start(await this.request('POST', '/v1/passkeys/authentication/verify', { body: credential }), 'autofill');
+      return this._start(await this.request('POST', '/v1/passkeys/authentication/verify', { body: credential, proof: true }), 'autofill');
     } catch (e) {
       if (controller.signal.aborted || this._conditional !== entry) return null;
       if (e instanceof LatchkeyError && e.isCancellation) return null;
@@ -584,7 +694,8 @@ export class Latchkey {
     const had = this.session;
     this.session = null;  // signed out here at once; the server is told after
     try { this.storage.removeItem(this.storageKey); } catch { /* ignore */ }
-    if (had && token) { try { await this.request('POST', '/v1/logout', { token }); } catch { /* signed out here anyway */ } }
+    const bound = !!had && had.tokens.token_type === 'DPoP';
+    if (had && token) { try { await this.request('POST', '/v1/logout', { token, bound }); } catch { /* signed out here anyway */ } }
   }
 
   /** Forgets the session here without telling the server (it ended there already). */
@@ -727,7 +838,7 @@ class EmailAPI {
   startSignIn(email) { return this.lk.request('POST', '/v1/email/challenges', { body: { email } }); }
   /** Email sign-in, step 2 → `{user, tokens}`, session started (method `email`). */
   async finishSignIn(challengeId, code) {
-    return this.lk._start(await this.lk.request('POST', '/v1/email/verify', { body: { challengeId, code } }), 'email');
+    return this.lk._start(await this.lk.request('POST', '/v1/email/verify', { body: { challengeId, code }, proof: true }), 'email');
   }
   /** Sets or replaces the verified address (step-up `latchkey.email.change` when the account has a passkey) → `{challengeId, expiresAt}`. */
   setAddress(email, { reason } = {}) {

@@ -102,6 +102,8 @@ public enum LatchkeyMigrations {
         // a ping-mode request's one notification (due at expiry, moved to now by a decision).
         File(version: 32, name: "ciba device-key sessions", file: "0032_ciba_device_key_sessions.sql",
              sql: PackageResources._032_ciba_device_key_sessions_sql),
+        // A first-party session's DPoP key (`cnf.jkt`), set by the proof that began or first refreshed it.
+        File(version: 33, name: "session dpop", file: "0033_session_dpop.sql", sql: PackageResources._033_session_dpop_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

@@ -54,6 +54,8 @@ public enum LoginWritten: Sendable, Equatable {
     case session(RecordedUse)
     case browserSession(RecordedUse, ended: [String])
     case refused
+    /// The session's DPoP proof was seen before (RFC 9449 §11.1): the challenge is used, no session written.
+    case proofReplayed
 }
 
 /// A passkey login's storage (SPEC "Performance targets": options write nothing, a login is one
@@ -109,7 +111,10 @@ public final class LoginRepository: Sendable {
             let row = try c.pipeline([Self.statement(write, challenge), "COMMIT"])[0][0]
             guard try row.bool("fresh") else { return .challengeUnusable }
             switch write {
-            case .session: return .session(try AccountRepository.recorded(row))
+            case .session(let session, _, _, _, _):
+                // A session with a DPoP proof is written only for a proof not seen before.
+                if session.dpop != nil, try !row.bool("started") { return .proofReplayed }
+                return .session(try AccountRepository.recorded(row))
             case .browserSession:
                 let (recorded, ended) = try OAuthRepository.browserSessionStarted(row)
                 return .browserSession(recorded, ended: ended)
@@ -141,7 +146,7 @@ public final class LoginRepository: Sendable {
             var ctes = [used] + SessionRepository.started(session, by: use, onlyIf: "used")
                 + AuditRepository.cte(audit, onlyIf: "tok") + OutboxRepository.ctes(events, onlyIf: "tok")
             ctes += MailRepository.languageMemo(userId: session.userId, language: language, onlyIf: "tok")
-            return SQL.with(ctes, AccountRepository.recordedOrWhy(use, also: fresh))
+            return SQL.with(ctes, AccountRepository.recordedOrWhy(use, also: "\(fragment: fresh), EXISTS (SELECT 1 FROM tok) AS started"))
         case .browserSession(let session, let use, let replacing, let audit, let events):
             return OAuthRepository.startBrowserSession(session, recording: use, replacing: replacing, audit: audit, events: events,
                                                        onlyIf: "used", also: fresh, prefix: [used])

@@ -66,10 +66,15 @@ public struct AuditEntry: Sendable {
 public enum RefreshOutcome: Sendable, Equatable {
     /// `authTime`: the session's, unchanged by the refresh; `method`: how it began (the access
     /// token's `acr`/`amr` keep saying so after a refresh).
-    case rotated(userId: String, familyId: String, authTime: Date, method: SessionMethod = .passkey)
+    /// `jkt`: the DPoP key the session is bound to (its access tokens' `cnf.jkt`), nil for Bearer.
+    case rotated(userId: String, familyId: String, authTime: Date, method: SessionMethod = .passkey, jkt: String? = nil)
     /// A token that was already used: the whole family is now revoked (RFC 9700 §4.14.2).
     case reused(familyId: String)
     case invalid
+    /// The session is bound to a DPoP key and the request carried no proof by it: nothing changed.
+    case proofRequired
+    /// The request's DPoP proof was seen before (RFC 9449 §11.1): nothing changed.
+    case proofReplayed
 }
 
 public struct DeviceKeyRecord: Sendable {

@@ -28,6 +28,10 @@ public struct NewSession: Sendable, Equatable {
     /// The OP session of the `/authorize` page's cookie (SPEC "Who may approve"): its one refresh
     /// token is the cookie's hash, never rotated and never accepted as a refresh token.
     public let browser: Bool
+    /// The DPoP proof that came with the request starting it (SPEC "Sender-constrained tokens"):
+    /// its `jti` recorded by the session's own statement, which writes the session only for a proof
+    /// not seen before, and its key the session's `dpop_jkt`.
+    public var dpop: DPoPBinding? = nil
 
     public init(familyId: String, userId: String, refreshHash: [UInt8], ttlSeconds: Int, method: SessionMethod,
                 credentialId: [UInt8]?, authTime: Date, browser: Bool = false) {
@@ -120,12 +124,16 @@ public final class SessionRepository: Sendable {
     /// statement), only when that CTE returned a row.
     /// `asserted`: the session began with an assertion of its credential (a sign-in, not the
     /// registration), so its `auth_time` is that passkey's last use (`credential_last_use`).
+    /// With `session.dpop`, the proof's `jti` is recorded first (CTE `dpop`) and the family is
+    /// written only when that proof is new: a replayed proof starts no session.
     static func ctes(_ session: NewSession, from source: String?, asserted: Bool = false) -> [(name: String, sql: SQL)] {
         let from: SQL = source.map { " FROM \(unsafeRaw: $0)" } ?? ""
-        return [("fam", """
-                    INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser, asserted)
+        let proof: [(name: String, sql: SQL)] = session.dpop.map { [("dpop", DPoPProofRepository.recording($0.replay))] } ?? []
+        let gate: SQL = session.dpop == nil ? "" : " WHERE EXISTS (SELECT 1 FROM dpop)"
+        return proof + [("fam", """
+                    INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser, asserted, dpop_jkt)
                     SELECT \(session.familyId), \(session.userId), \(session.method.rawValue), \(session.credentialId),
-                           \(session.authTime), now(), \(session.browser), \(asserted)\(fragment: from)
+                           \(session.authTime), now(), \(session.browser), \(asserted), \(session.dpop?.jkt)::text\(fragment: from)\(fragment: gate)
                     RETURNING id
                     """),
                 ("tok", """
@@ -146,20 +154,35 @@ public final class SessionRepository: Sendable {
     /// and `reuseEvent` (`sessionId`) about the family's owner. The session's `auth_time` comes back
     /// unchanged; `last_used_at` moves.
     public func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int, reuseAudit: AuditTemplate,
-                       reuseEvent: EventTemplate? = nil) throws(StorageError) -> RefreshOutcome {
-        // One statement (`SessionRepository.rotation`).
+                       reuseEvent: EventTemplate? = nil, dpop: DPoPBinding? = nil) throws(StorageError) -> RefreshOutcome {
+        // One statement (`SessionRepository.rotation`). A family bound to a DPoP key rotates only
+        // with a proof by that key; a proof is recorded (`dpop`) and the token used only when the
+        // proof is new; an unbound family is bound by the first proof that refreshes it.
+        let proof: [(name: String, sql: SQL)] = dpop.map { [("dpop", DPoPProofRepository.recording($0.replay))] } ?? []
+        let fresh: SQL = dpop == nil ? "true" : "EXISTS (SELECT 1 FROM dpop)"
         let rotated = try pool.run { c in
             try c.query(Self.rotation(used: """
                 UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f
                 WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
                   AND f.method <> 'oauth' AND NOT f.browser
+                  AND (f.dpop_jkt IS NULL OR f.dpop_jkt = \(dpop?.jkt)::text) AND \(fragment: fresh)
                 RETURNING r.family_id, f.user_id
-                """, newHash: newHash, ttlSeconds: ttlSeconds,
-                select: "SELECT used.family_id, used.user_id, fam.auth_time, fam.method, EXISTS (SELECT 1 FROM tok) AS rotated FROM used LEFT JOIN fam ON true")
-            ).first.map { row -> RefreshOutcome in
+                """, newHash: newHash, ttlSeconds: ttlSeconds, before: proof, binding: dpop?.jkt,
+                select: """
+                    SELECT used.family_id, used.user_id, fam.auth_time, fam.method, fam.dpop_jkt, EXISTS (SELECT 1 FROM tok) AS rotated,
+                           \(fragment: fresh) AS fresh,
+                           (SELECT f.dpop_jkt FROM refresh_tokens r JOIN refresh_families f ON f.id = r.family_id WHERE r.hash = \(hash)) AS bound
+                    FROM (VALUES (1)) AS one (x) LEFT JOIN used ON true LEFT JOIN fam ON true
+                    """)
+            ).first.flatMap { row -> RefreshOutcome? in
+                guard try !row.isNull("family_id") else {
+                    guard try row.bool("fresh") else { return .proofReplayed }
+                    if try !row.isNull("bound"), try row.string("bound") != dpop?.jkt { return .proofRequired }
+                    return nil
+                }
                 guard try row.bool("rotated") else { return .invalid }
                 return .rotated(userId: try row.string("user_id"), familyId: try row.string("family_id"), authTime: try row.date("auth_time"),
-                                method: try row.value("method"))
+                                method: try row.value("method"), jkt: try row.isNull("dpop_jkt") ? nil : try row.string("dpop_jkt"))
             }
         }
         if let rotated { return rotated }
@@ -183,13 +206,15 @@ public final class SessionRepository: Sendable {
     /// last use — its row lock: a revocation committed meanwhile is seen, one that comes later waits
     /// for this refresh — as `fam`, and the next token as `tok`, only while the family lives; then
     /// `also` (the caller's audit line over `tok`, written only when the token rotated).
-    static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, before: [(name: String, sql: SQL)] = [],
+    /// `binding`: a first-party family not yet bound to a DPoP key is bound to this one (`dpop_jkt`).
+    static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, before: [(name: String, sql: SQL)] = [], binding: String? = nil,
                          also: [(name: String, sql: SQL)] = [], select: SQL) -> SQL {
-        SQL.with(before + [
+        let bind: SQL = binding.map { ", dpop_jkt = COALESCE(dpop_jkt, \($0)::text)" } ?? ""
+        return SQL.with(before + [
             ("used", used),
             ("fam", """
-                UPDATE refresh_families SET last_used_at = now() WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL
-                RETURNING id, auth_time, method
+                UPDATE refresh_families SET last_used_at = now()\(fragment: bind) WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL
+                RETURNING id, auth_time, method, dpop_jkt
                 """),
             ("tok", """
                 INSERT INTO refresh_tokens (hash, family_id, expires_at)

@@ -77,9 +77,12 @@ public struct AccessClaims: Sendable, Equatable {
     public let authTime: Int64
     public let acr: String
     public let amr: [String]
+    /// RFC 9449 §6.1 `cnf.jkt`: the thumbprint of the DPoP key the token is bound to (nil: Bearer).
+    public let jkt: String?
 
     public init(subject: String, sessionId: String, jwtId: String, issuedAt: Int64, expiresAt: Int64, authTime: Int64,
-                authentication: AuthenticationClaims) {
+                authentication: AuthenticationClaims, jkt: String? = nil) {
+        self.jkt = jkt
         self.subject = subject
         self.sessionId = sessionId
         self.jwtId = jwtId
@@ -92,12 +95,14 @@ public struct AccessClaims: Sendable, Equatable {
 
     /// The payload, with the issuer and audience of the deployment.
     public func payload(issuer: String, audience: String) -> JSONValue {
-        .object([
+        var members: [(key: String, value: JSONValue)] = [
             ("iss", .string(issuer)), ("sub", .string(subject)), ("aud", .string(audience)), ("client_id", "latchkey"),
             ("iat", .number(Double(issuedAt))), ("exp", .number(Double(expiresAt))), ("jti", .string(jwtId)),
             ("auth_time", .number(Double(authTime))), ("sid", .string(sessionId)), ("acr", .string(acr)),
             ("amr", .array(amr.map { .string($0) })),
-        ])
+        ]
+        if let jkt { members.append((key: "cnf", value: .object([(key: "jkt", value: .string(jkt))]))) }
+        return .object(members)
     }
 
     /// `payload(issuer:audience:).serialized()`, written without the tree (every login signs one).
@@ -114,6 +119,7 @@ public struct AccessClaims: Sendable, Equatable {
         writer.member("sid", string: sessionId)
         writer.member("acr", string: acr)
         writer.member("amr", strings: amr)
+        if let jkt { writer.member("cnf") { $0.member("jkt", string: jkt) } }
         return writer.finish()
     }
 
@@ -128,6 +134,12 @@ public struct AccessClaims: Sendable, Equatable {
         authTime = try read.time("auth_time")
         acr = try read.string("acr")
         amr = try read.strings("amr")
+        if let cnf = claims["cnf"] {
+            guard let jkt = cnf["jkt"]?.stringValue, !jkt.isEmpty else { throw TokenError(.malformed, "cnf without jkt") }
+            self.jkt = jkt
+        } else {
+            jkt = nil
+        }
     }
 }
 

@@ -88,6 +88,11 @@ status=$?
 LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_TEST_SMTP_DIR="$smtp_dir" \
   LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
   "$VENV/bin/python" Tests/Browser/test_client.py || status=1
+# The web app's session bound to a DPoP key (RFC 9449): the key non-extractable in IndexedDB, the
+# token's cnf.jkt its thumbprint, copied tokens refused from Python without it.
+LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" \
+  LATCHKEY_SCREENSHOTS="${LATCHKEY_SCREENSHOTS:-$REPO/data/screenshots}" SE_OFFLINE=true \
+  timeout 300 "$VENV/bin/python" Tests/Browser/test_dpop.py || status=1
 # The admin console at /admin/ (its own browser); `latchkey admins add` mints the enrolment link.
 LATCHKEY_URL="http://localhost:$port" LATCHKEY_SERVER_PID="$server_pid" LATCHKEY_BIN="$LATCHKEY_BIN" \
   LATCHKEY_DATABASE_URL="$LATCHKEY_BROWSER_DATABASE_URL" \

@@ -55,7 +55,10 @@ extension RouteTable {
         }
         add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
             // The language memo rides in the login's one statement.
-            let result = try s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))
+            // A DPoP proof binds the session; its jti rides in the same statement.
+            let dpop = try s.callers.dpop.binding(ctx.request)
+            let result = try s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")),
+                                                             dpop: dpop)
             return .json(bytes: PasskeyRenderer.signedIn(result))
         }
         // SPEC "Portability": a provider's icon, public. `sandbox` makes an SVG opened on its own a

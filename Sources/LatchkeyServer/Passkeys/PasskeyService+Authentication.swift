@@ -72,16 +72,19 @@ extension PasskeyLogin {
     /// `conformance`: the conformance profile's `/assertion/result` (an assertion's UP flag may be clear).
     /// `language`: the language the request asked for (`Accept-Language`), remembered for the
     /// account's mail by the login's one statement.
-    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil) throws(ServiceError) -> PasskeyService.SignedIn {
-        try observed("authentication") { () throws(ServiceError) in try finishAuthentication(body, conformance: conformance, language: language) }
+    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil,
+                              dpop: DPoPBinding? = nil) throws(ServiceError) -> PasskeyService.SignedIn {
+        try observed("authentication") { () throws(ServiceError) in
+            try finishAuthentication(body, conformance: conformance, language: language, dpop: dpop)
+        }
     }
 
-    func finishAuthentication(_ body: [UInt8], conformance: Bool, language: String?) throws(ServiceError) -> PasskeyService.SignedIn {
+    func finishAuthentication(_ body: [UInt8], conformance: Bool, language: String?, dpop: DPoPBinding?) throws(ServiceError) -> PasskeyService.SignedIn {
         var pending: SessionService.Pending? = nil
         let (login, written) = try checkedLogin(body, conformance: conformance, boundTo: nil) { login throws(ServiceError) in
             // The one statement: the challenge's use, the counter's compare-and-set, the session,
             // the audit line, the events and the language memo.
-            let session = sessions.prepare(userId: login.user.id, credentialId: login.outcome.use.credentialId)
+            let session = sessions.prepare(userId: login.user.id, credentialId: login.outcome.use.credentialId, dpop: dpop)
             pending = session
             return .session(session.record, recording: login.outcome.use,
                             audit: [AuditRecord(.passkeyLogin, actor: login.user.id, subject: login.user.id, detail: login.outcome.auditDetail)],

@@ -60,6 +60,8 @@ extension PasskeyLogin {
         case .refused:
             guard let refusal else { throw ServiceError(.internalError, "a refused login without its reason") }
             throw refusal.error
+        case .proofReplayed:
+            throw SessionDPoP.replayed
         case .session, .browserSession:
             guard let checked else { throw ServiceError(.internalError, "a login written without its check") }
             return (checked, written)

@@ -95,8 +95,10 @@ public final class PasskeyService: Sendable {
         try login.authenticationOptions(boundTo: context)
     }
 
-    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil) throws(ServiceError) -> SignedIn {
-        try login.verifyAuthentication(body, conformance: conformance, language: language)
+    /// `dpop`: the request's DPoP proof, which binds the session (SPEC "Sender-constrained tokens").
+    func verifyAuthentication(_ body: [UInt8], conformance: Bool = false, language: String? = nil,
+                              dpop: DPoPBinding? = nil) throws(ServiceError) -> SignedIn {
+        try login.verifyAuthentication(body, conformance: conformance, language: language, dpop: dpop)
     }
 
     func checkedLogin(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?,

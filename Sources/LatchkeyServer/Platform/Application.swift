@@ -41,6 +41,7 @@ public struct Application: Responder {
     let cors: CORS
     let rateLimit: RateLimit
     let startupGate: StartupGate
+    let authChallenge: AuthChallenge
     private(set) var dispatch: RouteDispatch
 
     /// The routes whose body is a whole file, with their body limit (`HTTPServer.Configuration.largeBodies`).
@@ -74,6 +75,7 @@ public struct Application: Responder {
         rateLimit = RateLimit(limiter: RateLimiter(ratePerSecond: services.configuration.rateLimit, clock: services.runtime.uptime),
                               trustProxy: services.configuration.trustProxy)
         startupGate = StartupGate(startup: services.startup)
+        authChallenge = AuthChallenge(dpopNonce: { openID.currentDPoPNonce() })
         dispatch = RouteDispatch(router: router, budget: services.database)
         pipeline = Pipeline(stages: [], dispatch: dispatch)  // every part is set: now the stages can be listed
         pipeline = assemble()
@@ -81,7 +83,7 @@ public struct Application: Responder {
 
     /// The stages, outermost first (PipelineStages.swift says what each one does).
     private func assemble() -> Pipeline {
-        Pipeline(stages: [observation, CacheDefault(), AuthChallenge(), ListenerFilter(listener: listener), cors, Preflight(), rateLimit, startupGate],
+        Pipeline(stages: [observation, CacheDefault(), authChallenge, ListenerFilter(listener: listener), cors, Preflight(), rateLimit, startupGate],
                  dispatch: dispatch)
     }
 

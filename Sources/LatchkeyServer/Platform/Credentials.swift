@@ -35,6 +35,8 @@ struct CallerResolver: Sendable {
     let now: @Sendable () -> Date
     /// OAuth clients (client authentication) and OAuth access tokens.
     let oauth: OAuthCallers
+    /// DPoP-bound session tokens (SPEC "Sender-constrained tokens").
+    let dpop: SessionDPoP
 
     /// `preload`: the authorization request the route names (the approve and deny routes), read
     /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query, or the
@@ -46,9 +48,9 @@ struct CallerResolver: Sendable {
         case .anyone, .registrationVerify:
             return .anonymous
         case .session:
-            return .session(try sessions.session(accessToken: try Self.bearer(request)))
+            return .session(try sessionCaller(request))
         case .passkeySession:
-            var caller = try sessions.session(accessToken: try Self.bearer(request))
+            var caller = try sessionCaller(request)
             let standing: SessionService.Standing
             if let id = preload?.approvalId {
                 let session = caller
@@ -97,7 +99,7 @@ struct CallerResolver: Sendable {
                 }
                 return .browser(caller)
             }
-            var caller = try sessions.session(accessToken: try Self.bearer(request))
+            var caller = try sessionCaller(request)
             let (standing, read) = try browser.approverStanding(caller, preloading: requestId)
             loads.authorizationRequest = read
             guard standing.approves else {
@@ -106,7 +108,7 @@ struct CallerResolver: Sendable {
             caller.standing = standing
             return .session(caller)
         case .sessionOrBrowser:
-            if let bearer = BearerCredentials.value(request, scheme: "Bearer") { return .session(try sessions.session(accessToken: bearer)) }
+            if SessionDPoP.presented(request) != nil { return .session(try sessionCaller(request)) }
             let (caller, _, read) = try browserCaller(request, preloading: requestId)
             loads.authorizationRequest = read
             return .browser(caller)
@@ -139,22 +141,24 @@ struct CallerResolver: Sendable {
             bearer.presentedAsDPoP = dpop != nil
             return .oauthBearer(bearer)
         case .admin:
-            return try admin(try Self.bearer(request), preloading: preload?.adminPage, loads: &loads)
+            return try admin(request, preloading: preload?.adminPage, loads: &loads)
         case .stepUpToken:
             return .stepUpBearer(try Self.bearer(request))
         case .registration:
             // Each caller of an existing account is read with that account (its passkeys, and
             // whether the presented step-up is still redeemable) in one round trip; the handler
             // takes the account from `loads.registration`.
-            if let bearer = BearerCredentials.value(request, scheme: "Bearer") {
-                // SPEC "Recovery": the one place a recovery token is accepted.
-                if RecoveryService.isRecoveryToken(bearer) {
+            if let presented = SessionDPoP.presented(request) {
+                let bearer = presented.token
+                // SPEC "Recovery": the one place a recovery token is accepted (never DPoP-bound).
+                if !presented.asDPoP, RecoveryService.isRecoveryToken(bearer) {
                     let read = try registrationRequester(.recovery(tokenHash: OpaqueSecret.hash(bearer)))
                     let authorized = try recovery.authorizeRegistration(loaded: read.recovery)
                     loads.registration = PreloadedRegistration(account: read.account, stepUpJTI: nil)
                     return .recovery(authorized)
                 }
                 var caller = try sessions.session(accessToken: bearer)
+                try dpop.possession(caller, presented, request)
                 let jti = Self.presentedStepUpJTI(request)
                 let redeeming = jti.map { StepUpRedemption(jti: $0, userId: caller.userId, actionHash: Self.passkeyAdditionHash) }
                 let read = try registrationRequester(.session(id: caller.sessionId, userId: caller.userId, redeeming: redeeming))
@@ -198,6 +202,15 @@ struct CallerResolver: Sendable {
         return found
     }
 
+    /// A session's access token, as Bearer or (bound) as DPoP with its proof: verified, and its
+    /// possession proven (`SessionDPoP.possession`).
+    func sessionCaller(_ request: Request) throws(ServiceError) -> SessionService.Caller {
+        guard let presented = SessionDPoP.presented(request) else { throw ServiceError.unauthorized }
+        let caller = try sessions.session(accessToken: presented.token)
+        try dpop.possession(caller, presented, request)
+        return caller
+    }
+
     static func bearer(_ request: Request) throws(ServiceError) -> String {
         guard let bearer = BearerCredentials.value(request, scheme: "Bearer") else { throw ServiceError.unauthorized }
         return bearer
@@ -228,9 +241,9 @@ struct CallerResolver: Sendable {
     /// passkey's session or a refreshed token is 403 `forbidden`; anything else 401. A change made
     /// with a user token also needs its step-up (`StepUpRule.adminChange`). `preloading`: the page
     /// the route shows, read with the role and the standing and handed on only once they allow it.
-    func admin(_ presented: String, preloading page: AdminPageRequest? = nil, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
-        if let adminKeyHash, AdminKey.matches(presented, hash: adminKeyHash) { return .adminKey }
-        let caller = try sessions.session(accessToken: presented)  // verifies the token once; a revoked session is 401 too
+    func admin(_ request: Request, preloading page: AdminPageRequest? = nil, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
+        if let adminKeyHash, let key = BearerCredentials.value(request, scheme: "Bearer"), AdminKey.matches(key, hash: adminKeyHash) { return .adminKey }
+        let caller = try sessionCaller(request)  // verifies the token once; a revoked session is 401 too
         // The admin role and the session's standing (and the page), in one read.
         let read = try storage { () throws(StorageError) in
             try admins.adminSession(userId: caller.userId, sessionId: caller.sessionId, preloading: page)

@@ -69,9 +69,23 @@ struct CacheDefault: RequestStage {
 /// `invalid_token`; a request without one gets the bare Bearer challenge. A refusal with a
 /// challenge of its own (an enrolment ticket's `Ticket`) keeps it.
 struct AuthChallenge: RequestStage {
+    /// The current DPoP nonce (SPEC "Sender-constrained tokens": every answer to a request that
+    /// carried a proof or a DPoP-bound token names it in `DPoP-Nonce`).
+    var dpopNonce: @Sendable () -> String? = { nil }
+
     func leave(_ response: inout Response, _ exchange: Exchange) {
+        let request = exchange.request
+        let presentedDPoP = BearerCredentials.value(request, scheme: "DPoP") != nil
+        if presentedDPoP || SessionDPoP.carriesProof(request), response.header("DPoP-Nonce") == nil, let nonce = dpopNonce() {
+            response.headers.append(("DPoP-Nonce", nonce))
+        }
         guard response.status == 401, response.header("WWW-Authenticate") == nil else { return }
-        let refused = BearerCredentials.value(exchange.request, scheme: "Bearer") != nil
+        // RFC 9449 §7.1: a token presented under the DPoP scheme is refused under it.
+        if presentedDPoP {
+            response.headers.append(("WWW-Authenticate", "DPoP error=\"invalid_token\", algs=\"\(SessionDPoP.algorithms)\""))
+            return
+        }
+        let refused = BearerCredentials.value(request, scheme: "Bearer") != nil
         response.headers.append(("WWW-Authenticate", refused ? #"Bearer error="invalid_token""# : "Bearer"))
     }
 }

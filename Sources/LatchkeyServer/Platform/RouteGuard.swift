@@ -75,7 +75,9 @@ struct StepUpRule: Sendable {
     /// A device key's step-up approves too (SPEC "OpenID Provider": authorization_details), not only a
     /// user-verified passkey's.
     var deviceKeyAllowed = false
-    /// The step-up must have been made in the caller's own session (its `sid`), SPEC "Approve and deny".
+    /// SPEC "Approve and deny" says again for this rule what holds for every rule (SPEC "What DPoP
+    /// does not bind"): a `Latchkey-Step-Up` counts only beside the session (`sid`) that asked for
+    /// it; `approve` checks the caller's session for every step-up, whatever this says.
     var sameSession = false
     /// The admin key may not make this change at all (403 `forbidden`, in the caller's place in
     /// SPEC's order): only an admin user, with their step-up (SPEC "Admin console").
@@ -331,7 +333,7 @@ extension GuardedRoute {
         }
         let (jti, receiptId, authentication) = try input.lookups.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
                                                                                deviceKeyAllowed: rule.deviceKeyAllowed,
-                                                                               session: rule.sameSession ? input.caller.sessionId : nil)
+                                                                               session: input.caller.sessionId)
         return .stepUp(StepUpRedemption(jti: jti, userId: userId, actionHash: action.hash), receiptId: receiptId, authentication: authentication)
     }
 }

@@ -140,7 +140,8 @@ public final class Services: Sendable {
                                  cibaRequests: database.oauth, adminKeyHash: configuration.adminKeyHash,
                                  browser: openID, now: runtime.now,
                                  oauth: OAuthCallers(clients: oauthClients, store: oauthStore, signer: signer, revoked: revokedSessions,
-                                                     policy: oauthPolicy, runtime: runtime, trustProxy: configuration.trustProxy))
+                                                     policy: oauthPolicy, runtime: runtime, trustProxy: configuration.trustProxy),
+                                 dpop: SessionDPoP(origins: oauthPolicy.dpopOrigins, proofs: database.dpopProofs, now: { runtime.unixTime }))
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)

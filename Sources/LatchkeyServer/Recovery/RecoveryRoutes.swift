@@ -29,8 +29,9 @@ extension RouteTable {
             .json(status: 202, bytes: RecoveryRenderer.challenge(try s.recovery.startEmailSignIn(body: try ctx.json())).serialized())
         }
         add("POST", "/v1/email/verify", .anyone, available: emailSignIn) { ctx in
-            .json(bytes: RecoveryRenderer.signIn(try s.recovery.verifyEmailSignIn(
-                body: try ctx.json(), language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))).serialized())
+            let dpop = try s.callers.dpop.binding(ctx.request)
+            return .json(bytes: RecoveryRenderer.signIn(try s.recovery.verifyEmailSignIn(
+                body: try ctx.json(), language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")), dpop: dpop)).serialized())
         }
         add("POST", "/v1/recovery-codes", .session, stepUp: .recoveryCodesCreation, accepting: .any) { ctx in
             guard let redemption = ctx.redemption else { throw StepUpService.stepUpRequired("send Latchkey-Step-Up") }

@@ -119,18 +119,21 @@ extension RecoveryService {
 
     /// `POST /v1/email/verify` `{"challengeId","code"}` → 200 `{"user","tokens"}`, `acr` email-otp.
     /// `language`: the page's, the account's mail language from now on (written with the session).
-    func verifyEmailSignIn(body: JSONValue, language: String? = nil) throws(ServiceError) -> EmailSignIn {
+    /// `dpop`: the request's DPoP proof, which binds the session, its jti recorded by the same statement.
+    func verifyEmailSignIn(body: JSONValue, language: String? = nil, dpop: DPoPBinding? = nil) throws(ServiceError) -> EmailSignIn {
         guard policy.emailSignIn else { throw ServiceError.notFound("resource") }
         try requireMail()
         let (read, code) = try submission(body, purpose: .emailSignIn)
         // One statement tries the code and, when it is right, starts the session. For nobody (an
         // unmatchable code) the same statement is built for no one and writes only the attempt.
         let userId = read.userId ?? ""
-        let pending = sessions.prepare(userId: userId, credentialId: nil, method: .email)
+        let pending = sessions.prepare(userId: userId, credentialId: nil, method: .email, dpop: dpop)
         let started = try decided(try storage { () throws(StorageError) in
             try store.signIn(code, session: pending.record, audit: [AuditRecord(.emailSignIn, actor: userId, subject: userId)],
                              language: language)
         })
+        // A right code for someone whose session was not started: the proof was seen before.
+        if !started, read.user != nil, dpop != nil { throw SessionDPoP.replayed }
         guard started, let user = read.user else { throw Self.noChallenge }
         let issued = try sessions.issue(pending, authentication: .emailOTP)
         return EmailSignIn(user: user, tokens: issued)

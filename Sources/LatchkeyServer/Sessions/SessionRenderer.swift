@@ -30,7 +30,7 @@ enum SessionRenderer {
     /// `tokens`' members, written into an object (the one definition of the shape).
     static func writeTokens(_ t: SessionService.Issued, into writer: inout JSONObjectWriter) {
         writer.member("access_token", string: t.accessToken)
-        writer.member("token_type", string: "Bearer")
+        writer.member("token_type", string: t.jkt == nil ? "Bearer" : "DPoP")
         writer.member("expires_in", integer: Int64(t.expiresIn))
         writer.member("refresh_token", string: t.refreshToken)
     }

@@ -18,7 +18,9 @@ extension RouteTable {
                     throw ServiceError.invalid("grant_type must be refresh_token")
                 }
                 guard let token = fields["refresh_token"], !token.isEmpty else { throw ServiceError.invalid("refresh_token is required") }
-                return .json(bytes: SessionRenderer.tokens(try s.sessions.refresh(token)).serialized(), headers: noStore)
+                // A DPoP proof binds the session (or must be by its key); its jti rides in the rotation.
+                let dpop = try s.callers.dpop.binding(req)
+                return .json(bytes: SessionRenderer.tokens(try s.sessions.refresh(token, dpop: dpop)).serialized(), headers: noStore)
             } catch {
                 // SPEC's problem document, plus RFC 6749 §5.2's `error` / `error_description` so an
                 // OAuth client library reads the same refusal (`code` stays SPEC's).

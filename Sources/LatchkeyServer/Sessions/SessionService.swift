@@ -52,17 +52,22 @@ public final class SessionService: Sendable {
         let accessToken: String
         let refreshToken: String
         let expiresIn: Int
+        /// The DPoP key the session is bound to (`cnf.jkt`; `token_type` `DPoP`), nil for Bearer.
+        var jkt: String? = nil
     }
 
     /// A new session for `userId` that `credentialId`'s passkey ceremony (registration or login)
     /// began just now, for a caller that stores it inside its own transaction (registration).
     /// `method` `.recovery`: a passkey registered with a recovery token (SPEC "Recovery").
-    func prepare(userId: String, credentialId: [UInt8]?, method: SessionMethod = .passkey) -> Pending {
+    /// `dpop`: the request's DPoP proof (SPEC "Sender-constrained tokens"): the session is bound to
+    /// its key, and its `jti` is recorded by the statement that stores the session.
+    func prepare(userId: String, credentialId: [UInt8]?, method: SessionMethod = .passkey, dpop: DPoPBinding? = nil) -> Pending {
         let refresh = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         // Whole seconds: the token's `auth_time` (NumericDate) and the stored one are the same instant.
-        let record = NewSession(familyId: runtime.sessionIdentifier(), userId: userId, refreshHash: refresh.hash,
+        var record = NewSession(familyId: runtime.sessionIdentifier(), userId: userId, refreshHash: refresh.hash,
                                 ttlSeconds: lifetimes.refreshToken, method: method, credentialId: credentialId,
                                 authTime: Date(timeIntervalSince1970: Double(runtime.unixTime)))
+        record.dpop = dpop
         return Pending(record: record, refreshToken: refresh.token)
     }
 
@@ -71,7 +76,7 @@ public final class SessionService: Sendable {
     func issue(_ pending: Pending, authentication: AuthenticationClaims) throws(ServiceError) -> Issued {
         try issue(userId: pending.record.userId, familyId: pending.record.familyId, authTime: pending.record.authTime,
                   refreshToken: pending.refreshToken,
-                  claims: pending.record.method == .email ? .emailOTP : authentication)
+                  claims: pending.record.method == .email ? .emailOTP : authentication, jkt: pending.record.dpop?.jkt)
     }
 
     /// A session that a mailed one-time code began (SPEC "Email sign-in": `acr`
@@ -84,32 +89,39 @@ public final class SessionService: Sendable {
 
     /// `auth_time` is the session's (SPEC "Sessions"): the authentication that began it, never the refresh.
     private func issue(userId: String, familyId: String, authTime: Date, refreshToken: String,
-                       claims: AuthenticationClaims) throws(ServiceError) -> Issued {
+                       claims: AuthenticationClaims, jkt: String?) throws(ServiceError) -> Issued {
         let now = runtime.unixTime
         let access: String
         do {
             access = try signer.sign(AccessClaims(subject: userId, sessionId: familyId, jwtId: runtime.identifier(), issuedAt: now,
                                                   expiresAt: now + Int64(lifetimes.accessToken),
-                                                  authTime: Int64(authTime.timeIntervalSince1970.rounded(.down)), authentication: claims))
+                                                  authTime: Int64(authTime.timeIntervalSince1970.rounded(.down)), authentication: claims,
+                                                  jkt: jkt))
         } catch { throw ServiceError(.internalError, "no signing key") }
-        return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: lifetimes.accessToken)
+        return Issued(accessToken: access, refreshToken: refreshToken, expiresIn: lifetimes.accessToken, jkt: jkt)
     }
 
     // MARK: Refresh and logout
 
     /// OAuth refresh (RFC 6749 §6) with rotation; a reused token revokes its whole family (RFC 9700 §4.14.2).
-    func refresh(_ token: String) throws(ServiceError) -> Issued {
+    /// `dpop`: the request's proof; a session bound to a DPoP key refreshes only with a proof by
+    /// that key (RFC 9449 §5), and a Bearer session is bound by the first proof that refreshes it.
+    func refresh(_ token: String, dpop: DPoPBinding? = nil) throws(ServiceError) -> Issued {
         let next = OpaqueSecret(prefix: "lkr_", runtime: runtime)
         let outcome = try storage { () throws(StorageError) in
             try sessions.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, ttlSeconds: lifetimes.refreshToken,
                                 reuseAudit: AuditTemplate(.refreshReuseDetected, actor: AuditActor.server),
-                                reuseEvent: events.sessionRevoked(reason: .refreshTokenReuse))
+                                reuseEvent: events.sessionRevoked(reason: .refreshTokenReuse), dpop: dpop)
         }
         switch outcome {
-        case .rotated(let userId, let familyId, let authTime, let method):
+        case .rotated(let userId, let familyId, let authTime, let method, let jkt):
             // A refreshed email session stays an email one (never upgraded to a passkey acr).
             return try issue(userId: userId, familyId: familyId, authTime: authTime, refreshToken: next.token,
-                             claims: method == .email ? .emailOTP : .passkey)
+                             claims: method == .email ? .emailOTP : .passkey, jkt: jkt)
+        case .proofRequired:
+            throw SessionDPoP.refusal(.invalidProof, "this session is bound to a DPoP key: a proof by that key is required")
+        case .proofReplayed:
+            throw SessionDPoP.replayed
         case .reused(let familyId):
             revoked.insert([familyId])
             throw ServiceError(.invalidGrant, "refresh token reuse detected: the session is revoked")
@@ -185,6 +197,8 @@ public final class SessionService: Sendable {
         var standing: Standing? = nil
         /// The account's username, when the resolution read it (the OP session cookie).
         var username: String? = nil
+        /// The DPoP key the access token is bound to (`cnf.jkt`), nil for a Bearer token.
+        var jkt: String? = nil
     }
 
     /// The signed-in user and session of a Bearer access token: valid signature and time, and a
@@ -193,7 +207,7 @@ public final class SessionService: Sendable {
     func session(accessToken token: String) throws(ServiceError) -> Caller {
         guard let claims = try? signer.accessClaims(token) else { throw ServiceError.unauthorized }
         guard try !storage({ () throws(StorageError) in try revoked.refuses(claims.sessionId) }) else { throw ServiceError.unauthorized }
-        return Caller(userId: claims.subject, sessionId: claims.sessionId, acr: claims.acr)
+        return Caller(userId: claims.subject, sessionId: claims.sessionId, acr: claims.acr, jkt: claims.jkt)
     }
 
     /// How a session stands (SPEC "Assurance"): how it began, and whether the passkey that began

@@ -11,8 +11,9 @@ protocol SessionStore: Sendable {
     func start(session: NewSession, audit: [AuditRecord], language: String?) throws(StorageError)
     /// Uses the presented refresh token up and adds `newHash` to its live family; a used one revokes
     /// the family with `reuseAudit` and `reuseEvent`.
+    /// A DPoP proof (`dpop`) is recorded in the same statement; a family bound to a key needs a proof by it.
     func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int, reuseAudit: AuditTemplate,
-                reuseEvent: EventTemplate?) throws(StorageError) -> RefreshOutcome
+                reuseEvent: EventTemplate?, dpop: DPoPBinding?) throws(StorageError) -> RefreshOutcome
     /// Revokes one live session of the user (or all, `familyId` nil) with one `revokedEvent` each; the ids revoked.
     func revoke(userId: String, familyId: String?, logout: Bool, revokedEvent: EventTemplate?) throws(StorageError) -> [String]
     /// An admin ends one live session, with `audit` and the approval's redemption; false when there is none.

@@ -5,6 +5,7 @@ import LatchkeyServer
 import PostgreSQL
 import Storage
 import Synchronization
+import Tokens
 import WebAuthn
 import WebAuthnTesting
 #if canImport(Glibc)
@@ -85,41 +86,15 @@ enum LoginBenchmark {
 
         // 2. Logins from `concurrency` threads, each with its own keep-alive connection.
         let credentials = enrolled
-        let latencies = Mutex<[Double]>([])
-        let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
         let deadline = monotonicNow() + target.duration
         // CPU spent by this load generator and by the server over the load: on a machine they share
         // with PostgreSQL, what the client burns is not there for the server (pgbench's client is
         // measured the same way below).
         let generator0 = processCPUSeconds(getpid()), server0 = o.pid.flatMap(processCPUSeconds)
-        let threads = (0..<target.concurrency).map { t in
-            spawnThread {
-                let c = HTTPClient(host: target.host, port: target.port)
-                var mine: [Double] = []
-                var ok = 0, errors = 0
-                var i = t
-                while monotonicNow() < deadline {
-                    let e = credentials[i % credentials.count]
-                    i += target.concurrency
-                    let start = monotonicNow()
-                    guard let options = c.postJSON("/v1/passkeys/authentication/options", Array("{}".utf8)), options.status == 200,
-                          let challenge = (try? JSONParser.parse(options.body))?["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
-                        errors += 1; continue
-                    }
-                    let body = e.authenticator.assertion(challenge: challenge, rpId: e.rpId, origin: target.origin).bytes()
-                    guard let verify = c.postJSON("/v1/passkeys/authentication/verify", body), verify.status == 200 else { errors += 1; continue }
-                    ok += 1
-                    mine.append(monotonicNow() - start)
-                }
-                c.close()
-                latencies.withLock { $0 += mine }
-                counts.withLock { $0.ok += ok; $0.errors += errors }
-            }
-        }
-        for t in threads { pthread_join(t, nil) }
+        let off = loginLoad(target: target, credentials: credentials, dpop: false, until: deadline)
         let generator1 = processCPUSeconds(getpid()), server1 = o.pid.flatMap(processCPUSeconds)
-        let (ok, errors) = counts.withLock { $0 }
-        let sorted = latencies.withLock { $0 }.sorted()
+        let (ok, errors) = (off.ok, off.errors)
+        let sorted = off.latencies.sorted()
         let rate = Double(ok) / target.duration
         print("logins \(ok)  \(Int(rate))/s  p50 \(percentile(sorted, 0.50, places: 1))  p95 \(percentile(sorted, 0.95, places: 1))  "
               + "p99 \(percentile(sorted, 0.99, places: 1))  errors \(errors)")
@@ -158,7 +133,60 @@ enum LoginBenchmark {
         } else {
             print("pgbench baseline skipped: give --database-url or DATABASE_URL")
         }
-        return errors == 0 ? ExitCode.success : ExitCode.failure
+
+        // 4. The same logins with DPoP on (SPEC "Sender-constrained tokens"): each verify carries a
+        //    proof by the thread's ES256 key, so the session is bound and the proof's jti rides in
+        //    the login's statement. The ratio is DPoP on over off, the same run and server.
+        let on = loginLoad(target: target, credentials: credentials, dpop: true, until: monotonicNow() + target.duration)
+        let (dpopOK, dpopErrors) = (on.ok, on.errors)
+        let dpopSorted = on.latencies.sorted()
+        let dpopRate = Double(dpopOK) / target.duration
+        print("DPoP on: logins \(dpopOK)  \(Int(dpopRate))/s  p50 \(percentile(dpopSorted, 0.50, places: 1))  "
+              + "p99 \(percentile(dpopSorted, 0.99, places: 1))  errors \(dpopErrors)")
+        print("DPoP on / off: \(rate > 0 ? formatDecimal(dpopRate / rate, places: 2) : "n/a") (target 0.85)")
+        return errors == 0 && dpopErrors == 0 ? ExitCode.success : ExitCode.failure
+    }
+
+    /// Complete logins (options, then verify) from `target.concurrency` threads, each with its own
+    /// keep-alive connection, until `deadline`; with `dpop`, each verify carries a DPoP proof by the
+    /// thread's own ES256 key (the answer must then be `token_type` `DPoP`).
+    static func loginLoad(target: BenchTarget, credentials: [BenchAccount], dpop: Bool,
+                          until deadline: Double) -> (ok: Int, errors: Int, latencies: [Double]) {
+        let latencies = Mutex<[Double]>([])
+        let counts = Mutex<(ok: Int, errors: Int)>((0, 0))
+        let verifyURL = target.origin + "/v1/passkeys/authentication/verify"
+        let threads = (0..<target.concurrency).map { t in
+            spawnThread {
+                let c = HTTPClient(host: target.host, port: target.port)
+                let key = dpop ? DPoPKey.generate() : nil
+                var mine: [Double] = []
+                var ok = 0, errors = 0
+                var i = t
+                while monotonicNow() < deadline {
+                    let e = credentials[i % credentials.count]
+                    i += target.concurrency
+                    let start = monotonicNow()
+                    guard let options = c.postJSON("/v1/passkeys/authentication/options", Array("{}".utf8)), options.status == 200,
+                          let challenge = (try? JSONParser.parse(options.body))?["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
+                        errors += 1; continue
+                    }
+                    let body = e.authenticator.assertion(challenge: challenge, rpId: e.rpId, origin: target.origin).bytes()
+                    let proof = key.map { [("DPoP", $0.proof(method: "POST", url: verifyURL, iat: Int64(time(nil))))] } ?? []
+                    guard let verify = c.postJSON("/v1/passkeys/authentication/verify", body, headers: proof), verify.status == 200 else {
+                        errors += 1; continue
+                    }
+                    if dpop, !verify.text.contains(#""token_type":"DPoP""#) { errors += 1; continue }
+                    ok += 1
+                    mine.append(monotonicNow() - start)
+                }
+                c.close()
+                latencies.withLock { $0 += mine }
+                counts.withLock { $0.ok += ok; $0.errors += errors }
+            }
+        }
+        for t in threads { pthread_join(t, nil) }
+        let (ok, errors) = counts.withLock { $0 }
+        return (ok, errors, latencies.withLock { $0 })
     }
 
     /// After the load: how long until the outbox's webhook depth (from /metrics) is 0, and what the

@@ -46,6 +46,7 @@ struct InMemoryLoginStore: LoginStore, CredentialFlags {
             switch write {
             case .session(let session, let use, let audit, let events, let language):
                 guard let recorded = Self.record(use, in: &t, now: now) else { return .failed(Self.why(use, in: t)) }
+                guard InMemoryTables.record(session.dpop, in: &t, now: now) else { return .written(.proofReplayed) }
                 try InMemoryTables.start(session, in: &t, now: now)
                 t.audit += audit
                 InMemoryTables.events(events, in: &t)

@@ -179,6 +179,8 @@ struct InMemoryRecoveryStore: RecoveryStore {
             case .noChallenge: return .noChallenge
             case .wrong: return .wrong
             case .right:
+                // A session with a DPoP proof seen before is not started.
+                guard InMemoryTables.record(session.dpop, in: &t, now: now) else { return .right(false) }
                 try InMemoryTables.start(session, in: &t, now: now)
                 t.audit += audit
                 if let language { t.languages[session.userId] = language }

@@ -20,16 +20,23 @@ struct InMemorySessionStore: SessionStore, SessionRevocationSource {
     }
 
     func rotate(hash: [UInt8], newHash: [UInt8], ttlSeconds: Int, reuseAudit: AuditTemplate,
-                reuseEvent: EventTemplate?) throws(StorageError) -> RefreshOutcome {
+                reuseEvent: EventTemplate?, dpop: DPoPBinding?) throws(StorageError) -> RefreshOutcome {
         try tables.change { (t, now) throws(StorageError) in
+            // A bound family rotates only with a proof by its key; a proof is accepted once.
+            guard InMemoryTables.record(dpop, in: &t, now: now) else { return .proofReplayed }
+            if let token = t.refreshTokens[hash], let family = t.families[token.familyId], let bound = family.dpopJKT, bound != dpop?.jkt {
+                return .proofRequired
+            }
             if let token = t.refreshTokens[hash], token.usedAt == nil, token.expiresAt > now, let family = t.families[token.familyId],
                family.revokedAt == nil, family.method != .oauth, !family.browser {
+                if family.dpopJKT == nil, let jkt = dpop?.jkt { t.families[family.id]?.dpopJKT = jkt }
                 t.refreshTokens[hash]?.usedAt = now
                 t.families[family.id]?.lastUsedAt = now
                 guard t.refreshTokens[newHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
                 t.refreshTokens[newHash] = InMemoryTables.RefreshToken(hash: newHash, familyId: family.id,
                                                                        expiresAt: now.addingTimeInterval(Double(ttlSeconds)))
-                return .rotated(userId: family.userId, familyId: family.id, authTime: family.authTime, method: family.method)
+                return .rotated(userId: family.userId, familyId: family.id, authTime: family.authTime, method: family.method,
+                                jkt: t.families[family.id]?.dpopJKT)
             }
             // Presented after its use: the whole family is revoked (RFC 9700 §4.14.2), once.
             if let token = t.refreshTokens[hash], token.usedAt != nil, let family = t.families[token.familyId], family.revokedAt == nil {

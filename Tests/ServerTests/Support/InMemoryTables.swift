@@ -60,6 +60,8 @@ final class InMemoryTables: Sendable {
         var browser: Bool
         var revokedAt: Date?
         var endedBy: String?
+        /// The DPoP key the session is bound to (migration 32).
+        var dpopJKT: String? = nil
     }
 
     struct RefreshToken {
@@ -104,6 +106,8 @@ final class InMemoryTables: Sendable {
         var mail: [MailToSend] = []
         /// Sealed challenges' ids recorded used by a sign-in (`used_challenges`), with their expiry.
         var usedChallenges: [[UInt8]: Date] = [:]
+        /// DPoP proofs seen (`dpop_proofs`): replay key → expiry.
+        var dpopProofs: [[UInt8]: Date] = [:]
         /// The language each account last used (SPEC "Mail"), as a sign-in's memo writes it.
         var languages: [String: String] = [:]
         /// A registered passkey's `registration_digest` (SHA-256 of its clientDataJSON), by credential id.
@@ -186,12 +190,21 @@ final class InMemoryTables: Sendable {
     }
 
     /// `SessionRepository.ctes`: the family and its first refresh token.
+    /// A proof recorded as `DPoPProofRepository.recording` does: false when it is still kept.
+    static func record(_ proof: DPoPBinding?, in t: inout Tables, now: Date) -> Bool {
+        guard let proof else { return true }
+        if let kept = t.dpopProofs[proof.replay.bytes], kept > now { return false }
+        t.dpopProofs[proof.replay.bytes] = now.addingTimeInterval(120)
+        return true
+    }
+
     static func start(_ session: NewSession, in t: inout Tables, now: Date) throws(StorageError) {
         guard t.families[session.familyId] == nil else { throw StorageError.conflict(.other("refresh_families_pkey")) }
         guard t.refreshTokens[session.refreshHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
         t.families[session.familyId] = Family(id: session.familyId, userId: session.userId, method: session.method,
                                                              credentialId: session.credentialId, authTime: session.authTime,
-                                                             createdAt: now, lastUsedAt: now, browser: session.browser)
+                                                             createdAt: now, lastUsedAt: now, browser: session.browser,
+                                                             dpopJKT: session.dpop?.jkt)
         t.refreshTokens[session.refreshHash] = RefreshToken(hash: session.refreshHash, familyId: session.familyId,
                                                                            expiresAt: now.addingTimeInterval(Double(session.ttlSeconds)))
     }

@@ -1,0 +1,213 @@
+import Crypto
+import Foundation
+import HTTP
+import JSON
+@testable import LatchkeyServer
+import Storage
+import Testing
+import Tokens
+import WebAuthnTesting
+
+/// SPEC "Sender-constrained tokens (DPoP)" for first-party sessions (RFC 9449): a proof on the
+/// passkey verify or `/v1/token` binds the session to its key; every `/v1` and `/admin/v1` route
+/// then needs `Authorization: DPoP` with a proof by that key; every refusal is 401 `unauthorized`
+/// with `WWW-Authenticate: DPoP error=…`; a proof is accepted once, on every instance.
+@Suite("DPoP for first-party sessions")
+struct DPoPSessionTests {
+    static var now: Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// A passkey login whose verify carries `proof`.
+    static func login(_ client: Client, _ authenticator: SoftAuthenticator, proof: (String) -> String?) throws -> Reply {
+        let answer = try client.authenticationOptions(username: nil)
+        let options = try #require(answer.json, "\(answer)")
+        let body = try client.assertion(authenticator, options: options).bytes()
+        let url = client.endpoint.origin + "/v1/passkeys/authentication/verify"
+        return try client.send("POST", "/v1/passkeys/authentication/verify", body: body, headers: proof(url).map { [("DPoP", $0)] } ?? [])
+    }
+
+    static func sessions(_ server: TestServer, _ authorization: String, proof: String?) throws -> Reply {
+        try server.client().send("GET", "/v1/sessions", authorization: authorization, headers: proof.map { [("DPoP", $0)] } ?? [])
+    }
+
+    static func refresh(_ server: TestServer, _ token: String, proof: String?) throws -> Reply {
+        try server.client().send("POST", "/v1/token", body: JSONValue.object([("grant_type", "refresh_token"), ("refresh_token", .string(token))]).serialized(),
+                                 headers: proof.map { [("DPoP", $0)] } ?? [])
+    }
+
+    /// A refusal as SPEC's HTTP contract says: 401 `unauthorized`, problem+json, the DPoP error.
+    static func refused(_ reply: Reply, _ error: String, _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(reply.status == 401 && reply.code == "unauthorized" && reply.isProblem, "\(comment?.description ?? "") \(reply)",
+                sourceLocation: sourceLocation)
+        #expect(reply.header("WWW-Authenticate")?.hasPrefix("DPoP error=\"\(error)\"") == true,
+                "\(comment?.description ?? ""): \(reply.header("WWW-Authenticate") ?? "none")", sourceLocation: sourceLocation)
+    }
+
+    @Test("a login with a proof binds the session; the stolen access and refresh tokens are refused without the key, a proof once on every instance")
+    func boundSession() throws {
+        let a = try TestServer(name: "dpop-session")
+        let b = try TestServer(name: "dpop-session-b", rpIdOverride: a.rpId)
+        defer { a.http.stop(); b.http.stop() }
+        let owner = SoftAuthenticator()
+        _ = try a.client().signUp(owner, username: a.username("dpop"))
+        let key = DPoPKey.generate(), thief = DPoPKey.generate(.edDSA)
+        let sessionsURL = a.origin + "/v1/sessions", tokenURL = a.origin + "/v1/token"
+
+        let signedIn = try Self.login(a.client(), owner) { key.proof(method: "POST", url: $0, iat: Self.now) }
+        #expect(signedIn.status == 200 && signedIn.json?["tokens"]?["token_type"]?.stringValue == "DPoP", "\(signedIn)")
+        #expect(signedIn.header("DPoP-Nonce")?.count == 22)
+        let access = try #require(signedIn.json?["tokens"]?["access_token"]?.stringValue)
+        let refresh = try #require(signedIn.json?["tokens"]?["refresh_token"]?.stringValue)
+        #expect(JWT.unverifiedClaims(access)?["cnf"]?["jkt"]?.stringValue == key.jkt)
+
+        // The stolen access token: as Bearer, as DPoP without a proof, with the thief's own proof.
+        Self.refused(try Self.sessions(a, "Bearer \(access)", proof: nil), "invalid_token", "as Bearer")
+        Self.refused(try Self.sessions(a, "DPoP \(access)", proof: nil), "invalid_dpop_proof", "no proof")
+        Self.refused(try Self.sessions(a, "DPoP \(access)", proof: thief.proof(method: "GET", url: sessionsURL, iat: Self.now, accessToken: access)),
+                     "invalid_dpop_proof", "the thief's key")
+        // The key's holder; the same proof again, on the other instance, is a replay.
+        let proof = key.proof(method: "GET", url: sessionsURL, iat: Self.now, accessToken: access)
+        let owned = try Self.sessions(a, "DPoP \(access)", proof: proof)
+        #expect(owned.status == 200 && owned.json?["sessions"]?.arrayValue?.isEmpty == false, "\(owned)")
+        #expect(owned.header("DPoP-Nonce") != nil)
+        Self.refused(try Self.sessions(b, "DPoP \(access)", proof: proof), "invalid_dpop_proof", "replayed on the second instance")
+        // The admin API checks the same way (a user token there is then 403, not 401).
+        Self.refused(try a.client().send("GET", "/admin/v1/me", authorization: "Bearer \(access)"), "invalid_token", "admin as Bearer")
+
+        // The stolen refresh token: without a proof, or with the thief's key; neither uses it up.
+        Self.refused(try Self.refresh(a, refresh, proof: nil), "invalid_dpop_proof", "refresh without a proof")
+        Self.refused(try Self.refresh(b, refresh, proof: thief.proof(method: "POST", url: tokenURL, iat: Self.now)), "invalid_dpop_proof",
+                     "refresh with the thief's key")
+        let refreshProof = key.proof(method: "POST", url: tokenURL, iat: Self.now)
+        let refreshed = try Self.refresh(b, refresh, proof: refreshProof)
+        #expect(refreshed.status == 200 && refreshed.json?["token_type"]?.stringValue == "DPoP", "\(refreshed)")
+        let next = try #require(refreshed.json?["refresh_token"]?.stringValue)
+        let nextAccess = try #require(refreshed.json?["access_token"]?.stringValue)
+        #expect(JWT.unverifiedClaims(nextAccess)?["cnf"]?["jkt"]?.stringValue == key.jkt)
+        // That proof is spent on every instance, even with the new refresh token, which it left usable.
+        Self.refused(try Self.refresh(a, next, proof: refreshProof), "invalid_dpop_proof", "a refresh proof replayed")
+        let fresh = try Self.refresh(a, next, proof: key.proof(method: "POST", url: tokenURL, iat: Self.now))
+        #expect(fresh.status == 200, "\(fresh)")
+    }
+
+    @Test("without a proof a session stays Bearer, as before; a Bearer session's token is refused under the DPoP scheme; a refresh with a proof binds it")
+    func bearerSession() throws {
+        let server = try TestServer(name: "dpop-bearer")
+        defer { server.http.stop() }
+        let owner = SoftAuthenticator()
+        _ = try server.client().signUp(owner, username: server.username("dpop"))
+        let plain = try Self.login(server.client(), owner) { _ in nil }
+        #expect(plain.status == 200 && plain.json?["tokens"]?["token_type"]?.stringValue == "Bearer" && plain.header("DPoP-Nonce") == nil, "\(plain)")
+        let access = try #require(plain.json?["tokens"]?["access_token"]?.stringValue)
+        #expect(JWT.unverifiedClaims(access)?["cnf"] == nil)
+        #expect(try Self.sessions(server, "Bearer \(access)", proof: nil).status == 200)
+        let key = DPoPKey.generate()
+        Self.refused(try Self.sessions(server, "DPoP \(access)",
+                                       proof: key.proof(method: "GET", url: server.origin + "/v1/sessions", iat: Self.now, accessToken: access)),
+                     "invalid_token", "an unbound token under the DPoP scheme")
+        // The first refresh with a proof binds the session; from then on the key is needed.
+        let refresh = try #require(plain.json?["tokens"]?["refresh_token"]?.stringValue)
+        let bound = try Self.refresh(server, refresh, proof: key.proof(method: "POST", url: server.origin + "/v1/token", iat: Self.now))
+        #expect(bound.status == 200 && bound.json?["token_type"]?.stringValue == "DPoP", "\(bound)")
+        let next = try #require(bound.json?["refresh_token"]?.stringValue)
+        Self.refused(try Self.refresh(server, next, proof: nil), "invalid_dpop_proof", "a bound session's refresh without a proof")
+    }
+
+    @Test("every malformed proof on a /v1 route is 401 with invalid_dpop_proof, never a 5xx")
+    func malformedProofs() throws {
+        let server = try TestServer(name: "dpop-bad")
+        defer { server.http.stop() }
+        let owner = SoftAuthenticator()
+        _ = try server.client().signUp(owner, username: server.username("dpop"))
+        let key = DPoPKey.generate()
+        let signedIn = try Self.login(server.client(), owner) { key.proof(method: "POST", url: $0, iat: Self.now) }
+        let access = try #require(signedIn.json?["tokens"]?["access_token"]?.stringValue, "\(signedIn)")
+        let url = server.origin + "/v1/sessions"
+        let header: JSONValue = .object([("typ", "dpop+jwt"), ("alg", "ES256"), ("jwk", key.jwk)])
+        func claims(without: String? = nil, _ changes: [(String, JSONValue)] = []) -> JSONValue {
+            var members: [(key: String, value: JSONValue)] = [("jti", .string(Base64URL.encode(SecureRandom.bytes(16)))), ("htm", "GET"),
+                                                               ("htu", .string(url)), ("iat", .number(Double(Self.now))),
+                                                               ("ath", .string(DPoP.ath(access)))]
+            members.removeAll { $0.key == without }
+            for (name, value) in changes {
+                if let i = members.firstIndex(where: { $0.key == name }) { members[i].value = value } else { members.append((name, value)) }
+            }
+            return .object(members)
+        }
+        func with(_ name: String, _ value: JSONValue) -> JSONValue {
+            .object((header.objectMembers ?? []).filter { $0.key != name } + [(key: name, value: value)])
+        }
+        var privateJWK = key.jwk.objectMembers ?? []
+        privateJWK.append((key: "d", value: .string(Base64URL.encode(SecureRandom.bytes(32)))))
+        let reused = key.sign(header: header, claims: claims())
+        #expect(try Self.sessions(server, "DPoP \(access)", proof: reused).status == 200)
+        let cases: [(String, String)] = [
+            ("not a JWS", "not-a-jwt"),
+            ("no jti", key.sign(header: header, claims: claims(without: "jti"))),
+            ("no htm", key.sign(header: header, claims: claims(without: "htm"))),
+            ("no htu", key.sign(header: header, claims: claims(without: "htu"))),
+            ("no iat", key.sign(header: header, claims: claims(without: "iat"))),
+            ("no ath", key.sign(header: header, claims: claims(without: "ath"))),
+            ("no typ", key.sign(header: .object((header.objectMembers ?? []).filter { $0.key != "typ" }), claims: claims())),
+            ("no jwk", key.sign(header: .object((header.objectMembers ?? []).filter { $0.key != "jwk" }), claims: claims())),
+            ("typ JWT", key.sign(header: with("typ", "JWT"), claims: claims())),
+            ("iat a string", key.sign(header: header, claims: claims([("iat", .string(String(Self.now)))]))),
+            ("htm a number", key.sign(header: header, claims: claims([("htm", .number(1))]))),
+            ("jti a number", key.sign(header: header, claims: claims([("jti", .number(7))]))),
+            ("another method", key.sign(header: header, claims: claims([("htm", "POST")]))),
+            ("iat in the future", key.sign(header: header, claims: claims([("iat", .number(Double(Self.now + 300)))]))),
+            ("iat in the past", key.sign(header: header, claims: claims([("iat", .number(Double(Self.now - 300)))]))),
+            ("another htu", key.sign(header: header, claims: claims([("htu", .string(server.origin + "/v1/passkeys"))]))),
+            ("another host", key.sign(header: header, claims: claims([("htu", "https://evil.example/v1/sessions")]))),
+            ("reused jti", reused),
+            ("ath for another token", key.sign(header: header, claims: claims([("ath", .string(DPoP.ath("another")))]))),
+            ("alg HS256", key.sign(header: with("alg", "HS256"), claims: claims())),
+            ("alg none", key.sign(header: with("alg", "none"), claims: claims())),
+            ("a private key in jwk", key.sign(header: with("jwk", .object(privateJWK)), claims: claims())),
+            ("another key's jwk", key.sign(header: with("jwk", DPoPKey.generate().jwk), claims: claims())),
+            ("a bad signature", String(key.sign(header: header, claims: claims()).dropLast(4)) + "AAAA"),
+        ]
+        for (name, proof) in cases {
+            Self.refused(try Self.sessions(server, "DPoP \(access)", proof: proof), "invalid_dpop_proof", Comment(rawValue: name))
+        }
+        // Two DPoP headers.
+        let twice = try server.client().send("GET", "/v1/sessions", authorization: "DPoP \(access)",
+                                             headers: [("DPoP", key.proof(method: "GET", url: url, iat: Self.now, accessToken: access)),
+                                                       ("DPoP", key.proof(method: "GET", url: url, iat: Self.now, accessToken: access))])
+        Self.refused(twice, "invalid_dpop_proof", "two DPoP headers")
+        // A bad proof at the login's verify is refused before the ceremony, as 401.
+        Self.refused(try Self.login(server.client(), owner) { key.proof(method: "GET", url: $0, iat: Self.now) }, "invalid_dpop_proof", "login")
+    }
+
+    @Test("a Latchkey-Step-Up counts only beside the access token of the session that asked for it")
+    func stepUpStaysInItsSession() throws {
+        let server = try TestServer(name: "dpop-stepup")
+        defer { server.http.stop() }
+        let owner = SoftAuthenticator()
+        let first = try server.client().signUp(owner, username: server.username("dpop"))
+        let second = try server.client().signIn(owner)
+        // Creating recovery codes is a gated change: its step-up made in the first session,
+        // presented with the second session's token, is refused; beside the first it is accepted.
+        let action: JSONValue = .object([("type", "latchkey.recovery-codes.create")])
+        let stepUp = try OpenIDProviderTests.passkeyStepUp(server.client(), bearer: first.bearer, authenticator: owner, action: action)
+        let elsewhere = try server.client().post("/v1/recovery-codes", .object([]), authorization: second.bearer,
+                                                 headers: [("Latchkey-Step-Up", stepUp)])
+        #expect(elsewhere.status == 403 && elsewhere.code == "step_up_required", "\(elsewhere)")
+        #expect(elsewhere.text.contains("another session"), "\(elsewhere)")
+        let own = try server.client().post("/v1/recovery-codes", .object([]), authorization: first.bearer, headers: [("Latchkey-Step-Up", stepUp)])
+        #expect(own.status == 201 || own.status == 200, "\(own)")
+    }
+
+    @Test("CORS: a browser may send DPoP and read DPoP-Nonce and WWW-Authenticate on /v1")
+    func cors() throws {
+        let server = try TestServer(name: "dpop-cors")
+        defer { server.http.stop() }
+        let preflight = try server.client().send("OPTIONS", "/v1/sessions",
+                                                 headers: [("Origin", server.origin), ("Access-Control-Request-Method", "GET"),
+                                                           ("Access-Control-Request-Headers", "authorization, dpop")])
+        #expect(preflight.header("Access-Control-Allow-Headers")?.contains("DPoP") == true, "\(preflight)")
+        let refused = try server.client().send("GET", "/v1/sessions", authorization: "DPoP x", headers: [("Origin", server.origin)])
+        #expect(refused.status == 401 && refused.header("WWW-Authenticate")?.hasPrefix("DPoP ") == true, "\(refused)")
+        let exposed = refused.header("Access-Control-Expose-Headers") ?? ""
+        #expect(exposed.contains("DPoP-Nonce") && exposed.contains("WWW-Authenticate"), "\(refused.headers)")
+    }
+}
