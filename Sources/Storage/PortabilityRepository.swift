@@ -105,7 +105,8 @@ public struct ImportPresence: Sendable, Equatable {
 }
 
 /// Exported and imported accounts (`latchkey accounts export|import`, `GET /admin/v1/export`).
-/// Reads page through users by id; an import writes one account in one transaction.
+/// Reads page through users by id; an import reads and writes a batch of accounts at a time
+/// (`PortabilityRepository+Import.swift`), each account whole or not at all.
 public final class PortabilityRepository: Sendable {
     let pool: PostgresPool
 
@@ -162,45 +163,12 @@ public final class PortabilityRepository: Sendable {
         }
     }
 
-    /// An import's one read: the account stored under `account.id` and which of the line's
-    /// identifiers another account holds (a credential or device key id held by any account).
-    public func importPresence(_ account: PortableAccount) throws(StorageError) -> ImportPresence {
-        // `IN (NULL)` holds for no row: an account without passkeys or device keys takes none.
-        let credentialIds: SQL = account.passkeys.isEmpty ? "NULL::bytea" : SQL.joined(account.passkeys.map { "\($0.credentialId)::bytea" }, separator: ", ")
-        let deviceKeyIds: SQL = account.deviceKeys.isEmpty ? "NULL::text" : SQL.joined(account.deviceKeys.map { "\($0.id)::text" }, separator: ", ")
-        return try pool.run { c in
-            let rows = try c.query("""
-                WITH line AS (SELECT \(account.id)::text AS id)
-                SELECT EXISTS (SELECT 1 FROM users WHERE username = \(account.username) AND id <> (SELECT id FROM line)) AS username_taken,
-                       EXISTS (SELECT 1 FROM users WHERE user_handle = \(account.userHandle) AND id <> (SELECT id FROM line)) AS handle_taken,
-                       EXISTS (SELECT 1 FROM users WHERE external_id = \(account.externalId) AND id <> (SELECT id FROM line)) AS external_taken,
-                       EXISTS (SELECT 1 FROM account_emails WHERE email = \(account.email?.address) AND user_id <> (SELECT id FROM line)
-                               UNION ALL SELECT 1 FROM unverified_addresses
-                               WHERE email = \(account.email?.address) AND user_id <> (SELECT id FROM line)) AS email_taken,
-                       EXISTS (SELECT 1 FROM credentials WHERE id IN (\(fragment: credentialIds))
-                               AND user_id <> (SELECT id FROM line)) AS credential_taken,
-                       EXISTS (SELECT 1 FROM device_keys WHERE id IN (\(fragment: deviceKeyIds))
-                               AND user_id <> (SELECT id FROM line)) AS device_key_taken,
-                       a.*
-                FROM line LEFT JOIN LATERAL (\(unsafeRaw: Self.accountSelect()) WHERE u.id = line.id) a ON true
-                """)
-            let r = rows[0]
-            var presence = ImportPresence(existing: try r.isNull("id") ? nil : Self.account(r))
-            presence.usernameTaken = try r.bool("username_taken")
-            presence.userHandleTaken = try r.bool("handle_taken")
-            presence.externalIdTaken = try r.bool("external_taken")
-            presence.emailTaken = try r.bool("email_taken")
-            presence.credentialTaken = try r.bool("credential_taken")
-            presence.deviceKeyTaken = try r.bool("device_key_taken")
-            return presence
-        }
-    }
-
     /// Creates `account` whole, with `audit`, in one statement: the user, its address (in
     /// `account_emails`, verified at `email.verifiedAt`, only when the line says it was verified and
     /// the operator trusts that; else in `unverified_addresses`, where it signs nobody in), its
     /// passkeys (`attestation` "none") and its device keys (unattested). False, with nothing
-    /// written, when another account took one of its identifiers meanwhile.
+    /// written, when another account took one of its identifiers meanwhile (or when it deadlocked
+    /// three times with another import writing the same identifiers: nothing was written).
     public func importAccount(_ account: PortableAccount, audit: AuditRecord) throws(StorageError) -> Bool {
         var ctes: [(name: String, sql: SQL)] = [("account", """
             INSERT INTO users (id, user_handle, username, display_name, external_id, created_at)
@@ -241,11 +209,21 @@ public final class PortabilityRepository: Sendable {
         }
         ctes += AuditRepository.cte([audit], onlyIf: "account")
         let statement = SQL.with(ctes, "SELECT id FROM account")
-        do {
-            return try pool.run { c in !(try c.query(statement)).isEmpty }
-        } catch .conflict {
-            return false
+        for _ in 0..<3 {
+            do {
+                let created: Bool? = try pool.run { c in
+                    do {
+                        return !(try c.query(statement)).isEmpty
+                    } catch let error as PostgresError where error.sqlState == "40P01" {
+                        return nil
+                    }
+                }
+                if let created { return created }
+            } catch .conflict {
+                return false
+            }
         }
+        return false
     }
 
     /// The start of an export or an import over HTTP: the admin's step-up (or quorum approval)

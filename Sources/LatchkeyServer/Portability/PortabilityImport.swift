@@ -19,8 +19,8 @@ public struct ImportCommand: Sendable {
 
 extension PortabilityService {
     /// `POST /admin/v1/import`: the file read (a broken one is refused whole, nothing used up),
-    /// the step-up used up with the run's audit line, then each account decided on one read and
-    /// created in one write. Never trusts the file's verifications of addresses (only the command
+    /// the step-up used up with the run's audit line, then the accounts a batch at a time, each
+    /// batch decided on one read and created in one write (`importBatch`). Never trusts the file's verifications of addresses (only the command
     /// line may). The outcomes, one per account, in file order.
     func importFile(_ command: ImportCommand, by admin: AdminCaller) throws(ServiceError) -> [ImportOutcome] {
         let entries: [PortableEntry]
@@ -37,7 +37,11 @@ extension PortabilityService {
             var seen = CredentialIdDigests()
             var outcomes: [ImportOutcome] = []
             outcomes.reserveCapacity(entries.count)
-            for entry in entries { outcomes.append(try importEntry(entry, run: run, seen: &seen)) }
+            var batch = ImportBatch()
+            for entry in entries {
+                if let full = batch.add(entry) { outcomes += try importBatch(full, run: run, seen: &seen) }
+            }
+            if let rest = batch.take() { outcomes += try importBatch(rest, run: run, seen: &seen) }
             return outcomes
         } catch {
             throw ServiceError(error)

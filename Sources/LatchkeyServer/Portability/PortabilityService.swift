@@ -55,8 +55,9 @@ public struct ImportOutcome: Sendable, Equatable {
 }
 
 /// Export and import of whole accounts. Export pages through users (`pageSize` at a time, so the
-/// accounts are never all in memory); import decides each line on one read and creates the
-/// account in one write, whole or not at all.
+/// accounts are never all in memory); import takes the accounts a batch at a time
+/// (`importBatch`): one read for the batch, each account decided, one write creating those to
+/// create, each whole or not at all.
 public struct PortabilityService: Sendable {
     public static let pageSize = 500
 
@@ -124,46 +125,19 @@ public struct PortabilityService: Sendable {
     /// The outcome of account line `number` (1-based) of a Latchkey file whose checksum was verified.
     /// `seen`: the credential ids of the lines before, so that an id twice in one file is refused.
     public func importLine(_ bytes: [UInt8], number: Int, run: ImportRun, seen: inout some CredentialIdsSeen) throws(StorageError) -> ImportOutcome {
+        try importBatch([entry(line: bytes, number: number)], run: run, seen: &seen)[0]
+    }
+
+    /// Account line `number` (1-based, without its `\n`) of a Latchkey file whose checksum was
+    /// verified, read as an entry for `importBatch`.
+    public func entry(line bytes: [UInt8], number: Int) -> PortableEntry {
         let context = PortableFormat.Context(rpId: policy.rpId, now: runtime.now(), random: runtime.random)
-        return try importEntry(PortableEntry(line: number, account: PortableFile.parse(bytes, context)), run: run, seen: &seen)
+        return PortableEntry(line: number, account: PortableFile.parse(bytes, context))
     }
 
-    /// The outcome of one account of any format (`PortableFormat.read`): a refusal the file
-    /// carries is reported as it is; an account is decided on one read and created in one write.
-    /// `seen`: the credential ids of the accounts before, so that an id twice in one file is refused.
+    /// The outcome of one account of any format (`PortableFormat.read`), as `importBatch` decides it.
     public func importEntry(_ entry: PortableEntry, run: ImportRun, seen: inout some CredentialIdsSeen) throws(StorageError) -> ImportOutcome {
-        let number = entry.line
-        let account: PortableAccount
-        switch entry.account {
-        case .failure(let refusal): return ImportOutcome(line: number, username: refusal.username, outcome: .refused, reason: refusal.reason)
-        case .success(let a): account = a
-        }
-        return try importAccount(account, number: number, run: run, seen: &seen)
-    }
-
-    /// The outcome of one parsed account (of any format): refused when a credential id was in an
-    /// earlier account of the file, else decided on one read and created in one write.
-    func importAccount(_ parsed: PortableAccount, number: Int, run: ImportRun, seen: inout some CredentialIdsSeen) throws(StorageError) -> ImportOutcome {
-        var account = parsed
-        let ids = account.passkeys.map(\.credentialId)
-        guard !ids.contains(where: seen.contains) else {
-            return ImportOutcome(line: number, username: account.username, outcome: .refused, reason: "duplicate_credential_id")
-        }
-        for id in ids { seen.insert(id) }
-        // An imported address is unverified unless the operator trusts the file's verifications.
-        if !run.trustVerifiedEmails, account.email != nil { account.email?.verifiedAt = nil }
-        let presence = try store.importPresence(account)
-        if let refusal = Self.decide(account, presence, policy) {
-            return ImportOutcome(line: number, username: account.username, outcome: refusal.kind, reason: refusal.reason)
-        }
-        if run.dryRun { return ImportOutcome(line: number, username: account.username, outcome: .created, reason: nil) }
-        let audit = AuditRecord(.accountImported, actor: run.actor, subject: account.id,
-                                detail: [("sha256", .string(run.sha256)), ("passkeys", .number(Double(account.passkeys.count))),
-                                         ("deviceKeys", .number(Double(account.deviceKeys.count)))])
-        guard try store.importAccount(account, audit: audit) else {
-            return ImportOutcome(line: number, username: account.username, outcome: .conflict, reason: "changed_during_import")
-        }
-        return ImportOutcome(line: number, username: account.username, outcome: .created, reason: nil)
+        try importBatch([entry], run: run, seen: &seen)[0]
     }
 
     /// The decision, pure: nil to create the account, else `skipped` (the same account is here: a
