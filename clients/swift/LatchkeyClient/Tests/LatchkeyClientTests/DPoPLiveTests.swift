@@ -5,10 +5,8 @@ import Testing
 
 /// DPoP-bound first-party sessions (RFC 9449, docs/integration/ios.md) against a live server that
 /// binds them: sign-in and refresh with a proof, every call as `DPoP <token>` with one, and the
-/// stolen token refused without the key. Runs when LATCHKEY_DPOP_SERVER=1 says the server binds
-/// tokens (the server side of DPoP ships separately; this suite proves the client against it).
-@Suite("DPoP against a live server", .serialized,
-       .enabled(if: ProcessInfo.processInfo.environment["LATCHKEY_DPOP_SERVER"] == "1", "set LATCHKEY_DPOP_SERVER=1 with a server that binds DPoP"))
+/// stolen token refused without the key.
+@Suite("DPoP against a live server", .serialized)
 struct DPoPLiveTests {
     @Test("a DPoP-bound session: sign-in, calls, step-up, refresh; the token without the key is refused")
     func boundSession() async throws {
