@@ -98,6 +98,8 @@ public enum LatchkeyMigrations {
         File(version: 30, name: "dpop proofs", file: "0030_dpop.sql", sql: PackageResources._030_dpop_sql),
         // CIBA: a client's registration for the grant, backchannel requests, unknown-user answers.
         File(version: 31, name: "ciba", file: "0031_ciba.sql", sql: PackageResources._031_ciba_sql),
+        // A client's FAPI 2.0 Security Profile (`--profile fapi2`).
+        File(version: 32, name: "fapi2 profile", file: "0032_fapi2_profile.sql", sql: PackageResources._032_fapi2_profile_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests
