@@ -56,7 +56,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-discovery-end-point-verification")
     func discovery() throws {
-        try with { f in
+        try with { f throws in
             let d = try f.w.provider.discovery()
             #expect(d["issuer"]?.stringValue == f.issuer)
             #expect(d["pushed_authorization_request_endpoint"]?.stringValue == f.issuer + "/oauth2/par")
@@ -73,7 +73,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final (the happy flow: PAR, authorize, token, userinfo)")
     func happyFlow() throws {
-        try with { f in
+        try with { f throws in
             let person = try f.w.person("hana")
             let tokens = try f.exchange(try f.code(by: person))
             #expect(tokens["token_type"] == "DPoP")
@@ -87,7 +87,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-user-rejects-authentication")
     func userRejects() throws {
-        try with { f in
+        try with { f throws in
             let person = try f.w.person("ivan")
             let id = try f.w.requestId(f.w.authorize([("client_id", f.client.id), ("request_uri", try pushedURI(f))]))
             let (caller, _) = try #require(try f.w.provider.caller(cookie: person.cookie))
@@ -99,7 +99,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-other-scope-order-succeeds")
     func otherScopeOrder() throws {
-        try with { f in
+        try with { f throws in
             let form = f.pushedParameters([("scope", "offline_access openid")], dropping: ["scope"])
             #expect(try f.par(form)["request_uri"] != nil)
         }
@@ -107,21 +107,21 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-authorization-request-with-long-nonce")
     func longNonce() throws {
-        try with { f in
+        try with { f throws in
             #expect(try f.par(f.pushedParameters([("nonce", String(repeating: "a", count: 64))], dropping: ["nonce"]))["request_uri"] != nil)
         }
     }
 
     @Test("fapi2-security-profile-final-ensure-authorization-request-with-long-state")
     func longState() throws {
-        try with { f in
+        try with { f throws in
             #expect(try f.par(f.pushedParameters([("state", String(repeating: "s", count: 384))], dropping: ["state"]))["request_uri"] != nil)
         }
     }
 
     @Test("fapi2-security-profile-final-ensure-registered-redirect-uri")
     func registeredRedirectURI() throws {
-        try with { f in
+        try with { f throws in
             let form = f.pushedParameters([("redirect_uri", "https://attacker.example/cb")], dropping: ["redirect_uri"])
             #expect(oauthRefusal { try f.par(form) }?.error == "invalid_request")
         }
@@ -129,7 +129,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-unsigned-authorization-request-without-using-par-fails")
     func withoutPAR() throws {
-        try with { f in
+        try with { f throws in
             guard case .redirect(let location, _) = f.w.authorize(f.pushedParameters()) else { Issue.record("no redirect"); return }
             #expect(try OAuthWorld.query(location, "error") == "invalid_request")
         }
@@ -137,12 +137,12 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-redirect-uri-in-authorization-request")
     func redirectURIRequired() throws {
-        try with { f in #expect(oauthRefusal { try f.par(f.pushedParameters(dropping: ["redirect_uri"])) }?.error == "invalid_request") }
+        try with { f throws in #expect(oauthRefusal { try f.par(f.pushedParameters(dropping: ["redirect_uri"])) }?.error == "invalid_request") }
     }
 
     @Test("fapi2-security-profile-final-ensure-response-type-code-idtoken-fails")
     func codeIdToken() throws {
-        try with { f in
+        try with { f throws in
             let form = f.pushedParameters([("response_type", "code id_token")], dropping: ["response_type"])
             #expect(oauthRefusal { try f.par(form) }?.error == "unsupported_response_type")
         }
@@ -150,7 +150,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-response-type-token-fails")
     func token() throws {
-        try with { f in
+        try with { f throws in
             let form = f.pushedParameters([("response_type", "token")], dropping: ["response_type"])
             #expect(oauthRefusal { try f.par(form) }?.error == "unsupported_response_type")
         }
@@ -158,7 +158,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-client-id-in-token-endpoint")
     func clientIdAtTheTokenEndpoint() throws {
-        try with { f in
+        try with { f throws in
             let bare = ClientRequest(form: OAuthParameters([("grant_type", "authorization_code"), ("code", "x")]), basic: nil, address: "192.0.2.9")
             #expect(oauthRefusal { try f.w.callers.authenticate(bare, at: .token) }?.error == "invalid_client")
         }
@@ -166,7 +166,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-holder-of-key-required")
     func holderOfKey() throws {
-        try with { f in
+        try with { f throws in
             let code = try f.code(by: try f.w.person("jan"))
             #expect(oauthRefusal { try f.exchange(code, proof: .none) }?.error == "invalid_dpop_proof")
             let access = try #require(try f.exchange(code)["access_token"]?.stringValue)
@@ -180,7 +180,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-authorization-code-is-bound-to-client")
     func codeBoundToClient() throws {
-        try with { f in
+        try with { f throws in
             let code = try f.code(by: try f.w.person("kai"))
             var r = OAuthClientService.Registration(name: "Other bank", redirectURIs: [OAuthWorld.redirectURI])
             (r.jwksURI, r.profile) = (f.keys.uri, .fapi2)
@@ -199,7 +199,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-attempt-reuse-authorization-code-after-one-second")
     func codeReuse() throws {
-        try with { f in
+        try with { f throws in
             let code = try f.code(by: try f.w.person("lea"))
             let first = try f.exchange(code)
             f.w.clock.advance(1)
@@ -211,7 +211,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-token-endpoint-fails-with-expired-auth-code")
     func expiredCode() throws {
-        try with { f in
+        try with { f throws in
             let code = try f.code(by: try f.w.person("max"))
             f.w.clock.advance(61)
             #expect(oauthRefusal { try f.exchange(code) }?.error == "invalid_grant")
@@ -220,12 +220,12 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-signed-client-assertion-with-RS256-fails")
     func rs256Assertion() throws {
-        try with { f in #expect(oauthRefusal { try f.par(assertion: try f.assertion(FAPI2World.rs256)) }?.error == "invalid_client") }
+        try with { f throws in #expect(oauthRefusal { try f.par(assertion: try f.assertion(FAPI2World.rs256)) }?.error == "invalid_client") }
     }
 
     @Test("fapi2-security-profile-final-ensure-client-assertion-in-token-endpoint")
     func assertionAtTheTokenEndpoint() throws {
-        try with { f in
+        try with { f throws in
             let code = try f.code(by: try f.w.person("nils"))
             #expect(try f.token([("grant_type", "authorization_code"), ("code", code), ("redirect_uri", OAuthWorld.redirectURI),
                                  ("code_verifier", OAuthWorld.verifier)], assertion: try f.assertion(FAPI2World.ps256))["access_token"] != nil)
@@ -234,7 +234,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-client-assertion-with-exp-is-5-minutes-in-past-fails")
     func expiredAssertion() throws {
-        try with { f in
+        try with { f throws in
             let assertion = try FAPI2World.es256.sign(.object([("iss", .string(f.client.id)), ("sub", .string(f.client.id)), ("aud", .string(f.issuer)),
                                                               ("jti", .string(UUID().uuidString)), ("exp", .number(Double(f.now - 300)))]))
             #expect(oauthRefusal { try f.par(assertion: assertion) }?.error == "invalid_client")
@@ -243,7 +243,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-client-assertion-with-wrong-aud-fails")
     func wrongAudience() throws {
-        try with { f in
+        try with { f throws in
             for aud: JSONValue in ["https://elsewhere.example", .string(f.issuer + "/oauth2/token"), .array([.string(f.issuer)])] {
                 #expect(oauthRefusal { try f.par(assertion: try f.assertion(aud: aud)) }?.error == "invalid_client", "\(aud)")
             }
@@ -252,7 +252,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-client-assertion-with-no-sub-fails")
     func assertionWithoutSub() throws {
-        try with { f in
+        try with { f throws in
             let assertion = try FAPI2World.es256.sign(.object([("iss", .string(f.client.id)), ("aud", .string(f.issuer)),
                                                               ("jti", .string(UUID().uuidString)), ("exp", .number(Double(f.now + 60)))]))
             #expect(oauthRefusal { try f.par(assertion: assertion) }?.error == "invalid_client")
@@ -261,7 +261,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-invalid-client-assertions-fail")
     func invalidAssertions() throws {
-        try with { f in
+        try with { f throws in
             let forged = try FAPI2World.es256.sign(.object([("iss", .string(f.client.id)), ("sub", .string(f.client.id)), ("aud", .string(f.issuer)),
                                                            ("jti", .string(UUID().uuidString)), ("exp", .number(Double(f.now + 60)))]),
                                                    by: .generateEC(.p256))
@@ -275,7 +275,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-dpop-negative-tests")
     func dpopNegative() throws {
-        try with { f in
+        try with { f throws in
             let key = f.dpop
             func proof(_ claims: [(key: String, value: JSONValue)], header: [(key: String, value: JSONValue)]? = nil,
                        signer: DPoPKey? = nil) -> FAPI2World.Proof {
@@ -318,7 +318,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-refresh-token")
     func refreshToken() throws {
-        try with { f in
+        try with { f throws in
             let tokens = try f.exchange(try f.code(by: try f.w.person("olaf")))
             let refresh = try #require(tokens["refresh_token"]?.stringValue)
             let refreshed = try f.refresh(refresh)
@@ -334,7 +334,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-par-attempt-reuse-request_uri")
     func reuseRequestURI() throws {
-        try with { f in
+        try with { f throws in
             let person = try f.w.person("pete")
             let uri = try pushedURI(f)
             _ = try f.w.approve(try f.w.requestId(f.w.authorize([("client_id", f.client.id), ("request_uri", uri)])), by: person)
@@ -344,7 +344,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-par-attempt-to-use-expired-request_uri")
     func expiredRequestURI() throws {
-        try with { f in
+        try with { f throws in
             let uri = try pushedURI(f)
             f.w.clock.advance(91)
             #expect(isErrorPage(f.w.authorize([("client_id", f.client.id), ("request_uri", uri)])))
@@ -353,7 +353,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-par-attempt-to-use-request_uri-for-different-client")
     func requestURIOfAnotherClient() throws {
-        try with { f in
+        try with { f throws in
             let uri = try pushedURI(f)
             let other = try f.w.client()
             #expect(isErrorPage(f.w.authorize([("client_id", other.id), ("request_uri", uri)])))
@@ -362,7 +362,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-par-authorization-request-containing-request_uri-form-param")
     func requestURIPushed() throws {
-        try with { f in
+        try with { f throws in
             let form = f.pushedParameters([("request_uri", "urn:ietf:params:oauth:request_uri:abc")])
             #expect(oauthRefusal { try f.par(form) }?.error == "invalid_request")
         }
@@ -377,7 +377,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-par-ensure-pkce-required")
     func pkceRequired() throws {
-        try with { f in
+        try with { f throws in
             let form = f.pushedParameters(dropping: ["code_challenge", "code_challenge_method"])
             #expect(oauthRefusal { try f.par(form) }?.error == "invalid_request")
         }
@@ -385,7 +385,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-ensure-pkce-code-verifier-required")
     func verifierRequired() throws {
-        try with { f in
+        try with { f throws in
             let code = try f.code(by: try f.w.person("quincy"))
             #expect(oauthRefusal {
                 try f.token([("grant_type", "authorization_code"), ("code", code), ("redirect_uri", OAuthWorld.redirectURI)])
@@ -395,7 +395,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-incorrect-pkce-code-verifier-rejected")
     func wrongVerifier() throws {
-        try with { f in
+        try with { f throws in
             let code = try f.code(by: try f.w.person("rosa"))
             #expect(oauthRefusal {
                 try f.token([("grant_type", "authorization_code"), ("code", code), ("redirect_uri", OAuthWorld.redirectURI),
@@ -406,7 +406,7 @@ struct FAPI2ConformanceTests {
 
     @Test("fapi2-security-profile-final-par-plain-pkce-rejected")
     func plainPKCE() throws {
-        try with { f in
+        try with { f throws in
             let form = f.pushedParameters([("code_challenge", OAuthWorld.verifier), ("code_challenge_method", "plain")],
                                           dropping: ["code_challenge", "code_challenge_method"])
             #expect(oauthRefusal { try f.par(form) }?.error == "invalid_request")
@@ -419,6 +419,6 @@ struct FAPI2ConformanceTests {
         let body = OpenIDProviderTests.form([("response_type", "code"), ("scope", "openid"), ("scope", "openid email")])
         let request = Request(method: "POST", target: "/oauth2/par", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: body)
         #expect(oauthError { () throws(OAuthError) in try OAuthEdge.clientRequest(request, address: "192.0.2.9") }?.error == "invalid_request")
-        try with { f in #expect(try f.par()["request_uri"] != nil, "each parameter once") }
+        try with { f throws in #expect(try f.par()["request_uri"] != nil, "each parameter once") }
     }
 }
