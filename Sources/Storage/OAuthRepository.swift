@@ -44,13 +44,7 @@ public struct OAuthClientRecord: Sendable, Equatable {
 
     /// A public client (RFC 6749 §2.1): it cannot authenticate.
     public var isPublic: Bool { authMethod == .none }
-    /// Registered `--profile fapi2`.
     public var isFAPI2: Bool { profile == .fapi2 }
-}
-
-/// A security profile a client is held to (SPEC "FAPI 2.0 Security Profile").
-public enum OAuthClientProfile: String, Sendable, CaseIterable {
-    case fapi2
 }
 
 /// RFC 7591 `token_endpoint_auth_method` values Latchkey accepts.
@@ -238,9 +232,8 @@ public final class OAuthRepository: Sendable {
 
     // MARK: Requests
 
-    /// Stores a pushed request (RFC 9126), whose id is random, in one statement with the DPoP proof
-    /// that came with it (`dpop`: its `jti` recorded, RFC 9449 §11.1). False: that proof was seen
-    /// before, and nothing was stored.
+    /// Stores a pushed request (RFC 9126), whose id is random, with its DPoP proof's `jti` (RFC 9449
+    /// §11.1) in one statement. False: that proof was seen before, and nothing was stored.
     public func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int,
                              dpop: DPoPReplayKey? = nil) throws(StorageError) -> Bool {
         let proof: SQL = dpop.map { DPoPProofRepository.recording($0) } ?? "SELECT true AS fresh"
