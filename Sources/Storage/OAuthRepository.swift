@@ -232,8 +232,7 @@ public final class OAuthRepository: Sendable {
 
     // MARK: Requests
 
-    /// Stores a pushed request (RFC 9126), whose id is random, with its DPoP proof's `jti` (RFC 9449
-    /// §11.1) in one statement. False: that proof was seen before, and nothing was stored.
+    /// A pushed request (RFC 9126) stored with its DPoP proof's `jti` in one statement; false: a replay.
     public func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int,
                              dpop: DPoPReplayKey? = nil) throws(StorageError) -> Bool {
         let proof: SQL = dpop.map { DPoPProofRepository.recording($0) } ?? "SELECT true AS fresh"
