@@ -104,6 +104,8 @@ public enum LatchkeyMigrations {
              sql: PackageResources._032_ciba_device_key_sessions_sql),
         // A first-party session's DPoP key (`cnf.jkt`), set by the proof that began or first refreshed it.
         File(version: 33, name: "session dpop", file: "0033_session_dpop.sql", sql: PackageResources._033_session_dpop_sql),
+        // A client's FAPI 2.0 Security Profile (`--profile fapi2`).
+        File(version: 34, name: "fapi2 profile", file: "0034_fapi2_profile.sql", sql: PackageResources._034_fapi2_profile_sql),
     ]
 
     /// Versions another branch has claimed and not merged yet: the list may skip them (MigrationTests

@@ -124,14 +124,17 @@ extension OAuthRepository {
     /// nothing); `sameKey`: a grant bound to a DPoP key rotates only with a proof by that key (a
     /// public client's: RFC 9449 §5), else any proof, or none, will do (a confidential client's
     /// refresh token is bound by its client authentication).
+    /// `rotates` false (a `--profile fapi2` client's token, FAPI 2.0 §5.3.2.1): the token is checked
+    /// and stays as it was — no next token, no use recorded, so no reuse to detect — and lives until
+    /// it expires, is revoked or its grant dies.
     public func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]? = nil, dpop: DPoPBinding? = nil, sameKey: Bool = false,
-                       ttlSeconds: Int, reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
+                       rotates: Bool = true, ttlSeconds: Int, reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         let asked: String? = scope?.joined(separator: " ")
         let issued = AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail)
         // One statement (`SessionRepository.rotation`).
         let rotated = try pool.run { c in
             try c.query(SessionRepository.rotation(used: """
-                UPDATE refresh_tokens r SET used_at = now() FROM refresh_families f, oauth_grants g
+                UPDATE refresh_tokens r SET used_at = \(unsafeRaw: rotates ? "now()" : "NULL") FROM refresh_families f, oauth_grants g
                 WHERE r.hash = \(hash) AND r.used_at IS NULL AND r.expires_at > now() AND f.id = r.family_id AND f.revoked_at IS NULL
                   AND f.method = 'oauth' AND g.family_id = f.id AND g.client_id = \(clientId)
                   AND (\(asked)::text IS NULL OR string_to_array(g.grant_data->>'scope', ' ') @> string_to_array(\(asked)::text, ' '))
@@ -141,6 +144,7 @@ extension OAuthRepository {
                 """, newHash: newHash, ttlSeconds: ttlSeconds, before: [("proof", OAuthRepository.proofRecorded(dpop))],
                 also: AuditRepository.cte([issued.rows(from: "used JOIN tok ON true", subject: "used.user_id",
                                                        members: [("sessionId", "used.family_id")])]),
+                rotating: rotates,
                 select: """
                 SELECT used.family_id, used.user_id, used.auth_time, used.grant_data::text AS grant_data, EXISTS (SELECT 1 FROM tok) AS rotated,
                        true AS proof_fresh

@@ -23,6 +23,8 @@ public struct OAuthClientRecord: Sendable, Equatable {
     public var ciba: CIBARegistration? = nil
     /// `--dpop required` (`dpop_bound_access_tokens`): every token request carries a DPoP proof.
     public var dpopRequired = false
+    /// `--profile fapi2` (SPEC "FAPI 2.0 Security Profile"); nil: none.
+    public var profile: OAuthClientProfile? = nil
 
     public init(id: String, name: String, secretHash: [UInt8]?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
                 jwksURI: String? = nil, authorizationDetailsTypes: [String] = [], idTokenAlg: String = "ES256",
@@ -42,6 +44,7 @@ public struct OAuthClientRecord: Sendable, Equatable {
 
     /// A public client (RFC 6749 §2.1): it cannot authenticate.
     public var isPublic: Bool { authMethod == .none }
+    public var isFAPI2: Bool { profile == .fapi2 }
 }
 
 /// RFC 7591 `token_endpoint_auth_method` values Latchkey accepts.
@@ -134,7 +137,7 @@ public final class OAuthRepository: Sendable {
     static let clientColumns = """
         id, name, secret_hash, redirect_uris::text AS redirect_uris, post_logout_redirect_uris::text AS post_logout_redirect_uris, \
         jwks_uri, authorization_details_types::text AS authorization_details_types, id_token_alg, auth_method, pkce_required, created_at, \
-        ciba::text AS ciba, dpop_bound_access_tokens
+        ciba::text AS ciba, dpop_bound_access_tokens, profile
         """
 
     static func strings(_ json: String) -> [String] {
@@ -153,6 +156,7 @@ public final class OAuthRepository: Sendable {
                           pkceRequired: try r.bool("pkce_required"), createdAt: try r.date("created_at"))
         c.ciba = CIBARegistration(json: try r.optionalString("ciba"))
         c.dpopRequired = try r.bool("dpop_bound_access_tokens")
+        c.profile = try r.optionalString("profile").flatMap(OAuthClientProfile.init(rawValue:))
         return c
     }
 
@@ -162,11 +166,12 @@ public final class OAuthRepository: Sendable {
     public func insertClient(_ c: OAuthClientRecord, audit: AuditRecord, redeeming: StepUpRedemption? = nil) throws(StorageError) -> OAuthClientRecord {
         let statement = SQL.with(StepUpRedemption.cte(redeeming) + [("inserted", """
             INSERT INTO oauth_clients (id, name, secret_hash, redirect_uris, post_logout_redirect_uris, jwks_uri,
-                                       authorization_details_types, id_token_alg, auth_method, pkce_required, ciba, dpop_bound_access_tokens)
+                                       authorization_details_types, id_token_alg, auth_method, pkce_required, ciba, dpop_bound_access_tokens,
+                                       profile)
             SELECT \(c.id)::text, \(c.name)::text, \(c.secretHash)::bytea, \(Self.jsonText(c.redirectURIs))::jsonb,
                    \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, \(c.jwksURI)::text, \(Self.jsonText(c.authorizationDetailsTypes))::jsonb,
                    \(c.idTokenAlg)::text, \(c.authMethod.rawValue)::text, \(c.pkceRequired)::boolean, \(c.ciba?.storedJSON)::jsonb,
-                   \(c.dpopRequired)::boolean\(fragment: StepUpRedemption.gate(redeeming))
+                   \(c.dpopRequired)::boolean, \(c.profile?.rawValue)::text\(fragment: StepUpRedemption.gate(redeeming))
             RETURNING \(unsafeRaw: Self.clientColumns)
             """)] + AuditRepository.cte([audit], onlyIf: "inserted"),
             "SELECT inserted.*, \(fragment: StepUpRedemption.held(redeeming)) AS redeemed FROM (SELECT 1) AS one LEFT JOIN inserted ON true")
@@ -195,7 +200,7 @@ public final class OAuthRepository: Sendable {
                 post_logout_redirect_uris = \(Self.jsonText(c.postLogoutRedirectURIs))::jsonb, jwks_uri = \(c.jwksURI),
                 authorization_details_types = \(Self.jsonText(c.authorizationDetailsTypes))::jsonb, id_token_alg = \(c.idTokenAlg),
                 pkce_required = \(c.pkceRequired), ciba = \(c.ciba?.storedJSON)::jsonb,
-                dpop_bound_access_tokens = \(c.dpopRequired)
+                dpop_bound_access_tokens = \(c.dpopRequired), profile = \(c.profile?.rawValue)::text
             \(fragment: StepUpRedemption.gate(redeeming, and: "id IN (SELECT id FROM target)"))
             RETURNING id
             """)] + AuditRepository.cte([audit], onlyIf: "updated"),
@@ -227,13 +232,21 @@ public final class OAuthRepository: Sendable {
 
     // MARK: Requests
 
-    /// Stores a pushed request (RFC 9126), whose id is random.
-    public func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int) throws(StorageError) {
-        try pool.run { c in
-            _ = try c.execute("""
-                INSERT INTO oauth_requests (hash, kind, client_id, params, expires_at)
-                VALUES (\(hash), \(kind), \(clientId), \(PostgresValue.json(params.text))::jsonb, now() + make_interval(secs => \(ttlSeconds)))
-                """)
+    /// A pushed request (RFC 9126) stored with its DPoP proof's `jti` in one statement; false: a replay.
+    public func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int,
+                             dpop: DPoPReplayKey? = nil) throws(StorageError) -> Bool {
+        let proof: SQL = dpop.map { DPoPProofRepository.recording($0) } ?? "SELECT true AS fresh"
+        return try pool.run { c in
+            try c.query("""
+                WITH proof AS (\(fragment: proof)),
+                ins AS (
+                    INSERT INTO oauth_requests (hash, kind, client_id, params, expires_at)
+                    SELECT \(hash)::bytea, \(kind)::text, \(clientId)::text, \(PostgresValue.json(params.text))::jsonb,
+                           now() + make_interval(secs => \(ttlSeconds))
+                    WHERE EXISTS (SELECT 1 FROM proof)
+                    RETURNING 1)
+                SELECT EXISTS (SELECT 1 FROM ins) AS stored
+                """)[0].bool("stored")
         }
     }
 

@@ -176,3 +176,8 @@ public struct AppRecord: Sendable, Hashable {
 
 /// What `ConfigRepository.putApp` did.
 public enum AppChange: Sendable, Equatable { case created, updated, unchanged }
+
+/// A security profile a client is held to (SPEC "FAPI 2.0 Security Profile").
+public enum OAuthClientProfile: String, Sendable, CaseIterable {
+    case fapi2
+}

@@ -207,8 +207,10 @@ public final class SessionRepository: Sendable {
     /// for this refresh — as `fam`, and the next token as `tok`, only while the family lives; then
     /// `also` (the caller's audit line over `tok`, written only when the token rotated).
     /// `binding`: a first-party family not yet bound to a DPoP key is bound to this one (`dpop_jkt`).
+    /// `rotating` false (a refresh token that does not rotate, SPEC "FAPI 2.0"): no next token;
+    /// `tok` is then the live family's row, so the same checks and audit line hold.
     static func rotation(used: SQL, newHash: [UInt8], ttlSeconds: Int, before: [(name: String, sql: SQL)] = [], binding: String? = nil,
-                         also: [(name: String, sql: SQL)] = [], select: SQL) -> SQL {
+                         also: [(name: String, sql: SQL)] = [], rotating: Bool = true, select: SQL) -> SQL {
         let bind: SQL = binding.map { ", dpop_jkt = COALESCE(dpop_jkt, \($0)::text)" } ?? ""
         return SQL.with(before + [
             ("used", used),
@@ -216,10 +218,10 @@ public final class SessionRepository: Sendable {
                 UPDATE refresh_families SET last_used_at = now()\(fragment: bind) WHERE id = (SELECT family_id FROM used) AND revoked_at IS NULL
                 RETURNING id, auth_time, method, dpop_jkt
                 """),
-            ("tok", """
+            ("tok", rotating ? """
                 INSERT INTO refresh_tokens (hash, family_id, expires_at)
                 SELECT \(newHash), fam.id, now() + make_interval(secs => \(ttlSeconds)) FROM fam RETURNING hash
-                """),
+                """ : "SELECT fam.id AS hash FROM fam"),
         ] + also, select)
     }
 

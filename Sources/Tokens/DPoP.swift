@@ -35,7 +35,7 @@ public enum DPoPAlgorithm: String, CaseIterable, Sendable {
 public struct DPoPRequest: Sendable {
     /// The HTTP method, as sent.
     public var method: String
-    /// The request's path, without query or fragment.
+    /// The request's path as sent (still percent-encoded), without query or fragment.
     public var path: String
     /// The origins (`https://host[:port]`, no path) `htu` may name: the issuer and the allowlisted
     /// web origins.
@@ -177,15 +177,70 @@ public enum DPoP {
     }
 
     /// §4.3 step 9: `htu` without query and fragment equals one of the origins followed by the
-    /// request's path, scheme and host compared without case and the default port dropped (RFC 3986
-    /// §6.2.2, §6.2.3).
+    /// request's path, after RFC 3986's syntax-based normalisation (§6.2.2: scheme and host compared
+    /// without case, percent-encoded unreserved characters decoded and other escapes compared in
+    /// upper case, dot segments removed) and scheme-based normalisation (§6.2.3: the default port
+    /// dropped, an empty path is "/"). `request.path` is the path as sent, still percent-encoded.
     static func targets(_ htu: String, _ request: DPoPRequest) -> Bool {
         let target = htu.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
             .split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
         guard let (origin, path) = splitOrigin(String(target)) else { return false }
-        let requestPath = request.path.isEmpty ? "/" : request.path
-        guard (path.isEmpty ? "/" : path) == requestPath else { return false }
+        guard let given = normalisedPath(path), let requested = normalisedPath(request.path), given == requested else { return false }
         return request.origins.contains { allowed in splitOrigin(allowed).map { $0.0 == origin } ?? false }
+    }
+
+    /// RFC 3986 §6.2.2.1–§6.2.2.3 and §6.2.3 on a path: nil when it holds a malformed escape.
+    static func normalisedPath(_ path: String) -> String? {
+        var bytes: [UInt8] = []
+        let utf8 = Array(path.utf8)
+        var i = 0
+        while i < utf8.count {
+            guard utf8[i] == UInt8(ascii: "%") else { bytes.append(utf8[i]); i += 1; continue }
+            guard i + 2 < utf8.count, let high = hexDigit(utf8[i + 1]), let low = hexDigit(utf8[i + 2]) else { return nil }
+            let byte = high << 4 | low
+            if isUnreserved(byte) {
+                bytes.append(byte)
+            } else {
+                let hex = Array("0123456789ABCDEF".utf8)
+                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+            i += 3
+        }
+        let decoded = String(decoding: bytes, as: UTF8.self)
+        return removingDotSegments(decoded.isEmpty ? "/" : decoded)
+    }
+
+    /// RFC 3986 §2.3.
+    static func isUnreserved(_ b: UInt8) -> Bool {
+        (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2E || b == 0x5F || b == 0x7E
+    }
+
+    static func hexDigit(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x41...0x46: c - 0x41 + 10
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
+    /// RFC 3986 §5.2.4, on an absolute path.
+    static func removingDotSegments(_ path: String) -> String {
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { output.append("") }
+            case "..":
+                if !output.isEmpty { output.removeLast() }
+                if last { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
     }
 
     /// `scheme://authority` normalised, and the rest (the path).

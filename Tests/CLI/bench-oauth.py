@@ -44,6 +44,16 @@ for kind, names in steps.items():
         trips = r'[0-9][\d.]*' if (kind, name) == ('login', 'options') else r'[1-9][\d.]*'
         expect[f'{kind} {name} database work'] = (rf'^db {kind} {re.escape(name)} +round trips {trips} \([\d.]+\)  of which after the answer {count}  '
                                                   rf'statements {count}  commits {count}  WAL \d+ B  by tag')
+# The FAPI 2.0 flow (a --profile fapi2 client: private_key_jwt, DPoP with the server's nonce), beside the plain one.
+expect['fapi2 setup'] = r'^setup: fapi2 client lkc_'
+expect['fapi2 flows without errors'] = rf'^fapi2 +flows [1-9]\d* in [\d.]+ s = [\d.]+/s  p50 {ms}  p99 {ms}  errors 0  server CPU \d+ µs/flow$'
+expect['per fapi2 flow sums'] = rf'^per fapi2 flow \(sum of the step medians.*\): round trips {count}  statements {count}  commits {count}  WAL \d+ B$'
+expect['fapi2 under load'] = r'^under load fapi2 .*connections opened \d+$'
+expect['fapi2 xact_commit'] = r'^xact_commit per fapi2 flow [\d.]+ '
+expect['fapi2 / oauth ratios'] = r'^fapi2 / oauth: p50 x[\d.]+  round trips x[\d.]+  statements x[\d.]+  commits x[\d.]+  xact_commit x[\d.]+  WAL x[\d.]+  server CPU x[\d.]+$'
+for name in steps['oauth']:
+    expect[f'fapi2 {name} latency'] = rf'^step fapi2 {re.escape(name)} +p50 {ms}  p99 {ms}$'
+    expect[f'fapi2 {name} database work'] = rf'^db fapi2 {re.escape(name)} +round trips [1-9][\d.]* \([\d.]+\)  of which after the answer {count}  '
 bench_check.expect_lines(out, expect, failures)
 if re.search(r'first failure', run.stderr):
     failures.append('a flow or login failed (see "first failure" above)')

@@ -1174,6 +1174,96 @@ def test_dpop_stolen_access_and_refresh_tokens_are_refused_without_the_key():
     check(r.status_code == 200 and r.json()['token_type'] == 'DPoP', f'the key holder refreshes: {r.status_code} {r.text}')
 
 
+# ---- FAPI 2.0 Security Profile (a --profile fapi2 client): Authlib's private_key_jwt, DPoP with nonces ----
+
+def test_fapi2_par_private_key_jwt_dpop_nonce_refresh_without_rotation():
+    key = ec_key()
+    public = key.as_dict(is_private=False)
+    server, jwks_url = serve_jwks(public)
+    try:
+        cid, secret = add_client('FAPI bank', '--redirect-uri', 'https://bank.example/cb', '--jwks-uri', jwks_url, '--profile', 'fapi2')
+        check(secret is None, 'a fapi2 client has no secret (private_key_jwt)')
+        for refused in (['--public'], ['--jwks-uri', jwks_url, '--id-token-alg', 'RS256']):
+            r = subprocess.run([BIN, 'clients', 'add', 'Bad bank', '--redirect-uri', 'https://bank.example/cb', '--profile', 'fapi2', *refused],
+                               capture_output=True, text=True)
+            check(r.returncode == 64, f'--profile fapi2 with {refused}: exit {r.returncode} {r.stderr}')
+        issuer, par_url = DISCOVERY['issuer'], DISCOVERY['pushed_authorization_request_endpoint']
+        token_url, userinfo_url = DISCOVERY['token_endpoint'], DISCOVERY['userinfo_endpoint']
+        nonce = {}
+
+        def remember(r, *args, **kwargs):
+            if 'DPoP-Nonce' in r.headers:
+                nonce['value'] = r.headers['DPoP-Nonce']
+
+        def assertion():
+            # SPEC "FAPI 2.0": ES256, aud exactly the issuer, as a string.
+            now = int(time.time())
+            return jwt.encode({'alg': 'ES256'}, {'iss': cid, 'sub': cid, 'aud': issuer, 'jti': secrets.token_hex(8),
+                                                 'iat': now, 'exp': now + 60}, key).decode()
+
+        dpop, thief = DPoPKey(), DPoPKey()
+        verifier = secrets.token_urlsafe(48)
+        pushed = {'response_type': 'code', 'client_id': cid, 'redirect_uri': 'https://bank.example/cb', 'scope': 'openid offline_access',
+                  'state': 'f1', 'nonce': 'n-fapi', 'code_challenge': create_s256_code_challenge(verifier), 'code_challenge_method': 'S256',
+                  'client_assertion_type': 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer'}
+        # PAR: the first proof carries no nonce and is told to use one; the retry carries it.
+        r = S.post(par_url, data=dict(pushed, client_assertion=assertion()), headers={'DPoP': dpop.proof('POST', par_url)})
+        check(r.status_code == 400 and r.json()['error'] == 'use_dpop_nonce' and r.headers.get('DPoP-Nonce'), f'PAR without a nonce: {r.status_code} {r.text}')
+        r = S.post(par_url, data=dict(pushed, client_assertion=assertion()),
+                   headers={'DPoP': dpop.proof('POST', par_url, nonce=r.headers['DPoP-Nonce'])})
+        check(r.status_code == 201 and r.json()['expires_in'] == 90, f'PAR with the nonce: {r.status_code} {r.text}')
+        uri = r.json()['request_uri']
+        # The front channel without request_uri is refused, with iss.
+        r = S.get(DISCOVERY['authorization_endpoint'], params={k: v for k, v in pushed.items() if not k.startswith('client_assertion')},
+                  allow_redirects=False)
+        q = query_of(r.headers.get('Location', ''))
+        check(r.status_code == 303 and q.get('error') == 'invalid_request' and q.get('iss') == issuer, f'without PAR: {r.status_code} {q}')
+        request_id, _ = authorize_to_request(DISCOVERY['authorization_endpoint'] + '?' + urllib.parse.urlencode({'client_id': cid, 'request_uri': uri}))
+        st, body = approve(request_id, BROWSER)
+        check(st == 200, f'approve: {st} {body}')
+        check(query_of(body['redirectTo']).get('iss') == issuer, 'iss in the authorization response')
+        # Authlib's OAuth2Session fetches the token: its private_key_jwt addressed to the issuer, a DPoP
+        # proof with the nonce it was last given (and once more with a fresh one, should it have gone stale).
+        S.hooks['response'].append(remember)
+        try:
+            def fetch():
+                # A session per attempt: Authlib's PrivateKeyJWT keeps the claims it was given (the jti too).
+                client = OAuth2Session(cid, key, code_challenge_method='S256',
+                                       token_endpoint_auth_method=PrivateKeyJWT(issuer, alg='ES256', claims={'exp': int(time.time()) + 60}))
+                client.hooks['response'].append(remember)
+                return client.fetch_token(token_url, authorization_response=body['redirectTo'], redirect_uri='https://bank.example/cb',
+                                          code_verifier=verifier, headers={'DPoP': dpop.proof('POST', token_url, nonce=nonce.get('value'))})
+            try:
+                tok = fetch()
+            except Exception as e:
+                check('use_dpop_nonce' in str(e), f'token: {e}')
+                tok = fetch()
+            check(tok['token_type'] == 'DPoP' and tok.get('refresh_token'), f'tokens: {tok}')
+            decode_id_token(tok['id_token'], cid, 'n-fapi')
+            at = tok['access_token']
+            r = S.get(userinfo_url, headers={'Authorization': 'DPoP ' + at, 'DPoP': dpop.proof('GET', userinfo_url, at)})
+            check(r.status_code == 200 and r.json()['sub'] == USER_ID, f'userinfo with DPoP: {r.status_code} {r.text}')
+            # Refreshes that do not rotate: no refresh_token in the answer; the same token works again.
+            for _ in range(2):
+                form = {'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token'],
+                        'client_assertion_type': 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer'}
+                for attempt in range(2):
+                    r = S.post(token_url, data=dict(form, client_assertion=assertion()),
+                               headers={'DPoP': dpop.proof('POST', token_url, nonce=nonce.get('value'))})
+                    if r.status_code != 400 or r.json().get('error') != 'use_dpop_nonce':
+                        break
+                check(r.status_code == 200 and 'refresh_token' not in r.json() and r.json()['token_type'] == 'DPoP',
+                      f'refresh without rotation: {r.status_code} {r.text}')
+            # The stolen refresh token, without the client's key (its own DPoP key, no assertion): invalid_client.
+            r = S.post(token_url, data={'grant_type': 'refresh_token', 'refresh_token': tok['refresh_token'], 'client_id': cid},
+                       headers={'DPoP': thief.proof('POST', token_url, nonce=nonce.get('value'))})
+            check(r.status_code == 401 and r.json()['error'] == 'invalid_client', f'the stolen refresh token: {r.status_code} {r.text}')
+        finally:
+            S.hooks['response'].remove(remember)
+    finally:
+        server.shutdown()
+
+
 def main():
     global DISCOVERY, PASSKEY, USER_TOKEN, USER_ID, USERNAME, BROWSER
     DISCOVERY = S.get(BASE + '/.well-known/openid-configuration', timeout=20).json()

@@ -112,6 +112,30 @@ import Tokens
         #expect(throws: Never.self) { try verify(forged(claims: ["iat": .number(Double(Self.now - 60))])) }
     }
 
+    /// RFC 9449 §4.3 step 9 with RFC 3986 §6.2.2–§6.2.3 normalisation on both sides: escaped
+    /// unreserved characters, the case of escapes, dot segments and an empty path compare equal;
+    /// an escaped reserved character ("/" as %2F) is not the character, another path is another URI.
+    @Test func htuIsComparedAfterNormalisation() throws {
+        for htu in ["https://id.example/oauth2/%74oken", "https://id.example/oauth2/%74%6f%6Ben",
+                    "https://id.example/oauth2/./token", "https://id.example/x/../oauth2/token", "https://ID.EXAMPLE:443/%6Fauth2/token#x",
+                    "hTTpS://id.example/oauth2/token?a=b"] {
+            #expect(throws: Never.self, "\(htu)") { try verify(forged(claims: ["htu": .string(htu)])) }
+        }
+        refused(forged(claims: ["htu": "https://id.example/oauth2%2Ftoken"]), "an escaped slash is not a slash")
+        refused(forged(claims: ["htu": "https://id.example/oauth2/token/"]), "a trailing slash is another path")
+        refused(forged(claims: ["htu": "https://id.example/oauth2/to%ken"]), "a malformed escape")
+        // The request's path as sent, escaped, compared normalised too; escapes compare without case.
+        var escaped = Self.request
+        escaped.path = "/oauth2/%74oken"
+        #expect(throws: Never.self) { try verify(forged(claims: ["htu": .string(Self.url)]), escaped) }
+        escaped.path = "/a%2fb"
+        #expect(throws: Never.self) { try verify(forged(claims: ["htu": "https://id.example/a%2Fb"]), escaped) }
+        refused(forged(claims: ["htu": "https://id.example/a/b"]), escaped, "%2F in the request is not a segment boundary")
+        // An empty path is "/".
+        escaped.path = "/"
+        #expect(throws: Never.self) { try verify(forged(claims: ["htu": "https://id.example"]), escaped) }
+    }
+
     @Test func presentedWithATokenTheProofCarriesItsHash() throws {
         var request = Self.request
         request.method = "GET"

@@ -62,6 +62,15 @@ enum ClientAssertion {
         return CheckedClaims(jti: jti, exp: exp)
     }
 
+    /// SPEC "FAPI 2.0" (FAPI 2.0 Security Profile §5.3.2.1): a `--profile fapi2` client's assertion
+    /// is ES256 or PS256, and its `aud` is exactly the issuer, as a string (an array is refused).
+    static func checkFAPI2(_ a: Parsed, issuer: String) throws(OAuthError) {
+        guard a.alg == "ES256" || a.alg == "PS256" else { throw OAuthError.invalidClient("this client's client_assertion must be ES256 or PS256") }
+        guard a.claims["aud"]?.stringValue == issuer else {
+            throw OAuthError.invalidClient("this client's client_assertion aud must be the issuer, as a string")
+        }
+    }
+
     /// A NumericDate (RFC 7519 §2): seconds, a fraction rounded down; nil for anything else.
     static func time(_ value: JSONValue?) -> Int64? {
         guard let d = value?.doubleValue, d.isFinite, abs(d) < 9.0e15 else { return nil }

@@ -148,6 +148,7 @@ struct OAuthCallers: Sendable {
         // RFC 7523 §3 item 3, SPEC "Client authentication": the issuer, the token endpoint, or the
         // endpoint receiving the assertion — never another endpoint's URL.
         let audiences = Set([issuer, issuer + OAuthEndpoint.token.rawValue, issuer + endpoint.rawValue])
+        if client.isFAPI2 { try ClientAssertion.checkFAPI2(a, issuer: issuer) }
         let checked = try ClientAssertion.checkClaims(a, clientId: client.id, audiences: audiences, now: runtime.unixTime)
         try ClientAssertion.verifySignature(a, jwksURI: jwksURI, keySets: keySets)
         let fresh: Bool

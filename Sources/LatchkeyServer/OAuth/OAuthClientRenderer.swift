@@ -18,9 +18,13 @@ enum OAuthClientRenderer {
             ("postLogoutRedirectUris", .array(c.postLogoutRedirectURIs.map { .string($0) })),
             ("jwksUri", c.jwksURI.map { .string($0) } ?? .null),
             ("authorizationDetailsTypes", .array(c.authorizationDetailsTypes.map { .string($0) })),
-            ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("dpopBoundAccessTokens", .bool(c.dpopRequired)),
+            ("idTokenSignedResponseAlg", .string(c.idTokenAlg)), ("dpopBoundAccessTokens", .bool(c.dpopRequired || c.isFAPI2)),
+            ("profile", c.profile.map { .string($0.rawValue) } ?? .null),
             ("createdAt", .string(iso8601(c.createdAt))),
         ]
+        // SPEC "FAPI 2.0": the registration describes the profile to the client, in RFC 7591's names.
+        let profile = OAuthClientService.profileMetadata(c)
+        if !profile.isEmpty { members.append(("profileMetadata", .object(profile))) }
         members += cibaMembers(c)
         if let secret { members.append(("clientSecret", .string(secret))) }
         return .object(members)

@@ -78,6 +78,8 @@ public final class OAuthClientService: Sendable {
         public var ciba: CIBARegistration? = nil
         /// `--dpop required`: token requests without a DPoP proof are refused.
         public var dpopRequired = false
+        /// `--profile fapi2` (`checkProfile`); nil: none.
+        public var profile: OAuthClientProfile? = nil
 
         public init(name: String, redirectURIs: [String]) {
             self.name = name
@@ -107,6 +109,7 @@ public final class OAuthClientService: Sendable {
                                        pkceRequired: r.pkceRequired)
         record.ciba = r.ciba
         record.dpopRequired = r.dpopRequired
+        record.profile = r.profile
         let audit = admin.record(.clientAdded, subject: id, detail: Self.auditDetail(record))
         let stored = try storage { () throws(StorageError) in try store.insertClient(record, audit: audit, redeeming: admin.redemption) }
         invalidate()
@@ -127,6 +130,7 @@ public final class OAuthClientService: Sendable {
         // RFC 9700 §2.1.1: only a client that authenticates may go without PKCE (with a nonce instead).
         guard r.pkceRequired || method != .none else { throw ServiceError.invalid("--pkce optional is for a confidential client") }
         try checkCIBA(r.ciba, isPublic: r.isPublic)
+        try checkProfile(r.profile, isPublic: r.isPublic, idTokenAlg: r.idTokenAlg, method: method, pkceRequired: r.pkceRequired)
         return method
     }
 
@@ -178,6 +182,8 @@ public final class OAuthClientService: Sendable {
             guard let b = v.boolValue else { throw ServiceError.invalid("dpopBoundAccessTokens must be a boolean") }
             c.dpopRequired = b
         }
+        if let v = body["profile"] { c.profile = try Self.profileMember(v) }
+        try Self.checkProfile(c.profile, isPublic: c.isPublic, idTokenAlg: c.idTokenAlg, method: c.authMethod, pkceRequired: c.pkceRequired)
         try validate(name: c.name, redirectURIs: c.redirectURIs, isPublic: c.isPublic, postLogout: c.postLogoutRedirectURIs, jwksURI: c.jwksURI,
                      types: c.authorizationDetailsTypes, idTokenAlg: c.idTokenAlg)
         let audit = admin.record(.clientUpdated, subject: id, detail: Self.auditDetail(c))
@@ -214,6 +220,7 @@ public final class OAuthClientService: Sendable {
             r.authMethod = method
         }
         r.ciba = try cibaMembers(body, current: nil)
+        if let v = body["profile"] { r.profile = try profileMember(v) }
         _ = try authMethod(r)
         return r
     }

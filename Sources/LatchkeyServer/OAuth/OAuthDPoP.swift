@@ -9,7 +9,7 @@ struct DPoPPresentation: Sendable {
     /// More than one `DPoP` header was sent (§4.3 step 1 refuses it).
     let repeated: Bool
     let method: String
-    /// The request's path, without the query.
+    /// The request's path as sent (percent-encoded), without the query (RFC 9449 §4.3 normalises both sides).
     let path: String
 }
 
@@ -27,10 +27,21 @@ extension OpenIDProvider {
     /// The current nonce: every answer to a request that carried a proof or a DPoP-bound token has it.
     func currentDPoPNonce() -> String? { try? dpopNonces().nonce(at: runtime.unixTime) }
 
+    /// SPEC "FAPI 2.0": the only JWS algorithms a `--profile fapi2` client's proofs may use.
+    static let fapi2Algorithms: Set<DPoPAlgorithm> = [.es256, .ps256, .edDSA]
+
+    /// §4.3's checks on a proof at the token or PAR endpoint, as `client` is held to them: a
+    /// `--profile fapi2` client's proof carries a current server nonce (§8; `use_dpop_nonce`
+    /// otherwise) and is ES256, PS256 or EdDSA.
+    func checkedProof(_ presented: DPoPPresentation?, for client: OAuthClientRecord) throws(OAuthError) -> DPoPProof? {
+        try checkedProof(presented, demandNonce: client.isFAPI2,
+                         algorithms: client.isFAPI2 ? Self.fapi2Algorithms : Set(DPoPAlgorithm.allCases))
+    }
+
     /// §4.3's checks on the presented proof (nil when none came). `accessToken`/`boundKey`: at a
     /// resource (userinfo), the token the proof must hash (`ath`) and the key it is bound to.
     func checkedProof(_ presented: DPoPPresentation?, accessToken: String? = nil, boundKey: String? = nil,
-                      demandNonce: Bool = false) throws(OAuthError) -> DPoPProof? {
+                      demandNonce: Bool = false, algorithms: Set<DPoPAlgorithm> = Set(DPoPAlgorithm.allCases)) throws(OAuthError) -> DPoPProof? {
         guard let presented else { return nil }
         let nonces = try dpopNonces()
         let now = runtime.unixTime
@@ -41,7 +52,7 @@ extension OpenIDProvider {
         }
         guard !presented.repeated else { throw refusal(.invalidDPoPProof, "more than one DPoP header") }
         let request = DPoPRequest(method: presented.method, path: presented.path, origins: policy.dpopOrigins, accessToken: accessToken,
-                                  boundKey: boundKey, nonces: demandNonce ? nonces : nil)
+                                  boundKey: boundKey, nonces: demandNonce ? nonces : nil, algorithms: algorithms)
         do {
             return try DPoP.verify(presented.proof, request: request, now: now)
         } catch {
@@ -70,7 +81,10 @@ extension OpenIDProvider {
             return
         }
         guard bearer.presentedAsDPoP else { throw refusal(.invalidToken, "a DPoP-bound access token is presented as Authorization: DPoP") }
-        guard let proof = try checkedProof(presented, accessToken: bearer.token, boundKey: key) else {
+        // SPEC "FAPI 2.0": a fapi2 client's token is presented with ES256, PS256 or EdDSA proofs only.
+        let fapi2 = ((try? clients.client(id: bearer.clientId)) ?? nil)?.isFAPI2 ?? false
+        guard let proof = try checkedProof(presented, accessToken: bearer.token, boundKey: key,
+                                           algorithms: fapi2 ? Self.fapi2Algorithms : Set(DPoPAlgorithm.allCases)) else {
             throw refusal(.invalidDPoPProof, "a DPoP proof is required with this access token")
         }
         let fresh: Bool

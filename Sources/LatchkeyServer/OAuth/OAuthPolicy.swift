@@ -19,6 +19,8 @@ struct OAuthPolicy: Sendable {
     /// A pending authorization request, a pushed one (RFC 9126 §2.2 `expires_in`), a code.
     var requestTTL = 600
     var pushedTTL = 60
+    /// SPEC "FAPI 2.0": a `--profile fapi2` client's pushed request lives 90 s.
+    var fapi2PushedTTL = 90
     var codeTTL = 60
     /// SPEC "Limits": pending authorization requests one client address stores a minute, and one
     /// client in all. Their own limits: they hold with `LATCHKEY_RATE_LIMIT` off too.

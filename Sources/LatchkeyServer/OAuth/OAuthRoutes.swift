@@ -205,7 +205,7 @@ enum OAuthEdge {
     static func dpop(_ request: Request) -> DPoPPresentation? {
         let values = request.headers.filter { $0.0.lowercased() == "dpop" }
         guard let first = values.first else { return nil }
-        return DPoPPresentation(proof: first.1, repeated: values.count > 1, method: request.method, path: request.path)
+        return DPoPPresentation(proof: first.1, repeated: values.count > 1, method: request.method, path: request.rawPath)
     }
 
     static func render(_ answer: BrowserAnswer, cookie: OPSessionCookie) -> Response {

@@ -23,8 +23,11 @@ protocol OAuthStore: Sendable {
 
     // MARK: Requests
 
-    /// A pushed request (RFC 9126) stored under its random id's hash for `ttlSeconds`.
-    func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int) throws(StorageError)
+    /// A pushed request (RFC 9126) stored under its random id's hash for `ttlSeconds`, with the DPoP
+    /// proof that came with it recorded in the same statement; false: that proof was seen before
+    /// (nothing stored).
+    func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int,
+                      dpop: DPoPReplayKey?) throws(StorageError) -> Bool
     /// An authorization request stored under the hash of its derived id, within the limits, using up
     /// the pushed request it stands for in the same change (`OAuthRepository.storeAuthorizationRequest`).
     func storeAuthorizationRequest(hash: [UInt8], clientId: String, params: JSONValue, ttlSeconds: Int, clientAddress: String,
@@ -46,9 +49,10 @@ protocol OAuthStore: Sendable {
                     replayAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthCodeRedemption
     /// A refresh token of `clientId`'s OAuth session rotated, or its reuse revoking the family.
     /// `dpop`: the request's proof, recorded in the rotation; `sameKey`: a DPoP-bound grant needs a
-    /// proof by its key (a public client's).
-    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, ttlSeconds: Int,
-                reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome
+    /// proof by its key (a public client's); `rotates` false: the token is checked and kept (a fapi2
+    /// client's: no next token, no reuse detection).
+    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, rotates: Bool,
+                ttlSeconds: Int, reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome
     /// RFC 7009: the OAuth session a refresh token of this client belongs to ends (its id).
     func revoke(refreshHash: [UInt8], clientId: String) throws(StorageError) -> [String]
     /// RP-Initiated Logout's one write (`OAuthRepository.logout`).

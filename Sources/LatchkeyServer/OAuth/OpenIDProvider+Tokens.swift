@@ -15,9 +15,12 @@ extension OpenIDProvider {
         let client = request.client
         let grant = try request.grant.get()
         // RFC 9449 §5: a proof binds what this request issues to its key.
-        let proof = try checkedProof(request.dpop)
-        // RFC 9449 §5.2: a client registered `--dpop required` presents a proof with every token request.
-        if proof == nil, client.dpopRequired { throw OAuthError(.invalidDPoPProof, "this client's token requests need a DPoP proof") }
+        let proof = try checkedProof(request.dpop, for: client)
+        // RFC 9449 §5.2: a client registered `--dpop required` presents a proof with every token
+        // request; SPEC "FAPI 2.0": so does a `--profile fapi2` client.
+        if proof == nil, client.dpopRequired || client.isFAPI2 {
+            throw OAuthError(.invalidDPoPProof, "this client's token requests need a DPoP proof")
+        }
         switch grant {
         case .authorizationCode(let code, let redirectURI, let verifier):
             return try exchange(code: code, redirectURI: redirectURI, verifier: verifier, client: client, proof: proof)
@@ -75,8 +78,10 @@ extension OpenIDProvider {
         do {
             // SPEC: a public client's refresh token works only with a proof by the key it is bound
             // to; a confidential client's is bound by its authentication and may present a new key.
+            // SPEC "FAPI 2.0" (FAPI 2.0 §5.3.2.1): a fapi2 client's refresh token does not rotate.
             outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, scope: asked,
-                                       dpop: Self.binding(proof), sameKey: client.isPublic, ttlSeconds: policy.refreshTokenTTL,
+                                       dpop: Self.binding(proof), sameKey: client.isPublic, rotates: !client.isFAPI2,
+                                       ttlSeconds: policy.refreshTokenTTL,
                                        reuseAudit: AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id),
                                        issuedAudit: AuditRecord(.oauthTokenIssued, actor: AuditActor.server, subject: nil,
                                                                 detail: [("clientId", .string(client.id)), ("grant", "refresh_token")]))
@@ -93,7 +98,8 @@ extension OpenIDProvider {
             var scopes = grant.scopes
             if let asked { scopes = scopes.filter(asked.contains) }
             metrics.oauth(client: client.id, outcome: "refresh")
-            return try issue(client: client, userId: userId, familyId: familyId, grant: grant, scopes: scopes, refreshToken: next.token,
+            return try issue(client: client, userId: userId, familyId: familyId, grant: grant, scopes: scopes,
+                             refreshToken: client.isFAPI2 ? nil : next.token,
                              idToken: scopes.contains("openid"), carriesApproval: false, dpopKey: proof?.jkt)
         }
     }

@@ -136,6 +136,8 @@ public final class OpenIDProvider: Sendable {
     /// The parameters of a valid request, normalised, as stored (and as the page reads them).
     func check(_ p: [String: String], client: OAuthClientRecord, redirectURI: String, pushed: Bool) throws(OAuthError) -> JSONValue {
         guard p["request"] == nil else { throw OAuthError(.requestNotSupported, "request objects are not supported; use PAR") }
+        // SPEC "FAPI 2.0": a fapi2 client's authorization request comes only through PAR (`request_uri`).
+        guard pushed || !client.isFAPI2 else { throw OAuthError.invalidRequest("this client must push its authorization request (PAR)") }
         guard p["response_type"] == "code" else {
             throw OAuthError(.unsupportedResponseType, "only response_type=code is supported")
         }
@@ -150,7 +152,9 @@ public final class OpenIDProvider: Sendable {
             guard p["code_challenge_method"] == "S256" else { throw OAuthError.invalidRequest("code_challenge_method must be S256") }
             guard PKCE.isChallenge(challenge) else { throw OAuthError.invalidRequest("code_challenge is not a base64url SHA-256") }
         } else {
-            guard !client.pkceRequired, !client.isPublic else { throw OAuthError.invalidRequest("code_challenge is required (PKCE S256)") }
+            guard !client.pkceRequired, !client.isPublic, !client.isFAPI2 else {
+                throw OAuthError.invalidRequest("code_challenge is required (PKCE S256)")
+            }
             guard p["code_challenge_method"] == nil else { throw OAuthError.invalidRequest("code_challenge_method without code_challenge") }
             guard let nonce = p["nonce"], !nonce.isEmpty else { throw OAuthError.invalidRequest("without PKCE, a nonce is required") }
         }
@@ -185,6 +189,8 @@ public final class OpenIDProvider: Sendable {
         for (name, max) in [("state", 2048), ("nonce", 512), ("login_hint", 256), ("acr_values", 512), ("ui_locales", 256)] {
             if let v = p[name], v.utf8.count > max { throw OAuthError.invalidRequest("\(name) is longer than \(max) bytes") }
         }
+        // SPEC "FAPI 2.0": a fapi2 client's nonce is at most 64 characters.
+        if client.isFAPI2, let nonce = p["nonce"], nonce.count > 64 { throw OAuthError.invalidRequest("nonce is longer than 64 characters") }
         // RFC 9449 §10: `dpop_jkt` binds the code to a DPoP key's RFC 7638 thumbprint (SHA-256, base64url).
         if let jkt = p["dpop_jkt"], Base64URL.decode(jkt)?.count != 32 || jkt.utf8.count != 43 {
             throw OAuthError.invalidRequest("dpop_jkt must be a JWK SHA-256 thumbprint")
@@ -213,17 +219,27 @@ public final class OpenIDProvider: Sendable {
         var params = fields
         for secret in ["client_secret", "client_assertion", "client_assertion_type"] { params[secret] = nil }
         // RFC 9449 §10.1: a proof at PAR binds the code to its key, as `dpop_jkt` does (both: the same key).
-        if let proof = try checkedProof(dpop) {
+        let proof = try checkedProof(dpop, for: client)
+        if let proof {
             if let given = params["dpop_jkt"], given != proof.jkt { throw OAuthError(.invalidDPoPProof, "dpop_jkt is not the proof's key") }
             params["dpop_jkt"] = proof.jkt
         }
+        // SPEC "FAPI 2.0": a fapi2 client's code is bound to its DPoP key, by `dpop_jkt` or the proof.
+        if client.isFAPI2, params["dpop_jkt"] == nil {
+            throw OAuthError.invalidRequest("this client binds its code to its DPoP key: dpop_jkt or a DPoP proof is required")
+        }
         _ = try check(params, client: client, redirectURI: redirectURI, pushed: true)
         let uri = Self.requestURIPrefix + Base64URL.encode(runtime.random(32))
-        let stored = JSONValue.object(params.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+        let storedParams = JSONValue.object(params.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+        let ttl = client.isFAPI2 ? policy.fapi2PushedTTL : policy.pushedTTL
+        // The request and the proof's `jti` (RFC 9449 §11.1) in one statement.
+        let stored: Bool
         do {
-            try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: stored, ttlSeconds: policy.pushedTTL)
+            stored = try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: storedParams,
+                                            ttlSeconds: ttl, dpop: proof.map { DPoPReplayKey($0.replayKey) })
         } catch { throw OAuthError.unavailable }
-        return .object([("request_uri", .string(uri)), ("expires_in", .number(Double(policy.pushedTTL)))])
+        guard stored else { throw Self.replayedProof }
+        return .object([("request_uri", .string(uri)), ("expires_in", .number(Double(ttl)))])
     }
 }
 

@@ -25,8 +25,9 @@ struct PostgresOAuthStore: OAuthStore {
         try oauth.deleteClient(id: id, audit: audit, redeeming: redeeming)
     }
 
-    func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int) throws(StorageError) {
-        try oauth.storeRequest(hash: hash, kind: kind, clientId: clientId, params: params, ttlSeconds: ttlSeconds)
+    func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int,
+                      dpop: DPoPReplayKey?) throws(StorageError) -> Bool {
+        try oauth.storeRequest(hash: hash, kind: kind, clientId: clientId, params: params, ttlSeconds: ttlSeconds, dpop: dpop)
     }
 
     func storeAuthorizationRequest(hash: [UInt8], clientId: String, params: JSONValue, ttlSeconds: Int, clientAddress: String,
@@ -52,9 +53,10 @@ struct PostgresOAuthStore: OAuthStore {
                              replayAudit: replayAudit, issuedAudit: issuedAudit)
     }
 
-    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, ttlSeconds: Int,
-                reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
-        try oauth.rotate(hash: hash, newHash: newHash, clientId: clientId, scope: scope, dpop: dpop, sameKey: sameKey, ttlSeconds: ttlSeconds,
+    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, rotates: Bool,
+                ttlSeconds: Int, reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
+        try oauth.rotate(hash: hash, newHash: newHash, clientId: clientId, scope: scope, dpop: dpop, sameKey: sameKey, rotates: rotates,
+                         ttlSeconds: ttlSeconds,
                          reuseAudit: reuseAudit,
                          issuedAudit: issuedAudit)
     }

@@ -3,6 +3,7 @@ import HTTP
 import LatchkeyServer
 import PostgreSQL
 import Synchronization
+import Tokens
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,7 +27,10 @@ enum OAuthBenchmark {
                  p50/p99 per step and per flow (--concurrency threads for --duration s after a 1 s warm-up), then, from --count
                  flows run one request at a time, each step's database round trips, statements, transactions and WAL bytes
                  (medians, means in brackets), the per-flow sums, commits per flow from pg_stat_database.xact_commit, and every
-                 figure as a ratio to the login's. --rounds alternates the phases; medians over rounds.
+                 figure as a ratio to the login's. --rounds alternates the phases; medians over rounds. A third phase runs the
+                 same flow for a `--profile fapi2` client (FAPI 2.0: private_key_jwt with an ES256 key whose JWKS the bench
+                 serves, DPoP proofs with the server's nonce, a refresh that does not rotate) and prints its figures the same
+                 way (`fapi2`), each also as a ratio to the plain flow's.
         """
 
     struct Options {
@@ -105,26 +109,39 @@ enum OAuthBenchmark {
         guard let client = addClient(binary: binary, databaseURL: url) else { return ExitCode.failure }
         print("setup: \(accounts.count) users with software passkeys (ES256, signed up through the API), client \(client.id) "
               + "(confidential, client_secret_basic, PKCE S256, scope openid profile offline_access)")
+        // The FAPI 2.0 client: its ES256 key's JWKS served here, registered `--profile fapi2`.
+        let signer = DPoPKey.generate()
+        guard let jwks = BenchJWKS.start(signer) else { printError("cannot serve the fapi2 client's JWKS"); return ExitCode.failure }
+        defer { jwks.stop() }
+        guard let fapi2 = addClient(binary: binary, databaseURL: url, extra: ["--jwks-uri", "http://127.0.0.1:\(jwks.port)/jwks.json",
+                                                                             "--profile", "fapi2"]) else { return ExitCode.failure }
+        print("setup: fapi2 client \(fapi2.id) (--profile fapi2: private_key_jwt ES256, PAR, DPoP ES256 with the server's nonce, "
+              + "refresh without rotation)")
 
         var phases: [BenchFlow.Kind: [FlowPhase.Result]] = [:]
         for round in 1...o.rounds {
-            for kind in [BenchFlow.Kind.login, .oauth] {
+            for kind in [BenchFlow.Kind.login, .oauth, .fapi2] {
                 guard let r = FlowPhase.measure(kind, options: o, binary: binary, relayedURL: relayedURL, relay: relay, stats: stats,
-                                                statements: statements, accounts: accounts, client: client) else { return ExitCode.failure }
+                                                statements: statements, accounts: accounts, client: (client.id, client.secret ?? ""),
+                                                fapi2: (fapi2.id, signer)) else { return ExitCode.failure }
                 phases[kind, default: []].append(r)
                 if o.rounds > 1 { print("round \(round) \(FlowPhase.label(kind)) \(r.rate.formatted)/s  errors \(r.errors)") }
                 fflush(nil)
             }
         }
         let login = FlowPhase.Result.merged(phases[.login] ?? []), oauth = FlowPhase.Result.merged(phases[.oauth] ?? [])
+        let fapi = FlowPhase.Result.merged(phases[.fapi2] ?? [])
         FlowReport.print(login: login, oauth: oauth, counted: o.counted, statementsNote: statements.available)
-        return login.errors == 0 && oauth.errors == 0 && oauth.flows > 0 ? ExitCode.success : ExitCode.failure
+        FlowReport.printFAPI2(fapi, oauth: oauth)
+        return login.errors == 0 && oauth.errors == 0 && fapi.errors == 0 && oauth.flows > 0 && fapi.flows > 0 ? ExitCode.success : ExitCode.failure
     }
 
     /// `latchkey clients add` (the CLI an operator uses), run on the bench's database directly.
-    static func addClient(binary: String, databaseURL: String) -> (id: String, secret: String)? {
-        guard let child = spawn([binary, "clients", "add", "OAuth bench", "--redirect-uri", OAuthBenchSetup.redirectURI],
-                                extraEnvironment: ["DATABASE_URL=\(databaseURL)"], capture: .standardOutputAndError) else {
+    /// `extra`: more arguments (a `--profile fapi2` client's; it gets no secret). LATCHKEY_DEV=1, as the
+    /// bench's servers: a loopback `--jwks-uri` is then allowed.
+    static func addClient(binary: String, databaseURL: String, extra: [String] = []) -> (id: String, secret: String?)? {
+        guard let child = spawn([binary, "clients", "add", extra.isEmpty ? "OAuth bench" : "FAPI bench", "--redirect-uri", OAuthBenchSetup.redirectURI] + extra,
+                                extraEnvironment: ["DATABASE_URL=\(databaseURL)", "LATCHKEY_DEV=1"], capture: .standardOutputAndError) else {
             printError("cannot run \(binary) clients add"); return nil
         }
         let out = String(decoding: child.finish() ?? [], as: UTF8.self)
@@ -133,8 +150,10 @@ enum OAuthBenchmark {
             let parts = line.split(separator: ":", maxSplits: 1)
             if parts.count == 2 { fields[String(parts[0])] = parts[1].trimmingPrefix(" ").description }
         }
-        guard let id = fields["client_id"], let secret = fields["client_secret"] else { printError("clients add failed:\n\(out)"); return nil }
-        return (id, secret)
+        guard let id = fields["client_id"], extra.contains("--profile") || fields["client_secret"] != nil else {
+            printError("clients add failed:\n\(out)"); return nil
+        }
+        return (id, fields["client_secret"])
     }
 }
 

@@ -1,6 +1,8 @@
 import Crypto
+import Foundation
 import HTTP
 import JSON
+import Tokens
 import WebAuthnTesting
 
 /// What every flow of one `bench oauth` run shares: the server, the confidential client it
@@ -12,6 +14,8 @@ struct OAuthBenchSetup: Sendable {
     let origin: String
     let clientId: String
     let clientSecret: String
+    /// The `--profile fapi2` client the FAPI 2.0 flow uses.
+    var fapi2: FAPI2BenchClient? = nil
     static let redirectURI = "https://client.bench.example/cb"
 
     var basic: String { "Basic " + Base64.encodeStandard(Array("\(clientId):\(clientSecret)".utf8)) }
@@ -22,11 +26,13 @@ struct OAuthBenchSetup: Sendable {
 /// plain passkey login (options + verify, what `bench login` times). The caller times or counts
 /// each `step` on its own.
 struct BenchFlow {
-    enum Kind: Sendable { case oauth, login }
+    /// `fapi2`: the same flow for a `--profile fapi2` client (private_key_jwt, DPoP with the server's
+    /// nonce, PAR, a refresh that does not rotate).
+    enum Kind: Sendable { case oauth, login, fapi2 }
 
     static func steps(_ kind: Kind) -> [String] {
         switch kind {
-        case .oauth: ["par", "authorize", "request", "sign-in", "approve", "token", "userinfo", "refresh"]
+        case .oauth, .fapi2: ["par", "authorize", "request", "sign-in", "approve", "token", "userinfo", "refresh"]
         case .login: ["options", "verify"]
         }
     }
@@ -49,6 +55,8 @@ struct BenchFlow {
     private var requestURI = "", requestId = "", cookie = "", code = ""
     private var challenge: [UInt8] = [], rpId = "localhost"
     private var accessToken = "", refreshToken = ""
+    /// The FAPI 2.0 flow's DPoP key (one per flow, as one per app install).
+    private let dpop = DPoPKey.generate()
     /// The browser's address, one per flow (`X-Forwarded-For` to a server that trusts it): SPEC
     /// "Limits" lets one address store 30 authorization requests a minute, whatever the rate
     /// limit, and the flows the bench runs stand for many people's browsers, not one.
@@ -71,6 +79,8 @@ struct BenchFlow {
         case (.login, "verify"):
             let body = account.authenticator.assertion(challenge: challenge, rpId: rpId, origin: setup.origin).bytes()
             _ = try expect(name, 200, http.postJSON("/v1/passkeys/authentication/verify", body))
+        case (.fapi2, "par"), (.fapi2, "token"), (.fapi2, "userinfo"), (.fapi2, "refresh"):
+            try fapi2Step(http, name)
         case (_, "par"):
             let state = Base64URL.encode(SecureRandom.bytes(9)), nonce = Base64URL.encode(SecureRandom.bytes(9))
             let form = formBody([("response_type", "code"), ("client_id", setup.clientId), ("redirect_uri", OAuthBenchSetup.redirectURI),
@@ -124,6 +134,37 @@ struct BenchFlow {
             guard json["access_token"] != nil else { throw Failure(step: name, status: 200, detail: "no access_token") }
         }
         index += 1
+    }
+
+    /// The FAPI 2.0 client's steps: PAR and the token endpoint with `private_key_jwt` and a proof
+    /// carrying the server's nonce (retried once when it is stale), userinfo with `Authorization: DPoP`.
+    private mutating func fapi2Step(_ http: HTTPClient, _ name: String) throws(Failure) {
+        guard let client = setup.fapi2 else { throw Failure(step: name, status: 0, detail: "no fapi2 client") }
+        switch name {
+        case "par":
+            let form = [("response_type", "code"), ("client_id", client.id), ("redirect_uri", OAuthBenchSetup.redirectURI),
+                        ("scope", "openid profile offline_access"), ("state", Base64URL.encode(SecureRandom.bytes(9))),
+                        ("nonce", Base64URL.encode(SecureRandom.bytes(9))),
+                        ("code_challenge", Base64URL.encode(Digest.sha256(Array(verifier.utf8)))), ("code_challenge_method", "S256")]
+            let json = try expect(name, 201, client.post(http, "/oauth2/par", form, key: dpop))
+            guard let uri = json["request_uri"]?.stringValue else { throw Failure(step: name, status: 201, detail: "no request_uri") }
+            requestURI = uri
+        case "token":
+            let form = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", OAuthBenchSetup.redirectURI), ("code_verifier", verifier)]
+            let json = try expect(name, 200, client.post(http, "/oauth2/token", form, key: dpop))
+            guard let a = json["access_token"]?.stringValue, let rt = json["refresh_token"]?.stringValue, json["token_type"] == "DPoP" else {
+                throw Failure(step: name, status: 200, detail: "no DPoP access_token or refresh_token")
+            }
+            (accessToken, refreshToken) = (a, rt)
+        case "userinfo":
+            let proof = dpop.proof(method: "GET", url: client.issuer + "/oauth2/userinfo", iat: Int64(Date().timeIntervalSince1970), accessToken: accessToken)
+            let json = try expect(name, 200, try? http.send(method: "GET", path: "/oauth2/userinfo",
+                                                            headers: [("Authorization", "DPoP \(accessToken)"), ("DPoP", proof)]))
+            guard json["sub"] != nil else { throw Failure(step: name, status: 200, detail: "no sub") }
+        default:  // refresh: the token does not rotate
+            let json = try expect(name, 200, client.post(http, "/oauth2/token", [("grant_type", "refresh_token"), ("refresh_token", refreshToken)], key: dpop))
+            guard json["access_token"] != nil, json["refresh_token"] == nil else { throw Failure(step: name, status: 200, detail: "rotated or no access_token") }
+        }
     }
 
     /// The headers the /authorize page's same-origin fetch sends (SPEC "The cookie routes").

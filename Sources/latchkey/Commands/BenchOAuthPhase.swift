@@ -1,7 +1,9 @@
 import HTTP
+import JSON
 import LatchkeyServer
 import PostgreSQL
 import Synchronization
+import Tokens
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,7 +12,13 @@ import Glibc
 /// concurrency, then `--count` flows one request at a time, each step counted on the relay and in
 /// the WAL; the server stopped (its backends flush `pg_stat_database` as they exit).
 enum FlowPhase {
-    static func label(_ kind: BenchFlow.Kind) -> String { kind == .oauth ? "oauth" : "login" }
+    static func label(_ kind: BenchFlow.Kind) -> String {
+        switch kind {
+        case .oauth: "oauth"
+        case .login: "login"
+        case .fapi2: "fapi2"
+        }
+    }
 
     /// One step's database work, one request at a time.
     struct Sample {
@@ -64,7 +72,7 @@ enum FlowPhase {
 
     static func measure(_ kind: BenchFlow.Kind, options o: OAuthBenchmark.Options, binary: String, relayedURL: String, relay: PostgresWireCounter,
                         stats: ClusterStats, statements: StatementStatistics, accounts: [BenchAccount],
-                        client: (id: String, secret: String)) -> Result? {
+                        client: (id: String, secret: String), fapi2: (id: String, signer: DPoPKey)? = nil) -> Result? {
         var result = Result(kind: kind)
         guard let before = try? stats.snapshot(OAuthBenchmark.database) else { printError("cannot read pg_stat_database"); return nil }
         let callsBefore = statements.calls()
@@ -72,7 +80,14 @@ enum FlowPhase {
         guard let server = BenchServer.start(databaseURL: relayedURL, callgrind: false, binary: binary,
                                              extraEnvironment: ["LATCHKEY_TRUST_PROXY=1"]) else { return nil }
         defer { server.stop() }
-        let setup = OAuthBenchSetup(host: "127.0.0.1", port: server.port, origin: server.origin, clientId: client.id, clientSecret: client.secret)
+        var setup = OAuthBenchSetup(host: "127.0.0.1", port: server.port, origin: server.origin, clientId: client.id, clientSecret: client.secret)
+        if kind == .fapi2, let fapi2 {
+            // The issuer (a client assertion's `aud`, the proofs' `htu` origin) as discovery states it.
+            let http = HTTPClient(host: "127.0.0.1", port: server.port)
+            let discovery = (try? http.send(method: "GET", path: "/.well-known/openid-configuration")).flatMap { try? JSONParser.parse($0.body) }
+            http.close()
+            setup.fapi2 = FAPI2BenchClient(id: fapi2.id, issuer: discovery?["issuer"]?.stringValue ?? server.origin, signer: fapi2.signer)
+        }
         let warm = load(kind, setup: setup, accounts: accounts, concurrency: o.concurrency, seconds: 1, into: &result)
         guard warm > 0 else {
             printError("no \(label(kind)) completed against the bench's server: \(result.firstFailure ?? "?") (log: \(server.logPath))"); return nil

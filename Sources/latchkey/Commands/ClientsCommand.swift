@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import LatchkeyServer
 import Storage
 
@@ -12,7 +13,7 @@ enum ClientsCommand: Command {
                                     [--post-logout-redirect-uri U …] [--jwks-uri U]
                                     [--authorization-details-type T …] [--id-token-alg ES256|RS256]
                                     [--auth-method client_secret_basic|client_secret_post|private_key_jwt|none]
-                                    [--pkce required|optional] [--dpop required]
+                                    [--pkce required|optional] [--dpop required] [--profile fapi2]
                                     [--grant-type ciba --ciba-mode poll|ping [--ciba-notification-endpoint U]
                                      [--ciba-approver attested-device-key|device-key|passkey]]
                latchkey clients list
@@ -25,7 +26,10 @@ enum ClientsCommand: Command {
                 (and gets no secret). --auth-method: the one method the token endpoint accepts
                 from it (default client_secret_basic; none for --public). --pkce optional: a
                 confidential client may leave PKCE out, and then must send a nonce. --dpop
-                required: every token request must carry a DPoP proof (RFC 9449).
+                required: every token request must carry a DPoP proof (RFC 9449). --profile
+                fapi2: the FAPI 2.0 Security Profile (a confidential private_key_jwt client, PKCE;
+                not with --public or --id-token-alg RS256): PAR, DPoP with server nonces, refresh
+                tokens that do not rotate; the profile's metadata is printed after the id.
                 --grant-type ciba: the client may ask for approvals on the backchannel (CIBA,
                 confidential clients only), learning the result by polling the token endpoint
                 (--ciba-mode poll, the default) or by a POST to --ciba-notification-endpoint
@@ -41,7 +45,7 @@ enum ClientsCommand: Command {
         do {
             args = try ParsedArguments(arguments, valued: ["redirect-uri", "post-logout-redirect-uri", "jwks-uri", "authorization-details-type",
                                                            "id-token-alg", "auth-method", "pkce", "grant-type", "ciba-mode",
-                                                           "ciba-notification-endpoint", "ciba-approver", "dpop"], flags: ["help", "public"])
+                                                           "ciba-notification-endpoint", "ciba-approver", "dpop", "profile"], flags: ["help", "public"])
         } catch { printError("latchkey clients: \(error.message)\n\n\(help)"); return ExitCode.usage }
         if args.has("help") { print(help); return ExitCode.success }
         let verb = args.positionals.first
@@ -67,9 +71,15 @@ enum ClientsCommand: Command {
         guard pkce == "required" || pkce == "optional" else { printError("latchkey clients: --pkce must be required or optional"); return ExitCode.usage }
         let dpop = args.value("dpop")
         guard dpop == nil || dpop == "required" else { printError("latchkey clients: --dpop must be required"); return ExitCode.usage }
+        var profile: OAuthClientProfile? = nil
+        if let named = args.value("profile") {
+            guard let p = OAuthClientProfile(rawValue: named) else { printError("latchkey clients: --profile must be fapi2"); return ExitCode.usage }
+            profile = p
+        }
         if verb == "add" {
             var r = OAuthClientService.Registration(name: args.positionals[1], redirectURIs: args.all("redirect-uri"))
             (r.isPublic, r.jwksURI, r.authMethod, r.pkceRequired) = (args.has("public"), args.value("jwks-uri"), authMethod, pkce == "required")
+            (r.idTokenAlg, r.profile) = (args.value("id-token-alg") ?? "ES256", profile)
             do throws(ServiceError) {
                 r.ciba = try OAuthClientService.cibaRegistration(grantTypes: args.all("grant-type"), mode: args.value("ciba-mode"),
                                                                  endpoint: args.value("ciba-notification-endpoint"),
@@ -98,9 +108,12 @@ enum ClientsCommand: Command {
                                                                      endpoint: args.value("ciba-notification-endpoint"),
                                                                      approver: args.value("ciba-approver"))
                     r.dpopRequired = dpop == "required"
+                    r.profile = profile
                     let created = try clients.add(r, by: .named("cli"))
                     print("client_id: \(created.client.id)")
                     if let secret = created.secret { print("client_secret: \(secret)") }
+                    // SPEC "FAPI 2.0": the registration describes the profile (RFC 7591 names).
+                    for (name, value) in OAuthClientService.profileMetadata(created.client) { print("\(name): \(value.stringValue ?? value.text)") }
                 case "list":
                     for c in try clients.list() {
                         print("\(c.id)  \(c.name)  \(c.isPublic ? "public" : "confidential")  \(c.redirectURIs.joined(separator: " "))")

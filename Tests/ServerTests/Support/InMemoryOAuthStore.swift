@@ -222,6 +222,7 @@ struct InMemoryOAuthStore: OAuthStore {
             r.clients[i].idTokenAlg = c.idTokenAlg
             r.clients[i].pkceRequired = c.pkceRequired
             r.clients[i].dpopRequired = c.dpopRequired
+            r.clients[i].profile = c.profile
             try InMemoryTables.redeem(redeeming, in: &t)
             t.audit.append(audit)
             return true
@@ -248,12 +249,16 @@ struct InMemoryOAuthStore: OAuthStore {
 
     // MARK: Requests
 
-    func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int) throws(StorageError) {
+    func storeRequest(hash: [UInt8], kind: String, clientId: String, params: JSONValue, ttlSeconds: Int,
+                      dpop: DPoPReplayKey?) throws(StorageError) -> Bool {
         try tables.check("storeRequest")
-        try tables.change { (r, _, now) throws(StorageError) in
+        // The proof is recorded first; a replayed one stores nothing.
+        if let dpop, try !recordDPoPProof(dpop) { return false }
+        return try tables.change { (r, _, now) throws(StorageError) -> Bool in
             guard r.requests[hash] == nil else { throw StorageError.conflict(.other("oauth_requests_pkey")) }
             r.requests[hash] = InMemoryOAuthTables.Request(kind: kind, clientId: clientId, params: params, createdAt: now,
                                                           expiresAt: now.addingTimeInterval(Double(ttlSeconds)))
+            return true
         }
     }
 
@@ -425,8 +430,8 @@ struct InMemoryOAuthStore: OAuthStore {
         }
     }
 
-    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, ttlSeconds: Int,
-                reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
+    func rotate(hash: [UInt8], newHash: [UInt8], clientId: String, scope: [String]?, dpop: DPoPBinding?, sameKey: Bool, rotates: Bool,
+                ttlSeconds: Int, reuseAudit: AuditRecord, issuedAudit: AuditRecord) throws(StorageError) -> OAuthRefreshOutcome {
         try tables.check("rotate")
         // The proof is recorded first; a replayed one rotates nothing.
         if let dpop, try !recordDPoPProof(dpop.replay) { return .proofReplayed }
@@ -438,6 +443,13 @@ struct InMemoryOAuthStore: OAuthStore {
             let granted = Set((grant.grant["scope"]?.stringValue ?? "").split(separator: " ").map(String.init))
             let usable = token.usedAt == nil && token.expiresAt > now && family.revokedAt == nil && family.method == .oauth
             if usable, scope.map({ granted.isSuperset(of: $0) }) ?? true {
+                // A token that does not rotate is kept as it is: no next token, no use recorded.
+                guard rotates else {
+                    t.families[family.id]?.lastUsedAt = now
+                    InMemoryTables.audit(AuditTemplate(actor: nil, action: issuedAudit.action, detail: issuedAudit.detail),
+                                         subject: family.userId, detail: [("sessionId", .string(family.id))], in: &t)
+                    return .rotated(userId: family.userId, familyId: family.id, authTime: family.authTime, grant: grant.grant)
+                }
                 t.refreshTokens[hash]?.usedAt = now
                 t.families[family.id]?.lastUsedAt = now
                 guard t.refreshTokens[newHash] == nil else { throw StorageError.conflict(.other("refresh_tokens_pkey")) }
