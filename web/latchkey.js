@@ -975,7 +975,7 @@ export const vaultCrypto = Object.freeze({
 
 /**
  * A vault whose creation stopped before any key was stored: no passkey wrap and no recovery wrap.
- * `lk.vault.create()` finishes it. An email session is never shown the recovery wrap (SPEC), so
+ * `lk.vault.create()` finishes it. An email session is never shown the recovery wrap (docs/vault.md), so
  * for it an empty `wrapped` proves nothing: `session` names the session that read `vault`.
  */
 export function isUnfinishedVault(vault, session) {
