@@ -90,7 +90,9 @@ struct BenchFlow {
             guard let uri = json["request_uri"]?.stringValue else { throw Failure(step: name, status: 201, detail: "no request_uri") }
             requestURI = uri
         case (_, "authorize"):
-            let query = formBody([("client_id", setup.clientId), ("request_uri", requestURI)])
+            // The pushed request's own client: a request_uri answers only the client that pushed it.
+            let clientId = kind == .fapi2 ? (setup.fapi2?.id ?? setup.clientId) : setup.clientId
+            let query = formBody([("client_id", clientId), ("request_uri", requestURI)])
             let r = try? http.send(method: "GET", path: "/oauth2/authorize?" + String(decoding: query, as: UTF8.self),
                                    headers: [("X-Forwarded-For", browserAddress)])
             guard let r, r.status == 303, let location = r.header("Location"),
