@@ -25,6 +25,7 @@ import requests
 from authlib.integrations.requests_client import OAuth2Session
 from authlib.jose import JsonWebKey, jwt
 from authlib.oauth2.rfc7523 import PrivateKeyJWT
+from joserfc.jwk import ECKey as JoseECKey
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 import source_address
@@ -1228,7 +1229,8 @@ def test_fapi2_par_private_key_jwt_dpop_nonce_refresh_without_rotation():
         try:
             def fetch():
                 # A session per attempt: Authlib's PrivateKeyJWT keeps the claims it was given (the jti too).
-                client = OAuth2Session(cid, key, code_challenge_method='S256',
+                # Authlib's PrivateKeyJWT signs with a joserfc key (an authlib.jose key would be read as RSA).
+                client = OAuth2Session(cid, JoseECKey.import_key(key.as_dict(is_private=True)), code_challenge_method='S256',
                                        token_endpoint_auth_method=PrivateKeyJWT(issuer, alg='ES256', claims={'exp': int(time.time()) + 60}))
                 client.hooks['response'].append(remember)
                 return client.fetch_token(token_url, authorization_response=body['redirectTo'], redirect_uri='https://bank.example/cb',
