@@ -51,13 +51,15 @@ done
 "$bin" wellknown check --dir wellknown --rp-id localhost --database
 
 # 4. A live server (files built from the database: nothing pinned) checked over HTTP.
-start() {  # start <log> [VAR=value …]: serve on a free port, wait for /healthz
+start() {  # start <log> [VAR=value …]: serve on a free port, wait for /readyz
   port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   local log="$1"; shift
   env "$@" LATCHKEY_LISTEN="127.0.0.1:$port" "$bin" serve >"$log" 2>&1 &
   server=$!
-  for _ in $(seq 50); do
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0
+  # /readyz, not /healthz: until the start-up steps (the apps read, the files built) are done, every
+  # other route answers 503, and a busy machine can take longer than the first /healthz answer.
+  for _ in $(seq 100); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
     kill -0 "$server" 2>/dev/null || break   # exited: no point waiting
     sleep 0.2
   done
