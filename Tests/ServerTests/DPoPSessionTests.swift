@@ -72,6 +72,9 @@ struct DPoPSessionTests {
         Self.refused(try Self.sessions(b, "DPoP \(access)", proof: proof), "invalid_dpop_proof", "replayed on the second instance")
         // The admin API checks the same way (a user token there is then 403, not 401).
         Self.refused(try a.client().send("GET", "/admin/v1/me", authorization: "Bearer \(access)"), "invalid_token", "admin as Bearer")
+        // And a CIBA approval, whose caller is read with the request it names.
+        Self.refused(try a.client().send("POST", "/v1/ciba/requests/\(UUID().uuidString.lowercased())/approve", authorization: "Bearer \(access)"),
+                     "invalid_token", "CIBA approve as Bearer")
 
         // The stolen refresh token: without a proof, or with the thief's key; neither uses it up.
         Self.refused(try Self.refresh(a, refresh, proof: nil), "invalid_dpop_proof", "refresh without a proof")

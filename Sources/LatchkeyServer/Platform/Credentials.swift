@@ -77,7 +77,7 @@ struct CallerResolver: Sendable {
             caller.standing = standing
             return .session(caller)
         case .cibaApprover:
-            var caller = try sessions.session(accessToken: try Self.bearer(request))
+            var caller = try sessionCaller(request)
             let session = caller, id = preload?.cibaRequestId
             let read = try storage { () throws(StorageError) in
                 try cibaRequests.standingAndCIBARequest(sessionId: session.sessionId, userId: session.userId, id: id)
@@ -157,8 +157,7 @@ struct CallerResolver: Sendable {
                     loads.registration = PreloadedRegistration(account: read.account, stepUpJTI: nil)
                     return .recovery(authorized)
                 }
-                var caller = try sessions.session(accessToken: bearer)
-                try dpop.possession(caller, presented, request)
+                var caller = try sessionCaller(presented, request)
                 let jti = Self.presentedStepUpJTI(request)
                 let redeeming = jti.map { StepUpRedemption(jti: $0, userId: caller.userId, actionHash: Self.passkeyAdditionHash) }
                 let read = try registrationRequester(.session(id: caller.sessionId, userId: caller.userId, redeeming: redeeming))
@@ -206,6 +205,10 @@ struct CallerResolver: Sendable {
     /// possession proven (`SessionDPoP.possession`).
     func sessionCaller(_ request: Request) throws(ServiceError) -> SessionService.Caller {
         guard let presented = SessionDPoP.presented(request) else { throw ServiceError.unauthorized }
+        return try sessionCaller(presented, request)
+    }
+
+    func sessionCaller(_ presented: SessionDPoP.Presented, _ request: Request) throws(ServiceError) -> SessionService.Caller {
         let caller = try sessions.session(accessToken: presented.token)
         try dpop.possession(caller, presented, request)
         return caller
