@@ -10,7 +10,7 @@ extension StepUpRule {
     /// `step_up_required`). The request is read here and handed to the handler; an id that is not
     /// one, or a request that is not the caller's pending one, needs no step-up (the handler says 404).
     static func cibaApproval(_ ciba: CIBAService) -> StepUpRule {
-        StepUpRule(changes: "CIBA approvals", deviceKeyAllowed: true, sameSession: true) { input throws(ServiceError) in
+        StepUpRule(changes: "CIBA approvals", deviceKeyAllowed: true) { input throws(ServiceError) in
             guard let id = input.rawPath["authReqId"], CIBAService.isRequestId(id), let userId = input.caller.userId else { return .none }
             let record: CIBARequestRecord?
             if let loaded = input.loads.cibaRequest, loaded.id == id {

@@ -14,7 +14,7 @@ extension StepUpRule {
     /// way it is handed to the handler (`RouteContext.loads`). An id that cannot be one is left to
     /// the path check (404); no such pending request needs no step-up (the handler says 404); a
     /// lookup that fails fails the request.
-    static let oauthAuthorization = StepUpRule(changes: "OpenID approvals", deviceKeyAllowed: true, sameSession: true) { input throws(ServiceError) in
+    static let oauthAuthorization = StepUpRule(changes: "OpenID approvals", deviceKeyAllowed: true) { input throws(ServiceError) in
         let viaCookie = if case .browser = input.caller { true } else { false }
         guard let id = input.rawPath["id"], OpenIDProvider.isRequestId(id) else { return .none }
         let read: AuthorizationRequestRead
@@ -55,7 +55,7 @@ extension RouteTable {
         // before the route runs (`Access.oauthClient`).
         add("POST", "/oauth2/par", .oauthClient(.par), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
-            let dpop = OAuthEdge.dpop(ctx.request)
+            let dpop = DPoPPresentation(ctx.request)
             return try OAuthEdge.json(status: 201, dpopNonce: dpop == nil ? nil : op.currentDPoPNonce()) { () throws(OAuthError) in
                 try op.pushed(request, dpop: dpop)
             }
@@ -63,7 +63,7 @@ extension RouteTable {
         add("POST", "/oauth2/token", .oauthClient(.token), accepting: .any) { ctx in
             let request = try ctx.oauthClient()
             if request.form["grant_type"] == CIBAPoll.grantType { return try RouteTable.cibaToken(s, request) }
-            let dpop = OAuthEdge.dpop(ctx.request)
+            let dpop = DPoPPresentation(ctx.request)
             return try OAuthEdge.json(dpopNonce: dpop == nil ? nil : op.currentDPoPNonce()) { () throws(OAuthError) in
                 try op.token(TokenRequest(request, dpop: dpop))
             }
@@ -79,7 +79,7 @@ extension RouteTable {
         for method in ["GET", "POST"] {
             add(method, "/oauth2/userinfo", .oauthBearer, accepting: .any) { ctx in
                 let bearer = try ctx.oauthBearer()
-                let dpop = OAuthEdge.dpop(ctx.request)
+                let dpop = DPoPPresentation(ctx.request)
                 let nonce = dpop != nil || bearer.dpopKey != nil ? op.currentDPoPNonce() : nil
                 do throws(OAuthError) {
                     try op.checkPossession(bearer, dpop)
@@ -202,11 +202,6 @@ enum OAuthEdge {
     }
 
     /// The request's `DPoP` header (RFC 9449 §4.1), nil when none was sent.
-    static func dpop(_ request: Request) -> DPoPPresentation? {
-        let values = request.headers.filter { $0.0.lowercased() == "dpop" }
-        guard let first = values.first else { return nil }
-        return DPoPPresentation(proof: first.1, repeated: values.count > 1, method: request.method, path: request.rawPath)
-    }
 
     static func render(_ answer: BrowserAnswer, cookie: OPSessionCookie) -> Response {
         switch answer {

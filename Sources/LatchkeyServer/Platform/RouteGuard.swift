@@ -75,10 +75,6 @@ struct StepUpRule: Sendable {
     /// A device key's step-up approves too (SPEC "OpenID Provider": authorization_details), not only a
     /// user-verified passkey's.
     var deviceKeyAllowed = false
-    /// SPEC "Approve and deny" says again for this rule what holds for every rule (SPEC "What DPoP
-    /// does not bind"): a `Latchkey-Step-Up` counts only beside the session (`sid`) that asked for
-    /// it; `approve` checks the caller's session for every step-up, whatever this says.
-    var sameSession = false
     /// The admin key may not make this change at all (403 `forbidden`, in the caller's place in
     /// SPEC's order): only an admin user, with their step-up (SPEC "Admin console").
     var adminKeyRefused = false
@@ -331,6 +327,7 @@ extension GuardedRoute {
         guard let userId = input.caller.userId else {
             throw StepUpService.stepUpRequired("a step-up needs a signed-in user")
         }
+        // A step-up counts only beside the session (`sid`) that asked for it, on every rule.
         let (jti, receiptId, authentication) = try input.lookups.checkedStepUp(token, userId: userId, action: action, changes: rule.changes,
                                                                                deviceKeyAllowed: rule.deviceKeyAllowed,
                                                                                session: input.caller.sessionId)
