@@ -2,7 +2,7 @@ import Foundation
 import Storage
 import Tokens
 
-/// A DPoP proof as a request presented it (RFC 9449 §4.1), parsed at the edge (`OAuthEdge.dpop`).
+/// A DPoP proof as a request presented it (RFC 9449 §4.1), parsed at the edge (`DPoPPresentation.init(_:)`, beside `SessionDPoP`).
 struct DPoPPresentation: Sendable {
     /// The `DPoP` header's value.
     let proof: String
@@ -11,6 +11,13 @@ struct DPoPPresentation: Sendable {
     let method: String
     /// The request's path as sent (percent-encoded), without the query (RFC 9449 §4.3 normalises both sides).
     let path: String
+}
+
+extension DPoPProof {
+    /// What replay refusal stores of this proof (RFC 9449 §11.1).
+    var replay: DPoPReplayKey { DPoPReplayKey(replayKey) }
+    /// What a request that issues tokens records (the `jti`) and binds (the key) in its one write.
+    var binding: DPoPBinding { DPoPBinding(replay: replay, jkt: jkt) }
 }
 
 /// Sender-constrained tokens at the OpenID Provider (SPEC "Sender-constrained tokens"): proofs
@@ -60,11 +67,6 @@ extension OpenIDProvider {
         }
     }
 
-    /// What the token request's one statement records and binds.
-    static func binding(_ proof: DPoPProof?) -> DPoPBinding? {
-        proof.map { DPoPBinding(replay: DPoPReplayKey($0.replayKey), jkt: $0.jkt) }
-    }
-
     static var replayedProof: OAuthError { OAuthError(.invalidDPoPProof, "the DPoP proof was used before (jti)") }
 
     /// RFC 9449 §7.1, §7.2 at userinfo: a DPoP-bound token works only as `Authorization: DPoP` with
@@ -88,7 +90,7 @@ extension OpenIDProvider {
             throw refusal(.invalidDPoPProof, "a DPoP proof is required with this access token")
         }
         let fresh: Bool
-        do { fresh = try store.recordDPoPProof(DPoPReplayKey(proof.replayKey)) } catch { throw OAuthError.unavailable }
+        do { fresh = try store.recordDPoPProof(proof.replay) } catch { throw OAuthError.unavailable }
         guard fresh else { throw refusal(.invalidDPoPProof, Self.replayedProof.description) }
     }
 }

@@ -40,7 +40,7 @@ extension OpenIDProvider {
             outcome = try store.redeemCode(
                 hash: OpaqueSecret.hash(code),
                 presented: .init(clientId: client.id, redirectURI: redirectURI, verifierChallenge: verifierChallenge,
-                                 pkceOptional: !client.pkceRequired, dpop: Self.binding(proof)),
+                                 pkceOptional: !client.pkceRequired, dpop: proof?.binding),
                 familyId: familyId, refreshHash: refresh.hash, ttlSeconds: policy.refreshTokenTTL,
                 replayAudit: AuditRecord(.oauthCodeReplayed, actor: AuditActor.server, subject: client.id),
                 issuedAudit: AuditRecord(.oauthTokenIssued, actor: AuditActor.server, subject: nil,
@@ -80,7 +80,7 @@ extension OpenIDProvider {
             // to; a confidential client's is bound by its authentication and may present a new key.
             // SPEC "FAPI 2.0" (FAPI 2.0 §5.3.2.1): a fapi2 client's refresh token does not rotate.
             outcome = try store.rotate(hash: OpaqueSecret.hash(token), newHash: next.hash, clientId: client.id, scope: asked,
-                                       dpop: Self.binding(proof), sameKey: client.isPublic, rotates: !client.isFAPI2,
+                                       dpop: proof?.binding, sameKey: client.isPublic, rotates: !client.isFAPI2,
                                        ttlSeconds: policy.refreshTokenTTL,
                                        reuseAudit: AuditRecord(.refreshReuseDetected, actor: AuditActor.server, subject: client.id),
                                        issuedAudit: AuditRecord(.oauthTokenIssued, actor: AuditActor.server, subject: nil,

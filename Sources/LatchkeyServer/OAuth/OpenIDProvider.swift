@@ -236,7 +236,7 @@ public final class OpenIDProvider: Sendable {
         let stored: Bool
         do {
             stored = try store.storeRequest(hash: OpaqueSecret.hash(uri), kind: "par", clientId: client.id, params: storedParams,
-                                            ttlSeconds: ttl, dpop: proof.map { DPoPReplayKey($0.replayKey) })
+                                            ttlSeconds: ttl, dpop: proof?.replay)
         } catch { throw OAuthError.unavailable }
         guard stored else { throw Self.replayedProof }
         return .object([("request_uri", .string(uri)), ("expires_in", .number(Double(ttl)))])

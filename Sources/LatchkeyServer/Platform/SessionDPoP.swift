@@ -39,17 +39,16 @@ struct SessionDPoP: Sendable {
     /// The proof of a request that issues tokens (no `ath`), checked, as what the request's one
     /// write records and binds; nil when none came.
     func binding(_ request: Request) throws(ServiceError) -> DPoPBinding? {
-        try checked(request, accessToken: nil, boundKey: nil).map { DPoPBinding(replay: DPoPReplayKey($0.replayKey), jkt: $0.jkt) }
+        try checked(request, accessToken: nil, boundKey: nil)?.binding
     }
 
     /// RFC 9449 §4.3 on the request's one `DPoP` header; nil when there is none.
     func checked(_ request: Request, accessToken: String?, boundKey: String?) throws(ServiceError) -> DPoPProof? {
-        let values = request.headers.filter { $0.0.lowercased() == "dpop" }
-        guard let first = values.first else { return nil }
-        guard values.count == 1 else { throw Self.refusal(.invalidProof, "more than one DPoP header") }
-        let target = DPoPRequest(method: request.method, path: request.path, origins: origins, accessToken: accessToken, boundKey: boundKey)
+        guard let presented = DPoPPresentation(request) else { return nil }
+        guard !presented.repeated else { throw Self.refusal(.invalidProof, "more than one DPoP header") }
+        let target = DPoPRequest(method: presented.method, path: presented.path, origins: origins, accessToken: accessToken, boundKey: boundKey)
         do {
-            return try DPoP.verify(first.1, request: target, now: now())
+            return try DPoP.verify(presented.proof, request: target, now: now())
         } catch {
             throw Self.refusal(.invalidProof, error.reason)
         }
@@ -78,7 +77,17 @@ struct SessionDPoP: Sendable {
         guard let proof = try checked(request, accessToken: presented.token, boundKey: key) else {
             throw Self.refusal(.invalidProof, "a DPoP proof is required with this access token")
         }
-        let fresh = try storage { () throws(StorageError) in try proofs.record(DPoPReplayKey(proof.replayKey)) }
+        let fresh = try storage { () throws(StorageError) in try proofs.record(proof.replay) }
         guard fresh else { throw Self.replayed }
+    }
+}
+
+extension DPoPPresentation {
+    /// The request's `DPoP` header as sent (nil: none), read at the edge by the OAuth routes and the
+    /// first-party caller resolution alike.
+    init?(_ request: Request) {
+        let values = request.headers.filter { $0.0.lowercased() == "dpop" }
+        guard let first = values.first else { return nil }
+        self.init(proof: first.1, repeated: values.count > 1, method: request.method, path: request.rawPath)
     }
 }
