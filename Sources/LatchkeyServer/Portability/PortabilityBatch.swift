@@ -148,3 +148,42 @@ public struct ImportBatch {
         return 200 + a.username.utf8.count + a.displayName.utf8.count + (a.email?.address.utf8.count ?? 0) + passkeys + devices
     }
 }
+
+/// One import's accounts in file order, gathered into batches (`ImportBatch`) and each batch
+/// decided and written by `importBatch` once full; the file's credential ids are remembered across
+/// batches. The command line and `POST /admin/v1/import` both import through it.
+public struct ImportPass {
+    let service: PortabilityService
+    let run: PortabilityService.ImportRun
+    private var seen = CredentialIdDigests()
+    private var batch = ImportBatch()
+    /// The first line of the batch whose write failed (the batches before it are done).
+    public private(set) var failedFrom: Int? = nil
+
+    public init(_ service: PortabilityService, run: PortabilityService.ImportRun) {
+        self.service = service
+        self.run = run
+    }
+
+    /// Adds an account (`bytes`: its line's length, when the file has lines, else estimated); the
+    /// outcomes of the batch it completes, empty while the batch fills.
+    public mutating func add(_ entry: PortableEntry, bytes: Int? = nil) throws(StorageError) -> [ImportOutcome] {
+        guard let full = bytes.map({ batch.add(entry, bytes: $0) }) ?? batch.add(entry) else { return [] }
+        return try write(full)
+    }
+
+    /// The outcomes of the last, partly filled batch.
+    public mutating func finish() throws(StorageError) -> [ImportOutcome] {
+        guard let rest = batch.take() else { return [] }
+        return try write(rest)
+    }
+
+    private mutating func write(_ entries: [PortableEntry]) throws(StorageError) -> [ImportOutcome] {
+        do {
+            return try service.importBatch(entries, run: run, seen: &seen)
+        } catch {
+            failedFrom = entries.first?.line
+            throw error
+        }
+    }
+}

@@ -34,15 +34,11 @@ extension PortabilityService {
                                                 detail: [("sha256", .string(command.sha256)), ("format", .string(command.format.rawValue)),
                                                          ("dryRun", .bool(command.dryRun)), ("accounts", .number(Double(entries.count)))]))
             let run = ImportRun(sha256: command.sha256, actor: admin.actor, dryRun: command.dryRun, trustVerifiedEmails: false)
-            var seen = CredentialIdDigests()
+            var pass = ImportPass(self, run: run)
             var outcomes: [ImportOutcome] = []
             outcomes.reserveCapacity(entries.count)
-            var batch = ImportBatch()
-            for entry in entries {
-                if let full = batch.add(entry) { outcomes += try importBatch(full, run: run, seen: &seen) }
-            }
-            if let rest = batch.take() { outcomes += try importBatch(rest, run: run, seen: &seen) }
-            return outcomes
+            for entry in entries { outcomes += try pass.add(entry) }
+            return outcomes + (try pass.finish())
         } catch {
             throw ServiceError(error)
         }

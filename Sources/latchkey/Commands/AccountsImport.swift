@@ -64,8 +64,7 @@ extension AccountsCommand {
 final class ImportRunner {
     let service: PortabilityService
     let run: PortabilityService.ImportRun
-    private var seen = CredentialIdDigests()
-    private var batch = ImportBatch()
+    private var pass: ImportPass
     private var counts: [ImportOutcome.Kind: Int] = [:]
     private var done = 0
     private let progress: AccountsProgress
@@ -82,34 +81,36 @@ final class ImportRunner {
         service = PortabilityService(store: database.portability, policy: policy)
         run = PortabilityService.ImportRun(sha256: sha256, actor: "cli", dryRun: args.has("dry-run"),
                                            trustVerifiedEmails: args.has("trust-verified-emails"))
+        pass = ImportPass(service, run: run)
         progress = AccountsProgress(verb: run.dryRun ? "decided" : "imported")
     }
 
     /// Adds an account (`bytes`: its line's length, when the file has lines); false when the
     /// database failed (said on standard error: the batches before are done).
     func add(_ entry: PortableEntry, bytes: Int? = nil) -> Bool {
-        guard let full = bytes.map({ batch.add(entry, bytes: $0) }) ?? batch.add(entry) else { return true }
-        return write(full)
+        report { () throws(StorageError) in try pass.add(entry, bytes: bytes) }
     }
 
     /// The last batch written, the summary said; the exit status.
     func finish() -> Int32 {
-        if let rest = batch.take(), !write(rest) { return ExitCode.failure }
+        guard report({ () throws(StorageError) in try pass.finish() }) else { return ExitCode.failure }
         progress.end()
         let summary = [ImportOutcome.Kind.created, .skipped, .conflict, .refused].map { "\(counts[$0, default: 0]) \($0.rawValue)" }
         printError("latchkey accounts: \(done) account(s)\(run.dryRun ? " (dry run: nothing written)" : ""): " + summary.joined(separator: ", "))
         return counts[.conflict, default: 0] + counts[.refused, default: 0] == 0 ? ExitCode.success : ExitCode.failure
     }
 
-    private func write(_ entries: [PortableEntry]) -> Bool {
+    /// The outcome lines of what `step` decided, printed; false when the database failed.
+    private func report(_ step: () throws(StorageError) -> [ImportOutcome]) -> Bool {
         let outcomes: [ImportOutcome]
         do {
-            outcomes = try service.importBatch(entries, run: run, seen: &seen)
+            outcomes = try step()
         } catch {
-            printError("latchkey accounts: import stopped at the batch from line \(entries.first?.line ?? 0): \(error) "
+            printError("latchkey accounts: import stopped at the batch from line \(pass.failedFrom ?? 0): \(error) "
                        + "(the lines before it are done; a re-run skips them)")
             return false
         }
+        guard !outcomes.isEmpty else { return true }
         var text = ""
         for outcome in outcomes {
             counts[outcome.outcome, default: 0] += 1
