@@ -204,9 +204,7 @@ final class CIBAService: Sendable {
     func scheduledPing(id: String, userId: String, client: OAuthClientRecord, token: String?, expiresIn: Int) -> OutboxEvent? {
         guard let registration = client.ciba, registration.mode == .ping, let endpoint = registration.notificationEndpoint,
               let token else { return nil }
-        var event = OutboxEvent(id: OutboxEvents.idPrefix + runtime.identifier(), type: .cibaPing, accountId: userId,
-                                data: .object([("endpoint", .string(endpoint)), ("token", .string(token)), ("authReqId", .string(id))]),
-                                fanOut: [.direct(channel: .cibaPing, target: id)], maxAgeSeconds: 2 * expiresIn + 1, createdAt: runtime.now())
+        var event = pingEvent(id: id, userId: userId, endpoint: endpoint, token: token, maxAgeSeconds: 2 * expiresIn + 1)
         event.notBefore = runtime.now().addingTimeInterval(Double(expiresIn + 1))
         return event
     }
@@ -217,9 +215,15 @@ final class CIBAService: Sendable {
         guard r.pingEvent == nil, let registration = client.ciba, registration.mode == .ping, let endpoint = registration.notificationEndpoint,
               let token = r.notificationToken else { return [] }
         let remaining = max(1, Int(r.expiresAt.timeIntervalSince(runtime.now()).rounded(.up)))
-        return [OutboxEvent(id: OutboxEvents.idPrefix + runtime.identifier(), type: .cibaPing, accountId: r.userId,
-                            data: .object([("endpoint", .string(endpoint)), ("token", .string(token)), ("authReqId", .string(r.id))]),
-                            fanOut: [.direct(channel: .cibaPing, target: r.id)], maxAgeSeconds: remaining, createdAt: runtime.now())]
+        return [pingEvent(id: r.id, userId: r.userId, endpoint: endpoint, token: token, maxAgeSeconds: remaining)]
+    }
+
+    /// The ping of request `id` (`CIBAPing` reads the endpoint and token again from it), delivered
+    /// to the request as its target.
+    private func pingEvent(id: String, userId: String, endpoint: String, token: String, maxAgeSeconds: Int) -> OutboxEvent {
+        OutboxEvent(id: OutboxEvents.idPrefix + runtime.identifier(), type: .cibaPing, accountId: userId,
+                    data: .object([("endpoint", .string(endpoint)), ("token", .string(token)), ("authReqId", .string(id))]),
+                    fanOut: [.direct(channel: .cibaPing, target: id)], maxAgeSeconds: maxAgeSeconds, createdAt: runtime.now())
     }
 
     static func keyWords(_ approver: CIBARegistration.Approver) -> String {
