@@ -29,6 +29,12 @@ public struct DPoPProofRepository: Sendable {
         """
     }
 
+    /// The `dpop` CTE a statement that starts or refreshes a session opens with when a proof came
+    /// (none without one): one row when the proof is new, none for a replay.
+    static func cte(_ binding: DPoPBinding?) -> [(name: String, sql: SQL)] {
+        binding.map { [("dpop", recording($0.replay))] } ?? []
+    }
+
     /// A read-only route's one write: the proof recorded, false when it was seen before (a replay).
     public func record(_ key: DPoPReplayKey) throws(StorageError) -> Bool {
         try pool.run { c in try !c.query(Self.recording(key)).isEmpty }

@@ -128,7 +128,7 @@ public final class SessionRepository: Sendable {
     /// written only when that proof is new: a replayed proof starts no session.
     static func ctes(_ session: NewSession, from source: String?, asserted: Bool = false) -> [(name: String, sql: SQL)] {
         let from: SQL = source.map { " FROM \(unsafeRaw: $0)" } ?? ""
-        let proof: [(name: String, sql: SQL)] = session.dpop.map { [("dpop", DPoPProofRepository.recording($0.replay))] } ?? []
+        let proof = DPoPProofRepository.cte(session.dpop)
         let gate: SQL = session.dpop == nil ? "" : " WHERE EXISTS (SELECT 1 FROM dpop)"
         return proof + [("fam", """
                     INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser, asserted, dpop_jkt)
@@ -158,7 +158,7 @@ public final class SessionRepository: Sendable {
         // One statement (`SessionRepository.rotation`). A family bound to a DPoP key rotates only
         // with a proof by that key; a proof is recorded (`dpop`) and the token used only when the
         // proof is new; an unbound family is bound by the first proof that refreshes it.
-        let proof: [(name: String, sql: SQL)] = dpop.map { [("dpop", DPoPProofRepository.recording($0.replay))] } ?? []
+        let proof = DPoPProofRepository.cte(dpop)
         let fresh: SQL = dpop == nil ? "true" : "EXISTS (SELECT 1 FROM dpop)"
         let rotated = try pool.run { c in
             try c.query(Self.rotation(used: """
