@@ -1,14 +1,19 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Latchkey: a passkey (WebAuthn) relying-party server.
 // Layers, bottom-up: C system libraries → one thin Swift wrapper each (CBOR, Crypto, PostgreSQL,
 // HTTP) → pure protocol core (WebAuthn, DeviceKeys, Tokens, WellKnown) → server → `latchkey`.
 
-let strict: [SwiftSetting] = [
+let language: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
+// scripts/fuzz.sh builds with LATCHKEY_FUZZ_BUILD=1: every module of the program gets libFuzzer's
+// coverage and AddressSanitizer, but not the build-time tool (EmbedText), which `-Xswiftc` would
+// reach too and which cannot link with libFuzzer.
+let fuzzing = Context.environment["LATCHKEY_FUZZ_BUILD"] == "1"
+let strict: [SwiftSetting] = language + (fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"]), .define("FUZZING")] : [])
 // Wrapper targets keep their C module internal: a C type leaking into a public API fails to compile.
 let wrapper: [SwiftSetting] = strict + [.enableUpcomingFeature("InternalImportsByDefault")]
 
@@ -56,10 +61,15 @@ let package = Package(
         .target(name: "Receipts", dependencies: ["DeviceKeys", "WebAuthn", "Crypto", "JSON"], swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
         .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
-        // The OpenAPI document of the HTTP surface (OpenAPI/openapi.json), compiled in and served at /openapi.json.
+        // The OpenAPI document of the HTTP surface (OpenAPI/openapi.json), compiled in as one string
+        // literal by the EmbedTextPlugin and served at /openapi.json.
         .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Receipts", "Storage", "HTTP", "Curl", "Tokens",
                                                        "Crypto", "JSON", "Transparency"],
-                resources: [.embedInCode("OpenAPI/openapi.json")], swiftSettings: strict),
+                exclude: ["OpenAPI/openapi.json"], swiftSettings: strict, plugins: ["EmbedTextPlugin"]),
+        // A text file as a raw string literal, for files too large for `.embedInCode`'s byte array
+        // (a build-time tool and the build-tool plugin that runs it).
+        .executableTarget(name: "EmbedText", swiftSettings: language),
+        .plugin(name: "EmbedTextPlugin", capability: .buildTool(), dependencies: ["EmbedText"], path: "Sources/EmbedTextPlugin"),
         .target(name: "Tokens", dependencies: ["Crypto", "JSON"], swiftSettings: strict),
         // C2SP transparency log pieces (RFC 9162 hashing, signed notes, checkpoints, cosignatures,
         // tiles, tlog-proof): pure, no HTTP and no SQL.
@@ -77,13 +87,14 @@ let package = Package(
                           swiftSettings: strict),
 
         // libFuzzer harness, one executable for every fuzz target (LATCHKEY_FUZZ_TARGET picks one).
-        // scripts/fuzz.sh builds it alone with `-sanitize=fuzzer,address -DFUZZING` (its main hands
+        // scripts/fuzz.sh builds it alone with `-sanitize=fuzzer,address -DFUZZING` (LATCHKEY_FUZZ_BUILD; its main hands
         // argv to LLVMFuzzerRunDriver); the normal build compiles it as a replay tool
         // (`latchkey-fuzz TARGET FILE…`), so an API change that breaks a target breaks `swift build`.
         .systemLibrary(name: "CLibFuzzer", path: "Tests/Fuzz/CLibFuzzer"),
         .executableTarget(name: "latchkey-fuzz", dependencies: ["CLibFuzzer", "LatchkeyServer", "WebAuthn", "DeviceKeys", "Tokens",
                                                              "HTTP", "Storage", "CBOR", "Crypto", "JSON"],
-                          path: "Tests/Fuzz/Harness", swiftSettings: strict),
+                          path: "Tests/Fuzz/Harness", swiftSettings: strict,
+                          linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),

@@ -16,7 +16,8 @@
 #   .build/fuzz/debug/latchkey-fuzz's env LATCHKEY_FUZZ_TARGET=TARGET, or, without sanitizers,
 #   `swift build --product latchkey-fuzz && .build/debug/latchkey-fuzz TARGET FILE`.
 # Prints per target: executions per second, executions, corpus size (units, bytes), new units.
-# Environment: LATCHKEY_FUZZ_SKIP_BUILD=1 uses the existing build; LATCHKEY_FUZZ_ARGS adds libFuzzer flags.
+# Environment: LATCHKEY_FUZZ_SKIP_BUILD=1 uses the existing build; LATCHKEY_FUZZ_ARGS adds libFuzzer flags;
+# LATCHKEY_FUZZ_JOBS is how many targets `--all` runs at once (default: the number of cores).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -38,8 +39,10 @@ BIN="$SCRATCH/debug/latchkey-fuzz"
 if [[ "${LATCHKEY_FUZZ_SKIP_BUILD:-0}" != 1 || ! -x "$BIN" ]]; then
   log "building latchkey-fuzz with -sanitize=fuzzer,address (scratch path .build/fuzz)"
   # ld.gold warns once per ASan helper symbol it cannot export; those lines say nothing.
-  if ! swift build --product latchkey-fuzz --scratch-path "$SCRATCH" \
-       -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING 2>&1 | { grep -v "Cannot export local symbol" || true; } >&2; then
+  # LATCHKEY_FUZZ_BUILD=1 gives the program's modules those flags in Package.swift (not `-Xswiftc`, which
+  # would give them to the build-time tool too).
+  if ! LATCHKEY_FUZZ_BUILD=1 swift build --product latchkey-fuzz --scratch-path "$SCRATCH" \
+       2>&1 | { grep -v "Cannot export local symbol" || true; } >&2; then
     log "error: build failed"; exit 1
   fi
 fi
@@ -89,7 +92,22 @@ run_target() {
 }
 
 if [[ "$1" == --all ]]; then
-  for t in "${ALL[@]}"; do run_target "$t" "$2"; done
+  # libFuzzer runs on one core, so LATCHKEY_FUZZ_JOBS targets (default: one per core) run side by
+  # side; each writes its summary line to data/fuzz/results/TARGET, read back in the targets' order.
+  jobs_max="${LATCHKEY_FUZZ_JOBS:-$(nproc)}"
+  rm -rf data/fuzz/results
+  mkdir -p data/fuzz/results
+  for t in "${ALL[@]}"; do
+    while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+    run_target "$t" "$2" >"data/fuzz/results/$t" &
+  done
+  wait
+  for t in "${ALL[@]}"; do
+    line="$(cat "data/fuzz/results/$t" 2>/dev/null)"
+    [[ -n "$line" ]] || line="$t: no result (the run did not finish)  FAILED"
+    [[ "$line" != *FAILED* ]] || status=1
+    SUMMARY+=("$line")
+  done
   {
     echo "fuzzing summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), ${2}s per target; corpus = units/bytes in memory at the end):"
     printf '  %s\n' "${SUMMARY[@]}"

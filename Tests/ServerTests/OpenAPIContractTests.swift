@@ -109,4 +109,13 @@ struct OpenAPIContractTests {
         #expect(reply.body == OpenAPIDocument.bytes)
         #expect(reply.json?["openapi"]?.stringValue == "3.1.0")
     }
+
+    @Test("The compiled-in document is openapi.json byte for byte (EmbedText's raw string literal changes nothing)")
+    func compiledInIsTheFile() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Sources/LatchkeyServer/OpenAPI/openapi.json").standardized
+        let bytes = try [UInt8](Data(contentsOf: file))
+        #expect(bytes.count > 100_000)
+        #expect(OpenAPIDocument.bytes == bytes)
+    }
 }

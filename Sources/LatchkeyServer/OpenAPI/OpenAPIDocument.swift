@@ -8,5 +8,5 @@
 /// docs/api.md is generated from it (scripts/openapi/api-reference.py).
 public enum OpenAPIDocument {
     /// The document's bytes (JSON, UTF-8).
-    public static var bytes: [UInt8] { PackageResources.openapi_json }
+    public static let bytes: [UInt8] = OpenAPIText.text.withUTF8Buffer { Array($0) }
 }
