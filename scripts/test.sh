@@ -33,6 +33,11 @@ trap stop_started_servers EXIT
 # Each stage that fails is named here and listed at the end, so the last lines say what failed.
 failures=()
 failed() { status=1; failures+=("$1"); echo "STAGE FAILED: $1"; }
+# Seconds per stage, so the run's time can be kept in check (printed at the end, kept in
+# data/stage-timings.txt): `timed NAME` closes the stage that began at the previous mark.
+: > data/stage-timings.txt
+stage_started=$SECONDS
+timed() { printf '%5d s  %s\n' $((SECONDS - stage_started)) "$1" >> data/stage-timings.txt; stage_started=$SECONDS; }
 
 url="$(bash scripts/dev-postgres.sh --test | tail -n 1)"
 export DATABASE_URL="${url%/*}/latchkey_test"
@@ -57,6 +62,7 @@ echo "test SMTP server: $LATCHKEY_TEST_SMTP (STARTTLS), $LATCHKEY_TEST_SMTPS (SM
 
 mkdir -p data
 swift build --build-tests
+timed "debug build (with tests)"
 set +e
 # The FIDO2 server conformance items (Tests/ServerTests/Conformance) record each outcome here; the
 # tally per item group is printed after the suites.
@@ -76,6 +82,7 @@ python3 scripts/conformance-tally.py "$LATCHKEY_CONFORMANCE_REPORT" | tee data/c
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/conformance-tally.py"
 python3 scripts/round-trips.py "$LATCHKEY_ROUND_TRIP_LOG" ARCHITECTURE.md | tee data/round-trips.txt
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/round-trips.py"
+timed "swift test (every suite)"
 unset LATCHKEY_CONFORMANCE_REPORT LATCHKEY_OPENAPI_TRAFFIC LATCHKEY_ROUND_TRIP_LOG
 
 # The ceremony suites again, with the server talking to PostgreSQL only through PgBouncer in
@@ -87,22 +94,25 @@ DATABASE_URL="$LATCHKEY_PGBOUNCER_URL" LATCHKEY_DB_POOLER=transaction timeout 90
   swift test --skip-build --filter "CeremonyTests|CeremonyFailureTests|StepUpTests" 2>&1 | tee data/swift-test-pgbouncer.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "swift test --skip-build --filter CeremonyTests|CeremonyFailureTests|StepUpTests"
 set -e
+timed "ceremony suites through PgBouncer"
 
 swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || failed "Tests/CLI/inspect-vectors.py"
 # Every device-key vector (Android Key Attestation chains, App Attest objects) through `inspect device-key`.
 python3 Tests/CLI/inspect-device-keys.py "$(swift build --show-bin-path)/latchkey" || failed "Tests/CLI/inspect-device-keys.py"
+timed "vectors through latchkey inspect"
 
 # Fuzzing (README "Fuzzing, fault tests and the challenge model"): inputs a fuzzer once flagged
 # replay through the normal build's harness, then every libFuzzer target runs for
-# LATCHKEY_FUZZ_SECONDS (default 10; 20 targets, so about four minutes with the sanitizer build's
-# start-up) and fails on a crash, an ASan report, a leak, a timeout or a violated property.
+# LATCHKEY_FUZZ_SECONDS (default 10; 20 targets, one per core at a time, so under two minutes after the sanitizer build
+# and its start-up) and fails on a crash, an ASan report, a leak, a timeout or a violated property.
 # data/fuzz/summary.txt keeps executions per second and corpus sizes per target.
 swift build --product latchkey-fuzz
 for dir in Tests/Fuzz/Regressions/*/; do
   "$(swift build --show-bin-path)/latchkey-fuzz" "$(basename "$dir")" "$dir" || failed "fuzz"
 done
 bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || failed "scripts/fuzz.sh"
+timed "fuzz (sanitizer build and every target)"
 
 # The challenge lifecycle in Promela (Tests/Model/challenges.pml), exhaustively through spin.
 bash scripts/model-check.sh || failed "scripts/model-check.sh"
@@ -114,6 +124,7 @@ export LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktd
 
 # The committed association files against the declared apps, and a live server's well-known URLs.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/ci-wellknown.sh || failed "scripts/ci-wellknown.sh"
+timed "spin model, well-known files"
 
 # ==== OpenAPI (issue 25) =========================================================================
 # The contract in Sources/LatchkeyServer/OpenAPI/openapi.json (served at /openapi.json; the route
@@ -130,16 +141,19 @@ openapi_venv="$(bash scripts/openapi/venv.sh)"
 set +e
 "$openapi_venv/bin/python" scripts/openapi/validate-traffic.py "$REPO/data/openapi-traffic.jsonl" 2>&1 | tee data/openapi-traffic.txt
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/openapi/validate-traffic.py"
+timed "OpenAPI: reference, traffic validation"
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash scripts/openapi/schemathesis.sh 2>&1 \
   | tee data/schemathesis.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/openapi/schemathesis.sh"
 set -e
+timed "Schemathesis"
 # ==== end OpenAPI =================================================================================
 
 # The web app at `/` in real headless Chromium with a WebAuthn virtual authenticator: installs
 # chromium, chromium-driver and Selenium when missing; screenshots in data/screenshots/.
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_BROWSER_DATABASE_URL="$url" \
   bash Tests/Browser/run.sh || failed "Tests/Browser/run.sh"
+timed "browsers"
 
 # --- OpenID Provider (issue 21) -----------------------------------------------------------------
 # The transparency log judged by code that is not Latchkey's (Tests/Transparency, written in Python
@@ -155,6 +169,7 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" \
 # browser suite above (Tests/Browser/test_oidc.py).
 LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" LATCHKEY_OIDC_DATABASE_URL="$url" \
   timeout 600 bash Tests/OIDC/run.sh || failed "Tests/OIDC/run.sh"
+timed "transparency check, OIDC clients"
 # --- end OpenID Provider ------------------------------------------------------------------------
 
 # ---- clients/swift/LatchkeyClient (issue 22, point 2) -------------------------------------------
@@ -174,6 +189,7 @@ LATCHKEY_BINARY="$(swift build --show-bin-path)/latchkey" timeout 900 bash -c '
 bash clients/swift/AppleSDKStubs/check.sh 2>&1 | tee data/swift-client-apple-check.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "clients/swift/AppleSDKStubs/check.sh"
 set -e
+timed "Swift client package"
 # ---- end clients/swift/LatchkeyClient -----------------------------------------------------------
 # ---- web/latchkey.js and the languages (issue 22, points 1, 3 and 4) -------------------------------
 # The browser client module's unit tests under Node (no browser: base64url, the address explanations,
@@ -205,6 +221,7 @@ timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/lat
 timeout 300 python3 Tests/CLI/bench-step-up-log.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-step-up-log.py"
 # --- `bench portability` seeds, exports and imports 300 accounts through the CLI and prints every figure (functional only, ~20 s) ---
 timeout 300 python3 Tests/CLI/bench-portability.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-portability.py"
+timed "latchkey.js, languages, deploy files, doc examples, benches"
 # --- end issue 24 ---
 
 # --- failover (issue 23) ---------------------------------------------------------------------
@@ -217,6 +234,7 @@ if [[ "${LATCHKEY_SKIP_FAILOVER_TEST:-0}" == 1 ]]; then
 else
   LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" timeout 600 bash scripts/failover-test.sh || failed "scripts/failover-test.sh"
 fi
+timed "failover"
 # --- end of failover ---------------------------------------------------------------------------
 
 # ---- issue 33: the install that works ----------------------------------------------------------
@@ -230,8 +248,10 @@ fi
 set +e
 DATABASE_URL="$url" timeout 1200 bash scripts/package-test.sh 2>&1 | tee data/package-test.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/package-test.sh"
+timed ".deb (release build, install, purge)"
 DATABASE_URL="$url" timeout 900 bash scripts/container-test.sh 2>&1 | tee data/container-test.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/container-test.sh"
+timed "container image, compose"
 set -e
 # ---- end of the install ------------------------------------------------------------------------
 
@@ -241,6 +261,8 @@ trap - EXIT
 bash scripts/leftover-servers.sh --since data/servers-before.txt || failed "scripts/leftover-servers.sh"
 # ---- end of the servers check ------------------------------------------------------------------
 
+echo "seconds per stage (data/stage-timings.txt), $SECONDS in all:"
+cat data/stage-timings.txt
 if (( ${#failures[@]} )); then
   echo "scripts/test.sh: ${#failures[@]} stage(s) failed:"
   for f in "${failures[@]}"; do echo "  - $f"; done

@@ -43,53 +43,54 @@ def main() -> int:
     skipped = collections.Counter()
     failures = collections.OrderedDict()
     per_operation = collections.Counter()
+    # The suites send many exchanges byte for byte alike (the same refusal, the same options): each
+    # distinct line is validated once and counted as often as it was received.
     with open(args.traffic, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            x = json.loads(line)
-            method = x["method"].upper()
-            if method in ("HEAD", "OPTIONS"):
-                skipped["HEAD/OPTIONS"] += 1
-                continue
-            parts = urllib.parse.urlsplit(x["target"])
-            if any(segment in (".", "..") for segment in parts.path.split("/")):
-                # openapi-core resolves dot segments before matching; the server matches them as sent.
-                skipped["a `.` or `..` path segment"] += 1
-                continue
-            query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-            if parts.path in DOCUMENT["paths"] and method.lower() not in DOCUMENT["paths"][parts.path]:
-                # A literal path owns every method (the router's rule, and OpenAPI's): 405 from the
-                # router, where openapi-core would fall back to a templated path.
-                skipped["not an operation of the document (unknown path or method)"] += 1
-                continue
-            request = MockRequest("http://127.0.0.1", method.lower(), parts.path or "/", args=query)
-            content_type = x.get("contentType") or ""
-            body = x.get("body", "").encode("utf-8")
-            response = MockResponse(body, status_code=x["status"], content_type=content_type or None)
-            try:
-                api.validate_response(request, response)
-            except (PathNotFound, OperationNotFound):
-                skipped["not an operation of the document (unknown path or method)"] += 1
-                continue
-            except Exception as error:  # every other failure is a mismatch with the document
-                cause = error.__cause__ or error
-                errors = getattr(cause, "schema_errors", None)
-                if errors:
-                    # Grouped by where in the body and which keyword failed; the message shows one case.
-                    detail = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(body)'}: {e.validator}" for e in errors)
-                    message = "; ".join(e.message[:200] for e in errors)
-                else:
-                    detail = str(cause).splitlines()[0][:300] if str(cause) else type(cause).__name__
-                    message = ""
-                # The operation, as the document names it, for grouping.
-                template = find_template(api, method, parts.path)
-                key = (f"{method} {template}", x["status"], type(cause).__name__, detail)
-                entry = failures.setdefault(key, {"count": 0, "example": x, "message": message})
-                entry["count"] += 1
-                continue
-            validated += 1
-            per_operation[f"{method} {find_template(api, method, parts.path)}"] += 1
+        received = collections.Counter(line for line in f if line.strip())
+    for line, times in received.items():
+        x = json.loads(line)
+        method = x["method"].upper()
+        if method in ("HEAD", "OPTIONS"):
+            skipped["HEAD/OPTIONS"] += times
+            continue
+        parts = urllib.parse.urlsplit(x["target"])
+        if any(segment in (".", "..") for segment in parts.path.split("/")):
+            # openapi-core resolves dot segments before matching; the server matches them as sent.
+            skipped["a `.` or `..` path segment"] += times
+            continue
+        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+        if parts.path in DOCUMENT["paths"] and method.lower() not in DOCUMENT["paths"][parts.path]:
+            # A literal path owns every method (the router's rule, and OpenAPI's): 405 from the
+            # router, where openapi-core would fall back to a templated path.
+            skipped["not an operation of the document (unknown path or method)"] += times
+            continue
+        request = MockRequest("http://127.0.0.1", method.lower(), parts.path or "/", args=query)
+        content_type = x.get("contentType") or ""
+        body = x.get("body", "").encode("utf-8")
+        response = MockResponse(body, status_code=x["status"], content_type=content_type or None)
+        try:
+            api.validate_response(request, response)
+        except (PathNotFound, OperationNotFound):
+            skipped["not an operation of the document (unknown path or method)"] += times
+            continue
+        except Exception as error:  # every other failure is a mismatch with the document
+            cause = error.__cause__ or error
+            errors = getattr(cause, "schema_errors", None)
+            if errors:
+                # Grouped by where in the body and which keyword failed; the message shows one case.
+                detail = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(body)'}: {e.validator}" for e in errors)
+                message = "; ".join(e.message[:200] for e in errors)
+            else:
+                detail = str(cause).splitlines()[0][:300] if str(cause) else type(cause).__name__
+                message = ""
+            # The operation, as the document names it, for grouping.
+            template = find_template(api, method, parts.path)
+            key = (f"{method} {template}", x["status"], type(cause).__name__, detail)
+            entry = failures.setdefault(key, {"count": 0, "example": x, "message": message})
+            entry["count"] += times
+            continue
+        validated += times
+        per_operation[f"{method} {find_template(api, method, parts.path)}"] += times
     documented = sum(1 for _ in operations(api))
     print(f"openapi traffic: {validated} responses validated against the document, covering {len(per_operation)} of "
           f"{documented} operations")
