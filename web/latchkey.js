@@ -625,7 +625,7 @@ export class Latchkey {
   async verifyRegistration(credential) {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.request('POST', '/v1/passkeys/registration/verify', { body: credential });
+        return await this.request('POST', '/v1/passkeys/registration/verify', { body: credential, proof: true });
       } catch (e) {
         if (!(e instanceof LatchkeyError) || attempt >= 2 || !(e.code === 'network' || e.status === 503)) throw e;
         await new Promise((resolve) => setTimeout(resolve, 1000 * (attempt + 1)));

@@ -128,6 +128,9 @@ public enum RegistrationWritten: Sendable, Equatable {
     /// The challenge recorded used, nothing else: the step-up was redeemed meanwhile, or the key
     /// that made it revoked.
     case stepUpUsed
+    /// The challenge recorded used, nothing else: the request's DPoP proof was seen before (a
+    /// replay), and a registration without the session it would bind is not written at all.
+    case proofReplayed
 }
 
 extension AccountRepository {
@@ -261,6 +264,7 @@ extension AccountRepository {
                 if gates.contains(RecoveryCompletion.completed), try !row.bool(RecoveryCompletion.completed) { return .recoveryEnded }
                 if gates.contains(Self.ticketGate), try !row.bool(Self.ticketGate) { return .ticketUsed }
                 if gates.contains(Self.stepUpGate), try !row.bool(Self.stepUpGate) { return .stepUpUsed }
+                if gates.contains(DPoPProofRepository.gate), try !row.bool(DPoPProofRepository.gate) { return .proofReplayed }
                 throw StorageError.undecodable(column: "stored")
             }
         } catch .conflict(let why) where why == .usernameTaken || why == .credentialExists {
@@ -298,8 +302,14 @@ extension AccountRepository {
             ctes.append((stepUpGate, StepUpRedemption.use(s, onlyIf: after.map { "EXISTS (SELECT 1 FROM \(unsafeRaw: $0))" })))
             gates.append(stepUpGate)
         }
+        if r.session.dpop != nil {
+            // The session's DPoP proof, recorded first: a proof seen before starts no session, and
+            // then nothing of the registration is written (it would be an account without its session).
+            ctes += DPoPProofRepository.cte(r.session.dpop)
+            gates.append(DPoPProofRepository.gate)
+        }
         // Everything below is written only with the challenge's use, the completed recovery, the used
-        // ticket and the redeemed step-up (each when there is one).
+        // ticket, the redeemed step-up and the new DPoP proof (each when there is one).
         let all = (after.map { [$0] } ?? []) + gates
         let gate: SQL = all.isEmpty ? ""
             : "\nWHERE \(unsafeRaw: all.map { "EXISTS (SELECT 1 FROM \($0))" }.joined(separator: " AND "))"
@@ -322,7 +332,7 @@ extension AccountRepository {
                    \(credential.prfEnabled)\(fragment: gate)
             RETURNING id
             """))
-        ctes += SessionRepository.ctes(r.session, from: "cred")
+        ctes += SessionRepository.ctes(r.session, from: "cred", proofRecorded: true)
         ctes += AuditRepository.cte((r.completing?.auditRows ?? []) + [.records([r.audit])], onlyIf: "tok")
         ctes += OutboxRepository.ctes((r.completing?.eventRows ?? []) + [.events(r.events + r.mail.map(\.event))], onlyIf: "tok")
         ctes += MailRepository.ctes(r.mail, onlyIf: "tok")

@@ -32,8 +32,11 @@ public struct DPoPProofRepository: Sendable {
     /// The `dpop` CTE a statement that starts or refreshes a session opens with when a proof came
     /// (none without one): one row when the proof is new, none for a replay.
     static func cte(_ binding: DPoPBinding?) -> [(name: String, sql: SQL)] {
-        binding.map { [("dpop", recording($0.replay))] } ?? []
+        binding.map { [(gate, recording($0.replay))] } ?? []
     }
+
+    /// The name of that CTE, for a statement whose writes wait on it.
+    static let gate = "dpop"
 
     /// A read-only route's one write: the proof recorded, false when it was seen before (a replay).
     public func record(_ key: DPoPReplayKey) throws(StorageError) -> Bool {

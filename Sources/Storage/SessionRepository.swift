@@ -125,10 +125,12 @@ public final class SessionRepository: Sendable {
     /// `asserted`: the session began with an assertion of its credential (a sign-in, not the
     /// registration), so its `auth_time` is that passkey's last use (`credential_last_use`).
     /// With `session.dpop`, the proof's `jti` is recorded first (CTE `dpop`) and the family is
-    /// written only when that proof is new: a replayed proof starts no session.
-    static func ctes(_ session: NewSession, from source: String?, asserted: Bool = false) -> [(name: String, sql: SQL)] {
+    /// written only when that proof is new: a replayed proof starts no session. `proofRecorded`: the
+    /// statement has recorded it already, in an earlier CTE `dpop` that gates more than the session.
+    static func ctes(_ session: NewSession, from source: String?, asserted: Bool = false,
+                     proofRecorded: Bool = false) -> [(name: String, sql: SQL)] {
         let from: SQL = source.map { " FROM \(unsafeRaw: $0)" } ?? ""
-        let proof = DPoPProofRepository.cte(session.dpop)
+        let proof = proofRecorded ? [] : DPoPProofRepository.cte(session.dpop)
         let gate: SQL = session.dpop == nil ? "" : " WHERE EXISTS (SELECT 1 FROM dpop)"
         return proof + [("fam", """
                     INSERT INTO refresh_families (id, user_id, method, credential_id, auth_time, last_used_at, browser, asserted, dpop_jkt)

@@ -3,6 +3,7 @@ import Foundation
 import HTTP
 import JSON
 @testable import LatchkeyServer
+import PostgreSQL
 import Storage
 import Testing
 import Tokens
@@ -90,6 +91,40 @@ struct DPoPSessionTests {
         Self.refused(try Self.refresh(a, next, proof: refreshProof), "invalid_dpop_proof", "a refresh proof replayed")
         let fresh = try Self.refresh(a, next, proof: key.proof(method: "POST", url: tokenURL, iat: Self.now))
         #expect(fresh.status == 200, "\(fresh)")
+    }
+
+    @Test("a sign-up with a proof binds its session as a sign-in does; that proof at another sign-up starts nothing and writes no account")
+    func boundSignUp() throws {
+        let server = try TestServer(name: "dpop-sign-up")
+        defer { server.http.stop() }
+        let client = server.client()
+        let key = DPoPKey.generate()
+        func signUp(_ username: String, proof: String?) throws -> Reply {
+            let options = try #require(try client.registrationOptions(username: username).json)
+            let authenticator = SoftAuthenticator()
+            authenticator.userHandle = userHandle(options)
+            let builder = authenticator.registration(challenge: try challengeBytes(options), rpId: server.rpId, origin: server.origin)
+            return try client.send("POST", "/v1/passkeys/registration/verify", body: builder.bytes(), headers: proof.map { [("DPoP", $0)] } ?? [])
+        }
+        func accounts(_ username: String) throws -> Int {
+            try server.database.pool.query("SELECT count(*)::int AS n FROM users WHERE username = \(username)")[0].int("n")
+        }
+        let proof = key.proof(method: "POST", url: server.origin + "/v1/passkeys/registration/verify", iat: Self.now)
+        let signedUp = try signUp(server.username("dpop-up"), proof: proof)
+        #expect(signedUp.status == 201 && signedUp.json?["tokens"]?["token_type"]?.stringValue == "DPoP", "\(signedUp)")
+        let access = try #require(signedUp.json?["tokens"]?["access_token"]?.stringValue)
+        #expect(JWT.unverifiedClaims(access)?["cnf"]?["jkt"]?.stringValue == key.jkt)
+        Self.refused(try Self.sessions(server, "Bearer \(access)", proof: nil), "invalid_token", "the sign-up's token as Bearer")
+        let owned = try Self.sessions(server, "DPoP \(access)",
+                                      proof: key.proof(method: "GET", url: server.origin + "/v1/sessions", iat: Self.now, accessToken: access))
+        #expect(owned.status == 200, "\(owned)")
+        // The same proof at a second sign-up: refused, and nothing of that registration is stored.
+        let second = server.username("dpop-up")
+        Self.refused(try signUp(second, proof: proof), "invalid_dpop_proof", "the sign-up's proof replayed")
+        #expect(try accounts(second) == 0)
+        let plain = try signUp(second, proof: nil)
+        #expect(plain.status == 201 && plain.json?["tokens"]?["token_type"]?.stringValue == "Bearer", "\(plain)")
+        #expect(try accounts(second) == 1)
     }
 
     @Test("without a proof a session stays Bearer, as before; a Bearer session's token is refused under the DPoP scheme; a refresh with a proof binds it")

@@ -1,4 +1,5 @@
 import Foundation
+import Crypto
 @testable import LatchkeyServer
 @testable import Storage
 import Testing
@@ -23,6 +24,8 @@ extension PasskeyStoreContractTests {
         "register carol, expired: challengeUnusable",
         "after: used=false live=false registered=nil known=false taken=false account=nil language=nil email=nil accepted=[] recovery=nil, user carol nil",
         "refused: refused, again: challengeUnusable, read: used=true live=true registered=nil known=false taken=false account=nil language=nil email=nil accepted=[] recovery=nil",
+        "dave, bound: registered, session f-D1 live",
+        "erin, the proof again: proofReplayed, user erin nil, session f-E1 none, read: used=true live=true registered=nil known=false taken=false account=nil language=nil email=nil accepted=[] recovery=nil",
         "alice adds A2: registered",
         "read: used=true live=true registered=nil known=true taken=false account=alice language=de email=nil accepted=[A1,A2] recovery=nil",
         "account alice: alice [A1,A2] redeemable=true, nobody: nil",
@@ -30,7 +33,7 @@ extension PasskeyStoreContractTests {
         "ticket: registered",
         "ticket again: ticketUsed, read: used=true live=true registered=nil known=false taken=false account=alice language=de email=nil accepted=[A1,A2,A3] recovery=nil",
         "bob's ticket: ticketUsed",
-        "list alice: alice [A1,A2,A3], session f-A4 none, audit 4",
+        "list alice: alice [A1,A2,A3], session f-A4 none, audit 5",
         "step-up: alice [A1,A2,A3] redeemable=true, other action alice [A1,A2,A3] redeemable=false, other user bob [B1] redeemable=false",
         "step-up register: registered, then alice [A1,A2,A3,A4] redeemable=false",
         "step-up again: stepUpUsed",
@@ -48,7 +51,7 @@ extension PasskeyStoreContractTests {
         "recover with a used ticket: ticketUsed",
         "then: used=false live=true registered=nil known=false taken=false account=alice language=de email=nil accepted=[A1,A2,A4,A5] recovery=completed, session f-A5 ended",
         "recover, revoking passkeys: registered sessions=[] passkeys=[A1,A2,A4,A5]",
-        "list alice: alice [A7], audit 7",
+        "list alice: alice [A7], audit 8",
         "rename own: A7=Laptop of alice [A7], bob's: nil, revoked: nil, nobody's: nil",
         "list: alice [A7] A7=Laptop; bob [B1]; nil",
         "read bob B1: known=true other=false code=false address=false email=nil language=nil, alice A7: known=true other=false code=false address=false email=nil language=de, bob A7: known=false other=true code=false address=false email=nil language=nil",
@@ -138,6 +141,19 @@ extension PasskeyStoreContractTests {
         out.append("after: \(try read(c5, username: "carol", credential: "C1")), user carol \(try user("carol"))")
         let c6 = challenge()
         out.append("refused: " + register(c6, .refused) + ", again: " + register(c6, .refused) + ", read: \(try read(c6))")
+
+        // A DPoP proof binds the session; seen before, it is a gate: no account, passkey or session, the challenge used.
+        let proof = DPoPBinding(replay: DPoPReplayKey(Digest32.random()), jkt: Base64URL.encode(Digest32.random()))
+        func bound(_ user: UserRecord, _ label: String) -> RegistrationWrite {
+            var session = Contract.session("f-" + label, user: user.id, credential: label)
+            session.dpop = proof
+            return .register(NewRegistration(newUser: user, credential: Contract.credential(label, of: user.id), session: session, audit: audit(user)))
+        }
+        let (dave, erin) = (Contract.user("dave"), Contract.user("erin"))
+        out.append("dave, bound: " + register(challenge(), bound(dave, "D1")) + ", session f-D1 \(try rows.session("f-D1"))")
+        let c6b = challenge()
+        out.append("erin, the proof again: " + register(c6b, bound(erin, "E1")) + ", user erin \(try user("erin")), session f-E1 "
+                   + "\(try rows.session("f-E1")), read: \(try read(c6b, username: "erin", credential: "E1"))")
 
         // An existing account adds a passkey; the order of passkeys is the database's.
         let c7 = challenge()

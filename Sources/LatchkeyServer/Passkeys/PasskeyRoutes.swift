@@ -38,9 +38,12 @@ extension RouteTable {
                                                                                                    preloaded: ctx.loads.registration)).serialized())
         }
         add("POST", "/v1/passkeys/registration/verify", .registrationVerify) { ctx in
-            // The language memo rides in the registration's one statement.
+            // The language memo rides in the registration's one statement; so does a DPoP proof's
+            // jti, the proof binding the session as at a sign-in.
+            let dpop = try s.callers.dpop.binding(ctx.request)
             let result = try s.passkeys.verifyRegistration(ctx.request.body, userAgent: ctx.request.header("User-Agent"),
-                                                           language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")))
+                                                           language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")),
+                                                           dpop: dpop)
             return .json(status: 201, bytes: PasskeyRenderer.signedIn(result))
         }
         add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in

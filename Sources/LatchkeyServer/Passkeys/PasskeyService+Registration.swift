@@ -153,9 +153,14 @@ extension PasskeyService {
 
     /// `userAgent`: the registering request's, for the name of a passkey whose AAGUID names no
     /// provider (`DeviceName`). `language`: the language the request asked for (`Accept-Language`),
-    /// remembered for the account's mail by the registration's one statement.
-    func verifyRegistration(_ body: [UInt8], userAgent: String? = nil, language: String? = nil) throws(ServiceError) -> SignedIn {
-        try observed("registration") { () throws(ServiceError) in try finishRegistration(body, userAgent: userAgent, language: language) }
+    /// remembered for the account's mail by the registration's one statement. `dpop`: the request's
+    /// DPoP proof, which binds the session (SPEC "Sender-constrained tokens"), its `jti` recorded by
+    /// that statement too.
+    func verifyRegistration(_ body: [UInt8], userAgent: String? = nil, language: String? = nil,
+                            dpop: DPoPBinding? = nil) throws(ServiceError) -> SignedIn {
+        try observed("registration") { () throws(ServiceError) in
+            try finishRegistration(body, userAgent: userAgent, language: language, dpop: dpop)
+        }
     }
 
     /// The challenge of a registration response opened: not sealed here, for another ceremony or
@@ -182,7 +187,7 @@ extension PasskeyService {
     /// takes its own snapshot); what it could add, row locks taken by the read, would make
     /// registrations wait on each other for a passkey limit that options opened in parallel can
     /// exceed by at most one.
-    private func finishRegistration(_ body: [UInt8], userAgent: String?, language: String?) throws(ServiceError) -> SignedIn {
+    private func finishRegistration(_ body: [UInt8], userAgent: String?, language: String?, dpop: DPoPBinding?) throws(ServiceError) -> SignedIn {
         let parsed: ParsedRegistration
         do { parsed = try ParsedRegistration(bytes: body) } catch { throw ServiceError(error) }
         let sealed = try openRegistration(parsed.clientData.challenge)
@@ -203,7 +208,7 @@ extension PasskeyService {
         var decided: DecidedRegistration? = nil
         var refusal: ServiceError? = nil
         do throws(ServiceError) {
-            let d = try decideRegistration(parsed, sealed: sealed, read: read, userAgent: userAgent, language: language)
+            let d = try decideRegistration(parsed, sealed: sealed, read: read, userAgent: userAgent, language: language, dpop: dpop)
             decided = d
             write = .register(d.registration)
         } catch {
@@ -226,6 +231,7 @@ extension PasskeyService {
         case .recoveryEnded: throw ServiceError(.unauthorized, "the recovery was cancelled, completed or expired")
         case .ticketUsed: throw ServiceError(.challengeInvalid, "the enrolment ticket was used by another registration")
         case .stepUpUsed: throw ServiceError(StorageError.conflict(.stepUpUsed))
+        case .proofReplayed: throw SessionDPoP.replayed
         case .registered(let revoked):
             guard let decided else { throw ServiceError(.internalError, "a registration written without its decision") }
             if let revoked {
@@ -263,7 +269,7 @@ extension PasskeyService {
     /// (step 26), the recovery; then the passkey, its audit line, events, notice and session.
     /// Pure: time, ids and randomness from `runtime`, the rest from memory.
     private func decideRegistration(_ parsed: ParsedRegistration, sealed: SealedRegistration, read: RegistrationRead, userAgent: String?,
-                                    language: String?) throws(ServiceError) -> DecidedRegistration {
+                                    language: String?, dpop: DPoPBinding?) throws(ServiceError) -> DecidedRegistration {
         let user: UserRecord
         var newUser: UserRecord? = nil
         if let n = sealed.newAccount {
@@ -333,7 +339,8 @@ extension PasskeyService {
                 return (l[.addedSubject], body)
             })
         }
-        let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId, method: completing == nil ? .passkey : .recovery)
+        let session = sessions.prepare(userId: user.id, credentialId: verified.credentialId, method: completing == nil ? .passkey : .recovery,
+                                       dpop: dpop)
         let events = (newUser.map { [self.events.userCreated(userId: $0.id, username: $0.username)] } ?? [])
             + [self.events.passkey(.passkeyCreated, record)]
         let registration = NewRegistration(

@@ -79,7 +79,9 @@ struct InMemoryPasskeyStore: PasskeyStore {
             }
             let ticketIndex = r.ticketHash.flatMap { hash in t.tickets.firstIndex { $0.ticket.hash == hash && $0.ticket.userId == userId && !$0.used } }
             let stepUpRedeemable = r.redeeming.map { InMemoryTables.redeemable($0, in: t) }
-            let stores = recoveryDue != false && (r.ticketHash == nil || ticketIndex != nil) && stepUpRedeemable != false
+            // The session's DPoP proof is a gate like the others: seen before, nothing of the registration is written.
+            let proofNew = r.session.dpop.map { t.dpopProofs[$0.replay.bytes].map { kept in kept <= now } ?? true }
+            let stores = recoveryDue != false && (r.ticketHash == nil || ticketIndex != nil) && stepUpRedeemable != false && proofNew != false
             if stores {
                 // A unique constraint rolls the whole statement back; the challenge's use is then recorded alone.
                 if let u = r.newUser, t.users.values.contains(where: { $0.username == u.username }) { return .refused(.usernameTaken) }
@@ -110,10 +112,12 @@ struct InMemoryPasskeyStore: PasskeyStore {
             }
             if let i = ticketIndex { t.tickets[i].used = true }
             if let s = r.redeeming, stepUpRedeemable == true { t.receipts[s.jti]?.consumed = true }
+            if proofNew == true { _ = InMemoryTables.record(r.session.dpop, in: &t, now: now) }
             guard stores else {
                 if recoveryDue == false { return .written(.recoveryEnded) }
                 if r.ticketHash != nil, ticketIndex == nil { return .written(.ticketUsed) }
-                return .written(.stepUpUsed)
+                if stepUpRedeemable == false { return .written(.stepUpUsed) }
+                return .written(.proofReplayed)
             }
             if let u = r.newUser {
                 t.users[u.id] = u
