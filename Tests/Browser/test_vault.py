@@ -499,10 +499,10 @@ TESTS = [
 ]
 
 
-def run_story(b, label):
-    """Runs the story in `b`, reporting every failure and going on; returns the failure count."""
+def run_story(b, label, tests=None, title='vault'):
+    """Runs `tests` (the story) in `b`, reporting every failure and going on; returns the failure count."""
     passed = failed = skipped = 0
-    for test in TESTS:
+    for test in tests or TESTS:
         started = time.monotonic()
         try:
             test(b)
@@ -515,7 +515,7 @@ def run_story(b, label):
             print(f'FAIL {test.__name__}: {type(e).__name__}: {e}', flush=True)
             traceback.print_exc()
             try:
-                b.shot(f'failed-vault-{label}-{test.__name__}')
+                b.shot(f"failed-{title.replace(' ', '-')}-{label}-{test.__name__}")
                 for line in b.console():
                     print(f'    console: {line}', flush=True)
             except Exception:  # noqa: BLE001
@@ -523,7 +523,7 @@ def run_story(b, label):
             continue
         passed += 1
         print(f'PASS {test.__name__} ({time.monotonic() - started:.1f}s)', flush=True)
-    print(f'vault ({label}): {passed} passed, {failed} failed, {skipped} skipped')
+    print(f'{title} ({label}): {passed} passed, {failed} failed, {skipped} skipped')
     return failed + skipped
 
 

@@ -17,11 +17,9 @@ Prints one line per test and closes with 'N passed, N failed, N skipped'; exit 1
 """
 import secrets
 import sys
-import time
-import traceback
 
-from test_vault import Browser, psql_rows
-from test_web import Skip, wait_for_server
+from test_vault import Browser, psql_rows, run_story
+from test_web import wait_for_server
 
 USERNAME = f'cancel-{secrets.token_hex(3)}'
 STATE = {}
@@ -121,33 +119,15 @@ TESTS = [test_sign_up, test_refused_at_the_step_up_leaves_a_vault_that_create_fi
 
 def main():
     import os
-    global TESTS
+    tests = TESTS
     if os.environ.get('ONLY'):
-        TESTS = [t for t in TESTS if t.__name__ in os.environ['ONLY'].split(',')]
+        tests = [t for t in TESTS if t.__name__ in os.environ['ONLY'].split(',')]
     wait_for_server()
     b = Browser()
-    passed = failed = skipped = 0
     try:
-        for test in TESTS:
-            started = time.monotonic()
-            try:
-                test(b)
-            except Skip as s:
-                skipped += 1
-                print(f'SKIP {test.__name__}: {s}', flush=True)
-                continue
-            except Exception as e:  # noqa: BLE001 - every failure is reported, the run goes on
-                failed += 1
-                print(f'FAIL {test.__name__}: {type(e).__name__}: {e}; {b.state()}', flush=True)
-                traceback.print_exc()
-                b.shot(f'failed-vault-cancel-{test.__name__}')
-                continue
-            passed += 1
-            print(f'PASS {test.__name__} ({time.monotonic() - started:.1f}s)', flush=True)
+        return 1 if run_story(b, 'Chromium', tests, 'vault cancel') else 0
     finally:
         b.quit()
-    print(f'vault cancel (Chromium): {passed} passed, {failed} failed, {skipped} skipped')
-    return 1 if failed or skipped else 0
 
 
 if __name__ == '__main__':
