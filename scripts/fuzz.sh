@@ -5,6 +5,7 @@
 # Usage: scripts/fuzz.sh TARGET SECONDS     fuzz one target for SECONDS
 #        scripts/fuzz.sh --all SECONDS      fuzz every target for SECONDS each, then print a summary
 #        scripts/fuzz.sh --list             the targets
+#        scripts/fuzz.sh --build            only the build
 #
 # Builds `latchkey-fuzz` with `-sanitize=fuzzer,address -DFUZZING` in its own scratch folder
 # (.build/fuzz, so the normal build's cache is untouched; the toolchain ships libclang_rt.fuzzer),
@@ -26,10 +27,10 @@ usage() { sed -n '2,/^set -e/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1
 
 case "${1:-}" in
   -h|--help) usage; exit 0 ;;
-  --list|--all) ;;
+  --list|--all|--build) ;;
   "") usage >&2; exit 64 ;;
 esac
-if [[ "$1" != --list ]]; then
+if [[ "$1" != --list && "$1" != --build ]]; then
   [[ $# -eq 2 && "$2" =~ ^[0-9]+$ && "$2" -gt 0 ]] || { usage >&2; exit 64; }
 fi
 
@@ -48,6 +49,8 @@ if [[ "${LATCHKEY_FUZZ_SKIP_BUILD:-0}" != 1 || ! -x "$BIN" ]]; then
 fi
 
 # The targets, as the built harness names them.
+[[ "$1" != --build ]] || exit 0
+
 ALL=()
 while IFS=$'\t' read -r t _; do ALL+=("$t"); done < <("$BIN" --list)
 ((${#ALL[@]})) || { log "error: $BIN --list named no targets"; exit 1; }

@@ -19,8 +19,10 @@ if ((${#missing[@]})); then
   SUDO=()
   [[ $EUID -eq 0 ]] || SUDO=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${SUDO[@]}" apt-get update -qq
-  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  # Two installs at once (scripts/test.sh builds in the background while a stage installs what it
+  # needs) take turns at dpkg's lock instead of failing on it.
+  "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=900 update -qq
+  "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
 if ! command -v swift >/dev/null 2>&1; then

@@ -14,6 +14,8 @@
 # The release build has its own scratch folder (data/release-build, LATCHKEY_RELEASE_SCRATCH), so the
 # debug build is untouched; scripts/container-test.sh builds its image from this same .deb.
 # LATCHKEY_RELEASE_BIN: package this already built binary instead of building.
+# `package.sh --binary-only` builds the release binary and prints its path, and packages nothing
+# (scripts/test.sh builds it so in the background, while other stages wait on servers and browsers).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -30,6 +32,7 @@ else
   binary="$(swift build -c release --scratch-path "$scratch" --show-bin-path)/latchkey"
 fi
 [[ -x "$binary" ]] || die "no binary at $binary"
+if [[ "${1:-}" == --binary-only ]]; then echo "$binary"; exit 0; fi
 
 # No toolchain library at run time: the package must run where no Swift is installed.
 libs="$(ldd "$binary")"

@@ -60,6 +60,18 @@ export LATCHKEY_TEST_SMTP_CA="$(bash scripts/smtp.sh --ca)"
 export LATCHKEY_TEST_SMTPS="$(bash scripts/smtp.sh --smtps)"
 echo "test SMTP server: $LATCHKEY_TEST_SMTP (STARTTLS), $LATCHKEY_TEST_SMTPS (SMTPS), mail in $LATCHKEY_TEST_SMTP_DIR"
 
+# The release binary for the .deb (scripts/package.sh --binary-only) and the sanitizer build of the
+# fuzz harness (scripts/fuzz.sh --build) need nothing from the stages before the package and the
+# fuzzing at the end, and take ten minutes of both cores between them. They build in the background
+# at the lowest priority (`nice -n 19`): the debug build's one-module stretches, and the stages that
+# mostly wait on servers, browsers and a failover, leave a core idle for them, and a stage that needs
+# both cores keeps them. In its own session (setsid), so that an early exit stops it whole.
+setsid bash -c 'nice -n 19 bash scripts/package.sh --binary-only > data/release-binary.txt || exit 11
+                nice -n 19 bash scripts/fuzz.sh --build || exit 12' > data/background-builds.log 2>&1 &
+background_builds=$!
+stop_background_builds() { kill -- -"$background_builds" 2>/dev/null || true; }
+trap 'stop_background_builds; stop_started_servers' EXIT
+
 mkdir -p data
 swift build --build-tests
 timed "debug build (with tests)"
@@ -103,16 +115,12 @@ python3 Tests/CLI/inspect-device-keys.py "$(swift build --show-bin-path)/latchke
 timed "vectors through latchkey inspect"
 
 # Fuzzing (README "Fuzzing, fault tests and the challenge model"): inputs a fuzzer once flagged
-# replay through the normal build's harness, then every libFuzzer target runs for
-# LATCHKEY_FUZZ_SECONDS (default 10; 20 targets, one per core at a time, so under two minutes after the sanitizer build
-# and its start-up) and fails on a crash, an ASan report, a leak, a timeout or a violated property.
-# data/fuzz/summary.txt keeps executions per second and corpus sizes per target.
+# replay through the normal build's harness here; the libFuzzer targets run near the end, once the
+# sanitizer build in the background is done.
 swift build --product latchkey-fuzz
 for dir in Tests/Fuzz/Regressions/*/; do
   "$(swift build --show-bin-path)/latchkey-fuzz" "$(basename "$dir")" "$dir" || failed "fuzz"
 done
-bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || failed "scripts/fuzz.sh"
-timed "fuzz (sanitizer build and every target)"
 
 # The challenge lifecycle in Promela (Tests/Model/challenges.pml), exhaustively through spin.
 bash scripts/model-check.sh || failed "scripts/model-check.sh"
@@ -237,6 +245,27 @@ fi
 timed "failover"
 # --- end of failover ---------------------------------------------------------------------------
 
+# ---- the background builds, then fuzzing -------------------------------------------------------
+# Every libFuzzer target for LATCHKEY_FUZZ_SECONDS (default 10; 20 targets, one per core at a time, so
+# under two minutes) on the sanitizer build: fails on a crash, an ASan report, a leak, a timeout or a
+# violated property. data/fuzz/summary.txt keeps executions per second and corpus sizes per target.
+background_status=0
+wait "$background_builds" || background_status=$?
+trap stop_started_servers EXIT
+timed "waiting for the background builds"
+release_binary=""
+case "$background_status" in
+  0) release_binary="$(tail -n 1 data/release-binary.txt)" ;;
+  11) failed "scripts/package.sh --binary-only (the release build, in the background)"; tail -n 40 data/background-builds.log ;;
+  12) failed "scripts/fuzz.sh --build (the sanitizer build, in the background)"; tail -n 40 data/background-builds.log ;;
+  *) failed "the background builds (exit $background_status)"; tail -n 40 data/background-builds.log ;;
+esac
+if [[ "$background_status" == 0 ]]; then
+  LATCHKEY_FUZZ_SKIP_BUILD=1 bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || failed "scripts/fuzz.sh"
+fi
+timed "fuzz (every target)"
+# ---- end of fuzzing ----------------------------------------------------------------------------
+
 # ---- issue 33: the install that works ----------------------------------------------------------
 # The .deb (scripts/package.sh: a release build with the Swift standard library linked in, in
 # data/release-build) installed here with dpkg -i and started as its `latchkey` user against the test
@@ -245,10 +274,12 @@ timed "failover"
 # the container image from that same .deb, built and run by podman on a debootstrap base cached under
 # data/container, and compose.yaml by podman-compose (scripts/container-test.sh). Each bounded; the
 # timings are in data/package/timings.txt and data/container/timings.txt.
+# The release binary is the one built in the background (package.sh builds it itself without).
+[[ -z "$release_binary" ]] || export LATCHKEY_RELEASE_BIN="$release_binary"
 set +e
 DATABASE_URL="$url" timeout 1200 bash scripts/package-test.sh 2>&1 | tee data/package-test.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/package-test.sh"
-timed ".deb (release build, install, purge)"
+timed ".deb (package, install, purge)"
 DATABASE_URL="$url" timeout 900 bash scripts/container-test.sh 2>&1 | tee data/container-test.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/container-test.sh"
 timed "container image, compose"
