@@ -66,7 +66,7 @@ echo "test SMTP server: $LATCHKEY_TEST_SMTP (STARTTLS), $LATCHKEY_TEST_SMTPS (SM
 # at the lowest priority (`nice -n 19`): the debug build's one-module stretches, and the stages that
 # mostly wait on servers, browsers and a failover, leave a core idle for them, and a stage that needs
 # both cores keeps them. In its own session (setsid), so that an early exit stops it whole.
-setsid bash -c 'nice -n 19 bash scripts/package.sh --binary-only > data/release-binary.txt || exit 11
+setsid -w bash -c 'nice -n 19 bash scripts/package.sh --binary-only > data/release-binary.txt || exit 11
                 nice -n 19 bash scripts/fuzz.sh --build || exit 12' > data/background-builds.log 2>&1 &
 background_builds=$!
 stop_background_builds() { kill -- -"$background_builds" 2>/dev/null || true; }
