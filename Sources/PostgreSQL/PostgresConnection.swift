@@ -290,17 +290,31 @@ public final class PostgresConnection: Sendable {
 
     // MARK: - Internals
 
-    private func run(_ sql: SQL) throws -> (rows: [Row], affected: Int) {
-        if let bad = sql.binds.firstIndex(where: { $0.containsNUL }) {
+    private func run(_ given: SQL) throws -> (rows: [Row], affected: Int) {
+        if let bad = given.binds.firstIndex(where: { $0.containsNUL }) {
             throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
         }
+        // The request's rider (`PostgresBudget.carry`) goes with a write that commits on its own:
+        // one sent outside a transaction.
+        let budget = PostgresDeadline.current
+        let carrying = budget?.riding(given).flatMap { ridden in
+            state.withLock { PQtransactionStatus($0.handle) == PQTRANS_IDLE } ? ridden : nil
+        }
+        let sql = carrying ?? given
         let prepare = !transactionPooling
         PostgresDeadline.roundTrip(sql.writes ? .write : .read, sql.text)
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
-        return try state.withLock { state in
-            try Self.markingLoss(&state) { state in
-                prepare ? try Self.runCaching(sql, &state, deadline) : try Self.runUnnamed(sql, nil, state, deadline)
+        do {
+            let result = try state.withLock { state in
+                try Self.markingLoss(&state) { state in
+                    prepare ? try Self.runCaching(sql, &state, deadline) : try Self.runUnnamed(sql, nil, state, deadline)
+                }
             }
+            if carrying != nil { budget?.rode(nil) }
+            return result
+        } catch let error as PostgresError {
+            if carrying != nil { budget?.rode(error) }
+            throw error
         }
     }
 

@@ -41,6 +41,75 @@ public final class PostgresBudget: Sendable {
     public var lastFailure: PostgresError? { failure.withLock { $0 } }
 
     func record(_ error: PostgresError) { failure.withLock { $0 = error } }
+
+    // MARK: A CTE the request's first committed write carries
+
+    private let rider = Mutex<Rider?>(nil)
+
+    struct Rider {
+        let name: String
+        let cte: SQL
+        let refusedBy: String
+        let alone: SQL
+        var state: RiderState
+    }
+
+    /// Where a CTE given to `carry` stands.
+    public enum RiderState: Sendable, Equatable {
+        /// No statement has carried it yet (none wrote, or each that tried failed and rolled back).
+        case pending
+        /// A statement that committed carried it.
+        case carried
+        /// The statement that carried it failed on `refusedBy`: the CTE itself was refused.
+        case refused
+        /// No write carried it, and `takeAlone` handed out its statement to run on its own.
+        case alone
+    }
+
+    /// Gives the request's first writing statement that commits on its own (autocommit, or a
+    /// pipeline that ends with COMMIT) one more CTE, `name AS (cte)`, first in its WITH list: a
+    /// write the request must make, made in the round trip and commit of the write it makes anyway.
+    /// `cte` must write (an INSERT) and fail the statement, with a violation of the constraint
+    /// `refusedBy`, when it may not be made: then nothing of that statement is written. One rider a
+    /// budget; `riderState` says what became of it, and `takeAlone` gives `alone`, the same change
+    /// as a statement of its own, for a request that wrote nothing that could carry it.
+    public func carry(cte name: String, _ cte: SQL, refusedBy constraint: String, alone: SQL) {
+        rider.withLock { $0 = Rider(name: name, cte: cte, refusedBy: constraint, alone: alone, state: .pending) }
+    }
+
+    /// The rider's statement of its own when no write carried it (and from then on no write will).
+    public func takeAlone() -> SQL? {
+        rider.withLock { r in
+            guard r?.state == .pending else { return nil }
+            r?.state = .alone
+            return r?.alone
+        }
+    }
+
+    /// What became of the CTE given to `carry`; nil when none was.
+    public var riderState: RiderState? { rider.withLock { $0?.state } }
+
+    /// `statement` with the pending rider, when it is a statement that may carry it: one that
+    /// writes and begins with WITH, INSERT, UPDATE, DELETE or SELECT (a CTE can lead those).
+    func riding(_ statement: SQL) -> SQL? {
+        rider.withLock { r in
+            guard let r, case .pending = r.state, statement.writes else { return nil }
+            return statement.leading(cte: r.name, r.cte)
+        }
+    }
+
+    /// The carrying statement's outcome: committed, refused on the rider's constraint, or failed
+    /// otherwise (rolled back: the rider stays pending for a later write).
+    func rode(_ error: PostgresError?) {
+        rider.withLock { r in
+            guard r != nil else { return }
+            if let error {
+                if error.sqlState == "23505", error.constraint == r?.refusedBy { r?.state = .refused }
+            } else {
+                r?.state = .carried
+            }
+        }
+    }
 }
 
 public enum PostgresDeadline {
@@ -82,6 +151,20 @@ public enum PostgresDeadline {
         guard let deadline = budget.deadline else { return nil }
         return min(own, deadline)
     }
+
+    /// `PostgresBudget.carry` on the bound budget; false when none is bound (no request: the
+    /// caller writes the CTE's change itself).
+    public static func carry(cte name: String, _ sql: SQL, refusedBy constraint: String, alone: SQL) -> Bool {
+        guard let budget = current else { return false }
+        budget.carry(cte: name, sql, refusedBy: constraint, alone: alone)
+        return true
+    }
+
+    /// What became of the bound budget's rider (`PostgresBudget.riderState`).
+    public static var riderState: PostgresBudget.RiderState? { current?.riderState }
+
+    /// `PostgresBudget.takeAlone` on the bound budget.
+    public static func takeAlone() -> SQL? { current?.takeAlone() }
 
     /// Counts one round trip of `kind` on the bound budget (if any); `text` is read only when traced.
     static func roundTrip(_ kind: RoundTripKind, _ text: @autoclosure () -> String) { current?.countRoundTrip(kind, text) }

@@ -12,18 +12,44 @@ extension PostgresConnection {
     /// `[write, "COMMIT"]`. Statements with binds are prepared once per connection as `query` does
     /// (not with `transactionPooling`: unnamed statements only, so nothing outlives the transaction).
     @discardableResult
-    public func pipeline(_ statements: [SQL]) throws -> [[Row]] {
-        for sql in statements {
+    public func pipeline(_ given: [SQL]) throws -> [[Row]] {
+        for sql in given {
             if let bad = sql.binds.firstIndex(where: { $0.containsNUL }) {
                 throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
             }
         }
+        let (statements, carrying) = riding(given)
         let prepare = !transactionPooling
         PostgresDeadline.roundTrip(SQL.roundTripKind(statements), statements.map(\.text).joined(separator: "; "))
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
-        return try state.withLock { state in
-            try Self.markingLoss(&state) { state in try Self.runPipeline(statements, &state, deadline, prepare: prepare) }
+        do {
+            let rows = try state.withLock { state in
+                try Self.markingLoss(&state) { state in try Self.runPipeline(statements, &state, deadline, prepare: prepare) }
+            }
+            if carrying { PostgresDeadline.current?.rode(nil) }
+            return rows
+        } catch let error as PostgresError {
+            if carrying { PostgresDeadline.current?.rode(error) }
+            throw error
         }
+    }
+
+    /// The statements with the request's rider (`PostgresBudget.carry`) on the first that writes,
+    /// when the pipeline commits what it writes: it ends with COMMIT, or it is sent outside a
+    /// transaction and opens none.
+    private func riding(_ statements: [SQL]) -> (statements: [SQL], carrying: Bool) {
+        guard let budget = PostgresDeadline.current, budget.riderState == .pending else { return (statements, false) }
+        let commits = statements.last?.begins(with: "COMMIT") == true
+            || (!statements.contains { $0.begins(with: "BEGIN") } && state.withLock { PQtransactionStatus($0.handle) == PQTRANS_IDLE })
+        guard commits else { return (statements, false) }
+        for (index, statement) in statements.enumerated() {
+            if let ridden = budget.riding(statement) {
+                var carried = statements
+                carried[index] = ridden
+                return (carried, true)
+            }
+        }
+        return (statements, false)
     }
 
     /// What each command sent in the pipeline answers with, in order.

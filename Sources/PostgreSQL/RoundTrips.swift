@@ -84,4 +84,11 @@ extension SQL {
         while end < text.endIndex, isWordByte(text[end]) { end += 1 }
         return control.contains { matches(text[..<end], $0) }
     }
+
+    /// Whether the statement begins with `keyword` (upper-case ASCII), in any case.
+    func begins(with keyword: String) -> Bool {
+        var end = composed.startIndex
+        while end < composed.endIndex, SQL.isWordByte(composed[end]) { end += 1 }
+        return SQL.matches(composed[..<end], Array(keyword.utf8))
+    }
 }

@@ -188,6 +188,46 @@ public struct SQL: Sendable, Hashable, ExpressibleByStringInterpolation, CustomS
         }
     }
 
+    /// This statement with `cte` as the first entry of its WITH list, named `name` (a WITH added
+    /// when it has none); nil when the statement is not one a CTE may lead (it begins with neither
+    /// WITH, INSERT, UPDATE, DELETE nor SELECT).
+    func leading(cte name: String, _ cte: SQL) -> SQL? {
+        var spliced = StringInterpolation(literalCapacity: 0, interpolationCount: 0)
+        spliced.appendInterpolation(fragment: self)
+        let text = spliced.bytes
+        var start = 0
+        while start < text.count, text[start] == 0x20 || text[start] == 0x0A || text[start] == 0x09 || text[start] == 0x0D { start += 1 }
+        var end = start
+        while end < text.count, Self.isWordByte(text[end]) { end += 1 }
+        let first = text[start..<end]
+        var out = StringInterpolation(literalCapacity: text.count + cte.composed.count + name.utf8.count + 16,
+                                      interpolationCount: binds.count + cte.binds.count)
+        if Self.matches(first, Array("WITH".utf8)) {
+            // After WITH (and RECURSIVE, which a plain CTE may follow): `name AS (cte), ` and the rest.
+            var afterWith = end
+            var probe = end
+            while probe < text.count, text[probe] == 0x20 || text[probe] == 0x0A || text[probe] == 0x09 || text[probe] == 0x0D { probe += 1 }
+            var probeEnd = probe
+            while probeEnd < text.count, Self.isWordByte(text[probeEnd]) { probeEnd += 1 }
+            if Self.matches(text[probe..<probeEnd], Array("RECURSIVE".utf8)) { afterWith = probeEnd }
+            out.bytes.append(contentsOf: text[..<afterWith])
+            out.appendLiteral(" \(name) AS (")
+            out.appendInterpolation(fragment: cte)
+            out.appendLiteral("),")
+            out.bytes.append(contentsOf: text[afterWith...])
+        } else if ["INSERT", "UPDATE", "DELETE", "SELECT"].contains(where: { Self.matches(first, Array($0.utf8)) }) {
+            out.appendLiteral("WITH \(name) AS (")
+            out.appendInterpolation(fragment: cte)
+            out.appendLiteral(") ")
+            out.bytes.append(contentsOf: text)
+        } else {
+            return nil
+        }
+        // The markers are in text order, and the CTE's come first: its binds, then the statement's.
+        out.binds.append(contentsOf: spliced.binds)
+        return SQL(stringInterpolation: out)
+    }
+
     /// `parts` one after the other, with `separator` (plain SQL text) between them; linear in the
     /// total length (each part is spliced once).
     public static func joined(_ parts: [SQL], separator: String) -> SQL {

@@ -38,9 +38,35 @@ public struct DPoPProofRepository: Sendable {
     /// The name of that CTE, for a statement whose writes wait on it.
     static let gate = "dpop"
 
-    /// A read-only route's one write: the proof recorded, false when it was seen before (a replay).
+    /// The proof recorded on its own, false when it was seen before (a replay): a request whose
+    /// route wrote nothing that could carry it (`carry`).
     public func record(_ key: DPoPReplayKey) throws(StorageError) -> Bool {
         try pool.run { c in try !c.query(Self.recording(key)).isEmpty }
+    }
+
+    /// Hands the proof to the request's one write (RFC 9449 §11.1, on every instance): the first
+    /// statement of the request that writes and commits carries it as a CTE, a plain INSERT that
+    /// fails that statement (nothing of it written) when the proof was seen before, even in a row
+    /// past its expiry (a proof is valid 60 s around its `iat`; a `jti` twice is a replay anyway).
+    /// False when no request is under way (then `record` it now).
+    public func carry(_ key: DPoPReplayKey) -> Bool {
+        PostgresDeadline.carry(cte: "dpop_carried", """
+            INSERT INTO dpop_proofs (key, expires_at) VALUES (\(key.bytes), now() + interval '120 seconds') RETURNING key
+            """, refusedBy: "dpop_proofs_pkey", alone: Self.recording(key))
+    }
+
+    /// After the route: whether the proof `carry` handed to the request was new — committed by the
+    /// route's write, or, when the route wrote nothing that carried it, recorded now on its own;
+    /// nil when the request handed none.
+    public func settleCarried() throws(StorageError) -> Bool? {
+        if let alone = PostgresDeadline.takeAlone() {
+            return try pool.run { c in try !c.query(alone).isEmpty }
+        }
+        switch PostgresDeadline.riderState {
+        case .carried: return true
+        case .refused: return false
+        case .pending, .alone, nil: return nil
+        }
     }
 
     /// Drops the records that have expired (any instance may run this now and then).

@@ -93,6 +93,37 @@ struct DPoPSessionTests {
         #expect(fresh.status == 200, "\(fresh)")
     }
 
+    @Test("a bound session's proof rides in the route's one write: a rename is one write, its proof again changes nothing; a read's proof is its one write")
+    func proofInTheRoutesWrite() throws {
+        let server = try TestServer(name: "dpop-one-write", tracing: true)
+        defer { server.http.stop() }
+        let owner = SoftAuthenticator()
+        _ = try server.client().signUp(owner, username: server.username("dpop-w"))
+        let key = DPoPKey.generate()
+        let signedIn = try Self.login(server.client(), owner) { key.proof(method: "POST", url: $0, iat: Self.now) }
+        let access = try #require(signedIn.json?["tokens"]?["access_token"]?.stringValue)
+        let path = "/v1/passkeys/\(Base64URL.encode(owner.credentialId))"
+        func rename(_ name: String, _ proof: String) throws -> Reply {
+            try server.client().send("PATCH", path, body: JSONValue.object([("name", .string(name))]).serialized(),
+                                     authorization: "DPoP \(access)", headers: [("DPoP", proof)])
+        }
+        let proof = key.proof(method: "PATCH", url: server.origin + path, iat: Self.now, accessToken: access)
+        let renamed = try rename("Laptop", proof)
+        #expect(renamed.status == 200, "\(renamed)")
+        let work = try #require(server.traces?.lastWork("PATCH /v1/passkeys/{id}"))
+        #expect(work.roundTrips.writes == 1 && work.statements.contains { $0.contains("dpop_carried") }, "\(work.statements)")
+        // The same proof again: refused, and the change it carried was not made.
+        Self.refused(try rename("Stolen", proof), "invalid_dpop_proof", "the rename's proof replayed")
+        let listProof = key.proof(method: "GET", url: server.origin + "/v1/passkeys", iat: Self.now, accessToken: access)
+        let listed = try server.client().send("GET", "/v1/passkeys", authorization: "DPoP \(access)", headers: [("DPoP", listProof)])
+        #expect(listed.json?["passkeys"]?.arrayValue?.first?["name"]?.stringValue == "Laptop", "\(listed)")
+        // A read-only route: the proof is its one write, and again it is refused.
+        let read = try #require(server.traces?.lastWork("GET /v1/passkeys"))
+        #expect(read.roundTrips.writes == 1, "\(read.statements)")
+        Self.refused(try server.client().send("GET", "/v1/passkeys", authorization: "DPoP \(access)", headers: [("DPoP", listProof)]),
+                     "invalid_dpop_proof", "the list's proof replayed")
+    }
+
     @Test("a sign-up with a proof binds its session as a sign-in does; that proof at another sign-up starts nothing and writes no account")
     func boundSignUp() throws {
         let server = try TestServer(name: "dpop-sign-up")

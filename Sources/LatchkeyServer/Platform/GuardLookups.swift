@@ -31,6 +31,9 @@ protocol GuardLookups: Sendable {
     /// The approval `id` if it is `userId`'s approved admin-quorum approval of exactly `action`,
     /// else 403 `approval_required` (not used up: the change's own statement does that).
     func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String
+    /// After the route: the refusal that replaces its answer when the DPoP proof the caller's
+    /// resolution handed to the route's write was a replay (`SessionDPoP.settle`); nil otherwise.
+    func settleProof() -> ServiceError?
 }
 
 extension GuardLookups {
@@ -38,6 +41,8 @@ extension GuardLookups {
     func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
         throw ServiceError(.approvalRequired, "admin changes need no quorum approval here")
     }
+    /// Lookups that resolve no DPoP-bound session hand no proof to a write.
+    func settleProof() -> ServiceError? { nil }
 }
 
 /// What a route's handler reads that the caller's resolution may read with the caller's session,
@@ -136,6 +141,8 @@ struct ServiceLookups: GuardLookups {
     func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
         try approvals.approvedAdminChange(id: id, userId: userId, action: action)
     }
+
+    func settleProof() -> ServiceError? { callers.dpop.settle() }
 
     func caller(_ access: Access, _ request: Request, preload: GuardPreload?, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
         try callers.resolve(access, request, preload: preload, loads: &loads)

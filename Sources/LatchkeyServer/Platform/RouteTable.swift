@@ -28,14 +28,18 @@ struct RouteTable {
         declared.append(route)
         let lookups = lookups
         router.add(method, routerPattern, accepting: accepting) { request, params in
+            let response: Response
             do {
                 guard route.available else { throw ServiceError.notFound("resource") }
-                return try handler(try route.check(request, params, lookups))
+                response = try handler(try route.check(request, params, lookups))
             } catch let error as ServiceError {
-                return error.response
+                response = error.response
             } catch {
-                return ServiceError(.internalError, "unexpected failure").response
+                response = ServiceError(.internalError, "unexpected failure").response
             }
+            // A DPoP proof's jti rides in the route's one write (RFC 9449 §11.1): a replay is
+            // refused whatever the route answered, having written nothing.
+            return lookups.settleProof()?.response ?? response
         }
     }
 }

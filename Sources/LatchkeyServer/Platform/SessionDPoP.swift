@@ -66,8 +66,9 @@ struct SessionDPoP: Sendable {
     }
 
     /// RFC 9449 §7.1, §7.2 for a session's access token: a bound token only as `Authorization: DPoP`
-    /// with a proof by its key and `ath` its hash, each proof accepted once on every instance (the
-    /// `jti` recorded before the route runs); an unbound token only as Bearer.
+    /// with a proof by its key and `ath` its hash, each proof accepted once on every instance: the
+    /// `jti` goes with the route's one write (`DPoPProofRepository.carry`; `settle` after the
+    /// route); an unbound token only as Bearer.
     func possession(_ caller: SessionService.Caller, _ presented: Presented, _ request: Request) throws(ServiceError) {
         guard let key = caller.jkt else {
             if presented.asDPoP { throw Self.refusal(.invalidToken, "the access token is not DPoP-bound: send it as Bearer") }
@@ -77,8 +78,22 @@ struct SessionDPoP: Sendable {
         guard let proof = try checked(request, accessToken: presented.token, boundKey: key) else {
             throw Self.refusal(.invalidProof, "a DPoP proof is required with this access token")
         }
+        guard !proofs.carry(proof.replay) else { return }
+        // No request under way (a caller resolved outside one): recorded now, on its own.
         let fresh = try storage { () throws(StorageError) in try proofs.record(proof.replay) }
         guard fresh else { throw Self.replayed }
+    }
+
+    /// After the route, for the proof `possession` handed to its write: nil when it was new (that
+    /// write committed it, or, the route having written nothing that carried it, it is recorded
+    /// now) or none was handed; `replayed` when it was seen before — that write then failed and
+    /// wrote nothing, and the route's answer is not sent (a read-only route's read is discarded).
+    func settle() -> ServiceError? {
+        do {
+            return try proofs.settleCarried() == false ? Self.replayed : nil
+        } catch {
+            return ServiceError(error)
+        }
     }
 }
 
