@@ -98,6 +98,14 @@ public final class PostgresBudget: Sendable {
         }
     }
 
+    /// Once the rider was refused, the request writes nothing more: a store that catches the failed
+    /// statement and writes something else instead (a refusal's own record) is stopped here.
+    func refusingWrites(_ statements: [SQL]) throws {
+        guard rider.withLock({ $0?.state == .refused }), statements.contains(where: \.writes) else { return }
+        throw PostgresError(.query, "the request's \(rider.withLock { $0?.name ?? "" }) was refused: it writes nothing more",
+                            sqlState: "23505", constraint: rider.withLock { $0?.refusedBy })
+    }
+
     /// The carrying statement's outcome: committed, refused on the rider's constraint, or failed
     /// otherwise (rolled back: the rider stays pending for a later write).
     func rode(_ error: PostgresError?) {

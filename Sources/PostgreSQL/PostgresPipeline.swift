@@ -18,6 +18,7 @@ extension PostgresConnection {
                 throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
             }
         }
+        try PostgresDeadline.current?.refusingWrites(given)
         let (statements, carrying) = riding(given)
         let prepare = !transactionPooling
         PostgresDeadline.roundTrip(SQL.roundTripKind(statements), statements.map(\.text).joined(separator: "; "))

@@ -59,12 +59,16 @@ struct RiderTests {
         #expect(try count("SELECT count(*)::int AS n FROM \(table)") == 1)
 
         // The same CTE again: the write that carries it fails whole, and says so.
-        _ = PostgresDeadline.within(seconds: 5) {
+        _ = try PostgresDeadline.within(seconds: 5) { () throws in
             _ = PostgresDeadline.carry(cte: "seen_it", rider("a"), refusedBy: "\(seen)_pkey", alone: alone("a"))
             #expect(throws: PostgresError.self) { try pool.execute(SQL(unsafeRaw: "INSERT INTO \(table) (id) VALUES (3)")) }
             #expect(PostgresDeadline.riderState == .refused)
+            // A store that writes something else on that failure writes nothing either; reads still run.
+            #expect(throws: PostgresError.self) { try pool.execute(SQL(unsafeRaw: "INSERT INTO \(table) (id) VALUES (6)")) }
+            #expect(throws: PostgresError.self) { try pool.withConnection { c in try c.pipeline([SQL(unsafeRaw: "DELETE FROM \(table)"), "COMMIT"]) } }
+            #expect(try pool.query(SQL(unsafeRaw: "SELECT count(*)::int AS n FROM \(table)"))[0].int("n") == 1)
         }
-        #expect(try count("SELECT count(*)::int AS n FROM \(table) WHERE id = 3") == 0)
+        #expect(try count("SELECT count(*)::int AS n FROM \(table) WHERE id IN (3, 6)") == 0)
 
         // A pipeline that ends with COMMIT carries it; one that leaves its transaction open does not.
         _ = try PostgresDeadline.within(seconds: 5) {
