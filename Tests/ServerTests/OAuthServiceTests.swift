@@ -57,7 +57,7 @@ struct OAuthServiceTests {
         let c = try w.client()
         let pushed = try w.provider.pushed(w.request(c, w.parameters(c), at: .par))
         let uri = try #require(pushed["request_uri"]?.stringValue)
-        #expect(pushed["expires_in"]?.doubleValue == Double(w.policy.pushedTTL))
+        #expect(pushed["expires_in"]?.doubleValue == 600)
         let id = try w.requestId(w.authorize([("client_id", c.id), ("request_uri", uri)]))
         #expect(try w.provider.pendingRequest(id)?.params["pushed"] == .bool(true))
         guard case .page(.requestURIUnknown, _, _, _, _) = w.authorize([("client_id", c.id), ("request_uri", uri)]) else {

@@ -18,7 +18,8 @@ struct OAuthPolicy: Sendable {
     var idTokenTTL = 600
     /// A pending authorization request, a pushed one (RFC 9126 §2.2 `expires_in`), a code.
     var requestTTL = 600
-    var pushedTTL = 60
+    /// A pushed request's `expires_in`: 600 s, as discovery documents it (RFC 9126 §2.2 leaves it to the server).
+    var pushedTTL = 600
     /// SPEC "FAPI 2.0": a `--profile fapi2` client's pushed request lives 90 s.
     var fapi2PushedTTL = 90
     var codeTTL = 60
