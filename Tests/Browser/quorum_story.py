@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 
 from serving import with_server
+from test_web import page_request
 
 WAIT = 20  # seconds: an upper bound for a condition, not a delay
 WEB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'web')
@@ -98,6 +99,11 @@ class Console:
     def token(self):
         return json.loads(self.js("return sessionStorage.getItem('latchkey.admin')"))['tokens']['access_token']
 
+    def api(self, method, path, body=None, headers=None):
+        """(status, body bytes) of a request made by this console page's own latchkey.js: the admin's
+        session is DPoP-bound, so its token works only with the page's proofs (200 for any success)."""
+        return page_request(self.js_async, method, path, body, headers, storage_key='latchkey.admin')
+
     def open_page(self, page):
         self.click(f'#tab-{page}')
         self.until(lambda: self.body('page') == page and self.body('loaded') == page, f'the {page} page')
@@ -149,7 +155,7 @@ class QuorumStory:
             return e.code, e.read()
 
     def admin_get(self, console, path):
-        status, body = self.request('GET', path, headers={'Authorization': 'Bearer ' + console.token()})
+        status, body = console.api('GET', path)
         assert status == 200, (path, status, body)
         return json.loads(body)
 
@@ -256,8 +262,7 @@ class QuorumStory:
                              self.origin), 'the origin in the console')
         a.shot('04-made')
         # Used once: the same approval makes nothing again; the audit line's receipt is the approval.
-        status, body = self.request('POST', '/admin/v1/origins', body={'origin': self.origin},
-                                    headers={'Authorization': 'Bearer ' + a.token(), 'Latchkey-Approval': self.approval})
+        status, body = a.api('POST', '/admin/v1/origins', body={'origin': self.origin}, headers={'Latchkey-Approval': self.approval})
         assert status == 403 and json.loads(body)['code'] == 'approval_required', (status, body)
         entries = self.admin_get(a, '/admin/v1/audit?action=origin.added')['entries']
         assert any(e['detail'].get('receiptId') == self.approval for e in entries), entries
@@ -274,12 +279,10 @@ class QuorumStory:
         b.until(lambda: b.item('approvals', vetoed) is None, 'the vetoed change gone')
         a.open_page('approvals')
         assert a.item('approved', vetoed) is None
-        auth = {'Authorization': 'Bearer ' + a.token()}
-        status, body = self.request('GET', f'/v1/approvals/{vetoed}', headers=auth)
+        status, body = a.api('GET', f'/v1/approvals/{vetoed}')
         assert status == 200 and json.loads(body)['state'] == 'vetoed', (status, body)
         # Sent with the vetoed approval anyway, the change is refused and never made.
-        status, body = self.request('POST', '/admin/v1/origins', body={'origin': self.vetoed},
-                                    headers={**auth, 'Latchkey-Approval': vetoed})
+        status, body = a.api('POST', '/admin/v1/origins', body={'origin': self.vetoed}, headers={'Latchkey-Approval': vetoed})
         assert status == 403 and json.loads(body)['code'] == 'approval_required', (status, body)
         assert self.vetoed not in self.origins_now(a)
 

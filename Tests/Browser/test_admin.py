@@ -28,7 +28,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
 
-from test_web import BASE, SHOTS, Browser, Skip, run_suite, with_server
+from test_web import BASE, SHOTS, Browser, Skip, page_request, run_suite, with_server
 from test_web import http as request_json
 import soft_passkey
 
@@ -68,7 +68,8 @@ def admin_token(b):
 
 
 def admin_get(b, path):
-    status, _, body = request_json('GET', path, headers={'Authorization': 'Bearer ' + admin_token(b)})
+    """Through the console page's own latchkey.js: the admin's session is DPoP-bound."""
+    status, body = page_request(b.d.execute_async_script, 'GET', path, storage_key='latchkey.admin')
     assert status == 200, (path, status, body)
     return json.loads(body)
 
@@ -129,7 +130,6 @@ def test_non_admin_is_refused(b):
     b.el('signup-username').send_keys(PLAIN)
     b.el('signup-display').send_keys('Plain User', Keys.ENTER)
     b.wait_view('account')
-    user_token = json.loads(b.d.execute_script("return sessionStorage.getItem('latchkey.session')"))['tokens']['access_token']
     load_console(b)
     b.until(lambda: b.body('view') == 'signin', 'the sign-in screen')
     b.shot('admin-00-sign-in')
@@ -139,7 +139,8 @@ def test_non_admin_is_refused(b):
     assert b.el('refused-text').text == 'This account has no access to the admin console.', b.el('refused-text').text
     assert b.el('tabs').is_displayed() is False
     b.shot('admin-01-non-admin-refused')
-    status, _, body = request_json('GET', '/admin/v1/origins', headers={'Authorization': 'Bearer ' + user_token})
+    # The user's own session (the app's, DPoP-bound) is refused by the admin API.
+    status, body = page_request(b.d.execute_async_script, 'GET', '/admin/v1/origins')
     assert status == 403 and json.loads(body)['code'] == 'forbidden', (status, body)
     b.el('refused-signout').click()
     b.until(lambda: b.body('view') == 'signin', 'signed out')
@@ -386,7 +387,7 @@ def test_audit_entry_names_the_admin_and_the_receipt(b):
 def test_webhooks_page(b):
     open_page(b, 'webhooks')
     state = b.el('page-webhooks').get_attribute('data-state')
-    status, _, _ = request_json('GET', '/admin/v1/webhooks', headers={'Authorization': 'Bearer ' + admin_token(b)})
+    status, _ = page_request(b.d.execute_async_script, 'GET', '/admin/v1/webhooks', storage_key='latchkey.admin')
     if status == 404:
         assert state == 'unavailable' and b.el('webhooks-unavailable').is_displayed()
     else:

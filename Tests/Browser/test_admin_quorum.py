@@ -40,6 +40,9 @@ class ChromiumConsole(Console):
     def js(self, script, *args):
         return self.browser.d.execute_script(script, *args)
 
+    def js_async(self, script, *args):
+        return self.browser.d.execute_async_script(script, *args)
+
     def click(self, css):
         self.browser.d.find_element(By.CSS_SELECTOR, css).click()
 

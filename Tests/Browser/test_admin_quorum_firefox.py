@@ -45,6 +45,9 @@ class FirefoxConsole(Console):
     def js(self, script, *args):
         return self.ff.execute(script, *args)
 
+    def js_async(self, script, *args):
+        return self.ff.execute_async(script, *args)
+
     def click(self, css):
         self.ff.click(css)
 

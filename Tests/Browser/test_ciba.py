@@ -29,7 +29,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_web import Browser, wait_for_server  # noqa: E402
+from test_web import Browser, page_request, wait_for_server  # noqa: E402
 
 BASE = os.environ.get('LATCHKEY_URL', 'http://localhost:8080').rstrip('/')
 BIN = os.environ['LATCHKEY_BIN']
@@ -167,11 +167,10 @@ def test_a_request_answered_elsewhere_says_so(b, who):
     username, _ = who
     asked = ask('web', username)
     refresh(b, 1)
-    # Denied meanwhile by another of the account's sessions (here: straight over HTTP with this session's token).
-    token = b.d.execute_script("return JSON.parse(sessionStorage.getItem('latchkey.session')).tokens.access_token")
-    req = urllib.request.Request(f'{BASE}/v1/ciba/requests/{asked}/deny', method='POST', headers={'Authorization': f'Bearer {token}'})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        assert r.status == 204
+    # Denied meanwhile elsewhere (here: this session's own latchkey.js, behind the page's back; the
+    # session is DPoP-bound, so a copy of its token would be refused).
+    status, body = page_request(b.d.execute_async_script, 'POST', f'/v1/ciba/requests/{asked}/deny')
+    assert status == 200 and body == b'null', (status, body)
     item(b, asked).find_element(By.CLASS_NAME, 'ciba-approve').click()
     text = b.wait_banner('not_found')
     assert text == 'This request was already answered or has expired. Nothing was approved.', text

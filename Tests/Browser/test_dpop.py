@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The web app's own session bound to a DPoP key (RFC 9449) in headless Chromium.
 
-- a sign-in from the app answers `token_type` `DPoP`, and the access token's `cnf.jkt` is the
+- a sign-up and a sign-in from the app answer `token_type` `DPoP`, and the access token's `cnf.jkt` is the
   thumbprint of the key latchkey.js keeps in IndexedDB;
 - that key's private half is not extractable (WebCrypto refuses to export it);
 - the app keeps working with it (the passkey list is read with `Authorization: DPoP` and a proof);
@@ -60,6 +60,8 @@ def test_the_apps_session_is_dpop_bound(b):
     b.el('signup-button').click()
     b.wait_view('account')
     b.wait_passkeys(1)
+    # The sign-up's own session is bound already (its verify carried a proof).
+    assert session(b)['tokens']['token_type'] == 'DPoP', session(b)['tokens']['token_type']
     b.sign_out_keeping_credential()
     b.user_verified(False)
     b.tab_to(b.el('signin-button'))

@@ -332,21 +332,31 @@ def test_ended_session_asks_to_sign_in_again(b):
 
 
 
-# An authenticated GET made by the page's own latchkey.js: the app's session is DPoP-bound, so its
-# access token works only with proofs from the key the page holds (a copy sent as Bearer is refused).
-PAGE_GET = """
-const path = arguments[0], done = arguments[arguments.length - 1];
+# An authenticated request made by the page's own latchkey.js, with the session kept under
+# `storage_key` (the app's 'latchkey.session', the console's 'latchkey.admin'): those sessions are
+# DPoP-bound, so their access tokens work only with proofs from the key the page holds (a copy sent
+# as Bearer is refused). Answers (status, body bytes): 200 and the JSON for any success (latchkey.js
+# does not tell 200 from 201 or 204, which answers `null`), else the status and the problem.
+PAGE_REQUEST = """
+const [method, path, body, headers, storageKey] = arguments, done = arguments[arguments.length - 1];
 (async () => {
   const { Latchkey } = await import('/latchkey.js');
-  const lk = new Latchkey({ storageKey: 'latchkey.session' });
-  return { status: 200, body: JSON.stringify(await lk.request('GET', path, { auth: true })) };
-})().then(done, (e) => done({ status: (e && e.status) || 0, body: String(e && (e.message || e)) }));
+  const lk = new Latchkey({ storageKey });
+  const answer = await lk.request(method, path, { auth: true, headers, body: body === null ? undefined : body });
+  return { status: 200, body: JSON.stringify(answer) };
+})().then(done, (e) => done({ status: (e && e.status) || 0,
+                              body: JSON.stringify((e && e.problem) || { detail: String(e && (e.message || e)) }) }));
 """
 
 
-def page_get(b, path):
-    r = b.d.execute_async_script(PAGE_GET, path)
+def page_request(run_async, method, path, body=None, headers=None, storage_key='latchkey.session'):
+    """`run_async`: the browser's execute-async-script (Selenium's, or Marionette's `execute_async`)."""
+    r = run_async(PAGE_REQUEST, method, path, body, headers or {}, storage_key)
     return r['status'], r['body'].encode()
+
+
+def page_get(b, path):
+    return page_request(b.d.execute_async_script, 'GET', path)
 
 
 def test_rename_with_keyboard_only(b):

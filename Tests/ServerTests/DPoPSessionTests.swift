@@ -266,6 +266,18 @@ struct DPoPSessionTests {
         #expect(own.status == 201 || own.status == 200, "\(own)")
     }
 
+    @Test("htu may name the issuer and the allowlisted web origins: https ones, and in development mode the console's http://localhost admin listener")
+    func proofOrigins() {
+        var c = Configuration()
+        c.issuer = "https://example.com"
+        c.origins = ["https://example.com", "https://admin.example.com", "http://localhost:8081", "android:apk-key-hash:AAAA"]
+        #expect(OAuthPolicy(c).dpopOrigins == ["https://example.com", "https://admin.example.com"])
+        c.developmentMode = true
+        c.issuer = "http://localhost:8080"
+        c.origins = ["http://localhost:8080", "http://localhost:8081"]
+        #expect(OAuthPolicy(c).dpopOrigins == ["http://localhost:8080", "http://localhost:8081"])
+    }
+
     @Test("CORS: a browser may send DPoP and read DPoP-Nonce and WWW-Authenticate on /v1")
     func cors() throws {
         let server = try TestServer(name: "dpop-cors")

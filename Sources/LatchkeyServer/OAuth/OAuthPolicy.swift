@@ -33,8 +33,9 @@ struct OAuthPolicy: Sendable {
     var jwksAddresses: WebhookAddressPolicy
     var jwksCAFile: String?
     /// RFC 9449 §4.3: the origins a DPoP proof's `htu` may name (the issuer's, and the allowlisted
-    /// https web origins), and the key material its nonces are derived from (the KEK; nil in
-    /// development without one: the deployment secret then).
+    /// web origins: https ones, and in development mode the http://localhost ones too, where the
+    /// console's admin listener is), and the key material its nonces are derived from (the KEK; nil
+    /// in development without one: the deployment secret then).
     var dpopOrigins: [String]
     var dpopNonceKey: [UInt8]?
 
@@ -47,7 +48,10 @@ struct OAuthPolicy: Sendable {
         developmentMode = configuration.developmentMode
         jwksAddresses = WebhookAddressPolicy(configuration)
         jwksCAFile = configuration.webhookCAFile
-        dpopOrigins = [Configuration.origin(ofURL: configuration.issuer)] + configuration.origins.filter { $0.hasPrefix("https://") }
+        let issuerOrigin = Configuration.origin(ofURL: configuration.issuer)
+        dpopOrigins = [issuerOrigin] + configuration.origins.filter {
+            $0 != issuerOrigin && ($0.hasPrefix("https://") || (configuration.developmentMode && $0.hasPrefix("http://")))
+        }
         dpopNonceKey = configuration.keyEncryptionKey?.bytes
     }
 
