@@ -194,9 +194,14 @@ export const base64url = Object.freeze({
     const b = atob(String(s).replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((s.length + 3) % 4));
     return Uint8Array.from(b, (c) => c.charCodeAt(0)).buffer;
   },
-  /** @param {ArrayBuffer|ArrayBufferView} buf @returns {string} */
+  /**
+   * `ArrayBuffer.isView`, not `instanceof ArrayBuffer`: a buffer made in another realm (Firefox hands
+   * WebCrypto's results to a script run by WebDriver that way) is no `instanceof` this realm's, and
+   * read as a view it was encoded as nothing.
+   * @param {ArrayBuffer|ArrayBufferView} buf @returns {string}
+   */
   encode(buf) {
-    const bytes = buf instanceof ArrayBuffer ? new Uint8Array(buf) : new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
+    const bytes = ArrayBuffer.isView(buf) ? new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength) : new Uint8Array(buf);
     let s = '';
     for (const byte of bytes) s += String.fromCharCode(byte);
     return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');

@@ -6,6 +6,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { runInNewContext } from 'node:vm';
 import {
   VERSION, Latchkey, LatchkeyError, base64url, explainOrigin, ceremonyError, actions, passSignals, CLIENT_CODES,
 } from '../../web/latchkey.js';
@@ -26,6 +27,13 @@ function scripted(answers) {
 test('VERSION matches the version the server serves it under', () => {
   const swift = readFileSync(new URL('../../Sources/LatchkeyServer/Web/WebRoutes.swift', import.meta.url), 'utf8');
   assert.match(swift, new RegExp(`clientVersion = "${VERSION.replace(/\./g, '\\.')}"`));
+});
+
+test('base64url encodes a buffer made in another realm (WebCrypto results handed to a WebDriver script in Firefox)', () => {
+  const foreign = runInNewContext('new Uint8Array([1, 2, 3, 250]).buffer');
+  assert.equal(foreign instanceof ArrayBuffer, false);
+  assert.equal(base64url.encode(foreign), 'AQID-g');
+  assert.equal(base64url.encode(runInNewContext('new Uint8Array([9, 1, 2, 3]).subarray(1)')), 'AQID');
 });
 
 test('base64url round-trips every byte, without padding', () => {

@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 
 from serving import with_server
-from test_web import page_request
+from page_api import page_request
 
 WAIT = 20  # seconds: an upper bound for a condition, not a delay
 WEB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'web')
