@@ -61,16 +61,17 @@ run_schemathesis() {
     "$VENV/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \
       --checks all --exclude-checks positive_data_acceptance \
       --max-examples "${LATCHKEY_SCHEMATHESIS_EXAMPLES:-25}" --max-time "${LATCHKEY_SCHEMATHESIS_SECONDS:-120}" \
-      --workers "${workers:-2}" --seed "${LATCHKEY_SCHEMATHESIS_SEED:-20261201}" --request-timeout 10 --no-color \
+      --workers "${workers:-${LATCHKEY_SCHEMATHESIS_WORKERS:-1}}" --seed "${LATCHKEY_SCHEMATHESIS_SEED:-20261201}" --request-timeout 10 --no-color \
       --report junit --report-junit-path "$out/junit.xml" --suppress-health-check all
 }
 run_schemathesis
 status=$?
 # A "Runtime Error" is Schemathesis or Hypothesis failing inside itself while generating a case
 # (seen: CPython 3.11's "AST constructor recursion depth mismatch" when two workers' Hypothesis
-# threads parse source at once), not a check of the API. When that is all that went wrong — no
-# check failed — the run is repeated once, with one worker (no second thread to race); a check that
-# fails is never retried.
+# threads parse source at once; it hit two CI runs in a row, each then spending its time budget
+# twice, so one worker is the default: LATCHKEY_SCHEMATHESIS_WORKERS), not a check of the API. When
+# that is all that went wrong — no check failed — the run is repeated once, with one worker (no
+# second thread to race); a check that fails is never retried.
 if ((status != 0)) && "$VENV/bin/python" - "$out/junit.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 cases = list(ET.parse(sys.argv[1]).iter('testcase'))
