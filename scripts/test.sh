@@ -60,20 +60,16 @@ export LATCHKEY_TEST_SMTP_CA="$(bash scripts/smtp.sh --ca)"
 export LATCHKEY_TEST_SMTPS="$(bash scripts/smtp.sh --smtps)"
 echo "test SMTP server: $LATCHKEY_TEST_SMTP (STARTTLS), $LATCHKEY_TEST_SMTPS (SMTPS), mail in $LATCHKEY_TEST_SMTP_DIR"
 
-# Builds no stage needs until later run in the background at the lowest priority (`nice -n 19`):
-# the debug build's one-module stretches, and the stages that mostly wait on servers, browsers and a
-# failover, leave a core idle for them, and a stage that needs both cores keeps them. Each in its own
-# session (setsid), so that an early exit stops it whole. From the start: the release binary for the
-# .deb (scripts/package.sh --binary-only). After the suites (`background_later`): the sanitizer build
-# of the fuzz harness (scripts/fuzz.sh --build, for the fuzzing near the end), then the Swift client
-# package's build (its stage then only tests; a failed build there is that stage's to report).
-setsid -w bash -c 'nice -n 19 bash scripts/package.sh --binary-only > data/release-binary.txt || exit 11' \
-  > data/background-builds.log 2>&1 &
+# The release binary for the .deb (scripts/package.sh --binary-only) and the sanitizer build of the
+# fuzz harness (scripts/fuzz.sh --build) need nothing from the stages before the package and the
+# fuzzing at the end, and take ten minutes of both cores between them. They build in the background
+# at the lowest priority (`nice -n 19`): the debug build's one-module stretches, and the stages that
+# mostly wait on servers, browsers and a failover, leave a core idle for them, and a stage that needs
+# both cores keeps them. In its own session (setsid), so that an early exit stops it whole.
+setsid -w bash -c 'nice -n 19 bash scripts/package.sh --binary-only > data/release-binary.txt || exit 11
+                nice -n 19 bash scripts/fuzz.sh --build || exit 12' > data/background-builds.log 2>&1 &
 background_builds=$!
-background_later=""
-stop_background_builds() {
-  for job in $background_builds $background_later; do kill -- -"$job" 2>/dev/null || true; done
-}
+stop_background_builds() { kill -- -"$background_builds" 2>/dev/null || true; }
 trap 'stop_background_builds; stop_started_servers' EXIT
 
 mkdir -p data
@@ -99,10 +95,6 @@ python3 scripts/conformance-tally.py "$LATCHKEY_CONFORMANCE_REPORT" | tee data/c
 python3 scripts/round-trips.py "$LATCHKEY_ROUND_TRIP_LOG" ARCHITECTURE.md | tee data/round-trips.txt
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/round-trips.py"
 timed "swift test (every suite)"
-setsid -w bash -c 'nice -n 19 bash scripts/fuzz.sh --build || exit 12
-                nice -n 19 swift build --package-path clients/swift/LatchkeyClient --build-tests || true' \
-  > data/background-builds-later.log 2>&1 &
-background_later=$!
 unset LATCHKEY_CONFORMANCE_REPORT LATCHKEY_OPENAPI_TRAFFIC LATCHKEY_ROUND_TRIP_LOG
 
 # The ceremony suites again, with the server talking to PostgreSQL only through PgBouncer in
@@ -194,8 +186,7 @@ timed "transparency check, OIDC clients"
 # through URLSession against `latchkey serve` (the binary built above) on a database of their own on
 # the test cluster; plus the Android guide's request bodies (docs/integration/android.md) posted to
 # that server. The package builds in its own .build (the server modules it signs with are compiled
-# again there, about a minute), in the background since the suites ended, so its build here is
-# usually done or nearly; a time limit turns a hang into a failure.
+# again there, about a minute); a time limit turns a hang into a failure.
 echo "Swift client package: clients/swift/LatchkeyClient"
 set +e
 LATCHKEY_BINARY="$(swift build --show-bin-path)/latchkey" timeout 900 bash -c '
@@ -258,18 +249,16 @@ timed "failover"
 # Every libFuzzer target for LATCHKEY_FUZZ_SECONDS (default 10; 20 targets, one per core at a time, so
 # under two minutes) on the sanitizer build: fails on a crash, an ASan report, a leak, a timeout or a
 # violated property. data/fuzz/summary.txt keeps executions per second and corpus sizes per target.
-background_status=0 later_status=0
+background_status=0
 wait "$background_builds" || background_status=$?
-wait "$background_later" || later_status=$?
-((background_status != 0)) || background_status=$later_status
 trap stop_started_servers EXIT
 timed "waiting for the background builds"
 release_binary=""
 case "$background_status" in
   0) release_binary="$(tail -n 1 data/release-binary.txt)" ;;
   11) failed "scripts/package.sh --binary-only (the release build, in the background)"; tail -n 40 data/background-builds.log ;;
-  12) failed "scripts/fuzz.sh --build (the sanitizer build, in the background)"; tail -n 40 data/background-builds-later.log ;;
-  *) failed "the background builds (exit $background_status)"; tail -n 40 data/background-builds*.log ;;
+  12) failed "scripts/fuzz.sh --build (the sanitizer build, in the background)"; tail -n 40 data/background-builds.log ;;
+  *) failed "the background builds (exit $background_status)"; tail -n 40 data/background-builds.log ;;
 esac
 if [[ "$background_status" == 0 ]]; then
   LATCHKEY_FUZZ_SKIP_BUILD=1 bash scripts/fuzz.sh --all "${LATCHKEY_FUZZ_SECONDS:-10}" || failed "scripts/fuzz.sh"
