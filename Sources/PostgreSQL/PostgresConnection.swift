@@ -297,8 +297,7 @@ public final class PostgresConnection: Sendable {
         // The request's rider (`PostgresBudget.carry`) goes with a write that commits on its own:
         // one sent outside a transaction.
         let budget = PostgresDeadline.current
-        try budget?.refusingWrites([given])
-        let carrying = budget?.riding(given).flatMap { ridden in
+        let carrying = try budget?.riding(given).flatMap { ridden in
             state.withLock { PQtransactionStatus($0.handle) == PQTRANS_IDLE } ? ridden : nil
         }
         let sql = carrying ?? given

@@ -79,10 +79,26 @@ public final class PostgresBudget: Sendable {
 
     /// The rider's statement of its own when no write carried it (and from then on no write will).
     public func takeAlone() -> SQL? {
+        if case .alone(let statement) = settleRider() { return statement }
+        return nil
+    }
+
+    /// What became of the rider, in one look after the request's work: `alone` hands out its
+    /// statement of its own when no write carried it (and from then on no write will).
+    public enum Settled: Sendable {
+        case none, carried, refused, alone(SQL)
+    }
+
+    public func settleRider() -> Settled {
         rider.withLock { r in
-            guard r?.state == .pending else { return nil }
-            r?.state = .alone
-            return r?.alone
+            switch r?.state {
+            case nil, .alone?: return .none
+            case .carried?: return .carried
+            case .refused?: return .refused
+            case .pending?:
+                r?.state = .alone
+                return r.map { .alone($0.alone) } ?? .none
+            }
         }
     }
 
@@ -91,19 +107,17 @@ public final class PostgresBudget: Sendable {
 
     /// `statement` with the pending rider, when it is a statement that may carry it: one that
     /// writes and begins with WITH, INSERT, UPDATE, DELETE or SELECT (a CTE can lead those).
-    func riding(_ statement: SQL) -> SQL? {
-        rider.withLock { r in
-            guard let r, case .pending = r.state, statement.writes else { return nil }
+    /// Throws for a write once the rider was refused: the request writes nothing more (a store that
+    /// catches the failed statement and writes a refusal's own record instead is stopped here).
+    func riding(_ statement: SQL) throws(PostgresError) -> SQL? {
+        try rider.withLock { r throws(PostgresError) -> SQL? in
+            guard let r, r.state == .pending || r.state == .refused, statement.writes else { return nil }
+            guard r.state == .pending else {
+                throw PostgresError(.query, "the request's \(r.name) was refused: it writes nothing more",
+                                    sqlState: "23505", constraint: r.refusedBy)
+            }
             return statement.leading(cte: r.name, r.cte)
         }
-    }
-
-    /// Once the rider was refused, the request writes nothing more: a store that catches the failed
-    /// statement and writes something else instead (a refusal's own record) is stopped here.
-    func refusingWrites(_ statements: [SQL]) throws {
-        guard rider.withLock({ $0?.state == .refused }), statements.contains(where: \.writes) else { return }
-        throw PostgresError(.query, "the request's \(rider.withLock { $0?.name ?? "" }) was refused: it writes nothing more",
-                            sqlState: "23505", constraint: rider.withLock { $0?.refusedBy })
     }
 
     /// The carrying statement's outcome: committed, refused on the rider's constraint, or failed
@@ -173,6 +187,9 @@ public enum PostgresDeadline {
 
     /// `PostgresBudget.takeAlone` on the bound budget.
     public static func takeAlone() -> SQL? { current?.takeAlone() }
+
+    /// `PostgresBudget.settleRider` on the bound budget (`.none` when no budget is bound).
+    public static func settleRider() -> PostgresBudget.Settled { current?.settleRider() ?? .none }
 
     /// Counts one round trip of `kind` on the bound budget (if any); `text` is read only when traced.
     static func roundTrip(_ kind: RoundTripKind, _ text: @autoclosure () -> String) { current?.countRoundTrip(kind, text) }

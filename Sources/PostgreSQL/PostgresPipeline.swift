@@ -18,8 +18,7 @@ extension PostgresConnection {
                 throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
             }
         }
-        try PostgresDeadline.current?.refusingWrites(given)
-        let (statements, carrying) = riding(given)
+        let (statements, carrying) = try riding(given)
         let prepare = !transactionPooling
         PostgresDeadline.roundTrip(SQL.roundTripKind(statements), statements.map(\.text).joined(separator: "; "))
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
@@ -37,18 +36,17 @@ extension PostgresConnection {
 
     /// The statements with the request's rider (`PostgresBudget.carry`) on the first that writes,
     /// when the pipeline commits what it writes: it ends with COMMIT, or it is sent outside a
-    /// transaction and opens none.
-    private func riding(_ statements: [SQL]) -> (statements: [SQL], carrying: Bool) {
-        guard let budget = PostgresDeadline.current, budget.riderState == .pending else { return (statements, false) }
-        let commits = statements.last?.begins(with: "COMMIT") == true
-            || (!statements.contains { $0.begins(with: "BEGIN") } && state.withLock { PQtransactionStatus($0.handle) == PQTRANS_IDLE })
-        guard commits else { return (statements, false) }
+    /// transaction and opens none. Throws for a write once the rider was refused.
+    private func riding(_ statements: [SQL]) throws(PostgresError) -> (statements: [SQL], carrying: Bool) {
+        guard let budget = PostgresDeadline.current else { return (statements, false) }
         for (index, statement) in statements.enumerated() {
-            if let ridden = budget.riding(statement) {
-                var carried = statements
-                carried[index] = ridden
-                return (carried, true)
-            }
+            guard let ridden = try budget.riding(statement) else { continue }
+            let commits = statements.last?.begins(with: "COMMIT") == true
+                || (!statements.contains { $0.begins(with: "BEGIN") } && state.withLock { PQtransactionStatus($0.handle) == PQTRANS_IDLE })
+            guard commits else { return (statements, false) }
+            var carried = statements
+            carried[index] = ridden
+            return (carried, true)
         }
         return (statements, false)
     }

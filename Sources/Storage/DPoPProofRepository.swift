@@ -59,13 +59,11 @@ public struct DPoPProofRepository: Sendable {
     /// route's write, or, when the route wrote nothing that carried it, recorded now on its own;
     /// nil when the request handed none.
     public func settleCarried() throws(StorageError) -> Bool? {
-        if let alone = PostgresDeadline.takeAlone() {
-            return try pool.run { c in try !c.query(alone).isEmpty }
-        }
-        switch PostgresDeadline.riderState {
+        switch PostgresDeadline.settleRider() {
+        case .alone(let statement): return try pool.run { c in try !c.query(statement).isEmpty }
         case .carried: return true
         case .refused: return false
-        case .pending, .alone, nil: return nil
+        case .none: return nil
         }
     }
 
