@@ -40,26 +40,33 @@ public enum AdminPageRead: Sendable {
 }
 
 /// What the admin API's caller resolution read: the role, the session's standing (nil: revoked)
-/// and, when asked, a page.
+/// and, when asked, a page and a quorum approval.
 public struct AdminSessionRead: Sendable {
     public let isAdmin: Bool
     public let session: (record: SessionRecord, passkeyApprovesFrom: Date?, passkeyHardware: Bool)?
     public let page: AdminPageRead?
+    /// The approval asked for, as `ApprovalRepository.read(id:caller:)` reads it (nil: none with that id).
+    public let approval: ApprovalRead?
 }
 
 extension AdminRepository {
     /// The admin API's caller in one round trip: whether the user has the admin role, and the
     /// session its token names as `SessionRepository.session(id:userId:)` reads it (nil: revoked);
-    /// with `preloading`, the page the route shows, in the same pipeline. The page is read
-    /// whoever asks, and the caller decides from the role and the standing whether it is shown: a
-    /// failure of any statement fails the whole read.
-    public func adminSession(userId: String, sessionId: String, preloading: AdminPageRequest? = nil) throws(StorageError) -> AdminSessionRead {
+    /// with `preloading`, the page the route shows, and with `approval`, the quorum approval an
+    /// admin change names (`Latchkey-Approval`), in the same pipeline. Both are read whoever asks,
+    /// and the caller decides from the role and the standing whether they are used: a failure of
+    /// any statement fails the whole read.
+    public func adminSession(userId: String, sessionId: String, preloading: AdminPageRequest? = nil,
+                             approval approvalId: String? = nil) throws(StorageError) -> AdminSessionRead {
+        let pageStatements = preloading.map { AdminRepository.reading($0, userId: userId) } ?? []
         let statements: [SQL] = ["SELECT 1 AS one FROM admins WHERE user_id = \(userId)", SessionRepository.standing(id: sessionId, userId: userId)]
-            + (preloading.map { AdminRepository.reading($0, userId: userId) } ?? [])
+            + pageStatements + (approvalId.map { [ApprovalRepository.reading(id: $0, caller: userId)] } ?? [])
         return try pool.run { c in
             let rows = try c.pipeline(statements)
+            let pageRows = rows[2..<(2 + pageStatements.count)]
             return AdminSessionRead(isAdmin: !rows[0].isEmpty, session: try rows[1].first.map(SessionRepository.standing),
-                                    page: try preloading.map { try AdminRepository.page($0, rows[2...]) })
+                                    page: try preloading.map { try AdminRepository.page($0, pageRows) },
+                                    approval: approvalId == nil ? nil : try ApprovalRepository.approvalRead(rows[rows.count - 1]))
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import PostgreSQL
 @testable import LatchkeyServer
 import Storage
 import Testing
@@ -11,7 +12,7 @@ import WebAuthnTesting
 /// admin key makes no admin change (403 `forbidden`).
 @Suite("Admin quorum")
 struct AdminQuorumTests {
-    static let fixture = Result { try TestServer(name: "adminquorum") { $0.adminQuorum = 2 } }
+    static let fixture = Result { try TestServer(name: "adminquorum", tracing: true) { $0.adminQuorum = 2 } }
 
     typealias Admin = EnrolledAdmin
 
@@ -52,6 +53,9 @@ struct AdminQuorumTests {
         #expect(listed["action"]?["path"] == "/admin/v1/webhooks" && listed["approvals"]?.arrayValue?.first?["userId"]?.stringValue == ana.userId)
         let early = try change(ana, approval: id)
         #expect(early.status == 403 && early.code == "approval_required", "\(early)")
+        // The approval is read with the admin's role and standing, in the caller's one read.
+        let refusedWork = try #require(server.traces?.lastWork("POST /admin/v1/webhooks"))
+        #expect(refusedWork.roundTrips.reads == 1 && refusedWork.roundTrips.writes == 0, "\(refusedWork.statements)")
         #expect(try vote(ben, id, hash).json?["state"] == "approved")
         // Approved and not yet made: still listed, so the asking admin finds it from any browser.
         let approvedListed = try ana.client.get("/admin/v1/approvals", authorization: ana.bearer).json?["approvals"]?.arrayValue?
@@ -65,6 +69,9 @@ struct AdminQuorumTests {
         #expect(other.status == 403 && other.code == "approval_required", "another change: \(other)")
         let made = try change(ana, approval: id)
         #expect(made.status == 201, "\(made)")
+        // One read (the caller with the approval) and one write (the change using the approval up).
+        let madeWork = try #require(server.traces?.lastWork("POST /admin/v1/webhooks"))
+        #expect(madeWork.roundTrips.reads == 1 && madeWork.roundTrips.writes == 1, "\(madeWork.statements)")
         let again = try change(ana, approval: id)
         #expect(again.status == 403 && again.code == "approval_required", "used once: \(again)")
         #expect(try ben.client.get("/admin/v1/approvals", authorization: ben.bearer).json?["approvals"]?.arrayValue?

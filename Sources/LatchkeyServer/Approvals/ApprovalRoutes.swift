@@ -106,7 +106,7 @@ extension GuardedRoute {
             throw ServiceError(.approvalRequired, "under LATCHKEY_ADMIN_QUORUM=\(input.lookups.adminQuorum) this change needs Latchkey-Approval: "
                                + "an approval of policy latchkey.admin for the action \(StepUpService.text(action)), approved by that many admins")
         }
-        let approvalId = try input.lookups.approvedAdminChange(id: id, userId: userId, action: action)
+        let approvalId = try input.lookups.approvedAdminChange(id: id, userId: userId, action: action, loaded: input.loads.preloadedApproval)
         return .stepUp(StepUpRedemption(jti: "", userId: userId, actionHash: action.hash, approvalId: approvalId), receiptId: approvalId,
                        authentication: .passkeyVerified)
     }

@@ -178,10 +178,14 @@ final class ApprovalService: Sendable {
 
     /// The approval `id` if it is `userId`'s own, approved now under `latchkey.admin`, for exactly
     /// `action` (an admin change's guard, SPEC "Admin quorum"); else 403 `approval_required`.
-    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction, loaded: LoadedApproval? = nil) throws(ServiceError) -> String {
         let refused = ServiceError(.approvalRequired, "Latchkey-Approval must name your approved latchkey.admin approval of exactly this change")
-        guard Identifiers.opaque(id) != nil,
-              let read = try storage({ () throws(StorageError) in try store.read(id: id, caller: userId) }) else { throw refused }
+        guard Identifiers.opaque(id) != nil else { throw refused }
+        let found: ApprovalRead?
+        if let loaded, loaded.id == id { found = loaded.read } else {
+            found = try storage { () throws(StorageError) in try store.read(id: id, caller: userId) }
+        }
+        guard let read = found else { throw refused }
         let a = read.approval
         guard a.requester == userId, a.policy == Self.adminPolicyName, constantTimeEquals(a.actionHash, action.hash),
               Self.state(a, at: clock()) == .approved else { throw refused }

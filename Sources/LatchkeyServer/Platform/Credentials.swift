@@ -37,6 +37,9 @@ struct CallerResolver: Sendable {
     let oauth: OAuthCallers
     /// DPoP-bound session tokens (SPEC "Sender-constrained tokens").
     let dpop: SessionDPoP
+    /// `LATCHKEY_ADMIN_QUORUM`: above 1, an admin user's caller is read with the approval its
+    /// `Latchkey-Approval` names (`GuardedRoute.quorumApproval` decides on it).
+    var adminQuorum = 1
 
     /// `preload`: the authorization request the route names (the approve and deny routes), read
     /// with the caller's session (the OP cookie's, or a Bearer approver's) in one query, or the
@@ -242,14 +245,16 @@ struct CallerResolver: Sendable {
     /// constant time against its hash), or an admin's access token from a session begun by a
     /// user-verified passkey that is not held. Another user's token, an email session, a held
     /// passkey's session or a refreshed token is 403 `forbidden`; anything else 401. A change made
-    /// with a user token also needs its step-up (`StepUpRule.adminChange`). `preloading`: the page
-    /// the route shows, read with the role and the standing and handed on only once they allow it.
+    /// with a user token also needs its step-up (`StepUpRule.adminChange`), or under a quorum its
+    /// approval. `preloading`: the page the route shows; it and the approval are read with the role
+    /// and the standing and handed on only once they allow it.
     func admin(_ request: Request, preloading page: AdminPageRequest? = nil, loads: inout GuardLoads) throws(ServiceError) -> RouteCaller {
         if let adminKeyHash, let key = BearerCredentials.value(request, scheme: "Bearer"), AdminKey.matches(key, hash: adminKeyHash) { return .adminKey }
         let caller = try sessionCaller(request)  // verifies the token once; a revoked session is 401 too
-        // The admin role and the session's standing (and the page), in one read.
+        let approvalId = adminQuorum > 1 ? request.header("Latchkey-Approval").flatMap { Identifiers.opaque($0.trimmed) } : nil
+        // The admin role and the session's standing (and the page, and the quorum approval), in one read.
         let read = try storage { () throws(StorageError) in
-            try admins.adminSession(userId: caller.userId, sessionId: caller.sessionId, preloading: page)
+            try admins.adminSession(userId: caller.userId, sessionId: caller.sessionId, preloading: page, approval: approvalId)
         }
         guard read.isAdmin else { throw ServiceError(.forbidden, "this account is not an admin") }
         guard caller.acr == AuthenticationClaims.passkeyVerified.acr else {
@@ -259,6 +264,7 @@ struct CallerResolver: Sendable {
             throw ServiceError(.forbidden, "this session was begun by a passkey that is still held: it cannot use the admin API yet")
         }
         loads.adminPage = read.page
+        if let approvalId { loads.preloadedApproval = LoadedApproval(id: approvalId, read: read.approval) }
         return .adminUser(caller)
     }
 }

@@ -30,7 +30,8 @@ protocol GuardLookups: Sendable {
     var adminQuorum: Int { get }
     /// The approval `id` if it is `userId`'s approved admin-quorum approval of exactly `action`,
     /// else 403 `approval_required` (not used up: the change's own statement does that).
-    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String
+    /// `loaded`: the approval as the caller's resolution read it (`CallerResolver.admin`), used when it is this one.
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction, loaded: LoadedApproval?) throws(ServiceError) -> String
     /// After the route: the refusal that replaces its answer when the DPoP proof the caller's
     /// resolution handed to the route's write was a replay (`SessionDPoP.settle`); nil otherwise.
     func settleProof() -> ServiceError?
@@ -38,7 +39,7 @@ protocol GuardLookups: Sendable {
 
 extension GuardLookups {
     var adminQuorum: Int { 1 }
-    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction, loaded: LoadedApproval?) throws(ServiceError) -> String {
         throw ServiceError(.approvalRequired, "admin changes need no quorum approval here")
     }
     /// Lookups that resolve no DPoP-bound session hand no proof to a write.
@@ -138,8 +139,8 @@ struct ServiceLookups: GuardLookups {
         adminQuorum = s.configuration.adminQuorum
     }
 
-    func approvedAdminChange(id: String, userId: String, action: StepUpAction) throws(ServiceError) -> String {
-        try approvals.approvedAdminChange(id: id, userId: userId, action: action)
+    func approvedAdminChange(id: String, userId: String, action: StepUpAction, loaded: LoadedApproval?) throws(ServiceError) -> String {
+        try approvals.approvedAdminChange(id: id, userId: userId, action: action, loaded: loaded)
     }
 
     func settleProof() -> ServiceError? { callers.dpop.settle() }

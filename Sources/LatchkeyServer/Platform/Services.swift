@@ -141,7 +141,8 @@ public final class Services: Sendable {
                                  browser: openID, now: runtime.now,
                                  oauth: OAuthCallers(clients: oauthClients, store: oauthStore, signer: signer, revoked: revokedSessions,
                                                      policy: oauthPolicy, runtime: runtime, trustProxy: configuration.trustProxy),
-                                 dpop: SessionDPoP(origins: oauthPolicy.dpopOrigins, proofs: database.dpopProofs, now: { runtime.unixTime }))
+                                 dpop: SessionDPoP(origins: oauthPolicy.dpopOrigins, proofs: database.dpopProofs, now: { runtime.unixTime }),
+                                 adminQuorum: configuration.adminQuorum)
     }
 
     // MARK: Start-up steps (`serve` runs them in this order before it listens)
