@@ -9,7 +9,8 @@
 # shared request queue, so each build is measured as it ships); the *same* client
 # (`latchkey bench login` of the first binary) drives every server, because on a small machine the
 # client's own CPU use moves the rate. Per round and binary it prints logins/s and the server's CPU
-# time per login (utime+stime from /proc, far steadier than the rate), then the medians.
+# time per login over the timed logins (utime+stime from /proc, as `bench login --pid` reads it; far
+# steadier than the rate), then the medians.
 # --instructions also runs each server once under valgrind's callgrind (instrumentation switched on
 # only for the timed run) and prints instructions per login: the figure that does not drift.
 set -euo pipefail
@@ -36,7 +37,6 @@ for name in "${names[@]}"; do
   psql -q "$cluster/postgres" -c "CREATE DATABASE bench_ab_$name" 2>/dev/null || true
 done
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 serve() {  # serve NAME BINARY PORT [WRAPPER…] → pid
   local name=$1 bin=$2 port=$3; shift 3
   DATABASE_URL="$cluster/bench_ab_$name" LATCHKEY_DEV=1 LATCHKEY_LISTEN="127.0.0.1:$port" \
@@ -47,19 +47,18 @@ serve() {  # serve NAME BINARY PORT [WRAPPER…] → pid
 wait_ready() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return 0; sleep 0.2; done; return 1; }
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
-tck="$(getconf CLK_TCK)"
 for round in $(seq 1 "$rounds"); do
   for i in "${!names[@]}"; do
     name=${names[$i]} port="$(free_port)"
     pid="$(serve "$name" "${bins[$i]}" "$port")"
     wait_ready "$port"
-    before="$(cpu_ticks "$pid")"
+    # The server's CPU over the timed logins alone, as the bench measures it with --pid (the
+    # enrolments before them and the DPoP-on phase after them are not in it).
     out="$("$client" bench login --url "http://127.0.0.1:$port" --origin "http://localhost:$port" \
-      --concurrency "$concurrency" --duration "$duration" 2>&1)"
-    after="$(cpu_ticks "$pid")"
+      --concurrency "$concurrency" --duration "$duration" --pid "$pid" 2>&1)"
     kill "$pid"; wait "$pid" 2>/dev/null || true
-    logins="$(awk '/^logins /{print $2}' <<<"$out")"; rate="$(awk '/^logins /{print $3}' <<<"$out")"
-    us=$(( (after - before) * 1000000 / tck / (logins > 0 ? logins : 1) ))
+    rate="$(awk '/^logins /{print $3}' <<<"$out")"
+    us="$(sed -n 's/^CPU per login:.*server \([0-9]*\) µs.*/\1/p' <<<"$out")"
     echo "round $round  $name  ${rate:-?}  server CPU ${us} µs/login"
     echo "$name ${rate%/s} $us" >>"$results"
   done

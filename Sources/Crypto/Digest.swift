@@ -1,5 +1,8 @@
 internal import COpenSSL
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Hash functions used by WebAuthn and the attestation formats. `EVP_MD`s are fetched once.
 public enum HashFunction: Sendable, Hashable {
@@ -53,6 +56,9 @@ final class FetchedDigests: @unchecked Sendable {
 /// CTR-DRBG update), which is most of the price of 32 bytes. Bytes leave the block once and are
 /// erased from it as they go. The process never forks (`posix_spawn` only), so no copy of the block
 /// can be handed out twice; the DRBG state in the same memory would predict its output as well.
+/// Each thread draws from one of `shardCount` blocks, picked by its thread id, so the request
+/// threads do not queue on one lock (on a small machine a preempted holder made every other
+/// thread spin and then sleep).
 public enum SecureRandom {
     /// The largest request served from the block; larger ones call `RAND_bytes` directly.
     static let pooledLimit = 64
@@ -83,11 +89,22 @@ public enum SecureRandom {
         }
     }
 
-    private static let block = Mutex(Block())
+    private final class Shard: Sendable {
+        let block = Mutex(Block())
+    }
+
+    static let shardCount = 16
+    private static let shards = (0..<shardCount).map { _ in Shard() }
+
+    /// The calling thread's shard: its id (the address of its control block) hashed, so
+    /// neighbouring threads land apart.
+    private static var shard: Shard {
+        shards[Int(truncatingIfNeeded: (UInt64(pthread_self()) &* 0x9E37_79B9_7F4A_7C15) >> 60) % shardCount]
+    }
 
     public static func bytes(_ count: Int) -> [UInt8] {
         guard count > 0 else { return [] }
-        if count <= pooledLimit { return block.withLock { $0.take(count) } }
+        if count <= pooledLimit { return shard.block.withLock { $0.take(count) } }
         return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             precondition(RAND_bytes(buffer.baseAddress, Int32(count)) == 1, "RAND_bytes failed")
             initialized = count

@@ -163,30 +163,17 @@ public final class HTTPClient {
     private func readResponse(isHead: Bool) throws(HTTPError) -> ClientResponse {
         while true {
             let headEnd = try readHead()
-            let headText = String(decoding: buffer[..<headEnd], as: UTF8.self)
+            // The head is parsed as bytes (RFC 9112 §2.2: CRLF-delimited lines of ASCII); only the
+            // header names and values become strings.
+            let head = try Self.parseHead(buffer[..<headEnd])
             buffer.removeSubrange(..<(headEnd + 4))
-            var lines = headText.split(separator: "\r\n", omittingEmptySubsequences: false)[...]
-            guard let statusLine = lines.popFirst() else {
-                throw HTTPError(.malformedResponse, "empty response head")
-            }
-            let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]),
-                  (100...999).contains(status) else {
-                throw HTTPError(.malformedResponse, "bad status line")
-            }
-            var headers: [(String, String)] = []
-            for line in lines where !line.isEmpty {
-                guard let colon = line.firstIndex(of: ":") else {
-                    throw HTTPError(.malformedResponse, "bad header line")
-                }
-                headers.append((String(line[..<colon]), String(trimmingWhitespace(line[line.index(after: colon)...]))))
-            }
+            let (status, headers) = (head.status, head.headers)
             if (100...199).contains(status) { continue }  // interim response, e.g. 100 Continue
 
             let response = ClientResponse(status: status, headers: headers, body: [])
             var body: [UInt8] = []
             var mustClose = hasToken(response.header("Connection"), "close")
-                || (parts[0] == "HTTP/1.0" && !hasToken(response.header("Connection"), "keep-alive"))
+                || (head.isHTTP10 && !hasToken(response.header("Connection"), "keep-alive"))
             if isHead || status == 204 || status == 304 {
                 // no body
             } else if hasToken(response.header("Transfer-Encoding"), "chunked") {
@@ -209,6 +196,45 @@ public final class HTTPClient {
             if mustClose { close() }
             return ClientResponse(status: status, headers: headers, body: body)
         }
+    }
+
+    /// The status line and header fields of a response head (without its final CRLF CRLF).
+    static func parseHead(_ head: ArraySlice<UInt8>) throws(HTTPError) -> (status: Int, isHTTP10: Bool, headers: [(String, String)]) {
+        var lines: [Range<Int>] = []
+        var start = head.startIndex, index = head.startIndex
+        while index < head.endIndex {
+            if head[index] == 13, index + 1 < head.endIndex, head[index + 1] == 10 {
+                lines.append(start..<index)
+                index += 2
+                start = index
+            } else {
+                index += 1
+            }
+        }
+        lines.append(start..<head.endIndex)
+        // "HTTP/1.x SP 3DIGIT [SP reason]"
+        let statusLine = head[lines[0]]
+        let version = Array("HTTP/1.".utf8)
+        guard statusLine.count >= 12, statusLine.prefix(7).elementsEqual(version), statusLine[statusLine.startIndex + 8] == 0x20 else {
+            throw HTTPError(.malformedResponse, "bad status line")
+        }
+        let digits = statusLine[(statusLine.startIndex + 9)..<(statusLine.startIndex + 12)]
+        guard digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), statusLine.count == 12 || statusLine[statusLine.startIndex + 12] == 0x20 else {
+            throw HTTPError(.malformedResponse, "bad status line")
+        }
+        let status = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        guard (100...999).contains(status) else { throw HTTPError(.malformedResponse, "bad status line") }
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(lines.count - 1)
+        for range in lines.dropFirst() where !range.isEmpty {
+            let line = head[range]
+            guard let colon = line.firstIndex(of: 0x3A) else { throw HTTPError(.malformedResponse, "bad header line") }
+            var valueStart = colon + 1, valueEnd = line.endIndex
+            while valueStart < valueEnd, head[valueStart] == 0x20 || head[valueStart] == 0x09 { valueStart += 1 }
+            while valueEnd > valueStart, head[valueEnd - 1] == 0x20 || head[valueEnd - 1] == 0x09 { valueEnd -= 1 }
+            headers.append((String(decoding: line[..<colon], as: UTF8.self), String(decoding: head[valueStart..<valueEnd], as: UTF8.self)))
+        }
+        return (status, statusLine[statusLine.startIndex + 7] == 0x30, headers)
     }
 
     /// Index of the "\r\n\r\n" that ends the head, reading as needed.

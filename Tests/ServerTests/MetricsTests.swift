@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LatchkeyServer
 
 /// Issue 13, defect 2: every /metrics label comes from a known set, so no request can grow the
 /// series (memory and the /metrics body) or put text of its own into the exposition.
@@ -47,5 +48,33 @@ struct MetricsTests {
         let text = try client.get("/metrics").text
         for method in sent { #expect(!text.contains("method=\"\(method)\""), "\(method) became a label") }
         #expect(text.contains("method=\"other\""))
+    }
+}
+
+/// Requests are counted per thread shard and summed when /metrics is read: nothing counted on any
+/// thread is lost or counted twice.
+@Suite("Metrics shards")
+struct MetricsShardTests {
+    @Test("counts from many threads add up in the exposition")
+    func countsFromManyThreadsAddUp() async {
+        let metrics = Metrics()
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<8 {
+                group.addTask {
+                    for i in 0..<500 {
+                        metrics.observeRequest(route: "/v1/x", method: "POST", status: 200, seconds: 0.002, roundTrips: 2)
+                        if i % 5 == 0 { metrics.observeCeremony("authentication", outcome: t % 2 == 0 ? "ok" : "challenge_invalid") }
+                    }
+                }
+            }
+        }
+        let text = metrics.render(pool: (open: 0, inUse: 0, waiting: 0))
+        #expect(text.contains("latchkey_http_requests_total{route=\"/v1/x\",method=\"POST\",status=\"200\"} 4000\n"), "\(text)")
+        #expect(text.contains("latchkey_http_request_duration_seconds_count{route=\"/v1/x\"} 4000\n"))
+        #expect(text.contains("latchkey_http_request_duration_seconds_bucket{route=\"/v1/x\",le=\"0.0025\"} 4000\n"))
+        #expect(text.contains("latchkey_http_request_duration_seconds_bucket{route=\"/v1/x\",le=\"0.001\"} 0\n"))
+        #expect(text.contains("latchkey_db_round_trips_total{route=\"/v1/x\",method=\"POST\"} 8000\n"))
+        #expect(text.contains("latchkey_ceremonies_total{ceremony=\"authentication\",outcome=\"ok\"} 400\n"))
+        #expect(text.contains("latchkey_ceremonies_total{ceremony=\"authentication\",outcome=\"challenge_invalid\"} 400\n"))
     }
 }

@@ -1,5 +1,8 @@
 import Storage
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Prometheus text-format metrics (exposition format 0.0.4): requests by route and status with a
 /// latency histogram, ceremony outcomes by code, and connection-pool usage.
@@ -37,27 +40,56 @@ public final class Metrics: Sendable {
         let status: Int
     }
 
-    struct State {
+    /// What every request counts: kept per thread shard (`RequestCounts.shard`), summed when read.
+    struct RequestCounts {
         var requests: [RequestSeries: UInt64] = [:]
         var latency: [String: Histogram] = [:]          // route
         var ceremonies: [String: UInt64] = [:]          // "ceremony|outcome"
+        var roundTrips: [RouteMethod: UInt64] = [:]
+
+        mutating func add(_ other: RequestCounts) {
+            requests.merge(other.requests, uniquingKeysWith: +)
+            ceremonies.merge(other.ceremonies, uniquingKeysWith: +)
+            roundTrips.merge(other.roundTrips, uniquingKeysWith: +)
+            latency.merge(other.latency) { a, b in
+                Histogram(counts: zip(a.counts, b.counts).map(+), sum: a.sum + b.sum, count: a.count + b.count)
+            }
+        }
+    }
+
+    struct RouteMethod: Hashable {
+        let route: String
+        let method: String
+    }
+
+    struct State {
         var deliveries: [String: UInt64] = [:]          // "type|outcome"
         var databaseFailures: [String: UInt64] = [:]    // DatabaseFailure.kind, or not_ready / other
         var oauth: [String: UInt64] = [:]               // "client|outcome"
-        var roundTrips: [String: UInt64] = [:]          // "route|method"
         var logSize: Int64?
         var logLag = Histogram()
         var witnesses: [String: UInt64] = [:]           // "witness|outcome"
     }
 
+    private final class Shard: Sendable {
+        let counts = Mutex(RequestCounts())
+    }
+
+    /// Every request thread counts into one of these, picked by its thread id: with one lock for
+    /// all, a holder preempted on a small machine made every other request thread spin and sleep.
+    private let shards = (0..<16).map { _ in Shard() }
     private let state = Mutex(State())
     public init() {}
 
+    private var shard: Shard {
+        shards[Int(truncatingIfNeeded: (UInt64(pthread_self()) &* 0x9E37_79B9_7F4A_7C15) >> 60) % shards.count]
+    }
+
     public func observeRequest(route: String, method: String, status: Int, seconds: Double, roundTrips: Int = 0) {
         let method = Self.methodLabel(method)
-        state.withLock { s in
+        shard.counts.withLock { s in
             s.requests[RequestSeries(route: route, method: method, status: status), default: 0] += 1
-            if roundTrips > 0 { s.roundTrips[route + "|" + method, default: 0] += UInt64(roundTrips) }
+            if roundTrips > 0 { s.roundTrips[RouteMethod(route: route, method: method), default: 0] += UInt64(roundTrips) }
             // Mutated in place: copying the histogram out and back re-allocated its counts each time.
             s.latency[route, default: Histogram()].observe(seconds)
         }
@@ -72,7 +104,7 @@ public final class Metrics: Sendable {
 
     /// `outcome` is "ok" or an error code.
     public func observeCeremony(_ ceremony: String, outcome: String) {
-        state.withLock { $0.ceremonies["\(ceremony)|\(outcome)", default: 0] += 1 }
+        shard.counts.withLock { $0.ceremonies["\(ceremony)|\(outcome)", default: 0] += 1 }
     }
 
     /// One webhook attempt's outcome: `delivered`, `retry` or `failed` (given up). `type` is an event
@@ -134,20 +166,23 @@ public final class Metrics: Sendable {
 
     public func render(pool: (open: Int, inUse: Int, waiting: Int), outbox: [OutboxDepth]? = nil, revocationFeedStale: Bool? = nil) -> String {
         let s = state.withLock { $0 }
+        var counts = RequestCounts()
+        for shard in shards { counts.add(shard.counts.withLock { $0 }) }
         var out = Exposition()
         out.sample(Family.buildInfo, [("version", LatchkeyBuild.version)], "1")
         out.counter(Family.requests, labels: ["route", "method", "status"],
-                    Dictionary(s.requests.map { ("\($0.key.route)|\($0.key.method)|\($0.key.status)", $0.value) }, uniquingKeysWith: +))
+                    Dictionary(counts.requests.map { ("\($0.key.route)|\($0.key.method)|\($0.key.status)", $0.value) }, uniquingKeysWith: +))
         out.declare(Family.latency)
-        for (route, h) in s.latency.sorted(by: { $0.key < $1.key }) { out.histogram(Family.latency, [("route", route)], h) }
-        out.counter(Family.ceremonies, labels: ["ceremony", "outcome"], s.ceremonies)
+        for (route, h) in counts.latency.sorted(by: { $0.key < $1.key }) { out.histogram(Family.latency, [("route", route)], h) }
+        out.counter(Family.ceremonies, labels: ["ceremony", "outcome"], counts.ceremonies)
         out.sample(Family.poolConnections, [("state", "open")], "\(pool.open)")
         out.sample(Family.poolConnections, [("state", "in_use")], "\(pool.inUse)")
         out.sample(Family.poolWaiting, [], "\(pool.waiting)")
         out.counter(Family.databaseFailures, labels: ["class"], s.databaseFailures)
         out.counter(Family.deliveries, labels: ["type", "outcome"], s.deliveries)
         out.counter(Family.oauth, labels: ["client", "outcome"], s.oauth)
-        out.counter(Family.roundTrips, labels: ["route", "method"], s.roundTrips)
+        out.counter(Family.roundTrips, labels: ["route", "method"],
+                    Dictionary(counts.roundTrips.map { ("\($0.key.route)|\($0.key.method)", $0.value) }, uniquingKeysWith: +))
         if let size = s.logSize { out.sample(Family.logSize, [], "\(size)") }
         if s.logLag.count > 0 { out.histogram(Family.logLag, [], s.logLag) }
         out.counter(Family.witnesses, labels: ["witness", "outcome"], s.witnesses)
