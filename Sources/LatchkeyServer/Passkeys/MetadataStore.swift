@@ -95,6 +95,9 @@ public enum MetadataFiles {
 public final class MetadataStore: Sendable {
     struct State {
         var blob: MetadataBLOB? = nil
+        /// The BLOB's statement icons that are a PNG or SVG `ProviderIcon`, by AAGUID: decoded once
+        /// when the BLOB is taken, not on every login and passkey list that shows whether one exists.
+        var icons: [[UInt8]: ProviderIcon] = [:]
         var crls: [CertificateRevocationList] = []
         var lastError: String? = nil
         var stamp: [Int64] = []
@@ -141,7 +144,16 @@ public final class MetadataStore: Sendable {
     /// The statement `icon` for an AAGUID (a `data:` URL), when the BLOB in use has one that is a
     /// PNG or SVG `ProviderIcon` (passkey `providerIcon`, both themes).
     func icon(aaguid: [UInt8]) -> ProviderIcon? {
-        state.withLock { $0.blob?.entry(aaguid: aaguid)?.statement?.icon }.flatMap(ProviderIcon.init(dataURL:))
+        state.withLock { $0.icons[aaguid] }
+    }
+
+    /// Every icon `icon(aaguid:)` answers for `blob`: each AAGUID's entry as the BLOB looks it up.
+    static func icons(of blob: MetadataBLOB) -> [[UInt8]: ProviderIcon] {
+        var icons: [[UInt8]: ProviderIcon] = [:]
+        for aaguid in Set(blob.entries.compactMap(\.aaguid)) {
+            if let url = blob.entry(aaguid: aaguid)?.statement?.icon, let icon = ProviderIcon(dataURL: url) { icons[aaguid] = icon }
+        }
+        return icons
     }
 
     /// Reads and verifies the files now. On success the new BLOB replaces the old one (unless it is
@@ -157,6 +169,7 @@ public final class MetadataStore: Sendable {
                                                       maxStaleSeconds: Int64(configuration.mdsMaxStale), at: runtime.unixTime)
             try refuseOlderThanInUse(blob, path: path)
             try MetadataFiles.recordAccepted(blob, in: ledger, path: path)
+            let icons = Self.icons(of: blob)
             result = state.withLock { s in
                 s.stamp = stamp
                 if let old = s.blob, blob.number < old.number {
@@ -165,6 +178,7 @@ public final class MetadataStore: Sendable {
                     return .failure(e)
                 }
                 s.blob = blob
+                s.icons = icons
                 s.crls = crls
                 s.lastError = nil
                 s.policy = Self.policy(configuration, blob: blob, crls: crls, error: nil)
