@@ -55,7 +55,7 @@ for round in $(seq 1 "$rounds"); do
     # The server's CPU over the timed logins alone, as the bench measures it with --pid (the
     # enrolments before them and the DPoP-on phase after them are not in it).
     out="$("$client" bench login --url "http://127.0.0.1:$port" --origin "http://localhost:$port" \
-      --concurrency "$concurrency" --duration "$duration" --pid "$pid" 2>&1)"
+      --concurrency "$concurrency" --duration "$duration" --pid "$pid" --no-dpop 2>&1)"
     kill "$pid"; wait "$pid" 2>/dev/null || true
     rate="$(awk '/^logins /{print $3}' <<<"$out")"
     us="$(sed -n 's/^CPU per login:.*server \([0-9]*\) µs.*/\1/p' <<<"$out")"
@@ -84,7 +84,7 @@ if [[ $instructions == 1 ]]; then
     pid="$(serve "$name" "${bins[$i]}" "$port" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out_file")"
     wait_ready "$port"
     callgrind_control -i on "$pid" >/dev/null 2>&1
-    out="$("$client" bench login --url "http://127.0.0.1:$port" --origin "http://localhost:$port" --concurrency 2 --duration 15 2>&1)"
+    out="$("$client" bench login --url "http://127.0.0.1:$port" --origin "http://localhost:$port" --concurrency 2 --duration 15 --no-dpop 2>&1)"
     callgrind_control -d "$pid" >/dev/null 2>&1
     kill "$pid"; wait "$pid" 2>/dev/null || true
     logins="$(awk '/^logins /{print $2}' <<<"$out")"

@@ -25,6 +25,8 @@ enum LoginBenchmark {
         /// (created and deleted through the admin API with `--admin-key` / LATCHKEY_ADMIN_KEY).
         var webhook: String? = nil
         var adminKey: String? = nil
+        /// `--no-dpop`: skip the DPoP-on phase (a before/after that reads one phase's CPU or instructions).
+        var dpopPhase = true
     }
 
     static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
@@ -33,6 +35,7 @@ enum LoginBenchmark {
         o.databaseURL = args.value("database-url") ?? Configuration.processEnvironment()["DATABASE_URL"]
         o.webhook = args.value("webhook")
         o.adminKey = args.value("admin-key") ?? Configuration.processEnvironment()["LATCHKEY_ADMIN_KEY"]
+        o.dpopPhase = !args.has("no-dpop")
         if o.webhook != nil, o.adminKey == nil { throw UsageError(message: "--webhook needs --admin-key (or LATCHKEY_ADMIN_KEY)") }
         return o
     }
@@ -134,6 +137,7 @@ enum LoginBenchmark {
             print("pgbench baseline skipped: give --database-url or DATABASE_URL")
         }
 
+        guard o.dpopPhase else { return errors == 0 ? ExitCode.success : ExitCode.failure }
         // 4. The same logins with DPoP on (SPEC "Sender-constrained tokens"): each verify carries a
         //    proof by the thread's ES256 key, so the session is bound and the proof's jti rides in
         //    the login's statement. The ratio is DPoP on over off, the same run and server.
