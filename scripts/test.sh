@@ -223,6 +223,8 @@ LATCHKEY_BIN="$(swift build --show-bin-path)/latchkey" DATABASE_URL="$url" bash 
 
 # --- issue 24: `bench login --accounts N` runs and prints every figure (functional only, ~30 s) ---
 timeout 600 python3 Tests/CLI/bench-login-accounts.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-login-accounts.py"
+# --- `bench login --url` against a running server: rounds of the load, its pgbench baseline and DPoP (functional only, ~15 s) ---
+timeout 300 python3 Tests/CLI/bench-login-url.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-login-url.py"
 # --- issue 32: `bench oauth` runs the whole code flow and prints every figure (functional only, ~10 s) ---
 timeout 300 python3 Tests/CLI/bench-oauth.py "$(swift build --show-bin-path)/latchkey" "$DATABASE_URL" || failed "Tests/CLI/bench-oauth.py"
 # --- issue 35: `bench step-up --log-compare` prints both rates, the ratio and the lag (functional only, ~10 s) ---

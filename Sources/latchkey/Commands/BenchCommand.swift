@@ -15,7 +15,7 @@ enum BenchCommand: Command {
     static let summary = "measure verification and login throughput against baselines in the same run"
     static let help = """
         usage: latchkey bench verify [--seconds S] [--instructions]
-               latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D] [--no-dpop]
+               latchkey bench login --url U [--concurrency C] [--duration S] [--pid P] [--origin O] [--database-url D] [--no-dpop] [--rounds N]
                                     [--webhook URL|local --admin-key K]   (one endpoint on passkey.* and session.*; reports the outbox drain;
                                     `local`: a verifying receiver inside the bench, for a server in LATCHKEY_DEV=1)
                latchkey bench login --accounts N --database-url D [--concurrency 32] [--duration 10] [--rounds 2] [--instructions] [--reuse] [--server BIN]

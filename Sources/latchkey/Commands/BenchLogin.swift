@@ -27,6 +27,8 @@ enum LoginBenchmark {
         var adminKey: String? = nil
         /// `--no-dpop`: skip the DPoP-on phase (a before/after that reads one phase's CPU or instructions).
         var dpopPhase = true
+        /// `--rounds N`: the login load, its pgbench baseline and the DPoP-on load, in turn, N times.
+        var rounds = 1
     }
 
     static func parse(_ args: ParsedArguments) throws(UsageError) -> Options {
@@ -36,6 +38,10 @@ enum LoginBenchmark {
         o.webhook = args.value("webhook")
         o.adminKey = args.value("admin-key") ?? Configuration.processEnvironment()["LATCHKEY_ADMIN_KEY"]
         o.dpopPhase = !args.has("no-dpop")
+        if let r = args.value("rounds") {
+            guard let v = Int(r), (1...20).contains(v) else { throw UsageError(message: "--rounds 1…20") }
+            o.rounds = v
+        }
         if o.webhook != nil, o.adminKey == nil { throw UsageError(message: "--webhook needs --admin-key (or LATCHKEY_ADMIN_KEY)") }
         return o
     }
@@ -87,67 +93,88 @@ enum LoginBenchmark {
         client.close()
         print("enrolled \(enrolled.count) passkeys")
 
-        // 2. Logins from `concurrency` threads, each with its own keep-alive connection.
+        // 2–4, `--rounds` times in alternation (the login load, its pgbench baseline, the load with
+        //    DPoP), so the machine's drift over the run hits each phase alike; then the medians.
         let credentials = enrolled
-        let deadline = monotonicNow() + target.duration
-        // CPU spent by this load generator and by the server over the load: on a machine they share
-        // with PostgreSQL, what the client burns is not there for the server (pgbench's client is
-        // measured the same way below).
-        let generator0 = processCPUSeconds(getpid()), server0 = o.pid.flatMap(processCPUSeconds)
-        let off = loginLoad(target: target, credentials: credentials, dpop: false, until: deadline)
-        let generator1 = processCPUSeconds(getpid()), server1 = o.pid.flatMap(processCPUSeconds)
-        let (ok, errors) = (off.ok, off.errors)
-        let sorted = off.latencies.sorted()
-        let rate = Double(ok) / target.duration
-        print("logins \(ok)  \(Int(rate))/s  p50 \(percentile(sorted, 0.50, places: 1))  p95 \(percentile(sorted, 0.95, places: 1))  "
-              + "p99 \(percentile(sorted, 0.99, places: 1))  errors \(errors)")
-        func perLogin(_ from: Double?, _ to: Double?) -> String {
-            guard let from, let to, ok > 0 else { return "unknown" }
-            return "\(Int((to - from) * 1e6 / Double(ok))) µs"
-        }
-        print("CPU per login: this load generator \(perLogin(generator0, generator1))"
-              + (o.pid == nil ? "" : ", server \(perLogin(server0, server1))"))
-        if let pid = o.pid { print("server peak RSS \(peakRSS(pid: pid).map { "\($0 / 1024) MB" } ?? "unknown") (VmHWM of pid \(pid))") }
-        if let id = webhookId, let key = o.adminKey {
-            reportDrain(target: target, webhookId: id, adminKey: key)
-            if let (box, server) = localReceiver {
-                let counts = box.receiver.withLock { $0?.counts } ?? (verified: 0, refused: 0)
-                print("local receiver: \(counts.verified) verified deliveries, \(counts.refused) refused")
-                server.stop()
+        var offRates: [Double] = [], baselineRates: [Double] = [], onRates: [Double] = []
+        var errors = 0, dpopErrors = 0
+        let label = { (round: Int) in o.rounds > 1 ? "round \(round) " : "" }
+        for round in 1...o.rounds {
+            // 2. Logins from `concurrency` threads, each with its own keep-alive connection. CPU
+            //    spent by this load generator and by the server over the load: on a machine they
+            //    share with PostgreSQL, what the client burns is not there for the server (pgbench's
+            //    client is measured the same way below).
+            let generator0 = processCPUSeconds(getpid()), server0 = o.pid.flatMap(processCPUSeconds)
+            let off = loginLoad(target: target, credentials: credentials, dpop: false, until: monotonicNow() + target.duration)
+            let generator1 = processCPUSeconds(getpid()), server1 = o.pid.flatMap(processCPUSeconds)
+            errors += off.errors
+            let sorted = off.latencies.sorted()
+            let rate = Double(off.ok) / target.duration
+            offRates.append(rate)
+            print("\(label(round))logins \(off.ok)  \(Int(rate))/s  p50 \(percentile(sorted, 0.50, places: 1))  p95 \(percentile(sorted, 0.95, places: 1))  "
+                  + "p99 \(percentile(sorted, 0.99, places: 1))  errors \(off.errors)")
+            func perLogin(_ from: Double?, _ to: Double?) -> String {
+                guard let from, let to, off.ok > 0 else { return "unknown" }
+                return "\(Int((to - from) * 1e6 / Double(off.ok))) µs"
             }
+            print("\(label(round))CPU per login: this load generator \(perLogin(generator0, generator1))"
+                  + (o.pid == nil ? "" : ", server \(perLogin(server0, server1))"))
+            if round == 1, let pid = o.pid { print("server peak RSS \(peakRSS(pid: pid).map { "\($0 / 1024) MB" } ?? "unknown") (VmHWM of pid \(pid))") }
+            if round == 1, let id = webhookId, let key = o.adminKey {
+                reportDrain(target: target, webhookId: id, adminKey: key)
+                if let (box, server) = localReceiver {
+                    let counts = box.receiver.withLock { $0?.counts } ?? (verified: 0, refused: 0)
+                    print("local receiver: \(counts.verified) verified deliveries, \(counts.refused) refused")
+                    server.stop()
+                }
+            }
+
+            // 3. Baseline: pgbench running the same SQL per login, same concurrency, same database.
+            if let url = o.databaseURL, !url.isEmpty {
+                if let baseline = PgbenchBaseline.run(databaseURL: url, credentialIds: enrolled.map(\.authenticator.credentialId),
+                                                      rpId: enrolled.first?.rpId ?? "localhost", concurrency: target.concurrency, seconds: target.duration) {
+                    baselineRates.append(baseline.tps)
+                    print("\(label(round))pgbench baseline (same SQL per login) \(Int(baseline.tps))/s  ratio=\(formatDecimal(rate / baseline.tps, places: 2))  "
+                          + "pgbench's client CPU \(Int(baseline.clientCPU * 1e6 / max(1, baseline.tps * target.duration))) µs/login")
+                }
+            } else if round == 1 {
+                print("pgbench baseline skipped: give --database-url or DATABASE_URL")
+            }
+
+            // 4. The same logins with DPoP on (SPEC "Sender-constrained tokens"): each verify
+            //    carries a proof by the thread's ES256 key, so the session is bound and the proof's
+            //    jti rides in the login's statement. The ratio is DPoP on over off, the same server.
+            guard o.dpopPhase else { continue }
+            let on = loginLoad(target: target, credentials: credentials, dpop: true, until: monotonicNow() + target.duration)
+            dpopErrors += on.errors
+            let dpopSorted = on.latencies.sorted()
+            let dpopRate = Double(on.ok) / target.duration
+            onRates.append(dpopRate)
+            print("\(label(round))DPoP on: logins \(on.ok)  \(Int(dpopRate))/s  p50 \(percentile(dpopSorted, 0.50, places: 1))  "
+                  + "p99 \(percentile(dpopSorted, 0.99, places: 1))  errors \(on.errors)")
         }
 
-        // 3. Baseline: pgbench running the same SQL per login, same concurrency, same database.
-        //    Then the commit floor: one-row INSERTs, each its own durable commit. A login needs one
-        //    durable commit, so no login rate can pass this on the same server and disk.
-        if let url = o.databaseURL, !url.isEmpty {
-            let baseline = PgbenchBaseline.run(databaseURL: url, credentialIds: enrolled.map(\.authenticator.credentialId),
-                                               rpId: enrolled.first?.rpId ?? "localhost", concurrency: target.concurrency, seconds: target.duration)
-            if let baseline {
-                print("pgbench baseline (same SQL per login) \(Int(baseline.tps))/s  ratio=\(formatDecimal(rate / baseline.tps, places: 2))  "
-                      + "pgbench's client CPU \(Int(baseline.clientCPU * 1e6 / max(1, baseline.tps * target.duration))) µs/login")
-            }
-            if let floor = CommitFloor.run(databaseURL: url, concurrency: target.concurrency, seconds: target.duration) {
-                print("pgbench commit floor (one-row INSERT + COMMIT, synchronous_commit=\(floor.synchronousCommit)) \(Int(floor.tps))/s")
-                // No "ratio=" here: tooling reads the first one, above.
-                print("login rate / pgbench baseline \(baseline.map { formatDecimal(rate / $0.tps, places: 2) } ?? "n/a"), "
-                      + "login rate / commit floor \(formatDecimal(rate / floor.tps, places: 2))")
-            }
-        } else {
-            print("pgbench baseline skipped: give --database-url or DATABASE_URL")
+        // The commit floor: one-row INSERTs, each its own durable commit. A login needs one durable
+        // commit, so no login rate can pass this on the same server and disk.
+        let rate = FlowReport.median(offRates)
+        if o.rounds > 1 {
+            print("median of \(o.rounds) rounds: logins \(Int(rate))/s"
+                  + (baselineRates.isEmpty ? "" : ", pgbench baseline \(Int(FlowReport.median(baselineRates)))/s")
+                  + (onRates.isEmpty ? "" : ", DPoP on \(Int(FlowReport.median(onRates)))/s"))
         }
-
-        guard o.dpopPhase else { return errors == 0 ? ExitCode.success : ExitCode.failure }
-        // 4. The same logins with DPoP on (SPEC "Sender-constrained tokens"): each verify carries a
-        //    proof by the thread's ES256 key, so the session is bound and the proof's jti rides in
-        //    the login's statement. The ratio is DPoP on over off, the same run and server.
-        let on = loginLoad(target: target, credentials: credentials, dpop: true, until: monotonicNow() + target.duration)
-        let (dpopOK, dpopErrors) = (on.ok, on.errors)
-        let dpopSorted = on.latencies.sorted()
-        let dpopRate = Double(dpopOK) / target.duration
-        print("DPoP on: logins \(dpopOK)  \(Int(dpopRate))/s  p50 \(percentile(dpopSorted, 0.50, places: 1))  "
-              + "p99 \(percentile(dpopSorted, 0.99, places: 1))  errors \(dpopErrors)")
-        print("DPoP on / off: \(rate > 0 ? formatDecimal(dpopRate / rate, places: 2) : "n/a") (target 0.85)")
+        let baselineRatio = baselineRates.isEmpty ? nil : FlowReport.median(zip(offRates, baselineRates).map { $0 / $1 })
+        if let url = o.databaseURL, !url.isEmpty, let floor = CommitFloor.run(databaseURL: url, concurrency: target.concurrency, seconds: target.duration) {
+            print("pgbench commit floor (one-row INSERT + COMMIT, synchronous_commit=\(floor.synchronousCommit)) \(Int(floor.tps))/s")
+            // No "ratio=" here: tooling reads the first one, above.
+            print("login rate / pgbench baseline \(baselineRatio.map { formatDecimal($0, places: 2) } ?? "n/a")"
+                  + (o.rounds > 1 ? " (median of the rounds' ratios)" : "") + ", "
+                  + "login rate / commit floor \(formatDecimal(rate / floor.tps, places: 2))")
+        }
+        if !onRates.isEmpty {
+            let dpopRatio = FlowReport.median(zip(onRates, offRates).map { $1 > 0 ? $0 / $1 : 0 })
+            print("DPoP on / off: \(rate > 0 ? formatDecimal(dpopRatio, places: 2) : "n/a") (target 0.85)"
+                  + (o.rounds > 1 ? " (median of the rounds' ratios)" : ""))
+        }
         return errors == 0 && dpopErrors == 0 ? ExitCode.success : ExitCode.failure
     }
 
