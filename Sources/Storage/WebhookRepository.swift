@@ -86,8 +86,13 @@ public final class WebhookRepository: Sendable {
             OutboxRepository.cancelPending(channel: OutboxRepository.webhookChannel, targets: "gone"),
         ] + AuditRepository.cte([audit], onlyIf: "gone"),
             "SELECT EXISTS (SELECT 1 FROM target) AS present, EXISTS (SELECT 1 FROM gone) AS deleted")
+        // The endpoint is locked by a statement of its own first, in the same pipeline (one implicit
+        // transaction, one round trip): a fan-out that holds it (`FOR SHARE`) commits before the lock
+        // is granted, and the deleting statement, whose snapshot is taken after that, sees and
+        // cancels its deliveries. In one statement its snapshot predated the wait and missed them.
+        let lock: SQL = "SELECT id FROM webhook_endpoints WHERE id = \(id) AND deleted_at IS NULL FOR UPDATE"
         return try pool.run { c in
-            let row = try c.query(statement)[0]
+            let row = try c.pipeline([lock, statement])[1][0]
             if try row.bool("present"), !(try row.bool("deleted")) { throw StorageError.conflict(.stepUpUsed) }
             return try row.bool("deleted")
         }
