@@ -105,14 +105,12 @@ enum LoginBenchmark {
             //    share with PostgreSQL, what the client burns is not there for the server (pgbench's
             //    client is measured the same way below).
             let generator0 = processCPUSeconds(getpid()), server0 = o.pid.flatMap(processCPUSeconds)
-            let off = loginLoad(target: target, credentials: credentials, dpop: false, until: monotonicNow() + target.duration)
+            let off = timedLoad(target: target, credentials: credentials, dpop: false)
             let generator1 = processCPUSeconds(getpid()), server1 = o.pid.flatMap(processCPUSeconds)
             errors += off.errors
-            let sorted = off.latencies.sorted()
-            let rate = Double(off.ok) / target.duration
+            let rate = off.rate
             offRates.append(rate)
-            print("\(label(round))logins \(off.ok)  \(Int(rate))/s  p50 \(percentile(sorted, 0.50, places: 1))  p95 \(percentile(sorted, 0.95, places: 1))  "
-                  + "p99 \(percentile(sorted, 0.99, places: 1))  errors \(off.errors)")
+            print("\(label(round))logins \(off.ok)  \(Int(rate))/s  p50 \(off.p(0.50))  p95 \(off.p(0.95))  p99 \(off.p(0.99))  errors \(off.errors)")
             func perLogin(_ from: Double?, _ to: Double?) -> String {
                 guard let from, let to, off.ok > 0 else { return "unknown" }
                 return "\(Int((to - from) * 1e6 / Double(off.ok))) µs"
@@ -145,13 +143,10 @@ enum LoginBenchmark {
             //    carries a proof by the thread's ES256 key, so the session is bound and the proof's
             //    jti rides in the login's statement. The ratio is DPoP on over off, the same server.
             guard o.dpopPhase else { continue }
-            let on = loginLoad(target: target, credentials: credentials, dpop: true, until: monotonicNow() + target.duration)
+            let on = timedLoad(target: target, credentials: credentials, dpop: true)
             dpopErrors += on.errors
-            let dpopSorted = on.latencies.sorted()
-            let dpopRate = Double(on.ok) / target.duration
-            onRates.append(dpopRate)
-            print("\(label(round))DPoP on: logins \(on.ok)  \(Int(dpopRate))/s  p50 \(percentile(dpopSorted, 0.50, places: 1))  "
-                  + "p99 \(percentile(dpopSorted, 0.99, places: 1))  errors \(on.errors)")
+            onRates.append(on.rate)
+            print("\(label(round))DPoP on: logins \(on.ok)  \(Int(on.rate))/s  p50 \(on.p(0.50))  p99 \(on.p(0.99))  errors \(on.errors)")
         }
 
         // The commit floor: one-row INSERTs, each its own durable commit. A login needs one durable
@@ -176,6 +171,19 @@ enum LoginBenchmark {
                   + (o.rounds > 1 ? " (median of the rounds' ratios)" : ""))
         }
         return errors == 0 && dpopErrors == 0 ? ExitCode.success : ExitCode.failure
+    }
+
+    /// One timed load's outcome: its rate over the duration and its latencies sorted for percentiles.
+    struct TimedLoad {
+        let ok: Int, errors: Int, rate: Double
+        let sorted: [Double]
+        func p(_ q: Double) -> String { percentile(sorted, q, places: 1) }
+    }
+
+    /// `loginLoad` for `target.duration` from now.
+    static func timedLoad(target: BenchTarget, credentials: [BenchAccount], dpop: Bool) -> TimedLoad {
+        let r = loginLoad(target: target, credentials: credentials, dpop: dpop, until: monotonicNow() + target.duration)
+        return TimedLoad(ok: r.ok, errors: r.errors, rate: Double(r.ok) / target.duration, sorted: r.latencies.sorted())
     }
 
     /// Complete logins (options, then verify) from `target.concurrency` threads, each with its own
