@@ -86,10 +86,14 @@ rm -f "$LATCHKEY_OPENAPI_TRAFFIC"
 # Every request's round trips to PostgreSQL by kind; scripts/round-trips.py holds each route to
 # ARCHITECTURE.md "Round trips per route" after the suites.
 export LATCHKEY_ROUND_TRIP_LOG="$REPO/data/round-trips.jsonl"
-rm -f "$LATCHKEY_ROUND_TRIP_LOG"
+rm -f "$LATCHKEY_ROUND_TRIP_LOG" data/swift-test-failures.txt
 swift test --skip-build 2>&1 | tee data/swift-test.log
 status=${PIPESTATUS[0]}
-[[ $status -eq 0 ]] || failed "swift test (every suite)"
+# CI shows only the head and the tail of a run: the failing tests' own lines are kept for the end.
+if [[ $status -ne 0 ]]; then
+  failed "swift test (every suite)"
+  grep -E '✘ (Test|Suite) .*(failed|recorded)|recorded an issue|Fatal error|exited with signal|error: Exited' data/swift-test.log | head -n 40 > data/swift-test-failures.txt || true
+fi
 python3 scripts/conformance-tally.py "$LATCHKEY_CONFORMANCE_REPORT" | tee data/conformance-tally.txt
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "scripts/conformance-tally.py"
 python3 scripts/round-trips.py "$LATCHKEY_ROUND_TRIP_LOG" ARCHITECTURE.md | tee data/round-trips.txt
@@ -299,6 +303,10 @@ cat data/stage-timings.txt
 if (( ${#failures[@]} )); then
   echo "scripts/test.sh: ${#failures[@]} stage(s) failed:"
   for f in "${failures[@]}"; do echo "  - $f"; done
+  if [[ -s data/swift-test-failures.txt ]]; then
+    echo "the failing swift tests (data/swift-test-failures.txt, from data/swift-test.log):"
+    cut -c1-400 data/swift-test-failures.txt
+  fi
 else
   echo "scripts/test.sh: every stage passed"
 fi

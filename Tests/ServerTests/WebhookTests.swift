@@ -362,7 +362,10 @@ struct WebhookTests {
 
     @Test("/metrics: deliveries by type and outcome, outbox depth and oldest pending age")
     func metrics() throws {
-        let server = try Self.fixture.get()
+        // A database of its own: on the shared one another suite's sender may claim and deliver the
+        // event, and then this instance's /metrics never counts it.
+        let scratch = try TestDatabase.Scratch()
+        let server = try TestServer.sending(name: "metrics") { c in c.databaseURL = scratch.url }
         let receiver = try TestReceiver()
         defer { receiver.stop() }
         let client = server.client()
