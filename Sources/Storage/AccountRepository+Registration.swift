@@ -258,7 +258,9 @@ extension AccountRepository {
         if let completing = registration.completing { final = "\(fragment: final)\(fragment: completing.revokedColumns)" }
         do {
             return try pool.run { c in
-                let row = try c.query(SQL.with([used] + ctes, final))[0]
+                // A recovery's completion ends every session of the account (RevocationCascade).
+                let lock = registration.completing.map { _ in [RevocationCascade.endingSessions(userId: registration.credential.userId)] } ?? []
+                let row = try c.pipeline(lock + [SQL.with([used] + ctes, final)]).last![0]
                 guard try row.bool("fresh") else { return .challengeUnusable }
                 if try row.bool("stored") { return .registered(try registration.completing.map { _ in try RecoveryCompletion.revocations(row) }) }
                 if gates.contains(RecoveryCompletion.completed), try !row.bool(RecoveryCompletion.completed) { return .recoveryEnded }

@@ -155,7 +155,7 @@ extension AccountRepository {
             ORDER BY p.created_at, p.id
             """)
         return try pool.run { c in
-            let rows = try c.query(statement)
+            let rows = try c.pipeline([RevocationCascade.endingSessions(userId: userId), statement])[1]
             let first = rows[0]
             guard try first.bool("revoked") else {
                 if try !first.bool("redeemable") { throw StorageError.conflict(.stepUpUsed) }

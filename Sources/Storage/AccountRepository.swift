@@ -142,7 +142,8 @@ public final class AccountRepository: Sendable {
     /// use that got there first makes this one fail (READ COMMITTED re-checks the condition on the
     /// row version that won). Under `.flag` a failed compare stores the use anyway and sets
     /// `flagged`. `flagged` is sticky; the counter never moves back. Returns the credential's
-    /// `id, sign_count, flagged`, or no row (unknown credential, or refused under `.reject`).
+    /// `id, sign_count, flagged`, or no row (unknown or revoked credential, or refused under
+    /// `.reject`): a passkey revoked after the read that found it records no use and begins nothing.
     /// Used as a CTE named `cred` by `recordUse` and `DeviceKeyRepository.insertReceipt(credentialUse:)`
     /// (a shared fragment, like `AuditRepository.cte`); a use that starts a session goes through
     /// `recordingLastUseOnSession`.
@@ -157,7 +158,7 @@ public final class AccountRepository: Sendable {
             UPDATE credentials SET sign_count = GREATEST(sign_count, \(use.signCount)), backed_up = \(use.backedUp),
                 backup_eligible = COALESCE(\(use.backupEligible), backup_eligible),
                 flagged = flagged OR \(use.cloneWarning) OR NOT \(fragment: advances), last_used_at = now()
-            WHERE id = \(use.credentialId)\(fragment: onlyIf) RETURNING id, sign_count, flagged
+            WHERE id = \(use.credentialId) AND revoked_at IS NULL\(fragment: onlyIf) RETURNING id, sign_count, flagged
             """
     }
 
@@ -180,21 +181,23 @@ public final class AccountRepository: Sendable {
                     SELECT id, sign_count, flagged FROM touched
                     UNION ALL
                     SELECT id, sign_count, flagged FROM credentials
-                    WHERE id = \(use.credentialId) AND \(fragment: unchanged)\(fragment: gate) AND NOT EXISTS (SELECT 1 FROM touched)
+                    WHERE id = \(use.credentialId) AND revoked_at IS NULL AND \(fragment: unchanged)\(fragment: gate)
+                      AND NOT EXISTS (SELECT 1 FROM touched)
                     """)]
     }
 
     /// The final SELECT of a statement whose CTE `cred` is `recording(use)`: the recorded row, or
-    /// why there is none — `known` reads the statement's snapshot, from before the update, and only
-    /// when `cred` is empty (CASE evaluates its branches lazily): a recorded use needs no second
-    /// lookup of the credential, one index descent less per login.
+    /// why there is none — `known` (a live credential: a revoked one is not found) reads the
+    /// statement's snapshot, from before the update, and only when `cred` is empty (CASE evaluates
+    /// its branches lazily): a recorded use needs no second lookup of the credential, one index
+    /// descent less per login.
     /// `also`: more columns for the same row.
     static func recordedOrWhy(_ use: CredentialUse, also: SQL? = nil) -> SQL {
         let more: SQL = also.map { ", \(fragment: $0)" } ?? ""
         return """
             SELECT (SELECT sign_count FROM cred) AS sign_count, (SELECT flagged FROM cred) AS flagged,
                    CASE WHEN EXISTS (SELECT 1 FROM cred) THEN true
-                        ELSE EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId)) END AS known\(fragment: more)
+                        ELSE EXISTS (SELECT 1 FROM credentials WHERE id = \(use.credentialId) AND revoked_at IS NULL) END AS known\(fragment: more)
             """
     }
 

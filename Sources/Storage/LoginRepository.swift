@@ -97,7 +97,8 @@ public final class LoginRepository: Sendable {
                 SELECT EXISTS (SELECT 1 FROM used_challenges WHERE id = \(challenge.id)) AS used, \(challenge.expiresAt) > now() AS live,
                        \(unsafeRaw: AccountRepository.loginColumns),
                        (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a
-                        WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted
+                        WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted,
+                       \(fragment: RevocationCascade.startingSession(userColumn: "c.user_id"))
                 FROM (VALUES (1)) AS one (x) LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
                      LEFT JOIN users u ON u.id = c.user_id
                 """])[1][0]
@@ -112,9 +113,10 @@ public final class LoginRepository: Sendable {
             guard try row.bool("fresh") else { return .challengeUnusable }
             switch write {
             case .session(let session, _, _, _, _):
+                let recorded = try AccountRepository.recorded(row)
                 // A session with a DPoP proof is written only for a proof not seen before.
                 if session.dpop != nil, try !row.bool("started") { return .proofReplayed }
-                return .session(try AccountRepository.recorded(row))
+                return .session(recorded)
             case .browserSession:
                 let (recorded, ended) = try OAuthRepository.browserSessionStarted(row)
                 return .browserSession(recorded, ended: ended)

@@ -100,7 +100,11 @@ extension RecoveryRepository {
         return try pool.run { c -> CancelTarget? in
             // No row: an unknown, used or expired token. A row naming neither: what it names is
             // over, and the token stayed unused (nothing was written).
-            guard let row = try c.query(statement).first else { return nil }
+            // A passkey's cancel link revokes it: its owner's sessions lock first (RevocationCascade).
+            let lock = RevocationCascade.endingSessions(ownerOf: """
+                SELECT user_id FROM cancel_tokens WHERE hash = \(hash) AND used_at IS NULL AND credential_id IS NOT NULL
+                """)
+            guard let row = try c.pipeline([lock, statement])[1].first else { return nil }
             let userId = try row.string("owner")
             if let recoveryId = try row.optionalString("recovery_id") {
                 return .recovery(userId: userId, recoveryId: recoveryId, method: try row.value("recovery_method"))

@@ -19,4 +19,32 @@ public enum RevocationCascade {
             RETURNING f.id, f.user_id
             """)
     }
+
+    /// The key class of the lock below (ASCII "LKSS"), in the two-key space of advisory locks, apart
+    /// from the single-key locks of the migrator, the apps and the transparency log.
+    public static let accountSessionsLock: Int32 = 0x4C4B_5353
+
+    /// A login holds its account's sessions lock shared from its read to its commit: this column
+    /// of the read takes it (strict: no account found, no lock).
+    static func startingSession(userColumn: String) -> SQL {
+        "pg_advisory_xact_lock_shared(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(unsafeRaw: userColumn)))::text AS sessions_lock"
+    }
+
+    /// A statement that ends an account's sessions by what began them — its passkey revoked, a
+    /// recovery completed, every session ended — is preceded in its transaction (one pipeline) by
+    /// this one, which takes the account's sessions lock exclusively. A login in flight holds it
+    /// shared until its commit, so the ending statement's snapshot, taken after, sees that login's
+    /// session and ends it; a login whose read waited behind it finds the passkey revoked in its
+    /// own statement. Without it, a login whose statement ran beside the revocation committed a
+    /// session that no revocation had seen. Advisory and transaction-scoped: no row is locked, so
+    /// a login writes nothing to the passkey's page for it, and a transaction pooler may hand the
+    /// connection on after the commit.
+    static func endingSessions(userId: String) -> SQL {
+        "SELECT pg_advisory_xact_lock(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(userId)::text))"
+    }
+
+    /// `endingSessions` for the account `owner` names (a query of one `user_id` column, no row: no lock).
+    static func endingSessions(ownerOf owner: SQL) -> SQL {
+        "SELECT pg_advisory_xact_lock(\(unsafeRaw: String(accountSessionsLock)), hashtext(o.user_id)) FROM (\(fragment: owner)) o"
+    }
 }

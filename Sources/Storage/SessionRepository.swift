@@ -285,7 +285,9 @@ public final class SessionRepository: Sendable {
             RETURNING id, user_id
             """)] + OutboxRepository.ctes(revokedEvent.map { [SessionRepository.rows($0, from: "rev")] } ?? []),
             "SELECT id FROM rev")
-        return try pool.run { c in try c.query(statement).map { try $0.string("id") } }
+        // Every session ended: a login in flight commits first and is among them (RevocationCascade).
+        let statements = familyId == nil ? [RevocationCascade.endingSessions(userId: userId), statement] : [statement]
+        return try pool.run { c in try c.pipeline(statements).last!.map { try $0.string("id") } }
     }
 
     /// An admin ends one of a user's live sessions, with `audit` (and the admin's step-up, when

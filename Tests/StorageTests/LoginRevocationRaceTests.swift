@@ -1,0 +1,112 @@
+import Foundation
+import PostgreSQL
+import PostgreSQLTesting
+@testable import Storage
+import Synchronization
+import Testing
+
+/// A passkey revoked while a login of it is under way never leaves a live session behind
+/// (ARCHITECTURE.md "Revocation cascades"; `RevocationCascade.endingSessions`). Each interleaving is
+/// driven step by step on real PostgreSQL: the login paused between its read and its write (its
+/// decision is the pause), or the revocation held open on a connection of the test's own. Both
+/// shapes of the login's write are taken: a counter of 0 (the passkey's row left alone) and a
+/// counter that advances (the row updated).
+@Suite struct LoginRevocationRaceTests {
+    static func use(_ credential: CredentialRecord) -> CredentialUse {
+        CredentialUse(credentialId: credential.id, userId: credential.userId, signCount: credential.signCount == 0 ? 0 : credential.signCount + 1,
+                      backedUp: false, cloneWarning: false)
+    }
+
+    static func liveSessions(_ s: Scratch, of credential: CredentialRecord) throws -> Int {
+        try s.count("SELECT count(*)::int AS n FROM refresh_families WHERE credential_id = \(credential.id) AND revoked_at IS NULL")
+    }
+
+    /// Polls (at most 20 s) until a backend of the scratch database waits for a lock, or `done`.
+    static func waitsForALock(_ s: Scratch, blockedBy pid: Int? = nil, unless done: () -> Bool) throws -> Bool {
+        let observer = try s.connect()
+        let by: SQL = pid.map { " AND \($0) = ANY (pg_blocking_pids(pid))" } ?? ""
+        for _ in 0..<400 {
+            if try observer.query("""
+                SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'\(fragment: by)
+                """)[0].int("n") > 0 { return true }
+            if done() { return false }
+            usleep(50_000)
+        }
+        return false
+    }
+
+    @Test(arguments: [0, 3] as [Int64])
+    func aRevocationDuringALoginWaitsForItAndEndsItsSession(signCount: Int64) throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered(signCount: signCount)
+        let session = Fixture.session(userId: user.id, credentialId: credential.id)
+        let read = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), loggedIn = DispatchSemaphore(value: 0)
+        let login = Mutex<Result<LoginWritten, StorageError>?>(nil)
+        DispatchQueue.global().async {
+            let result = Result { () throws(StorageError) -> LoginWritten in
+                try s.database.logins.login(LoginRepositoryTests.challenge(), credentialId: credential.id) { _ in
+                    read.signal()
+                    _ = proceed.wait(timeout: .now() + 30)
+                    return .session(session, recording: Self.use(credential), audit: [Fixture.audit("passkey.login", subject: user.id)],
+                                    events: [], language: nil)
+                }
+            }
+            login.withLock { $0 = result }
+            loggedIn.signal()
+        }
+        // 1. The login has read the passkey live and is deciding.
+        #expect(read.wait(timeout: .now() + 30) == .success)
+        // 2. The revocation starts and must wait for the login to commit.
+        let revocation = Mutex<Result<[String]?, StorageError>?>(nil)
+        let revoked = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { () throws(StorageError) -> [String]? in
+                try s.database.accounts.revoke(userId: user.id, credentialId: credential.id, audit: Fixture.audit("passkey.revoked"))
+            }
+            revocation.withLock { $0 = result }
+            revoked.signal()
+        }
+        #expect(try Self.waitsForALock(s) { revocation.withLock { $0 != nil } }, "the revocation waited for the login in flight")
+        // 3. The login writes its session and commits; the revocation then ends it.
+        proceed.signal()
+        #expect(loggedIn.wait(timeout: .now() + 30) == .success && revoked.wait(timeout: .now() + 30) == .success)
+        #expect(try login.withLock { $0 }?.get() == .session(RecordedUse(signCount: Self.use(credential).signCount, flagged: false)))
+        let ended = try #require(try revocation.withLock { $0 }?.get())
+        #expect(ended.contains(session.familyId), "the login's session is among those the revocation ended: \(ended)")
+        #expect(try Self.liveSessions(s, of: credential) == 0)
+    }
+
+    @Test(arguments: [0, 3] as [Int64])
+    func aLoginThatReadBesideARevocationFindsThePasskeyGone(signCount: Int64) throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered(signCount: signCount)
+        // 1. A revocation in flight, as `revokePasskey` runs it: the sessions lock, then the passkey
+        //    and its sessions (the registration's) revoked.
+        let revoker = try s.connect()
+        _ = try revoker.execute("BEGIN")
+        _ = try revoker.query(RevocationCascade.endingSessions(userId: user.id))
+        _ = try revoker.execute("UPDATE credentials SET revoked_at = now() WHERE id = \(credential.id)")
+        _ = try revoker.execute("UPDATE refresh_families SET revoked_at = now() WHERE credential_id = \(credential.id)")
+        let revokerPid = try revoker.query("SELECT pg_backend_pid() AS pid")[0].int("pid")
+        // 2. A login of the passkey: its read waits for the revocation.
+        let login = Mutex<Result<LoginWritten, StorageError>?>(nil)
+        let loggedIn = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { () throws(StorageError) -> LoginWritten in
+                try s.database.logins.login(LoginRepositoryTests.challenge(), credentialId: credential.id) { _ in
+                    .session(Fixture.session(userId: user.id, credentialId: credential.id), recording: Self.use(credential),
+                             audit: [Fixture.audit("passkey.login", subject: user.id)], events: [], language: nil)
+                }
+            }
+            login.withLock { $0 = result }
+            loggedIn.signal()
+        }
+        #expect(try Self.waitsForALock(s, blockedBy: revokerPid) { login.withLock { $0 != nil } }, "the login's read waited for the revocation")
+        // 3. The revocation commits; the login's one statement finds the passkey revoked and writes no session.
+        _ = try revoker.execute("COMMIT")
+        #expect(loggedIn.wait(timeout: .now() + 30) == .success)
+        #expect(throws: StorageError.notFound) { try login.withLock { $0 }?.get() }
+        #expect(try Self.liveSessions(s, of: credential) == 0)
+    }
+}
