@@ -246,6 +246,46 @@ extension MemorySecrets: CeremonySealKeys {
         expectRefusal(.credentialUnknown) { try w.login.verifyAuthentication(w.assertion(authenticator, options)) }
         #expect(w.tables.snapshot.families.isEmpty)
     }
+
+    @Test func aPasskeyRevokedAfterTheReadBeginsNoSession() throws {
+        let w = try LoginWorld()
+        let (_, authenticator) = w.account("lou")
+        // Between this verify's read (the passkey live) and its write, the passkey is revoked.
+        let racing = PasskeyLogin(logins: RevokedMeanwhile(inner: w.store, credentialId: authenticator.credentialId),
+                                  seal: w.login.seal, sessions: w.login.sessions, assertion: w.login.assertion, origins: w.login.origins,
+                                  metadata: w.login.metadata, metrics: w.login.metrics, decoySecret: w.login.decoySecret,
+                                  relyingParty: w.login.relyingParty, policy: w.login.policy, runtime: w.runtime)
+        let options = try racing.authenticationOptions(username: nil)
+        do {
+            _ = try racing.verifyAuthentication(w.assertion(authenticator, options))
+            Issue.record("a passkey revoked meanwhile signed in")
+        } catch {
+            #expect(error.code == .credentialUnknown)
+            guard case .unknownCredential(_, let credentialId)? = error.attachment else { Issue.record("no signal: \(error)"); return }
+            #expect(credentialId == authenticator.credentialId)
+        }
+        let t = w.tables.snapshot
+        #expect(t.usedChallenges.count == 1 && t.families.isEmpty && t.audit.isEmpty)
+    }
+}
+
+/// `InMemoryLoginStore` with `credentialId` revoked between a verify's read and its write (what
+/// `LoginRevocationRaceTests` drives on PostgreSQL).
+struct RevokedMeanwhile: LoginStore {
+    let inner: InMemoryLoginStore
+    let credentialId: [UInt8]
+
+    func account(username: String) throws(StorageError) -> (userId: String, credentials: [(id: [UInt8], transports: [String])])? {
+        try inner.account(username: username)
+    }
+
+    func login(_ challenge: UsedChallenge, credentialId: [UInt8], decide: (LoginRead) -> LoginWrite) throws(StorageError) -> LoginWritten {
+        try inner.login(challenge, credentialId: credentialId) { read in
+            let write = decide(read)
+            inner.tables.setUp { (t, _) in t.revokedCredentials.insert(self.credentialId) }
+            return write
+        }
+    }
 }
 
 /// `InMemoryLoginStore` with another use of `credentialId` storing `signCount` between a verify's

@@ -53,6 +53,10 @@ extension PasskeyLogin {
             // challenge is used, nothing else was stored (§7.2 step 22, as a regression).
             guard let checked else { throw error }
             throw assertion.refuseRegression(checked.outcome)
+        } catch where error.code == .notFound {
+            // The passkey was revoked (or deleted) after the read found it: the same answer as a
+            // read that finds none (the challenge is used, nothing else was stored).
+            throw unknownCredential(parsed.response.rawId)
         }
         switch written {
         case .challengeUnusable:
@@ -81,13 +85,18 @@ extension PasskeyLogin {
         guard let (credential, user) = read.login else {
             // SPEC "Signal API": a clean miss (challenge valid, clientData fine, no such live credential)
             // tells the client to have the passkey provider drop that credential.
-            var miss = ServiceError(.credentialUnknown, "no such passkey")
-            miss.attachment = .unknownCredential(rpId: relyingParty.id, credentialId: parsed.response.rawId)
-            throw refuse(miss)
+            throw refuse(unknownCredential(parsed.response.rawId))
         }
         // Username-first: the credential must belong to the account the options were for (§7.2 step 5).
         if let bound = state.account, bound != user.id { throw refuse(ServiceError(.credentialUnknown, "no such passkey")) }
         let outcome = try assertion.verifyDeferringFlag(checked, ceremony: authentication, state: state, credential: credential, user: user)
         return CheckedLogin(outcome: outcome, credential: credential, user: user, accepted: read.accepted)
+    }
+
+    /// SPEC "Signal API": a clean miss tells the client to have the passkey provider drop the credential.
+    private func unknownCredential(_ credentialId: [UInt8]) -> ServiceError {
+        var miss = ServiceError(.credentialUnknown, "no such passkey")
+        miss.attachment = .unknownCredential(rpId: relyingParty.id, credentialId: credentialId)
+        return miss
     }
 }

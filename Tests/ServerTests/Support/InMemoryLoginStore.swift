@@ -96,9 +96,9 @@ struct InMemoryLoginStore: LoginStore, CredentialFlags {
     }
 
     /// `AccountRepository.recording`: the counter's compare-and-set. Nil: nothing stored (no such
-    /// credential, or a counter that does not advance under `.reject`).
+    /// live credential — one revoked since the read too — or a counter that does not advance under `.reject`).
     static func record(_ use: CredentialUse, in t: inout InMemoryTables.Tables, now: Date) -> RecordedUse? {
-        guard let i = t.credentials.firstIndex(where: { $0.id == use.credentialId }) else { return nil }
+        guard !t.revokedCredentials.contains(use.credentialId), let i = t.credentials.firstIndex(where: { $0.id == use.credentialId }) else { return nil }
         let stored = t.credentials[i].signCount
         let advances = use.signCount > stored || (use.signCount == 0 && stored == 0)
         if use.onRegression == .reject, !advances { return nil }
@@ -112,6 +112,6 @@ struct InMemoryLoginStore: LoginStore, CredentialFlags {
 
     /// `AccountRepository.recorded`: why no use was stored.
     static func why(_ use: CredentialUse, in t: InMemoryTables.Tables) -> StorageError {
-        t.credentials.contains { $0.id == use.credentialId } ? .conflict(.signCountRegression) : .notFound
+        t.credentials.contains { $0.id == use.credentialId && !t.revokedCredentials.contains($0.id) } ? .conflict(.signCountRegression) : .notFound
     }
 }
