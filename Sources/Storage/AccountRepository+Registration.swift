@@ -258,9 +258,7 @@ extension AccountRepository {
         if let completing = registration.completing { final = "\(fragment: final)\(fragment: completing.revokedColumns)" }
         do {
             return try pool.run { c in
-                // A recovery's completion ends every session of the account (RevocationCascade).
-                let lock = registration.completing.map { _ in [RevocationCascade.endingSessions(userId: registration.credential.userId)] } ?? []
-                let row = try c.pipeline(lock + [SQL.with([used] + ctes, final)]).last![0]
+                let row = try c.pipeline(Self.accountLock(registration) + [SQL.with([used] + ctes, final)]).last![0]
                 guard try row.bool("fresh") else { return .challengeUnusable }
                 if try row.bool("stored") { return .registered(try registration.completing.map { _ in try RecoveryCompletion.revocations(row) }) }
                 if gates.contains(RecoveryCompletion.completed), try !row.bool(RecoveryCompletion.completed) { return .recoveryEnded }
@@ -273,6 +271,17 @@ extension AccountRepository {
             _ = try finishRegistration(challenge, .refused)
             throw .conflict(why)
         }
+    }
+
+    /// The statement a registration's own runs after, in one pipeline (RevocationCascade): a
+    /// recovery's completion ends every session and device key (and maybe passkey) of the account,
+    /// so it takes the account's sessions lock exclusively; a passkey added to an existing account
+    /// takes it shared, so a completion beside it either waits for the new passkey and revokes it
+    /// with the others, or has committed first, and the step-up that approved the addition is then
+    /// judged by a passkey or key the completion revoked. A new account needs neither.
+    static func accountLock(_ r: NewRegistration) -> [SQL] {
+        if r.completing != nil { return [RevocationCascade.endingSessions(userId: r.credential.userId)] }
+        return r.newUser == nil ? [RevocationCascade.joiningAccount(userId: r.credential.userId)] : []
     }
 
     static let ticketGate = "tick"

@@ -112,12 +112,13 @@ public final class AccountRepository: Sendable {
                          completing: RecoveryCompletion? = nil, mail: [MailToSend] = [],
                          cancelToken: NewCancelToken? = nil, registrationDigest: [UInt8]? = nil,
                          redeemingTicket ticketHash: [UInt8]? = nil) throws(StorageError) -> RecoveryRevocations? {
-        let (ctes, _) = Self.registering(NewRegistration(newUser: newUser, credential: credential, session: session, audit: audit,
-                                                         events: events, completing: completing, mail: mail, cancelToken: cancelToken,
-                                                         registrationDigest: registrationDigest, ticketHash: ticketHash), after: nil)
+        let registration = NewRegistration(newUser: newUser, credential: credential, session: session, audit: audit,
+                                           events: events, completing: completing, mail: mail, cancelToken: cancelToken,
+                                           registrationDigest: registrationDigest, ticketHash: ticketHash)
+        let (ctes, _) = Self.registering(registration, after: nil)
         let final: SQL = "SELECT EXISTS (SELECT 1 FROM tok) AS stored\(fragment: completing?.revokedColumns ?? "")"
         return try pool.run { c in
-            let row = try c.query(SQL.with(ctes, final))[0]
+            let row = try c.pipeline(Self.accountLock(registration) + [SQL.with(ctes, final)]).last![0]
             guard try row.bool("stored") else { throw StorageError.notFound }
             return try completing.map { _ in try RecoveryCompletion.revocations(row) }
         }

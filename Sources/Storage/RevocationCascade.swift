@@ -30,6 +30,11 @@ public enum RevocationCascade {
         "pg_advisory_xact_lock_shared(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(unsafeRaw: userColumn)))::text AS sessions_lock"
     }
 
+    /// `startingSession` as a statement of its own, before a passkey is added to an existing account.
+    static func joiningAccount(userId: String) -> SQL {
+        "SELECT pg_advisory_xact_lock_shared(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(userId)::text))"
+    }
+
     /// A statement that ends an account's sessions by what began them — its passkey revoked, a
     /// recovery completed, every session ended — is preceded in its transaction (one pipeline) by
     /// this one, which takes the account's sessions lock exclusively. A login in flight holds it

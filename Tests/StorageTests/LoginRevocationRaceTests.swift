@@ -109,4 +109,42 @@ import Testing
         #expect(throws: StorageError.notFound) { try login.withLock { $0 }?.get() }
         #expect(try Self.liveSessions(s, of: credential) == 0)
     }
+
+    /// A passkey added to the account (approved by a step-up of its passkey) beside a recovery's
+    /// completion that revokes every passkey: the addition waits for the completion, and its step-up
+    /// is then judged by a passkey the completion revoked, so the new passkey is never written.
+    @Test func aPasskeyAddedBesideARecoverysCompletionIsRefused() throws {
+        let s = try TestDatabase.scratch()
+        let (user, credential) = try s.registered()
+        let keyId = Data(credential.id).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        let receipt = Fixture.receipt(userId: user.id, keyId: keyId, method: .passkey)
+        #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: nil, credentialUse: nil, audit: []))
+        // 1. A completion in flight (`RecoveryCompletion` under LATCHKEY_RECOVERY_REVOKES=all): the
+        //    sessions lock, then every passkey revoked.
+        let completion = try s.connect()
+        _ = try completion.execute("BEGIN")
+        _ = try completion.query(RevocationCascade.endingSessions(userId: user.id))
+        _ = try completion.execute("UPDATE credentials SET revoked_at = now() WHERE user_id = \(user.id)")
+        let completionPid = try completion.query("SELECT pg_backend_pid() AS pid")[0].int("pid")
+        // 2. The addition's verify, with the step-up its options presented.
+        let added = Fixture.credential(userId: user.id)
+        let registration = NewRegistration(newUser: nil, credential: added, session: Fixture.session(userId: user.id, credentialId: added.id),
+                                           audit: Fixture.audit("passkey.registered", subject: user.id),
+                                           redeeming: StepUpRedemption(jti: receipt.tokenJTI, userId: user.id, actionHash: receipt.actionHash))
+        let outcome = Mutex<Result<RegistrationWritten, StorageError>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { () throws(StorageError) -> RegistrationWritten in
+                try s.database.accounts.finishRegistration(LoginRepositoryTests.challenge(), .register(registration))
+            }
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }
+        #expect(try Self.waitsForALock(s, blockedBy: completionPid) { outcome.withLock { $0 != nil } }, "the addition waited for the completion")
+        _ = try completion.execute("COMMIT")
+        #expect(finished.wait(timeout: .now() + 30) == .success)
+        #expect(try outcome.withLock { $0 }?.get() == .stepUpUsed)
+        #expect(try s.count("SELECT count(*)::int AS n FROM credentials WHERE user_id = \(user.id) AND revoked_at IS NULL") == 0)
+    }
 }
