@@ -162,7 +162,10 @@ public final class DeviceKeyRepository: Sendable {
             FROM (VALUES (1)) AS one (x) LEFT JOIN ins ON true
             """)
         return try pool.run { c in
-            let r = try c.query(statement)[0]
+            // After the account's sessions lock, shared (RevocationCascade): a recovery's completion
+            // beside it, which revokes every device key, either sees this key or has first revoked the
+            // key or passkey whose step-up opened the gate.
+            let r = try c.pipeline([RevocationCascade.joiningAccount(userId: key.userId), statement])[1][0]
             guard try r.bool("fresh") else { return .challengeUsed }
             guard try !r.isNull("id") else { return .gateRefused }
             return .enrolled(try DeviceKeyRepository.deviceKey(r), replaced: try r.optionalString("replaced"))

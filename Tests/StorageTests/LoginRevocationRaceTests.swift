@@ -147,4 +147,37 @@ import Testing
         #expect(try outcome.withLock { $0 }?.get() == .stepUpUsed)
         #expect(try s.count("SELECT count(*)::int AS n FROM credentials WHERE user_id = \(user.id) AND revoked_at IS NULL") == 0)
     }
+
+    /// A device key enrolled (its gate a step-up of the account's device key) beside a recovery's
+    /// completion, which revokes every device key: the enrolment waits, its gate is then judged by a
+    /// key the completion revoked, and no device key of the account is left live.
+    @Test func aDeviceKeyEnrolledBesideARecoverysCompletionIsRefused() throws {
+        let s = try TestDatabase.scratch()
+        let (user, _) = try s.registered()
+        let held = Fixture.deviceKey(userId: user.id)
+        _ = try s.enrol(held, audit: Fixture.template("device_key.enrolled"))
+        let receipt = Fixture.receipt(userId: user.id, keyId: held.id)
+        #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: held.id, credentialUse: nil, audit: []))
+        let completion = try s.connect()
+        _ = try completion.execute("BEGIN")
+        _ = try completion.query(RevocationCascade.endingSessions(userId: user.id))
+        _ = try completion.execute("UPDATE device_keys SET revoked_at = now() WHERE user_id = \(user.id)")
+        let completionPid = try completion.query("SELECT pg_backend_pid() AS pid")[0].int("pid")
+        let outcome = Mutex<Result<EnrolmentWritten, StorageError>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { () throws(StorageError) -> EnrolmentWritten in
+                try s.database.deviceKeys.enrol(Fixture.deviceKey(userId: user.id, deviceId: "device-2"), usingChallenge: nil,
+                                                gate: .stepUp(jti: receipt.tokenJTI, actionHash: receipt.actionHash),
+                                                audit: Fixture.template("device_key.enrolled"), enrolled: [], replacedEvent: nil)
+            }
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }
+        #expect(try Self.waitsForALock(s, blockedBy: completionPid) { outcome.withLock { $0 != nil } }, "the enrolment waited for the completion")
+        _ = try completion.execute("COMMIT")
+        #expect(finished.wait(timeout: .now() + 30) == .success)
+        guard case .gateRefused? = try outcome.withLock({ $0 })?.get() else { Issue.record("enrolled beside the completion"); return }
+        #expect(try s.database.deviceKeys.list(userId: user.id).isEmpty)
+    }
 }
