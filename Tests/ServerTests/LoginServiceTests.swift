@@ -270,7 +270,7 @@ extension MemorySecrets: CeremonySealKeys {
 }
 
 /// `InMemoryLoginStore` with `credentialId` revoked between a verify's read and its write (what
-/// `LoginRevocationRaceTests` drives on PostgreSQL).
+/// `RevocationRaceTests` drives on PostgreSQL).
 struct RevokedMeanwhile: LoginStore {
     let inner: InMemoryLoginStore
     let credentialId: [UInt8]

@@ -5,13 +5,14 @@ import PostgreSQLTesting
 import Synchronization
 import Testing
 
-/// A passkey revoked while a login of it is under way never leaves a live session behind
-/// (ARCHITECTURE.md "Revocation cascades"; `RevocationCascade.endingSessions`). Each interleaving is
-/// driven step by step on real PostgreSQL: the login paused between its read and its write (its
-/// decision is the pause), or the revocation held open on a connection of the test's own. Both
-/// shapes of the login's write are taken: a counter of 0 (the passkey's row left alone) and a
+/// What a revocation ends is never begun again beside it (ARCHITECTURE.md "Revocation cascades";
+/// `RevocationCascade`): a passkey revoked while a login of it is under way leaves no live session,
+/// and a recovery's completion leaves no passkey or device key added at the same moment. Each
+/// interleaving is driven step by step on real PostgreSQL: the login paused between its read and its
+/// write (its decision is the pause), or the revocation held open on a connection of the test's own.
+/// Both shapes of the login's write are taken: a counter of 0 (the passkey's row left alone) and a
 /// counter that advances (the row updated).
-@Suite struct LoginRevocationRaceTests {
+@Suite struct RevocationRaceTests {
     static func use(_ credential: CredentialRecord) -> CredentialUse {
         CredentialUse(credentialId: credential.id, userId: credential.userId, signCount: credential.signCount == 0 ? 0 : credential.signCount + 1,
                       backedUp: false, cloneWarning: false)
