@@ -312,8 +312,9 @@ enum VerifyBenchmark {
         guard let valgrind = findValgrind() else { printError("--instructions needs valgrind"); return ExitCode.failure }
         print("latchkey bench verify --instructions: instructions per verification under callgrind (\(calls) calls, minus the fixture's own)")
         func count(_ alg: String, _ side: String, _ n: Int) -> Double? {
-            let out = "/tmp/latchkey-verify-callgrind-\(getpid()).out"
-            defer { unlink(out) }
+            guard let directory = privateTemporaryDirectory("latchkey-verify-callgrind") else { return nil }
+            let out = "\(directory)/callgrind.out"
+            defer { unlink(out); rmdir(directory) }
             _ = runProcess([valgrind, "--tool=callgrind", "--callgrind-out-file=\(out)", executablePath(), "bench", "verify",
                             "--worker", alg, "--count", "\(n)", "--side", side])
             guard let bytes = readFile(out, limit: 1 << 28) else { return nil }

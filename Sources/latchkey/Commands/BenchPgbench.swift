@@ -56,13 +56,19 @@ enum PgbenchBaseline {
             printError("pgbench \(name) skipped: pgbench not found (Debian: postgresql-client)")
             return nil
         }
-        let dir = "/tmp/latchkey-bench-\(getpid())"
-        mkdir(dir, 0o700)
+        guard let dir = privateTemporaryDirectory("latchkey-bench-pgbench") else { return nil }
+        var paths: [String] = []
+        defer {
+            for path in paths { unlink(path) }
+            rmdir(dir)
+        }
         var args = [pgbench, "-n", "-M", "prepared", "-c", "\(concurrency)", "-j", "2", "-T", "\(max(1, Int(seconds)))"]
         for (i, script) in scripts.enumerated() {
             let path = "\(dir)/\(name)-\(i).sql"
             let text = Array(script.utf8)
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else { printError("pgbench \(name) skipped: cannot write \(path)"); return nil }
+            paths.append(path)
             _ = text.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count) }
             close(fd)
             args += ["-f", "\(path)@1"]

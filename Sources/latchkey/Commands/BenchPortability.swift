@@ -52,8 +52,9 @@ enum PortabilityBenchmark {
             printError("cannot create the bench's databases: \(error)"); return ExitCode.failure
         }
         let sourceURL = BenchDatabaseURL.database(source, of: o.databaseURL), targetURL = BenchDatabaseURL.database(target, of: o.databaseURL)
-        let directory = "/tmp/latchkey-bench-portability-\(getpid())"
-        mkdir(directory, 0o700)
+        guard let directory = privateTemporaryDirectory("latchkey-bench-portability") else {
+            stats.drop(source); stats.drop(target); return ExitCode.failure
+        }
         let file = directory + "/accounts.jsonl", outcomes = directory + "/outcomes.jsonl"
         defer {
             if !o.keep {

@@ -26,12 +26,14 @@ final class BenchServer {
     /// `extraEnvironment`: more `NAME=value` settings, after (so over) the bench's own.
     static func start(databaseURL: String, callgrind: Bool, binary me: String, extraEnvironment: [String] = []) -> BenchServer? {
         guard let port = freePort() else { printError("no free port"); return nil }
-        let logPath = "/tmp/latchkey-bench-server-\(getpid())-\(port).log"
+        // The server's log stays for a failure's message to point at.
+        guard let logDirectory = privateTemporaryDirectory("latchkey-bench-server") else { return nil }
+        let logPath = "\(logDirectory)/serve-\(port).log"
         var argv = [me, "serve"]
         var dir: String? = nil
         if callgrind {
             guard let valgrind = findValgrind() else { printError("valgrind not found"); return nil }
-            let d = "/tmp/latchkey-bench-callgrind-\(getpid())-\(port)"
+            let d = "\(logDirectory)/callgrind"
             mkdir(d, 0o700)
             dir = d
             argv = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=\(d)/callgrind.out"] + argv
@@ -124,6 +126,15 @@ func executablePath() -> String {
 func findValgrind() -> String? {
     let candidates: [String] = ["/usr/bin/valgrind", "/usr/local/bin/valgrind"]
     return candidates.first { access($0, X_OK) == 0 }
+}
+
+/// A new directory of this user's alone under /tmp (mkdtemp: a fresh name, mode 0700), for what a
+/// bench writes: a fixed name there (the pid) could be made first by another user, and a file
+/// opened in it would be written through their symlink.
+func privateTemporaryDirectory(_ prefix: String) -> String? {
+    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { printError("mkdtemp /tmp/\(prefix)-…: \(String(cString: strerror(errno)))"); return nil }
+    return String(cString: made)
 }
 
 /// A loopback port that was free a moment ago.

@@ -202,7 +202,7 @@ enum StepUpLogComparison {
               + "2 × LATCHKEY_LOG_INTERVAL = \(Int(bound * 1000)) ms (target p99 ≤ \(Int(bound * 1000)) ms)")
         print("not integrated within \(Int(drainLimit(o))) s of their phase's end: \(unresolved); receipt polls that failed: \(pollErrors)")
         let failed = [off, on].contains { $0.ok == 0 || $0.errors > $0.ok }
-        if failed { printError("a phase had no approvals or mostly errors: the servers' logs are /tmp/latchkey-bench-server-\(getpid())-*.log") }
+        if failed { printError("a phase had no approvals or mostly errors: the servers' logs are /tmp/latchkey-bench-server-*/serve-*.log") }
         return !failed && unresolved == 0
     }
 }
