@@ -36,12 +36,14 @@ export LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktY
 for name in "${names[@]}"; do
   psql -q "$cluster/postgres" -c "CREATE DATABASE bench_ab_$name" 2>/dev/null || true
 done
+# The servers' logs and callgrind files, in a directory of this run's own (kept: a failure points at them).
+scratch="$(mktemp -d /tmp/bench-ab.XXXXXX)"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 serve() {  # serve NAME BINARY PORT [WRAPPER…] → pid
   local name=$1 bin=$2 port=$3; shift 3
   DATABASE_URL="$cluster/bench_ab_$name" LATCHKEY_DEV=1 LATCHKEY_LISTEN="127.0.0.1:$port" \
     LATCHKEY_ORIGINS="http://localhost:$port" LATCHKEY_RATE_LIMIT=0 \
-    env ${threads:+"LATCHKEY_THREADS=$threads"} "$@" "$bin" serve >"/tmp/bench-ab-$name.log" 2>&1 &
+    env ${threads:+"LATCHKEY_THREADS=$threads"} "$@" "$bin" serve >"$scratch/$name.log" 2>&1 &
   echo $!
 }
 wait_ready() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return 0; sleep 0.2; done; return 1; }
@@ -80,7 +82,7 @@ EOF
 if [[ $instructions == 1 ]]; then
   command -v valgrind >/dev/null || { echo "--instructions needs valgrind (apt-get install valgrind)" >&2; exit 1; }
   for i in "${!names[@]}"; do
-    name=${names[$i]} port="$(free_port)" out_file="$(mktemp -u /tmp/bench-ab-callgrind.XXXXXX)"
+    name=${names[$i]} port="$(free_port)" out_file="$scratch/callgrind-$name-$round"
     pid="$(serve "$name" "${bins[$i]}" "$port" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out_file")"
     wait_ready "$port"
     callgrind_control -i on "$pid" >/dev/null 2>&1
