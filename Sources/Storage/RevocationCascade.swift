@@ -24,15 +24,21 @@ public enum RevocationCascade {
     /// from the single-key locks of the migrator, the apps and the transparency log.
     public static let accountSessionsLock: Int32 = 0x4C4B_5353
 
+    /// The account's sessions lock on the account `user` names (an SQL expression of its id):
+    /// `pg_advisory_xact_lock[_shared]` in the class above, strict (a null id takes no lock).
+    private static func sessionsLock(shared: Bool, user: SQL) -> SQL {
+        "pg_advisory_xact_lock\(unsafeRaw: shared ? "_shared" : "")(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(fragment: user)))"
+    }
+
     /// A login holds its account's sessions lock shared from its read to its commit: this column
     /// of the read takes it (strict: no account found, no lock).
     static func startingSession(userColumn: String) -> SQL {
-        "pg_advisory_xact_lock_shared(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(unsafeRaw: userColumn)))::text AS sessions_lock"
+        "\(fragment: sessionsLock(shared: true, user: "\(unsafeRaw: userColumn)"))::text AS sessions_lock"
     }
 
     /// `startingSession` as a statement of its own, before a passkey is added to an existing account.
     static func joiningAccount(userId: String) -> SQL {
-        "SELECT pg_advisory_xact_lock_shared(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(userId)::text))"
+        "SELECT \(fragment: sessionsLock(shared: true, user: "\(userId)::text"))"
     }
 
     /// A statement that ends an account's sessions by what began them — its passkey revoked, a
@@ -45,11 +51,11 @@ public enum RevocationCascade {
     /// a login writes nothing to the passkey's page for it, and a transaction pooler may hand the
     /// connection on after the commit.
     static func endingSessions(userId: String) -> SQL {
-        "SELECT pg_advisory_xact_lock(\(unsafeRaw: String(accountSessionsLock)), hashtext(\(userId)::text))"
+        "SELECT \(fragment: sessionsLock(shared: false, user: "\(userId)::text"))"
     }
 
     /// `endingSessions` for the account `owner` names (a query of one `user_id` column, no row: no lock).
     static func endingSessions(ownerOf owner: SQL) -> SQL {
-        "SELECT pg_advisory_xact_lock(\(unsafeRaw: String(accountSessionsLock)), hashtext(o.user_id)) FROM (\(fragment: owner)) o"
+        "SELECT \(fragment: sessionsLock(shared: false, user: "o.user_id")) FROM (\(fragment: owner)) o"
     }
 }
