@@ -108,9 +108,7 @@ import Testing
         #expect(read.ways == WaysIn(known: true, otherPasskey: true, recoveryCode: false, verifiedAddress: false))
         #expect(read.email == nil && read.language == nil)
         // A step-up the first passkey made.
-        let keyId = Data(first.id).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-        let receipt = Fixture.receipt(userId: user.id, keyId: keyId, method: .passkey)
+        let receipt = Fixture.receipt(userId: user.id, keyId: Fixture.base64url(first.id), method: .passkey)
         #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: nil, credentialUse: nil, audit: []))
         let stepUp = StepUpRedemption(jti: receipt.tokenJTI, userId: user.id, actionHash: receipt.actionHash)
         let rule = LastWayInRule(addressCounts: false)

@@ -45,6 +45,12 @@ enum Fixture {
                      attested: false, attestation: nil)
     }
 
+    /// A passkey's id as a step-up receipt names it (base64url, no padding).
+    static func base64url(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
     static func receipt(userId: String, keyId: String, method: StepUpMethod = .deviceKey) -> StepUpReceiptRecord {
         StepUpReceiptRecord(id: id(), userId: userId, method: method, keyId: keyId, publicKey: bytes(91), challenge: bytes(),
                             signedData: bytes(), signature: bytes(70), action: #"{"op":"test"}"#, actionHash: bytes(),
@@ -73,6 +79,15 @@ extension Scratch {
     /// Enrols `key` through a fresh device-key ticket.
     func enrol(_ key: NewDeviceKey, audit: AuditTemplate = Fixture.template("device_key.enrolled")) throws -> (DeviceKeyRecord, replaced: String?) {
         try #require(try database.deviceKeys.enrol(key, gate: deviceKeyGate(userId: key.userId), audit: audit))
+    }
+
+    /// A device key enrolled for `userId` and the receipt of a step-up it signed (its token unused).
+    func deviceKeyWithReceipt(userId: String) throws -> (NewDeviceKey, StepUpReceiptRecord) {
+        let key = Fixture.deviceKey(userId: userId)
+        _ = try enrol(key)
+        let receipt = Fixture.receipt(userId: userId, keyId: key.id)
+        try #require(try database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: key.id, credentialUse: nil, audit: []))
+        return (key, receipt)
     }
 
     /// The audit actions written so far, oldest first.

@@ -66,7 +66,7 @@ import Testing
         #expect(data[0].3["sessionId"]?.stringValue == revoked.sessions.first)
         #expect(data[1].3["keyId"]?.stringValue == key.id && data[1].3["deviceId"]?.stringValue == key.deviceId
                     && data[1].3["platform"] == "ios" && data[1].3["attested"] == false)
-        #expect(data[2].3["credentialId"]?.stringValue == base64url(old.id) && data[2].3["aaguid"] == nil)
+        #expect(data[2].3["credentialId"]?.stringValue == Fixture.base64url(old.id) && data[2].3["aaguid"] == nil)
         #expect(data[3].3["recoveryId"]?.stringValue == other && data[3].3["method"] == "recovery-code")
     }
 
@@ -86,11 +86,6 @@ import Testing
         #expect(try s.count("SELECT count(*)::int AS n FROM credentials WHERE id = \(credential.id)") == 0)
         #expect(try s.count("SELECT count(*)::int AS n FROM refresh_families WHERE id = \(session.familyId)") == 0)
         #expect(try s.database.sessions.list(userId: user.id).count == 1, "the session from before is untouched")
-    }
-
-    private func base64url(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
     }
 }
 

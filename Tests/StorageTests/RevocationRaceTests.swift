@@ -22,21 +22,6 @@ import Testing
         try s.count("SELECT count(*)::int AS n FROM refresh_families WHERE credential_id = \(credential.id) AND revoked_at IS NULL")
     }
 
-    /// Polls (at most 20 s) until a backend of the scratch database waits for a lock, or `done`.
-    static func waitsForALock(_ s: Scratch, blockedBy pid: Int? = nil, unless done: () -> Bool) throws -> Bool {
-        let observer = try s.connect()
-        let by: SQL = pid.map { " AND \($0) = ANY (pg_blocking_pids(pid))" } ?? ""
-        for _ in 0..<400 {
-            if try observer.query("""
-                SELECT count(*)::int AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock'\(fragment: by)
-                """)[0].int("n") > 0 { return true }
-            if done() { return false }
-            usleep(50_000)
-        }
-        return false
-    }
-
     @Test(arguments: [0, 3] as [Int64])
     func aRevocationDuringALoginWaitsForItAndEndsItsSession(signCount: Int64) throws {
         let s = try TestDatabase.scratch()
@@ -68,7 +53,7 @@ import Testing
             revocation.withLock { $0 = result }
             revoked.signal()
         }
-        #expect(try Self.waitsForALock(s) { revocation.withLock { $0 != nil } }, "the revocation waited for the login in flight")
+        #expect(try s.waitsForALock { revocation.withLock { $0 != nil } }, "the revocation waited for the login in flight")
         // 3. The login writes its session and commits; the revocation then ends it.
         proceed.signal()
         #expect(loggedIn.wait(timeout: .now() + 30) == .success && revoked.wait(timeout: .now() + 30) == .success)
@@ -103,7 +88,7 @@ import Testing
             login.withLock { $0 = result }
             loggedIn.signal()
         }
-        #expect(try Self.waitsForALock(s, blockedBy: revokerPid) { login.withLock { $0 != nil } }, "the login's read waited for the revocation")
+        #expect(try s.waitsForALock(blockedBy: revokerPid) { login.withLock { $0 != nil } }, "the login's read waited for the revocation")
         // 3. The revocation commits; the login's one statement finds the passkey revoked and writes no session.
         _ = try revoker.execute("COMMIT")
         #expect(loggedIn.wait(timeout: .now() + 30) == .success)
@@ -117,9 +102,7 @@ import Testing
     @Test func aPasskeyAddedBesideARecoverysCompletionIsRefused() throws {
         let s = try TestDatabase.scratch()
         let (user, credential) = try s.registered()
-        let keyId = Data(credential.id).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-        let receipt = Fixture.receipt(userId: user.id, keyId: keyId, method: .passkey)
+        let receipt = Fixture.receipt(userId: user.id, keyId: Fixture.base64url(credential.id), method: .passkey)
         #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: nil, credentialUse: nil, audit: []))
         // 1. A completion in flight (`RecoveryCompletion` under LATCHKEY_RECOVERY_REVOKES=all): the
         //    sessions lock, then every passkey revoked.
@@ -142,7 +125,7 @@ import Testing
             outcome.withLock { $0 = result }
             finished.signal()
         }
-        #expect(try Self.waitsForALock(s, blockedBy: completionPid) { outcome.withLock { $0 != nil } }, "the addition waited for the completion")
+        #expect(try s.waitsForALock(blockedBy: completionPid) { outcome.withLock { $0 != nil } }, "the addition waited for the completion")
         _ = try completion.execute("COMMIT")
         #expect(finished.wait(timeout: .now() + 30) == .success)
         #expect(try outcome.withLock { $0 }?.get() == .stepUpUsed)
@@ -155,10 +138,7 @@ import Testing
     @Test func aDeviceKeyEnrolledBesideARecoverysCompletionIsRefused() throws {
         let s = try TestDatabase.scratch()
         let (user, _) = try s.registered()
-        let held = Fixture.deviceKey(userId: user.id)
-        _ = try s.enrol(held, audit: Fixture.template("device_key.enrolled"))
-        let receipt = Fixture.receipt(userId: user.id, keyId: held.id)
-        #expect(try s.database.deviceKeys.insertReceipt(receipt, liveDeviceKeyId: held.id, credentialUse: nil, audit: []))
+        let (_, receipt) = try s.deviceKeyWithReceipt(userId: user.id)
         let completion = try s.connect()
         _ = try completion.execute("BEGIN")
         _ = try completion.query(RevocationCascade.endingSessions(userId: user.id))
@@ -175,7 +155,7 @@ import Testing
             outcome.withLock { $0 = result }
             finished.signal()
         }
-        #expect(try Self.waitsForALock(s, blockedBy: completionPid) { outcome.withLock { $0 != nil } }, "the enrolment waited for the completion")
+        #expect(try s.waitsForALock(blockedBy: completionPid) { outcome.withLock { $0 != nil } }, "the enrolment waited for the completion")
         _ = try completion.execute("COMMIT")
         #expect(finished.wait(timeout: .now() + 30) == .success)
         guard case .gateRefused? = try outcome.withLock({ $0 })?.get() else { Issue.record("enrolled beside the completion"); return }

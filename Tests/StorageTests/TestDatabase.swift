@@ -45,6 +45,22 @@ final class Scratch: Sendable {
     /// A connection of its own, for checks the repositories do not offer.
     func connect() throws -> PostgresConnection { try PostgresConnection(url: url) }
 
+    /// Polls (at most 20 s) until a backend of this database waits for a lock (held by backend
+    /// `pid`, when given), or `done` holds first: how a race test sees one side waiting on the other.
+    func waitsForALock(blockedBy pid: Int? = nil, unless done: () -> Bool) throws -> Bool {
+        let observer = try connect()
+        let by: SQL = pid.map { " AND \($0) = ANY (pg_blocking_pids(pid))" } ?? ""
+        for _ in 0..<400 {
+            if try observer.query("""
+                SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'\(fragment: by)
+                """)[0].int("n") > 0 { return true }
+            if done() { return false }
+            usleep(50_000)
+        }
+        return false
+    }
+
     /// The number of rows `sql` (a `SELECT count(*) AS n …`) counts.
     func count(_ sql: SQL) throws -> Int { try connect().query(sql)[0].int("n") }
 

@@ -36,15 +36,7 @@ import Testing
             outcome.withLock { $0 = result }
             done.signal()
         }
-        let observer = try s.connect()
-        var blocked = false
-        for _ in 0..<400 where !blocked {
-            blocked = try observer.query("""
-                SELECT count(*) AS n FROM pg_stat_activity
-                WHERE datname = current_database() AND wait_event_type = 'Lock' AND \(writerPid) = ANY (pg_blocking_pids(pid))
-                """)[0].int("n") > 0
-            if !blocked { usleep(50_000) }
-        }
+        let blocked = try s.waitsForALock(blockedBy: writerPid) { outcome.withLock { $0 != nil } }
         #expect(blocked, "the delete waited for the fan-out's lock on the endpoint")
 
         // 3. The fan-out commits; the delete goes on and must see (and cancel) what it wrote.
