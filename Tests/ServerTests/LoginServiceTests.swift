@@ -67,6 +67,13 @@ struct LoginWorld {
     }
 
     func credential(_ id: [UInt8]) -> CredentialRecord? { tables.snapshot.credentials.first { $0.id == id } }
+
+    /// The same sign-in over another store (one that races the verify).
+    func login(over store: any LoginStore) -> PasskeyLogin {
+        PasskeyLogin(logins: store, seal: login.seal, sessions: login.sessions, assertion: login.assertion, origins: login.origins,
+                     metadata: login.metadata, metrics: login.metrics, decoySecret: login.decoySecret,
+                     relyingParty: login.relyingParty, policy: login.policy, runtime: runtime)
+    }
 }
 
 extension InMemoryTables {
@@ -206,10 +213,10 @@ extension MemorySecrets: CeremonySealKeys {
         let w = try LoginWorld()
         let (user, authenticator) = w.account("ivy", SoftAuthenticator(signCount: 10))
         // Between this verify's read (counter 10) and its write, another use stores counter 11.
-        let racing = PasskeyLogin(logins: ConcurrentUse(inner: w.store, credentialId: authenticator.credentialId, signCount: 11),
-                                  seal: w.login.seal, sessions: w.login.sessions, assertion: w.login.assertion, origins: w.login.origins,
-                                  metadata: w.login.metadata, metrics: w.login.metrics, decoySecret: w.login.decoySecret,
-                                  relyingParty: w.login.relyingParty, policy: w.login.policy, runtime: w.runtime)
+        let id = authenticator.credentialId
+        let racing = w.login(over: Meanwhile(inner: w.store) { t in
+            if let i = t.credentials.firstIndex(where: { $0.id == id }) { t.credentials[i].signCount = 11 }
+        })
         let options = try racing.authenticationOptions(username: nil)
         expectRefusal(.signCountRegression) { try racing.verifyAuthentication(w.assertion(authenticator, options) { $0.signCount = 11 }) }
         // The challenge is used, no session was written, and the credential is flagged as a possible clone.
@@ -251,10 +258,8 @@ extension MemorySecrets: CeremonySealKeys {
         let w = try LoginWorld()
         let (_, authenticator) = w.account("lou")
         // Between this verify's read (the passkey live) and its write, the passkey is revoked.
-        let racing = PasskeyLogin(logins: RevokedMeanwhile(inner: w.store, credentialId: authenticator.credentialId),
-                                  seal: w.login.seal, sessions: w.login.sessions, assertion: w.login.assertion, origins: w.login.origins,
-                                  metadata: w.login.metadata, metrics: w.login.metrics, decoySecret: w.login.decoySecret,
-                                  relyingParty: w.login.relyingParty, policy: w.login.policy, runtime: w.runtime)
+        let id = authenticator.credentialId
+        let racing = w.login(over: Meanwhile(inner: w.store) { t in t.revokedCredentials.insert(id) })
         let options = try racing.authenticationOptions(username: nil)
         do {
             _ = try racing.verifyAuthentication(w.assertion(authenticator, options))
@@ -269,11 +274,12 @@ extension MemorySecrets: CeremonySealKeys {
     }
 }
 
-/// `InMemoryLoginStore` with `credentialId` revoked between a verify's read and its write (what
-/// `RevocationRaceTests` drives on PostgreSQL).
-struct RevokedMeanwhile: LoginStore {
+/// `InMemoryLoginStore` with `change` made to the tables between a verify's read and its write:
+/// another use storing its counter first (the race the compare-and-set decides), or the passkey
+/// revoked (what `RevocationRaceTests` drives on PostgreSQL).
+struct Meanwhile: LoginStore {
     let inner: InMemoryLoginStore
-    let credentialId: [UInt8]
+    let change: @Sendable (inout InMemoryTables.Tables) -> Void
 
     func account(username: String) throws(StorageError) -> (userId: String, credentials: [(id: [UInt8], transports: [String])])? {
         try inner.account(username: username)
@@ -282,29 +288,7 @@ struct RevokedMeanwhile: LoginStore {
     func login(_ challenge: UsedChallenge, credentialId: [UInt8], decide: (LoginRead) -> LoginWrite) throws(StorageError) -> LoginWritten {
         try inner.login(challenge, credentialId: credentialId) { read in
             let write = decide(read)
-            inner.tables.setUp { (t, _) in t.revokedCredentials.insert(self.credentialId) }
-            return write
-        }
-    }
-}
-
-/// `InMemoryLoginStore` with another use of `credentialId` storing `signCount` between a verify's
-/// read and its write (the race the compare-and-set decides).
-struct ConcurrentUse: LoginStore {
-    let inner: InMemoryLoginStore
-    let credentialId: [UInt8]
-    let signCount: Int64
-
-    func account(username: String) throws(StorageError) -> (userId: String, credentials: [(id: [UInt8], transports: [String])])? {
-        try inner.account(username: username)
-    }
-
-    func login(_ challenge: UsedChallenge, credentialId: [UInt8], decide: (LoginRead) -> LoginWrite) throws(StorageError) -> LoginWritten {
-        try inner.login(challenge, credentialId: credentialId) { read in
-            let write = decide(read)
-            inner.tables.setUp { (t, _) in
-                if let i = t.credentials.firstIndex(where: { $0.id == self.credentialId }) { t.credentials[i].signCount = signCount }
-            }
+            inner.tables.setUp { (t, _) in change(&t) }
             return write
         }
     }
