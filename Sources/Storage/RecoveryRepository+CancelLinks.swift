@@ -98,12 +98,12 @@ extension RecoveryRepository {
             FROM tok LEFT JOIN rec ON true LEFT JOIN pk ON true
             """)
         return try pool.run { c -> CancelTarget? in
-            // No row: an unknown, used or expired token. A row naming neither: what it names is
-            // over, and the token stayed unused (nothing was written).
             // A passkey's cancel link revokes it: its owner's sessions lock first (RevocationCascade).
             let lock = RevocationCascade.endingSessions(ownerOf: """
                 SELECT user_id FROM cancel_tokens WHERE hash = \(hash) AND used_at IS NULL AND credential_id IS NOT NULL
                 """)
+            // No row: an unknown, used or expired token. A row naming neither: what it names is
+            // over, and the token stayed unused (nothing was written).
             guard let row = try c.pipeline([lock, statement])[1].first else { return nil }
             let userId = try row.string("owner")
             if let recoveryId = try row.optionalString("recovery_id") {
