@@ -41,8 +41,11 @@ let package = Package(
         // One thin Swift layer per C library.
         .target(name: "CBOR", dependencies: ["CCBOR"], swiftSettings: wrapper),
         .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: wrapper),
-        .target(name: "PostgreSQL", dependencies: ["CLibPQ"], swiftSettings: wrapper),
-        .target(name: "HTTP", dependencies: ["CMicroHTTPD"], swiftSettings: wrapper),
+        .target(name: "PostgreSQL", dependencies: ["CLibPQ", "EventLoop"], swiftSettings: wrapper),
+        .target(name: "HTTP", dependencies: ["CMicroHTTPD", "EventLoop"], swiftSettings: wrapper),
+        // One thread per core on an epoll set, the executor of the tasks that serve requests.
+        .systemLibrary(name: "CEpoll"),
+        .target(name: "EventLoop", dependencies: ["CEpoll"], swiftSettings: wrapper),
         .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: wrapper),
 
         // Pure Swift.
@@ -60,10 +63,10 @@ let package = Package(
         // checker, shared by the server and `latchkey receipts verify`. Pure: no I/O, no clock.
         .target(name: "Receipts", dependencies: ["DeviceKeys", "WebAuthn", "Crypto", "JSON"], swiftSettings: strict),
         // Migrations are the .sql files in Storage/Migrations, compiled in (no resource bundle at run time).
-        .target(name: "Storage", dependencies: ["PostgreSQL", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["PostgreSQL", "EventLoop", "JSON"], resources: [.embedInCode("Migrations")], swiftSettings: strict),
         // The OpenAPI document of the HTTP surface (OpenAPI/openapi.json), compiled in as one string
         // literal by the EmbedTextPlugin and served at /openapi.json.
-        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Receipts", "Storage", "HTTP", "Curl", "Tokens",
+        .target(name: "LatchkeyServer", dependencies: ["WebAuthn", "WellKnown", "DeviceKeys", "Receipts", "Storage", "HTTP", "EventLoop", "Curl", "Tokens",
                                                        "Crypto", "JSON", "Transparency"],
                 exclude: ["OpenAPI/openapi.json"], swiftSettings: strict, plugins: ["EmbedTextPlugin"]),
         // A text file as a raw string literal, for files too large for `.embedInCode`'s byte array
@@ -98,8 +101,8 @@ let package = Package(
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], swiftSettings: strict),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: strict),
-        .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQLTesting", "PostgreSQL"], swiftSettings: strict),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "Curl"], swiftSettings: strict),
+        .testTarget(name: "PostgreSQLTests", dependencies: ["PostgreSQLTesting", "PostgreSQL", "EventLoop"], swiftSettings: strict),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "EventLoop", "Curl"], swiftSettings: strict),
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Crypto", "JSON", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "WellKnownTests", dependencies: ["WellKnown", "JSON", "Crypto", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "DeviceKeysTests", dependencies: ["DeviceKeys", "DeviceKeysTesting", "CBOR", "JSON", "Crypto", "WebAuthn",

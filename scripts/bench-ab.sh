@@ -2,7 +2,10 @@
 # Before/after login benchmark of two or more release binaries in one sitting, alternating them
 # round by round (so drift on the machine hits every binary alike), on the durable dev cluster.
 #
-#   bash scripts/bench-ab.sh [--rounds N] [--duration S] [--concurrency C] [--threads N] [--instructions] NAME=BINARY NAME=BINARY…
+#   bash scripts/bench-ab.sh [--rounds N] [--duration S] [--concurrency C] [--threads N] [--instructions] NAME=BINARY[,VAR=VALUE…]…
+#
+# A binary may be followed by settings of its own, so one build can be measured two ways:
+# `workers=.build/release/latchkey loops=.build/release/latchkey,LATCHKEY_EVENT_LOOPS=2`.
 #
 # Each binary serves its own database (bench_ab_<NAME>) with LATCHKEY_DEV=1 and its own default
 # LATCHKEY_THREADS unless --threads sets one for all (the default moved from 4 to 8 with the
@@ -29,7 +32,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ ${#names[@]} -ge 1 ]] || { echo "name at least one NAME=BINARY" >&2; exit 2; }
-client="${bins[0]}"
+client="${bins[0]%%,*}"
 cluster="$(bash "$REPO/scripts/dev-postgres.sh" | tail -n 1)"
 cluster="${cluster%/*}"
 export LATCHKEY_KEY_ENCRYPTION_KEY="${LATCHKEY_KEY_ENCRYPTION_KEY:-bGF0Y2hrZXktYmVuY2gta2VrLTMyLWJ5dGVzLS0tLS0=}"
@@ -39,11 +42,13 @@ done
 # The servers' logs and callgrind files, in a directory of this run's own (kept: a failure points at them).
 scratch="$(mktemp -d /tmp/bench-ab.XXXXXX)"
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-serve() {  # serve NAME BINARY PORT [WRAPPER…] → pid
-  local name=$1 bin=$2 port=$3; shift 3
+serve() {  # serve NAME BINARY[,VAR=VALUE…] PORT [WRAPPER…] → pid
+  local name=$1 bin=${2%%,*} port=$3 settings=()
+  [[ $2 == *,* ]] && IFS=, read -r -a settings <<<"${2#*,}"
+  shift 3
   DATABASE_URL="$cluster/bench_ab_$name" LATCHKEY_DEV=1 LATCHKEY_LISTEN="127.0.0.1:$port" \
     LATCHKEY_ORIGINS="http://localhost:$port" LATCHKEY_RATE_LIMIT=0 \
-    env ${threads:+"LATCHKEY_THREADS=$threads"} "$@" "$bin" serve >"$scratch/$name.log" 2>&1 &
+    env ${threads:+"LATCHKEY_THREADS=$threads"} "${settings[@]}" "$@" "$bin" serve >"$scratch/$name.log" 2>&1 &
   echo $!
 }
 wait_ready() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return 0; sleep 0.2; done; return 1; }

@@ -109,8 +109,16 @@ echo "ceremony suites through PgBouncer (transaction pooling): $LATCHKEY_PGBOUNC
 DATABASE_URL="$LATCHKEY_PGBOUNCER_URL" LATCHKEY_DB_POOLER=transaction timeout 900 \
   swift test --skip-build --filter "CeremonyTests|CeremonyFailureTests|StepUpTests" 2>&1 | tee data/swift-test-pgbouncer.log
 [[ ${PIPESTATUS[0]} -eq 0 ]] || failed "swift test --skip-build --filter CeremonyTests|CeremonyFailureTests|StepUpTests"
-set -e
 timed "ceremony suites through PgBouncer"
+
+# The sign-in suites again with every test server answering sign-ins on two event loops
+# (LATCHKEY_EVENT_LOOPS): the same answers, statements and refusals as on the worker threads.
+echo "sign-in suites on event loops (LATCHKEY_TEST_EVENT_LOOPS=2)"
+LATCHKEY_TEST_EVENT_LOOPS=2 timeout 900 \
+  swift test --skip-build --filter "CeremonyTests|CeremonyFailureTests|SealedLoginTests|DPoPSessionTests|LoopLoginTests" 2>&1 | tee data/swift-test-loops.log
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed "swift test --skip-build with LATCHKEY_TEST_EVENT_LOOPS=2"
+set -e
+timed "sign-in suites on event loops"
 
 swift build --product latchkey
 python3 Tests/CLI/inspect-vectors.py "$(swift build --show-bin-path)/latchkey" || failed "Tests/CLI/inspect-vectors.py"

@@ -28,6 +28,9 @@ typedef struct latchkey_mhd_config {
     int reuse_port;
     /// MHD_ALLOW_SUSPEND_RESUME: the application answers on threads of its own.
     int allow_suspend_resume;
+    /// No thread of libmicrohttpd's own: the application's event loop waits on the daemon's epoll
+    /// descriptor (`latchkey_mhd_epoll_fd`) and calls MHD_run when it is readable.
+    int external_polling;
 } latchkey_mhd_config;
 
 /// Error codes written by latchkey_mhd_start when it returns NULL.
@@ -54,7 +57,7 @@ static inline struct MHD_Daemon *latchkey_mhd_start(const latchkey_mhd_config *c
     struct sockaddr_in v4;
     struct sockaddr_in6 v6;
     void *address = NULL;
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
+    unsigned int flags = config->external_polling ? 0 : MHD_USE_INTERNAL_POLLING_THREAD;
     memset(&v4, 0, sizeof v4);
     memset(&v6, 0, sizeof v6);
     *error = LATCHKEY_MHD_OK;
@@ -115,6 +118,20 @@ static inline struct MHD_Daemon *latchkey_mhd_start(const latchkey_mhd_config *c
         *error = LATCHKEY_MHD_START_FAILED;
     }
     return daemon;
+}
+
+/// The epoll descriptor of a daemon started with `external_polling`, or -1.
+static inline int latchkey_mhd_epoll_fd(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    return info == NULL ? -1 : info->epoll_fd;
+}
+
+/// Milliseconds until the daemon has a timeout to act on (an idle connection to close), at most a
+/// minute; -1 when it has none.
+static inline int latchkey_mhd_timeout_ms(struct MHD_Daemon *daemon) {
+    MHD_UNSIGNED_LONG_LONG timeout = 0;
+    if (MHD_get_timeout(daemon, &timeout) != MHD_YES) return -1;
+    return timeout > 60000 ? 60000 : (int)timeout;
 }
 
 /// The port the daemon listens on (useful after binding port 0), or 0 if unknown.

@@ -1,6 +1,7 @@
 import CMicroHTTPD
 import Glibc
 import Synchronization
+public import EventLoop
 
 /// An HTTP/1.1 server on libmicrohttpd. This file is the only Swift code that calls libmicrohttpd.
 ///
@@ -42,11 +43,16 @@ public final class HTTPServer: Sendable {
         /// answer (libmicrohttpd zeroes this memory per request, so smaller would be cheaper, but
         /// not at that price).
         public var connectionMemoryBytes: Int
+        /// Event loops (`EventLoop`), each with a libmicrohttpd daemon of its own on the same port
+        /// (SO_REUSEPORT spreads the connections): a `LoopResponder`'s requests are answered on
+        /// their loop's thread, the rest still on the worker threads. 0: one daemon with its own
+        /// polling thread, every request on a worker thread.
+        public var eventLoops: Int
 
         public init(host: String = "127.0.0.1", port: Int = 8080, threadPoolSize: Int = HTTPServer.processorCount,
                     connectionTimeoutSeconds: Int = 30, connectionLimit: Int = 1000, perAddressConnectionLimit: Int = 0,
                     maxBodyBytes: Int = 65536, reusePort: Bool = false, connectionMemoryBytes: Int = 32 * 1024,
-                    largeBodies: [String: Int] = [:]) {
+                    largeBodies: [String: Int] = [:], eventLoops: Int = 0) {
             self.host = host
             self.port = port
             self.threadPoolSize = threadPoolSize
@@ -57,6 +63,7 @@ public final class HTTPServer: Sendable {
             self.largeBodies = largeBodies
             self.reusePort = reusePort
             self.connectionMemoryBytes = connectionMemoryBytes
+            self.eventLoops = eventLoops
         }
     }
 
@@ -67,65 +74,118 @@ public final class HTTPServer: Sendable {
     /// The port actually bound (differs from `configuration.port` when that was 0).
     public let port: Int
 
-    private let core: ServerCore
-    private let daemon: Mutex<DaemonHandle?>
+    private let cores: [ServerCore]
+    private let workers: WorkerPool
+    private let loops: [EventLoop]
+    private let daemons: Mutex<[DaemonHandle]?>
 
     /// Binds and starts serving immediately.
     public init(configuration: Configuration, responder: some Responder) throws(HTTPError) {
         guard (0...65535).contains(configuration.port) else {
             throw HTTPError(.invalidAddress, "port \(configuration.port) is out of range")
         }
-        let core = ServerCore(responder: responder, maxBodyBytes: max(0, configuration.maxBodyBytes),
-                              largeBodies: configuration.largeBodies.mapValues { max(0, $0) },
-                              workers: WorkerPool(threads: configuration.threadPoolSize))
-        let context = Unmanaged.passUnretained(core).toOpaque()
-        var error: Int32 = 0
-        let started: OpaquePointer? = configuration.host.withCString { host in
-            var config = latchkey_mhd_config()
-            config.host = host
-            config.port = UInt16(configuration.port)
-            config.thread_pool_size = 1
-            config.allow_suspend_resume = 1
-            config.connection_timeout_seconds = UInt32(clamping: configuration.connectionTimeoutSeconds)
-            config.connection_limit = UInt32(clamping: configuration.connectionLimit)
-            config.per_ip_connection_limit = UInt32(clamping: max(0, configuration.perAddressConnectionLimit))
-            config.reuse_port = configuration.reusePort ? 1 : 0
-            config.connection_memory_limit = max(4096, configuration.connectionMemoryBytes)
-            return latchkey_mhd_start(&config, accessHandler, context, requestCompleted, context, &error)
+        let workers = WorkerPool(threads: configuration.threadPoolSize)
+        let loops = (0..<max(0, configuration.eventLoops)).map { _ in EventLoop() }
+        let onLoop = loops.isEmpty ? nil : responder as? any LoopResponder
+        var cores: [ServerCore] = []
+        var started: [DaemonHandle] = []
+        var port = configuration.port
+        func undo() {
+            for handle in started { MHD_stop_daemon(handle.pointer) }
+            workers.close()
         }
-        guard let started else {
-            core.workers.close()
-            if error == Int32(LATCHKEY_MHD_BAD_HOST) {
-                throw HTTPError(.invalidAddress, "host must be a numeric IP address: \(configuration.host)")
+        for index in 0..<max(1, loops.count) {
+            let loop = loops.isEmpty ? nil : loops[index]
+            let core = ServerCore(responder: responder, loopResponder: onLoop, maxBodyBytes: max(0, configuration.maxBodyBytes),
+                                  largeBodies: configuration.largeBodies.mapValues { max(0, $0) }, workers: workers, loop: loop)
+            let context = Unmanaged.passUnretained(core).toOpaque()
+            var error: Int32 = 0
+            let daemon: OpaquePointer? = configuration.host.withCString { host in
+                var config = latchkey_mhd_config()
+                config.host = host
+                config.port = UInt16(port)
+                config.thread_pool_size = 1
+                config.allow_suspend_resume = 1
+                config.external_polling = loop == nil ? 0 : 1
+                config.connection_timeout_seconds = UInt32(clamping: configuration.connectionTimeoutSeconds)
+                // Each loop's daemon takes its share of the limit.
+                config.connection_limit = UInt32(clamping: max(1, configuration.connectionLimit / max(1, loops.count)))
+                // The per-address cap too, rounded up: one address's connections are spread over
+                // the daemons by the kernel, and together they must not pass the cap by more than
+                // a rounding.
+                let perAddress = max(0, configuration.perAddressConnectionLimit)
+                config.per_ip_connection_limit = UInt32(clamping: (perAddress + max(1, loops.count) - 1) / max(1, loops.count))
+                config.reuse_port = configuration.reusePort || loops.count > 1 ? 1 : 0
+                config.connection_memory_limit = max(4096, configuration.connectionMemoryBytes)
+                return latchkey_mhd_start(&config, accessHandler, context, requestCompleted, context, &error)
             }
-            throw HTTPError(.startFailed, "libmicrohttpd could not listen on \(configuration.host):\(configuration.port)")
+            guard let daemon else {
+                undo()
+                if error == Int32(LATCHKEY_MHD_BAD_HOST) {
+                    throw HTTPError(.invalidAddress, "host must be a numeric IP address: \(configuration.host)")
+                }
+                throw HTTPError(.startFailed, "libmicrohttpd could not listen on \(configuration.host):\(configuration.port)")
+            }
+            if index == 0 {
+                let bound = Int(latchkey_mhd_bound_port(daemon))
+                if bound != 0 { port = bound }
+            }
+            core.daemon.store(UInt(bitPattern: Int(bitPattern: daemon)), ordering: .releasing)
+            cores.append(core)
+            started.append(DaemonHandle(pointer: daemon))
         }
-        let bound = Int(latchkey_mhd_bound_port(started))
+        for (loop, handle) in zip(loops, started) { Self.drive(handle, on: loop) }
         self.configuration = configuration
-        self.port = bound != 0 ? bound : configuration.port
-        self.core = core
-        self.daemon = Mutex(DaemonHandle(pointer: started))
+        self.port = port
+        self.cores = cores
+        self.workers = workers
+        self.loops = loops
+        self.daemons = Mutex(started)
+    }
+
+    /// Starts `loop` and has it run the daemon whenever the daemon's epoll descriptor is readable
+    /// or its nearest timeout is due.
+    private static func drive(_ handle: DaemonHandle, on loop: EventLoop) {
+        loop.start()
+        loop.execute {
+            let descriptor = latchkey_mhd_epoll_fd(handle.pointer)
+            loop.watch(descriptor) { _ = MHD_run(handle.pointer) }
+            loop.onEveryTurn {
+                let due = latchkey_mhd_timeout_ms(handle.pointer)
+                guard due == 0 else { return due }
+                _ = MHD_run(handle.pointer)
+                return latchkey_mhd_timeout_ms(handle.pointer)
+            }
+        }
     }
 
     /// Connections open right now (0 once stopped); for metrics and tests.
     public var openConnections: Int {
-        daemon.withLock { handle in handle.map { Int(latchkey_mhd_connection_count($0.pointer)) } ?? 0 }
+        daemons.withLock { handles in handles.map { $0.reduce(0) { $0 + Int(latchkey_mhd_connection_count($1.pointer)) } } ?? 0 }
     }
 
     /// Request contexts not yet freed by libmicrohttpd's completion callback; 0 once stopped.
-    var pendingRequestContexts: Int { core.liveExchanges.load(ordering: .relaxed) }
+    var pendingRequestContexts: Int { cores.reduce(0) { $0 + $1.liveExchanges.load(ordering: .relaxed) } }
 
     /// Stops accepting, closes every connection and joins the worker threads. Idempotent.
     public func stop() {
-        let handle = daemon.withLock { state -> DaemonHandle? in
+        let handles = daemons.withLock { state -> [DaemonHandle] in
             defer { state = nil }
-            return state
+            return state ?? []
         }
         // Every request a worker holds is answered and its connection resumed before the daemon
         // goes (libmicrohttpd must not be left with suspended connections); what arrives meanwhile
-        // is answered on the polling thread itself.
-        core.workers.close()
-        if let handle { MHD_stop_daemon(handle.pointer) }
+        // is answered on the polling thread itself. Requests on a loop finish on it first.
+        workers.close()
+        if !loops.isEmpty {
+            var waited = 0
+            while cores.contains(where: { $0.onLoop.load(ordering: .acquiring) > 0 }), waited < 10_000 {
+                usleep(1000)
+                waited += 1
+            }
+            for loop in loops { loop.stop() }
+        }
+        for handle in handles { MHD_stop_daemon(handle.pointer) }
     }
 
     deinit {
@@ -138,41 +198,6 @@ public final class HTTPServer: Sendable {
 /// The daemon pointer; only ever used under the server's mutex or after taking it out.
 private struct DaemonHandle: @unchecked Sendable {
     let pointer: OpaquePointer
-}
-
-/// What the C callbacks reach through their `cls` pointer.
-private final class ServerCore: Sendable {
-    let responder: any Responder
-    let maxBodyBytes: Int
-    let largeBodies: [String: Int]
-    let workers: WorkerPool
-    /// Per-request contexts allocated and not yet freed (a leak check for tests).
-    let liveExchanges = Atomic<Int>(0)
-
-    init(responder: any Responder, maxBodyBytes: Int, largeBodies: [String: Int], workers: WorkerPool) {
-        self.responder = responder
-        self.maxBodyBytes = maxBodyBytes
-        self.largeBodies = largeBodies
-        self.workers = workers
-    }
-}
-
-/// Per-request state kept in libmicrohttpd's `con_cls` between access-handler calls; retained on
-/// the first call, released in `requestCompleted`. Only touched by the polling thread, except
-/// `answer`, which a worker fills while the connection is suspended.
-private final class Exchange: @unchecked Sendable {
-    var headers: [(String, String)] = []
-    var body: [UInt8] = []
-    /// Upload bytes seen so far, kept or not.
-    var received = 0
-    /// The body outgrew the limit: the rest is read and dropped, then 413 is sent.
-    var overflowed = false
-    var responded = false
-    /// This request's body limit (`maxBodyBytes`, or its route's entry in `largeBodies`).
-    var limit = 0
-    /// The responder's answer, from the worker to the polling thread (taken once), with the pipe
-    /// of a streamed body.
-    let answer = Mutex<(Response, StreamPipe?)?>(nil)
 }
 
 /// How much of an oversized streamed (chunked) body is read and dropped so that the client can
@@ -255,31 +280,8 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
     // calls this handler again once the worker has resumed it (the branch above).
     let suspended = SuspendedConnection(pointer: connection)
     MHD_suspend_connection(connection)
-    let answer = { (onWorker: Bool) in
-        var response = core.responder.respond(to: request)
-        guard let stream = response.stream else {
-            exchange.answer.withLock { $0 = (response, nil) }
-            return MHD_resume_connection(suspended.pointer)
-        }
-        guard onWorker else {
-            // Stopping: nothing may wait on the polling thread for a client to read.
-            response = .problem(status: 503, code: "internal_error", detail: "The server is stopping.")
-            exchange.answer.withLock { $0 = (response, nil) }
-            return MHD_resume_connection(suspended.pointer)
-        }
-        // The head goes out now; the body follows as the producer writes it (`StreamPipe`).
-        let pipe = StreamPipe(resume: { MHD_resume_connection(suspended.pointer) })
-        exchange.answer.withLock { $0 = (response, pipe) }
-        MHD_resume_connection(suspended.pointer)
-        do { try stream.produce(pipe.write); pipe.finish(failed: false) } catch { pipe.finish(failed: true) }
-    }
-    if !core.workers.submit({ answer(true) }) { answer(false) }  // stopping: answered here, on the polling thread
+    core.dispatch(request, exchange, suspended)
     return .YES
-}
-
-/// A suspended connection, handed to the one worker that resumes it.
-private struct SuspendedConnection: @unchecked Sendable {
-    let pointer: OpaquePointer
 }
 
 private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, conCls, _ in

@@ -53,6 +53,8 @@ public struct AcceptedBody: Sendable, Hashable {
 /// - `HEAD` is served by the `GET` route when no `HEAD` route exists.
 public struct Router: Responder {
     public typealias Handler = @Sendable (Request, PathParameters) -> Response
+    /// The same route's answer made on an event loop (`LoopResponder`).
+    public typealias LoopHandler = @Sendable (Request, PathParameters) async -> Response
 
     private struct Route: Sendable {
         let method: String
@@ -60,6 +62,7 @@ public struct Router: Responder {
         let segments: [Segment]
         let accepts: AcceptedBody
         let handler: Handler
+        var loopHandler: LoopHandler? = nil
     }
 
     private enum Segment: Sendable, Equatable {
@@ -80,7 +83,7 @@ public struct Router: Responder {
     /// segment written `{name}` captures one non-empty path segment. Registering a malformed
     /// pattern is a programming error and traps.
     public mutating func add(_ method: String, _ pattern: String, accepting accepts: AcceptedBody = .json,
-                             handler: @escaping Handler) {
+                             handler: @escaping Handler, onLoop loopHandler: LoopHandler? = nil) {
         precondition(pattern.hasPrefix("/"), "route pattern must start with /: \(pattern)")
         let segments = pattern.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map { part -> Segment in
             if part.hasPrefix("{") && part.hasSuffix("}") && part.count > 2 {
@@ -90,7 +93,7 @@ public struct Router: Responder {
             return .literal(String(part))
         }
         let route = Route(method: asciiUppercased(method), pattern: pattern,
-                          segments: segments, accepts: accepts, handler: handler)
+                          segments: segments, accepts: accepts, handler: handler, loopHandler: loopHandler)
         precondition(!routes.contains { $0.method == route.method && $0.segments == route.segments },
                      "duplicate route \(route.method) \(pattern)")
         if !segments.contains(where: { if case .parameter = $0 { true } else { false } }) {
@@ -127,6 +130,25 @@ public struct Router: Responder {
     /// Answers `request` and names the route pattern that matched (nil for 404 and 405), so a
     /// caller can label metrics and logs by route rather than by raw path.
     public func dispatch(_ request: Request) -> (response: Response, pattern: String?) {
+        switch select(request) {
+        case .answered(let response, let pattern): return (response, pattern)
+        case .route(let route, let parameters): return (route.handler(request, PathParameters(parameters)), route.pattern)
+        }
+    }
+
+    /// The route that answers `request` on an event loop, and its pattern; nil when the route
+    /// that owns it has no loop handler, or when the router answers it itself (404, 405, 415).
+    public func loopRoute(_ request: Request) -> (pattern: String, answer: @Sendable () async -> Response)? {
+        guard case .route(let route, let parameters) = select(request), let handler = route.loopHandler else { return nil }
+        return (route.pattern, { await handler(request, PathParameters(parameters)) })
+    }
+
+    private enum Selection {
+        case answered(Response, pattern: String?)
+        case route(Route, parameters: [(String, String)])
+    }
+
+    private func select(_ request: Request) -> Selection {
         if let owners = literalRoutes[request.rawPath], !request.rawPath.utf8.contains(UInt8(ascii: "%")) {
             return answer(request, owners.map { (routes[$0], []) })
         }
@@ -152,7 +174,7 @@ public struct Router: Responder {
 
     /// Picks the route for the request's method among those of the one shape that owns the path
     /// (HEAD falls back to GET), or answers 404 / 405 / 415.
-    private func answer(_ request: Request, _ matching: [(route: Route, parameters: [(String, String)])]) -> (response: Response, pattern: String?) {
+    private func answer(_ request: Request, _ matching: [(route: Route, parameters: [(String, String)])]) -> Selection {
         var best: (route: Route, parameters: [(String, String)])?
         var getFallback: (route: Route, parameters: [(String, String)])?
         var allowed: [String] = []
@@ -171,22 +193,22 @@ public struct Router: Responder {
 
         guard let (route, parameters) = best ?? getFallback else {
             if allowed.isEmpty {
-                return (.problem(status: 404, code: "not_found", detail: "No resource at this path."), nil)
+                return .answered(.problem(status: 404, code: "not_found", detail: "No resource at this path."), pattern: nil)
             }
             if allowed.contains("GET") && !allowed.contains("HEAD") { allowed.append("HEAD") }
             let allow = allowed.joined(separator: ", ")
-            return (.problem(status: 405, code: "invalid_request",
-                             detail: "Method \(request.method) is not allowed here; allowed: \(allow).",
-                             headers: [("Allow", allow)]), nil)
+            return .answered(.problem(status: 405, code: "invalid_request",
+                                      detail: "Method \(request.method) is not allowed here; allowed: \(allow).",
+                                      headers: [("Allow", allow)]), pattern: nil)
         }
 
         if !request.body.isEmpty, request.method == "POST" || request.method == "PUT" || request.method == "PATCH",
            !route.accepts.allows(request.mediaType) {
-            return (.problem(status: 415, code: "invalid_request",
-                             detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here: send Content-Type: \(route.accepts.expected)"
-                                + (route.accepts == .json ? " (curl: -H 'Content-Type: application/json')." : ".")), route.pattern)
+            return .answered(.problem(status: 415, code: "invalid_request",
+                                      detail: "Content-Type \(request.mediaType ?? "(none)") is not accepted here: send Content-Type: \(route.accepts.expected)"
+                                        + (route.accepts == .json ? " (curl: -H 'Content-Type: application/json')." : ".")), pattern: route.pattern)
         }
-        return (route.handler(request, PathParameters(parameters)), route.pattern)
+        return .route(route, parameters: parameters)
     }
 
     private func match(_ pattern: [Segment], _ raw: [Substring], _ decoded: inout [String?]) -> [(String, String)]? {

@@ -147,6 +147,13 @@ public enum PostgresDeadline {
         return (value, budget)
     }
 
+    /// `within` for asynchronous work (a task on an event loop).
+    public static func within<T>(seconds: Double, tracing: Bool = false, _ body: () async -> T) async -> (T, PostgresBudget) {
+        let budget = PostgresBudget(deadline: ConditionLock.monotonicNanoseconds() &+ UInt64(max(0, seconds) * 1e9), tracing: tracing)
+        let value = await $current.withValue(budget) { await body() }
+        return (value, budget)
+    }
+
     /// Runs `body` under the bound budget's deadline but without counting its round trips against
     /// the request (SPEC "Performance targets" → "Round trips": the revocation check of a stale
     /// instance is the one extra read a request may make, and it is not the route's own cost).

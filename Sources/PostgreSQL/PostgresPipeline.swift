@@ -13,14 +13,8 @@ extension PostgresConnection {
     /// (not with `transactionPooling`: unnamed statements only, so nothing outlives the transaction).
     @discardableResult
     public func pipeline(_ given: [SQL]) throws -> [[Row]] {
-        for sql in given {
-            if let bad = sql.binds.firstIndex(where: { $0.containsNUL }) {
-                throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
-            }
-        }
-        let (statements, carrying) = try riding(given)
+        let (statements, carrying) = try starting(given)
         let prepare = !transactionPooling
-        PostgresDeadline.roundTrip(SQL.roundTripKind(statements), statements.map(\.text).joined(separator: "; "))
         let deadline = PostgresDeadline.callDeadline(limit: queryTimeout)
         do {
             let rows = try state.withLock { state in
@@ -32,6 +26,19 @@ extension PostgresConnection {
             if carrying { PostgresDeadline.current?.rode(error) }
             throw error
         }
+    }
+
+    /// What every pipeline does before it sends: refuses a bind PostgreSQL text cannot hold, puts
+    /// the request's rider on the first write that commits, and counts the round trip.
+    func starting(_ given: [SQL]) throws -> (statements: [SQL], carrying: Bool) {
+        for sql in given {
+            if let bad = sql.binds.firstIndex(where: { $0.containsNUL }) {
+                throw PostgresError(.invalidArgument, "parameter $\(bad + 1) contains a NUL character, which PostgreSQL text cannot hold")
+            }
+        }
+        let (statements, carrying) = try riding(given)
+        PostgresDeadline.roundTrip(SQL.roundTripKind(statements), statements.map(\.text).joined(separator: "; "))
+        return (statements, carrying)
     }
 
     /// The statements with the request's rider (`PostgresBudget.carry`) on the first that writes,
@@ -52,7 +59,7 @@ extension PostgresConnection {
     }
 
     /// What each command sent in the pipeline answers with, in order.
-    private enum Sent {
+    enum Sent {
         /// A statement prepared here, cached once its Parse succeeded.
         case prepare(StatementKey, PreparedStatement)
         /// `statements[index]`, with the prepared statement whose result layout it caches.
@@ -60,6 +67,14 @@ extension PostgresConnection {
     }
 
     private static func runPipeline(_ statements: [SQL], _ state: inout State, _ deadline: UInt64?, prepare: Bool) throws -> [[Row]] {
+        let sent = try sendPipeline(statements, &state, prepare: prepare)
+        let (handle, fatal) = (state.handle, state.fatalFlag)
+        return try collectPipeline(sent, count: statements.count, &state) { try nextResult(handle, fatal, deadline) }
+    }
+
+    /// Sends every statement of the pipeline and its Sync, preparing statements with binds once per
+    /// connection (`prepare`). What each command will answer with, in order.
+    static func sendPipeline(_ statements: [SQL], _ state: inout State, prepare: Bool) throws -> [Sent] {
         let handle = state.handle
         let fatal = state.fatalFlag
         guard fatal.pointee == 0, PQstatus(handle) == CONNECTION_OK else {
@@ -104,12 +119,20 @@ extension PostgresConnection {
             fatal.pointee = 1
             throw error
         }
+        return sent
+    }
 
-        var rows = [[Row]](repeating: [], count: statements.count)
+    /// Reads what the pipeline `sent` answered, result by result from `next` (nil between two
+    /// commands' results), up to the Sync's own result: each statement's rows, or the first
+    /// statement's failure.
+    static func collectPipeline(_ sent: [Sent], count: Int, _ state: inout State, next: () throws -> OpaquePointer?) throws -> [[Row]] {
+        let handle = state.handle
+        let fatal = state.fatalFlag
+        var rows = [[Row]](repeating: [], count: count)
         var firstFailure: PostgresError? = nil
         for command in sent {
             // Each command's results, then a null.
-            while let result = try nextResult(handle, fatal, deadline) {
+            while let result = try next() {
                 defer { PQclear(result) }
                 switch PQresultStatus(result) {
                 case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
@@ -135,7 +158,7 @@ extension PostgresConnection {
         }
         // Then the Sync's own result (a broken connection never sends it).
         while true {
-            guard let result = try nextResult(handle, fatal, deadline) else {
+            guard let result = try next() else {
                 guard PQstatus(handle) == CONNECTION_OK else {
                     fatal.pointee = 1
                     throw firstFailure ?? failure(handle, nil)

@@ -1,3 +1,4 @@
+import EventLoop
 import PostgreSQL
 
 /// How the server reaches PostgreSQL.
@@ -37,6 +38,8 @@ public final class Database: Sendable {
     public let pooler: PoolerMode
     /// `listenURL` as given: a connection past any pooler.
     private let directURL: String?
+    /// The durable pool's URL, for the connections of an event loop (`loopConnections`).
+    private let url: String
 
     public let challenges: ChallengeRepository
     /// A passkey login's one read and one write (sealed challenges' single use, the session).
@@ -84,6 +87,7 @@ public final class Database: Sendable {
     public init(url: String, connections: Int, pooler: PoolerMode = .none, listenURL: String? = nil,
                 queryTimeout: Double = Database.defaultQueryTimeout) {
         self.pooler = pooler
+        self.url = url
         directURL = listenURL
         self.queryTimeout = queryTimeout
         pool = Database.makePool(url: url, connections: connections, pooler: pooler, queryTimeout: queryTimeout)
@@ -124,10 +128,24 @@ public final class Database: Sendable {
                      queryTimeout: .milliseconds(Int64(queryTimeout * 1000)))
     }
 
+    /// Durable connections of their own for the tasks of one event loop (`LATCHKEY_EVENT_LOOPS`),
+    /// with the pool's URL, pooler mode and per-call timeout.
+    public func loopConnections(on loop: EventLoop, connections: Int) -> LoopConnections {
+        LoopConnections(loop: loop, url: url, maxConnections: connections, transactionPooling: pooler == .transaction,
+                        queryTimeout: .milliseconds(Int64(queryTimeout * 1000)))
+    }
+
     /// LATCHKEY_DB_QUERY_TIMEOUT's default, in seconds.
     public static let defaultQueryTimeout = 5.0
     /// Seconds one database call may wait (and a request's budget for all of its calls).
     public let queryTimeout: Double
+
+    /// `withinBudget` for a task on an event loop (the budget is a task-local, so it follows the task).
+    public func withinBudget<T>(tracing: Bool = false, _ body: () async -> T) async -> (T, DatabaseFailure?, DatabaseWork) {
+        let (value, budget) = await PostgresDeadline.within(seconds: queryTimeout, tracing: tracing, body)
+        return (value, budget.lastFailure.map { DatabaseFailure(kind: $0.failureClass, reason: $0.description) },
+                DatabaseWork(roundTrips: budget.counts, statements: budget.statements))
+    }
 
     /// Runs `body` (one request's work) with all of its database calls bounded, together, by
     /// `queryTimeout`; returns what the last database failure inside it was, if any (for the

@@ -69,18 +69,33 @@ public final class LoginRepository: Sendable {
     /// Username-first options: the account and its live passkeys (id, transports), oldest first,
     /// in one query that is the same statement whether or not the username exists. Nil: no such account.
     public func account(username: String) throws(StorageError) -> (userId: String, credentials: [(id: [UInt8], transports: [String])])? {
-        try pool.run { c in
-            let rows = try c.query("""
-                SELECT u.id AS user_id, c.id, c.transports::text AS transports
-                FROM (SELECT \(username)::text AS username) q LEFT JOIN users u ON u.username = q.username
-                     LEFT JOIN credentials c ON c.user_id = u.id AND c.revoked_at IS NULL
-                ORDER BY c.created_at, c.id
-                """)
-            guard let first = rows.first, let userId = try first.optionalString("user_id") else { return nil }
-            var credentials: [(id: [UInt8], transports: [String])] = []
-            for r in rows where try !r.isNull("id") { credentials.append((try r.bytes("id"), try r.stringArray("transports"))) }
-            return (userId, credentials)
-        }
+        try pool.run { c in try Self.account(try c.query(Self.accountStatement(username))) }
+    }
+
+    /// `account(username:)` from a task on an event loop, over that loop's connections.
+    public func account(username: String, on connections: LoopConnections) async throws(StorageError)
+        -> (userId: String, credentials: [(id: [UInt8], transports: [String])])? {
+        do {
+            return try await connections.withConnection { c in
+                try Self.account(try await c.pipeline([Self.accountStatement(username)], on: connections.loop)[0])
+            }
+        } catch { throw StorageError(error) }
+    }
+
+    static func accountStatement(_ username: String) -> SQL {
+        """
+        SELECT u.id AS user_id, c.id, c.transports::text AS transports
+        FROM (SELECT \(username)::text AS username) q LEFT JOIN users u ON u.username = q.username
+             LEFT JOIN credentials c ON c.user_id = u.id AND c.revoked_at IS NULL
+        ORDER BY c.created_at, c.id
+        """
+    }
+
+    static func account(_ rows: [Row]) throws -> (userId: String, credentials: [(id: [UInt8], transports: [String])])? {
+        guard let first = rows.first, let userId = try first.optionalString("user_id") else { return nil }
+        var credentials: [(id: [UInt8], transports: [String])] = []
+        for r in rows where try !r.isNull("id") { credentials.append((try r.bytes("id"), try r.stringArray("transports"))) }
+        return (userId, credentials)
     }
 
     /// A login's one transaction. Round trip 1: BEGIN and the read (`LoginRead`: the challenge's
@@ -93,35 +108,64 @@ public final class LoginRepository: Sendable {
     /// credential `.notFound` (the challenge stays used).
     public func login(_ challenge: UsedChallenge, credentialId: [UInt8], decide: (LoginRead) -> LoginWrite) throws(StorageError) -> LoginWritten {
         try pool.run { c in
-            let read = try c.pipeline(["BEGIN", """
-                SELECT EXISTS (SELECT 1 FROM used_challenges WHERE id = \(challenge.id)) AS used, \(challenge.expiresAt) > now() AS live,
-                       \(unsafeRaw: AccountRepository.loginColumns),
-                       (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a
-                        WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted,
-                       \(fragment: RevocationCascade.startingSession(userColumn: "c.user_id"))
-                FROM (VALUES (1)) AS one (x) LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
-                     LEFT JOIN users u ON u.id = c.user_id
-                """])[1][0]
-            let found = LoginRead(used: try read.bool("used"), live: try read.bool("live"),
-                                  login: try read.isNull("id") ? nil : try AccountRepository.login(read), accepted: try read.hexList("accepted"))
+            let found = try Self.read(try c.pipeline(["BEGIN", Self.readStatement(challenge, credentialId)])[1][0])
             guard !found.used, found.live else {
                 try c.pipeline(["COMMIT"])
                 return .challengeUnusable
             }
             let write = decide(found)
-            let row = try c.pipeline([Self.statement(write, challenge), "COMMIT"])[0][0]
-            guard try row.bool("fresh") else { return .challengeUnusable }
-            switch write {
-            case .session(let session, _, _, _, _):
-                let recorded = try AccountRepository.recorded(row)
-                // A session with a DPoP proof is written only for a proof not seen before.
-                if session.dpop != nil, try !row.bool("started") { return .proofReplayed }
-                return .session(recorded)
-            case .browserSession:
-                let (recorded, ended) = try OAuthRepository.browserSessionStarted(row)
-                return .browserSession(recorded, ended: ended)
-            case .refused: return .refused
+            return try Self.written(try c.pipeline([Self.statement(write, challenge), "COMMIT"])[0][0], write)
+        }
+    }
+
+    /// `login` from a task on an event loop, over that loop's connections: the same two round
+    /// trips, each a wait on the loop rather than a blocked thread.
+    public func login(_ challenge: UsedChallenge, credentialId: [UInt8], on connections: LoopConnections,
+                      decide: (LoginRead) -> LoginWrite) async throws(StorageError) -> LoginWritten {
+        let loop = connections.loop
+        do {
+            return try await connections.withConnection { c in
+                let found = try Self.read(try await c.pipeline(["BEGIN", Self.readStatement(challenge, credentialId)], on: loop)[1][0])
+                guard !found.used, found.live else {
+                    try await c.pipeline(["COMMIT"], on: loop)
+                    return .challengeUnusable
+                }
+                let write = decide(found)
+                return try Self.written(try await c.pipeline([Self.statement(write, challenge), "COMMIT"], on: loop)[0][0], write)
             }
+        } catch { throw StorageError(error) }
+    }
+
+    static func readStatement(_ challenge: UsedChallenge, _ credentialId: [UInt8]) -> SQL {
+        """
+        SELECT EXISTS (SELECT 1 FROM used_challenges WHERE id = \(challenge.id)) AS used, \(challenge.expiresAt) > now() AS live,
+               \(unsafeRaw: AccountRepository.loginColumns),
+               (SELECT string_agg(encode(a.id, 'hex'), ',' ORDER BY a.created_at, a.id) FROM credentials a
+                WHERE a.user_id = c.user_id AND a.revoked_at IS NULL) AS accepted,
+               \(fragment: RevocationCascade.startingSession(userColumn: "c.user_id"))
+        FROM (VALUES (1)) AS one (x) LEFT JOIN credentials c ON c.id = \(credentialId) AND c.revoked_at IS NULL
+             LEFT JOIN users u ON u.id = c.user_id
+        """
+    }
+
+    static func read(_ row: Row) throws -> LoginRead {
+        LoginRead(used: try row.bool("used"), live: try row.bool("live"),
+                  login: try row.isNull("id") ? nil : try AccountRepository.login(row), accepted: try row.hexList("accepted"))
+    }
+
+    /// What the one statement's row says was written.
+    static func written(_ row: Row, _ write: LoginWrite) throws -> LoginWritten {
+        guard try row.bool("fresh") else { return .challengeUnusable }
+        switch write {
+        case .session(let session, _, _, _, _):
+            let recorded = try AccountRepository.recorded(row)
+            // A session with a DPoP proof is written only for a proof not seen before.
+            if session.dpop != nil, try !row.bool("started") { return .proofReplayed }
+            return .session(recorded)
+        case .browserSession:
+            let (recorded, ended) = try OAuthRepository.browserSessionStarted(row)
+            return .browserSession(recorded, ended: ended)
+        case .refused: return .refused
         }
     }
 

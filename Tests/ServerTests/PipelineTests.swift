@@ -358,4 +358,8 @@ struct FixedBudget: RequestBudget {
     func withinBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork) {
         (try body(), failure, DatabaseWork(roundTrips: trips))
     }
+
+    func withinBudget<T>(tracing: Bool, _ body: () async -> T) async -> (T, DatabaseFailure?, DatabaseWork) {
+        (await body(), failure, DatabaseWork(roundTrips: trips))
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PostgreSQL
 import Storage
 import WebAuthn
 
@@ -19,6 +20,26 @@ protocol LoginStore: Sendable {
 }
 
 extension LoginRepository: LoginStore {}
+
+/// The same reads and writes from a task on an event loop: each round trip suspends the task on
+/// the loop instead of blocking a thread (`LoopLogins`: `LoginRepository` over the loop's connections).
+protocol LoopLoginStore: Sendable {
+    func account(username: String) async throws(StorageError) -> (userId: String, credentials: [(id: [UInt8], transports: [String])])?
+    func login(_ challenge: UsedChallenge, credentialId: [UInt8], decide: (LoginRead) -> LoginWrite) async throws(StorageError) -> LoginWritten
+}
+
+struct LoopLogins: LoopLoginStore {
+    let repository: LoginRepository
+    let connections: LoopConnections
+
+    func account(username: String) async throws(StorageError) -> (userId: String, credentials: [(id: [UInt8], transports: [String])])? {
+        try await repository.account(username: username, on: connections)
+    }
+
+    func login(_ challenge: UsedChallenge, credentialId: [UInt8], decide: (LoginRead) -> LoginWrite) async throws(StorageError) -> LoginWritten {
+        try await repository.login(challenge, credentialId: credentialId, on: connections, decide: decide)
+    }
+}
 
 /// What a ceremony reads of the authenticator metadata in use (`MetadataStore`): the policy a
 /// registration applies, and a statement's description and icon for a passkey's provider.

@@ -1,3 +1,4 @@
+import EventLoop
 import DeviceKeys
 import HTTP
 import JSON
@@ -46,24 +47,29 @@ extension RouteTable {
                                                            dpop: dpop)
             return .json(status: 201, bytes: PasskeyRenderer.signedIn(result))
         }
-        add("POST", "/v1/passkeys/authentication/options", .anyone) { ctx in
-            let body = ctx.request.body.isEmpty ? JSONValue.object([]) : try ctx.json()
-            var username: String? = nil
-            if let u = body["username"], !u.isNull {
-                guard let name = u.stringValue else { throw ServiceError.invalid("username must be a string") }
-                try validateName(name, "username")
-                username = name
-            }
-            return .json(bytes: PasskeyRenderer.options(try s.passkeys.authenticationOptions(username: username)).serialized())
-        }
-        add("POST", "/v1/passkeys/authentication/verify", .anyone) { ctx in
+        // A sign-in's two requests also answer on an event loop (LATCHKEY_EVENT_LOOPS): the same
+        // parsing, service and rendering, the store's round trips awaited there.
+        add("POST", "/v1/passkeys/authentication/options", .anyone, { ctx in
+            .json(bytes: PasskeyRenderer.options(try s.passkeys.authenticationOptions(username: try loginUsername(ctx))).serialized())
+        }, onLoop: { ctx, loop throws(ServiceError) in
+            let store = LoopLogins(repository: s.database.logins, connections: s.loopConnections(loop))
+            return .json(bytes: PasskeyRenderer.options(try await s.passkeys.authenticationOptions(username: try loginUsername(ctx), over: store))
+                .serialized())
+        })
+        add("POST", "/v1/passkeys/authentication/verify", .anyone, { ctx in
             // The language memo rides in the login's one statement.
             // A DPoP proof binds the session; its jti rides in the same statement.
             let dpop = try s.callers.dpop.binding(ctx.request)
             let result = try s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")),
                                                              dpop: dpop)
             return .json(bytes: PasskeyRenderer.signedIn(result))
-        }
+        }, onLoop: { ctx, loop throws(ServiceError) in
+            let dpop = try s.callers.dpop.binding(ctx.request)
+            let store = LoopLogins(repository: s.database.logins, connections: s.loopConnections(loop))
+            let result = try await s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")),
+                                                                   dpop: dpop, over: store)
+            return .json(bytes: PasskeyRenderer.signedIn(result))
+        })
         // SPEC "Portability": a provider's icon, public. `sandbox` makes an SVG opened on its own a
         // document without scripts or same-origin access, and `nosniff` keeps it the type it is
         // served as; `cross-origin` lets an app's own pages show them. Icons change only with the
@@ -150,4 +156,13 @@ extension StepUpRule {
         try refusingLastWayIn(&input, userId: Identifiers.opaque(input.rawPath["id"]), credential: "credentialId")
         return true
     }
+}
+
+/// The username of a username-first sign-in's options request, nil for a discoverable one.
+private func loginUsername(_ ctx: RouteContext) throws(ServiceError) -> String? {
+    let body = ctx.request.body.isEmpty ? JSONValue.object([]) : try ctx.json()
+    guard let u = body["username"], !u.isNull else { return nil }
+    guard let name = u.stringValue else { throw ServiceError.invalid("username must be a string") }
+    try validateName(name, "username")
+    return name
 }

@@ -13,12 +13,30 @@ extension PasskeyLogin {
     /// `userVerification` / `extensions`: the conformance profile's options request.
     func authenticationOptions(username: String?, userVerification asked: VerificationPolicy.UserVerification? = nil,
                                extensions: JSONValue? = nil) throws(ServiceError) -> RequestOptions {
+        // One read, the same statement whether or not the account exists.
+        var found: (userId: String, credentials: [(id: [UInt8], transports: [String])])?? = nil
+        if let username { found = .some(try storage { () throws(StorageError) in try logins.account(username: username) }) }
+        return try authenticationOptions(username: username, found: found, userVerification: asked, extensions: extensions)
+    }
+
+    /// `authenticationOptions(username:)` from a task on an event loop, over the loop's store.
+    func authenticationOptions(username: String?, over store: some LoopLoginStore) async throws(ServiceError) -> RequestOptions {
+        var found: (userId: String, credentials: [(id: [UInt8], transports: [String])])?? = nil
+        if let username {
+            do { found = .some(try await store.account(username: username)) } catch { throw ServiceError(error) }
+        }
+        return try authenticationOptions(username: username, found: found, userVerification: nil, extensions: nil)
+    }
+
+    /// The options once the username's read (`found`: nil when no username was given) is in.
+    private func authenticationOptions(username: String?, found: (userId: String, credentials: [(id: [UInt8], transports: [String])])??,
+                                       userVerification asked: VerificationPolicy.UserVerification?,
+                                       extensions: JSONValue?) throws(ServiceError) -> RequestOptions {
         var allow: [CredentialDescriptor] = []
         var account: String? = nil
-        if let username {
-            // One read, the same statement whether or not the account exists; the decoys are derived
-            // either way, and an unknown username seals a random user id of the same shape.
-            let found = try storage { () throws(StorageError) in try logins.account(username: username) }
+        if let username, let found {
+            // The decoys are derived either way, and an unknown username seals a random user id
+            // of the same shape.
             let decoys = Self.decoyCredentials(username: username, secret: try decoySecret.value())
             account = found?.userId ?? runtime.identifier()
             allow = found?.credentials.map { CredentialDescriptor(id: $0.id, transports: $0.transports) } ?? []
@@ -82,14 +100,39 @@ extension PasskeyLogin {
     func finishAuthentication(_ body: [UInt8], conformance: Bool, language: String?, dpop: DPoPBinding?) throws(ServiceError) -> PasskeyService.SignedIn {
         var pending: SessionService.Pending? = nil
         let (login, written) = try checkedLogin(body, conformance: conformance, boundTo: nil) { login throws(ServiceError) in
-            // The one statement: the challenge's use, the counter's compare-and-set, the session,
-            // the audit line, the events and the language memo.
-            let session = sessions.prepare(userId: login.user.id, credentialId: login.outcome.use.credentialId, dpop: dpop)
-            pending = session
-            return .session(session.record, recording: login.outcome.use,
-                            audit: [AuditRecord(.passkeyLogin, actor: login.user.id, subject: login.user.id, detail: login.outcome.auditDetail)],
-                            events: login.outcome.events, language: language)
+            sessionWrite(login, dpop: dpop, language: language, pending: &pending)
         }
+        return try signedIn(login, written, pending)
+    }
+
+    /// `verifyAuthentication` from a task on an event loop, over the loop's store.
+    func verifyAuthentication(_ body: [UInt8], language: String?, dpop: DPoPBinding?,
+                              over store: some LoopLoginStore) async throws(ServiceError) -> PasskeyService.SignedIn {
+        do {
+            var pending: SessionService.Pending? = nil
+            let (login, written) = try await checkedLogin(body, conformance: false, boundTo: nil, over: store) { login throws(ServiceError) in
+                sessionWrite(login, dpop: dpop, language: language, pending: &pending)
+            }
+            let result = try signedIn(login, written, pending)
+            metrics.observeCeremony("authentication", outcome: "ok")
+            return result
+        } catch {
+            metrics.observeCeremony("authentication", outcome: error.code.rawValue)
+            throw error
+        }
+    }
+
+    /// The one statement: the challenge's use, the counter's compare-and-set, the session, the
+    /// audit line, the events and the language memo.
+    private func sessionWrite(_ login: CheckedLogin, dpop: DPoPBinding?, language: String?, pending: inout SessionService.Pending?) -> LoginWrite {
+        let session = sessions.prepare(userId: login.user.id, credentialId: login.outcome.use.credentialId, dpop: dpop)
+        pending = session
+        return .session(session.record, recording: login.outcome.use,
+                        audit: [AuditRecord(.passkeyLogin, actor: login.user.id, subject: login.user.id, detail: login.outcome.auditDetail)],
+                        events: login.outcome.events, language: language)
+    }
+
+    private func signedIn(_ login: CheckedLogin, _ written: LoginWritten, _ pending: SessionService.Pending?) throws(ServiceError) -> PasskeyService.SignedIn {
         guard case .session(let recorded) = written, let pending else { throw ServiceError(.internalError, "the login wrote no session") }
         let issued = try sessions.issue(pending, authentication: login.outcome.authentication)
         // The passkey as this login left it.

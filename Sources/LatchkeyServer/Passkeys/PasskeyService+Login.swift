@@ -23,6 +23,42 @@ extension PasskeyLogin {
     /// one `authenticationOptions(boundTo:)` made for that context.
     func checkedLogin(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?,
                       write: (CheckedLogin) throws(ServiceError) -> LoginWrite) throws(ServiceError) -> (CheckedLogin, LoginWritten) {
+        var attempt = try opened(body, conformance: conformance, boundTo: context)
+        let written: LoginWritten
+        do throws(ServiceError) {
+            written = try storage { () throws(StorageError) in
+                try logins.login(attempt.used, credentialId: attempt.parsed.response.rawId) { read in decided(&attempt, read, write) }
+            }
+        } catch { throw failed(attempt, error) }
+        return try settled(attempt, written)
+    }
+
+    /// `checkedLogin` from a task on an event loop, over the loop's store: the same checks and
+    /// statements, each round trip a wait on the loop.
+    func checkedLogin(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?, over store: some LoopLoginStore,
+                      write: (CheckedLogin) throws(ServiceError) -> LoginWrite) async throws(ServiceError) -> (CheckedLogin, LoginWritten) {
+        var attempt = try opened(body, conformance: conformance, boundTo: context)
+        let written: LoginWritten
+        do {
+            written = try await store.login(attempt.used, credentialId: attempt.parsed.response.rawId) { read in decided(&attempt, read, write) }
+        } catch { throw failed(attempt, ServiceError(error)) }
+        return try settled(attempt, written)
+    }
+
+    /// A sign-in's verify before its transaction: the body parsed, the challenge opened, and
+    /// everything the decision needs from memory at hand.
+    struct LoginAttempt {
+        let parsed: ParsedAuthentication
+        let sealed: SealedAuthentication
+        let state: AuthenticationState
+        let policy: VerificationPolicy
+        let context: [UInt8]?
+        var checked: CheckedLogin? = nil
+        var refusal: PasskeyAssertion.Refusal? = nil
+        var used: UsedChallenge { UsedChallenge(id: sealed.id, expiresAt: sealed.expiresAt) }
+    }
+
+    private func opened(_ body: [UInt8], conformance: Bool, boundTo context: [UInt8]?) throws(ServiceError) -> LoginAttempt {
         let parsed: ParsedAuthentication
         do { parsed = try ParsedAuthentication(bytes: body) } catch { throw ServiceError(error) }
         let sealed = try SealedAuthentication(plaintext: seal.open(parsed.clientData.challenge, plaintextLength: SealedAuthentication.plaintextLength,
@@ -30,44 +66,51 @@ extension PasskeyLogin {
         guard sealed.expiresAt > runtime.now() else { throw ServiceError(.challengeInvalid, "challenge expired") }
         let state = AuthenticationState(challenge: parsed.clientData.challenge, rpId: relyingParty.id, userVerification: sealed.userVerification,
                                         account: sealed.account, allowedCredentials: nil)
-        // Everything the decision needs from memory is at hand before the transaction begins.
-        let policy = currentPolicy(conformance: conformance)
-        var refusal: PasskeyAssertion.Refusal? = nil
-        var checked: CheckedLogin? = nil
-        let written: LoginWritten
-        do throws(ServiceError) {
-            written = try storage { () throws(StorageError) in
-                try logins.login(UsedChallenge(id: sealed.id, expiresAt: sealed.expiresAt), credentialId: parsed.response.rawId) { read in
-                    do throws(PasskeyAssertion.Refusal) {
-                        let login = try decide(parsed, sealed: sealed, state: state, policy: policy, read: read, context: context)
-                        checked = login
-                        do throws(ServiceError) { return try write(login) } catch { throw PasskeyAssertion.Refusal(error: error, flag: nil) }
-                    } catch {
-                        refusal = error
-                        return .refused(flag: error.flag)
-                    }
-                }
-            }
-        } catch where error.code == .signCountRegression {
+        return LoginAttempt(parsed: parsed, sealed: sealed, state: state, policy: currentPolicy(conformance: conformance), context: context)
+    }
+
+    /// The statement the read leads to: the caller's `write` for a login that passed, else the
+    /// refusal (the challenge used, with the flag of a counter that went back).
+    private func decided(_ attempt: inout LoginAttempt, _ read: LoginRead,
+                         _ write: (CheckedLogin) throws(ServiceError) -> LoginWrite) -> LoginWrite {
+        do throws(PasskeyAssertion.Refusal) {
+            let login = try decide(attempt.parsed, sealed: attempt.sealed, state: attempt.state, policy: attempt.policy, read: read,
+                                   context: attempt.context)
+            attempt.checked = login
+            do throws(ServiceError) { return try write(login) } catch { throw PasskeyAssertion.Refusal(error: error, flag: nil) }
+        } catch {
+            attempt.refusal = error
+            return .refused(flag: error.flag)
+        }
+    }
+
+    private func failed(_ attempt: LoginAttempt, _ error: ServiceError) -> ServiceError {
+        switch error.code {
+        case .signCountRegression:
             // The counter's compare-and-set lost to a concurrent use carrying the same counter: the
             // challenge is used, nothing else was stored (§7.2 step 22, as a regression).
-            guard let checked else { throw error }
-            throw assertion.refuseRegression(checked.outcome)
-        } catch where error.code == .notFound {
+            guard let checked = attempt.checked else { return error }
+            return assertion.refuseRegression(checked.outcome)
+        case .notFound:
             // The passkey was revoked (or deleted) after the read found it: the same answer as a
             // read that finds none (the challenge is used, nothing else was stored).
-            throw unknownCredential(parsed.response.rawId)
+            return unknownCredential(attempt.parsed.response.rawId)
+        default:
+            return error
         }
+    }
+
+    private func settled(_ attempt: LoginAttempt, _ written: LoginWritten) throws(ServiceError) -> (CheckedLogin, LoginWritten) {
         switch written {
         case .challengeUnusable:
             throw ServiceError(.challengeInvalid, "unknown, already used or expired challenge")
         case .refused:
-            guard let refusal else { throw ServiceError(.internalError, "a refused login without its reason") }
+            guard let refusal = attempt.refusal else { throw ServiceError(.internalError, "a refused login without its reason") }
             throw refusal.error
         case .proofReplayed:
             throw SessionDPoP.replayed
         case .session, .browserSession:
-            guard let checked else { throw ServiceError(.internalError, "a login written without its check") }
+            guard let checked = attempt.checked else { throw ServiceError(.internalError, "a login written without its check") }
             return (checked, written)
         }
     }

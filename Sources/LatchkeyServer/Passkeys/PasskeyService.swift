@@ -106,6 +106,16 @@ public final class PasskeyService: Sendable {
         try login.checkedLogin(body, conformance: conformance, boundTo: context, write: write)
     }
 
+    /// The username-first options and the verify from a task on an event loop, over its store.
+    func authenticationOptions(username: String?, over store: some LoopLoginStore) async throws(ServiceError) -> RequestOptions {
+        try await login.authenticationOptions(username: username, over: store)
+    }
+
+    func verifyAuthentication(_ body: [UInt8], language: String?, dpop: DPoPBinding?,
+                              over store: some LoopLoginStore) async throws(ServiceError) -> SignedIn {
+        try await login.verifyAuthentication(body, language: language, dpop: dpop, over: store)
+    }
+
     /// When a challenge sealed now expires (LATCHKEY_CHALLENGE_TTL).
     func challengeExpiry() -> Date { login.challengeExpiry() }
 

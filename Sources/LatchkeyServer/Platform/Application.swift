@@ -12,7 +12,7 @@ import WebAuthn
 /// the public listener answers everything but `/admin/…` (404 there, as for any unknown path) and
 /// the admin listener only `/admin/…`, so the admin API and console sit behind that address's
 /// network restrictions alone.
-public struct Application: Responder {
+public struct Application: LoopResponder {
     /// Which paths a listener serves.
     public enum Listener: Sendable {
         /// Everything (no `LATCHKEY_ADMIN_LISTEN`).
@@ -136,6 +136,13 @@ public struct Application: Responder {
     }
 
     public func respond(to request: Request) -> Response { pipeline.respond(to: request) }
+
+    /// The routes with a handler for the event loop (a passkey sign-in's options and verify) are
+    /// answered there; nil for every other request, before any stage has seen it.
+    public func respondOnLoop(to request: Request) async -> Response? {
+        guard let route = router.loopRoute(request) else { return nil }
+        return await pipeline.respond(to: request, route: route)
+    }
 }
 
 extension Application {

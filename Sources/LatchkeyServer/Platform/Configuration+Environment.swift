@@ -98,6 +98,7 @@ extension Configuration {
             ?? (c.developmentMode || c.trustProxy ? 0 : 64)
         if let n = try int("LATCHKEY_THREADS", 1...256) { c.threads = n }
         if let n = try int("LATCHKEY_WORKERS", 1...64) { c.workers = n }
+        if let n = try int("LATCHKEY_EVENT_LOOPS", 0...64) { c.eventLoops = n }
         if let v = env["LATCHKEY_WELLKNOWN_DIR"], !v.isEmpty { c.wellKnownDirectory = v }
         c.webDirectory = WebFolder.resolve(setting: env["LATCHKEY_WEB_DIR"])
         c.aaguidFile = env["LATCHKEY_AAGUIDS"].flatMap { $0.isEmpty ? nil : $0 } ?? c.webDirectory + "/aaguids.json"

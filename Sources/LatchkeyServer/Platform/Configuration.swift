@@ -88,6 +88,10 @@ public struct Configuration: Sendable {
     public var keyEncryptionKey: KeyEncryptionKey? = nil
     public var threads = 8
     public var workers = 1
+    /// `LATCHKEY_EVENT_LOOPS`: event loops per process (0: none). A passkey sign-in's two requests
+    /// are answered on their loop, each database round trip a wait there rather than a blocked
+    /// worker thread; every other route still runs on the worker threads.
+    public var eventLoops = 0
     /// `LATCHKEY_WEBHOOK_MAX_AGE`: seconds after an event's creation its deliveries are retried.
     public var webhookMaxAge = 259_200
     /// `LATCHKEY_HINTS`: copied into every options body as `hints` (WebAuthn L3 §5.4 / §5.5).

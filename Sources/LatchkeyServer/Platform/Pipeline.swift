@@ -57,12 +57,38 @@ struct Pipeline: Sendable {
         }
         return response
     }
+
+    /// The same walk for a request whose route answers on an event loop (`Router.loopRoute`): the
+    /// stages as above, on the loop's thread, and the route's answer awaited there.
+    func respond(to request: Request, route: (pattern: String, answer: @Sendable () async -> Response)) async -> Response {
+        var exchange = Exchange(request)
+        var reached = stages.count
+        var answer: Response? = nil
+        for index in stages.indices {
+            if let early = stages[index].enter(&exchange) {
+                answer = early
+                reached = index + 1
+                break
+            }
+        }
+        var response: Response
+        if let answer {
+            response = answer
+        } else {
+            response = await dispatch.answer(&exchange, route: route)
+        }
+        for index in stages.indices.prefix(reached).reversed() {
+            stages[index].leave(&response, exchange)
+        }
+        return response
+    }
 }
 
 /// Every database call of one request shares one budget (`LATCHKEY_DB_QUERY_TIMEOUT`), and its
 /// round trips are counted (`Database.withinBudget`).
 protocol RequestBudget: Sendable {
     func withinBudget<T>(tracing: Bool, _ body: () throws -> T) rethrows -> (T, DatabaseFailure?, DatabaseWork)
+    func withinBudget<T>(tracing: Bool, _ body: () async -> T) async -> (T, DatabaseFailure?, DatabaseWork)
 }
 
 extension Database: RequestBudget {}
@@ -80,6 +106,14 @@ struct RouteDispatch: Sendable {
         let ((response, pattern), failure, work) = budget.withinBudget(tracing: tracing) { router.dispatch(request) }
         exchange.work = work
         if let pattern { exchange.route = pattern }
+        if response.status == 503 { exchange.databaseFailure = failure }
+        return response
+    }
+
+    func answer(_ exchange: inout Exchange, route: (pattern: String, answer: @Sendable () async -> Response)) async -> Response {
+        let (response, failure, work) = await budget.withinBudget(tracing: tracing) { await route.answer() }
+        exchange.work = work
+        exchange.route = route.pattern
         if response.status == 503 { exchange.databaseFailure = failure }
         return response
     }

@@ -1,3 +1,4 @@
+import EventLoop
 import HTTP
 
 /// Collects routes, each with its guard (SPEC "Assurance", RouteGuard.swift): who may call it, the
@@ -21,13 +22,17 @@ struct RouteTable {
     mutating func add(_ method: String, _ pattern: String, _ access: Access, stepUp: StepUpRule? = nil,
                       accepting: AcceptedBody = .json, available: Bool = true,
                       preload: (@Sendable (Request, PathParameters) -> GuardPreload?)? = nil,
-                      _ handler: @escaping @Sendable (RouteContext) throws -> Response) {
+                      _ handler: @escaping @Sendable (RouteContext) throws -> Response,
+                      onLoop: (@Sendable (RouteContext, EventLoop) async throws(ServiceError) -> Response)? = nil) {
         let (routerPattern, kinds) = GuardedRoute.split(pattern)
         let route = GuardedRoute(method: method, pattern: routerPattern, access: access, stepUp: stepUp, kinds: kinds, available: available,
                                  preload: preload)
         declared.append(route)
         let lookups = lookups
-        router.add(method, routerPattern, accepting: accepting) { request, params in
+        // A route with a handler for the event loop answers there the same way: the same guard,
+        // the same errors, the same settling of a DPoP proof.
+        let loopHandler = onLoop.map { Self.onLoop(route, lookups, $0) }
+        router.add(method, routerPattern, accepting: accepting, handler: { request, params in
             let response: Response
             do {
                 guard route.available else { throw ServiceError.notFound("resource") }
@@ -39,6 +44,21 @@ struct RouteTable {
             }
             // A DPoP proof's jti rides in the route's one write (RFC 9449 §11.1): a replay is
             // refused whatever the route answered, having written nothing.
+            return lookups.settleProof()?.response ?? response
+        }, onLoop: loopHandler)
+    }
+
+    private static func onLoop(_ route: GuardedRoute, _ lookups: any GuardLookups,
+                               _ handler: @escaping @Sendable (RouteContext, EventLoop) async throws(ServiceError) -> Response) -> Router.LoopHandler {
+        { @Sendable (request: Request, params: PathParameters) async -> Response in
+            var response: Response
+            do throws(ServiceError) {
+                guard route.available else { throw ServiceError.notFound("resource") }
+                guard let loop = EventLoop.current else { throw ServiceError(.internalError, "a loop handler off its loop") }
+                response = try await handler(try route.check(request, params, lookups), loop)
+            } catch {
+                response = error.response
+            }
             return lookups.settleProof()?.response ?? response
         }
     }

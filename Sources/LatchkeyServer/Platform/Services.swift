@@ -1,3 +1,5 @@
+import EventLoop
+import PostgreSQL
 import Tokens
 import Foundation
 import HTTP
@@ -22,6 +24,8 @@ public final class Services: Sendable {
     /// The relying party every ceremony is bound to, built once from `configuration`.
     public let relyingParty: RelyingParty
     public let database: Database
+    /// Each event loop's own database connections, made on the loop's first request.
+    private let loopDatabases = Mutex<[ObjectIdentifier: LoopConnections]>([:])
     public let runtime: Runtime
     public let metrics = Metrics()
     let log: RequestLog
@@ -71,6 +75,16 @@ public final class Services: Sendable {
     let transparency: TransparencyLog
     /// Whether the start-up steps are done, and if not what they wait for (`/readyz`).
     public let startup = StartupState()
+
+    /// `loop`'s database connections (`LATCHKEY_THREADS` of them, as the worker pool has).
+    func loopConnections(_ loop: EventLoop) -> LoopConnections {
+        loopDatabases.withLock { made in
+            if let connections = made[ObjectIdentifier(loop)] { return connections }
+            let connections = database.loopConnections(on: loop, connections: configuration.threads)
+            made[ObjectIdentifier(loop)] = connections
+            return connections
+        }
+    }
 
     public init(configuration: Configuration, database: Database, runtime: Runtime = .system, log: RequestLog = RequestLog(enabled: true)) {
         self.configuration = configuration

@@ -82,7 +82,8 @@ enum ServeCommand: Command {
                 host: configuration.listenHost, port: configuration.listenPort, threadPoolSize: configuration.threads,
                 connectionTimeoutSeconds: 30, connectionLimit: 4096,
                 perAddressConnectionLimit: configuration.connectionsPerAddress, maxBodyBytes: configuration.maxBody,
-                reusePort: configuration.workers > 1, largeBodies: Application.largeBodies(configuration)),
+                reusePort: configuration.workers > 1, largeBodies: Application.largeBodies(configuration),
+                eventLoops: configuration.eventLoops),
                 responder: application.serving(configuration.adminListen == nil ? .all : .publicOnly))
         } catch {
             printError("latchkey serve: cannot listen on \(configuration.listenHost):\(configuration.listenPort): \(error)")

@@ -105,6 +105,8 @@ final class TestServer: Sendable {
         if let mode = ProcessInfo.processInfo.environment["LATCHKEY_DB_POOLER"].flatMap(PoolerMode.init(rawValue:)) {
             c.databasePooler = mode
         }
+        // LATCHKEY_TEST_EVENT_LOOPS=N: the suites' servers answer sign-ins on N event loops (scripts/test.sh).
+        if let loops = ProcessInfo.processInfo.environment["LATCHKEY_TEST_EVENT_LOOPS"].flatMap(Int.init) { c.eventLoops = loops }
         configure(&c)
         configuration = c
         database = Database(url: c.databaseURL, connections: 6, pooler: c.databasePooler, listenURL: c.databaseListenURL)
@@ -114,7 +116,7 @@ final class TestServer: Sendable {
         self.traces = traces
         http = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, connectionTimeoutSeconds: 30,
                                                    connectionLimit: 256, maxBodyBytes: c.maxBody,
-                                                   largeBodies: Application.largeBodies(c)),
+                                                   largeBodies: Application.largeBodies(c), eventLoops: c.eventLoops),
                               responder: Self.application(services, traces: traces))
     }
 

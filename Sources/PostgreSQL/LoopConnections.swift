@@ -1,0 +1,83 @@
+public import EventLoop
+
+/// The PostgreSQL connections of one event loop, lent to the tasks running on it one at a time:
+/// no lock, because only the loop's thread touches them. A task that finds every connection lent
+/// suspends until one comes back (first come, first served); it never blocks the thread.
+///
+/// Connections are opened on first need (`PQconnectdb` blocks the loop for that connect: a
+/// loop's handful of connections are opened once and kept) and switched to non-blocking mode. One
+/// that broke, or that comes back inside a transaction, is closed instead of kept (closing it
+/// rolls that transaction back on the server).
+public final class LoopConnections: @unchecked Sendable {
+    public let loop: EventLoop
+    public let maxConnections: Int
+    private let url: String
+    private let transactionPooling: Bool
+    private let queryTimeout: Duration
+    // The loop's thread only.
+    private var idle: [PostgresConnection] = []
+    private var open = 0
+    private var waiting: [UnsafeContinuation<Void, Never>] = []
+
+    public init(loop: EventLoop, url: String, maxConnections: Int, transactionPooling: Bool = false,
+                queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) {
+        self.loop = loop
+        self.url = url
+        self.maxConnections = max(1, maxConnections)
+        self.transactionPooling = transactionPooling
+        self.queryTimeout = queryTimeout
+    }
+
+    /// Lends a connection to `body` (on the loop) and takes it back afterwards.
+    public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = try await acquire()
+        do {
+            let value = try await body(connection)
+            release(connection)
+            return value
+        } catch {
+            release(connection)
+            throw error
+        }
+    }
+
+    /// Connections open now and lent now (for tests).
+    public var counts: (open: Int, idle: Int) { (open, idle.count) }
+
+    private func acquire() async throws -> PostgresConnection {
+        precondition(loop.isCurrent, "LoopConnections are used from tasks running on their loop")
+        while true {
+            if let connection = idle.popLast() { return connection }
+            if open < maxConnections {
+                open += 1
+                do {
+                    let connection = try PostgresConnection(url: url, transactionPooling: transactionPooling, queryTimeout: queryTimeout)
+                    guard connection.makeNonBlocking() else {
+                        throw PostgresError(.connection, "libpq would not switch the connection to non-blocking mode")
+                    }
+                    return connection
+                } catch {
+                    open -= 1
+                    wakeOne()
+                    throw PostgresDeadline.noted(error as? PostgresError ?? PostgresError(.connection, "\(error)"))
+                }
+            }
+            await withUnsafeContinuation { waiting.append($0) }
+        }
+    }
+
+    private func release(_ connection: PostgresConnection) {
+        if connection.isConnected, !connection.needsRollback() {
+            idle.append(connection)
+        } else {
+            loop.forget(connection.socket)
+            open -= 1
+        }
+        wakeOne()
+    }
+
+    private func wakeOne() {
+        guard !waiting.isEmpty else { return }
+        waiting.removeFirst().resume()
+    }
+}

@@ -1,0 +1,93 @@
+import EventLoop
+import Testing
+@testable import PostgreSQL
+
+/// `pipeline(_:on:)` and `LoopConnections` against the real server: the same answers, errors,
+/// deadlines and round-trip counts as the blocking pipeline, with the waits on an event loop.
+@Suite("PostgreSQL pipelines on an event loop")
+struct LoopPipelineTests {
+    /// Runs `body` as a task on a fresh loop with `connections` connections to the test database.
+    private func onLoop<T: Sendable>(connections: Int = 2, queryTimeout: Duration = .seconds(5),
+                                     _ body: @escaping @Sendable (LoopConnections) async throws -> T) async throws -> T {
+        let loop = EventLoop()
+        loop.start()
+        defer { loop.stop() }
+        let pool = LoopConnections(loop: loop, url: try TestDatabase.url(), maxConnections: connections, queryTimeout: queryTimeout)
+        return try await Task(executorPreference: loop) { try await body(pool) }.value
+    }
+
+    @Test("a transaction over two round trips reads, writes and commits; the round trips are counted")
+    func transaction() async throws {
+        let table = TestDatabase.uniqueName("loop_tx")
+        try TestDatabase.connect().execute("CREATE TABLE \(unsafeRaw: table) (id int PRIMARY KEY, note text)")
+        let (value, budget) = try await onLoop { pool in
+            await PostgresDeadline.within(seconds: 5) { () async -> Result<String, any Error> in
+                await Result { () async throws -> String in
+                    try await pool.withConnection { c in
+                        let read = try await c.pipeline(["BEGIN", "SELECT count(*)::int8 AS n FROM \(unsafeRaw: table)"], on: pool.loop)
+                        let n = try read[1][0].int64("n")
+                        try await c.pipeline(["INSERT INTO \(unsafeRaw: table) VALUES (\(n + 1), \("a 'quoted' note"))", "COMMIT"], on: pool.loop)
+                        return try await c.pipeline(["SELECT note FROM \(unsafeRaw: table) WHERE id = \(Int64(1))"], on: pool.loop)[0][0].string("note")
+                    }
+                }
+            }
+        }
+        #expect(try value.get() == "a 'quoted' note")
+        #expect(budget.roundTrips == 3)
+    }
+
+    @Test("a failing statement throws its error, skips the rest, and the connection is lent again afterwards")
+    func failure() async throws {
+        let outcome = try await onLoop(connections: 1) { pool in
+            var code: String? = nil
+            do {
+                try await pool.withConnection { c in try await c.pipeline(["SELECT 1/0", "SELECT 2"], on: pool.loop) }
+            } catch let error as PostgresError {
+                code = error.sqlState
+            }
+            let after = try await pool.withConnection { c in try await c.pipeline(["SELECT 41 + \(Int64(1)) AS n"], on: pool.loop)[0][0].int64("n") }
+            return (code, after, pool.counts.open)
+        }
+        #expect(outcome.0 == "22012")
+        #expect(outcome.1 == 42)
+        #expect(outcome.2 == 1)
+    }
+
+    @Test("a statement past its deadline is cancelled: .timeout, and the broken connection is not lent again")
+    func deadline() async throws {
+        let outcome = try await onLoop(connections: 1, queryTimeout: .milliseconds(200)) { pool in
+            var code: PostgresError.Code? = nil
+            do {
+                try await pool.withConnection { c in try await c.pipeline(["SELECT pg_sleep(5)"], on: pool.loop) }
+            } catch let error as PostgresError {
+                code = error.code
+            }
+            let openAfterTimeout = pool.counts.open
+            let after = try await pool.withConnection { c in try await c.pipeline(["SELECT 1 AS n"], on: pool.loop)[0][0].int64("n") }
+            return (code, openAfterTimeout, after)
+        }
+        #expect(outcome.0 == .timeout)
+        #expect(outcome.1 == 0)
+        #expect(outcome.2 == 1)
+    }
+
+    @Test("more tasks than connections: each waits its turn on the loop, and every one is answered")
+    func moreTasksThanConnections() async throws {
+        let answers = try await onLoop(connections: 2) { pool in
+            try await withThrowingTaskGroup(of: Int64.self) { group in
+                for n in 0..<20 {
+                    group.addTask(executorPreference: pool.loop) {
+                        try await pool.withConnection { c in
+                            try await c.pipeline(["SELECT pg_sleep(0.01), \(Int64(n)) AS n"], on: pool.loop)[0][0].int64("n")
+                        }
+                    }
+                }
+                var all: [Int64] = []
+                for try await n in group { all.append(n) }
+                return (all.sorted(), pool.counts.open)
+            }
+        }
+        #expect(answers.0 == Array(0..<20))
+        #expect(answers.1 == 2)
+    }
+}
