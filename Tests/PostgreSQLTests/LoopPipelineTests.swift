@@ -21,14 +21,18 @@ struct LoopPipelineTests {
         let table = TestDatabase.uniqueName("loop_tx")
         try TestDatabase.connect().execute("CREATE TABLE \(unsafeRaw: table) (id int PRIMARY KEY, note text)")
         let (value, budget) = try await onLoop { pool in
-            await PostgresDeadline.within(seconds: 5) { () async -> Result<String, any Error> in
-                await Result { () async throws -> String in
-                    try await pool.withConnection { c in
+            // The connection opened first, so that its session settings are not counted below.
+            _ = try await pool.withConnection { c in try await c.pipeline(["SELECT 1"], on: pool.loop) }
+            return await PostgresDeadline.within(seconds: 5) { () async -> Result<String, PostgresError> in
+                do {
+                    return .success(try await pool.withConnection { c in
                         let read = try await c.pipeline(["BEGIN", "SELECT count(*)::int8 AS n FROM \(unsafeRaw: table)"], on: pool.loop)
                         let n = try read[1][0].int64("n")
                         try await c.pipeline(["INSERT INTO \(unsafeRaw: table) VALUES (\(n + 1), \("a 'quoted' note"))", "COMMIT"], on: pool.loop)
                         return try await c.pipeline(["SELECT note FROM \(unsafeRaw: table) WHERE id = \(Int64(1))"], on: pool.loop)[0][0].string("note")
-                    }
+                    })
+                } catch {
+                    return .failure(error as? PostgresError ?? PostgresError(.connection, "\(error)"))
                 }
             }
         }
@@ -41,7 +45,7 @@ struct LoopPipelineTests {
         let outcome = try await onLoop(connections: 1) { pool in
             var code: String? = nil
             do {
-                try await pool.withConnection { c in try await c.pipeline(["SELECT 1/0", "SELECT 2"], on: pool.loop) }
+                _ = try await pool.withConnection { c in try await c.pipeline(["SELECT 1/0", "SELECT 2"], on: pool.loop) }
             } catch let error as PostgresError {
                 code = error.sqlState
             }
@@ -58,7 +62,7 @@ struct LoopPipelineTests {
         let outcome = try await onLoop(connections: 1, queryTimeout: .milliseconds(200)) { pool in
             var code: PostgresError.Code? = nil
             do {
-                try await pool.withConnection { c in try await c.pipeline(["SELECT pg_sleep(5)"], on: pool.loop) }
+                _ = try await pool.withConnection { c in try await c.pipeline(["SELECT pg_sleep(5)"], on: pool.loop) }
             } catch let error as PostgresError {
                 code = error.code
             }

@@ -1,9 +1,14 @@
+import Crypto
 import Foundation
+import HTTP
 import JSON
+@testable import LatchkeyServer
+import PostgreSQL
+import Storage
 import Testing
+import Tokens
 import WebAuthn
 import WebAuthnTesting
-@testable import LatchkeyServer
 
 /// LATCHKEY_EVENT_LOOPS: a sign-in answered on an event loop is the sign-in answered on a worker —
 /// the same answers, the same statements in the same round trips, the same refusals.
@@ -19,17 +24,30 @@ struct LoopLoginTests {
             let owner = SoftAuthenticator()
             let name = server.username("loop")
             _ = try server.client().signUp(owner, username: name)
-            let (_, named) = try server.client().login(owner, username: name)
-            #expect(named.status == 200, "\(named)")
-            #expect(named.json?["user"]?["username"]?.stringValue == name, "\(named)")
-            let options = try #require(server.traces?.lastWork("POST /v1/passkeys/authentication/options"))
-            let verify = try #require(server.traces?.lastWork("POST /v1/passkeys/authentication/verify"))
+            // A request that opens a database connection (or makes the deployment's decoy secret)
+            // costs those statements too: each figure is the cheapest of four tries, as in the
+            // route-table test, so every loop's connections are open.
+            func cheapest(_ route: String, _ request: () throws -> Reply) throws -> DatabaseWork {
+                var works: [DatabaseWork] = []
+                for _ in 0..<4 {
+                    let reply = try request()
+                    #expect(reply.status == 200, "\(reply)")
+                    works.append(try #require(server.traces?.lastWork(route)))
+                }
+                return works.min { $0.roundTrips.total < $1.roundTrips.total }!
+            }
+            let options = try cheapest("POST /v1/passkeys/authentication/options") { try server.client().authenticationOptions(username: name) }
+            let unknown = try cheapest("POST /v1/passkeys/authentication/options") {
+                try server.client().authenticationOptions(username: server.username("nobody"))
+            }
+            let verify = try cheapest("POST /v1/passkeys/authentication/verify") {
+                let (_, named) = try server.client().login(owner, username: name)
+                #expect(named.json?["user"]?["username"]?.stringValue == name, "\(named)")
+                return named
+            }
             #expect(options.roundTrips.total == 1 && options.roundTrips.writes == 0, "\(options)")
             #expect(verify.roundTrips.total == 2 && verify.roundTrips.writes == 1, "\(verify)")
-            let unknown = try server.client().authenticationOptions(username: server.username("nobody"))
-            #expect(unknown.status == 200, "\(unknown)")
-            let unknownWork = try #require(server.traces?.lastWork("POST /v1/passkeys/authentication/options"))
-            #expect(unknownWork.statements == options.statements)
+            #expect(unknown.statements == options.statements)
             let (_, discoverable) = try server.client().login(owner)
             #expect(discoverable.status == 200, "\(discoverable)")
             seen[server === worker ? "worker" : "loop"] = [options.statements, verify.statements]
