@@ -42,19 +42,9 @@ struct Pipeline: Sendable {
 
     func respond(to request: Request) -> Response {
         var exchange = Exchange(request)
-        var reached = stages.count
-        var answer: Response? = nil
-        for index in stages.indices {
-            if let early = stages[index].enter(&exchange) {
-                answer = early
-                reached = index + 1
-                break
-            }
-        }
-        var response = answer ?? dispatch.answer(&exchange)
-        for index in stages.indices.prefix(reached).reversed() {
-            stages[index].leave(&response, exchange)
-        }
+        let (early, reached) = enter(&exchange)
+        var response = early ?? dispatch.answer(&exchange)
+        leave(&response, exchange, reached: reached)
         return response
     }
 
@@ -62,25 +52,26 @@ struct Pipeline: Sendable {
     /// stages as above, on the loop's thread, and the route's answer awaited there.
     func respond(to request: Request, route: (pattern: String, answer: @Sendable () async -> Response)) async -> Response {
         var exchange = Exchange(request)
-        var reached = stages.count
-        var answer: Response? = nil
-        for index in stages.indices {
-            if let early = stages[index].enter(&exchange) {
-                answer = early
-                reached = index + 1
-                break
-            }
-        }
+        let (early, reached) = enter(&exchange)
         var response: Response
-        if let answer {
-            response = answer
-        } else {
-            response = await dispatch.answer(&exchange, route: route)
+        if let early { response = early } else { response = await dispatch.answer(&exchange, route: route) }
+        leave(&response, exchange, reached: reached)
+        return response
+    }
+
+    /// The way in: the first stage that answers, and how many stages the request reached.
+    private func enter(_ exchange: inout Exchange) -> (Response?, reached: Int) {
+        for index in stages.indices {
+            if let early = stages[index].enter(&exchange) { return (early, index + 1) }
         }
+        return (nil, stages.count)
+    }
+
+    /// The way out: every stage the request reached, innermost first.
+    private func leave(_ response: inout Response, _ exchange: Exchange, reached: Int) {
         for index in stages.indices.prefix(reached).reversed() {
             stages[index].leave(&response, exchange)
         }
-        return response
     }
 }
 
