@@ -50,6 +50,7 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
     private let threadID = Atomic<UInt>(0)
     private var thread = pthread_t()
     private let started = Atomic<Bool>(false)
+    private let ended = Atomic<Bool>(false)
 
     public init() {
         epollDescriptor = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -91,6 +92,9 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
         wake()
         if !isCurrent { pthread_join(thread, nil) }
     }
+
+    /// Whether the loop's thread has ended (`stop`): nothing posted to it runs any more.
+    public var hasEnded: Bool { ended.load(ordering: .acquiring) }
 
     /// The loop whose thread the caller runs on, if any.
     public static var current: EventLoop? {
@@ -210,7 +214,10 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
                 let pending = waits
                 waits.removeAll()
                 for wait in pending.values { wait.continuation.resume(returning: .failed(ECANCELED)) }
-                if work.isEmpty, pending.isEmpty { break }
+                if work.isEmpty, pending.isEmpty {
+                    ended.store(true, ordering: .releasing)
+                    break
+                }
                 continue
             }
             var sleep: Int32 = -1

@@ -18,6 +18,7 @@ public final class LoopConnections: @unchecked Sendable {
     private var idle: [PostgresConnection] = []
     private var open = 0
     private var waiting: [UnsafeContinuation<Void, Never>] = []
+    private var closed = false
 
     public init(loop: EventLoop, url: String, maxConnections: Int, transactionPooling: Bool = false,
                 queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) {
@@ -39,6 +40,20 @@ public final class LoopConnections: @unchecked Sendable {
             release(connection)
             throw error
         }
+    }
+
+    /// Closes the idle connections (and the rest as they come back): on the loop while it runs,
+    /// here once it has ended.
+    public func close() {
+        if loop.hasEnded { return closeIdle() }
+        loop.execute { self.closeIdle() }
+    }
+
+    private func closeIdle() {
+        closed = true
+        if loop.isCurrent { for connection in idle { loop.forget(connection.socket) } }
+        open -= idle.count
+        idle.removeAll()
     }
 
     /// Connections open now and lent now (for tests).
@@ -67,7 +82,7 @@ public final class LoopConnections: @unchecked Sendable {
     }
 
     private func release(_ connection: PostgresConnection) {
-        if connection.isConnected, !connection.needsRollback() {
+        if !closed, connection.isConnected, !connection.needsRollback() {
             idle.append(connection)
         } else {
             loop.forget(connection.socket)

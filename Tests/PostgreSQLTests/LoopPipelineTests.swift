@@ -94,4 +94,20 @@ struct LoopPipelineTests {
         #expect(answers.0 == Array(0..<20))
         #expect(answers.1 == 2)
     }
+
+    @Test("close: the idle connections are closed on the loop, and none is lent again")
+    func close() async throws {
+        let loop = EventLoop()
+        loop.start()
+        defer { loop.stop() }
+        let pool = LoopConnections(loop: loop, url: try TestDatabase.url(), maxConnections: 2)
+        let opened = try await Task(executorPreference: loop) { () async throws -> Int in
+            _ = try await pool.withConnection { c in try await c.pipeline(["SELECT 1"], on: loop) }
+            return pool.counts.open
+        }.value
+        pool.close()
+        let after = await Task(executorPreference: loop) { pool.counts.open }.value
+        #expect(opened == 1)
+        #expect(after == 0)
+    }
 }

@@ -247,6 +247,10 @@ public final class Services: Sendable {
         mail.stop()
         transparency.stop()
         metadata.stopWatching()
+        loopDatabases.withLock { made in
+            for connections in made.values { connections.close() }
+            made.removeAll()
+        }
     }
 
     deinit { stop() }
