@@ -3,12 +3,15 @@ import Glibc
 import Synchronization
 public import EventLoop
 
-/// An HTTP/1.1 server on libmicrohttpd. This file is the only Swift code that calls libmicrohttpd.
+/// An HTTP/1.1 server on libmicrohttpd. This file and ServerCore.swift are the only Swift code that
+/// calls libmicrohttpd.
 ///
 /// libmicrohttpd reads requests fully (up to `maxBodyBytes`) on one polling thread; each complete
 /// request is handed to the first free thread of a `WorkerPool`, which runs the `Responder` while
 /// its connection is suspended, then resumes it with the response. A body that is declared or turns
 /// out to be larger gets 413 `payload_too_large` without being buffered, and the connection is closed.
+/// With `eventLoops`, each loop drives a daemon of its own instead of a polling thread, and a
+/// `LoopResponder` answers what it takes on the loop (`ServerCore.dispatch`).
 ///
 /// A client that shuts down its sending side (TCP half-close) before it has read the answer may
 /// have the connection closed instead: libmicrohttpd 0.9.75 reads once more when a connection
