@@ -142,7 +142,12 @@ enum ServeCommand: Command {
             }, onFatal: { error in
                 // No KEK or the wrong one, unreadable attestation roots: waiting cannot mend it.
                 printError("latchkey serve: cannot start: \(String(describing: error))")
-                exit(ExitCode.failure)
+                // `_exit`, not `exit`: this is the start-up thread, and `exit` would run the
+                // process's exit handlers (OpenSSL's clean-up among them) while the listener's
+                // and the workers' threads still run, which can crash the exit itself (SIGSEGV
+                // instead of status 1). Nothing is left to flush but the standard streams.
+                fflush(nil)
+                _exit(ExitCode.failure)
             })
         } catch {
             printError("latchkey serve: \(error)")
