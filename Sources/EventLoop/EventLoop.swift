@@ -96,6 +96,13 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// Whether the loop's thread has ended (`stop`): nothing posted to it runs any more.
     public var hasEnded: Bool { ended.load(ordering: .acquiring) }
 
+    /// CLOCK_MONOTONIC in nanoseconds: the clock of every deadline given to a loop.
+    public static func monotonicNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+    }
+
     /// The loop whose thread the caller runs on, if any.
     public static var current: EventLoop? {
         pthread_getspecific(currentLoopKey).map { Unmanaged<EventLoop>.fromOpaque($0).takeUnretainedValue() }
@@ -225,7 +232,7 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
                 let limit = tick()
                 if limit >= 0, sleep < 0 || limit < sleep { sleep = limit }
             }
-            let now = monotonicNanoseconds()
+            let now = Self.monotonicNanoseconds()
             for wait in waits.values {
                 guard let deadline = wait.deadline else { continue }
                 let limit = deadline <= now ? 0 : Int32(clamping: (deadline - now) / 1_000_000 + 1)
@@ -251,7 +258,7 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
     }
 
     private func expireWaits() {
-        let now = monotonicNanoseconds()
+        let now = Self.monotonicNanoseconds()
         for (descriptor, wait) in waits {
             guard let deadline = wait.deadline, deadline <= now else { continue }
             waits[descriptor] = nil
@@ -267,10 +274,3 @@ private let currentLoopKey: pthread_key_t = {
     precondition(pthread_key_create(&key, nil) == 0)
     return key
 }()
-
-/// CLOCK_MONOTONIC in nanoseconds (the clock of every deadline given to a loop).
-public func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-}

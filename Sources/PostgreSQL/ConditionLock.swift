@@ -1,3 +1,4 @@
+import EventLoop
 import Glibc
 
 /// A pthread mutex with one condition variable (CLOCK_MONOTONIC timed waits), for blocking
@@ -38,9 +39,6 @@ final class ConditionLock: @unchecked Sendable {
     func signal() { pthread_cond_signal(condition) }
     func broadcast() { pthread_cond_broadcast(condition) }
 
-    static func monotonicNanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
+    /// The clock of every deadline here and of an event loop's waits (`EventLoop.monotonicNanoseconds`).
+    static func monotonicNanoseconds() -> UInt64 { EventLoop.monotonicNanoseconds() }
 }

@@ -32,7 +32,7 @@ struct EventLoopTests {
         let (before, after, readiness) = await Task(executorPreference: loop) { () async -> (Bool, Bool, EventLoop.Readiness) in
             let before = EventLoop.current === loop && loop.isCurrent
             let writer = pipe.write
-            Thread.detach { usleep(20_000); var byte: UInt8 = 1; _ = Glibc.write(writer, &byte, 1) }
+            pthread_detach(spawnThread { usleep(20_000); var byte: UInt8 = 1; _ = Glibc.write(writer, &byte, 1) })
             let readiness = await loop.readable(pipe.read, until: nil)
             return (before, EventLoop.current === loop, readiness)
         }.value
@@ -48,11 +48,11 @@ struct EventLoopTests {
         defer { loop.stop() }
         let pipe = Pipe()
         let outcomes = await Task(executorPreference: loop) { () async -> [EventLoop.Readiness] in
-            let soon = monotonicNanoseconds() + 30_000_000
+            let soon = EventLoop.monotonicNanoseconds() + 30_000_000
             let first = await loop.readable(pipe.read, until: soon)
             var byte: UInt8 = 7
             _ = write(pipe.write, &byte, 1)
-            let second = await loop.readable(pipe.read, until: monotonicNanoseconds() + 5_000_000_000)
+            let second = await loop.readable(pipe.read, until: EventLoop.monotonicNanoseconds() + 5_000_000_000)
             return [first, second]
         }.value
         #expect(outcomes == [.timedOut, .ready])
@@ -90,20 +90,6 @@ struct EventLoopTests {
     }
 }
 
-/// A detached thread for the tests' writers.
-enum Thread {
-    static func detach(_ body: @escaping @Sendable () -> Void) {
-        final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
-        var thread = pthread_t()
-        _ = pthread_create(&thread, nil, { raw in
-            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
-            return nil
-        }, context)
-        pthread_detach(thread)
-    }
-}
-
 /// `/loop/…` answered on the event loop (after a wait on it), everything else by the router on a worker.
 private struct LoopEcho: LoopResponder {
     let router: Router = {
@@ -119,7 +105,7 @@ private struct LoopEcho: LoopResponder {
         let pipe = EventLoopTests.Pipe()
         var byte: UInt8 = 1
         _ = write(pipe.write, &byte, 1)
-        let readiness = await loop.readable(pipe.read, until: monotonicNanoseconds() + 5_000_000_000)
+        let readiness = await loop.readable(pipe.read, until: EventLoop.monotonicNanoseconds() + 5_000_000_000)
         return .text("loop:\(EventLoop.current === loop):\(readiness == .ready):\(request.path.dropFirst(6))")
     }
 }
@@ -131,10 +117,9 @@ struct LoopServerTests {
         let server = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threadPoolSize: 2, eventLoops: 2), responder: LoopEcho())
         defer { server.stop() }
         let failures = Mutex<[String]>([])
-        let finished = Atomic<Int>(0)
         let port = server.port
-        for thread in 0..<8 {
-            Thread.detach {
+        let threads = (0..<8).map { thread in
+            spawnThread {
                 let client = HTTPClient(host: "127.0.0.1", port: port)
                 for n in 0..<25 {
                     do {
@@ -150,10 +135,9 @@ struct LoopServerTests {
                         failures.withLock { $0.append("\(error)") }
                     }
                 }
-                finished.add(1, ordering: .releasing)
             }
         }
-        while finished.load(ordering: .acquiring) < 8 { usleep(2000) }
+        for thread in threads { join(thread) }
         #expect(failures.withLock { $0 } == [])
         let missing = try HTTPClient(host: "127.0.0.1", port: port).send(method: "GET", path: "/nowhere")
         #expect(missing.status == 404)

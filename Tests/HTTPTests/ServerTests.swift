@@ -446,12 +446,12 @@ func rawExchange(port: Int, _ bytes: [UInt8], halfClose: Bool = true) throws -> 
 }
 
 /// A POSIX thread running `body` (swift-testing's tasks share a small pool; these must really block).
-private final class ThreadBody {
+final class ThreadBody {
     let body: () -> Void
     init(_ body: @escaping () -> Void) { self.body = body }
 }
 
-private func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     var thread = pthread_t()
     let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
     let result = pthread_create(&thread, nil, { context in
@@ -463,7 +463,7 @@ private func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     return thread
 }
 
-private func join(_ thread: pthread_t) {
+func join(_ thread: pthread_t) {
     pthread_join(thread, nil)
 }
 
