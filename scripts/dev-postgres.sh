@@ -137,6 +137,10 @@ fi
 as_pg mkdir -p "$SOCKET_DIR"
 
 # Settings are rewritten on every run; a change restarts a running cluster.
+# zstd needs PostgreSQL 15; older servers take pglz ('on').
+pg_major="$("$BINDIR/postgres" --version | sed -E 's/[^0-9]*([0-9]+).*/\1/')"
+WAL_COMPRESSION=on
+[[ "$pg_major" =~ ^[0-9]+$ ]] && ((pg_major >= 15)) && WAL_COMPRESSION=zstd
 write_settings() {
   local conf old
   conf="# written by scripts/dev-postgres.sh; edit the script or its environment instead
@@ -145,7 +149,10 @@ port = $PORT
 unix_socket_directories = '$SOCKET_DIR'
 max_connections = 400
 timezone = 'UTC'
-log_timezone = 'UTC'"
+log_timezone = 'UTC'
+# Full-page images compressed, as deploy/ha/patroni.yml ships them, so \`latchkey bench\` here
+# measures a sign-in's WAL as a deployment sees it (docs/sizing.md).
+wal_compression = $WAL_COMPRESSION"
   if [[ "$FAST" == 1 ]]; then
     conf+="
 # LATCHKEY_PG_FAST=1: throwaway cluster, durability off
