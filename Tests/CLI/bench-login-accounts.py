@@ -46,6 +46,7 @@ bench_check.expect_lines(again.stdout, {
     'seeded database reused and reset': r"^reusing latchkey_bench_accounts_100 \(100 seeded accounts; earlier runs' sessions, challenges and audit lines removed\)",
     'one checkpoint': r'one CHECKPOINT before the first round$',
     'second round without errors': r'^round 2 100 .* errors 0 ',
+    'ratio round by round': r'^round by round [\d.]+, [\d.]+: median [\d.]+$',
 }, failures, '--reuse: ')
 if re.search(r'^seeded ', again.stdout, re.M):
     failures.append('--reuse: seeded again instead of reusing')

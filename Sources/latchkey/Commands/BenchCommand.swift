@@ -32,8 +32,9 @@ enum BenchCommand: Command {
         login --accounts N
                  seeds N accounts with passkeys (COPY) in a database of D's cluster and a handful in another
                  ("empty"), serves each in turn from this executable and measures both in the same run:
-                 logins/s and the ratio, p50/p95/p99, server and PostgreSQL CPU µs per login (/proc), WAL bytes,
-                 full-page images and commits per login (pg_stat_wal, pg_stat_database), the database sizes;
+                 logins/s and the ratio (of the medians, and round by round), p50/p95/p99, server and
+                 PostgreSQL CPU µs per login (/proc), WAL bytes, full-page images and commits per login
+                 (pg_stat_wal, pg_stat_database), the database sizes;
                  --instructions: the server's instructions per login under callgrind; --reuse: keep a database
                  already seeded with N accounts (what earlier runs' logins wrote is removed); --server BIN: run that
                  latchkey binary as the server (an older build). Every phase starts with a CHECKPOINT, the worst

@@ -121,6 +121,15 @@ enum ScaleBenchmark {
         if sized.count == 2 {
             let ratio = median(sized[1].label, \.rate) / max(median("empty", \.rate), 1)
             print("ratio=\(formatDecimal(ratio, places: 2)) (median logins/s at \(o.accounts) accounts / at \(small))")
+            // Each round's two phases run back to back, so their ratio is less moved by the
+            // machine's drift than the ratio of medians taken across rounds.
+            let paired = zip(phases["empty"] ?? [], phases[sized[1].label] ?? []).map { $1.rate / max($0.rate, 1) }
+            if paired.count > 1 {
+                let sorted = paired.sorted()
+                let middle = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+                print("round by round \(paired.map { formatDecimal($0, places: 2) }.joined(separator: ", ")): "
+                      + "median \(formatDecimal(middle, places: 2))")
+            }
         }
         let sizeText = sizes.map { "\($0.label) \(megabytes($0.bytes))" }.joined(separator: ", ")
         if sizes.count == 2, o.accounts - small >= 10_000 {
