@@ -76,6 +76,9 @@ public struct Router: Responder {
     /// that pattern alone — an all-literal shape beats every templated one at the first segment where
     /// they differ — so `dispatch` looks it up instead of matching every route.
     private var literalRoutes: [String: [Int]] = [:]
+    /// The patterns of the routes with a loop handler, when none has a `{parameter}` (nil when one
+    /// has): a request to any other path is turned away by `loopRoute` with one lookup, not a match.
+    private var loopPaths: Set<String>? = []
 
     public init() {}
 
@@ -96,8 +99,10 @@ public struct Router: Responder {
                           segments: segments, accepts: accepts, handler: handler, loopHandler: loopHandler)
         precondition(!routes.contains { $0.method == route.method && $0.segments == route.segments },
                      "duplicate route \(route.method) \(pattern)")
-        if !segments.contains(where: { if case .parameter = $0 { true } else { false } }) {
-            literalRoutes[pattern, default: []].append(routes.count)
+        let literal = !segments.contains(where: { if case .parameter = $0 { true } else { false } })
+        if literal { literalRoutes[pattern, default: []].append(routes.count) }
+        if loopHandler != nil {
+            if literal { loopPaths?.insert(pattern) } else { loopPaths = nil }
         }
         routes.append(route)
     }
@@ -139,6 +144,8 @@ public struct Router: Responder {
     /// The route that answers `request` on an event loop, and its pattern; nil when the route
     /// that owns it has no loop handler, or when the router answers it itself (404, 405, 415).
     public func loopRoute(_ request: Request) -> (pattern: String, answer: @Sendable () async -> Response)? {
+        // A path with `%` may decode to a loop route's: only `select` can tell.
+        if let loopPaths, !loopPaths.contains(request.rawPath), !request.rawPath.utf8.contains(UInt8(ascii: "%")) { return nil }
         guard case .route(let route, let parameters) = select(request), let handler = route.loopHandler else { return nil }
         return (route.pattern, { await handler(request, PathParameters(parameters)) })
     }

@@ -209,3 +209,41 @@ private func echoRouter() -> Router {
         #expect(response.body == Array("{}".utf8))
     }
 }
+
+/// `loopRoute`: what an event loop answers itself, and what it hands to the workers untouched.
+@Suite struct LoopRouteTests {
+    private static func router(withParameterRoute: Bool) -> Router {
+        var router = echoRouter()
+        router.add("POST", "/v1/sign-in", handler: { _, _ in .text("worker") }, onLoop: { _, _ in .text("loop") })
+        if withParameterRoute {
+            router.add("POST", "/v1/sign-in/{step}", handler: { _, _ in .text("worker") },
+                       onLoop: { _, parameters in .text("loop \(parameters["step"]!)") })
+        }
+        return router
+    }
+
+    private static func post(_ target: String) -> Request {
+        Request(method: "POST", target: target, headers: [("Content-Type", "application/json")], body: Array("{}".utf8))
+    }
+
+    @Test(arguments: [false, true]) func aLoopRouteIsFoundAlsoPercentEncoded(withParameterRoute: Bool) async {
+        let router = Self.router(withParameterRoute: withParameterRoute)
+        for target in ["/v1/sign-in", "/v1/sign%2Din", "/v1/sign-in?x=1"] {
+            let route = router.loopRoute(Self.post(target))
+            #expect(route?.pattern == "/v1/sign-in", "\(target)")
+            if let route { #expect(String(decoding: await route.answer().body, as: UTF8.self) == "loop") }
+        }
+        let parameter = router.loopRoute(Self.post("/v1/sign-in/verify"))
+        #expect((parameter?.pattern) == (withParameterRoute ? "/v1/sign-in/{step}" : nil))
+    }
+
+    @Test(arguments: [false, true]) func everyOtherRequestIsLeftToTheWorkers(withParameterRoute: Bool) {
+        let router = Self.router(withParameterRoute: withParameterRoute)
+        for request in [Self.post("/v1/device-keys/challenges"), Request(method: "GET", target: "/v1/passkeys"),
+                        Request(method: "GET", target: "/v1/sign-in"), Self.post("/nope"), Self.post("/v1/sign-in/")] {
+            #expect(router.loopRoute(request).map(\.pattern) == nil, "\(request.method) \(request.rawPath)")
+            // ...and the worker still answers it as before.
+            #expect(router.dispatch(request).response.status != 500)
+        }
+    }
+}
