@@ -2,7 +2,9 @@ public import EventLoop
 
 /// The PostgreSQL connections of one event loop, lent to the tasks running on it one at a time:
 /// no lock, because only the loop's thread touches them. A task that finds every connection lent
-/// suspends until one comes back (first come, first served); it never blocks the thread.
+/// suspends until one comes back (first come, first served) or its deadline passes — the request's
+/// budget, at most `acquireTimeout` — and then fails `.poolTimeout`, as the worker pool's would; it
+/// never blocks the thread.
 ///
 /// Connections are opened on first need (`PQconnectdb` blocks the loop for that connect: a
 /// loop's handful of connections are opened once and kept) and switched to non-blocking mode. One
@@ -14,19 +16,24 @@ public final class LoopConnections: @unchecked Sendable {
     private let url: String
     private let transactionPooling: Bool
     private let queryTimeout: Duration
+    public let acquireTimeout: Duration
     // The loop's thread only.
     private var idle: [PostgresConnection] = []
     private var open = 0
-    private var waiting: [UnsafeContinuation<Void, Never>] = []
+    /// Tasks waiting for a connection, first come first served; resumed with true to try again,
+    /// false when their deadline passed first.
+    private var waiting: [(continuation: UnsafeContinuation<Bool, Never>, deadline: UInt64?)] = []
+    private var expiring = false
     private var closed = false
 
     public init(loop: EventLoop, url: String, maxConnections: Int, transactionPooling: Bool = false,
-                queryTimeout: Duration = PostgresConnection.defaultQueryTimeout) {
+                queryTimeout: Duration = PostgresConnection.defaultQueryTimeout, acquireTimeout: Duration = .seconds(10)) {
         self.loop = loop
         self.url = url
         self.maxConnections = max(1, maxConnections)
         self.transactionPooling = transactionPooling
         self.queryTimeout = queryTimeout
+        self.acquireTimeout = acquireTimeout
     }
 
     /// Lends a connection to `body` (on the loop) and takes it back afterwards.
@@ -77,7 +84,35 @@ public final class LoopConnections: @unchecked Sendable {
                     throw PostgresDeadline.noted(error as? PostgresError ?? PostgresError(.connection, "\(error)"))
                 }
             }
-            await withUnsafeContinuation { waiting.append($0) }
+            let deadline = PostgresDeadline.callDeadline(limit: acquireTimeout)
+            expireOnEveryTurn()
+            guard await withUnsafeContinuation({ waiting.append(($0, deadline)) }) else {
+                throw PostgresDeadline.noted(PostgresError(.poolTimeout,
+                    "no database connection free on this event loop within \(acquireTimeout) (\(maxConnections) per loop)"))
+            }
+        }
+    }
+
+    /// From the first wait on: after every turn of the loop, the waits past their deadline end,
+    /// and the loop sleeps no longer than the next deadline.
+    private func expireOnEveryTurn() {
+        guard !expiring else { return }
+        expiring = true
+        loop.onEveryTurn { [weak self] in
+            guard let self, !waiting.isEmpty else { return -1 }
+            let now = EventLoop.monotonicNanoseconds()
+            var sleep: Int32 = -1
+            waiting.removeAll { waiter in
+                guard let deadline = waiter.deadline else { return false }
+                if deadline <= now {
+                    waiter.continuation.resume(returning: false)
+                    return true
+                }
+                let limit = Int32(clamping: (deadline - now) / 1_000_000 + 1)
+                if sleep < 0 || limit < sleep { sleep = limit }
+                return false
+            }
+            return sleep
         }
     }
 
@@ -93,6 +128,6 @@ public final class LoopConnections: @unchecked Sendable {
 
     private func wakeOne() {
         guard !waiting.isEmpty else { return }
-        waiting.removeFirst().resume()
+        waiting.removeFirst().continuation.resume(returning: true)
     }
 }

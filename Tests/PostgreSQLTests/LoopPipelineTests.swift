@@ -95,6 +95,42 @@ struct LoopPipelineTests {
         #expect(answers.1 == 2)
     }
 
+    @Test("a task that finds every connection lent until its deadline fails .poolTimeout; the next is lent the connection")
+    func acquireTimeout() async throws {
+        let loop = EventLoop()
+        loop.start()
+        defer { loop.stop() }
+        let pool = LoopConnections(loop: loop, url: try TestDatabase.url(), maxConnections: 1, acquireTimeout: .milliseconds(100))
+        let outcome = try await Task(executorPreference: loop) { () async throws -> (holder: Int64, waiter: PostgresError.Code?, next: Int64) in
+            // One loop thread runs its tasks in order: the holder takes the only connection and
+            // suspends in its statement before the waiter asks for one.
+            try await withThrowingTaskGroup(of: (Int64?, PostgresError.Code?).self) { group in
+                group.addTask(executorPreference: loop) {
+                    (try await pool.withConnection { c in try await c.pipeline(["SELECT pg_sleep(1), 7 AS n"], on: loop)[0][0].int64("n") }, nil)
+                }
+                group.addTask(executorPreference: loop) {
+                    do {
+                        _ = try await pool.withConnection { c in try await c.pipeline(["SELECT 1"], on: loop) }
+                        return (nil, nil)
+                    } catch let error as PostgresError {
+                        return (nil, error.code)
+                    }
+                }
+                var holder: Int64 = 0
+                var waiter: PostgresError.Code? = nil
+                for try await (value, code) in group {
+                    if let value { holder = value }
+                    if let code { waiter = code }
+                }
+                let next = try await pool.withConnection { c in try await c.pipeline(["SELECT 8 AS n"], on: loop)[0][0].int64("n") }
+                return (holder, waiter, next)
+            }
+        }.value
+        #expect(outcome.holder == 7)
+        #expect(outcome.waiter == .poolTimeout)
+        #expect(outcome.next == 8)
+    }
+
     @Test("close: the idle connections are closed on the loop, and none is lent again")
     func close() async throws {
         let loop = EventLoop()
