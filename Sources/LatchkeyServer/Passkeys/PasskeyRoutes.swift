@@ -52,23 +52,22 @@ extension RouteTable {
         add("POST", "/v1/passkeys/authentication/options", .anyone, { ctx in
             .json(bytes: PasskeyRenderer.options(try s.passkeys.authenticationOptions(username: try loginUsername(ctx))).serialized())
         }, onLoop: { ctx, loop throws(ServiceError) in
-            let store = LoopLogins(repository: s.database.logins, connections: s.loopConnections(loop))
-            return .json(bytes: PasskeyRenderer.options(try await s.passkeys.authenticationOptions(username: try loginUsername(ctx), over: store))
+            .json(bytes: PasskeyRenderer.options(try await s.passkeys.authenticationOptions(username: try loginUsername(ctx), over: s.loopLogins(loop)))
                 .serialized())
         })
+        // The language memo rides in the login's one statement; so does the jti of the DPoP proof
+        // that binds the session.
+        @Sendable func signInExtras(_ ctx: RouteContext) throws(ServiceError) -> (language: String?, dpop: DPoPBinding?) {
+            (I18nCatalogs.negotiate(ctx.request.header("Accept-Language")), try s.callers.dpop.binding(ctx.request))
+        }
         add("POST", "/v1/passkeys/authentication/verify", .anyone, { ctx in
-            // The language memo rides in the login's one statement.
-            // A DPoP proof binds the session; its jti rides in the same statement.
-            let dpop = try s.callers.dpop.binding(ctx.request)
-            let result = try s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")),
-                                                             dpop: dpop)
-            return .json(bytes: PasskeyRenderer.signedIn(result))
+            let extras = try signInExtras(ctx)
+            return .json(bytes: PasskeyRenderer.signedIn(try s.passkeys.verifyAuthentication(ctx.request.body, language: extras.language,
+                                                                                             dpop: extras.dpop)))
         }, onLoop: { ctx, loop throws(ServiceError) in
-            let dpop = try s.callers.dpop.binding(ctx.request)
-            let store = LoopLogins(repository: s.database.logins, connections: s.loopConnections(loop))
-            let result = try await s.passkeys.verifyAuthentication(ctx.request.body, language: I18nCatalogs.negotiate(ctx.request.header("Accept-Language")),
-                                                                   dpop: dpop, over: store)
-            return .json(bytes: PasskeyRenderer.signedIn(result))
+            let extras = try signInExtras(ctx)
+            return .json(bytes: PasskeyRenderer.signedIn(try await s.passkeys.verifyAuthentication(ctx.request.body, language: extras.language,
+                                                                                                   dpop: extras.dpop, over: s.loopLogins(loop))))
         })
         // SPEC "Portability": a provider's icon, public. `sandbox` makes an SVG opened on its own a
         // document without scripts or same-origin access, and `nosniff` keeps it the type it is

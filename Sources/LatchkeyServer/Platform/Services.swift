@@ -76,14 +76,16 @@ public final class Services: Sendable {
     /// Whether the start-up steps are done, and if not what they wait for (`/readyz`).
     public let startup = StartupState()
 
-    /// `loop`'s database connections (`LATCHKEY_THREADS` of them, as the worker pool has).
-    func loopConnections(_ loop: EventLoop) -> LoopConnections {
-        loopDatabases.withLock { made in
+    /// The sign-in's store on `loop`, over that loop's database connections (`LATCHKEY_THREADS` of
+    /// them, as the worker pool has), made on its first sign-in.
+    func loopLogins(_ loop: EventLoop) -> LoopLogins {
+        let connections = loopDatabases.withLock { made in
             if let connections = made[ObjectIdentifier(loop)] { return connections }
             let connections = database.loopConnections(on: loop, connections: configuration.threads)
             made[ObjectIdentifier(loop)] = connections
             return connections
         }
+        return LoopLogins(repository: database.logins, connections: connections)
     }
 
     public init(configuration: Configuration, database: Database, runtime: Runtime = .system, log: RequestLog = RequestLog(enabled: true)) {
