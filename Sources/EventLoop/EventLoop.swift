@@ -138,6 +138,29 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
         _ = write(wakeDescriptor, &one, 8)
     }
 
+    // MARK: Calls that block
+
+    /// Runs `work` on a thread of its own and resumes the calling task with its result, so a call
+    /// that blocks (opening a database connection: libpq's connect, with its `connect_timeout` per
+    /// host of a multi-host URL, which its non-blocking form leaves to the caller) does not stop
+    /// the loop. A task with this loop as its executor preference resumes on the loop.
+    public static func offload<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withUnsafeContinuation { continuation in
+            let job = Unmanaged.passRetained(OffloadedCall { continuation.resume(returning: work()) }).toOpaque()
+            var attributes = pthread_attr_t()
+            pthread_attr_init(&attributes)
+            defer { pthread_attr_destroy(&attributes) }
+            pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+            var thread = pthread_t()
+            let created = pthread_create(&thread, &attributes, { raw in
+                Unmanaged<OffloadedCall>.fromOpaque(raw!).takeRetainedValue().run()
+                return nil
+            }, job)
+            // No thread to be had: the call runs here, as it did before it could be offloaded.
+            if created != 0 { Unmanaged<OffloadedCall>.fromOpaque(job).takeRetainedValue().run() }
+        }
+    }
+
     // MARK: Waiting on sockets (loop thread only)
 
     /// Suspends the calling task until `descriptor` is readable or `deadline` (monotonic
@@ -274,3 +297,9 @@ private let currentLoopKey: pthread_key_t = {
     precondition(pthread_key_create(&key, nil) == 0)
     return key
 }()
+
+/// A call handed to `EventLoop.offload`'s thread.
+private final class OffloadedCall: Sendable {
+    let run: @Sendable () -> Void
+    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}

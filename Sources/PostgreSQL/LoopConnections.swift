@@ -6,8 +6,8 @@ public import EventLoop
 /// budget, at most `acquireTimeout` — and then fails `.poolTimeout`, as the worker pool's would; it
 /// never blocks the thread.
 ///
-/// Connections are opened on first need (`PQconnectdb` blocks the loop for that connect: a
-/// loop's handful of connections are opened once and kept) and switched to non-blocking mode. One
+/// Connections are opened on first need, on a thread of their own (`EventLoop.offload`: libpq's
+/// connect blocks, up to `connect_timeout` per host), and switched to non-blocking mode. One
 /// that broke, or that comes back inside a transaction, is closed instead of kept (closing it
 /// rolls that transaction back on the server).
 public final class LoopConnections: @unchecked Sendable {
@@ -73,7 +73,10 @@ public final class LoopConnections: @unchecked Sendable {
             if open < maxConnections {
                 open += 1
                 do {
-                    let connection = try PostgresConnection(url: url, transactionPooling: transactionPooling, queryTimeout: queryTimeout)
+                    let (url, transactionPooling, queryTimeout) = (url, transactionPooling, queryTimeout)
+                    let connection = try await EventLoop.offload {
+                        Result { try PostgresConnection(url: url, transactionPooling: transactionPooling, queryTimeout: queryTimeout) }
+                    }.get()
                     guard connection.makeNonBlocking() else {
                         throw PostgresError(.connection, "libpq would not switch the connection to non-blocking mode")
                     }

@@ -1,4 +1,6 @@
 import EventLoop
+import Glibc
+import Synchronization
 import Testing
 @testable import PostgreSQL
 
@@ -131,6 +133,53 @@ struct LoopPipelineTests {
         #expect(outcome.next == 8)
     }
 
+    @Test("a connection being opened does not stop the loop: its other tasks run meanwhile, and a connect that fails throws")
+    func connectOffTheLoop() async throws {
+        // A server that completes the TCP handshake (the kernel's backlog) and never answers the
+        // startup packet: libpq waits there until connect_timeout.
+        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { Glibc.close(silent) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, length) == 0 && listen(silent, 4) == 0 && getsockname(silent, $0, &length) == 0 }
+        }
+        try #require(bound)
+        let loop = EventLoop()
+        loop.start()
+        defer { loop.stop() }
+        let pool = LoopConnections(loop: loop, url: "postgresql://nobody@127.0.0.1:\(UInt16(bigEndian: address.sin_port))/none?connect_timeout=1",
+                                   maxConnections: 1)
+        let outcome = await Task(executorPreference: loop) { () async -> (failed: PostgresError.Code?, otherRanFirst: Bool) in
+            let other = RanFlag()
+            return await withTaskGroup(of: PostgresError.Code?.self) { group in
+                // The connecting task runs first; on one loop thread the other runs only once the
+                // first has let go of the thread.
+                group.addTask(executorPreference: loop) {
+                    do {
+                        _ = try await pool.withConnection { c in try await c.pipeline(["SELECT 1"], on: loop) }
+                        return nil
+                    } catch let error as PostgresError {
+                        return other.ran.load(ordering: .relaxed) ? error.code : nil
+                    } catch {
+                        return nil
+                    }
+                }
+                group.addTask(executorPreference: loop) {
+                    other.ran.store(true, ordering: .relaxed)
+                    return nil
+                }
+                var failed: PostgresError.Code? = nil
+                for await code in group where code != nil { failed = code }
+                return (failed, other.ran.load(ordering: .relaxed))
+            }
+        }.value
+        #expect(outcome.failed == .connection, "the connect failed after the loop's other task had run")
+        #expect(outcome.otherRanFirst)
+    }
+
     @Test("close: the idle connections are closed on the loop, and none is lent again")
     func close() async throws {
         let loop = EventLoop()
@@ -146,4 +195,9 @@ struct LoopPipelineTests {
         #expect(opened == 1)
         #expect(after == 0)
     }
+}
+
+/// Whether a task has run (shared by the tasks of one test).
+private final class RanFlag: Sendable {
+    let ran = Atomic<Bool>(false)
 }

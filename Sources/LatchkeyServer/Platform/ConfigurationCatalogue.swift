@@ -88,7 +88,7 @@ public enum ConfigurationCatalogue {
         .init("LATCHKEY_THREADS", "listeners", "worker threads per process", default: "`8`"),
         .init("LATCHKEY_WORKERS", "listeners", "processes sharing the listening port (`SO_REUSEPORT`)", default: "`1`"),
         .init("LATCHKEY_EVENT_LOOPS", "listeners",
-              "event loops per process, each with its own listener on the port: a passkey sign-in's requests are answered there, without a worker thread (`0`: none). Each loop opens its own database connections (`LATCHKEY_THREADS` of them) on first need, and the connect blocks that loop meanwhile; the per-address connection cap is shared out among the loops. [docs/sizing.md](sizing.md) has what it saves",
+              "event loops per process, each with its own listener on the port: a passkey sign-in's requests are answered there, without a worker thread (`0`: none). Each loop opens its own database connections (`LATCHKEY_THREADS` of them) on first need, on a thread of their own so the loop goes on answering meanwhile; the per-address connection cap is shared out among the loops. [docs/sizing.md](sizing.md) has what it saves",
               default: "`0`"),
         .init("LATCHKEY_DB_POOLER", "database",
               "`transaction`: PgBouncer in transaction pooling sits in front of PostgreSQL (no named prepared statements, no session `SET`, no `LISTEN` on pooled connections)",
