@@ -104,11 +104,7 @@ enum ScaleBenchmark {
                 fflush(nil)  // a long run shows its phases as they end, also into a file
             }
         }
-        func median(_ label: String, _ f: (Phase) -> Double) -> Double {
-            let v = (phases[label] ?? []).map(f).sorted()
-            guard !v.isEmpty else { return 0 }
-            return v.count % 2 == 1 ? v[v.count / 2] : (v[v.count / 2 - 1] + v[v.count / 2]) / 2
-        }
+        func median(_ label: String, _ f: (Phase) -> Double) -> Double { FlowReport.median((phases[label] ?? []).map(f)) }
         let sizes = sized.map { (label: $0.label, bytes: (try? stats.databaseSize($0.name)) ?? 0) }
         for db in sized {
             let all = (phases[db.label] ?? []).flatMap(\.latencies).sorted()
@@ -125,10 +121,8 @@ enum ScaleBenchmark {
             // machine's drift than the ratio of medians taken across rounds.
             let paired = zip(phases["empty"] ?? [], phases[sized[1].label] ?? []).map { $1.rate / max($0.rate, 1) }
             if paired.count > 1 {
-                let sorted = paired.sorted()
-                let middle = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
                 print("round by round \(paired.map { formatDecimal($0, places: 2) }.joined(separator: ", ")): "
-                      + "median \(formatDecimal(middle, places: 2))")
+                      + "median \(formatDecimal(FlowReport.median(paired), places: 2))")
             }
         }
         let sizeText = sizes.map { "\($0.label) \(megabytes($0.bytes))" }.joined(separator: ", ")
