@@ -48,7 +48,7 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// Set on the loop's thread once `stop` was called: new waits fail at once.
     private var stopping = false
     private let threadID = Atomic<UInt>(0)
-    private var thread = pthread_t()
+    private var thread: StartedThread?
     private let started = Atomic<Bool>(false)
     private let ended = Atomic<Bool>(false)
 
@@ -70,13 +70,8 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// Starts the loop's thread. Call once.
     public func start() {
         precondition(!started.exchange(true, ordering: .acquiringAndReleasing), "an event loop starts once")
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let created = pthread_create(&thread, nil, { raw in
-            let loop = Unmanaged<EventLoop>.fromOpaque(raw!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, context)
-        precondition(created == 0, "pthread_create failed")
+        guard let thread = startThread({ self.run() }) else { preconditionFailure("pthread_create failed") }
+        self.thread = thread
     }
 
     /// Runs what is already queued, then ends the thread and joins it. Waits still pending end
@@ -90,7 +85,7 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
         }
         guard wasRunning, started.load(ordering: .acquiring) else { return }
         wake()
-        if !isCurrent { pthread_join(thread, nil) }
+        if !isCurrent { thread?.join() }
     }
 
     /// Whether the loop's thread has ended (`stop`): nothing posted to it runs any more.
@@ -146,18 +141,9 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// the loop. A task with this loop as its executor preference resumes on the loop.
     public static func offload<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withUnsafeContinuation { continuation in
-            let job = Unmanaged.passRetained(OffloadedCall { continuation.resume(returning: work()) }).toOpaque()
-            var attributes = pthread_attr_t()
-            pthread_attr_init(&attributes)
-            defer { pthread_attr_destroy(&attributes) }
-            pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-            var thread = pthread_t()
-            let created = pthread_create(&thread, &attributes, { raw in
-                Unmanaged<OffloadedCall>.fromOpaque(raw!).takeRetainedValue().run()
-                return nil
-            }, job)
+            let call: @Sendable () -> Void = { continuation.resume(returning: work()) }
             // No thread to be had: the call runs here, as it did before it could be offloaded.
-            if created != 0 { Unmanaged<OffloadedCall>.fromOpaque(job).takeRetainedValue().run() }
+            if startThread(detached: true, call) == nil { call() }
         }
     }
 
@@ -297,9 +283,3 @@ private let currentLoopKey: pthread_key_t = {
     precondition(pthread_key_create(&key, nil) == 0)
     return key
 }()
-
-/// A call handed to `EventLoop.offload`'s thread.
-private final class OffloadedCall: Sendable {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-}

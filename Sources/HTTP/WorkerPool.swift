@@ -1,3 +1,4 @@
+import EventLoop
 import Glibc
 
 /// A fixed set of threads taking jobs from one queue, oldest first.
@@ -16,24 +17,14 @@ final class WorkerPool: @unchecked Sendable {
     private var jobs: [Job] = []
     private var head = 0
     private var closed = false
-    private var threads: [pthread_t] = []
+    private var threads: [StartedThread] = []
 
     init(threads count: Int) {
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(workAvailable, nil)
         jobs.reserveCapacity(64)
         for _ in 0..<max(1, count) {
-            let context = Unmanaged.passRetained(self).toOpaque()
-            var thread = pthread_t()
-            guard pthread_create(&thread, nil, { raw in
-                let pool = Unmanaged<WorkerPool>.fromOpaque(raw!).takeRetainedValue()
-                pool.work()
-                return nil
-            }, context) == 0 else {
-                Unmanaged<WorkerPool>.fromOpaque(context).release()
-                continue
-            }
-            threads.append(thread)
+            if let thread = startThread({ self.work() }) { threads.append(thread) }
         }
     }
 
@@ -63,7 +54,7 @@ final class WorkerPool: @unchecked Sendable {
         closed = true
         pthread_cond_broadcast(workAvailable)
         pthread_mutex_unlock(mutex)
-        for thread in joining { pthread_join(thread, nil) }
+        for thread in joining { thread.join() }
     }
 
     private func work() {
