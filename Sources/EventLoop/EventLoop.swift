@@ -98,6 +98,12 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
         return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
     }
 
+    /// How long the loop may sleep, in `epoll_wait`'s milliseconds, before `deadline` (rounded
+    /// up, so a wait never wakes a little early; 0 once it has passed). Also for `onEveryTurn` hooks.
+    public static func milliseconds(until deadline: UInt64, from now: UInt64) -> Int32 {
+        deadline <= now ? 0 : Int32(clamping: (deadline - now) / 1_000_000 + 1)
+    }
+
     /// The loop whose thread the caller runs on, if any.
     public static var current: EventLoop? {
         pthread_getspecific(currentLoopKey).map { Unmanaged<EventLoop>.fromOpaque($0).takeUnretainedValue() }
@@ -244,7 +250,7 @@ public final class EventLoop: TaskExecutor, @unchecked Sendable {
             let now = Self.monotonicNanoseconds()
             for wait in waits.values {
                 guard let deadline = wait.deadline else { continue }
-                let limit = deadline <= now ? 0 : Int32(clamping: (deadline - now) / 1_000_000 + 1)
+                let limit = Self.milliseconds(until: deadline, from: now)
                 if sleep < 0 || limit < sleep { sleep = limit }
             }
             // Work posted from this thread (a continuation resumed by a watcher) must not wait.

@@ -111,7 +111,7 @@ public final class LoopConnections: @unchecked Sendable {
                     waiter.continuation.resume(returning: false)
                     return true
                 }
-                let limit = Int32(clamping: (deadline - now) / 1_000_000 + 1)
+                let limit = EventLoop.milliseconds(until: deadline, from: now)
                 if sleep < 0 || limit < sleep { sleep = limit }
                 return false
             }
