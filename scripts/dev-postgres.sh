@@ -137,10 +137,24 @@ fi
 as_pg mkdir -p "$SOCKET_DIR"
 
 # Settings are rewritten on every run; a change restarts a running cluster.
-# zstd needs PostgreSQL 15; older servers take pglz ('on').
+# lz4 needs PostgreSQL 15 built with it (Debian's is); other servers take pglz ('on').
 pg_major="$("$BINDIR/postgres" --version | sed -E 's/[^0-9]*([0-9]+).*/\1/')"
 WAL_COMPRESSION=on
-[[ "$pg_major" =~ ^[0-9]+$ ]] && ((pg_major >= 15)) && WAL_COMPRESSION=zstd
+if [[ "$pg_major" =~ ^[0-9]+$ ]] && ((pg_major >= 15)) && ldd "$BINDIR/postgres" 2>/dev/null | grep -q liblz4; then
+  WAL_COMPRESSION=lz4
+fi
+# The dev cluster (the demo, `latchkey bench`) gets a quarter of the memory it may use, at most 2 GB,
+# as deploy/ha/patroni.yml asks of a database machine: a million benchmark accounts (1.25 GB) then
+# stay in PostgreSQL's own cache. The throwaway test cluster keeps PostgreSQL's 128 MB.
+SHARED_BUFFERS_MB=128
+if ((!TEST)); then
+  memory_kb="$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)"
+  limit="$(cat /sys/fs/cgroup/memory.max 2>/dev/null || echo max)"
+  if [[ "$limit" =~ ^[0-9]+$ ]] && ((limit / 1024 < memory_kb)); then memory_kb=$((limit / 1024)); fi
+  SHARED_BUFFERS_MB=$((memory_kb / 4 / 1024))
+  if ((SHARED_BUFFERS_MB > 2048)); then SHARED_BUFFERS_MB=2048; fi
+  if ((SHARED_BUFFERS_MB < 128)); then SHARED_BUFFERS_MB=128; fi
+fi
 write_settings() {
   local conf old
   conf="# written by scripts/dev-postgres.sh; edit the script or its environment instead
@@ -150,9 +164,10 @@ unix_socket_directories = '$SOCKET_DIR'
 max_connections = 400
 timezone = 'UTC'
 log_timezone = 'UTC'
-# Full-page images compressed, as deploy/ha/patroni.yml ships them, so \`latchkey bench\` here
-# measures a sign-in's WAL as a deployment sees it (docs/sizing.md).
-wal_compression = $WAL_COMPRESSION"
+# Full-page images compressed and the buffer pool sized, as deploy/ha/patroni.yml ships them, so
+# \`latchkey bench\` here measures a sign-in as a deployment sees it (docs/sizing.md).
+wal_compression = $WAL_COMPRESSION
+shared_buffers = ${SHARED_BUFFERS_MB}MB"
   if [[ "$FAST" == 1 ]]; then
     conf+="
 # LATCHKEY_PG_FAST=1: throwaway cluster, durability off

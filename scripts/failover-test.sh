@@ -139,7 +139,7 @@ bootstrap:
         max_wal_senders: 10
         max_replication_slots: 10
         wal_keep_size: 256MB
-        wal_compression: zstd
+        wal_compression: lz4
         hot_standby: 'on'
   initdb:
     - encoding: UTF8

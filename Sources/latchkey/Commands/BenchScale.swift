@@ -82,7 +82,7 @@ enum ScaleBenchmark {
         let server = o.server ?? executablePath()
         print("server binary: \(server)")
         print("latchkey bench login --accounts \(o.accounts): \(small) accounts (\"empty\") beside \(o.accounts), concurrency \(o.concurrency), "
-              + "\(o.duration) s × \(o.rounds) rounds each, alternating; "
+              + "\(o.duration) s × \(o.rounds) rounds each, alternating (even rounds large first); "
               + (o.checkpointOnce ? "one CHECKPOINT before the first round" : "a CHECKPOINT before every phase"))
         let stats: ClusterStats
         do { stats = try ClusterStats(url: url("postgres")) } catch {
@@ -94,7 +94,11 @@ enum ScaleBenchmark {
         let sized = small == o.accounts ? [databases[0]] : databases
         var phases: [String: [Phase]] = [:]
         for round in 1...o.rounds {
-            for (index, db) in sized.enumerated() {
+            // Even rounds run the large database first (A B, B A, …): a machine whose speed drifts
+            // within a round then favours each side in every other round, and the round-by-round
+            // median below is not tilted towards whichever phase always ran first.
+            let order = round % 2 == 0 ? Array(sized.reversed()) : sized
+            for (index, db) in order.enumerated() {
                 let checkpoint = !o.checkpointOnce || (round == 1 && index == 0)
                 guard let p = measure(url: url(db.name), database: db.name, accounts: db.accounts, concurrency: o.concurrency,
                                       seconds: o.duration, stats: stats, callgrind: false, checkpoint: checkpoint,
