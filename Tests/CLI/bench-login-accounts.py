@@ -34,6 +34,7 @@ expect = {
     'ratio': r'^ratio=[\d.]+ ',
     'database size': r'^database size: empty [\d.]+ MB, 100 [\d.]+ MB',
     'key cache note': r'^credential key cache: ',
+    'buffer pool prewarmed': r'^prewarmed latchkey_bench_accounts_100: [\d.]+ MB read into shared_buffers \([\d.]+ MB\)$',
 }
 bench_check.expect_lines(out, expect, failures)
 # Again on the same databases with --reuse: what the first run's logins wrote is removed (sessions,

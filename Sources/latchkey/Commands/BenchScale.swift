@@ -92,6 +92,7 @@ enum ScaleBenchmark {
             guard prepare(url: url(db.name), name: db.name, accounts: db.accounts, reuse: o.reuse, stats: stats, server: server) else { return ExitCode.failure }
         }
         let sized = small == o.accounts ? [databases[0]] : databases
+        for db in sized { SeededAccounts.prewarm(databaseURL: url(db.name), name: db.name) }
         var phases: [String: [Phase]] = [:]
         for round in 1...o.rounds {
             // Even rounds run the large database first (A B, B A, …): a machine whose speed drifts
