@@ -96,11 +96,7 @@ public enum SecureRandom {
     static let shardCount = 16
     private static let shards = (0..<shardCount).map { _ in Shard() }
 
-    /// The calling thread's shard: its id (the address of its control block) hashed, so
-    /// neighbouring threads land apart.
-    private static var shard: Shard {
-        shards[Int(truncatingIfNeeded: (UInt64(pthread_self()) &* 0x9E37_79B9_7F4A_7C15) >> 60) % shardCount]
-    }
+    private static var shard: Shard { shards[ThreadSlot.current(of: shardCount)] }
 
     public static func bytes(_ count: Int) -> [UInt8] {
         guard count > 0 else { return [] }

@@ -209,6 +209,7 @@ public enum PostgresDeadline {
 }
 
 extension Duration {
+    /// Whole nanoseconds, 0 for a negative duration: what a deadline on the monotonic clock adds.
     var nanosecondsClamped: UInt64 {
         let (seconds, attoseconds) = components
         guard seconds >= 0 else { return 0 }

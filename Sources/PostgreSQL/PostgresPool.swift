@@ -151,7 +151,7 @@ public final class PostgresPool: Sendable {
     }
 
     private func acquire() throws -> PostgresConnection {
-        let deadline = PostgresDeadline.callDeadline(limit: acquireTimeout) ?? (ConditionLock.monotonicNanoseconds() &+ nanoseconds(acquireTimeout))
+        let deadline = PostgresDeadline.callDeadline(limit: acquireTimeout) ?? (ConditionLock.monotonicNanoseconds() &+ acquireTimeout.nanosecondsClamped)
         while true {
             enum Next { case reuse(PostgresConnection), open }
             let next: Next = try lock.withLock {
@@ -237,10 +237,4 @@ public final class PostgresPool: Sendable {
         }
         _ = flushed  // closed here, outside the lock
     }
-}
-
-private func nanoseconds(_ duration: Duration) -> UInt64 {
-    let (seconds, attoseconds) = duration.components
-    guard seconds >= 0 else { return 0 }
-    return UInt64(seconds) &* 1_000_000_000 &+ UInt64(attoseconds / 1_000_000_000)
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Storage
 import Synchronization
 #if canImport(Glibc)
@@ -81,9 +82,7 @@ public final class Metrics: Sendable {
     private let state = Mutex(State())
     public init() {}
 
-    private var shard: Shard {
-        shards[Int(truncatingIfNeeded: (UInt64(pthread_self()) &* 0x9E37_79B9_7F4A_7C15) >> 60) % shards.count]
-    }
+    private var shard: Shard { shards[ThreadSlot.current(of: shards.count)] }
 
     public func observeRequest(route: String, method: String, status: Int, seconds: Double, roundTrips: Int = 0) {
         let method = Self.methodLabel(method)

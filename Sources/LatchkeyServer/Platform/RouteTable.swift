@@ -35,17 +35,28 @@ struct RouteTable {
         router.add(method, routerPattern, accepting: accepting, handler: { request, params in
             let response: Response
             do {
-                guard route.available else { throw ServiceError.notFound("resource") }
-                response = try handler(try route.check(request, params, lookups))
+                response = try handler(try Self.context(route, request, params, lookups))
             } catch let error as ServiceError {
                 response = error.response
             } catch {
                 response = ServiceError(.internalError, "unexpected failure").response
             }
-            // A DPoP proof's jti rides in the route's one write (RFC 9449 §11.1): a replay is
-            // refused whatever the route answered, having written nothing.
-            return lookups.settleProof()?.response ?? response
+            return Self.settled(response, lookups)
         }, onLoop: loopHandler)
+    }
+
+    /// What the guard admits `request` with, or the error that refuses it (a route this deployment
+    /// has off is 404).
+    private static func context(_ route: GuardedRoute, _ request: Request, _ params: PathParameters,
+                                _ lookups: any GuardLookups) throws(ServiceError) -> RouteContext {
+        guard route.available else { throw ServiceError.notFound("resource") }
+        return try route.check(request, params, lookups)
+    }
+
+    /// A DPoP proof's jti rides in the route's one write (RFC 9449 §11.1): a replay is refused
+    /// whatever the route answered, having written nothing.
+    private static func settled(_ response: Response, _ lookups: any GuardLookups) -> Response {
+        lookups.settleProof()?.response ?? response
     }
 
     private static func onLoop(_ route: GuardedRoute, _ lookups: any GuardLookups,
@@ -53,13 +64,13 @@ struct RouteTable {
         { @Sendable (request: Request, params: PathParameters) async -> Response in
             var response: Response
             do throws(ServiceError) {
-                guard route.available else { throw ServiceError.notFound("resource") }
+                let context = try Self.context(route, request, params, lookups)
                 guard let loop = EventLoop.current else { throw ServiceError(.internalError, "a loop handler off its loop") }
-                response = try await handler(try route.check(request, params, lookups), loop)
+                response = try await handler(context, loop)
             } catch {
                 response = error.response
             }
-            return lookups.settleProof()?.response ?? response
+            return Self.settled(response, lookups)
         }
     }
 }
