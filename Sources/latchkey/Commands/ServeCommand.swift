@@ -155,16 +155,25 @@ enum ServeCommand: Command {
         }
         // Expired challenges are useless; sweep them now and then (any instance may).
         // Receipts past LATCHKEY_RECEIPT_RETENTION go the same way; their commitments stay in the log.
+        // Sessions ended 30 days ago go hourly: finding unrevoked expired ones reads the whole table.
         let retention = configuration.receiptRetention
         _ = spawnThread {
+            var minutes = 0
             while true {
                 sleep(60)
+                minutes += 1
                 try? database.challenges.purgeExpired()
                 try? database.dpopProofs.purgeExpired()
                 do {
                     while try database.transparencyLog.purgeReceipts(olderThan: retention) > 0 {}
                 } catch {
                     printError("latchkey serve: receipts past LATCHKEY_RECEIPT_RETENTION not deleted (next try in a minute): \(error)")
+                }
+                guard minutes % 60 == 1 else { continue }
+                do {
+                    while try database.sessions.purgeEnded() > 0 {}
+                } catch {
+                    printError("latchkey serve: sessions ended 30 days ago not deleted (next try in an hour): \(error)")
                 }
             }
         }
