@@ -48,6 +48,7 @@ bench_check.expect_lines(again.stdout, {
     'one checkpoint': r'one CHECKPOINT before the first round$',
     'second round without errors': r'^round 2 100 .* errors 0 ',
     'ratio round by round': r'^round by round [\d.]+, [\d.]+: median [\d.]+$',
+    'ratio by AB/BA pair': r'^AB/BA pairs [\d.]+: median [\d.]+ \(a steady drift cancels within a pair\)$',
 }, failures, '--reuse: ')
 # Rounds alternate which database goes first, so drift within a round favours neither side.
 order = re.findall(r'^round (\d) (empty|100) ', again.stdout, re.M)

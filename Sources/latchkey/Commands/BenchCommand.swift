@@ -31,8 +31,9 @@ enum BenchCommand: Command {
                  ES256 rate on two threads and in two processes; registrations per second (none, packed).
         login --accounts N
                  seeds N accounts with passkeys (COPY) in a database of D's cluster and a handful in another
-                 ("empty"), serves each in turn from this executable and measures both in the same run:
-                 logins/s and the ratio (of the medians, and round by round), p50/p95/p99, server and
+                 ("empty"), both read into the buffer pool first (pg_prewarm), serves each in turn from this
+                 executable, small first in odd rounds and large first in even ones, and measures both in the
+                 same run: logins/s and the ratio (of the medians, round by round, and by AB/BA pair), p50/p95/p99, server and
                  PostgreSQL CPU µs per login (/proc), WAL bytes, full-page images and commits per login
                  (pg_stat_wal, pg_stat_database), the database sizes;
                  --instructions: the server's instructions per login under callgrind; --reuse: keep a database

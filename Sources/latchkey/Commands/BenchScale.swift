@@ -128,6 +128,11 @@ enum ScaleBenchmark {
             if paired.count > 1 {
                 print("round by round \(paired.map { formatDecimal($0, places: 2) }.joined(separator: ", ")): "
                       + "median \(formatDecimal(FlowReport.median(paired), places: 2))")
+                // A round run small-first and the next run large-first see a steady drift with
+                // opposite signs: the geometric mean of the two cancels it (an ABBA design).
+                let pairs = stride(from: 0, to: paired.count - 1, by: 2).map { (paired[$0] * paired[$0 + 1]).squareRoot() }
+                print("AB/BA pairs \(pairs.map { formatDecimal($0, places: 2) }.joined(separator: ", ")): "
+                      + "median \(formatDecimal(FlowReport.median(pairs), places: 2)) (a steady drift cancels within a pair)")
             }
         }
         let sizeText = sizes.map { "\($0.label) \(megabytes($0.bytes))" }.joined(separator: ", ")
