@@ -86,7 +86,7 @@ let package = Package(
         .target(name: "WebAuthnTesting", dependencies: ["WebAuthn", "CBOR", "Crypto", "JSON"], swiftSettings: strict),
 
         .executableTarget(name: "latchkey", dependencies: ["LatchkeyServer", "WebAuthn", "WebAuthnTesting", "Storage", "PostgreSQL",
-                                                        "HTTP", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Receipts", "Curl", "Transparency", "Tokens"],
+                                                        "HTTP", "EventLoop", "CBOR", "Crypto", "JSON", "WellKnown", "DeviceKeys", "Receipts", "Curl", "Transparency", "Tokens"],
                           swiftSettings: strict),
 
         // libFuzzer harness, one executable for every fuzz target (LATCHKEY_FUZZ_TARGET picks one).

@@ -7,11 +7,15 @@ public struct StartedThread: Sendable {
 
     /// Waits for the thread to end.
     public func join() { pthread_join(handle, nil) }
+
+    /// Lets the thread end on its own, never to be joined.
+    public func detach() { pthread_detach(handle) }
 }
 
 /// Starts `body` on a new POSIX thread: joinable (the caller joins what it gets back) or
 /// `detached`. Nil when the system would not start one. The one place a thread is made: an event
-/// loop's, a worker's, and the short-lived one of `EventLoop.offload`.
+/// loop's, a worker's, the short-lived one of `EventLoop.offload`, and the CLI's and the tests'
+/// `spawnThread`.
 @discardableResult
 public func startThread(detached: Bool = false, _ body: @escaping @Sendable () -> Void) -> StartedThread? {
     let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()

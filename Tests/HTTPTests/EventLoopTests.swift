@@ -32,7 +32,7 @@ struct EventLoopTests {
         let (before, after, readiness) = await Task(executorPreference: loop) { () async -> (Bool, Bool, EventLoop.Readiness) in
             let before = EventLoop.current === loop && loop.isCurrent
             let writer = pipe.write
-            pthread_detach(spawnThread { usleep(20_000); var byte: UInt8 = 1; _ = Glibc.write(writer, &byte, 1) })
+            spawnThread { usleep(20_000); var byte: UInt8 = 1; _ = Glibc.write(writer, &byte, 1) }.detach()
             let readiness = await loop.readable(pipe.read, until: nil)
             return (before, EventLoop.current === loop, readiness)
         }.value
@@ -137,7 +137,7 @@ struct LoopServerTests {
                 }
             }
         }
-        for thread in threads { join(thread) }
+        for thread in threads { thread.join() }
         #expect(failures.withLock { $0 } == [])
         let missing = try HTTPClient(host: "127.0.0.1", port: port).send(method: "GET", path: "/nowhere")
         #expect(missing.status == 404)

@@ -1,3 +1,4 @@
+import EventLoop
 import Glibc
 import HTTP
 import Synchronization
@@ -289,7 +290,7 @@ private func startServer(maxBodyBytes: Int = 65536, connectionTimeoutSeconds: In
                 }
             }
         }
-        for thread in threads { join(thread) }
+        for thread in threads { thread.join() }
         #expect(failures.withLock { $0 } == [])
         #expect(successes.load(ordering: .relaxed) == clients * requestsEach)
     }
@@ -446,26 +447,12 @@ func rawExchange(port: Int, _ bytes: [UInt8], halfClose: Bool = true) throws -> 
 }
 
 /// A POSIX thread running `body` (swift-testing's tasks share a small pool; these must really block).
-final class ThreadBody {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-}
-
-func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    let result = pthread_create(&thread, nil, { context in
-        let body = Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue()
-        body.body()
-        return nil
-    }, context)
-    precondition(result == 0, "pthread_create failed")
+@discardableResult
+func spawnThread(_ body: @escaping @Sendable () -> Void) -> StartedThread {
+    guard let thread = startThread(body) else { preconditionFailure("pthread_create failed") }
     return thread
 }
 
-func join(_ thread: pthread_t) {
-    pthread_join(thread, nil)
-}
 
 private final class Barrier: @unchecked Sendable {
     private var barrier = pthread_barrier_t()

@@ -1,4 +1,5 @@
 import Crypto
+import EventLoop
 import JSON
 import LatchkeyServer
 import Synchronization
@@ -286,7 +287,7 @@ enum VerifyBenchmark {
         let threads = (0..<2).map { _ in
             spawnThread { total.add(countLoop(seconds: seconds) { fixture.verifyWithLatchkey() }, ordering: .relaxed) }
         }
-        for t in threads { pthread_join(t, nil) }
+        for t in threads { t.join() }
         let twoThreads = Double(total.load(ordering: .relaxed)) / seconds
         let twoProcesses = runWorkerProcesses(count: 2, seconds: seconds).map { Double($0) / seconds }.reduce(0, +)
         print("es256  1 thread \(Int(single))/s  2 threads \(Int(twoThreads))/s (x\(formatDecimal(twoThreads / single, places: 2)))  2 processes \(Int(twoProcesses))/s (x\(formatDecimal(twoProcesses / single, places: 2)))")
@@ -353,15 +354,9 @@ enum VerifyBenchmark {
     }
 }
 
-/// A plain POSIX thread running `body` (benchmarks want threads, not a task pool).
-func spawnThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
-    final class Box: @unchecked Sendable { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    var thread = pthread_t()
-    pthread_create(&thread, nil, { raw in
-        let box = Unmanaged<AnyObject>.fromOpaque(raw!).takeRetainedValue() as! Box
-        box.body()
-        return nil
-    }, box)
+/// A plain POSIX thread running `body` (benchmarks want threads, not a task pool), joinable.
+@discardableResult
+func spawnThread(_ body: @escaping @Sendable () -> Void) -> StartedThread {
+    guard let thread = startThread(body) else { preconditionFailure("pthread_create failed") }
     return thread
 }

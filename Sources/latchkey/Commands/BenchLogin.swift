@@ -1,4 +1,5 @@
 import Crypto
+import EventLoop
 import HTTP
 import JSON
 import LatchkeyServer
@@ -223,7 +224,7 @@ enum LoginBenchmark {
                 counts.withLock { $0.ok += ok; $0.errors += errors }
             }
         }
-        for t in threads { pthread_join(t, nil) }
+        for t in threads { t.join() }
         let (ok, errors) = counts.withLock { $0 }
         return (ok, errors, latencies.withLock { $0 })
     }

@@ -1,3 +1,4 @@
+import EventLoop
 import HTTP
 import JSON
 import LatchkeyServer
@@ -152,7 +153,7 @@ enum FlowPhase {
                 }
             }
         }
-        for t in threads { pthread_join(t, nil) }
+        for t in threads { t.join() }
         let done = shared.withLock { $0 }
         result.errors += done.errors
         result.flowLatencies += done.flows

@@ -1,4 +1,5 @@
 import Crypto
+import EventLoop
 import HTTP
 import JSON
 import LatchkeyServer
@@ -269,7 +270,7 @@ enum LoginLoad {
                 results.withLock { $0.ok += mine.ok; $0.errors += mine.errors; $0.latencies += mine.latencies }
             }
         }
-        for t in threads { pthread_join(t, nil) }
+        for t in threads { t.join() }
         var r = results.withLock { $0 }
         r.latencies.sort()
         return r

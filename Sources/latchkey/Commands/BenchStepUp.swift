@@ -1,4 +1,5 @@
 import Crypto
+import EventLoop
 import HTTP
 import JSON
 import LatchkeyServer
@@ -159,7 +160,7 @@ enum StepUpBenchmark {
                 counts.withLock { $0.ok += ok; $0.errors += errors }
             }
         }
-        for t in threads { pthread_join(t, nil) }
+        for t in threads { t.join() }
         let elapsed = monotonicNow() - start
         let (ok, errors) = counts.withLock { $0 }
         return LoadResult(ok: ok, errors: errors, elapsed: elapsed, verify: verifyLatencies.withLock { $0.sorted() },

@@ -1,3 +1,4 @@
+import EventLoop
 import HTTP
 import JSON
 import LatchkeyServer
@@ -270,14 +271,14 @@ final class ReceiptTap: Sendable {
 
     func hand(_ sample: Sample) { arrived.withLock { $0.append(sample) } }
 
-    func start() -> pthread_t {
+    func start() -> StartedThread {
         spawnThread { [self] in poll() }
     }
 
     /// Ends sampling (the load is over), waits for the poller, and returns what it saw.
-    func finish(_ thread: pthread_t) -> Report {
+    func finish(_ thread: StartedThread) -> Report {
         loadOver.store(true, ordering: .releasing)
-        pthread_join(thread, nil)
+        thread.join()
         return result.withLock { $0 }
     }
 

@@ -1,3 +1,4 @@
+import EventLoop
 import LatchkeyServer
 import Synchronization
 #if canImport(Glibc)
@@ -43,7 +44,7 @@ final class PostgresWireCounter: @unchecked Sendable {
     private let upstreamPort: Int
     private let listener: Int32
     private let counts = Mutex(Counts())
-    private var acceptThread: pthread_t? = nil
+    private var acceptThread: StartedThread? = nil
 
     /// A relay on a free loopback port to `host:port`; nil (with the reason on stderr) when it cannot listen.
     init?(upstreamHost: String, upstreamPort: Int) {
@@ -105,7 +106,7 @@ final class PostgresWireCounter: @unchecked Sendable {
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        if let t = acceptThread { pthread_join(t, nil) }
+        acceptThread?.join()
     }
 
     private func acceptLoop() {
@@ -125,11 +126,11 @@ final class PostgresWireCounter: @unchecked Sendable {
                 serverToClient(upstream, client)
                 shutdown(client, Int32(SHUT_RDWR))
                 shutdown(upstream, Int32(SHUT_RDWR))
-                pthread_join(other, nil)
+                other.join()
                 close(client)
                 close(upstream)
             }
-            pthread_detach(relay)
+            relay.detach()
         }
     }
 
